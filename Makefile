@@ -1,0 +1,46 @@
+# Two commands on a fresh machine (python3, make and a C compiler):
+#   make run    set up .venv and start `folio standalone`
+#   make test   set up .venv and run every check
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.folio-installed
+
+.PHONY: run test check-stubs lint typecheck imports pytest stubs bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/folio standalone
+
+test: $(STAMP) check-stubs lint typecheck imports pytest
+
+check-stubs: $(STAMP)
+	$(BIN)/python scripts/gen_protos.py --check
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
+# pytest exits 5 when it collected no test: that is a failure here.
+pytest: $(STAMP)
+	@$(BIN)/python -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest ran no tests" >&2; exit 1; fi; exit $$rc
+
+stubs: $(STAMP)
+	$(BIN)/python scripts/gen_protos.py
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.ledger_bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

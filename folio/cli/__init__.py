@@ -1,0 +1,45 @@
+"""The ``folio`` command line.
+
+Client commands live here; server commands (``bookie``, ``standalone``,
+``broker``) are plugged in by the server packages through the
+``folio.commands`` entry-point group, so this package imports none of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
+
+__all__ = ["main"]
+
+#: An entry point of group ``folio.commands`` loads one of these: it adds its
+#: sub-command to the parser and sets ``func`` (args -> exit code) as default.
+Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``folio`` parser with every installed command."""
+    parser = argparse.ArgumentParser(
+        prog="folio",
+        description="Folio: a streaming broker on BookKeeper-style ledgers. "
+        "Run `folio COMMAND --help` for a command's options.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for point in sorted(entry_points(group="folio.commands"), key=lambda p: p.name):
+        register: Register = point.load()
+        register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    result: int = func(args)
+    return result

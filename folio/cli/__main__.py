@@ -1,0 +1,5 @@
+"""``python -m folio.cli``."""
+
+from folio.cli import main
+
+raise SystemExit(main())

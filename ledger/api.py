@@ -1,0 +1,206 @@
+"""Contracts of the ledger service: what each piece promises, apart from how it is built.
+
+``BookieClient`` is the seam between a ledger handle and one bookie, whether
+the bookie runs in this process (``ledger.bookie.Bookie``) or behind gRPC
+(``ledger.bookie_grpc.GrpcBookieClient``). ``MetadataStore`` is the
+ZooKeeper-shaped store of ledger metadata and bookie registrations: embedded
+on RocksDB for standalone, ZooKeeper for clusters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+#: LAC / last entry id of a ledger that holds nothing yet.
+NO_ENTRY = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AddRequest:
+    """A run of entries of one ledger for one bookie.
+
+    The three sequences are parallel and in increasing entry id order;
+    ``entry_ids`` is a ``range`` when the entries are contiguous. ``lengths[i]``
+    is the ledger's length in bytes up to and including entry ``entry_ids[i]``.
+    """
+
+    ledger_id: int
+    entry_ids: Sequence[int]
+    lengths: Sequence[int]
+    datas: Sequence[bytes]
+    last_add_confirmed: int
+    recovery: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Entries a bookie holds in a requested range, parallel lists in entry order."""
+
+    entry_ids: list[int]
+    lengths: list[int]
+    datas: list[bytes]
+    last_add_confirmed: int
+    last_entry_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerTail:
+    """What a bookie knows of a ledger's end."""
+
+    last_add_confirmed: int
+    last_entry_id: int
+    fenced: bool
+
+
+class BookieClient(Protocol):
+    """One bookie, as a ledger handle uses it.
+
+    Every method raises ``ledger.errors`` types: ``BookieUnavailableError`` when
+    the bookie cannot be reached, ``StorageError`` when its storage failed.
+    """
+
+    @property
+    def bookie_id(self) -> str:
+        """Stable identity of the bookie (``host:port``, or ``local``)."""
+        ...
+
+    async def add_entries(self, request: AddRequest) -> None:
+        """Store the entries; return once all are durable (per the bookie's durability).
+
+        Adds are applied in the order the bookie receives them. Raises
+        ``LedgerFencedError`` if the ledger is fenced and the request is not a
+        recovery add, ``EntryTooLargeError`` for an entry above the limit,
+        ``InvalidArgumentError`` for negative or unordered ids. If the storage
+        fails a write, this and every later add fail with ``StorageError``.
+        """
+        ...
+
+    async def read_entries(
+        self, ledger_id: int, first_entry_id: int, last_entry_id: int,
+        *, fence: bool = False, max_bytes: int = 0,
+    ) -> ReadResult:
+        """Entries held in ``[first_entry_id, last_entry_id]``, ids not held skipped.
+
+        Stops after about ``max_bytes`` (0: the bookie's default), always
+        returning at least one held entry. With ``fence`` the ledger is fenced
+        first, after every add accepted before this call. Raises
+        ``NoSuchLedgerError`` if the bookie holds no state of the ledger.
+        """
+        ...
+
+    async def read_last_add_confirmed(self, ledger_id: int) -> LedgerTail:
+        """The ledger's LAC and last held entry id. ``NoSuchLedgerError`` if unknown."""
+        ...
+
+    async def fence(self, ledger_id: int) -> LedgerTail:
+        """Fence the ledger durably; afterwards non-recovery adds fail.
+
+        Every add accepted before the fence is durable before this returns, and
+        is counted in the returned tail.
+        """
+        ...
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Remove the ledger's entries and state. Idempotent."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections; the bookie itself keeps running."""
+        ...
+
+
+class LedgerState(Enum):
+    """Life of a ledger; moves only along ``LEDGER_TRANSITIONS``."""
+
+    OPEN = "OPEN"
+    IN_RECOVERY = "IN_RECOVERY"
+    CLOSED = "CLOSED"
+
+
+LEDGER_TRANSITIONS: dict[LedgerState, frozenset[LedgerState]] = {
+    LedgerState.OPEN: frozenset({LedgerState.IN_RECOVERY, LedgerState.CLOSED}),
+    # Recovery may be taken over by another recoverer (IN_RECOVERY again).
+    LedgerState.IN_RECOVERY: frozenset({LedgerState.IN_RECOVERY, LedgerState.CLOSED}),
+    LedgerState.CLOSED: frozenset(),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Versioned:
+    """A metadata node's data and its version (0 on create, +1 per successful set)."""
+
+    data: bytes
+    version: int
+
+
+class EventType(Enum):
+    """What a one-shot metadata watch saw."""
+
+    CREATED = "CREATED"
+    CHANGED = "CHANGED"
+    DELETED = "DELETED"
+    CHILDREN = "CHILDREN"
+
+
+WatchCallback = Callable[[EventType, str], None]
+
+
+class MetadataStore(Protocol):
+    """A ZooKeeper-shaped store: slash-separated paths, versioned nodes, one-shot watches.
+
+    Parents must exist before children are created (``create(..., make_parents=True)``
+    creates them). Every change is durable before the call returns. Watches are
+    one-shot, as in ZooKeeper: a callback fires at most once, after the change
+    it reports is visible, and must not block.
+    """
+
+    async def create(
+        self, path: str, data: bytes = b"", *, make_parents: bool = False,
+        sequential: bool = False, ephemeral: bool = False,
+    ) -> str:
+        """Create a node and return its path.
+
+        With ``sequential`` a zero-padded, increasing 10-digit counter is
+        appended to ``path`` (as ZooKeeper does). ``ephemeral`` nodes vanish
+        with the session that created them (the embedded store: when it closes).
+        Raises ``NodeExistsError``, or ``NoNodeError`` for a missing parent.
+        """
+        ...
+
+    async def get(self, path: str, *, watch: WatchCallback | None = None) -> Versioned:
+        """The node's data and version. Raises ``NoNodeError``.
+
+        A watch fires on the node's next change or deletion; it is set even
+        when the node is missing, then it fires on creation.
+        """
+        ...
+
+    async def exists(self, path: str) -> bool:
+        """Whether the node exists."""
+        ...
+
+    async def set(self, path: str, data: bytes, expected_version: int) -> int:
+        """Compare-and-set: replace the data if the version matches; return the new version.
+
+        ``expected_version=-1`` matches any version. Raises ``BadVersionError``
+        or ``NoNodeError``.
+        """
+        ...
+
+    async def delete(self, path: str, expected_version: int = -1) -> None:
+        """Delete a childless node. Raises ``NoNodeError``, ``BadVersionError``, ``NotEmptyError``."""
+        ...
+
+    async def children(self, path: str, *, watch: WatchCallback | None = None) -> list[str]:
+        """Names (not paths) of the node's children, sorted. Raises ``NoNodeError``.
+
+        A watch fires when a child is created or deleted, or the node deleted.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Close the session; its ephemeral nodes are deleted."""
+        ...

@@ -1,0 +1,95 @@
+"""Configuration of the ledger service: frozen dataclasses checked on construction.
+
+Layering (defaults < file < environment < flags) is done by ``ledger.settings``;
+these classes only hold and validate values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+DEFAULT_MAX_ENTRY_BYTES = 5 * 1024 * 1024
+
+
+class Durability(str, Enum):
+    """When a bookie acknowledges an add.
+
+    ``sync``: after the write batch holding it is fsynced (the default).
+    ``async``: after it is in RocksDB's write-ahead log, not yet fsynced; a
+    machine crash may lose acknowledged entries. For tests and benchmarks that say so.
+    """
+
+    SYNC = "sync"
+    ASYNC = "async"
+
+
+@dataclass(frozen=True)
+class BookieConfig:
+    """One bookie: where it keeps data and how it acknowledges.
+
+    Attributes:
+        data_dir: directory of the bookie's RocksDB.
+        durability: see ``Durability``.
+        max_entry_bytes: adds of larger entries are refused.
+        max_batch_bytes: a group commit is cut at about this many bytes.
+        read_max_bytes: default byte budget of one ReadEntries reply.
+    """
+
+    data_dir: str
+    durability: Durability = Durability.SYNC
+    max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES
+    max_batch_bytes: int = 64 * 1024 * 1024
+    read_max_bytes: int = 4 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not self.data_dir:
+            raise ValueError("BookieConfig.data_dir must be set")
+        if self.max_entry_bytes <= 0:
+            raise ValueError(f"max_entry_bytes must be positive, got {self.max_entry_bytes}")
+        if self.max_batch_bytes < self.max_entry_bytes:
+            raise ValueError("max_batch_bytes must be at least max_entry_bytes")
+        if self.read_max_bytes <= 0:
+            raise ValueError(f"read_max_bytes must be positive, got {self.read_max_bytes}")
+
+
+@dataclass(frozen=True)
+class LedgerConfig:
+    """The ledger client: quorums of new ledgers, limits and timeouts.
+
+    Attributes:
+        ensemble_size: E, bookies per ledger.
+        write_quorum: Qw, bookies each entry is written to.
+        ack_quorum: Qa, acknowledgements before an add is confirmed.
+        max_entry_bytes: adds of larger entries raise ``EntryTooLargeError``.
+        add_timeout_ms: a bookie that has not acknowledged an add by then is
+            treated as failed and replaced.
+        read_timeout_ms: deadline of one read from one bookie.
+        max_add_request_bytes: an add request to one bookie is cut at about this size.
+    """
+
+    ensemble_size: int = 1
+    write_quorum: int = 1
+    ack_quorum: int = 1
+    max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES
+    add_timeout_ms: int = 10_000
+    read_timeout_ms: int = 10_000
+    max_add_request_bytes: int = 16 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        check_quorums(self.ensemble_size, self.write_quorum, self.ack_quorum)
+        if self.max_entry_bytes <= 0:
+            raise ValueError(f"max_entry_bytes must be positive, got {self.max_entry_bytes}")
+        if self.add_timeout_ms <= 0 or self.read_timeout_ms <= 0:
+            raise ValueError("timeouts must be positive")
+        if self.max_add_request_bytes < self.max_entry_bytes:
+            raise ValueError("max_add_request_bytes must be at least max_entry_bytes")
+
+
+def check_quorums(ensemble_size: int, write_quorum: int, ack_quorum: int) -> None:
+    """Raise ``ValueError`` unless E >= Qw >= Qa >= 1."""
+    if not ensemble_size >= write_quorum >= ack_quorum >= 1:
+        raise ValueError(
+            "quorums must satisfy ensemble_size >= write_quorum >= ack_quorum >= 1, got "
+            f"E={ensemble_size} Qw={write_quorum} Qa={ack_quorum}"
+        )

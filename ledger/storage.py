@@ -1,0 +1,323 @@
+"""One bookie's store on RocksDB: entries, per-ledger state, and group commit.
+
+Keys are big-endian so a ledger's entries are contiguous and iterate in order:
+
+* entry:  ``0x01 | ledger_id (8) | entry_id (8)`` -> ``length (8) | data``
+* state:  ``0x02 | ledger_id (8)`` -> ``version (1) | fenced (1) | lac (8) | last_entry_id (8)``
+
+**Group commit.** Every change (add, fence, delete) is an operation queued to
+one writer thread, which drains the queue, applies everything it found in one
+RocksDB ``WriteBatch`` written once (with fsync under ``sync`` durability), and
+only then completes the operations. rocksdict keeps the GIL through the write
+and its fsync, so the whole process stalls for each one: few, large batches
+from one thread is the only way to be fast.
+
+**Ordering.** Operations are applied in queue order by that one thread, so a
+fence answers only after every add queued before it is durable, and refuses
+every add queued after it. This is what makes fencing safe: a recovery that
+has fenced a bookie has seen every entry the bookie will ever acknowledge to
+the old writer.
+
+**Failure.** If a write fails, every operation of that batch and every later
+one fails with ``StorageError``: in-memory state may be ahead of the disk, so
+the store refuses to go on (restart the bookie to recover from disk).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+
+from ledger.api import NO_ENTRY, AddRequest, LedgerTail, ReadResult
+from ledger.config import BookieConfig, Durability
+from ledger.errors import (
+    InvalidArgumentError,
+    LedgerError,
+    LedgerFencedError,
+    NoSuchLedgerError,
+    StorageError,
+)
+
+__all__ = ["AddOp", "DeleteOp", "FenceOp", "RocksDBLedgerStorage"]
+
+log = logging.getLogger(__name__)
+
+_ENTRY: Final = b"\x01"
+_STATE: Final = b"\x02"
+_STATE_FORMAT: Final = struct.Struct(">BBqq")
+_STATE_VERSION: Final = 1
+_LENGTH: Final = struct.Struct(">Q")
+
+Done = Callable[[object], None]
+"""Completion callback: receives the operation's result or a ``LedgerError``."""
+
+
+@dataclass(slots=True)
+class _LedgerState:
+    fenced: bool = False
+    last_add_confirmed: int = NO_ENTRY
+    last_entry_id: int = NO_ENTRY
+
+    def tail(self) -> LedgerTail:
+        return LedgerTail(self.last_add_confirmed, self.last_entry_id, self.fenced)
+
+
+@dataclass(slots=True)
+class AddOp:
+    """Store ``request``; completes with ``None``."""
+
+    request: AddRequest
+    done: Done
+
+
+@dataclass(slots=True)
+class FenceOp:
+    """Fence a ledger; completes with its ``LedgerTail``."""
+
+    ledger_id: int
+    done: Done
+
+
+@dataclass(slots=True)
+class DeleteOp:
+    """Delete a ledger; completes with ``None``."""
+
+    ledger_id: int
+    done: Done
+
+
+_Op = AddOp | FenceOp | DeleteOp
+
+
+def _ledger_prefix(ledger_id: int) -> bytes:
+    return _ENTRY + ledger_id.to_bytes(8, "big")
+
+
+def _state_key(ledger_id: int) -> bytes:
+    return _STATE + ledger_id.to_bytes(8, "big")
+
+
+@dataclass
+class _Batch:
+    """What one group commit writes and whom it answers."""
+
+    write: WriteBatch = field(default_factory=lambda: WriteBatch(raw_mode=True))
+    dirty: set[int] = field(default_factory=set)
+    replies: list[tuple[Done, object]] = field(default_factory=list)
+
+
+class RocksDBLedgerStorage:
+    """Entries and ledger state of one bookie in one RocksDB, written by one thread.
+
+    ``submit`` is thread-safe and never blocks on I/O; completion callbacks run
+    on the writer thread and must only hand the result over (e.g. with
+    ``loop.call_soon_threadsafe``). Reads run on the caller's thread.
+    """
+
+    def __init__(self, config: BookieConfig) -> None:
+        self._config = config
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        try:
+            self._db = Rdict(config.data_dir, options)
+        except Exception as error:  # rocksdict raises plain Exception on a held lock
+            raise StorageError(f"cannot open bookie storage at {config.data_dir}: {error}") from error
+        self._write_options = WriteOptions()
+        self._write_options.sync = config.durability is Durability.SYNC
+        self._states: dict[int, _LedgerState] = self._load_states()
+        self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
+        self._failure: LedgerError | None = None
+        self._closed = False
+        self._writer = threading.Thread(target=self._run, name="bookie-writer", daemon=True)
+        self._writer.start()
+
+    # ----------------------------------------------------------------- state
+
+    def _load_states(self) -> dict[int, _LedgerState]:
+        states: dict[int, _LedgerState] = {}
+        iterator = self._db.iter()
+        iterator.seek(_STATE)
+        while iterator.valid():
+            key: bytes = iterator.key()
+            if not key.startswith(_STATE):
+                break
+            version, fenced, lac, last = _STATE_FORMAT.unpack(iterator.value())
+            if version != _STATE_VERSION:
+                raise StorageError(f"ledger state format {version} is unknown")
+            states[int.from_bytes(key[1:], "big")] = _LedgerState(bool(fenced), lac, last)
+            iterator.next()
+        del iterator
+        return states
+
+    def tail(self, ledger_id: int) -> LedgerTail:
+        """The ledger's LAC, last held entry and fence bit. ``NoSuchLedgerError`` if unknown."""
+        state = self._states.get(ledger_id)
+        if state is None:
+            raise NoSuchLedgerError(f"this bookie holds no ledger {ledger_id}", ledger_id=ledger_id)
+        return state.tail()
+
+    def ledger_ids(self) -> list[int]:
+        """Every ledger this bookie holds state for, sorted."""
+        return sorted(self._states)
+
+    # ---------------------------------------------------------------- writes
+
+    def submit(self, op: _Op) -> None:
+        """Queue a change for the next group commit; ``op.done`` is called once it is durable."""
+        if self._closed:
+            op.done(StorageError("bookie storage is closed"))
+            return
+        self._queue.put(op)
+
+    def _run(self) -> None:
+        get = self._queue.get
+        get_nowait = self._queue.get_nowait
+        while True:
+            first = get()
+            if first is None:
+                return
+            ops: list[_Op] = [first]
+            stop = False
+            try:
+                while True:
+                    op = get_nowait()
+                    if op is None:
+                        stop = True
+                        break
+                    ops.append(op)
+            except queue.Empty:
+                pass
+            self._commit(ops)
+            if stop:
+                return
+
+    def _commit(self, ops: list[_Op]) -> None:
+        if self._failure is not None:
+            for op in ops:
+                op.done(self._failure)
+            return
+        batch = _Batch()
+        for op in ops:
+            if isinstance(op, AddOp):
+                self._apply_add(op, batch)
+            elif isinstance(op, FenceOp):
+                state = self._states.get(op.ledger_id)
+                if state is None:
+                    state = self._states[op.ledger_id] = _LedgerState()
+                state.fenced = True
+                batch.dirty.add(op.ledger_id)
+                batch.replies.append((op.done, state))
+            else:
+                self._apply_delete(op, batch)
+        try:
+            for ledger_id in batch.dirty:
+                state = self._states.get(ledger_id)
+                if state is not None:
+                    batch.write.put(
+                        _state_key(ledger_id),
+                        _STATE_FORMAT.pack(
+                            _STATE_VERSION, state.fenced, state.last_add_confirmed,
+                            state.last_entry_id,
+                        ),
+                    )
+            if not batch.write.is_empty():
+                self._db.write(batch.write, self._write_options)
+        except Exception as error:  # rocksdict raises plain Exception on I/O errors
+            log.error("bookie storage write failed; refusing every later change", exc_info=True)
+            self._failure = StorageError(f"bookie storage write failed: {error}")
+            for done, _ in batch.replies:
+                done(self._failure)
+            return
+        for done, result in batch.replies:
+            # A fence answers with the tail as of its place in the batch order;
+            # the state object may have moved on since, which only adds entries
+            # that were refused (fenced), so reading it now is equivalent.
+            done(result.tail() if isinstance(result, _LedgerState) else result)
+
+    def _apply_add(self, op: AddOp, batch: _Batch) -> None:
+        request = op.request
+        ledger_id = request.ledger_id
+        state = self._states.get(ledger_id)
+        if state is None:
+            state = self._states[ledger_id] = _LedgerState()
+        elif state.fenced and not request.recovery:
+            batch.replies.append(
+                (op.done, LedgerFencedError(f"ledger {ledger_id} is fenced", ledger_id=ledger_id))
+            )
+            return
+        prefix = _ledger_prefix(ledger_id)
+        put = batch.write.put
+        pack = _LENGTH.pack
+        for entry_id, length, data in zip(
+            request.entry_ids, request.lengths, request.datas, strict=True
+        ):
+            put(prefix + entry_id.to_bytes(8, "big"), pack(length) + data)
+        last = request.entry_ids[-1]
+        if last > state.last_entry_id:
+            state.last_entry_id = last
+        if request.last_add_confirmed > state.last_add_confirmed:
+            state.last_add_confirmed = request.last_add_confirmed
+        batch.dirty.add(ledger_id)
+        batch.replies.append((op.done, None))
+
+    def _apply_delete(self, op: DeleteOp, batch: _Batch) -> None:
+        prefix = _ledger_prefix(op.ledger_id)
+        batch.write.delete_range(prefix, _ledger_prefix(op.ledger_id + 1))
+        batch.write.delete(_state_key(op.ledger_id))
+        self._states.pop(op.ledger_id, None)
+        batch.dirty.discard(op.ledger_id)
+        batch.replies.append((op.done, None))
+
+    # ----------------------------------------------------------------- reads
+
+    def read(self, ledger_id: int, first_entry_id: int, last_entry_id: int,
+             max_bytes: int) -> ReadResult:
+        """Entries held in ``[first_entry_id, last_entry_id]``, at least one if any, up to ~max_bytes."""
+        state = self._states.get(ledger_id)
+        if state is None:
+            raise NoSuchLedgerError(f"this bookie holds no ledger {ledger_id}", ledger_id=ledger_id)
+        if first_entry_id < 0 or last_entry_id < first_entry_id:
+            raise InvalidArgumentError(
+                f"bad entry range [{first_entry_id}, {last_entry_id}]", ledger_id=ledger_id
+            )
+        prefix = _ledger_prefix(ledger_id)
+        end = prefix + last_entry_id.to_bytes(8, "big")
+        entry_ids: list[int] = []
+        lengths: list[int] = []
+        datas: list[bytes] = []
+        budget = max_bytes if max_bytes > 0 else self._config.read_max_bytes
+        iterator = self._db.iter()
+        iterator.seek(prefix + first_entry_id.to_bytes(8, "big"))
+        while iterator.valid():
+            key: bytes = iterator.key()
+            if key > end:
+                break
+            value: bytes = iterator.value()
+            entry_ids.append(int.from_bytes(key[9:], "big"))
+            lengths.append(_LENGTH.unpack_from(value)[0])
+            datas.append(value[8:])
+            budget -= len(value) - 8
+            if budget <= 0:
+                break
+            iterator.next()
+        del iterator
+        return ReadResult(entry_ids, lengths, datas, state.last_add_confirmed,
+                          state.last_entry_id)
+
+    # ------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Finish queued changes, stop the writer and close RocksDB. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        self._writer.join()
+        self._db.close()
