@@ -1,0 +1,163 @@
+"""LedgerClient: create, open (with recovery), delete ledgers, and their metadata.
+
+Ledger metadata lives in the ``MetadataStore`` under ``/ledgers``; every change
+to it is a compare-and-set on the node's version, which is how a writer learns
+that a recovery took its ledger (its CAS fails) and how two recoveries agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+
+from ledger.api import BookieClient, LedgerState, MetadataStore
+from ledger.config import LedgerConfig, check_quorums
+from ledger.directory import BookieDirectory
+from ledger.errors import (
+    InvalidArgumentError,
+    LedgerError,
+    NoNodeError,
+    NoSuchLedgerError,
+    NotEnoughBookiesError,
+)
+from ledger.handle import LedgerHandle
+from ledger.ledger_metadata import LedgerMetadata, ledger_path
+from ledger.ledger_ids import allocate_ledger_id
+from ledger.recovery import recover
+
+__all__ = ["LedgerClient"]
+
+log = logging.getLogger(__name__)
+
+
+class LedgerClient:
+    """Entry point to the ledger service for its users (the broker, tools, tests).
+
+    Args:
+        metadata: where ledger metadata lives.
+        directory: the bookies to place ledgers on and reach.
+        config: quorums of new ledgers, limits and timeouts.
+    """
+
+    def __init__(
+        self, metadata: MetadataStore, directory: BookieDirectory,
+        config: LedgerConfig | None = None,
+    ) -> None:
+        self._store = metadata
+        self._directory = directory
+        self._config = config or LedgerConfig()
+
+    @property
+    def config(self) -> LedgerConfig:
+        """The client's configuration."""
+        return self._config
+
+    @property
+    def directory(self) -> BookieDirectory:
+        """The bookies this client knows."""
+        return self._directory
+
+    def bookie(self, bookie_id: str) -> BookieClient:
+        """The client of one bookie (the same object for the same id)."""
+        return self._directory.bookie(bookie_id)
+
+    async def create(
+        self, *, ensemble_size: int | None = None, write_quorum: int | None = None,
+        ack_quorum: int | None = None, properties: Mapping[str, str] | None = None,
+    ) -> LedgerHandle:
+        """Create a ledger on a fresh ensemble and return its writable handle.
+
+        Quorums default to the client's configuration. Raises ``ValueError`` for
+        quorums that break E >= Qw >= Qa >= 1 and ``NotEnoughBookiesError``
+        when fewer than E bookies are available.
+        """
+        size = ensemble_size or self._config.ensemble_size
+        write = write_quorum or self._config.write_quorum
+        ack = ack_quorum or self._config.ack_quorum
+        try:
+            check_quorums(size, write, ack)
+        except ValueError as error:
+            raise InvalidArgumentError(str(error)) from None
+        bookie_ids = self._directory.choose(size)
+        if len(bookie_ids) < size:
+            raise NotEnoughBookiesError(
+                f"a ledger of ensemble size {size} needs {size} bookies, "
+                f"{len(bookie_ids)} available"
+            )
+        ledger_id = await allocate_ledger_id(self._store)
+        metadata = LedgerMetadata(
+            ledger_id=ledger_id, ensemble_size=size, write_quorum=write, ack_quorum=ack,
+            state=LedgerState.OPEN, last_entry_id=-1, length=0,
+            ensembles=((0, tuple(bookie_ids)),), created_ms=int(time.time() * 1000),
+            properties=dict(properties or {}),
+        )
+        await self._store.create(ledger_path(ledger_id), metadata.to_bytes(), make_parents=True)
+        log.debug("created ledger %d on %s", ledger_id, bookie_ids)
+        return LedgerHandle(self, metadata, 0, writable=True)
+
+    async def open(self, ledger_id: int, *, recovery: bool = True) -> LedgerHandle:
+        """Open a ledger for reading.
+
+        With ``recovery`` (the default) an open ledger is fenced, its end agreed
+        and the ledger closed: the handle reads up to the closed end, and the old
+        writer's next add fails with ``LedgerFencedError``. Without it the
+        ledger is left alone and the handle reads up to the LAC the bookies
+        report (``read_last_add_confirmed`` refreshes it).
+        """
+        if recovery:
+            metadata, version = await recover(self, ledger_id)
+            return LedgerHandle(self, metadata, version, writable=False,
+                                last_add_confirmed=metadata.last_entry_id)
+        metadata, version = await self.read_metadata(ledger_id)
+        handle = LedgerHandle(self, metadata, version, writable=False,
+                              last_add_confirmed=metadata.last_entry_id)
+        if metadata.state is not LedgerState.CLOSED:
+            await handle.read_last_add_confirmed()
+        return handle
+
+    async def delete(self, ledger_id: int) -> None:
+        """Delete a ledger's entries from every bookie that held any, then its metadata.
+
+        Idempotent. A bookie that cannot be reached keeps its copy (logged);
+        the metadata goes, so the ledger no longer exists for readers.
+        """
+        try:
+            metadata, version = await self.read_metadata(ledger_id)
+        except NoSuchLedgerError:
+            return
+        bookie_ids = {bookie_id for _, ids in metadata.ensembles for bookie_id in ids}
+        results = await asyncio.gather(
+            *(self.bookie(bookie_id).delete_ledger(ledger_id) for bookie_id in bookie_ids),
+            return_exceptions=True,
+        )
+        for bookie_id, result in zip(bookie_ids, results, strict=True):
+            if isinstance(result, LedgerError):
+                log.warning("ledger %d left on bookie %s: %s", ledger_id, bookie_id, result)
+            elif isinstance(result, BaseException):
+                raise result
+        try:
+            await self._store.delete(ledger_path(ledger_id), version)
+        except NoNodeError:
+            pass
+
+    async def read_metadata(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
+        """The ledger's metadata and its version. ``NoSuchLedgerError`` if it does not exist."""
+        if ledger_id < 0:
+            raise InvalidArgumentError(f"ledger_id must be >= 0, got {ledger_id}")
+        try:
+            node = await self._store.get(ledger_path(ledger_id))
+        except NoNodeError:
+            raise NoSuchLedgerError(f"no ledger {ledger_id}", ledger_id=ledger_id) from None
+        return LedgerMetadata.from_bytes(node.data), node.version
+
+    async def write_metadata(self, metadata: LedgerMetadata, expected_version: int) -> int:
+        """Compare-and-set the ledger's metadata; returns the new version (``BadVersionError``)."""
+        return await self._store.set(
+            ledger_path(metadata.ledger_id), metadata.to_bytes(), expected_version
+        )
+
+    async def close(self) -> None:
+        """Close the bookie clients (not the bookies or the metadata store)."""
+        await self._directory.close()

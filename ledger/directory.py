@@ -1,0 +1,82 @@
+"""BookieDirectory: the bookies a ledger client may place ledgers on, and how to reach any bookie.
+
+Standalone passes the one in-process bookie; a cluster passes gRPC clients
+(and, with the cluster issue, learns them from bookie registrations in the
+metadata store). A bookie that failed an add is left out of new placements
+for a quarantine period.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable
+
+from ledger.api import BookieClient
+from ledger.errors import BookieUnavailableError
+
+__all__ = ["BookieDirectory"]
+
+
+class BookieDirectory:
+    """Bookie clients by id, with placement choice.
+
+    Args:
+        bookies: the bookies available for new ledgers.
+        connect: makes a client for a bookie id met in ledger metadata but not
+            in ``bookies`` (e.g. ``GrpcBookieClient``); without it such ids are
+            unreachable.
+        quarantine_ms: how long a failed bookie is left out of placements.
+        clock: monotonic seconds; injectable for tests.
+    """
+
+    def __init__(
+        self, bookies: Iterable[BookieClient] = (), *,
+        connect: Callable[[str], BookieClient] | None = None,
+        quarantine_ms: int = 60_000, clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._clients: dict[str, BookieClient] = {}
+        self._available: list[str] = []
+        self._connect = connect
+        self._quarantine_s = quarantine_ms / 1000
+        self._clock = clock
+        self._failed_at: dict[str, float] = {}
+        for bookie in bookies:
+            self.add(bookie)
+
+    def add(self, bookie: BookieClient) -> None:
+        """Make ``bookie`` available for placements."""
+        self._clients[bookie.bookie_id] = bookie
+        if bookie.bookie_id not in self._available:
+            self._available.append(bookie.bookie_id)
+
+    def bookie(self, bookie_id: str) -> BookieClient:
+        """The client for ``bookie_id`` (the same object every time)."""
+        client = self._clients.get(bookie_id)
+        if client is None:
+            if self._connect is None:
+                raise BookieUnavailableError(f"no way to reach bookie {bookie_id}")
+            client = self._clients[bookie_id] = self._connect(bookie_id)
+        return client
+
+    def mark_failed(self, bookie_id: str) -> None:
+        """Leave ``bookie_id`` out of placements for the quarantine period."""
+        self._failed_at[bookie_id] = self._clock()
+
+    def available(self) -> list[str]:
+        """Bookies that may take new ledgers now."""
+        now = self._clock()
+        return [
+            bookie_id for bookie_id in self._available
+            if now - self._failed_at.get(bookie_id, -self._quarantine_s) >= self._quarantine_s
+        ]
+
+    def choose(self, count: int, *, exclude: set[str] | frozenset[str] = frozenset()) -> list[str]:
+        """Up to ``count`` distinct available bookies not in ``exclude``, at random."""
+        candidates = [bookie_id for bookie_id in self.available() if bookie_id not in exclude]
+        return random.sample(candidates, min(count, len(candidates)))
+
+    async def close(self) -> None:
+        """Close every client."""
+        for client in self._clients.values():
+            await client.close()

@@ -1,0 +1,462 @@
+"""LedgerHandle: the one writer of a ledger, and readers of it.
+
+**Adds are pipelined.** ``add_async`` only queues the entry and returns a
+future; every entry queued in one turn of the event loop goes out as one
+request per bookie (one ``AddRequest`` each), and each bookie group-commits
+what arrives together. A run of entries is confirmed once every entry of it
+has Qa acknowledgements in its write set; runs are confirmed strictly in entry
+order, advancing the last add confirmed (LAC), and their futures resolve with
+their entry ids in that order. Python work is per run, except one future per
+entry and the bookies' per-entry puts.
+
+**Failures.** A bookie that fails an add (unreachable, deadline, storage) is
+replaced: the ensemble changes from LAC + 1 by a compare-and-set of the ledger
+metadata, and every unconfirmed run is sent to the replacement; acks already
+received from the other bookies still count. A fenced bookie means the ledger
+was recovered by someone else: every pending and later add fails with
+``LedgerFencedError`` and the handle can no longer close the ledger. If an add
+fails for good, every later add fails too (a ledger has no holes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ledger.api import NO_ENTRY, AddRequest, BookieClient, LedgerState
+from ledger.errors import (
+    BadVersionError,
+    BookieUnavailableError,
+    DataLossError,
+    EntryTooLargeError,
+    InvalidArgumentError,
+    LedgerClosedError,
+    LedgerError,
+    LedgerFencedError,
+    NoSuchEntryError,
+    NoSuchLedgerError,
+    NotEnoughBookiesError,
+)
+from ledger.ledger_metadata import LedgerMetadata
+from ledger.write_sets import ensemble_span, entries_for_position, is_quorum_acked, write_set
+
+if TYPE_CHECKING:
+    from ledger.client import LedgerClient
+
+__all__ = ["LedgerHandle"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, eq=False)
+class _Run:
+    """Consecutive entries sent together, waiting for their quorum."""
+
+    first_entry_id: int
+    datas: list[bytes]
+    lengths: list[int]
+    futures: list[asyncio.Future[int]]
+    acked: set[int] = field(default_factory=set)
+    sent: bool = False
+
+
+class LedgerHandle:
+    """A ledger open for writing (by its creator) or for reading.
+
+    Obtain one from ``LedgerClient.create`` or ``LedgerClient.open``; do not
+    construct it directly.
+    """
+
+    def __init__(
+        self, client: LedgerClient, metadata: LedgerMetadata, version: int, *, writable: bool,
+        last_add_confirmed: int = NO_ENTRY,
+    ) -> None:
+        self._client = client
+        self._config = client.config
+        self._metadata = metadata
+        self._version = version
+        self._writable = writable
+        self._lac = last_add_confirmed
+        self._ledger_id = metadata.ledger_id
+        self._ensemble_size = metadata.ensemble_size
+        self._write_quorum = metadata.write_quorum
+        self._ack_quorum = metadata.ack_quorum
+        self._ensemble: list[BookieClient] = [
+            client.bookie(bookie_id) for bookie_id in metadata.ensembles[-1][1]
+        ]
+        # Writer state.
+        self._next_entry_id = metadata.last_entry_id + 1 if not writable else 0
+        self._length = 0
+        self._confirmed_length = metadata.length
+        self._out_datas: list[bytes] = []
+        self._out_lengths: list[int] = []
+        self._out_futures: list[asyncio.Future[int]] = []
+        self._out_bytes = 0
+        self._flush_scheduled = False
+        self._pending: deque[_Run] = deque()
+        self._failure: LedgerError | None = None
+        self._closing = False
+        self._changing_ensemble = False
+        self._failed_positions: set[int] = set()
+        self._drained: asyncio.Future[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._read_rotation = 0
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def ledger_id(self) -> int:
+        """The ledger's id."""
+        return self._ledger_id
+
+    @property
+    def last_add_confirmed(self) -> int:
+        """The greatest entry id confirmed (writer) or known confirmed (reader); -1 if none."""
+        return self._lac
+
+    @property
+    def metadata(self) -> LedgerMetadata:
+        """The ledger metadata as this handle last wrote or read it."""
+        return self._metadata
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether the ledger is closed in the metadata this handle holds."""
+        return self._metadata.state is LedgerState.CLOSED
+
+    @property
+    def length(self) -> int:
+        """Bytes confirmed so far (writer) or the closed length (reader)."""
+        return self._confirmed_length
+
+    # ------------------------------------------------------------------ adds
+
+    def add_async(self, data: bytes) -> asyncio.Future[int]:
+        """Queue an entry; the future resolves with its entry id once Qa bookies hold it.
+
+        Raises (immediately) ``EntryTooLargeError``, ``LedgerClosedError`` after
+        ``close``, ``InvalidArgumentError`` on a read-only handle, and the
+        handle's failure (e.g. ``LedgerFencedError``) once an add has failed.
+        """
+        if self._failure is not None:
+            raise self._failure
+        if self._closing or self._metadata.state is LedgerState.CLOSED:
+            raise LedgerClosedError(f"ledger {self._ledger_id} is closed", ledger_id=self._ledger_id)
+        if not self._writable:
+            raise InvalidArgumentError(
+                f"ledger {self._ledger_id} is open read-only", ledger_id=self._ledger_id
+            )
+        size = len(data)
+        if size > self._config.max_entry_bytes:
+            raise EntryTooLargeError(size, self._config.max_entry_bytes, ledger_id=self._ledger_id)
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._length += size
+        self._out_datas.append(data)
+        self._out_lengths.append(self._length)
+        self._out_futures.append(future)
+        self._out_bytes += size
+        if self._out_bytes >= self._config.max_add_request_bytes:
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+        return future
+
+    async def add(self, data: bytes) -> int:
+        """Add an entry and wait until it is confirmed; returns its entry id."""
+        return await self.add_async(data)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._out_datas:
+            return
+        run = _Run(self._next_entry_id, self._out_datas, self._out_lengths, self._out_futures)
+        self._next_entry_id += len(self._out_datas)
+        self._out_datas, self._out_lengths, self._out_futures = [], [], []
+        self._out_bytes = 0
+        self._pending.append(run)
+        if self._failure is not None:
+            self._fail_pending(self._failure)
+        elif not self._changing_ensemble:
+            self._send(run, range(self._ensemble_size))
+
+    def _send(self, run: _Run, positions: Sequence[int]) -> None:
+        run.sent = True
+        count = len(run.datas)
+        for position in positions:
+            indices = entries_for_position(
+                position, run.first_entry_id, count, self._ensemble_size, self._write_quorum
+            )
+            if not indices:
+                run.acked.add(position)
+                continue
+            if len(indices) == count:
+                request = AddRequest(
+                    self._ledger_id, range(run.first_entry_id, run.first_entry_id + count),
+                    run.lengths, run.datas, self._lac,
+                )
+            else:
+                request = AddRequest(
+                    self._ledger_id, [run.first_entry_id + i for i in indices],
+                    [run.lengths[i] for i in indices], [run.datas[i] for i in indices], self._lac,
+                )
+            self._spawn(self._add_to(position, self._ensemble[position], run, request))
+
+    def _spawn(self, coroutine: object) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coroutine)  # type: ignore[call-overload]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _add_to(
+        self, position: int, bookie: BookieClient, run: _Run, request: AddRequest
+    ) -> None:
+        try:
+            await bookie.add_entries(request)
+        except LedgerFencedError as error:
+            self._fail(error)
+            return
+        except LedgerError as error:
+            if error.retriable:
+                self._bookie_failed(position, bookie, error)
+            else:
+                self._fail(error)
+            return
+        except Exception as error:  # a bug, not a bookie failure: fail loudly
+            log.error("unexpected error adding to %s", bookie.bookie_id, exc_info=True)
+            self._fail(LedgerError(f"add failed: {error!r}", ledger_id=self._ledger_id))
+            return
+        if self._ensemble[position] is not bookie:
+            return  # answered after it was replaced; the replacement's ack counts instead
+        run.acked.add(position)
+        self._confirm()
+
+    def _confirm(self) -> None:
+        pending = self._pending
+        advanced = False
+        while pending:
+            run = pending[0]
+            count = len(run.datas)
+            if not run.sent or not is_quorum_acked(
+                run.acked, run.first_entry_id, count, self._ensemble_size,
+                self._write_quorum, self._ack_quorum,
+            ):
+                break
+            pending.popleft()
+            advanced = True
+            first = run.first_entry_id
+            self._lac = first + count - 1
+            self._confirmed_length = run.lengths[-1]
+            for index, future in enumerate(run.futures):
+                if not future.done():
+                    future.set_result(first + index)
+        if advanced and not pending:
+            self._signal_drained()
+
+    def _signal_drained(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    def _fail(self, error: LedgerError) -> None:
+        if self._failure is None:
+            if isinstance(error, LedgerFencedError):
+                log.info("ledger %d was fenced; its writer stops", self._ledger_id)
+            else:
+                log.warning("ledger %d writer failed: %s", self._ledger_id, error)
+            self._failure = error
+        self._fail_pending(self._failure)
+
+    def _fail_pending(self, error: LedgerError) -> None:
+        while self._pending:
+            for future in self._pending.popleft().futures:
+                if not future.done():
+                    future.set_exception(error)
+        for future in self._out_futures:
+            if not future.done():
+                future.set_exception(error)
+        self._out_datas, self._out_lengths, self._out_futures = [], [], []
+        self._signal_drained()
+
+    # ------------------------------------------------------- ensemble change
+
+    def _bookie_failed(self, position: int, bookie: BookieClient, error: LedgerError) -> None:
+        if self._failure is not None or self._ensemble[position] is not bookie:
+            return
+        log.warning(
+            "bookie %s failed an add to ledger %d (%s); replacing it",
+            bookie.bookie_id, self._ledger_id, error,
+        )
+        self._client.directory.mark_failed(bookie.bookie_id)
+        self._failed_positions.add(position)
+        if not self._changing_ensemble:
+            self._changing_ensemble = True
+            self._spawn(self._change_ensemble())
+
+    async def _change_ensemble(self) -> None:
+        try:
+            while self._failed_positions and self._failure is None:
+                positions = sorted(self._failed_positions)
+                self._failed_positions.clear()
+                await self._replace(positions)
+        except LedgerError as error:
+            self._fail(error)
+        finally:
+            self._changing_ensemble = False
+            self._signal_drained()
+
+    async def _replace(self, positions: list[int]) -> None:
+        current = [bookie.bookie_id for bookie in self._ensemble]
+        replacements = self._client.directory.choose(len(positions), exclude=set(current))
+        if len(replacements) < len(positions):
+            raise NotEnoughBookiesError(
+                f"no bookie left to replace {[current[p] for p in positions]} in ledger "
+                f"{self._ledger_id}", ledger_id=self._ledger_id,
+            )
+        new_ids = list(current)
+        for position, bookie_id in zip(positions, replacements, strict=True):
+            new_ids[position] = bookie_id
+        first_entry_id = self._lac + 1
+        updated = self._metadata.with_ensemble_change(first_entry_id, tuple(new_ids))
+        try:
+            self._version = await self._client.write_metadata(updated, self._version)
+        except BadVersionError:
+            latest, _ = await self._client.read_metadata(self._ledger_id)
+            raise LedgerFencedError(
+                f"ledger {self._ledger_id} changed under its writer (now {latest.state.value})",
+                ledger_id=self._ledger_id,
+            ) from None
+        self._metadata = updated
+        log.info(
+            "ledger %d ensemble from entry %d: %s", self._ledger_id, first_entry_id, new_ids
+        )
+        for position in positions:
+            self._ensemble[position] = self._client.bookie(new_ids[position])
+        for run in list(self._pending):
+            if run.sent:
+                run.acked.difference_update(positions)
+                self._send(run, positions)
+            else:
+                self._send(run, range(self._ensemble_size))
+        self._confirm()
+
+    # ----------------------------------------------------------------- close
+
+    async def close(self) -> None:
+        """Wait for every queued add, then close the ledger at its LAC. Idempotent.
+
+        Raises ``LedgerFencedError`` if the ledger was recovered by someone else
+        (its end was then decided by the recovery), or the failure that stopped
+        the writer.
+        """
+        if not self._writable or self._metadata.state is LedgerState.CLOSED:
+            return
+        self._closing = True
+        self._flush()
+        while (self._pending or self._changing_ensemble) and self._failure is None:
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
+        if self._failure is not None:
+            raise self._failure
+        closed = self._metadata.with_state(
+            LedgerState.CLOSED, last_entry_id=self._lac, length=self._confirmed_length
+        )
+        try:
+            self._version = await self._client.write_metadata(closed, self._version)
+        except BadVersionError:
+            latest, version = await self._client.read_metadata(self._ledger_id)
+            if latest.state is not LedgerState.CLOSED or latest.last_entry_id != self._lac:
+                raise LedgerFencedError(
+                    f"ledger {self._ledger_id} was recovered by another client",
+                    ledger_id=self._ledger_id,
+                ) from None
+            closed, self._version = latest, version
+        self._metadata = closed
+        self._writable = False
+        await self._fence_quietly()
+
+    async def _fence_quietly(self) -> None:
+        # Fencing a closed ledger makes any stray add to its bookies fail; it
+        # is not needed for safety (the metadata is closed), so errors only log.
+        results = await asyncio.gather(
+            *(bookie.fence(self._ledger_id) for bookie in self._ensemble), return_exceptions=True
+        )
+        for bookie, result in zip(self._ensemble, results, strict=True):
+            if isinstance(result, Exception):
+                log.info("could not fence closed ledger %d on %s: %s",
+                         self._ledger_id, bookie.bookie_id, result)
+
+    # ----------------------------------------------------------------- reads
+
+    async def read_last_add_confirmed(self) -> int:
+        """Ask the bookies for the ledger's LAC (reader handles); returns and keeps it."""
+        if self._writable or self._metadata.state is LedgerState.CLOSED:
+            return self._lac
+        results = await asyncio.gather(
+            *(bookie.read_last_add_confirmed(self._ledger_id) for bookie in self._ensemble),
+            return_exceptions=True,
+        )
+        for result in results:
+            if not isinstance(result, BaseException):
+                self._lac = max(self._lac, result.last_add_confirmed)
+        return self._lac
+
+    async def read(self, first_entry_id: int, last_entry_id: int) -> list[bytes]:
+        """Entries ``first_entry_id .. last_entry_id`` (inclusive), in order.
+
+        A reader never reads past the LAC (or the closed end): asking for more
+        raises ``NoSuchEntryError``. Each entry is read from a bookie of its
+        write set, trying the next one when a bookie fails.
+        """
+        if first_entry_id < 0 or last_entry_id < first_entry_id:
+            raise InvalidArgumentError(
+                f"bad entry range [{first_entry_id}, {last_entry_id}]", ledger_id=self._ledger_id
+            )
+        bound = self._lac
+        if last_entry_id > bound:
+            raise NoSuchEntryError(
+                f"entry {last_entry_id} of ledger {self._ledger_id} is beyond the last add "
+                f"confirmed ({bound})", ledger_id=self._ledger_id,
+            )
+        found: dict[int, bytes] = {}
+        out: list[bytes] = []
+        cursor = first_entry_id
+        while cursor <= last_entry_id:
+            data = found.pop(cursor, None)
+            if data is None:
+                await self._fetch(cursor, last_entry_id, found)
+                continue
+            out.append(data)
+            cursor += 1
+        return out
+
+    async def _fetch(self, cursor: int, last_entry_id: int, found: dict[int, bytes]) -> None:
+        segment_last, bookie_ids = ensemble_span(self._metadata.ensembles, cursor)
+        high = min(last_entry_id, segment_last)
+        positions = write_set(cursor, self._ensemble_size, self._write_quorum)
+        self._read_rotation += 1
+        start = self._read_rotation % len(positions)
+        unavailable: list[str] = []
+        for position in positions[start:] + positions[:start]:
+            bookie = self._client.bookie(bookie_ids[position])
+            try:
+                result = await bookie.read_entries(self._ledger_id, cursor, high)
+            except (BookieUnavailableError, NoSuchLedgerError) as error:
+                unavailable.append(f"{bookie.bookie_id}: {error}")
+                continue
+            for entry_id, data in zip(result.entry_ids, result.datas, strict=True):
+                if entry_id <= high:
+                    found[entry_id] = data
+            if cursor in found:
+                return
+        if len(unavailable) == len(positions):
+            raise BookieUnavailableError(
+                f"no bookie of entry {cursor}'s write set answered: {unavailable}",
+                ledger_id=self._ledger_id,
+            )
+        raise DataLossError(
+            f"entry {cursor} of ledger {self._ledger_id} is on no bookie of its write set "
+            f"{[bookie_ids[p] for p in positions]}", ledger_id=self._ledger_id,
+        )
