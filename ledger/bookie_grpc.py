@@ -83,6 +83,8 @@ async def _abort(context: _Context, error: Exception) -> NoReturn:
     code, message = status_for(error)
     if code is grpc.StatusCode.INVALID_ARGUMENT:
         log.warning("refused a bookie request from %s: %s", context.peer(), message)
+    else:
+        log.debug("bookie request from %s answered %s: %s", context.peer(), code.name, message)
     await context.abort(code, message, trailing_metadata_for(error))
 
 

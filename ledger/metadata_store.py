@@ -255,7 +255,8 @@ class RocksDBMetadataStore:
 
         Raises:
             InvalidArgumentError: a bad path or data, or a parent that is ephemeral.
-            NodeExistsError: the node exists.
+            NodeExistsError: the node exists (for ``sequential``: a node made
+                with the next name by hand; the counter is then not advanced).
             NoNodeError: the parent is missing and ``make_parents`` is false.
             MetadataError: the store is closed or the write failed.
         """

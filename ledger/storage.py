@@ -142,18 +142,22 @@ class RocksDBLedgerStorage:
 
     def _load_states(self) -> dict[int, _LedgerState]:
         states: dict[int, _LedgerState] = {}
+        # A live rocksdict iterator keeps the database locked after close(),
+        # so every iterator is dropped in a finally block.
         iterator = self._db.iter()
-        iterator.seek(_STATE)
-        while iterator.valid():
-            key: bytes = iterator.key()
-            if not key.startswith(_STATE):
-                break
-            version, fenced, lac, last = _STATE_FORMAT.unpack(iterator.value())
-            if version != _STATE_VERSION:
-                raise StorageError(f"ledger state format {version} is unknown")
-            states[int.from_bytes(key[1:], "big")] = _LedgerState(bool(fenced), lac, last)
-            iterator.next()
-        del iterator
+        try:
+            iterator.seek(_STATE)
+            while iterator.valid():
+                key: bytes = iterator.key()
+                if not key.startswith(_STATE):
+                    break
+                version, fenced, lac, last = _STATE_FORMAT.unpack(iterator.value())
+                if version != _STATE_VERSION:
+                    raise StorageError(f"ledger state format {version} is unknown")
+                states[int.from_bytes(key[1:], "big")] = _LedgerState(bool(fenced), lac, last)
+                iterator.next()
+        finally:
+            del iterator
         return states
 
     def tail(self, ledger_id: int) -> LedgerTail:
@@ -294,20 +298,22 @@ class RocksDBLedgerStorage:
         datas: list[bytes] = []
         budget = max_bytes if max_bytes > 0 else self._config.read_max_bytes
         iterator = self._db.iter()
-        iterator.seek(prefix + first_entry_id.to_bytes(8, "big"))
-        while iterator.valid():
-            key: bytes = iterator.key()
-            if key > end:
-                break
-            value: bytes = iterator.value()
-            entry_ids.append(int.from_bytes(key[9:], "big"))
-            lengths.append(_LENGTH.unpack_from(value)[0])
-            datas.append(value[8:])
-            budget -= len(value) - 8
-            if budget <= 0:
-                break
-            iterator.next()
-        del iterator
+        try:
+            iterator.seek(prefix + first_entry_id.to_bytes(8, "big"))
+            while iterator.valid():
+                key: bytes = iterator.key()
+                if key > end:
+                    break
+                value: bytes = iterator.value()
+                entry_ids.append(int.from_bytes(key[9:], "big"))
+                lengths.append(_LENGTH.unpack_from(value)[0])
+                datas.append(value[8:])
+                budget -= len(value) - 8
+                if budget <= 0:
+                    break
+                iterator.next()
+        finally:
+            del iterator
         return ReadResult(entry_ids, lengths, datas, state.last_add_confirmed,
                           state.last_entry_id)
 

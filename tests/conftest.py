@@ -1,0 +1,17 @@
+"""Fixtures shared by every test package."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.bookies import BookieProcesses
+
+
+@pytest.fixture
+def bookie_processes() -> Iterator[BookieProcesses]:
+    """Start ``folio bookie`` processes; any still running at teardown are SIGKILLed."""
+    processes = BookieProcesses()
+    yield processes
+    processes.kill_all()

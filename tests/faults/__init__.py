@@ -1,0 +1,1 @@
+"""Fault tests: killed processes, refused ports, held locks."""

@@ -1,0 +1,1 @@
+"""Integration tests: real servers on loopback ports, real RocksDB in temporary dirs."""

@@ -1,0 +1,1 @@
+"""Helpers shared by tests: real processes and servers, started and stopped with deadlines."""
