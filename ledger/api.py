@@ -191,7 +191,10 @@ class MetadataStore(Protocol):
         ...
 
     async def delete(self, path: str, expected_version: int = -1) -> None:
-        """Delete a childless node. Raises ``NoNodeError``, ``BadVersionError``, ``NotEmptyError``."""
+        """Delete a childless node.
+
+        Raises ``NoNodeError``, ``BadVersionError``, ``NotEmptyError``.
+        """
         ...
 
     async def children(self, path: str, *, watch: WatchCallback | None = None) -> list[str]:

@@ -76,7 +76,9 @@ class Bookie:
         entry_ids = request.entry_ids
         count = len(entry_ids)
         if count == 0:
-            raise InvalidArgumentError("an add needs at least one entry", ledger_id=request.ledger_id)
+            raise InvalidArgumentError(
+                "an add needs at least one entry", ledger_id=request.ledger_id
+            )
         if len(request.datas) != count or len(request.lengths) != count:
             raise InvalidArgumentError(
                 "entry ids, lengths and data differ in count", ledger_id=request.ledger_id
@@ -95,6 +97,8 @@ class Bookie:
                 f"entry ids must be >= 0 and increasing, got {entry_ids}",
                 ledger_id=request.ledger_id,
             )
+        if min(request.lengths) < 0:
+            raise InvalidArgumentError("entry lengths must be >= 0", ledger_id=request.ledger_id)
         limit = self._config.max_entry_bytes
         largest = max(map(len, request.datas))
         if largest > limit:
@@ -113,6 +117,9 @@ class Bookie:
             raise InvalidArgumentError(
                 f"bad entry range [{first_entry_id}, {last_entry_id}]", ledger_id=ledger_id
             )
+        if max_bytes < 0:
+            raise InvalidArgumentError(f"max_bytes must be >= 0, got {max_bytes}",
+                                       ledger_id=ledger_id)
         if fence:
             await self.fence(ledger_id)
         return self._storage.read(ledger_id, first_entry_id, last_entry_id, max_bytes)

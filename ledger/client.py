@@ -8,6 +8,7 @@ that a recovery took its ledger (its CAS fails) and how two recoveries agree.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -23,8 +24,8 @@ from ledger.errors import (
     NotEnoughBookiesError,
 )
 from ledger.handle import LedgerHandle
-from ledger.ledger_metadata import LedgerMetadata, ledger_path
 from ledger.ledger_ids import allocate_ledger_id
+from ledger.ledger_metadata import LedgerMetadata, ledger_path
 from ledger.recovery import recover
 
 __all__ = ["LedgerClient"]
@@ -137,10 +138,8 @@ class LedgerClient:
                 log.warning("ledger %d left on bookie %s: %s", ledger_id, bookie_id, result)
             elif isinstance(result, BaseException):
                 raise result
-        try:
+        with contextlib.suppress(NoNodeError):
             await self._store.delete(ledger_path(ledger_id), version)
-        except NoNodeError:
-            pass
 
     async def read_metadata(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
         """The ledger's metadata and its version. ``NoSuchLedgerError`` if it does not exist."""

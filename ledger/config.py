@@ -7,12 +7,12 @@ these classes only hold and validate values.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 DEFAULT_MAX_ENTRY_BYTES = 5 * 1024 * 1024
 
 
-class Durability(str, Enum):
+class Durability(StrEnum):
     """When a bookie acknowledges an add.
 
     ``sync``: after the write batch holding it is fsynced (the default).

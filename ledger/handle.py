@@ -145,7 +145,9 @@ class LedgerHandle:
         if self._failure is not None:
             raise self._failure
         if self._closing or self._metadata.state is LedgerState.CLOSED:
-            raise LedgerClosedError(f"ledger {self._ledger_id} is closed", ledger_id=self._ledger_id)
+            raise LedgerClosedError(
+                f"ledger {self._ledger_id} is closed", ledger_id=self._ledger_id
+            )
         if not self._writable:
             raise InvalidArgumentError(
                 f"ledger {self._ledger_id} is open read-only", ledger_id=self._ledger_id

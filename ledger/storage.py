@@ -128,7 +128,9 @@ class RocksDBLedgerStorage:
         try:
             self._db = Rdict(config.data_dir, options)
         except Exception as error:  # rocksdict raises plain Exception on a held lock
-            raise StorageError(f"cannot open bookie storage at {config.data_dir}: {error}") from error
+            raise StorageError(
+                f"cannot open bookie storage at {config.data_dir}: {error}"
+            ) from error
         self._write_options = WriteOptions()
         self._write_options.sync = config.durability is Durability.SYNC
         self._states: dict[int, _LedgerState] = self._load_states()
@@ -198,7 +200,14 @@ class RocksDBLedgerStorage:
                     ops.append(op)
             except queue.Empty:
                 pass
-            self._commit(ops)
+            try:
+                self._commit(ops)
+            except Exception as error:  # a bug must not kill the only writer thread
+                log.error("bookie storage writer failed; refusing every later change",
+                          exc_info=True)
+                self._failure = StorageError(f"bookie storage writer failed: {error!r}")
+                for op in ops:
+                    op.done(self._failure)
             if stop:
                 return
 
@@ -264,10 +273,8 @@ class RocksDBLedgerStorage:
         ):
             put(prefix + entry_id.to_bytes(8, "big"), pack(length) + data)
         last = request.entry_ids[-1]
-        if last > state.last_entry_id:
-            state.last_entry_id = last
-        if request.last_add_confirmed > state.last_add_confirmed:
-            state.last_add_confirmed = request.last_add_confirmed
+        state.last_entry_id = max(state.last_entry_id, last)
+        state.last_add_confirmed = max(state.last_add_confirmed, request.last_add_confirmed)
         batch.dirty.add(ledger_id)
         batch.replies.append((op.done, None))
 
@@ -283,7 +290,7 @@ class RocksDBLedgerStorage:
 
     def read(self, ledger_id: int, first_entry_id: int, last_entry_id: int,
              max_bytes: int) -> ReadResult:
-        """Entries held in ``[first_entry_id, last_entry_id]``, at least one if any, up to ~max_bytes."""
+        """Entries held in ``[first_entry_id, last_entry_id]``: at least one if any, ~max_bytes."""
         state = self._states.get(ledger_id)
         if state is None:
             raise NoSuchLedgerError(f"this bookie holds no ledger {ledger_id}", ledger_id=ledger_id)
