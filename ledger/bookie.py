@@ -33,7 +33,12 @@ def _resolver(future: asyncio.Future[Any]) -> Any:
                 future.set_result(result)
 
     def done(result: object) -> None:
-        loop.call_soon_threadsafe(settle, result)
+        # Runs on the storage's only writer thread, which must never raise: if
+        # the caller's loop closed meanwhile, nobody awaits the result any more.
+        try:
+            loop.call_soon_threadsafe(settle, result)
+        except RuntimeError:
+            log.debug("dropping a storage result for a closed event loop")
 
     return done
 

@@ -358,5 +358,5 @@ async def start_bookie_server(
         ) from error
     await health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
     await server.start()
-    log.info("bookie %s serving on %s", bookie.bookie_id, _host_port(host, bound))
+    log.info("bookie serving on %s", _host_port(host, bound))
     return server, bound

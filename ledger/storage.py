@@ -96,6 +96,14 @@ class DeleteOp:
 _Op = AddOp | FenceOp | DeleteOp
 
 
+def _op_bytes(op: _Op) -> int:
+    """Payload bytes of an operation, from the cumulative lengths (no per-entry work)."""
+    if isinstance(op, AddOp):
+        request = op.request
+        return request.lengths[-1] - request.lengths[0] + len(request.datas[0])
+    return 0
+
+
 def _ledger_prefix(ledger_id: int) -> bytes:
     return _ENTRY + ledger_id.to_bytes(8, "big")
 
@@ -190,14 +198,19 @@ class RocksDBLedgerStorage:
             if first is None:
                 return
             ops: list[_Op] = [first]
+            size = _op_bytes(first)
+            limit = self._config.max_batch_bytes
             stop = False
             try:
-                while True:
+                # Whatever is queued now joins this commit, up to the byte limit;
+                # the rest waits in the queue for the next one.
+                while size < limit:
                     op = get_nowait()
                     if op is None:
                         stop = True
                         break
                     ops.append(op)
+                    size += _op_bytes(op)
             except queue.Empty:
                 pass
             try:
@@ -226,7 +239,9 @@ class RocksDBLedgerStorage:
                     state = self._states[op.ledger_id] = _LedgerState()
                 state.fenced = True
                 batch.dirty.add(op.ledger_id)
-                batch.replies.append((op.done, state))
+                # The tail as of the fence's place in the queue: recovery adds
+                # queued after it in the same batch must not be counted.
+                batch.replies.append((op.done, state.tail()))
             else:
                 self._apply_delete(op, batch)
         try:
@@ -249,10 +264,7 @@ class RocksDBLedgerStorage:
                 done(self._failure)
             return
         for done, result in batch.replies:
-            # A fence answers with the tail as of its place in the batch order;
-            # the state object may have moved on since, which only adds entries
-            # that were refused (fenced), so reading it now is equivalent.
-            done(result.tail() if isinstance(result, _LedgerState) else result)
+            done(result)
 
     def _apply_add(self, op: AddOp, batch: _Batch) -> None:
         request = op.request
