@@ -145,6 +145,7 @@ class RocksDBLedgerStorage:
         self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
         self._failure: LedgerError | None = None
         self._closed = False
+        self._lifecycle = threading.Lock()
         self._writer = threading.Thread(target=self._run, name="bookie-writer", daemon=True)
         self._writer.start()
 
@@ -185,10 +186,13 @@ class RocksDBLedgerStorage:
 
     def submit(self, op: _Op) -> None:
         """Queue a change for the next group commit; ``op.done`` is called once it is durable."""
-        if self._closed:
-            op.done(StorageError("bookie storage is closed"))
-            return
-        self._queue.put(op)
+        # The lock orders submit against close: an op is either queued before
+        # the stop marker (and completed by the writer) or refused here.
+        with self._lifecycle:
+            if not self._closed:
+                self._queue.put(op)
+                return
+        op.done(StorageError("bookie storage is closed"))
 
     def _run(self) -> None:
         get = self._queue.get
@@ -340,9 +344,10 @@ class RocksDBLedgerStorage:
 
     def close(self) -> None:
         """Finish queued changes, stop the writer and close RocksDB. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._queue.put(None)
+        with self._lifecycle:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(None)
         self._writer.join()
         self._db.close()
