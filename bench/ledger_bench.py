@@ -32,6 +32,7 @@ from typing import Any
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
+from ledger.api import BookieClient
 from ledger.bookie import Bookie
 from ledger.bookie_grpc import GrpcBookieClient
 from ledger.client import LedgerClient
@@ -74,9 +75,10 @@ async def _drive(handle: LedgerHandle, entries: int, entry_bytes: int, in_flight
     return entries / elapsed
 
 
-async def bench_inproc(directory: Path, entries: int, entry_bytes: int, in_flight: int) -> float:
-    """Entries/s of LedgerHandle adds on an in-process bookie."""
-    bookie = Bookie(BookieConfig(data_dir=str(directory / "bookie")))
+async def _measure(
+    directory: Path, bookie: BookieClient, entries: int, entry_bytes: int, in_flight: int
+) -> float:
+    """Entries/s of one LedgerHandle (E = Qw = Qa = 1) on ``bookie``."""
     store = RocksDBMetadataStore(str(directory / "metadata"))
     client = LedgerClient(store, BookieDirectory([bookie]), LedgerConfig())
     try:
@@ -87,6 +89,14 @@ async def bench_inproc(directory: Path, entries: int, entry_bytes: int, in_fligh
     finally:
         await client.close()
         await store.close()
+
+
+async def bench_inproc(directory: Path, entries: int, entry_bytes: int, in_flight: int) -> float:
+    """Entries/s of LedgerHandle adds on an in-process bookie."""
+    bookie = Bookie(BookieConfig(data_dir=str(directory / "bookie")))
+    try:
+        return await _measure(directory, bookie, entries, entry_bytes, in_flight)
+    finally:
         bookie.shutdown()
 
 
@@ -107,16 +117,11 @@ def _start_bookie_process(directory: Path) -> tuple[subprocess.Popen[str], str]:
 async def bench_grpc(directory: Path, entries: int, entry_bytes: int, in_flight: int) -> float:
     """Entries/s of LedgerHandle adds to one bookie process over gRPC on loopback."""
     process, address = _start_bookie_process(directory / "bookie")
-    store = RocksDBMetadataStore(str(directory / "metadata"))
-    client = LedgerClient(store, BookieDirectory([GrpcBookieClient(address)]), LedgerConfig())
     try:
-        handle = await client.create()
-        rate = await _drive(handle, entries, entry_bytes, in_flight)
-        await handle.close()
-        return rate
+        return await _measure(
+            directory, GrpcBookieClient(address), entries, entry_bytes, in_flight
+        )
     finally:
-        await client.close()
-        await store.close()
         process.terminate()
         process.wait(timeout=30)
 
