@@ -23,9 +23,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledger.api import NO_ENTRY, AddRequest, BookieClient, LedgerState
 from ledger.errors import (
@@ -208,8 +208,8 @@ class LedgerHandle:
                 )
             self._spawn(self._add_to(position, self._ensemble[position], run, request))
 
-    def _spawn(self, coroutine: object) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coroutine)  # type: ignore[call-overload]
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -46,7 +46,7 @@ async def test_acks_resolve_in_entry_order(make_bookies: MakeBookies,
         future.add_done_callback(lambda f: order.append(f.result()))
         futures.append(future)
         if i % 50 == 0:
-            await asyncio.sleep(0)  # let several runs go out separately
+            await future  # its run is confirmed; the next adds form a run of their own
     await asyncio.gather(*futures)
     assert order == list(range(300))
 
