@@ -1,6 +1,6 @@
 """Run a bookie process: open the store, serve it over gRPC, stop on a signal.
 
-Used by ``folio bookie`` and, until the broker exists, ``folio standalone``
+Used by ``folio bookie``
 (``ledger.cli`` parses their options). The process announces itself with one
 line on stdout once it accepts RPCs, which is how scripts and tests learn the
 port it bound when asked for port 0; everything else goes to the log (stderr).

@@ -1,6 +1,6 @@
-"""The ledger service's ``folio`` commands: ``folio bookie`` and ``folio standalone``.
+"""The ledger service's ``folio`` command: ``folio bookie``.
 
-``folio.cli`` loads ``bookie_command`` and ``standalone_command`` through the
+``folio.cli`` loads ``bookie_command`` through the
 ``folio.commands`` entry-point group. Settings are layered defaults <
 environment (``FOLIO_BOOKIE_DATA_DIR``, ``FOLIO_BOOKIE_PORT``, ... one
 ``FOLIO_BOOKIE_<FIELD>`` per ``BookieConfig`` field, plus ``HOST`` and
@@ -18,13 +18,12 @@ import os
 import sys
 import typing
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from ledger.bookie_main import run_bookie
 from ledger.config import BookieConfig, Durability
 
-__all__ = ["bookie_command", "resolve_bookie_settings", "standalone_command"]
+__all__ = ["bookie_command", "resolve_bookie_settings", "setup_logging"]
 
 BOOKIE_ENV_PREFIX = "FOLIO_BOOKIE_"
 DEFAULT_BOOKIE_PORT = 3181  # BookKeeper's
@@ -82,7 +81,8 @@ def resolve_bookie_settings(
     return BookieConfig(**values), host, port
 
 
-def _setup_logging() -> None:
+def setup_logging() -> None:
+    """Log INFO and up to stderr, one line per record (the server commands' log)."""
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -98,7 +98,7 @@ def _run_bookie(args: argparse.Namespace) -> int:
     if args.print_config:
         print(json.dumps({**dataclasses.asdict(config), "host": host, "port": port}, indent=2))
         return 0
-    _setup_logging()
+    setup_logging()
 
     def announce(bound: int) -> str:
         return (f"folio bookie listening on {host}:{bound} "
@@ -135,40 +135,3 @@ def bookie_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     parser.add_argument("--print-config", action="store_true",
                         help="print the resulting settings as JSON and exit")
     parser.set_defaults(func=_run_bookie)
-
-
-def _run_standalone(args: argparse.Namespace) -> int:
-    config = BookieConfig(data_dir=str(Path(args.data_dir) / "bookie"))
-    _setup_logging()
-
-    def announce(bound: int) -> str:
-        return (f"folio standalone: LEDGER SERVICE ONLY, bookie listening on "
-                f"{args.host}:{bound} (data dir {config.data_dir}, durability "
-                f"{config.durability.value}); the broker (and metrics on port "
-                f"{args.metrics_port}) arrive with the broker issue")
-
-    return run_bookie(config, args.host, args.port, prog="folio standalone", announce=announce)
-
-
-def standalone_command(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
-    """Add ``folio standalone``: for now the ledger service alone (one bookie)."""
-    parser = subparsers.add_parser(
-        "standalone",
-        help="run Folio in one process (for now: the ledger service only)",
-        description="Run Folio in one process with its data under one directory. For now "
-        "this starts the ledger service alone: one bookie under DATA_DIR/bookie, served "
-        "over gRPC on --port. The broker (and its metrics) arrive with the broker issue. "
-        "SIGTERM or SIGINT stop it cleanly.",
-    )
-    parser.add_argument("--data-dir", default="./folio-data",
-                        help="directory of all data (default ./folio-data)")
-    parser.add_argument("--host", default=DEFAULT_HOST,
-                        help=f"address to listen on (default {DEFAULT_HOST})")
-    parser.add_argument("--port", type=_port, default=7070,
-                        help="port of the gRPC API (default 7070)")
-    parser.add_argument("--metrics-port", type=_port, default=7071,
-                        help="port of Prometheus metrics (default 7071; not served "
-                        "until the broker exists)")
-    parser.set_defaults(func=_run_standalone)

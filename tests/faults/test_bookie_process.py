@@ -209,21 +209,3 @@ def test_help_describes_every_option() -> None:
     for option in ("--data-dir", "--port", "--host", "--durability", "--max-entry-bytes",
                    "--print-config", "FOLIO_BOOKIE_"):
         assert option in shown.stdout
-
-
-async def test_standalone_serves_the_ledger_service_only(
-    tmp_path: Path, bookie_processes: BookieProcesses
-) -> None:
-    standalone = bookie_processes.start_folio(
-        ["standalone", "--data-dir", str(tmp_path / "data"), "--port", "0"], tmp_path / "data")
-
-    assert "LEDGER SERVICE ONLY" in standalone.ready_line
-    assert "the broker" in standalone.ready_line
-    assert f"data dir {tmp_path / 'data' / 'bookie'}" in standalone.ready_line
-    client = GrpcBookieClient(standalone.address)
-    try:
-        await client.add_entries(AddRequest(1, range(1), [2], [b"ok"], NO_ENTRY))
-        assert (await client.read_entries(1, 0, 0)).datas == [b"ok"]
-    finally:
-        await client.close()
-    assert standalone.terminate() == 0

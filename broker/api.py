@@ -1,0 +1,229 @@
+"""The broker's domain contracts: topics and segments, as the gRPC services see them.
+
+The services in ``broker/*_service.py`` are thin: they decode a message, call
+one method here and encode the result (or map the raised ``BrokerError`` /
+``LedgerError`` through ``broker/status.py``). Everything below is async and
+runs on the broker's one event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+__all__ = [
+    "AppendResult",
+    "Block",
+    "ReadBlock",
+    "SegmentHandle",
+    "SegmentInfo",
+    "SegmentLedger",
+    "SegmentRange",
+    "SegmentState",
+    "TopicConfig",
+    "TopicInfo",
+    "Topics",
+]
+
+MIB = 1024 * 1024
+
+
+class SegmentState(Enum):
+    """A segment takes appends while OPEN; SEALED is final (still readable)."""
+
+    OPEN = "open"
+    SEALED = "sealed"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """A topic's configuration (the proto's ``TopicConfig``, every value set).
+
+    Checked in ``__post_init__``; ``ValueError`` names the bad field. -1 means
+    "no limit" for the two retention values.
+    """
+
+    retention_ms: int = -1
+    retention_bytes: int = -1
+    max_event_bytes: int = MIB
+    ledger_rollover_bytes: int = 64 * MIB
+    ledger_rollover_ms: int = 4 * 3600 * 1000
+
+    def __post_init__(self) -> None:
+        if self.retention_ms < -1 or self.retention_ms == 0:
+            raise ValueError(f"retention_ms must be -1 (forever) or > 0, got {self.retention_ms}")
+        if self.retention_bytes < -1 or self.retention_bytes == 0:
+            raise ValueError(
+                f"retention_bytes must be -1 (no limit) or > 0, got {self.retention_bytes}")
+        if not 1 <= self.max_event_bytes <= 4 * MIB:
+            raise ValueError(
+                f"max_event_bytes must be in [1, {4 * MIB}], got {self.max_event_bytes}")
+        if self.ledger_rollover_bytes < 1024:
+            raise ValueError(
+                f"ledger_rollover_bytes must be >= 1024, got {self.ledger_rollover_bytes}")
+        if self.ledger_rollover_ms < 1000:
+            raise ValueError(f"ledger_rollover_ms must be >= 1000, got {self.ledger_rollover_ms}")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRange:
+    """A segment and the key range ``[key_low, key_high)`` it owns."""
+
+    name: str
+    number: int
+    key_low: float
+    key_high: float
+    state: SegmentState
+    start_offset: int = 0
+    end_offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """A topic: name, configuration, active segments (by ``key_low``), creation time."""
+
+    name: str
+    config: TopicConfig
+    segments: tuple[SegmentRange, ...]
+    created_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentLedger:
+    """One ledger of a segment's chain and the offset of its first event."""
+
+    ledger_id: int
+    first_offset: int
+    closed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """A segment's offsets, state, ledger chain (oldest first) and size in bytes."""
+
+    segment: SegmentRange
+    ledgers: tuple[SegmentLedger, ...]
+    length_bytes: int
+
+    @property
+    def sealed(self) -> bool:
+        """Whether the segment is sealed."""
+        return self.segment.state is SegmentState.SEALED
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One block to append: the bytes as the client packed them and their event count."""
+
+    data: bytes
+    event_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadBlock:
+    """One block read back: the offset of its first event, its event count, its bytes."""
+
+    offset: int
+    event_count: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """What an append did: the first offset written (-1 for a duplicate)."""
+
+    offset: int
+    event_count: int
+    event_number: int
+    duplicate: bool = False
+
+
+@dataclass(slots=True)
+class ReadBatch:
+    """One read: blocks in offset order, the end offset then, and whether that is the end."""
+
+    blocks: list[ReadBlock] = field(default_factory=list)
+    end_offset: int = 0
+    end_of_segment: bool = False
+
+
+class SegmentHandle(Protocol):
+    """One segment, loaded (recovered) and owned by this broker."""
+
+    @property
+    def name(self) -> str:
+        """``"<topic>/<number>"``."""
+
+    async def last_event_number(self, writer_id: str) -> int:
+        """The last event number recorded for ``writer_id``, -1 if none."""
+
+    async def append(
+        self, blocks: Sequence[Block], writer_id: str, last_event_number: int
+    ) -> AppendResult:
+        """Append ``blocks`` as ONE ledger entry, atomically, once durable.
+
+        Constant work per block: the blocks are not parsed. Appends are
+        confirmed in the order they were called (concurrent calls are
+        group-committed by the ledger). A call whose ``last_event_number`` is
+        not above the writer's recorded one returns a duplicate result and
+        writes nothing.
+
+        Raises:
+            SegmentSealedError: the segment is sealed.
+            EventTooLargeError: the entry would exceed the ledger entry limit,
+                or one event's share of it the topic's ``max_event_bytes``.
+            InvalidEventNumberError: ``last_event_number`` < -1, or no events.
+            NoSuchSegmentError: the segment was deleted.
+            LedgerError: the ledger service failed (its ``retriable`` says).
+        """
+
+    async def read(self, offset: int, max_bytes: int) -> ReadBatch:
+        """The blocks from the one holding ``offset`` on, about ``max_bytes`` of them.
+
+        Returns at once (an empty batch at the tail). Raises
+        ``OffsetOutOfRangeError`` for an offset outside ``[start, end]``.
+        """
+
+    async def wait_for_data(self, offset: int, timeout_s: float) -> bool:
+        """Wait until an event at ``offset`` exists or the segment is sealed.
+
+        Returns False after ``timeout_s`` without either. Never polls.
+        """
+
+    def info(self) -> SegmentInfo:
+        """Offsets, state and ledgers now."""
+
+    async def truncate(self, offset: int) -> SegmentInfo:
+        """Delete the ledgers wholly before ``offset`` (see Admin.TruncateSegment)."""
+
+
+class Topics(Protocol):
+    """Topics and their segments on this broker (standalone: all of them)."""
+
+    async def create_topic(
+        self, name: str, segment_count: int, config: TopicConfig
+    ) -> TopicInfo:
+        """Create a topic with equal key ranges. TopicNameError, TopicExistsError."""
+
+    async def get_topic(self, name: str) -> TopicInfo:
+        """The topic. TopicNotFoundError."""
+
+    async def list_topics(self) -> list[TopicInfo]:
+        """Every user topic, by name."""
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete the topic, its segments and their ledgers. TopicNotFoundError."""
+
+    async def update_topic_config(self, name: str, changes: Mapping[str, int]) -> TopicInfo:
+        """Set the named ``TopicConfig`` fields. TopicNotFoundError, InvalidArgumentError."""
+
+    async def segment(self, name: str) -> SegmentHandle:
+        """The segment, loaded (and recovered) on first use. NoSuchSegmentError."""
+
+    def default_config(self) -> TopicConfig:
+        """The configuration a topic gets for the fields its creator leaves unset."""
+
+    async def close(self) -> None:
+        """Stop background work and close every open ledger cleanly."""

@@ -1,0 +1,61 @@
+"""Domain objects <-> public protobuf messages, for the thin servicers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.api import SegmentInfo, SegmentRange, SegmentState, TopicConfig, TopicInfo
+from folio.api.v1 import admin_pb2
+
+__all__ = ["CONFIG_FIELDS", "config_changes", "segment_info_message", "segment_message",
+           "topic_message"]
+
+#: The ``TopicConfig`` fields, in proto and dataclass alike.
+CONFIG_FIELDS = ("retention_ms", "retention_bytes", "max_event_bytes",
+                 "ledger_rollover_bytes", "ledger_rollover_ms")
+
+_STATES = {
+    SegmentState.OPEN: admin_pb2.SEGMENT_STATE_OPEN,
+    SegmentState.SEALED: admin_pb2.SEGMENT_STATE_SEALED,
+}
+
+
+def config_changes(config: admin_pb2.TopicConfig) -> dict[str, int]:
+    """The fields set in a request's ``TopicConfig`` (unset ones are left out)."""
+    fields: Any = config  # HasField wants each name as a literal; these are all optional fields
+    return {name: getattr(config, name) for name in CONFIG_FIELDS if fields.HasField(name)}
+
+
+def _config_message(config: TopicConfig) -> admin_pb2.TopicConfig:
+    return admin_pb2.TopicConfig(**{name: getattr(config, name) for name in CONFIG_FIELDS})
+
+
+def segment_message(segment: SegmentRange) -> admin_pb2.Segment:
+    """A ``Segment`` message."""
+    return admin_pb2.Segment(
+        name=segment.name, number=segment.number, key_low=segment.key_low,
+        key_high=segment.key_high, state=_STATES[segment.state],
+        start_offset=segment.start_offset, end_offset=segment.end_offset,
+    )
+
+
+def topic_message(topic: TopicInfo) -> admin_pb2.Topic:
+    """A ``Topic`` message, every config field set."""
+    return admin_pb2.Topic(
+        name=topic.name, config=_config_message(topic.config),
+        segments=[segment_message(segment) for segment in topic.segments],
+        created_ms=topic.created_ms,
+    )
+
+
+def segment_info_message(info: SegmentInfo) -> admin_pb2.SegmentInfo:
+    """A ``SegmentInfo`` message."""
+    return admin_pb2.SegmentInfo(
+        segment=segment_message(info.segment), sealed=info.sealed,
+        ledgers=[
+            admin_pb2.SegmentLedger(ledger_id=ledger.ledger_id, first_offset=ledger.first_offset,
+                                    closed=ledger.closed)
+            for ledger in info.ledgers
+        ],
+        length_bytes=info.length_bytes,
+    )

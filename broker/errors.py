@@ -1,0 +1,156 @@
+"""The broker's errors: one small hierarchy, each class says whether a retry can help.
+
+``broker/status.py`` maps them (and the ledger errors that reach the broker's
+callers) to gRPC status codes, as data. Each carries typed context that travels
+to clients in the ``folio-error-context`` trailing metadata.
+"""
+
+from __future__ import annotations
+
+
+class BrokerError(Exception):
+    """Base of every broker error.
+
+    Attributes:
+        retriable: whether the same call may succeed later unchanged.
+    """
+
+    retriable = False
+
+    def context(self) -> dict[str, object]:
+        """Typed context sent to clients beside the message (JSON-serialisable)."""
+        return {}
+
+
+class InvalidArgumentError(BrokerError):
+    """A request that can never succeed as sent: bad values, garbage."""
+
+
+class TopicNameError(InvalidArgumentError):
+    """A topic name that breaks the naming rules (see ``broker.names``)."""
+
+
+class TopicNotFoundError(BrokerError):
+    """No topic of that name."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"topic {topic!r} does not exist")
+        self.topic = topic
+
+    def context(self) -> dict[str, object]:
+        return {"topic": self.topic}
+
+
+class TopicExistsError(BrokerError):
+    """CreateTopic of a name already in use."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"topic {topic!r} already exists")
+        self.topic = topic
+
+    def context(self) -> dict[str, object]:
+        return {"topic": self.topic}
+
+
+class NoSuchSegmentError(BrokerError):
+    """No segment of that name (or its topic is gone)."""
+
+    def __init__(self, segment: str, message: str | None = None) -> None:
+        super().__init__(message or f"segment {segment!r} does not exist")
+        self.segment = segment
+
+    def context(self) -> dict[str, object]:
+        return {"segment": self.segment}
+
+
+class SegmentSealedError(BrokerError):
+    """The segment is sealed: it takes no more appends."""
+
+    def __init__(self, segment: str, end_offset: int) -> None:
+        super().__init__(f"segment {segment!r} is sealed at offset {end_offset}")
+        self.segment = segment
+        self.end_offset = end_offset
+
+    def context(self) -> dict[str, object]:
+        return {"segment": self.segment, "end_offset": self.end_offset}
+
+
+class OffsetOutOfRangeError(BrokerError):
+    """A read or truncation outside ``[start_offset, end_offset]``."""
+
+    def __init__(self, segment: str, offset: int, start_offset: int, end_offset: int) -> None:
+        if offset < start_offset:
+            why = (f"offset {offset} of segment {segment!r} is before its start offset "
+                   f"{start_offset} (truncated or deleted by retention)")
+        else:
+            why = (f"offset {offset} of segment {segment!r} is after its end offset "
+                   f"{end_offset}")
+        super().__init__(why)
+        self.segment = segment
+        self.offset = offset
+        self.start_offset = start_offset
+        self.end_offset = end_offset
+
+    def context(self) -> dict[str, object]:
+        return {"segment": self.segment, "offset": self.offset,
+                "start_offset": self.start_offset, "end_offset": self.end_offset}
+
+
+class EventTooLargeError(BrokerError):
+    """An event (or block) above the topic's (or the broker's) size limit."""
+
+    def __init__(self, size: int, limit: int, what: str = "event") -> None:
+        super().__init__(f"{what} of {size} bytes exceeds the limit of {limit} bytes "
+                         "(max_event_bytes)" if what == "event" else
+                         f"{what} of {size} bytes exceeds the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+    def context(self) -> dict[str, object]:
+        return {"size": self.size, "limit": self.limit}
+
+
+class InvalidEventNumberError(BrokerError):
+    """An append whose event numbering can never be right (below -1, no events)."""
+
+    def __init__(self, message: str, expected_above: int) -> None:
+        super().__init__(message)
+        self.expected_above = expected_above
+
+    def context(self) -> dict[str, object]:
+        return {"expected_above": self.expected_above}
+
+
+class WrongHostError(BrokerError):
+    """This broker does not own the segment (any more)."""
+
+    retriable = True
+
+    def __init__(self, segment: str, owner: str = "") -> None:
+        super().__init__(f"segment {segment!r} is not owned by this broker"
+                         + (f"; its owner is {owner}" if owner else ""))
+        self.segment = segment
+        self.owner = owner
+
+    def context(self) -> dict[str, object]:
+        return {"segment": self.segment, "owner": self.owner}
+
+
+class BrokerShuttingDownError(BrokerError):
+    """The broker is stopping; try again (on another broker)."""
+
+    retriable = True
+
+
+class CorruptDataError(BrokerError):
+    """Stored data the broker cannot decode: a segment entry or a metadata record.
+
+    Not retriable: reading the same bytes again gives the same answer.
+    """
+
+    def __init__(self, message: str, what: str = "entry") -> None:
+        super().__init__(message)
+        self.what = what
+
+    def context(self) -> dict[str, object]:
+        return {"what": self.what}

@@ -1,0 +1,93 @@
+"""The ``folio.v1.Read`` servicer: a segment's blocks from an offset, then a long poll at the tail.
+
+Per response: one ``read`` of the segment (about ``max_bytes`` of whole
+blocks, as stored) and one message; no event is unpacked. At the tail the
+stream waits on the segment's wake-up (never a timer loop) and sends an empty
+response after ``max_wait_ms`` without data, so clients see it is alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from broker._servicer import abort_with
+from broker.api import Topics
+from broker.errors import BrokerError, BrokerShuttingDownError, InvalidArgumentError
+from folio.api.v1 import read_pb2, read_pb2_grpc
+from ledger.errors import LedgerError
+
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_WAIT_MS", "ReadServicer"]
+
+_Context = grpc.aio.ServicerContext[Any, Any]
+
+#: ``max_bytes`` when a request leaves it 0.
+DEFAULT_MAX_BYTES = 1024 * 1024
+#: Largest ``max_bytes`` honoured (a gRPC message must stay well under 16 MiB).
+MAX_MAX_BYTES = 8 * 1024 * 1024
+#: ``max_wait_ms`` when a request leaves it 0.
+DEFAULT_MAX_WAIT_MS = 500
+#: Longest ``max_wait_ms`` honoured.
+MAX_MAX_WAIT_MS = 60_000
+
+
+class ReadServicer(read_pb2_grpc.ReadServicer):
+    """Streams segments' blocks to readers.
+
+    Args:
+        topics: the broker's topics.
+        stopping: set when the broker shuts down; streams then end UNAVAILABLE.
+    """
+
+    def __init__(self, topics: Topics, stopping: asyncio.Event) -> None:
+        self._topics = topics
+        self._stopping = stopping
+
+    async def Read(
+        self, request: read_pb2.ReadRequest, context: _Context
+    ) -> AsyncIterator[read_pb2.ReadResponse]:
+        max_bytes = min(request.max_bytes or DEFAULT_MAX_BYTES, MAX_MAX_BYTES)
+        max_wait_s = min(request.max_wait_ms or DEFAULT_MAX_WAIT_MS, MAX_MAX_WAIT_MS) / 1000
+        offset = request.offset
+        try:
+            if offset < 0:
+                raise InvalidArgumentError(f"offset must be >= 0, got {offset}")
+            segment = await self._topics.segment(request.segment)
+            while not self._stopping.is_set():
+                batch = await segment.read(offset, max_bytes)
+                if batch.blocks:
+                    last = batch.blocks[-1]
+                    offset = last.offset + last.event_count
+                    yield read_pb2.ReadResponse(
+                        blocks=[read_pb2.ReadBlock(offset=block.offset,
+                                                   event_count=block.event_count,
+                                                   data=block.data)
+                                for block in batch.blocks],
+                        end_offset=batch.end_offset,
+                        end_of_segment=batch.end_of_segment and offset >= batch.end_offset)
+                    if batch.end_of_segment and offset >= batch.end_offset:
+                        return
+                    continue
+                if batch.end_of_segment:
+                    yield read_pb2.ReadResponse(end_offset=batch.end_offset, end_of_segment=True)
+                    return
+                if not await self._wait(segment.wait_for_data(offset, max_wait_s)):
+                    yield read_pb2.ReadResponse(end_offset=batch.end_offset)
+            raise BrokerShuttingDownError("the broker is stopping")
+        except (BrokerError, LedgerError) as error:
+            await abort_with(context, error)
+
+    async def _wait(self, waiting: Any) -> bool:
+        """``waiting`` (a wait for data), cut short when the broker stops."""
+        wait = asyncio.ensure_future(waiting)
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait((wait, stop), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not wait.done():
+                wait.cancel()
+        return wait.done() and not wait.cancelled() and bool(wait.result())

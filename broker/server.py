@@ -1,0 +1,110 @@
+"""The broker's gRPC server: Admin, Append, Produce and Read, with health and reflection.
+
+``stop`` is the graceful shutdown: health turns NOT_SERVING (load balancers
+and clients stop sending), streams are told to wind down (appends already
+started finish and are answered; tail reads end UNAVAILABLE), and the server
+gives in-flight calls a grace period. The caller closes the topics (their
+ledgers) only after that, so no acknowledged append is cut short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+# The asyncio health servicer (grpc_health exposes it as ``health.aio``).
+from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
+from grpc_reflection.v1alpha import reflection
+
+from broker.admin_service import AdminServicer
+from broker.api import Topics
+from broker.append_service import AppendServicer
+from broker.produce_service import ProduceServicer
+from broker.read_service import ReadServicer
+from folio.api.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    append_pb2,
+    append_pb2_grpc,
+    read_pb2,
+    read_pb2_grpc,
+)
+
+__all__ = ["SERVICE_NAMES", "BrokerServer", "start_broker_server"]
+
+log = logging.getLogger(__name__)
+
+#: Full names of the public services, as health checks and reflection know them.
+SERVICE_NAMES = (
+    admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name,
+    append_pb2.DESCRIPTOR.services_by_name["Append"].full_name,
+    append_pb2.DESCRIPTOR.services_by_name["Produce"].full_name,
+    read_pb2.DESCRIPTOR.services_by_name["Read"].full_name,
+)
+
+_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+_SERVER_OPTIONS = (
+    ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+    # Two brokers must never share a port by accident (gRPC sets it on Linux).
+    ("grpc.so_reuseport", 0),
+)
+
+
+@dataclass(eq=False)
+class BrokerServer:
+    """A started broker server and what its graceful stop needs."""
+
+    server: grpc.aio.Server
+    port: int
+    health: AsyncHealthServicer
+    stopping: asyncio.Event
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop serving: NOT_SERVING, wind streams down, then ``grace_s`` for calls in flight."""
+        for name in ("", *SERVICE_NAMES):
+            await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.stopping.set()
+        await self.server.stop(grace_s)
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+async def start_broker_server(topics: Topics, host: str = "127.0.0.1",
+                              port: int = 0) -> BrokerServer:
+    """Serve ``topics`` over the public gRPC API and start.
+
+    Raises:
+        OSError: the address cannot be bound (port in use, unknown host).
+    """
+    stopping = asyncio.Event()
+    server = grpc.aio.server(options=_SERVER_OPTIONS)
+    admin_pb2_grpc.add_AdminServicer_to_server(AdminServicer(topics), server)
+    append_pb2_grpc.add_AppendServicer_to_server(AppendServicer(topics, stopping), server)
+    append_pb2_grpc.add_ProduceServicer_to_server(ProduceServicer(topics), server)
+    read_pb2_grpc.add_ReadServicer_to_server(ReadServicer(topics, stopping), server)
+    health = AsyncHealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    reflection.enable_server_reflection(
+        (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+         reflection.SERVICE_NAME),
+        server,
+    )
+    address = _host_port(host, port)
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError as error:
+        await server.stop(None)
+        raise OSError(
+            f"cannot listen on {address} (port in use or address not available)") from error
+    for name in ("", *SERVICE_NAMES):
+        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    await server.start()
+    log.info("broker serving on %s", _host_port(host, bound))
+    return BrokerServer(server, bound, health, stopping)

@@ -1,0 +1,116 @@
+"""``folio standalone``: the whole of Folio in one process, data under one directory.
+
+Metadata in RocksDB (``DATA_DIR/metadata``), one bookie in the same process
+(``DATA_DIR/bookie``; measured faster than a bookie one loopback hop away, see
+docs/ledger.md), the broker serving the public gRPC API, and Prometheus
+metrics over HTTP.
+
+Startup prints one line to stdout once everything serves (``folio standalone
+listening on HOST:PORT ...``); scripts and tests read the port from it.
+
+Shutdown (SIGTERM or SIGINT) goes outside in: the server stops taking calls
+and lets streams finish what they started (``BrokerServer.stop``), then the
+topics close their ledgers cleanly, then the bookie and the metadata store
+close. A SIGKILL skips all of it, which is safe: an append is acknowledged
+only once durable, and the next start recovers every segment (fencing its
+last ledger).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from prometheus_client import start_http_server
+
+from broker.api import TopicConfig
+from broker.server import start_broker_server
+from broker.standalone_config import StandaloneConfig
+from broker.topics import TopicManager
+from ledger.bookie import Bookie
+from ledger.client import LedgerClient
+from ledger.config import BookieConfig, LedgerConfig
+from ledger.directory import BookieDirectory
+from ledger.errors import LedgerError, StorageError
+from ledger.metadata_store import RocksDBMetadataStore
+
+__all__ = ["run_standalone"]
+
+log = logging.getLogger(__name__)
+
+
+def _fail(message: str) -> int:
+    print(f"folio standalone: error: {message}", file=sys.stderr, flush=True)
+    return 1
+
+
+def run_standalone(config: StandaloneConfig) -> int:
+    """Serve until SIGTERM or SIGINT; returns the exit code (1 with one stderr line on failure)."""
+    try:
+        os.makedirs(config.data_dir, exist_ok=True)
+    except OSError as error:
+        return _fail(f"cannot create data dir {config.data_dir}: {error}")
+    return asyncio.run(_serve(config))
+
+
+async def _serve(config: StandaloneConfig) -> int:
+    root = Path(config.data_dir)
+    try:
+        store = RocksDBMetadataStore(root / "metadata")
+    except LedgerError as error:
+        return _fail(f"{error} (is another folio process using {root}?)")
+    bookie: Bookie | None = None
+    try:
+        try:
+            bookie = Bookie(BookieConfig(data_dir=str(root / "bookie"),
+                                         durability=config.durability))
+        except StorageError as error:
+            return _fail(f"{error} (is another folio process using {root}?)")
+        ledgers = LedgerClient(store, BookieDirectory([bookie]), LedgerConfig())
+        topics = TopicManager(ledgers, store, defaults=TopicConfig(),
+                              retention_interval_s=config.retention_interval_s)
+        await topics.start()
+        try:
+            return await _serve_topics(config, topics)
+        finally:
+            await topics.close()
+            await ledgers.close()
+    finally:
+        if bookie is not None:
+            bookie.shutdown()
+        await store.close()
+        log.info("folio standalone stopped")
+
+
+async def _serve_topics(config: StandaloneConfig, topics: TopicManager) -> int:
+    try:
+        server = await start_broker_server(topics, config.host, config.port)
+    except OSError as error:
+        return _fail(str(error))
+    try:
+        metrics, _thread = start_http_server(config.metrics_port, addr=config.host)
+    except OSError as error:
+        await server.stop(0)
+        return _fail(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error}")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        print(f"folio standalone listening on {config.host}:{server.port} (data dir "
+              f"{config.data_dir}, durability {config.durability.value}, metrics on "
+              f"http://{config.host}:{metrics.server_port}/metrics)", flush=True)
+        await stop.wait()
+        log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        await server.stop(config.stop_grace_s)
+        with contextlib.suppress(Exception):
+            metrics.shutdown()
+    return 0
