@@ -20,19 +20,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 from grpc_reflection.v1alpha import reflection
 
+from broker._handlers import add_servicer
 from broker.admin_service import AdminServicer
 from broker.api import Topics
 from broker.append_service import AppendServicer
 from broker.produce_service import ProduceServicer
 from broker.read_service import ReadServicer
-from folio.api.v1 import (
-    admin_pb2,
-    admin_pb2_grpc,
-    append_pb2,
-    append_pb2_grpc,
-    read_pb2,
-    read_pb2_grpc,
-)
+from folio.api.v1 import admin_pb2, append_pb2, read_pb2
 
 __all__ = ["SERVICE_NAMES", "BrokerServer", "start_broker_server"]
 
@@ -85,10 +79,13 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1",
     """
     stopping = asyncio.Event()
     server = grpc.aio.server(options=_SERVER_OPTIONS)
-    admin_pb2_grpc.add_AdminServicer_to_server(AdminServicer(topics), server)
-    append_pb2_grpc.add_AppendServicer_to_server(AppendServicer(topics, stopping), server)
-    append_pb2_grpc.add_ProduceServicer_to_server(ProduceServicer(topics), server)
-    read_pb2_grpc.add_ReadServicer_to_server(ReadServicer(topics, stopping), server)
+    for service, servicer in (
+        (admin_pb2.DESCRIPTOR.services_by_name["Admin"], AdminServicer(topics)),
+        (append_pb2.DESCRIPTOR.services_by_name["Append"], AppendServicer(topics, stopping)),
+        (append_pb2.DESCRIPTOR.services_by_name["Produce"], ProduceServicer(topics)),
+        (read_pb2.DESCRIPTOR.services_by_name["Read"], ReadServicer(topics, stopping)),
+    ):
+        add_servicer(server, service, servicer)
     health = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     reflection.enable_server_reflection(

@@ -20,6 +20,7 @@ import grpc
 from broker.errors import (
     BrokerError,
     BrokerShuttingDownError,
+    CorruptDataError,
     EventTooLargeError,
     InvalidArgumentError,
     InvalidEventNumberError,
@@ -62,6 +63,7 @@ STATUS_TABLE: Final[tuple[StatusRow, ...]] = (
     StatusRow(EventTooLargeError, _Code.RESOURCE_EXHAUSTED),
     StatusRow(WrongHostError, _Code.UNAVAILABLE),
     StatusRow(BrokerShuttingDownError, _Code.UNAVAILABLE),
+    StatusRow(CorruptDataError, _Code.DATA_LOSS),
 )
 
 _BY_CLASS: Final = {row.error: row for row in STATUS_TABLE}

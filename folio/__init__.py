@@ -1,7 +1,106 @@
-"""Folio's Python SDK and CLI.
+"""Folio's Python SDK: write events to topics and read them back, over gRPC.
+
+Concepts (see ``docs``/DESIGN for the full story):
+
+- A **topic** is a named, ordered, durable sequence of events, split into
+  **segments** that each own a slice ``[low, high)`` of the routing-key space.
+- An **event** is payload bytes (made from your values by a
+  :class:`Serializer`), an optional **routing key**, optional headers and a
+  timestamp. Events with the same routing key land in the same segment and are
+  read back in the order they were written.
+- A :class:`Client` holds one background IO thread and one gRPC channel; its
+  writers and readers share them (each writer's segment is a *flow* on one
+  multiplexed Append stream, PDP-36).
+- An :class:`EventWriter` batches events per segment into **blocks** (the unit
+  that travels and is stored), retries across reconnects without duplicates,
+  and gives each event a cheap :class:`WriteFuture`.
+- An :class:`EventReader` streams every segment from chosen offsets and yields
+  :class:`Event` objects.
+
+Example::
+
+    import folio
+
+    with folio.Client("localhost:7070") as client:
+        client.create_topic("orders", segments=3)
+        with client.writer("orders", folio.JsonSerializer()) as writer:
+            writer.write_event({"id": 1}, routing_key="customer-7")
+        with client.reader("orders", serializer=folio.JsonSerializer()) as reader:
+            print(reader.read_next(timeout=5))
 
 The SDK speaks only the public gRPC protocol (stubs in ``folio.api``); it never
-imports the server packages. The client arrives with the broker-core issue.
+imports the server packages.
 """
 
-__all__: list[str] = []
+from folio._write_future import WriteFuture
+from folio.client import Client
+from folio.errors import (
+    AlreadyExistsError,
+    DeliveryTimeoutError,
+    EventTooLargeError,
+    FolioError,
+    FolioUnavailableError,
+    InvalidArgumentError,
+    InvalidBlockError,
+    InvalidEventNumberError,
+    NoSuchSegmentError,
+    NotFoundError,
+    OffsetOutOfRangeError,
+    ResourceExhaustedError,
+    SegmentSealedError,
+    TimeoutError,
+    TopicExistsError,
+    TopicNameError,
+    TopicNotFoundError,
+    WriterClosedError,
+    WrongHostError,
+)
+from folio.models import (
+    Event,
+    SegmentInfo,
+    SegmentLedger,
+    SegmentRange,
+    TopicConfig,
+    TopicInfo,
+    WriteResult,
+)
+from folio.reader import EventReader
+from folio.serializers import BytesSerializer, JsonSerializer, Serializer, StringSerializer
+from folio.writer import EventWriter
+
+__all__ = [
+    "AlreadyExistsError",
+    "BytesSerializer",
+    "Client",
+    "DeliveryTimeoutError",
+    "Event",
+    "EventReader",
+    "EventTooLargeError",
+    "EventWriter",
+    "FolioError",
+    "FolioUnavailableError",
+    "InvalidArgumentError",
+    "InvalidBlockError",
+    "InvalidEventNumberError",
+    "JsonSerializer",
+    "NoSuchSegmentError",
+    "NotFoundError",
+    "OffsetOutOfRangeError",
+    "ResourceExhaustedError",
+    "SegmentInfo",
+    "SegmentLedger",
+    "SegmentRange",
+    "SegmentSealedError",
+    "Serializer",
+    "StringSerializer",
+    "TimeoutError",
+    "TopicConfig",
+    "TopicExistsError",
+    "TopicInfo",
+    "TopicNameError",
+    "TopicNotFoundError",
+    "WriteFuture",
+    "WriteResult",
+    "WriterClosedError",
+    "WrongHostError",
+]

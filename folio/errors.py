@@ -1,10 +1,39 @@
 """The SDK's errors: one small hierarchy, each class says whether a retry can help.
 
 Callers catch :class:`FolioError` for anything the SDK raises on purpose; a
-retry loop reads ``retriable`` instead of matching classes.
+retry loop reads ``retriable`` instead of matching classes. Errors the broker
+sends carry the typed context it attached (``folio-error-context``) in
+``context``; the classes below expose the fields they are about as typed
+attributes (``OffsetOutOfRangeError.start_offset``, ``EventTooLargeError.limit``).
+``folio._status`` turns a gRPC status back into one of these.
 """
 
 from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+
+__all__ = [
+    "AlreadyExistsError",
+    "DeliveryTimeoutError",
+    "EventTooLargeError",
+    "FolioError",
+    "FolioUnavailableError",
+    "InvalidArgumentError",
+    "InvalidBlockError",
+    "InvalidEventNumberError",
+    "NoSuchSegmentError",
+    "NotFoundError",
+    "OffsetOutOfRangeError",
+    "ResourceExhaustedError",
+    "SegmentSealedError",
+    "TimeoutError",
+    "TopicExistsError",
+    "TopicNameError",
+    "TopicNotFoundError",
+    "WriterClosedError",
+    "WrongHostError",
+]
 
 
 class FolioError(Exception):
@@ -12,9 +41,33 @@ class FolioError(Exception):
 
     Attributes:
         retriable: whether the same call may succeed later unchanged.
+        context: typed context of the error (from the broker's
+            ``folio-error-context``, or set by the SDK), JSON-like values.
+        error_name: the error class name the broker sent (``folio-error``),
+            which may be a server class without an SDK twin; None when the
+            error did not come from a broker status.
     """
 
     retriable = False
+
+    def __init__(self, message: str = "", *, error_name: str | None = None,
+                 context: Mapping[str, object] | None = None, **fields: object) -> None:
+        super().__init__(message)
+        self.context: dict[str, object] = {**(context or {}), **fields}
+        self.error_name = error_name
+
+    @property
+    def message(self) -> str:
+        """The human-readable message."""
+        return str(self.args[0]) if self.args else ""
+
+    def _int(self, key: str) -> int | None:
+        value = self.context.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def _str(self, key: str) -> str | None:
+        value = self.context.get(key)
+        return value if isinstance(value, str) else None
 
 
 class InvalidBlockError(FolioError):
@@ -26,3 +79,161 @@ class InvalidBlockError(FolioError):
     format cannot hold. See ``proto/folio/v1/events.proto``. Never retriable:
     the same bytes are as invalid the next time.
     """
+
+
+class InvalidArgumentError(FolioError):
+    """A request that can never succeed as sent (INVALID_ARGUMENT)."""
+
+
+class TopicNameError(InvalidArgumentError):
+    """A topic name that breaks the naming rules of ``proto/folio/v1/admin.proto``."""
+
+
+class InvalidEventNumberError(InvalidArgumentError):
+    """An append whose event numbering can never be right (an SDK bug, not a retry case)."""
+
+    @property
+    def expected_above(self) -> int | None:
+        """The writer's last event number the segment recorded, when known."""
+        return self._int("expected_above")
+
+
+class NotFoundError(FolioError):
+    """Something named in the request does not exist (NOT_FOUND)."""
+
+
+class TopicNotFoundError(NotFoundError):
+    """No topic of that name."""
+
+    @property
+    def topic(self) -> str | None:
+        """The topic's name, when known."""
+        return self._str("topic")
+
+
+class NoSuchSegmentError(NotFoundError):
+    """No segment of that name, or its topic is gone."""
+
+    @property
+    def segment(self) -> str | None:
+        """The segment's name, when known."""
+        return self._str("segment")
+
+
+class AlreadyExistsError(FolioError):
+    """Something the request would create exists already (ALREADY_EXISTS)."""
+
+
+class TopicExistsError(AlreadyExistsError):
+    """CreateTopic of a name already in use."""
+
+    @property
+    def topic(self) -> str | None:
+        """The topic's name, when known."""
+        return self._str("topic")
+
+
+class SegmentSealedError(FolioError):
+    """The segment is sealed: it takes no more appends.
+
+    Writers do not follow scaling yet, so events routed to a sealed segment
+    fail with this error.
+    """
+
+    @property
+    def segment(self) -> str | None:
+        """The segment's name, when known."""
+        return self._str("segment")
+
+    @property
+    def end_offset(self) -> int | None:
+        """The sealed segment's end offset, when known."""
+        return self._int("end_offset")
+
+
+class OffsetOutOfRangeError(FolioError):
+    """A read or truncation outside the segment's ``[start_offset, end_offset]``.
+
+    A reader meets it when the offset it reads from was truncated (or deleted
+    by retention): ``start_offset`` is where the readable events now begin.
+    """
+
+    @property
+    def segment(self) -> str | None:
+        """The segment's name, when known."""
+        return self._str("segment")
+
+    @property
+    def offset(self) -> int | None:
+        """The offset asked for, when known."""
+        return self._int("offset")
+
+    @property
+    def start_offset(self) -> int | None:
+        """The segment's first readable offset, when known."""
+        return self._int("start_offset")
+
+    @property
+    def end_offset(self) -> int | None:
+        """The segment's end offset, when known."""
+        return self._int("end_offset")
+
+
+class ResourceExhaustedError(FolioError):
+    """A request above a size or rate limit (RESOURCE_EXHAUSTED)."""
+
+
+class EventTooLargeError(ResourceExhaustedError):
+    """An event above the topic's ``max_event_bytes`` (or a block above the broker's limit)."""
+
+    @property
+    def size(self) -> int | None:
+        """The event's (or block's) size in bytes, when known."""
+        return self._int("size")
+
+    @property
+    def limit(self) -> int | None:
+        """The limit it exceeds in bytes, when known."""
+        return self._int("limit")
+
+
+class FolioUnavailableError(FolioError, ConnectionError):
+    """The broker (or the ledger service behind it) cannot be reached now (UNAVAILABLE)."""
+
+    retriable = True
+
+
+class WrongHostError(FolioUnavailableError):
+    """The broker does not own the segment (any more); another one does."""
+
+    @property
+    def segment(self) -> str | None:
+        """The segment's name, when known."""
+        return self._str("segment")
+
+    @property
+    def owner(self) -> str | None:
+        """The owner's ``host:port`` when the broker knows it."""
+        return self._str("owner") or None
+
+
+class TimeoutError(FolioError, builtins.TimeoutError):
+    """A call or wait that did not finish in time (client-side or DEADLINE_EXCEEDED).
+
+    Also a ``builtins.TimeoutError``, so ``except TimeoutError`` catches it
+    whichever of the two names is in scope.
+    """
+
+    retriable = True
+
+
+class DeliveryTimeoutError(TimeoutError):
+    """The writer gave up on a block after ``delivery_timeout_ms`` of retries.
+
+    The events may or may not have been written: the broker may have stored
+    the block and lost only the acknowledgement.
+    """
+
+
+class WriterClosedError(FolioError):
+    """The writer (or the client that made it) is closed."""

@@ -1,6 +1,8 @@
 """The ``folio`` command line.
 
-Client commands live here; server commands (``bookie``, ``standalone``,
+Client commands live here (``topic``, ``produce``, ``consume``, ``perf``, each
+in its own module with a ``register`` function, registered directly below);
+server commands (``bookie``, ``standalone``,
 ``broker``) are plugged in by the server packages through the
 ``folio.commands`` entry-point group, so this package imports none of them.
 """
@@ -11,6 +13,8 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
+
+from folio.cli import consume, perf, produce, topic
 
 __all__ = ["main"]
 
@@ -27,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Run `folio COMMAND --help` for a command's options.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for client_command in (topic, produce, consume, perf):
+        client_command.register(commands)
     for point in sorted(entry_points(group="folio.commands"), key=lambda p: p.name):
         register: Register = point.load()
         register(commands)

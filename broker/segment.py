@@ -1,0 +1,651 @@
+"""LedgerSegment: one segment stored as a chain of ledgers (Pulsar's managed ledger).
+
+**Appends** go to one open ledger. Each append is one entry (``broker.entry``)
+whose base offset is the segment's end as submitted so far; it is handed to
+``LedgerHandle.add_async`` without awaiting anything in between, so entries,
+offsets and confirmations keep the order of the calls, and concurrent appends
+are group-committed by the ledger layer. The end offset readers see moves only
+as entries are confirmed, contiguously. If an add fails, the ledger fails every
+later add, and so does the segment (``usable`` turns False; the owner reloads
+it). A fenced ledger means another broker recovered the segment: appends then
+raise ``WrongHostError``.
+
+**Rollover**: once the open ledger holds ``ledger_rollover_bytes`` (checked on
+append) or is ``ledger_rollover_ms`` old with an entry (``tick``), appends
+wait while the old ledger drains, a new ledger is created and compare-and-set
+into the segment record, then the old ledger is closed. A crash after the CAS
+and before the close is harmless: ledgers other than the writer's are always
+opened with recovery, which closes them.
+
+**Recovery** (``load``): the record's last ledger is opened with recovery
+(fencing any previous writer), its entry headers are scanned for its end
+offset, its offset index and the writers' last event numbers, and a fresh
+ledger is started at that end (an empty last ledger is replaced, not kept).
+
+**Truncation and retention** delete whole closed ledgers from the head; the
+record is changed first, then the ledgers deleted, so a crash in between leaves
+an orphan ledger, never a record naming a deleted one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from broker.api import (
+    AppendResult,
+    Block,
+    ReadBatch,
+    SegmentInfo,
+    SegmentLedger,
+    SegmentRange,
+    SegmentState,
+    TopicConfig,
+)
+from broker.entry import MAX_WRITER_ID_BYTES, EntryKind, encode_entry
+from broker.errors import (
+    BrokerShuttingDownError,
+    EventTooLargeError,
+    InvalidArgumentError,
+    InvalidEventNumberError,
+    NoSuchSegmentError,
+    OffsetOutOfRangeError,
+    SegmentSealedError,
+    WrongHostError,
+)
+from broker.names import make_segment_name, segment_path
+from broker.offset_index import LedgerSpan, ReadHints
+from broker.retention import ledgers_before, ledgers_past_retention
+from broker.segment_reads import find_entry, read_blocks
+from broker.segment_records import SegmentRecord
+from broker.segment_recovery import recover_chain
+from ledger.api import MetadataStore
+from ledger.client import LedgerClient
+from ledger.errors import (
+    BadVersionError,
+    LedgerError,
+    LedgerFencedError,
+    NoNodeError,
+    NoSuchEntryError,
+    NoSuchLedgerError,
+)
+from ledger.handle import LedgerHandle
+
+__all__ = ["EVENT_OVERHEAD_BYTES", "LedgerSegment"]
+
+log = logging.getLogger(__name__)
+
+#: Allowance per event for its framing inside a block (routing key, headers,
+#: timestamp). The broker cannot see single events: the SDK checks each event
+#: against ``max_event_bytes``; the broker checks a block's average per event.
+EVENT_OVERHEAD_BYTES = 64
+
+
+class _Life(Enum):
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
+    DELETED = "deleted"
+
+
+@dataclass(slots=True, eq=False)
+class _Pending:
+    """An entry handed to the ledger and not yet confirmed."""
+
+    span: LedgerSpan
+    base_offset: int
+    event_count: int
+    time_ms: int
+    future: asyncio.Future[int]
+
+
+class LedgerSegment:
+    """A segment owned by this broker, implementing ``broker.api.SegmentHandle``.
+
+    Build it with ``LedgerSegment.load``, never directly.
+    """
+
+    def __init__(
+        self, ledgers: LedgerClient, store: MetadataStore, *, topic: str, number: int,
+        key_low: float, key_high: float, config: TopicConfig, clock: Callable[[], float],
+        record: SegmentRecord, record_version: int, spans: list[LedgerSpan], end_offset: int,
+        writers: dict[str, int],
+    ) -> None:
+        self._ledgers = ledgers
+        self._store = store
+        self._topic = topic
+        self._number = number
+        self._name = make_segment_name(topic, number)
+        self._path = segment_path(topic, number)
+        self._key_low = key_low
+        self._key_high = key_high
+        self._config = config
+        self._clock = clock
+        self._max_entry_bytes = ledgers.config.max_entry_bytes
+        self._record_version = record_version
+        self._start = record.start_offset
+        self._sealed = record.sealed
+        self._spans = spans
+        self._firsts = [span.first_offset for span in spans]
+        self._end = end_offset
+        self._next_offset = end_offset
+        self._writers = writers
+        self._unconfirmed: deque[_Pending] = deque()
+        self._failure: Exception | None = None
+        self._life = _Life.OPEN
+        self._chain_lock = asyncio.Lock()
+        self._open_lock = asyncio.Lock()
+        self._switching: asyncio.Future[None] | None = None
+        # Appends waiting, in call order, behind a rollover (see ``append``).
+        self._gate = asyncio.Lock()
+        self._queued = 0
+        self._data_event = asyncio.Event()
+        self._hints = ReadHints()
+
+    # ------------------------------------------------------------- loading
+
+    @classmethod
+    async def load(
+        cls, ledgers: LedgerClient, store: MetadataStore, *, topic: str, number: int,
+        key_low: float, key_high: float, config: TopicConfig,
+        clock: Callable[[], float],
+    ) -> LedgerSegment:
+        """Recover the segment from its record and start a fresh ledger for appends.
+
+        Raises ``NoSuchSegmentError`` if it has no record, ``WrongHostError`` if
+        another broker changed the record meanwhile, ``LedgerError`` if the
+        ledger service fails.
+        """
+        chain = await recover_chain(ledgers, store, topic, number)
+        segment = cls(
+            ledgers, store, topic=topic, number=number, key_low=key_low, key_high=key_high,
+            config=config, clock=clock, record=chain.record, record_version=chain.version,
+            spans=chain.spans, end_offset=chain.end_offset, writers=chain.writers,
+        )
+        if not chain.record.sealed:
+            await segment._start_ledger(replacing=chain.empty)
+        log.info("loaded segment %s: offsets [%d, %d), %d ledgers", segment.name,
+                 segment.start_offset, segment.end_offset, len(chain.spans))
+        return segment
+
+    async def _start_ledger(self, replacing: list[LedgerSpan]) -> None:
+        handle = await self._ledgers.create(properties={"folio.segment": self._name})
+        span = LedgerSpan(handle.ledger_id, self._end, created_ms=self._now_ms(),
+                          handle=handle, writing=True, indexed_end=self._end)
+        try:
+            await self._write_record(self._record_of([*self._spans, span]))
+        except BaseException:
+            with contextlib.suppress(LedgerError):
+                await self._ledgers.delete(handle.ledger_id)
+            raise
+        self._set_spans([*self._spans, span])
+        await self._delete_ledgers(replacing)
+
+    # ---------------------------------------------------------- properties
+
+    @property
+    def name(self) -> str:
+        """``"<topic>/<number>"``."""
+        return self._name
+
+    @property
+    def start_offset(self) -> int:
+        """The offset of the first readable event."""
+        return self._start
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next event will get, as far as readers can see."""
+        return self._end
+
+    @property
+    def sealed(self) -> bool:
+        """Whether the segment takes no more appends."""
+        return self._sealed
+
+    @property
+    def usable(self) -> bool:
+        """False once closed, deleted, or failed; the owner should load it again."""
+        return self._life is _Life.OPEN and self._failure is None
+
+    @property
+    def failure(self) -> Exception | None:
+        """Why appends fail for good (``WrongHostError``: another broker took it), or None."""
+        return self._failure
+
+    @property
+    def config(self) -> TopicConfig:
+        """The topic configuration in force."""
+        return self._config
+
+    def set_config(self, config: TopicConfig) -> None:
+        """Apply a changed topic configuration (rollover, limits; retention on next tick)."""
+        self._config = config
+
+    # -------------------------------------------------------------- append
+
+    async def last_event_number(self, writer_id: str) -> int:
+        """The last event number recorded for ``writer_id``, -1 if none."""
+        self._check_readable()
+        return self._writers.get(writer_id, -1)
+
+    async def append(
+        self, blocks: Sequence[Block], writer_id: str, last_event_number: int
+    ) -> AppendResult:
+        """See ``SegmentHandle.append``.
+
+        A ``last_event_number`` of -1 means the blocks carry no event numbers
+        (unary Produce): they are written without de-duplication.
+        """
+        self._check_appendable()
+        event_count = self._check_blocks(blocks, writer_id, last_event_number)
+        if self._queued or self._switching is not None or self._should_roll(self._now_ms()):
+            # Appends that must wait (for a rollover) wait in call order, and
+            # every later call queues behind them: a later block overtaking an
+            # earlier one would take its offset, or make it look a duplicate.
+            self._queued += 1
+            try:
+                async with self._gate:
+                    await self._until_writable()
+                    submitted = self._submit(blocks, writer_id, last_event_number, event_count)
+            finally:
+                self._queued -= 1
+        else:
+            submitted = self._submit(blocks, writer_id, last_event_number, event_count)
+        if isinstance(submitted, AppendResult):
+            return submitted
+        base, future = submitted
+        try:
+            await asyncio.shield(future)
+        except LedgerFencedError as error:
+            raise WrongHostError(self._name) from error
+        return AppendResult(base, event_count, last_event_number)
+
+    async def _until_writable(self) -> None:
+        """Wait out (or start) a rollover, until the open ledger takes appends."""
+        while True:
+            if self._switching is not None:
+                await asyncio.shield(self._switching)
+            elif self._should_roll(self._now_ms()):
+                await self._roll_over()
+            else:
+                return
+            self._check_appendable()
+
+    def _submit(
+        self, blocks: Sequence[Block], writer_id: str, last_event_number: int, event_count: int
+    ) -> AppendResult | tuple[int, asyncio.Future[int]]:
+        """Hand the entry to the ledger, without awaiting: offsets follow the call order.
+
+        Returns a duplicate's result, or the base offset and the add's future.
+        """
+        if 0 <= last_event_number <= self._writers.get(writer_id, -1):
+            return AppendResult(-1, 0, last_event_number, duplicate=True)
+        span = self._spans[-1]
+        handle = span.handle
+        if handle is None:  # pragma: no cover - the open span always has its writer
+            raise RuntimeError(f"segment {self._name} has no writer")
+        base = self._next_offset
+        time_ms = self._now_ms()
+        data = encode_entry(EntryKind.DATA, base, blocks, writer_id, last_event_number, time_ms)
+        if len(data) > self._max_entry_bytes:
+            raise EventTooLargeError(len(data), self._max_entry_bytes, what="block")
+        try:
+            future = handle.add_async(data)
+        except LedgerError as error:
+            self._fail(error)
+            raise self._failure_error() from error
+        self._next_offset = base + event_count
+        span.submitted_bytes += len(data)
+        span.note_entry(len(span.bases), base, base + event_count)
+        if last_event_number >= 0:
+            self._writers[writer_id] = last_event_number
+        self._unconfirmed.append(_Pending(span, base, event_count, time_ms, future))
+        future.add_done_callback(self._on_confirmed)  # before shield's: end moves first
+        return base, future
+
+    def _check_blocks(
+        self, blocks: Sequence[Block], writer_id: str, last_event_number: int
+    ) -> int:
+        """Validate an append (constant work per block); returns its event count."""
+        recorded = self._writers.get(writer_id, -1)
+        if not blocks:
+            raise InvalidEventNumberError("an append needs at least one block", recorded)
+        if last_event_number < -1:
+            raise InvalidEventNumberError(
+                f"last_event_number must be >= -1, got {last_event_number}", recorded)
+        if len(writer_id.encode("utf-8")) > MAX_WRITER_ID_BYTES:
+            raise InvalidArgumentError(
+                f"writer_id must be at most {MAX_WRITER_ID_BYTES} bytes of UTF-8")
+        per_event = self._config.max_event_bytes + EVENT_OVERHEAD_BYTES
+        total = 0
+        for block in blocks:
+            count = block.event_count
+            if count < 1:
+                raise InvalidEventNumberError(
+                    f"a block must hold at least one event, got event_count {count}", recorded)
+            if len(block.data) > count * per_event:
+                raise EventTooLargeError(len(block.data), count * per_event,
+                                         what=f"block of {count} events")
+            total += count
+        return total
+
+    def _on_confirmed(self, _: asyncio.Future[int]) -> None:
+        """Advance the end over the confirmed head of the pipeline, in order."""
+        pending = self._unconfirmed
+        advanced = False
+        while pending and pending[0].future.done():
+            head = pending.popleft()
+            future = head.future
+            error = LedgerError("append cancelled") if future.cancelled() else future.exception()
+            if error is not None:
+                self._fail(error)
+                continue
+            head.span.last_entry_id = future.result()
+            head.span.last_entry_ms = head.time_ms
+            self._end = head.base_offset + head.event_count
+            advanced = True
+        if advanced:
+            self._wake()
+
+    def _fail(self, error: BaseException) -> None:
+        if self._failure is not None:
+            return
+        if isinstance(error, LedgerFencedError):
+            log.info("segment %s: its ledger was fenced; another broker owns it", self._name)
+            self._failure = WrongHostError(self._name)
+        else:
+            log.warning("segment %s: ledger write failed, no more appends: %s",
+                        self._name, error)
+            self._failure = error if isinstance(error, Exception) else LedgerError(str(error))
+
+    def _failure_error(self) -> Exception:
+        failure = self._failure
+        if isinstance(failure, WrongHostError):
+            return WrongHostError(self._name)
+        return failure or LedgerError(f"segment {self._name} failed")
+
+    async def _drain(self) -> None:
+        """Wait until every entry handed to the ledger is confirmed (or failed)."""
+        while self._unconfirmed:
+            await asyncio.wait([self._unconfirmed[-1].future])
+        if self._failure is not None:
+            raise self._failure_error()
+
+    # ------------------------------------------------------------ rollover
+
+    def _should_roll(self, now_ms: int) -> bool:
+        if self._sealed or not self._spans or not self._spans[-1].writing:
+            return False
+        span = self._spans[-1]
+        if span.submitted_bytes == 0:
+            return False
+        if span.submitted_bytes >= self._config.ledger_rollover_bytes:
+            return True
+        return now_ms - span.created_ms >= self._config.ledger_rollover_ms
+
+    async def tick(self, now_ms: int) -> None:
+        """Periodic work: roll the ledger over if it is too old or too big."""
+        if self.usable and self._switching is None and self._should_roll(now_ms):
+            await self._roll_over()
+
+    async def _roll_over(self) -> None:
+        async with self._chain_lock:
+            if self.usable and self._should_roll(self._now_ms()):
+                await self._roll_over_locked()
+
+    async def _roll_over_locked(self) -> None:
+        switched: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._switching = switched
+        try:
+            await self._drain()
+            old = self._spans[-1]
+            old_handle = old.handle
+            if old_handle is None:  # pragma: no cover - the open span always has its writer
+                raise RuntimeError(f"segment {self._name} has no writer")
+            old.writing = False
+            old.length_bytes = old_handle.length
+            try:
+                await self._start_ledger(replacing=[])
+            except BaseException:
+                old.writing = True
+                old.length_bytes = -1
+                raise
+            log.info("segment %s rolled over from ledger %d to %d at offset %d", self._name,
+                     old.ledger_id, self._spans[-1].ledger_id, self._end)
+            try:
+                await old_handle.close()
+            except LedgerError as error:
+                log.warning("segment %s: closing ledger %d failed: %s", self._name,
+                            old.ledger_id, error)
+        finally:
+            self._switching = None
+            switched.set_result(None)
+
+    # ---------------------------------------------------------------- read
+
+    async def read(self, offset: int, max_bytes: int) -> ReadBatch:
+        """See ``SegmentHandle.read``: whole entries from the one holding ``offset``."""
+        self._check_readable()
+        start, end = self._start, self._end
+        if offset < start or offset > end:
+            raise OffsetOutOfRangeError(self._name, offset, start, end)
+        if offset == end:
+            return ReadBatch([], end, self._sealed)
+        span = self._spans[bisect_right(self._firsts, offset) - 1]
+        try:
+            handle = await self._reader(span)
+            last_entry_id = span.last_entry_id if span.writing else handle.last_add_confirmed
+            entry_id = await find_entry(span, handle, offset, last_entry_id, self._hints)
+            blocks, next_entry, next_offset = await read_blocks(
+                span, handle, entry_id, last_entry_id, offset, max(max_bytes, 1))
+        except (NoSuchLedgerError, NoSuchEntryError):
+            self._check_readable()
+            if offset < self._start:  # truncated while we read
+                raise OffsetOutOfRangeError(self._name, offset, self._start, self._end) from None
+            raise
+        if next_entry <= last_entry_id:
+            self._hints.put(next_offset, span.ledger_id, next_entry)
+        end = self._end
+        return ReadBatch(blocks, end, self._sealed and next_offset >= end)
+
+    async def _reader(self, span: LedgerSpan) -> LedgerHandle:
+        if span.handle is not None:
+            return span.handle
+        async with self._open_lock:
+            if span.handle is None:
+                # Recovery closes a ledger a crashed rollover left open; for a
+                # closed ledger it only reads the metadata.
+                span.handle = await self._ledgers.open(span.ledger_id, recovery=True)
+            return span.handle
+
+    async def wait_for_data(self, offset: int, timeout_s: float) -> bool:
+        """See ``SegmentHandle.wait_for_data``: woken by confirmations and seals."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            self._check_readable()
+            if self._end > offset or self._sealed:
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            event = self._data_event
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await event.wait()
+
+    def _wake(self) -> None:
+        self._data_event.set()
+        self._data_event = asyncio.Event()
+
+    # ---------------------------------------------------------------- info
+
+    def info(self) -> SegmentInfo:
+        """Offsets, state, ledgers and bytes now."""
+        state = SegmentState.SEALED if self._sealed else SegmentState.OPEN
+        return SegmentInfo(
+            segment=SegmentRange(self._name, self._number, self._key_low, self._key_high,
+                                 state, self._start, self._end),
+            ledgers=tuple(SegmentLedger(span.ledger_id, span.first_offset, not span.writing)
+                          for span in self._spans),
+            length_bytes=sum(span.confirmed_length() for span in self._spans),
+        )
+
+    # -------------------------------------------------- truncation, retention
+
+    async def truncate(self, offset: int) -> SegmentInfo:
+        """See ``SegmentHandle.truncate``; rolls over first when ``offset`` is the end."""
+        self._check_readable()
+        async with self._chain_lock:
+            if offset > self._end:
+                raise OffsetOutOfRangeError(self._name, offset, self._start, self._end)
+            if offset <= self._start:
+                return self.info()
+            last = self._spans[-1] if self._spans else None
+            if (last is not None and last.writing and last.first_offset < offset
+                    and offset >= self._end):
+                self._check_appendable()
+                await self._roll_over_locked()
+            await self._drop_head_locked(ledgers_before(self._spans, self._end, offset))
+            return self.info()
+
+    async def apply_retention(self, now_ms: int, config: TopicConfig | None = None) -> int:
+        """Delete the oldest closed ledgers beyond the retention limits; returns how many.
+
+        By time: ledgers whose newest entry is more than ``retention_ms`` old.
+        By size: the oldest ledgers while the segment holds more than
+        ``retention_bytes``. The ledger being written is never deleted.
+        """
+        config = config or self._config
+        if config.retention_ms < 0 and config.retention_bytes < 0:
+            return 0
+        self._check_readable()
+        async with self._chain_lock:
+            count = ledgers_past_retention(self._spans, now_ms, config)
+            await self._drop_head_locked(count)
+            return count
+
+    async def _drop_head_locked(self, count: int) -> None:
+        if count == 0:
+            return
+        dropped, kept = self._spans[:count], self._spans[count:]
+        start = kept[0].first_offset if kept else self._end
+        await self._write_record(self._record_of(kept, start=start))
+        self._set_spans(kept)
+        self._start = start
+        self._hints.clear()
+        log.info("segment %s: deleted %d ledgers, start offset now %d", self._name, count, start)
+        await self._delete_ledgers(dropped)
+
+    async def _delete_ledgers(self, spans: list[LedgerSpan]) -> None:
+        for span in spans:
+            try:
+                await self._ledgers.delete(span.ledger_id)
+            except LedgerError as error:
+                log.warning("segment %s: ledger %d left behind: %s", self._name,
+                            span.ledger_id, error)
+
+    # ------------------------------------------------------- seal, close, delete
+
+    async def seal(self) -> SegmentInfo:
+        """Refuse further appends, close the ledger and record the seal. Idempotent."""
+        self._check_readable()
+        async with self._chain_lock:
+            if self._sealed:
+                return self.info()
+            self._sealed = True  # appends from now on fail at once
+            await self._drain()
+            last = self._spans[-1]
+            if last.writing and last.handle is not None:
+                await last.handle.close()
+                last.writing = False
+                last.length_bytes = last.handle.length
+            await self._write_record(self._record_of(self._spans))
+            self._wake()
+            log.info("segment %s sealed at offset %d", self._name, self._end)
+            return self.info()
+
+    async def close(self) -> None:
+        """Finish the appends under way and close the open ledger (graceful shutdown)."""
+        if self._life is not _Life.OPEN:
+            return
+        self._life = _Life.CLOSING
+        self._wake()
+        async with self._chain_lock:
+            with contextlib.suppress(Exception):
+                await self._drain()
+            last = self._spans[-1] if self._spans else None
+            if last is not None and last.writing and last.handle is not None:
+                try:
+                    await last.handle.close()
+                except LedgerError as error:
+                    log.info("segment %s: ledger %d not closed: %s", self._name,
+                             last.ledger_id, error)
+            self._life = _Life.CLOSED
+
+    async def delete(self) -> None:
+        """Delete every ledger of the segment, then its record. Later calls: NoSuchSegment."""
+        self._life = _Life.DELETED
+        self._wake()
+        async with self._chain_lock:
+            with contextlib.suppress(Exception):
+                await self._drain()
+            last = self._spans[-1] if self._spans else None
+            if last is not None and last.writing and last.handle is not None:
+                with contextlib.suppress(LedgerError):
+                    await last.handle.close()
+            await self._delete_ledgers(self._spans)
+            with contextlib.suppress(NoNodeError):
+                await self._store.delete(self._path)
+
+    # ------------------------------------------------------------- helpers
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _check_readable(self) -> None:
+        if self._life is _Life.DELETED:
+            raise NoSuchSegmentError(self._name)
+        if self._life is not _Life.OPEN:
+            raise BrokerShuttingDownError(f"segment {self._name} is closed")
+
+    def _check_appendable(self) -> None:
+        self._check_readable()
+        if self._sealed:
+            raise SegmentSealedError(self._name, self._end)
+        if self._failure is not None:
+            raise self._failure_error()
+
+    def _set_spans(self, spans: list[LedgerSpan]) -> None:
+        self._spans = spans
+        self._firsts = [span.first_offset for span in spans]
+
+    def _record_of(self, spans: list[LedgerSpan], *, start: int | None = None) -> SegmentRecord:
+        return SegmentRecord(
+            topic=self._topic, number=self._number,
+            ledgers=tuple(span.to_ref() for span in spans),
+            start_offset=self._start if start is None else start,
+            sealed=self._sealed,
+            end_offset=self._end if self._sealed else -1,
+        )
+
+    async def _write_record(self, record: SegmentRecord) -> None:
+        """Compare-and-set the segment record on the version this broker last wrote."""
+        try:
+            self._record_version = await self._store.set(
+                self._path, record.to_bytes(), self._record_version)
+        except BadVersionError:
+            log.info("segment %s: record changed by someone else; giving it up", self._name)
+            self._failure = WrongHostError(self._name)
+            raise WrongHostError(self._name) from None
+        except NoNodeError:
+            self._life = _Life.DELETED
+            self._wake()
+            raise NoSuchSegmentError(self._name) from None

@@ -1,0 +1,369 @@
+"""TopicManager: topics, their records and their loaded segments (``broker.api.Topics``).
+
+A topic is a record at ``/folio/topics/<name>`` listing its segments; each
+segment has its own record at ``/folio/segments/<topic>/<number>``
+(``broker.segment_records``). Creation writes the segment records first and
+the topic record last: the topic record is the commit point, so a crash in
+between leaves only segment records that a later create of the same name
+overwrites. Deletion goes the other way (segments, their ledgers, then the
+topic record), so a crash in between leaves a topic that deleting again
+finishes.
+
+Segments are loaded (recovered, ``LedgerSegment.load``) on first use, one load
+at a time per segment, and cached. A background task rolls ledgers over by age
+and applies retention to the loaded segments every ``retention_interval_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import fields, replace
+
+from broker.api import SegmentRange, SegmentState, TopicConfig, TopicInfo
+from broker.errors import (
+    BrokerError,
+    BrokerShuttingDownError,
+    InvalidArgumentError,
+    NoSuchSegmentError,
+    TopicExistsError,
+    TopicNameError,
+    TopicNotFoundError,
+    WrongHostError,
+)
+from broker.names import (
+    TOPICS_ROOT,
+    check_topic_name,
+    is_system_topic,
+    make_segment_name,
+    parse_segment_name,
+    segment_path,
+    segments_path,
+    topic_path,
+)
+from broker.segment import LedgerSegment
+from broker.segment_reads import peek_end_offset
+from broker.segment_records import SegmentRecord, TopicRecord, TopicSegment
+from ledger.api import MetadataStore
+from ledger.client import LedgerClient
+from ledger.errors import (
+    BadVersionError,
+    LedgerError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
+
+__all__ = ["MAX_SEGMENT_COUNT", "TopicManager"]
+
+log = logging.getLogger(__name__)
+
+MAX_SEGMENT_COUNT = 1024
+_CONFIG_FIELDS = frozenset(f.name for f in fields(TopicConfig))
+_CAS_ATTEMPTS = 100
+
+
+class TopicManager:
+    """Topics and their segments on this broker (standalone: all of them).
+
+    Args:
+        ledgers: the ledger service.
+        store: where topic and segment records live.
+        defaults: the configuration of fields a topic's creator leaves unset.
+        retention_interval_s: how often the background task applies retention
+            and age rollover.
+        clock: seconds since the epoch (injectable for tests).
+    """
+
+    def __init__(
+        self, ledgers: LedgerClient, store: MetadataStore, *,
+        defaults: TopicConfig | None = None, retention_interval_s: float = 60.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._ledgers = ledgers
+        self._store = store
+        self._defaults = defaults or TopicConfig()
+        self._interval_s = retention_interval_s
+        self._clock = clock
+        self._segments: dict[str, LedgerSegment] = {}
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary())
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        """Start the background task (retention, rollover by age)."""
+        if self._task is None and not self._closed:
+            self._task = asyncio.create_task(self._maintain_forever(), name="topic-maintenance")
+
+    async def close(self) -> None:
+        """Stop background work and close every loaded segment's ledger cleanly."""
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        segments, self._segments = list(self._segments.values()), {}
+        await asyncio.gather(*(segment.close() for segment in segments))
+
+    def default_config(self) -> TopicConfig:
+        """The configuration a topic gets for the fields its creator leaves unset."""
+        return self._defaults
+
+    # -------------------------------------------------------------- topics
+
+    async def create_topic(
+        self, name: str, segment_count: int, config: TopicConfig, *, internal: bool = False,
+    ) -> TopicInfo:
+        """Create a topic of ``segment_count`` equal key ranges.
+
+        ``internal`` allows a system topic name (``_`` prefix). Raises
+        ``TopicNameError``, ``InvalidArgumentError`` (count outside [1, 1024],
+        a bad config value), ``TopicExistsError``.
+        """
+        self._check_open()
+        check_topic_name(name, internal=internal)
+        if not 1 <= segment_count <= MAX_SEGMENT_COUNT:
+            raise InvalidArgumentError(
+                f"segment_count must be in [1, {MAX_SEGMENT_COUNT}], got {segment_count}")
+        try:
+            config = replace(config)  # checks it again: callers may have built it loosely
+        except (TypeError, ValueError) as error:
+            raise InvalidArgumentError(str(error)) from None
+        async with self._lock(f"topic:{name}"):
+            if await self._store.exists(topic_path(name)):
+                raise TopicExistsError(name)
+            segments = tuple(
+                TopicSegment(i, i / segment_count,
+                             1.0 if i + 1 == segment_count else (i + 1) / segment_count)
+                for i in range(segment_count)
+            )
+            for segment in segments:
+                await self._create_segment_record(name, segment.number)
+            record = TopicRecord(name, config, segments, segment_count, self._now_ms())
+            try:
+                await self._store.create(topic_path(name), record.to_bytes(), make_parents=True)
+            except NodeExistsError:
+                raise TopicExistsError(name) from None
+        log.info("created topic %s with %d segments", name, segment_count)
+        return await self._topic_info(record)
+
+    async def _create_segment_record(self, topic: str, number: int) -> None:
+        data = SegmentRecord(topic, number).to_bytes()
+        path = segment_path(topic, number)
+        try:
+            await self._store.create(path, data, make_parents=True)
+        except NodeExistsError:
+            # Left by a create that crashed before its topic record: no topic
+            # owns it, so it is ours to overwrite.
+            await self._store.set(path, data, -1)
+
+    async def get_topic(self, name: str) -> TopicInfo:
+        """The topic with its active segments and their offsets. ``TopicNotFoundError``."""
+        self._check_open()
+        record, _ = await self._read_topic(name)
+        return await self._topic_info(record)
+
+    async def list_topics(self) -> list[TopicInfo]:
+        """Every user topic (system topics left out), by name."""
+        self._check_open()
+        try:
+            names = await self._store.children(TOPICS_ROOT)
+        except NoNodeError:
+            return []
+        topics = []
+        for name in sorted(names):
+            if is_system_topic(name):
+                continue
+            with contextlib.suppress(TopicNotFoundError):  # deleted meanwhile
+                topics.append(await self.get_topic(name))
+        return topics
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete the topic, its segments and their ledgers. ``TopicNotFoundError``.
+
+        Loaded segments are closed first; their handles then fail every call
+        with ``NoSuchSegmentError``.
+        """
+        self._check_open()
+        async with self._lock(f"topic:{name}"):
+            record, _ = await self._read_topic(name)
+            for entry in record.segments:
+                segment_name = make_segment_name(name, entry.number)
+                async with self._lock(f"segment:{segment_name}"):
+                    segment = self._segments.pop(segment_name, None)
+                    if segment is not None:
+                        await segment.delete()
+                    else:
+                        await self._delete_unloaded_segment(name, entry.number)
+            with contextlib.suppress(NoNodeError, NotEmptyError):
+                await self._store.delete(segments_path(name))
+            try:
+                await self._store.delete(topic_path(name))
+            except NoNodeError:
+                raise TopicNotFoundError(name) from None
+        log.info("deleted topic %s", name)
+
+    async def _delete_unloaded_segment(self, topic: str, number: int) -> None:
+        path = segment_path(topic, number)
+        try:
+            node = await self._store.get(path)
+        except NoNodeError:
+            return
+        for ref in SegmentRecord.from_bytes(node.data).ledgers:
+            try:
+                await self._ledgers.delete(ref.ledger_id)
+            except LedgerError as error:
+                log.warning("topic %s: ledger %d left behind: %s", topic, ref.ledger_id, error)
+        with contextlib.suppress(NoNodeError):
+            await self._store.delete(path)
+
+    async def update_topic_config(self, name: str, changes: Mapping[str, int]) -> TopicInfo:
+        """Set the named ``TopicConfig`` fields; the others keep their values.
+
+        Raises ``TopicNotFoundError``, ``InvalidArgumentError`` (unknown field,
+        bad value).
+        """
+        self._check_open()
+        unknown = sorted(set(changes) - _CONFIG_FIELDS)
+        if unknown:
+            raise InvalidArgumentError(f"unknown topic config fields {unknown}; known: "
+                                       f"{sorted(_CONFIG_FIELDS)}")
+        async with self._lock(f"topic:{name}"):
+            for _ in range(_CAS_ATTEMPTS):
+                record, version = await self._read_topic(name)
+                try:
+                    config = replace(record.config, **changes)
+                except (TypeError, ValueError) as error:
+                    raise InvalidArgumentError(str(error)) from None
+                updated = record.with_config(config)
+                try:
+                    await self._store.set(topic_path(name), updated.to_bytes(), version)
+                except BadVersionError:
+                    log.info("topic %s changed while updating its config; retrying", name)
+                    continue
+                except NoNodeError:
+                    raise TopicNotFoundError(name) from None
+                break
+            else:
+                raise BrokerError(f"topic {name!r} kept changing; config not updated")
+        for entry in updated.segments:
+            segment = self._segments.get(make_segment_name(name, entry.number))
+            if segment is not None:
+                segment.set_config(config)
+        return await self._topic_info(updated)
+
+    # ------------------------------------------------------------ segments
+
+    async def segment(self, name: str) -> LedgerSegment:
+        """The segment, loaded (and recovered) on first use. ``NoSuchSegmentError``."""
+        self._check_open()
+        segment = self._segments.get(name)
+        if segment is not None and not _needs_reload(segment):
+            return segment
+        topic, number = parse_segment_name(name)
+        async with self._lock(f"segment:{name}"):
+            self._check_open()
+            segment = self._segments.get(name)
+            if segment is not None:
+                if not _needs_reload(segment):
+                    return segment
+                log.info("segment %s failed (%s); loading it again", name, segment.failure)
+                del self._segments[name]
+                await segment.close()
+            try:
+                record, _ = await self._read_topic(topic)
+            except TopicNotFoundError:
+                raise NoSuchSegmentError(name) from None
+            entry = next((s for s in record.segments if s.number == number), None)
+            if entry is None:
+                raise NoSuchSegmentError(name)
+            segment = await LedgerSegment.load(
+                self._ledgers, self._store, topic=topic, number=number,
+                key_low=entry.key_low, key_high=entry.key_high, config=record.config,
+                clock=self._clock,
+            )
+            self._segments[name] = segment
+            return segment
+
+    # --------------------------------------------------------- maintenance
+
+    async def run_maintenance(self) -> None:
+        """One round of background work on every loaded segment: rollover by age, retention."""
+        now_ms = self._now_ms()
+        for segment in list(self._segments.values()):
+            if not segment.usable:
+                continue
+            try:
+                await segment.tick(now_ms)
+                await segment.apply_retention(now_ms)
+            except (BrokerError, LedgerError) as error:
+                log.warning("segment %s: maintenance failed: %s", segment.name, error)
+
+    async def _maintain_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s)
+            try:
+                await self.run_maintenance()
+            except Exception:
+                log.exception("topic maintenance failed")
+
+    # ------------------------------------------------------------- helpers
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BrokerShuttingDownError("the broker is shutting down")
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[key] = lock
+        return lock
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    async def _read_topic(self, name: str) -> tuple[TopicRecord, int]:
+        try:
+            check_topic_name(name, internal=True)
+        except TopicNameError:
+            raise TopicNotFoundError(name) from None
+        try:
+            node = await self._store.get(topic_path(name))
+        except NoNodeError:
+            raise TopicNotFoundError(name) from None
+        return TopicRecord.from_bytes(node.data), node.version
+
+    async def _topic_info(self, record: TopicRecord) -> TopicInfo:
+        ranges = [await self._segment_range(record.name, entry)
+                  for entry in record.segments if entry.state is SegmentState.OPEN]
+        ranges.sort(key=lambda r: r.key_low)
+        return TopicInfo(record.name, record.config, tuple(ranges), record.created_ms)
+
+    async def _segment_range(self, topic: str, entry: TopicSegment) -> SegmentRange:
+        name = make_segment_name(topic, entry.number)
+        segment = self._segments.get(name)
+        if segment is not None and segment.usable:
+            return segment.info().segment
+        start = end = 0
+        try:
+            node = await self._store.get(segment_path(topic, entry.number))
+            record = SegmentRecord.from_bytes(node.data)
+            start, end = record.start_offset, await peek_end_offset(self._ledgers, record)
+        except NoNodeError:
+            pass  # being deleted
+        return SegmentRange(name, entry.number, entry.key_low, entry.key_high, entry.state,
+                            start, end)
+
+
+def _needs_reload(segment: LedgerSegment) -> bool:
+    # A segment another broker took (WrongHostError) stays failed: loading it
+    # again would fence the new owner.
+    failure = segment.failure
+    return failure is not None and not isinstance(failure, WrongHostError)

@@ -1,0 +1,494 @@
+"""One writer's appends to one segment: batching on the caller's side, a flow on the IO side.
+
+**Caller side** (any thread, under ``_lock``): ``append`` adds an event to the
+open batch, column by column. The batch becomes a block — encoded whole with
+``encode_block`` — when it reaches ``batch_size_bytes``, when ``linger_s``
+passes (a timer on the IO thread), when a keyless event meets a keyed batch or
+the other way round (a block's key column is all or nothing), or on flush.
+The block goes to the IO thread with one ``call_soon`` per block. At most
+``max_in_flight`` blocks are unacknowledged; a caller whose batch is full then
+waits on ``_cond`` (backpressure).
+
+**IO side** (IO thread only): the segment's *flow* on the shared Append stream.
+``SetupAppend`` answers the last event number the segment recorded for this
+writer; blocks are numbered from there, sent in order, and kept in
+``_unacked`` until ``DataAppended``. When the stream breaks, or the broker
+answers a retriable failure, the flow stops sending, sets up again (after
+backoff) and resends in order every unacknowledged block numbered above what
+the broker recorded; those at or below it were written (the broker answers
+duplicates the same way). A block that failed retriably while a later block
+of the flow was written cannot be resent without breaking the order: it fails
+with its error. Blocks still unacknowledged ``delivery_timeout_s`` after they
+were made fail with ``DeliveryTimeoutError``. ``NoSuchSegment`` and
+``SegmentIsSealed`` end the flow: its blocks fail, and later ones at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from enum import Enum
+from typing import TYPE_CHECKING, Final
+
+import grpc
+
+from folio._append_stream import AppendStream, Backoff
+from folio._status import error_from_status
+from folio._write_future import BlockOutcome, WriteFuture
+from folio.api.v1 import append_pb2
+from folio.block import encode_block
+from folio.errors import (
+    DeliveryTimeoutError,
+    FolioError,
+    InvalidEventNumberError,
+    NoSuchSegmentError,
+    SegmentSealedError,
+    WriterClosedError,
+    WrongHostError,
+)
+
+if TYPE_CHECKING:
+    from folio._io import IoThread
+
+__all__ = ["EVENT_OVERHEAD_BYTES", "MAX_BLOCK_BYTES", "SegmentWriter"]
+
+log = logging.getLogger(__name__)
+
+#: The broker takes blocks of at most 4 MiB; stay a margin below for the
+#: per-event framing the size estimate does not count exactly.
+MAX_BLOCK_BYTES: Final = 4 * 1024 * 1024 - 64 * 1024
+#: Estimated framing per event in a block (tags, lengths, a timestamp varint).
+EVENT_OVERHEAD_BYTES: Final = 16
+
+_NO_HEADERS: Final[Mapping[str, bytes]] = {}
+_CODES: Final = {code.value[0]: code for code in grpc.StatusCode}
+
+
+class _FlowState(Enum):
+    NEW = "new"                    # not registered on the stream yet
+    DISCONNECTED = "disconnected"  # waiting for the stream to come back
+    SETTING_UP = "setting_up"      # SetupAppend sent, AppendSetup awaited
+    RESETTING = "resetting"        # after a retriable failure, waiting to set up again
+    READY = "ready"                # sending blocks
+
+
+class _Batch:
+    """The events of the block being filled, by column."""
+
+    __slots__ = ("count", "headers", "keyless", "keys", "lingered", "outcome", "payloads",
+                 "size", "timestamps")
+
+    def __init__(self, segment: str, keyless: bool) -> None:
+        self.payloads: list[bytes] = []
+        self.keys: list[str] = []
+        self.timestamps: list[int] = []
+        self.headers: list[Mapping[str, bytes]] | None = None
+        self.count = 0
+        self.size = 0
+        self.keyless = keyless
+        self.lingered = False
+        self.outcome = BlockOutcome(segment)
+
+
+class _Block:
+    """An encoded block on its way: numbered when first sent, kept until acknowledged."""
+
+    __slots__ = ("data", "deadline", "done", "event_count", "last_event_number", "outcome",
+                 "rejected")
+
+    def __init__(self, data: bytes, event_count: int, outcome: BlockOutcome,
+                 deadline: float) -> None:
+        self.data = data
+        self.event_count = event_count
+        self.outcome = outcome
+        self.deadline = deadline
+        self.last_event_number: int | None = None
+        #: The retriable error the broker answered this block's last send with.
+        self.rejected: FolioError | None = None
+        self.done = False
+
+
+class SegmentWriter:
+    """Batches and sends one writer's events to one segment (see the module docstring)."""
+
+    def __init__(self, segment: str, *, writer_id: str, io: IoThread, stream: AppendStream,
+                 batch_size_bytes: int, linger_s: float, max_in_flight: int,
+                 delivery_timeout_s: float,
+                 on_error: Callable[[BaseException], None]) -> None:
+        """Args:
+        segment: the segment's name.
+        writer_id: the writer's identity on the broker.
+        io: the client's IO thread.
+        stream: the connection's Append stream (used on the IO thread only).
+        batch_size_bytes: cut a block once a batch holds this many bytes.
+        linger_s: cut a block this long after its first event at the latest.
+        max_in_flight: most unacknowledged blocks before ``append`` waits.
+        delivery_timeout_s: give up on a block this long after it was cut.
+        on_error: called (on the IO thread) with each block's failure.
+        """
+        self.segment = segment
+        self._writer_id = writer_id
+        self._io = io
+        self._stream = stream
+        self._batch_size_bytes = batch_size_bytes
+        self._linger_s = linger_s
+        self._max_in_flight = max_in_flight
+        self._delivery_timeout_s = delivery_timeout_s
+        self._on_error = on_error
+        # Caller side, under _lock.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._batch: _Batch | None = None
+        self._in_flight = 0
+        self._closed = False
+        # IO side, IO thread only.
+        self._state = _FlowState.NEW
+        self._flow_id = 0
+        self._unacked: deque[_Block] = deque()
+        self._pending: dict[int, _Block | None] = {}
+        self._next_event_number = 0
+        self._dead: FolioError | None = None
+        self._backoff = Backoff()
+        self._last_error: FolioError | None = None
+
+    # == caller side =========================================================
+
+    @property
+    def has_open_batch(self) -> bool:
+        """Whether a batch is being filled (False right after a block was cut)."""
+        return self._batch is not None
+
+    def append(self, payload: bytes, routing_key: str | None,
+               headers: Mapping[str, bytes] | None, timestamp_ms: int,
+               size: int) -> WriteFuture:
+        """Adds one event to the open batch; may cut a block, or wait for room.
+
+        Args:
+            payload: the serialized payload.
+            routing_key: its key, or None.
+            headers: its headers, or None.
+            timestamp_ms: its time in ms since the epoch.
+            size: its estimated size in the block (payload and key bytes).
+
+        Raises:
+            WriterClosedError: the writer is closed.
+        """
+        keyless = routing_key is None
+        size += EVENT_OVERHEAD_BYTES
+        with self._lock:
+            batch = self._batch
+            while batch is not None and (batch.keyless is not keyless
+                                         or batch.size >= self._batch_size_bytes
+                                         or batch.size + size > MAX_BLOCK_BYTES):
+                if self._in_flight < self._max_in_flight:
+                    self._cut_locked()
+                else:
+                    if self._closed:
+                        raise WriterClosedError("the writer is closed")
+                    self._cond.wait(1.0)
+                batch = self._batch
+            if self._closed:
+                raise WriterClosedError("the writer is closed")
+            if batch is None:
+                batch = self._batch = _Batch(self.segment, keyless)
+                self._io.call_soon(self._arm_linger, batch)
+            index = batch.count
+            batch.payloads.append(payload)
+            if not keyless:
+                batch.keys.append(routing_key)  # type: ignore[arg-type]
+            batch.timestamps.append(timestamp_ms)
+            if headers:
+                if batch.headers is None:
+                    batch.headers = [_NO_HEADERS] * index
+                batch.headers.append(dict(headers))
+                size += sum(len(name) + len(value) + 4 for name, value in headers.items())
+            elif batch.headers is not None:
+                batch.headers.append(_NO_HEADERS)
+            batch.count = index + 1
+            batch.size += size
+            if batch.size >= self._batch_size_bytes and self._in_flight < self._max_in_flight:
+                self._cut_locked()
+            return WriteFuture(batch.outcome, index)
+
+    def cut_now(self, deadline: float | None) -> bool:
+        """Cuts the open batch into a block (waiting for room); False if ``deadline`` passed."""
+        with self._lock:
+            while self._batch is not None:
+                if self._in_flight < self._max_in_flight:
+                    self._cut_locked()
+                    break
+                if not self._wait_locked(deadline):
+                    return False
+            return True
+
+    def wait_idle(self, deadline: float | None) -> bool:
+        """Waits until every block cut so far is done; False if ``deadline`` passed."""
+        with self._lock:
+            while self._in_flight > 0 or self._batch is not None:
+                if self._batch is not None and self._in_flight < self._max_in_flight:
+                    self._cut_locked()
+                    continue
+                if not self._wait_locked(deadline):
+                    return False
+            return True
+
+    def close(self) -> None:
+        """Refuses new events and releases the flow; unsent blocks fail (WriterClosedError)."""
+        with self._lock:
+            self._closed = True
+            batch, self._batch = self._batch, None
+            self._cond.notify_all()
+        if batch is not None:
+            batch.outcome.set_error(WriterClosedError("the writer was closed before the "
+                                                      "event was sent"))
+        self._io.call_soon(self._release)
+
+    def _wait_locked(self, deadline: float | None) -> bool:
+        if deadline is None:
+            self._cond.wait(1.0)
+            return True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        self._cond.wait(min(remaining, 1.0))
+        return True
+
+    def _cut_locked(self) -> None:
+        """Encodes the open batch and hands the block to the IO thread (holds ``_lock``)."""
+        batch = self._batch
+        if batch is None:
+            return
+        self._batch = None
+        try:
+            data = encode_block(batch.payloads, None if batch.keyless else batch.keys,
+                                batch.timestamps, batch.headers)
+        except (FolioError, TypeError, ValueError) as error:
+            # A header value that is not bytes, say: fail the block's events.
+            self._io.call_soon(self._fail_unsent, batch.outcome, error)
+            return
+        block = _Block(data, batch.count, batch.outcome,
+                       time.monotonic() + self._delivery_timeout_s)
+        self._in_flight += 1
+        # call_soon keeps the order of cuts, whichever thread cut.
+        self._io.call_soon(self._enqueue, block)
+
+    # == IO side =============================================================
+
+    def _arm_linger(self, batch: _Batch) -> None:
+        self._io.loop.call_later(self._linger_s, self._linger_expired, batch)
+
+    def _linger_expired(self, batch: _Batch) -> None:
+        with self._lock:
+            if self._batch is not batch:
+                return
+            if self._in_flight < self._max_in_flight:
+                self._cut_locked()
+            else:
+                batch.lingered = True  # cut as soon as a block is acknowledged
+
+    def _fail_unsent(self, outcome: BlockOutcome, error: BaseException) -> None:
+        self._on_error(error)
+        outcome.set_error(error)
+
+    def _enqueue(self, block: _Block) -> None:
+        if self._dead is not None:
+            self._complete(block, error=self._dead)
+            return
+        if self._state is _FlowState.NEW:
+            if self._closed:
+                self._complete(block, error=WriterClosedError("the writer is closed"))
+                return
+            try:
+                self._flow_id = self._stream.register(self)
+            except FolioError as error:
+                self._complete(block, error=error)
+                return
+            self._unacked.append(block)
+            self._state = _FlowState.DISCONNECTED
+            return
+        self._unacked.append(block)
+        if self._state is _FlowState.READY:
+            self._send(block)
+
+    def _send(self, block: _Block) -> None:
+        if block.last_event_number is None:
+            self._next_event_number += block.event_count
+            block.last_event_number = self._next_event_number - 1
+        command = append_pb2.AppendCommand(append_block=append_pb2.AppendBlock(
+            data=block.data, event_count=block.event_count,
+            last_event_number=block.last_event_number, end=True))
+        sequence = self._stream.send(self._flow_id, command)
+        if sequence is None:
+            self._state = _FlowState.DISCONNECTED
+            return
+        block.rejected = None
+        self._pending[sequence] = block
+
+    def _send_setup(self) -> None:
+        command = append_pb2.AppendCommand(setup_append=append_pb2.SetupAppend(
+            segment=self.segment, writer_id=self._writer_id))
+        sequence = self._stream.send(self._flow_id, command)
+        if sequence is None:
+            self._state = _FlowState.DISCONNECTED
+            return
+        self._state = _FlowState.SETTING_UP
+        self._pending[sequence] = None
+
+    def on_stream_ready(self) -> None:
+        """The stream (re)opened: set the flow up again."""
+        if self._flow_id == 0 or self._dead is not None:
+            return
+        self._pending.clear()
+        self._send_setup()
+
+    def on_stream_lost(self, error: FolioError) -> None:
+        """The stream broke: every sent command is in doubt until the next setup."""
+        self._state = _FlowState.DISCONNECTED
+        self._pending.clear()
+        self._last_error = error
+
+    def on_tick(self, now: float) -> None:
+        """Fails the blocks past their delivery deadline."""
+        if not self._unacked or self._unacked[0].deadline > now:
+            return
+        expired = [block for block in self._unacked if block.deadline <= now]
+        for block in expired:
+            self._unacked.remove(block)
+            why = f"; last error: {self._last_error}" if self._last_error else ""
+            self._complete(block, error=DeliveryTimeoutError(
+                f"a block of {block.event_count} events to segment {self.segment!r} was not "
+                f"acknowledged within delivery_timeout_ms "
+                f"({self._delivery_timeout_s * 1000:.0f} ms); it may or may not have been "
+                f"written{why}", segment=self.segment))
+
+    def on_reply(self, reply: append_pb2.AppendReply) -> None:
+        """Routes a reply to the command it answers (replies come in command order)."""
+        sequence = reply.request_id & 0xFFFFFFFF
+        if sequence not in self._pending:
+            return  # answers a command sent on a stream generation since replaced
+        block = self._pending.pop(sequence)
+        kind = reply.WhichOneof("reply")
+        if kind == "append_setup":
+            self._on_setup(reply.append_setup.last_event_number)
+        elif kind == "data_appended":
+            if block is not None:
+                appended = reply.data_appended
+                self._backoff.reset()
+                self._last_error = None
+                self._remove(block)
+                self._complete(block, offset=-1 if appended.duplicate else appended.offset)
+        else:
+            self._on_failure(block, self._failure(reply))
+
+    def _on_setup(self, last_event_number: int) -> None:
+        if self._next_event_number <= last_event_number:
+            self._next_event_number = last_event_number + 1
+        self._state = _FlowState.READY
+        for block in list(self._unacked):
+            number = block.last_event_number
+            if number is not None and number <= last_event_number:
+                # Written already: its ack was lost, or a later block was
+                # written after this one failed (then it is lost, out of order).
+                self._remove(block)
+                if block.rejected is not None:
+                    self._complete(block, error=block.rejected)
+                else:
+                    self._complete(block, offset=-1)
+            else:
+                self._send(block)
+                if self._state is not _FlowState.READY:
+                    return
+
+    def _failure(self, reply: append_pb2.AppendReply) -> FolioError:
+        kind = reply.WhichOneof("reply")
+        if kind == "segment_is_sealed":
+            sealed = reply.segment_is_sealed
+            return SegmentSealedError(
+                f"segment {self.segment!r} is sealed at offset {sealed.end_offset}; this "
+                "writer does not follow scaling to its successors yet, so events for it fail",
+                segment=self.segment, end_offset=sealed.end_offset)
+        if kind == "no_such_segment":
+            missing = reply.no_such_segment
+            return NoSuchSegmentError(
+                f"segment {self.segment!r}: {missing.message or 'no such segment'}",
+                segment=self.segment)
+        if kind == "wrong_host":
+            wrong = reply.wrong_host
+            return WrongHostError(f"the broker does not own segment {self.segment!r}",
+                                  segment=self.segment, owner=wrong.owner)
+        if kind == "invalid_event_number":
+            invalid = reply.invalid_event_number
+            return InvalidEventNumberError(invalid.message, expected_above=invalid.expected_above)
+        failed = reply.append_failed
+        code = _CODES.get(failed.code, grpc.StatusCode.UNKNOWN)
+        metadata = [("folio-error", failed.error)] if failed.error else []
+        error = error_from_status(code, failed.message, metadata)
+        if failed.retriable != error.retriable:
+            error.retriable = failed.retriable  # the broker's word wins
+        return error
+
+    def _on_failure(self, block: _Block | None, error: FolioError) -> None:
+        self._last_error = error
+        if isinstance(error, (SegmentSealedError, NoSuchSegmentError)):
+            # The flow can never succeed: fail everything, now and later.
+            self._dead = error
+            for pending in list(self._unacked):
+                self._complete(pending, error=error)
+            self._unacked.clear()
+            return
+        if error.retriable:
+            if block is not None:
+                block.rejected = error
+            if self._state in (_FlowState.READY, _FlowState.SETTING_UP):
+                self._state = _FlowState.RESETTING
+                delay = self._backoff.next_delay()
+                log.info("append to %s failed (%s); setting up again in %.2f s",
+                         self.segment, error, delay)
+                self._io.loop.call_later(delay, self._retry_setup)
+            return
+        if block is not None:
+            self._remove(block)
+            self._complete(block, error=error)
+
+    def _retry_setup(self) -> None:
+        if self._state is _FlowState.RESETTING and self._dead is None and self._flow_id:
+            self._send_setup()
+
+    def _remove(self, block: _Block) -> None:
+        if self._unacked and self._unacked[0] is block:
+            self._unacked.popleft()
+        else:
+            with contextlib.suppress(ValueError):
+                self._unacked.remove(block)
+
+    def _complete(self, block: _Block, *, offset: int = -1,
+                  error: BaseException | None = None) -> None:
+        if block.done:
+            return
+        block.done = True
+        if error is not None:
+            self._on_error(error)
+            block.outcome.set_error(error)
+        else:
+            block.outcome.set_result(offset)
+        with self._lock:
+            self._in_flight -= 1
+            batch = self._batch
+            if batch is not None and (batch.lingered or batch.size >= self._batch_size_bytes):
+                self._cut_locked()
+            self._cond.notify_all()
+
+    def _release(self) -> None:
+        if self._flow_id:
+            self._stream.unregister(self._flow_id)
+        closed = WriterClosedError("the writer was closed before the event was acknowledged")
+        for block in list(self._unacked):
+            self._complete(block, error=closed)
+        self._unacked.clear()
+        self._pending.clear()
+        self._state = _FlowState.NEW
+        self._flow_id = 0

@@ -1,0 +1,129 @@
+"""A gRPC status (code, message, trailing metadata) back to its typed SDK error.
+
+The broker names the exact error class in the trailing metadata key
+``folio-error`` and its typed context, a JSON object, under
+``folio-error-context``. A name the SDK knows gives that class; a server class
+without an SDK twin (the ledger's ``BookieUnavailableError``, say) gives its
+alias below; anything else, or a status with no metadata at all (a proxy, a
+dead connection), falls back to the class of the status code. Both tables are
+data, and the unit tests round-trip every row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Final
+
+import grpc
+
+from folio import errors as e
+
+__all__ = [
+    "CODE_CLASSES",
+    "ERROR_CONTEXT_KEY",
+    "ERROR_KEY",
+    "NAME_ALIASES",
+    "NAME_CLASSES",
+    "error_from_rpc",
+    "error_from_status",
+]
+
+#: Trailing metadata key naming the exact error class.
+ERROR_KEY: Final = "folio-error"
+#: Trailing metadata key holding the error's typed context as a JSON object.
+ERROR_CONTEXT_KEY: Final = "folio-error-context"
+
+_Code = grpc.StatusCode
+
+#: SDK classes the broker names in ``folio-error``, by name.
+NAME_CLASSES: Final[dict[str, type[e.FolioError]]] = {
+    cls.__name__: cls
+    for cls in (
+        e.TopicNotFoundError, e.TopicExistsError, e.TopicNameError, e.InvalidArgumentError,
+        e.NoSuchSegmentError, e.SegmentSealedError, e.OffsetOutOfRangeError,
+        e.EventTooLargeError, e.InvalidEventNumberError, e.WrongHostError,
+    )
+}
+
+#: Server classes with no SDK twin, read back as the SDK class that means the same.
+NAME_ALIASES: Final[dict[str, type[e.FolioError]]] = {
+    "BrokerShuttingDownError": e.FolioUnavailableError,
+    "BookieUnavailableError": e.FolioUnavailableError,
+    "NotEnoughBookiesError": e.FolioUnavailableError,
+    "StorageError": e.FolioUnavailableError,
+    "LedgerRecoveryError": e.FolioUnavailableError,
+    "EntryTooLargeError": e.EventTooLargeError,
+}
+
+#: The class of a status whose ``folio-error`` is missing or unknown.
+CODE_CLASSES: Final[dict[grpc.StatusCode, type[e.FolioError]]] = {
+    _Code.NOT_FOUND: e.NotFoundError,
+    _Code.INVALID_ARGUMENT: e.InvalidArgumentError,
+    _Code.ALREADY_EXISTS: e.AlreadyExistsError,
+    _Code.OUT_OF_RANGE: e.OffsetOutOfRangeError,
+    _Code.RESOURCE_EXHAUSTED: e.ResourceExhaustedError,
+    _Code.UNAVAILABLE: e.FolioUnavailableError,
+    _Code.DEADLINE_EXCEEDED: e.TimeoutError,
+}
+
+
+def error_from_status(code: grpc.StatusCode, message: str,
+                      metadata: Iterable[tuple[str, str | bytes]] = ()) -> e.FolioError:
+    """The typed error for a gRPC status.
+
+    Args:
+        code: the status code.
+        message: the status message (its details).
+        metadata: the call's trailing metadata, ``(key, value)`` pairs.
+
+    Returns:
+        The error: the class ``folio-error`` names when the SDK knows it, else
+        the class of ``code`` (``FolioError`` for codes without one). Its
+        ``context`` holds the ``folio-error-context`` object, if any.
+    """
+    name: str | None = None
+    context: dict[str, object] = {}
+    for key, value in metadata:
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        if key == ERROR_KEY:
+            name = text
+        elif key == ERROR_CONTEXT_KEY:
+            context = _parse_context(text)
+    cls: type[e.FolioError] | None = None
+    if name is not None:
+        cls = NAME_CLASSES.get(name) or NAME_ALIASES.get(name)
+    if cls is None:
+        cls = CODE_CLASSES.get(code, e.FolioError)
+    text = message or f"{code.name} without a message"
+    if cls is e.FolioError and name is None:
+        text = f"{code.name}: {text}"
+    return cls(text, error_name=name, context=context)
+
+
+def error_from_rpc(error: grpc.RpcError) -> e.FolioError:
+    """The typed error for a failed gRPC call (sync or ``grpc.aio``)."""
+    code = error.code() if hasattr(error, "code") else _Code.UNKNOWN
+    details = error.details() if hasattr(error, "details") else str(error)
+    trailing = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
+    return error_from_status(code or _Code.UNKNOWN, details or "", _pairs(trailing))
+
+
+def _pairs(metadata: object) -> list[tuple[str, str | bytes]]:
+    if metadata is None:
+        return []
+    pairs: list[tuple[str, str | bytes]] = []
+    for item in metadata:  # type: ignore[attr-defined]
+        key, value = item
+        pairs.append((str(key), value))
+    return pairs
+
+
+def _parse_context(text: str) -> dict[str, object]:
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(parsed, dict):
+        return {}
+    return {str(key): value for key, value in parsed.items()}

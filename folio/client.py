@@ -1,0 +1,380 @@
+"""The client: one per application; admin calls, and the factory of writers and readers.
+
+A :class:`Client` owns one IO thread (``folio._io``) and, for now, one
+connection to one broker: every admin call, every writer's flows and every
+reader's streams share its channel. The bounded channel pool of PDP-36 will
+replace ``_connection_for`` (which picks the connection for a new writer or
+reader) without changing this API. Each public method is a thin blocking
+wrapper over a coroutine run on the IO thread, so an ``asyncio`` client can
+await the same coroutines.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Final, Literal, TypeVar, overload
+
+import grpc
+from google.protobuf.message import Message
+from grpc import aio
+
+from folio._io import Connection, IoThread
+from folio._status import error_from_rpc
+from folio.api.v1 import admin_pb2
+from folio.errors import FolioError, InvalidArgumentError
+from folio.models import (
+    TOPIC_CONFIG_FIELDS,
+    SegmentInfo,
+    SegmentRange,
+    TopicInfo,
+    segment_info_from_proto,
+    segment_range_from_proto,
+    topic_info_from_proto,
+)
+from folio.reader import EventReader
+from folio.serializers import BytesSerializer, Serializer
+from folio.writer import EventWriter
+
+__all__ = ["DEFAULT_ENDPOINT", "ENDPOINT_ENV", "Client"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+
+#: Where a client connects when given no endpoint and ``$FOLIO_ENDPOINT`` is unset.
+DEFAULT_ENDPOINT: Final = "localhost:7070"
+#: The environment variable naming the default endpoint.
+ENDPOINT_ENV: Final = "FOLIO_ENDPOINT"
+
+#: Extra seconds the blocking side waits beyond an admin call's own deadline.
+_WAIT_MARGIN_S: Final = 5.0
+
+#: Where a reader starts: "earliest", "latest", or segment name -> offset.
+Start = Literal["earliest", "latest"] | str | Mapping[str, int]
+
+
+class Client:
+    """A connection to a Folio broker: admin calls, writers and readers.
+
+    Thread-safe. A context manager; ``close`` closes the writers and readers
+    it made. Every admin method raises the typed ``FolioError`` the broker
+    answered (``TopicNotFoundError``, ``TopicExistsError``, ...),
+    ``FolioUnavailableError`` when the broker cannot be reached, and
+    ``TimeoutError`` after ``timeout_s``.
+    """
+
+    def __init__(self, endpoint: str | None = None, *, timeout_s: float = 30.0) -> None:
+        """Starts the IO thread and opens the channel (connecting lazily).
+
+        Args:
+            endpoint: ``"host:port"``; None for ``$FOLIO_ENDPOINT``, else
+                ``localhost:7070``.
+            timeout_s: deadline of each admin call, in seconds.
+        """
+        if timeout_s <= 0:
+            raise InvalidArgumentError(f"timeout_s must be > 0, not {timeout_s}")
+        self.endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT
+        self.timeout_s = timeout_s
+        self._io = IoThread(f"folio-io-{self.endpoint}")
+        self._connection: Connection = self._io.run(self._open(), timeout=timeout_s)
+        self._lock = threading.Lock()
+        self._writers: list[EventWriter[Any]] = []
+        self._readers: list[EventReader[Any]] = []
+        self._closed = False
+
+    async def _open(self) -> Connection:
+        return Connection(self.endpoint)
+
+    def _connection_for(self) -> Connection:
+        """The connection a new writer or reader uses (the pool's choice, later)."""
+        if self._closed:
+            raise FolioError("the client is closed")
+        return self._connection
+
+    # -- admin ----------------------------------------------------------------
+
+    def create_topic(self, name: str, segments: int = 1, *, retention_ms: int | None = None,
+                     retention_bytes: int | None = None, max_event_bytes: int | None = None,
+                     ledger_rollover_bytes: int | None = None,
+                     ledger_rollover_ms: int | None = None) -> TopicInfo:
+        """Creates a topic whose ``segments`` segments split the key space evenly.
+
+        Args:
+            name: the topic's name (1 to 249 of ``[A-Za-z0-9._-]``, not
+                starting with ``_`` or ``.``).
+            segments: how many segments, 1 to 1024.
+            retention_ms: keep events this long; -1 forever. None: broker default.
+            retention_bytes: keep at most this many bytes per segment; -1: no limit.
+            max_event_bytes: the largest payload accepted (at most 4 MiB).
+            ledger_rollover_bytes: roll to a new ledger past this size.
+            ledger_rollover_ms: roll to a new ledger past this age.
+
+        Returns:
+            The new topic.
+
+        Raises:
+            TopicExistsError: the name is taken.
+            TopicNameError: the name breaks the rules.
+            InvalidArgumentError: a bad segment count or config value.
+        """
+        config = _config(retention_ms=retention_ms, retention_bytes=retention_bytes,
+                         max_event_bytes=max_event_bytes,
+                         ledger_rollover_bytes=ledger_rollover_bytes,
+                         ledger_rollover_ms=ledger_rollover_ms)
+        request = admin_pb2.CreateTopicRequest(name=name, segment_count=segments, config=config)
+        return topic_info_from_proto(self._call(self._connection.admin.CreateTopic, request))
+
+    def get_topic(self, name: str) -> TopicInfo:
+        """The topic, its configuration and its active segments.
+
+        Raises:
+            TopicNotFoundError: no such topic.
+        """
+        request = admin_pb2.GetTopicRequest(name=name)
+        return topic_info_from_proto(self._call(self._connection.admin.GetTopic, request))
+
+    def list_topics(self) -> list[TopicInfo]:
+        """Every topic, by name (system topics left out)."""
+        response = self._call(self._connection.admin.ListTopics, admin_pb2.ListTopicsRequest())
+        return [topic_info_from_proto(topic) for topic in response.topics]
+
+    def delete_topic(self, name: str) -> None:
+        """Deletes the topic with all its events.
+
+        Raises:
+            TopicNotFoundError: no such topic.
+        """
+        self._call(self._connection.admin.DeleteTopic, admin_pb2.DeleteTopicRequest(name=name))
+
+    def update_topic_config(self, name: str, **changes: int) -> TopicInfo:
+        """Changes some of a topic's configuration values; the others keep theirs.
+
+        Args:
+            name: the topic.
+            **changes: ``TopicConfig`` field names to new values, e.g.
+                ``retention_ms=3_600_000``.
+
+        Returns:
+            The topic with its new configuration.
+
+        Raises:
+            InvalidArgumentError: an unknown field name or a bad value.
+            TopicNotFoundError: no such topic.
+        """
+        unknown = sorted(set(changes) - set(TOPIC_CONFIG_FIELDS))
+        if unknown:
+            raise InvalidArgumentError(
+                f"unknown topic config field(s) {', '.join(unknown)}; "
+                f"known: {', '.join(TOPIC_CONFIG_FIELDS)}")
+        request = admin_pb2.UpdateTopicConfigRequest(name=name, config=_config(**changes))
+        return topic_info_from_proto(
+            self._call(self._connection.admin.UpdateTopicConfig, request))
+
+    def get_segments(self, topic: str) -> list[SegmentRange]:
+        """The topic's active segments, ordered by ``key_low``.
+
+        Raises:
+            TopicNotFoundError: no such topic.
+        """
+        response = self._call(self._connection.admin.GetSegments,
+                              admin_pb2.GetSegmentsRequest(topic=topic))
+        return [segment_range_from_proto(segment) for segment in response.segments]
+
+    def get_segment_info(self, segment: str) -> SegmentInfo:
+        """One segment's offsets, state and ledgers.
+
+        Raises:
+            NoSuchSegmentError: no such segment (``TopicNotFoundError`` if
+                its topic is unknown).
+        """
+        request = admin_pb2.GetSegmentInfoRequest(segment=segment)
+        return segment_info_from_proto(self._call(self._connection.admin.GetSegmentInfo,
+                                                  request))
+
+    def truncate_segment(self, segment: str, offset: int) -> SegmentInfo:
+        """Deletes the segment's events before ``offset`` (whole ledgers only).
+
+        The new ``start_offset`` is the first offset of the oldest ledger
+        kept, which is <= ``offset``.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is beyond the segment's end.
+            NoSuchSegmentError: no such segment.
+        """
+        request = admin_pb2.TruncateSegmentRequest(segment=segment, offset=offset)
+        return segment_info_from_proto(self._call(self._connection.admin.TruncateSegment,
+                                                  request))
+
+    def _call(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req) -> Resp:
+        return self._io.run(self._unary(method, request), timeout=self.timeout_s + _WAIT_MARGIN_S)
+
+    async def _unary(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req) -> Resp:
+        try:
+            return await method(request, timeout=self.timeout_s)
+        except grpc.RpcError as error:
+            raise error_from_rpc(error) from None
+
+    # -- writers and readers ----------------------------------------------------
+
+    @overload
+    def writer(self, topic: str, *, linger_ms: float = ..., batch_size_bytes: int = ...,
+               max_in_flight: int = ..., delivery_timeout_ms: int = ...,
+               writer_id: str | None = ...) -> EventWriter[bytes]: ...
+
+    @overload
+    def writer(self, topic: str, serializer: Serializer[T], *, linger_ms: float = ...,
+               batch_size_bytes: int = ..., max_in_flight: int = ...,
+               delivery_timeout_ms: int = ..., writer_id: str | None = ...) -> EventWriter[T]: ...
+
+    def writer(self, topic: str, serializer: Serializer[Any] | None = None, *,
+               linger_ms: float = 5.0, batch_size_bytes: int = 256 * 1024,
+               max_in_flight: int = 5, delivery_timeout_ms: int = 120_000,
+               writer_id: str | None = None) -> EventWriter[Any]:
+        """A writer of events to ``topic``.
+
+        Args:
+            topic: the topic.
+            serializer: turns events into payloads (``BytesSerializer`` by default).
+            linger_ms: send a batch this long after its first event at the latest.
+            batch_size_bytes: send a segment's batch once it holds this many
+                bytes (capped just below the broker's 4 MiB block limit).
+            max_in_flight: unacknowledged blocks per segment before
+                ``write_event`` waits.
+            delivery_timeout_ms: give up retrying a block after this long;
+                its events fail with ``DeliveryTimeoutError``.
+            writer_id: the writer's identity for de-duplication (default a
+                new UUID). Reuse one only for the same logical writer.
+
+        Raises:
+            TopicNotFoundError: no such topic.
+            InvalidArgumentError: a bad option value.
+        """
+        info = self.get_topic(topic)
+        connection = self._connection_for()
+        made: EventWriter[Any] = EventWriter(
+            info, serializer if serializer is not None else BytesSerializer(), io=self._io,
+            stream=connection.append_stream, linger_ms=linger_ms,
+            batch_size_bytes=batch_size_bytes, max_in_flight=max_in_flight,
+            delivery_timeout_ms=delivery_timeout_ms, writer_id=writer_id,
+            on_close=self._forget_writer)
+        with self._lock:
+            self._writers.append(made)
+        return made
+
+    @overload
+    def reader(self, topic: str, start: Start = ...) -> EventReader[bytes]: ...
+
+    @overload
+    def reader(self, topic: str, start: Start = ..., *,
+               serializer: Serializer[T]) -> EventReader[T]: ...
+
+    @overload
+    def reader(self, topic: str, start: Start, serializer: Serializer[T]) -> EventReader[T]: ...
+
+    def reader(self, topic: str, start: Start = "earliest",
+               serializer: Serializer[Any] | None = None) -> EventReader[Any]:
+        """A reader of ``topic``'s active segments.
+
+        Args:
+            topic: the topic.
+            start: ``"earliest"`` (each segment's first readable event),
+                ``"latest"`` (only events written after this call), or a
+                mapping of segment name to the offset to start at; active
+                segments the mapping leaves out start at their earliest.
+            serializer: turns payloads into values (``BytesSerializer`` by default).
+
+        Raises:
+            TopicNotFoundError: no such topic.
+            InvalidArgumentError: a bad ``start``, or a mapping naming a
+                segment of another topic.
+        """
+        segments = self.get_segments(topic)
+        positions: dict[str, int]
+        if start == "earliest":
+            positions = {s.name: s.start_offset for s in segments}
+        elif start == "latest":
+            positions = {s.name: s.end_offset for s in segments}
+        elif isinstance(start, Mapping):
+            positions = {s.name: s.start_offset for s in segments}
+            for name, offset in start.items():
+                if not name.startswith(f"{topic}/"):
+                    raise InvalidArgumentError(
+                        f"segment {name!r} is not a segment of topic {topic!r}")
+                if offset < 0:
+                    raise InvalidArgumentError(f"offset {offset} of {name!r} is negative")
+                positions[name] = offset
+        else:
+            raise InvalidArgumentError(
+                f"start must be 'earliest', 'latest' or a mapping of segment to offset, "
+                f"not {start!r}")
+        connection = self._connection_for()
+        made: EventReader[Any] = EventReader(
+            topic, positions, serializer if serializer is not None else BytesSerializer(),
+            io=self._io, stub=connection.read, on_close=self._forget_reader)
+        with self._lock:
+            self._readers.append(made)
+        return made
+
+    def _forget_writer(self, writer: EventWriter[Any]) -> None:
+        with self._lock:
+            if writer in self._writers:
+                self._writers.remove(writer)
+
+    def _forget_reader(self, reader: EventReader[Any]) -> None:
+        with self._lock:
+            if reader in self._readers:
+                self._readers.remove(reader)
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the writers (flushing, within ``timeout_s``) and readers, then the channel.
+
+        Idempotent. Flush failures of writers are logged, not raised: each
+        event's future holds its outcome.
+        """
+        if self._closed:
+            return
+        with self._lock:
+            writers, readers = list(self._writers), list(self._readers)
+        for writer in writers:
+            try:
+                writer.close(self.timeout_s)
+            except FolioError as error:
+                log.warning("closing %r: %s", writer, error)
+        for reader in readers:
+            reader.close()
+        self._closed = True
+        try:
+            self._io.run(self._connection.close(), timeout=self.timeout_s)
+        except (FolioError, RuntimeError) as error:
+            log.warning("closing the channel to %s: %s", self.endpoint, error)
+        finally:
+            self._io.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
+        return self._closed
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<folio.Client {self.endpoint}>"
+
+
+def _config(**values: int | None) -> admin_pb2.TopicConfig:
+    """A ``TopicConfig`` message with the given (non-None) fields set."""
+    return admin_pb2.TopicConfig(**{k: v for k, v in values.items() if v is not None})
+

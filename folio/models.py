@@ -1,0 +1,232 @@
+"""The SDK's value objects: topics, segments, write results and events.
+
+Everything here is immutable and plain, except :class:`Event`, a ``__slots__``
+class a reader makes once per event and therefore kept as cheap to build as a
+Python object can be. The ``*_from_proto`` functions are the only place that
+knows the ``folio.v1`` admin messages' shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from folio.api.v1 import admin_pb2
+
+__all__ = [
+    "Event",
+    "SegmentInfo",
+    "SegmentLedger",
+    "SegmentRange",
+    "TopicConfig",
+    "TopicInfo",
+    "WriteResult",
+    "segment_info_from_proto",
+    "segment_range_from_proto",
+    "topic_info_from_proto",
+]
+
+T = TypeVar("T")
+
+#: The names of TopicConfig's fields, which are also the proto's.
+TOPIC_CONFIG_FIELDS = (
+    "retention_ms", "retention_bytes", "max_event_bytes", "ledger_rollover_bytes",
+    "ledger_rollover_ms",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """A topic's configuration, every value in force.
+
+    Attributes:
+        retention_ms: delete whole ledgers whose newest event is older; -1 keeps forever.
+        retention_bytes: delete the oldest ledgers while a segment holds more; -1: no limit.
+        max_event_bytes: the largest event payload accepted.
+        ledger_rollover_bytes: roll a segment to a new ledger past this size.
+        ledger_rollover_ms: roll a segment to a new ledger past this age.
+    """
+
+    retention_ms: int
+    retention_bytes: int
+    max_event_bytes: int
+    ledger_rollover_bytes: int
+    ledger_rollover_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRange:
+    """A segment, the key range it owns and its offsets.
+
+    Attributes:
+        name: ``"<topic>/<number>"``.
+        number: the segment's number within its topic.
+        key_low: the low end of its key range (inclusive).
+        key_high: the high end of its key range (exclusive).
+        sealed: whether it takes no more appends.
+        start_offset: the offset of its first readable event.
+        end_offset: the offset its next appended event will get.
+    """
+
+    name: str
+    number: int
+    key_low: float
+    key_high: float
+    sealed: bool
+    start_offset: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """A topic as the broker knows it.
+
+    Attributes:
+        name: the topic's name.
+        config: its configuration in force.
+        segments: its active segments, ordered by ``key_low``.
+        created_ms: when it was created, ms since the Unix epoch.
+    """
+
+    name: str
+    config: TopicConfig
+    segments: tuple[SegmentRange, ...]
+    created_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentLedger:
+    """One ledger of a segment's chain.
+
+    Attributes:
+        ledger_id: the ledger's id in the ledger service.
+        first_offset: the offset of its first event.
+        closed: whether it is closed (all but the last one are).
+    """
+
+    ledger_id: int
+    first_offset: int
+    closed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """One segment's offsets, state and ledgers.
+
+    Attributes:
+        segment: the segment with its key range and offsets.
+        ledgers: its ledgers, oldest first.
+        length_bytes: bytes held by its ledgers (entry headers included).
+    """
+
+    segment: SegmentRange
+    ledgers: tuple[SegmentLedger, ...]
+    length_bytes: int
+
+    @property
+    def sealed(self) -> bool:
+        """Whether the segment is sealed."""
+        return self.segment.sealed
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """Where a written event went.
+
+    Attributes:
+        segment: the segment's name.
+        offset: the event's offset in it; -1 when the broker answered the
+            event's block as a duplicate of an earlier append whose
+            acknowledgement was lost (the event is stored, at an offset the
+            broker did not repeat).
+    """
+
+    segment: str
+    offset: int
+
+
+class Event(Generic[T]):
+    """One event read from a topic.
+
+    Attributes:
+        payload: the deserialized payload.
+        routing_key: its routing key, or None for an event written without one.
+        segment: the segment it was read from.
+        offset: its offset in that segment.
+        timestamp: its time in ms since the Unix epoch as the writer set it, or None.
+        headers: its application headers (empty when it has none).
+    """
+
+    __slots__ = ("headers", "offset", "payload", "routing_key", "segment", "timestamp")
+
+    def __init__(self, payload: T, routing_key: str | None, segment: str, offset: int,
+                 timestamp: int | None, headers: dict[str, bytes]) -> None:
+        self.payload = payload
+        self.routing_key = routing_key
+        self.segment = segment
+        self.offset = offset
+        self.timestamp = timestamp
+        self.headers = headers
+
+    def __repr__(self) -> str:
+        return (f"Event(payload={self.payload!r}, routing_key={self.routing_key!r}, "
+                f"segment={self.segment!r}, offset={self.offset}, "
+                f"timestamp={self.timestamp}, headers={self.headers!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Event):
+            return NotImplemented
+        return (self.payload == other.payload and self.routing_key == other.routing_key
+                and self.segment == other.segment and self.offset == other.offset
+                and self.timestamp == other.timestamp and self.headers == other.headers)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+
+
+def topic_config_from_proto(config: admin_pb2.TopicConfig) -> TopicConfig:
+    """A ``TopicConfig`` from its proto (every field set, as in responses)."""
+    return TopicConfig(
+        retention_ms=config.retention_ms,
+        retention_bytes=config.retention_bytes,
+        max_event_bytes=config.max_event_bytes,
+        ledger_rollover_bytes=config.ledger_rollover_bytes,
+        ledger_rollover_ms=config.ledger_rollover_ms,
+    )
+
+
+def segment_range_from_proto(segment: admin_pb2.Segment) -> SegmentRange:
+    """A ``SegmentRange`` from a ``folio.v1.Segment``."""
+    return SegmentRange(
+        name=segment.name,
+        number=segment.number,
+        key_low=segment.key_low,
+        key_high=segment.key_high,
+        sealed=segment.state == admin_pb2.SEGMENT_STATE_SEALED,
+        start_offset=segment.start_offset,
+        end_offset=segment.end_offset,
+    )
+
+
+def topic_info_from_proto(topic: admin_pb2.Topic) -> TopicInfo:
+    """A ``TopicInfo`` from a ``folio.v1.Topic``."""
+    return TopicInfo(
+        name=topic.name,
+        config=topic_config_from_proto(topic.config),
+        segments=tuple(segment_range_from_proto(s) for s in topic.segments),
+        created_ms=topic.created_ms,
+    )
+
+
+def segment_info_from_proto(info: admin_pb2.SegmentInfo) -> SegmentInfo:
+    """A ``SegmentInfo`` from a ``folio.v1.SegmentInfo``."""
+    segment = segment_range_from_proto(info.segment)
+    if info.sealed and not segment.sealed:
+        segment = SegmentRange(segment.name, segment.number, segment.key_low,
+                               segment.key_high, True, segment.start_offset,
+                               segment.end_offset)
+    return SegmentInfo(
+        segment=segment,
+        ledgers=tuple(SegmentLedger(ledger.ledger_id, ledger.first_offset, ledger.closed)
+                      for ledger in info.ledgers),
+        length_bytes=info.length_bytes,
+    )

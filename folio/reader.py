@@ -1,0 +1,246 @@
+"""The event reader: one Read stream per segment, decoded on the caller's thread.
+
+On the IO thread, one task per segment runs a ``Read`` server stream and puts
+each response — many blocks, not one event — on the reader's queue, holding
+at most ``_BUFFERED_RESPONSES`` of them per segment (the caller's consumption
+gives credit back, so a slow reader slows the streams instead of filling
+memory). A stream that breaks is opened again from the next offset after
+backoff. The caller's thread takes responses off the queue and unpacks their
+blocks into ``Event`` objects in one tight loop per block, skipping the events
+before the offset it asked for (a block may begin before it) and any a
+reconnect sent twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
+from itertools import repeat
+from types import TracebackType
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
+
+import grpc
+
+from folio._append_stream import Backoff
+from folio._status import error_from_rpc
+from folio.api.v1 import read_pb2
+from folio.block import decode_block
+from folio.errors import FolioError
+from folio.models import Event
+from folio.serializers import BytesSerializer, Serializer
+
+if TYPE_CHECKING:
+    from folio._io import IoThread
+    from folio.api.v1.read_pb2_grpc import ReadAsyncStub
+
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_WAIT_MS", "EventReader"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Bytes of blocks per Read response asked for.
+DEFAULT_MAX_BYTES: Final = 1024 * 1024
+#: How long the broker waits at the tail before an empty (heartbeat) response.
+DEFAULT_MAX_WAIT_MS: Final = 500
+#: Responses of one segment buffered before its stream waits for the caller.
+_BUFFERED_RESPONSES: Final = 4
+
+# Queue items: (segment, response, error); (None, None, None) wakes a closed reader.
+_Item = tuple[str | None, read_pb2.ReadResponse | None, FolioError | None]
+
+
+class EventReader(Generic[T]):
+    """Reads a topic's segments from chosen offsets; made by ``Client.reader``.
+
+    Events of one segment come in offset order (so events of one routing key
+    come in the order they were written); segments interleave. Use from one
+    thread. A context manager and an iterator: iterating blocks at the tail
+    until ``close``.
+    """
+
+    def __init__(self, topic: str, positions: Mapping[str, int], serializer: Serializer[T], *,
+                 io: IoThread, stub: ReadAsyncStub, max_bytes: int = DEFAULT_MAX_BYTES,
+                 max_wait_ms: int = DEFAULT_MAX_WAIT_MS, on_close: object = None) -> None:
+        """Made by ``Client.reader``; ``positions`` maps each segment to read to its offset."""
+        self.topic = topic
+        self._io = io
+        self._stub = stub
+        self._max_bytes = max_bytes
+        self._max_wait_ms = max_wait_ms
+        self._deserialize = None if isinstance(serializer, BytesSerializer) else \
+            serializer.deserialize
+        self._on_close = on_close
+        self._queue: queue.Queue[_Item] = queue.Queue()
+        self._positions = dict(positions)
+        self._credits: dict[str, asyncio.Semaphore] = {}
+        self._events: list[Event[T]] = []
+        self._index = 0
+        self._closed = False
+        self._tasks: list[Future[None]] = [
+            io.submit(self._read_segment(segment, offset))
+            for segment, offset in self._positions.items()
+        ]
+
+    @property
+    def positions(self) -> dict[str, int]:
+        """The offset of the next event to return, per segment."""
+        return dict(self._positions)
+
+    def read_next(self, timeout: float | None = None) -> Event[T] | None:
+        """The next event, waiting up to ``timeout`` seconds for one.
+
+        Args:
+            timeout: seconds to wait; None waits until an event comes (or
+                the reader is closed).
+
+        Returns:
+            The event, or None when ``timeout`` passed (or the reader is closed).
+
+        Raises:
+            OffsetOutOfRangeError: a segment's next offset is gone (truncated
+                or deleted by retention; ``start_offset`` says where the
+                segment now begins). Other segments go on being read.
+            NoSuchSegmentError: a segment (or the topic) was deleted.
+            FolioError: another failure of one segment's stream.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            index = self._index
+            if index < len(self._events):
+                self._index = index + 1
+                return self._events[index]
+            if self._closed:
+                return None
+            if not self._fill(deadline):
+                return None
+
+    def __iter__(self) -> Iterator[Event[T]]:
+        """Every event from the start positions on; ends only when the reader is closed."""
+        while True:
+            events, index = self._events, self._index
+            if index < len(events):
+                self._events, self._index = [], 0
+                yield from events[index:] if index else events
+                continue
+            if self._closed:
+                return
+            self._fill(None)
+
+    def close(self) -> None:
+        """Stops every stream; ``read_next`` returns None and iteration ends. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        self._queue.put((None, None, None))
+        if callable(self._on_close):
+            self._on_close(self)
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
+        return self._closed
+
+    def __enter__(self) -> EventReader[T]:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<EventReader topic={self.topic!r} segments={sorted(self._positions)}>"
+
+    # -- the caller's side --------------------------------------------------
+
+    def _fill(self, deadline: float | None) -> bool:
+        """Takes one response off the queue into ``_events``; False on timeout or close."""
+        try:
+            if deadline is None:
+                segment, response, error = self._queue.get()
+            else:
+                segment, response, error = self._queue.get(
+                    timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return False
+        if segment is None:
+            return False
+        if error is not None:
+            raise error
+        credit = self._credits.get(segment)
+        if credit is not None:
+            self._io.call_soon(credit.release)
+        if response is not None and response.blocks:
+            self._events = self._unpack(segment, response)
+            self._index = 0
+        return True
+
+    def _unpack(self, segment: str, response: read_pb2.ReadResponse) -> list[Event[T]]:
+        position = self._positions[segment]
+        deserialize = self._deserialize
+        events: list[Event[T]] = []
+        for block in response.blocks:
+            offset = block.offset
+            if offset + block.event_count <= position:
+                continue  # sent again after a reconnect
+            decoded = decode_block(block.data)
+            payloads: list[bytes] = decoded.payloads
+            count = len(payloads)
+            skip = position - offset if position > offset else 0
+            if skip >= count:
+                continue
+            if skip:
+                payloads = payloads[skip:]
+            values = payloads if deserialize is None else list(map(deserialize, payloads))
+            keys = decoded.routing_keys
+            stamps = decoded.timestamps_ms
+            headers = decoded.headers
+            events.extend(map(
+                Event,
+                values,
+                keys[skip:] if keys else repeat(None),
+                repeat(segment),
+                range(offset + skip, offset + count),
+                stamps[skip:] if stamps else repeat(None),
+                headers[skip:] if headers else [{} for _ in range(count - skip)],
+            ))
+            position = offset + count
+        self._positions[segment] = position
+        return events
+
+    # -- the IO side --------------------------------------------------------
+
+    async def _read_segment(self, segment: str, offset: int) -> None:
+        credit = asyncio.Semaphore(_BUFFERED_RESPONSES)
+        self._credits[segment] = credit
+        backoff = Backoff()
+        next_offset = offset
+        while not self._closed:
+            call = self._stub.Read(read_pb2.ReadRequest(
+                segment=segment, offset=next_offset, max_bytes=self._max_bytes,
+                max_wait_ms=self._max_wait_ms))
+            try:
+                async for response in call:
+                    backoff.reset()
+                    for block in response.blocks:
+                        next_offset = max(next_offset, block.offset + block.event_count)
+                    await credit.acquire()
+                    self._queue.put((segment, response, None))
+                    if response.end_of_segment:
+                        return
+            except grpc.RpcError as rpc_error:
+                error = error_from_rpc(rpc_error)
+                if not error.retriable:
+                    self._queue.put((segment, None, error))
+                    return
+                log.info("read stream of %s broke (%s); reopening at offset %d",
+                         segment, error, next_offset)
+            finally:
+                call.cancel()
+            await asyncio.sleep(backoff.next_delay())

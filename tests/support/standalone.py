@@ -1,0 +1,72 @@
+"""``folio standalone`` processes for tests, and raw public-API helpers that need no SDK.
+
+``start_standalone(data_dir)`` starts the real server on free ports and waits
+for its ready line; the raw helpers speak the public protocol with the
+generated stubs only, so broker tests do not depend on the SDK they help test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import grpc
+
+from folio.api.v1 import append_pb2, append_pb2_grpc, read_pb2, read_pb2_grpc
+from folio.block import decode_block, encode_block
+from tests.support.bookies import START_TIMEOUT_S, BookieProcess, BookieProcesses
+
+__all__ = ["append_payloads", "read_payloads", "start_standalone"]
+
+
+def start_standalone(processes: BookieProcesses, data_dir: Path, *args: str,
+                     timeout_s: float = START_TIMEOUT_S) -> BookieProcess:
+    """Start ``folio standalone`` on ``data_dir`` (API and metrics on free ports)."""
+    argv = ["standalone", "--data-dir", str(data_dir), "--port", "0", "--metrics-port", "0",
+            *args]
+    return processes.start_folio(argv, data_dir, timeout_s=timeout_s)
+
+
+def append_payloads(
+    channel: grpc.Channel, segment: str, writer_id: str, blocks: Sequence[Sequence[bytes]],
+    *, first_event_number: int = 0, timeout_s: float = 30.0,
+) -> list[append_pb2.AppendReply]:
+    """Append each list of payloads as one block over one Append stream; the replies.
+
+    Event numbers run from ``first_event_number``; the first reply is the
+    ``AppendSetup``.
+    """
+    commands = [append_pb2.AppendCommand(
+        request_id=1 << 32, setup_append=append_pb2.SetupAppend(segment=segment,
+                                                                 writer_id=writer_id))]
+    number = first_event_number - 1
+    for sequence, payloads in enumerate(blocks, start=1):
+        number += len(payloads)
+        commands.append(append_pb2.AppendCommand(
+            request_id=(1 << 32) | sequence, append_block=append_pb2.AppendBlock(
+                data=encode_block(list(payloads)), event_count=len(payloads),
+                last_event_number=number, end=True)))
+    stub = append_pb2_grpc.AppendStub(channel)
+    return list(stub.Append(iter(commands), timeout=timeout_s))
+
+
+def read_payloads(channel: grpc.Channel, segment: str, offset: int = 0, *,
+                  until_offset: int, timeout_s: float = 30.0) -> list[bytes]:
+    """The payloads of ``segment`` from ``offset`` up to ``until_offset`` (exclusive)."""
+    stub = read_pb2_grpc.ReadStub(channel)
+    call: Iterator[read_pb2.ReadResponse] = stub.Read(
+        read_pb2.ReadRequest(segment=segment, offset=offset, max_wait_ms=100), timeout=timeout_s)
+    start = offset
+    out: list[bytes] = []
+    try:
+        for response in call:
+            for block in response.blocks:
+                payloads = decode_block(block.data).payloads
+                skip = max(0, offset - block.offset)
+                out.extend(payloads[skip:])
+                offset = block.offset + block.event_count
+            if offset >= until_offset or response.end_of_segment:
+                break
+    finally:
+        call.cancel()  # type: ignore[attr-defined]
+    return out[: until_offset - start]

@@ -1,0 +1,150 @@
+"""Errors: the status tables round-trip every row, typed context, retriable flags."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+
+import folio
+from folio import _status
+from folio import errors as e
+
+Code = grpc.StatusCode
+
+#: Every class the broker names and the status code it sends it with (broker/status.py).
+SERVER_ROWS: list[tuple[str, grpc.StatusCode, type[e.FolioError]]] = [
+    ("TopicNameError", Code.INVALID_ARGUMENT, e.TopicNameError),
+    ("InvalidArgumentError", Code.INVALID_ARGUMENT, e.InvalidArgumentError),
+    ("TopicNotFoundError", Code.NOT_FOUND, e.TopicNotFoundError),
+    ("NoSuchSegmentError", Code.NOT_FOUND, e.NoSuchSegmentError),
+    ("TopicExistsError", Code.ALREADY_EXISTS, e.TopicExistsError),
+    ("SegmentSealedError", Code.FAILED_PRECONDITION, e.SegmentSealedError),
+    ("InvalidEventNumberError", Code.INVALID_ARGUMENT, e.InvalidEventNumberError),
+    ("OffsetOutOfRangeError", Code.OUT_OF_RANGE, e.OffsetOutOfRangeError),
+    ("EventTooLargeError", Code.RESOURCE_EXHAUSTED, e.EventTooLargeError),
+    ("WrongHostError", Code.UNAVAILABLE, e.WrongHostError),
+    ("BrokerShuttingDownError", Code.UNAVAILABLE, e.FolioUnavailableError),
+    ("BookieUnavailableError", Code.UNAVAILABLE, e.FolioUnavailableError),
+    ("NotEnoughBookiesError", Code.UNAVAILABLE, e.FolioUnavailableError),
+    ("StorageError", Code.UNAVAILABLE, e.FolioUnavailableError),
+    ("LedgerRecoveryError", Code.UNAVAILABLE, e.FolioUnavailableError),
+    ("EntryTooLargeError", Code.RESOURCE_EXHAUSTED, e.EventTooLargeError),
+]
+
+
+def _metadata(name: str, context: dict[str, object] | None = None) -> list[tuple[str, str]]:
+    pairs = [(_status.ERROR_KEY, name)]
+    if context is not None:
+        pairs.append((_status.ERROR_CONTEXT_KEY, json.dumps(context)))
+    return pairs
+
+
+@pytest.mark.parametrize(("name", "code", "cls"), SERVER_ROWS)
+def test_every_server_name_reads_back_as_its_class(
+        name: str, code: grpc.StatusCode, cls: type[e.FolioError]) -> None:
+    error = _status.error_from_status(code, "why", _metadata(name))
+    assert type(error) is cls
+    assert error.error_name == name
+    assert str(error) == "why"
+
+
+def test_every_sdk_class_name_round_trips() -> None:
+    for name, cls in _status.NAME_CLASSES.items():
+        assert cls.__name__ == name
+        error = _status.error_from_status(Code.UNKNOWN, "m", _metadata(name))
+        assert type(error) is cls
+    assert {cls.__name__ for _, _, cls in SERVER_ROWS if cls.__name__ in
+            _status.NAME_CLASSES} == set(_status.NAME_CLASSES)
+
+
+@pytest.mark.parametrize(("code", "cls"), list(_status.CODE_CLASSES.items()))
+def test_a_bare_status_reads_back_by_code(code: grpc.StatusCode,
+                                          cls: type[e.FolioError]) -> None:
+    assert type(_status.error_from_status(code, "m")) is cls
+    unknown = _status.error_from_status(code, "m", _metadata("SomeFutureError"))
+    assert type(unknown) is cls and unknown.error_name == "SomeFutureError"
+
+
+def test_code_table_is_the_documented_one() -> None:
+    assert {
+        Code.NOT_FOUND: e.NotFoundError,
+        Code.INVALID_ARGUMENT: e.InvalidArgumentError,
+        Code.ALREADY_EXISTS: e.AlreadyExistsError,
+        Code.OUT_OF_RANGE: e.OffsetOutOfRangeError,
+        Code.RESOURCE_EXHAUSTED: e.ResourceExhaustedError,
+        Code.UNAVAILABLE: e.FolioUnavailableError,
+        Code.DEADLINE_EXCEEDED: e.TimeoutError,
+    } == _status.CODE_CLASSES
+
+
+@pytest.mark.parametrize("code", [Code.INTERNAL, Code.UNKNOWN, Code.FAILED_PRECONDITION,
+                                  Code.ABORTED, Code.DATA_LOSS, Code.PERMISSION_DENIED])
+def test_other_codes_are_plain_folio_errors(code: grpc.StatusCode) -> None:
+    error = _status.error_from_status(code, "boom")
+    assert type(error) is e.FolioError
+    assert code.name in str(error) and "boom" in str(error)
+
+
+def test_typed_context_travels() -> None:
+    out_of_range = _status.error_from_status(Code.OUT_OF_RANGE, "gone", _metadata(
+        "OffsetOutOfRangeError",
+        {"segment": "t/0", "offset": 3, "start_offset": 10, "end_offset": 20}))
+    assert isinstance(out_of_range, e.OffsetOutOfRangeError)
+    assert (out_of_range.segment, out_of_range.offset, out_of_range.start_offset,
+            out_of_range.end_offset) == ("t/0", 3, 10, 20)
+    too_large = _status.error_from_status(Code.RESOURCE_EXHAUSTED, "big", _metadata(
+        "EventTooLargeError", {"size": 5, "limit": 4}))
+    assert isinstance(too_large, e.EventTooLargeError)
+    assert (too_large.size, too_large.limit) == (5, 4)
+    sealed = _status.error_from_status(Code.FAILED_PRECONDITION, "s", _metadata(
+        "SegmentSealedError", {"segment": "t/1", "end_offset": 7}))
+    assert isinstance(sealed, e.SegmentSealedError)
+    assert (sealed.segment, sealed.end_offset) == ("t/1", 7)
+    wrong = _status.error_from_status(Code.UNAVAILABLE, "w", _metadata(
+        "WrongHostError", {"segment": "t/1", "owner": ""}))
+    assert isinstance(wrong, e.WrongHostError) and wrong.owner is None and wrong.retriable
+
+
+def test_missing_and_bad_context_give_none() -> None:
+    error = _status.error_from_status(Code.OUT_OF_RANGE, "x", [
+        (_status.ERROR_KEY, b"OffsetOutOfRangeError"), (_status.ERROR_CONTEXT_KEY, b"[1, 2]")])
+    assert isinstance(error, e.OffsetOutOfRangeError)
+    assert error.start_offset is None and error.context == {}
+    garbage = _status.error_from_status(Code.OUT_OF_RANGE, "", [
+        (_status.ERROR_CONTEXT_KEY, "{not json")])
+    assert garbage.context == {} and "OUT_OF_RANGE" in str(garbage)
+    # A context key named like a constructor argument cannot break construction.
+    odd = _status.error_from_status(Code.NOT_FOUND, "x", _metadata(
+        "TopicNotFoundError", {"message": "m", "error_name": "n", "context": 1}))
+    assert odd.context == {"message": "m", "error_name": "n", "context": 1}
+
+
+def test_retriable_flags() -> None:
+    assert e.FolioUnavailableError.retriable and e.WrongHostError.retriable
+    assert e.TimeoutError.retriable and e.DeliveryTimeoutError.retriable
+    for cls in (e.FolioError, e.InvalidArgumentError, e.NotFoundError, e.TopicExistsError,
+                e.SegmentSealedError, e.OffsetOutOfRangeError, e.EventTooLargeError,
+                e.InvalidEventNumberError, e.WriterClosedError, e.InvalidBlockError):
+        assert not cls.retriable, cls
+
+
+def test_hierarchy() -> None:
+    assert issubclass(e.TopicNameError, e.InvalidArgumentError)
+    assert issubclass(e.TopicNotFoundError, e.NotFoundError)
+    assert issubclass(e.NoSuchSegmentError, e.NotFoundError)
+    assert issubclass(e.TopicExistsError, e.AlreadyExistsError)
+    assert issubclass(e.EventTooLargeError, e.ResourceExhaustedError)
+    assert issubclass(e.FolioUnavailableError, ConnectionError)
+    assert issubclass(e.TimeoutError, TimeoutError)  # the builtin
+    assert issubclass(e.DeliveryTimeoutError, e.TimeoutError)
+    for name in e.__all__:
+        assert issubclass(getattr(e, name), e.FolioError)
+        assert getattr(folio, name) is getattr(e, name)
+
+
+def test_sdk_raised_errors_carry_fields() -> None:
+    error = e.EventTooLargeError("too big", size=10, limit=5)
+    assert (error.size, error.limit, error.message) == (10, 5, "too big")
+    assert e.FolioError().message == ""
