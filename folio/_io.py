@@ -136,8 +136,6 @@ class Connection:
         self.admin = admin_pb2_grpc.AdminStub(self.channel)
         self.read = read_pb2_grpc.ReadStub(self.channel)
         self.append_stream = AppendStream(append_pb2_grpc.AppendStub(self.channel))
-        #: Writers and readers using this connection: what a pool balances on.
-        self.users = 0
 
     async def close(self) -> None:
         """Ends the Append stream and closes the channel."""
