@@ -59,6 +59,27 @@ def run_standalone(config: StandaloneConfig) -> int:
 
 
 async def _serve(config: StandaloneConfig) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: signal.Signals) -> None:
+        if stop.is_set():
+            log.warning("%s while stopping: already stopping gracefully (SIGKILL stops at once)",
+                        signum.name)
+        stop.set()
+
+    # Installed for the whole run: a second signal must not cut short the
+    # graceful stop the first one started (ledgers close at the very end).
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        return await _serve_with(config, stop)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
+async def _serve_with(config: StandaloneConfig, stop: asyncio.Event) -> int:
     root = Path(config.data_dir)
     try:
         store = RocksDBMetadataStore(root / "metadata")
@@ -76,7 +97,7 @@ async def _serve(config: StandaloneConfig) -> int:
                               retention_interval_s=config.retention_interval_s)
         await topics.start()
         try:
-            return await _serve_topics(config, topics)
+            return await _serve_topics(config, topics, stop)
         finally:
             await topics.close()
             await ledgers.close()
@@ -87,7 +108,9 @@ async def _serve(config: StandaloneConfig) -> int:
         log.info("folio standalone stopped")
 
 
-async def _serve_topics(config: StandaloneConfig, topics: TopicManager) -> int:
+async def _serve_topics(
+    config: StandaloneConfig, topics: TopicManager, stop: asyncio.Event
+) -> int:
     try:
         server = await start_broker_server(topics, config.host, config.port)
     except OSError as error:
@@ -97,10 +120,6 @@ async def _serve_topics(config: StandaloneConfig, topics: TopicManager) -> int:
     except OSError as error:
         await server.stop(0)
         return _fail(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error}")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
     try:
         print(f"folio standalone listening on {config.host}:{server.port} (data dir "
               f"{config.data_dir}, durability {config.durability.value}, metrics on "
@@ -108,8 +127,6 @@ async def _serve_topics(config: StandaloneConfig, topics: TopicManager) -> int:
         await stop.wait()
         log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)
     finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
         await server.stop(config.stop_grace_s)
         with contextlib.suppress(Exception):
             metrics.shutdown()

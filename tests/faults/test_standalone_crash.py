@@ -112,3 +112,39 @@ def test_sigterm_stops_gracefully_and_closes_ledgers(
         assert all(ledger.closed for ledger in info.ledgers[:-1])
         assert read_payloads(channel, "crash/0", until_offset=2) == [b"a", b"b"]
     assert restarted.interrupt() == 0
+
+
+def test_sigterm_under_load_answers_started_appends_then_ends_streams(
+    bookie_processes: BookieProcesses, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    server = start_standalone(bookie_processes, data_dir)
+    acked = 0
+    with grpc.insecure_channel(server.address) as channel:
+        admin_pb2_grpc.AdminStub(channel).CreateTopic(
+            admin_pb2.CreateTopicRequest(name="crash"), timeout=30)
+        stop = threading.Event()
+        replies = append_pb2_grpc.AppendStub(channel).Append(_commands(stop), timeout=60)
+        with pytest.raises(grpc.RpcError) as ended:
+            for reply in replies:
+                if reply.HasField("data_appended"):
+                    assert reply.data_appended.offset == acked
+                    acked += reply.data_appended.event_count
+                    if acked >= ACKED_BEFORE_KILL and not stop.is_set():
+                        stop.set()  # the generator sends a few more blocks at most
+                        server.process.terminate()
+        assert ended.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+        metadata = dict(ended.value.trailing_metadata() or ())  # type: ignore[attr-defined]
+        assert metadata.get("folio-error") == "BrokerShuttingDownError"
+    assert server.terminate() == 0
+
+    restarted = start_standalone(bookie_processes, data_dir)
+    with grpc.insecure_channel(restarted.address) as channel:
+        info = admin_pb2_grpc.AdminStub(channel).GetSegmentInfo(
+            admin_pb2.GetSegmentInfoRequest(segment="crash/0"), timeout=30)
+        # Every append the server started before stopping was answered: nothing
+        # durable went unacknowledged, so the segment ends exactly where the acks did.
+        assert info.segment.end_offset == acked
+        assert read_payloads(channel, "crash/0", until_offset=acked) == [
+            _payload(n) for n in range(acked)]
+    assert restarted.terminate() == 0

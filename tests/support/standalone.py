@@ -7,8 +7,9 @@ generated stubs only, so broker tests do not depend on the SDK they help test.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -54,7 +55,7 @@ def read_payloads(channel: grpc.Channel, segment: str, offset: int = 0, *,
                   until_offset: int, timeout_s: float = 30.0) -> list[bytes]:
     """The payloads of ``segment`` from ``offset`` up to ``until_offset`` (exclusive)."""
     stub = read_pb2_grpc.ReadStub(channel)
-    call: Iterator[read_pb2.ReadResponse] = stub.Read(
+    call: Any = stub.Read(
         read_pb2.ReadRequest(segment=segment, offset=offset, max_wait_ms=100), timeout=timeout_s)
     start = offset
     out: list[bytes] = []
@@ -68,5 +69,5 @@ def read_payloads(channel: grpc.Channel, segment: str, offset: int = 0, *,
             if offset >= until_offset or response.end_of_segment:
                 break
     finally:
-        call.cancel()  # type: ignore[attr-defined]
+        call.cancel()
     return out[: until_offset - start]
