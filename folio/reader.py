@@ -48,6 +48,8 @@ DEFAULT_MAX_BYTES: Final = 1024 * 1024
 #: How long the broker waits at the tail before an empty (heartbeat) response.
 DEFAULT_MAX_WAIT_MS: Final = 500
 #: Responses of one segment buffered before its stream waits for the caller.
+#: Retries of a read stream failing with statuses the broker did not give.
+_UNEXPLAINED_RETRIES = 5
 _BUFFERED_RESPONSES: Final = 4
 
 # Queue items: (segment, response, error); (None, None, None) wakes a closed reader.
@@ -89,7 +91,12 @@ class EventReader(Generic[T]):
     @property
     def positions(self) -> dict[str, int]:
         """The offset of the next event to return, per segment."""
-        return dict(self._positions)
+        positions = dict(self._positions)
+        if self._index < len(self._events):
+            # Unpacked but not yet returned: they all come from one response.
+            pending = self._events[self._index]
+            positions[pending.segment] = pending.offset
+        return positions
 
     def read_next(self, timeout: float | None = None) -> Event[T] | None:
         """The next event, waiting up to ``timeout`` seconds for one.
@@ -122,11 +129,12 @@ class EventReader(Generic[T]):
     def __iter__(self) -> Iterator[Event[T]]:
         """Every event from the start positions on; ends only when the reader is closed."""
         while True:
-            events, index = self._events, self._index
-            if index < len(events):
-                self._events, self._index = [], 0
-                yield from events[index:] if index else events
-                continue
+            events = self._events
+            # One event at a time, so that leaving the loop early loses nothing:
+            # the next read_next or loop goes on from the event after the last one.
+            for index in range(self._index, len(events)):
+                self._index = index + 1
+                yield events[index]
             if self._closed:
                 return
             self._fill(None)
@@ -221,6 +229,7 @@ class EventReader(Generic[T]):
         self._credits[segment] = credit
         backoff = Backoff()
         next_offset = offset
+        unexplained = 0
         while not self._closed:
             call = self._stub.Read(read_pb2.ReadRequest(
                 segment=segment, offset=next_offset, max_bytes=self._max_bytes,
@@ -228,6 +237,7 @@ class EventReader(Generic[T]):
             try:
                 async for response in call:
                     backoff.reset()
+                    unexplained = 0
                     for block in response.blocks:
                         next_offset = max(next_offset, block.offset + block.event_count)
                     await credit.acquire()
@@ -236,7 +246,10 @@ class EventReader(Generic[T]):
                         return
             except grpc.RpcError as rpc_error:
                 error = error_from_rpc(rpc_error)
-                if not error.retriable:
+                # A status the broker did not give (no folio-error: gRPC's own,
+                # e.g. INTERNAL from a cut connection) gets a few retries too.
+                unexplained = unexplained + 1 if error.error_name is None else 0
+                if not error.retriable and not 0 < unexplained <= _UNEXPLAINED_RETRIES:
                     self._queue.put((segment, None, error))
                     return
                 log.info("read stream of %s broke (%s); reopening at offset %d",

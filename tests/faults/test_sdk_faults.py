@@ -108,7 +108,6 @@ def _read_exactly(client: folio.Client, topic: str, count: int) -> list[folio.Ev
 def _check_exactly_once_in_order(written: _Written, events: list[folio.Event[bytes]]) -> None:
     """Every written event read once; each segment contiguous; each key in write order."""
     results = {index: future.result(timeout=0) for _, index, future in written}
-    print("DUPS", sum(1 for r in results.values() if r.offset == -1))
     indexes = sorted(_index(event.payload) for event in events)
     assert indexes == list(range(len(written))), "events lost or duplicated"
     by_segment: dict[str, list[int]] = defaultdict(list)
@@ -177,18 +176,19 @@ def test_writer_survives_broker_kill_and_restart_on_the_same_port(
     acks = _Acks()
     due = acks.reached(kill_after)
     restarted: list[BookieProcess] = []
+    killed_at: list[int] = []  # acknowledged events when the kill came
     failures: list[BaseException] = []
 
     def crash_and_restart() -> None:
         try:
             assert due.wait(60), "the writer never got far enough for the kill"
+            killed_at.append(acks.done)
             assert server.kill() == -9
             argv = ["standalone", "--data-dir", str(server.data_dir), "--port", str(port),
                     "--metrics-port", "0"]
             restarted.append(bookie_processes.start_folio(argv, server.data_dir))
         except BaseException as error:
-            failures.append(error)
-            raise
+            failures.append(error)  # asserted on the test's thread
 
     with folio.Client(server.address, timeout_s=30) as client:
         client.create_topic("crash", SEGMENTS)
@@ -204,6 +204,7 @@ def test_writer_survives_broker_kill_and_restart_on_the_same_port(
         assert not crasher.is_alive()
         assert not failures, failures
         assert restarted[0].port == port
+        assert killed_at[0] < events - 1_000  # the writer had much more to write
         failed = [(i, f.exception(timeout=0)) for _, i, f in written if f.exception(timeout=0)]
         assert not failed, failed[:5]
         _check_exactly_once_in_order(written, _read_exactly(client, "crash", events))
@@ -211,35 +212,42 @@ def test_writer_survives_broker_kill_and_restart_on_the_same_port(
 
 
 def test_reader_survives_connection_cuts(server: BookieProcess, proxy: TcpProxy) -> None:
-    before, during = 12_000, 6_000  # events written before reading, and while reading
-    size = 1000  # ~12 MB first: many 1 MiB Read responses per segment
-    cut_every = 3_000  # read events
+    before = 12_000  # events written before reading: ~4 MB per segment, many Read responses
+    chunk, chunks = 1_000, 6  # then written while the reader waits at the tail
+    total = before + chunk * chunks
+    size = 1000
+    cut_every = 2_500  # read events
     with folio.Client(server.address, timeout_s=30) as direct, \
             folio.Client(proxy.address, timeout_s=30) as through_proxy:
         direct.create_topic("reads", SEGMENTS)
-        written: dict[tuple[str, int], bytes] = {}
         futures: list[tuple[bytes, folio.WriteFuture]] = []
 
-        def write(first: int, count: int) -> None:
-            with direct.writer("reads") as writer:
-                for index in range(first, first + count):
-                    key = KEYS[index % len(KEYS)]
-                    payload = _payload(index, key, size)
-                    futures.append((payload, writer.write_event(payload, key)))
+        def write(writer: folio.EventWriter[bytes], first: int, count: int) -> None:
+            for index in range(first, first + count):
+                key = KEYS[index % len(KEYS)]
+                payload = _payload(index, key, size)
+                futures.append((payload, writer.write_event(payload, key)))
+            writer.flush(timeout=FLUSH_TIMEOUT_S)
 
-        write(0, before)
+        with direct.writer("reads") as writer:
+            write(writer, 0, before)
+        # The reader sets caught_up[n] once it read n events: all written so far.
+        caught_up = {before + k * chunk: threading.Event() for k in range(chunks)}
         writer_failures: list[BaseException] = []
 
-        def write_during() -> None:
+        def write_at_the_tail() -> None:
             try:
-                write(before, during)
+                with direct.writer("reads") as writer:
+                    for first, event in caught_up.items():
+                        assert event.wait(READ_TIMEOUT_S), f"the reader never read {first}"
+                        write(writer, first, chunk)
             except BaseException as error:
-                writer_failures.append(error)
-                raise
+                writer_failures.append(error)  # asserted on the test's thread
 
-        background = threading.Thread(target=write_during, name="writer")
+        background = threading.Thread(target=write_at_the_tail, name="tail-writer")
+        background.start()
         read: list[folio.Event[bytes]] = []
-        cuts = 0
+        cuts = due = 0
         reader = through_proxy.reader("reads")
         # Iteration blocks at the tail until close: a watchdog closes the
         # reader at the deadline, and the assertions below say what was missing.
@@ -248,28 +256,37 @@ def test_reader_survives_connection_cuts(server: BookieProcess, proxy: TcpProxy)
         try:
             for event in reader:
                 read.append(event)
-                if len(read) == before // 2:
-                    background.start()  # the second half is read at the tail
-                if len(read) % cut_every == 0:
-                    cuts += proxy.cut() and 1
-                if len(read) == before + during:
+                count = len(read)
+                if count in caught_up:
+                    caught_up[count].set()
+                if count % cut_every == 0:
+                    due += 1
+                # A cut finding no connection (the reader is between its
+                # reconnects, reading what it buffered) is tried again.
+                if due and proxy.cut():
+                    due -= 1
+                    cuts += 1
+                if count == total:
                     break
         finally:
             watchdog.cancel()
             watchdog.join()
-            if background.ident is not None:
-                background.join(FLUSH_TIMEOUT_S)
+            for reached in caught_up.values():
+                reached.set()  # lets the writer end if the reader failed early
+            background.join(FLUSH_TIMEOUT_S)
         assert not background.is_alive()
         assert not writer_failures, writer_failures
-        assert len(read) == before + during, f"read {len(read)} of {before + during} events"
+        assert len(read) == total, f"read {len(read)} of {total} events"
         # Nothing more to come: not one event was delivered twice.
         assert reader.read_next(timeout=0.5) is None
         reader.close()
+        assert cuts == total // cut_every, f"{due} cuts not done"
 
+        written: dict[tuple[str, int], bytes] = {}
         for payload, future in futures:
             result = future.result(timeout=0)
             written[result.segment, result.offset] = payload
-        assert cuts >= (before + during) // cut_every - 1
+        assert len(written) == total
         by_segment: dict[str, list[int]] = defaultdict(list)
         for event in read:
             by_segment[event.segment].append(event.offset)

@@ -264,3 +264,21 @@ def test_closing_the_client_closes_its_writers_and_readers(server: BookieProcess
     with pytest.raises(folio.WriterClosedError):
         writer.write_event(b"too late")
     assert reader.read_next(timeout=0.1) is None
+
+
+def test_leaving_a_for_loop_early_loses_no_event(client: folio.Client) -> None:
+    client.create_topic("early-break", 1)
+    with client.writer("early-break") as writer:
+        for number in range(10):
+            writer.write_event(b"e%d" % number)
+    with client.reader("early-break") as reader:
+        first = []
+        for event in reader:
+            first.append(event.offset)
+            if len(first) == 3:
+                break
+        assert reader.positions == {"early-break/0": 3}
+        rest = []
+        while len(rest) < 7 and (event := reader.read_next(timeout=10)) is not None:
+            rest.append(event.offset)
+    assert (first, rest) == ([0, 1, 2], [3, 4, 5, 6, 7, 8, 9])

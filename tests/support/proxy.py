@@ -29,9 +29,11 @@ import struct
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Final
+from typing import Any, Final, Generic, TypeVar
 
 __all__ = ["COMMAND_TIMEOUT_S", "TcpProxy"]
+
+R = TypeVar("R")
 
 #: Deadline for the loop thread to carry out one command (cut, pause, close, ...).
 COMMAND_TIMEOUT_S: Final = 10.0
@@ -114,7 +116,7 @@ class TcpProxy:
         self._by_sock: dict[socket.socket, tuple[_Connection, _Side]] = {}
         self._paused = False
         self._listening = True
-        self._commands: queue.Queue[tuple[Callable[[], object], _Reply]] = queue.Queue()
+        self._commands: queue.Queue[tuple[Callable[[], Any], _Reply[Any]]] = queue.Queue()
         self._error: BaseException | None = None
         self._stopping = False
         self._closed = False
@@ -139,7 +141,7 @@ class TcpProxy:
 
         New connections are still accepted (and relayed) right after.
         """
-        return int(self._command(self._cut_all))  # type: ignore[call-overload]
+        return self._command(self._cut_all)
 
     def pause(self) -> None:
         """Stops relaying bytes and accepting connections; open connections stay open."""
@@ -160,14 +162,14 @@ class TcpProxy:
 
     def live_connections(self) -> int:
         """How many relayed connections are open now."""
-        return int(self._command(lambda: len(self._connections)))  # type: ignore[call-overload]
+        return self._command(lambda: len(self._connections))
 
     def close(self, timeout_s: float = COMMAND_TIMEOUT_S) -> None:
         """Resets every connection, stops the thread and closes every socket. Idempotent.
 
         Raises:
-            AssertionError: the loop thread did not stop within ``timeout_s``.
-            Exception: what made the loop thread fail, if it did.
+            AssertionError: the loop thread did not stop within ``timeout_s``, or
+                it had failed (the failure is the ``__cause__``).
         """
         if self._closed:
             return
@@ -193,13 +195,12 @@ class TcpProxy:
         host, port = self._target
         return f"<TcpProxy {self.address} -> {host}:{port}>"
 
-    def _command(self, action: Callable[[], object],
-                 timeout_s: float = COMMAND_TIMEOUT_S) -> object:
+    def _command(self, action: Callable[[], R], timeout_s: float = COMMAND_TIMEOUT_S) -> R:
         """Runs ``action`` on the loop thread and returns its result (with a deadline)."""
         if self._closed:
             raise RuntimeError("the proxy is closed")
         self._raise_if_failed()
-        reply = _Reply()
+        reply: _Reply[R] = _Reply()
         self._commands.put((action, reply))
         self._wake()
         if not reply.done.wait(timeout_s):
@@ -207,7 +208,7 @@ class TcpProxy:
             raise AssertionError(f"the proxy thread did not answer within {timeout_s} s")
         if reply.error is not None:
             raise reply.error
-        return reply.value
+        return reply.value  # type: ignore[return-value]  # set with done
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:
@@ -239,7 +240,8 @@ class TcpProxy:
         except BaseException as error:
             self._error = error
         finally:
-            self._cut_all()
+            for connection in list(self._connections):
+                self._abort(connection)
             self._fail_commands()
 
     def _drain_wake(self) -> None:
@@ -420,12 +422,12 @@ class TcpProxy:
             self._update(connection)
 
 
-class _Reply:
+class _Reply(Generic[R]):
     """The answer to one command run on the loop thread."""
 
     __slots__ = ("done", "error", "value")
 
     def __init__(self) -> None:
         self.done = threading.Event()
-        self.value: object = None
+        self.value: R | None = None
         self.error: BaseException | None = None
