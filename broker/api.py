@@ -166,15 +166,17 @@ class SegmentHandle(Protocol):
 
         Constant work per block: the blocks are not parsed. Appends are
         confirmed in the order they were called (concurrent calls are
-        group-committed by the ledger). A call whose ``last_event_number`` is
-        not above the writer's recorded one returns a duplicate result and
-        writes nothing.
+        group-committed by the ledger). Events are numbered consecutively (the
+        first is ``last_event_number - (events - 1)``); a call whose
+        ``last_event_number`` is not above the writer's recorded one returns a
+        duplicate result and writes nothing.
 
         Raises:
             SegmentSealedError: the segment is sealed.
             EventTooLargeError: the entry would exceed the ledger entry limit,
                 or one event's share of it the topic's ``max_event_bytes``.
-            InvalidEventNumberError: ``last_event_number`` < -1, or no events.
+            InvalidEventNumberError: ``last_event_number`` < -1, no events, or
+                numbers overlapping the writer's recorded one.
             NoSuchSegmentError: the segment was deleted.
             LedgerError: the ledger service failed (its ``retriable`` says).
         """

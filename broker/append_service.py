@@ -1,7 +1,12 @@
 """The ``folio.v1.Append`` servicer: many writers' flows multiplexed on one stream.
 
 Each command is answered on the stream with the ``request_id`` it carried (see
-``proto/folio/v1/append.proto``). Work is per block: a block's bytes go to the
+``proto/folio/v1/append.proto``). Blocks without ``end`` are held per flow and
+written with its next ``end`` block as one entry (a transaction, PDP-44),
+within the bounds of ``broker.held``; a failure in the middle of such a
+sequence drops it whole: its later held blocks go unanswered and its ``end``
+block gets the same failure (a new ``SetupAppend`` on the flow starts afresh).
+Held blocks of a stream that ends are dropped. Work is per block: a block's bytes go to the
 segment untouched. Commands are not awaited one by one: every append starts
 as soon as it is read, so the blocks of many flows (and of one flow) meet in
 the ledger's group commit; replies of one flow still leave in command order,
@@ -20,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +45,7 @@ from broker.errors import (
     TopicNotFoundError,
     WrongHostError,
 )
+from broker.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS, HeldBudget, HeldRun
 from broker.status import is_retriable, status_for
 from folio.api.v1 import append_pb2, append_pb2_grpc
 from ledger.errors import LedgerError, LedgerFencedError
@@ -50,8 +57,6 @@ log = logging.getLogger(__name__)
 _Context = grpc.aio.ServicerContext[Any, Any]
 _Reply = append_pb2.AppendReply
 
-#: Bytes of blocks without ``end`` a flow may hold (the proto's limit).
-MAX_HELD_BYTES = 16 * 1024 * 1024
 #: Commands of one stream being worked on at once; reading pauses beyond it.
 MAX_COMMANDS_IN_FLIGHT = 1024
 #: Flows one stream may bind.
@@ -67,8 +72,10 @@ class _Flow:
     segment_name: str
     writer_id: str
     segment: asyncio.Future[SegmentHandle]
-    held: list[Block] = field(default_factory=list)
-    held_bytes: int = 0
+    held: HeldRun = field(default_factory=HeldRun)
+    # Why the block sequence under way failed: its later blocks are dropped
+    # and its end block gets this failure.
+    failed: BrokerError | None = None
     # Done once the flow's latest reply is queued: the next reply waits on it.
     tail: asyncio.Future[None] | None = None
 
@@ -79,16 +86,23 @@ class AppendServicer(append_pb2_grpc.AppendServicer):
     Args:
         topics: the broker's topics.
         stopping: set when the broker shuts down; streams then wind down.
+        max_held_bytes: blocks without ``end`` held over all streams, at most.
+        max_held_ms: how long a flow may hold blocks, from the first.
+        clock: monotonic seconds (injectable for tests).
     """
 
-    def __init__(self, topics: Topics, stopping: asyncio.Event) -> None:
+    def __init__(self, topics: Topics, stopping: asyncio.Event, *,
+                 max_held_bytes: int = DEFAULT_MAX_HELD_BYTES,
+                 max_held_ms: int = DEFAULT_MAX_HELD_MS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._topics = topics
         self._stopping = stopping
+        self.held = HeldBudget(max_held_bytes, max_held_ms, clock)
 
     async def Append(
         self, request_iterator: AsyncIterator[append_pb2.AppendCommand], context: _Context
     ) -> AsyncIterator[_Reply]:
-        stream = _AppendStream(self._topics, self._stopping)
+        stream = _AppendStream(self._topics, self._stopping, self.held)
         pump = asyncio.create_task(stream.pump(request_iterator))
         try:
             while (reply := await stream.next_reply()) is not None:
@@ -105,9 +119,10 @@ class AppendServicer(append_pb2_grpc.AppendServicer):
 class _AppendStream:
     """One Append stream: reads commands, starts their work, queues replies in flow order."""
 
-    def __init__(self, topics: Topics, stopping: asyncio.Event) -> None:
+    def __init__(self, topics: Topics, stopping: asyncio.Event, held: HeldBudget) -> None:
         self._topics = topics
         self._stopping = stopping
+        self._held = held
         self._flows: dict[int, _Flow] = {}
         self._out: asyncio.Queue[_Reply | BaseException | None] = asyncio.Queue()
         self._slots = asyncio.Semaphore(MAX_COMMANDS_IN_FLIGHT)
@@ -134,10 +149,16 @@ class _AppendStream:
             return False
         finally:
             stop.cancel()
+            self.drop_held()
         if self._tasks:
             await asyncio.wait(self._tasks)
         self._out.put_nowait(None)
         return stopped
+
+    def drop_held(self) -> None:
+        """Drop every flow's held blocks (the stream ended, or died)."""
+        for flow in self._flows.values():
+            self._held.drop(flow.held)
 
     async def _read_commands(
         self, commands: AsyncIterator[append_pb2.AppendCommand], stop: asyncio.Future[Any]
@@ -172,14 +193,12 @@ class _AppendStream:
                 work = _ready(_Reply(
                     request_id=request_id, no_such_segment=append_pb2.NoSuchSegment(
                         message=f"no SetupAppend on flow {flow_id} of this stream")))
-            elif not block.end:
-                reply = self._hold(request_id, flow, block)
-                if reply is None:
+            else:
+                answer = self._block(request_id, flow, block)
+                if answer is None:
                     self._slots.release()
                     return
-                work = _ready(reply)
-            else:
-                work = self._append(request_id, flow, block)
+                work = answer
         task = asyncio.create_task(self._answer(flow, work))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -196,6 +215,8 @@ class _AppendStream:
         if old is None and len(self._flows) >= MAX_FLOWS:
             return old, _ready(_failed(request_id, EventTooLargeError(
                 len(self._flows) + 1, MAX_FLOWS, what="flow count")))
+        if old is not None:
+            self._held.drop(old.held)
         segment = asyncio.ensure_future(self._topics.segment(setup.segment))
         flow = _Flow(setup.segment, setup.writer_id, segment,
                      tail=old.tail if old is not None else None)
@@ -227,24 +248,35 @@ class _AppendStream:
         return _Reply(request_id=request_id, append_setup=append_pb2.AppendSetup(
             segment=flow.segment_name, last_event_number=last))
 
-    def _hold(self, request_id: int, flow: _Flow, block: append_pb2.AppendBlock) -> _Reply | None:
-        flow.held.append(Block(block.data, block.event_count))
-        flow.held_bytes += len(block.data)
-        if flow.held_bytes <= MAX_HELD_BYTES:
+    def _block(
+        self, request_id: int, flow: _Flow, command: append_pb2.AppendBlock
+    ) -> Awaitable[_Reply] | None:
+        """Hold the block, or start writing it with the held ones; None: nothing to answer."""
+        block = Block(command.data, command.event_count)
+        end = command.end
+        if flow.failed is not None:  # the rest of a failed sequence
+            if not end:
+                return None
+            error, flow.failed = flow.failed, None
+            return _ready(_refusal(request_id, flow.segment_name, error))
+        try:
+            self._held.admit(flow.held, block, command.last_event_number, end)
+        except BrokerError as error:
+            self._held.drop(flow.held)
+            if not end:
+                flow.failed = error
+            return _ready(_refusal(request_id, flow.segment_name, error))
+        if not end:
             return None
-        size = flow.held_bytes
-        flow.held.clear()
-        flow.held_bytes = 0
-        return _failed(request_id, EventTooLargeError(size, MAX_HELD_BYTES,
-                                                      what="held blocks of one flow"))
+        blocks = [*self._held.take(flow.held), block]
+        return self._append(request_id, flow, blocks, command.last_event_number)
 
-    async def _append(self, request_id: int, flow: _Flow, block: append_pb2.AppendBlock) -> _Reply:
-        blocks = [*flow.held, Block(block.data, block.event_count)]
-        flow.held = []
-        flow.held_bytes = 0
+    async def _append(
+        self, request_id: int, flow: _Flow, blocks: list[Block], last_event_number: int
+    ) -> _Reply:
         try:
             segment = await flow.segment
-            result = await segment.append(blocks, flow.writer_id, block.last_event_number)
+            result = await segment.append(blocks, flow.writer_id, last_event_number)
         except (BrokerError, LedgerError) as error:
             return _refusal(request_id, flow.segment_name, error)
         return _Reply(request_id=request_id, data_appended=append_pb2.DataAppended(

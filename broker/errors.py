@@ -154,3 +154,46 @@ class CorruptDataError(BrokerError):
 
     def context(self) -> dict[str, object]:
         return {"what": self.what}
+
+
+class TransactionTooLargeError(BrokerError):
+    """A transaction (blocks held for one ``end``) above the broker's per-transaction limit."""
+
+    def __init__(self, size: int, limit: int, unit: str = "bytes") -> None:
+        mib = f" ({limit / (1024 * 1024):g} MiB)" if unit == "bytes" else ""
+        super().__init__(f"transaction of {size} {unit} of blocks exceeds the limit of "
+                         f"{limit} {unit}{mib} per transaction; it was dropped")
+        self.size = size
+        self.limit = limit
+
+    def context(self) -> dict[str, object]:
+        return {"size": self.size, "limit": self.limit}
+
+
+class TransactionBufferFullError(BrokerError):
+    """The broker holds as many uncommitted transaction bytes as it may; try again later."""
+
+    retriable = True
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"the broker's buffer for uncommitted transactions is full ({size} "
+                         f"bytes needed, limit {limit} bytes); the transaction was dropped, "
+                         "send it again later")
+        self.size = size
+        self.limit = limit
+
+    def context(self) -> dict[str, object]:
+        return {"size": self.size, "limit": self.limit}
+
+
+class TransactionExpiredError(BrokerError):
+    """Blocks held for a transaction longer than the broker keeps them; they were dropped."""
+
+    def __init__(self, held_ms: int, max_held_ms: int) -> None:
+        super().__init__(f"transaction expired: its first block was held {held_ms} ms, the "
+                         f"limit is {max_held_ms} ms; its blocks were dropped")
+        self.held_ms = held_ms
+        self.max_held_ms = max_held_ms
+
+    def context(self) -> dict[str, object]:
+        return {"held_ms": self.held_ms, "max_held_ms": self.max_held_ms}

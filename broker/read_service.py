@@ -1,7 +1,9 @@
 """The ``folio.v1.Read`` servicer: a segment's blocks from an offset, then a long poll at the tail.
 
-Per response: one ``read`` of the segment (about ``max_bytes`` of whole
-blocks, as stored) and one message; no event is unpacked. At the tail the
+Per ``read`` of the segment (about ``max_bytes`` of whole blocks, as stored,
+but always whole entries: a transaction's entry may hold 16 MiB) one message,
+or several of about ``max_bytes`` each when one entry is larger; no event is
+unpacked. At the tail the
 stream waits on the segment's wake-up (never a timer loop) and sends an empty
 response after ``max_wait_ms`` without data, so clients see it is alive.
 """
@@ -15,7 +17,7 @@ from typing import Any
 import grpc
 
 from broker._servicer import abort_with
-from broker.api import Topics
+from broker.api import ReadBlock, Topics
 from broker.errors import BrokerError, BrokerShuttingDownError, InvalidArgumentError
 from folio.api.v1 import read_pb2, read_pb2_grpc
 from ledger.errors import LedgerError
@@ -61,14 +63,13 @@ class ReadServicer(read_pb2_grpc.ReadServicer):
                 if batch.blocks:
                     last = batch.blocks[-1]
                     offset = last.offset + last.event_count
-                    yield read_pb2.ReadResponse(
-                        blocks=[read_pb2.ReadBlock(offset=block.offset,
-                                                   event_count=block.event_count,
-                                                   data=block.data)
-                                for block in batch.blocks],
-                        end_offset=batch.end_offset,
-                        end_of_segment=batch.end_of_segment and offset >= batch.end_offset)
-                    if batch.end_of_segment and offset >= batch.end_offset:
+                    ended = batch.end_of_segment and offset >= batch.end_offset
+                    responses = _responses(batch.blocks, max_bytes)
+                    responses[-1].end_of_segment = ended
+                    for response in responses:
+                        response.end_offset = batch.end_offset
+                        yield response
+                    if ended:
                         return
                     continue
                 if batch.end_of_segment:
@@ -91,3 +92,17 @@ class ReadServicer(read_pb2_grpc.ReadServicer):
             if not wait.done():
                 wait.cancel()
         return wait.done() and not wait.cancelled() and bool(wait.result())
+
+
+def _responses(blocks: list[ReadBlock], max_bytes: int) -> list[read_pb2.ReadResponse]:
+    """The blocks in responses of about ``max_bytes`` each (at least one block each)."""
+    responses = [read_pb2.ReadResponse()]
+    size = 0
+    for block in blocks:
+        if size >= max_bytes:
+            responses.append(read_pb2.ReadResponse())
+            size = 0
+        responses[-1].blocks.append(read_pb2.ReadBlock(
+            offset=block.offset, event_count=block.event_count, data=block.data))
+        size += len(block.data)
+    return responses

@@ -22,6 +22,15 @@ opened with recovery, which closes them.
 offset, its offset index and the writers' last event numbers, and a fresh
 ledger is started at that end (an empty last ledger is replaced, not kept).
 
+**Writers** (exactly-once): each numbered append records writer id -> (last
+event number, time) in memory; the entry header carries the same pair, so the
+data and the attribute cannot disagree. Whenever the record gains a ledger
+(rollover, load) and when the segment is sealed or closed cleanly, the record
+also gets a snapshot of the table, taken while nothing is unconfirmed (after
+the old ledger drained): recovery is that snapshot plus the headers of the
+record's last ledger (``broker.segment_recovery``). Writers idle longer than
+``writer_expiry_ms`` are dropped at each snapshot and maintenance tick.
+
 **Truncation and retention** delete whole closed ledgers from the head; the
 record is changed first, then the ledgers deleted, so a crash in between leaves
 an orphan ledger, never a record naming a deleted one.
@@ -34,7 +43,7 @@ import contextlib
 import logging
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -63,8 +72,9 @@ from broker.names import make_segment_name, segment_path
 from broker.offset_index import LedgerSpan, ReadHints
 from broker.retention import ledgers_before, ledgers_past_retention
 from broker.segment_reads import find_entry, read_blocks
-from broker.segment_records import SegmentRecord
+from broker.segment_records import SegmentRecord, WriterState
 from broker.segment_recovery import recover_chain
+from broker.writers import DEFAULT_WRITER_EXPIRY_MS, WriterTable
 from ledger.api import MetadataStore
 from ledger.client import LedgerClient
 from ledger.errors import (
@@ -115,7 +125,7 @@ class LedgerSegment:
         self, ledgers: LedgerClient, store: MetadataStore, *, topic: str, number: int,
         key_low: float, key_high: float, config: TopicConfig, clock: Callable[[], float],
         record: SegmentRecord, record_version: int, spans: list[LedgerSpan], end_offset: int,
-        writers: dict[str, int],
+        writers: dict[str, WriterState], writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
     ) -> None:
         self._ledgers = ledgers
         self._store = store
@@ -135,7 +145,11 @@ class LedgerSegment:
         self._firsts = [span.first_offset for span in spans]
         self._end = end_offset
         self._next_offset = end_offset
-        self._writers = writers
+        self._writers = WriterTable(writers, writer_expiry_ms)
+        # The writer snapshot the record holds now (rewritten as is by record
+        # writes that take no new one).
+        self._snapshot_ledger = record.writers_ledger
+        self._snapshot: Mapping[str, WriterState] = record.writers
         self._unconfirmed: deque[_Pending] = deque()
         self._failure: Exception | None = None
         self._life = _Life.OPEN
@@ -154,7 +168,7 @@ class LedgerSegment:
     async def load(
         cls, ledgers: LedgerClient, store: MetadataStore, *, topic: str, number: int,
         key_low: float, key_high: float, config: TopicConfig,
-        clock: Callable[[], float],
+        clock: Callable[[], float], writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
     ) -> LedgerSegment:
         """Recover the segment from its record and start a fresh ledger for appends.
 
@@ -167,6 +181,7 @@ class LedgerSegment:
             ledgers, store, topic=topic, number=number, key_low=key_low, key_high=key_high,
             config=config, clock=clock, record=chain.record, record_version=chain.version,
             spans=chain.spans, end_offset=chain.end_offset, writers=chain.writers,
+            writer_expiry_ms=writer_expiry_ms,
         )
         if not chain.record.sealed:
             await segment._start_ledger(replacing=chain.empty)
@@ -179,7 +194,9 @@ class LedgerSegment:
         span = LedgerSpan(handle.ledger_id, self._end, created_ms=self._now_ms(),
                           handle=handle, writing=True, indexed_end=self._end)
         try:
-            await self._write_record(self._record_of([*self._spans, span]))
+            # Nothing is unconfirmed here (a rollover drained the old ledger):
+            # the table matches the data, so it is the new ledger's snapshot.
+            await self._write_record(self._record_of([*self._spans, span], snapshot=True))
         except BaseException:
             with contextlib.suppress(LedgerError):
                 await self._ledgers.delete(handle.ledger_id)
@@ -233,7 +250,12 @@ class LedgerSegment:
     async def last_event_number(self, writer_id: str) -> int:
         """The last event number recorded for ``writer_id``, -1 if none."""
         self._check_readable()
-        return self._writers.get(writer_id, -1)
+        return self._writers.last_event_number(writer_id)
+
+    @property
+    def writer_count(self) -> int:
+        """How many writers the segment remembers."""
+        return len(self._writers)
 
     async def append(
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int
@@ -241,7 +263,12 @@ class LedgerSegment:
         """See ``SegmentHandle.append``.
 
         A ``last_event_number`` of -1 means the blocks carry no event numbers
-        (unary Produce): they are written without de-duplication.
+        (unary Produce): they are written without de-duplication. Otherwise
+        the events are numbered consecutively, the first one
+        ``last_event_number - (events - 1)``: a call whose last number is not
+        above the writer's recorded one is a duplicate; one whose numbers
+        begin at or below it and end above it overlaps what was written and
+        raises ``InvalidEventNumberError``.
         """
         self._check_appendable()
         event_count = self._check_blocks(blocks, writer_id, last_event_number)
@@ -253,6 +280,7 @@ class LedgerSegment:
             try:
                 async with self._gate:
                     await self._until_writable()
+                    self._check_appendable()  # closing or sealing: no more entries
                     submitted = self._submit(blocks, writer_id, last_event_number, event_count)
             finally:
                 self._queued -= 1
@@ -285,7 +313,7 @@ class LedgerSegment:
 
         Returns a duplicate's result, or the base offset and the add's future.
         """
-        if 0 <= last_event_number <= self._writers.get(writer_id, -1):
+        if self._writers.is_duplicate(writer_id, last_event_number, event_count):
             return AppendResult(-1, 0, last_event_number, duplicate=True)
         span = self._spans[-1]
         handle = span.handle
@@ -304,8 +332,7 @@ class LedgerSegment:
         self._next_offset = base + event_count
         span.submitted_bytes += len(data)
         span.note_entry(len(span.bases), base, base + event_count)
-        if last_event_number >= 0:
-            self._writers[writer_id] = last_event_number
+        self._writers.note(writer_id, last_event_number, time_ms)
         self._unconfirmed.append(_Pending(span, base, event_count, time_ms, future))
         future.add_done_callback(self._on_confirmed)  # before shield's: end moves first
         return base, future
@@ -314,7 +341,7 @@ class LedgerSegment:
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int
     ) -> int:
         """Validate an append (constant work per block); returns its event count."""
-        recorded = self._writers.get(writer_id, -1)
+        recorded = self._writers.last_event_number(writer_id)
         if not blocks:
             raise InvalidEventNumberError("an append needs at least one block", recorded)
         if last_event_number < -1:
@@ -391,9 +418,19 @@ class LedgerSegment:
         return now_ms - span.created_ms >= self._config.ledger_rollover_ms
 
     async def tick(self, now_ms: int) -> None:
-        """Periodic work: roll the ledger over if it is too old or too big."""
-        if self.usable and self._switching is None and self._should_roll(now_ms):
+        """Periodic work: forget idle writers; roll the ledger over if too old or too big."""
+        if not self.usable:
+            return
+        self._expire_writers(now_ms)
+        if self._switching is None and self._should_roll(now_ms):
             await self._roll_over()
+
+    def _expire_writers(self, now_ms: int) -> None:
+        """Forget writers idle longer than ``writer_expiry_ms``."""
+        expired = self._writers.expire(now_ms)
+        if expired:
+            log.info("segment %s: forgot %d writers idle for over %d ms", self._name,
+                     expired, self._writers.expiry_ms)
 
     async def _roll_over(self) -> None:
         async with self._chain_lock:
@@ -567,7 +604,7 @@ class LedgerSegment:
                 await last.handle.close()
                 last.writing = False
                 last.length_bytes = last.handle.length
-            await self._write_record(self._record_of(self._spans))
+            await self._write_record(self._record_of(self._spans, snapshot=True))
             self._wake()
             log.info("segment %s sealed at offset %d", self._name, self._end)
             return self.info()
@@ -581,6 +618,7 @@ class LedgerSegment:
         async with self._chain_lock:
             with contextlib.suppress(Exception):
                 await self._drain()
+            await self._save_snapshot()
             last = self._spans[-1] if self._spans else None
             if last is not None and last.writing and last.handle is not None:
                 try:
@@ -589,6 +627,19 @@ class LedgerSegment:
                     log.info("segment %s: ledger %d not closed: %s", self._name,
                              last.ledger_id, error)
             self._life = _Life.CLOSED
+
+    async def _save_snapshot(self) -> None:
+        """On a clean close, once drained: record the writer table if it changed."""
+        if self._failure is not None or self._unconfirmed or not self._spans:
+            return
+        self._expire_writers(self._now_ms())
+        if (self._writers.matches(self._snapshot)
+                and self._snapshot_ledger == self._spans[-1].ledger_id):
+            return
+        try:
+            await self._write_record(self._record_of(self._spans, snapshot=True))
+        except Exception as error:  # the next owner recovers from the headers
+            log.info("segment %s: writer snapshot not saved on close: %s", self._name, error)
 
     async def delete(self) -> None:
         """Delete every ledger of the segment, then its record. Later calls: NoSuchSegment."""
@@ -627,13 +678,27 @@ class LedgerSegment:
         self._spans = spans
         self._firsts = [span.first_offset for span in spans]
 
-    def _record_of(self, spans: list[LedgerSpan], *, start: int | None = None) -> SegmentRecord:
+    def _record_of(self, spans: list[LedgerSpan], *, start: int | None = None,
+                   snapshot: bool = False) -> SegmentRecord:
+        """The record for ``spans``; ``snapshot``: with a fresh writer snapshot.
+
+        Take a snapshot only when nothing is unconfirmed (the table may hold
+        numbers of entries not yet durable otherwise); without one, the
+        record keeps the snapshot it has.
+        """
+        writers_ledger, writers = self._snapshot_ledger, self._snapshot
+        if snapshot:
+            self._expire_writers(self._now_ms())
+            writers_ledger = spans[-1].ledger_id if spans else -1
+            writers = self._writers.snapshot()
         return SegmentRecord(
             topic=self._topic, number=self._number,
             ledgers=tuple(span.to_ref() for span in spans),
             start_offset=self._start if start is None else start,
             sealed=self._sealed,
             end_offset=self._end if self._sealed else -1,
+            writers_ledger=writers_ledger,
+            writers=writers,
         )
 
     async def _write_record(self, record: SegmentRecord) -> None:
@@ -641,6 +706,8 @@ class LedgerSegment:
         try:
             self._record_version = await self._store.set(
                 self._path, record.to_bytes(), self._record_version)
+            self._snapshot_ledger = record.writers_ledger
+            self._snapshot = record.writers
         except BadVersionError:
             log.info("segment %s: record changed by someone else; giving it up", self._name)
             self._failure = WrongHostError(self._name)

@@ -15,7 +15,7 @@ from broker.api import ReadBlock
 from broker.entry import decode_entry_header, split_frames
 from broker.errors import CorruptDataError
 from broker.offset_index import LedgerSpan, ReadHints
-from broker.segment_records import SegmentRecord
+from broker.segment_records import SegmentRecord, WriterState
 from ledger.api import LedgerState, LedgerTail
 from ledger.errors import BookieUnavailableError, NoSuchLedgerError
 
@@ -109,13 +109,13 @@ class LedgerScan:
         bases: the base offset of each entry.
         end_offset: the offset after the last event (the first offset if empty).
         last_entry_ms: the newest entry's time (-1 if empty).
-        writers: each writer's greatest last event number in the ledger.
+        writers: each writer's state after its last entry in the ledger.
     """
 
     bases: array[int]
     end_offset: int
     last_entry_ms: int = -1
-    writers: dict[str, int] = field(default_factory=dict)
+    writers: dict[str, WriterState] = field(default_factory=dict)
 
 
 async def scan_ledger(handle: LedgerHandle, first_offset: int) -> LedgerScan:
@@ -135,9 +135,11 @@ async def scan_ledger(handle: LedgerHandle, first_offset: int) -> LedgerScan:
             scan.bases.append(header.base_offset)
             scan.end_offset = header.end_offset
             scan.last_entry_ms = header.time_ms
-            if header.last_event_number >= 0 and header.last_event_number > writers.get(
-                    header.writer_id, -1):
-                writers[header.writer_id] = header.last_event_number
+            if header.last_event_number >= 0:
+                # Numbers of one writer only grow (the segment refuses the
+                # rest), so its last entry is its state.
+                writers[header.writer_id] = WriterState(header.last_event_number,
+                                                        header.time_ms)
             entry_id += 1
     return scan
 

@@ -1,15 +1,21 @@
 """The broker's persisted metadata records: one per topic, one per segment.
 
-Both are JSON objects carrying ``format_version`` (1), stored in the
+Both are JSON objects carrying ``format_version``, stored in the
 ``MetadataStore`` at ``broker.names.topic_path`` / ``segment_path`` and changed
 only by compare-and-set on the node's version, so a broker that lost a
 segment learns it from its failed CAS instead of overwriting its successor.
+
+Topic records are format 1. Segment records are written in format 2, which
+adds the writer snapshot (``writers_ledger``, ``writers``: each writer's last
+event number and last append time, covering at least every entry before
+ledger ``writers_ledger``); format 1 records (no snapshot) are still read.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from broker.api import SegmentState, TopicConfig
@@ -17,14 +23,20 @@ from broker.errors import CorruptDataError
 
 __all__ = [
     "FORMAT_VERSION",
+    "SEGMENT_FORMAT_VERSION",
     "LedgerRef",
     "SegmentRecord",
     "TopicRecord",
     "TopicSegment",
+    "WriterState",
     "config_from_json",
 ]
 
+#: The topic record format.
 FORMAT_VERSION = 1
+#: The segment record format written (1 is still read: no writer snapshot).
+SEGMENT_FORMAT_VERSION = 2
+_SEGMENT_FORMATS = (1, SEGMENT_FORMAT_VERSION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +117,22 @@ class LedgerRef:
 
 
 @dataclass(frozen=True, slots=True)
+class WriterState:
+    """A writer's attribute on a segment: its last event number and when it last appended."""
+
+    last_event_number: int
+    last_update_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class SegmentRecord:
-    """A segment: its ledger chain (oldest first), start offset and seal.
+    """A segment: its ledger chain (oldest first), start offset, seal and writer snapshot.
 
     Every ledger but the last is closed; the last one is the one being written
     unless the segment is sealed. ``end_offset`` is set (>= 0) only when sealed.
+    ``writers`` holds every writer's state as of (at least) the start of
+    ledger ``writers_ledger`` (-1: no snapshot, a format 1 record); recovery
+    applies the entry headers of that ledger on top.
     """
 
     topic: str
@@ -118,11 +141,13 @@ class SegmentRecord:
     start_offset: int = 0
     sealed: bool = False
     end_offset: int = -1
+    writers_ledger: int = -1
+    writers: Mapping[str, WriterState] = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
-        """The record as stored."""
+        """The record as stored (format 2)."""
         return _dump({
-            "format_version": FORMAT_VERSION,
+            "format_version": SEGMENT_FORMAT_VERSION,
             "topic": self.topic,
             "number": self.number,
             "ledgers": [[r.ledger_id, r.first_offset, r.length_bytes, r.last_entry_ms]
@@ -130,13 +155,19 @@ class SegmentRecord:
             "start_offset": self.start_offset,
             "sealed": self.sealed,
             "end_offset": self.end_offset,
+            "writers_ledger": self.writers_ledger,
+            "writers": {w: [s.last_event_number, s.last_update_ms]
+                        for w, s in self.writers.items()},
         })
 
     @classmethod
     def from_bytes(cls, data: bytes) -> SegmentRecord:
-        """Decode a stored record; ``CorruptDataError`` if it is not one."""
-        record = _load(data, "segment record")
+        """Decode a stored record (format 1 or 2); ``CorruptDataError`` if it is not one."""
+        record = _load(data, "segment record", _SEGMENT_FORMATS)
         try:
+            writers = record.get("writers", {})
+            if not isinstance(writers, dict):
+                raise TypeError("writers must be an object")
             return cls(
                 topic=str(record["topic"]),
                 number=int(record["number"]),
@@ -145,6 +176,8 @@ class SegmentRecord:
                 start_offset=int(record["start_offset"]),
                 sealed=bool(record["sealed"]),
                 end_offset=int(record["end_offset"]),
+                writers_ledger=int(record.get("writers_ledger", -1)),
+                writers={str(w): WriterState(int(n), int(t)) for w, (n, t) in writers.items()},
             )
         except (KeyError, TypeError, ValueError) as error:
             raise CorruptDataError(f"segment record is malformed: {error!r}",
@@ -163,7 +196,8 @@ def _dump(record: dict[str, Any]) -> bytes:
     return json.dumps(record, separators=(",", ":"), sort_keys=True).encode("utf-8")
 
 
-def _load(data: bytes, what: str) -> dict[str, Any]:
+def _load(data: bytes, what: str, versions: tuple[int, ...] = (FORMAT_VERSION,),
+          ) -> dict[str, Any]:
     try:
         record = json.loads(data)
     except (UnicodeDecodeError, ValueError):
@@ -171,8 +205,9 @@ def _load(data: bytes, what: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise CorruptDataError(f"{what} is not a JSON object", what=what)
     version = record.get("format_version")
-    if version != FORMAT_VERSION:
+    if isinstance(version, bool) or version not in versions:
+        readable = " and ".join(map(str, versions))
         raise CorruptDataError(
-            f"{what} has format version {version!r}; this broker reads {FORMAT_VERSION}",
+            f"{what} has format version {version!r}; this broker reads {readable}",
             what=what)
     return record

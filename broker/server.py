@@ -24,6 +24,7 @@ from broker._handlers import add_servicer
 from broker.admin_service import AdminServicer
 from broker.api import Topics
 from broker.append_service import AppendServicer
+from broker.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from broker.produce_service import ProduceServicer
 from broker.read_service import ReadServicer
 from folio.api.v1 import admin_pb2, append_pb2, read_pb2
@@ -70,9 +71,13 @@ def _host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-async def start_broker_server(topics: Topics, host: str = "127.0.0.1",
-                              port: int = 0) -> BrokerServer:
+async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int = 0, *,
+                              max_held_bytes: int = DEFAULT_MAX_HELD_BYTES,
+                              max_held_ms: int = DEFAULT_MAX_HELD_MS) -> BrokerServer:
     """Serve ``topics`` over the public gRPC API and start.
+
+    ``max_held_bytes`` and ``max_held_ms`` bound the blocks of uncommitted
+    transactions (see ``broker.held``).
 
     Raises:
         OSError: the address cannot be bound (port in use, unknown host).
@@ -81,7 +86,8 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1",
     server = grpc.aio.server(options=_SERVER_OPTIONS)
     for service, servicer in (
         (admin_pb2.DESCRIPTOR.services_by_name["Admin"], AdminServicer(topics)),
-        (append_pb2.DESCRIPTOR.services_by_name["Append"], AppendServicer(topics, stopping)),
+        (append_pb2.DESCRIPTOR.services_by_name["Append"], AppendServicer(
+            topics, stopping, max_held_bytes=max_held_bytes, max_held_ms=max_held_ms)),
         (append_pb2.DESCRIPTOR.services_by_name["Produce"], ProduceServicer(topics)),
         (read_pb2.DESCRIPTOR.services_by_name["Read"], ReadServicer(topics, stopping)),
     ):

@@ -5,6 +5,10 @@ Metadata in RocksDB (``DATA_DIR/metadata``), one bookie in the same process
 docs/ledger.md), the broker serving the public gRPC API, and Prometheus
 metrics over HTTP.
 
+A ledger entry holds up to ``MAX_ENTRY_BYTES`` (16 MiB + 1 MiB headroom for
+entry and frame headers): a single-routing-key transaction of up to 16 MiB of
+blocks is written as ONE entry (``broker.held``).
+
 Startup prints one line to stdout once everything serves (``folio standalone
 listening on HOST:PORT ...``); scripts and tests read the port from it.
 
@@ -29,6 +33,7 @@ from pathlib import Path
 from prometheus_client import start_http_server
 
 from broker.api import TopicConfig
+from broker.held import MAX_TXN_BYTES
 from broker.server import start_broker_server
 from broker.standalone_config import StandaloneConfig
 from broker.topics import TopicManager
@@ -39,9 +44,12 @@ from ledger.directory import BookieDirectory
 from ledger.errors import LedgerError, StorageError
 from ledger.metadata_store import RocksDBMetadataStore
 
-__all__ = ["run_standalone"]
+__all__ = ["MAX_ENTRY_BYTES", "run_standalone"]
 
 log = logging.getLogger(__name__)
+
+#: Largest ledger entry: a whole transaction (``MAX_TXN_BYTES``) plus headroom.
+MAX_ENTRY_BYTES = MAX_TXN_BYTES + 1024 * 1024
 
 
 def _fail(message: str) -> int:
@@ -89,12 +97,16 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event) -> int:
     try:
         try:
             bookie = Bookie(BookieConfig(data_dir=str(root / "bookie"),
-                                         durability=config.durability))
+                                         durability=config.durability,
+                                         max_entry_bytes=MAX_ENTRY_BYTES))
         except StorageError as error:
             return _fail(f"{error} (is another folio process using {root}?)")
-        ledgers = LedgerClient(store, BookieDirectory([bookie]), LedgerConfig())
+        ledgers = LedgerClient(store, BookieDirectory([bookie]), LedgerConfig(
+            max_entry_bytes=MAX_ENTRY_BYTES,
+            max_add_request_bytes=max(MAX_ENTRY_BYTES, LedgerConfig.max_add_request_bytes)))
         topics = TopicManager(ledgers, store, defaults=TopicConfig(),
-                              retention_interval_s=config.retention_interval_s)
+                              retention_interval_s=config.retention_interval_s,
+                              writer_expiry_ms=config.writer_expiry_ms)
         await topics.start()
         try:
             return await _serve_topics(config, topics, stop)
@@ -112,7 +124,9 @@ async def _serve_topics(
     config: StandaloneConfig, topics: TopicManager, stop: asyncio.Event
 ) -> int:
     try:
-        server = await start_broker_server(topics, config.host, config.port)
+        server = await start_broker_server(topics, config.host, config.port,
+                                           max_held_bytes=config.max_held_bytes,
+                                           max_held_ms=config.max_held_ms)
     except OSError as error:
         return _fail(str(error))
     try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
+from broker.writers import DEFAULT_WRITER_EXPIRY_MS
 from ledger.config import Durability
 
 __all__ = ["StandaloneConfig"]
@@ -20,7 +22,12 @@ class StandaloneConfig:
         metrics_port: port of the Prometheus metrics endpoint, 0 for any free one.
         durability: the bookie's (``sync``: acknowledge once fsynced).
         stop_grace_s: seconds in-flight calls get to finish on shutdown.
-        retention_interval_s: how often retention and rollover by age run.
+        retention_interval_s: how often retention, rollover by age and writer
+            expiry run.
+        writer_expiry_ms: segments forget writers idle longer than this.
+        max_held_bytes: bytes of uncommitted transaction blocks (``end = false``)
+            the broker holds over all streams.
+        max_held_ms: how long a flow may hold transaction blocks.
     """
 
     data_dir: str = "./folio-data"
@@ -30,6 +37,9 @@ class StandaloneConfig:
     durability: Durability = Durability.SYNC
     stop_grace_s: float = 10.0
     retention_interval_s: float = 30.0
+    writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS
+    max_held_bytes: int = DEFAULT_MAX_HELD_BYTES
+    max_held_ms: int = DEFAULT_MAX_HELD_MS
 
     def __post_init__(self) -> None:
         for name in ("port", "metrics_port"):
@@ -38,3 +48,6 @@ class StandaloneConfig:
                 raise ValueError(f"{name} must be in [0, 65535], got {value}")
         if self.stop_grace_s < 0 or self.retention_interval_s <= 0:
             raise ValueError("stop_grace_s must be >= 0 and retention_interval_s > 0")
+        for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")

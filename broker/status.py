@@ -30,6 +30,9 @@ from broker.errors import (
     TopicExistsError,
     TopicNameError,
     TopicNotFoundError,
+    TransactionBufferFullError,
+    TransactionExpiredError,
+    TransactionTooLargeError,
     WrongHostError,
 )
 from ledger import status as ledger_status
@@ -61,6 +64,9 @@ STATUS_TABLE: Final[tuple[StatusRow, ...]] = (
     StatusRow(InvalidEventNumberError, _Code.INVALID_ARGUMENT),
     StatusRow(OffsetOutOfRangeError, _Code.OUT_OF_RANGE),
     StatusRow(EventTooLargeError, _Code.RESOURCE_EXHAUSTED),
+    StatusRow(TransactionTooLargeError, _Code.RESOURCE_EXHAUSTED),
+    StatusRow(TransactionBufferFullError, _Code.RESOURCE_EXHAUSTED),
+    StatusRow(TransactionExpiredError, _Code.FAILED_PRECONDITION),
     StatusRow(WrongHostError, _Code.UNAVAILABLE),
     StatusRow(BrokerShuttingDownError, _Code.UNAVAILABLE),
     StatusRow(CorruptDataError, _Code.DATA_LOSS),

@@ -10,8 +10,9 @@ topic record), so a crash in between leaves a topic that deleting again
 finishes.
 
 Segments are loaded (recovered, ``LedgerSegment.load``) on first use, one load
-at a time per segment, and cached. A background task rolls ledgers over by age
-and applies retention to the loaded segments every ``retention_interval_s``.
+at a time per segment, and cached. A background task rolls ledgers over by age,
+applies retention and forgets idle writers of the loaded segments every
+``retention_interval_s``.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from broker.names import (
 from broker.segment import LedgerSegment
 from broker.segment_reads import peek_end_offset
 from broker.segment_records import SegmentRecord, TopicRecord, TopicSegment
+from broker.writers import DEFAULT_WRITER_EXPIRY_MS
 from ledger.api import MetadataStore
 from ledger.client import LedgerClient
 from ledger.errors import (
@@ -74,21 +76,27 @@ class TopicManager:
         ledgers: the ledger service.
         store: where topic and segment records live.
         defaults: the configuration of fields a topic's creator leaves unset.
-        retention_interval_s: how often the background task applies retention
-            and age rollover.
+        retention_interval_s: how often the background task applies retention,
+            age rollover and writer expiry.
         clock: seconds since the epoch (injectable for tests).
+        writer_expiry_ms: a segment forgets writers (their last event number)
+            idle longer than this; default 7 days.
     """
 
     def __init__(
         self, ledgers: LedgerClient, store: MetadataStore, *,
         defaults: TopicConfig | None = None, retention_interval_s: float = 60.0,
         clock: Callable[[], float] = time.time,
+        writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
     ) -> None:
+        if writer_expiry_ms <= 0:
+            raise ValueError(f"writer_expiry_ms must be positive, got {writer_expiry_ms}")
         self._ledgers = ledgers
         self._store = store
         self._defaults = defaults or TopicConfig()
         self._interval_s = retention_interval_s
         self._clock = clock
+        self._writer_expiry_ms = writer_expiry_ms
         self._segments: dict[str, LedgerSegment] = {}
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
@@ -286,7 +294,7 @@ class TopicManager:
             segment = await LedgerSegment.load(
                 self._ledgers, self._store, topic=topic, number=number,
                 key_low=entry.key_low, key_high=entry.key_high, config=record.config,
-                clock=self._clock,
+                clock=self._clock, writer_expiry_ms=self._writer_expiry_ms,
             )
             self._segments[name] = segment
             return segment
@@ -294,7 +302,10 @@ class TopicManager:
     # --------------------------------------------------------- maintenance
 
     async def run_maintenance(self) -> None:
-        """One round of background work on every loaded segment: rollover by age, retention."""
+        """One round of background work on every loaded segment.
+
+        Forgets idle writers, rolls ledgers over by age, applies retention.
+        """
         now_ms = self._now_ms()
         for segment in list(self._segments.values()):
             if not segment.usable:

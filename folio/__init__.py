@@ -8,9 +8,11 @@ Concepts (see ``docs``/DESIGN for the full story):
   :class:`Serializer`), an optional **routing key**, optional headers and a
   timestamp. Events with the same routing key land in the same segment and are
   read back in the order they were written.
-- A :class:`Client` holds one background IO thread and one gRPC channel; its
-  writers and readers share them (each writer's segment is a *flow* on one
-  multiplexed Append stream, PDP-36).
+- A :class:`Client` holds one background IO thread and a small pool of gRPC
+  channels (``max_connections_per_endpoint``, default 2); its writers and
+  readers share them (each writer's segment is a *flow* on the least busy
+  channel's multiplexed Append stream, PDP-36; ``Client.pool_stats`` shows
+  the pool as :class:`PoolStats`).
 - An :class:`EventWriter` batches events per segment into **blocks** (the unit
   that travels and is stored), retries across reconnects without duplicates,
   and gives each event a cheap :class:`WriteFuture`.
@@ -32,6 +34,7 @@ The SDK speaks only the public gRPC protocol (stubs in ``folio.api``); it never
 imports the server packages.
 """
 
+from folio._pool import ConnectionStats, PoolStats
 from folio._write_future import WriteFuture
 from folio.client import Client
 from folio.errors import (
@@ -43,6 +46,7 @@ from folio.errors import (
     InvalidArgumentError,
     InvalidBlockError,
     InvalidEventNumberError,
+    MaxTransactionSizeExceededError,
     NoSuchSegmentError,
     NotFoundError,
     OffsetOutOfRangeError,
@@ -52,6 +56,8 @@ from folio.errors import (
     TopicExistsError,
     TopicNameError,
     TopicNotFoundError,
+    TxnFailedError,
+    TxnStateError,
     WriterClosedError,
     WrongHostError,
 )
@@ -66,12 +72,18 @@ from folio.models import (
 )
 from folio.reader import EventReader
 from folio.serializers import BytesSerializer, JsonSerializer, Serializer, StringSerializer
+from folio.txn import (
+    SingleRoutingKeyTransaction,
+    SingleRoutingKeyTransactionWriter,
+    TransactionResult,
+)
 from folio.writer import EventWriter
 
 __all__ = [
     "AlreadyExistsError",
     "BytesSerializer",
     "Client",
+    "ConnectionStats",
     "DeliveryTimeoutError",
     "Event",
     "EventReader",
@@ -83,15 +95,19 @@ __all__ = [
     "InvalidBlockError",
     "InvalidEventNumberError",
     "JsonSerializer",
+    "MaxTransactionSizeExceededError",
     "NoSuchSegmentError",
     "NotFoundError",
     "OffsetOutOfRangeError",
+    "PoolStats",
     "ResourceExhaustedError",
     "SegmentInfo",
     "SegmentLedger",
     "SegmentRange",
     "SegmentSealedError",
     "Serializer",
+    "SingleRoutingKeyTransaction",
+    "SingleRoutingKeyTransactionWriter",
     "StringSerializer",
     "TimeoutError",
     "TopicConfig",
@@ -99,6 +115,9 @@ __all__ = [
     "TopicInfo",
     "TopicNameError",
     "TopicNotFoundError",
+    "TransactionResult",
+    "TxnFailedError",
+    "TxnStateError",
     "WriteFuture",
     "WriteResult",
     "WriterClosedError",

@@ -10,6 +10,10 @@ with backoff (50 ms doubling to 2 s) and tells every flow ``on_stream_ready``,
 upon which each flow sets itself up again and resends what was not
 acknowledged. A ticker calls every flow's ``on_tick`` ten times a second so
 flows can give up on blocks past their delivery deadline.
+
+Flow ids are unique per stream (a connection of the client's pool, see
+``folio._pool``): they count up from 1, wrap below 2**32 and skip ids still in
+use. Sequences are the low 32 bits, masked whole, and wrap to 0.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from folio.errors import FolioError, FolioUnavailableError
 if TYPE_CHECKING:
     from folio.api.v1.append_pb2_grpc import AppendAsyncStub
 
-__all__ = ["BACKOFF_MAX_S", "BACKOFF_MIN_S", "AppendFlow", "AppendStream", "Backoff"]
+__all__ = ["BACKOFF_MAX_S", "BACKOFF_MIN_S", "AppendFlow", "AppendStream", "Backoff",
+           "FlowSource"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,8 @@ BACKOFF_MAX_S: Final = 2.0
 TICK_S: Final = 0.1
 
 _SEQUENCE_MASK: Final = (1 << 32) - 1
+#: The largest flow id: request ids are ``flow_id << 32 | sequence`` in 64 bits.
+_MAX_FLOW_ID: Final = (1 << 32) - 1
 
 
 class Backoff:
@@ -79,6 +86,13 @@ class AppendFlow(Protocol):
         """Periodic: ``now`` is ``time.monotonic()``."""
 
 
+class FlowSource(Protocol):
+    """Where a flow gets its stream: one ``AppendStream``, or the client's pool of them."""
+
+    def open_flow(self, flow: AppendFlow) -> tuple[AppendStream, int]:
+        """Registers ``flow`` on a stream (IO thread); returns the stream and the flow id."""
+
+
 class AppendStream:
     """The shared Append stream of one connection. IO thread only."""
 
@@ -93,15 +107,30 @@ class AppendStream:
         self._ticker: asyncio.Task[None] | None = None
         self._closed = False
         self.connected = False
+        #: How many times the stream broke (and was opened again) so far.
+        self.restarts = 0
 
     # -- flows --------------------------------------------------------------
+
+    @property
+    def flow_count(self) -> int:
+        """How many flows are registered."""
+        return len(self._flows)
+
+    def open_flow(self, flow: AppendFlow) -> tuple[AppendStream, int]:
+        """``register`` as a ``FlowSource``: this stream and the new flow id."""
+        return self, self.register(flow)
 
     def register(self, flow: AppendFlow) -> int:
         """Adds a flow; returns its flow id. The flow hears ``on_stream_ready`` when open."""
         if self._closed:
             raise FolioUnavailableError("the client's append stream is closed")
+        if len(self._flows) >= _MAX_FLOW_ID:
+            raise FolioUnavailableError("no free flow id on this append stream")
         flow_id = self._next_flow_id
-        self._next_flow_id = (flow_id % _SEQUENCE_MASK) + 1
+        while flow_id in self._flows:  # after a wrap, ids still in use are skipped
+            flow_id = flow_id % _MAX_FLOW_ID + 1
+        self._next_flow_id = flow_id % _MAX_FLOW_ID + 1
         self._flows[flow_id] = flow
         self._sequences[flow_id] = 0
         if self._task is None:
@@ -125,7 +154,10 @@ class AppendStream:
         """
         if not self.connected or self._queue is None:
             return None
-        sequence = (self._sequences.get(flow_id, 0) + 1) & _SEQUENCE_MASK
+        previous = self._sequences.get(flow_id)
+        if previous is None:
+            return None  # not (or no longer) registered
+        sequence = (previous + 1) & _SEQUENCE_MASK
         self._sequences[flow_id] = sequence
         command.request_id = flow_id << 32 | sequence
         self._queue.put_nowait(command)
@@ -169,6 +201,7 @@ class AppendStream:
             call.cancel()
             if self._closed:
                 return
+            self.restarts += 1
             for flow in list(self._flows.values()):
                 flow.on_stream_lost(error)
             await asyncio.sleep(backoff.next_delay())

@@ -7,9 +7,9 @@ work to it with :meth:`IoThread.run` (a coroutine, waited for) or
 per response, never per event. An ``asyncio`` API can later await the same
 coroutines directly.
 
-A :class:`Connection` is one channel with its stubs and its one shared Append
-stream; today a client has one, and a bounded pool of them (PDP-36) slots in
-where the client picks the connection for a new writer or reader.
+A :class:`Connection` is one channel (one TCP connection) with its stubs and
+its one shared Append stream; a client holds a bounded pool of them
+(``folio._pool``, PDP-36) and gives each new flow the least busy one.
 """
 
 from __future__ import annotations
@@ -35,9 +35,18 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 #: Messages up to 16 MiB both ways (blocks are at most 4 MiB; reads ~1 MiB).
+#: Each channel keeps its own subchannels (its own TCP connection): gRPC would
+#: otherwise share one connection between channels with the same target and
+#: options, and a pool of N channels would be one connection. Redialling backs
+#: off like the SDK's own retries (at most 2 s, not gRPC's default 120 s), so a
+#: restarted broker is found again soon.
 CHANNEL_OPTIONS: Final = (
     ("grpc.max_send_message_length", 16 * 1024 * 1024),
     ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+    ("grpc.use_local_subchannel_pool", 1),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
 )
 
 
@@ -126,16 +135,36 @@ class IoThread:
 class Connection:
     """One ``grpc.aio`` channel to a broker, its stubs and its shared Append stream.
 
-    Made and used on the IO thread only.
+    Its *flows* are the append flows registered on its Append stream plus the
+    Read streams running on it (``read_flows``). Made and used on the IO
+    thread only.
     """
 
-    def __init__(self, endpoint: str) -> None:
-        """Opens the channel (lazily connecting, as gRPC does)."""
+    def __init__(self, endpoint: str, index: int = 0) -> None:
+        """Opens the channel (lazily connecting, as gRPC does).
+
+        Args:
+            endpoint: ``"host:port"``.
+            index: its place in the client's pool.
+        """
         self.endpoint = endpoint
+        self.index = index
         self.channel = aio.insecure_channel(endpoint, options=list(CHANNEL_OPTIONS))
         self.admin = admin_pb2_grpc.AdminStub(self.channel)
         self.read = read_pb2_grpc.ReadStub(self.channel)
         self.append_stream = AppendStream(append_pb2_grpc.AppendStub(self.channel))
+        #: Read streams running on this channel.
+        self.read_flows = 0
+
+    @property
+    def flows(self) -> int:
+        """Append flows plus Read streams on this channel: how busy it is."""
+        return self.append_stream.flow_count + self.read_flows
+
+    @property
+    def state(self) -> str:
+        """The channel's gRPC connectivity: idle, connecting, ready, transient_failure, shutdown."""
+        return self.channel.get_state(try_to_connect=False).name.lower()
 
     async def close(self) -> None:
         """Ends the Append stream and closes the channel."""

@@ -7,9 +7,12 @@ passes (a timer on the IO thread), when a keyless event meets a keyed batch or
 the other way round (a block's key column is all or nothing), or on flush.
 The block goes to the IO thread with one ``call_soon`` per block. At most
 ``max_in_flight`` blocks are unacknowledged; a caller whose batch is full then
-waits on ``_cond`` (backpressure).
+waits on ``_cond`` (backpressure; made when someone waits and dropped when
+the last waiter leaves, so an idle writer's segments cost little).
 
-**IO side** (IO thread only): the segment's *flow* on the shared Append stream.
+**IO side** (IO thread only): the segment's *flow* on an Append stream shared
+with other flows, registered with the first block on the stream the client's
+connection pool picks (the least busy channel, ``folio._pool``).
 ``SetupAppend`` answers the last event number the segment recorded for this
 writer; blocks are numbered from there, sent in order, and kept in
 ``_unacked`` until ``DataAppended``. When the stream breaks, or the broker
@@ -29,14 +32,13 @@ import contextlib
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Final
 
 import grpc
 
-from folio._append_stream import AppendStream, Backoff
+from folio._append_stream import Backoff
 from folio._status import error_from_status
 from folio._write_future import BlockOutcome, WriteFuture
 from folio.api.v1 import append_pb2
@@ -52,6 +54,7 @@ from folio.errors import (
 )
 
 if TYPE_CHECKING:
+    from folio._append_stream import AppendStream, FlowSource
     from folio._io import IoThread
 
 __all__ = ["EVENT_OVERHEAD_BYTES", "MAX_BLOCK_BYTES", "SegmentWriter"]
@@ -115,7 +118,13 @@ class _Block:
 class SegmentWriter:
     """Batches and sends one writer's events to one segment (see the module docstring)."""
 
-    def __init__(self, segment: str, *, writer_id: str, io: IoThread, stream: AppendStream,
+    __slots__ = ("_backoff", "_batch", "_batch_size_bytes", "_closed", "_cond", "_dead",
+                 "_delivery_timeout_s", "_flow_id", "_in_flight", "_io", "_last_error",
+                 "_linger_s", "_lock", "_max_in_flight", "_next_event_number", "_on_error",
+                 "_pending", "_source", "_state", "_stream", "_unacked", "_waiters",
+                 "_writer_id", "segment")
+
+    def __init__(self, segment: str, *, writer_id: str, io: IoThread, stream: FlowSource,
                  batch_size_bytes: int, linger_s: float, max_in_flight: int,
                  delivery_timeout_s: float,
                  on_error: Callable[[BaseException], None]) -> None:
@@ -123,7 +132,8 @@ class SegmentWriter:
         segment: the segment's name.
         writer_id: the writer's identity on the broker.
         io: the client's IO thread.
-        stream: the connection's Append stream (used on the IO thread only).
+        stream: where the flow registers (the client's connection pool, or
+            one ``AppendStream``; used on the IO thread only).
         batch_size_bytes: cut a block once a batch holds this many bytes.
         linger_s: cut a block this long after its first event at the latest.
         max_in_flight: most unacknowledged blocks before ``append`` waits.
@@ -133,7 +143,8 @@ class SegmentWriter:
         self.segment = segment
         self._writer_id = writer_id
         self._io = io
-        self._stream = stream
+        self._source = stream
+        self._stream: AppendStream | None = None  # once registered
         self._batch_size_bytes = batch_size_bytes
         self._linger_s = linger_s
         self._max_in_flight = max_in_flight
@@ -141,18 +152,20 @@ class SegmentWriter:
         self._on_error = on_error
         # Caller side, under _lock.
         self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
+        self._cond: threading.Condition | None = None  # while someone waits
+        self._waiters = 0
         self._batch: _Batch | None = None
         self._in_flight = 0
         self._closed = False
         # IO side, IO thread only.
         self._state = _FlowState.NEW
         self._flow_id = 0
-        self._unacked: deque[_Block] = deque()
-        self._pending: dict[int, _Block | None] = {}
+        self._unacked: list[_Block] = []  # at most max_in_flight
+        #: Sequence -> the command's block (None: the setup); None when empty.
+        self._pending: dict[int, _Block | None] | None = None
         self._next_event_number = 0
         self._dead: FolioError | None = None
-        self._backoff = Backoff()
+        self._backoff: Backoff | None = None  # made by the first retry
         self._last_error: FolioError | None = None
 
     # == caller side =========================================================
@@ -189,7 +202,7 @@ class SegmentWriter:
                 else:
                     if self._closed:
                         raise WriterClosedError("the writer is closed")
-                    self._cond.wait(1.0)
+                    self._wait_on_locked(1.0)
                 batch = self._batch
             if self._closed:
                 raise WriterClosedError("the writer is closed")
@@ -241,20 +254,37 @@ class SegmentWriter:
         with self._lock:
             self._closed = True
             batch, self._batch = self._batch, None
-            self._cond.notify_all()
+            self._notify_locked()
         if batch is not None:
             batch.outcome.set_error(WriterClosedError("the writer was closed before the "
                                                       "event was sent"))
         self._io.call_soon(self._release)
 
+    def _wait_on_locked(self, timeout: float) -> None:
+        """Waits on ``_cond`` (made if need be) up to ``timeout``; holds ``_lock``."""
+        cond = self._cond
+        if cond is None:
+            cond = self._cond = threading.Condition(self._lock)
+        self._waiters += 1
+        try:
+            cond.wait(timeout)
+        finally:
+            self._waiters -= 1
+            if not self._waiters:
+                self._cond = None
+
+    def _notify_locked(self) -> None:
+        if self._cond is not None:
+            self._cond.notify_all()
+
     def _wait_locked(self, deadline: float | None) -> bool:
         if deadline is None:
-            self._cond.wait(1.0)
+            self._wait_on_locked(1.0)
             return True
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
-        self._cond.wait(min(remaining, 1.0))
+        self._wait_on_locked(min(remaining, 1.0))
         return True
 
     def _cut_locked(self) -> None:
@@ -303,7 +333,7 @@ class SegmentWriter:
                 self._complete(block, error=WriterClosedError("the writer is closed"))
                 return
             try:
-                self._flow_id = self._stream.register(self)
+                self._stream, self._flow_id = self._source.open_flow(self)
             except FolioError as error:
                 self._complete(block, error=error)
                 return
@@ -321,34 +351,42 @@ class SegmentWriter:
         command = append_pb2.AppendCommand(append_block=append_pb2.AppendBlock(
             data=block.data, event_count=block.event_count,
             last_event_number=block.last_event_number, end=True))
-        sequence = self._stream.send(self._flow_id, command)
+        stream = self._stream
+        sequence = None if stream is None else stream.send(self._flow_id, command)
         if sequence is None:
             self._state = _FlowState.DISCONNECTED
             return
         block.rejected = None
-        self._pending[sequence] = block
+        self._expect(sequence, block)
 
     def _send_setup(self) -> None:
         command = append_pb2.AppendCommand(setup_append=append_pb2.SetupAppend(
             segment=self.segment, writer_id=self._writer_id))
-        sequence = self._stream.send(self._flow_id, command)
+        stream = self._stream
+        sequence = None if stream is None else stream.send(self._flow_id, command)
         if sequence is None:
             self._state = _FlowState.DISCONNECTED
             return
         self._state = _FlowState.SETTING_UP
-        self._pending[sequence] = None
+        self._expect(sequence, None)
+
+    def _expect(self, sequence: int, block: _Block | None) -> None:
+        pending = self._pending
+        if pending is None:
+            pending = self._pending = {}
+        pending[sequence] = block
 
     def on_stream_ready(self) -> None:
         """The stream (re)opened: set the flow up again."""
         if self._flow_id == 0 or self._dead is not None:
             return
-        self._pending.clear()
+        self._pending = None
         self._send_setup()
 
     def on_stream_lost(self, error: FolioError) -> None:
         """The stream broke: every sent command is in doubt until the next setup."""
         self._state = _FlowState.DISCONNECTED
-        self._pending.clear()
+        self._pending = None
         self._last_error = error
 
     def on_tick(self, now: float) -> None:
@@ -368,16 +406,20 @@ class SegmentWriter:
     def on_reply(self, reply: append_pb2.AppendReply) -> None:
         """Routes a reply to the command it answers (replies come in command order)."""
         sequence = reply.request_id & 0xFFFFFFFF
-        if sequence not in self._pending:
+        pending = self._pending
+        if pending is None or sequence not in pending:
             return  # answers a command sent on a stream generation since replaced
-        block = self._pending.pop(sequence)
+        block = pending.pop(sequence)
+        if not pending:
+            self._pending = None  # an idle flow keeps no table
         kind = reply.WhichOneof("reply")
         if kind == "append_setup":
             self._on_setup(reply.append_setup.last_event_number)
         elif kind == "data_appended":
             if block is not None:
                 appended = reply.data_appended
-                self._backoff.reset()
+                if self._backoff is not None:
+                    self._backoff.reset()
                 self._last_error = None
                 self._remove(block)
                 self._complete(block, offset=-1 if appended.duplicate else appended.offset)
@@ -445,6 +487,8 @@ class SegmentWriter:
                 block.rejected = error
             if self._state in (_FlowState.READY, _FlowState.SETTING_UP):
                 self._state = _FlowState.RESETTING
+                if self._backoff is None:
+                    self._backoff = Backoff()
                 delay = self._backoff.next_delay()
                 log.info("append to %s failed (%s); setting up again in %.2f s",
                          self.segment, error, delay)
@@ -460,7 +504,7 @@ class SegmentWriter:
 
     def _remove(self, block: _Block) -> None:
         if self._unacked and self._unacked[0] is block:
-            self._unacked.popleft()
+            del self._unacked[0]
         else:
             with contextlib.suppress(ValueError):
                 self._unacked.remove(block)
@@ -480,15 +524,16 @@ class SegmentWriter:
             batch = self._batch
             if batch is not None and (batch.lingered or batch.size >= self._batch_size_bytes):
                 self._cut_locked()
-            self._cond.notify_all()
+            self._notify_locked()
 
     def _release(self) -> None:
-        if self._flow_id:
+        if self._flow_id and self._stream is not None:
             self._stream.unregister(self._flow_id)
+        self._stream = None
         closed = WriterClosedError("the writer was closed before the event was acknowledged")
         for block in list(self._unacked):
             self._complete(block, error=closed)
         self._unacked.clear()
-        self._pending.clear()
+        self._pending = None
         self._state = _FlowState.NEW
         self._flow_id = 0

@@ -54,6 +54,10 @@ NAME_ALIASES: Final[dict[str, type[e.FolioError]]] = {
     "StorageError": e.FolioUnavailableError,
     "LedgerRecoveryError": e.FolioUnavailableError,
     "EntryTooLargeError": e.EventTooLargeError,
+    "TransactionTooLargeError": e.MaxTransactionSizeExceededError,
+    "TransactionExpiredError": e.TxnFailedError,
+    # The broker holds all the uncommitted transaction bytes it may: later may work.
+    "TransactionBufferFullError": e.FolioUnavailableError,
 }
 
 #: The class of a status whose ``folio-error`` is missing or unknown.

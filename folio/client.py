@@ -1,31 +1,36 @@
 """The client: one per application; admin calls, and the factory of writers and readers.
 
-A :class:`Client` owns one IO thread (``folio._io``) and, for now, one
-connection to one broker: every admin call, every writer's flows and every
-reader's streams share its channel. The bounded channel pool of PDP-36 will
-replace ``_connection_for`` (which picks the connection for a new writer or
-reader) without changing this API. Each public method is a thin blocking
+A :class:`Client` owns one IO thread (``folio._io``) and a bounded pool of
+connections to its broker (``folio._pool``, PDP-36): at most
+``max_connections_per_endpoint`` channels, each with one shared Append stream;
+every writer's segment flow and every reader's segment stream goes to the
+least busy channel, and admin calls use the first. ``pool_stats`` shows the
+pool. Each public method is a thin blocking
 wrapper over a coroutine run on the IO thread, so an ``asyncio`` client can
 await the same coroutines.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
+import time
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Final, Literal, TypeVar, overload
+from typing import Any, Final, Literal, TypeVar, cast, overload
 
 import grpc
 from google.protobuf.message import Message
 from grpc import aio
 
+from folio._append_stream import Backoff
 from folio._io import Connection, IoThread
+from folio._pool import DEFAULT_MAX_CONNECTIONS, ConnectionPool, PoolStats
 from folio._status import error_from_rpc
 from folio.api.v1 import admin_pb2
-from folio.errors import FolioError, InvalidArgumentError
+from folio.errors import FolioError, FolioUnavailableError, InvalidArgumentError
 from folio.models import (
     TOPIC_CONFIG_FIELDS,
     SegmentInfo,
@@ -37,6 +42,7 @@ from folio.models import (
 )
 from folio.reader import EventReader
 from folio.serializers import BytesSerializer, Serializer
+from folio.txn import SingleRoutingKeyTransactionWriter
 from folio.writer import EventWriter
 
 __all__ = ["DEFAULT_ENDPOINT", "ENDPOINT_ENV", "Client"]
@@ -54,6 +60,8 @@ ENDPOINT_ENV: Final = "FOLIO_ENDPOINT"
 
 #: Extra seconds the blocking side waits beyond an admin call's own deadline.
 _WAIT_MARGIN_S: Final = 5.0
+#: Retries of a read-only admin call whose connection dropped (UNAVAILABLE).
+_ADMIN_RETRIES: Final = 3
 
 #: Where a reader starts: "earliest", "latest", or segment name -> offset.
 Start = Literal["earliest", "latest"] | str | Mapping[str, int]
@@ -69,33 +77,65 @@ class Client:
     ``TimeoutError`` after ``timeout_s``.
     """
 
-    def __init__(self, endpoint: str | None = None, *, timeout_s: float = 30.0) -> None:
-        """Starts the IO thread and opens the channel (connecting lazily).
+    def __init__(self, endpoint: str | None = None, *, timeout_s: float = 30.0,
+                 max_connections_per_endpoint: int = DEFAULT_MAX_CONNECTIONS) -> None:
+        """Starts the IO thread and opens the first channel (connecting lazily).
 
         Args:
             endpoint: ``"host:port"``; None for ``$FOLIO_ENDPOINT``, else
                 ``localhost:7070``.
             timeout_s: deadline of each admin call, in seconds.
+            max_connections_per_endpoint: most channels (TCP connections)
+                to the broker, shared by every writer and reader of this
+                client; more are opened only as flows need them.
         """
         if timeout_s <= 0:
             raise InvalidArgumentError(f"timeout_s must be > 0, not {timeout_s}")
+        if max_connections_per_endpoint < 1:
+            raise InvalidArgumentError(f"max_connections_per_endpoint must be >= 1, "
+                                       f"not {max_connections_per_endpoint}")
         self.endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT
         self.timeout_s = timeout_s
+        self.max_connections_per_endpoint = max_connections_per_endpoint
         self._io = IoThread(f"folio-io-{self.endpoint}")
-        self._connection: Connection = self._io.run(self._open(), timeout=timeout_s)
+        self._pool: ConnectionPool = self._io.run(self._open(), timeout=timeout_s)
+        #: The channel of admin calls (the pool's first).
+        self._connection: Connection = self._pool.admin
         self._lock = threading.Lock()
         self._writers: list[EventWriter[Any]] = []
         self._readers: list[EventReader[Any]] = []
         self._closed = False
 
-    async def _open(self) -> Connection:
-        return Connection(self.endpoint)
+    async def _open(self) -> ConnectionPool:
+        return ConnectionPool(self.endpoint, self.max_connections_per_endpoint)
 
     def _connection_for(self) -> Connection:
-        """The connection a new writer or reader uses (the pool's choice, later)."""
+        """The least busy pooled connection, for a flow registered on it right away.
+
+        Writers and readers take the pool itself instead (``_flow_pool``):
+        each of their segment flows picks its channel when it starts.
+        """
+        pool = self._flow_pool()
+        return self._io.run(pool.pick_async(), timeout=self.timeout_s)
+
+    def _flow_pool(self) -> ConnectionPool:
+        """The pool new flows take their channels from."""
         if self._closed:
             raise FolioError("the client is closed")
-        return self._connection
+        return self._pool
+
+    def pool_stats(self) -> PoolStats:
+        """The connection pool's figures: open channels and the flows on each.
+
+        Callable from any thread, the SDK's IO thread included (e.g. in a
+        write future's callback).
+        """
+        if self._io.in_io_thread:
+            return self._pool.stats()
+        try:
+            return self._io.run(self._pool.stats_async(), timeout=self.timeout_s)
+        except RuntimeError:  # the client is closed, and so is its IO thread
+            return self._pool.stats()
 
     # -- admin ----------------------------------------------------------------
 
@@ -137,11 +177,13 @@ class Client:
             TopicNotFoundError: no such topic.
         """
         request = admin_pb2.GetTopicRequest(name=name)
-        return topic_info_from_proto(self._call(self._connection.admin.GetTopic, request))
+        return topic_info_from_proto(self._call(self._connection.admin.GetTopic, request,
+                                                retry=True))
 
     def list_topics(self) -> list[TopicInfo]:
         """Every topic, by name (system topics left out)."""
-        response = self._call(self._connection.admin.ListTopics, admin_pb2.ListTopicsRequest())
+        response = self._call(self._connection.admin.ListTopics, admin_pb2.ListTopicsRequest(),
+                              retry=True)
         return [topic_info_from_proto(topic) for topic in response.topics]
 
     def delete_topic(self, name: str) -> None:
@@ -183,7 +225,7 @@ class Client:
             TopicNotFoundError: no such topic.
         """
         response = self._call(self._connection.admin.GetSegments,
-                              admin_pb2.GetSegmentsRequest(topic=topic))
+                              admin_pb2.GetSegmentsRequest(topic=topic), retry=True)
         return [segment_range_from_proto(segment) for segment in response.segments]
 
     def get_segment_info(self, segment: str) -> SegmentInfo:
@@ -195,7 +237,7 @@ class Client:
         """
         request = admin_pb2.GetSegmentInfoRequest(segment=segment)
         return segment_info_from_proto(self._call(self._connection.admin.GetSegmentInfo,
-                                                  request))
+                                                  request, retry=True))
 
     def truncate_segment(self, segment: str, offset: int) -> SegmentInfo:
         """Deletes the segment's events before ``offset`` (whole ledgers only).
@@ -211,14 +253,35 @@ class Client:
         return segment_info_from_proto(self._call(self._connection.admin.TruncateSegment,
                                                   request))
 
-    def _call(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req) -> Resp:
-        return self._io.run(self._unary(method, request), timeout=self.timeout_s + _WAIT_MARGIN_S)
+    def _call(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
+              retry: bool = False) -> Resp:
+        return self._io.run(self._unary(method, request, retry=retry),
+                            timeout=self.timeout_s + _WAIT_MARGIN_S)
 
-    async def _unary(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req) -> Resp:
-        try:
-            return await method(request, timeout=self.timeout_s)
-        except grpc.RpcError as error:
-            raise error_from_rpc(error) from None
+    async def _unary(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
+                     retry: bool = False) -> Resp:
+        """One admin call; with ``retry`` (read-only calls), UNAVAILABLE is tried again.
+
+        A pooled channel whose connection drops fails the calls in flight on
+        it, and the next call dials a new connection: a read is repeated
+        safely, a few times with backoff (~0.35 s in all, so a broker that
+        is not there at all is still reported at once), within ``timeout_s``.
+        """
+        deadline = time.monotonic() + self.timeout_s
+        backoff = Backoff()
+        retries = _ADMIN_RETRIES if retry else 0
+        while True:
+            try:
+                return await method(request, timeout=max(0.001, deadline - time.monotonic()))
+            except grpc.RpcError as rpc_error:
+                error = error_from_rpc(rpc_error)
+            delay = backoff.next_delay()
+            if retries <= 0 or not isinstance(error, FolioUnavailableError) or \
+                    time.monotonic() + delay >= deadline:
+                raise error
+            retries -= 1
+            log.info("admin call failed (%s); trying again in %.2f s", error, delay)
+            await asyncio.sleep(delay)
 
     # -- writers and readers ----------------------------------------------------
 
@@ -256,15 +319,55 @@ class Client:
             InvalidArgumentError: a bad option value.
         """
         info = self.get_topic(topic)
-        connection = self._connection_for()
+        pool = self._flow_pool()
         made: EventWriter[Any] = EventWriter(
             info, serializer if serializer is not None else BytesSerializer(), io=self._io,
-            stream=connection.append_stream, linger_ms=linger_ms,
+            stream=pool, linger_ms=linger_ms,
             batch_size_bytes=batch_size_bytes, max_in_flight=max_in_flight,
             delivery_timeout_ms=delivery_timeout_ms, writer_id=writer_id,
             on_close=self._forget_writer)
         with self._lock:
             self._writers.append(made)
+        return made
+
+    @overload
+    def single_routing_key_txn_writer(
+        self, topic: str, routing_key: str, *, txn_timeout_ms: int = ...,
+        writer_id: str | None = ...) -> SingleRoutingKeyTransactionWriter[bytes]: ...
+
+    @overload
+    def single_routing_key_txn_writer(
+        self, topic: str, routing_key: str, serializer: Serializer[T], *,
+        txn_timeout_ms: int = ..., writer_id: str | None = ...,
+    ) -> SingleRoutingKeyTransactionWriter[T]: ...
+
+    def single_routing_key_txn_writer(
+        self, topic: str, routing_key: str, serializer: Serializer[Any] | None = None, *,
+        txn_timeout_ms: int = 60_000, writer_id: str | None = None,
+    ) -> SingleRoutingKeyTransactionWriter[Any]:
+        """A writer of single-routing-key transactions (PDP-44) to ``topic``; see ``folio.txn``.
+
+        Args:
+            topic: the topic.
+            routing_key: the key of every event of its transactions.
+            serializer: turns events into payloads (``BytesSerializer`` by default).
+            txn_timeout_ms: a transaction not committed this long after
+                ``begin`` is aborted and its buffer released.
+            writer_id: the writer's identity for de-duplication (default a
+                new UUID). Reuse one only for the same logical writer.
+
+        Raises:
+            TopicNotFoundError: no such topic.
+            InvalidArgumentError: a bad option value.
+        """
+        info = self.get_topic(topic)
+        made: SingleRoutingKeyTransactionWriter[Any] = SingleRoutingKeyTransactionWriter(
+            info, routing_key, serializer if serializer is not None else BytesSerializer(),
+            io=self._io, source=self._flow_pool(), txn_timeout_ms=txn_timeout_ms,
+            writer_id=writer_id, on_close=lambda w: self._forget_writer(cast(Any, w)))
+        with self._lock:
+            # close() closes it with the event writers (same close(timeout) shape).
+            self._writers.append(cast(Any, made))
         return made
 
     @overload
@@ -313,10 +416,10 @@ class Client:
             raise InvalidArgumentError(
                 f"start must be 'earliest', 'latest' or a mapping of segment to offset, "
                 f"not {start!r}")
-        connection = self._connection_for()
+        pool = self._flow_pool()
         made: EventReader[Any] = EventReader(
             topic, positions, serializer if serializer is not None else BytesSerializer(),
-            io=self._io, stub=connection.read, on_close=self._forget_reader)
+            io=self._io, channels=pool, on_close=self._forget_reader)
         with self._lock:
             self._readers.append(made)
         return made
@@ -334,7 +437,7 @@ class Client:
     # -- lifecycle --------------------------------------------------------------
 
     def close(self) -> None:
-        """Closes the writers (flushing, within ``timeout_s``) and readers, then the channel.
+        """Closes the writers (flushing, within ``timeout_s``) and readers, then the channels.
 
         Idempotent. Flush failures of writers are logged, not raised: each
         event's future holds its outcome.
@@ -352,9 +455,9 @@ class Client:
             reader.close()
         self._closed = True
         try:
-            self._io.run(self._connection.close(), timeout=self.timeout_s)
+            self._io.run(self._pool.close(), timeout=self.timeout_s)
         except (FolioError, RuntimeError) as error:
-            log.warning("closing the channel to %s: %s", self.endpoint, error)
+            log.warning("closing the channels to %s: %s", self.endpoint, error)
         finally:
             self._io.close()
 

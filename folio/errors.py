@@ -22,6 +22,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidBlockError",
     "InvalidEventNumberError",
+    "MaxTransactionSizeExceededError",
     "NoSuchSegmentError",
     "NotFoundError",
     "OffsetOutOfRangeError",
@@ -31,6 +32,8 @@ __all__ = [
     "TopicExistsError",
     "TopicNameError",
     "TopicNotFoundError",
+    "TxnFailedError",
+    "TxnStateError",
     "WriterClosedError",
     "WrongHostError",
 ]
@@ -237,3 +240,38 @@ class DeliveryTimeoutError(TimeoutError):
 
 class WriterClosedError(FolioError):
     """The writer (or the client that made it) is closed."""
+
+
+class MaxTransactionSizeExceededError(ResourceExhaustedError):
+    """An event that would take a single-routing-key transaction past its size limit (16 MiB).
+
+    Raised by ``write_event``; the event was not added and the transaction
+    is still usable (commit what it holds, or abort it).
+    """
+
+    @property
+    def size(self) -> int | None:
+        """The size the transaction would have had with the event, in bytes."""
+        return self._int("size")
+
+    @property
+    def limit(self) -> int | None:
+        """The limit, in bytes."""
+        return self._int("limit")
+
+
+class TxnFailedError(FolioError):
+    """A transaction that was not, and will not be, committed: nothing of it was written.
+
+    It timed out before ``commit`` (and was aborted), or the broker refused
+    it for good (its ``__cause__`` is the broker's error: a sealed segment,
+    a transaction too large for the broker, ...).
+    """
+
+
+class TxnStateError(FolioError):
+    """A transaction call its state does not allow.
+
+    ``begin`` while the writer's previous transaction is still open, or
+    ``write_event``/``commit`` after ``commit`` or ``abort``.
+    """

@@ -1,6 +1,8 @@
 """The event reader: one Read stream per segment, decoded on the caller's thread.
 
-On the IO thread, one task per segment runs a ``Read`` server stream and puts
+On the IO thread, one task per segment runs a ``Read`` server stream (on a
+channel of the client's connection pool, where it counts as a flow while it
+runs) and puts
 each response — many blocks, not one event — on the reader's queue, holding
 at most ``_BUFFERED_RESPONSES`` of them per segment (the caller's consumption
 gives credit back, so a slow reader slows the streams instead of filling
@@ -35,6 +37,7 @@ from folio.serializers import BytesSerializer, Serializer
 
 if TYPE_CHECKING:
     from folio._io import IoThread
+    from folio._pool import ReadChannels
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_WAIT_MS", "EventReader"]
@@ -66,11 +69,19 @@ class EventReader(Generic[T]):
     """
 
     def __init__(self, topic: str, positions: Mapping[str, int], serializer: Serializer[T], *,
-                 io: IoThread, stub: ReadAsyncStub, max_bytes: int = DEFAULT_MAX_BYTES,
+                 io: IoThread, channels: ReadChannels | None = None,
+                 stub: ReadAsyncStub | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
                  max_wait_ms: int = DEFAULT_MAX_WAIT_MS, on_close: object = None) -> None:
-        """Made by ``Client.reader``; ``positions`` maps each segment to read to its offset."""
+        """Made by ``Client.reader``; ``positions`` maps each segment to read to its offset.
+
+        Each segment's stream takes a channel from ``channels`` (the client's
+        pool) when it starts, or uses ``stub`` if given instead.
+        """
+        if (channels is None) == (stub is None):
+            raise ValueError("give the reader either channels or a stub")
         self.topic = topic
         self._io = io
+        self._channels = channels
         self._stub = stub
         self._max_bytes = max_bytes
         self._max_wait_ms = max_wait_ms
@@ -225,13 +236,28 @@ class EventReader(Generic[T]):
     # -- the IO side --------------------------------------------------------
 
     async def _read_segment(self, segment: str, offset: int) -> None:
+        if self._channels is None:
+            assert self._stub is not None
+            await self._read_segment_on(self._stub, segment, offset)
+            return
+        try:
+            lease = self._channels.lease_read()
+        except FolioError as error:  # the client is closed
+            self._queue.put((segment, None, error))
+            return
+        try:
+            await self._read_segment_on(lease.stub, segment, offset)
+        finally:
+            lease.release()
+
+    async def _read_segment_on(self, stub: ReadAsyncStub, segment: str, offset: int) -> None:
         credit = asyncio.Semaphore(_BUFFERED_RESPONSES)
         self._credits[segment] = credit
         backoff = Backoff()
         next_offset = offset
         unexplained = 0
         while not self._closed:
-            call = self._stub.Read(read_pb2.ReadRequest(
+            call = stub.Read(read_pb2.ReadRequest(
                 segment=segment, offset=next_offset, max_bytes=self._max_bytes,
                 max_wait_ms=self._max_wait_ms))
             try:

@@ -6,6 +6,11 @@ cached per key; keyless events go to one segment at a time, moving on after
 each block, so a whole block goes to one segment), and append to that
 segment's columns (``folio._segment_writer``). Everything that crosses to the
 IO thread crosses per block.
+
+A writer is cheap while idle: a segment's writer (and its flow on one of the
+client's pooled channels) is made the first time an event goes to that
+segment, and writers of the same topic layout share one copy of its segment
+names and key bounds.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import logging
 import threading
 import time
 import uuid
+import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -33,7 +39,7 @@ from folio.routing import routing_point
 from folio.serializers import BytesSerializer, Serializer
 
 if TYPE_CHECKING:
-    from folio._append_stream import AppendStream
+    from folio._append_stream import FlowSource
     from folio._io import IoThread
 
 __all__ = ["EventWriter", "WriteFuture"]
@@ -46,6 +52,31 @@ T = TypeVar("T")
 _ROUTE_CACHE_SIZE: Final = 65536
 
 
+class _Layout:
+    """A topic's open segments, by ``key_low``: names and upper key bounds (shared)."""
+
+    __slots__ = ("__weakref__", "key_highs", "names")
+
+    def __init__(self, names: tuple[str, ...], key_highs: tuple[float, ...]) -> None:
+        self.names = names
+        self.key_highs = key_highs
+
+
+#: One ``_Layout`` per distinct (topic, segments), shared by that topic's writers.
+_LAYOUTS: weakref.WeakValueDictionary[tuple[str, tuple[str, ...], tuple[float, ...]],
+                                      _Layout] = weakref.WeakValueDictionary()
+_LAYOUTS_LOCK: Final = threading.Lock()
+
+
+def _layout(topic: str, names: tuple[str, ...], key_highs: tuple[float, ...]) -> _Layout:
+    key = (topic, names, key_highs)
+    with _LAYOUTS_LOCK:
+        layout = _LAYOUTS.get(key)
+        if layout is None:
+            layout = _LAYOUTS[key] = _Layout(names, key_highs)
+        return layout
+
+
 class EventWriter(Generic[T]):
     """Writes events to one topic; made by ``Client.writer``.
 
@@ -56,7 +87,7 @@ class EventWriter(Generic[T]):
     """
 
     def __init__(self, topic: TopicInfo, serializer: Serializer[T], *, io: IoThread,
-                 stream: AppendStream, linger_ms: float, batch_size_bytes: int,
+                 stream: FlowSource, linger_ms: float, batch_size_bytes: int,
                  max_in_flight: int, delivery_timeout_ms: int, writer_id: str | None,
                  on_close: Callable[[EventWriter[T]], None] | None = None) -> None:
         """Made by ``Client.writer``, which documents the arguments."""
@@ -84,18 +115,19 @@ class EventWriter(Generic[T]):
         self._errors_lock = threading.Lock()
         self._first_error: BaseException | None = None
         self._closed = False
-        self._segments = [
-            SegmentWriter(
-                s.name, writer_id=self.writer_id, io=io, stream=stream,
-                batch_size_bytes=min(batch_size_bytes, MAX_BLOCK_BYTES),
-                linger_s=linger_ms / 1000.0, max_in_flight=max_in_flight,
-                delivery_timeout_s=delivery_timeout_ms / 1000.0, on_error=self._record_error)
-            for s in ranges
-        ]
-        self._key_highs = [s.key_high for s in ranges]
+        self._io = io
+        self._stream = stream
+        self._batch_size_bytes = min(batch_size_bytes, MAX_BLOCK_BYTES)
+        self._linger_s = linger_ms / 1000.0
+        self._max_in_flight = max_in_flight
+        self._delivery_timeout_s = delivery_timeout_ms / 1000.0
+        self._layout = _layout(topic.name, tuple(s.name for s in ranges),
+                               tuple(s.key_high for s in ranges))
+        #: Segment index -> its writer, made with the segment's first event.
+        self._segments: dict[int, SegmentWriter] = {}
         self._routes: dict[str, SegmentWriter] = {}
         self._keyless_index = 0
-        self._keyless = self._segments[0]
+        self._keyless: SegmentWriter | None = None
 
     def write_event(self, event: T, routing_key: str | None = None,
                     headers: Mapping[str, bytes] | None = None) -> WriteFuture:
@@ -130,6 +162,8 @@ class EventWriter(Generic[T]):
         now_ms = time.time_ns() // 1_000_000
         if routing_key is None:
             segment = self._keyless
+            if segment is None:
+                segment = self._keyless = self._segment(self._keyless_index)
             future = segment.append(payload, None, headers, now_ms, size)
             if not segment.has_open_batch:
                 self._next_keyless()
@@ -151,10 +185,11 @@ class EventWriter(Generic[T]):
                 (each failed event's future holds its own error).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        for segment in self._segments:
+        segments = list(self._segments.values())
+        for segment in segments:
             if not segment.cut_now(deadline):
                 raise TimeoutError(f"flush did not finish within {timeout} s")
-        for segment in self._segments:
+        for segment in segments:
             if not segment.wait_idle(deadline):
                 raise TimeoutError(f"flush did not finish within {timeout} s")
         with self._errors_lock:
@@ -177,7 +212,7 @@ class EventWriter(Generic[T]):
             self.flush(timeout)
         finally:
             self._closed = True
-            for segment in self._segments:
+            for segment in list(self._segments.values()):
                 segment.close()
             if self._on_close is not None:
                 self._on_close(self)
@@ -197,17 +232,33 @@ class EventWriter(Generic[T]):
     def __repr__(self) -> str:
         return f"<EventWriter topic={self.topic!r} writer_id={self.writer_id!r}>"
 
+    def _segment(self, index: int) -> SegmentWriter:
+        """The writer of segment ``index``, made on first use (any thread)."""
+        segment = self._segments.get(index)
+        if segment is not None:
+            return segment
+        made = SegmentWriter(
+            self._layout.names[index], writer_id=self.writer_id, io=self._io,
+            stream=self._stream, batch_size_bytes=self._batch_size_bytes,
+            linger_s=self._linger_s, max_in_flight=self._max_in_flight,
+            delivery_timeout_s=self._delivery_timeout_s, on_error=self._record_error)
+        segment = self._segments.setdefault(index, made)  # atomic: one wins a race
+        if self._closed:
+            segment.close()  # closed meanwhile: its append raises WriterClosedError
+        return segment
+
     def _route(self, routing_key: str) -> SegmentWriter:
-        index = bisect_right(self._key_highs, routing_point(routing_key))
-        segment = self._segments[min(index, len(self._segments) - 1)]
+        key_highs = self._layout.key_highs
+        index = bisect_right(key_highs, routing_point(routing_key))
+        segment = self._segment(min(index, len(key_highs) - 1))
         if len(self._routes) >= _ROUTE_CACHE_SIZE:
             self._routes.clear()
         self._routes[routing_key] = segment
         return segment
 
     def _next_keyless(self) -> None:
-        self._keyless_index = (self._keyless_index + 1) % len(self._segments)
-        self._keyless = self._segments[self._keyless_index]
+        self._keyless_index = (self._keyless_index + 1) % len(self._layout.names)
+        self._keyless = None  # made (or found) by the next keyless event
 
     def _record_error(self, error: BaseException) -> None:
         with self._errors_lock:

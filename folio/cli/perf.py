@@ -31,6 +31,7 @@ from folio.cli._common import (
 )
 from folio.cli._perf_consume import ConsumeConfig, run_consume
 from folio.cli._perf_produce import (
+    DEFAULT_TXN_IN_FLIGHT,
     GROUP_SIZE,
     ProduceConfig,
     ProduceResult,
@@ -75,7 +76,8 @@ def _writer_configs(args: argparse.Namespace, endpoint: str) -> list[ProduceConf
             endpoint=endpoint, topic=args.topic, event_bytes=args.event_bytes,
             rate=args.rate / args.writers, duration_s=args.duration_s,
             linger_ms=args.linger_ms, batch_size_bytes=args.batch_size_bytes,
-            max_in_flight=args.max_in_flight,
+            max_in_flight=args.max_in_flight, txn_events=args.txn_events,
+            txn_in_flight=args.txn_in_flight,
         )
         for _ in range(args.writers)
     ]
@@ -202,14 +204,17 @@ def _produce_report(args: argparse.Namespace, results: list[ProduceResult],
         "topic": args.topic,
         "rate": args.rate,
         "latency_group_events": group_size,
+        "txn_events": args.txn_events,
     }
 
 
 def _print_produce_report(report: dict[str, Any]) -> None:
     rate = "max" if report["rate"] == 0 else f"{report['rate']:,.0f} events/s"
+    mode = (f", transactions of {report['txn_events']} events" if report["txn_events"]
+            else "")
     print(f"topic {report['topic']}: {report['writers']} writer"
           f"{'' if report['writers'] == 1 else 's'}, {report['event_bytes']}-byte events, "
-          f"rate {rate}")
+          f"rate {rate}{mode}")
     print(f"events:     {report['events']:,} acknowledged, {report['errors']:,} errors "
           f"in {report['duration_s']:.2f} s")
     print(f"throughput: {report['events_per_s']:,.0f} events/s, "
@@ -342,6 +347,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          "SDK's, 5)")
     produce.add_argument("--max-in-flight", type=positive_int, default=None, metavar="N",
                          help="unacknowledged batches per segment (default: the SDK's, 5)")
+    produce.add_argument("--txn-events", type=non_negative_int, default=0, metavar="K",
+                         help="write the events as single-routing-key transactions of K "
+                         "events each (PDP-44), committed with commit_async; latency is "
+                         "then per transaction, from its first event to its commit's "
+                         "acknowledgement; 0 for plain writes (default 0)")
+    produce.add_argument("--txn-in-flight", type=positive_int, default=DEFAULT_TXN_IN_FLIGHT,
+                         metavar="N",
+                         help="with --txn-events: commits outstanding per writer, over "
+                         "8 transaction writers with a routing key each (transactions "
+                         "rotate over them; commits queued behind one on the wire are sent "
+                         "together, as one entry of whole transactions) (default "
+                         "%(default)s)")
     produce.set_defaults(func=_perf_produce)
 
     consume = commands.add_parser(

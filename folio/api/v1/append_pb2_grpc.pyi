@@ -19,29 +19,52 @@ flows by request_id >> 32.
   AppendBlock(data, event_count, last_event_number, end)
                                    -> DataAppended(event_number, offset)
       appends one block of events (events.proto) to the flow's segment.
-      `last_event_number` is the writer's number of the block's last event;
-      the numbers of one writer on one segment must increase from block to
-      block. A block whose last_event_number is not above the number the
-      segment recorded for the writer was appended before: it is answered
-      DataAppended with duplicate = true and not written again.
-      A block with end = false is held by the broker (at most 16 MiB per
-      flow) and written together with the flow's next blocks, as ONE
-      ledger entry, atomically, when a block with end = true arrives.
-      Only that last block is answered.
+
+Exactly once. A writer numbers its events consecutively (0, 1, 2, ... on
+each segment, across blocks), so a block holds the numbers
+last_event_number - (event_count - 1) to last_event_number. The segment
+durably records each writer's last number (with the data, and in
+snapshots; it survives restarts and crashes). Against that number R:
+  last_event_number <= R     written before: answered DataAppended with
+                             duplicate = true, not written again;
+  first <= R < last          overlaps what was written: InvalidEventNumber
+                             (expected_above = R);
+  otherwise                  written; R becomes last_event_number.
+last_event_number = -1 means "not numbered": never de-duplicated. Writers
+idle longer than the broker's writer expiry (default 7 days) are forgotten
+(R = -1 again).
+
+Transactions (PDP-44). A block with end = false is held by the broker and
+written together with the flow's next blocks, as ONE ledger entry,
+atomically, when a block with end = true arrives; only that last block is
+answered (its offset is the first held block's). Each held block carries
+its own numbers, following the previous block's (or none is numbered).
+Bounds: 16 MiB of block bytes per transaction, the end block included, in
+at most 65536 blocks (AppendFailed RESOURCE_EXHAUSTED,
+TransactionTooLargeError); a broker-wide budget of held bytes
+(RESOURCE_EXHAUSTED, TransactionBufferFullError, retriable: send the
+transaction again later); a transaction's first block may be held at most
+the broker's max_held_ms, default 120 s (FAILED_PRECONDITION,
+TransactionExpiredError). A failure in the middle of a transaction drops it
+whole: the failing block is answered, later blocks without end are dropped
+unanswered, and its end block is answered with the same failure (a new
+SetupAppend on the flow also starts afresh). The held blocks of a stream
+that ends or breaks are dropped.
 
 Replies to one flow come in the order of its commands. Failure replies end
-nothing but the command they answer (and drop the flow's held blocks):
+nothing but the command they answer (and the transaction under way):
   SegmentIsSealed     the segment takes no more appends; find its
                       successors with Admin.GetSegments.
   NoSuchSegment       the segment (or its topic) does not exist, or the
                       flow has no SetupAppend.
   WrongHost           this broker does not own the segment; reconnect.
-  InvalidEventNumber  last_event_number is below -1, or the block's
-                      event_count is 0.
+  InvalidEventNumber  last_event_number is below -1, the block's
+                      event_count is 0, its numbers overlap what the
+                      segment recorded, or do not follow the held blocks.
   AppendFailed        anything else, with the gRPC status code and message
                       a unary call would have got (RESOURCE_EXHAUSTED for
-                      a block too large, UNAVAILABLE when the ledger
-                      service fails: retriable).
+                      a block or transaction too large, UNAVAILABLE when
+                      the ledger service fails: retriable).
 The broker ends the stream itself only on a malformed command (no command
 set): INVALID_ARGUMENT.
 """

@@ -37,7 +37,7 @@ async def test_search_is_logarithmic_and_sequential_reads_do_not_search(
     await first.create_topic("t", 1, TopicConfig(ledger_rollover_bytes=1 << 20))
     segment = await first.segment("t/0")
     for i in range(256):
-        await segment.append([block(i, events=2)], "w", i)
+        await segment.append([block(i, events=2)], "w", 2 * i + 1)
     await env.restart()
     # Recovery scanned (and indexed) that ledger, the newest with entries;
     # one entry in the next ledger makes it the newest, so the big one is not.

@@ -18,7 +18,7 @@ async def _write(topics: TopicManager, appends: int, first: int = 0) -> list[Rea
     segment = await topics.segment("t/0")
     written = []
     for i in range(first, first + appends):
-        result = await segment.append([block(i, events=2, size=150)], "w", i)
+        result = await segment.append([block(i, events=2, size=150)], "w", 2 * i + 1)
         written.append(ReadBlock(result.offset, 2, block(i, 2, 150).data))
     return written
 
@@ -31,10 +31,10 @@ async def _check_recovered(topics: TopicManager, written: list[ReadBlock]) -> No
         first = (await segment.read(offset, 1)).blocks[0]
         assert first == written[offset // 2]
     assert await read_all(segment, 0) == written
-    assert await segment.last_event_number("w") == len(written) - 1
-    duplicate = await segment.append([block(0)], "w", len(written) - 1)
+    assert await segment.last_event_number("w") == 2 * len(written) - 1
+    duplicate = await segment.append([block(0)], "w", 2 * len(written) - 1)
     assert duplicate.duplicate
-    result = await segment.append([block(99, 2)], "w", len(written))
+    result = await segment.append([block(99, 2)], "w", 2 * len(written) + 1)
     assert result.offset == end
     assert segment.end_offset == end + 2
 
@@ -110,6 +110,6 @@ async def test_new_owner_fences_old(env: BrokerEnv) -> None:
     with pytest.raises(WrongHostError):
         await old_segment.append([block(51)], "w", 51)
     assert await old.segment("t/0") is old_segment  # not reloaded: that would fence `new`
-    assert (await new_segment.append([block(5, 2, 150)], "w", 5)).offset == 10
+    assert (await new_segment.append([block(5, 2, 150)], "w", 11)).offset == 10
     written.append(ReadBlock(10, 2, block(5, 2, 150).data))
     assert await read_all(new_segment, 0) == written

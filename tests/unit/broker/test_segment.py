@@ -30,8 +30,9 @@ async def test_append_and_read_across_rollovers(topics: TopicManager) -> None:
     offset = 0
     for i in range(40):
         blocks = [block(i * 10 + j, events=j + 1, size=100) for j in range(i % 3 + 1)]
-        result = await segment.append(blocks, "w", i)
-        assert (result.offset, result.event_number, result.duplicate) == (offset, i, False)
+        number = offset + sum(b.event_count for b in blocks) - 1
+        result = await segment.append(blocks, "w", number)
+        assert (result.offset, result.event_number, result.duplicate) == (offset, number, False)
         for b in blocks:
             expected.append(ReadBlock(offset, b.event_count, b.data))
             offset += b.event_count
@@ -51,8 +52,8 @@ async def test_append_and_read_across_rollovers(topics: TopicManager) -> None:
 async def test_reads_from_mid_block_and_mid_entry(topics: TopicManager) -> None:
     segment = await _segment(topics)
     # One entry of three blocks: offsets [0, 3), [3, 5), [5, 6).
-    await segment.append([block(0, 3), block(1, 2), block(2, 1)], "w", 0)
-    await segment.append([block(3, 4)], "w", 1)
+    await segment.append([block(0, 3), block(1, 2), block(2, 1)], "w", 5)
+    await segment.append([block(3, 4)], "w", 9)
     blocks = (await segment.read(1, 1 << 20)).blocks
     assert [(b.offset, b.event_count) for b in blocks] == [(0, 3), (3, 2), (5, 1), (6, 4)]
     blocks = (await segment.read(4, 1 << 20)).blocks
@@ -66,7 +67,7 @@ async def test_reads_from_mid_block_and_mid_entry(topics: TopicManager) -> None:
 async def test_every_offset_readable(topics: TopicManager) -> None:
     segment = await _segment(topics)
     for i in range(30):
-        await segment.append([block(i, events=3, size=150)], "w", i)
+        await segment.append([block(i, events=3, size=150)], "w", 3 * i + 2)
     for offset in range(90):
         first = (await segment.read(offset, 1)).blocks[0]
         assert first.offset <= offset < first.offset + first.event_count
@@ -75,7 +76,7 @@ async def test_every_offset_readable(topics: TopicManager) -> None:
 
 async def test_read_out_of_range(topics: TopicManager) -> None:
     segment = await _segment(topics)
-    await segment.append([block(0, 2)], "w", 0)
+    await segment.append([block(0, 2)], "w", 1)
     with pytest.raises(OffsetOutOfRangeError) as raised:
         await segment.read(3, 100)
     assert (raised.value.offset, raised.value.start_offset, raised.value.end_offset) == (3, 0, 2)
@@ -184,23 +185,23 @@ async def test_append_refusals(topics: TopicManager) -> None:
     with pytest.raises(EventTooLargeError) as raised:
         await segment.append([Block(b"x" * 2129, 2)], "w", 0)
     assert (raised.value.size, raised.value.limit) == (2129, 2128)
-    await segment.append([Block(b"x" * 2128, 2)], "w", 0)
+    await segment.append([Block(b"x" * 2128, 2)], "w", 1)
     big = TopicConfig(max_event_bytes=4 * 1024 * 1024)
     await topics.update_topic_config("t", {"max_event_bytes": big.max_event_bytes})
     with pytest.raises(EventTooLargeError, match="block of") as raised:
-        await segment.append([Block(b"x" * MAX_ENTRY_BYTES, 1)], "w", 1)
+        await segment.append([Block(b"x" * MAX_ENTRY_BYTES, 1)], "w", 2)
     assert raised.value.limit == MAX_ENTRY_BYTES
     assert segment.end_offset == 2
 
 
 async def test_seal(topics: TopicManager) -> None:
     segment = await _segment(topics)
-    await segment.append([block(0, 2)], "w", 0)
+    await segment.append([block(0, 2)], "w", 1)
     info = await segment.seal()
     assert info.sealed and info.segment.state is SegmentState.SEALED
     assert all(ledger.closed for ledger in info.ledgers)
     with pytest.raises(SegmentSealedError) as raised:
-        await segment.append([block(1)], "w", 1)
+        await segment.append([block(1)], "w", 2)
     assert raised.value.end_offset == 2
     batch = await segment.read(0, 1 << 20)
     assert (len(batch.blocks), batch.end_offset, batch.end_of_segment) == (1, 2, True)

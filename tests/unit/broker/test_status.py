@@ -20,6 +20,9 @@ from broker.errors import (
     TopicExistsError,
     TopicNameError,
     TopicNotFoundError,
+    TransactionBufferFullError,
+    TransactionExpiredError,
+    TransactionTooLargeError,
     WrongHostError,
 )
 from broker.status import STATUS_TABLE, is_retriable, status_for, trailing_metadata_for
@@ -38,6 +41,11 @@ CASES: list[tuple[BrokerError, grpc.StatusCode, dict[str, object]]] = [
     (OffsetOutOfRangeError("t/0", 1, 5, 9), _Code.OUT_OF_RANGE,
      {"segment": "t/0", "offset": 1, "start_offset": 5, "end_offset": 9}),
     (EventTooLargeError(11, 10), _Code.RESOURCE_EXHAUSTED, {"size": 11, "limit": 10}),
+    (TransactionTooLargeError(17 << 20, 16 << 20), _Code.RESOURCE_EXHAUSTED,
+     {"size": 17 << 20, "limit": 16 << 20}),
+    (TransactionBufferFullError(300, 256), _Code.RESOURCE_EXHAUSTED, {"size": 300, "limit": 256}),
+    (TransactionExpiredError(130_000, 120_000), _Code.FAILED_PRECONDITION,
+     {"held_ms": 130_000, "max_held_ms": 120_000}),
     (WrongHostError("t/0", "h:1"), _Code.UNAVAILABLE, {"segment": "t/0", "owner": "h:1"}),
     (BrokerShuttingDownError("stopping"), _Code.UNAVAILABLE, {}),
     (CorruptDataError("bad entry"), _Code.DATA_LOSS, {"what": "entry"}),
@@ -61,6 +69,11 @@ def test_status_names_the_class_and_carries_its_context(
 
 def test_messages_name_the_limits() -> None:
     assert "10 bytes" in str(EventTooLargeError(11, 10))
+    assert "16777216 bytes (16 MiB) per transaction" in str(
+        TransactionTooLargeError(17 << 20, 16 << 20))
+    assert "transaction expired" in str(TransactionExpiredError(130_000, 120_000))
+    assert is_retriable(TransactionBufferFullError(300, 256))
+    assert not is_retriable(TransactionTooLargeError(17 << 20, 16 << 20))
     assert "start offset 5" in str(OffsetOutOfRangeError("t/0", 1, 5, 9))
     assert "end offset 9" in str(OffsetOutOfRangeError("t/0", 10, 5, 9))
 

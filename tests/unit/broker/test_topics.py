@@ -125,7 +125,7 @@ async def test_update_config(topics: TopicManager) -> None:
 async def test_get_topic_shows_offsets(topics: TopicManager, env: BrokerEnv) -> None:
     await topics.create_topic("t", 2, TopicConfig())
     segment = await topics.segment("t/1")
-    await segment.append([block(0, 5)], "w", 0)
+    await segment.append([block(0, 5)], "w", 4)
     info = await topics.get_topic("t")
     assert [(s.start_offset, s.end_offset) for s in info.segments] == [(0, 0), (0, 5)]
     # From the records and ledgers, without loading: another manager on the same store.

@@ -17,7 +17,7 @@ async def _filled(topics: TopicManager, appends: int = 30) -> LedgerSegment:
     await topics.create_topic("t", 1, ROLL)
     segment = await topics.segment("t/0")
     for i in range(appends):
-        await segment.append([block(i, events=2, size=200)], "w", i)
+        await segment.append([block(i, events=2, size=200)], "w", 2 * i + 1)
     return segment
 
 

@@ -31,6 +31,9 @@ SERVER_ROWS: list[tuple[str, grpc.StatusCode, type[e.FolioError]]] = [
     ("StorageError", Code.UNAVAILABLE, e.FolioUnavailableError),
     ("LedgerRecoveryError", Code.UNAVAILABLE, e.FolioUnavailableError),
     ("EntryTooLargeError", Code.RESOURCE_EXHAUSTED, e.EventTooLargeError),
+    ("TransactionTooLargeError", Code.RESOURCE_EXHAUSTED, e.MaxTransactionSizeExceededError),
+    ("TransactionExpiredError", Code.FAILED_PRECONDITION, e.TxnFailedError),
+    ("TransactionBufferFullError", Code.RESOURCE_EXHAUSTED, e.FolioUnavailableError),
 ]
 
 

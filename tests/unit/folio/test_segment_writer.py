@@ -40,6 +40,9 @@ class RecordingStream:
         self.connected = True
         self._sequence = 0
 
+    def open_flow(self, flow: Any) -> tuple[Any, int]:
+        return self, self.register(flow)
+
     def register(self, flow: Any) -> int:
         self.flows[1] = flow
         if self.connected:

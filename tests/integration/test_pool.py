@@ -1,0 +1,306 @@
+"""The client's connection pool (PDP-36) against a real ``folio standalone`` process.
+
+Every client here reaches the server through a real TCP proxy
+(``tests/support/proxy.py``), so its TCP connections are counted twice,
+independently: the proxy's ``accepted``/``live_connections``, and the
+ESTABLISHED sockets on the server's port in ``/proc/net/tcp`` (sampled all
+along by a background thread, so a short-lived extra connection is caught).
+
+- 1,000 writers on a topic of 100 segments, through one client, use at most
+  ``max_connections_per_endpoint`` (2) connections, and every write's future
+  names exactly where its own event (payload, writer, key) is stored: no
+  reply reaches the wrong writer. The reader reading it all back shares the
+  same connections.
+- With 1 and 3 channels, flows spread least-busy (30 writers: 10 per channel).
+- Closing a writer ends its flows, not its channel.
+- A proxy cut breaks every channel: each is replaced (a new TCP connection),
+  its flows set up again, and every event is stored exactly once, in order.
+
+Every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import folio
+from tests.support.bookies import BookieProcess, BookieProcesses
+from tests.support.proxy import TcpProxy
+from tests.support.standalone import start_standalone
+
+#: Deadline of flushes, reads and waits for a condition.
+DEADLINE_S = 30.0
+_ESTABLISHED = "01"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BookieProcess]:
+    processes = BookieProcesses()
+    started = start_standalone(processes, tmp_path_factory.mktemp("pool") / "data")
+    yield started
+    try:
+        started.terminate()
+    finally:
+        processes.kill_all()
+
+
+@pytest.fixture
+def proxy(server: BookieProcess) -> Iterator[TcpProxy]:
+    with TcpProxy(server.host, server.port) as made:
+        yield made
+
+
+def established_on(port: int) -> int:
+    """ESTABLISHED TCP sockets whose local port is ``port`` (the server's side of each)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+            if local_port == port and fields[3] == _ESTABLISHED:
+                count += 1
+    return count
+
+
+class ConnectionSampler:
+    """Samples ``established_on(port)`` every 20 ms on a thread; ``peak`` is the most seen."""
+
+    def __init__(self, port: int) -> None:
+        self._port = port
+        self.peak = established_on(port)
+        self.samples = 1
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tcp-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, established_on(self._port))
+            self.samples += 1
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(5)
+        self.peak = max(self.peak, established_on(self._port))
+        return self.peak
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = DEADLINE_S) -> None:
+    """Polls ``condition`` (every 10 ms) until true; fails after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        threading.Event().wait(0.01)
+
+
+def read_exactly(client: folio.Client, topic: str, count: int) -> list[folio.Event[bytes]]:
+    """Every event of ``topic``, which must hold exactly ``count``."""
+    ends = {s.name: s.end_offset for s in client.get_segments(topic)}
+    assert sum(ends.values()) == count, f"the segments hold {sum(ends.values())}, not {count}"
+    events: list[folio.Event[bytes]] = []
+    deadline = time.monotonic() + DEADLINE_S
+    with client.reader(topic) as reader:
+        while len(events) < count:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"read {len(events)} of {count} events in {DEADLINE_S} s"
+            event = reader.read_next(timeout=remaining)
+            if event is not None:
+                events.append(event)
+        stats = client.pool_stats()
+        assert sum(c.read_flows for c in stats.connections) == len(ends)
+    return events
+
+
+def payload(writer: int, index: int) -> bytes:
+    return f"w{writer:04d}|e{index:03d}".encode()
+
+
+def test_a_thousand_writers_share_two_connections_and_replies_reach_their_writer(
+        server: BookieProcess, proxy: TcpProxy) -> None:
+    writers, per_writer, segments = 1000, 3, 100
+    wait_for(lambda: established_on(server.port) == 0, "earlier tests' connections gone")
+    sampler = ConnectionSampler(server.port)
+    try:
+        with folio.Client(proxy.address, timeout_s=30) as client:
+            assert client.max_connections_per_endpoint == 2
+            client.create_topic("pool-1k", segments)
+            made = [client.writer("pool-1k", linger_ms=2.0) for _ in range(writers)]
+            written: dict[bytes, tuple[int, str, folio.WriteFuture]] = {}
+            for w, writer in enumerate(made):
+                for index in range(per_writer):
+                    key = f"w{w}-k{index}"
+                    data = payload(w, index)
+                    written[data] = (w, key, writer.write_event(data, key))
+            for writer in made:
+                writer.flush(timeout=DEADLINE_S)
+            stats = client.pool_stats()
+            assert stats.max_connections == 2
+            assert stats.open_connections == 2
+            flows = [c.flows for c in stats.connections]
+            assert sum(flows) >= writers  # a flow per (writer, segment) used
+            assert max(flows) - min(flows) <= 1, flows
+            assert all(c.state == "ready" and c.stream_connected for c in stats.connections)
+            assert all(c.stream_restarts == 0 for c in stats.connections)
+
+            events = read_exactly(client, "pool-1k", writers * per_writer)
+            assert proxy.live_connections() == 2
+            for writer in made:
+                writer.close(timeout=DEADLINE_S)
+            wait_for(lambda: client.pool_stats().flows == 0, "every flow ended")
+            assert client.pool_stats().open_connections == 2
+    finally:
+        peak = sampler.stop()
+    assert proxy.accepted == 2, "the client opened more connections than its pool allows"
+    assert 1 <= peak <= 2, f"{peak} connections at the server ({sampler.samples} samples)"
+    assert len(events) == len(written)
+    for event in events:
+        w, key, future = written[event.payload]
+        result = future.result(timeout=0)
+        assert (result.segment, result.offset) == (event.segment, event.offset), \
+            f"writer {w}'s event {event.payload!r} is at {event.segment}@{event.offset}, " \
+            f"its future says {result.segment}@{result.offset}"
+        assert event.routing_key == key
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_flows_spread_least_busy_over_the_allowed_channels(
+        server: BookieProcess, proxy: TcpProxy, channels: int) -> None:
+    topic = f"pool-spread-{channels}"
+    writers = 30
+    with folio.Client(proxy.address, timeout_s=30,
+                      max_connections_per_endpoint=channels) as client:
+        client.create_topic(topic, 10)
+        made = [client.writer(topic) for _ in range(writers)]
+        futures = [(w, writer.write_event(payload(w, 0), f"key-{w}"))
+                   for w, writer in enumerate(made)]
+        for writer in made:
+            writer.flush(timeout=DEADLINE_S)
+        stats = client.pool_stats()
+        flows = [c.flows for c in stats.connections]
+        assert stats.open_connections == channels
+        assert sum(flows) == writers  # one key each: one flow each
+        assert max(flows) - min(flows) <= 1, flows
+        assert proxy.live_connections() == channels
+        events = read_exactly(client, topic, writers)
+        by_payload = {event.payload: event for event in events}
+        for w, future in futures:
+            result = future.result(timeout=0)
+            event = by_payload[payload(w, 0)]
+            assert (result.segment, result.offset) == (event.segment, event.offset)
+        for writer in made:
+            writer.close(timeout=DEADLINE_S)
+    assert proxy.accepted == channels
+
+
+def test_closing_a_writer_ends_its_flows_not_the_channel(
+        server: BookieProcess, proxy: TcpProxy) -> None:
+    with folio.Client(proxy.address, timeout_s=30) as client:
+        client.create_topic("pool-close", 4)
+        first, second = client.writer("pool-close"), client.writer("pool-close")
+        futures = [(writer.write_event(b"%d" % n, f"key-{n}"))
+                   for n in range(8) for writer in (first, second)]
+        first.flush(timeout=DEADLINE_S)
+        second.flush(timeout=DEADLINE_S)
+        used = len({future.result(timeout=0).segment for future in futures})  # by each
+        before = client.pool_stats()
+        assert before.flows == 2 * used and before.open_connections == 2
+        live = proxy.live_connections()
+
+        first.close(timeout=DEADLINE_S)
+        wait_for(lambda: client.pool_stats().flows == used, "the closed writer's flows ended")
+        after = client.pool_stats()
+        assert after.open_connections == 2
+        assert all(c.state == "ready" and c.stream_connected for c in after.connections)
+        assert proxy.live_connections() == live and proxy.accepted == live
+
+        # The channels still carry the other writer, with nothing set up again.
+        assert second.write_event(b"b-late", "key-0").result(timeout=DEADLINE_S).offset >= 0
+        assert all(c.stream_restarts == 0 for c in client.pool_stats().connections)
+        second.close(timeout=DEADLINE_S)
+        wait_for(lambda: client.pool_stats().flows == 0, "every flow ended")
+        assert client.pool_stats().open_connections == 2
+    assert proxy.accepted == live
+
+
+@pytest.mark.faults
+def test_a_cut_channel_is_replaced_and_its_flows_set_up_again(
+        server: BookieProcess, proxy: TcpProxy) -> None:
+    writers, per_writer, segments = 20, 300, 10
+    total = writers * per_writer
+    done = threading.Semaphore(0)
+    wait_for(lambda: established_on(server.port) == 0, "earlier tests' connections gone")
+    sampler = ConnectionSampler(server.port)
+    with folio.Client(proxy.address, timeout_s=30) as client:
+        client.create_topic("pool-cut", segments)
+        made = [client.writer("pool-cut", batch_size_bytes=1024, max_in_flight=2)
+                for _ in range(writers)]
+        written: list[tuple[int, int, str, folio.WriteFuture]] = []
+        cuts: list[int] = []
+        acked = 0
+        for index in range(per_writer):
+            for w, writer in enumerate(made):
+                key = f"w{w}-k{index % 3}"
+                future = writer.write_event(payload(w, index), key)
+                future.add_done_callback(lambda _f: done.release())
+                written.append((w, index, key, future))
+            if index in (per_writer // 3, 2 * per_writer // 3):
+                # Cut after a third and two thirds, once half of what was written
+                # is acknowledged (the channels are up): the rest is on its way.
+                deadline = time.monotonic() + DEADLINE_S
+                while acked < len(written) // 2:
+                    assert done.acquire(timeout=max(0.0, deadline - time.monotonic())), \
+                        f"only {acked} of {len(written)} writes acknowledged"
+                    acked += 1
+                cuts.append(proxy.cut())
+        for writer in made:
+            writer.flush(timeout=DEADLINE_S)
+        assert len(cuts) == 2 and all(count == 2 for count in cuts), cuts
+        stats = client.pool_stats()
+        assert stats.open_connections == 2
+        assert all(c.stream_restarts >= 1 for c in stats.connections), stats
+        wait_for(lambda: all(c.state == "ready" and c.stream_connected
+                             for c in client.pool_stats().connections), "channels ready")
+        assert proxy.live_connections() == 2
+        failed = [(w, i, f.exception(timeout=0)) for w, i, _, f in written
+                  if f.exception(timeout=0) is not None]
+        assert not failed, failed[:5]
+        events = read_exactly(client, "pool-cut", total)
+        for writer in made:
+            writer.close(timeout=DEADLINE_S)
+    assert sampler.stop() <= 2, "more connections at the server than the pool allows"
+    # Two channels, each replaced after each cut (the admin channel's first
+    # connection counts once): never more than two at a time.
+    assert proxy.accepted == 2 * (1 + len(cuts))
+    stored = [event.payload for event in events]
+    assert sorted(stored) == sorted(payload(w, i) for w, i, _, _ in written), \
+        "events lost or duplicated"
+    futures = {payload(w, i): f for w, i, _, f in written}
+    by_key: dict[str | None, list[bytes]] = {}
+    for event in events:
+        result = futures[event.payload].result(timeout=0)
+        assert result.segment == event.segment
+        assert result.offset in (-1, event.offset)  # -1: acknowledged as a duplicate
+        by_key.setdefault(event.routing_key, []).append(event.payload)
+    for routing_key, payloads in by_key.items():
+        assert payloads == [payload(w, i) for w, i, k, _ in written if k == routing_key]
+
+
+def test_pool_option_is_checked(server: BookieProcess) -> None:
+    with pytest.raises(folio.InvalidArgumentError):
+        folio.Client(server.address, max_connections_per_endpoint=0)
+    with folio.Client(server.address) as client:
+        stats = client.pool_stats()
+        assert isinstance(stats, folio.PoolStats)
+        assert (stats.endpoint, stats.max_connections) == (server.address, 2)
+        assert stats.open_connections == 1 and stats.flows == 0  # the admin channel only
+        assert isinstance(stats.connections[0], folio.ConnectionStats)
+    assert client.pool_stats().connections == ()
