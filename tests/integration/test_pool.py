@@ -56,8 +56,12 @@ def proxy(server: BookieProcess) -> Iterator[TcpProxy]:
 
 
 def established_on(port: int) -> int:
-    """ESTABLISHED TCP sockets whose local port is ``port`` (the server's side of each)."""
-    count = 0
+    """ESTABLISHED TCP sockets whose local port is ``port`` (the server's side of each).
+
+    Counted by (local, remote) address: a read of ``/proc/net/tcp`` that spans
+    several pages while sockets come and go can list one socket twice.
+    """
+    found: set[tuple[str, str]] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
@@ -67,8 +71,8 @@ def established_on(port: int) -> int:
             fields = line.split()
             local_port = int(fields[1].rsplit(":", 1)[1], 16)
             if local_port == port and fields[3] == _ESTABLISHED:
-                count += 1
-    return count
+                found.add((fields[1], fields[2]))
+    return len(found)
 
 
 class ConnectionSampler:
