@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench._standalone import start_standalone
 from bench.ledger_bench import bench_raw
 
 __all__ = ["main", "run"]
@@ -45,19 +46,6 @@ def _folio(*args: str, timeout_s: float) -> dict[str, Any]:
     return result
 
 
-def _start_standalone(directory: Path) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "folio.cli", "standalone", "--data-dir", str(directory),
-         "--port", "0", "--metrics-port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if "listening on " not in line:
-        process.kill()
-        raise RuntimeError(f"folio standalone did not start: {line!r}")
-    return process, line.split("listening on ", 1)[1].split()[0]
-
-
 def run(base: Path, duration_s: float, sizes: list[int], progress: bool) -> dict[str, Any]:
     """Measure every size; returns the report as a dict."""
     report: dict[str, Any] = {"duration_s": duration_s, "durability": "sync", "sizes": {}}
@@ -67,7 +55,7 @@ def run(base: Path, duration_s: float, sizes: list[int], progress: bool) -> dict
         raw_dir = base / f"raw-{size}"
         raw = bench_raw(raw_dir, RAW_ENTRIES, size)
         shutil.rmtree(raw_dir, ignore_errors=True)
-        server, endpoint = _start_standalone(base / f"standalone-{size}")
+        server, endpoint = start_standalone(base / f"standalone-{size}")
         try:
             topic = f"bench-{size}"
             if progress:

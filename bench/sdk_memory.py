@@ -32,24 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import folio
+from bench._standalone import start_standalone
 
 __all__ = ["main", "run"]
 
 #: The target: bytes per idle writer beyond its buffers.
 TARGET_BYTES_PER_WRITER = 10 * 1024
-
-
-def _start_standalone(directory: Path) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "folio.cli", "standalone", "--data-dir", str(directory),
-         "--port", "0", "--metrics-port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if "listening on " not in line:
-        process.kill()
-        raise RuntimeError(f"folio standalone did not start: {line!r}")
-    return process, line.split("listening on ", 1)[1].split()[0]
 
 
 def _traced() -> int:
@@ -122,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                      progress=not args.json)
     else:
         with tempfile.TemporaryDirectory(prefix="folio-sdk-memory-") as base:
-            server, endpoint = _start_standalone(Path(base) / "data")
+            server, endpoint = start_standalone(Path(base) / "data")
             try:
                 report = run(endpoint, args.writers, args.segments, args.keys_per_writer,
                              progress=not args.json)

@@ -36,21 +36,17 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Final
 
-import grpc
-
 from folio._append_stream import Backoff
-from folio._status import error_from_status
+from folio._status import error_from_reply
 from folio._write_future import BlockOutcome, WriteFuture
 from folio.api.v1 import append_pb2
 from folio.block import encode_block
 from folio.errors import (
     DeliveryTimeoutError,
     FolioError,
-    InvalidEventNumberError,
     NoSuchSegmentError,
     SegmentSealedError,
     WriterClosedError,
-    WrongHostError,
 )
 
 if TYPE_CHECKING:
@@ -68,9 +64,6 @@ MAX_BLOCK_BYTES: Final = 4 * 1024 * 1024 - 64 * 1024
 EVENT_OVERHEAD_BYTES: Final = 16
 
 _NO_HEADERS: Final[Mapping[str, bytes]] = {}
-_CODES: Final = {code.value[0]: code for code in grpc.StatusCode}
-
-
 class _FlowState(Enum):
     NEW = "new"                    # not registered on the stream yet
     DISCONNECTED = "disconnected"  # waiting for the stream to come back
@@ -446,32 +439,9 @@ class SegmentWriter:
                     return
 
     def _failure(self, reply: append_pb2.AppendReply) -> FolioError:
-        kind = reply.WhichOneof("reply")
-        if kind == "segment_is_sealed":
-            sealed = reply.segment_is_sealed
-            return SegmentSealedError(
-                f"segment {self.segment!r} is sealed at offset {sealed.end_offset}; this "
-                "writer does not follow scaling to its successors yet, so events for it fail",
-                segment=self.segment, end_offset=sealed.end_offset)
-        if kind == "no_such_segment":
-            missing = reply.no_such_segment
-            return NoSuchSegmentError(
-                f"segment {self.segment!r}: {missing.message or 'no such segment'}",
-                segment=self.segment)
-        if kind == "wrong_host":
-            wrong = reply.wrong_host
-            return WrongHostError(f"the broker does not own segment {self.segment!r}",
-                                  segment=self.segment, owner=wrong.owner)
-        if kind == "invalid_event_number":
-            invalid = reply.invalid_event_number
-            return InvalidEventNumberError(invalid.message, expected_above=invalid.expected_above)
-        failed = reply.append_failed
-        code = _CODES.get(failed.code, grpc.StatusCode.UNKNOWN)
-        metadata = [("folio-error", failed.error)] if failed.error else []
-        error = error_from_status(code, failed.message, metadata)
-        if failed.retriable != error.retriable:
-            error.retriable = failed.retriable  # the broker's word wins
-        return error
+        return error_from_reply(
+            reply, self.segment, "; this writer does not follow scaling to its successors "
+            "yet, so events for it fail")
 
     def _on_failure(self, block: _Block | None, error: FolioError) -> None:
         self._last_error = error

@@ -18,6 +18,7 @@ from typing import Final
 import grpc
 
 from folio import errors as e
+from folio.api.v1 import append_pb2
 
 __all__ = [
     "CODE_CLASSES",
@@ -25,6 +26,7 @@ __all__ = [
     "ERROR_KEY",
     "NAME_ALIASES",
     "NAME_CLASSES",
+    "error_from_reply",
     "error_from_rpc",
     "error_from_status",
 ]
@@ -131,3 +133,40 @@ def _parse_context(text: str) -> dict[str, object]:
     if not isinstance(parsed, dict):
         return {}
     return {str(key): value for key, value in parsed.items()}
+
+
+_CODES_BY_VALUE: Final = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def error_from_reply(reply: append_pb2.AppendReply, segment: str,
+                     sealed_note: str = "") -> e.FolioError:
+    """The typed error of a failure reply on the Append stream (any but DataAppended/Setup).
+
+    Args:
+        reply: the failure reply.
+        segment: the flow's segment, named in the message and the error.
+        sealed_note: appended to the message of a ``SegmentIsSealed``.
+    """
+    kind = reply.WhichOneof("reply")
+    if kind == "segment_is_sealed":
+        sealed = reply.segment_is_sealed
+        return e.SegmentSealedError(
+            f"segment {segment!r} is sealed at offset {sealed.end_offset}{sealed_note}",
+            segment=segment, end_offset=sealed.end_offset)
+    if kind == "no_such_segment":
+        missing = reply.no_such_segment
+        return e.NoSuchSegmentError(
+            f"segment {segment!r}: {missing.message or 'no such segment'}", segment=segment)
+    if kind == "wrong_host":
+        return e.WrongHostError(f"the broker does not own segment {segment!r}",
+                                segment=segment, owner=reply.wrong_host.owner)
+    if kind == "invalid_event_number":
+        invalid = reply.invalid_event_number
+        return e.InvalidEventNumberError(invalid.message, expected_above=invalid.expected_above)
+    failed = reply.append_failed
+    code = _CODES_BY_VALUE.get(failed.code, grpc.StatusCode.UNKNOWN)
+    metadata = [(ERROR_KEY, failed.error)] if failed.error else []
+    error = error_from_status(code, failed.message, metadata)
+    if failed.retriable != error.retriable:
+        error.retriable = failed.retriable  # the broker's word wins
+    return error

@@ -49,19 +49,15 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Final
 
-import grpc
-
 from folio._append_stream import Backoff
-from folio._status import error_from_status
+from folio._status import error_from_reply
 from folio.api.v1 import append_pb2
 from folio.errors import (
     FolioError,
-    InvalidEventNumberError,
     NoSuchSegmentError,
     SegmentSealedError,
     TxnFailedError,
     WriterClosedError,
-    WrongHostError,
 )
 
 if TYPE_CHECKING:
@@ -80,9 +76,6 @@ log = logging.getLogger(__name__)
 MAX_TRANSACTION_BYTES: Final = 16 * 1024 * 1024
 #: The most transactions coalesced into one sequence.
 MAX_COALESCED: Final = 4096
-
-_CODES: Final = {code.value[0]: code for code in grpc.StatusCode}
-
 
 @dataclass(frozen=True, slots=True)
 class TransactionResult:
@@ -390,30 +383,7 @@ class TxnFlow:
         self._send_next()
 
     def _failure(self, reply: append_pb2.AppendReply) -> FolioError:
-        kind = reply.WhichOneof("reply")
-        if kind == "segment_is_sealed":
-            sealed = reply.segment_is_sealed
-            return SegmentSealedError(f"segment {self.segment!r} is sealed at offset "
-                                      f"{sealed.end_offset}", segment=self.segment,
-                                      end_offset=sealed.end_offset)
-        if kind == "no_such_segment":
-            missing = reply.no_such_segment
-            return NoSuchSegmentError(
-                f"segment {self.segment!r}: {missing.message or 'no such segment'}",
-                segment=self.segment)
-        if kind == "wrong_host":
-            return WrongHostError(f"the broker does not own segment {self.segment!r}",
-                                  segment=self.segment, owner=reply.wrong_host.owner)
-        if kind == "invalid_event_number":
-            invalid = reply.invalid_event_number
-            return InvalidEventNumberError(invalid.message, expected_above=invalid.expected_above)
-        failed = reply.append_failed
-        code = _CODES.get(failed.code, grpc.StatusCode.UNKNOWN)
-        metadata = [("folio-error", failed.error)] if failed.error else []
-        error = error_from_status(code, failed.message, metadata)
-        if failed.retriable != error.retriable:
-            error.retriable = failed.retriable  # the broker's word wins
-        return error
+        return error_from_reply(reply, self.segment)
 
     def _on_failure(self, group: list[TxnCommit] | None, end: bool,
                     error: FolioError) -> None:

@@ -20,15 +20,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 import folio
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.proxy import TcpProxy
-from tests.support.standalone import start_standalone
 
 pytestmark = pytest.mark.faults
 
@@ -129,15 +127,8 @@ def _check_exactly_once_in_order(written: _Written, events: list[folio.Event[byt
         assert key_indexes == [i for k, i, _ in written if k == key]
 
 
-@pytest.fixture
-def server(bookie_processes: BookieProcesses, tmp_path: Path) -> BookieProcess:
-    return start_standalone(bookie_processes, tmp_path / "data")
 
 
-@pytest.fixture
-def proxy(server: BookieProcess) -> Iterator[TcpProxy]:
-    with TcpProxy(server.host, server.port) as made:
-        yield made
 
 
 def test_writer_survives_connection_cuts(server: BookieProcess, proxy: TcpProxy) -> None:

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 import folio
 from tests.integration.test_txn import check_transactions, read_topic, txn_payload
-from tests.support.bookies import BookieProcess, BookieProcesses
+from tests.support.bookies import BookieProcess
 from tests.support.proxy import TcpProxy
-from tests.support.standalone import start_standalone
 
 pytestmark = pytest.mark.faults
 
@@ -37,15 +34,8 @@ COMMIT_TIMEOUT_S = 60.0
 BIG_EVENT_BYTES = 100_000
 
 
-@pytest.fixture
-def server(bookie_processes: BookieProcesses, tmp_path: Path) -> BookieProcess:
-    return start_standalone(bookie_processes, tmp_path / "data")
 
 
-@pytest.fixture
-def proxy(server: BookieProcess) -> Iterator[TcpProxy]:
-    with TcpProxy(server.host, server.port) as made:
-        yield made
 
 
 class _Cutter:

@@ -15,27 +15,14 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.support.bookies import BookieProcess, BookieProcesses, folio_argv, folio_env
-from tests.support.standalone import start_standalone
+from tests.support.bookies import BookieProcess, folio_argv, folio_env
 
 RUN_TIMEOUT_S = 60.0
 LATENCY_KEYS = {"p50", "p99", "p999", "max"}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BookieProcess]:
-    processes = BookieProcesses()
-    started = start_standalone(processes, tmp_path_factory.mktemp("cli") / "data")
-    yield started
-    try:
-        started.terminate()
-    finally:
-        processes.kill_all()
 
 
 def folio(server: BookieProcess | None, *args: str, stdin: bytes = b"",

@@ -23,36 +23,22 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import folio
-from tests.support.bookies import BookieProcess, BookieProcesses
+from tests.support.bookies import BookieProcess
 from tests.support.proxy import TcpProxy
-from tests.support.standalone import start_standalone
 
 #: Deadline of flushes, reads and waits for a condition.
 DEADLINE_S = 30.0
 _ESTABLISHED = "01"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BookieProcess]:
-    processes = BookieProcesses()
-    started = start_standalone(processes, tmp_path_factory.mktemp("pool") / "data")
-    yield started
-    try:
-        started.terminate()
-    finally:
-        processes.kill_all()
 
 
-@pytest.fixture
-def proxy(server: BookieProcess) -> Iterator[TcpProxy]:
-    with TcpProxy(server.host, server.port) as made:
-        yield made
 
 
 def established_on(port: int) -> int:

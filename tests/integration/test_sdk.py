@@ -10,32 +10,13 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import folio
 from folio.routing import routing_point
-from tests.support.bookies import BookieProcess, BookieProcesses
-from tests.support.standalone import start_standalone
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BookieProcess]:
-    processes = BookieProcesses()
-    started = start_standalone(processes, tmp_path_factory.mktemp("sdk") / "data")
-    yield started
-    try:
-        started.terminate()
-    finally:
-        processes.kill_all()
-
-
-@pytest.fixture
-def client(server: BookieProcess) -> Iterator[folio.Client]:
-    with folio.Client(server.address, timeout_s=30) as made:
-        yield made
+from tests.support.bookies import BookieProcess
 
 
 def _read_all(reader: folio.EventReader[Any], count: int,

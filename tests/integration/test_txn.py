@@ -15,34 +15,16 @@ import random
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-
-import pytest
 
 import folio
-from tests.support.bookies import BookieProcess, BookieProcesses
-from tests.support.standalone import start_standalone
 
 MiB = 1024 * 1024
 READ_TIMEOUT_S = 30.0
 COMMIT_TIMEOUT_S = 30.0
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BookieProcess]:
-    processes = BookieProcesses()
-    started = start_standalone(processes, tmp_path_factory.mktemp("txn") / "data")
-    yield started
-    try:
-        started.terminate()
-    finally:
-        processes.kill_all()
 
 
-@pytest.fixture
-def client(server: BookieProcess) -> Iterator[folio.Client]:
-    with folio.Client(server.address, timeout_s=30) as made:
-        yield made
 
 
 def read_topic(client: folio.Client, topic: str) -> list[folio.Event[bytes]]:
