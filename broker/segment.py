@@ -248,9 +248,29 @@ class LedgerSegment:
     # -------------------------------------------------------------- append
 
     async def last_event_number(self, writer_id: str) -> int:
-        """The last event number recorded for ``writer_id``, -1 if none."""
+        """The last event number recorded for ``writer_id``, -1 if none.
+
+        Answered once every append submitted so far is durable (see ``_settle``).
+        """
         self._check_readable()
+        await self._settle()
         return self._writers.last_event_number(writer_id)
+
+    async def _settle(self) -> None:
+        """Wait until every append submitted so far is confirmed; raise if the segment failed.
+
+        A writer's number is recorded when its append is submitted, before it
+        is durable, so that a concurrent resend is seen as a duplicate. An
+        answer that tells a writer its events are written (``AppendSetup``'s
+        number, a duplicate's acknowledgement) must not count an append that
+        could still fail: it waits for the pipeline first. If that append does
+        fail, the segment fails with it, and the answer is that failure.
+        """
+        if self._unconfirmed:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._unconfirmed[-1].future)
+        if self._failure is not None:
+            raise self._failure_error()
 
     @property
     def writer_count(self) -> int:
@@ -287,6 +307,7 @@ class LedgerSegment:
         else:
             submitted = self._submit(blocks, writer_id, last_event_number, event_count)
         if isinstance(submitted, AppendResult):
+            await self._settle()  # the first copy may still be on its way
             return submitted
         base, future = submitted
         try:

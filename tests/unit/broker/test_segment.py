@@ -207,3 +207,21 @@ async def test_seal(topics: TopicManager) -> None:
     assert (len(batch.blocks), batch.end_offset, batch.end_of_segment) == (1, 2, True)
     assert (await segment.read(2, 100)).end_of_segment
     assert (await segment.seal()).segment.end_offset == 2
+
+
+async def test_recorded_numbers_are_answered_only_once_durable(topics: TopicManager) -> None:
+    # The number is recorded when the append is submitted; SetupAppend's answer
+    # and a duplicate's acknowledgement wait until that append is confirmed.
+    segment = await _segment(topics)
+    first = asyncio.create_task(segment.append([block(0)], "w", 0))
+    await asyncio.sleep(0)  # submitted, not yet confirmed
+    assert segment.end_offset == 0
+    assert await segment.last_event_number("w") == 0
+    assert segment.end_offset == 1
+    resend = asyncio.create_task(segment.append([block(1)], "w", 1))
+    await asyncio.sleep(0)
+    duplicate = await segment.append([block(1)], "w", 1)
+    assert duplicate.duplicate
+    assert segment.end_offset == 2  # the first copy was durable before the duplicate's answer
+    assert (await first).offset == 0
+    assert (await resend).offset == 1
