@@ -453,6 +453,18 @@ class LedgerSegment:
             log.info("segment %s: forgot %d writers idle for over %d ms", self._name,
                      expired, self._writers.expiry_ms)
 
+    async def roll_over(self) -> int:
+        """Start a new ledger now unless the open one is empty; its first offset.
+
+        Every append submitted after this returns lands at or after that offset.
+        """
+        self._check_appendable()
+        async with self._chain_lock:
+            self._check_appendable()
+            if self._spans[-1].submitted_bytes:
+                await self._roll_over_locked()
+            return self._spans[-1].first_offset
+
     async def _roll_over(self) -> None:
         async with self._chain_lock:
             if self.usable and self._should_roll(self._now_ms()):

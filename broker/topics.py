@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import fields, replace
 
 from broker.api import SegmentRange, SegmentState, TopicConfig, TopicInfo
@@ -102,6 +102,7 @@ class TopicManager:
             weakref.WeakValueDictionary())
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._hooks: list[Callable[[], Awaitable[object]]] = []
 
     async def start(self) -> None:
         """Start the background task (retention, rollover by age)."""
@@ -118,6 +119,15 @@ class TopicManager:
             self._task = None
         segments, self._segments = list(self._segments.values()), {}
         await asyncio.gather(*(segment.close() for segment in segments))
+
+    @property
+    def max_entry_bytes(self) -> int:
+        """The ledger entry limit: one append (header and blocks) is at most this."""
+        return self._ledgers.config.max_entry_bytes
+
+    def add_maintenance_hook(self, hook: Callable[[], Awaitable[object]]) -> None:
+        """Run ``hook`` after every maintenance round (e.g. compaction of a system topic)."""
+        self._hooks.append(hook)
 
     def default_config(self) -> TopicConfig:
         """The configuration a topic gets for the fields its creator leaves unset."""
@@ -304,7 +314,8 @@ class TopicManager:
     async def run_maintenance(self) -> None:
         """One round of background work on every loaded segment.
 
-        Forgets idle writers, rolls ledgers over by age, applies retention.
+        Forgets idle writers, rolls ledgers over by age, applies retention,
+        then runs the maintenance hooks.
         """
         now_ms = self._now_ms()
         for segment in list(self._segments.values()):
@@ -315,6 +326,11 @@ class TopicManager:
                 await segment.apply_retention(now_ms)
             except (BrokerError, LedgerError) as error:
                 log.warning("segment %s: maintenance failed: %s", segment.name, error)
+        for hook in list(self._hooks):
+            try:
+                await hook()
+            except (BrokerError, LedgerError) as error:
+                log.warning("maintenance hook %r failed: %s", hook, error)
 
     async def _maintain_forever(self) -> None:
         while True:

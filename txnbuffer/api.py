@@ -11,9 +11,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import NamedTuple, Protocol
+from typing import Final, NamedTuple, Protocol
 
-__all__ = ["EntryKind", "LoggedEntry", "Position", "SegmentLog", "SnapshotStore", "TxnId"]
+__all__ = [
+    "EARLIEST",
+    "EntryKind",
+    "LoggedEntry",
+    "Position",
+    "SegmentLog",
+    "SnapshotStore",
+    "TxnId",
+]
 
 
 class Position(NamedTuple):
@@ -21,6 +29,12 @@ class Position(NamedTuple):
 
     ledger_id: int
     entry_id: int
+
+
+#: Before every entry of every segment: ``max_read_position`` of a segment with no
+#: readable entry. Positions may also name "just before the first entry of ledger L"
+#: as ``Position(L, -1)``; ``entries_after`` must accept such positions.
+EARLIEST: Final = Position(-1, -1)
 
 
 #: A transaction id: 128 bits, as Pulsar's TxnID (most, least significant 64 bits).
