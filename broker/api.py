@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, IntEnum
 from typing import Protocol
 
 __all__ = [
@@ -140,6 +140,16 @@ class AppendResult:
     duplicate: bool = False
 
 
+class Isolation(IntEnum):
+    """What a reader is served (values as ``folio.v1.ReadRequest.Isolation``)."""
+
+    #: Data up to the transaction buffer's max_read_position, without aborted
+    #: transactions' entries; never markers. The default.
+    READ_COMMITTED = 0
+    #: Every data entry (plain and transactional); never markers.
+    READ_UNCOMMITTED = 1
+
+
 @dataclass(slots=True)
 class ReadBatch:
     """One read: blocks in offset order, the end offset then, and whether that is the end."""
@@ -147,6 +157,9 @@ class ReadBatch:
     blocks: list[ReadBlock] = field(default_factory=list)
     end_offset: int = 0
     end_of_segment: bool = False
+    #: Where the next read continues (after the last entry read, served or left
+    #: out); -1 when unknown: after the last block.
+    next_offset: int = field(default=-1, compare=False)
 
 
 class SegmentHandle(Protocol):
@@ -160,9 +173,12 @@ class SegmentHandle(Protocol):
         """The last event number recorded for ``writer_id``, -1 if none."""
 
     async def append(
-        self, blocks: Sequence[Block], writer_id: str, last_event_number: int
+        self, blocks: Sequence[Block], writer_id: str, last_event_number: int, *,
+        txn_id: bytes = b"",
     ) -> AppendResult:
         """Append ``blocks`` as ONE ledger entry, atomically, once durable.
+
+        With ``txn_id`` (16 bytes) the entry belongs to that transaction.
 
         Constant work per block: the blocks are not parsed. Appends are
         confirmed in the order they were called (concurrent calls are
@@ -181,15 +197,18 @@ class SegmentHandle(Protocol):
             LedgerError: the ledger service failed (its ``retriable`` says).
         """
 
-    async def read(self, offset: int, max_bytes: int) -> ReadBatch:
+    async def read(self, offset: int, max_bytes: int,
+                   isolation: Isolation = Isolation.READ_COMMITTED) -> ReadBatch:
         """The blocks from the one holding ``offset`` on, about ``max_bytes`` of them.
 
-        Returns at once (an empty batch at the tail). Raises
-        ``OffsetOutOfRangeError`` for an offset outside ``[start, end]``.
+        ``isolation``: what is served (``Isolation``). Returns at once (an empty batch at
+        the tail). Raises ``OffsetOutOfRangeError`` for an offset outside
+        ``[start, end]``.
         """
 
-    async def wait_for_data(self, offset: int, timeout_s: float) -> bool:
-        """Wait until an event at ``offset`` exists or the segment is sealed.
+    async def wait_for_data(self, offset: int, timeout_s: float,
+                            isolation: Isolation = Isolation.READ_COMMITTED) -> bool:
+        """Wait until an event at ``offset`` exists (for ``isolation``) or the segment is sealed.
 
         Returns False after ``timeout_s`` without either. Never polls.
         """

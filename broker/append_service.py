@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -46,9 +46,13 @@ from broker.errors import (
     WrongHostError,
 )
 from broker.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS, HeldBudget, HeldRun
+from broker.segment_txn import TXN_ID_BYTES
 from broker.status import is_retriable, status_for
 from folio.api.v1 import append_pb2, append_pb2_grpc
 from ledger.errors import LedgerError, LedgerFencedError
+
+if TYPE_CHECKING:
+    from broker.txn_coordinator import TxnCoordinator
 
 __all__ = ["AppendServicer"]
 
@@ -73,6 +77,8 @@ class _Flow:
     writer_id: str
     segment: asyncio.Future[SegmentHandle]
     held: HeldRun = field(default_factory=HeldRun)
+    # The transaction the flow appends in (16 bytes), or b"".
+    txn_id: bytes = b""
     # Why the block sequence under way failed: its later blocks are dropped
     # and its end block gets this failure.
     failed: BrokerError | None = None
@@ -94,15 +100,17 @@ class AppendServicer(append_pb2_grpc.AppendServicer):
     def __init__(self, topics: Topics, stopping: asyncio.Event, *,
                  max_held_bytes: int = DEFAULT_MAX_HELD_BYTES,
                  max_held_ms: int = DEFAULT_MAX_HELD_MS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 coordinator: TxnCoordinator | None = None) -> None:
         self._topics = topics
         self._stopping = stopping
+        self._coordinator = coordinator
         self.held = HeldBudget(max_held_bytes, max_held_ms, clock)
 
     async def Append(
         self, request_iterator: AsyncIterator[append_pb2.AppendCommand], context: _Context
     ) -> AsyncIterator[_Reply]:
-        stream = _AppendStream(self._topics, self._stopping, self.held)
+        stream = _AppendStream(self._topics, self._stopping, self.held, self._coordinator)
         pump = asyncio.create_task(stream.pump(request_iterator))
         try:
             while (reply := await stream.next_reply()) is not None:
@@ -119,7 +127,9 @@ class AppendServicer(append_pb2_grpc.AppendServicer):
 class _AppendStream:
     """One Append stream: reads commands, starts their work, queues replies in flow order."""
 
-    def __init__(self, topics: Topics, stopping: asyncio.Event, held: HeldBudget) -> None:
+    def __init__(self, topics: Topics, stopping: asyncio.Event, held: HeldBudget,
+                 coordinator: TxnCoordinator | None = None) -> None:
+        self._coordinator = coordinator
         self._topics = topics
         self._stopping = stopping
         self._held = held
@@ -212,6 +222,10 @@ class _AppendStream:
             return old, _ready(_failed(request_id, InvalidArgumentError(
                 f"writer_id must be 1 to {MAX_WRITER_ID_CHARS} characters, "
                 f"got {len(setup.writer_id)}")))
+        if setup.txn_id and (len(setup.txn_id) != TXN_ID_BYTES or self._coordinator is None):
+            return old, _ready(_failed(request_id, InvalidArgumentError(
+                f"txn_id must be {TXN_ID_BYTES} bytes (got {len(setup.txn_id)}) on a broker "
+                "with transactions")))
         if old is None and len(self._flows) >= MAX_FLOWS:
             return old, _ready(_failed(request_id, EventTooLargeError(
                 len(self._flows) + 1, MAX_FLOWS, what="flow count")))
@@ -219,7 +233,7 @@ class _AppendStream:
             self._held.drop(old.held)
         segment = asyncio.ensure_future(self._topics.segment(setup.segment))
         flow = _Flow(setup.segment, setup.writer_id, segment,
-                     tail=old.tail if old is not None else None)
+                     tail=old.tail if old is not None else None, txn_id=setup.txn_id)
         self._flows[flow_id] = flow
         return flow, self._setup(request_id, flow)
 
@@ -276,7 +290,13 @@ class _AppendStream:
     ) -> _Reply:
         try:
             segment = await flow.segment
-            result = await segment.append(blocks, flow.writer_id, last_event_number)
+            if flow.txn_id and self._coordinator is not None:
+                # Registers the segment with the transaction before writing to it.
+                async with self._coordinator.writing(flow.txn_id, flow.segment_name):
+                    result = await segment.append(blocks, flow.writer_id, last_event_number,
+                                                  txn_id=flow.txn_id)
+            else:
+                result = await segment.append(blocks, flow.writer_id, last_event_number)
         except (BrokerError, LedgerError) as error:
             return _refusal(request_id, flow.segment_name, error)
         return _Reply(request_id=request_id, data_appended=append_pb2.DataAppended(

@@ -197,3 +197,33 @@ class TransactionExpiredError(BrokerError):
 
     def context(self) -> dict[str, object]:
         return {"held_ms": self.held_ms, "max_held_ms": self.max_held_ms}
+
+
+class TxnNotFoundError(BrokerError):
+    """No transaction of that id (never begun here, or forgotten)."""
+
+    def __init__(self, txn_id: str) -> None:
+        super().__init__(f"transaction {txn_id} does not exist")
+        self.txn_id = txn_id
+
+    def context(self) -> dict[str, object]:
+        return {"txn_id": self.txn_id}
+
+
+class TxnStateError(BrokerError):
+    """A transaction is not in the state the call needs (commit after abort, write after commit).
+
+    Attributes:
+        txn_id: the transaction, 32 hex digits.
+        expected: the state(s) the call needs, e.g. ``"OPEN"``.
+        actual: the state it is in.
+    """
+
+    def __init__(self, txn_id: str, expected: str, actual: str) -> None:
+        super().__init__(f"transaction {txn_id} is {actual}, expected {expected}")
+        self.txn_id = txn_id
+        self.expected = expected
+        self.actual = actual
+
+    def context(self) -> dict[str, object]:
+        return {"txn_id": self.txn_id, "expected": self.expected, "actual": self.actual}

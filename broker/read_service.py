@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 
 from broker._servicer import abort_with
-from broker.api import ReadBlock, Topics
+from broker.api import Isolation, ReadBlock, Topics
 from broker.errors import BrokerError, BrokerShuttingDownError, InvalidArgumentError
 from folio.api.v1 import read_pb2, read_pb2_grpc
 from ledger.errors import LedgerError
@@ -57,12 +57,13 @@ class ReadServicer(read_pb2_grpc.ReadServicer):
         try:
             if offset < 0:
                 raise InvalidArgumentError(f"offset must be >= 0, got {offset}")
+            isolation = _isolation(request.isolation)
             segment = await self._topics.segment(request.segment)
             while not self._stopping.is_set():
-                batch = await segment.read(offset, max_bytes)
+                batch = await segment.read(offset, max_bytes, isolation)
                 if batch.blocks:
                     last = batch.blocks[-1]
-                    offset = last.offset + last.event_count
+                    offset = max(last.offset + last.event_count, batch.next_offset)
                     ended = batch.end_of_segment and offset >= batch.end_offset
                     responses = _responses(batch.blocks, max_bytes)
                     responses[-1].end_of_segment = ended
@@ -75,7 +76,10 @@ class ReadServicer(read_pb2_grpc.ReadServicer):
                 if batch.end_of_segment:
                     yield read_pb2.ReadResponse(end_offset=batch.end_offset, end_of_segment=True)
                     return
-                if not await self._wait(segment.wait_for_data(offset, max_wait_s)):
+                if batch.next_offset > offset:  # only left-out entries (aborted, markers)
+                    offset = batch.next_offset
+                    continue
+                if not await self._wait(segment.wait_for_data(offset, max_wait_s, isolation)):
                     yield read_pb2.ReadResponse(end_offset=batch.end_offset)
             raise BrokerShuttingDownError("the broker is stopping")
         except (BrokerError, LedgerError) as error:
@@ -92,6 +96,14 @@ class ReadServicer(read_pb2_grpc.ReadServicer):
             if not wait.done():
                 wait.cancel()
         return wait.done() and not wait.cancelled() and bool(wait.result())
+
+
+def _isolation(value: int) -> Isolation:
+    """The request's isolation; ``InvalidArgumentError`` for an unknown value."""
+    try:
+        return Isolation(value)
+    except ValueError:
+        raise InvalidArgumentError(f"unknown isolation {value}") from None
 
 
 def _responses(blocks: list[ReadBlock], max_bytes: int) -> list[read_pb2.ReadResponse]:

@@ -50,6 +50,7 @@ from enum import Enum
 from broker.api import (
     AppendResult,
     Block,
+    Isolation,
     ReadBatch,
     SegmentInfo,
     SegmentLedger,
@@ -59,6 +60,7 @@ from broker.api import (
 )
 from broker.entry import MAX_WRITER_ID_BYTES, EntryKind, encode_entry
 from broker.errors import (
+    BrokerError,
     BrokerShuttingDownError,
     EventTooLargeError,
     InvalidArgumentError,
@@ -71,9 +73,10 @@ from broker.errors import (
 from broker.names import make_segment_name, segment_path
 from broker.offset_index import LedgerSpan, ReadHints
 from broker.retention import ledgers_before, ledgers_past_retention
-from broker.segment_reads import find_entry, read_blocks
+from broker.segment_reads import find_entry, read_blocks, txn_id_of
 from broker.segment_records import SegmentRecord, WriterState
 from broker.segment_recovery import recover_chain
+from broker.segment_txn import LedgerSegmentLog, TxnOffsets, check_txn_id
 from broker.writers import DEFAULT_WRITER_EXPIRY_MS, WriterTable
 from ledger.api import MetadataStore
 from ledger.client import LedgerClient
@@ -86,6 +89,9 @@ from ledger.errors import (
     NoSuchLedgerError,
 )
 from ledger.handle import LedgerHandle
+from txnbuffer.api import EntryKind as TxnKind
+from txnbuffer.api import LoggedEntry, Position, SnapshotStore, TxnId
+from txnbuffer.buffer import TransactionBuffer
 
 __all__ = ["EVENT_OVERHEAD_BYTES", "LedgerSegment"]
 
@@ -113,6 +119,8 @@ class _Pending:
     event_count: int
     time_ms: int
     future: asyncio.Future[int]
+    kind: EntryKind = EntryKind.DATA
+    txn_id: TxnId | None = None
 
 
 class LedgerSegment:
@@ -126,6 +134,7 @@ class LedgerSegment:
         key_low: float, key_high: float, config: TopicConfig, clock: Callable[[], float],
         record: SegmentRecord, record_version: int, spans: list[LedgerSpan], end_offset: int,
         writers: dict[str, WriterState], writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
+        txn_store: SnapshotStore | None = None,
     ) -> None:
         self._ledgers = ledgers
         self._store = store
@@ -161,6 +170,10 @@ class LedgerSegment:
         self._queued = 0
         self._data_event = asyncio.Event()
         self._hints = ReadHints()
+        # The transaction buffer (user topics only; system topics take no transactions).
+        self._buffer = (None if txn_store is None
+                        else TransactionBuffer(self._name, txn_store))
+        self._txn_offsets = TxnOffsets()
 
     # ------------------------------------------------------------- loading
 
@@ -169,8 +182,13 @@ class LedgerSegment:
         cls, ledgers: LedgerClient, store: MetadataStore, *, topic: str, number: int,
         key_low: float, key_high: float, config: TopicConfig,
         clock: Callable[[], float], writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
+        txn_store: SnapshotStore | None = None,
     ) -> LedgerSegment:
         """Recover the segment from its record and start a fresh ledger for appends.
+
+        With ``txn_store`` the segment takes transactional appends and owns a
+        transaction buffer, recovered here (its snapshot, then a replay of the
+        ledgers after it) before the segment is returned.
 
         Raises ``NoSuchSegmentError`` if it has no record, ``WrongHostError`` if
         another broker changed the record meanwhile, ``LedgerError`` if the
@@ -181,10 +199,13 @@ class LedgerSegment:
             ledgers, store, topic=topic, number=number, key_low=key_low, key_high=key_high,
             config=config, clock=clock, record=chain.record, record_version=chain.version,
             spans=chain.spans, end_offset=chain.end_offset, writers=chain.writers,
-            writer_expiry_ms=writer_expiry_ms,
+            writer_expiry_ms=writer_expiry_ms, txn_store=txn_store,
         )
         if not chain.record.sealed:
             await segment._start_ledger(replacing=chain.empty)
+        if segment._buffer is not None:
+            await segment._buffer.recover(
+                LedgerSegmentLog(segment._spans, segment._reader, segment._txn_offsets))
         log.info("loaded segment %s: offsets [%d, %d), %d ledgers", segment.name,
                  segment.start_offset, segment.end_offset, len(chain.spans))
         return segment
@@ -237,6 +258,24 @@ class LedgerSegment:
         return self._failure
 
     @property
+    def txn_buffer(self) -> TransactionBuffer | None:
+        """The segment's transaction buffer (None for a system topic's segment)."""
+        return self._buffer
+
+    @property
+    def committed_end(self) -> int:
+        """The offset a ``read_committed`` reader is served up to (exclusive).
+
+        The offset of the earliest open transaction's first entry, or the end.
+        """
+        buffer = self._buffer
+        if buffer is None or buffer.ongoing_count == 0:
+            return self._end
+        limit = buffer.max_read_position
+        offset = self._txn_offsets.offset_at(Position(limit.ledger_id, limit.entry_id + 1))
+        return self._end if offset is None else min(offset, self._end)
+
+    @property
     def config(self) -> TopicConfig:
         """The topic configuration in force."""
         return self._config
@@ -278,7 +317,8 @@ class LedgerSegment:
         return len(self._writers)
 
     async def append(
-        self, blocks: Sequence[Block], writer_id: str, last_event_number: int
+        self, blocks: Sequence[Block], writer_id: str, last_event_number: int, *,
+        txn_id: bytes = b"",
     ) -> AppendResult:
         """See ``SegmentHandle.append``.
 
@@ -289,9 +329,47 @@ class LedgerSegment:
         above the writer's recorded one is a duplicate; one whose numbers
         begin at or below it and end above it overlaps what was written and
         raises ``InvalidEventNumberError``.
+
+        A non-empty ``txn_id`` (16 bytes) writes a ``TXN_DATA`` entry of that
+        transaction: ``read_committed`` readers see it only once a commit
+        marker for it is written (``write_marker``). The coordinator checks the
+        transaction is open; the segment only writes.
         """
         self._check_appendable()
         event_count = self._check_blocks(blocks, writer_id, last_event_number)
+        kind = EntryKind.DATA
+        if txn_id:
+            self._check_txn(txn_id)
+            kind = EntryKind.TXN_DATA
+        return await self._append_entry(blocks, writer_id, last_event_number, event_count,
+                                        kind, txn_id)
+
+    async def write_marker(self, kind: EntryKind, txn_id: bytes) -> int:
+        """Write a commit or abort marker of ``txn_id`` (an entry of no events), once durable.
+
+        Returns the segment's offset at the marker (markers take no offset).
+
+        Raises:
+            InvalidArgumentError: ``kind`` is not a marker, a bad txn id, or a
+                segment without a transaction buffer (a system topic's).
+            SegmentSealedError, WrongHostError, LedgerError: as ``append``.
+        """
+        if kind not in (EntryKind.COMMIT_MARKER, EntryKind.ABORT_MARKER):
+            raise InvalidArgumentError(f"{kind.name} is not a marker kind")
+        self._check_appendable()
+        self._check_txn(txn_id)
+        result = await self._append_entry((), "", -1, 0, kind, txn_id)
+        return result.offset
+
+    def _check_txn(self, txn_id: bytes) -> None:
+        check_txn_id(txn_id)
+        if self._buffer is None:
+            raise InvalidArgumentError(f"segment {self._name} takes no transactions")
+
+    async def _append_entry(
+        self, blocks: Sequence[Block], writer_id: str, last_event_number: int,
+        event_count: int, kind: EntryKind, txn_id: bytes,
+    ) -> AppendResult:
         if self._queued or self._switching is not None or self._should_roll(self._now_ms()):
             # Appends that must wait (for a rollover) wait in call order, and
             # every later call queues behind them: a later block overtaking an
@@ -301,11 +379,13 @@ class LedgerSegment:
                 async with self._gate:
                     await self._until_writable()
                     self._check_appendable()  # closing or sealing: no more entries
-                    submitted = self._submit(blocks, writer_id, last_event_number, event_count)
+                    submitted = self._submit(blocks, writer_id, last_event_number,
+                                             event_count, kind, txn_id)
             finally:
                 self._queued -= 1
         else:
-            submitted = self._submit(blocks, writer_id, last_event_number, event_count)
+            submitted = self._submit(blocks, writer_id, last_event_number, event_count,
+                                     kind, txn_id)
         if isinstance(submitted, AppendResult):
             await self._settle()  # the first copy may still be on its way
             return submitted
@@ -328,7 +408,8 @@ class LedgerSegment:
             self._check_appendable()
 
     def _submit(
-        self, blocks: Sequence[Block], writer_id: str, last_event_number: int, event_count: int
+        self, blocks: Sequence[Block], writer_id: str, last_event_number: int, event_count: int,
+        kind: EntryKind = EntryKind.DATA, txn_id: bytes = b"",
     ) -> AppendResult | tuple[int, asyncio.Future[int]]:
         """Hand the entry to the ledger, without awaiting: offsets follow the call order.
 
@@ -342,7 +423,7 @@ class LedgerSegment:
             raise RuntimeError(f"segment {self._name} has no writer")
         base = self._next_offset
         time_ms = self._now_ms()
-        data = encode_entry(EntryKind.DATA, base, blocks, writer_id, last_event_number, time_ms)
+        data = encode_entry(kind, base, blocks, writer_id, last_event_number, time_ms, txn_id)
         if len(data) > self._max_entry_bytes:
             raise EventTooLargeError(len(data), self._max_entry_bytes, what="block")
         try:
@@ -354,7 +435,8 @@ class LedgerSegment:
         span.submitted_bytes += len(data)
         span.note_entry(len(span.bases), base, base + event_count)
         self._writers.note(writer_id, last_event_number, time_ms)
-        self._unconfirmed.append(_Pending(span, base, event_count, time_ms, future))
+        self._unconfirmed.append(_Pending(span, base, event_count, time_ms, future, kind,
+                                          txn_id_of(txn_id) if txn_id else None))
         future.add_done_callback(self._on_confirmed)  # before shield's: end moves first
         return base, future
 
@@ -395,9 +477,15 @@ class LedgerSegment:
             if error is not None:
                 self._fail(error)
                 continue
-            head.span.last_entry_id = future.result()
+            entry_id = future.result()
+            head.span.last_entry_id = entry_id
             head.span.last_entry_ms = head.time_ms
             self._end = head.base_offset + head.event_count
+            buffer = self._buffer
+            if buffer is not None:
+                position = Position(head.span.ledger_id, entry_id)
+                self._txn_offsets.note(position, head.kind, head.txn_id, head.base_offset)
+                buffer.on_entry(LoggedEntry(position, TxnKind(head.kind), head.txn_id))
             advanced = True
         if advanced:
             self._wake()
@@ -445,6 +533,12 @@ class LedgerSegment:
         self._expire_writers(now_ms)
         if self._switching is None and self._should_roll(now_ms):
             await self._roll_over()
+        if self._buffer is not None:
+            try:
+                await self._buffer.maybe_snapshot()
+            except (BrokerError, LedgerError) as error:
+                log.warning("segment %s: transaction buffer snapshot failed: %s",
+                            self._name, error)
 
     def _expire_writers(self, now_ms: int) -> None:
         """Forget writers idle longer than ``writer_expiry_ms``."""
@@ -500,21 +594,37 @@ class LedgerSegment:
 
     # ---------------------------------------------------------------- read
 
-    async def read(self, offset: int, max_bytes: int) -> ReadBatch:
-        """See ``SegmentHandle.read``: whole entries from the one holding ``offset``."""
+    async def read(self, offset: int, max_bytes: int,
+                   isolation: Isolation = Isolation.READ_COMMITTED) -> ReadBatch:
+        """See ``SegmentHandle.read``: whole entries from the one holding ``offset``.
+
+        ``READ_COMMITTED`` (the default) serves entries up to the transaction
+        buffer's ``max_read_position`` (``committed_end`` in offsets) and
+        leaves out aborted transactions' entries; ``READ_UNCOMMITTED`` every
+        data entry. Markers are never served. ``next_offset`` says where the
+        next read continues (past entries left out).
+        """
         self._check_readable()
+        buffer = self._buffer
+        committed = None
+        if buffer is not None and isolation is Isolation.READ_COMMITTED:
+            if not buffer.ready:
+                await buffer.wait_ready()
+                self._check_readable()
+            committed = buffer
         start, end = self._start, self._end
         if offset < start or offset > end:
             raise OffsetOutOfRangeError(self._name, offset, start, end)
-        if offset == end:
-            return ReadBatch([], end, self._sealed)
+        limit = end if committed is None else self.committed_end
+        if offset >= limit:
+            return ReadBatch([], end, self._sealed and offset >= end, offset)
         span = self._spans[bisect_right(self._firsts, offset) - 1]
         try:
             handle = await self._reader(span)
             last_entry_id = span.last_entry_id if span.writing else handle.last_add_confirmed
             entry_id = await find_entry(span, handle, offset, last_entry_id, self._hints)
             blocks, next_entry, next_offset = await read_blocks(
-                span, handle, entry_id, last_entry_id, offset, max(max_bytes, 1))
+                span, handle, entry_id, last_entry_id, offset, max(max_bytes, 1), committed)
         except (NoSuchLedgerError, NoSuchEntryError):
             self._check_readable()
             if offset < self._start:  # truncated while we read
@@ -523,7 +633,7 @@ class LedgerSegment:
         if next_entry <= last_entry_id:
             self._hints.put(next_offset, span.ledger_id, next_entry)
         end = self._end
-        return ReadBatch(blocks, end, self._sealed and next_offset >= end)
+        return ReadBatch(blocks, end, self._sealed and next_offset >= end, next_offset)
 
     async def _reader(self, span: LedgerSpan) -> LedgerHandle:
         if span.handle is not None:
@@ -535,13 +645,19 @@ class LedgerSegment:
                 span.handle = await self._ledgers.open(span.ledger_id, recovery=True)
             return span.handle
 
-    async def wait_for_data(self, offset: int, timeout_s: float) -> bool:
-        """See ``SegmentHandle.wait_for_data``: woken by confirmations and seals."""
+    async def wait_for_data(self, offset: int, timeout_s: float,
+                            isolation: Isolation = Isolation.READ_COMMITTED) -> bool:
+        """See ``SegmentHandle.wait_for_data``: woken by confirmations and seals.
+
+        ``READ_COMMITTED`` waits for ``committed_end`` to pass ``offset``.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        committed = self._buffer is not None and isolation is Isolation.READ_COMMITTED
         while True:
             self._check_readable()
-            if self._end > offset or self._sealed:
+            end = self.committed_end if committed else self._end
+            if end > offset or (self._sealed and end >= self._end):
                 return True
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -583,7 +699,8 @@ class LedgerSegment:
                     and offset >= self._end):
                 self._check_appendable()
                 await self._roll_over_locked()
-            await self._drop_head_locked(ledgers_before(self._spans, self._end, offset))
+            await self._drop_head_locked(
+                self._keep_open_txns(ledgers_before(self._spans, self._end, offset)))
             return self.info()
 
     async def apply_retention(self, now_ms: int, config: TopicConfig | None = None) -> int:
@@ -598,9 +715,20 @@ class LedgerSegment:
             return 0
         self._check_readable()
         async with self._chain_lock:
-            count = ledgers_past_retention(self._spans, now_ms, config)
+            count = self._keep_open_txns(ledgers_past_retention(self._spans, now_ms, config))
             await self._drop_head_locked(count)
             return count
+
+    def _keep_open_txns(self, count: int) -> int:
+        """``count`` capped so no ledger holding an open transaction's entries is dropped."""
+        buffer = self._buffer
+        if buffer is None or buffer.ongoing_count == 0 or not buffer.ready:
+            return count
+        first_open = buffer.max_read_position.ledger_id
+        for index, span in enumerate(self._spans[:count]):
+            if span.ledger_id >= first_open:
+                return index
+        return count
 
     async def _drop_head_locked(self, count: int) -> None:
         if count == 0:
@@ -612,6 +740,8 @@ class LedgerSegment:
         self._start = start
         self._hints.clear()
         log.info("segment %s: deleted %d ledgers, start offset now %d", self._name, count, start)
+        if self._buffer is not None:
+            self._buffer.on_ledger_deleted(dropped[-1].ledger_id)
         await self._delete_ledgers(dropped)
 
     async def _delete_ledgers(self, spans: list[LedgerSpan]) -> None:

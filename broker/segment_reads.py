@@ -7,23 +7,39 @@ with ``struct`` and its frames sliced; events are never looked at.
 from __future__ import annotations
 
 import asyncio
+import struct
 from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.api import ReadBlock
-from broker.entry import decode_entry_header, split_frames
+from broker.entry import NO_TXN, EntryKind, decode_entry_header, split_frames
 from broker.errors import CorruptDataError
 from broker.offset_index import LedgerSpan, ReadHints
 from broker.segment_records import SegmentRecord, WriterState
 from ledger.api import LedgerState, LedgerTail
 from ledger.errors import BookieUnavailableError, NoSuchLedgerError
+from txnbuffer.api import EntryKind as TxnKind
+from txnbuffer.api import Position, TxnId
+from txnbuffer.buffer import TransactionBuffer
 
 if TYPE_CHECKING:
     from ledger.client import LedgerClient
     from ledger.handle import LedgerHandle
 
-__all__ = ["LedgerScan", "find_entry", "peek_end_offset", "read_blocks", "scan_ledger"]
+__all__ = ["LedgerScan", "find_entry", "peek_end_offset", "read_blocks", "scan_ledger",
+           "txn_id_of"]
+
+_TXN = struct.Struct(">QQ")
+
+
+def txn_id_of(raw: bytes) -> TxnId | None:
+    """The txn id in an entry header (None for ``NO_TXN``)."""
+    if raw == NO_TXN:
+        return None
+    high, low = _TXN.unpack(raw)
+    return (high, low)
+
 
 #: Most entries asked of the ledger in one read.
 MAX_ENTRIES_PER_READ = 512
@@ -60,13 +76,16 @@ async def find_entry(
 
 async def read_blocks(
     span: LedgerSpan, handle: LedgerHandle, entry_id: int, last_entry_id: int,
-    offset: int, max_bytes: int,
+    offset: int, max_bytes: int, committed: TransactionBuffer | None = None,
 ) -> tuple[list[ReadBlock], int, int]:
     """Blocks from entry ``entry_id`` (which holds ``offset``) on, about ``max_bytes``.
 
     Reads at least one entry and never past ``last_entry_id``; blocks of the
-    first entry that end at or before ``offset`` are left out. Returns the
-    blocks, the next entry id and the offset it begins at.
+    first entry that end at or before ``offset`` are left out. Markers hold no
+    blocks. With ``committed`` (a ``read_committed`` read) the read stops
+    before the first entry above its ``max_read_position`` and leaves out
+    entries it says are not visible (aborted transactions'); one check per
+    entry. Returns the blocks, the next entry id and the offset it begins at.
     """
     entries = last_entry_id + 1
     average = max(span.confirmed_length() // entries, 1) if entries > 0 else 1
@@ -77,10 +96,14 @@ async def read_blocks(
     total = 0
     next_offset = offset
     next_entry = entry_id
+    limit = committed.max_read_position if committed is not None else None
+    ledger_id = span.ledger_id
     for data in datas:
         header = decode_entry_header(data)
         if next_entry == entry_id:
-            if not header.base_offset <= offset < header.end_offset:
+            # A marker (no events) may begin exactly at ``offset``.
+            if not (header.base_offset <= offset < header.end_offset
+                    or (header.event_count == 0 and header.base_offset == offset)):
                 raise CorruptDataError(
                     f"entry {entry_id} of ledger {span.ledger_id} holds offsets "
                     f"[{header.base_offset}, {header.end_offset}), expected {offset}")
@@ -89,10 +112,20 @@ async def read_blocks(
                 f"entry {next_entry} of ledger {span.ledger_id} begins at offset "
                 f"{header.base_offset}, expected {next_offset}")
         span.note_entry(next_entry, header.base_offset, header.end_offset)
-        frames = split_frames(data, header)
-        if header.base_offset < offset:
-            frames = [block for block in frames if block.offset + block.event_count > offset]
-        blocks.extend(frames)
+        kind = header.kind
+        serve = kind is EntryKind.DATA or kind is EntryKind.TXN_DATA
+        if committed is not None and limit is not None:
+            position = Position(ledger_id, next_entry)
+            if position > limit:
+                break
+            if kind is EntryKind.TXN_DATA:
+                serve = committed.visible(position, TxnKind.TXN_DATA, txn_id_of(header.txn_id))
+        if serve:
+            frames = split_frames(data, header)
+            if header.base_offset < offset:
+                frames = [block for block in frames
+                          if block.offset + block.event_count > offset]
+            blocks.extend(frames)
         next_offset = header.end_offset
         next_entry += 1
         total += len(data)

@@ -27,7 +27,9 @@ from broker.append_service import AppendServicer
 from broker.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from broker.produce_service import ProduceServicer
 from broker.read_service import ReadServicer
-from folio.api.v1 import admin_pb2, append_pb2, read_pb2
+from broker.transactions_service import TransactionsServicer
+from broker.txn_coordinator import TxnCoordinator
+from folio.api.v1 import admin_pb2, append_pb2, read_pb2, transactions_pb2
 
 __all__ = ["SERVICE_NAMES", "BrokerServer", "start_broker_server"]
 
@@ -39,6 +41,7 @@ SERVICE_NAMES = (
     append_pb2.DESCRIPTOR.services_by_name["Append"].full_name,
     append_pb2.DESCRIPTOR.services_by_name["Produce"].full_name,
     read_pb2.DESCRIPTOR.services_by_name["Read"].full_name,
+    transactions_pb2.DESCRIPTOR.services_by_name["Transactions"].full_name,
 )
 
 _MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -73,8 +76,13 @@ def _host_port(host: str, port: int) -> str:
 
 async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int = 0, *,
                               max_held_bytes: int = DEFAULT_MAX_HELD_BYTES,
-                              max_held_ms: int = DEFAULT_MAX_HELD_MS) -> BrokerServer:
+                              max_held_ms: int = DEFAULT_MAX_HELD_MS,
+                              coordinator: TxnCoordinator | None = None) -> BrokerServer:
     """Serve ``topics`` over the public gRPC API and start.
+
+    With ``coordinator`` (started) the ``Transactions`` service is served and
+    appends may carry a txn id; without, both are refused (UNIMPLEMENTED,
+    INVALID_ARGUMENT).
 
     ``max_held_bytes`` and ``max_held_ms`` bound the blocks of uncommitted
     transactions (see ``broker.held``).
@@ -87,11 +95,15 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
     for service, servicer in (
         (admin_pb2.DESCRIPTOR.services_by_name["Admin"], AdminServicer(topics)),
         (append_pb2.DESCRIPTOR.services_by_name["Append"], AppendServicer(
-            topics, stopping, max_held_bytes=max_held_bytes, max_held_ms=max_held_ms)),
+            topics, stopping, max_held_bytes=max_held_bytes, max_held_ms=max_held_ms,
+            coordinator=coordinator)),
         (append_pb2.DESCRIPTOR.services_by_name["Produce"], ProduceServicer(topics)),
         (read_pb2.DESCRIPTOR.services_by_name["Read"], ReadServicer(topics, stopping)),
     ):
         add_servicer(server, service, servicer)
+    if coordinator is not None:
+        add_servicer(server, transactions_pb2.DESCRIPTOR.services_by_name["Transactions"],
+                     TransactionsServicer(coordinator))
     health = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     reflection.enable_server_reflection(

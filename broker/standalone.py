@@ -37,6 +37,7 @@ from broker.held import MAX_TXN_BYTES
 from broker.server import start_broker_server
 from broker.standalone_config import StandaloneConfig
 from broker.topics import TopicManager
+from broker.txn_coordinator import TxnCoordinator
 from ledger.bookie import Bookie
 from ledger.client import LedgerClient
 from ledger.config import BookieConfig, LedgerConfig
@@ -109,7 +110,11 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event) -> int:
                               writer_expiry_ms=config.writer_expiry_ms)
         await topics.start()
         try:
-            return await _serve_topics(config, topics, stop)
+            # Replays the transaction log, finishing commits and aborts a crash cut short.
+            coordinator = TxnCoordinator(topics)
+            await coordinator.start()
+            topics.add_maintenance_hook(coordinator.tick)
+            return await _serve_topics(config, topics, stop, coordinator)
         finally:
             await topics.close()
             await ledgers.close()
@@ -121,12 +126,14 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event) -> int:
 
 
 async def _serve_topics(
-    config: StandaloneConfig, topics: TopicManager, stop: asyncio.Event
+    config: StandaloneConfig, topics: TopicManager, stop: asyncio.Event,
+    coordinator: TxnCoordinator,
 ) -> int:
     try:
         server = await start_broker_server(topics, config.host, config.port,
                                            max_held_bytes=config.max_held_bytes,
-                                           max_held_ms=config.max_held_ms)
+                                           max_held_ms=config.max_held_ms,
+                                           coordinator=coordinator)
     except OSError as error:
         return _fail(str(error))
     try:

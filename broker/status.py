@@ -33,6 +33,8 @@ from broker.errors import (
     TransactionBufferFullError,
     TransactionExpiredError,
     TransactionTooLargeError,
+    TxnNotFoundError,
+    TxnStateError,
     WrongHostError,
 )
 from ledger import status as ledger_status
@@ -67,6 +69,8 @@ STATUS_TABLE: Final[tuple[StatusRow, ...]] = (
     StatusRow(TransactionTooLargeError, _Code.RESOURCE_EXHAUSTED),
     StatusRow(TransactionBufferFullError, _Code.RESOURCE_EXHAUSTED),
     StatusRow(TransactionExpiredError, _Code.FAILED_PRECONDITION),
+    StatusRow(TxnNotFoundError, _Code.NOT_FOUND),
+    StatusRow(TxnStateError, _Code.FAILED_PRECONDITION),
     StatusRow(WrongHostError, _Code.UNAVAILABLE),
     StatusRow(BrokerShuttingDownError, _Code.UNAVAILABLE),
     StatusRow(CorruptDataError, _Code.DATA_LOSS),

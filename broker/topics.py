@@ -59,6 +59,7 @@ from ledger.errors import (
     NoNodeError,
     NotEmptyError,
 )
+from txnbuffer.api import SnapshotStore
 
 __all__ = ["MAX_SEGMENT_COUNT", "TopicManager"]
 
@@ -103,6 +104,7 @@ class TopicManager:
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._hooks: list[Callable[[], Awaitable[object]]] = []
+        self._txn_store: SnapshotStore | None = None
 
     async def start(self) -> None:
         """Start the background task (retention, rollover by age)."""
@@ -132,6 +134,15 @@ class TopicManager:
     def default_config(self) -> TopicConfig:
         """The configuration a topic gets for the fields its creator leaves unset."""
         return self._defaults
+
+    def txn_snapshot_store(self) -> SnapshotStore:
+        """The transaction buffers' snapshot store (``_txnbuffer_snapshots``), made once."""
+        if self._txn_store is None:
+            # Imported here: the store is a system topic on this manager.
+            from broker.snapshot_store import snapshot_store  # noqa: PLC0415
+
+            self._txn_store = snapshot_store(self)
+        return self._txn_store
 
     # -------------------------------------------------------------- topics
 
@@ -305,6 +316,7 @@ class TopicManager:
                 self._ledgers, self._store, topic=topic, number=number,
                 key_low=entry.key_low, key_high=entry.key_high, config=record.config,
                 clock=self._clock, writer_expiry_ms=self._writer_expiry_ms,
+                txn_store=None if is_system_topic(topic) else self.txn_snapshot_store(),
             )
             self._segments[name] = segment
             return segment

@@ -120,21 +120,31 @@ class SetupAppend(_message.Message):
 
     SEGMENT_FIELD_NUMBER: _builtins.int
     WRITER_ID_FIELD_NUMBER: _builtins.int
+    TXN_ID_FIELD_NUMBER: _builtins.int
     segment: _builtins.str
     """The segment to append to, "<topic>/<number>"."""
     writer_id: _builtins.str
     """The writer's identity, 1 to 128 characters (a UUID, say). The segment
     remembers the last event number of each writer.
     """
+    txn_id: _builtins.bytes
+    """The transaction the flow's blocks belong to (Transactions.BeginTxn,
+    transactions.proto): exactly 16 bytes, or empty for none. With one, the
+    segment is registered with the transaction coordinator, the blocks are
+    written as transactional entries, and read_committed readers see them
+    only once the transaction commits (never if it aborts). A txn id that is
+    not 16 bytes: AppendFailed(INVALID_ARGUMENT).
+    """
     def __init__(
         self,
         *,
         segment: _builtins.str = ...,
         writer_id: _builtins.str = ...,
+        txn_id: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["segment", b"segment", "writer_id", b"writer_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["segment", b"segment", "txn_id", b"txn_id", "writer_id", b"writer_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -15,19 +15,23 @@ its own deadline. It never spins. When the segment is sealed and read to
 its end, the last response has end_of_segment = true and the stream ends
 with OK.
 
+Transaction markers (commit, abort) are never served, at any isolation.
+
 Errors:
   NOT_FOUND         unknown topic or segment (NoSuchSegmentError)
   OUT_OF_RANGE      offset before the segment's start_offset (truncated or
                     deleted by retention) or after its end_offset
                     (OffsetOutOfRangeError; the trailing metadata
                     "folio-error-context" holds start_offset and end_offset)
-  INVALID_ARGUMENT  a negative offset, max_bytes or max_wait_ms
+  INVALID_ARGUMENT  a negative offset, max_bytes or max_wait_ms, an
+                    unknown isolation
 """
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -43,10 +47,40 @@ DESCRIPTOR: _descriptor.FileDescriptor
 class ReadRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    class _Isolation:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _IsolationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[ReadRequest._Isolation.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        READ_COMMITTED: ReadRequest._Isolation.ValueType  # 0
+        """Data up to the segment's transaction buffer's max_read_position (just
+        before the first entry of its earliest open transaction), leaving out
+        the entries of aborted transactions. At that point the stream waits
+        (as at the tail) until the transaction commits or aborts. Committed
+        transactional events appear where they were written, so offsets may
+        skip the offsets of aborted events.
+        """
+        READ_UNCOMMITTED: ReadRequest._Isolation.ValueType  # 1
+        """Every data entry, transactional or not, decided or not."""
+
+    class Isolation(_Isolation, metaclass=_IsolationEnumTypeWrapper): ...
+    READ_COMMITTED: ReadRequest.Isolation.ValueType  # 0
+    """Data up to the segment's transaction buffer's max_read_position (just
+    before the first entry of its earliest open transaction), leaving out
+    the entries of aborted transactions. At that point the stream waits
+    (as at the tail) until the transaction commits or aborts. Committed
+    transactional events appear where they were written, so offsets may
+    skip the offsets of aborted events.
+    """
+    READ_UNCOMMITTED: ReadRequest.Isolation.ValueType  # 1
+    """Every data entry, transactional or not, decided or not."""
+
     SEGMENT_FIELD_NUMBER: _builtins.int
     OFFSET_FIELD_NUMBER: _builtins.int
     MAX_BYTES_FIELD_NUMBER: _builtins.int
     MAX_WAIT_MS_FIELD_NUMBER: _builtins.int
+    ISOLATION_FIELD_NUMBER: _builtins.int
     segment: _builtins.str
     """"<topic>/<number>"."""
     offset: _builtins.int
@@ -59,6 +93,8 @@ class ReadRequest(_message.Message):
     """How long to wait at the tail before sending an empty response, in ms;
     0 means 500.
     """
+    isolation: Global___ReadRequest.Isolation.ValueType
+    """What the stream serves; READ_COMMITTED unless set."""
     def __init__(
         self,
         *,
@@ -66,10 +102,11 @@ class ReadRequest(_message.Message):
         offset: _builtins.int = ...,
         max_bytes: _builtins.int = ...,
         max_wait_ms: _builtins.int = ...,
+        isolation: Global___ReadRequest.Isolation.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "offset", b"offset", "segment", b"segment"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["isolation", b"isolation", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "offset", b"offset", "segment", b"segment"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

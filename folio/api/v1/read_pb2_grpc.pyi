@@ -15,13 +15,16 @@ its own deadline. It never spins. When the segment is sealed and read to
 its end, the last response has end_of_segment = true and the stream ends
 with OK.
 
+Transaction markers (commit, abort) are never served, at any isolation.
+
 Errors:
   NOT_FOUND         unknown topic or segment (NoSuchSegmentError)
   OUT_OF_RANGE      offset before the segment's start_offset (truncated or
                     deleted by retention) or after its end_offset
                     (OffsetOutOfRangeError; the trailing metadata
                     "folio-error-context" holds start_offset and end_offset)
-  INVALID_ARGUMENT  a negative offset, max_bytes or max_wait_ms
+  INVALID_ARGUMENT  a negative offset, max_bytes or max_wait_ms, an
+                    unknown isolation
 """
 
 from collections import abc as _abc

@@ -23,6 +23,8 @@ from broker.errors import (
     TransactionBufferFullError,
     TransactionExpiredError,
     TransactionTooLargeError,
+    TxnNotFoundError,
+    TxnStateError,
     WrongHostError,
 )
 from broker.status import STATUS_TABLE, is_retriable, status_for, trailing_metadata_for
@@ -46,6 +48,9 @@ CASES: list[tuple[BrokerError, grpc.StatusCode, dict[str, object]]] = [
     (TransactionBufferFullError(300, 256), _Code.RESOURCE_EXHAUSTED, {"size": 300, "limit": 256}),
     (TransactionExpiredError(130_000, 120_000), _Code.FAILED_PRECONDITION,
      {"held_ms": 130_000, "max_held_ms": 120_000}),
+    (TxnNotFoundError("00" * 16), _Code.NOT_FOUND, {"txn_id": "00" * 16}),
+    (TxnStateError("01" * 16, "OPEN", "ABORTED"), _Code.FAILED_PRECONDITION,
+     {"txn_id": "01" * 16, "expected": "OPEN", "actual": "ABORTED"}),
     (WrongHostError("t/0", "h:1"), _Code.UNAVAILABLE, {"segment": "t/0", "owner": "h:1"}),
     (BrokerShuttingDownError("stopping"), _Code.UNAVAILABLE, {}),
     (CorruptDataError("bad entry"), _Code.DATA_LOSS, {"what": "entry"}),

@@ -1,0 +1,63 @@
+"""The ``folio.v1.Transactions`` servicer: decode, call the ``TxnCoordinator``, encode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from broker._servicer import abort_with
+from broker.errors import BrokerError
+from broker.txn_coordinator import TxnCoordinator
+from folio.api.v1 import transactions_pb2, transactions_pb2_grpc
+from ledger.errors import LedgerError
+
+__all__ = ["TransactionsServicer"]
+
+_Context = grpc.aio.ServicerContext[Any, Any]
+_Refusals = (BrokerError, LedgerError)
+
+
+class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
+    """Begin, commit, abort and describe transactions."""
+
+    def __init__(self, coordinator: TxnCoordinator) -> None:
+        self._coordinator = coordinator
+
+    async def BeginTxn(
+        self, request: transactions_pb2.BeginTxnRequest, context: _Context
+    ) -> transactions_pb2.BeginTxnResponse:
+        try:
+            txn_id = await self._coordinator.begin(request.timeout_ms)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return transactions_pb2.BeginTxnResponse(txn_id=txn_id)
+
+    async def CommitTxn(
+        self, request: transactions_pb2.CommitTxnRequest, context: _Context
+    ) -> transactions_pb2.CommitTxnResponse:
+        try:
+            await self._coordinator.commit(list(request.txn_ids))
+        except _Refusals as error:
+            await abort_with(context, error)
+        return transactions_pb2.CommitTxnResponse()
+
+    async def AbortTxn(
+        self, request: transactions_pb2.AbortTxnRequest, context: _Context
+    ) -> transactions_pb2.AbortTxnResponse:
+        try:
+            await self._coordinator.abort(request.txn_id)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return transactions_pb2.AbortTxnResponse()
+
+    async def GetTxnStatus(
+        self, request: transactions_pb2.GetTxnStatusRequest, context: _Context
+    ) -> transactions_pb2.GetTxnStatusResponse:
+        try:
+            status = self._coordinator.status(request.txn_id)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return transactions_pb2.GetTxnStatusResponse(
+            state=transactions_pb2.TxnState.Value(status.state.name),
+            segments=status.segments, deadline_ms=status.deadline_ms)

@@ -1,0 +1,303 @@
+"""The transaction coordinator: transaction ids, states, the transaction log, markers, timeouts.
+
+States and transitions (anything else raises ``TxnStateError`` naming the
+expected and the actual state)::
+
+    OPEN -> COMMITTING -> COMMITTED
+    OPEN -> ABORTING   -> ABORTED | TIMED_OUT
+
+Every change is first written to the transaction log, the compacted system
+topic ``_txnlog``, keyed by the txn id (32 hex digits): a versioned JSON record
+with the state, the timeout deadline and the segments the transaction touched.
+A ``CommitTxn`` of several transactions writes ONE record first, keyed
+``commit-<first txn id>``, naming them all in COMMITTING: once it is durable the
+commit is decided for all of them together. Then the COMMIT markers go to every
+touched segment, then each transaction's record says COMMITTED and the group
+record is deleted. Abort is the same with ABORT markers (one transaction).
+
+A crash after the COMMITTING (or ABORTING) record and before the final one is
+finished on the next start (``start`` replays the log): markers are written
+again, which is harmless (a second commit marker changes nothing in a segment's
+transaction buffer, a second abort marker moves nothing that matters).
+
+Appends of a transaction go through ``writing``: it refuses unless the
+transaction is OPEN, registers the segment (a log write when it is new), and
+counts the append in flight; commit and abort change the state in memory
+first (later appends are refused) and wait for those in flight before writing
+markers, so no transactional entry lands after its transaction's marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from broker.entry import EntryKind
+from broker.errors import InvalidArgumentError, TxnNotFoundError, TxnStateError
+from broker.segment_txn import check_txn_id
+from broker.system_topics import CompactedTopic
+from broker.topics import TopicManager
+
+__all__ = [
+    "CRASH_AFTER_COMMITTING_ENV",
+    "DEFAULT_TXN_TIMEOUT_MS",
+    "LOG_FORMAT_VERSION",
+    "MAX_TXN_TIMEOUT_MS",
+    "TXN_LOG_TOPIC",
+    "TxnCoordinator",
+    "TxnState",
+    "TxnStatus",
+    "check_transition",
+]
+
+log = logging.getLogger(__name__)
+
+TXN_LOG_TOPIC = "_txnlog"
+LOG_FORMAT_VERSION = 1
+#: ``BeginTxn`` with timeout_ms 0.
+DEFAULT_TXN_TIMEOUT_MS = 60_000
+#: Longest timeout honoured.
+MAX_TXN_TIMEOUT_MS = 24 * 3600 * 1000
+#: Tests only: when "1", the process exits at once after logging COMMITTING.
+CRASH_AFTER_COMMITTING_ENV = "FOLIO_TEST_CRASH_AFTER_COMMITTING"
+_GROUP_PREFIX = "commit-"
+
+
+class TxnState(Enum):
+    """A transaction's state (values as ``folio.v1.TxnState``)."""
+
+    OPEN = 1
+    COMMITTING = 2
+    COMMITTED = 3
+    ABORTING = 4
+    ABORTED = 5
+    TIMED_OUT = 6
+
+
+_TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.OPEN: frozenset({TxnState.COMMITTING, TxnState.ABORTING}),
+    TxnState.COMMITTING: frozenset({TxnState.COMMITTED}),
+    TxnState.ABORTING: frozenset({TxnState.ABORTED, TxnState.TIMED_OUT}),
+    TxnState.COMMITTED: frozenset(),
+    TxnState.ABORTED: frozenset(),
+    TxnState.TIMED_OUT: frozenset(),
+}
+
+
+def check_transition(txn_id: str, actual: TxnState, target: TxnState) -> None:
+    """Raise ``TxnStateError`` unless ``actual -> target`` is in the transition table."""
+    if target not in _TRANSITIONS[actual]:
+        expected = " or ".join(sorted(s.name for s, to in _TRANSITIONS.items() if target in to))
+        raise TxnStateError(txn_id, expected, actual.name)
+
+
+@dataclass(slots=True)
+class _Txn:
+    txn_id: bytes
+    state: TxnState
+    deadline_ms: int
+    segments: list[str] = field(default_factory=list)
+    in_flight: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def __post_init__(self) -> None:
+        self.idle.set()  # no append in flight
+
+    @property
+    def name(self) -> str:
+        return self.txn_id.hex()
+
+    def record(self) -> bytes:
+        return json.dumps({"v": LOG_FORMAT_VERSION, "state": self.state.name,
+                           "deadline_ms": self.deadline_ms,
+                           "segments": self.segments}).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class TxnStatus:
+    """What ``GetTxnStatus`` answers."""
+
+    state: TxnState
+    segments: tuple[str, ...]
+    deadline_ms: int
+
+
+class TxnCoordinator:
+    """Transactions of the broker, logged in ``_txnlog`` on ``topics``.
+
+    Args:
+        topics: the broker's topics (segments get the markers).
+        clock: seconds since the epoch (for timeouts).
+    """
+
+    def __init__(self, topics: TopicManager, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._topics = topics
+        self._log = CompactedTopic(topics, TXN_LOG_TOPIC)
+        self._clock = clock
+        self._txns: dict[bytes, _Txn] = {}
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Replay the log; finish every COMMITTING and ABORTING transaction."""
+        records = await self._log.read_prefix("")
+        groups: list[list[bytes]] = []
+        for key, value in records.items():
+            data = json.loads(value)
+            if data.get("v") != LOG_FORMAT_VERSION:
+                raise ValueError(f"transaction log record {key} has unknown version "
+                                 f"{data.get('v')}")
+            if key.startswith(_GROUP_PREFIX):
+                groups.append([bytes.fromhex(t) for t in data["txns"]])
+                continue
+            logged = bytes.fromhex(key)
+            self._txns[logged] = _Txn(logged, TxnState[data["state"]], data["deadline_ms"],
+                                      list(data["segments"]))
+        for group in groups:
+            known = [txn_id for txn_id in group if txn_id in self._txns]
+            for txn_id in known:
+                self._txns[txn_id].state = TxnState.COMMITTING
+            log.info("finishing the commit of %d transactions after a restart", len(known))
+            await self._finish_commit(known)
+        for txn in list(self._txns.values()):
+            if txn.state is TxnState.COMMITTING:  # its group record is gone: finish anyway
+                await self._finish_commit([txn.txn_id])
+            elif txn.state is TxnState.ABORTING:
+                log.info("finishing the abort of transaction %s after a restart", txn.name)
+                await self._finish_abort(txn, TxnState.ABORTED)
+
+    # -------------------------------------------------------------- calls
+
+    async def begin(self, timeout_ms: int) -> bytes:
+        """A new OPEN transaction, aborted (TIMED_OUT) once ``timeout_ms`` passes."""
+        if timeout_ms < 0:
+            raise InvalidArgumentError(f"timeout_ms must be >= 0, got {timeout_ms}")
+        timeout_ms = min(timeout_ms or DEFAULT_TXN_TIMEOUT_MS, MAX_TXN_TIMEOUT_MS)
+        txn_id = uuid.uuid4().bytes
+        txn = _Txn(txn_id, TxnState.OPEN, self._now_ms() + timeout_ms)
+        await self._log.write(txn.name, txn.record())
+        self._txns[txn_id] = txn
+        return txn_id
+
+    def status(self, txn_id: bytes) -> TxnStatus:
+        """The transaction's state and touched segments. ``TxnNotFoundError``."""
+        txn = self._get(txn_id)
+        return TxnStatus(txn.state, tuple(txn.segments), txn.deadline_ms)
+
+    @contextlib.asynccontextmanager
+    async def writing(self, txn_id: bytes, segment: str) -> AsyncIterator[None]:
+        """Around one transactional append: OPEN only, ``segment`` registered (logged) first."""
+        txn = self._get(txn_id)
+        self._check_open(txn)
+        # Counted at once: a commit from now on waits for this append.
+        txn.in_flight += 1
+        txn.idle.clear()
+        try:
+            async with txn.lock:
+                if segment not in txn.segments:
+                    txn.segments.append(segment)
+                    try:
+                        await self._log.write(txn.name, txn.record())
+                    except BaseException:
+                        txn.segments.remove(segment)
+                        raise
+            yield
+        finally:
+            txn.in_flight -= 1
+            if txn.in_flight == 0:
+                txn.idle.set()
+
+    async def commit(self, txn_ids: Sequence[bytes]) -> None:
+        """Commit the transactions together: one COMMITTING record, markers, COMMITTED."""
+        if not txn_ids:
+            raise InvalidArgumentError("CommitTxn needs at least one txn_id")
+        unique = list(dict.fromkeys(txn_ids))
+        txns = [self._get(txn_id) for txn_id in unique]
+        for txn in txns:
+            check_transition(txn.name, txn.state, TxnState.COMMITTING)
+        for txn in txns:
+            txn.state = TxnState.COMMITTING  # later appends are refused from here on
+        for txn in txns:
+            await txn.idle.wait()
+        group = json.dumps({"v": LOG_FORMAT_VERSION, "state": TxnState.COMMITTING.name,
+                            "txns": [txn.name for txn in txns]}).encode()
+        try:
+            await self._log.write(_GROUP_PREFIX + txns[0].name, group)
+        except BaseException:
+            for txn in txns:
+                txn.state = TxnState.OPEN
+            raise
+        if os.environ.get(CRASH_AFTER_COMMITTING_ENV) == "1":
+            log.warning("%s=1: exiting after logging COMMITTING", CRASH_AFTER_COMMITTING_ENV)
+            os._exit(137)
+        await self._finish_commit(unique)
+
+    async def abort(self, txn_id: bytes) -> None:
+        """Abort an OPEN transaction: ABORTING record, ABORT markers, ABORTED."""
+        await self._abort(self._get(txn_id), TxnState.ABORTED)
+
+    async def tick(self) -> int:
+        """Abort (TIMED_OUT) every OPEN transaction past its deadline; how many."""
+        now = self._now_ms()
+        expired = [txn for txn in self._txns.values()
+                   if txn.state is TxnState.OPEN and txn.deadline_ms <= now]
+        for txn in expired:
+            try:
+                await self._abort(txn, TxnState.TIMED_OUT)
+                log.info("transaction %s timed out and was aborted", txn.name)
+            except TxnStateError:
+                continue  # committed or aborted meanwhile
+        return len(expired)
+
+    # ------------------------------------------------------------ helpers
+
+    async def _abort(self, txn: _Txn, final: TxnState) -> None:
+        check_transition(txn.name, txn.state, TxnState.ABORTING)
+        txn.state = TxnState.ABORTING
+        await txn.idle.wait()
+        await self._log.write(txn.name, txn.record())
+        await self._finish_abort(txn, final)
+
+    async def _finish_commit(self, txn_ids: Sequence[bytes]) -> None:
+        txns = [self._txns[txn_id] for txn_id in txn_ids]
+        for txn in txns:
+            await self._markers(txn, EntryKind.COMMIT_MARKER)
+        for txn in txns:
+            txn.state = TxnState.COMMITTED
+            await self._log.write(txn.name, txn.record())
+        if txns:
+            await self._log.write(_GROUP_PREFIX + txns[0].name, None)
+
+    async def _finish_abort(self, txn: _Txn, final: TxnState) -> None:
+        await self._markers(txn, EntryKind.ABORT_MARKER)
+        txn.state = final
+        await self._log.write(txn.name, txn.record())
+
+    async def _markers(self, txn: _Txn, kind: EntryKind) -> None:
+        for name in txn.segments:
+            segment = await self._topics.segment(name)
+            await segment.write_marker(kind, txn.txn_id)
+
+    def _get(self, txn_id: bytes) -> _Txn:
+        check_txn_id(txn_id)
+        txn = self._txns.get(txn_id)
+        if txn is None:
+            raise TxnNotFoundError(txn_id.hex())
+        return txn
+
+    def _check_open(self, txn: _Txn) -> None:
+        if txn.state is not TxnState.OPEN:
+            raise TxnStateError(txn.name, TxnState.OPEN.name, txn.state.name)
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)

@@ -1,0 +1,57 @@
+"""TxnCoordinator on a TopicManager: transitions, timeouts, registration, log replay."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.api import TopicConfig
+from broker.errors import TxnNotFoundError, TxnStateError
+from broker.topics import TopicManager
+from broker.txn_coordinator import TxnCoordinator, TxnState, check_transition
+from tests.unit.broker.conftest import BrokerEnv, block
+
+
+def test_transition_table() -> None:
+    check_transition("t", TxnState.OPEN, TxnState.COMMITTING)
+    check_transition("t", TxnState.ABORTING, TxnState.TIMED_OUT)
+    with pytest.raises(TxnStateError) as raised:
+        check_transition("t", TxnState.ABORTED, TxnState.COMMITTING)
+    assert (raised.value.expected, raised.value.actual) == ("OPEN", "ABORTED")
+    with pytest.raises(TxnStateError):
+        check_transition("t", TxnState.COMMITTED, TxnState.ABORTING)
+
+
+async def _write(coordinator: TxnCoordinator, topics: TopicManager, txn: bytes,
+                 index: int) -> None:
+    segment = await topics.segment("t/0")
+    async with coordinator.writing(txn, "t/0"):
+        await segment.append([block(index)], "", -1, txn_id=txn)
+
+
+async def test_timeout_aborts_and_log_replays(env: BrokerEnv) -> None:
+    topics = env.manager()
+    await topics.create_topic("t", 1, TopicConfig())
+    coordinator = TxnCoordinator(topics, clock=env.clock)
+    await coordinator.start()
+    late = await coordinator.begin(1000)
+    kept = await coordinator.begin(60_000)
+    await _write(coordinator, topics, late, 0)
+    await _write(coordinator, topics, kept, 1)
+    env.clock.advance_ms(1001)
+    assert await coordinator.tick() == 1
+    assert coordinator.status(late).state is TxnState.TIMED_OUT
+    assert coordinator.status(kept).segments == ("t/0",)
+    with pytest.raises(TxnStateError):
+        await _write(coordinator, topics, late, 2)
+    with pytest.raises(TxnNotFoundError):
+        coordinator.status(bytes(range(16)))
+    await env.restart()
+    topics = env.manager()
+    again = TxnCoordinator(topics, clock=env.clock)
+    await again.start()
+    assert again.status(late).state is TxnState.TIMED_OUT
+    assert again.status(kept).state is TxnState.OPEN
+    await again.commit([kept])
+    segment = await topics.segment("t/0")
+    batch = await segment.read(0, 1 << 20)
+    assert [b.data for b in batch.blocks] == [block(1).data]
