@@ -57,6 +57,7 @@ from folio.errors import (
     TopicNameError,
     TopicNotFoundError,
     TxnFailedError,
+    TxnNotFoundError,
     TxnStateError,
     WriterClosedError,
     WrongHostError,
@@ -77,6 +78,7 @@ from folio.txn import (
     SingleRoutingKeyTransactionWriter,
     TransactionResult,
 )
+from folio.txn_full import Transaction, TransactionalWriter
 from folio.writer import EventWriter
 
 __all__ = [
@@ -115,8 +117,11 @@ __all__ = [
     "TopicInfo",
     "TopicNameError",
     "TopicNotFoundError",
+    "Transaction",
     "TransactionResult",
+    "TransactionalWriter",
     "TxnFailedError",
+    "TxnNotFoundError",
     "TxnStateError",
     "WriteFuture",
     "WriteResult",

@@ -44,7 +44,8 @@ NAME_CLASSES: Final[dict[str, type[e.FolioError]]] = {
     for cls in (
         e.TopicNotFoundError, e.TopicExistsError, e.TopicNameError, e.InvalidArgumentError,
         e.NoSuchSegmentError, e.SegmentSealedError, e.OffsetOutOfRangeError,
-        e.EventTooLargeError, e.InvalidEventNumberError, e.WrongHostError,
+        e.EventTooLargeError, e.InvalidEventNumberError, e.WrongHostError, e.TxnStateError,
+        e.TxnNotFoundError,
     )
 }
 

@@ -40,9 +40,10 @@ from folio.models import (
     segment_range_from_proto,
     topic_info_from_proto,
 )
-from folio.reader import EventReader
+from folio.reader import EventReader, Isolation
 from folio.serializers import BytesSerializer, Serializer
 from folio.txn import SingleRoutingKeyTransactionWriter
+from folio.txn_full import TransactionalWriter
 from folio.writer import EventWriter
 
 __all__ = ["DEFAULT_ENDPOINT", "ENDPOINT_ENV", "Client"]
@@ -371,17 +372,53 @@ class Client:
         return made
 
     @overload
-    def reader(self, topic: str, start: Start = ...) -> EventReader[bytes]: ...
+    def transactional_writer(self, topic: str, *,
+                             txn_timeout_ms: int = ...) -> TransactionalWriter[bytes]: ...
+
+    @overload
+    def transactional_writer(self, topic: str, serializer: Serializer[T], *,
+                             txn_timeout_ms: int = ...) -> TransactionalWriter[T]: ...
+
+    def transactional_writer(self, topic: str, serializer: Serializer[Any] | None = None, *,
+                             txn_timeout_ms: int = 60_000) -> TransactionalWriter[Any]:
+        """A writer of transactions across ``topic``'s segments; see ``folio.txn_full``.
+
+        Args:
+            topic: the topic.
+            serializer: turns events into payloads (``BytesSerializer`` by default).
+            txn_timeout_ms: the broker aborts a transaction still open this
+                long after ``begin`` (TIMED_OUT); at most one day.
+
+        Raises:
+            TopicNotFoundError: no such topic.
+            InvalidArgumentError: a bad option value.
+        """
+        info = self.get_topic(topic)
+        made: TransactionalWriter[Any] = TransactionalWriter(
+            info, serializer if serializer is not None else BytesSerializer(), io=self._io,
+            source=self._flow_pool(), stub=self._connection.transactions, call=self._call,
+            txn_timeout_ms=txn_timeout_ms,
+            on_close=lambda w: self._forget_writer(cast(Any, w)))
+        with self._lock:
+            # close() aborts its open transactions with the event writers.
+            self._writers.append(cast(Any, made))
+        return made
 
     @overload
     def reader(self, topic: str, start: Start = ..., *,
-               serializer: Serializer[T]) -> EventReader[T]: ...
+               isolation: Isolation = ...) -> EventReader[bytes]: ...
 
     @overload
-    def reader(self, topic: str, start: Start, serializer: Serializer[T]) -> EventReader[T]: ...
+    def reader(self, topic: str, start: Start = ..., *,
+               serializer: Serializer[T], isolation: Isolation = ...) -> EventReader[T]: ...
+
+    @overload
+    def reader(self, topic: str, start: Start, serializer: Serializer[T], *,
+               isolation: Isolation = ...) -> EventReader[T]: ...
 
     def reader(self, topic: str, start: Start = "earliest",
-               serializer: Serializer[Any] | None = None) -> EventReader[Any]:
+               serializer: Serializer[Any] | None = None, *,
+               isolation: Isolation = "read_committed") -> EventReader[Any]:
         """A reader of ``topic``'s active segments.
 
         Args:
@@ -391,11 +428,15 @@ class Client:
                 mapping of segment name to the offset to start at; active
                 segments the mapping leaves out start at their earliest.
             serializer: turns payloads into values (``BytesSerializer`` by default).
+            isolation: ``"read_committed"`` (the default: events of
+                transactions are served once committed, never when aborted;
+                a segment's stream waits before an open transaction's first
+                event) or ``"read_uncommitted"`` (every event, as written).
 
         Raises:
             TopicNotFoundError: no such topic.
-            InvalidArgumentError: a bad ``start``, or a mapping naming a
-                segment of another topic.
+            InvalidArgumentError: a bad ``start`` or ``isolation``, or a
+                mapping naming a segment of another topic.
         """
         segments = self.get_segments(topic)
         positions: dict[str, int]
@@ -419,7 +460,7 @@ class Client:
         pool = self._flow_pool()
         made: EventReader[Any] = EventReader(
             topic, positions, serializer if serializer is not None else BytesSerializer(),
-            io=self._io, channels=pool, on_close=self._forget_reader)
+            io=self._io, channels=pool, on_close=self._forget_reader, isolation=isolation)
         with self._lock:
             self._readers.append(made)
         return made

@@ -33,6 +33,7 @@ __all__ = [
     "TopicNameError",
     "TopicNotFoundError",
     "TxnFailedError",
+    "TxnNotFoundError",
     "TxnStateError",
     "WriterClosedError",
     "WrongHostError",
@@ -273,5 +274,33 @@ class TxnStateError(FolioError):
     """A transaction call its state does not allow.
 
     ``begin`` while the writer's previous transaction is still open, or
-    ``write_event``/``commit`` after ``commit`` or ``abort``.
+    ``write_event``/``commit`` after ``commit`` or ``abort``. From the
+    broker's transaction coordinator (FAILED_PRECONDITION: commit after
+    abort, append after commit, ...), ``expected`` and ``actual`` name the
+    state the call needed and the one the transaction is in (``"OPEN"``,
+    ``"ABORTED"``, ...).
     """
+
+    @property
+    def txn_id(self) -> str | None:
+        """The transaction (32 hex digits), when known."""
+        return self._str("txn_id")
+
+    @property
+    def expected(self) -> str | None:
+        """The state the call needed, when known."""
+        return self._str("expected")
+
+    @property
+    def actual(self) -> str | None:
+        """The state the transaction was in, when known."""
+        return self._str("actual")
+
+
+class TxnNotFoundError(NotFoundError):
+    """The broker's transaction coordinator knows no transaction of that id (NOT_FOUND)."""
+
+    @property
+    def txn_id(self) -> str | None:
+        """The transaction (32 hex digits), when known."""
+        return self._str("txn_id")

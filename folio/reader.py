@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 from itertools import repeat
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, Literal, TypeVar
 
 import grpc
 
@@ -31,7 +31,7 @@ from folio._append_stream import Backoff
 from folio._status import error_from_rpc
 from folio.api.v1 import read_pb2
 from folio.block import decode_block
-from folio.errors import FolioError
+from folio.errors import FolioError, InvalidArgumentError
 from folio.models import Event
 from folio.serializers import BytesSerializer, Serializer
 
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from folio._pool import ReadChannels
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_WAIT_MS", "EventReader"]
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_WAIT_MS", "EventReader", "Isolation"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,13 @@ _UNEXPLAINED_RETRIES = 5
 _BUFFERED_RESPONSES: Final = 4
 
 # Queue items: (segment, response, error); (None, None, None) wakes a closed reader.
+#: What a reader is served of transactional events (``ReadRequest.isolation``).
+Isolation = Literal["read_committed", "read_uncommitted"]
+_ISOLATIONS: Final[dict[str, read_pb2.ReadRequest.Isolation.ValueType]] = {
+    "read_committed": read_pb2.ReadRequest.READ_COMMITTED,
+    "read_uncommitted": read_pb2.ReadRequest.READ_UNCOMMITTED,
+}
+
 _Item = tuple[str | None, read_pb2.ReadResponse | None, FolioError | None]
 
 
@@ -71,14 +78,23 @@ class EventReader(Generic[T]):
     def __init__(self, topic: str, positions: Mapping[str, int], serializer: Serializer[T], *,
                  io: IoThread, channels: ReadChannels | None = None,
                  stub: ReadAsyncStub | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
-                 max_wait_ms: int = DEFAULT_MAX_WAIT_MS, on_close: object = None) -> None:
+                 max_wait_ms: int = DEFAULT_MAX_WAIT_MS, on_close: object = None,
+                 isolation: Isolation = "read_committed") -> None:
         """Made by ``Client.reader``; ``positions`` maps each segment to read to its offset.
 
         Each segment's stream takes a channel from ``channels`` (the client's
-        pool) when it starts, or uses ``stub`` if given instead.
+        pool) when it starts, or uses ``stub`` if given instead. ``isolation``
+        is ``"read_committed"`` (events of open or aborted transactions left
+        out; the stream waits before an open transaction's first event) or
+        ``"read_uncommitted"`` (every event).
         """
         if (channels is None) == (stub is None):
             raise ValueError("give the reader either channels or a stub")
+        if isolation not in _ISOLATIONS:
+            raise InvalidArgumentError(
+                f"isolation must be 'read_committed' or 'read_uncommitted', not {isolation!r}")
+        self.isolation: Isolation = isolation
+        self._isolation = _ISOLATIONS[isolation]
         self.topic = topic
         self._io = io
         self._channels = channels
@@ -259,7 +275,7 @@ class EventReader(Generic[T]):
         while not self._closed:
             call = stub.Read(read_pb2.ReadRequest(
                 segment=segment, offset=next_offset, max_bytes=self._max_bytes,
-                max_wait_ms=self._max_wait_ms))
+                max_wait_ms=self._max_wait_ms, isolation=self._isolation))
             try:
                 async for response in call:
                     backoff.reset()

@@ -34,6 +34,8 @@ SERVER_ROWS: list[tuple[str, grpc.StatusCode, type[e.FolioError]]] = [
     ("TransactionTooLargeError", Code.RESOURCE_EXHAUSTED, e.MaxTransactionSizeExceededError),
     ("TransactionExpiredError", Code.FAILED_PRECONDITION, e.TxnFailedError),
     ("TransactionBufferFullError", Code.RESOURCE_EXHAUSTED, e.FolioUnavailableError),
+    ("TxnStateError", Code.FAILED_PRECONDITION, e.TxnStateError),
+    ("TxnNotFoundError", Code.NOT_FOUND, e.TxnNotFoundError),
 ]
 
 
@@ -108,6 +110,14 @@ def test_typed_context_travels() -> None:
     wrong = _status.error_from_status(Code.UNAVAILABLE, "w", _metadata(
         "WrongHostError", {"segment": "t/1", "owner": ""}))
     assert isinstance(wrong, e.WrongHostError) and wrong.owner is None and wrong.retriable
+    state = _status.error_from_status(Code.FAILED_PRECONDITION, "t", _metadata(
+        "TxnStateError", {"txn_id": "ab" * 16, "expected": "OPEN", "actual": "ABORTED"}))
+    assert isinstance(state, e.TxnStateError) and not state.retriable
+    assert (state.txn_id, state.expected, state.actual) == ("ab" * 16, "OPEN", "ABORTED")
+    missing = _status.error_from_status(Code.NOT_FOUND, "n", _metadata(
+        "TxnNotFoundError", {"txn_id": "cd" * 16}))
+    assert isinstance(missing, e.TxnNotFoundError) and isinstance(missing, e.NotFoundError)
+    assert missing.txn_id == "cd" * 16
 
 
 def test_missing_and_bad_context_give_none() -> None:

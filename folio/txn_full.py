@@ -1,0 +1,622 @@
+"""Transactions across segments (and routing keys): the broker's ``Transactions`` service.
+
+Made by ``Client.transactional_writer(topic, serializer)``::
+
+    with client.transactional_writer("orders") as writer:
+        txn = writer.begin()                       # BeginTxn: a 16-byte id
+        txn.write_event(b"debit", routing_key="alice")
+        txn.write_event(b"credit", routing_key="bob")  # maybe another segment
+        txn.commit()                               # all events visible, or none
+
+How it works: ``begin`` asks the broker's coordinator for a transaction id
+(``BeginTxn(timeout_ms)``). ``write_event`` routes each event as an
+``EventWriter`` does (the routing key's hash picks the segment; keyless events
+rotate over the open segments) and buffers it per segment, packed into blocks
+of about 1 MiB. ``flush`` (and ``commit``) send every buffered block on one
+flow per (segment, transaction) of the client's shared Append stream, set up
+with ``SetupAppend(segment, writer_id, txn_id)``: the broker registers the
+segment with the transaction and writes the blocks as transactional entries,
+which ``read_committed`` readers see only once the transaction commits (and
+never if it aborts); ``read_uncommitted`` readers see them at once. Each
+transaction appends under its own writer id (a new UUID), so concurrent
+transactions of one writer never race on a segment's event numbers.
+``commit`` waits until every block is acknowledged (``DataAppended``), then
+calls ``CommitTxn([txn_id])``; ``abort`` calls ``AbortTxn``; ``status`` reads
+the coordinator's state name (``GetTxnStatus``).
+
+Failures (kept simple, never half-written): a transaction's flows are not
+retried. When the Append stream breaks after a block of the transaction was
+sent, or the broker refuses a block, the transaction is aborted on the
+broker (best effort; else its timeout aborts it) and ``flush``/``commit``
+raise :class:`TxnFailedError` whose ``retriable`` is the cause's (a broken
+stream is retriable): nothing of it becomes visible, and the caller may
+``begin`` a new transaction and write its events again. A failure of
+``CommitTxn`` itself is raised as the broker's typed error
+(``TxnStateError`` with ``expected``/``actual``, ``TxnNotFoundError``,
+``FolioUnavailableError``); after an unavailable broker the outcome is
+decided by the coordinator (``status`` tells it).
+
+Thread-safe: a writer may have many open transactions (one per thread, say),
+and one transaction may be written from several threads.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable, Mapping
+from enum import Enum
+from types import TracebackType
+from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
+
+from google.protobuf.message import Message
+from grpc import aio
+
+from folio._status import error_from_reply
+from folio.api.v1 import append_pb2, transactions_pb2
+from folio.block import encode_block
+from folio.errors import (
+    EventTooLargeError,
+    FolioError,
+    FolioUnavailableError,
+    InvalidArgumentError,
+    TimeoutError,
+    TxnFailedError,
+    TxnStateError,
+    WriterClosedError,
+)
+from folio.models import TopicInfo
+from folio.routing import routing_point
+from folio.serializers import BytesSerializer, Serializer
+
+if TYPE_CHECKING:
+    from folio._append_stream import AppendStream, FlowSource
+    from folio._io import IoThread
+    from folio.api.v1.transactions_pb2_grpc import TransactionsAsyncStub
+
+__all__ = ["TXN_FULL_BLOCK_BYTES", "Transaction", "TransactionalWriter"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+
+#: A segment's buffered events are packed into blocks of about this size.
+TXN_FULL_BLOCK_BYTES: Final = 1024 * 1024
+#: Blocks of one flow sent and not yet acknowledged, at most.
+_MAX_IN_FLIGHT: Final = 8
+#: Framing counted per event on top of its payload, key and headers.
+_EVENT_OVERHEAD_BYTES: Final = 20
+
+
+class UnaryCaller(Protocol):
+    """Runs one unary call on the client's IO thread and returns its answer (``Client._call``)."""
+
+    def __call__(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
+                 retry: bool = False) -> Resp:
+        """The call's answer, or its typed ``FolioError``."""
+
+
+# -- the IO side: one flow per (segment, transaction) ----------------------------
+
+
+class _FlowState(Enum):
+    NEW = "new"            # not set up yet (setup to be sent when the stream is open)
+    SETTING_UP = "setting_up"
+    READY = "ready"
+    DEAD = "dead"          # failed or released
+
+
+class _SegmentFlow:
+    """Sends one transaction's blocks to one segment. IO thread only (``AppendFlow``).
+
+    Blocks are pipelined (at most ``_MAX_IN_FLIGHT``), each with ``end =
+    true`` (each its own transactional entry), numbered from the writer's
+    last event number that ``AppendSetup`` answers. A batch (one ``flush``)
+    resolves its future when its last block is acknowledged: replies to a
+    flow come in command order. Any failure after a block was sent kills the
+    flow and fails every batch (module docstring).
+    """
+
+    def __init__(self, segment: str, *, writer_id: str, txn_id: bytes,
+                 source: FlowSource) -> None:
+        self.segment = segment
+        self._writer_id = writer_id
+        self._txn_id = txn_id
+        self._source = source
+        self._stream: AppendStream | None = None
+        self._flow_id = 0
+        self._state = _FlowState.NEW
+        self._next_number = 0
+        #: Blocks to send: (data, event count, the batch future it ends or None).
+        self._queue: deque[tuple[bytes, int, concurrent.futures.Future[None] | None]] = deque()
+        #: Sequence -> the batch future its block ends (None: setup or a mid-batch block).
+        self._pending: dict[int, concurrent.futures.Future[None] | None] = {}
+        self._setup_sequence: int | None = None
+        self._sent_any = False
+        self._error: FolioError | None = None
+
+    # -- from the transaction (via IoThread.call_soon) -------------------------
+
+    def submit(self, blocks: list[tuple[bytes, int]],
+               future: concurrent.futures.Future[None]) -> None:
+        """Queues one batch of blocks; ``future`` resolves once all are acknowledged."""
+        if self._error is not None:
+            future.set_exception(self._error)
+            return
+        if self._state is _FlowState.DEAD:
+            future.set_exception(WriterClosedError("the transaction's flow is closed"))
+            return
+        if not blocks:
+            future.set_result(None)
+            return
+        for index, (data, count) in enumerate(blocks):
+            self._queue.append((data, count, future if index == len(blocks) - 1 else None))
+        if self._stream is None:
+            try:
+                self._stream, self._flow_id = self._source.open_flow(self)
+            except FolioError as error:
+                self._die(error)
+                return
+        self._pump()
+
+    def release(self) -> None:
+        """Ends the flow (after commit or abort)."""
+        self._die(WriterClosedError("the transaction ended"), quiet=True)
+
+    # -- AppendFlow --------------------------------------------------------------
+
+    def on_stream_ready(self) -> None:
+        if self._state is _FlowState.NEW:
+            self._send_setup()
+
+    def on_stream_lost(self, error: FolioError) -> None:
+        if self._state is _FlowState.DEAD:
+            return
+        if not self._sent_any:
+            # Nothing of the transaction went on this flow: set up again.
+            self._state = _FlowState.NEW
+            self._pending.clear()
+            self._setup_sequence = None
+            return
+        self._die(FolioUnavailableError(
+            f"the append stream broke while blocks of the transaction to {self.segment} were "
+            f"in flight: {error}"))
+
+    def on_tick(self, now: float) -> None:
+        """Nothing expires here: the coordinator's timeout aborts a stuck transaction."""
+
+    def on_reply(self, reply: append_pb2.AppendReply) -> None:
+        sequence = reply.request_id & 0xFFFFFFFF
+        if sequence not in self._pending:
+            return
+        future = self._pending.pop(sequence)
+        kind = reply.WhichOneof("reply")
+        if sequence == self._setup_sequence:
+            self._setup_sequence = None
+            if kind != "append_setup":
+                self._die(error_from_reply(reply, self.segment))
+                return
+            self._state = _FlowState.READY
+            self._next_number = reply.append_setup.last_event_number + 1
+            self._pump()
+            return
+        if kind != "data_appended":
+            self._die(error_from_reply(reply, self.segment))
+            return
+        if future is not None and not future.done():
+            future.set_result(None)
+        self._pump()
+
+    # -- internals -----------------------------------------------------------------
+
+    def _send(self, command: append_pb2.AppendCommand) -> int | None:
+        if self._stream is None or not self._flow_id:
+            return None
+        return self._stream.send(self._flow_id, command)
+
+    def _send_setup(self) -> None:
+        sequence = self._send(append_pb2.AppendCommand(setup_append=append_pb2.SetupAppend(
+            segment=self.segment, writer_id=self._writer_id, txn_id=self._txn_id)))
+        if sequence is None:
+            return  # not connected: on_stream_ready sets up
+        self._state = _FlowState.SETTING_UP
+        self._setup_sequence = sequence
+        self._pending[sequence] = None
+
+    def _pump(self) -> None:
+        if self._state is not _FlowState.READY:
+            return
+        while self._queue and len(self._pending) < _MAX_IN_FLIGHT:
+            data, count, future = self._queue[0]
+            number = self._next_number + count - 1
+            sequence = self._send(append_pb2.AppendCommand(append_block=append_pb2.AppendBlock(
+                data=data, event_count=count, last_event_number=number, end=True)))
+            if sequence is None:
+                if self._sent_any:
+                    self._die(FolioUnavailableError(
+                        f"the append stream to {self.segment} is down mid-transaction"))
+                return
+            self._queue.popleft()
+            self._sent_any = True
+            self._next_number = number + 1
+            self._pending[sequence] = future
+
+    def _die(self, error: FolioError, *, quiet: bool = False) -> None:
+        if self._state is _FlowState.DEAD:
+            return
+        if not quiet:
+            log.info("transactional append to %s failed: %s", self.segment, error)
+            self._error = error
+        self._state = _FlowState.DEAD
+        futures = [f for f in self._pending.values() if f is not None]
+        futures += [f for _, _, f in self._queue if f is not None]
+        self._pending.clear()
+        self._queue.clear()
+        for future in futures:
+            if not future.done():
+                future.set_exception(error)
+        if self._flow_id and self._stream is not None:
+            self._stream.unregister(self._flow_id)
+        self._flow_id = 0
+
+
+# -- the caller's side ------------------------------------------------------------
+
+
+class _Buffer:
+    """One segment's events not yet packed, and its packed blocks not yet sent."""
+
+    __slots__ = ("blocks", "headers", "keyed", "keys", "payloads", "size", "timestamps")
+
+    def __init__(self) -> None:
+        self.payloads: list[bytes] = []
+        self.keys: list[str] = []
+        #: Whether the unpacked events have routing keys: a block's key column
+        #: is all or nothing (events.proto), so keyed and keyless events never
+        #: share a block ("" is a key, not "no key").
+        self.keyed = False
+        self.timestamps: list[int] = []
+        self.headers: list[Mapping[str, bytes]] = []
+        self.size = 0
+        self.blocks: list[tuple[bytes, int]] = []
+
+    def cut(self) -> None:
+        if not self.payloads:
+            return
+        headers = self.headers if any(self.headers) else None
+        keys = self.keys if self.keyed else None
+        self.blocks.append((encode_block(self.payloads, keys, self.timestamps, headers),
+                            len(self.payloads)))
+        self.payloads, self.keys, self.timestamps, self.headers = [], [], [], []
+        self.size = 0
+
+
+class _Local(Enum):
+    OPEN = "OPEN"
+    COMMITTED = "COMMITTED"
+    ABORTED = "ABORTED"
+    FAILED = "FAILED"  # aborted by the SDK after a failed append
+
+
+class Transaction(Generic[T]):
+    """One broker transaction: events to any segments of the topic, all visible or none.
+
+    Made by ``TransactionalWriter.begin``. Thread-safe. A context manager:
+    leaving the block commits it if still open, or aborts it if the block raised.
+    """
+
+    def __init__(self, writer: TransactionalWriter[T], txn_id: bytes) -> None:
+        self._writer = writer
+        #: The broker's transaction id, 16 bytes.
+        self.txn_id = txn_id
+        self.writer_id = uuid.uuid4().hex
+        self._lock = threading.Lock()
+        self._state = _Local.OPEN
+        self._buffers: dict[str, _Buffer] = {}
+        self._flows: dict[str, _SegmentFlow] = {}
+        self._count = 0
+
+    @property
+    def event_count(self) -> int:
+        """How many events were written to it."""
+        return self._count
+
+    def write_event(self, event: T, routing_key: str | None = None,
+                    headers: Mapping[str, bytes] | None = None) -> None:
+        """Adds one event to the transaction (buffered until ``flush``/``commit``).
+
+        Args:
+            event: the value, serialized with the writer's serializer.
+            routing_key: picks the segment as an ``EventWriter`` does; None:
+                the writer's next segment in rotation.
+            headers: application headers, names to bytes values.
+
+        Raises:
+            EventTooLargeError: above the topic's ``max_event_bytes``.
+            TxnStateError: the transaction was committed, aborted or failed.
+        """
+        writer = self._writer
+        if writer._raw and type(event) is bytes:
+            payload: bytes = event  # type: ignore[assignment]  # T is bytes here
+        else:
+            payload = writer._serialize(event)
+        if len(payload) > writer._max_event_bytes:
+            raise EventTooLargeError(
+                f"an event of {len(payload)} bytes exceeds topic {writer.topic!r}'s "
+                f"max_event_bytes of {writer._max_event_bytes} bytes",
+                size=len(payload), limit=writer._max_event_bytes)
+        segment = writer._segment_for(routing_key)
+        size = len(payload) + _EVENT_OVERHEAD_BYTES + len(routing_key or "")
+        if headers:
+            size += sum(len(name) + len(value) + 10 for name, value in headers.items())
+        now_ms = time.time_ns() // 1_000_000
+        with self._lock:
+            self._check_open_locked()
+            buffer = self._buffers.get(segment)
+            if buffer is None:
+                buffer = self._buffers[segment] = _Buffer()
+            keyed = routing_key is not None
+            if buffer.payloads and (buffer.keyed != keyed
+                                    or buffer.size + size > TXN_FULL_BLOCK_BYTES):
+                buffer.cut()
+            buffer.keyed = keyed
+            buffer.payloads.append(payload)
+            buffer.keys.append(routing_key or "")
+            buffer.timestamps.append(now_ms)
+            buffer.headers.append(dict(headers) if headers else {})
+            buffer.size += size
+            self._count += 1
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Sends every buffered event and waits until the broker has them (uncommitted).
+
+        Raises:
+            TxnFailedError: a block could not be written; the transaction
+                was aborted (``retriable`` when the cause was, e.g. a broken
+                stream: begin a new one and write its events again).
+            TxnStateError: the transaction was committed, aborted or failed.
+            TimeoutError: ``timeout`` passed first (the blocks go on).
+        """
+        with self._lock:
+            self._check_open_locked()
+            futures = self._send_locked()
+        self._wait(futures, timeout)
+
+    def commit(self, timeout: float | None = None) -> None:
+        """Flushes, waits for every block's acknowledgement, then ``CommitTxn``.
+
+        Raises:
+            TxnFailedError: a block could not be written; the transaction
+                was aborted, nothing of it is visible (see ``flush``).
+            TxnStateError: the broker refused the commit (``expected``
+                ``"OPEN"``, ``actual`` e.g. ``"ABORTED"`` or ``"TIMED_OUT"``).
+            TxnNotFoundError: the broker does not know the transaction.
+            TimeoutError: ``timeout`` passed while blocks were unacknowledged.
+        """
+        with self._lock:
+            futures = self._send_locked() if self._state is _Local.OPEN else []
+        self._wait(futures, timeout)
+        try:
+            self._writer._call(self._writer._stub.CommitTxn,
+                               transactions_pb2.CommitTxnRequest(txn_ids=[self.txn_id]))
+        finally:
+            self._end(None)
+        with self._lock:
+            self._state = _Local.COMMITTED
+
+    def abort(self) -> None:
+        """``AbortTxn``: nothing of the transaction ever becomes visible to read_committed.
+
+        Raises:
+            TxnStateError: the broker refused (it was committed, say).
+            TxnNotFoundError: the broker does not know the transaction.
+        """
+        with self._lock:
+            for buffer in self._buffers.values():  # never sent now
+                buffer.payloads, buffer.blocks = [], []
+        try:
+            self._writer._call(self._writer._stub.AbortTxn,
+                               transactions_pb2.AbortTxnRequest(txn_id=self.txn_id))
+        finally:
+            self._end(_Local.ABORTED)
+
+    def status(self) -> str:
+        """The coordinator's state: OPEN, COMMITTING, COMMITTED, ABORTING, ABORTED or TIMED_OUT."""
+        response = self._writer._call(self._writer._stub.GetTxnStatus,
+                                      transactions_pb2.GetTxnStatusRequest(txn_id=self.txn_id),
+                                      retry=True)
+        return transactions_pb2.TxnState.Name(response.state)
+
+    def __enter__(self) -> Transaction[T]:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if self._state is not _Local.OPEN:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            with contextlib.suppress(FolioError):
+                self.abort()
+
+    def __repr__(self) -> str:
+        return (f"<Transaction {self.txn_id.hex()} {self._writer.topic!r} "
+                f"{self._state.value} {self._count} events>")
+
+    # -- internals -------------------------------------------------------------
+
+    def _check_open_locked(self) -> None:
+        if self._state is not _Local.OPEN:
+            raise TxnStateError(
+                f"transaction {self.txn_id.hex()} is {self._state.value}, expected OPEN",
+                txn_id=self.txn_id.hex(), expected="OPEN", actual=self._state.value)
+
+    def _send_locked(self) -> list[concurrent.futures.Future[None]]:
+        """Packs and hands every buffer's blocks to its flow; the batches' futures."""
+        futures: list[concurrent.futures.Future[None]] = []
+        io = self._writer._io
+        for segment, buffer in self._buffers.items():
+            buffer.cut()
+            if not buffer.blocks:
+                continue
+            flow = self._flows.get(segment)
+            if flow is None:
+                flow = self._flows[segment] = _SegmentFlow(
+                    segment, writer_id=self.writer_id, txn_id=self.txn_id,
+                    source=self._writer._source)
+            future: concurrent.futures.Future[None] = concurrent.futures.Future()
+            io.call_soon(flow.submit, buffer.blocks, future)
+            buffer.blocks = []
+            futures.append(future)
+        return futures
+
+    def _wait(self, futures: list[concurrent.futures.Future[None]],
+              timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for future in futures:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                future.result(remaining)
+            except concurrent.futures.TimeoutError:
+                raise TimeoutError(f"blocks of transaction {self.txn_id.hex()} still "
+                                   f"unacknowledged after {timeout} s") from None
+            except FolioError as cause:
+                self._fail(cause)
+
+    def _fail(self, cause: FolioError) -> None:
+        """A block failed: abort on the broker (best effort) and raise ``TxnFailedError``."""
+        with self._lock:
+            if self._state is _Local.OPEN:
+                self._state = _Local.FAILED
+        with contextlib.suppress(FolioError):
+            self._writer._call(self._writer._stub.AbortTxn,
+                               transactions_pb2.AbortTxnRequest(txn_id=self.txn_id))
+        self._end(None)
+        error = TxnFailedError(
+            f"transaction {self.txn_id.hex()} failed and was aborted (nothing of it is "
+            f"visible); begin a new one and write its events again: {cause}",
+            txn_id=self.txn_id.hex())
+        error.retriable = cause.retriable
+        raise error from cause
+
+    def _end(self, state: _Local | None) -> None:
+        """Releases the flows; sets ``state`` (if given) when still open."""
+        with self._lock:
+            if state is not None and self._state is _Local.OPEN:
+                self._state = state
+            flows, self._flows = list(self._flows.values()), {}
+        for flow in flows:
+            self._writer._io.call_soon(flow.release)
+        self._writer._forget(self)
+
+
+class TransactionalWriter(Generic[T]):
+    """Begins transactions across a topic's segments; made by ``Client.transactional_writer``.
+
+    Thread-safe; any number of transactions may be open at once. A context
+    manager: leaving it closes the writer.
+    """
+
+    def __init__(self, topic: TopicInfo, serializer: Serializer[T], *, io: IoThread,
+                 source: FlowSource, stub: TransactionsAsyncStub, call: UnaryCaller,
+                 txn_timeout_ms: int,
+                 on_close: Callable[[TransactionalWriter[T]], None] | None = None) -> None:
+        """Made by ``Client.transactional_writer``, which documents the arguments."""
+        if not 0 < txn_timeout_ms <= 86_400_000:
+            raise InvalidArgumentError(
+                f"txn_timeout_ms must be > 0 and at most one day, not {txn_timeout_ms}")
+        ranges = sorted((s for s in topic.segments if not s.sealed), key=lambda s: s.key_low)
+        if not ranges:
+            raise FolioError(f"topic {topic.name!r} has no open segment to write to")
+        self.topic = topic.name
+        self._names = tuple(s.name for s in ranges)
+        self._key_highs = [s.key_high for s in ranges]
+        self._routes: dict[str, str] = {}
+        self._rotation = 0
+        self._serialize = serializer.serialize
+        self._raw = isinstance(serializer, BytesSerializer)
+        self._max_event_bytes = topic.config.max_event_bytes
+        self.txn_timeout_ms = txn_timeout_ms
+        self._io = io
+        self._source = source
+        self._stub = stub
+        self._call = call
+        self._on_close = on_close
+        self._lock = threading.Lock()
+        self._open: set[Transaction[T]] = set()
+        self._closed = False
+
+    def begin(self) -> Transaction[T]:
+        """``BeginTxn``: a new open transaction (the broker aborts it after ``txn_timeout_ms``).
+
+        Raises:
+            WriterClosedError: the writer is closed.
+            FolioUnavailableError: the broker cannot be reached.
+        """
+        if self._closed:
+            raise WriterClosedError("the transactional writer is closed")
+        response = self._call(self._stub.BeginTxn,
+                              transactions_pb2.BeginTxnRequest(timeout_ms=self.txn_timeout_ms))
+        txn: Transaction[T] = Transaction(self, response.txn_id)
+        with self._lock:
+            self._open.add(txn)
+        return txn
+
+    def close(self, timeout: float | None = None) -> None:
+        """Aborts the transactions still open (best effort). Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            still_open = list(self._open)
+        for txn in still_open:
+            with contextlib.suppress(FolioError):
+                txn.abort()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
+        return self._closed
+
+    def __enter__(self) -> TransactionalWriter[T]:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<TransactionalWriter topic={self.topic!r} segments={len(self._names)}>"
+
+    # -- internals -------------------------------------------------------------
+
+    def _segment_for(self, routing_key: str | None) -> str:
+        """The segment of ``routing_key``; keyless: the next one in rotation."""
+        if routing_key is None:
+            with self._lock:
+                index = self._rotation
+                self._rotation = (index + 1) % len(self._names)
+            return self._names[index]
+        segment = self._routes.get(routing_key)
+        if segment is None:
+            index = bisect_right(self._key_highs, routing_point(routing_key))
+            segment = self._names[min(index, len(self._names) - 1)]
+            if len(self._routes) > 10_000:
+                self._routes.clear()
+            self._routes[routing_key] = segment
+        return segment
+
+    def _forget(self, txn: Transaction[T]) -> None:
+        with self._lock:
+            self._open.discard(txn)

@@ -1,0 +1,125 @@
+"""The SDK's transactions across segments (``folio.txn_full``) against a real standalone.
+
+Commit makes events of both segments visible to read_committed readers;
+before it only read_uncommitted readers see them; an abort is never visible;
+commit after abort is a ``TxnStateError`` naming the expected and actual
+states; ``status`` follows OPEN -> COMMITTED.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_right
+
+import pytest
+
+import folio
+from folio.reader import Isolation
+from folio.routing import routing_point
+
+
+def _keys_for_both(client: folio.Client, topic: str) -> list[str]:
+    """Ten routing keys, five in each of the topic's two segments."""
+    segments = client.get_segments(topic)
+    assert len(segments) == 2
+    highs = [s.key_high for s in segments]
+    chosen: dict[int, list[str]] = {0: [], 1: []}
+    n = 0
+    while min(len(v) for v in chosen.values()) < 5:
+        key = f"key-{n}"
+        n += 1
+        index = min(bisect_right(highs, routing_point(key)), 1)
+        if len(chosen[index]) < 5:
+            chosen[index].append(key)
+    return chosen[0] + chosen[1]
+
+
+def _read(client: folio.Client, topic: str, isolation: Isolation, want: int,
+          wait_s: float = 10.0) -> list[bytes]:
+    """What a reader from the earliest offsets gets, up to ``want`` events or ``wait_s``."""
+    got: list[bytes] = []
+    with client.reader(topic, isolation=isolation) as reader:
+        deadline = time.monotonic() + wait_s
+        while len(got) < want and time.monotonic() < deadline:
+            event = reader.read_next(timeout=0.2)
+            if event is not None:
+                got.append(event.payload)
+        extra = reader.read_next(timeout=0.5)  # nothing beyond what is expected
+        if extra is not None:
+            got.append(extra.payload)
+    return got
+
+
+def _topic(client: folio.Client, name: str) -> list[str]:
+    client.create_topic(name, segments=2)
+    return _keys_for_both(client, name)
+
+
+def test_commit_across_two_segments(client: folio.Client) -> None:
+    keys = _topic(client, "txw-commit")
+    with client.transactional_writer("txw-commit") as writer:
+        txn = writer.begin()
+        assert len(txn.txn_id) == 16
+        assert txn.status() == "OPEN"
+        payloads = [f"e{i}".encode() for i in range(10)]
+        for key, payload in zip(keys, payloads, strict=True):
+            txn.write_event(payload, routing_key=key)
+        txn.flush()
+        assert _read(client, "txw-commit", "read_committed", 1, wait_s=1.0) == []
+        assert sorted(_read(client, "txw-commit", "read_uncommitted", 10)) == sorted(payloads)
+        txn.commit()
+        assert txn.status() == "COMMITTED"
+        assert sorted(_read(client, "txw-commit", "read_committed", 10)) == sorted(payloads)
+        # Both segments hold their share.
+        assert [s.end_offset for s in client.get_segments("txw-commit")] == [5, 5]
+
+
+def test_abort_is_never_visible_and_commit_after_abort_is_refused(
+        client: folio.Client) -> None:
+    keys = _topic(client, "txw-abort")
+    with client.transactional_writer("txw-abort") as writer:
+        aborted = writer.begin()
+        for key in keys:
+            aborted.write_event(b"gone", routing_key=key)
+        aborted.flush()
+        aborted.abort()
+        assert aborted.status() == "ABORTED"
+        with pytest.raises(folio.TxnStateError) as raised:
+            aborted.commit()
+        assert (raised.value.expected, raised.value.actual) == ("OPEN", "ABORTED")
+        with pytest.raises(folio.TxnStateError):
+            aborted.write_event(b"late")
+
+        committed = writer.begin()
+        committed.write_event(b"kept-0", routing_key=keys[0])
+        committed.write_event(b"kept-1", routing_key=keys[-1])
+        committed.write_event(b"keyless")  # rotates over the segments
+        committed.commit()
+    assert sorted(_read(client, "txw-abort", "read_committed", 3)) == [
+        b"kept-0", b"kept-1", b"keyless"]
+    assert len(_read(client, "txw-abort", "read_uncommitted", 13)) == 13
+
+
+def test_unknown_transaction_and_context_manager(client: folio.Client) -> None:
+    _topic(client, "txw-misc")
+    with client.transactional_writer("txw-misc") as writer:
+        with writer.begin() as txn:
+            txn.write_event(b"x", routing_key="a")
+        assert txn.status() == "COMMITTED"
+        ghost = folio.Transaction(writer, b"\x01" * 16)
+        with pytest.raises(folio.TxnNotFoundError):
+            ghost.status()
+    assert _read(client, "txw-misc", "read_committed", 1) == [b"x"]
+
+
+def test_keyed_keyless_and_empty_keys_read_back_as_written(client: folio.Client) -> None:
+    client.create_topic("txn-keys", 1)
+    with client.transactional_writer("txn-keys") as writer:
+        txn = writer.begin()
+        for payload, key in ((b"a", "k"), (b"b", None), (b"c", ""), (b"d", None)):
+            txn.write_event(payload, routing_key=key)
+        txn.commit()
+    with client.reader("txn-keys") as reader:
+        events = [reader.read_next(timeout=10) for _ in range(4)]
+    assert [(e.payload, e.routing_key) for e in events if e is not None] == [
+        (b"a", "k"), (b"b", None), (b"c", ""), (b"d", None)]
