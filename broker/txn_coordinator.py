@@ -71,6 +71,10 @@ CRASH_AFTER_COMMITTING_ENV = "FOLIO_TEST_CRASH_AFTER_COMMITTING"
 _GROUP_PREFIX = "commit-"
 
 
+#: How long a finished transaction's status is kept (GetTxnStatus), in ms.
+DEFAULT_FINISHED_RETENTION_MS = 3_600_000
+
+
 class TxnState(Enum):
     """A transaction's state (values as ``folio.v1.TxnState``)."""
 
@@ -91,6 +95,9 @@ _TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
     TxnState.TIMED_OUT: frozenset(),
 }
 
+#: States a transaction never leaves.
+_FINAL = frozenset(state for state, to in _TRANSITIONS.items() if not to)
+
 
 def check_transition(txn_id: str, actual: TxnState, target: TxnState) -> None:
     """Raise ``TxnStateError`` unless ``actual -> target`` is in the transition table."""
@@ -105,6 +112,8 @@ class _Txn:
     state: TxnState
     deadline_ms: int
     segments: list[str] = field(default_factory=list)
+    #: When it reached COMMITTED, ABORTED or TIMED_OUT (ms since the epoch); -1 before.
+    finished_ms: int = -1
     in_flight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -119,7 +128,8 @@ class _Txn:
     def record(self) -> bytes:
         return json.dumps({"v": LOG_FORMAT_VERSION, "state": self.state.name,
                            "deadline_ms": self.deadline_ms,
-                           "segments": self.segments}).encode()
+                           "segments": self.segments,
+                           "finished_ms": self.finished_ms}).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +150,11 @@ class TxnCoordinator:
     """
 
     def __init__(self, topics: TopicManager, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 finished_retention_ms: int = DEFAULT_FINISHED_RETENTION_MS) -> None:
+        if finished_retention_ms < 0:
+            raise ValueError(f"finished_retention_ms must be >= 0, got {finished_retention_ms}")
+        self._finished_retention_ms = finished_retention_ms
         self._topics = topics
         self._log = CompactedTopic(topics, TXN_LOG_TOPIC)
         self._clock = clock
@@ -162,7 +176,8 @@ class TxnCoordinator:
                 continue
             logged = bytes.fromhex(key)
             self._txns[logged] = _Txn(logged, TxnState[data["state"]], data["deadline_ms"],
-                                      list(data["segments"]))
+                                      list(data["segments"]),
+                                      finished_ms=data.get("finished_ms", -1))
         for group in groups:
             known = [txn_id for txn_id in group if txn_id in self._txns]
             for txn_id in known:
@@ -247,8 +262,15 @@ class TxnCoordinator:
         await self._abort(self._get(txn_id), TxnState.ABORTED)
 
     async def tick(self) -> int:
-        """Abort (TIMED_OUT) every OPEN transaction past its deadline; how many."""
+        """Abort (TIMED_OUT) every OPEN transaction past its deadline; how many.
+
+        Also forgets finished transactions older than ``finished_retention_ms``
+        (a tombstone in the log, which compaction then drops), so neither the
+        log nor this coordinator's memory grows without bound; GetTxnStatus of
+        a forgotten transaction answers NOT_FOUND.
+        """
         now = self._now_ms()
+        await self._forget_finished(now)
         expired = [txn for txn in self._txns.values()
                    if txn.state is TxnState.OPEN and txn.deadline_ms <= now]
         for txn in expired:
@@ -260,6 +282,15 @@ class TxnCoordinator:
         return len(expired)
 
     # ------------------------------------------------------------ helpers
+
+    async def _forget_finished(self, now_ms: int) -> None:
+        horizon = now_ms - self._finished_retention_ms
+        for txn in [t for t in self._txns.values() if t.state in _FINAL]:
+            if txn.finished_ms < 0:
+                txn.finished_ms = now_ms  # logged before finished_ms existed: from now
+            elif txn.finished_ms <= horizon:
+                await self._log.write(txn.name, None)
+                del self._txns[txn.txn_id]
 
     async def _abort(self, txn: _Txn, final: TxnState) -> None:
         check_transition(txn.name, txn.state, TxnState.ABORTING)
@@ -274,6 +305,7 @@ class TxnCoordinator:
             await self._markers(txn, EntryKind.COMMIT_MARKER)
         for txn in txns:
             txn.state = TxnState.COMMITTED
+            txn.finished_ms = self._now_ms()
             await self._log.write(txn.name, txn.record())
         if txns:
             await self._log.write(_GROUP_PREFIX + txns[0].name, None)
@@ -281,6 +313,7 @@ class TxnCoordinator:
     async def _finish_abort(self, txn: _Txn, final: TxnState) -> None:
         await self._markers(txn, EntryKind.ABORT_MARKER)
         txn.state = final
+        txn.finished_ms = self._now_ms()
         await self._log.write(txn.name, txn.record())
 
     async def _markers(self, txn: _Txn, kind: EntryKind) -> None:

@@ -55,3 +55,30 @@ async def test_timeout_aborts_and_log_replays(env: BrokerEnv) -> None:
     segment = await topics.segment("t/0")
     batch = await segment.read(0, 1 << 20)
     assert [b.data for b in batch.blocks] == [block(1).data]
+
+
+async def test_finished_transactions_are_forgotten_after_their_retention(
+    env: BrokerEnv,
+) -> None:
+    topics = env.manager()
+    await topics.create_topic("t", 1, TopicConfig())
+    coordinator = TxnCoordinator(topics, clock=env.clock, finished_retention_ms=10_000)
+    await coordinator.start()
+    done = await coordinator.begin(60_000)
+    await _write(coordinator, topics, done, 0)
+    await coordinator.commit([done])
+    still_open = await coordinator.begin(600_000)
+    env.clock.advance_ms(9_000)
+    await coordinator.tick()
+    assert coordinator.status(done).state is TxnState.COMMITTED
+    env.clock.advance_ms(2_000)
+    await coordinator.tick()
+    with pytest.raises(TxnNotFoundError):
+        coordinator.status(done)
+    assert coordinator.status(still_open).state is TxnState.OPEN
+    await env.restart()  # the log no longer holds it either
+    again = TxnCoordinator(env.manager(), clock=env.clock, finished_retention_ms=10_000)
+    await again.start()
+    with pytest.raises(TxnNotFoundError):
+        again.status(done)
+    assert again.status(still_open).state is TxnState.OPEN
