@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from typing import Any, TypeVar
@@ -76,12 +76,15 @@ class RecordingFlow:
         self.replies: list[append_pb2.AppendReply] = []
         self.ready = 0
         self.lost: list[FolioError] = []
+        self.readied = threading.Condition()
 
     def on_reply(self, reply: append_pb2.AppendReply) -> None:
         self.replies.append(reply)
 
     def on_stream_ready(self) -> None:
-        self.ready += 1
+        with self.readied:
+            self.ready += 1
+            self.readied.notify_all()
 
     def on_stream_lost(self, error: FolioError) -> None:
         self.lost.append(error)
@@ -194,13 +197,8 @@ def test_a_broken_stream_is_reopened_and_its_flows_told(io: IoThread) -> None:
     on_io(io, lambda: stream.register(flow))
     stub.calls[0].cancel()  # the broker ends the stream
 
-    async def reopened() -> None:  # after the first backoff (50 ms)
-        deadline = time.monotonic() + 3
-        while flow.ready < 2:
-            assert time.monotonic() < deadline, "the stream was not reopened"
-            await asyncio.sleep(0.01)
-
-    run(io, reopened)
+    with flow.readied:  # reopened after the first backoff (50 ms)
+        assert flow.readied.wait_for(lambda: flow.ready >= 2, 3), "the stream was not reopened"
     assert len(flow.lost) == 1 and flow.ready == 2
     assert stream.restarts == 1 and stream.connected and len(stub.calls) == 2
     run(io, stream.close)

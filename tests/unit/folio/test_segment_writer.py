@@ -10,6 +10,7 @@ is driven exactly. The broker's real answers are covered by
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -39,6 +40,7 @@ class RecordingStream:
         self.sent: list[append_pb2.AppendCommand] = []
         self.connected = True
         self._sequence = 0
+        self._sent = threading.Condition()
 
     def open_flow(self, flow: Any) -> tuple[Any, int]:
         return self, self.register(flow)
@@ -57,8 +59,17 @@ class RecordingStream:
             return None
         self._sequence += 1
         command.request_id = flow_id << 32 | self._sequence
-        self.sent.append(command)
+        with self._sent:
+            self.sent.append(command)
+            self._sent.notify_all()
         return self._sequence
+
+    def wait_for(self, kind: str, count: int, timeout_s: float = 5.0) -> None:
+        """Wait until ``count`` commands of ``kind`` were sent (fails after ``timeout_s``)."""
+        with self._sent:
+            assert self._sent.wait_for(
+                lambda: sum(c.WhichOneof("command") == kind for c in self.sent) >= count,
+                timeout_s), f"fewer than {count} {kind} commands sent in {timeout_s} s"
 
 
 class Harness:
@@ -170,10 +181,7 @@ def test_a_full_batch_is_cut_and_backpressure_waits_for_acks(io: IoThread) -> No
 def test_linger_cuts_a_block(io: IoThread) -> None:
     h = Harness(io, linger_s=0.01)
     future = h.append(b"x")
-    deadline = time.monotonic() + 5
-    while not h.commands("setup_append"):  # the flow opens with its first block
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
+    h.stream.wait_for("setup_append", 1)  # the flow opens with its first block
     h.sync()
     h.setup()
     h.ack(h.commands("append_block")[0], offset=7)
@@ -221,10 +229,7 @@ def test_a_retriable_failure_sets_up_again_and_resends_in_order(io: IoThread) ->
     one, two = h.commands("append_block")
     h.reply(one, append_failed=_append_failed(retriable=True))
     h.reply(two, append_failed=_append_failed(retriable=True))
-    deadline = time.monotonic() + 5  # the setup comes after the backoff
-    while len(h.commands("setup_append")) < 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    h.stream.wait_for("setup_append", 2)  # the setup comes after the backoff
     h.sync()
     already = len(h.stream.sent)
     h.setup(last_event_number=-1)
@@ -245,10 +250,7 @@ def test_a_failed_block_overtaken_by_a_written_one_fails(io: IoThread) -> None:
     one, two = h.commands("append_block")
     h.reply(one, append_failed=_append_failed(retriable=True))
     h.ack(two, offset=0)  # written after its predecessor failed
-    deadline = time.monotonic() + 5
-    while len(h.commands("setup_append")) < 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    h.stream.wait_for("setup_append", 2)
     h.sync()
     h.setup(last_event_number=1)
     with pytest.raises(FolioUnavailableError):
@@ -278,8 +280,7 @@ def test_blocks_past_the_delivery_timeout_fail(io: IoThread) -> None:
     h.stream.connected = False  # the broker is unreachable
     future = h.append(b"a")
     h.cut()
-    time.sleep(0.02)
-    h.on_io(h.writer.on_tick, time.monotonic())
+    h.on_io(h.writer.on_tick, time.monotonic() + 1)  # a tick past the delivery deadline
     with pytest.raises(DeliveryTimeoutError, match="delivery_timeout_ms"):
         future.result(timeout=1)
     assert h.writer.wait_idle(time.monotonic() + 1)
