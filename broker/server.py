@@ -30,6 +30,7 @@ from broker.read_service import ReadServicer
 from broker.transactions_service import TransactionsServicer
 from broker.txn_coordinator import TxnCoordinator
 from folio.api.v1 import admin_pb2, append_pb2, read_pb2, transactions_pb2
+from ledger.bookie_grpc import host_port, listen_insecure
 
 __all__ = ["SERVICE_NAMES", "BrokerServer", "start_broker_server"]
 
@@ -70,10 +71,6 @@ class BrokerServer:
         await self.server.stop(grace_s)
 
 
-def _host_port(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
 async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int = 0, *,
                               max_held_bytes: int = DEFAULT_MAX_HELD_BYTES,
                               max_held_ms: int = DEFAULT_MAX_HELD_MS,
@@ -111,15 +108,9 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
          reflection.SERVICE_NAME),
         server,
     )
-    address = _host_port(host, port)
-    try:
-        bound = server.add_insecure_port(address)
-    except RuntimeError as error:
-        await server.stop(None)
-        raise OSError(
-            f"cannot listen on {address} (port in use or address not available)") from error
+    bound = await listen_insecure(server, host, port)
     for name in ("", *SERVICE_NAMES):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     await server.start()
-    log.info("broker serving on %s", _host_port(host, bound))
+    log.info("broker serving on %s", host_port(host, bound))
     return BrokerServer(server, bound, health, stopping)

@@ -80,11 +80,7 @@ _BY_CLASS: Final = {row.error: row for row in STATUS_TABLE}
 
 
 def _row_for(error: BaseException) -> StatusRow | None:
-    for cls in type(error).__mro__:
-        row = _BY_CLASS.get(cls)
-        if row is not None:
-            return row
-    return None
+    return ledger_status.lookup_by_class(_BY_CLASS, error)
 
 
 def _translated(error: BaseException) -> BaseException:

@@ -315,8 +315,25 @@ class GrpcBookieClient:
             await channel.close(None)
 
 
-def _host_port(host: str, port: int) -> str:
+def host_port(host: str, port: int) -> str:
+    """``host:port``, with an IPv6 host in brackets."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+async def listen_insecure(server: grpc.aio.Server, host: str, port: int) -> int:
+    """Bind ``server`` to ``host:port`` (0: any free port); returns the bound port.
+
+    Raises:
+        OSError: the address cannot be bound (the server is stopped first).
+    """
+    address = host_port(host, port)
+    try:
+        return server.add_insecure_port(address)
+    except RuntimeError as error:
+        await server.stop(None)
+        raise OSError(
+            f"cannot listen on {address} (port in use or address not available)"
+        ) from error
 
 
 async def start_bookie_server(
@@ -348,15 +365,8 @@ async def start_bookie_server(
          reflection.SERVICE_NAME),
         server,
     )
-    address = _host_port(host, port)
-    try:
-        bound = server.add_insecure_port(address)
-    except RuntimeError as error:
-        await server.stop(None)
-        raise OSError(
-            f"cannot listen on {address} (port in use or address not available)"
-        ) from error
+    bound = await listen_insecure(server, host, port)
     await health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
     await server.start()
-    log.info("bookie serving on %s", _host_port(host, bound))
+    log.info("bookie serving on %s", host_port(host, bound))
     return server, bound

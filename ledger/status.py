@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 import grpc
 
@@ -50,11 +50,14 @@ __all__ = [
     "error_from_rpc_error",
     "error_from_status",
     "has_error_metadata",
+    "lookup_by_class",
     "status_for",
     "trailing_metadata_for",
 ]
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 #: Trailing metadata key holding the error's class name.
 ERROR_KEY: Final = "folio-error"
@@ -112,13 +115,17 @@ for _code in (_Code.DEADLINE_EXCEEDED, _Code.CANCELLED):
 del _row, _code
 
 
-def _row_for(error: BaseException) -> StatusRow | None:
-    # Walk the MRO so a subclass of a mapped error answers as its parent does.
+def lookup_by_class(table: Mapping[type, R], error: BaseException) -> R | None:
+    """The row of ``error``'s class, or of its nearest mapped base class (MRO order)."""
     for cls in type(error).__mro__:
-        row = _BY_CLASS.get(cls)
+        row = table.get(cls)
         if row is not None:
             return row
     return None
+
+
+def _row_for(error: BaseException) -> StatusRow | None:
+    return lookup_by_class(_BY_CLASS, error)
 
 
 def status_for(error: BaseException) -> tuple[grpc.StatusCode, str]:
