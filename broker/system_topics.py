@@ -7,16 +7,21 @@ keeps an index in memory, key -> offset and size of its latest live record,
 rebuilt on load by reading the segment from its start; values are read from
 the segment when asked for.
 
-Writes are serialized (one lock): each appends one record, waits until it is
-durable, then updates the index, so the index always follows the segment's
-order. An append that fails (or is cancelled) may still have landed: the index
-is then rebuilt from the segment before the next call. ``compact``
+Writes are committed in groups (as a bookie's journal commits): a write
+queues its record, and whoever holds the write lock next appends every queued
+record that fits one entry, waits until that entry is durable, updates the
+index and wakes the writers of the group. So concurrent writers share one
+durable append, and the index always follows the segment's order. An append
+that fails (or is cancelled) may still have landed: the index is then rebuilt
+from the segment before the next call, and every writer of the group gets the
+error. ``compact``
 (``broker.compaction``) rewrites the topic without covered records.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -25,7 +30,12 @@ from dataclasses import dataclass
 from broker.api import Block, TopicConfig
 from broker.compaction import CompactionPolicy, CompactionResult, compact
 from broker.entry import FRAME_HEADER_BYTES, HEADER_BYTES
-from broker.errors import NoSuchSegmentError, OffsetOutOfRangeError, TopicExistsError
+from broker.errors import (
+    BrokerShuttingDownError,
+    NoSuchSegmentError,
+    OffsetOutOfRangeError,
+    TopicExistsError,
+)
 from broker.names import check_topic_name, is_system_topic, make_segment_name
 from broker.segment import LedgerSegment
 from broker.system_records import (
@@ -43,6 +53,16 @@ log = logging.getLogger(__name__)
 #: Bytes asked of the segment per read when loading or fetching values.
 READ_BYTES = 1024 * 1024
 _READ_ATTEMPTS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    """A record waiting for its group's append."""
+
+    key: str
+    data: bytes
+    tombstone: bool
+    done: asyncio.Future[None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +115,7 @@ class CompactedTopic:
         self._batch_bytes = min(batch_bytes or entry_room, entry_room)
         self._max_value = max_value_bytes(topics.max_entry_bytes)
         self._index: dict[str, tuple[int, int]] = {}  # key -> (offset, record bytes)
+        self._queue: collections.deque[_Queued] = collections.deque()  # writes not yet appended
         self._live_bytes = 0
         self._total_bytes = 0
         self._loaded = False
@@ -166,10 +187,37 @@ class CompactedTopic:
         a value above ``max_record_bytes``, and what the segment raises.
         """
         data = encode_record(key, value, self._max_value)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Queued(key, data, value is None, done))
         async with self._lock:
+            while not done.done():
+                await self._commit_group_locked()
+        done.result()
+
+    async def _commit_group_locked(self) -> None:
+        """Append the queued records that fit one entry, as one entry; wake their writers."""
+        group: list[_Queued] = []
+        room = self._batch_bytes
+        while self._queue and (not group
+                               or len(self._queue[0].data) + FRAME_HEADER_BYTES <= room):
+            queued = self._queue.popleft()
+            room -= len(queued.data) + FRAME_HEADER_BYTES
+            group.append(queued)
+        try:
             segment = await self._load_locked()
-            offsets = await self._append_locked(segment, [data])
-            self._note(key, offsets[0], data, value is None)
+            offsets = await self._append_locked(segment, [q.data for q in group])
+        except BaseException as error:
+            # The others see the error; a cancelled leader (a shutdown) is no error of theirs.
+            failure = (error if isinstance(error, Exception)
+                       else BrokerShuttingDownError(f"write to {self._name} was cancelled"))
+            for queued in group:
+                if not queued.done.done():
+                    queued.done.set_exception(failure)
+            raise
+        for queued, offset in zip(group, offsets, strict=True):
+            self._note(queued.key, offset, queued.data, queued.tombstone)
+            if not queued.done.done():
+                queued.done.set_result(None)
 
     async def _append_locked(self, segment: LedgerSegment, records: list[bytes]) -> list[int]:
         """Append ``records`` as one entry; their offsets."""

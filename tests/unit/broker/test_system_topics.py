@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from broker.compaction import CompactionPolicy
@@ -138,3 +140,27 @@ async def test_maintenance_compacts_by_policy(topics: TopicManager) -> None:
 def test_names_must_be_system_names(topics: TopicManager) -> None:
     with pytest.raises(ValueError, match="must start with '_'"):
         CompactedTopic(topics, "user-topic", maintain=False)
+
+
+async def test_concurrent_writes_share_durable_appends(env: BrokerEnv) -> None:
+    """Group commit: 64 concurrent writers take far fewer entries than records."""
+    topics = env.manager()
+    topic = CompactedTopic(topics, NAME)
+    await topic.write("warm", b"up")  # the topic exists and is loaded
+    segment = await topics.segment(make_segment_name(NAME, 0))
+    appends: list[int] = []
+    real_append = segment.append
+
+    async def counting_append(*args: object, **kwargs: object) -> object:
+        appends.append(len(args[0]))  # type: ignore[arg-type]
+        return await real_append(*args, **kwargs)  # type: ignore[arg-type]
+
+    segment.append = counting_append  # type: ignore[method-assign]
+    await asyncio.gather(*(topic.write(f"k{i % 16}", f"v{i}".encode()) for i in range(64)))
+    assert sum(appends) == 64
+    assert len(appends) < 64
+    expected = {f"k{k}": f"v{48 + k}".encode() for k in range(16)}  # the last write per key
+    assert dict(await topic.read_prefix("k")) == expected
+    await env.restart()
+    again = CompactedTopic(env.manager(), NAME)
+    assert dict(await again.read_prefix("k")) == expected
