@@ -11,6 +11,7 @@ import asyncio
 import logging
 from typing import Any
 
+from ledger import metrics
 from ledger.api import AddRequest, LedgerTail, ReadResult
 from ledger.config import BookieConfig
 from ledger.errors import EntryTooLargeError, InvalidArgumentError, LedgerError
@@ -60,6 +61,7 @@ class Bookie:
         self._config = config
         self._bookie_id = bookie_id
         self._storage = RocksDBLedgerStorage(config)
+        metrics.watch_storage(self)
 
     @property
     def bookie_id(self) -> str:

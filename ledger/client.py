@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Mapping
 
+from ledger import metrics
 from ledger.api import BookieClient, LedgerState, MetadataStore
 from ledger.config import LedgerConfig, check_quorums
 from ledger.directory import BookieDirectory
@@ -96,7 +97,9 @@ class LedgerClient:
         )
         await self._store.create(ledger_path(ledger_id), metadata.to_bytes(), make_parents=True)
         log.debug("created ledger %d on %s", ledger_id, bookie_ids)
-        return LedgerHandle(self, metadata, 0, writable=True)
+        handle = LedgerHandle(self, metadata, 0, writable=True)
+        metrics.watch_writer(handle)
+        return handle
 
     async def open(self, ledger_id: int, *, recovery: bool = True) -> LedgerHandle:
         """Open a ledger for reading.

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ledger import metrics
 from ledger.api import NO_ENTRY, AddRequest, BookieClient, LedgerState
 from ledger.errors import (
     BadVersionError,
@@ -216,6 +218,7 @@ class LedgerHandle:
     async def _add_to(
         self, position: int, bookie: BookieClient, run: _Run, request: AddRequest
     ) -> None:
+        started = time.perf_counter()
         try:
             await bookie.add_entries(request)
         except LedgerFencedError as error:
@@ -231,6 +234,7 @@ class LedgerHandle:
             log.error("unexpected error adding to %s", bookie.bookie_id, exc_info=True)
             self._fail(LedgerError(f"add failed: {error!r}", ledger_id=self._ledger_id))
             return
+        metrics.observe_add(time.perf_counter() - started)
         if self._ensemble[position] is not bookie:
             return  # answered after it was replaced; the replacement's ack counts instead
         run.acked.add(position)

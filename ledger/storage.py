@@ -29,12 +29,14 @@ import logging
 import queue
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
+from ledger import metrics
 from ledger.api import NO_ENTRY, AddRequest, LedgerTail, ReadResult
 from ledger.config import BookieConfig, Durability
 from ledger.errors import (
@@ -119,6 +121,9 @@ class _Batch:
     write: WriteBatch = field(default_factory=lambda: WriteBatch(raw_mode=True))
     dirty: set[int] = field(default_factory=set)
     replies: list[tuple[Done, object]] = field(default_factory=list)
+    # Entries and their bytes in this batch (for ``ledger.metrics``).
+    entries: int = 0
+    data_bytes: int = 0
 
 
 class RocksDBLedgerStorage:
@@ -140,7 +145,8 @@ class RocksDBLedgerStorage:
                 f"cannot open bookie storage at {config.data_dir}: {error}"
             ) from error
         self._write_options = WriteOptions()
-        self._write_options.sync = config.durability is Durability.SYNC
+        self._synced = config.durability is Durability.SYNC
+        self._write_options.sync = self._synced
         self._states: dict[int, _LedgerState] = self._load_states()
         self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
         self._failure: LedgerError | None = None
@@ -260,7 +266,11 @@ class RocksDBLedgerStorage:
                         ),
                     )
             if not batch.write.is_empty():
+                started = time.perf_counter()
                 self._db.write(batch.write, self._write_options)
+                metrics.observe_group_commit(
+                    batch.entries, batch.data_bytes,
+                    time.perf_counter() - started if self._synced else None)
         except Exception as error:  # rocksdict raises plain Exception on I/O errors
             log.error("bookie storage write failed; refusing every later change", exc_info=True)
             self._failure = StorageError(f"bookie storage write failed: {error}")
@@ -293,6 +303,8 @@ class RocksDBLedgerStorage:
         state.last_add_confirmed = max(state.last_add_confirmed, request.last_add_confirmed)
         batch.dirty.add(ledger_id)
         batch.replies.append((op.done, None))
+        batch.entries += len(request.datas)
+        batch.data_bytes += _op_bytes(op)
 
     def _apply_delete(self, op: DeleteOp, batch: _Batch) -> None:
         prefix = _ledger_prefix(op.ledger_id)
