@@ -114,7 +114,10 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event) -> int:
             coordinator = TxnCoordinator(topics)
             await coordinator.start()
             topics.add_maintenance_hook(coordinator.tick)
-            return await _serve_topics(config, topics, stop, coordinator)
+            try:
+                return await _serve_topics(config, topics, stop, coordinator)
+            finally:
+                await coordinator.close()
         finally:
             await topics.close()
             await ledgers.close()

@@ -115,6 +115,8 @@ class _Txn:
     #: When it reached COMMITTED, ABORTED or TIMED_OUT (ms since the epoch); -1 before.
     finished_ms: int = -1
     in_flight: int = 0
+    #: Fires at the deadline (OPEN only).
+    timer: asyncio.TimerHandle | None = None
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -159,37 +161,49 @@ class TxnCoordinator:
         self._log = CompactedTopic(topics, TXN_LOG_TOPIC)
         self._clock = clock
         self._txns: dict[bytes, _Txn] = {}
+        self._expiring: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         """Replay the log; finish every COMMITTING and ABORTING transaction."""
         records = await self._log.read_prefix("")
-        groups: list[list[bytes]] = []
+        groups: list[tuple[str, list[bytes]]] = []
         for key, value in records.items():
             data = json.loads(value)
             if data.get("v") != LOG_FORMAT_VERSION:
                 raise ValueError(f"transaction log record {key} has unknown version "
                                  f"{data.get('v')}")
             if key.startswith(_GROUP_PREFIX):
-                groups.append([bytes.fromhex(t) for t in data["txns"]])
+                groups.append((key, [bytes.fromhex(t) for t in data["txns"]]))
                 continue
             logged = bytes.fromhex(key)
             self._txns[logged] = _Txn(logged, TxnState[data["state"]], data["deadline_ms"],
                                       list(data["segments"]),
                                       finished_ms=data.get("finished_ms", -1))
-        for group in groups:
-            known = [txn_id for txn_id in group if txn_id in self._txns]
+        for key, group in groups:
+            # A transaction already COMMITTED (or forgotten) needs nothing more.
+            known = [txn_id for txn_id in group if txn_id in self._txns
+                     and self._txns[txn_id].state is not TxnState.COMMITTED]
             for txn_id in known:
                 self._txns[txn_id].state = TxnState.COMMITTING
             log.info("finishing the commit of %d transactions after a restart", len(known))
-            await self._finish_commit(known)
+            await self._finish_commit(known, key)
         for txn in list(self._txns.values()):
             if txn.state is TxnState.COMMITTING:  # its group record is gone: finish anyway
-                await self._finish_commit([txn.txn_id])
+                await self._finish_commit([txn.txn_id], None)
             elif txn.state is TxnState.ABORTING:
                 log.info("finishing the abort of transaction %s after a restart", txn.name)
                 await self._finish_abort(txn, TxnState.ABORTED)
+            elif txn.state is TxnState.OPEN:
+                self._schedule_timeout(txn)
+
+    async def close(self) -> None:
+        """Stop the timeout timers (and wait out aborts they started)."""
+        for txn in self._txns.values():
+            self._cancel_timeout(txn)
+        if self._expiring:
+            await asyncio.gather(*self._expiring, return_exceptions=True)
 
     # -------------------------------------------------------------- calls
 
@@ -202,6 +216,7 @@ class TxnCoordinator:
         txn = _Txn(txn_id, TxnState.OPEN, self._now_ms() + timeout_ms)
         await self._log.write(txn.name, txn.record())
         self._txns[txn_id] = txn
+        self._schedule_timeout(txn)
         return txn_id
 
     def status(self, txn_id: bytes) -> TxnStatus:
@@ -255,7 +270,7 @@ class TxnCoordinator:
         if os.environ.get(CRASH_AFTER_COMMITTING_ENV) == "1":
             log.warning("%s=1: exiting after logging COMMITTING", CRASH_AFTER_COMMITTING_ENV)
             os._exit(137)
-        await self._finish_commit(unique)
+        await self._finish_commit(unique, _GROUP_PREFIX + txns[0].name)
 
     async def abort(self, txn_id: bytes) -> None:
         """Abort an OPEN transaction: ABORTING record, ABORT markers, ABORTED."""
@@ -263,6 +278,10 @@ class TxnCoordinator:
 
     async def tick(self) -> int:
         """Abort (TIMED_OUT) every OPEN transaction past its deadline; how many.
+
+        Each transaction has a timer that aborts it at its deadline; this
+        maintenance round is the backstop (an abort that failed, a clock that
+        is not the event loop's).
 
         Also forgets finished transactions older than ``finished_retention_ms``
         (a tombstone in the log, which compaction then drops), so neither the
@@ -281,6 +300,41 @@ class TxnCoordinator:
                 continue  # committed or aborted meanwhile
         return len(expired)
 
+    # ----------------------------------------------------------- timeouts
+
+    def _schedule_timeout(self, txn: _Txn) -> None:
+        """Abort ``txn`` (TIMED_OUT) once its deadline passes, unless it finishes first."""
+        self._cancel_timeout(txn)
+        delay_s = max((txn.deadline_ms - self._now_ms()) / 1000, 0.001)
+        txn.timer = asyncio.get_running_loop().call_later(delay_s, self._on_deadline, txn)
+
+    @staticmethod
+    def _cancel_timeout(txn: _Txn) -> None:
+        if txn.timer is not None:
+            txn.timer.cancel()
+            txn.timer = None
+
+    def _on_deadline(self, txn: _Txn) -> None:
+        txn.timer = None
+        if txn.state is not TxnState.OPEN:
+            return
+        if self._now_ms() < txn.deadline_ms:  # the clock is not the loop's: not yet
+            self._schedule_timeout(txn)
+            return
+        task = asyncio.create_task(self._expire(txn))
+        self._expiring.add(task)
+        task.add_done_callback(self._expiring.discard)
+
+    async def _expire(self, txn: _Txn) -> None:
+        try:
+            await self._abort(txn, TxnState.TIMED_OUT)
+        except TxnStateError:
+            return  # committed or aborted meanwhile
+        except Exception as error:  # the maintenance tick tries again
+            log.warning("transaction %s timed out but its abort failed: %s", txn.name, error)
+            return
+        log.info("transaction %s timed out and was aborted", txn.name)
+
     # ------------------------------------------------------------ helpers
 
     async def _forget_finished(self, now_ms: int) -> None:
@@ -294,32 +348,41 @@ class TxnCoordinator:
 
     async def _abort(self, txn: _Txn, final: TxnState) -> None:
         check_transition(txn.name, txn.state, TxnState.ABORTING)
+        self._cancel_timeout(txn)
         txn.state = TxnState.ABORTING
         await txn.idle.wait()
         await self._log.write(txn.name, txn.record())
         await self._finish_abort(txn, final)
 
-    async def _finish_commit(self, txn_ids: Sequence[bytes]) -> None:
+    async def _finish_commit(self, txn_ids: Sequence[bytes], group_key: str | None) -> None:
+        """Markers, then COMMITTED records, then the group record (``group_key``) deleted."""
         txns = [self._txns[txn_id] for txn_id in txn_ids]
-        for txn in txns:
-            await self._markers(txn, EntryKind.COMMIT_MARKER)
+        await asyncio.gather(*(self._markers(txn, EntryKind.COMMIT_MARKER) for txn in txns))
+        now = self._now_ms()
         for txn in txns:
             txn.state = TxnState.COMMITTED
-            txn.finished_ms = self._now_ms()
-            await self._log.write(txn.name, txn.record())
-        if txns:
-            await self._log.write(_GROUP_PREFIX + txns[0].name, None)
+            txn.finished_ms = now
+            self._cancel_timeout(txn)
+        # Concurrent writes: the log commits them as one entry.
+        await asyncio.gather(*(self._log.write(txn.name, txn.record()) for txn in txns))
+        if group_key is not None:
+            await self._log.write(group_key, None)
 
     async def _finish_abort(self, txn: _Txn, final: TxnState) -> None:
         await self._markers(txn, EntryKind.ABORT_MARKER)
+        self._cancel_timeout(txn)
         txn.state = final
         txn.finished_ms = self._now_ms()
         await self._log.write(txn.name, txn.record())
 
     async def _markers(self, txn: _Txn, kind: EntryKind) -> None:
-        for name in txn.segments:
+        """The marker in every touched segment, written in parallel."""
+
+        async def mark(name: str) -> None:
             segment = await self._topics.segment(name)
             await segment.write_marker(kind, txn.txn_id)
+
+        await asyncio.gather(*(mark(name) for name in txn.segments))
 
     def _get(self, txn_id: bytes) -> _Txn:
         check_txn_id(txn_id)

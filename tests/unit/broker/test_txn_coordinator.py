@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from broker.api import TopicConfig
 from broker.errors import TxnNotFoundError, TxnStateError
+from broker.system_topics import CompactedTopic
 from broker.topics import TopicManager
-from broker.txn_coordinator import TxnCoordinator, TxnState, check_transition
+from broker.txn_coordinator import (
+    LOG_FORMAT_VERSION,
+    TXN_LOG_TOPIC,
+    TxnCoordinator,
+    TxnState,
+    check_transition,
+)
 from tests.unit.broker.conftest import BrokerEnv, block
 
 
@@ -82,3 +91,40 @@ async def test_finished_transactions_are_forgotten_after_their_retention(
     with pytest.raises(TxnNotFoundError):
         again.status(done)
     assert again.status(still_open).state is TxnState.OPEN
+
+
+async def test_timer_aborts_at_the_deadline_without_a_maintenance_round(
+    env: BrokerEnv,
+) -> None:
+    topics = env.manager()
+    await topics.create_topic("t", 1, TopicConfig())
+    coordinator = TxnCoordinator(topics)  # the real clock: the timer fires
+    await coordinator.start()
+    short = await coordinator.begin(50)
+    await _write(coordinator, topics, short, 0)
+    kept = await coordinator.begin(600_000)
+    segment = await topics.segment("t/0")
+    # read_committed waits for the open transaction's fate: the timer's abort marker.
+    assert await segment.wait_for_data(0, timeout_s=30)
+    assert segment.committed_end == segment.end_offset
+    await coordinator.close()  # waits out the abort the timer started
+    assert coordinator.status(short).state is TxnState.TIMED_OUT
+    assert coordinator.status(kept).state is TxnState.OPEN
+    await coordinator.commit([kept])
+    assert coordinator.status(kept).state is TxnState.COMMITTED
+
+
+async def test_group_record_of_forgotten_transactions_is_cleared_on_start(
+    env: BrokerEnv,
+) -> None:
+    topics = env.manager()
+    txn_log = CompactedTopic(topics, TXN_LOG_TOPIC, maintain=False)
+    gone = bytes(range(16)).hex()
+    await txn_log.write("commit-" + gone, json.dumps(
+        {"v": LOG_FORMAT_VERSION, "state": "COMMITTING", "txns": [gone]}).encode())
+    coordinator = TxnCoordinator(topics, clock=env.clock)
+    await coordinator.start()
+    reloaded = CompactedTopic(topics, TXN_LOG_TOPIC, maintain=False)  # reads the segment anew
+    assert await reloaded.get("commit-" + gone) is None
+    with pytest.raises(TxnNotFoundError):
+        coordinator.status(bytes(range(16)))
