@@ -50,6 +50,12 @@ class TopicConfig:
     max_event_bytes: int = MIB
     ledger_rollover_bytes: int = 64 * MIB
     ledger_rollover_ms: int = 4 * 3600 * 1000
+    #: Auto-scaling: events/s one segment should take; 0 turns it off.
+    scale_target_events_per_s: int = 0
+    #: Auto-scaling never merges below this many open segments.
+    scale_min_segments: int = 1
+    #: Auto-scaling changes a topic at most once per this many ms.
+    scale_cooldown_ms: int = 60_000
 
     def __post_init__(self) -> None:
         if self.retention_ms < -1 or self.retention_ms == 0:
@@ -65,6 +71,14 @@ class TopicConfig:
                 f"ledger_rollover_bytes must be >= 1024, got {self.ledger_rollover_bytes}")
         if self.ledger_rollover_ms < 1000:
             raise ValueError(f"ledger_rollover_ms must be >= 1000, got {self.ledger_rollover_ms}")
+        if self.scale_target_events_per_s < 0:
+            raise ValueError("scale_target_events_per_s must be >= 0 (0: no auto-scaling), "
+                             f"got {self.scale_target_events_per_s}")
+        if not 1 <= self.scale_min_segments <= 1024:
+            raise ValueError(
+                f"scale_min_segments must be in [1, 1024], got {self.scale_min_segments}")
+        if self.scale_cooldown_ms < 0:
+            raise ValueError(f"scale_cooldown_ms must be >= 0, got {self.scale_cooldown_ms}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ __all__ = ["CONFIG_FIELDS", "config_changes", "segment_info_message", "segment_m
 
 #: The ``TopicConfig`` fields, in proto and dataclass alike.
 CONFIG_FIELDS = ("retention_ms", "retention_bytes", "max_event_bytes",
-                 "ledger_rollover_bytes", "ledger_rollover_ms")
+                 "ledger_rollover_bytes", "ledger_rollover_ms", "scale_target_events_per_s",
+                 "scale_min_segments", "scale_cooldown_ms")
 
 _STATES = {
     SegmentState.OPEN: admin_pb2.SEGMENT_STATE_OPEN,

@@ -64,6 +64,7 @@ from folio.errors import (
 )
 from folio.models import (
     Event,
+    ScaleResult,
     SegmentInfo,
     SegmentLedger,
     SegmentRange,
@@ -103,6 +104,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "PoolStats",
     "ResourceExhaustedError",
+    "ScaleResult",
     "SegmentInfo",
     "SegmentLedger",
     "SegmentRange",

@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, Literal, TypeVar, cast, overload
 
@@ -33,9 +33,11 @@ from folio.api.v1 import admin_pb2
 from folio.errors import FolioError, FolioUnavailableError, InvalidArgumentError
 from folio.models import (
     TOPIC_CONFIG_FIELDS,
+    ScaleResult,
     SegmentInfo,
     SegmentRange,
     TopicInfo,
+    scale_result_from_proto,
     segment_info_from_proto,
     segment_range_from_proto,
     topic_info_from_proto,
@@ -143,7 +145,10 @@ class Client:
     def create_topic(self, name: str, segments: int = 1, *, retention_ms: int | None = None,
                      retention_bytes: int | None = None, max_event_bytes: int | None = None,
                      ledger_rollover_bytes: int | None = None,
-                     ledger_rollover_ms: int | None = None) -> TopicInfo:
+                     ledger_rollover_ms: int | None = None,
+                     scale_target_events_per_s: int | None = None,
+                     scale_min_segments: int | None = None,
+                     scale_cooldown_ms: int | None = None) -> TopicInfo:
         """Creates a topic whose ``segments`` segments split the key space evenly.
 
         Args:
@@ -155,6 +160,11 @@ class Client:
             max_event_bytes: the largest payload accepted (at most 4 MiB).
             ledger_rollover_bytes: roll to a new ledger past this size.
             ledger_rollover_ms: roll to a new ledger past this age.
+            scale_target_events_per_s: turn auto-scaling on: split a segment
+                above this event rate, merge neighbours well below it.
+                0 (the default): off.
+            scale_min_segments: auto-scaling keeps at least this many open segments.
+            scale_cooldown_ms: auto-scaling changes the topic at most once per this long.
 
         Returns:
             The new topic.
@@ -167,7 +177,10 @@ class Client:
         config = _config(retention_ms=retention_ms, retention_bytes=retention_bytes,
                          max_event_bytes=max_event_bytes,
                          ledger_rollover_bytes=ledger_rollover_bytes,
-                         ledger_rollover_ms=ledger_rollover_ms)
+                         ledger_rollover_ms=ledger_rollover_ms,
+                         scale_target_events_per_s=scale_target_events_per_s,
+                         scale_min_segments=scale_min_segments,
+                         scale_cooldown_ms=scale_cooldown_ms)
         request = admin_pb2.CreateTopicRequest(name=name, segment_count=segments, config=config)
         return topic_info_from_proto(self._call(self._connection.admin.CreateTopic, request))
 
@@ -219,15 +232,77 @@ class Client:
         return topic_info_from_proto(
             self._call(self._connection.admin.UpdateTopicConfig, request))
 
-    def get_segments(self, topic: str) -> list[SegmentRange]:
+    def get_segments(self, topic: str, *, include_sealed: bool = False) -> list[SegmentRange]:
         """The topic's active segments, ordered by ``key_low``.
+
+        Args:
+            topic: the topic.
+            include_sealed: list every segment the topic ever had instead,
+                sealed ones included, ordered by number (creation order:
+                predecessors before successors), each with its
+                predecessors and successors.
 
         Raises:
             TopicNotFoundError: no such topic.
         """
-        response = self._call(self._connection.admin.GetSegments,
-                              admin_pb2.GetSegmentsRequest(topic=topic), retry=True)
+        request = admin_pb2.GetSegmentsRequest(topic=topic, include_sealed=include_sealed)
+        response = self._call(self._connection.admin.GetSegments, request, retry=True)
         return [segment_range_from_proto(segment) for segment in response.segments]
+
+    def scale_topic(self, topic: str, seal: Sequence[str],
+                    new_ranges: Sequence[tuple[float, float]]) -> ScaleResult:
+        """Seals segments and creates successors whose ranges exactly cover theirs.
+
+        A split seals one segment and gives several ranges, a merge seals
+        neighbours and gives one range; both at once work too. The change is
+        atomic. Writers move to the successors by themselves.
+
+        Args:
+            topic: the topic.
+            seal: the names of the open segments to seal.
+            new_ranges: ``(low, high)`` key ranges, together exactly the
+                sealed segments' ranges (a boundary within 1e-9 of a sealed
+                segment's is taken as it).
+
+        Returns:
+            The sealed segments (final offsets) and the new ones, each by ``key_low``.
+
+        Raises:
+            InvalidArgumentError: the ranges do not exactly cover the sealed
+                segments', or a segment is named twice or belongs to another
+                topic; the message says which.
+            SegmentSealedError: a segment is sealed already.
+            NoSuchSegmentError: no such segment.
+            TopicNotFoundError: no such topic.
+        """
+        request = admin_pb2.ScaleTopicRequest(
+            topic=topic, seal=list(seal),
+            new_ranges=[admin_pb2.KeyRange(low=low, high=high) for low, high in new_ranges])
+        return scale_result_from_proto(self._call(self._connection.admin.ScaleTopic, request))
+
+    def get_successors(self, segment: str) -> list[SegmentRange]:
+        """The segments created when ``segment`` was sealed by scaling, by ``key_low``.
+
+        Each one lists its own predecessors. Empty while ``segment`` is open
+        and when ``seal_topic`` sealed it.
+
+        Raises:
+            NoSuchSegmentError: no such segment.
+        """
+        request = admin_pb2.GetSuccessorsRequest(segment=segment)
+        response = self._call(self._connection.admin.GetSuccessors, request, retry=True)
+        return [segment_range_from_proto(s) for s in response.successors]
+
+    def seal_topic(self, name: str) -> TopicInfo:
+        """Seals every open segment of the topic: it takes no more events, stays readable.
+
+        Writers of it fail with ``SegmentSealedError``. Idempotent.
+
+        Raises:
+            TopicNotFoundError: no such topic.
+        """
+        request = admin_pb2.SealTopicRequest(name=name)
+        return topic_info_from_proto(self._call(self._connection.admin.SealTopic, request))
 
     def get_segment_info(self, segment: str) -> SegmentInfo:
         """One segment's offsets, state and ledgers.

@@ -8,19 +8,21 @@ knows the ``folio.v1`` admin messages' shape.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from folio.api.v1 import admin_pb2
 
 __all__ = [
     "Event",
+    "ScaleResult",
     "SegmentInfo",
     "SegmentLedger",
     "SegmentRange",
     "TopicConfig",
     "TopicInfo",
     "WriteResult",
+    "scale_result_from_proto",
     "segment_info_from_proto",
     "segment_range_from_proto",
     "topic_info_from_proto",
@@ -31,7 +33,7 @@ T = TypeVar("T")
 #: The names of TopicConfig's fields, which are also the proto's.
 TOPIC_CONFIG_FIELDS = (
     "retention_ms", "retention_bytes", "max_event_bytes", "ledger_rollover_bytes",
-    "ledger_rollover_ms",
+    "ledger_rollover_ms", "scale_target_events_per_s", "scale_min_segments", "scale_cooldown_ms",
 )
 
 
@@ -45,6 +47,9 @@ class TopicConfig:
         max_event_bytes: the largest event payload accepted.
         ledger_rollover_bytes: roll a segment to a new ledger past this size.
         ledger_rollover_ms: roll a segment to a new ledger past this age.
+        scale_target_events_per_s: auto-scaling's event rate per segment; 0: off.
+        scale_min_segments: auto-scaling never merges below this many open segments.
+        scale_cooldown_ms: auto-scaling changes the topic at most once per this long.
     """
 
     retention_ms: int
@@ -52,6 +57,9 @@ class TopicConfig:
     max_event_bytes: int
     ledger_rollover_bytes: int
     ledger_rollover_ms: int
+    scale_target_events_per_s: int = 0
+    scale_min_segments: int = 1
+    scale_cooldown_ms: int = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +73,14 @@ class SegmentRange:
         key_high: the high end of its key range (exclusive).
         sealed: whether it takes no more appends.
         start_offset: the offset of its first readable event.
-        end_offset: the offset its next appended event will get.
+        end_offset: the offset its next appended event will get (final once sealed).
+        predecessors: the segments sealed when it was created whose ranges
+            overlap its own (empty for a topic's first segments).
+        successors: the segments created when it was sealed (empty while
+            open, or when ``Client.seal_topic`` sealed it).
+
+    The admin calls that list active segments only (``get_topic``,
+    ``get_segments`` without ``include_sealed``) leave ``successors`` empty.
     """
 
     name: str
@@ -75,6 +90,17 @@ class SegmentRange:
     sealed: bool
     start_offset: int
     end_offset: int
+    predecessors: tuple[str, ...] = ()
+    successors: tuple[str, ...] = ()
+
+    @property
+    def length(self) -> int:
+        """How many offsets are readable: ``end_offset - start_offset``."""
+        return self.end_offset - self.start_offset
+
+    def owns(self, point: float) -> bool:
+        """Whether a routing key hashed to ``point`` belongs to this segment's range."""
+        return self.key_low <= point < self.key_high
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +112,27 @@ class TopicInfo:
         config: its configuration in force.
         segments: its active segments, ordered by ``key_low``.
         created_ms: when it was created, ms since the Unix epoch.
+        sealed: whether ``Client.seal_topic`` sealed it (it takes no more events).
     """
 
     name: str
     config: TopicConfig
     segments: tuple[SegmentRange, ...]
     created_ms: int
+    sealed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleResult:
+    """What ``Client.scale_topic`` did.
+
+    Attributes:
+        sealed: the segments sealed (with their final ``end_offset``), by ``key_low``.
+        created: the segments created, by ``key_low``, each with its predecessors.
+    """
+
+    sealed: tuple[SegmentRange, ...]
+    created: tuple[SegmentRange, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +232,9 @@ def topic_config_from_proto(config: admin_pb2.TopicConfig) -> TopicConfig:
         max_event_bytes=config.max_event_bytes,
         ledger_rollover_bytes=config.ledger_rollover_bytes,
         ledger_rollover_ms=config.ledger_rollover_ms,
+        scale_target_events_per_s=config.scale_target_events_per_s,
+        scale_min_segments=config.scale_min_segments,
+        scale_cooldown_ms=config.scale_cooldown_ms,
     )
 
 
@@ -204,6 +248,16 @@ def segment_range_from_proto(segment: admin_pb2.Segment) -> SegmentRange:
         sealed=segment.state == admin_pb2.SEGMENT_STATE_SEALED,
         start_offset=segment.start_offset,
         end_offset=segment.end_offset,
+        predecessors=tuple(segment.predecessors),
+        successors=tuple(segment.successors),
+    )
+
+
+def scale_result_from_proto(response: admin_pb2.ScaleTopicResponse) -> ScaleResult:
+    """A ``ScaleResult`` from a ``folio.v1.ScaleTopicResponse``."""
+    return ScaleResult(
+        sealed=tuple(segment_range_from_proto(s) for s in response.sealed),
+        created=tuple(segment_range_from_proto(s) for s in response.created),
     )
 
 
@@ -214,6 +268,7 @@ def topic_info_from_proto(topic: admin_pb2.Topic) -> TopicInfo:
         config=topic_config_from_proto(topic.config),
         segments=tuple(segment_range_from_proto(s) for s in topic.segments),
         created_ms=topic.created_ms,
+        sealed=topic.sealed,
     )
 
 
@@ -221,9 +276,7 @@ def segment_info_from_proto(info: admin_pb2.SegmentInfo) -> SegmentInfo:
     """A ``SegmentInfo`` from a ``folio.v1.SegmentInfo``."""
     segment = segment_range_from_proto(info.segment)
     if info.sealed and not segment.sealed:
-        segment = SegmentRange(segment.name, segment.number, segment.key_low,
-                               segment.key_high, True, segment.start_offset,
-                               segment.end_offset)
+        segment = replace(segment, sealed=True)
     return SegmentInfo(
         segment=segment,
         ledgers=tuple(SegmentLedger(ledger.ledger_id, ledger.first_offset, ledger.closed)

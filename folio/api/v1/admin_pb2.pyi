@@ -25,6 +25,8 @@ key "folio-error" and its typed context as a JSON object under
   OUT_OF_RANGE      TruncateSegment beyond the segment's end
                     (OffsetOutOfRangeError; context start_offset,
                     end_offset)
+  FAILED_PRECONDITION  ScaleTopic of a segment that is sealed already
+                    (SegmentSealedError; context segment, end_offset)
   UNAVAILABLE       the ledger service cannot be reached; retry
 """
 
@@ -68,7 +70,28 @@ Global___SegmentState: _TypeAlias = SegmentState  # noqa: Y015
 
 @_typing.final
 class TopicConfig(_message.Message):
-    """A topic's configuration. In requests, an unset field means "the broker's
+    """Scaling.
+
+    A topic's segments form a graph across scaling: every segment made by
+    ScaleTopic lists as predecessors the sealed segments whose ranges overlap
+    its own, and each of those lists it as a successor. The change is one
+    conditional update of the topic's metadata record (all or nothing); the
+    sealed segments are then sealed in the ledger service, and a successor is
+    never appended to before all its predecessors are sealed. A writer that
+    meets SegmentIsSealed asks GetSuccessors and sends the events it has not
+    had acknowledged to the successor owning each event's routing key; a
+    reader reads a successor only after every predecessor to its end
+    (ReadResponse.end_of_segment), so the events of one routing key are read
+    in the order they were appended.
+
+    A topic may also scale itself (TopicConfig.scale_target_events_per_s):
+    every maintenance round the broker measures each open segment's event
+    rate since the previous round; it splits a segment whose rate is above
+    the target in two halves, or else merges two neighbours whose rates add
+    up to less than half the target (never below scale_min_segments open
+    segments), at most once per scale_cooldown_ms per topic.
+
+    A topic's configuration. In requests, an unset field means "the broker's
     default" (CreateTopic) or "unchanged" (UpdateTopicConfig); in responses
     every field is set to the value in force.
     """
@@ -80,6 +103,9 @@ class TopicConfig(_message.Message):
     MAX_EVENT_BYTES_FIELD_NUMBER: _builtins.int
     LEDGER_ROLLOVER_BYTES_FIELD_NUMBER: _builtins.int
     LEDGER_ROLLOVER_MS_FIELD_NUMBER: _builtins.int
+    SCALE_TARGET_EVENTS_PER_S_FIELD_NUMBER: _builtins.int
+    SCALE_MIN_SEGMENTS_FIELD_NUMBER: _builtins.int
+    SCALE_COOLDOWN_MS_FIELD_NUMBER: _builtins.int
     retention_ms: _builtins.int
     """Delete whole ledgers whose newest event is older than this many
     milliseconds. -1 (the default) keeps events forever.
@@ -102,6 +128,18 @@ class TopicConfig(_message.Message):
     milliseconds old and holds at least one entry (default 14400000, four
     hours; at least 1000).
     """
+    scale_target_events_per_s: _builtins.int
+    """Auto-scaling: the event rate (events per second) one segment should
+    take. 0 (the default) turns auto-scaling off. See "Scaling" above.
+    """
+    scale_min_segments: _builtins.int
+    """Auto-scaling never merges below this many open segments (default 1,
+    at most 1024).
+    """
+    scale_cooldown_ms: _builtins.int
+    """Auto-scaling changes a topic at most once per this many milliseconds
+    (default 60000; at least 0). ScaleTopic calls are not limited.
+    """
     def __init__(
         self,
         *,
@@ -110,10 +148,13 @@ class TopicConfig(_message.Message):
         max_event_bytes: _builtins.int | None = ...,
         ledger_rollover_bytes: _builtins.int | None = ...,
         ledger_rollover_ms: _builtins.int | None = ...,
+        scale_target_events_per_s: _builtins.int | None = ...,
+        scale_min_segments: _builtins.int | None = ...,
+        scale_cooldown_ms: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_ledger_rollover_bytes", b"_ledger_rollover_bytes", "_ledger_rollover_ms", b"_ledger_rollover_ms", "_max_event_bytes", b"_max_event_bytes", "_retention_bytes", b"_retention_bytes", "_retention_ms", b"_retention_ms", "ledger_rollover_bytes", b"ledger_rollover_bytes", "ledger_rollover_ms", b"ledger_rollover_ms", "max_event_bytes", b"max_event_bytes", "retention_bytes", b"retention_bytes", "retention_ms", b"retention_ms"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_ledger_rollover_bytes", b"_ledger_rollover_bytes", "_ledger_rollover_ms", b"_ledger_rollover_ms", "_max_event_bytes", b"_max_event_bytes", "_retention_bytes", b"_retention_bytes", "_retention_ms", b"_retention_ms", "_scale_cooldown_ms", b"_scale_cooldown_ms", "_scale_min_segments", b"_scale_min_segments", "_scale_target_events_per_s", b"_scale_target_events_per_s", "ledger_rollover_bytes", b"ledger_rollover_bytes", "ledger_rollover_ms", b"ledger_rollover_ms", "max_event_bytes", b"max_event_bytes", "retention_bytes", b"retention_bytes", "retention_ms", b"retention_ms", "scale_cooldown_ms", b"scale_cooldown_ms", "scale_min_segments", b"scale_min_segments", "scale_target_events_per_s", b"scale_target_events_per_s"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ledger_rollover_bytes", b"_ledger_rollover_bytes", "_ledger_rollover_ms", b"_ledger_rollover_ms", "_max_event_bytes", b"_max_event_bytes", "_retention_bytes", b"_retention_bytes", "_retention_ms", b"_retention_ms", "ledger_rollover_bytes", b"ledger_rollover_bytes", "ledger_rollover_ms", b"ledger_rollover_ms", "max_event_bytes", b"max_event_bytes", "retention_bytes", b"retention_bytes", "retention_ms", b"retention_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ledger_rollover_bytes", b"_ledger_rollover_bytes", "_ledger_rollover_ms", b"_ledger_rollover_ms", "_max_event_bytes", b"_max_event_bytes", "_retention_bytes", b"_retention_bytes", "_retention_ms", b"_retention_ms", "_scale_cooldown_ms", b"_scale_cooldown_ms", "_scale_min_segments", b"_scale_min_segments", "_scale_target_events_per_s", b"_scale_target_events_per_s", "ledger_rollover_bytes", b"ledger_rollover_bytes", "ledger_rollover_ms", b"ledger_rollover_ms", "max_event_bytes", b"max_event_bytes", "retention_bytes", b"retention_bytes", "retention_ms", b"retention_ms", "scale_cooldown_ms", b"scale_cooldown_ms", "scale_min_segments", b"scale_min_segments", "scale_target_events_per_s", b"scale_target_events_per_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__ledger_rollover_bytes: _TypeAlias = _typing.Literal["ledger_rollover_bytes"]  # noqa: Y015
     _WhichOneofArgType__ledger_rollover_bytes: _TypeAlias = _typing.Literal["_ledger_rollover_bytes", b"_ledger_rollover_bytes"]  # noqa: Y015
@@ -125,6 +166,12 @@ class TopicConfig(_message.Message):
     _WhichOneofArgType__retention_bytes: _TypeAlias = _typing.Literal["_retention_bytes", b"_retention_bytes"]  # noqa: Y015
     _WhichOneofReturnType__retention_ms: _TypeAlias = _typing.Literal["retention_ms"]  # noqa: Y015
     _WhichOneofArgType__retention_ms: _TypeAlias = _typing.Literal["_retention_ms", b"_retention_ms"]  # noqa: Y015
+    _WhichOneofReturnType__scale_cooldown_ms: _TypeAlias = _typing.Literal["scale_cooldown_ms"]  # noqa: Y015
+    _WhichOneofArgType__scale_cooldown_ms: _TypeAlias = _typing.Literal["_scale_cooldown_ms", b"_scale_cooldown_ms"]  # noqa: Y015
+    _WhichOneofReturnType__scale_min_segments: _TypeAlias = _typing.Literal["scale_min_segments"]  # noqa: Y015
+    _WhichOneofArgType__scale_min_segments: _TypeAlias = _typing.Literal["_scale_min_segments", b"_scale_min_segments"]  # noqa: Y015
+    _WhichOneofReturnType__scale_target_events_per_s: _TypeAlias = _typing.Literal["scale_target_events_per_s"]  # noqa: Y015
+    _WhichOneofArgType__scale_target_events_per_s: _TypeAlias = _typing.Literal["_scale_target_events_per_s", b"_scale_target_events_per_s"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__ledger_rollover_bytes) -> _WhichOneofReturnType__ledger_rollover_bytes | None: ...
     @_typing.overload
@@ -135,6 +182,12 @@ class TopicConfig(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__retention_bytes) -> _WhichOneofReturnType__retention_bytes | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__retention_ms) -> _WhichOneofReturnType__retention_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__scale_cooldown_ms) -> _WhichOneofReturnType__scale_cooldown_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__scale_min_segments) -> _WhichOneofReturnType__scale_min_segments | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__scale_target_events_per_s) -> _WhichOneofReturnType__scale_target_events_per_s | None: ...
 
 Global___TopicConfig: _TypeAlias = TopicConfig  # noqa: Y015
 
@@ -291,16 +344,22 @@ class GetSegmentsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TOPIC_FIELD_NUMBER: _builtins.int
+    INCLUDE_SEALED_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     """The topic's name."""
+    include_sealed: _builtins.bool
+    """Also list the sealed segments: every segment the topic ever had, ordered
+    by number (which is creation order, so predecessors come first).
+    """
     def __init__(
         self,
         *,
         topic: _builtins.str = ...,
+        include_sealed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_sealed", b"include_sealed", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -313,7 +372,9 @@ class GetSegmentsResponse(_message.Message):
     SEGMENTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def segments(self) -> _containers.RepeatedCompositeFieldContainer[Global___Segment]:
-        """The active segments, ordered by key_low."""
+        """The active segments ordered by key_low, or with include_sealed every
+        segment ordered by number.
+        """
 
     def __init__(
         self,
@@ -327,6 +388,165 @@ class GetSegmentsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetSegmentsResponse: _TypeAlias = GetSegmentsResponse  # noqa: Y015
+
+@_typing.final
+class KeyRange(_message.Message):
+    """A key range [low, high) of [0, 1)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LOW_FIELD_NUMBER: _builtins.int
+    HIGH_FIELD_NUMBER: _builtins.int
+    low: _builtins.float
+    high: _builtins.float
+    def __init__(
+        self,
+        *,
+        low: _builtins.float = ...,
+        high: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["high", b"high", "low", b"low"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KeyRange: _TypeAlias = KeyRange  # noqa: Y015
+
+@_typing.final
+class ScaleTopicRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    SEAL_FIELD_NUMBER: _builtins.int
+    NEW_RANGES_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    """The topic's name."""
+    @_builtins.property
+    def seal(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The names ("<topic>/<number>") of the open segments to seal."""
+
+    @_builtins.property
+    def new_ranges(self) -> _containers.RepeatedCompositeFieldContainer[Global___KeyRange]:
+        """The new segments' ranges, in any order; together exactly the sealed
+        segments' ranges. A boundary within 1e-9 of a sealed segment's boundary
+        is taken as that boundary.
+        """
+
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        seal: _abc.Iterable[_builtins.str] | None = ...,
+        new_ranges: _abc.Iterable[Global___KeyRange] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["new_ranges", b"new_ranges", "seal", b"seal", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScaleTopicRequest: _TypeAlias = ScaleTopicRequest  # noqa: Y015
+
+@_typing.final
+class ScaleTopicResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEALED_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def sealed(self) -> _containers.RepeatedCompositeFieldContainer[Global___Segment]:
+        """The segments sealed, as they are now (state SEALED, end_offset final),
+        ordered by key_low.
+        """
+
+    @_builtins.property
+    def created(self) -> _containers.RepeatedCompositeFieldContainer[Global___Segment]:
+        """The segments created, ordered by key_low, each with its predecessors."""
+
+    def __init__(
+        self,
+        *,
+        sealed: _abc.Iterable[Global___Segment] | None = ...,
+        created: _abc.Iterable[Global___Segment] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "sealed", b"sealed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScaleTopicResponse: _TypeAlias = ScaleTopicResponse  # noqa: Y015
+
+@_typing.final
+class GetSuccessorsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEGMENT_FIELD_NUMBER: _builtins.int
+    segment: _builtins.str
+    """The segment's name, "<topic>/<number>"."""
+    def __init__(
+        self,
+        *,
+        segment: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["segment", b"segment"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSuccessorsRequest: _TypeAlias = GetSuccessorsRequest  # noqa: Y015
+
+@_typing.final
+class GetSuccessorsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEGMENT_FIELD_NUMBER: _builtins.int
+    SUCCESSORS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def segment(self) -> Global___Segment:
+        """The segment itself, as it is now."""
+
+    @_builtins.property
+    def successors(self) -> _containers.RepeatedCompositeFieldContainer[Global___Segment]:
+        """Its successors ordered by key_low; each Segment lists its own
+        predecessors (this segment and the others it was merged with).
+        """
+
+    def __init__(
+        self,
+        *,
+        segment: Global___Segment | None = ...,
+        successors: _abc.Iterable[Global___Segment] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["segment", b"segment"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["segment", b"segment", "successors", b"successors"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSuccessorsResponse: _TypeAlias = GetSuccessorsResponse  # noqa: Y015
+
+@_typing.final
+class SealTopicRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The topic's name."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SealTopicRequest: _TypeAlias = SealTopicRequest  # noqa: Y015
 
 @_typing.final
 class GetSegmentInfoRequest(_message.Message):
@@ -382,10 +602,13 @@ class Topic(_message.Message):
     CONFIG_FIELD_NUMBER: _builtins.int
     SEGMENTS_FIELD_NUMBER: _builtins.int
     CREATED_MS_FIELD_NUMBER: _builtins.int
+    SEALED_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The topic's name."""
     created_ms: _builtins.int
     """When it was created, in milliseconds since the Unix epoch."""
+    sealed: _builtins.bool
+    """Sealed by SealTopic: it has no open segment and takes no more events."""
     @_builtins.property
     def config(self) -> Global___TopicConfig:
         """Its configuration, every field set to the value in force."""
@@ -401,10 +624,11 @@ class Topic(_message.Message):
         config: Global___TopicConfig | None = ...,
         segments: _abc.Iterable[Global___Segment] | None = ...,
         created_ms: _builtins.int = ...,
+        sealed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "created_ms", b"created_ms", "name", b"name", "segments", b"segments"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "created_ms", b"created_ms", "name", b"name", "sealed", b"sealed", "segments", b"segments"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -423,6 +647,8 @@ class Segment(_message.Message):
     STATE_FIELD_NUMBER: _builtins.int
     START_OFFSET_FIELD_NUMBER: _builtins.int
     END_OFFSET_FIELD_NUMBER: _builtins.int
+    PREDECESSORS_FIELD_NUMBER: _builtins.int
+    SUCCESSORS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """"<topic>/<number>"."""
     number: _builtins.int
@@ -437,7 +663,19 @@ class Segment(_message.Message):
     start_offset: _builtins.int
     """The offset of the first readable event."""
     end_offset: _builtins.int
-    """The offset the next appended event will get."""
+    """The offset the next appended event will get (once sealed: final)."""
+    @_builtins.property
+    def predecessors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The names of the segments sealed when this one was created, whose
+        ranges overlap its own, by number; empty for a topic's first segments.
+        """
+
+    @_builtins.property
+    def successors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The names of the segments created when this one was sealed, by number;
+        empty while it is open or when SealTopic sealed it.
+        """
+
     def __init__(
         self,
         *,
@@ -448,10 +686,12 @@ class Segment(_message.Message):
         state: Global___SegmentState.ValueType = ...,
         start_offset: _builtins.int = ...,
         end_offset: _builtins.int = ...,
+        predecessors: _abc.Iterable[_builtins.str] | None = ...,
+        successors: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_offset", b"end_offset", "key_high", b"key_high", "key_low", b"key_low", "name", b"name", "number", b"number", "start_offset", b"start_offset", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_offset", b"end_offset", "key_high", b"key_high", "key_low", b"key_low", "name", b"name", "number", b"number", "predecessors", b"predecessors", "start_offset", b"start_offset", "state", b"state", "successors", b"successors"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

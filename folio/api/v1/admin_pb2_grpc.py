@@ -74,6 +74,21 @@ class AdminStub:
                 request_serializer=folio_dot_v1_dot_admin__pb2.TruncateSegmentRequest.SerializeToString,
                 response_deserializer=folio_dot_v1_dot_admin__pb2.SegmentInfo.FromString,
                 _registered_method=True)
+        self.ScaleTopic = channel.unary_unary(
+                '/folio.v1.Admin/ScaleTopic',
+                request_serializer=folio_dot_v1_dot_admin__pb2.ScaleTopicRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_admin__pb2.ScaleTopicResponse.FromString,
+                _registered_method=True)
+        self.GetSuccessors = channel.unary_unary(
+                '/folio.v1.Admin/GetSuccessors',
+                request_serializer=folio_dot_v1_dot_admin__pb2.GetSuccessorsRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_admin__pb2.GetSuccessorsResponse.FromString,
+                _registered_method=True)
+        self.SealTopic = channel.unary_unary(
+                '/folio.v1.Admin/SealTopic',
+                request_serializer=folio_dot_v1_dot_admin__pb2.SealTopicRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_admin__pb2.Topic.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -143,6 +158,41 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScaleTopic(self, request, context):
+        """Scaling (see "Scaling" below). Seals the segments named in `seal` and
+        creates one new segment per range of `new_ranges`; the new segments'
+        ranges must exactly cover the sealed ones' (split: one sealed, several
+        new; merge: several sealed neighbours, one new; or both at once).
+        Anything else is INVALID_ARGUMENT naming what is wrong: no segment or no
+        range given, a segment named twice or of another topic, a range with
+        low >= high or outside [0, 1], ranges that overlap, leave a gap, or
+        reach outside the sealed segments' ranges, more than 1024 open segments
+        after the change. NOT_FOUND for an unknown topic or segment;
+        FAILED_PRECONDITION (SegmentSealedError) for a segment sealed already.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSuccessors(self, request, context):
+        """The successors of a segment: the segments created when it was sealed by
+        ScaleTopic, each with its range and its own predecessors. Empty for an
+        open segment and for one sealed by SealTopic. NOT_FOUND if there is no
+        such segment.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SealTopic(self, request, context):
+        """Seals every open segment of the topic, without successors: the topic
+        takes no more events (writers fail with SegmentSealedError) and stays
+        readable. Idempotent. NOT_FOUND if there is no such topic.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +235,21 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.TruncateSegment,
                     request_deserializer=folio_dot_v1_dot_admin__pb2.TruncateSegmentRequest.FromString,
                     response_serializer=folio_dot_v1_dot_admin__pb2.SegmentInfo.SerializeToString,
+            ),
+            'ScaleTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScaleTopic,
+                    request_deserializer=folio_dot_v1_dot_admin__pb2.ScaleTopicRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_admin__pb2.ScaleTopicResponse.SerializeToString,
+            ),
+            'GetSuccessors': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSuccessors,
+                    request_deserializer=folio_dot_v1_dot_admin__pb2.GetSuccessorsRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_admin__pb2.GetSuccessorsResponse.SerializeToString,
+            ),
+            'SealTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.SealTopic,
+                    request_deserializer=folio_dot_v1_dot_admin__pb2.SealTopicRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_admin__pb2.Topic.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -403,6 +468,87 @@ class Admin:
             '/folio.v1.Admin/TruncateSegment',
             folio_dot_v1_dot_admin__pb2.TruncateSegmentRequest.SerializeToString,
             folio_dot_v1_dot_admin__pb2.SegmentInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScaleTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.Admin/ScaleTopic',
+            folio_dot_v1_dot_admin__pb2.ScaleTopicRequest.SerializeToString,
+            folio_dot_v1_dot_admin__pb2.ScaleTopicResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSuccessors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.Admin/GetSuccessors',
+            folio_dot_v1_dot_admin__pb2.GetSuccessorsRequest.SerializeToString,
+            folio_dot_v1_dot_admin__pb2.GetSuccessorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SealTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.Admin/SealTopic',
+            folio_dot_v1_dot_admin__pb2.SealTopicRequest.SerializeToString,
+            folio_dot_v1_dot_admin__pb2.Topic.FromString,
             options,
             channel_credentials,
             insecure,

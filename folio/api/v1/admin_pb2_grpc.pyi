@@ -25,6 +25,8 @@ key "folio-error" and its typed context as a JSON object under
   OUT_OF_RANGE      TruncateSegment beyond the segment's end
                     (OffsetOutOfRangeError; context start_offset,
                     end_offset)
+  FAILED_PRECONDITION  ScaleTopic of a segment that is sealed already
+                    (SegmentSealedError; context segment, end_offset)
   UNAVAILABLE       the ledger service cannot be reached; retry
 """
 
@@ -85,6 +87,29 @@ class AdminStub:
     becomes the first offset of the oldest ledger kept, which is <= offset.
     Truncating to an offset at or before the current start changes nothing.
     """
+    ScaleTopic: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ScaleTopicRequest, _admin_pb2.ScaleTopicResponse]
+    """Scaling (see "Scaling" below). Seals the segments named in `seal` and
+    creates one new segment per range of `new_ranges`; the new segments'
+    ranges must exactly cover the sealed ones' (split: one sealed, several
+    new; merge: several sealed neighbours, one new; or both at once).
+    Anything else is INVALID_ARGUMENT naming what is wrong: no segment or no
+    range given, a segment named twice or of another topic, a range with
+    low >= high or outside [0, 1], ranges that overlap, leave a gap, or
+    reach outside the sealed segments' ranges, more than 1024 open segments
+    after the change. NOT_FOUND for an unknown topic or segment;
+    FAILED_PRECONDITION (SegmentSealedError) for a segment sealed already.
+    """
+    GetSuccessors: _grpc.UnaryUnaryMultiCallable[_admin_pb2.GetSuccessorsRequest, _admin_pb2.GetSuccessorsResponse]
+    """The successors of a segment: the segments created when it was sealed by
+    ScaleTopic, each with its range and its own predecessors. Empty for an
+    open segment and for one sealed by SealTopic. NOT_FOUND if there is no
+    such segment.
+    """
+    SealTopic: _grpc.UnaryUnaryMultiCallable[_admin_pb2.SealTopicRequest, _admin_pb2.Topic]
+    """Seals every open segment of the topic, without successors: the topic
+    takes no more events (writers fail with SegmentSealedError) and stays
+    readable. Idempotent. NOT_FOUND if there is no such topic.
+    """
 
 @_typing.type_check_only
 class AdminAsyncStub(AdminStub):
@@ -117,6 +142,29 @@ class AdminAsyncStub(AdminStub):
     OUT_OF_RANGE. A whole ledger is the unit of deletion, so start_offset
     becomes the first offset of the oldest ledger kept, which is <= offset.
     Truncating to an offset at or before the current start changes nothing.
+    """
+    ScaleTopic: _aio.UnaryUnaryMultiCallable[_admin_pb2.ScaleTopicRequest, _admin_pb2.ScaleTopicResponse]  # type: ignore[assignment]
+    """Scaling (see "Scaling" below). Seals the segments named in `seal` and
+    creates one new segment per range of `new_ranges`; the new segments'
+    ranges must exactly cover the sealed ones' (split: one sealed, several
+    new; merge: several sealed neighbours, one new; or both at once).
+    Anything else is INVALID_ARGUMENT naming what is wrong: no segment or no
+    range given, a segment named twice or of another topic, a range with
+    low >= high or outside [0, 1], ranges that overlap, leave a gap, or
+    reach outside the sealed segments' ranges, more than 1024 open segments
+    after the change. NOT_FOUND for an unknown topic or segment;
+    FAILED_PRECONDITION (SegmentSealedError) for a segment sealed already.
+    """
+    GetSuccessors: _aio.UnaryUnaryMultiCallable[_admin_pb2.GetSuccessorsRequest, _admin_pb2.GetSuccessorsResponse]  # type: ignore[assignment]
+    """The successors of a segment: the segments created when it was sealed by
+    ScaleTopic, each with its range and its own predecessors. Empty for an
+    open segment and for one sealed by SealTopic. NOT_FOUND if there is no
+    such segment.
+    """
+    SealTopic: _aio.UnaryUnaryMultiCallable[_admin_pb2.SealTopicRequest, _admin_pb2.Topic]  # type: ignore[assignment]
+    """Seals every open segment of the topic, without successors: the topic
+    takes no more events (writers fail with SegmentSealedError) and stays
+    readable. Idempotent. NOT_FOUND if there is no such topic.
     """
 
 class AdminServicer(metaclass=_abc_1.ABCMeta):
@@ -195,6 +243,47 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
         OUT_OF_RANGE. A whole ledger is the unit of deletion, so start_offset
         becomes the first offset of the oldest ledger kept, which is <= offset.
         Truncating to an offset at or before the current start changes nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def ScaleTopic(
+        self,
+        request: _admin_pb2.ScaleTopicRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ScaleTopicResponse, _abc.Awaitable[_admin_pb2.ScaleTopicResponse]]:
+        """Scaling (see "Scaling" below). Seals the segments named in `seal` and
+        creates one new segment per range of `new_ranges`; the new segments'
+        ranges must exactly cover the sealed ones' (split: one sealed, several
+        new; merge: several sealed neighbours, one new; or both at once).
+        Anything else is INVALID_ARGUMENT naming what is wrong: no segment or no
+        range given, a segment named twice or of another topic, a range with
+        low >= high or outside [0, 1], ranges that overlap, leave a gap, or
+        reach outside the sealed segments' ranges, more than 1024 open segments
+        after the change. NOT_FOUND for an unknown topic or segment;
+        FAILED_PRECONDITION (SegmentSealedError) for a segment sealed already.
+        """
+
+    @_abc_1.abstractmethod
+    def GetSuccessors(
+        self,
+        request: _admin_pb2.GetSuccessorsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.GetSuccessorsResponse, _abc.Awaitable[_admin_pb2.GetSuccessorsResponse]]:
+        """The successors of a segment: the segments created when it was sealed by
+        ScaleTopic, each with its range and its own predecessors. Empty for an
+        open segment and for one sealed by SealTopic. NOT_FOUND if there is no
+        such segment.
+        """
+
+    @_abc_1.abstractmethod
+    def SealTopic(
+        self,
+        request: _admin_pb2.SealTopicRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.Topic, _abc.Awaitable[_admin_pb2.Topic]]:
+        """Seals every open segment of the topic, without successors: the topic
+        takes no more events (writers fail with SegmentSealedError) and stays
+        readable. Idempotent. NOT_FOUND if there is no such topic.
         """
 
 def add_AdminServicer_to_server(servicer: AdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -87,7 +87,9 @@ async def test_concurrent_create_one_wins(topics: TopicManager) -> None:
 async def test_bad_config_refused(topics: TopicManager) -> None:
     loose = object.__new__(TopicConfig)  # skips __post_init__, as a careless caller might
     for name, value in (("retention_ms", 0), ("retention_bytes", -1), ("max_event_bytes", 1),
-                        ("ledger_rollover_bytes", 1024), ("ledger_rollover_ms", 1000)):
+                        ("ledger_rollover_bytes", 1024), ("ledger_rollover_ms", 1000),
+                            ("scale_target_events_per_s", 0), ("scale_min_segments", 1),
+                            ("scale_cooldown_ms", 0)):
         object.__setattr__(loose, name, value)
     with pytest.raises(InvalidArgumentError, match="retention_ms must be"):
         await topics.create_topic("t", 1, loose)

@@ -18,7 +18,9 @@ from folio.models import (
 )
 
 CONFIG = admin_pb2.TopicConfig(retention_ms=-1, retention_bytes=-1, max_event_bytes=1024,
-                               ledger_rollover_bytes=4096, ledger_rollover_ms=60_000)
+                               ledger_rollover_bytes=4096, ledger_rollover_ms=60_000,
+                               scale_target_events_per_s=0, scale_min_segments=1,
+                               scale_cooldown_ms=60_000)
 
 
 def _segment(number: int, low: float, high: float, *, sealed: bool = False) -> admin_pb2.Segment:
