@@ -41,6 +41,11 @@ _HELP = {
     "(default 268435456, 256 MiB)",
     "max_held_ms": "how long a transaction's blocks may be held before its commit "
     "(default 120000)",
+    "txn_snapshot_every_changes": "a segment's transaction buffer snapshots its aborted "
+    "transactions after this many changes (default 1000)",
+    "txn_snapshot_every_ms": "... or this long after its last snapshot (default 60000)",
+    "txn_snapshot_chunk_bytes": "largest transaction buffer snapshot chunk (record of "
+    "_txnbuffer_snapshots); 0 = the record limit (default 0)",
 }
 
 

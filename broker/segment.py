@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -70,6 +71,7 @@ from broker.errors import (
     SegmentSealedError,
     WrongHostError,
 )
+from broker.metrics import observe_append, observe_txn_buffer_recovery, observe_txn_buffer_snapshot
 from broker.names import make_segment_name, segment_path
 from broker.offset_index import LedgerSpan, ReadHints
 from broker.retention import ledgers_before, ledgers_past_retention
@@ -90,7 +92,7 @@ from ledger.errors import (
 )
 from ledger.handle import LedgerHandle
 from txnbuffer.api import EntryKind as TxnKind
-from txnbuffer.api import LoggedEntry, Position, SnapshotStore, TxnId
+from txnbuffer.api import LoggedEntry, Position, SnapshotPolicy, SnapshotStore, TxnId
 from txnbuffer.buffer import TransactionBuffer
 
 __all__ = ["EVENT_OVERHEAD_BYTES", "LedgerSegment"]
@@ -135,6 +137,7 @@ class LedgerSegment:
         record: SegmentRecord, record_version: int, spans: list[LedgerSpan], end_offset: int,
         writers: dict[str, WriterState], writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
         txn_store: SnapshotStore | None = None,
+        txn_snapshots: SnapshotPolicy | None = None,
     ) -> None:
         self._ledgers = ledgers
         self._store = store
@@ -171,8 +174,10 @@ class LedgerSegment:
         self._data_event = asyncio.Event()
         self._hints = ReadHints()
         # The transaction buffer (user topics only; system topics take no transactions).
-        self._buffer = (None if txn_store is None
-                        else TransactionBuffer(self._name, txn_store))
+        policy = txn_snapshots or SnapshotPolicy()
+        self._buffer = (None if txn_store is None else TransactionBuffer(
+            self._name, txn_store, snapshot_every_changes=policy.every_changes,
+            snapshot_every_ms=policy.every_ms, chunk_bytes=policy.chunk_bytes or None))
         self._txn_offsets = TxnOffsets()
 
     # ------------------------------------------------------------- loading
@@ -182,7 +187,7 @@ class LedgerSegment:
         cls, ledgers: LedgerClient, store: MetadataStore, *, topic: str, number: int,
         key_low: float, key_high: float, config: TopicConfig,
         clock: Callable[[], float], writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
-        txn_store: SnapshotStore | None = None,
+        txn_store: SnapshotStore | None = None, txn_snapshots: SnapshotPolicy | None = None,
     ) -> LedgerSegment:
         """Recover the segment from its record and start a fresh ledger for appends.
 
@@ -199,13 +204,15 @@ class LedgerSegment:
             ledgers, store, topic=topic, number=number, key_low=key_low, key_high=key_high,
             config=config, clock=clock, record=chain.record, record_version=chain.version,
             spans=chain.spans, end_offset=chain.end_offset, writers=chain.writers,
-            writer_expiry_ms=writer_expiry_ms, txn_store=txn_store,
+            writer_expiry_ms=writer_expiry_ms, txn_store=txn_store, txn_snapshots=txn_snapshots,
         )
         if not chain.record.sealed:
             await segment._start_ledger(replacing=chain.empty)
         if segment._buffer is not None:
+            started = time.perf_counter()
             await segment._buffer.recover(
                 LedgerSegmentLog(segment._spans, segment._reader, segment._txn_offsets))
+            observe_txn_buffer_recovery(time.perf_counter() - started)
         log.info("loaded segment %s: offsets [%d, %d), %d ledgers", segment.name,
                  segment.start_offset, segment.end_offset, len(chain.spans))
         return segment
@@ -341,8 +348,13 @@ class LedgerSegment:
         if txn_id:
             self._check_txn(txn_id)
             kind = EntryKind.TXN_DATA
-        return await self._append_entry(blocks, writer_id, last_event_number, event_count,
-                                        kind, txn_id)
+        started = time.perf_counter()
+        result = await self._append_entry(blocks, writer_id, last_event_number, event_count,
+                                          kind, txn_id)
+        if not result.duplicate:
+            observe_append(self._topic, event_count, sum(len(block.data) for block in blocks),
+                           time.perf_counter() - started)
+        return result
 
     async def write_marker(self, kind: EntryKind, txn_id: bytes) -> int:
         """Write a commit or abort marker of ``txn_id`` (an entry of no events), once durable.
@@ -535,7 +547,9 @@ class LedgerSegment:
             await self._roll_over()
         if self._buffer is not None:
             try:
-                await self._buffer.maybe_snapshot()
+                started = time.perf_counter()
+                if await self._buffer.maybe_snapshot():
+                    observe_txn_buffer_snapshot(time.perf_counter() - started)
             except (BrokerError, LedgerError) as error:
                 log.warning("segment %s: transaction buffer snapshot failed: %s",
                             self._name, error)

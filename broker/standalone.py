@@ -33,6 +33,7 @@ from pathlib import Path
 from prometheus_client import start_http_server
 
 from broker.api import TopicConfig
+from broker.groups_store import ReaderGroupStore
 from broker.held import MAX_TXN_BYTES
 from broker.server import start_broker_server
 from broker.standalone_config import StandaloneConfig
@@ -107,7 +108,13 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event) -> int:
             max_add_request_bytes=max(MAX_ENTRY_BYTES, LedgerConfig.max_add_request_bytes)))
         topics = TopicManager(ledgers, store, defaults=TopicConfig(),
                               retention_interval_s=config.retention_interval_s,
-                              writer_expiry_ms=config.writer_expiry_ms)
+                              writer_expiry_ms=config.writer_expiry_ms,
+                              txn_snapshots=config.txn_snapshots())
+        limit = topics.txn_snapshot_store().max_record_bytes
+        if config.txn_snapshot_chunk_bytes > limit:
+            await ledgers.close()
+            return _fail(f"txn_snapshot_chunk_bytes={config.txn_snapshot_chunk_bytes} exceeds "
+                         f"the largest snapshot record, {limit} bytes")
         await topics.start()
         try:
             # Replays the transaction log, finishing commits and aborts a crash cut short.
@@ -115,7 +122,8 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event) -> int:
             await coordinator.start()
             topics.add_maintenance_hook(coordinator.tick)
             try:
-                return await _serve_topics(config, topics, stop, coordinator)
+                return await _serve_topics(config, topics, stop, coordinator,
+                                           ReaderGroupStore(store))
             finally:
                 await coordinator.close()
         finally:
@@ -130,13 +138,14 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event) -> int:
 
 async def _serve_topics(
     config: StandaloneConfig, topics: TopicManager, stop: asyncio.Event,
-    coordinator: TxnCoordinator,
+    coordinator: TxnCoordinator, groups: ReaderGroupStore,
 ) -> int:
     try:
         server = await start_broker_server(topics, config.host, config.port,
                                            max_held_bytes=config.max_held_bytes,
                                            max_held_ms=config.max_held_ms,
-                                           coordinator=coordinator)
+                                           coordinator=coordinator,
+                                           groups=groups)
     except OSError as error:
         return _fail(str(error))
     try:

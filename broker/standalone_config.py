@@ -7,8 +7,12 @@ from dataclasses import dataclass
 from broker.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from broker.writers import DEFAULT_WRITER_EXPIRY_MS
 from ledger.config import Durability
+from txnbuffer.api import SnapshotPolicy
+from txnbuffer.snapshot import chunk_capacity
 
 __all__ = ["StandaloneConfig"]
+
+_DEFAULT_SNAPSHOTS = SnapshotPolicy()
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,11 @@ class StandaloneConfig:
         max_held_bytes: bytes of uncommitted transaction blocks (``end = false``)
             the broker holds over all streams.
         max_held_ms: how long a flow may hold transaction blocks.
+        txn_snapshot_every_changes: a segment's transaction buffer writes a
+            snapshot after this many changes ...
+        txn_snapshot_every_ms: ... or this long after the last one.
+        txn_snapshot_chunk_bytes: the largest snapshot chunk; 0 = as large as
+            a record of ``_txnbuffer_snapshots`` may be.
     """
 
     data_dir: str = "./folio-data"
@@ -40,6 +49,9 @@ class StandaloneConfig:
     writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS
     max_held_bytes: int = DEFAULT_MAX_HELD_BYTES
     max_held_ms: int = DEFAULT_MAX_HELD_MS
+    txn_snapshot_every_changes: int = _DEFAULT_SNAPSHOTS.every_changes
+    txn_snapshot_every_ms: int = _DEFAULT_SNAPSHOTS.every_ms
+    txn_snapshot_chunk_bytes: int = _DEFAULT_SNAPSHOTS.chunk_bytes
 
     def __post_init__(self) -> None:
         for name in ("port", "metrics_port"):
@@ -51,3 +63,14 @@ class StandaloneConfig:
         for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        try:
+            self.txn_snapshots()
+            if self.txn_snapshot_chunk_bytes:
+                chunk_capacity(self.txn_snapshot_chunk_bytes)  # one abort per chunk at least
+        except ValueError as error:
+            raise ValueError(f"txn_snapshot_*: {error}") from None
+
+    def txn_snapshots(self) -> SnapshotPolicy:
+        """The transaction buffers' snapshot policy these settings make."""
+        return SnapshotPolicy(self.txn_snapshot_every_changes, self.txn_snapshot_every_ms,
+                              self.txn_snapshot_chunk_bytes)

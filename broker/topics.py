@@ -59,7 +59,7 @@ from ledger.errors import (
     NoNodeError,
     NotEmptyError,
 )
-from txnbuffer.api import SnapshotStore
+from txnbuffer.api import SnapshotPolicy, SnapshotStore
 
 __all__ = ["MAX_SEGMENT_COUNT", "TopicManager"]
 
@@ -82,6 +82,7 @@ class TopicManager:
         clock: seconds since the epoch (injectable for tests).
         writer_expiry_ms: a segment forgets writers (their last event number)
             idle longer than this; default 7 days.
+        txn_snapshots: when the segments' transaction buffers snapshot themselves.
     """
 
     def __init__(
@@ -89,6 +90,7 @@ class TopicManager:
         defaults: TopicConfig | None = None, retention_interval_s: float = 60.0,
         clock: Callable[[], float] = time.time,
         writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
+        txn_snapshots: SnapshotPolicy | None = None,
     ) -> None:
         if writer_expiry_ms <= 0:
             raise ValueError(f"writer_expiry_ms must be positive, got {writer_expiry_ms}")
@@ -98,6 +100,7 @@ class TopicManager:
         self._interval_s = retention_interval_s
         self._clock = clock
         self._writer_expiry_ms = writer_expiry_ms
+        self._txn_snapshots = txn_snapshots or SnapshotPolicy()
         self._segments: dict[str, LedgerSegment] = {}
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
@@ -317,9 +320,14 @@ class TopicManager:
                 key_low=entry.key_low, key_high=entry.key_high, config=record.config,
                 clock=self._clock, writer_expiry_ms=self._writer_expiry_ms,
                 txn_store=None if is_system_topic(topic) else self.txn_snapshot_store(),
+                txn_snapshots=self._txn_snapshots,
             )
             self._segments[name] = segment
             return segment
+
+    def loaded_segments(self) -> list[LedgerSegment]:
+        """The segments loaded on this broker now (a copy; ``broker.metrics`` reads it)."""
+        return list(self._segments.values())
 
     # --------------------------------------------------------- maintenance
 

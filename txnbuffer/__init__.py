@@ -26,6 +26,7 @@ from txnbuffer.api import (
     LoggedEntry,
     Position,
     SegmentLog,
+    SnapshotPolicy,
     SnapshotStore,
     TxnId,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "Position",
     "SegmentLog",
     "SnapshotFormatError",
+    "SnapshotPolicy",
     "SnapshotStore",
     "TransactionBuffer",
     "TxnBufferError",

@@ -19,6 +19,7 @@ __all__ = [
     "LoggedEntry",
     "Position",
     "SegmentLog",
+    "SnapshotPolicy",
     "SnapshotStore",
     "TxnId",
 ]
@@ -57,6 +58,30 @@ class LoggedEntry:
     position: Position
     kind: EntryKind
     txn_id: TxnId | None
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPolicy:
+    """When a transaction buffer snapshots itself, and in what chunks.
+
+    Attributes:
+        every_changes: after this many changes (an abort recorded,
+            ``max_read_position`` moved) ...
+        every_ms: ... or when this long has passed since the last snapshot
+            and anything changed.
+        chunk_bytes: the largest snapshot record; 0 means the store's
+            ``max_record_bytes`` (tests set it small to force many chunks).
+    """
+
+    every_changes: int = 1000
+    every_ms: int = 60_000
+    chunk_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.every_changes < 1 or self.every_ms < 1 or self.chunk_bytes < 0:
+            raise ValueError("snapshot every_changes and every_ms must be positive and "
+                             f"chunk_bytes >= 0, got {self.every_changes}, {self.every_ms}, "
+                             f"{self.chunk_bytes}")
 
 
 class SegmentLog(Protocol):
