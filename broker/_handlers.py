@@ -5,7 +5,8 @@ The generated ``add_*Servicer_to_server`` functions parse requests with
 UNKNOWN with a Python exception's text. Here every method's parser answers an
 undecodable message with ``UNDECODABLE`` instead, and the call ends with
 INVALID_ARGUMENT naming the message type expected (for a request stream: at
-the bad message, after the ones before it were handled).
+the bad message, after the ones before it were handled). Streaming calls are
+counted while open (``broker.metrics.open_stream``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from google.protobuf.message import DecodeError
 from google.protobuf.message_factory import GetMessageClass
 
 from broker.errors import InvalidArgumentError
+from broker.metrics import open_stream
 
 __all__ = ["UNDECODABLE", "add_servicer"]
 
@@ -51,8 +53,9 @@ def _unary_request(method: MethodDescriptor, behavior: Any) -> Any:
         async def stream_out(request: Any, context: _Context) -> AsyncIterator[Any]:
             if request is UNDECODABLE:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _complaint(method))
-            async for response in behavior(request, context):
-                yield response
+            with open_stream(method.name, context.peer()):
+                async for response in behavior(request, context):
+                    yield response
         return stream_out
 
     async def unary_out(request: Any, context: _Context) -> Any:
@@ -71,12 +74,14 @@ def _stream_request(method: MethodDescriptor, behavior: Any) -> Any:
 
     if method.server_streaming:
         async def stream_out(requests: AsyncIterator[Any], context: _Context) -> AsyncIterator[Any]:
-            async for response in behavior(checked(requests), context):
-                yield response
+            with open_stream(method.name, context.peer()):
+                async for response in behavior(checked(requests), context):
+                    yield response
         return stream_out
 
     async def unary_out(requests: AsyncIterator[Any], context: _Context) -> Any:
-        return await behavior(checked(requests), context)
+        with open_stream(method.name, context.peer()):
+            return await behavior(checked(requests), context)
     return unary_out
 
 

@@ -6,6 +6,7 @@ from typing import Any, NoReturn
 
 import grpc
 
+from broker.metrics import observe_error_code
 from broker.status import status_for, trailing_metadata_for
 
 __all__ = ["abort_with"]
@@ -14,6 +15,7 @@ __all__ = ["abort_with"]
 async def abort_with(context: grpc.aio.ServicerContext[Any, Any], error: BaseException) -> NoReturn:
     """End the call with ``error``'s status code, message and typed metadata."""
     code, message = status_for(error)
+    observe_error_code(code)
     context.set_trailing_metadata(trailing_metadata_for(error))
     await context.abort(code, message)
     raise AssertionError("unreachable: abort raises")  # pragma: no cover

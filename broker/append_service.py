@@ -46,6 +46,7 @@ from broker.errors import (
     WrongHostError,
 )
 from broker.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS, HeldBudget, HeldRun
+from broker.metrics import flows_bound, observe_error
 from broker.segment_txn import TXN_ID_BYTES
 from broker.status import is_retriable, status_for
 from folio.api.v1 import append_pb2, append_pb2_grpc
@@ -120,6 +121,7 @@ class AppendServicer(append_pb2_grpc.AppendServicer):
             await abort_with(context, error)
         finally:
             pump.cancel()
+            flows_bound(-len(stream._flows))
         if stopped:
             await abort_with(context, BrokerShuttingDownError("the broker is stopping"))
 
@@ -219,18 +221,20 @@ class _AppendStream:
         """Bind the flow now, before the next command is read, and answer it later."""
         old = self._flows.get(flow_id)
         if not 1 <= len(setup.writer_id) <= MAX_WRITER_ID_CHARS:
-            return old, _ready(_failed(request_id, InvalidArgumentError(
+            return old, _ready(_refusal(request_id, setup.segment, InvalidArgumentError(
                 f"writer_id must be 1 to {MAX_WRITER_ID_CHARS} characters, "
                 f"got {len(setup.writer_id)}")))
         if setup.txn_id and (len(setup.txn_id) != TXN_ID_BYTES or self._coordinator is None):
-            return old, _ready(_failed(request_id, InvalidArgumentError(
+            return old, _ready(_refusal(request_id, setup.segment, InvalidArgumentError(
                 f"txn_id must be {TXN_ID_BYTES} bytes (got {len(setup.txn_id)}) on a broker "
                 "with transactions")))
         if old is None and len(self._flows) >= MAX_FLOWS:
-            return old, _ready(_failed(request_id, EventTooLargeError(
+            return old, _ready(_refusal(request_id, setup.segment, EventTooLargeError(
                 len(self._flows) + 1, MAX_FLOWS, what="flow count")))
         if old is not None:
             self._held.drop(old.held)
+        else:
+            flows_bound(1)
         segment = asyncio.ensure_future(self._topics.segment(setup.segment))
         flow = _Flow(setup.segment, setup.writer_id, segment,
                      tail=old.tail if old is not None else None, txn_id=setup.txn_id)
@@ -309,7 +313,8 @@ async def _ready(reply: _Reply) -> _Reply:
 
 
 def _refusal(request_id: int, segment: str, error: BrokerError | LedgerError) -> _Reply:
-    """The failure reply the protocol has for ``error``."""
+    """The failure reply the protocol has for ``error`` (counted in ``folio_errors_total``)."""
+    observe_error(error)
     if isinstance(error, (NoSuchSegmentError, TopicNotFoundError)):
         return _Reply(request_id=request_id, no_such_segment=append_pb2.NoSuchSegment(
             segment=segment, message=str(error)))

@@ -19,6 +19,7 @@ import grpc
 from broker._servicer import abort_with
 from broker.api import Isolation, ReadBlock, Topics
 from broker.errors import BrokerError, BrokerShuttingDownError, InvalidArgumentError
+from broker.metrics import observe_read
 from folio.api.v1 import read_pb2, read_pb2_grpc
 from ledger.errors import LedgerError
 
@@ -65,22 +66,24 @@ class ReadServicer(read_pb2_grpc.ReadServicer):
                     last = batch.blocks[-1]
                     offset = max(last.offset + last.event_count, batch.next_offset)
                     ended = batch.end_of_segment and offset >= batch.end_offset
-                    responses = _responses(batch.blocks, max_bytes)
+                    responses = _responses(batch.blocks, max_bytes, request.segment)
                     responses[-1].end_of_segment = ended
                     for response in responses:
                         response.end_offset = batch.end_offset
+                        response.next_offset = offset
                         yield response
                     if ended:
                         return
                     continue
                 if batch.end_of_segment:
-                    yield read_pb2.ReadResponse(end_offset=batch.end_offset, end_of_segment=True)
+                    yield read_pb2.ReadResponse(end_offset=batch.end_offset, end_of_segment=True,
+                                                next_offset=max(offset, batch.next_offset))
                     return
                 if batch.next_offset > offset:  # only left-out entries (aborted, markers)
                     offset = batch.next_offset
                     continue
                 if not await self._wait(segment.wait_for_data(offset, max_wait_s, isolation)):
-                    yield read_pb2.ReadResponse(end_offset=batch.end_offset)
+                    yield read_pb2.ReadResponse(end_offset=batch.end_offset, next_offset=offset)
             raise BrokerShuttingDownError("the broker is stopping")
         except (BrokerError, LedgerError) as error:
             await abort_with(context, error)
@@ -106,10 +109,12 @@ def _isolation(value: int) -> Isolation:
         raise InvalidArgumentError(f"unknown isolation {value}") from None
 
 
-def _responses(blocks: list[ReadBlock], max_bytes: int) -> list[read_pb2.ReadResponse]:
+def _responses(blocks: list[ReadBlock], max_bytes: int,
+               segment: str) -> list[read_pb2.ReadResponse]:
     """The blocks in responses of about ``max_bytes`` each (at least one block each)."""
     responses = [read_pb2.ReadResponse()]
     size = 0
+    total = events = 0
     for block in blocks:
         if size >= max_bytes:
             responses.append(read_pb2.ReadResponse())
@@ -117,4 +122,7 @@ def _responses(blocks: list[ReadBlock], max_bytes: int) -> list[read_pb2.ReadRes
         responses[-1].blocks.append(read_pb2.ReadBlock(
             offset=block.offset, event_count=block.event_count, data=block.data))
         size += len(block.data)
+        total += len(block.data)
+        events += block.event_count
+    observe_read(segment, events, total)
     return responses

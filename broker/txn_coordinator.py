@@ -224,6 +224,14 @@ class TxnCoordinator:
         txn = self._get(txn_id)
         return TxnStatus(txn.state, tuple(txn.segments), txn.deadline_ms)
 
+    def count_by_state(self) -> dict[str, int]:
+        """How many transactions are in each state, by lower-case state name (for metrics)."""
+        counts: dict[str, int] = {}
+        for txn in list(self._txns.values()):
+            name = txn.state.name.lower()
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
     @contextlib.asynccontextmanager
     async def writing(self, txn_id: bytes, segment: str) -> AsyncIterator[None]:
         """Around one transactional append: OPEN only, ``segment`` registered (logged) first."""

@@ -4,6 +4,8 @@ Used by ``folio bookie``
 (``ledger.cli`` parses their options). The process announces itself with one
 line on stdout once it accepts RPCs, which is how scripts and tests learn the
 port it bound when asked for port 0; everything else goes to the log (stderr).
+It also serves Prometheus metrics (``ledger.metrics``) on ``/metrics`` of its
+metrics port.
 
 Shutdown order matters: the server stops first (in-flight RPCs get a grace
 period to finish, which includes waiting for their group commit), and only
@@ -20,6 +22,8 @@ import signal
 import sys
 from collections.abc import Callable
 
+from prometheus_client import start_http_server
+
 from ledger.bookie import Bookie
 from ledger.bookie_grpc import start_bookie_server
 from ledger.config import BookieConfig
@@ -32,8 +36,8 @@ log = logging.getLogger(__name__)
 #: Seconds in-flight RPCs get to finish when the process is asked to stop.
 STOP_GRACE_S = 5.0
 
-Announce = Callable[[int], str]
-"""Builds the ready line from the bound port."""
+Announce = Callable[[int, int | None], str]
+"""Builds the ready line from the bound port and the bound metrics port (None: none)."""
 
 
 def _fail(prog: str, message: str) -> int:
@@ -42,7 +46,7 @@ def _fail(prog: str, message: str) -> int:
 
 
 def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
-               announce: Announce) -> int:
+               announce: Announce, metrics_port: int | None = None) -> int:
     """Serve one bookie until SIGTERM or SIGINT; return the process exit code.
 
     Args:
@@ -51,6 +55,8 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
         port: port to listen on, 0 for any free one.
         prog: command name for error messages (``folio bookie``).
         announce: the line printed to stdout (and flushed) once serving.
+        metrics_port: port of Prometheus ``/metrics`` on ``host``, 0 for any
+            free one; None serves no metrics.
 
     Returns:
         0 after a clean stop; 1, with one line on stderr and no traceback, if
@@ -61,11 +67,11 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
         os.makedirs(config.data_dir, exist_ok=True)
     except OSError as error:
         return _fail(prog, f"cannot create data dir {config.data_dir}: {error}")
-    return asyncio.run(_serve(config, host, port, prog, announce))
+    return asyncio.run(_serve(config, host, port, prog, announce, metrics_port))
 
 
 async def _serve(config: BookieConfig, host: str, port: int, prog: str,
-                 announce: Announce) -> int:
+                 announce: Announce, metrics_port: int | None) -> int:
     try:
         bookie = Bookie(config, bookie_id=f"{host}:{port}")
     except StorageError as error:
@@ -78,18 +84,27 @@ async def _serve(config: BookieConfig, host: str, port: int, prog: str,
             server, bound = await start_bookie_server(bookie, host, port)
         except OSError as error:
             return _fail(prog, str(error))
+        metrics = None
+        if metrics_port is not None:
+            try:
+                metrics, _thread = start_http_server(metrics_port, addr=host)
+            except OSError as error:
+                await server.stop(0)
+                return _fail(prog, f"cannot serve metrics on {host}:{metrics_port}: {error}")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         try:
-            print(announce(bound), flush=True)
+            print(announce(bound, None if metrics is None else metrics.server_port), flush=True)
             await stop.wait()
             log.info("stopping: no new RPCs, %.0f s for those in flight", STOP_GRACE_S)
         finally:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
             await server.stop(STOP_GRACE_S)
+            if metrics is not None:
+                metrics.shutdown()
     finally:
         # Inside the loop, so that completions of adds still queued (from RPCs
         # cancelled by the stop) land on a live loop rather than a closed one.

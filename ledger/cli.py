@@ -3,8 +3,8 @@
 ``folio.cli`` loads ``bookie_command`` through the
 ``folio.commands`` entry-point group. Settings are layered defaults <
 environment (``FOLIO_BOOKIE_DATA_DIR``, ``FOLIO_BOOKIE_PORT``, ... one
-``FOLIO_BOOKIE_<FIELD>`` per ``BookieConfig`` field, plus ``HOST`` and
-``PORT``) < flags; ``--print-config`` shows the result. The run loop is in
+``FOLIO_BOOKIE_<FIELD>`` per ``BookieConfig`` field, plus ``HOST``,
+``PORT`` and ``METRICS_PORT``) < flags; ``--print-config`` shows the result. The run loop is in
 ``ledger.bookie_main``.
 """
 
@@ -27,6 +27,7 @@ __all__ = ["bookie_command", "resolve_bookie_settings", "setup_logging"]
 
 BOOKIE_ENV_PREFIX = "FOLIO_BOOKIE_"
 DEFAULT_BOOKIE_PORT = 3181  # BookKeeper's
+DEFAULT_METRICS_PORT = 8000  # BookKeeper's prometheusStatsHttpPort
 DEFAULT_HOST = "127.0.0.1"
 
 #: Help of each BookieConfig field's flag (``--data-dir`` for ``data_dir``...).
@@ -92,19 +93,24 @@ def setup_logging() -> None:
 def _run_bookie(args: argparse.Namespace) -> int:
     try:
         config, host, port = resolve_bookie_settings(args, os.environ)
+        metrics_port = _layered(args.metrics_port, os.environ, BOOKIE_ENV_PREFIX + "METRICS_PORT",
+                                _port, DEFAULT_METRICS_PORT)
     except ValueError as error:
         print(f"folio bookie: error: {error}", file=sys.stderr)
         return 2
     if args.print_config:
-        print(json.dumps({**dataclasses.asdict(config), "host": host, "port": port}, indent=2))
+        print(json.dumps({**dataclasses.asdict(config), "host": host, "port": port,
+                          "metrics_port": metrics_port}, indent=2))
         return 0
     setup_logging()
 
-    def announce(bound: int) -> str:
+    def announce(bound: int, metrics_bound: int | None) -> str:
         return (f"folio bookie listening on {host}:{bound} "
-                f"(data dir {config.data_dir}, durability {config.durability.value})")
+                f"(data dir {config.data_dir}, durability {config.durability.value}, "
+                f"metrics on http://{host}:{metrics_bound}/metrics)")
 
-    return run_bookie(config, host, port, prog="folio bookie", announce=announce)
+    return run_bookie(config, host, port, prog="folio bookie", announce=announce,
+                      metrics_port=metrics_port)
 
 
 def bookie_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -113,7 +119,8 @@ def bookie_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "bookie",
         help="run one bookie of the ledger service (cluster mode)",
         description="Run one bookie: a RocksDB store of ledger entries served over gRPC "
-        "(folio.ledger.v1.Bookie, with health checking and reflection). Once it serves, "
+        "(folio.ledger.v1.Bookie, with health checking and reflection) and Prometheus "
+        "metrics on /metrics of the metrics port. Once it serves, "
         "it prints one line 'folio bookie listening on HOST:PORT (...)' to stdout. "
         "SIGTERM or SIGINT stop it cleanly. Every option can also be set by an "
         f"environment variable {BOOKIE_ENV_PREFIX}<OPTION> (e.g. "
@@ -132,6 +139,8 @@ def bookie_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     parser.add_argument("--host", help=f"address to listen on (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=_port, help="port to listen on, 0 for any free one "
                         f"(default {DEFAULT_BOOKIE_PORT})")
+    parser.add_argument("--metrics-port", type=_port, help="port of Prometheus metrics "
+                        f"(/metrics), 0 for any free one (default {DEFAULT_METRICS_PORT})")
     parser.add_argument("--print-config", action="store_true",
                         help="print the resulting settings as JSON and exit")
     parser.set_defaults(func=_run_bookie)

@@ -91,9 +91,9 @@ async def test_sigterm_stops_cleanly_and_keeps_data(
     tmp_path: Path, bookie_processes: BookieProcesses
 ) -> None:
     bookie = bookie_processes.start(tmp_path / "bookie", "--durability", "async")
-    assert bookie.ready_line == (
+    assert bookie.ready_line.startswith(
         f"folio bookie listening on 127.0.0.1:{bookie.port} "
-        f"(data dir {tmp_path / 'bookie'}, durability async)"
+        f"(data dir {tmp_path / 'bookie'}, durability async, metrics on http://127.0.0.1:"
     )
     client = GrpcBookieClient(bookie.address)
     try:
@@ -169,6 +169,7 @@ def test_print_config_layers_defaults_env_and_flags(tmp_path: Path) -> None:
         "read_max_bytes": 4 * 1024 * 1024,       # default
         "host": "127.0.0.1",
         "port": 0,                               # flag over env
+        "metrics_port": 8000,                    # default
     }
     assert not (tmp_path / "from-env").exists()  # printing opens nothing
 
@@ -207,5 +208,5 @@ def test_help_describes_every_option() -> None:
 
     assert shown.returncode == 0
     for option in ("--data-dir", "--port", "--host", "--durability", "--max-entry-bytes",
-                   "--print-config", "FOLIO_BOOKIE_"):
+                   "--metrics-port", "--print-config", "FOLIO_BOOKIE_"):
         assert option in shown.stdout

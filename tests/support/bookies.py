@@ -218,6 +218,8 @@ def start_bookie_process(data_dir: Path, *args: str, port: int = 0,
                          timeout_s: float = START_TIMEOUT_S) -> BookieProcess:
     """Start ``folio bookie --data-dir DATA_DIR --port PORT ARGS`` and wait until it serves.
 
+    Its metrics are on a free port (``--metrics-port 0``; ARGS may set another).
+
     Args:
         data_dir: the bookie's data dir (created by the bookie if missing).
         *args: more ``folio bookie`` flags, e.g. ``"--durability", "async"``.
@@ -225,7 +227,8 @@ def start_bookie_process(data_dir: Path, *args: str, port: int = 0,
         env: extra environment.
         timeout_s: deadline for the ready line.
     """
-    argv = ["bookie", "--data-dir", str(data_dir), "--port", str(port), *args]
+    argv = ["bookie", "--data-dir", str(data_dir), "--port", str(port), "--metrics-port", "0",
+            *args]
     return start_folio_process(argv, data_dir, env=env, timeout_s=timeout_s)
 
 

@@ -1,0 +1,271 @@
+"""The broker's Prometheus metrics: every collector of the ``broker`` package.
+
+Registered in ``prometheus_client``'s default registry at import; the
+``folio standalone`` and ``folio broker`` processes serve it on ``/metrics``.
+Names follow Prometheus' conventions (``folio_`` prefix, base units,
+``_total`` counters, ``_seconds`` and ``_bytes``). Labels stay bounded:
+``topic``, ``state``, ``code``, ``rpc``, reader ``group`` — never a writer,
+a segment or an event.
+
+Cost: the append and read paths call one helper per append (one entry, however
+many events it packs) or per read batch, which does a dict lookup and a few
+counter increments; gauges describing state (segments, transactions, aborted
+sets) are computed when Prometheus scrapes, from the broker objects handed to
+``watch_broker``. ``docs/observability.md`` lists every metric.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import Counter as Tally
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, Protocol
+
+import grpc
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from broker.status import status_for
+from ledger.metrics import LATENCY_BUCKETS_S
+
+__all__ = [
+    "APPEND_SECONDS",
+    "forget_reader_group",
+    "observe_append",
+    "observe_error",
+    "observe_error_code",
+    "observe_read",
+    "observe_txn_buffer_recovery",
+    "observe_txn_buffer_snapshot",
+    "open_stream",
+    "set_reader_group_backlog",
+    "topic_of",
+    "watch_broker",
+]
+
+APPENDED_EVENTS = Counter(
+    "folio_appended_events_total", "Events appended (durable), by topic.", ["topic"])
+APPENDED_BYTES = Counter(
+    "folio_appended_bytes_total", "Bytes of event blocks appended (durable), by topic.",
+    ["topic"])
+APPEND_SECONDS = Histogram(
+    "folio_append_seconds",
+    "Seconds from a segment taking an append (one block, or one transaction's blocks) "
+    "until it is durable and acknowledged.",
+    buckets=LATENCY_BUCKETS_S,
+)
+READ_EVENTS = Counter(
+    "folio_read_events_total", "Events served to readers, by topic.", ["topic"])
+READ_BYTES = Counter(
+    "folio_read_bytes_total", "Bytes of event blocks served to readers, by topic.", ["topic"])
+ERRORS = Counter(
+    "folio_errors_total",
+    "Requests the broker refused or failed, by gRPC status code (in-band Append refusals "
+    "count with the code of their error).",
+    ["code"],
+)
+ACTIVE_STREAMS = Gauge(
+    "folio_active_streams", "Open streaming calls, by RPC (Append, Read, ...).", ["rpc"])
+ACTIVE_CONNECTIONS = Gauge(
+    "folio_active_connections", "Client connections (distinct peers) with an open stream.")
+APPEND_FLOWS = Gauge(
+    "folio_append_flows", "Writer flows (SetupAppend) bound on open Append streams.")
+SNAPSHOT_WRITE_SECONDS = Histogram(
+    "folio_txn_buffer_snapshot_write_seconds",
+    "Seconds to write one transaction-buffer snapshot of a segment.",
+    buckets=LATENCY_BUCKETS_S,
+)
+RECOVERY_SECONDS = Histogram(
+    "folio_txn_buffer_recovery_seconds",
+    "Seconds to recover one segment's transaction buffer (snapshot load and replay).",
+    buckets=LATENCY_BUCKETS_S,
+)
+READER_GROUP_BACKLOG = Gauge(
+    "folio_reader_group_backlog_events",
+    "Events between a reader group's positions and the tails of its segments.",
+    ["group"],
+)
+
+# ---------------------------------------------------------------- append, read
+
+_appends: dict[str, tuple[Any, Any]] = {}
+_reads: dict[str, tuple[Any, Any]] = {}
+
+
+def topic_of(segment: str) -> str:
+    """The topic of a segment name ``"<topic>/<number>"``."""
+    return segment.rpartition("/")[0] or segment
+
+
+def observe_append(topic: str, events: int, data_bytes: int, seconds: float) -> None:
+    """Record one durable append of ``events`` events in ``data_bytes`` bytes of blocks."""
+    children = _appends.get(topic)
+    if children is None:
+        children = _appends[topic] = (APPENDED_EVENTS.labels(topic), APPENDED_BYTES.labels(topic))
+    children[0].inc(events)
+    children[1].inc(data_bytes)
+    APPEND_SECONDS.observe(seconds)
+
+
+def observe_read(segment: str, events: int, data_bytes: int) -> None:
+    """Record one read batch served from ``segment``."""
+    children = _reads.get(segment)
+    if children is None:
+        topic = topic_of(segment)
+        children = _reads[segment] = (READ_EVENTS.labels(topic), READ_BYTES.labels(topic))
+    children[0].inc(events)
+    children[1].inc(data_bytes)
+
+
+def observe_error(error: BaseException) -> None:
+    """Count ``error`` under the status code the one table gives it."""
+    observe_error_code(status_for(error)[0])
+
+
+def observe_error_code(code: grpc.StatusCode) -> None:
+    """Count one refused or failed request with ``code``."""
+    ERRORS.labels(code.name).inc()
+
+
+# ------------------------------------------------------------ streams, flows
+
+_peers: Tally[str] = Tally()
+_peers_lock = threading.Lock()
+
+
+@contextmanager
+def open_stream(rpc: str, peer: str) -> Iterator[None]:
+    """Count a streaming call of ``rpc`` from ``peer`` (one connection) while it is open."""
+    ACTIVE_STREAMS.labels(rpc).inc()
+    with _peers_lock:
+        _peers[peer] += 1
+        ACTIVE_CONNECTIONS.set(len(_peers))
+    try:
+        yield
+    finally:
+        ACTIVE_STREAMS.labels(rpc).dec()
+        with _peers_lock:
+            _peers[peer] -= 1
+            if _peers[peer] <= 0:
+                del _peers[peer]
+            ACTIVE_CONNECTIONS.set(len(_peers))
+
+
+def flows_bound(count: int) -> None:
+    """``count`` flows were bound (positive) or ended with their stream (negative)."""
+    APPEND_FLOWS.inc(count)
+
+
+# ------------------------------------------------------------ transactions
+
+def observe_txn_buffer_snapshot(seconds: float) -> None:
+    """Record one transaction-buffer snapshot write."""
+    SNAPSHOT_WRITE_SECONDS.observe(seconds)
+
+
+def observe_txn_buffer_recovery(seconds: float) -> None:
+    """Record one transaction-buffer recovery."""
+    RECOVERY_SECONDS.observe(seconds)
+
+
+# ------------------------------------------------------------ reader groups
+
+def set_reader_group_backlog(group: str, events: int) -> None:
+    """Set ``group``'s backlog: events between its positions and its segments' tails."""
+    READER_GROUP_BACKLOG.labels(group).set(events)
+
+
+def forget_reader_group(group: str) -> None:
+    """Drop ``group``'s backlog series (the group was deleted)."""
+    with suppress(KeyError):
+        READER_GROUP_BACKLOG.remove(group)
+
+
+# ------------------------------------------------------------ state at scrape
+
+class _Buffer(Protocol):
+    @property
+    def aborted_count(self) -> int: ...
+
+
+class _Segment(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sealed(self) -> bool: ...
+
+    @property
+    def txn_buffer(self) -> _Buffer | None: ...
+
+
+class _Topics(Protocol):
+    def loaded_segments(self) -> list[Any]: ...
+
+
+class _Coordinator(Protocol):
+    def count_by_state(self) -> dict[str, int]: ...
+
+
+_topics: weakref.WeakSet[Any] = weakref.WeakSet()
+_coordinators: weakref.WeakSet[Any] = weakref.WeakSet()
+
+#: Segment states reported (always, zero included, so dashboards see the series).
+SEGMENT_STATES = ("open", "sealed")
+#: Transaction states reported (as ``broker.txn_coordinator.TxnState`` names, lower case).
+TXN_STATES = ("open", "committing", "committed", "aborting", "aborted", "timed_out")
+
+
+def watch_broker(topics: _Topics, coordinator: _Coordinator | None = None) -> None:
+    """Report ``topics``' segments and ``coordinator``'s transactions while they live."""
+    _topics.add(topics)
+    if coordinator is not None:
+        _coordinators.add(coordinator)
+
+
+class _StateCollector(Collector):
+    """Gauges computed at scrape time, on the scraping thread, from copies."""
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families(with_values=False)
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families(with_values=True)
+
+    @staticmethod
+    def _families(*, with_values: bool) -> list[Metric]:
+        segments = GaugeMetricFamily(
+            "folio_segments", "Segments this broker has loaded, by state.", labels=["state"])
+        txns = GaugeMetricFamily(
+            "folio_transactions", "Transactions the coordinator knows, by state.",
+            labels=["state"])
+        aborted = GaugeMetricFamily(
+            "folio_txn_buffer_aborted_txns",
+            "Aborted transactions the transaction buffers remember (the aborted set), by topic.",
+            labels=["topic"])
+        if not with_values:
+            return [segments, txns, aborted]
+        by_state: Tally[str] = Tally()
+        by_topic: Tally[str] = Tally()
+        for topics in list(_topics):
+            for segment in topics.loaded_segments():
+                by_state["sealed" if segment.sealed else "open"] += 1
+                buffer = segment.txn_buffer
+                if buffer is not None:
+                    by_topic[topic_of(segment.name)] += buffer.aborted_count
+        for state in SEGMENT_STATES:
+            segments.add_metric([state], by_state[state])
+        txn_counts: Tally[str] = Tally()
+        for coordinator in list(_coordinators):
+            txn_counts.update(coordinator.count_by_state())
+        for state in TXN_STATES:
+            txns.add_metric([state], txn_counts[state])
+        for topic, count in sorted(by_topic.items()):
+            aborted.add_metric([topic], count)
+        return [segments, txns, aborted]
+
+
+REGISTRY.register(_StateCollector())
