@@ -81,11 +81,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self, request: admin_pb2.GetSegmentsRequest, context: _Context
     ) -> admin_pb2.GetSegmentsResponse:
         try:
-            topic = await self._topics.get_topic(request.topic)
+            segments = await self._topics.list_segments(
+                request.topic, include_sealed=request.include_sealed)
         except _Refusals as error:
             await abort_with(context, error)
         return admin_pb2.GetSegmentsResponse(
-            segments=[segment_message(segment) for segment in topic.segments])
+            segments=[segment_message(segment) for segment in segments])
 
     async def GetSegmentInfo(
         self, request: admin_pb2.GetSegmentInfoRequest, context: _Context
@@ -106,6 +107,39 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         except _Refusals as error:
             await abort_with(context, error)
         return segment_info_message(info)
+
+    async def ScaleTopic(
+        self, request: admin_pb2.ScaleTopicRequest, context: _Context
+    ) -> admin_pb2.ScaleTopicResponse:
+        try:
+            outcome = await self._topics.scale_topic(
+                request.topic, list(request.seal),
+                [(r.low, r.high) for r in request.new_ranges])
+        except _Refusals as error:
+            await abort_with(context, error)
+        return admin_pb2.ScaleTopicResponse(
+            sealed=[segment_message(s) for s in outcome.sealed],
+            created=[segment_message(s) for s in outcome.created])
+
+    async def GetSuccessors(
+        self, request: admin_pb2.GetSuccessorsRequest, context: _Context
+    ) -> admin_pb2.GetSuccessorsResponse:
+        try:
+            segment, successors = await self._topics.get_successors(request.segment)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return admin_pb2.GetSuccessorsResponse(
+            segment=segment_message(segment),
+            successors=[segment_message(s) for s in successors])
+
+    async def SealTopic(
+        self, request: admin_pb2.SealTopicRequest, context: _Context
+    ) -> admin_pb2.Topic:
+        try:
+            topic = await self._topics.seal_topic(request.name)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return topic_message(topic)
 
 
 def _as_dict(config: TopicConfig) -> dict[str, int]:

@@ -17,6 +17,7 @@ __all__ = [
     "AppendResult",
     "Block",
     "ReadBlock",
+    "ScaleOutcome",
     "SegmentHandle",
     "SegmentInfo",
     "SegmentLedger",
@@ -83,7 +84,11 @@ class TopicConfig:
 
 @dataclass(frozen=True, slots=True)
 class SegmentRange:
-    """A segment and the key range ``[key_low, key_high)`` it owns."""
+    """A segment and the key range ``[key_low, key_high)`` it owns.
+
+    ``predecessors`` / ``successors``: segment names across scaling (filled
+    where the topic record is at hand: topic, segment lists, scaling calls).
+    """
 
     name: str
     number: int
@@ -92,16 +97,30 @@ class SegmentRange:
     state: SegmentState
     start_offset: int = 0
     end_offset: int = 0
+    predecessors: tuple[str, ...] = ()
+    successors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class TopicInfo:
-    """A topic: name, configuration, active segments (by ``key_low``), creation time."""
+    """A topic: name, configuration, active segments (by ``key_low``), creation time.
+
+    ``sealed``: SealTopic sealed it (it has no open segment).
+    """
 
     name: str
     config: TopicConfig
     segments: tuple[SegmentRange, ...]
     created_ms: int
+    sealed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleOutcome:
+    """What ScaleTopic did: the segments sealed and those created, each by ``key_low``."""
+
+    sealed: tuple[SegmentRange, ...]
+    created: tuple[SegmentRange, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +278,22 @@ class Topics(Protocol):
 
     def default_config(self) -> TopicConfig:
         """The configuration a topic gets for the fields its creator leaves unset."""
+
+    async def list_segments(self, topic: str, *, include_sealed: bool) -> list[SegmentRange]:
+        """Open segments by ``key_low``, or (``include_sealed``) every one by number."""
+
+    async def scale_topic(self, topic: str, seal: Sequence[str],
+                          new_ranges: Sequence[tuple[float, float]]) -> ScaleOutcome:
+        """Seal ``seal`` and create successors covering exactly their ranges (atomic).
+
+        InvalidArgumentError, NoSuchSegmentError, SegmentSealedError, TopicNotFoundError.
+        """
+
+    async def get_successors(self, segment: str) -> tuple[SegmentRange, list[SegmentRange]]:
+        """The segment and its successors (by ``key_low``). NoSuchSegmentError."""
+
+    async def seal_topic(self, topic: str) -> TopicInfo:
+        """Seal every open segment, without successors. Idempotent. TopicNotFoundError."""
 
     async def close(self) -> None:
         """Stop background work and close every open ledger cleanly."""

@@ -33,8 +33,8 @@ _HELP = {
     "durability": "sync: acknowledge appends once fsynced (default); async: once in the "
     "write-ahead log (a machine crash may lose acknowledged events)",
     "stop_grace_s": "seconds in-flight calls get to finish on SIGTERM (default 10)",
-    "retention_interval_s": "how often retention, ledger rollover by age and writer expiry "
-    "run (default 30)",
+    "retention_interval_s": "how often retention, ledger rollover by age, writer expiry and "
+    "auto-scaling run (default 30)",
     "writer_expiry_ms": "segments forget the last event number of writers idle longer than "
     "this (default 604800000, 7 days)",
     "max_held_bytes": "bytes of uncommitted transaction blocks held over all streams "

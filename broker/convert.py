@@ -37,6 +37,7 @@ def segment_message(segment: SegmentRange) -> admin_pb2.Segment:
         name=segment.name, number=segment.number, key_low=segment.key_low,
         key_high=segment.key_high, state=_STATES[segment.state],
         start_offset=segment.start_offset, end_offset=segment.end_offset,
+        predecessors=segment.predecessors, successors=segment.successors,
     )
 
 
@@ -45,7 +46,7 @@ def topic_message(topic: TopicInfo) -> admin_pb2.Topic:
     return admin_pb2.Topic(
         name=topic.name, config=_config_message(topic.config),
         segments=[segment_message(segment) for segment in topic.segments],
-        created_ms=topic.created_ms,
+        created_ms=topic.created_ms, sealed=topic.sealed,
     )
 
 

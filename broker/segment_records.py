@@ -5,7 +5,9 @@ Both are JSON objects carrying ``format_version``, stored in the
 only by compare-and-set on the node's version, so a broker that lost a
 segment learns it from its failed CAS instead of overwriting its successor.
 
-Topic records are format 1. Segment records are written in format 2, which
+Topic records are written in format 2, which adds each segment's
+predecessors (scaling), the topic's ``sealed`` flag and when it last scaled
+itself; format 1 records are still read. Segment records are written in format 2, which
 adds the writer snapshot (``writers_ledger``, ``writers``: each writer's last
 event number and last append time, covering at least every entry before
 ledger ``writers_ledger``); format 1 records (no snapshot) are still read.
@@ -32,8 +34,9 @@ __all__ = [
     "config_from_json",
 ]
 
-#: The topic record format.
-FORMAT_VERSION = 1
+#: The topic record format written (1 is still read: no scaling fields).
+FORMAT_VERSION = 2
+_TOPIC_FORMATS = (1, FORMAT_VERSION)
 #: The segment record format written (1 is still read: no writer snapshot).
 SEGMENT_FORMAT_VERSION = 2
 _SEGMENT_FORMATS = (1, SEGMENT_FORMAT_VERSION)
@@ -41,23 +44,34 @@ _SEGMENT_FORMATS = (1, SEGMENT_FORMAT_VERSION)
 
 @dataclass(frozen=True, slots=True)
 class TopicSegment:
-    """A segment as its topic lists it: number, key range ``[key_low, key_high)``, state."""
+    """A segment as its topic lists it: number, key range ``[key_low, key_high)``, state.
+
+    ``predecessors``: the numbers of the segments sealed when it was made whose
+    ranges overlap its own (empty for a topic's first segments).
+    """
 
     number: int
     key_low: float
     key_high: float
     state: SegmentState = SegmentState.OPEN
+    predecessors: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class TopicRecord:
-    """A topic: its configuration, its segments (every one ever made) and counters."""
+    """A topic: its configuration, its segments (every one ever made) and counters.
+
+    ``sealed``: SealTopic sealed it. ``scaled_ms``: when auto-scaling last
+    changed it (0: never).
+    """
 
     name: str
     config: TopicConfig
     segments: tuple[TopicSegment, ...]
     next_segment_number: int
     created_ms: int
+    sealed: bool = False
+    scaled_ms: int = 0
 
     def with_config(self, config: TopicConfig) -> TopicRecord:
         """The same record with another configuration."""
@@ -71,28 +85,33 @@ class TopicRecord:
             "config": asdict(self.config),
             "segments": [
                 {"number": s.number, "key_low": s.key_low, "key_high": s.key_high,
-                 "state": s.state.value}
+                 "state": s.state.value, "predecessors": list(s.predecessors)}
                 for s in self.segments
             ],
             "next_segment_number": self.next_segment_number,
             "created_ms": self.created_ms,
+            "sealed": self.sealed,
+            "scaled_ms": self.scaled_ms,
         })
 
     @classmethod
     def from_bytes(cls, data: bytes) -> TopicRecord:
         """Decode a stored record; ``CorruptDataError`` if it is not one."""
-        record = _load(data, "topic record")
+        record = _load(data, "topic record", _TOPIC_FORMATS)
         try:
             return cls(
                 name=str(record["name"]),
                 config=config_from_json(record["config"]),
                 segments=tuple(
                     TopicSegment(int(s["number"]), float(s["key_low"]), float(s["key_high"]),
-                                 SegmentState(s["state"]))
+                                 SegmentState(s["state"]),
+                                 tuple(int(p) for p in s.get("predecessors", ())))
                     for s in record["segments"]
                 ),
                 next_segment_number=int(record["next_segment_number"]),
                 created_ms=int(record["created_ms"]),
+                sealed=bool(record.get("sealed", False)),
+                scaled_ms=int(record.get("scaled_ms", 0)),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise CorruptDataError(f"topic record is malformed: {error!r}",

@@ -22,15 +22,16 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import fields, replace
 
-from broker.api import SegmentRange, SegmentState, TopicConfig, TopicInfo
+from broker.api import ScaleOutcome, SegmentRange, SegmentState, TopicConfig, TopicInfo
 from broker.errors import (
     BrokerError,
     BrokerShuttingDownError,
     InvalidArgumentError,
     NoSuchSegmentError,
+    SegmentSealedError,
     TopicExistsError,
     TopicNameError,
     TopicNotFoundError,
@@ -46,6 +47,7 @@ from broker.names import (
     segments_path,
     topic_path,
 )
+from broker.scaling import RateMeter, auto_scale, plan_scale, successors_of
 from broker.segment import LedgerSegment
 from broker.segment_reads import peek_end_offset
 from broker.segment_records import SegmentRecord, TopicRecord, TopicSegment
@@ -108,6 +110,7 @@ class TopicManager:
         self._closed = False
         self._hooks: list[Callable[[], Awaitable[object]]] = []
         self._txn_store: SnapshotStore | None = None
+        self._rates = RateMeter()
 
     async def start(self) -> None:
         """Start the background task (retention, rollover by age)."""
@@ -290,6 +293,149 @@ class TopicManager:
                 segment.set_config(config)
         return await self._topic_info(updated)
 
+    # ------------------------------------------------------------- scaling
+
+    async def list_segments(self, topic: str, *, include_sealed: bool) -> list[SegmentRange]:
+        """Open segments by ``key_low``, or (``include_sealed``) every segment by number."""
+        self._check_open()
+        record, _ = await self._read_topic(topic)
+        successors = successors_of(record)
+        entries = [e for e in record.segments
+                   if include_sealed or e.state is SegmentState.OPEN]
+        ranges = [await self._segment_range(topic, e, successors) for e in entries]
+        ranges.sort(key=(lambda r: r.number) if include_sealed else (lambda r: r.key_low))
+        return ranges
+
+    async def scale_topic(self, topic: str, seal: Sequence[str],
+                          new_ranges: Sequence[tuple[float, float]], *,
+                          scaled_ms: int | None = None) -> ScaleOutcome:
+        """Seal ``seal`` and create successors whose ranges exactly cover theirs.
+
+        One conditional update of the topic record makes the change (all or
+        nothing); the sealed segments are then sealed in the ledger service
+        before this returns (loading a successor also seals its predecessors
+        first, so a crash in between is rolled forward). ``scaled_ms``
+        (auto-scaling) is recorded as the topic's last scaling time.
+
+        Raises ``InvalidArgumentError`` (see ``broker.scaling.plan_scale``; also
+        for a system topic), ``NoSuchSegmentError``, ``SegmentSealedError``,
+        ``TopicNotFoundError``.
+        """
+        self._check_open()
+        self._check_scalable(topic)
+        async with self._lock(f"topic:{topic}"):
+            for _ in range(_CAS_ATTEMPTS):
+                record, version = await self._read_topic(topic)
+                try:
+                    plan = plan_scale(record, seal, new_ranges)
+                except SegmentSealedError as error:
+                    end = await self._end_offset(topic, error.segment)
+                    raise SegmentSealedError(error.segment, end) from None
+                for entry in plan.created:
+                    await self._create_segment_record(topic, entry.number)
+                updated = replace(
+                    record,
+                    segments=tuple(
+                        replace(s, state=SegmentState.SEALED) if s.number in plan.seal else s
+                        for s in record.segments) + plan.created,
+                    next_segment_number=record.next_segment_number + len(plan.created),
+                    scaled_ms=record.scaled_ms if scaled_ms is None else scaled_ms)
+                if await self._replace_topic(topic, updated, version):
+                    break
+            else:
+                raise BrokerError(f"topic {topic!r} kept changing; not scaled")
+            for number in plan.seal:
+                await self._ensure_sealed(topic, number)
+        log.info("scaled topic %s: sealed %s, created %s", topic, list(plan.seal),
+                 [(e.number, e.key_low, e.key_high) for e in plan.created])
+        successors = successors_of(updated)
+        by_number = {e.number: e for e in updated.segments}
+        sealed = [await self._segment_range(topic, by_number[n], successors) for n in plan.seal]
+        created = [await self._segment_range(topic, e, successors) for e in plan.created]
+        return ScaleOutcome(tuple(sorted(sealed, key=lambda r: r.key_low)),
+                            tuple(sorted(created, key=lambda r: r.key_low)))
+
+    async def get_successors(self, segment: str) -> tuple[SegmentRange, list[SegmentRange]]:
+        """The segment and its successors by ``key_low``. ``NoSuchSegmentError``."""
+        self._check_open()
+        topic, number = parse_segment_name(segment)
+        try:
+            record, _ = await self._read_topic(topic)
+        except TopicNotFoundError:
+            raise NoSuchSegmentError(segment) from None
+        entry = next((s for s in record.segments if s.number == number), None)
+        if entry is None:
+            raise NoSuchSegmentError(segment)
+        successors = successors_of(record)
+        after = [await self._segment_range(topic, e, successors)
+                 for e in record.segments if number in e.predecessors]
+        after.sort(key=lambda r: r.key_low)
+        return await self._segment_range(topic, entry, successors), after
+
+    async def seal_topic(self, topic: str) -> TopicInfo:
+        """Seal every open segment, without successors; the topic takes no more events.
+
+        Idempotent. ``TopicNotFoundError``; ``InvalidArgumentError`` for a system topic.
+        """
+        self._check_open()
+        self._check_scalable(topic)
+        async with self._lock(f"topic:{topic}"):
+            for _ in range(_CAS_ATTEMPTS):
+                record, version = await self._read_topic(topic)
+                to_seal = [e.number for e in record.segments if e.state is SegmentState.OPEN]
+                updated = replace(record, sealed=True, segments=tuple(
+                    replace(s, state=SegmentState.SEALED) for s in record.segments))
+                if record.sealed and not to_seal:
+                    break  # sealed already: finish any seal a crash cut short below
+                if await self._replace_topic(topic, updated, version):
+                    break
+            else:
+                raise BrokerError(f"topic {topic!r} kept changing; not sealed")
+            # Sealed already: finish the seals a crash may have cut short.
+            targets = to_seal or [e.number for e in updated.segments
+                                  if e.number not in successors_of(updated)]
+            for number in targets:
+                await self._ensure_sealed(topic, number)
+        log.info("sealed topic %s", topic)
+        return await self._topic_info(updated)
+
+    def _check_scalable(self, topic: str) -> None:
+        if is_system_topic(topic):
+            raise InvalidArgumentError(f"system topic {topic!r} cannot be scaled or sealed")
+
+    async def _replace_topic(self, topic: str, record: TopicRecord, version: int) -> bool:
+        """CAS the topic record; False if it changed meanwhile."""
+        try:
+            await self._store.set(topic_path(topic), record.to_bytes(), version)
+        except BadVersionError:
+            log.info("topic %s changed under a scaling change; retrying", topic)
+            return False
+        except NoNodeError:
+            raise TopicNotFoundError(topic) from None
+        return True
+
+    async def _ensure_sealed(self, topic: str, number: int) -> None:
+        """Seal the segment in the ledger service unless it is sealed already."""
+        name = make_segment_name(topic, number)
+        loaded = self._segments.get(name)
+        if loaded is not None and not _needs_reload(loaded):
+            if not loaded.sealed:
+                await loaded.seal()
+            return
+        try:
+            node = await self._store.get(segment_path(topic, number))
+        except NoNodeError:
+            return  # being deleted
+        if not SegmentRecord.from_bytes(node.data).sealed:
+            segment = await self.segment(name)  # seals it: its entry is SEALED
+            await segment.seal()
+
+    async def _end_offset(self, topic: str, segment: str) -> int:
+        _, number = parse_segment_name(segment)
+        with contextlib.suppress(BrokerError, LedgerError, NoNodeError):
+            return (await self._segment_range(topic, TopicSegment(number, 0.0, 1.0))).end_offset
+        return -1
+
     # ------------------------------------------------------------ segments
 
     async def segment(self, name: str) -> LedgerSegment:
@@ -315,6 +461,9 @@ class TopicManager:
             entry = next((s for s in record.segments if s.number == number), None)
             if entry is None:
                 raise NoSuchSegmentError(name)
+            for predecessor in entry.predecessors:
+                # A successor takes no append before all its predecessors are sealed.
+                await self._ensure_sealed(topic, predecessor)
             segment = await LedgerSegment.load(
                 self._ledgers, self._store, topic=topic, number=number,
                 key_low=entry.key_low, key_high=entry.key_high, config=record.config,
@@ -323,6 +472,8 @@ class TopicManager:
                 txn_snapshots=self._txn_snapshots,
             )
             self._segments[name] = segment
+            if entry.state is SegmentState.SEALED and not segment.sealed:
+                await segment.seal()  # a scale whose seal a crash cut short
             return segment
 
     def loaded_segments(self) -> list[LedgerSegment]:
@@ -346,11 +497,39 @@ class TopicManager:
                 await segment.apply_retention(now_ms)
             except (BrokerError, LedgerError) as error:
                 log.warning("segment %s: maintenance failed: %s", segment.name, error)
+        await self._auto_scale(now_ms)
         for hook in list(self._hooks):
             try:
                 await hook()
             except (BrokerError, LedgerError) as error:
                 log.warning("maintenance hook %r failed: %s", hook, error)
+
+    async def _auto_scale(self, now_ms: int) -> None:
+        """Measure the event rates of auto-scaled topics' segments; scale where the rule says."""
+        topics = {segment.name.rpartition("/")[0] for segment in self._segments.values()
+                  if segment.usable and segment.config.scale_target_events_per_s > 0}
+        for topic in sorted(topics):
+            if is_system_topic(topic):
+                continue
+            try:
+                record, _ = await self._read_topic(topic)
+                open_entries = [e for e in record.segments if e.state is SegmentState.OPEN]
+                ends: dict[int, int | None] = {}
+                for entry in open_entries:
+                    loaded = self._segments.get(make_segment_name(topic, entry.number))
+                    ends[entry.number] = loaded.end_offset if loaded is not None else None
+                rates = self._rates.sample(topic, now_ms, ends)
+                config = record.config
+                if now_ms - record.scaled_ms < config.scale_cooldown_ms:
+                    continue
+                change = auto_scale(topic, open_entries, rates, config)
+                if change is not None:
+                    seal, ranges = change
+                    log.info("auto-scaling topic %s: sealing %s, new ranges %s (rates %s)",
+                             topic, seal, ranges, rates)
+                    await self.scale_topic(topic, seal, ranges, scaled_ms=now_ms)
+            except (BrokerError, LedgerError) as error:
+                log.warning("topic %s: auto-scaling failed: %s", topic, error)
 
     async def _maintain_forever(self) -> None:
         while True:
@@ -391,9 +570,21 @@ class TopicManager:
         ranges = [await self._segment_range(record.name, entry)
                   for entry in record.segments if entry.state is SegmentState.OPEN]
         ranges.sort(key=lambda r: r.key_low)
-        return TopicInfo(record.name, record.config, tuple(ranges), record.created_ms)
+        return TopicInfo(record.name, record.config, tuple(ranges), record.created_ms,
+                         record.sealed)
 
-    async def _segment_range(self, topic: str, entry: TopicSegment) -> SegmentRange:
+    async def _segment_range(self, topic: str, entry: TopicSegment,
+                             successors: Mapping[int, list[int]] | None = None) -> SegmentRange:
+        found = await self._segment_offsets(topic, entry)
+        after = successors.get(entry.number, []) if successors is not None else []
+        return replace(
+            found,
+            # The topic record is the authority: a seal it records is under way.
+            state=SegmentState.SEALED if entry.state is SegmentState.SEALED else found.state,
+            predecessors=tuple(make_segment_name(topic, n) for n in entry.predecessors),
+            successors=tuple(make_segment_name(topic, n) for n in after))
+
+    async def _segment_offsets(self, topic: str, entry: TopicSegment) -> SegmentRange:
         name = make_segment_name(topic, entry.number)
         segment = self._segments.get(name)
         if segment is not None and segment.usable:
