@@ -107,6 +107,9 @@ async def read_all(segment: LedgerSegment, offset: int, max_bytes: int = 4096,
     while True:
         batch = await segment.read(offset, max_bytes)
         if not batch.blocks:
+            if batch.next_offset > offset:  # only left-out entries (aborted, markers)
+                offset = batch.next_offset
+                continue
             return blocks
         blocks.extend(batch.blocks)
-        offset = batch.blocks[-1].offset + batch.blocks[-1].event_count
+        offset = max(batch.blocks[-1].offset + batch.blocks[-1].event_count, batch.next_offset)
