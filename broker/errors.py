@@ -227,3 +227,45 @@ class TxnStateError(BrokerError):
 
     def context(self) -> dict[str, object]:
         return {"txn_id": self.txn_id, "expected": self.expected, "actual": self.actual}
+
+
+class ReaderGroupNotFoundError(BrokerError):
+    """No reader group of that name."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(f"reader group {group!r} does not exist")
+        self.group = group
+
+    def context(self) -> dict[str, object]:
+        return {"group": self.group}
+
+
+class ReaderGroupExistsError(BrokerError):
+    """CreateReaderGroup of a name already in use."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(f"reader group {group!r} already exists")
+        self.group = group
+
+    def context(self) -> dict[str, object]:
+        return {"group": self.group}
+
+
+class GroupStateConflictError(BrokerError):
+    """A conditional update of a reader group's state whose expected version is stale.
+
+    The client reads the state again, recomputes its change and retries.
+    """
+
+    retriable = True
+
+    def __init__(self, group: str, expected_version: int, version: int) -> None:
+        super().__init__(f"reader group {group!r} is at version {version}, "
+                         f"not {expected_version}: read it again and retry")
+        self.group = group
+        self.expected_version = expected_version
+        self.version = version
+
+    def context(self) -> dict[str, object]:
+        return {"group": self.group, "expected_version": self.expected_version,
+                "version": self.version}

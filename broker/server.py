@@ -24,12 +24,15 @@ from broker._handlers import add_servicer
 from broker.admin_service import AdminServicer
 from broker.api import Topics
 from broker.append_service import AppendServicer
+from broker.commit_keys import CommitKeys
+from broker.groups_service import ReaderGroupsServicer
+from broker.groups_store import ReaderGroupStore
 from broker.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from broker.produce_service import ProduceServicer
 from broker.read_service import ReadServicer
 from broker.transactions_service import TransactionsServicer
 from broker.txn_coordinator import TxnCoordinator
-from folio.api.v1 import admin_pb2, append_pb2, read_pb2, transactions_pb2
+from folio.api.v1 import admin_pb2, append_pb2, groups_pb2, read_pb2, transactions_pb2
 from ledger.bookie_grpc import host_port, listen_insecure
 
 __all__ = ["SERVICE_NAMES", "BrokerServer", "start_broker_server"]
@@ -43,6 +46,7 @@ SERVICE_NAMES = (
     append_pb2.DESCRIPTOR.services_by_name["Produce"].full_name,
     read_pb2.DESCRIPTOR.services_by_name["Read"].full_name,
     transactions_pb2.DESCRIPTOR.services_by_name["Transactions"].full_name,
+    groups_pb2.DESCRIPTOR.services_by_name["ReaderGroups"].full_name,
 )
 
 _MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -74,12 +78,18 @@ class BrokerServer:
 async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int = 0, *,
                               max_held_bytes: int = DEFAULT_MAX_HELD_BYTES,
                               max_held_ms: int = DEFAULT_MAX_HELD_MS,
-                              coordinator: TxnCoordinator | None = None) -> BrokerServer:
+                              commit_keys: CommitKeys | None = None,
+                              coordinator: TxnCoordinator | None = None,
+                              groups: ReaderGroupStore | None = None) -> BrokerServer:
     """Serve ``topics`` over the public gRPC API and start.
 
     With ``coordinator`` (started) the ``Transactions`` service is served and
     appends may carry a txn id; without, both are refused (UNIMPLEMENTED,
-    INVALID_ARGUMENT).
+    INVALID_ARGUMENT). ``commit_keys`` (started) makes commits that carry a
+    commit key idempotent (``broker.commit_keys``); without, they are refused.
+
+    With ``groups`` the ``ReaderGroups`` service is served (reader group
+    states by compare-and-set); without, its calls are UNIMPLEMENTED.
 
     ``max_held_bytes`` and ``max_held_ms`` bound the blocks of uncommitted
     transactions (see ``broker.held``).
@@ -100,7 +110,10 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
         add_servicer(server, service, servicer)
     if coordinator is not None:
         add_servicer(server, transactions_pb2.DESCRIPTOR.services_by_name["Transactions"],
-                     TransactionsServicer(coordinator))
+                     TransactionsServicer(coordinator, commit_keys))
+    if groups is not None:
+        add_servicer(server, groups_pb2.DESCRIPTOR.services_by_name["ReaderGroups"],
+                     ReaderGroupsServicer(topics, groups))
     health = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     reflection.enable_server_reflection(

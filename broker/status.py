@@ -22,10 +22,13 @@ from broker.errors import (
     BrokerShuttingDownError,
     CorruptDataError,
     EventTooLargeError,
+    GroupStateConflictError,
     InvalidArgumentError,
     InvalidEventNumberError,
     NoSuchSegmentError,
     OffsetOutOfRangeError,
+    ReaderGroupExistsError,
+    ReaderGroupNotFoundError,
     SegmentSealedError,
     TopicExistsError,
     TopicNameError,
@@ -74,6 +77,9 @@ STATUS_TABLE: Final[tuple[StatusRow, ...]] = (
     StatusRow(WrongHostError, _Code.UNAVAILABLE),
     StatusRow(BrokerShuttingDownError, _Code.UNAVAILABLE),
     StatusRow(CorruptDataError, _Code.DATA_LOSS),
+    StatusRow(ReaderGroupNotFoundError, _Code.NOT_FOUND),
+    StatusRow(ReaderGroupExistsError, _Code.ALREADY_EXISTS),
+    StatusRow(GroupStateConflictError, _Code.FAILED_PRECONDITION),
 )
 
 _BY_CLASS: Final = {row.error: row for row in STATUS_TABLE}

@@ -36,13 +36,16 @@ imports the server packages.
 
 from folio._pool import ConnectionStats, PoolStats
 from folio._write_future import WriteFuture
+from folio.batch import BatchClient, SegmentSlice
 from folio.client import Client
+from folio.cuts import Checkpoint, Position, StreamCut
 from folio.errors import (
     AlreadyExistsError,
     DeliveryTimeoutError,
     EventTooLargeError,
     FolioError,
     FolioUnavailableError,
+    GroupStateConflictError,
     InvalidArgumentError,
     InvalidBlockError,
     InvalidEventNumberError,
@@ -50,6 +53,9 @@ from folio.errors import (
     NoSuchSegmentError,
     NotFoundError,
     OffsetOutOfRangeError,
+    ReaderGroupExistsError,
+    ReaderGroupNotFoundError,
+    ReaderNotInGroupError,
     ResourceExhaustedError,
     SegmentSealedError,
     TimeoutError,
@@ -62,6 +68,7 @@ from folio.errors import (
     WriterClosedError,
     WrongHostError,
 )
+from folio.groups import EventRead, GroupReader, ReaderGroup
 from folio.models import (
     Event,
     ScaleResult,
@@ -84,16 +91,21 @@ from folio.writer import EventWriter
 
 __all__ = [
     "AlreadyExistsError",
+    "BatchClient",
     "BytesSerializer",
+    "Checkpoint",
     "Client",
     "ConnectionStats",
     "DeliveryTimeoutError",
     "Event",
+    "EventRead",
     "EventReader",
     "EventTooLargeError",
     "EventWriter",
     "FolioError",
     "FolioUnavailableError",
+    "GroupReader",
+    "GroupStateConflictError",
     "InvalidArgumentError",
     "InvalidBlockError",
     "InvalidEventNumberError",
@@ -103,15 +115,22 @@ __all__ = [
     "NotFoundError",
     "OffsetOutOfRangeError",
     "PoolStats",
+    "Position",
+    "ReaderGroup",
+    "ReaderGroupExistsError",
+    "ReaderGroupNotFoundError",
+    "ReaderNotInGroupError",
     "ResourceExhaustedError",
     "ScaleResult",
     "SegmentInfo",
     "SegmentLedger",
     "SegmentRange",
     "SegmentSealedError",
+    "SegmentSlice",
     "Serializer",
     "SingleRoutingKeyTransaction",
     "SingleRoutingKeyTransactionWriter",
+    "StreamCut",
     "StringSerializer",
     "TimeoutError",
     "TopicConfig",

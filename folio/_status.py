@@ -45,7 +45,8 @@ NAME_CLASSES: Final[dict[str, type[e.FolioError]]] = {
         e.TopicNotFoundError, e.TopicExistsError, e.TopicNameError, e.InvalidArgumentError,
         e.NoSuchSegmentError, e.SegmentSealedError, e.OffsetOutOfRangeError,
         e.EventTooLargeError, e.InvalidEventNumberError, e.WrongHostError, e.TxnStateError,
-        e.TxnNotFoundError,
+        e.TxnNotFoundError, e.ReaderGroupNotFoundError, e.ReaderGroupExistsError,
+        e.GroupStateConflictError,
     )
 }
 

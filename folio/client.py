@@ -29,8 +29,10 @@ from folio._append_stream import Backoff
 from folio._io import Connection, IoThread
 from folio._pool import DEFAULT_MAX_CONNECTIONS, ConnectionPool, PoolStats
 from folio._status import error_from_rpc
-from folio.api.v1 import admin_pb2
+from folio.api.v1 import admin_pb2, groups_pb2, groups_pb2_grpc
+from folio.batch import BatchClient
 from folio.errors import FolioError, FolioUnavailableError, InvalidArgumentError
+from folio.groups import GroupStart, ReaderGroup, _GroupClient
 from folio.models import (
     TOPIC_CONFIG_FIELDS,
     ScaleResult,
@@ -358,6 +360,51 @@ class Client:
             retries -= 1
             log.info("admin call failed (%s); trying again in %.2f s", error, delay)
             await asyncio.sleep(delay)
+
+    # -- reader groups and batch reads (folio.groups, folio.batch) -------------
+
+    def reader_group(self, name: str, topics: list[str] | None = None,
+                     start: GroupStart = "earliest", *,
+                     sync_interval_ms: int = 200) -> ReaderGroup:
+        """A reader group: created at ``start`` if it does not exist, else opened.
+
+        Args:
+            name: the group's name (the topic name rules).
+            topics: the topics it reads; None opens an existing group. An
+                existing group must read the same topics.
+            start: ``"earliest"`` (every topic's first segments from their
+                first retained event), ``"latest"`` (only events written
+                from now on), a ``StreamCut`` or a mapping of segment to
+                offset (topics it leaves out start at their earliest), or a
+                ``Checkpoint`` (exactly after it). Ignored when the group exists.
+            sync_interval_ms: how often its readers sync with the group
+                state (pick up free segments and checkpoints).
+
+        Raises:
+            ReaderGroupNotFoundError: ``topics`` is None and there is no such group.
+            TopicNotFoundError: a topic does not exist.
+            InvalidArgumentError: a bad name, start or topic list.
+        """
+        return ReaderGroup.open(name, self._groups(), topics, start, sync_interval_ms)
+
+    def delete_reader_group(self, name: str) -> None:
+        """Deletes a reader group. ``ReaderGroupNotFoundError``."""
+        self._call(self._groups().stub.DeleteReaderGroup,
+                   groups_pb2.DeleteReaderGroupRequest(name=name))
+
+    def list_reader_groups(self) -> list[str]:
+        """Every reader group's name, sorted."""
+        reply = self._call(self._groups().stub.ListReaderGroups,
+                           groups_pb2.ListReaderGroupsRequest(), retry=True)
+        return list(reply.names)
+
+    def batch_client(self) -> BatchClient:
+        """Lists segments (sealed ones too) between cuts and reads any of them; ``folio.batch``."""
+        return BatchClient(self, io=self._io, channels=self._flow_pool())
+
+    def _groups(self) -> _GroupClient:
+        return _GroupClient(self, self._call, self._unary, self._io, self._flow_pool(),
+                            groups_pb2_grpc.ReaderGroupsStub(self._connection.channel))
 
     # -- writers and readers ----------------------------------------------------
 

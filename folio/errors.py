@@ -19,6 +19,7 @@ __all__ = [
     "EventTooLargeError",
     "FolioError",
     "FolioUnavailableError",
+    "GroupStateConflictError",
     "InvalidArgumentError",
     "InvalidBlockError",
     "InvalidEventNumberError",
@@ -26,6 +27,9 @@ __all__ = [
     "NoSuchSegmentError",
     "NotFoundError",
     "OffsetOutOfRangeError",
+    "ReaderGroupExistsError",
+    "ReaderGroupNotFoundError",
+    "ReaderNotInGroupError",
     "ResourceExhaustedError",
     "SegmentSealedError",
     "TimeoutError",
@@ -304,3 +308,39 @@ class TxnNotFoundError(NotFoundError):
     def txn_id(self) -> str | None:
         """The transaction (32 hex digits), when known."""
         return self._str("txn_id")
+
+
+class ReaderGroupNotFoundError(NotFoundError):
+    """No reader group of that name (NOT_FOUND)."""
+
+    @property
+    def group(self) -> str | None:
+        """The group's name, when known."""
+        return self._str("group")
+
+
+class ReaderGroupExistsError(AlreadyExistsError):
+    """A reader group of that name exists already (ALREADY_EXISTS)."""
+
+    @property
+    def group(self) -> str | None:
+        """The group's name, when known."""
+        return self._str("group")
+
+
+class GroupStateConflictError(FolioError):
+    """A conditional update of a reader group's state lost to another one (FAILED_PRECONDITION).
+
+    The SDK reads the state again and retries by itself; this reaches the
+    application only if the state kept changing for the whole call.
+    """
+
+    retriable = True
+
+
+class ReaderNotInGroupError(FolioError):
+    """The reader is no longer a member of its group.
+
+    It was declared offline (``ReaderGroup.reader_offline``), or the group
+    was deleted or reset meanwhile; its segments belong to others now.
+    """

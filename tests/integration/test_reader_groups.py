@@ -1,0 +1,270 @@
+"""Reader groups, checkpoints and positions against a real ``folio standalone``.
+
+Segments spread evenly across readers; readers join, leave and go offline
+mid-stream without losing or repeating events; checkpoints restore into a new
+group exactly; the group state changes by compare-and-set only (a stale
+version is refused with FAILED_PRECONDITION); typed errors for bad input.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from typing import Any
+
+import grpc
+import pytest
+
+import folio
+from folio.api.v1 import groups_pb2, groups_pb2_grpc
+from folio.cuts import Checkpoint, Position, StreamCut
+from folio.groups import EventRead, GroupReader
+from tests.support.bookies import BookieProcess
+
+
+def _write(client: folio.Client, topic: str, keys: int, per_key: int,
+           prefix: str = "") -> list[tuple[str, bytes]]:
+    """``keys * per_key`` events, key ``k<i>`` with payloads ``<prefix><i>:<n>`` in order."""
+    written = []
+    with client.writer(topic) as writer:
+        futures = []
+        for n in range(per_key):
+            for i in range(keys):
+                payload = f"{prefix}{i}:{n}".encode()
+                futures.append(writer.write_event(payload, routing_key=f"k{i}"))
+                written.append((f"k{i}", payload))
+        writer.flush()
+        for future in futures:
+            future.result(30)
+    return written
+
+
+def _drain(readers: list[GroupReader[Any]], until: int, got: list[EventRead[Any]],
+           timeout_s: float = 60.0) -> None:
+    """Round-robin ``read_next`` on every reader until ``got`` holds ``until`` events."""
+    deadline = time.monotonic() + timeout_s
+    while sum(1 for r in got if not r.is_checkpoint) < until:
+        assert time.monotonic() < deadline, f"only {len(got)} of {until} events in time"
+        for reader in readers:
+            read = reader.read_next(50)
+            if read is not None:
+                got.append(read)
+
+
+def _payloads(reads: list[EventRead[Any]]) -> list[bytes]:
+    return [r.event.payload for r in reads if r.event is not None]
+
+
+def _check_order(reads: list[EventRead[Any]]) -> None:
+    """Per key, payload numbers strictly increase (write order, no repeats)."""
+    last: dict[str, int] = {}
+    for read in reads:
+        if read.event is None:
+            continue
+        key, n = read.event.payload.decode().split(":")
+        assert int(n) > last.get(key, -1), f"key {key}: {n} after {last.get(key)}"
+        last[key] = int(n)
+
+
+def test_three_readers_share_segments_evenly_and_read_everything(
+        client: folio.Client) -> None:
+    client.create_topic("rg-even", 6)
+    written = _write(client, "rg-even", keys=30, per_key=20)
+    group = client.reader_group("g-even", ["rg-even"], sync_interval_ms=50)
+    readers = [group.reader(f"r{i}") for i in range(3)]
+    got: list[EventRead[Any]] = []
+    _drain(readers, len(written), got)
+    assert Counter(_payloads(got)) == Counter(p for _, p in written)
+    _check_order(got)
+    held = group.assignment()
+    assert sorted(len(held[f"r{i}"]) for i in range(3)) == [2, 2, 2]
+    assert held[""] == []
+    for reader in readers:
+        reader.close()
+    assert group.online_readers() == []
+    assert sorted(group.assignment()[""]) == [f"rg-even/{i}" for i in range(6)]
+
+
+def test_checkpoint_then_new_group_resumes_exactly_there(client: folio.Client) -> None:
+    client.create_topic("rg-cp", 4)
+    first = _write(client, "rg-cp", keys=12, per_key=10, prefix="a")
+    group = client.reader_group("g-cp", ["rg-cp"], sync_interval_ms=50)
+    readers = [group.reader("x"), group.reader("y")]
+    got: list[EventRead[Any]] = []
+    _drain(readers, len(first), got)
+    future = group.initiate_checkpoint("cp1", timeout_s=60)
+    while not future.done():
+        for reader in readers:
+            read = reader.read_next(50)
+            if read is not None:
+                got.append(read)
+    checkpoint = future.result()
+    assert sum(1 for r in got if r.checkpoint_name == "cp1") == 2
+    assert checkpoint.name == "cp1" and checkpoint.group == "g-cp"
+    restored = Checkpoint.from_bytes(checkpoint.to_bytes())
+    assert restored == checkpoint == Checkpoint.from_json(checkpoint.to_json())
+    second = _write(client, "rg-cp", keys=12, per_key=5, prefix="b")
+    # Events after the checkpoint event (none here: all "a" were read before it).
+    fresh = client.reader_group("g-cp-2", ["rg-cp"], start=restored, sync_interval_ms=50)
+    new_reader = fresh.reader("z")
+    again: list[EventRead[Any]] = []
+    _drain([new_reader], len(second), again)
+    assert Counter(_payloads(again)) == Counter(p for _, p in second)
+    assert new_reader.read_next(300) is None
+    for reader in (*readers, new_reader):
+        reader.close()
+
+
+def test_checkpoint_mid_stream_splits_events_exactly(client: folio.Client) -> None:
+    client.create_topic("rg-mid", 3)
+    written = _write(client, "rg-mid", keys=9, per_key=40)
+    group = client.reader_group("g-mid", ["rg-mid"], sync_interval_ms=50)
+    readers = [group.reader("m1"), group.reader("m2")]
+    before: dict[str, list[bytes]] = defaultdict(list)
+    after: dict[str, list[bytes]] = defaultdict(list)
+    passed: set[str] = set()
+    got: list[EventRead[Any]] = []
+    _drain(readers, 30, got)  # some events read
+    for read in got:
+        assert read.event is not None
+        before["any"].append(read.event.payload)
+    future = group.initiate_checkpoint("mid", timeout_s=60)
+    deadline = time.monotonic() + 60
+    total = len(got)
+    while total < len(written):
+        assert time.monotonic() < deadline
+        for reader in readers:
+            read = reader.read_next(20)
+            if read is None:
+                continue
+            if read.is_checkpoint:
+                passed.add(reader.reader_id)
+                continue
+            assert read.event is not None
+            total += 1
+            (after if reader.reader_id in passed else before)["any"].append(read.event.payload)
+    checkpoint = future.result(60)
+    fresh = client.reader_group("g-mid-2", ["rg-mid"], start=checkpoint, sync_interval_ms=50)
+    replay = fresh.reader("solo")
+    again: list[EventRead[Any]] = []
+    _drain([replay], len(after["any"]), again)
+    assert Counter(_payloads(again)) == Counter(after["any"])
+    assert replay.read_next(300) is None
+    assert len(before["any"]) + len(after["any"]) == len(written)
+    for reader in (*readers, replay):
+        reader.close()
+
+
+def test_reader_offline_with_position_loses_nothing_and_repeats_nothing(
+        client: folio.Client) -> None:
+    client.create_topic("rg-off", 4)
+    written = _write(client, "rg-off", keys=16, per_key=25)
+    group = client.reader_group("g-off", ["rg-off"], sync_interval_ms=50)
+    a, b = group.reader("a"), group.reader("b")
+    got: list[EventRead[Any]] = []
+    _drain([a, b], 100, got)
+    # "a" crashes having processed (and persisted the position of) only half of
+    # what it read: the rest of what it read must come again, nothing before it.
+    reads_a = [r for r in got if r.event is not None and r.position.reader_id == "a"]
+    assert reads_a, "reader a read nothing"
+    kept = reads_a[: len(reads_a) // 2 + 1]
+    persisted = Position.from_bytes(kept[-1].position.to_bytes())
+    lost = {id(r) for r in reads_a[len(kept):]}
+    processed = [r for r in got if id(r) not in lost]
+    a._streams.close()  # the crash: no clean leave
+    group.reader_offline("a", persisted)
+    assert group.online_readers() == ["b"]
+    with pytest.raises(folio.ReaderNotInGroupError):
+        a.read_next(10_000)
+    c = group.reader("c")
+    rest: list[EventRead[Any]] = []
+    _drain([b, c], len(written) - len(processed), rest)
+    assert Counter(_payloads(processed + rest)) == Counter(p for _, p in written)
+    assert b.read_next(300) is None and c.read_next(300) is None
+    _check_order(processed + rest)
+    for reader in (b, c):
+        reader.close()
+
+
+def test_readers_join_and_leave_mid_stream(client: folio.Client) -> None:
+    client.create_topic("rg-join", 6)
+    written = _write(client, "rg-join", keys=24, per_key=30)
+    group = client.reader_group("g-join", ["rg-join"], sync_interval_ms=50)
+    first = group.reader("first")
+    got: list[EventRead[Any]] = []
+    _drain([first], 120, got)
+    assert len(first.segments) == 6
+    second = group.reader("second")
+    # Rebalancing happens at checkpoints: the first reader gives back half.
+    future = group.initiate_checkpoint("rebalance", timeout_s=60)
+    while not future.done():
+        for reader in (first, second):
+            read = reader.read_next(20)
+            if read is not None:
+                got.append(read)
+    _drain([first, second], 300, got)
+    assert len(second.segments) > 0
+    first.close()  # leaves cleanly: hands its segments back at its position
+    _drain([second], len(written), got)
+    assert Counter(_payloads(got)) == Counter(p for _, p in written)
+    _check_order(got)
+    second.close()
+
+
+def test_state_changes_only_by_compare_and_set(server: BookieProcess,
+                                               client: folio.Client) -> None:
+    client.create_topic("rg-cas", 2)
+    client.reader_group("g-cas", ["rg-cas"])
+    with grpc.insecure_channel(server.address) as channel:
+        stub = groups_pb2_grpc.ReaderGroupsStub(channel)
+        got = stub.GetReaderGroup(groups_pb2.GetReaderGroupRequest(name="g-cas"))
+        assert got.version == 0 and sorted(got.state.topics) == ["rg-cas"]
+        state = groups_pb2.ReaderGroupState()
+        state.CopyFrom(got.state)
+        updated = stub.UpdateReaderGroup(groups_pb2.UpdateReaderGroupRequest(
+            name="g-cas", expected_version=0, state=state))
+        assert updated.version == 1
+        with pytest.raises(grpc.RpcError) as stale:
+            stub.UpdateReaderGroup(groups_pb2.UpdateReaderGroupRequest(
+                name="g-cas", expected_version=0, state=state))
+        assert stale.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "version 1, not 0" in (stale.value.details() or "")
+        bad = groups_pb2.ReaderGroupState()
+        bad.CopyFrom(state)
+        bad.format = 99
+        with pytest.raises(grpc.RpcError) as unknown:
+            stub.UpdateReaderGroup(groups_pb2.UpdateReaderGroupRequest(
+                name="g-cas", expected_version=1, state=bad))
+        assert unknown.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # Many readers joining at once: each CAS conflict is retried, none is lost.
+    group = client.reader_group("g-cas")
+    readers = [group.reader(f"r{i}") for i in range(5)]
+    assert group.online_readers() == [f"r{i}" for i in range(5)]
+    for reader in readers:
+        reader.close()
+
+
+def test_typed_errors(client: folio.Client) -> None:
+    client.create_topic("rg-err", 1)
+    with pytest.raises(folio.ReaderGroupNotFoundError):
+        client.reader_group("nope")
+    with pytest.raises(folio.TopicNotFoundError):
+        client.reader_group("g-err", ["no-such-topic"])
+    with pytest.raises(folio.InvalidArgumentError):
+        client.reader_group("_bad", ["rg-err"])
+    group = client.reader_group("g-err", ["rg-err"])
+    with pytest.raises(folio.InvalidArgumentError):
+        client.reader_group("g-err", ["rg-cas"])
+    reader = group.reader("one")
+    with pytest.raises(folio.InvalidArgumentError, match="already a member"):
+        group.reader("one")
+    with pytest.raises(folio.InvalidArgumentError, match="already has a checkpoint"):
+        group.initiate_checkpoint("c")
+        group.initiate_checkpoint("c")
+    reader.close()
+    assert "g-err" in client.list_reader_groups()
+    client.delete_reader_group("g-err")
+    with pytest.raises(folio.ReaderGroupNotFoundError):
+        client.delete_reader_group("g-err")
+    with pytest.raises(folio.InvalidArgumentError):
+        StreamCut({"rg-err/0": -1})
