@@ -24,13 +24,18 @@ transactions of one writer never race on a segment's event numbers.
 calls ``CommitTxn([txn_id])``; ``abort`` calls ``AbortTxn``; ``status`` reads
 the coordinator's state name (``GetTxnStatus``).
 
-Failures (kept simple, never half-written): a transaction's flows are not
-retried. When the Append stream breaks after a block of the transaction was
-sent, or the broker refuses a block, the transaction is aborted on the
-broker (best effort; else its timeout aborts it) and ``flush``/``commit``
-raise :class:`TxnFailedError` whose ``retriable`` is the cause's (a broken
-stream is retriable): nothing of it becomes visible, and the caller may
-``begin`` a new transaction and write its events again. A failure of
+Failures. When the Append stream breaks (a broker restart, a cut
+connection), the client reconnects and each flow resends the blocks the
+broker had not acknowledged: the flow sets up again under the same writer id
+and transaction, the broker answers the last event number it holds of that
+writer, and only the blocks after it are sent again (the broker de-duplicates
+by event number too), so every event lands once. When the broker refuses a
+block or the setup (the transaction timed out or was aborted meanwhile, say),
+or the stream stays down longer than the transaction's timeout, the
+transaction is aborted on the broker (best effort; else its timeout aborts
+it) and ``flush``/``commit`` raise :class:`TxnFailedError` whose
+``retriable`` is the cause's: nothing of it becomes visible, and the caller
+may ``begin`` a new transaction and write its events again. A failure of
 ``CommitTxn`` itself is raised as the broker's typed error
 (``TxnStateError`` with ``expected``/``actual``, ``TxnNotFoundError``,
 ``FolioUnavailableError``); after an unavailable broker the outcome is
@@ -92,6 +97,11 @@ Resp = TypeVar("Resp", bound=Message)
 TXN_FULL_BLOCK_BYTES: Final = 1024 * 1024
 #: Blocks of one flow sent and not yet acknowledged, at most.
 _MAX_IN_FLIGHT: Final = 8
+#: CommitTxn/AbortTxn calls made for one decision when answers are lost.
+_DECIDE_ATTEMPTS: Final = 5
+_COMMITTED_STATES: Final = ("COMMITTING", "COMMITTED")
+_ABORTED_STATES: Final = ("ABORTING", "ABORTED", "TIMED_OUT")
+
 #: Framing counted per event on top of its payload, key and headers.
 _EVENT_OVERHEAD_BYTES: Final = 20
 
@@ -119,29 +129,42 @@ class _SegmentFlow:
 
     Blocks are pipelined (at most ``_MAX_IN_FLIGHT``), each with ``end =
     true`` (each its own transactional entry), numbered from the writer's
-    last event number that ``AppendSetup`` answers. A batch (one ``flush``)
-    resolves its future when its last block is acknowledged: replies to a
-    flow come in command order. Any failure after a block was sent kills the
-    flow and fails every batch (module docstring).
+    last event number that ``AppendSetup`` answers; a block keeps its number
+    for good. A batch (one ``flush``) resolves its future when its last block
+    is acknowledged: replies to a flow come in command order.
+
+    When the stream breaks, the blocks sent but not acknowledged go back to
+    the front of the queue; once the stream is back the flow sets up again
+    (same writer id and transaction) and the broker answers the last event
+    number it has of this writer: blocks up to it landed (their batches
+    resolve), the others are sent again, so none is lost or written twice.
+    A broker refusal (the transaction is no longer open, say) fails every
+    batch, and so does a stream down for longer than ``give_up_s``.
     """
 
     def __init__(self, segment: str, *, writer_id: str, txn_id: bytes,
-                 source: FlowSource) -> None:
+                 source: FlowSource, give_up_s: float) -> None:
         self.segment = segment
         self._writer_id = writer_id
         self._txn_id = txn_id
         self._source = source
+        self._give_up_s = give_up_s
         self._stream: AppendStream | None = None
         self._flow_id = 0
         self._state = _FlowState.NEW
         self._next_number = 0
-        #: Blocks to send: (data, event count, the batch future it ends or None).
-        self._queue: deque[tuple[bytes, int, concurrent.futures.Future[None] | None]] = deque()
-        #: Sequence -> the batch future its block ends (None: setup or a mid-batch block).
-        self._pending: dict[int, concurrent.futures.Future[None] | None] = {}
+        #: Blocks to send, in order: (data, event count, its last event number
+        #: once numbered else -1, the batch future it ends or None).
+        self._queue: deque[_Block] = deque()
+        #: Sent, unacknowledged blocks by sequence, in send order.
+        self._sent: dict[int, _Block] = {}
         self._setup_sequence: int | None = None
-        self._sent_any = False
+        self._down_since: float | None = None
         self._error: FolioError | None = None
+        #: Counters (tests, logs): blocks sent again after a reconnect, and
+        #: blocks a setup answer showed had landed (their acknowledgement lost).
+        self.resent = 0
+        self.settled_by_setup = 0
 
     # -- from the transaction (via IoThread.call_soon) -------------------------
 
@@ -158,7 +181,8 @@ class _SegmentFlow:
             future.set_result(None)
             return
         for index, (data, count) in enumerate(blocks):
-            self._queue.append((data, count, future if index == len(blocks) - 1 else None))
+            self._queue.append(_Block(data, count, -1,
+                                      future if index == len(blocks) - 1 else None))
         if self._stream is None:
             try:
                 self._stream, self._flow_id = self._source.open_flow(self)
@@ -180,24 +204,27 @@ class _SegmentFlow:
     def on_stream_lost(self, error: FolioError) -> None:
         if self._state is _FlowState.DEAD:
             return
-        if not self._sent_any:
-            # Nothing of the transaction went on this flow: set up again.
-            self._state = _FlowState.NEW
-            self._pending.clear()
-            self._setup_sequence = None
-            return
-        self._die(FolioUnavailableError(
-            f"the append stream broke while blocks of the transaction to {self.segment} were "
-            f"in flight: {error}"))
+        # Sent but unacknowledged: back to the front, in order, numbers kept.
+        self.resent += len(self._sent)
+        self._queue.extendleft(reversed(self._sent.values()))
+        self._sent.clear()
+        self._setup_sequence = None
+        self._state = _FlowState.NEW
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+        log.info("append stream lost with a transaction's blocks to %s queued (%s); "
+                 "resending after reconnect", self.segment, error)
 
     def on_tick(self, now: float) -> None:
-        """Nothing expires here: the coordinator's timeout aborts a stuck transaction."""
+        """Gives up once the stream has been down for ``give_up_s``."""
+        if (self._down_since is not None and self._queue
+                and now - self._down_since > self._give_up_s):
+            self._die(FolioUnavailableError(
+                f"the append stream to {self.segment} has been down for more than "
+                f"{self._give_up_s:.0f} s with blocks of the transaction unacknowledged"))
 
     def on_reply(self, reply: append_pb2.AppendReply) -> None:
         sequence = reply.request_id & 0xFFFFFFFF
-        if sequence not in self._pending:
-            return
-        future = self._pending.pop(sequence)
         kind = reply.WhichOneof("reply")
         if sequence == self._setup_sequence:
             self._setup_sequence = None
@@ -205,17 +232,31 @@ class _SegmentFlow:
                 self._die(error_from_reply(reply, self.segment))
                 return
             self._state = _FlowState.READY
-            self._next_number = reply.append_setup.last_event_number + 1
+            self._down_since = None
+            self._settle(reply.append_setup.last_event_number)
             self._pump()
+            return
+        block = self._sent.pop(sequence, None)
+        if block is None:
             return
         if kind != "data_appended":
             self._die(error_from_reply(reply, self.segment))
             return
-        if future is not None and not future.done():
-            future.set_result(None)
+        if block.future is not None and not block.future.done():
+            block.future.set_result(None)
         self._pump()
 
     # -- internals -----------------------------------------------------------------
+
+    def _settle(self, last: int) -> None:
+        """After (re)setup: queued blocks up to ``last`` landed; number from there on."""
+        while self._queue and 0 <= self._queue[0].number <= last:
+            landed = self._queue.popleft()
+            self.settled_by_setup += 1
+            self.resent -= 1  # not sent again after all
+            if landed.future is not None and not landed.future.done():
+                landed.future.set_result(None)
+        self._next_number = max(self._next_number, last + 1)
 
     def _send(self, command: append_pb2.AppendCommand) -> int | None:
         if self._stream is None or not self._flow_id:
@@ -229,25 +270,22 @@ class _SegmentFlow:
             return  # not connected: on_stream_ready sets up
         self._state = _FlowState.SETTING_UP
         self._setup_sequence = sequence
-        self._pending[sequence] = None
 
     def _pump(self) -> None:
         if self._state is not _FlowState.READY:
             return
-        while self._queue and len(self._pending) < _MAX_IN_FLIGHT:
-            data, count, future = self._queue[0]
-            number = self._next_number + count - 1
+        while self._queue and len(self._sent) < _MAX_IN_FLIGHT:
+            block = self._queue[0]
+            if block.number < 0:
+                block.number = self._next_number + block.count - 1
+                self._next_number = block.number + 1
             sequence = self._send(append_pb2.AppendCommand(append_block=append_pb2.AppendBlock(
-                data=data, event_count=count, last_event_number=number, end=True)))
+                data=block.data, event_count=block.count, last_event_number=block.number,
+                end=True)))
             if sequence is None:
-                if self._sent_any:
-                    self._die(FolioUnavailableError(
-                        f"the append stream to {self.segment} is down mid-transaction"))
-                return
+                return  # the stream is down: on_stream_lost requeues, on_stream_ready resends
             self._queue.popleft()
-            self._sent_any = True
-            self._next_number = number + 1
-            self._pending[sequence] = future
+            self._sent[sequence] = block
 
     def _die(self, error: FolioError, *, quiet: bool = False) -> None:
         if self._state is _FlowState.DEAD:
@@ -256,9 +294,9 @@ class _SegmentFlow:
             log.info("transactional append to %s failed: %s", self.segment, error)
             self._error = error
         self._state = _FlowState.DEAD
-        futures = [f for f in self._pending.values() if f is not None]
-        futures += [f for _, _, f in self._queue if f is not None]
-        self._pending.clear()
+        futures = [b.future for b in self._sent.values() if b.future is not None]
+        futures += [b.future for b in self._queue if b.future is not None]
+        self._sent.clear()
         self._queue.clear()
         for future in futures:
             if not future.done():
@@ -266,6 +304,19 @@ class _SegmentFlow:
         if self._flow_id and self._stream is not None:
             self._stream.unregister(self._flow_id)
         self._flow_id = 0
+
+
+class _Block:
+    """One block of a flow: bytes, event count, its last event number (-1: not yet)."""
+
+    __slots__ = ("count", "data", "future", "number")
+
+    def __init__(self, data: bytes, count: int, number: int,
+                 future: concurrent.futures.Future[None] | None) -> None:
+        self.data = data
+        self.count = count
+        self.number = number
+        self.future = future
 
 
 # -- the caller's side ------------------------------------------------------------
@@ -304,6 +355,7 @@ class _Local(Enum):
     COMMITTED = "COMMITTED"
     ABORTED = "ABORTED"
     FAILED = "FAILED"  # aborted by the SDK after a failed append
+    DETACHED = "DETACHED"  # flushed and handed over: committed or aborted by id elsewhere
 
 
 class Transaction(Generic[T]):
@@ -322,6 +374,8 @@ class Transaction(Generic[T]):
         self._state = _Local.OPEN
         self._buffers: dict[str, _Buffer] = {}
         self._flows: dict[str, _SegmentFlow] = {}
+        #: Every flow the transaction had (for ``resent_blocks``), kept after it ends.
+        self._every_flow: list[_SegmentFlow] = []
         self._count = 0
 
     @property
@@ -405,12 +459,30 @@ class Transaction(Generic[T]):
             futures = self._send_locked() if self._state is _Local.OPEN else []
         self._wait(futures, timeout)
         try:
-            self._writer._call(self._writer._stub.CommitTxn,
-                               transactions_pb2.CommitTxnRequest(txn_ids=[self.txn_id]))
+            self._decide(commit=True)
         finally:
             self._end(None)
         with self._lock:
             self._state = _Local.COMMITTED
+
+    def detach(self, timeout: float | None = None) -> bytes:
+        """Flushes, then hands the still-open transaction over; returns its id.
+
+        For a transaction committed by another process (a Spark task writes,
+        its driver commits every task's transactions at once): the id goes
+        to ``Client.commit_transactions`` or ``Client.abort_transaction``.
+        This object then takes no more events, and closing the writer leaves
+        the transaction open (its timeout aborts it if nobody decides).
+
+        Raises:
+            TxnFailedError: a block could not be written; the transaction was
+                aborted (see ``flush``).
+            TxnStateError: the transaction was committed, aborted or failed.
+            TimeoutError: ``timeout`` passed first.
+        """
+        self.flush(timeout)
+        self._end(_Local.DETACHED)
+        return self.txn_id
 
     def abort(self) -> None:
         """``AbortTxn``: nothing of the transaction ever becomes visible to read_committed.
@@ -423,10 +495,49 @@ class Transaction(Generic[T]):
             for buffer in self._buffers.values():  # never sent now
                 buffer.payloads, buffer.blocks = [], []
         try:
-            self._writer._call(self._writer._stub.AbortTxn,
-                               transactions_pb2.AbortTxnRequest(txn_id=self.txn_id))
+            self._decide(commit=False)
         finally:
             self._end(_Local.ABORTED)
+
+    @property
+    def resent_blocks(self) -> int:
+        """Blocks sent again after reconnects (each landed once all the same)."""
+        return sum(flow.resent for flow in self._every_flow)
+
+    def _decide(self, *, commit: bool) -> None:
+        """``CommitTxn`` or ``AbortTxn``, tried again when the answer is lost.
+
+        A broken connection leaves the outcome unknown: the coordinator may
+        have taken the call. ``GetTxnStatus`` tells: COMMITTING/COMMITTED (or
+        ABORTING/ABORTED) means it did; OPEN means the call is made again.
+        """
+        stub = self._writer._stub
+        done = _COMMITTED_STATES if commit else _ABORTED_STATES
+        lost: FolioUnavailableError | None = None
+        for attempt in range(_DECIDE_ATTEMPTS):
+            try:
+                if commit:
+                    self._writer._call(stub.CommitTxn,
+                                       transactions_pb2.CommitTxnRequest(txn_ids=[self.txn_id]))
+                else:
+                    self._writer._call(stub.AbortTxn,
+                                       transactions_pb2.AbortTxnRequest(txn_id=self.txn_id))
+                return
+            except FolioUnavailableError as error:
+                lost = error
+            except TxnStateError as error:
+                if attempt and error.actual in done:
+                    return  # the earlier call, whose answer was lost, did it
+                raise
+            state = self.status()  # tried again itself; raises if the broker stays away
+            if state in done:
+                return
+            if state != "OPEN":
+                raise TxnStateError(
+                    f"transaction {self.txn_id.hex()} is {state}, expected OPEN",
+                    txn_id=self.txn_id.hex(), expected="OPEN", actual=state)
+        assert lost is not None
+        raise lost
 
     def status(self) -> str:
         """The coordinator's state: OPEN, COMMITTING, COMMITTED, ABORTING, ABORTED or TIMED_OUT."""
@@ -472,7 +583,9 @@ class Transaction(Generic[T]):
             if flow is None:
                 flow = self._flows[segment] = _SegmentFlow(
                     segment, writer_id=self.writer_id, txn_id=self.txn_id,
-                    source=self._writer._source)
+                    source=self._writer._source,
+                    give_up_s=self._writer.txn_timeout_ms / 1000)
+                self._every_flow.append(flow)
             future: concurrent.futures.Future[None] = concurrent.futures.Future()
             io.call_soon(flow.submit, buffer.blocks, future)
             buffer.blocks = []
@@ -564,8 +677,11 @@ class TransactionalWriter(Generic[T]):
         """
         if self._closed:
             raise WriterClosedError("the transactional writer is closed")
+        # Tried again on a lost answer: a transaction begun by a lost call is
+        # never written to, and its timeout aborts it.
         response = self._call(self._stub.BeginTxn,
-                              transactions_pb2.BeginTxnRequest(timeout_ms=self.txn_timeout_ms))
+                              transactions_pb2.BeginTxnRequest(timeout_ms=self.txn_timeout_ms),
+                              retry=True)
         txn: Transaction[T] = Transaction(self, response.txn_id)
         with self._lock:
             self._open.add(txn)
