@@ -22,8 +22,19 @@ the broker recorded; those at or below it were written (the broker answers
 duplicates the same way). A block that failed retriably while a later block
 of the flow was written cannot be resent without breaking the order: it fails
 with its error. Blocks still unacknowledged ``delivery_timeout_s`` after they
-were made fail with ``DeliveryTimeoutError``. ``NoSuchSegment`` and
-``SegmentIsSealed`` end the flow: its blocks fail, and later ones at once.
+were made fail with ``DeliveryTimeoutError``. ``NoSuchSegment`` ends the
+flow: its blocks fail, and later ones at once.
+
+**Sealed segment** (scaling). With an ``on_sealed`` callback, ``SegmentIsSealed``
+does not fail anything: the flow stops sending and sets up once more, and the
+sealed segment's record of this writer's last event number (its writer
+attribute) tells which blocks were written before the seal; those are
+acknowledged, and ``on_sealed`` is called. The event writer then looks up the
+successors and calls ``hand_over``, which, under the caller-side lock, sends
+every event of the remaining blocks and of the open batch again through the
+writer's routing (to the successor owning its key), in order, forwards their
+outcomes, and from then on passes every ``append`` on. Without the callback
+(or with no successors, ``fail``) the blocks fail with ``SegmentSealedError``.
 """
 
 from __future__ import annotations
@@ -40,7 +51,7 @@ from folio._append_stream import Backoff
 from folio._status import error_from_reply
 from folio._write_future import BlockOutcome, WriteFuture
 from folio.api.v1 import append_pb2
-from folio.block import encode_block
+from folio.block import decode_block, encode_block
 from folio.errors import (
     DeliveryTimeoutError,
     FolioError,
@@ -70,6 +81,12 @@ class _FlowState(Enum):
     SETTING_UP = "setting_up"      # SetupAppend sent, AppendSetup awaited
     RESETTING = "resetting"        # after a retriable failure, waiting to set up again
     READY = "ready"                # sending blocks
+    SEALED = "sealed"              # sealed: waiting for hand_over (or fail)
+
+
+#: Passes one event on (after a seal): payload, key, headers, timestamp, size, force.
+Forward = Callable[[bytes, "str | None", "Mapping[str, bytes] | None", int, int, bool],
+                   WriteFuture]
 
 
 class _Batch:
@@ -112,15 +129,17 @@ class SegmentWriter:
     """Batches and sends one writer's events to one segment (see the module docstring)."""
 
     __slots__ = ("_backoff", "_batch", "_batch_size_bytes", "_closed", "_cond", "_dead",
-                 "_delivery_timeout_s", "_flow_id", "_in_flight", "_io", "_last_error",
-                 "_linger_s", "_lock", "_max_in_flight", "_next_event_number", "_on_error",
-                 "_pending", "_source", "_state", "_stream", "_unacked", "_waiters",
-                 "_writer_id", "segment")
+                 "_delivery_timeout_s", "_flow_id", "_handing", "_in_flight", "_io",
+                 "_last_error", "_linger_s", "_lock", "_max_in_flight", "_next_event_number",
+                 "_notified", "_on_error", "_on_sealed", "_pending", "_redirect", "_sealing",
+                 "_source", "_state", "_stream", "_unacked", "_waiters", "_writer_id",
+                 "segment")
 
     def __init__(self, segment: str, *, writer_id: str, io: IoThread, stream: FlowSource,
                  batch_size_bytes: int, linger_s: float, max_in_flight: int,
                  delivery_timeout_s: float,
-                 on_error: Callable[[BaseException], None]) -> None:
+                 on_error: Callable[[BaseException], None],
+                 on_sealed: Callable[[SegmentWriter], None] | None = None) -> None:
         """Args:
         segment: the segment's name.
         writer_id: the writer's identity on the broker.
@@ -132,6 +151,9 @@ class SegmentWriter:
         max_in_flight: most unacknowledged blocks before ``append`` waits.
         delivery_timeout_s: give up on a block this long after it was cut.
         on_error: called (on the IO thread) with each block's failure.
+        on_sealed: called (on the IO thread) once the segment is found sealed
+            and the blocks written before the seal are acknowledged; None:
+            a seal fails the blocks.
         """
         self.segment = segment
         self._writer_id = writer_id
@@ -143,6 +165,11 @@ class SegmentWriter:
         self._max_in_flight = max_in_flight
         self._delivery_timeout_s = delivery_timeout_s
         self._on_error = on_error
+        self._on_sealed = on_sealed
+        #: Where appends go once the segment's events were handed over.
+        self._redirect: Forward | None = None
+        #: Set (under _lock) once the hand-over is decided: no more blocks are cut.
+        self._handing = False
         # Caller side, under _lock.
         self._lock = threading.Lock()
         self._cond: threading.Condition | None = None  # while someone waits
@@ -160,6 +187,8 @@ class SegmentWriter:
         self._dead: FolioError | None = None
         self._backoff: Backoff | None = None  # made by the first retry
         self._last_error: FolioError | None = None
+        self._sealing = False
+        self._notified = False
 
     # == caller side =========================================================
 
@@ -170,7 +199,7 @@ class SegmentWriter:
 
     def append(self, payload: bytes, routing_key: str | None,
                headers: Mapping[str, bytes] | None, timestamp_ms: int,
-               size: int) -> WriteFuture:
+               size: int, force: bool = False) -> WriteFuture:
         """Adds one event to the open batch; may cut a block, or wait for room.
 
         Args:
@@ -179,46 +208,58 @@ class SegmentWriter:
             headers: its headers, or None.
             timestamp_ms: its time in ms since the epoch.
             size: its estimated size in the block (payload and key bytes).
+            force: never wait for room (the IO thread handing events over):
+                cut the batch even beyond ``max_in_flight``.
 
         Raises:
             WriterClosedError: the writer is closed.
         """
         keyless = routing_key is None
-        size += EVENT_OVERHEAD_BYTES
+        estimate = size + EVENT_OVERHEAD_BYTES
         with self._lock:
-            batch = self._batch
-            while batch is not None and (batch.keyless is not keyless
-                                         or batch.size >= self._batch_size_bytes
-                                         or batch.size + size > MAX_BLOCK_BYTES):
-                if self._in_flight < self._max_in_flight:
-                    self._cut_locked()
-                else:
-                    if self._closed:
-                        raise WriterClosedError("the writer is closed")
-                    self._wait_on_locked(1.0)
+            while self._redirect is None:
                 batch = self._batch
-            if self._closed:
-                raise WriterClosedError("the writer is closed")
-            if batch is None:
-                batch = self._batch = _Batch(self.segment, keyless)
-                self._io.call_soon(self._arm_linger, batch)
-            index = batch.count
-            batch.payloads.append(payload)
-            if not keyless:
-                batch.keys.append(routing_key)  # type: ignore[arg-type]
-            batch.timestamps.append(timestamp_ms)
-            if headers:
-                if batch.headers is None:
-                    batch.headers = [_NO_HEADERS] * index
-                batch.headers.append(dict(headers))
-                size += sum(len(name) + len(value) + 4 for name, value in headers.items())
-            elif batch.headers is not None:
-                batch.headers.append(_NO_HEADERS)
-            batch.count = index + 1
-            batch.size += size
-            if batch.size >= self._batch_size_bytes and self._in_flight < self._max_in_flight:
-                self._cut_locked()
-            return WriteFuture(batch.outcome, index)
+                if batch is not None and (batch.keyless is not keyless
+                                          or batch.size >= self._batch_size_bytes
+                                          or batch.size + estimate > MAX_BLOCK_BYTES):
+                    if self._handing:
+                        # No more blocks here: the batch goes over event by event.
+                        if not force:
+                            self._wait_on_locked(1.0)
+                            continue
+                    elif force or self._in_flight < self._max_in_flight:
+                        self._cut_locked()
+                        continue
+                    else:
+                        if self._closed:
+                            raise WriterClosedError("the writer is closed")
+                        self._wait_on_locked(1.0)
+                        continue
+                if self._closed:
+                    raise WriterClosedError("the writer is closed")
+                if batch is None:
+                    batch = self._batch = _Batch(self.segment, keyless)
+                    self._io.call_soon(self._arm_linger, batch)
+                index = batch.count
+                batch.payloads.append(payload)
+                if not keyless:
+                    batch.keys.append(routing_key)  # type: ignore[arg-type]
+                batch.timestamps.append(timestamp_ms)
+                if headers:
+                    if batch.headers is None:
+                        batch.headers = [_NO_HEADERS] * index
+                    batch.headers.append(dict(headers))
+                    estimate += sum(len(name) + len(value) + 4 for name, value in headers.items())
+                elif batch.headers is not None:
+                    batch.headers.append(_NO_HEADERS)
+                batch.count = index + 1
+                batch.size += estimate
+                if batch.size >= self._batch_size_bytes and self._in_flight < self._max_in_flight:
+                    self._cut_locked()
+                return WriteFuture(batch.outcome, index)
+            redirect = self._redirect
+        # Handed over to the successors (outside the lock: the target may wait for room).
+        return redirect(payload, routing_key, headers, timestamp_ms, size, force)
 
     def cut_now(self, deadline: float | None) -> bool:
         """Cuts the open batch into a block (waiting for room); False if ``deadline`` passed."""
@@ -235,7 +276,8 @@ class SegmentWriter:
         """Waits until every block cut so far is done; False if ``deadline`` passed."""
         with self._lock:
             while self._in_flight > 0 or self._batch is not None:
-                if self._batch is not None and self._in_flight < self._max_in_flight:
+                if self._batch is not None and self._in_flight < self._max_in_flight \
+                        and not self._handing:
                     self._cut_locked()
                     continue
                 if not self._wait_locked(deadline):
@@ -283,7 +325,7 @@ class SegmentWriter:
     def _cut_locked(self) -> None:
         """Encodes the open batch and hands the block to the IO thread (holds ``_lock``)."""
         batch = self._batch
-        if batch is None:
+        if batch is None or self._handing:
             return
         self._batch = None
         try:
@@ -371,7 +413,7 @@ class SegmentWriter:
 
     def on_stream_ready(self) -> None:
         """The stream (re)opened: set the flow up again."""
-        if self._flow_id == 0 or self._dead is not None:
+        if self._flow_id == 0 or self._dead is not None or self._notified:
             return
         self._pending = None
         self._send_setup()
@@ -422,7 +464,7 @@ class SegmentWriter:
     def _on_setup(self, last_event_number: int) -> None:
         if self._next_event_number <= last_event_number:
             self._next_event_number = last_event_number + 1
-        self._state = _FlowState.READY
+        self._state = _FlowState.SEALED if self._sealing else _FlowState.READY
         for block in list(self._unacked):
             number = block.last_event_number
             if number is not None and number <= last_event_number:
@@ -433,18 +475,39 @@ class SegmentWriter:
                     self._complete(block, error=block.rejected)
                 else:
                     self._complete(block, offset=-1)
+            elif self._sealing:
+                continue  # not written before the seal: handed over to a successor
             else:
                 self._send(block)
                 if self._state is not _FlowState.READY:
                     return
+        if self._sealing:
+            self._notify_sealed()
 
     def _failure(self, reply: append_pb2.AppendReply) -> FolioError:
-        return error_from_reply(
-            reply, self.segment, "; this writer does not follow scaling to its successors "
-            "yet, so events for it fail")
+        return error_from_reply(reply, self.segment)
 
     def _on_failure(self, block: _Block | None, error: FolioError) -> None:
         self._last_error = error
+        if isinstance(error, SegmentSealedError) and self._on_sealed is not None:
+            if self._sealing:
+                if block is None:
+                    # The setup itself was refused (a broker that does not tell
+                    # a sealed segment's writer state): hand every block over.
+                    log.warning("segment %s is sealed and did not tell which blocks of "
+                                "writer %s it holds; sending them all to its successors",
+                                self.segment, self._writer_id)
+                    self._state = _FlowState.SEALED
+                    self._notify_sealed()
+                return  # a later block, refused the same: handed over with the others
+            # Learn from the sealed segment's record of this writer which blocks
+            # it holds (its writer attribute); then hand the rest over.
+            self._sealing = True
+            self._pending = None
+            log.info("segment %s is sealed; writer %s follows it to its successors",
+                     self.segment, self._writer_id)
+            self._send_setup()
+            return
         if isinstance(error, (SegmentSealedError, NoSuchSegmentError)):
             # The flow can never succeed: fail everything, now and later.
             self._dead = error
@@ -467,6 +530,62 @@ class SegmentWriter:
         if block is not None:
             self._remove(block)
             self._complete(block, error=error)
+
+    def _notify_sealed(self) -> None:
+        if not self._notified and self._on_sealed is not None:
+            self._notified = True
+            self._on_sealed(self)
+
+    def hand_over(self, begin: Callable[[], tuple[Forward, Callable[[], None]]]) -> None:
+        """Sends the events not written before the seal on to the successors; IO thread.
+
+        No block is cut from now on; then (once the blocks cut before are
+        queued here) under the caller-side lock, in order: ``begin()`` gives
+        ``forward`` (the new routing) and ``publish`` (making it current);
+        every event of the blocks left, then of the open batch, goes through
+        ``forward`` and its block's outcome is forwarded to the new futures;
+        ``publish`` runs; later ``append`` calls go to ``forward``. Nothing of
+        this segment's keys can slip in between.
+        """
+        with self._lock:
+            self._handing = True
+        # After the _enqueue of every block cut so far (call_soon keeps order).
+        self._io.call_soon(self._move, begin)
+
+    def _move(self, begin: Callable[[], tuple[Forward, Callable[[], None]]]) -> None:
+        blocks = [block for block in self._unacked if not block.done]
+        self._unacked.clear()
+        with self._lock:
+            forward, publish = begin()
+            for block in blocks:
+                block.done = True
+                decoded = decode_block(block.data)
+                block.outcome.forward(_resend(forward, decoded.payloads, decoded.routing_keys,
+                                              decoded.timestamps_ms, decoded.headers))
+            batch, self._batch = self._batch, None
+            if batch is not None:
+                batch.outcome.forward(_resend(
+                    forward, batch.payloads, [] if batch.keyless else batch.keys,
+                    batch.timestamps, batch.headers or []))
+            publish()
+            self._redirect = forward
+            self._in_flight = 0
+            self._notify_locked()
+        self._drop_flow()
+
+    def fail(self, error: FolioError) -> None:
+        """The segment is sealed for good (no successors) or they cannot be found: fail all."""
+        self._dead = error
+        for block in list(self._unacked):
+            self._complete(block, error=error)
+        self._unacked.clear()
+
+    def _drop_flow(self) -> None:
+        if self._flow_id and self._stream is not None:
+            self._stream.unregister(self._flow_id)
+        self._stream = None
+        self._pending = None
+        self._flow_id = 0
 
     def _retry_setup(self) -> None:
         if self._state is _FlowState.RESETTING and self._dead is None and self._flow_id:
@@ -497,13 +616,22 @@ class SegmentWriter:
             self._notify_locked()
 
     def _release(self) -> None:
-        if self._flow_id and self._stream is not None:
-            self._stream.unregister(self._flow_id)
-        self._stream = None
+        self._drop_flow()
         closed = WriterClosedError("the writer was closed before the event was acknowledged")
         for block in list(self._unacked):
             self._complete(block, error=closed)
         self._unacked.clear()
-        self._pending = None
         self._state = _FlowState.NEW
-        self._flow_id = 0
+
+
+def _resend(forward: Forward, payloads: list[bytes], keys: list[str],
+            timestamps: list[int], headers: list[Mapping[str, bytes]] | list[dict[str, bytes]],
+            ) -> list[WriteFuture]:
+    """Each event again through ``forward`` (never waiting), in order; their futures."""
+    futures = []
+    for index, payload in enumerate(payloads):
+        key = keys[index] if keys else None
+        futures.append(forward(payload, key, headers[index] if headers else None,
+                               timestamps[index] if timestamps else 0,
+                               len(payload) + (len(key) if key else 0), True))
+    return futures

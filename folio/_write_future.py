@@ -6,6 +6,10 @@ A ``concurrent.futures.Future`` per event would cost more than the rest of
 when the broker acknowledges or the writer gives up), and each event's
 :class:`WriteFuture` is a two-slot object: that outcome and the event's index
 in the block, from which its offset follows.
+
+When a writer moves a block's events to the successors of a sealed segment,
+the block's outcome is *forwarded*: it keeps each event's new future and is
+done once all of them are, and each event's future answers with its new one.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ log = logging.getLogger(__name__)
 class BlockOutcome:
     """The outcome of one block: the offset of its first event, or an error."""
 
-    __slots__ = ("_callbacks", "_done", "_lock", "error", "offset", "segment")
+    __slots__ = ("_callbacks", "_done", "_lock", "error", "forwarded", "offset", "segment")
 
     def __init__(self, segment: str) -> None:
         self.segment = segment
@@ -35,6 +39,8 @@ class BlockOutcome:
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._callbacks: list[tuple[Callable[[WriteFuture], None], WriteFuture]] | None = None
+        #: Each event's future in the block it was moved to (after a seal), else None.
+        self.forwarded: list[WriteFuture] | None = None
 
     @property
     def done(self) -> bool:
@@ -54,6 +60,30 @@ class BlockOutcome:
         """The block failed for good with ``error``."""
         self.error = error
         self._finish()
+
+    def forward(self, futures: list[WriteFuture]) -> None:
+        """The block's events were sent again elsewhere: event ``i`` is now ``futures[i]``.
+
+        Done once every one of them is; ``error`` is then the first failure among them.
+        """
+        self.forwarded = futures
+        outcomes = list({id(f._outcome): f._outcome for f in futures}.values())
+        if not outcomes:
+            self._finish()
+            return
+        remaining = [len(outcomes)]
+
+        def one_done(_: WriteFuture) -> None:
+            with self._lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                self.error = next((f.exception(0) for f in futures
+                                   if f.exception(0) is not None), None)
+                self._finish()
+
+        for outcome in outcomes:
+            outcome.add_callback(one_done, WriteFuture(outcome, 0))
 
     def add_callback(self, callback: Callable[[WriteFuture], None], future: WriteFuture) -> None:
         """Calls ``callback(future)`` once the outcome is known (at once if it is)."""
@@ -116,6 +146,8 @@ class WriteFuture:
         outcome = self._outcome
         if not outcome._done.wait(timeout):
             raise TimeoutError(f"the write was not acknowledged within {timeout} s")
+        if outcome.forwarded is not None:
+            return outcome.forwarded[self._index].result(0)
         if outcome.error is not None:
             raise outcome.error
         offset = outcome.offset
@@ -127,9 +159,12 @@ class WriteFuture:
         Raises:
             TimeoutError: ``timeout`` passed first.
         """
-        if not self._outcome._done.wait(timeout):
+        outcome = self._outcome
+        if not outcome._done.wait(timeout):
             raise TimeoutError(f"the write was not acknowledged within {timeout} s")
-        return self._outcome.error
+        if outcome.forwarded is not None:
+            return outcome.forwarded[self._index].exception(0)
+        return outcome.error
 
     def add_done_callback(self, fn: Callable[[WriteFuture], None]) -> None:
         """Calls ``fn(self)`` when the write is done; at once if it is.

@@ -29,7 +29,7 @@ from folio._append_stream import Backoff
 from folio._io import Connection, IoThread
 from folio._pool import DEFAULT_MAX_CONNECTIONS, ConnectionPool, PoolStats
 from folio._status import error_from_rpc
-from folio.api.v1 import admin_pb2, groups_pb2, groups_pb2_grpc
+from folio.api.v1 import admin_pb2, groups_pb2, groups_pb2_grpc, transactions_pb2
 from folio.batch import BatchClient
 from folio.errors import FolioError, FolioUnavailableError, InvalidArgumentError
 from folio.groups import GroupStart, ReaderGroup, _GroupClient
@@ -295,6 +295,12 @@ class Client:
         response = self._call(self._connection.admin.GetSuccessors, request, retry=True)
         return [segment_range_from_proto(s) for s in response.successors]
 
+    async def _successors_async(self, segment: str) -> list[SegmentRange]:
+        """``get_successors`` on the IO thread (writers following a sealed segment)."""
+        response = await self._unary(self._connection.admin.GetSuccessors,
+                                     admin_pb2.GetSuccessorsRequest(segment=segment), retry=True)
+        return [segment_range_from_proto(s) for s in response.successors]
+
     def seal_topic(self, name: str) -> TopicInfo:
         """Seals every open segment of the topic: it takes no more events, stays readable.
 
@@ -360,6 +366,51 @@ class Client:
             retries -= 1
             log.info("admin call failed (%s); trying again in %.2f s", error, delay)
             await asyncio.sleep(delay)
+
+    # -- transactions by id -------------------------------------------------------
+
+    def commit_transactions(self, txn_ids: Sequence[bytes], *, commit_key: str = "",
+                            commit_sequence: int = 0) -> bool:
+        """``CommitTxn``: commits open transactions (``Transaction.txn_id``) atomically.
+
+        With ``commit_key`` the commit is idempotent: the broker remembers
+        the highest ``commit_sequence`` committed per key, and a repeated
+        ``(commit_key, commit_sequence)`` commits nothing and aborts
+        ``txn_ids`` instead (``Transaction.detach`` hands a transaction over
+        for this, e.g. from a Spark task to its driver).
+
+        Returns:
+            True when committed now; False when ``(commit_key,
+            commit_sequence)`` had been committed before.
+
+        Raises:
+            TxnStateError: a transaction is not OPEN (``actual`` says what it is).
+            TxnNotFoundError: the broker does not know a transaction.
+            InvalidArgumentError: no ids, an id not 16 bytes, a negative sequence.
+        """
+        request = transactions_pb2.CommitTxnRequest(
+            txn_ids=list(txn_ids), commit_key=commit_key, commit_sequence=commit_sequence)
+        return not self._call(self._connection.transactions.CommitTxn, request).duplicate
+
+    def abort_transaction(self, txn_id: bytes) -> None:
+        """``AbortTxn``: nothing of the open transaction ``txn_id`` ever becomes visible.
+
+        Raises:
+            TxnStateError: it is not OPEN (committed, aborted, timed out).
+            TxnNotFoundError: the broker does not know it.
+        """
+        self._call(self._connection.transactions.AbortTxn,
+                   transactions_pb2.AbortTxnRequest(txn_id=txn_id))
+
+    def transaction_status(self, txn_id: bytes) -> str:
+        """The coordinator's state of ``txn_id`` (OPEN, COMMITTED, ABORTED, TIMED_OUT, ...).
+
+        Raises:
+            TxnNotFoundError: the broker does not know it (or forgot it, long finished).
+        """
+        response = self._call(self._connection.transactions.GetTxnStatus,
+                              transactions_pb2.GetTxnStatusRequest(txn_id=txn_id), retry=True)
+        return transactions_pb2.TxnState.Name(response.state)
 
     # -- reader groups and batch reads (folio.groups, folio.batch) -------------
 
@@ -448,7 +499,7 @@ class Client:
             stream=pool, linger_ms=linger_ms,
             batch_size_bytes=batch_size_bytes, max_in_flight=max_in_flight,
             delivery_timeout_ms=delivery_timeout_ms, writer_id=writer_id,
-            on_close=self._forget_writer)
+            on_close=self._forget_writer, successors=self._successors_async)
         with self._lock:
             self._writers.append(made)
         return made

@@ -11,30 +11,42 @@ A writer is cheap while idle: a segment's writer (and its flow on one of the
 client's pooled channels) is made the first time an event goes to that
 segment, and writers of the same topic layout share one copy of its segment
 names and key bounds.
+
+**Scaling.** When a segment turns out sealed, its segment writer learns which
+of its blocks the segment holds (``folio._segment_writer``); this writer then
+asks the broker for the successors, replaces the sealed segment's key
+interval in its routing by the successors' parts of it, and has the segment
+writer hand its remaining events over, in order, through the new routing,
+before any later event of those keys. So per-key order holds across splits
+and merges, and each event is written once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 import uuid
 import weakref
 from bisect import bisect_right
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
-from folio._segment_writer import MAX_BLOCK_BYTES, SegmentWriter
+from folio._append_stream import Backoff
+from folio._segment_writer import MAX_BLOCK_BYTES, Forward, SegmentWriter
 from folio._write_future import WriteFuture
 from folio.errors import (
     EventTooLargeError,
     FolioError,
+    FolioUnavailableError,
     InvalidArgumentError,
+    SegmentSealedError,
     TimeoutError,
     WriterClosedError,
 )
-from folio.models import TopicInfo
+from folio.models import SegmentRange, TopicInfo
 from folio.routing import routing_point
 from folio.serializers import BytesSerializer, Serializer
 
@@ -42,7 +54,10 @@ if TYPE_CHECKING:
     from folio._append_stream import FlowSource
     from folio._io import IoThread
 
-__all__ = ["EventWriter", "WriteFuture"]
+__all__ = ["EventWriter", "SuccessorLookup", "WriteFuture"]
+
+#: Asks the broker for a sealed segment's successors (a coroutine run on the IO thread).
+SuccessorLookup = Callable[[str], Awaitable[list[SegmentRange]]]
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +68,42 @@ _ROUTE_CACHE_SIZE: Final = 65536
 
 
 class _Layout:
-    """A topic's open segments, by ``key_low``: names and upper key bounds (shared)."""
+    """Key intervals by ``key_low``: each one's segment name and upper bound (shared).
 
-    __slots__ = ("__weakref__", "key_highs", "names")
+    At first one interval per open segment; after a seal, the sealed segment's
+    intervals are cut into the parts its successors own (so a successor may
+    own several intervals). ``segments``: each name once, in order.
+    """
+
+    __slots__ = ("__weakref__", "key_highs", "names", "segments")
 
     def __init__(self, names: tuple[str, ...], key_highs: tuple[float, ...]) -> None:
         self.names = names
         self.key_highs = key_highs
+        self.segments = tuple(dict.fromkeys(names))
+
+    def replaced(self, sealed: str, successors: list[SegmentRange]) -> _Layout:
+        """This layout with ``sealed``'s intervals handed to the successors owning them."""
+        names: list[str] = []
+        highs: list[float] = []
+        low = 0.0
+        for name, high in zip(self.names, self.key_highs, strict=True):
+            if name != sealed:
+                names.append(name)
+                highs.append(high)
+            else:
+                for successor in successors:
+                    part_high = min(high, successor.key_high)
+                    if max(low, successor.key_low) < part_high:
+                        names.append(successor.name)
+                        highs.append(part_high)
+                if not highs or highs[-1] < high:
+                    # Successors that do not cover it (never from the broker): keep the
+                    # rest on the sealed one, whose appends then fail.
+                    names.append(name)
+                    highs.append(high)
+            low = high
+        return _Layout(tuple(names), tuple(highs))
 
 
 #: One ``_Layout`` per distinct (topic, segments), shared by that topic's writers.
@@ -89,7 +133,8 @@ class EventWriter(Generic[T]):
     def __init__(self, topic: TopicInfo, serializer: Serializer[T], *, io: IoThread,
                  stream: FlowSource, linger_ms: float, batch_size_bytes: int,
                  max_in_flight: int, delivery_timeout_ms: int, writer_id: str | None,
-                 on_close: Callable[[EventWriter[T]], None] | None = None) -> None:
+                 on_close: Callable[[EventWriter[T]], None] | None = None,
+                 successors: SuccessorLookup | None = None) -> None:
         """Made by ``Client.writer``, which documents the arguments."""
         if linger_ms < 0:
             raise InvalidArgumentError(f"linger_ms must be >= 0, not {linger_ms}")
@@ -104,7 +149,8 @@ class EventWriter(Generic[T]):
             raise InvalidArgumentError("writer_id must be 1 to 128 characters")
         ranges = sorted((s for s in topic.segments if not s.sealed), key=lambda s: s.key_low)
         if not ranges:
-            raise FolioError(f"topic {topic.name!r} has no open segment to write to")
+            raise SegmentSealedError(f"topic {topic.name!r} is sealed: it has no open segment "
+                                     "to write to")
         self.topic = topic.name
         self.writer_id = writer_id or uuid.uuid4().hex
         self._serializer = serializer
@@ -123,11 +169,16 @@ class EventWriter(Generic[T]):
         self._delivery_timeout_s = delivery_timeout_ms / 1000.0
         self._layout = _layout(topic.name, tuple(s.name for s in ranges),
                                tuple(s.key_high for s in ranges))
-        #: Segment index -> its writer, made with the segment's first event.
-        self._segments: dict[int, SegmentWriter] = {}
+        #: Segment name -> its writer, made with the segment's first event.
+        self._segments: dict[str, SegmentWriter] = {}
         self._routes: dict[str, SegmentWriter] = {}
         self._keyless_index = 0
         self._keyless: SegmentWriter | None = None
+        self._successors = successors
+        #: Successor look-ups under way (IO thread).
+        self._following: set[asyncio.Future[None]] = set()
+        #: Bumped by every routing change (flush waits until it holds still).
+        self._generation = 0
 
     def write_event(self, event: T, routing_key: str | None = None,
                     headers: Mapping[str, bytes] | None = None) -> WriteFuture:
@@ -163,7 +214,7 @@ class EventWriter(Generic[T]):
         if routing_key is None:
             segment = self._keyless
             if segment is None:
-                segment = self._keyless = self._segment(self._keyless_index)
+                segment = self._keyless = self._keyless_segment()
             future = segment.append(payload, None, headers, now_ms, size)
             if not segment.has_open_batch:
                 self._next_keyless()
@@ -185,13 +236,18 @@ class EventWriter(Generic[T]):
                 (each failed event's future holds its own error).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        segments = list(self._segments.values())
-        for segment in segments:
-            if not segment.cut_now(deadline):
-                raise TimeoutError(f"flush did not finish within {timeout} s")
-        for segment in segments:
-            if not segment.wait_idle(deadline):
-                raise TimeoutError(f"flush did not finish within {timeout} s")
+        while True:
+            # Events handed to successors meanwhile are waited for too.
+            generation = self._generation
+            segments = list(self._segments.values())
+            for segment in segments:
+                if not segment.cut_now(deadline):
+                    raise TimeoutError(f"flush did not finish within {timeout} s")
+            for segment in segments:
+                if not segment.wait_idle(deadline):
+                    raise TimeoutError(f"flush did not finish within {timeout} s")
+            if generation == self._generation:
+                break
         with self._errors_lock:
             error, self._first_error = self._first_error, None
         if error is not None:
@@ -232,33 +288,100 @@ class EventWriter(Generic[T]):
     def __repr__(self) -> str:
         return f"<EventWriter topic={self.topic!r} writer_id={self.writer_id!r}>"
 
-    def _segment(self, index: int) -> SegmentWriter:
-        """The writer of segment ``index``, made on first use (any thread)."""
-        segment = self._segments.get(index)
+    def _segment(self, name: str) -> SegmentWriter:
+        """The writer of segment ``name``, made on first use (any thread)."""
+        segment = self._segments.get(name)
         if segment is not None:
             return segment
         made = SegmentWriter(
-            self._layout.names[index], writer_id=self.writer_id, io=self._io,
+            name, writer_id=self.writer_id, io=self._io,
             stream=self._stream, batch_size_bytes=self._batch_size_bytes,
             linger_s=self._linger_s, max_in_flight=self._max_in_flight,
-            delivery_timeout_s=self._delivery_timeout_s, on_error=self._record_error)
-        segment = self._segments.setdefault(index, made)  # atomic: one wins a race
+            delivery_timeout_s=self._delivery_timeout_s, on_error=self._record_error,
+            on_sealed=None if self._successors is None else self._on_sealed)
+        segment = self._segments.setdefault(name, made)  # atomic: one wins a race
         if self._closed:
             segment.close()  # closed meanwhile: its append raises WriterClosedError
         return segment
 
-    def _route(self, routing_key: str) -> SegmentWriter:
-        key_highs = self._layout.key_highs
+    def _route(self, routing_key: str, layout: _Layout | None = None) -> SegmentWriter:
+        if layout is None:
+            layout = self._layout
+        key_highs = layout.key_highs
         index = bisect_right(key_highs, routing_point(routing_key))
-        segment = self._segment(min(index, len(key_highs) - 1))
+        segment = self._segment(layout.names[min(index, len(key_highs) - 1)])
         if len(self._routes) >= _ROUTE_CACHE_SIZE:
             self._routes.clear()
         self._routes[routing_key] = segment
         return segment
 
+    def _keyless_segment(self, layout: _Layout | None = None) -> SegmentWriter:
+        segments = (layout or self._layout).segments
+        return self._segment(segments[self._keyless_index % len(segments)])
+
     def _next_keyless(self) -> None:
-        self._keyless_index = (self._keyless_index + 1) % len(self._layout.names)
+        self._keyless_index = (self._keyless_index + 1) % len(self._layout.segments)
         self._keyless = None  # made (or found) by the next keyless event
+
+    # -- following a sealed segment to its successors (IO thread) ---------------
+
+    def _on_sealed(self, sealed: SegmentWriter) -> None:
+        task = asyncio.ensure_future(self._follow(sealed))
+        self._following.add(task)
+        task.add_done_callback(self._following.discard)
+
+    async def _follow(self, sealed: SegmentWriter) -> None:
+        """Finds the successors of ``sealed`` and hands its events over to them."""
+        assert self._successors is not None
+        backoff = Backoff()
+        deadline = time.monotonic() + self._delivery_timeout_s
+        while True:
+            try:
+                successors = await self._successors(sealed.segment)
+                break
+            except FolioUnavailableError as error:
+                delay = backoff.next_delay()
+                if time.monotonic() + delay >= deadline or self._closed:
+                    sealed.fail(error)
+                    return
+                log.info("successors of %s not found (%s); asking again in %.2f s",
+                         sealed.segment, error, delay)
+                await asyncio.sleep(delay)
+            except FolioError as error:
+                sealed.fail(error)
+                return
+        if not successors:
+            sealed.fail(SegmentSealedError(
+                f"segment {sealed.segment!r} is sealed and has no successors: its topic "
+                f"{self.topic!r} is sealed", segment=sealed.segment))
+            return
+        log.info("writer %s: segment %s is sealed; its keys go to %s", self.writer_id,
+                 sealed.segment, [s.name for s in successors])
+        sealed.hand_over(lambda: self._reroute(sealed.segment, successors))
+
+    def _reroute(self, sealed: str, successors: list[SegmentRange],
+                 ) -> tuple[Forward, Callable[[], None]]:
+        """The routing without ``sealed``: how to send its events, and how to make it current.
+
+        Runs on the IO thread, which alone changes the routing, in one go with
+        the hand-over (so two follows never interleave).
+        """
+        layout = self._layout.replaced(sealed, successors)
+
+        def forward(payload: bytes, routing_key: str | None,
+                    headers: Mapping[str, bytes] | None, timestamp_ms: int, size: int,
+                    force: bool) -> WriteFuture:
+            target = self._route(routing_key, layout) if routing_key is not None \
+                else self._keyless_segment(layout)
+            return target.append(payload, routing_key, headers, timestamp_ms, size, force)
+
+        def publish() -> None:
+            self._layout = layout
+            self._routes.clear()
+            self._keyless = None
+            self._generation += 1
+
+        return forward, publish
 
     def _record_error(self, error: BaseException) -> None:
         with self._errors_lock:
