@@ -50,19 +50,25 @@ _HELP = {
 
 
 def resolve_standalone_config(
-    args: argparse.Namespace, environ: Mapping[str, str]
+    args: argparse.Namespace, environ: Mapping[str, str], prefix: str = ENV_PREFIX
 ) -> StandaloneConfig:
-    """Defaults < ``environ`` < ``args``. Raises ``ValueError`` naming the bad setting."""
+    """Defaults < ``environ`` (``prefix`` + NAME) < ``args``. ``ValueError`` names a bad one.
+
+    A field without a flag in ``args`` (``folio broker`` has no ``--durability``)
+    keeps its default.
+    """
     values: dict[str, Any] = {}
     for name, kind in typing.get_type_hints(StandaloneConfig).items():
+        if not hasattr(args, name):
+            continue
         value = getattr(args, name)
         if value is None:
-            raw = environ.get(ENV_PREFIX + name.upper())
+            raw = environ.get(prefix + name.upper())
             if raw:
                 try:
                     value = kind(raw)
                 except ValueError as error:
-                    raise ValueError(f"{ENV_PREFIX}{name.upper()}={raw!r}: {error}") from None
+                    raise ValueError(f"{prefix}{name.upper()}={raw!r}: {error}") from None
         if value is not None:
             values[name] = value
     return StandaloneConfig(**values)

@@ -1,5 +1,9 @@
 """``folio standalone``: the whole of Folio in one process, data under one directory.
 
+``folio broker`` runs the same wiring with the ledgers on ``folio bookie``
+processes (``run_standalone(config, remote)``): no bookie in process, the
+metadata store still under the data dir.
+
 Metadata in RocksDB (``DATA_DIR/metadata``), one bookie in the same process
 (``DATA_DIR/bookie``; measured faster than a bookie one loopback hop away, see
 docs/ledger.md), the broker serving the public gRPC API, and Prometheus
@@ -28,13 +32,16 @@ import logging
 import os
 import signal
 import sys
+from contextvars import ContextVar
 from pathlib import Path
 
 from prometheus_client import start_http_server
 
 from broker.api import TopicConfig
+from broker.broker_config import RemoteBookies
 from broker.groups_store import ReaderGroupStore
 from broker.held import MAX_TXN_BYTES
+from broker.metrics import watch_broker
 from broker.server import start_broker_server
 from broker.standalone_config import StandaloneConfig
 from broker.topics import TopicManager
@@ -54,21 +61,31 @@ log = logging.getLogger(__name__)
 MAX_ENTRY_BYTES = MAX_TXN_BYTES + 1024 * 1024
 
 
+#: The command being run and where its ledgers live, for its messages and ready line.
+_RUNNING: ContextVar[tuple[str, str]] = ContextVar("running", default=("folio standalone", ""))
+
+
 def _fail(message: str) -> int:
-    print(f"folio standalone: error: {message}", file=sys.stderr, flush=True)
+    print(f"{_RUNNING.get()[0]}: error: {message}", file=sys.stderr, flush=True)
     return 1
 
 
-def run_standalone(config: StandaloneConfig) -> int:
-    """Serve until SIGTERM or SIGINT; returns the exit code (1 with one stderr line on failure)."""
+def run_standalone(config: StandaloneConfig, remote: RemoteBookies | None = None) -> int:
+    """Serve until SIGTERM or SIGINT; returns the exit code (1 with one stderr line on failure).
+
+    With ``remote`` (``folio broker``) the ledgers are on those bookies, and
+    ``config.durability`` is theirs to decide (it is not used).
+    """
+    _RUNNING.set(("folio broker", f"bookies {remote.bookies}") if remote is not None
+                 else ("folio standalone", f"durability {config.durability.value}"))
     try:
         os.makedirs(config.data_dir, exist_ok=True)
     except OSError as error:
         return _fail(f"cannot create data dir {config.data_dir}: {error}")
-    return asyncio.run(_serve(config))
+    return asyncio.run(_serve(config, remote))
 
 
-async def _serve(config: StandaloneConfig) -> int:
+async def _serve(config: StandaloneConfig, remote: RemoteBookies | None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -83,13 +100,14 @@ async def _serve(config: StandaloneConfig) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
     try:
-        return await _serve_with(config, stop)
+        return await _serve_with(config, stop, remote)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
 
 
-async def _serve_with(config: StandaloneConfig, stop: asyncio.Event) -> int:
+async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
+                      remote: RemoteBookies | None) -> int:
     root = Path(config.data_dir)
     try:
         store = RocksDBMetadataStore(root / "metadata")
@@ -97,15 +115,22 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event) -> int:
         return _fail(f"{error} (is another folio process using {root}?)")
     bookie: Bookie | None = None
     try:
-        try:
-            bookie = Bookie(BookieConfig(data_dir=str(root / "bookie"),
-                                         durability=config.durability,
-                                         max_entry_bytes=MAX_ENTRY_BYTES))
-        except StorageError as error:
-            return _fail(f"{error} (is another folio process using {root}?)")
-        ledgers = LedgerClient(store, BookieDirectory([bookie]), LedgerConfig(
+        if remote is not None:
+            directory = remote.directory()
+            quorums = {"ensemble_size": remote.ensemble_size,
+                       "write_quorum": remote.write_quorum, "ack_quorum": remote.ack_quorum}
+        else:
+            try:
+                bookie = Bookie(BookieConfig(data_dir=str(root / "bookie"),
+                                             durability=config.durability,
+                                             max_entry_bytes=MAX_ENTRY_BYTES))
+            except StorageError as error:
+                return _fail(f"{error} (is another folio process using {root}?)")
+            directory, quorums = BookieDirectory([bookie]), {}
+        ledgers = LedgerClient(store, directory, LedgerConfig(
             max_entry_bytes=MAX_ENTRY_BYTES,
-            max_add_request_bytes=max(MAX_ENTRY_BYTES, LedgerConfig.max_add_request_bytes)))
+            max_add_request_bytes=max(MAX_ENTRY_BYTES, LedgerConfig.max_add_request_bytes),
+            **quorums))
         topics = TopicManager(ledgers, store, defaults=TopicConfig(),
                               retention_interval_s=config.retention_interval_s,
                               writer_expiry_ms=config.writer_expiry_ms,
@@ -121,6 +146,7 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event) -> int:
             coordinator = TxnCoordinator(topics)
             await coordinator.start()
             topics.add_maintenance_hook(coordinator.tick)
+            watch_broker(topics, coordinator)
             try:
                 return await _serve_topics(config, topics, stop, coordinator,
                                            ReaderGroupStore(store))
@@ -133,7 +159,7 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event) -> int:
         if bookie is not None:
             bookie.shutdown()
         await store.close()
-        log.info("folio standalone stopped")
+        log.info("%s stopped", _RUNNING.get()[0])
 
 
 async def _serve_topics(
@@ -154,8 +180,9 @@ async def _serve_topics(
         await server.stop(0)
         return _fail(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error}")
     try:
-        print(f"folio standalone listening on {config.host}:{server.port} (data dir "
-              f"{config.data_dir}, durability {config.durability.value}, metrics on "
+        command, ledgers = _RUNNING.get()
+        print(f"{command} listening on {config.host}:{server.port} (data dir "
+              f"{config.data_dir}, {ledgers}, metrics on "
               f"http://{config.host}:{metrics.server_port}/metrics)", flush=True)
         await stop.wait()
         log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)
