@@ -371,10 +371,13 @@ class TxnCoordinator:
             txn.state = TxnState.COMMITTED
             txn.finished_ms = now
             self._cancel_timeout(txn)
-        # Concurrent writes: the log commits them as one entry.
-        await asyncio.gather(*(self._log.write(txn.name, txn.record()) for txn in txns))
+        # Concurrent writes: the log commits them as one entry. The group record
+        # may go in the same entry: a COMMITTING transaction without it is
+        # finished on start all the same.
+        writes = [self._log.write(txn.name, txn.record()) for txn in txns]
         if group_key is not None:
-            await self._log.write(group_key, None)
+            writes.append(self._log.write(group_key, None))
+        await asyncio.gather(*writes)
 
     async def _finish_abort(self, txn: _Txn, final: TxnState) -> None:
         await self._markers(txn, EntryKind.ABORT_MARKER)
