@@ -39,6 +39,7 @@ from prometheus_client import start_http_server
 
 from broker.api import TopicConfig
 from broker.broker_config import RemoteBookies
+from broker.group_backlog import GroupBacklog
 from broker.groups_store import ReaderGroupStore
 from broker.held import MAX_TXN_BYTES
 from broker.metrics import watch_broker
@@ -147,9 +148,10 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
             await coordinator.start()
             topics.add_maintenance_hook(coordinator.tick)
             watch_broker(topics, coordinator)
+            groups = ReaderGroupStore(store)
+            topics.add_maintenance_hook(GroupBacklog(groups, topics).update)
             try:
-                return await _serve_topics(config, topics, stop, coordinator,
-                                           ReaderGroupStore(store))
+                return await _serve_topics(config, topics, stop, coordinator, groups)
             finally:
                 await coordinator.close()
         finally:

@@ -142,3 +142,21 @@ def test_segments_are_gauged_by_state(client: folio.Client, url: str) -> None:
     assert page.has("folio_segments")
     assert {labels["state"] for labels, _ in page.samples["folio_segments"]} == {
         "open", "sealed"}
+
+
+def test_reader_group_backlog_follows_the_tail(client: folio.Client, url: str) -> None:
+    client.create_topic("backlogged", segments=2)
+    write(client, "backlogged", 100)
+
+    client.reader_group("lagging", ["backlogged"])  # at the earliest, no reader yet
+
+    # The maintenance round (every 0.2 s here) sets the gauge.
+    wait_for(url, lambda p: p.value("folio_reader_group_backlog_events", group="lagging") == 100,
+             what="a backlog of 100 events")
+    write(client, "backlogged", 20)
+    wait_for(url, lambda p: p.value("folio_reader_group_backlog_events", group="lagging") == 120,
+             what="a backlog of 120 events")
+    client.delete_reader_group("lagging")
+    wait_for(url, lambda p: not any(labels.get("group") == "lagging" for labels, _ in
+                                    p.samples.get("folio_reader_group_backlog_events", ())),
+             what="the deleted group's series dropped")
