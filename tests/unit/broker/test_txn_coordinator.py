@@ -17,7 +17,7 @@ from broker.txn_coordinator import (
     TxnState,
     check_transition,
 )
-from tests.unit.broker.conftest import BrokerEnv, block
+from tests.unit.broker.conftest import BrokerEnv, block, read_all
 
 
 def test_transition_table() -> None:
@@ -128,3 +128,39 @@ async def test_group_record_of_forgotten_transactions_is_cleared_on_start(
     assert await reloaded.get("commit-" + gone) is None
     with pytest.raises(TxnNotFoundError):
         coordinator.status(bytes(range(16)))
+
+
+@pytest.mark.parametrize("outcome", ["commit", "abort"])
+async def test_a_transaction_open_across_a_seal_is_still_decided(
+    env: BrokerEnv, outcome: str,
+) -> None:
+    """The seal stops data, not markers: read_committed waits, then sees the fate, then ends."""
+    topics = env.manager()
+    await topics.create_topic("t", 1, TopicConfig())
+    coordinator = TxnCoordinator(topics, clock=env.clock)
+    await coordinator.start()
+    txn = await coordinator.begin(60_000)
+    await _write(coordinator, topics, txn, 0)
+    segment = await topics.segment("t/0")
+    await segment.append([block(1)], "", -1)  # plain, after the open transaction
+    await segment.seal()
+    held = await segment.read(0, 1 << 20)
+    assert held.blocks == [] and not held.end_of_segment  # held at max_read_position
+    await env.restart()  # the seal and the open transaction survive
+    topics = env.manager()
+    coordinator = TxnCoordinator(topics, clock=env.clock)
+    await coordinator.start()
+    if outcome == "commit":
+        await coordinator.commit([txn])
+    else:
+        await coordinator.abort(txn)
+    for _ in range(2):  # and again after a restart
+        segment = await topics.segment("t/0")
+        assert segment.sealed
+        shown = await read_all(segment, 0)
+        want = [block(0).data, block(1).data] if outcome == "commit" else [block(1).data]
+        assert [b.data for b in shown] == want
+        assert (await segment.read(segment.end_offset, 1 << 20)).end_of_segment
+        assert segment.end_offset == 2
+        await env.restart()
+        topics = env.manager()
