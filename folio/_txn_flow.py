@@ -34,9 +34,14 @@ of a dead stream or a re-bound flow are dropped) and it is acknowledged (as a
 duplicate, offset -1); otherwise none of it was written and it is sent again
 whole, with the same numbers. Never half, never twice.
 
-Scaling seam: ``SegmentIsSealed`` hands every unfinished transaction to
-``successor`` (see :meth:`TxnFlow._on_sealed`), which today has no
-implementation, so they fail with the sealed error as the cause.
+Sealed segment (scaling, PDP-44 "Segment Sealed"): ``SegmentIsSealed``
+hands every unfinished transaction, in order, to ``successor`` (see
+:meth:`TxnFlow._on_sealed`); the transaction writer sends them again, whole
+and renumbered, to the successor segment owning its routing key. A
+transaction whose end block was sent before the seal but whose answer was
+lost is settled first by ``AppendSetup``, which a sealed segment still
+answers with this writer's last event number (its writer attribute): written
+(acknowledged here, never sent again) or not (moved).
 """
 
 from __future__ import annotations
@@ -140,7 +145,7 @@ class TxnFlow:
 
     def __init__(self, segment: str, *, writer_id: str, io: IoThread, source: FlowSource,
                  on_done: Callable[[TxnCommit], None],
-                 successor: Callable[[TxnFlow, SegmentSealedError], TxnFlow | None]
+                 successor: Callable[[TxnFlow, SegmentSealedError, list[TxnCommit]], bool]
                  | None = None) -> None:
         """Args:
         segment: the segment's name.
@@ -149,9 +154,9 @@ class TxnFlow:
         source: where the flow registers (the client's connection pool, or
             one ``AppendStream``).
         on_done: called (IO thread) after each commit's future is resolved.
-        successor: the scaling seam — given this flow and the sealed error,
-            the flow of the successor segment for the writer's routing key,
-            or None (not implemented yet: the commits fail).
+        successor: given this flow, the sealed error and the unfinished
+            commits in order, takes them over (True: they go to the successor
+            segment) or not (False: they fail with the sealed error as cause).
         """
         self.segment = segment
         self._writer_id = writer_id
@@ -447,27 +452,22 @@ class TxnFlow:
             self._send_setup()
 
     def _on_sealed(self, error: SegmentSealedError) -> None:
-        """The segment is sealed (scaling): the seam for successor segments.
+        """The segment is sealed (scaling): its unfinished transactions move on.
 
         PDP-44: the transactions not written here go whole to the successor
         segment that owns the writer's routing key. A sequence refused with
         ``SegmentIsSealed`` was not written here; one in doubt was settled by
         the setup that preceded this (``AppendSetup`` still answers on a
-        sealed segment). So every queued commit moves, renumbered by the new
-        flow. ``successor`` finds that flow; until scaling is implemented
-        there is none and the commits fail with the sealed error as cause.
+        sealed segment). So every queued commit moves, renumbered (numbers
+        forgotten here; the successor's flow numbers them), to ``successor``.
         """
         moving = list(self._queue)
         self._queue.clear()
         self._in_flight = None
-        successor = self._successor(self, error) if self._successor is not None else None
-        if successor is not None:
-            for commit in moving:
-                commit.reset_numbers()
-                successor.submit(commit)
-            self._die(error)
-            return
-        self._queue.extend(moving)
+        for commit in moving:
+            commit.reset_numbers()
+        if self._successor is None or not self._successor(self, error, moving):
+            self._queue.extend(moving)
         self._die(error)
 
     def _die(self, error: FolioError) -> None:

@@ -538,7 +538,8 @@ class Client:
         made: SingleRoutingKeyTransactionWriter[Any] = SingleRoutingKeyTransactionWriter(
             info, routing_key, serializer if serializer is not None else BytesSerializer(),
             io=self._io, source=self._flow_pool(), txn_timeout_ms=txn_timeout_ms,
-            writer_id=writer_id, on_close=lambda w: self._forget_writer(cast(Any, w)))
+            writer_id=writer_id, on_close=lambda w: self._forget_writer(cast(Any, w)),
+            successors=self._successors_async)
         with self._lock:
             # close() closes it with the event writers (same close(timeout) shape).
             self._writers.append(cast(Any, made))
@@ -592,14 +593,20 @@ class Client:
     def reader(self, topic: str, start: Start = "earliest",
                serializer: Serializer[Any] | None = None, *,
                isolation: Isolation = "read_committed") -> EventReader[Any]:
-        """A reader of ``topic``'s active segments.
+        """A reader of ``topic``, following its segments across scaling.
+
+        A segment read to the end of its seal is followed by its successors,
+        each started once all its predecessors the reader reads are read to
+        their end, so per routing key events come in write order.
 
         Args:
             topic: the topic.
-            start: ``"earliest"`` (each segment's first readable event),
-                ``"latest"`` (only events written after this call), or a
-                mapping of segment name to the offset to start at; active
-                segments the mapping leaves out start at their earliest.
+            start: ``"earliest"`` (the topic's first segments, those without
+                predecessors, from their first readable event, then their
+                successors), ``"latest"`` (only events written to the active
+                segments after this call), or a mapping of segment name to
+                the offset to start at; active segments the mapping leaves
+                out start at their earliest.
             serializer: turns payloads into values (``BytesSerializer`` by default).
             isolation: ``"read_committed"`` (the default: events of
                 transactions are served once committed, never when aborted;
@@ -614,7 +621,8 @@ class Client:
         segments = self.get_segments(topic)
         positions: dict[str, int]
         if start == "earliest":
-            positions = {s.name: s.start_offset for s in segments}
+            every = self.get_segments(topic, include_sealed=True)
+            positions = {s.name: s.start_offset for s in every if not s.predecessors}
         elif start == "latest":
             positions = {s.name: s.end_offset for s in segments}
         elif isinstance(start, Mapping):
@@ -633,7 +641,8 @@ class Client:
         pool = self._flow_pool()
         made: EventReader[Any] = EventReader(
             topic, positions, serializer if serializer is not None else BytesSerializer(),
-            io=self._io, channels=pool, on_close=self._forget_reader, isolation=isolation)
+            io=self._io, channels=pool, on_close=self._forget_reader, isolation=isolation,
+            successors=self._successors_async)
         with self._lock:
             self._readers.append(made)
         return made

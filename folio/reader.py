@@ -11,6 +11,13 @@ backoff. The caller's thread takes responses off the queue and unpacks their
 blocks into ``Event`` objects in one tight loop per block, skipping the events
 before the offset it asked for (a block may begin before it) and any a
 reconnect sent twice.
+
+**Scaling.** A segment read to the end of its seal (``end_of_segment``) is
+finished; the reader then asks for its successors and starts each one once
+every predecessor it reads is finished (a predecessor it does not read counts
+as finished). Responses reach the caller in the order they were queued, so
+the events of one routing key come in the order they were written, across
+splits and merges.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from typing import TYPE_CHECKING, Final, Generic, Literal, TypeVar
 import grpc
 
 from folio._append_stream import Backoff
+from folio._scaling import SuccessorLookup
 from folio._status import error_from_rpc
 from folio.api.v1 import read_pb2
 from folio.block import decode_block
@@ -79,14 +87,16 @@ class EventReader(Generic[T]):
                  io: IoThread, channels: ReadChannels | None = None,
                  stub: ReadAsyncStub | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
                  max_wait_ms: int = DEFAULT_MAX_WAIT_MS, on_close: object = None,
-                 isolation: Isolation = "read_committed") -> None:
+                 isolation: Isolation = "read_committed",
+                 successors: SuccessorLookup | None = None) -> None:
         """Made by ``Client.reader``; ``positions`` maps each segment to read to its offset.
 
         Each segment's stream takes a channel from ``channels`` (the client's
         pool) when it starts, or uses ``stub`` if given instead. ``isolation``
         is ``"read_committed"`` (events of open or aborted transactions left
         out; the stream waits before an open transaction's first event) or
-        ``"read_uncommitted"`` (every event).
+        ``"read_uncommitted"`` (every event). ``successors`` looks up a sealed
+        segment's successors (None: a sealed segment's stream just ends).
         """
         if (channels is None) == (stub is None):
             raise ValueError("give the reader either channels or a stub")
@@ -110,6 +120,11 @@ class EventReader(Generic[T]):
         self._events: list[Event[T]] = []
         self._index = 0
         self._closed = False
+        self._successors = successors
+        #: Segments read to their end (IO thread).
+        self._finished: set[str] = set()
+        #: Successor tasks started on the IO thread.
+        self._followers: set[asyncio.Future[None]] = set()
         self._tasks: list[Future[None]] = [
             io.submit(self._read_segment(segment, offset))
             for segment, offset in self._positions.items()
@@ -173,6 +188,7 @@ class EventReader(Generic[T]):
         self._closed = True
         for task in self._tasks:
             task.cancel()
+        self._io.call_soon(self._cancel_followers)
         self._queue.put((None, None, None))
         if callable(self._on_close):
             self._on_close(self)
@@ -254,19 +270,57 @@ class EventReader(Generic[T]):
     async def _read_segment(self, segment: str, offset: int) -> None:
         if self._channels is None:
             assert self._stub is not None
-            await self._read_segment_on(self._stub, segment, offset)
-            return
-        try:
-            lease = self._channels.lease_read()
-        except FolioError as error:  # the client is closed
-            self._queue.put((segment, None, error))
-            return
-        try:
-            await self._read_segment_on(lease.stub, segment, offset)
-        finally:
-            lease.release()
+            ended = await self._read_segment_on(self._stub, segment, offset)
+        else:
+            try:
+                lease = self._channels.lease_read()
+            except FolioError as error:  # the client is closed
+                self._queue.put((segment, None, error))
+                return
+            try:
+                ended = await self._read_segment_on(lease.stub, segment, offset)
+            finally:
+                lease.release()
+        if ended:
+            await self._follow(segment)
 
-    async def _read_segment_on(self, stub: ReadAsyncStub, segment: str, offset: int) -> None:
+    async def _follow(self, segment: str) -> None:
+        """``segment`` is read to its end: start its successors whose predecessors all are."""
+        self._finished.add(segment)
+        if self._successors is None or self._closed:
+            return
+        backoff = Backoff()
+        while not self._closed:
+            try:
+                successors = await self._successors(segment)
+                break
+            except FolioError as error:
+                if not error.retriable:
+                    self._queue.put((segment, None, error))
+                    return
+                log.info("successors of %s not found (%s); asking again", segment, error)
+            await asyncio.sleep(backoff.next_delay())
+        else:
+            return
+        for successor in successors:
+            name = successor.name
+            if name in self._positions or self._closed:
+                continue  # read already (e.g. a merge's other predecessor started it)
+            waiting = [p for p in successor.predecessors
+                       if p in self._positions and p not in self._finished]
+            if waiting:
+                continue  # the last predecessor to finish starts it
+            self._positions[name] = successor.start_offset
+            task = asyncio.ensure_future(self._read_segment(name, successor.start_offset))
+            self._followers.add(task)
+            task.add_done_callback(self._followers.discard)
+
+    def _cancel_followers(self) -> None:
+        for task in list(self._followers):
+            task.cancel()
+
+    async def _read_segment_on(self, stub: ReadAsyncStub, segment: str, offset: int) -> bool:
+        """Streams ``segment`` onto the queue; True once it is read to the end of its seal."""
         credit = asyncio.Semaphore(_BUFFERED_RESPONSES)
         self._credits[segment] = credit
         backoff = Backoff()
@@ -285,7 +339,7 @@ class EventReader(Generic[T]):
                     await credit.acquire()
                     self._queue.put((segment, response, None))
                     if response.end_of_segment:
-                        return
+                        return True
             except grpc.RpcError as rpc_error:
                 error = error_from_rpc(rpc_error)
                 # A status the broker did not give (no folio-error: gRPC's own,
@@ -293,9 +347,10 @@ class EventReader(Generic[T]):
                 unexplained = unexplained + 1 if error.error_name is None else 0
                 if not error.retriable and not 0 < unexplained <= _UNEXPLAINED_RETRIES:
                     self._queue.put((segment, None, error))
-                    return
+                    return False
                 log.info("read stream of %s broke (%s); reopening at offset %d",
                          segment, error, next_offset)
             finally:
                 call.cancel()
             await asyncio.sleep(backoff.next_delay())
+        return False

@@ -42,6 +42,7 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import logging
@@ -54,25 +55,29 @@ from enum import Enum
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
+from folio._append_stream import Backoff
 from folio._txn_flow import MAX_TRANSACTION_BYTES, TransactionResult, TxnCommit, TxnFlow
 from folio.block import encode_block
 from folio.errors import (
     EventTooLargeError,
     FolioError,
+    FolioUnavailableError,
     InvalidArgumentError,
     MaxTransactionSizeExceededError,
+    SegmentSealedError,
     TimeoutError,
     TxnFailedError,
     TxnStateError,
     WriterClosedError,
 )
-from folio.models import TopicInfo
+from folio.models import SegmentRange, TopicInfo
 from folio.routing import routing_point
 from folio.serializers import BytesSerializer, Serializer
 
 if TYPE_CHECKING:
     from folio._append_stream import FlowSource
     from folio._io import IoThread
+    from folio._scaling import SuccessorLookup
 
 __all__ = [
     "MAX_TRANSACTION_BYTES",
@@ -365,10 +370,12 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
                  io: IoThread, source: FlowSource, txn_timeout_ms: int,
                  writer_id: str | None,
                  on_close: Callable[[SingleRoutingKeyTransactionWriter[T]], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 successors: SuccessorLookup | None = None) -> None:
         """Made by ``Client.single_routing_key_txn_writer``, which documents the arguments.
 
-        ``clock`` (monotonic seconds) is for tests.
+        ``clock`` (monotonic seconds) is for tests. ``successors`` looks up a
+        sealed segment's successors (None: commits to a sealed segment fail).
         """
         if txn_timeout_ms <= 0:
             raise InvalidArgumentError(f"txn_timeout_ms must be > 0, not {txn_timeout_ms}")
@@ -378,7 +385,8 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
             raise InvalidArgumentError("a transaction writer needs a routing key (a str)")
         ranges = sorted((s for s in topic.segments if not s.sealed), key=lambda s: s.key_low)
         if not ranges:
-            raise FolioError(f"topic {topic.name!r} has no open segment to write to")
+            raise SegmentSealedError(f"topic {topic.name!r} is sealed: it has no open segment "
+                                     "to write to")
         index = bisect_right([s.key_high for s in ranges], routing_point(routing_key))
         self.segment = ranges[min(index, len(ranges) - 1)].name
         self.topic = topic.name
@@ -402,6 +410,11 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
         self._handoff_scheduled = False
         self._timer_armed = False
         self._closed = False
+        self._source = source
+        self._lookup = successors
+        #: Commits handed off while following a seal (IO thread), else None.
+        self._parked: list[TxnCommit] | None = None
+        self._tasks: set[asyncio.Future[None]] = set()
         self._flow = TxnFlow(self.segment, writer_id=self.writer_id, io=io, source=source,
                              on_done=self._commit_done, successor=self._successor)
         io.call_soon(self._flow.start)
@@ -519,6 +532,9 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
         with self._lock:
             commits, self._handoff = self._handoff, []
             self._handoff_scheduled = False
+        if self._parked is not None:  # following a seal: wait for the successor
+            self._parked.extend(commits)
+            return
         for commit in commits:
             self._flow.submit(commit)
 
@@ -549,13 +565,71 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
             delay = current._deadline - self._clock()
         self._arm_timer(delay)
 
-    def _successor(self, flow: TxnFlow, error: FolioError) -> TxnFlow | None:
-        """The scaling seam: the flow of the segment succeeding ``flow``'s for this key.
+    def _successor(self, flow: TxnFlow, error: SegmentSealedError,
+                   moving: list[TxnCommit]) -> bool:
+        """IO thread: ``flow``'s segment is sealed; take its unfinished commits over.
 
-        Not implemented until writers follow scaling: it would look up the
-        successors (``Admin.GetSegments``), pick the one whose range holds
-        ``routing_point(self.routing_key)``, make a ``TxnFlow`` for it with
-        this writer id, start it and return it (the caller moves the queued
-        commits over, whole). None: the commits fail with ``error`` as cause.
+        Commits handed off from now on wait (``_parked``) until the successor
+        owning the routing key is known; then the moved commits, then the
+        parked ones, go to its flow in commit order, each whole. False (no
+        way to look successors up): the commits fail.
         """
-        return None
+        if self._lookup is None:
+            return False
+        self._parked = []
+        task = asyncio.ensure_future(self._follow(flow.segment, error, moving))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+    async def _follow(self, sealed: str, error: SegmentSealedError,
+                      moving: list[TxnCommit]) -> None:
+        assert self._lookup is not None
+        backoff = Backoff()
+        point = routing_point(self.routing_key)
+        failure: FolioError | None = None
+        target: SegmentRange | None = None
+        while not self._closed:
+            try:
+                successors = await self._lookup(sealed)
+            except FolioUnavailableError as lookup_error:
+                delay = backoff.next_delay()
+                log.info("successors of %s not found (%s); asking again in %.2f s",
+                         sealed, lookup_error, delay)
+                await asyncio.sleep(delay)
+                continue
+            except FolioError as lookup_error:
+                failure = lookup_error
+                break
+            target = next((s for s in successors if s.owns(point)), None)
+            if target is None:
+                failure = error if not successors else FolioError(
+                    f"no successor of {sealed!r} owns routing key {self.routing_key!r}")
+            break
+        parked, self._parked = self._parked or [], None
+        commits = moving + parked
+        if target is None:
+            why = failure or WriterClosedError("the writer was closed")
+            for commit in commits:
+                self._fail_commit(commit, TxnFailedError(
+                    f"the transaction to {sealed} was not committed: {why}",
+                    segment=sealed), why)
+            return
+        log.info("transaction writer %s: segment %s is sealed; key %r goes to %s",
+                 self.writer_id, sealed, self.routing_key, target.name)
+        self.segment = target.name
+        self._flow = TxnFlow(target.name, writer_id=self.writer_id, io=self._io,
+                             source=self._source, on_done=self._commit_done,
+                             successor=self._successor)
+        self._flow.start()
+        for commit in commits:
+            self._flow.submit(commit)
+
+    def _fail_commit(self, commit: TxnCommit, error: FolioError, cause: BaseException) -> None:
+        if commit.done:
+            return
+        commit.done = True
+        commit.blocks = []
+        error.__cause__ = cause
+        commit.future.set_exception(error)
+        self._commit_done(commit)

@@ -30,11 +30,12 @@ import time
 import uuid
 import weakref
 from bisect import bisect_right
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from folio._append_stream import Backoff
+from folio._scaling import SuccessorLookup
 from folio._segment_writer import MAX_BLOCK_BYTES, Forward, SegmentWriter
 from folio._write_future import WriteFuture
 from folio.errors import (
@@ -54,10 +55,7 @@ if TYPE_CHECKING:
     from folio._append_stream import FlowSource
     from folio._io import IoThread
 
-__all__ = ["EventWriter", "SuccessorLookup", "WriteFuture"]
-
-#: Asks the broker for a sealed segment's successors (a coroutine run on the IO thread).
-SuccessorLookup = Callable[[str], Awaitable[list[SegmentRange]]]
+__all__ = ["EventWriter", "WriteFuture"]
 
 log = logging.getLogger(__name__)
 
