@@ -11,7 +11,7 @@ STAMP := $(VENV)/.folio-installed
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	@touch $(STAMP)
 
 run: $(STAMP)

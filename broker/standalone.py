@@ -39,6 +39,7 @@ from prometheus_client import start_http_server
 
 from broker.api import TopicConfig
 from broker.broker_config import RemoteBookies
+from broker.commit_keys import CommitKeys
 from broker.group_backlog import GroupBacklog
 from broker.groups_store import ReaderGroupStore
 from broker.held import MAX_TXN_BYTES
@@ -168,11 +169,13 @@ async def _serve_topics(
     config: StandaloneConfig, topics: TopicManager, stop: asyncio.Event,
     coordinator: TxnCoordinator, groups: ReaderGroupStore,
 ) -> int:
+    commit_keys = CommitKeys(topics, coordinator)
+    await commit_keys.start()  # settles the idempotent commits a crash cut short
     try:
         server = await start_broker_server(topics, config.host, config.port,
                                            max_held_bytes=config.max_held_bytes,
                                            max_held_ms=config.max_held_ms,
-                                           coordinator=coordinator,
+                                           coordinator=coordinator, commit_keys=commit_keys,
                                            groups=groups)
     except OSError as error:
         return _fail(str(error))

@@ -7,7 +7,8 @@ from typing import Any
 import grpc
 
 from broker._servicer import abort_with
-from broker.errors import BrokerError
+from broker.commit_keys import CommitKeys
+from broker.errors import BrokerError, InvalidArgumentError
 from broker.txn_coordinator import TxnCoordinator
 from folio.api.v1 import transactions_pb2, transactions_pb2_grpc
 from ledger.errors import LedgerError
@@ -21,8 +22,10 @@ _Refusals = (BrokerError, LedgerError)
 class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
     """Begin, commit, abort and describe transactions."""
 
-    def __init__(self, coordinator: TxnCoordinator) -> None:
+    def __init__(self, coordinator: TxnCoordinator,
+                 commit_keys: CommitKeys | None = None) -> None:
         self._coordinator = coordinator
+        self._commit_keys = commit_keys
 
     async def BeginTxn(
         self, request: transactions_pb2.BeginTxnRequest, context: _Context
@@ -37,6 +40,12 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         self, request: transactions_pb2.CommitTxnRequest, context: _Context
     ) -> transactions_pb2.CommitTxnResponse:
         try:
+            if request.commit_key:
+                if self._commit_keys is None:
+                    raise InvalidArgumentError("this broker does not keep commit keys")
+                committed = await self._commit_keys.commit(
+                    request.commit_key, request.commit_sequence, list(request.txn_ids))
+                return transactions_pb2.CommitTxnResponse(duplicate=not committed)
             await self._coordinator.commit(list(request.txn_ids))
         except _Refusals as error:
             await abort_with(context, error)

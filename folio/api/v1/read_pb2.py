@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x66olio/v1/read.proto\x12\x08\x66olio.v1\"\xc1\x01\n\x0bReadRequest\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x11\n\tmax_bytes\x18\x03 \x01(\r\x12\x13\n\x0bmax_wait_ms\x18\x04 \x01(\r\x12\x32\n\tisolation\x18\x05 \x01(\x0e\x32\x1f.folio.v1.ReadRequest.Isolation\"5\n\tIsolation\x12\x12\n\x0eREAD_COMMITTED\x10\x00\x12\x14\n\x10READ_UNCOMMITTED\x10\x01\"_\n\x0cReadResponse\x12#\n\x06\x62locks\x18\x01 \x03(\x0b\x32\x13.folio.v1.ReadBlock\x12\x12\n\nend_offset\x18\x02 \x01(\x03\x12\x16\n\x0e\x65nd_of_segment\x18\x03 \x01(\x08\">\n\tReadBlock\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x13\n\x0b\x65vent_count\x18\x02 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x32?\n\x04Read\x12\x37\n\x04Read\x12\x15.folio.v1.ReadRequest\x1a\x16.folio.v1.ReadResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x66olio/v1/read.proto\x12\x08\x66olio.v1\"\xc1\x01\n\x0bReadRequest\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x11\n\tmax_bytes\x18\x03 \x01(\r\x12\x13\n\x0bmax_wait_ms\x18\x04 \x01(\r\x12\x32\n\tisolation\x18\x05 \x01(\x0e\x32\x1f.folio.v1.ReadRequest.Isolation\"5\n\tIsolation\x12\x12\n\x0eREAD_COMMITTED\x10\x00\x12\x14\n\x10READ_UNCOMMITTED\x10\x01\"t\n\x0cReadResponse\x12#\n\x06\x62locks\x18\x01 \x03(\x0b\x32\x13.folio.v1.ReadBlock\x12\x12\n\nend_offset\x18\x02 \x01(\x03\x12\x16\n\x0e\x65nd_of_segment\x18\x03 \x01(\x08\x12\x13\n\x0bnext_offset\x18\x04 \x01(\x03\">\n\tReadBlock\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x13\n\x0b\x65vent_count\x18\x02 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x32?\n\x04Read\x12\x37\n\x04Read\x12\x15.folio.v1.ReadRequest\x1a\x16.folio.v1.ReadResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,9 +36,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_READREQUEST_ISOLATION']._serialized_start=174
   _globals['_READREQUEST_ISOLATION']._serialized_end=227
   _globals['_READRESPONSE']._serialized_start=229
-  _globals['_READRESPONSE']._serialized_end=324
-  _globals['_READBLOCK']._serialized_start=326
-  _globals['_READBLOCK']._serialized_end=388
-  _globals['_READ']._serialized_start=390
-  _globals['_READ']._serialized_end=453
+  _globals['_READRESPONSE']._serialized_end=345
+  _globals['_READBLOCK']._serialized_start=347
+  _globals['_READBLOCK']._serialized_end=409
+  _globals['_READ']._serialized_start=411
+  _globals['_READ']._serialized_end=474
 # @@protoc_insertion_point(module_scope)

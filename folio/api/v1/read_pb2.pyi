@@ -119,10 +119,17 @@ class ReadResponse(_message.Message):
     BLOCKS_FIELD_NUMBER: _builtins.int
     END_OFFSET_FIELD_NUMBER: _builtins.int
     END_OF_SEGMENT_FIELD_NUMBER: _builtins.int
+    NEXT_OFFSET_FIELD_NUMBER: _builtins.int
     end_offset: _builtins.int
     """The segment's end offset when this response was made."""
     end_of_segment: _builtins.bool
     """The segment is sealed and this response holds (or held) its last block."""
+    next_offset: _builtins.int
+    """Where the stream goes on from: every offset before it was served or left
+    out (events of aborted transactions). Set in every response, heartbeats
+    included, so a reader of an offset range [a, b) knows it is done once
+    next_offset >= b even when the range ends in left-out events.
+    """
     @_builtins.property
     def blocks(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReadBlock]:
         """Blocks in offset order; empty after max_wait_ms at the tail."""
@@ -133,10 +140,11 @@ class ReadResponse(_message.Message):
         blocks: _abc.Iterable[Global___ReadBlock] | None = ...,
         end_offset: _builtins.int = ...,
         end_of_segment: _builtins.bool = ...,
+        next_offset: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocks", b"blocks", "end_of_segment", b"end_of_segment", "end_offset", b"end_offset"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocks", b"blocks", "end_of_segment", b"end_of_segment", "end_offset", b"end_offset", "next_offset", b"next_offset"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -17,7 +17,8 @@ TIMED_OUT when the timeout passed first.
 
 Errors:
   INVALID_ARGUMENT     a txn_id that is not 16 bytes, a negative timeout,
-                       CommitTxn without txn ids
+                       CommitTxn without txn ids, a negative
+                       commit_sequence
   NOT_FOUND            an unknown txn_id (TxnNotFoundError)
   FAILED_PRECONDITION  the transaction is not in the state the call needs
                        (commit after abort, append after commit, ...):
@@ -115,6 +116,19 @@ class CommitTxnRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TXN_IDS_FIELD_NUMBER: _builtins.int
+    COMMIT_KEY_FIELD_NUMBER: _builtins.int
+    COMMIT_SEQUENCE_FIELD_NUMBER: _builtins.int
+    commit_key: _builtins.str
+    """Optional: makes the commit idempotent across retries and restarts of the
+    committer (e.g. a Spark streaming query id). The broker remembers, per
+    key, the highest commit_sequence committed under it; a CommitTxn whose
+    (commit_key, commit_sequence) was already committed commits nothing,
+    aborts the given transactions and answers duplicate = true.
+    """
+    commit_sequence: _builtins.int
+    """With commit_key: the commit's number (e.g. a micro-batch id), >= 0.
+    Sequences of one key must be committed in increasing order.
+    """
     @_builtins.property
     def txn_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
         """One or more transaction ids (16 bytes each), committed together."""
@@ -123,10 +137,12 @@ class CommitTxnRequest(_message.Message):
         self,
         *,
         txn_ids: _abc.Iterable[_builtins.bytes] | None = ...,
+        commit_key: _builtins.str = ...,
+        commit_sequence: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["txn_ids", b"txn_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit_key", b"commit_key", "commit_sequence", b"commit_sequence", "txn_ids", b"txn_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -136,12 +152,19 @@ Global___CommitTxnRequest: _TypeAlias = CommitTxnRequest  # noqa: Y015
 class CommitTxnResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    DUPLICATE_FIELD_NUMBER: _builtins.int
+    duplicate: _builtins.bool
+    """The (commit_key, commit_sequence) was committed before: nothing was
+    committed now and the given transactions were aborted.
+    """
     def __init__(
         self,
+        *,
+        duplicate: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate", b"duplicate"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -17,7 +17,8 @@ TIMED_OUT when the timeout passed first.
 
 Errors:
   INVALID_ARGUMENT     a txn_id that is not 16 bytes, a negative timeout,
-                       CommitTxn without txn ids
+                       CommitTxn without txn ids, a negative
+                       commit_sequence
   NOT_FOUND            an unknown txn_id (TxnNotFoundError)
   FAILED_PRECONDITION  the transaction is not in the state the call needs
                        (commit after abort, append after commit, ...):
