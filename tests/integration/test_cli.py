@@ -69,8 +69,9 @@ def test_topic_create_list_describe_delete(server: BookieProcess) -> None:
         assert before["key_high"] == after["key_low"]
     assert all(s["start_offset"] == 0 and s["end_offset"] == 0 and not s["sealed"]
                for s in segments)
-    assert set(segments[0]) == {"name", "number", "key_low", "key_high", "sealed",
-                                "start_offset", "end_offset"}
+    assert set(segments[0]) == {"name", "number", "key_low", "key_high", "state", "sealed",
+                                "start_offset", "end_offset", "length", "predecessors",
+                                "successors"}
 
     human = ok(folio(server, "topic", "describe", "orders"))
     assert human.startswith("topic orders") and "retention_ms" in human

@@ -274,19 +274,25 @@ def test_describe_json_keys_are_stable() -> None:
         max_event_bytes = 3
         ledger_rollover_bytes = 4
         ledger_rollover_ms = 5
+        scale_target_events_per_s = 6
+        scale_min_segments = 7
+        scale_cooldown_ms = 8
 
     class Segment:
-        name, number, key_low, key_high = "t/0", 0, 0.0, 1.0
-        sealed, start_offset, end_offset = False, 0, 7
+        name, number, key_low, key_high = "t/2", 2, 0.0, 1.0
+        sealed, start_offset, end_offset = False, 3, 7
+        predecessors, successors = ("t/0", "t/1"), ()
 
     class Topic:
-        name, created_ms, config, segments = "t", 123, Config(), (Segment(),)
+        name, created_ms, config, segments, sealed = "t", 123, Config(), (Segment(),), False
 
     document = json.loads(json.dumps(topic_json(Topic())))  # type: ignore[arg-type]
-    assert sorted(document) == ["config", "created_ms", "name", "segments"]
+    assert sorted(document) == ["config", "created_ms", "name", "sealed", "segments"]
     assert sorted(document["config"]) == sorted(
         ["retention_ms", "retention_bytes", "max_event_bytes", "ledger_rollover_bytes",
-         "ledger_rollover_ms"])
-    assert document["segments"] == [{"name": "t/0", "number": 0, "key_low": 0.0,
-                                     "key_high": 1.0, "sealed": False, "start_offset": 0,
-                                     "end_offset": 7}]
+         "ledger_rollover_ms", "scale_target_events_per_s", "scale_min_segments",
+         "scale_cooldown_ms"])
+    assert document["segments"] == [{"name": "t/2", "number": 2, "key_low": 0.0,
+                                     "key_high": 1.0, "state": "open", "sealed": False,
+                                     "start_offset": 3, "end_offset": 7, "length": 4,
+                                     "predecessors": ["t/0", "t/1"], "successors": []}]
