@@ -63,6 +63,7 @@ from folio.errors import (
 if TYPE_CHECKING:
     from folio._append_stream import AppendStream, FlowSource
     from folio._io import IoThread
+    from folio.metrics import TopicMetrics
 
 __all__ = ["EVENT_OVERHEAD_BYTES", "MAX_BLOCK_BYTES", "SegmentWriter"]
 
@@ -130,7 +131,8 @@ class SegmentWriter:
 
     __slots__ = ("_backoff", "_batch", "_batch_size_bytes", "_closed", "_cond", "_dead",
                  "_delivery_timeout_s", "_flow_id", "_handing", "_in_flight", "_io",
-                 "_last_error", "_linger_s", "_lock", "_max_in_flight", "_next_event_number",
+                 "_last_error", "_linger_s", "_lock", "_max_in_flight", "_metrics",
+                 "_next_event_number",
                  "_notified", "_on_error", "_on_sealed", "_pending", "_redirect", "_sealing",
                  "_source", "_state", "_stream", "_unacked", "_waiters", "_writer_id",
                  "segment")
@@ -139,7 +141,8 @@ class SegmentWriter:
                  batch_size_bytes: int, linger_s: float, max_in_flight: int,
                  delivery_timeout_s: float,
                  on_error: Callable[[BaseException], None],
-                 on_sealed: Callable[[SegmentWriter], None] | None = None) -> None:
+                 on_sealed: Callable[[SegmentWriter], None] | None = None,
+                 metrics: TopicMetrics | None = None) -> None:
         """Args:
         segment: the segment's name.
         writer_id: the writer's identity on the broker.
@@ -154,6 +157,7 @@ class SegmentWriter:
         on_sealed: called (on the IO thread) once the segment is found sealed
             and the blocks written before the seal are acknowledged; None:
             a seal fails the blocks.
+        metrics: where acknowledged and failed blocks are counted (``folio.metrics``).
         """
         self.segment = segment
         self._writer_id = writer_id
@@ -166,6 +170,7 @@ class SegmentWriter:
         self._delivery_timeout_s = delivery_timeout_s
         self._on_error = on_error
         self._on_sealed = on_sealed
+        self._metrics = metrics
         #: Where appends go once the segment's events were handed over.
         self._redirect: Forward | None = None
         #: Set (under _lock) once the hand-over is decided: no more blocks are cut.
@@ -603,11 +608,17 @@ class SegmentWriter:
         if block.done:
             return
         block.done = True
+        metrics = self._metrics
         if error is not None:
             self._on_error(error)
             block.outcome.set_error(error)
+            if metrics is not None:
+                metrics.failed(error)
         else:
             block.outcome.set_result(offset)
+            if metrics is not None:  # the deadline is the cut time + the delivery timeout
+                metrics.acknowledged(block.event_count, len(block.data), time.monotonic()
+                                     - block.deadline + self._delivery_timeout_s)
         with self._lock:
             self._in_flight -= 1
             batch = self._batch

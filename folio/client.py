@@ -24,6 +24,7 @@ from typing import Any, Final, Literal, TypeVar, cast, overload
 import grpc
 from google.protobuf.message import Message
 from grpc import aio
+from prometheus_client import CollectorRegistry
 
 from folio._append_stream import Backoff
 from folio._io import Connection, IoThread
@@ -33,6 +34,7 @@ from folio.api.v1 import admin_pb2, groups_pb2, groups_pb2_grpc, transactions_pb
 from folio.batch import BatchClient
 from folio.errors import FolioError, FolioUnavailableError, InvalidArgumentError
 from folio.groups import GroupStart, ReaderGroup, _GroupClient
+from folio.metrics import client_metrics
 from folio.models import (
     TOPIC_CONFIG_FIELDS,
     ScaleResult,
@@ -83,7 +85,8 @@ class Client:
     """
 
     def __init__(self, endpoint: str | None = None, *, timeout_s: float = 30.0,
-                 max_connections_per_endpoint: int = DEFAULT_MAX_CONNECTIONS) -> None:
+                 max_connections_per_endpoint: int = DEFAULT_MAX_CONNECTIONS,
+                 registry: CollectorRegistry | None = None) -> None:
         """Starts the IO thread and opens the first channel (connecting lazily).
 
         Args:
@@ -93,6 +96,9 @@ class Client:
             max_connections_per_endpoint: most channels (TCP connections)
                 to the broker, shared by every writer and reader of this
                 client; more are opened only as flows need them.
+            registry: the Prometheus registry the SDK's metrics
+                (``folio_client_*``, see ``folio.metrics``) go to; None for
+                ``prometheus_client``'s default one.
         """
         if timeout_s <= 0:
             raise InvalidArgumentError(f"timeout_s must be > 0, not {timeout_s}")
@@ -100,6 +106,7 @@ class Client:
             raise InvalidArgumentError(f"max_connections_per_endpoint must be >= 1, "
                                        f"not {max_connections_per_endpoint}")
         self.endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT
+        self._metrics = client_metrics(registry)
         self.timeout_s = timeout_s
         self.max_connections_per_endpoint = max_connections_per_endpoint
         self._io = IoThread(f"folio-io-{self.endpoint}")
@@ -499,7 +506,8 @@ class Client:
             stream=pool, linger_ms=linger_ms,
             batch_size_bytes=batch_size_bytes, max_in_flight=max_in_flight,
             delivery_timeout_ms=delivery_timeout_ms, writer_id=writer_id,
-            on_close=self._forget_writer, successors=self._successors_async)
+            on_close=self._forget_writer, successors=self._successors_async,
+            metrics=self._metrics.for_topic(info.name))
         with self._lock:
             self._writers.append(made)
         return made
@@ -642,7 +650,7 @@ class Client:
         made: EventReader[Any] = EventReader(
             topic, positions, serializer if serializer is not None else BytesSerializer(),
             io=self._io, channels=pool, on_close=self._forget_reader, isolation=isolation,
-            successors=self._successors_async)
+            successors=self._successors_async, metrics=self._metrics.for_topic(topic))
         with self._lock:
             self._readers.append(made)
         return made

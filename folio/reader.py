@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from folio._io import IoThread
     from folio._pool import ReadChannels
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
+    from folio.metrics import TopicMetrics
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_WAIT_MS", "EventReader", "Isolation"]
 
@@ -88,7 +89,8 @@ class EventReader(Generic[T]):
                  stub: ReadAsyncStub | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
                  max_wait_ms: int = DEFAULT_MAX_WAIT_MS, on_close: object = None,
                  isolation: Isolation = "read_committed",
-                 successors: SuccessorLookup | None = None) -> None:
+                 successors: SuccessorLookup | None = None,
+                 metrics: TopicMetrics | None = None) -> None:
         """Made by ``Client.reader``; ``positions`` maps each segment to read to its offset.
 
         Each segment's stream takes a channel from ``channels`` (the client's
@@ -121,6 +123,7 @@ class EventReader(Generic[T]):
         self._index = 0
         self._closed = False
         self._successors = successors
+        self._metrics = metrics
         #: Segments read to their end (IO thread).
         self._finished: set[str] = set()
         #: Successor tasks started on the IO thread.
@@ -223,6 +226,8 @@ class EventReader(Generic[T]):
         if segment is None:
             return False
         if error is not None:
+            if self._metrics is not None:
+                self._metrics.failed(error)
             raise error
         credit = self._credits.get(segment)
         if credit is not None:
@@ -230,6 +235,9 @@ class EventReader(Generic[T]):
         if response is not None and response.blocks:
             self._events = self._unpack(segment, response)
             self._index = 0
+            if self._metrics is not None:
+                self._metrics.received(len(self._events),
+                                       sum(len(block.data) for block in response.blocks))
         return True
 
     def _unpack(self, segment: str, response: read_pb2.ReadResponse) -> list[Event[T]]:

@@ -54,6 +54,7 @@ from folio.serializers import BytesSerializer, Serializer
 if TYPE_CHECKING:
     from folio._append_stream import FlowSource
     from folio._io import IoThread
+    from folio.metrics import TopicMetrics
 
 __all__ = ["EventWriter", "WriteFuture"]
 
@@ -132,7 +133,8 @@ class EventWriter(Generic[T]):
                  stream: FlowSource, linger_ms: float, batch_size_bytes: int,
                  max_in_flight: int, delivery_timeout_ms: int, writer_id: str | None,
                  on_close: Callable[[EventWriter[T]], None] | None = None,
-                 successors: SuccessorLookup | None = None) -> None:
+                 successors: SuccessorLookup | None = None,
+                 metrics: TopicMetrics | None = None) -> None:
         """Made by ``Client.writer``, which documents the arguments."""
         if linger_ms < 0:
             raise InvalidArgumentError(f"linger_ms must be >= 0, not {linger_ms}")
@@ -173,6 +175,7 @@ class EventWriter(Generic[T]):
         self._keyless_index = 0
         self._keyless: SegmentWriter | None = None
         self._successors = successors
+        self._metrics = metrics
         #: Successor look-ups under way (IO thread).
         self._following: set[asyncio.Future[None]] = set()
         #: Bumped by every routing change (flush waits until it holds still).
@@ -296,7 +299,8 @@ class EventWriter(Generic[T]):
             stream=self._stream, batch_size_bytes=self._batch_size_bytes,
             linger_s=self._linger_s, max_in_flight=self._max_in_flight,
             delivery_timeout_s=self._delivery_timeout_s, on_error=self._record_error,
-            on_sealed=None if self._successors is None else self._on_sealed)
+            on_sealed=None if self._successors is None else self._on_sealed,
+            metrics=self._metrics)
         segment = self._segments.setdefault(name, made)  # atomic: one wins a race
         if self._closed:
             segment.close()  # closed meanwhile: its append raises WriterClosedError
