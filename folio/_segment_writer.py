@@ -3,7 +3,10 @@
 **Caller side** (any thread, under ``_lock``): ``append`` adds an event to the
 open batch, column by column. The batch becomes a block — encoded whole with
 ``encode_block`` — when it reaches ``batch_size_bytes``, when ``linger_s``
-passes (a timer on the IO thread), when a keyless event meets a keyed batch or
+passes (a timer on the IO thread), when the last block in flight is
+acknowledged (nothing else is on its way, so lingering on would only add
+latency: the batch fills while its predecessor is in flight, and batches
+grow with the rate), when a keyless event meets a keyed batch or
 the other way round (a block's key column is all or nothing), or on flush.
 The block goes to the IO thread with one ``call_soon`` per block. At most
 ``max_in_flight`` blocks are unacknowledged; a caller whose batch is full then
@@ -622,7 +625,9 @@ class SegmentWriter:
         with self._lock:
             self._in_flight -= 1
             batch = self._batch
-            if batch is not None and (batch.lingered or batch.size >= self._batch_size_bytes):
+            # With nothing left in flight, lingering only adds latency: cut now.
+            if batch is not None and (batch.lingered or batch.size >= self._batch_size_bytes
+                                      or not self._in_flight):
                 self._cut_locked()
             self._notify_locked()
 
