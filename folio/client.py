@@ -580,7 +580,8 @@ class Client:
             info, serializer if serializer is not None else BytesSerializer(), io=self._io,
             source=self._flow_pool(), stub=self._connection.transactions, call=self._call,
             txn_timeout_ms=txn_timeout_ms,
-            on_close=lambda w: self._forget_writer(cast(Any, w)))
+            on_close=lambda w: self._forget_writer(cast(Any, w)),
+            describe=lambda: self.get_topic(topic))
         with self._lock:
             # close() aborts its open transactions with the event writers.
             self._writers.append(cast(Any, made))

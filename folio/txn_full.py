@@ -71,6 +71,7 @@ from folio.errors import (
     FolioError,
     FolioUnavailableError,
     InvalidArgumentError,
+    SegmentSealedError,
     TimeoutError,
     TxnFailedError,
     TxnStateError,
@@ -236,12 +237,12 @@ class _SegmentFlow:
             self._settle(reply.append_setup.last_event_number)
             self._pump()
             return
-        block = self._sent.pop(sequence, None)
-        if block is None:
+        if sequence not in self._sent:
             return
         if kind != "data_appended":
-            self._die(error_from_reply(reply, self.segment))
+            self._die(error_from_reply(reply, self.segment))  # fails this block's batch too
             return
+        block = self._sent.pop(sequence)
         if block.future is not None and not block.future.done():
             block.future.set_result(None)
         self._pump()
@@ -619,6 +620,10 @@ class Transaction(Generic[T]):
             f"visible); begin a new one and write its events again: {cause}",
             txn_id=self.txn_id.hex())
         error.retriable = cause.retriable
+        if isinstance(cause, SegmentSealedError):
+            # The topic was scaled: the next transaction routes to the successors.
+            self._writer._refresh_routes()
+            error.retriable = True
         raise error from cause
 
     def _end(self, state: _Local | None) -> None:
@@ -642,19 +647,16 @@ class TransactionalWriter(Generic[T]):
     def __init__(self, topic: TopicInfo, serializer: Serializer[T], *, io: IoThread,
                  source: FlowSource, stub: TransactionsAsyncStub, call: UnaryCaller,
                  txn_timeout_ms: int,
-                 on_close: Callable[[TransactionalWriter[T]], None] | None = None) -> None:
+                 on_close: Callable[[TransactionalWriter[T]], None] | None = None,
+                 describe: Callable[[], TopicInfo] | None = None) -> None:
         """Made by ``Client.transactional_writer``, which documents the arguments."""
         if not 0 < txn_timeout_ms <= 86_400_000:
             raise InvalidArgumentError(
                 f"txn_timeout_ms must be > 0 and at most one day, not {txn_timeout_ms}")
-        ranges = sorted((s for s in topic.segments if not s.sealed), key=lambda s: s.key_low)
-        if not ranges:
-            raise FolioError(f"topic {topic.name!r} has no open segment to write to")
         self.topic = topic.name
-        self._names = tuple(s.name for s in ranges)
-        self._key_highs = [s.key_high for s in ranges]
-        self._routes: dict[str, str] = {}
-        self._rotation = 0
+        self._describe = describe
+        self._lock = threading.Lock()
+        self._set_routes(topic)
         self._serialize = serializer.serialize
         self._raw = isinstance(serializer, BytesSerializer)
         self._max_event_bytes = topic.config.max_event_bytes
@@ -664,7 +666,6 @@ class TransactionalWriter(Generic[T]):
         self._stub = stub
         self._call = call
         self._on_close = on_close
-        self._lock = threading.Lock()
         self._open: set[Transaction[T]] = set()
         self._closed = False
 
@@ -716,6 +717,25 @@ class TransactionalWriter(Generic[T]):
         return f"<TransactionalWriter topic={self.topic!r} segments={len(self._names)}>"
 
     # -- internals -------------------------------------------------------------
+
+    def _set_routes(self, topic: TopicInfo) -> None:
+        ranges = sorted((s for s in topic.segments if not s.sealed), key=lambda s: s.key_low)
+        if not ranges:
+            raise FolioError(f"topic {topic.name!r} has no open segment to write to")
+        with self._lock:
+            self._names = tuple(s.name for s in ranges)
+            self._key_highs = [s.key_high for s in ranges]
+            self._routes: dict[str, str] = {}
+            self._rotation = 0
+
+    def _refresh_routes(self) -> None:
+        """After a scale: route by the topic's open segments now (best effort)."""
+        if self._describe is None:
+            return
+        try:
+            self._set_routes(self._describe())
+        except FolioError as error:
+            log.info("could not refresh the segments of %s: %s", self.topic, error)
 
     def _segment_for(self, routing_key: str | None) -> str:
         """The segment of ``routing_key``; keyless: the next one in rotation."""

@@ -123,3 +123,30 @@ def test_keyed_keyless_and_empty_keys_read_back_as_written(client: folio.Client)
         events = [reader.read_next(timeout=10) for _ in range(4)]
     assert [(e.payload, e.routing_key) for e in events if e is not None] == [
         (b"a", "k"), (b"b", None), (b"c", ""), (b"d", None)]
+
+
+def test_transactions_across_a_scale(client: folio.Client) -> None:
+    """Flushed before the seal: the commit still lands. Routed to the sealed segment after
+    it: TxnFailedError (retriable), and the next transaction writes to the successors."""
+    topic = "txw-scale"
+    client.create_topic(topic, segments=1)
+    with client.transactional_writer(topic) as writer:
+        flushed = writer.begin()
+        flushed.write_event(b"before-seal", routing_key="a")
+        flushed.flush()
+        stale = writer.begin()
+        stale.write_event(b"never", routing_key="b")
+        client.scale_topic(topic, seal=[f"{topic}/0"], new_ranges=[(0.0, 0.5), (0.5, 1.0)])
+        flushed.commit()  # its marker goes to the sealed segment
+        with pytest.raises(folio.TxnFailedError) as failed:
+            stale.commit()
+        assert failed.value.retriable
+        fresh = writer.begin()
+        for n in range(10):
+            fresh.write_event(f"after-{n}".encode(), routing_key=f"k{n}")
+        fresh.commit()
+    got = sorted(_read(client, topic, "read_committed", want=11))
+    assert got == sorted([b"before-seal", *(f"after-{n}".encode() for n in range(10))])
+    segments = client.get_segments(topic, include_sealed=True)
+    assert [s.sealed for s in segments] == [True, False, False]
+    assert sum(s.end_offset for s in segments[1:]) == 10
