@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 from google.protobuf.message_factory import GetMessageClass
 
 from broker.errors import InvalidArgumentError
-from broker.metrics import open_stream
+from broker.metrics import count_unexpected, observe_error_code, open_stream
 
 __all__ = ["UNDECODABLE", "add_servicer"]
 
@@ -52,6 +52,7 @@ def _unary_request(method: MethodDescriptor, behavior: Any) -> Any:
     if method.server_streaming:
         async def stream_out(request: Any, context: _Context) -> AsyncIterator[Any]:
             if request is UNDECODABLE:
+                observe_error_code(grpc.StatusCode.INVALID_ARGUMENT)
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _complaint(method))
             with open_stream(method.name, context.peer()):
                 async for response in behavior(request, context):
@@ -60,8 +61,10 @@ def _unary_request(method: MethodDescriptor, behavior: Any) -> Any:
 
     async def unary_out(request: Any, context: _Context) -> Any:
         if request is UNDECODABLE:
+            observe_error_code(grpc.StatusCode.INVALID_ARGUMENT)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _complaint(method))
-        return await behavior(request, context)
+        with count_unexpected():
+            return await behavior(request, context)
     return unary_out
 
 

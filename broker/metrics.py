@@ -33,6 +33,7 @@ from ledger.metrics import LATENCY_BUCKETS_S
 
 __all__ = [
     "APPEND_SECONDS",
+    "count_unexpected",
     "forget_reader_group",
     "observe_append",
     "observe_error",
@@ -137,14 +138,34 @@ _peers_lock = threading.Lock()
 
 
 @contextmanager
+def count_unexpected() -> Iterator[None]:
+    """Count an exception escaping a servicer (gRPC answers UNKNOWN) as an UNKNOWN error.
+
+    Domain errors never get here: servicers end the call with ``abort_with``,
+    which counts them (its ``AbortError`` passes through uncounted).
+    """
+    try:
+        yield
+    except grpc.aio.AbortError:
+        raise
+    except Exception:
+        observe_error_code(grpc.StatusCode.UNKNOWN)
+        raise
+
+
+@contextmanager
 def open_stream(rpc: str, peer: str) -> Iterator[None]:
-    """Count a streaming call of ``rpc`` from ``peer`` (one connection) while it is open."""
+    """Count a streaming call of ``rpc`` from ``peer`` (one connection) while it is open.
+
+    An exception escaping the call counts as an UNKNOWN error (``count_unexpected``).
+    """
     ACTIVE_STREAMS.labels(rpc).inc()
     with _peers_lock:
         _peers[peer] += 1
         ACTIVE_CONNECTIONS.set(len(_peers))
     try:
-        yield
+        with count_unexpected():
+            yield
     finally:
         ACTIVE_STREAMS.labels(rpc).dec()
         with _peers_lock:

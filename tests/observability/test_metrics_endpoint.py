@@ -8,6 +8,9 @@ a moment after the client returned: those are waited for, with a deadline.
 
 from __future__ import annotations
 
+import grpc
+import pytest
+
 import folio
 from tests.observability.load import exercise, read_all, write
 from tests.observability.scrape import Scrape, scrape, wait_for
@@ -70,6 +73,24 @@ def test_errors_are_counted_by_status_code(client: folio.Client, url: str) -> No
             raise AssertionError("a missing topic was found")
 
     assert scrape(url).value("folio_errors_total", code="NOT_FOUND") == before + 3
+
+
+def test_undecodable_requests_count_as_invalid_argument(server: BookieProcess, url: str) -> None:
+    before = scrape(url).value("folio_errors_total", code="INVALID_ARGUMENT")
+    with grpc.insecure_channel(server.address) as channel:
+        raw_create = channel.unary_unary("/folio.v1.Admin/CreateTopic",
+                                         request_serializer=lambda data: data,
+                                         response_deserializer=lambda data: data)
+        raw_append = channel.stream_stream("/folio.v1.Append/Append",
+                                           request_serializer=lambda data: data,
+                                           response_deserializer=lambda data: data)
+        for call in (lambda: raw_create(b"\xff\xff\xff\xff\x0f", timeout=30),
+                     lambda: list(raw_append(iter([b"\x0a\xff\xff\xff\xff\xff"]), timeout=30))):
+            with pytest.raises(grpc.RpcError) as caught:
+                call()
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+
+    assert scrape(url).value("folio_errors_total", code="INVALID_ARGUMENT") == before + 2
 
 
 def test_streams_connections_and_flows_are_gauged_while_open(
