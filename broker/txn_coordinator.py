@@ -118,7 +118,8 @@ class _Txn:
     #: Fires at the deadline (OPEN only).
     timer: asyncio.TimerHandle | None = None
     idle: asyncio.Event = field(default_factory=asyncio.Event)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: Per touched segment: its registration and appends pass in call order.
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.idle.set()  # no append in flight
@@ -241,19 +242,33 @@ class TxnCoordinator:
         txn.in_flight += 1
         txn.idle.clear()
         try:
-            async with txn.lock:
-                if segment not in txn.segments:
-                    txn.segments.append(segment)
-                    try:
-                        await self._log.write(txn.name, txn.record())
-                    except BaseException:
-                        txn.segments.remove(segment)
-                        raise
+            await self._register(txn, segment)
             yield
         finally:
             txn.in_flight -= 1
             if txn.in_flight == 0:
                 txn.idle.set()
+
+    async def _register(self, txn: _Txn, segment: str) -> None:
+        """Log ``segment`` as touched by ``txn`` before its first entry there.
+
+        One lock per (transaction, segment): registrations of several segments
+        run at once (their log writes share one append), while appends to one
+        segment pass in their call order (FIFO lock; taking a free lock does
+        not yield), so none overtakes an earlier one of the same flow.
+        """
+        lock = txn.locks.get(segment)
+        if lock is None:
+            lock = txn.locks[segment] = asyncio.Lock()
+        async with lock:
+            if segment in txn.segments:
+                return
+            txn.segments.append(segment)
+            try:
+                await self._log.write(txn.name, txn.record())
+            except BaseException:
+                txn.segments.remove(segment)
+                raise
 
     async def commit(self, txn_ids: Sequence[bytes]) -> None:
         """Commit the transactions together: one COMMITTING record, markers, COMMITTED."""
