@@ -94,7 +94,8 @@ def _wait_for_line(process: subprocess.Popen[str], marker: str, name: str) -> li
 
 def _version(argv: list[str]) -> str:
     done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
-    return (done.stdout or done.stderr).strip().splitlines()[0]
+    # "nats-server: v2.9.10"; "Redis server v=7.0.15 sha=... malloc=..." (first two words)
+    return " ".join((done.stdout or done.stderr).split()[:3 if "Redis" in done.stdout else 2])
 
 
 @contextlib.contextmanager
