@@ -1,0 +1,35 @@
+"""What a topic holds, read segment by segment with ``folio.spark._read.read_slice``.
+
+Each segment is read from its start to its end offset now; the read ends even
+where the segment ends in events of aborted transactions (``next_offset``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import folio
+from folio.reader import Isolation
+from folio.spark._plan import Slice
+from folio.spark._read import open_channel, read_slice
+
+
+def rows(client: folio.Client, topic: str,
+         isolation: Isolation = "read_committed") -> list[dict[str, Any]]:
+    """Every event of every segment (sealed ones too), as row dicts, by segment and offset."""
+    out: list[dict[str, Any]] = []
+    channel = open_channel(client.endpoint)
+    try:
+        for segment in client.get_segments(topic, include_sealed=True):
+            piece = Slice(segment.name, segment.start_offset, segment.end_offset)
+            for batch in read_slice(channel, topic, piece, isolation):
+                out += batch.to_pylist()
+    finally:
+        channel.close()
+    return out
+
+
+def payloads(client: folio.Client, topic: str,
+             isolation: Isolation = "read_committed") -> list[bytes]:
+    """The payloads of ``rows``, sorted."""
+    return sorted(row["payload"] for row in rows(client, topic, isolation))
