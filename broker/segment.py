@@ -153,6 +153,8 @@ class LedgerSegment:
         self._record_version = record_version
         self._start = record.start_offset
         self._sealed = record.sealed
+        #: Sealed and every append accepted before the seal durable: the end is final.
+        self._end_final = record.sealed
         self._spans = spans
         self._firsts = [span.first_offset for span in spans]
         self._end = end_offset
@@ -663,7 +665,7 @@ class LedgerSegment:
             raise OffsetOutOfRangeError(self._name, offset, start, end)
         limit = end if committed is None else self.committed_end
         if offset >= limit:
-            return ReadBatch([], end, self._sealed and offset >= end, offset)
+            return ReadBatch([], end, self._end_final and offset >= end, offset)
         span = self._spans[bisect_right(self._firsts, offset) - 1]
         try:
             handle = await self._reader(span)
@@ -679,7 +681,7 @@ class LedgerSegment:
         if next_entry <= last_entry_id:
             self._hints.put(next_offset, span.ledger_id, next_entry)
         end = self._end
-        return ReadBatch(blocks, end, self._sealed and next_offset >= end, next_offset)
+        return ReadBatch(blocks, end, self._end_final and next_offset >= end, next_offset)
 
     async def _reader(self, span: LedgerSpan) -> LedgerHandle:
         if span.handle is not None:
@@ -703,7 +705,7 @@ class LedgerSegment:
         while True:
             self._check_readable()
             end = self.committed_end if committed else self._end
-            if end > offset or (self._sealed and end >= self._end):
+            if end > offset or (self._end_final and end >= self._end):
                 return True
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -814,6 +816,9 @@ class LedgerSegment:
                 last.writing = False
                 last.length_bytes = last.handle.length
             await self._write_record(self._record_of(self._spans, snapshot=True))
+            # Only now may readers be told the end: appends accepted before
+            # the seal were still landing during the drain.
+            self._end_final = True
             self._wake()
             log.info("segment %s sealed at offset %d", self._name, self._end)
             return self.info()

@@ -318,6 +318,8 @@ class GroupReader(Generic[T]):
         self._interval_s = sync_interval_ms / 1000
         self._next_sync = 0.0
         self._checkpoint: str | None = None
+        #: Segments read to their end, not yet handed over in the group state.
+        self._finished: set[str] = set()
         self._closed = False
 
     @property
@@ -349,8 +351,10 @@ class GroupReader(Generic[T]):
             if self._checkpoint is not None:
                 name, self._checkpoint = self._checkpoint, None
                 return EventRead(None, self.reader_id, streams.positions(), name)
+            if streams.ended:
+                self._finished.update(streams.finished())
             now = time.monotonic()
-            if now >= self._next_sync or (streams.ended and streams.finished()):
+            if now >= self._next_sync or self._finished:
                 self._sync()
                 self._next_sync = time.monotonic() + self._interval_s
                 continue
@@ -366,7 +370,7 @@ class GroupReader(Generic[T]):
 
     def _sync(self) -> None:
         streams = self._streams
-        finished = streams.finished() if streams.ended else []
+        finished = sorted(self._finished)
         successors = {segment: self._successors(segment) for segment in finished}
         positions = streams.positions()
         me = self.reader_id
@@ -380,13 +384,14 @@ class GroupReader(Generic[T]):
                 synced.released = state.pass_checkpoint(me, name, positions)
                 return synced
             for segment in finished:
-                if segment in held:
+                if segment in held:  # else no longer ours: nothing to hand over
                     state.finish_segment(me, segment, successors[segment])
-                    synced.finished.append(segment)
+                synced.finished.append(segment)
             synced.acquired = state.acquire(me)
             return synced
 
         synced = self._calls.cas(self.group.name, change)
+        self._finished.difference_update(synced.finished, synced.released)
         for segment in (*synced.released, *synced.finished):
             streams.remove(segment)
         for segment, offset in synced.acquired.items():

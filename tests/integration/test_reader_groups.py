@@ -8,8 +8,9 @@ version is refused with FAILED_PRECONDITION); typed errors for bad input.
 
 from __future__ import annotations
 
-import time
-from collections import Counter, defaultdict
+import threading
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -40,15 +41,40 @@ def _write(client: folio.Client, topic: str, keys: int, per_key: int,
 
 
 def _drain(readers: list[GroupReader[Any]], until: int, got: list[EventRead[Any]],
-           timeout_s: float = 60.0) -> None:
-    """Round-robin ``read_next`` on every reader until ``got`` holds ``until`` events."""
-    deadline = time.monotonic() + timeout_s
-    while sum(1 for r in got if not r.is_checkpoint) < until:
-        assert time.monotonic() < deadline, f"only {len(got)} of {until} events in time"
-        for reader in readers:
-            read = reader.read_next(50)
-            if read is not None:
-                got.append(read)
+           timeout_s: float = 90.0, stop: Callable[[], bool] | None = None) -> None:
+    """Every reader reads on a thread of its own (as applications do) into ``got``.
+
+    Until ``got`` holds ``until`` events (checkpoint events not counted), or
+    ``stop()`` is true when given.
+    """
+    lock = threading.Lock()
+    failures: list[BaseException] = []
+    events = [sum(1 for r in got if not r.is_checkpoint)]
+
+    def done() -> bool:
+        if stop is not None:
+            return stop()
+        return events[0] >= until
+
+    def run(reader: GroupReader[Any]) -> None:
+        try:
+            while not failures and not done():
+                read = reader.read_next(50)
+                if read is not None:
+                    with lock:
+                        got.append(read)
+                        events[0] += not read.is_checkpoint
+        except BaseException as error:  # reported by the test thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=run, args=(reader,)) for reader in readers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout_s)
+    assert not failures, failures
+    assert not any(t.is_alive() for t in threads), f"only {len(got)} of {until} in time"
+    assert done()
 
 
 def _payloads(reads: list[EventRead[Any]]) -> list[bytes]:
@@ -93,11 +119,7 @@ def test_checkpoint_then_new_group_resumes_exactly_there(client: folio.Client) -
     got: list[EventRead[Any]] = []
     _drain(readers, len(first), got)
     future = group.initiate_checkpoint("cp1", timeout_s=60)
-    while not future.done():
-        for reader in readers:
-            read = reader.read_next(50)
-            if read is not None:
-                got.append(read)
+    _drain(readers, 0, got, stop=future.done)
     checkpoint = future.result()
     assert sum(1 for r in got if r.checkpoint_name == "cp1") == 2
     assert checkpoint.name == "cp1" and checkpoint.group == "g-cp"
@@ -120,37 +142,27 @@ def test_checkpoint_mid_stream_splits_events_exactly(client: folio.Client) -> No
     written = _write(client, "rg-mid", keys=9, per_key=40)
     group = client.reader_group("g-mid", ["rg-mid"], sync_interval_ms=50)
     readers = [group.reader("m1"), group.reader("m2")]
-    before: dict[str, list[bytes]] = defaultdict(list)
-    after: dict[str, list[bytes]] = defaultdict(list)
-    passed: set[str] = set()
     got: list[EventRead[Any]] = []
-    _drain(readers, 30, got)  # some events read
-    for read in got:
-        assert read.event is not None
-        before["any"].append(read.event.payload)
+    _drain(readers, 30, got)  # some events read before the checkpoint begins
     future = group.initiate_checkpoint("mid", timeout_s=60)
-    deadline = time.monotonic() + 60
-    total = len(got)
-    while total < len(written):
-        assert time.monotonic() < deadline
-        for reader in readers:
-            read = reader.read_next(20)
-            if read is None:
-                continue
-            if read.is_checkpoint:
-                passed.add(reader.reader_id)
-                continue
-            assert read.event is not None
-            total += 1
-            (after if reader.reader_id in passed else before)["any"].append(read.event.payload)
+    _drain(readers, len(written), got)
+    _drain(readers, 0, got, stop=future.done)  # both readers pass it
     checkpoint = future.result(60)
+    # Per reader: events returned after its checkpoint event come after the checkpoint.
+    after: list[bytes] = []
+    for reader in readers:
+        mine = [r for r in got if r.position.reader_id == reader.reader_id]
+        marks = [i for i, r in enumerate(mine) if r.checkpoint_name == "mid"]
+        assert len(marks) == 1
+        after += _payloads(mine[marks[0] + 1:])
     fresh = client.reader_group("g-mid-2", ["rg-mid"], start=checkpoint, sync_interval_ms=50)
     replay = fresh.reader("solo")
     again: list[EventRead[Any]] = []
-    _drain([replay], len(after["any"]), again)
-    assert Counter(_payloads(again)) == Counter(after["any"])
+    if after:
+        _drain([replay], len(after), again)
+    assert Counter(_payloads(again)) == Counter(after)
     assert replay.read_next(300) is None
-    assert len(before["any"]) + len(after["any"]) == len(written)
+    assert len(_payloads(got)) == len(written)
     for reader in (*readers, replay):
         reader.close()
 
@@ -197,11 +209,7 @@ def test_readers_join_and_leave_mid_stream(client: folio.Client) -> None:
     second = group.reader("second")
     # Rebalancing happens at checkpoints: the first reader gives back half.
     future = group.initiate_checkpoint("rebalance", timeout_s=60)
-    while not future.done():
-        for reader in (first, second):
-            read = reader.read_next(20)
-            if read is not None:
-                got.append(read)
+    _drain([first, second], 0, got, stop=future.done)
     _drain([first, second], 300, got)
     assert len(second.segments) > 0
     first.close()  # leaves cleanly: hands its segments back at its position
@@ -268,3 +276,73 @@ def test_typed_errors(client: folio.Client) -> None:
         client.delete_reader_group("g-err")
     with pytest.raises(folio.InvalidArgumentError):
         StreamCut({"rg-err/0": -1})
+
+
+def _scale_plan(client: folio.Client, topic: str, step: int) -> None:
+    """Split the widest open segment in two (even steps) or merge two neighbours (odd)."""
+    active = sorted(client.get_segments(topic), key=lambda s: s.key_low)
+    if step % 2 == 0 or len(active) < 2:
+        widest = max(active, key=lambda s: s.key_high - s.key_low)
+        middle = (widest.key_low + widest.key_high) / 2
+        client.scale_topic(topic, [widest.name],
+                           [(widest.key_low, middle), (middle, widest.key_high)])
+    else:
+        left, right = active[step % (len(active) - 1)], active[step % (len(active) - 1) + 1]
+        client.scale_topic(topic, [left.name, right.name], [(left.key_low, right.key_high)])
+
+
+def test_group_reads_in_key_order_while_the_topic_splits_and_merges(
+        client: folio.Client) -> None:
+    """3 readers, 4 concurrent writers on 64 keys, 6 scalings: per key in order, once each."""
+    client.create_topic("rg-scale", 2)
+    group = client.reader_group("g-scale", ["rg-scale"], sync_interval_ms=50)
+    readers = [group.reader(f"s{i}") for i in range(3)]
+    per_key, writers_n, keys_per_writer = 60, 4, 16
+    total = per_key * writers_n * keys_per_writer
+    errors: list[BaseException] = []
+
+    def write(w: int) -> None:
+        try:
+            with client.writer("rg-scale", linger_ms=1) as writer:
+                for n in range(per_key):
+                    futures = [writer.write_event(f"w{w}k{i}:{n}".encode(),
+                                                  routing_key=f"w{w}k{i}")
+                               for i in range(keys_per_writer)]
+                    for future in futures:
+                        future.result(60)
+        except BaseException as error:  # reported by the test thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers_n)]
+    for thread in threads:
+        thread.start()
+    got: list[EventRead[Any]] = []
+    step = 0
+
+    scaling = threading.Lock()
+
+    def scale_as_we_go() -> bool:
+        """Called by the reader threads between reads: scales at 1/8, 2/8, ... of the events."""
+        nonlocal step
+        count = len(got)  # no checkpoints in this test: every read is an event
+        with scaling:
+            if step < 6 and count >= (step + 1) * total // 8:
+                _scale_plan(client, "rg-scale", step)
+                step += 1
+        return count >= total
+
+    _drain(readers, total, got, timeout_s=120, stop=scale_as_we_go)
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    assert step == 6
+    payloads = _payloads(got)
+    assert len(payloads) == total and len(set(payloads)) == total
+    _check_order(got)
+    # Every sealed segment was read to its end and handed over: nothing held or waiting.
+    assert group.waiting_segments() == {}
+    assert all(reader.read_next(200) is None for reader in readers)
+    segments = client.get_segments("rg-scale", include_sealed=True)
+    assert sum(1 for s in segments if s.sealed) >= 6
+    for reader in readers:
+        reader.close()
