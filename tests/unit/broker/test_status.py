@@ -12,10 +12,13 @@ from broker.errors import (
     BrokerShuttingDownError,
     CorruptDataError,
     EventTooLargeError,
+    GroupStateConflictError,
     InvalidArgumentError,
     InvalidEventNumberError,
     NoSuchSegmentError,
     OffsetOutOfRangeError,
+    ReaderGroupExistsError,
+    ReaderGroupNotFoundError,
     SegmentSealedError,
     TopicExistsError,
     TopicNameError,
@@ -54,6 +57,10 @@ CASES: list[tuple[BrokerError, grpc.StatusCode, dict[str, object]]] = [
     (WrongHostError("t/0", "h:1"), _Code.UNAVAILABLE, {"segment": "t/0", "owner": "h:1"}),
     (BrokerShuttingDownError("stopping"), _Code.UNAVAILABLE, {}),
     (CorruptDataError("bad entry"), _Code.DATA_LOSS, {"what": "entry"}),
+    (ReaderGroupNotFoundError("g"), _Code.NOT_FOUND, {"group": "g"}),
+    (ReaderGroupExistsError("g"), _Code.ALREADY_EXISTS, {"group": "g"}),
+    (GroupStateConflictError("g", 3, 4), _Code.FAILED_PRECONDITION,
+     {"group": "g", "expected_version": 3, "version": 4}),
 ]
 
 

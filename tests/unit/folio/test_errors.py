@@ -36,6 +36,9 @@ SERVER_ROWS: list[tuple[str, grpc.StatusCode, type[e.FolioError]]] = [
     ("TransactionBufferFullError", Code.RESOURCE_EXHAUSTED, e.FolioUnavailableError),
     ("TxnStateError", Code.FAILED_PRECONDITION, e.TxnStateError),
     ("TxnNotFoundError", Code.NOT_FOUND, e.TxnNotFoundError),
+    ("ReaderGroupNotFoundError", Code.NOT_FOUND, e.ReaderGroupNotFoundError),
+    ("ReaderGroupExistsError", Code.ALREADY_EXISTS, e.ReaderGroupExistsError),
+    ("GroupStateConflictError", Code.FAILED_PRECONDITION, e.GroupStateConflictError),
 ]
 
 
