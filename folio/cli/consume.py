@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import socket
 import sys
 import time
 from typing import BinaryIO, Literal
@@ -64,13 +65,39 @@ def _copy_events(reader: folio.EventReader[bytes], out: BinaryIO,
             idle_deadline = time.monotonic() + timeout_ms / 1000
 
 
+class _GroupEvents:
+    """A group reader seen as ``_copy_events`` wants it: events only, timeout in seconds."""
+
+    def __init__(self, reader: folio.GroupReader[bytes]) -> None:
+        self._reader = reader
+
+    def read_next(self, timeout: float | None = None) -> folio.Event[bytes] | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+            read = self._reader.read_next(left)
+            if read is None:
+                return None
+            if read.event is not None:
+                return read.event
+            # A checkpoint event: nothing to print; go on reading.
+
+
 def _consume(args: argparse.Namespace) -> int:
     endpoint = resolve_endpoint(args)
     out = sys.stdout.buffer
     start: Literal["earliest", "latest"] = "earliest" if args.from_beginning else "latest"
     try:
-        with folio.Client(endpoint) as client, client.reader(args.topic, start=start) as reader:
-            _copy_events(reader, out, args.max_events, args.timeout_ms)
+        with folio.Client(endpoint) as client:
+            if args.group is None:
+                with client.reader(args.topic, start=start) as reader:
+                    _copy_events(reader, out, args.max_events, args.timeout_ms)
+            else:
+                group = client.reader_group(args.group, [args.topic], start=start)
+                reader_id = args.reader_id or f"{socket.gethostname()}-{os.getpid()}"
+                with group.reader(reader_id) as member:
+                    _copy_events(_GroupEvents(member), out,  # type: ignore[arg-type]
+                                 args.max_events, args.timeout_ms)
         out.flush()
     except FolioError as error:
         with contextlib.suppress(BrokenPipeError):
@@ -94,7 +121,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "followed by a newline (payloads are not decoded). Starts at the tail (only new "
         "events) unless --from-beginning. Runs until Ctrl-C unless --max-events or "
         "--timeout-ms stop it first; Ctrl-C and a closed stdout (e.g. `| head`) exit 0 "
-        "quietly. Errors print 'folio consume: error: ...' and exit 1.",
+        "quietly. Errors print 'folio consume: error: ...' and exit 1. With --group GROUP "
+        "the consumer joins reader group GROUP (created if missing; --from-beginning then "
+        "picks where the new group starts) and prints only its share of the segments, in "
+        "per-key order across scaling; on exit it hands its segments back to the group.",
     )
     parser.add_argument("topic", metavar="TOPIC", help="the topic to read")
     parser.add_argument("--from-beginning", action="store_true",
@@ -105,5 +135,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--timeout-ms", type=non_negative_int, metavar="MS", default=None,
                         help="exit after MS milliseconds without a new event "
                         "(default: wait forever)")
+    parser.add_argument("--group", metavar="GROUP", default=None,
+                        help="read as a member of reader group GROUP, sharing the topic's "
+                        "segments with its other members (default: read every segment)")
+    parser.add_argument("--reader-id", metavar="ID", default=None,
+                        help="this member's id in --group (default: HOST-PID)")
     add_endpoint_option(parser)
     parser.set_defaults(func=_consume)

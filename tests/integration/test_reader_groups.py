@@ -8,6 +8,7 @@ version is refused with FAILED_PRECONDITION); typed errors for bad input.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -20,7 +21,7 @@ import folio
 from folio.api.v1 import groups_pb2, groups_pb2_grpc
 from folio.cuts import Checkpoint, Position, StreamCut
 from folio.groups import EventRead, GroupReader
-from tests.support.bookies import BookieProcess
+from tests.support.bookies import BookieProcess, folio_argv, folio_env
 
 
 def _write(client: folio.Client, topic: str, keys: int, per_key: int,
@@ -346,3 +347,24 @@ def test_group_reads_in_key_order_while_the_topic_splits_and_merges(
     assert sum(1 for s in segments if s.sealed) >= 6
     for reader in readers:
         reader.close()
+
+
+def test_cli_consume_group_members_share_and_hand_over(server: BookieProcess,
+                                                       client: folio.Client) -> None:
+    """`folio consume NAME --group G`: one member reads 30 and leaves, the next the rest."""
+    client.create_topic("rg-cli", 3)
+    written = _write(client, "rg-cli", keys=6, per_key=10)
+
+    def consume(*args: str) -> list[str]:
+        done = subprocess.run(
+            [*folio_argv("consume", "rg-cli", "--group", "g-cli", "--from-beginning",
+                         "--endpoint", server.address, *args)],
+            env=folio_env(), capture_output=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.decode().splitlines()
+
+    first = consume("--max-events", "30", "--reader-id", "one")
+    rest = consume("--timeout-ms", "1500", "--reader-id", "two")
+    assert len(first) == 30
+    assert Counter(first + rest) == Counter(p.decode() for _, p in written)
+    assert client.reader_group("g-cli").online_readers() == []
