@@ -516,8 +516,8 @@ class TopicManager:
                 open_entries = [e for e in record.segments if e.state is SegmentState.OPEN]
                 ends: dict[int, int | None] = {}
                 for entry in open_entries:
-                    loaded = self._segments.get(make_segment_name(topic, entry.number))
-                    ends[entry.number] = loaded.end_offset if loaded is not None else None
+                    # From the loaded segment, else its record (a segment never written).
+                    ends[entry.number] = (await self._segment_offsets(topic, entry)).end_offset
                 rates = self._rates.sample(topic, now_ms, ends)
                 config = record.config
                 if now_ms - record.scaled_ms < config.scale_cooldown_ms:

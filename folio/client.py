@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, Literal, TypeVar, cast, overload
 
@@ -627,10 +627,10 @@ class Client:
             InvalidArgumentError: a bad ``start`` or ``isolation``, or a
                 mapping naming a segment of another topic.
         """
-        segments = self.get_segments(topic)
+        every = self.get_segments(topic, include_sealed=True)
+        segments = [s for s in every if not s.sealed]
         positions: dict[str, int]
         if start == "earliest":
-            every = self.get_segments(topic, include_sealed=True)
             positions = {s.name: s.start_offset for s in every if not s.predecessors}
         elif start == "latest":
             positions = {s.name: s.end_offset for s in segments}
@@ -651,7 +651,8 @@ class Client:
         made: EventReader[Any] = EventReader(
             topic, positions, serializer if serializer is not None else BytesSerializer(),
             io=self._io, channels=pool, on_close=self._forget_reader, isolation=isolation,
-            successors=self._successors_async, metrics=self._metrics.for_topic(topic))
+            successors=self._successors_async, metrics=self._metrics.for_topic(topic),
+            read_before=_ancestors(every, positions))
         with self._lock:
             self._readers.append(made)
         return made
@@ -707,6 +708,19 @@ class Client:
 
     def __repr__(self) -> str:
         return f"<folio.Client {self.endpoint}>"
+
+
+def _ancestors(segments: list[SegmentRange], of: Collection[str]) -> set[str]:
+    """The names of every predecessor, transitively, of the segments named in ``of``."""
+    predecessors = {s.name: s.predecessors for s in segments}
+    found: set[str] = set()
+    todo = [p for name in of for p in predecessors.get(name, ())]
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo.extend(predecessors.get(name, ()))
+    return found
 
 
 def _config(**values: int | None) -> admin_pb2.TopicConfig:

@@ -14,10 +14,10 @@ reconnect sent twice.
 
 **Scaling.** A segment read to the end of its seal (``end_of_segment``) is
 finished; the reader then asks for its successors and starts each one once
-every predecessor it reads is finished (a predecessor it does not read counts
-as finished). Responses reach the caller in the order they were queued, so
-the events of one routing key come in the order they were written, across
-splits and merges.
+every predecessor is finished (predecessors of the segments it started with,
+sealed before, count as finished: it never reads them). Responses reach the
+caller in the order they were queued, so the events of one routing key come
+in the order they were written, across splits and merges.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import asyncio
 import logging
 import queue
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from concurrent.futures import Future
 from itertools import repeat
 from types import TracebackType
@@ -90,7 +90,8 @@ class EventReader(Generic[T]):
                  max_wait_ms: int = DEFAULT_MAX_WAIT_MS, on_close: object = None,
                  isolation: Isolation = "read_committed",
                  successors: SuccessorLookup | None = None,
-                 metrics: TopicMetrics | None = None) -> None:
+                 metrics: TopicMetrics | None = None,
+                 read_before: Collection[str] = ()) -> None:
         """Made by ``Client.reader``; ``positions`` maps each segment to read to its offset.
 
         Each segment's stream takes a channel from ``channels`` (the client's
@@ -98,7 +99,9 @@ class EventReader(Generic[T]):
         is ``"read_committed"`` (events of open or aborted transactions left
         out; the stream waits before an open transaction's first event) or
         ``"read_uncommitted"`` (every event). ``successors`` looks up a sealed
-        segment's successors (None: a sealed segment's stream just ends).
+        segment's successors (None: a sealed segment's stream just ends);
+        ``read_before`` names the segments before the start (the ancestors of
+        ``positions``' segments), which count as read to their end.
         """
         if (channels is None) == (stub is None):
             raise ValueError("give the reader either channels or a stub")
@@ -124,8 +127,8 @@ class EventReader(Generic[T]):
         self._closed = False
         self._successors = successors
         self._metrics = metrics
-        #: Segments read to their end (IO thread).
-        self._finished: set[str] = set()
+        #: Segments read to their end, or before the start (IO thread).
+        self._finished: set[str] = set(read_before)
         #: Successor tasks started on the IO thread.
         self._followers: set[asyncio.Future[None]] = set()
         self._tasks: list[Future[None]] = [
@@ -314,9 +317,7 @@ class EventReader(Generic[T]):
             name = successor.name
             if name in self._positions or self._closed:
                 continue  # read already (e.g. a merge's other predecessor started it)
-            waiting = [p for p in successor.predecessors
-                       if p in self._positions and p not in self._finished]
-            if waiting:
+            if any(p not in self._finished for p in successor.predecessors):
                 continue  # the last predecessor to finish starts it
             self._positions[name] = successor.start_offset
             task = asyncio.ensure_future(self._read_segment(name, successor.start_offset))

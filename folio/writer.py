@@ -306,9 +306,8 @@ class EventWriter(Generic[T]):
             segment.close()  # closed meanwhile: its append raises WriterClosedError
         return segment
 
-    def _route(self, routing_key: str, layout: _Layout | None = None) -> SegmentWriter:
-        if layout is None:
-            layout = self._layout
+    def _route(self, routing_key: str) -> SegmentWriter:
+        layout = self._layout  # one layout throughout: another may be published meanwhile
         key_highs = layout.key_highs
         index = bisect_right(key_highs, routing_point(routing_key))
         segment = self._segment(layout.names[min(index, len(key_highs) - 1)])
@@ -317,8 +316,8 @@ class EventWriter(Generic[T]):
         self._routes[routing_key] = segment
         return segment
 
-    def _keyless_segment(self, layout: _Layout | None = None) -> SegmentWriter:
-        segments = (layout or self._layout).segments
+    def _keyless_segment(self) -> SegmentWriter:
+        segments = self._layout.segments
         return self._segment(segments[self._keyless_index % len(segments)])
 
     def _next_keyless(self) -> None:
@@ -366,16 +365,22 @@ class EventWriter(Generic[T]):
         """The routing without ``sealed``: how to send its events, and how to make it current.
 
         Runs on the IO thread, which alone changes the routing, in one go with
-        the hand-over (so two follows never interleave).
+        the hand-over (so two follows never interleave). The sealed segment's
+        events (and later ones that still reach it) go to the successor owning
+        their key: successors only, never back through a routing table, which
+        may still name a segment sealed earlier whose hand-over is under way.
         """
         layout = self._layout.replaced(sealed, successors)
+        names = [s.name for s in successors]
+        highs = [s.key_high for s in successors]
 
         def forward(payload: bytes, routing_key: str | None,
                     headers: Mapping[str, bytes] | None, timestamp_ms: int, size: int,
                     force: bool) -> WriteFuture:
-            target = self._route(routing_key, layout) if routing_key is not None \
-                else self._keyless_segment(layout)
-            return target.append(payload, routing_key, headers, timestamp_ms, size, force)
+            index = 0 if routing_key is None else \
+                min(bisect_right(highs, routing_point(routing_key)), len(highs) - 1)
+            return self._segment(names[index]).append(payload, routing_key, headers,
+                                                      timestamp_ms, size, force)
 
         def publish() -> None:
             self._layout = layout
