@@ -144,8 +144,10 @@ class TopicExistsError(AlreadyExistsError):
 class SegmentSealedError(FolioError):
     """The segment is sealed: it takes no more appends.
 
-    Writers do not follow scaling yet, so events routed to a sealed segment
-    fail with this error.
+    Writers follow a segment sealed by scaling to its successors by
+    themselves; events fail with this error when the topic is sealed
+    (``Client.seal_topic``: no successors). ``Client.scale_topic`` raises it
+    for a segment sealed already.
     """
 
     @property
