@@ -79,5 +79,5 @@ def test_batch_read_equals_the_sdk_read_after_a_scale_event(spark: Any,
 def test_bad_options_fail_with_their_name(spark: Any, client: folio.Client) -> None:
     with pytest.raises(Exception, match="option 'topic' is required"):
         spark.read.format("folio").option("endpoint", client.endpoint).load().collect()
-    with pytest.raises(Exception, match="TopicNotFoundError|no such topic|not found"):
+    with pytest.raises(Exception, match=r"TopicNotFoundError|no such topic|not found"):
         _load(spark, client, "no-such-topic").collect()
