@@ -237,6 +237,85 @@ def test_a_transaction_cut_by_a_seal_is_visible_once_whole_in_the_successor(
     assert offsets == list(range(offsets[0], offsets[0] + 50))  # contiguous: one entry
 
 
+def test_writers_through_cut_connections_across_scaling(client: folio.Client,
+                                                        proxy: TcpProxy) -> None:
+    """Connections cut right after each seal: exactly once and in order all the same."""
+    topic = "scale-cuts"
+    client.create_topic(topic, 2)
+    keys = [f"key-{i}" for i in range(32)]
+    written: dict[str, int] = dict.fromkeys(keys, 0)
+    committed: list[int] = []
+    progress = [0]
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def bump(_: object) -> None:
+        progress[0] += 1
+
+    with folio.Client(proxy.address, timeout_s=30) as through:
+        def write_events() -> None:
+            with through.writer(topic, linger_ms=1, batch_size_bytes=2048) as writer:
+                futures = []
+                for round_ in itertools.count():
+                    if stop.is_set():
+                        break
+                    for key in keys:
+                        future = writer.write_event(f"{key}:{round_}".encode(),
+                                                    routing_key=key)
+                        future.add_done_callback(bump)
+                        futures.append(future)
+                        written[key] = round_ + 1
+                writer.flush(DEADLINE_S)
+                failures.extend(e for e in (f.exception(0) for f in futures) if e is not None)
+
+        def write_transactions() -> None:
+            with through.single_routing_key_txn_writer(topic, "txn-key") as writer:
+                for number in itertools.count():
+                    if stop.is_set():
+                        break
+                    txn = writer.begin()
+                    for part in range(5):
+                        txn.write_event(f"txn-key:{number}.{part}".encode())
+                    try:
+                        txn.commit(timeout=DEADLINE_S)
+                    except folio.FolioError as error:
+                        failures.append(error)
+                        break
+                    committed.append(number)
+                    progress[0] += 1
+
+        threads = [threading.Thread(target=write_events),
+                   threading.Thread(target=write_transactions)]
+        for thread in threads:
+            thread.start()
+        try:
+            plans = [([f"{topic}/0"], [(0.0, 0.25), (0.25, 0.5)]),
+                     ([f"{topic}/1", f"{topic}/3"], [(0.25, 1.0)]),
+                     ([f"{topic}/2", f"{topic}/4"], [(0.0, 0.5), (0.5, 1.0)]),
+                     ([f"{topic}/5", f"{topic}/6"], [(0.0, 1.0)])]
+            for seal, ranges in plans:
+                target = progress[0] + 1000
+                _wait_for(lambda target=target: progress[0] >= target, "writes to go on")
+                client.scale_topic(topic, seal, ranges)
+                proxy.cut()  # every stream breaks while the writers find the seal
+            target = progress[0] + 1000
+            _wait_for(lambda: progress[0] >= target, "writes after the last scaling")
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+    assert failures == []
+    events = _read_in_creation_order(client, topic)
+    transactional = [e for e in events if e.routing_key == "txn-key"]
+    assert [e.payload.decode() for e in transactional] == [
+        f"txn-key:{n}.{p}" for n in committed for p in range(5)]
+    for first in range(0, len(transactional), 5):  # each one whole: one entry
+        whole = transactional[first:first + 5]
+        assert len({e.segment for e in whole}) == 1
+        assert [e.offset for e in whole] == list(range(whole[0].offset, whole[0].offset + 5))
+    _check_per_key_order([e for e in events if e.routing_key != "txn-key"], written)
+
+
 @pytest.fixture(scope="module")
 def fast_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BookieProcess]:
     """A standalone whose maintenance round (auto-scaling) runs every 0.2 s."""
