@@ -184,6 +184,20 @@ def test_writers_on_many_keys_across_splits_and_merges(client: folio.Client) -> 
     _check_per_key_order([e for e in followed if e is not None], written)
 
 
+def test_keyless_events_follow_a_split(client: folio.Client) -> None:
+    client.create_topic("scale-keyless", 1)
+    with client.writer("scale-keyless", linger_ms=1) as writer:
+        before = [writer.write_event(b"a%d" % i) for i in range(100)]
+        writer.flush(DEADLINE_S)
+        client.scale_topic("scale-keyless", ["scale-keyless/0"], [(0.0, 0.5), (0.5, 1.0)])
+        after = [writer.write_event(b"b%d" % i) for i in range(100)]
+        writer.flush(DEADLINE_S)
+    assert {f.result(0).segment for f in before} == {"scale-keyless/0"}
+    assert {f.result(0).segment for f in after} <= {"scale-keyless/1", "scale-keyless/2"}
+    payloads = sorted(e.payload for e in _read_in_creation_order(client, "scale-keyless"))
+    assert payloads == sorted([b"a%d" % i for i in range(100)] + [b"b%d" % i for i in range(100)])
+
+
 def test_a_sealed_topic_takes_no_more_events_and_stays_readable(
         client: folio.Client) -> None:
     client.create_topic("scale-sealed", 2)
