@@ -60,6 +60,7 @@ class ReadServicer(read_pb2_grpc.ReadServicer):
                 raise InvalidArgumentError(f"offset must be >= 0, got {offset}")
             isolation = _isolation(request.isolation)
             segment = await self._topics.segment(request.segment)
+            reported = offset  # the next_offset the client knows
             while not self._stopping.is_set():
                 batch = await segment.read(offset, max_bytes, isolation)
                 if batch.blocks:
@@ -72,6 +73,7 @@ class ReadServicer(read_pb2_grpc.ReadServicer):
                         response.end_offset = batch.end_offset
                         response.next_offset = offset
                         yield response
+                    reported = offset
                     if ended:
                         return
                     continue
@@ -82,6 +84,11 @@ class ReadServicer(read_pb2_grpc.ReadServicer):
                 if batch.next_offset > offset:  # only left-out entries (aborted, markers)
                     offset = batch.next_offset
                     continue
+                if offset > reported:
+                    # At the tail past left-out entries: say so now, not at the next
+                    # heartbeat (a reader of a range ending in them is done).
+                    yield read_pb2.ReadResponse(end_offset=batch.end_offset, next_offset=offset)
+                    reported = offset
                 if not await self._wait(segment.wait_for_data(offset, max_wait_s, isolation)):
                     yield read_pb2.ReadResponse(end_offset=batch.end_offset, next_offset=offset)
             raise BrokerShuttingDownError("the broker is stopping")

@@ -111,6 +111,13 @@ class SegmentStreams(Generic[T]):
         """The segments being read."""
         return list(self._streams)
 
+    def position(self, segment: str) -> int:
+        """The offset of ``segment``'s next event to return (-1 if not held)."""
+        if self._index < len(self._events) and self._events[self._index].segment == segment:
+            return self._events[self._index].offset
+        stream = self._streams.get(segment)
+        return -1 if stream is None else stream.position
+
     def positions(self) -> dict[str, int]:
         """The offset of the next event to return, per segment held."""
         positions = {segment: stream.position for segment, stream in self._streams.items()}
@@ -175,11 +182,14 @@ class SegmentStreams(Generic[T]):
         if response.blocks:
             self._events = self._unpack(segment, stream, response)
             self._index = 0
+        skipped = response.next_offset > stream.position
+        if skipped:  # past entries left out (aborted transactions, markers)
+            stream.position = response.next_offset
         if response.end_of_segment:
             stream.ended = True
             self.ended = True
             return not self._events[self._index:]
-        return False
+        return skipped and not response.blocks  # the caller may be waiting for that offset
 
     def _unpack(self, segment: str, stream: _Stream,
                 response: read_pb2.ReadResponse) -> list[Event[T]]:
@@ -256,6 +266,7 @@ class SegmentStreams(Generic[T]):
                     unexplained = 0
                     for block in response.blocks:
                         next_offset = max(next_offset, block.offset + block.event_count)
+                    next_offset = max(next_offset, response.next_offset)
                     await credit.acquire()
                     self._queue.put((segment, token, response, None))
                     if response.end_of_segment:

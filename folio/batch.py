@@ -178,13 +178,13 @@ class BatchClient:
             while True:
                 event = streams.next_event(None)
                 if event is None:
-                    if name in streams.finished():
-                        return
+                    if name in streams.finished() or streams.position(name) >= stop:
+                        return  # (past trailing entries left out, e.g. aborted events)
                     continue
                 if event.offset >= stop:
                     return
                 yield event
-                if event.offset + 1 >= stop:
+                if event.offset + 1 >= stop or streams.position(name) >= stop:
                     return
         finally:
             streams.close()

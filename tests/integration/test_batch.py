@@ -49,3 +49,26 @@ def test_batch_reads_every_segment_across_scaling_in_parallel(client: folio.Clie
     with pytest.raises(folio.InvalidArgumentError):
         batch_client.segments("bt-scale", from_cut=StreamCut({"other/0": 0}))
     assert StreamCut.from_bytes(first.to_bytes()) == first == StreamCut.from_json(first.to_json())
+
+
+def test_read_committed_range_ending_in_aborted_events_ends(client: folio.Client) -> None:
+    """The range's last events are an aborted transaction's: the iterator still ends."""
+    client.create_topic("bt-aborted", 1)
+    with client.writer("bt-aborted") as writer:
+        writer.write_event(b"kept", routing_key="k")
+        writer.flush()
+    with client.transactional_writer("bt-aborted") as txns:
+        txn = txns.begin()
+        for n in range(5):
+            txn.write_event(f"gone-{n}".encode(), routing_key="k")
+        txn.flush()
+        txn.abort()
+    batch_client = client.batch_client()
+    (only,) = batch_client.segments("bt-aborted")
+    assert (only.start_offset, only.end_offset) == (0, 6)
+    with ThreadPoolExecutor(1) as pool:  # bounded: a hang fails, it does not stall the run
+        read = pool.submit(lambda: [e.payload for e in batch_client.read_segment(only)])
+        assert read.result(timeout=60) == [b"kept"]
+        uncommitted = pool.submit(lambda: len(list(batch_client.read_segment(
+            only, isolation="read_uncommitted"))))
+        assert uncommitted.result(timeout=60) == 6
