@@ -252,7 +252,7 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     report: dict[str, Any] = {
         "started_at": started,
         "command": "python -m bench.peers " + shlex.join(args.argv),
-        "settings": {"sizes": args.sizes, "writers": args.writers,
+        "settings": {"systems": args.systems, "sizes": args.sizes, "writers": args.writers,
                      "duration_s": args.duration_s, "e2e_duration_s": args.e2e_duration_s,
                      "redis_pipeline": 100, "nats_max_pending_acks": 1000,
                      "ceiling_batches": list(CEILING_BATCHES)},
@@ -263,7 +263,7 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     # The ceiling first, right before Folio: the disk moves between runs on a shared machine.
     _measure_ceiling(state, report)
     e2e_rate: float | None = None
-    for system in SYSTEMS:
+    for system in (system for system in SYSTEMS if system.name in args.systems):
         _measure_system(state, system, e2e_rate, report)
         if system.name == "folio":
             e2e_rate = report["systems"]["folio"]["e2e"]["rate"]
@@ -311,6 +311,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the servers keep data (default: a temp dir, removed)")
     parser.add_argument("--results-dir", default=str(RESULTS_DIR),
                         help="where peers-<time>.json and .md go (default bench/results)")
+    parser.add_argument("--systems", type=lambda text: _list(str, text),
+                        default=[system.name for system in SYSTEMS],
+                        help="which of folio,nats,redis to run (redis includes "
+                        "redis-benchmark; the ceiling always runs; default all)")
     parser.add_argument("--no-strace", action="store_true",
                         help="do not count the servers' sync calls with strace")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -320,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     args.e2e_duration_s = args.e2e_duration_s or (3.0 if args.quick else 10.0)
     if min(args.sizes, default=0) < 8 or 1 not in args.writers:
         parser.error("--sizes must all be >= 8 and --writers must include 1")
+    if "folio" not in args.systems or not set(args.systems) <= {s.name for s in SYSTEMS}:
+        parser.error("--systems must include folio and name only folio, nats, redis")
     missing = missing_peers()
     if missing:
         parser.error(f"not on PATH: {', '.join(missing)} (.ci/run installs them)")
