@@ -70,9 +70,9 @@ def test_an_offline_reader_stands_in_for_itself_in_a_pending_checkpoint() -> Non
     state.acquire("a")
     state.acquire("b")
     state.initiate_checkpoint("cp")
-    freed = state.remove_reader("b", {state_segment: 7 for state_segment in state.readers["b"]})
+    freed = state.remove_reader("b", dict.fromkeys(state.readers["b"], 7))
     assert set(freed.values()) == {7}
-    state.pass_checkpoint("a", "cp", {s: 3 for s in state.readers["a"]})
+    state.pass_checkpoint("a", "cp", dict.fromkeys(state.readers["a"], 3))
     (checkpoint,) = state.completed
     assert sorted(checkpoint.positions.values()) == [3, 7]
     with pytest.raises(ReaderNotInGroupError):
