@@ -31,7 +31,7 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         self, request: transactions_pb2.BeginTxnRequest, context: _Context
     ) -> transactions_pb2.BeginTxnResponse:
         try:
-            txn_id = await self._coordinator.begin(request.timeout_ms)
+            txn_id = await self._coordinator.begin(request.timeout_ms, request.label)
         except _Refusals as error:
             await abort_with(context, error)
         return transactions_pb2.BeginTxnResponse(txn_id=txn_id)
@@ -59,6 +59,15 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         except _Refusals as error:
             await abort_with(context, error)
         return transactions_pb2.AbortTxnResponse()
+
+    async def AbortTxns(
+        self, request: transactions_pb2.AbortTxnsRequest, context: _Context
+    ) -> transactions_pb2.AbortTxnsResponse:
+        try:
+            aborted = await self._coordinator.abort_labelled(request.label, list(request.keep))
+        except _Refusals as error:
+            await abort_with(context, error)
+        return transactions_pb2.AbortTxnsResponse(aborted=aborted)
 
     async def GetTxnStatus(
         self, request: transactions_pb2.GetTxnStatusRequest, context: _Context

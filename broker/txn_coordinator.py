@@ -15,6 +15,13 @@ commit is decided for all of them together. Then the COMMIT markers go to every
 touched segment, then each transaction's record says COMMITTED and the group
 record is deleted. Abort is the same with ABORT markers (one transaction).
 
+A transaction may carry a label (``begin(timeout_ms, label)``, kept in its log
+record; a record without one has none). ``abort_labelled(label, keep)`` aborts
+every OPEN transaction of a label except those in ``keep``, in parallel: a
+job that begins one labelled transaction per task sweeps, after its commit,
+those whose ids never reached it, instead of leaving them (and the
+read_committed readers they hold) to their timeouts.
+
 A crash after the COMMITTING (or ABORTING) record and before the final one is
 finished on the next start (``start`` replays the log): markers are written
 again, which is harmless (a second commit marker changes nothing in a segment's
@@ -50,6 +57,7 @@ __all__ = [
     "CRASH_AFTER_COMMITTING_ENV",
     "DEFAULT_TXN_TIMEOUT_MS",
     "LOG_FORMAT_VERSION",
+    "MAX_TXN_LABEL_BYTES",
     "MAX_TXN_TIMEOUT_MS",
     "TXN_LOG_TOPIC",
     "TxnCoordinator",
@@ -66,6 +74,8 @@ LOG_FORMAT_VERSION = 1
 DEFAULT_TXN_TIMEOUT_MS = 60_000
 #: Longest timeout honoured.
 MAX_TXN_TIMEOUT_MS = 24 * 3600 * 1000
+#: Longest transaction label accepted, in UTF-8 bytes.
+MAX_TXN_LABEL_BYTES = 256
 #: Tests only: when "1", the process exits at once after logging COMMITTING.
 CRASH_AFTER_COMMITTING_ENV = "FOLIO_TEST_CRASH_AFTER_COMMITTING"
 _GROUP_PREFIX = "commit-"
@@ -112,6 +122,8 @@ class _Txn:
     state: TxnState
     deadline_ms: int
     segments: list[str] = field(default_factory=list)
+    #: ``BeginTxnRequest.label``; "" for none.
+    label: str = ""
     #: When it reached COMMITTED, ABORTED or TIMED_OUT (ms since the epoch); -1 before.
     finished_ms: int = -1
     in_flight: int = 0
@@ -132,7 +144,7 @@ class _Txn:
         return json.dumps({"v": LOG_FORMAT_VERSION, "state": self.state.name,
                            "deadline_ms": self.deadline_ms,
                            "segments": self.segments,
-                           "finished_ms": self.finished_ms}).encode()
+                           "finished_ms": self.finished_ms, "label": self.label}).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +154,7 @@ class TxnStatus:
     state: TxnState
     segments: tuple[str, ...]
     deadline_ms: int
+    label: str = ""
 
 
 class TxnCoordinator:
@@ -162,6 +175,8 @@ class TxnCoordinator:
         self._log = CompactedTopic(topics, TXN_LOG_TOPIC)
         self._clock = clock
         self._txns: dict[bytes, _Txn] = {}
+        #: Ids of the known transactions of each label.
+        self._labelled: dict[str, set[bytes]] = {}
         self._expiring: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------ lifecycle
@@ -179,9 +194,9 @@ class TxnCoordinator:
                 groups.append((key, [bytes.fromhex(t) for t in data["txns"]]))
                 continue
             logged = bytes.fromhex(key)
-            self._txns[logged] = _Txn(logged, TxnState[data["state"]], data["deadline_ms"],
-                                      list(data["segments"]),
-                                      finished_ms=data.get("finished_ms", -1))
+            self._add(_Txn(logged, TxnState[data["state"]], data["deadline_ms"],
+                           list(data["segments"]), label=data.get("label", ""),
+                           finished_ms=data.get("finished_ms", -1)))
         for key, group in groups:
             # A transaction already COMMITTED (or forgotten) needs nothing more.
             known = [txn_id for txn_id in group if txn_id in self._txns
@@ -208,22 +223,26 @@ class TxnCoordinator:
 
     # -------------------------------------------------------------- calls
 
-    async def begin(self, timeout_ms: int) -> bytes:
-        """A new OPEN transaction, aborted (TIMED_OUT) once ``timeout_ms`` passes."""
+    async def begin(self, timeout_ms: int, label: str = "") -> bytes:
+        """A new OPEN transaction, aborted (TIMED_OUT) once ``timeout_ms`` passes.
+
+        ``label`` (at most ``MAX_TXN_LABEL_BYTES``) names it for ``abort_labelled``.
+        """
         if timeout_ms < 0:
             raise InvalidArgumentError(f"timeout_ms must be >= 0, got {timeout_ms}")
+        _check_label(label)
         timeout_ms = min(timeout_ms or DEFAULT_TXN_TIMEOUT_MS, MAX_TXN_TIMEOUT_MS)
         txn_id = uuid.uuid4().bytes
-        txn = _Txn(txn_id, TxnState.OPEN, self._now_ms() + timeout_ms)
+        txn = _Txn(txn_id, TxnState.OPEN, self._now_ms() + timeout_ms, label=label)
         await self._log.write(txn.name, txn.record())
-        self._txns[txn_id] = txn
+        self._add(txn)
         self._schedule_timeout(txn)
         return txn_id
 
     def status(self, txn_id: bytes) -> TxnStatus:
-        """The transaction's state and touched segments. ``TxnNotFoundError``."""
+        """The transaction's state, touched segments and label. ``TxnNotFoundError``."""
         txn = self._get(txn_id)
-        return TxnStatus(txn.state, tuple(txn.segments), txn.deadline_ms)
+        return TxnStatus(txn.state, tuple(txn.segments), txn.deadline_ms, txn.label)
 
     def count_by_state(self) -> dict[str, int]:
         """How many transactions are in each state, by lower-case state name (for metrics)."""
@@ -299,6 +318,39 @@ class TxnCoordinator:
         """Abort an OPEN transaction: ABORTING record, ABORT markers, ABORTED."""
         await self._abort(self._get(txn_id), TxnState.ABORTED)
 
+    async def abort_labelled(self, label: str, keep: Sequence[bytes] = ()) -> list[bytes]:
+        """Abort every OPEN transaction labelled ``label`` but those in ``keep``; their ids.
+
+        The aborts run in parallel (their log records share appends). One
+        that is decided meanwhile (a commit, its timeout) is left out.
+
+        Raises:
+            InvalidArgumentError: an empty or too long label, a bad id in ``keep``.
+            BrokerError, LedgerError: an abort failed (after the others ended);
+                calling again aborts what is still OPEN.
+        """
+        if not label:
+            raise InvalidArgumentError("AbortTxns needs a label")
+        _check_label(label)
+        kept = {check_txn_id(txn_id) for txn_id in keep}
+        txns = [self._txns[txn_id] for txn_id in sorted(self._labelled.get(label, ()))
+                if txn_id not in kept]
+        txns = [txn for txn in txns if txn.state is TxnState.OPEN]
+        results = await asyncio.gather(*(self._abort(txn, TxnState.ABORTED) for txn in txns),
+                                       return_exceptions=True)
+        aborted: list[bytes] = []
+        failure: BaseException | None = None
+        for txn, result in zip(txns, results, strict=True):
+            if result is None:
+                aborted.append(txn.txn_id)
+            elif not isinstance(result, TxnStateError) and failure is None:
+                failure = result
+        if failure is not None:
+            raise failure
+        if aborted:
+            log.info("aborted %d open transactions labelled %r", len(aborted), label)
+        return aborted
+
     async def tick(self) -> int:
         """Abort (TIMED_OUT) every OPEN transaction past its deadline; how many.
 
@@ -367,7 +419,7 @@ class TxnCoordinator:
                 txn.finished_ms = now_ms  # logged before finished_ms existed: from now
             elif txn.finished_ms <= horizon:
                 await self._log.write(txn.name, None)
-                del self._txns[txn.txn_id]
+                self._remove(txn)
 
     async def _abort(self, txn: _Txn, final: TxnState) -> None:
         check_transition(txn.name, txn.state, TxnState.ABORTING)
@@ -410,6 +462,19 @@ class TxnCoordinator:
 
         await asyncio.gather(*(mark(name) for name in txn.segments))
 
+    def _add(self, txn: _Txn) -> None:
+        self._txns[txn.txn_id] = txn
+        if txn.label:
+            self._labelled.setdefault(txn.label, set()).add(txn.txn_id)
+
+    def _remove(self, txn: _Txn) -> None:
+        del self._txns[txn.txn_id]
+        same = self._labelled.get(txn.label)
+        if same is not None:
+            same.discard(txn.txn_id)
+            if not same:
+                del self._labelled[txn.label]
+
     def _get(self, txn_id: bytes) -> _Txn:
         check_txn_id(txn_id)
         txn = self._txns.get(txn_id)
@@ -423,3 +488,10 @@ class TxnCoordinator:
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
+
+
+def _check_label(label: str) -> None:
+    if len(label.encode()) > MAX_TXN_LABEL_BYTES:
+        raise InvalidArgumentError(
+            f"a transaction label is at most {MAX_TXN_LABEL_BYTES} bytes (UTF-8), got "
+            f"{len(label.encode())}")

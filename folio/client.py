@@ -409,6 +409,30 @@ class Client:
         self._call(self._connection.transactions.AbortTxn,
                    transactions_pb2.AbortTxnRequest(txn_id=txn_id))
 
+    def abort_transactions(self, label: str, keep: Sequence[bytes] = ()) -> list[bytes]:
+        """``AbortTxns``: aborts every open transaction begun with ``label`` but ``keep``.
+
+        For a job whose tasks each begin a transaction with the job's label
+        (``TransactionalWriter.begin(label=...)``): after committing the ids
+        it received (``commit_transactions``), it aborts the others, whose
+        ids never reached it, at once instead of at their timeouts (which
+        hold ``read_committed`` readers of the segments they touched).
+        Transactions of the label already committed or aborted are left as
+        they are. A call whose answer was lost is made again: the ids the
+        lost call aborted are then not in the answer.
+
+        Returns:
+            The ids of the transactions aborted.
+
+        Raises:
+            InvalidArgumentError: an empty or too long label (256 bytes of
+                UTF-8 at most), an id in ``keep`` not 16 bytes.
+        """
+        response = self._call(self._connection.transactions.AbortTxns,
+                              transactions_pb2.AbortTxnsRequest(label=label, keep=list(keep)),
+                              retry=True)
+        return list(response.aborted)
+
     def transaction_status(self, txn_id: bytes) -> str:
         """The coordinator's state of ``txn_id`` (OPEN, COMMITTED, ABORTED, TIMED_OUT, ...).
 

@@ -41,6 +41,13 @@ may ``begin`` a new transaction and write its events again. A failure of
 ``FolioUnavailableError``); after an unavailable broker the outcome is
 decided by the coordinator (``status`` tells it).
 
+Handing over. ``detach`` flushes and returns the id of a transaction still
+open, for another process to commit (``Client.commit_transactions``, several
+atomically) or abort. ``begin(label=...)`` names transactions begun for one
+job (one per task, say): ``Client.abort_transactions(label, keep)`` then
+aborts those whose ids never reached the job, instead of leaving them open
+until their timeout.
+
 Thread-safe: a writer may have many open transactions (one per thread, say),
 and one transaction may be written from several threads.
 """
@@ -669,19 +676,27 @@ class TransactionalWriter(Generic[T]):
         self._open: set[Transaction[T]] = set()
         self._closed = False
 
-    def begin(self) -> Transaction[T]:
+    def begin(self, *, label: str = "") -> Transaction[T]:
         """``BeginTxn``: a new open transaction (the broker aborts it after ``txn_timeout_ms``).
+
+        Args:
+            label: names the transaction with related ones (at most 256 bytes
+                of UTF-8), so ``Client.abort_transactions(label)`` can abort
+                those still open, e.g. a job's tasks whose ids never reached
+                the job. Empty: none.
 
         Raises:
             WriterClosedError: the writer is closed.
+            InvalidArgumentError: the label is too long.
             FolioUnavailableError: the broker cannot be reached.
         """
         if self._closed:
             raise WriterClosedError("the transactional writer is closed")
         # Tried again on a lost answer: a transaction begun by a lost call is
-        # never written to, and its timeout aborts it.
+        # never written to, and its timeout (or a sweep of its label) aborts it.
         response = self._call(self._stub.BeginTxn,
-                              transactions_pb2.BeginTxnRequest(timeout_ms=self.txn_timeout_ms),
+                              transactions_pb2.BeginTxnRequest(timeout_ms=self.txn_timeout_ms,
+                                                               label=label),
                               retry=True)
         txn: Transaction[T] = Transaction(self, response.txn_id)
         with self._lock:

@@ -15,10 +15,17 @@ system topic `_txnlog` and finishes a commit or abort a crash interrupted.
 States: OPEN -> COMMITTING -> COMMITTED; OPEN -> ABORTING -> ABORTED, or
 TIMED_OUT when the timeout passed first.
 
+A transaction may carry a label (BeginTxnRequest.label), e.g. the id of the
+job whose tasks each begin one: AbortTxns aborts every OPEN transaction of a
+label, so a job that commits the transactions it heard of can sweep those
+whose ids never reached it (a lost task) instead of waiting for their
+timeouts, which hold read_committed readers of the segments they touched.
+
 Errors:
   INVALID_ARGUMENT     a txn_id that is not 16 bytes, a negative timeout,
                        CommitTxn without txn ids, a negative
-                       commit_sequence
+                       commit_sequence, a label longer than 256 bytes,
+                       AbortTxns without a label
   NOT_FOUND            an unknown txn_id (TxnNotFoundError)
   FAILED_PRECONDITION  the transaction is not in the state the call needs
                        (commit after abort, append after commit, ...):
@@ -74,18 +81,24 @@ class BeginTxnRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
     timeout_ms: _builtins.int
     """After this many ms OPEN, the coordinator aborts it (TIMED_OUT); 0 means
     60000; at most one day.
+    """
+    label: _builtins.str
+    """Optional: a name shared by related transactions (at most 256 bytes of
+    UTF-8), for AbortTxns. Empty: no label.
     """
     def __init__(
         self,
         *,
         timeout_ms: _builtins.int = ...,
+        label: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["timeout_ms", b"timeout_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["label", b"label", "timeout_ms", b"timeout_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -204,6 +217,56 @@ class AbortTxnResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AbortTxnResponse: _TypeAlias = AbortTxnResponse  # noqa: Y015
+
+@_typing.final
+class AbortTxnsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LABEL_FIELD_NUMBER: _builtins.int
+    KEEP_FIELD_NUMBER: _builtins.int
+    label: _builtins.str
+    """The label (not empty) whose OPEN transactions are aborted."""
+    @_builtins.property
+    def keep(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Transaction ids (16 bytes each) left as they are, e.g. those just
+        committed.
+        """
+
+    def __init__(
+        self,
+        *,
+        label: _builtins.str = ...,
+        keep: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["keep", b"keep", "label", b"label"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AbortTxnsRequest: _TypeAlias = AbortTxnsRequest  # noqa: Y015
+
+@_typing.final
+class AbortTxnsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ABORTED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def aborted(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """The transactions this call aborted."""
+
+    def __init__(
+        self,
+        *,
+        aborted: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aborted", b"aborted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AbortTxnsResponse: _TypeAlias = AbortTxnsResponse  # noqa: Y015
 
 @_typing.final
 class GetTxnStatusRequest(_message.Message):

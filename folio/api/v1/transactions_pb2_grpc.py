@@ -49,6 +49,11 @@ class TransactionsStub:
                 request_serializer=folio_dot_v1_dot_transactions__pb2.AbortTxnRequest.SerializeToString,
                 response_deserializer=folio_dot_v1_dot_transactions__pb2.AbortTxnResponse.FromString,
                 _registered_method=True)
+        self.AbortTxns = channel.unary_unary(
+                '/folio.v1.Transactions/AbortTxns',
+                request_serializer=folio_dot_v1_dot_transactions__pb2.AbortTxnsRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_transactions__pb2.AbortTxnsResponse.FromString,
+                _registered_method=True)
         self.GetTxnStatus = channel.unary_unary(
                 '/folio.v1.Transactions/GetTxnStatus',
                 request_serializer=folio_dot_v1_dot_transactions__pb2.GetTxnStatusRequest.SerializeToString,
@@ -82,6 +87,16 @@ class TransactionsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AbortTxns(self, request, context):
+        """Aborts every OPEN transaction with a label, except those kept, in
+        parallel; returns once each is ABORTED, with their ids. Transactions of
+        the label that are not OPEN (committed or aborted meanwhile too) are
+        left as they are.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetTxnStatus(self, request, context):
         """A transaction's state and the segments it touched.
         """
@@ -106,6 +121,11 @@ def add_TransactionsServicer_to_server(servicer, server):
                     servicer.AbortTxn,
                     request_deserializer=folio_dot_v1_dot_transactions__pb2.AbortTxnRequest.FromString,
                     response_serializer=folio_dot_v1_dot_transactions__pb2.AbortTxnResponse.SerializeToString,
+            ),
+            'AbortTxns': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbortTxns,
+                    request_deserializer=folio_dot_v1_dot_transactions__pb2.AbortTxnsRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_transactions__pb2.AbortTxnsResponse.SerializeToString,
             ),
             'GetTxnStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTxnStatus,
@@ -194,6 +214,33 @@ class Transactions:
             '/folio.v1.Transactions/AbortTxn',
             folio_dot_v1_dot_transactions__pb2.AbortTxnRequest.SerializeToString,
             folio_dot_v1_dot_transactions__pb2.AbortTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbortTxns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.Transactions/AbortTxns',
+            folio_dot_v1_dot_transactions__pb2.AbortTxnsRequest.SerializeToString,
+            folio_dot_v1_dot_transactions__pb2.AbortTxnsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -15,10 +15,17 @@ system topic `_txnlog` and finishes a commit or abort a crash interrupted.
 States: OPEN -> COMMITTING -> COMMITTED; OPEN -> ABORTING -> ABORTED, or
 TIMED_OUT when the timeout passed first.
 
+A transaction may carry a label (BeginTxnRequest.label), e.g. the id of the
+job whose tasks each begin one: AbortTxns aborts every OPEN transaction of a
+label, so a job that commits the transactions it heard of can sweep those
+whose ids never reached it (a lost task) instead of waiting for their
+timeouts, which hold read_committed readers of the segments they touched.
+
 Errors:
   INVALID_ARGUMENT     a txn_id that is not 16 bytes, a negative timeout,
                        CommitTxn without txn ids, a negative
-                       commit_sequence
+                       commit_sequence, a label longer than 256 bytes,
+                       AbortTxns without a label
   NOT_FOUND            an unknown txn_id (TxnNotFoundError)
   FAILED_PRECONDITION  the transaction is not in the state the call needs
                        (commit after abort, append after commit, ...):
@@ -63,6 +70,12 @@ class TransactionsStub:
     """
     AbortTxn: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.AbortTxnRequest, _transactions_pb2.AbortTxnResponse]
     """Aborts an OPEN transaction; returns once it is ABORTED."""
+    AbortTxns: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.AbortTxnsRequest, _transactions_pb2.AbortTxnsResponse]
+    """Aborts every OPEN transaction with a label, except those kept, in
+    parallel; returns once each is ABORTED, with their ids. Transactions of
+    the label that are not OPEN (committed or aborted meanwhile too) are
+    left as they are.
+    """
     GetTxnStatus: _grpc.UnaryUnaryMultiCallable[_transactions_pb2.GetTxnStatusRequest, _transactions_pb2.GetTxnStatusResponse]
     """A transaction's state and the segments it touched."""
 
@@ -78,6 +91,12 @@ class TransactionsAsyncStub(TransactionsStub):
     """
     AbortTxn: _aio.UnaryUnaryMultiCallable[_transactions_pb2.AbortTxnRequest, _transactions_pb2.AbortTxnResponse]  # type: ignore[assignment]
     """Aborts an OPEN transaction; returns once it is ABORTED."""
+    AbortTxns: _aio.UnaryUnaryMultiCallable[_transactions_pb2.AbortTxnsRequest, _transactions_pb2.AbortTxnsResponse]  # type: ignore[assignment]
+    """Aborts every OPEN transaction with a label, except those kept, in
+    parallel; returns once each is ABORTED, with their ids. Transactions of
+    the label that are not OPEN (committed or aborted meanwhile too) are
+    left as they are.
+    """
     GetTxnStatus: _aio.UnaryUnaryMultiCallable[_transactions_pb2.GetTxnStatusRequest, _transactions_pb2.GetTxnStatusResponse]  # type: ignore[assignment]
     """A transaction's state and the segments it touched."""
 
@@ -108,6 +127,18 @@ class TransactionsServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_transactions_pb2.AbortTxnResponse, _abc.Awaitable[_transactions_pb2.AbortTxnResponse]]:
         """Aborts an OPEN transaction; returns once it is ABORTED."""
+
+    @_abc_1.abstractmethod
+    def AbortTxns(
+        self,
+        request: _transactions_pb2.AbortTxnsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transactions_pb2.AbortTxnsResponse, _abc.Awaitable[_transactions_pb2.AbortTxnsResponse]]:
+        """Aborts every OPEN transaction with a label, except those kept, in
+        parallel; returns once each is ABORTED, with their ids. Transactions of
+        the label that are not OPEN (committed or aborted meanwhile too) are
+        left as they are.
+        """
 
     @_abc_1.abstractmethod
     def GetTxnStatus(

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from broker.api import TopicConfig
-from broker.errors import TxnNotFoundError, TxnStateError
+from broker.errors import InvalidArgumentError, TxnNotFoundError, TxnStateError
 from broker.system_topics import CompactedTopic
 from broker.topics import TopicManager
 from broker.txn_coordinator import (
     LOG_FORMAT_VERSION,
+    MAX_TXN_LABEL_BYTES,
     TXN_LOG_TOPIC,
     TxnCoordinator,
     TxnState,
@@ -164,3 +166,107 @@ async def test_a_transaction_open_across_a_seal_is_still_decided(
         assert segment.end_offset == 2
         await env.restart()
         topics = env.manager()
+
+
+async def test_a_label_survives_a_restart_and_a_record_without_one_has_none(
+    env: BrokerEnv,
+) -> None:
+    topics = env.manager()
+    await topics.create_topic("t", 1, TopicConfig())
+    txn_log = CompactedTopic(topics, TXN_LOG_TOPIC, maintain=False)
+    old = bytes(range(1, 17))  # logged by a broker that knew no labels
+    await txn_log.write(old.hex(), json.dumps(
+        {"v": LOG_FORMAT_VERSION, "state": "OPEN", "deadline_ms": 10**13, "segments": [],
+         "finished_ms": -1}).encode())
+    coordinator = TxnCoordinator(topics, clock=env.clock)
+    await coordinator.start()
+    labelled = await coordinator.begin(60_000, "job-1")
+    await _write(coordinator, topics, labelled, 0)
+    plain = await coordinator.begin(60_000)
+    assert coordinator.status(labelled).label == "job-1"
+    await env.restart()
+    topics = env.manager()
+    again = TxnCoordinator(topics, clock=env.clock)
+    await again.start()
+    assert again.status(labelled).label == "job-1"
+    assert again.status(labelled).segments == ("t/0",)
+    assert again.status(plain).label == ""
+    assert again.status(old).label == ""
+    assert await again.abort_labelled("job-1") == [labelled]
+    assert again.status(labelled).state is TxnState.ABORTED
+    assert again.status(old).state is again.status(plain).state is TxnState.OPEN
+
+
+async def test_abort_labelled_aborts_only_the_open_ones_of_the_label_but_keep(
+    env: BrokerEnv,
+) -> None:
+    topics = env.manager()
+    await topics.create_topic("t", 1, TopicConfig())
+    coordinator = TxnCoordinator(topics, clock=env.clock)
+    await coordinator.start()
+    job = [await coordinator.begin(60_000, "job") for _ in range(5)]
+    other = await coordinator.begin(60_000, "other-job")
+    plain = await coordinator.begin(60_000)
+    for index, txn in enumerate([*job, other, plain]):
+        await _write(coordinator, topics, txn, index)
+    committed, aborted, kept, swept = job[0], job[1], job[2], job[3:]
+    await coordinator.commit([committed])
+    await coordinator.abort(aborted)
+    result = await coordinator.abort_labelled("job", [committed, kept])
+    assert sorted(result) == sorted(swept)
+    for txn in swept:
+        assert coordinator.status(txn).state is TxnState.ABORTED
+    assert coordinator.status(committed).state is TxnState.COMMITTED
+    assert coordinator.status(aborted).state is TxnState.ABORTED
+    assert coordinator.status(kept).state is TxnState.OPEN
+    assert coordinator.status(other).state is coordinator.status(plain).state is TxnState.OPEN
+    assert await coordinator.abort_labelled("job", [committed, kept]) == []  # nothing left
+    assert await coordinator.abort_labelled("nobody") == []
+    # The swept ones' events never show; the kept one still commits.
+    await coordinator.commit([kept, other, plain])
+    shown = await read_all(await topics.segment("t/0"), 0)
+    assert [b.data for b in shown] == [block(i).data for i in (0, 2, 5, 6)]
+
+
+async def test_abort_labelled_races_with_a_commit_and_refuses_bad_arguments(
+    env: BrokerEnv,
+) -> None:
+    topics = env.manager()
+    await topics.create_topic("t", 1, TopicConfig())
+    coordinator = TxnCoordinator(topics, clock=env.clock)
+    await coordinator.start()
+    racing, swept = [await coordinator.begin(60_000, "job") for _ in range(2)]
+    for index, txn in enumerate((racing, swept)):
+        await _write(coordinator, topics, txn, index)
+    # The sweep picks both while OPEN; the commit (the next task to run) takes
+    # `racing` before the sweep's abort of it starts: that abort is skipped.
+    aborted, _ = await asyncio.gather(coordinator.abort_labelled("job"),
+                                      coordinator.commit([racing]))
+    assert aborted == [swept]
+    assert coordinator.status(racing).state is TxnState.COMMITTED
+    assert coordinator.status(swept).state is TxnState.ABORTED
+    with pytest.raises(InvalidArgumentError, match="needs a label"):
+        await coordinator.abort_labelled("")
+    with pytest.raises(InvalidArgumentError, match="at most 256 bytes"):
+        await coordinator.abort_labelled("x" * (MAX_TXN_LABEL_BYTES + 1))
+    with pytest.raises(InvalidArgumentError, match="at most 256 bytes"):
+        await coordinator.begin(60_000, "é" * (MAX_TXN_LABEL_BYTES // 2 + 1))
+    with pytest.raises(InvalidArgumentError, match="16 bytes"):
+        await coordinator.abort_labelled("job", [b"short"])
+    assert len(await coordinator.begin(60_000, "x" * MAX_TXN_LABEL_BYTES)) == 16
+
+
+async def test_forgotten_transactions_leave_their_label(env: BrokerEnv) -> None:
+    topics = env.manager()
+    await topics.create_topic("t", 1, TopicConfig())
+    coordinator = TxnCoordinator(topics, clock=env.clock, finished_retention_ms=1_000)
+    await coordinator.start()
+    done = await coordinator.begin(60_000, "job")
+    await coordinator.abort_labelled("job")
+    env.clock.advance_ms(1_001)
+    await coordinator.tick()
+    await coordinator.tick()  # the first round dates records from before finished_ms
+    with pytest.raises(TxnNotFoundError):
+        coordinator.status(done)
+    later = await coordinator.begin(60_000, "job")
+    assert await coordinator.abort_labelled("job") == [later]
