@@ -131,9 +131,10 @@ class EventReader(Generic[T]):
         self._finished: set[str] = set(read_before)
         #: Successor tasks started on the IO thread.
         self._followers: set[asyncio.Future[None]] = set()
+        # A snapshot: the first tasks may add successors to ``_positions`` (IO thread).
+        starts = list(self._positions.items())
         self._tasks: list[Future[None]] = [
-            io.submit(self._read_segment(segment, offset))
-            for segment, offset in self._positions.items()
+            io.submit(self._read_segment(segment, offset)) for segment, offset in starts
         ]
 
     @property
