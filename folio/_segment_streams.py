@@ -31,7 +31,7 @@ from folio._status import error_from_rpc
 from folio.api.v1 import read_pb2
 from folio.block import decode_block
 from folio.errors import FolioError
-from folio.models import Event
+from folio.models import NO_HEADERS, Event
 
 if TYPE_CHECKING:
     from folio._io import IoThread
@@ -217,7 +217,7 @@ class SegmentStreams(Generic[T]):
                 Event, values, keys[skip:] if keys else repeat(None), repeat(segment),
                 range(offset + skip, offset + count),
                 stamps[skip:] if stamps else repeat(None),
-                headers[skip:] if headers else [{} for _ in range(count - skip)],
+                headers[skip:] if headers else repeat(NO_HEADERS),
             ))
             position = offset + count
         stream.position = position

@@ -8,12 +8,15 @@ knows the ``folio.v1`` admin messages' shape.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Generic, TypeVar
 
 from folio.api.v1 import admin_pb2
 
 __all__ = [
+    "NO_HEADERS",
     "Event",
     "ScaleResult",
     "SegmentInfo",
@@ -29,6 +32,10 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+#: The headers of every event read without any: one shared, read-only empty mapping
+#: (no dict made per event).
+NO_HEADERS: Mapping[str, bytes] = MappingProxyType({})
 
 #: The names of TopicConfig's fields, which are also the proto's.
 TOPIC_CONFIG_FIELDS = (
@@ -195,13 +202,14 @@ class Event(Generic[T]):
         segment: the segment it was read from.
         offset: its offset in that segment.
         timestamp: its time in ms since the Unix epoch as the writer set it, or None.
-        headers: its application headers (empty when it has none).
+        headers: its application headers, read-only (``NO_HEADERS``, one shared
+            empty mapping, when it has none).
     """
 
     __slots__ = ("headers", "offset", "payload", "routing_key", "segment", "timestamp")
 
     def __init__(self, payload: T, routing_key: str | None, segment: str, offset: int,
-                 timestamp: int | None, headers: dict[str, bytes]) -> None:
+                 timestamp: int | None, headers: Mapping[str, bytes]) -> None:
         self.payload = payload
         self.routing_key = routing_key
         self.segment = segment

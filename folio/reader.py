@@ -40,7 +40,7 @@ from folio._status import error_from_rpc
 from folio.api.v1 import read_pb2
 from folio.block import decode_block
 from folio.errors import FolioError, InvalidArgumentError
-from folio.models import Event
+from folio.models import NO_HEADERS, Event
 from folio.serializers import BytesSerializer, Serializer
 
 if TYPE_CHECKING:
@@ -271,7 +271,7 @@ class EventReader(Generic[T]):
                 repeat(segment),
                 range(offset + skip, offset + count),
                 stamps[skip:] if stamps else repeat(None),
-                headers[skip:] if headers else [{} for _ in range(count - skip)],
+                headers[skip:] if headers else repeat(NO_HEADERS),
             ))
             position = offset + count
         self._positions[segment] = position
