@@ -229,6 +229,18 @@ class TxnStateError(BrokerError):
         return {"txn_id": self.txn_id, "expected": self.expected, "actual": self.actual}
 
 
+class TxnLabelClosedError(BrokerError):
+    """``BeginTxn`` with a label that ``AbortTxns(close=true)`` closed (its job is over)."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__(f"transaction label {label!r} is closed: its job ended, no "
+                         f"transaction may begin with it")
+        self.label = label
+
+    def context(self) -> dict[str, object]:
+        return {"label": self.label}
+
+
 class ReaderGroupNotFoundError(BrokerError):
     """No reader group of that name."""
 

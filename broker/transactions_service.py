@@ -64,7 +64,8 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         self, request: transactions_pb2.AbortTxnsRequest, context: _Context
     ) -> transactions_pb2.AbortTxnsResponse:
         try:
-            aborted = await self._coordinator.abort_labelled(request.label, list(request.keep))
+            aborted = await self._coordinator.abort_labelled(request.label, list(request.keep),
+                                                             close=request.close)
         except _Refusals as error:
             await abort_with(context, error)
         return transactions_pb2.AbortTxnsResponse(aborted=aborted)

@@ -20,7 +20,11 @@ record; a record without one has none). ``abort_labelled(label, keep)`` aborts
 every OPEN transaction of a label except those in ``keep``, in parallel: a
 job that begins one labelled transaction per task sweeps, after its commit,
 those whose ids never reached it, instead of leaving them (and the
-read_committed readers they hold) to their timeouts.
+read_committed readers they hold) to their timeouts. With ``close`` the label
+is closed too: a later ``begin`` with it raises ``TxnLabelClosedError``, so a
+task still running when its job ended cannot leave a transaction open after
+the sweep. Closed labels are kept in memory only, for
+``finished_retention_ms``.
 
 A crash after the COMMITTING (or ABORTING) record and before the final one is
 finished on the next start (``start`` replays the log): markers are written
@@ -48,7 +52,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from broker.entry import EntryKind
-from broker.errors import InvalidArgumentError, TxnNotFoundError, TxnStateError
+from broker.errors import (
+    InvalidArgumentError,
+    TxnLabelClosedError,
+    TxnNotFoundError,
+    TxnStateError,
+)
 from broker.segment_txn import check_txn_id
 from broker.system_topics import CompactedTopic
 from broker.topics import TopicManager
@@ -177,6 +186,8 @@ class TxnCoordinator:
         self._txns: dict[bytes, _Txn] = {}
         #: Ids of the known transactions of each label.
         self._labelled: dict[str, set[bytes]] = {}
+        #: Labels closed by ``abort_labelled(close=True)``: when (ms since the epoch).
+        self._closed_labels: dict[str, int] = {}
         self._expiring: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------ lifecycle
@@ -231,12 +242,17 @@ class TxnCoordinator:
         if timeout_ms < 0:
             raise InvalidArgumentError(f"timeout_ms must be >= 0, got {timeout_ms}")
         _check_label(label)
+        self._check_not_closed(label)
         timeout_ms = min(timeout_ms or DEFAULT_TXN_TIMEOUT_MS, MAX_TXN_TIMEOUT_MS)
         txn_id = uuid.uuid4().bytes
         txn = _Txn(txn_id, TxnState.OPEN, self._now_ms() + timeout_ms, label=label)
         await self._log.write(txn.name, txn.record())
         self._add(txn)
         self._schedule_timeout(txn)
+        if label in self._closed_labels:  # closed while its record was written
+            with contextlib.suppress(TxnStateError):
+                await self._abort(txn, TxnState.ABORTED)
+            self._check_not_closed(label)
         return txn_id
 
     def status(self, txn_id: bytes) -> TxnStatus:
@@ -318,11 +334,13 @@ class TxnCoordinator:
         """Abort an OPEN transaction: ABORTING record, ABORT markers, ABORTED."""
         await self._abort(self._get(txn_id), TxnState.ABORTED)
 
-    async def abort_labelled(self, label: str, keep: Sequence[bytes] = ()) -> list[bytes]:
+    async def abort_labelled(self, label: str, keep: Sequence[bytes] = (), *,
+                             close: bool = False) -> list[bytes]:
         """Abort every OPEN transaction labelled ``label`` but those in ``keep``; their ids.
 
         The aborts run in parallel (their log records share appends). One
-        that is decided meanwhile (a commit, its timeout) is left out.
+        that is decided meanwhile (a commit, its timeout) is left out. With
+        ``close``, ``begin`` refuses the label from now on (module docstring).
 
         Raises:
             InvalidArgumentError: an empty or too long label, a bad id in ``keep``.
@@ -333,6 +351,8 @@ class TxnCoordinator:
             raise InvalidArgumentError("AbortTxns needs a label")
         _check_label(label)
         kept = {check_txn_id(txn_id) for txn_id in keep}
+        if close:
+            self._closed_labels.setdefault(label, self._now_ms())
         txns = [self._txns[txn_id] for txn_id in sorted(self._labelled.get(label, ()))
                 if txn_id not in kept]
         txns = [txn for txn in txns if txn.state is TxnState.OPEN]
@@ -414,6 +434,8 @@ class TxnCoordinator:
 
     async def _forget_finished(self, now_ms: int) -> None:
         horizon = now_ms - self._finished_retention_ms
+        for label in [k for k, closed in self._closed_labels.items() if closed <= horizon]:
+            del self._closed_labels[label]
         for txn in [t for t in self._txns.values() if t.state in _FINAL]:
             if txn.finished_ms < 0:
                 txn.finished_ms = now_ms  # logged before finished_ms existed: from now
@@ -461,6 +483,10 @@ class TxnCoordinator:
             await segment.write_marker(kind, txn.txn_id)
 
         await asyncio.gather(*(mark(name) for name in txn.segments))
+
+    def _check_not_closed(self, label: str) -> None:
+        if label and label in self._closed_labels:
+            raise TxnLabelClosedError(label)
 
     def _add(self, txn: _Txn) -> None:
         self._txns[txn.txn_id] = txn

@@ -60,6 +60,8 @@ NAME_ALIASES: Final[dict[str, type[e.FolioError]]] = {
     "EntryTooLargeError": e.EventTooLargeError,
     "TransactionTooLargeError": e.MaxTransactionSizeExceededError,
     "TransactionExpiredError": e.TxnFailedError,
+    # BeginTxn with a label whose job ended (AbortTxns closed it).
+    "TxnLabelClosedError": e.TxnFailedError,
     # The broker holds all the uncommitted transaction bytes it may: later may work.
     "TransactionBufferFullError": e.FolioUnavailableError,
 }

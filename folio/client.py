@@ -409,7 +409,8 @@ class Client:
         self._call(self._connection.transactions.AbortTxn,
                    transactions_pb2.AbortTxnRequest(txn_id=txn_id))
 
-    def abort_transactions(self, label: str, keep: Sequence[bytes] = ()) -> list[bytes]:
+    def abort_transactions(self, label: str, keep: Sequence[bytes] = (), *,
+                           close: bool = False) -> list[bytes]:
         """``AbortTxns``: aborts every open transaction begun with ``label`` but ``keep``.
 
         For a job whose tasks each begin a transaction with the job's label
@@ -421,6 +422,12 @@ class Client:
         they are. A call whose answer was lost is made again: the ids the
         lost call aborted are then not in the answer.
 
+        With ``close`` the label is closed as well: a later ``begin`` with it
+        fails (``TxnFailedError``), so a task still running when its job
+        ended cannot leave a transaction open behind the sweep. The broker
+        remembers closed labels for an hour, in memory (not across its
+        restart).
+
         Returns:
             The ids of the transactions aborted.
 
@@ -429,7 +436,8 @@ class Client:
                 UTF-8 at most), an id in ``keep`` not 16 bytes.
         """
         response = self._call(self._connection.transactions.AbortTxns,
-                              transactions_pb2.AbortTxnsRequest(label=label, keep=list(keep)),
+                              transactions_pb2.AbortTxnsRequest(label=label, keep=list(keep),
+                                                                close=close),
                               retry=True)
         return list(response.aborted)
 

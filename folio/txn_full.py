@@ -688,6 +688,7 @@ class TransactionalWriter(Generic[T]):
         Raises:
             WriterClosedError: the writer is closed.
             InvalidArgumentError: the label is too long.
+            TxnFailedError: the label was closed (``abort_transactions(close=True)``).
             FolioUnavailableError: the broker cannot be reached.
         """
         if self._closed:

@@ -58,6 +58,13 @@ def test_a_sweep_aborts_the_open_transactions_of_the_label_but_those_kept(
     assert client.transaction_status(other_id) == "OPEN"
     assert unlabelled.status() == "ABORTED"  # closing its writer aborted it
     client.abort_transaction(other_id)
+    # Closing a label: nothing may begin with it any more (a straggler of the job).
+    with client.transactional_writer("labels") as writer:
+        straggler = writer.begin(label="job-2")
+        assert client.abort_transactions("job-2", close=True) == [straggler.txn_id]
+        with pytest.raises(folio.TxnFailedError, match="'job-2' is closed"):
+            writer.begin(label="job-2")
+        writer.begin(label="job-1").abort()  # job-1 was swept, not closed
     # Nothing holds a read_committed reader: an event written now is read at once.
     with client.writer("labels") as plain:
         plain.write_event(b"after", routing_key="k0")

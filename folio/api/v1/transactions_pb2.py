@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66olio/v1/transactions.proto\x12\x08\x66olio.v1\"4\n\x0f\x42\x65ginTxnRequest\x12\x12\n\ntimeout_ms\x18\x01 \x01(\r\x12\r\n\x05label\x18\x02 \x01(\t\"\"\n\x10\x42\x65ginTxnResponse\x12\x0e\n\x06txn_id\x18\x01 \x01(\x0c\"P\n\x10\x43ommitTxnRequest\x12\x0f\n\x07txn_ids\x18\x01 \x03(\x0c\x12\x12\n\ncommit_key\x18\x02 \x01(\t\x12\x17\n\x0f\x63ommit_sequence\x18\x03 \x01(\x03\"&\n\x11\x43ommitTxnResponse\x12\x11\n\tduplicate\x18\x01 \x01(\x08\"!\n\x0f\x41\x62ortTxnRequest\x12\x0e\n\x06txn_id\x18\x01 \x01(\x0c\"\x12\n\x10\x41\x62ortTxnResponse\"/\n\x10\x41\x62ortTxnsRequest\x12\r\n\x05label\x18\x01 \x01(\t\x12\x0c\n\x04keep\x18\x02 \x03(\x0c\"$\n\x11\x41\x62ortTxnsResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x03(\x0c\"%\n\x13GetTxnStatusRequest\x12\x0e\n\x06txn_id\x18\x01 \x01(\x0c\"`\n\x14GetTxnStatusResponse\x12!\n\x05state\x18\x01 \x01(\x0e\x32\x12.folio.v1.TxnState\x12\x10\n\x08segments\x18\x02 \x03(\t\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x03 \x01(\x03*x\n\x08TxnState\x12\x19\n\x15TXN_STATE_UNSPECIFIED\x10\x00\x12\x08\n\x04OPEN\x10\x01\x12\x0e\n\nCOMMITTING\x10\x02\x12\r\n\tCOMMITTED\x10\x03\x12\x0c\n\x08\x41\x42ORTING\x10\x04\x12\x0b\n\x07\x41\x42ORTED\x10\x05\x12\r\n\tTIMED_OUT\x10\x06\x32\xef\x02\n\x0cTransactions\x12\x41\n\x08\x42\x65ginTxn\x12\x19.folio.v1.BeginTxnRequest\x1a\x1a.folio.v1.BeginTxnResponse\x12\x44\n\tCommitTxn\x12\x1a.folio.v1.CommitTxnRequest\x1a\x1b.folio.v1.CommitTxnResponse\x12\x41\n\x08\x41\x62ortTxn\x12\x19.folio.v1.AbortTxnRequest\x1a\x1a.folio.v1.AbortTxnResponse\x12\x44\n\tAbortTxns\x12\x1a.folio.v1.AbortTxnsRequest\x1a\x1b.folio.v1.AbortTxnsResponse\x12M\n\x0cGetTxnStatus\x12\x1d.folio.v1.GetTxnStatusRequest\x1a\x1e.folio.v1.GetTxnStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66olio/v1/transactions.proto\x12\x08\x66olio.v1\"4\n\x0f\x42\x65ginTxnRequest\x12\x12\n\ntimeout_ms\x18\x01 \x01(\r\x12\r\n\x05label\x18\x02 \x01(\t\"\"\n\x10\x42\x65ginTxnResponse\x12\x0e\n\x06txn_id\x18\x01 \x01(\x0c\"P\n\x10\x43ommitTxnRequest\x12\x0f\n\x07txn_ids\x18\x01 \x03(\x0c\x12\x12\n\ncommit_key\x18\x02 \x01(\t\x12\x17\n\x0f\x63ommit_sequence\x18\x03 \x01(\x03\"&\n\x11\x43ommitTxnResponse\x12\x11\n\tduplicate\x18\x01 \x01(\x08\"!\n\x0f\x41\x62ortTxnRequest\x12\x0e\n\x06txn_id\x18\x01 \x01(\x0c\"\x12\n\x10\x41\x62ortTxnResponse\">\n\x10\x41\x62ortTxnsRequest\x12\r\n\x05label\x18\x01 \x01(\t\x12\x0c\n\x04keep\x18\x02 \x03(\x0c\x12\r\n\x05\x63lose\x18\x03 \x01(\x08\"$\n\x11\x41\x62ortTxnsResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x03(\x0c\"%\n\x13GetTxnStatusRequest\x12\x0e\n\x06txn_id\x18\x01 \x01(\x0c\"`\n\x14GetTxnStatusResponse\x12!\n\x05state\x18\x01 \x01(\x0e\x32\x12.folio.v1.TxnState\x12\x10\n\x08segments\x18\x02 \x03(\t\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x03 \x01(\x03*x\n\x08TxnState\x12\x19\n\x15TXN_STATE_UNSPECIFIED\x10\x00\x12\x08\n\x04OPEN\x10\x01\x12\x0e\n\nCOMMITTING\x10\x02\x12\r\n\tCOMMITTED\x10\x03\x12\x0c\n\x08\x41\x42ORTING\x10\x04\x12\x0b\n\x07\x41\x42ORTED\x10\x05\x12\r\n\tTIMED_OUT\x10\x06\x32\xef\x02\n\x0cTransactions\x12\x41\n\x08\x42\x65ginTxn\x12\x19.folio.v1.BeginTxnRequest\x1a\x1a.folio.v1.BeginTxnResponse\x12\x44\n\tCommitTxn\x12\x1a.folio.v1.CommitTxnRequest\x1a\x1b.folio.v1.CommitTxnResponse\x12\x41\n\x08\x41\x62ortTxn\x12\x19.folio.v1.AbortTxnRequest\x1a\x1a.folio.v1.AbortTxnResponse\x12\x44\n\tAbortTxns\x12\x1a.folio.v1.AbortTxnsRequest\x1a\x1b.folio.v1.AbortTxnsResponse\x12M\n\x0cGetTxnStatus\x12\x1d.folio.v1.GetTxnStatusRequest\x1a\x1e.folio.v1.GetTxnStatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'folio.v1.transactions_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TXNSTATE']._serialized_start=532
-  _globals['_TXNSTATE']._serialized_end=652
+  _globals['_TXNSTATE']._serialized_start=547
+  _globals['_TXNSTATE']._serialized_end=667
   _globals['_BEGINTXNREQUEST']._serialized_start=41
   _globals['_BEGINTXNREQUEST']._serialized_end=93
   _globals['_BEGINTXNRESPONSE']._serialized_start=95
@@ -46,13 +46,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ABORTTXNRESPONSE']._serialized_start=288
   _globals['_ABORTTXNRESPONSE']._serialized_end=306
   _globals['_ABORTTXNSREQUEST']._serialized_start=308
-  _globals['_ABORTTXNSREQUEST']._serialized_end=355
-  _globals['_ABORTTXNSRESPONSE']._serialized_start=357
-  _globals['_ABORTTXNSRESPONSE']._serialized_end=393
-  _globals['_GETTXNSTATUSREQUEST']._serialized_start=395
-  _globals['_GETTXNSTATUSREQUEST']._serialized_end=432
-  _globals['_GETTXNSTATUSRESPONSE']._serialized_start=434
-  _globals['_GETTXNSTATUSRESPONSE']._serialized_end=530
-  _globals['_TRANSACTIONS']._serialized_start=655
-  _globals['_TRANSACTIONS']._serialized_end=1022
+  _globals['_ABORTTXNSREQUEST']._serialized_end=370
+  _globals['_ABORTTXNSRESPONSE']._serialized_start=372
+  _globals['_ABORTTXNSRESPONSE']._serialized_end=408
+  _globals['_GETTXNSTATUSREQUEST']._serialized_start=410
+  _globals['_GETTXNSTATUSREQUEST']._serialized_end=447
+  _globals['_GETTXNSTATUSRESPONSE']._serialized_start=449
+  _globals['_GETTXNSTATUSRESPONSE']._serialized_end=545
+  _globals['_TRANSACTIONS']._serialized_start=670
+  _globals['_TRANSACTIONS']._serialized_end=1037
 # @@protoc_insertion_point(module_scope)

@@ -30,7 +30,9 @@ Errors:
   FAILED_PRECONDITION  the transaction is not in the state the call needs
                        (commit after abort, append after commit, ...):
                        TxnStateError, whose "folio-error-context" holds
-                       txn_id, expected and actual (state names)
+                       txn_id, expected and actual (state names);
+                       BeginTxn with a label AbortTxns closed:
+                       TxnLabelClosedError (context: label)
 """
 
 from collections import abc as _abc
@@ -224,8 +226,15 @@ class AbortTxnsRequest(_message.Message):
 
     LABEL_FIELD_NUMBER: _builtins.int
     KEEP_FIELD_NUMBER: _builtins.int
+    CLOSE_FIELD_NUMBER: _builtins.int
     label: _builtins.str
     """The label (not empty) whose OPEN transactions are aborted."""
+    close: _builtins.bool
+    """Also close the label: a later BeginTxn with it is refused
+    (FAILED_PRECONDITION, TxnLabelClosedError), so a task still running
+    when its job ended cannot leave a transaction open after the sweep.
+    Kept in the coordinator's memory for an hour (not across a restart).
+    """
     @_builtins.property
     def keep(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
         """Transaction ids (16 bytes each) left as they are, e.g. those just
@@ -237,10 +246,11 @@ class AbortTxnsRequest(_message.Message):
         *,
         label: _builtins.str = ...,
         keep: _abc.Iterable[_builtins.bytes] | None = ...,
+        close: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["keep", b"keep", "label", b"label"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["close", b"close", "keep", b"keep", "label", b"label"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

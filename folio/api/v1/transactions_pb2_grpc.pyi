@@ -30,7 +30,9 @@ Errors:
   FAILED_PRECONDITION  the transaction is not in the state the call needs
                        (commit after abort, append after commit, ...):
                        TxnStateError, whose "folio-error-context" holds
-                       txn_id, expected and actual (state names)
+                       txn_id, expected and actual (state names);
+                       BeginTxn with a label AbortTxns closed:
+                       TxnLabelClosedError (context: label)
 """
 
 from collections import abc as _abc

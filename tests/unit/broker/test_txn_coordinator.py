@@ -8,7 +8,12 @@ import json
 import pytest
 
 from broker.api import TopicConfig
-from broker.errors import InvalidArgumentError, TxnNotFoundError, TxnStateError
+from broker.errors import (
+    InvalidArgumentError,
+    TxnLabelClosedError,
+    TxnNotFoundError,
+    TxnStateError,
+)
 from broker.system_topics import CompactedTopic
 from broker.topics import TopicManager
 from broker.txn_coordinator import (
@@ -270,3 +275,26 @@ async def test_forgotten_transactions_leave_their_label(env: BrokerEnv) -> None:
         coordinator.status(done)
     later = await coordinator.begin(60_000, "job")
     assert await coordinator.abort_labelled("job") == [later]
+
+
+async def test_a_closed_label_refuses_later_transactions(env: BrokerEnv) -> None:
+    topics = env.manager()
+    await topics.create_topic("t", 1, TopicConfig())
+    coordinator = TxnCoordinator(topics, clock=env.clock, finished_retention_ms=10_000)
+    await coordinator.start()
+    swept = await coordinator.begin(60_000, "job")
+    assert await coordinator.abort_labelled("job", close=True) == [swept]
+    with pytest.raises(TxnLabelClosedError, match="'job' is closed"):
+        await coordinator.begin(60_000, "job")
+    # A begin whose log write was under way when the label closed is aborted and refused.
+    late = asyncio.ensure_future(coordinator.begin(60_000, "job-2"))
+    closing = asyncio.ensure_future(coordinator.abort_labelled("job-2", close=True))
+    with pytest.raises(TxnLabelClosedError):
+        await late
+    assert await closing == []
+    assert "open" not in coordinator.count_by_state()  # the late one was aborted
+    assert await coordinator.abort_labelled("other") == []  # not closed: begins still work
+    assert await coordinator.begin(60_000, "other")
+    env.clock.advance_ms(10_001)  # closed labels are forgotten with finished transactions
+    await coordinator.tick()
+    assert await coordinator.begin(60_000, "job")
