@@ -47,7 +47,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -188,7 +188,8 @@ class TxnCoordinator:
         self._labelled: dict[str, set[bytes]] = {}
         #: Labels closed by ``abort_labelled(close=True)``: when (ms since the epoch).
         self._closed_labels: dict[str, int] = {}
-        self._expiring: set[asyncio.Task[None]] = set()
+        #: Timeout aborts and COMMITTED log writes under way (``close`` waits for them).
+        self._background: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -226,11 +227,11 @@ class TxnCoordinator:
                 self._schedule_timeout(txn)
 
     async def close(self) -> None:
-        """Stop the timeout timers (and wait out aborts they started)."""
+        """Stop the timeout timers; wait out the aborts and log writes under way."""
         for txn in self._txns.values():
             self._cancel_timeout(txn)
-        if self._expiring:
-            await asyncio.gather(*self._expiring, return_exceptions=True)
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
 
     # -------------------------------------------------------------- calls
 
@@ -328,7 +329,7 @@ class TxnCoordinator:
         if os.environ.get(CRASH_AFTER_COMMITTING_ENV) == "1":
             log.warning("%s=1: exiting after logging COMMITTING", CRASH_AFTER_COMMITTING_ENV)
             os._exit(137)
-        await self._finish_commit(unique, _GROUP_PREFIX + txns[0].name)
+        await self._finish_commit(unique, _GROUP_PREFIX + txns[0].name, wait_for_log=False)
 
     async def abort(self, txn_id: bytes) -> None:
         """Abort an OPEN transaction: ABORTING record, ABORT markers, ABORTED."""
@@ -417,8 +418,8 @@ class TxnCoordinator:
             self._schedule_timeout(txn)
             return
         task = asyncio.create_task(self._expire(txn))
-        self._expiring.add(task)
-        task.add_done_callback(self._expiring.discard)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _expire(self, txn: _Txn) -> None:
         try:
@@ -451,8 +452,12 @@ class TxnCoordinator:
         await self._log.write(txn.name, txn.record())
         await self._finish_abort(txn, final)
 
-    async def _finish_commit(self, txn_ids: Sequence[bytes], group_key: str | None) -> None:
-        """Markers, then COMMITTED records, then the group record (``group_key``) deleted."""
+    async def _finish_commit(self, txn_ids: Sequence[bytes], group_key: str | None, *,
+                             wait_for_log: bool = True) -> None:
+        """Markers, then COMMITTED records with the group record (``group_key``) deleted.
+
+        Without ``wait_for_log`` the records are written in the background.
+        """
         txns = [self._txns[txn_id] for txn_id in txn_ids]
         await asyncio.gather(*(self._markers(txn, EntryKind.COMMIT_MARKER) for txn in txns))
         now = self._now_ms()
@@ -466,7 +471,22 @@ class TxnCoordinator:
         writes = [self._log.write(txn.name, txn.record()) for txn in txns]
         if group_key is not None:
             writes.append(self._log.write(group_key, None))
-        await asyncio.gather(*writes)
+        if wait_for_log:
+            await asyncio.gather(*writes)
+            return
+        # The commit is decided (COMMITTING is durable) and visible (markers are):
+        # the caller is answered now, the records follow. A crash before they land
+        # finishes the commit again on start, which changes nothing.
+        task = asyncio.ensure_future(self._log_quietly(asyncio.gather(*writes)))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    @staticmethod
+    async def _log_quietly(writes: Awaitable[object]) -> None:
+        try:
+            await writes
+        except Exception as error:  # the next start finishes the commit again
+            log.warning("COMMITTED records not logged (finished again on restart): %s", error)
 
     async def _finish_abort(self, txn: _Txn, final: TxnState) -> None:
         await self._markers(txn, EntryKind.ABORT_MARKER)
