@@ -1,8 +1,10 @@
-"""Exactly-once writes: task retries never duplicate rows, a failed job shows nothing,
-a replayed micro-batch commits nothing."""
+"""Exactly-once writes: task retries never duplicate rows, a failed job shows nothing
+(and holds no read_committed reader), a replayed micro-batch commits nothing (and sweeps
+what attempts of it before left open)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +17,8 @@ from pyspark.sql.functions import udf
 import folio
 from folio.spark import FolioDataSource
 from folio.spark._options import WriteOptions
-from folio.spark.sink import FolioCommitMessage, FolioWriter
-from tests.spark._topics import payloads
+from folio.spark.sink import FolioCommitMessage, FolioWriter, query_label
+from tests.spark._topics import payloads, read_committed_now
 
 # The UDF and classes below travel to the workers by value (workers cannot import tests).
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -58,12 +60,6 @@ def _always_fail_partition_1(n: int) -> str:
     return f"row-{n}"
 
 
-def _write(df: Any, client: folio.Client, topic: str, txn_timeout_ms: int = 600_000) -> None:
-    (df.write.format("folio").option("endpoint", client.endpoint).option("topic", topic)
-     .option("flushEvents", "20").option("txnTimeoutMs", str(txn_timeout_ms))
-     .mode("append").save())
-
-
 def test_a_retried_task_writes_each_row_once(spark: Any, client: folio.Client) -> None:
     client.create_topic("sink-retry", segments=3)
     spark.dataSource.register(_FlakySource)
@@ -87,13 +83,19 @@ def test_a_failed_job_leaves_nothing_visible(spark: Any, client: folio.Client) -
     doomed = udf(_always_fail_partition_1, "string", useArrow=False)
     df = spark.range(0, 400, 1, 2).select(doomed("id").alias("payload"))
     with pytest.raises(Exception, match="injected failure of every attempt"):
-        # A task attempt whose commit message Spark drops (its stage run again after the
-        # failure) leaves its transaction open until this timeout aborts it.
-        _write(df, client, "sink-failed", txn_timeout_ms=15_000)
-    # Every transaction is aborted: by the job's abort, by its failed attempt, or by its
-    # timeout (the read_committed read waits for an open one to be decided).
-    assert payloads(client, "sink-failed") == []
-    assert len(payloads(client, "sink-failed", "read_uncommitted")) >= 200
+        (df.write.format("folio").option("endpoint", client.endpoint)
+         .option("topic", "sink-failed").option("flushEvents", "20")
+         .mode("append").save())  # the default txnTimeoutMs: 15 minutes
+    # Every transaction is aborted at once: by its failed attempt, or by the job's abort,
+    # which also sweeps the job's label (attempts whose commit message Spark dropped, as
+    # for a stage run again after the failure). No read_committed reader is held: events
+    # written after the job are read right away, and nothing of the job.
+    with client.writer("sink-failed") as writer:
+        for n in range(10):
+            writer.write_event(b"after", routing_key=f"k{n}")
+    assert read_committed_now(client, "sink-failed", 10) == [b"after"] * 10
+    assert payloads(client, "sink-failed") == [b"after"] * 10
+    assert len(payloads(client, "sink-failed", "read_uncommitted")) >= 210
 
 
 def test_overwrite_and_a_missing_payload_column_are_refused(spark: Any,
@@ -138,7 +140,15 @@ def test_a_replayed_micro_batch_commits_nothing(spark: Any, client: folio.Client
     last.unlink()
     for crc in (checkpoint / "commits").glob(f".{last.name}.crc"):
         crc.unlink()
+    # An attempt before the "crash" left its transaction open (its commit message never
+    # reached the driver): the replay's sweep of the query's label aborts it.
+    query_id = json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"]
+    with client.transactional_writer("sink-stream-out") as writer:
+        orphan = writer.begin(label=query_label(f"spark-query-{query_id}"))
+        orphan.write_event(b"orphan", routing_key="k0")
+        orphan_id = orphan.detach()
     run()
     assert (checkpoint / "commits" / last.name).exists()  # the batch did run again
+    assert client.transaction_status(orphan_id) == "ABORTED"
     assert payloads(client, "sink-stream-out") == expected
-    assert len(payloads(client, "sink-stream-out", "read_uncommitted")) == 200
+    assert len(payloads(client, "sink-stream-out", "read_uncommitted")) == 201
