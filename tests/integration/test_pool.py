@@ -21,6 +21,7 @@ Every wait has a deadline.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -115,7 +116,8 @@ def payload(writer: int, index: int) -> bytes:
 
 
 def test_a_thousand_writers_share_two_connections_and_replies_reach_their_writer(
-        server: BookieProcess, proxy: TcpProxy) -> None:
+        server: BookieProcess, proxy: TcpProxy, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="folio")
     writers, per_writer, segments = 1000, 3, 100
     wait_for(lambda: established_on(server.port) == 0, "earlier tests' connections gone")
     sampler = ConnectionSampler(server.port)
@@ -139,7 +141,9 @@ def test_a_thousand_writers_share_two_connections_and_replies_reach_their_writer
             assert sum(flows) >= writers  # a flow per (writer, segment) used
             assert max(flows) - min(flows) <= 1, flows
             assert all(c.state == "ready" and c.stream_connected for c in stats.connections)
-            assert all(c.stream_restarts == 0 for c in stats.connections)
+            broke = [r.getMessage() for r in caplog.records if "append stream" in r.getMessage()]
+            assert all(c.stream_restarts == 0 for c in stats.connections), (
+                stats.connections, broke, server.log()[-3000:])
 
             events = read_exactly(client, "pool-1k", writers * per_writer)
             assert proxy.live_connections() == 2
