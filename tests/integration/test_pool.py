@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,6 +31,7 @@ import pytest
 import folio
 from tests.support.bookies import BookieProcess
 from tests.support.proxy import TcpProxy
+from tests.support.wait import wait_for
 
 #: Deadline of flushes, reads and waits for a condition.
 DEADLINE_S = 30.0
@@ -83,14 +83,6 @@ class ConnectionSampler:
         self._thread.join(5)
         self.peak = max(self.peak, established_on(self._port))
         return self.peak
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = DEADLINE_S) -> None:
-    """Polls ``condition`` (every 10 ms) until true; fails after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        threading.Event().wait(0.01)
 
 
 def read_exactly(client: folio.Client, topic: str, count: int) -> list[folio.Event[bytes]]:

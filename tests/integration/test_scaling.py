@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -27,15 +27,9 @@ from folio.routing import routing_point
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.proxy import TcpProxy
 from tests.support.standalone import start_standalone
+from tests.support.wait import wait_for
 
 DEADLINE_S = 60.0
-
-
-def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def _read_in_creation_order(client: folio.Client, topic: str) -> list[folio.Event[bytes]]:
@@ -153,7 +147,7 @@ def test_writers_on_many_keys_across_splits_and_merges(client: folio.Client) -> 
         def more_acked(events: int) -> None:
             with lock:
                 target = acked[0] + events
-            _wait_for(lambda: acked[0] >= target, f"{events} more acknowledged events")
+            wait_for(lambda: acked[0] >= target, f"{events} more acknowledged events", DEADLINE_S)
 
         more_acked(2000)
         client.scale_topic(topic, [f"{topic}/0"], [(0.0, 0.25), (0.25, 0.5)])   # split
@@ -309,11 +303,11 @@ def test_writers_through_cut_connections_across_scaling(client: folio.Client,
                      ([f"{topic}/5", f"{topic}/6"], [(0.0, 1.0)])]
             for seal, ranges in plans:
                 target = progress[0] + 1000
-                _wait_for(lambda target=target: progress[0] >= target, "writes to go on")
+                wait_for(lambda target=target: progress[0] >= target, "writes to go on", DEADLINE_S)
                 client.scale_topic(topic, seal, ranges)
                 proxy.cut()  # every stream breaks while the writers find the seal
             target = progress[0] + 1000
-            _wait_for(lambda: progress[0] >= target, "writes after the last scaling")
+            wait_for(lambda: progress[0] >= target, "writes after the last scaling", DEADLINE_S)
         finally:
             stop.set()
             for thread in threads:
@@ -365,7 +359,7 @@ def test_auto_scaling_splits_under_load_and_merges_back_when_idle(
                     writer.write_event(f"{key}:{written[key]}".encode(), routing_key=key)
                     written[key] += 1
                 writer.flush(DEADLINE_S)
-        _wait_for(lambda: len(open_segments()) == 1, "auto-scaling to merge back to one")
+        wait_for(lambda: len(open_segments()) == 1, "auto-scaling to merge back to one", DEADLINE_S)
         every = client.get_segments(topic, include_sealed=True)
         assert len(every) >= 4  # the first, at least two halves, a merge
         assert every[0].sealed and every[0].successors
