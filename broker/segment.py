@@ -345,7 +345,7 @@ class LedgerSegment:
         transaction is open; the segment only writes.
         """
         self._check_appendable()
-        event_count = self._check_blocks(blocks, writer_id, last_event_number)
+        event_count, data_bytes = self._check_blocks(blocks, writer_id, last_event_number)
         kind = EntryKind.DATA
         if txn_id:
             self._check_txn(txn_id)
@@ -354,8 +354,7 @@ class LedgerSegment:
         result = await self._append_entry(blocks, writer_id, last_event_number, event_count,
                                           kind, txn_id)
         if not result.duplicate:
-            observe_append(self._topic, event_count, sum(len(block.data) for block in blocks),
-                           time.perf_counter() - started)
+            observe_append(self._topic, event_count, data_bytes, time.perf_counter() - started)
         return result
 
     async def write_marker(self, kind: EntryKind, txn_id: bytes) -> int:
@@ -488,8 +487,8 @@ class LedgerSegment:
 
     def _check_blocks(
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int
-    ) -> int:
-        """Validate an append (constant work per block); returns its event count."""
+    ) -> tuple[int, int]:
+        """Validate an append (constant work per block); returns its events and bytes."""
         recorded = self._writers.last_event_number(writer_id)
         if not blocks:
             raise InvalidEventNumberError("an append needs at least one block", recorded)
@@ -500,17 +499,19 @@ class LedgerSegment:
             raise InvalidArgumentError(
                 f"writer_id must be at most {MAX_WRITER_ID_BYTES} bytes of UTF-8")
         per_event = self._config.max_event_bytes + EVENT_OVERHEAD_BYTES
-        total = 0
+        total = data_bytes = 0
         for block in blocks:
             count = block.event_count
             if count < 1:
                 raise InvalidEventNumberError(
                     f"a block must hold at least one event, got event_count {count}", recorded)
-            if len(block.data) > count * per_event:
-                raise EventTooLargeError(len(block.data), count * per_event,
+            size = len(block.data)
+            if size > count * per_event:
+                raise EventTooLargeError(size, count * per_event,
                                          what=f"block of {count} events")
             total += count
-        return total
+            data_bytes += size
+        return total, data_bytes
 
     def _on_confirmed(self, _: asyncio.Future[int]) -> None:
         """Advance the end over the confirmed head of the pipeline, in order."""
