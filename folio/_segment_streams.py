@@ -21,17 +21,16 @@ import queue
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from itertools import repeat
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 import grpc
 
 from folio._append_stream import Backoff
 from folio._status import error_from_rpc
+from folio._unpack import unpack_events
 from folio.api.v1 import read_pb2
-from folio.block import decode_block
 from folio.errors import FolioError
-from folio.models import NO_HEADERS, Event
+from folio.models import Event
 
 if TYPE_CHECKING:
     from folio._io import IoThread
@@ -193,34 +192,8 @@ class SegmentStreams(Generic[T]):
 
     def _unpack(self, segment: str, stream: _Stream,
                 response: read_pb2.ReadResponse) -> list[Event[T]]:
-        position = stream.position
-        deserialize = self._deserialize
-        events: list[Event[T]] = []
-        for block in response.blocks:
-            offset = block.offset
-            if offset + block.event_count <= position:
-                continue  # sent again after a reconnect
-            decoded = decode_block(block.data)
-            payloads: list[bytes] = decoded.payloads
-            count = len(payloads)
-            skip = position - offset if position > offset else 0
-            if skip >= count:
-                continue
-            if skip:
-                payloads = payloads[skip:]
-            values: list[T] = (payloads if deserialize is None  # type: ignore[assignment]
-                               else list(map(deserialize, payloads)))
-            keys = decoded.routing_keys
-            stamps = decoded.timestamps_ms
-            headers = decoded.headers
-            events.extend(map(
-                Event, values, keys[skip:] if keys else repeat(None), repeat(segment),
-                range(offset + skip, offset + count),
-                stamps[skip:] if stamps else repeat(None),
-                headers[skip:] if headers else repeat(NO_HEADERS),
-            ))
-            position = offset + count
-        stream.position = position
+        events, stream.position = unpack_events(segment, stream.position, response,
+                                                self._deserialize)
         return events
 
     def wake(self) -> None:

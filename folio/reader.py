@@ -28,7 +28,6 @@ import queue
 import time
 from collections.abc import Collection, Iterator, Mapping
 from concurrent.futures import Future
-from itertools import repeat
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Generic, Literal, TypeVar
 
@@ -37,10 +36,10 @@ import grpc
 from folio._append_stream import Backoff
 from folio._scaling import SuccessorLookup
 from folio._status import error_from_rpc
+from folio._unpack import unpack_events
 from folio.api.v1 import read_pb2
-from folio.block import decode_block
 from folio.errors import FolioError, InvalidArgumentError
-from folio.models import NO_HEADERS, Event
+from folio.models import Event
 from folio.serializers import BytesSerializer, Serializer
 
 if TYPE_CHECKING:
@@ -245,36 +244,8 @@ class EventReader(Generic[T]):
         return True
 
     def _unpack(self, segment: str, response: read_pb2.ReadResponse) -> list[Event[T]]:
-        position = self._positions[segment]
-        deserialize = self._deserialize
-        events: list[Event[T]] = []
-        for block in response.blocks:
-            offset = block.offset
-            if offset + block.event_count <= position:
-                continue  # sent again after a reconnect
-            decoded = decode_block(block.data)
-            payloads: list[bytes] = decoded.payloads
-            count = len(payloads)
-            skip = position - offset if position > offset else 0
-            if skip >= count:
-                continue
-            if skip:
-                payloads = payloads[skip:]
-            values = payloads if deserialize is None else list(map(deserialize, payloads))
-            keys = decoded.routing_keys
-            stamps = decoded.timestamps_ms
-            headers = decoded.headers
-            events.extend(map(
-                Event,
-                values,
-                keys[skip:] if keys else repeat(None),
-                repeat(segment),
-                range(offset + skip, offset + count),
-                stamps[skip:] if stamps else repeat(None),
-                headers[skip:] if headers else repeat(NO_HEADERS),
-            ))
-            position = offset + count
-        self._positions[segment] = position
+        events, self._positions[segment] = unpack_events(
+            segment, self._positions[segment], response, self._deserialize)
         return events
 
     # -- the IO side --------------------------------------------------------
