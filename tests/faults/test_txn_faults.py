@@ -22,7 +22,7 @@ import pytest
 import folio
 from tests.integration.test_txn import check_transactions, read_topic, txn_payload
 from tests.support.bookies import BookieProcess
-from tests.support.proxy import TcpProxy
+from tests.support.proxy import CutEvery, TcpProxy
 
 pytestmark = pytest.mark.faults
 
@@ -38,24 +38,6 @@ BIG_EVENT_BYTES = 100_000
 
 
 
-class _Cutter:
-    """Cuts every connection of the proxy after every ``every``-th started commit."""
-
-    def __init__(self, proxy: TcpProxy, every: int) -> None:
-        self._proxy = proxy
-        self._every = every
-        self._lock = threading.Lock()
-        self._started = 0
-        self.cuts: list[int] = []
-
-    def commit_started(self) -> None:
-        with self._lock:
-            self._started += 1
-            due = self._started % self._every == 0
-        if due:
-            self.cuts.append(self._proxy.cut())
-
-
 def test_transactions_survive_connection_cuts_mid_commit(server: BookieProcess,
                                                          proxy: TcpProxy) -> None:
     topic = "txn-cuts"
@@ -63,7 +45,7 @@ def test_transactions_survive_connection_cuts_mid_commit(server: BookieProcess,
     aborted: set[tuple[int, int]] = set()
     lock = threading.Lock()
     failures: list[BaseException] = []
-    cutter = _Cutter(proxy, CUT_EVERY)
+    cutter = CutEvery(proxy, CUT_EVERY)
     resent: list[int] = []
     settled: list[int] = []
 
@@ -90,7 +72,7 @@ def test_transactions_survive_connection_cuts_mid_commit(server: BookieProcess,
                                 aborted.add(name)
                             continue
                         future = txn.commit_async()
-                        cutter.commit_started()
+                        cutter.started()
                         result = future.result(COMMIT_TIMEOUT_S)
                         with lock:
                             committed[name] = result

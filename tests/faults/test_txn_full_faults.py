@@ -21,7 +21,7 @@ import pytest
 import folio
 from tests.integration.test_txn import parse, read_topic, txn_payload
 from tests.support.bookies import BookieProcess
-from tests.support.proxy import TcpProxy
+from tests.support.proxy import CutEvery, TcpProxy
 
 pytestmark = pytest.mark.faults
 
@@ -33,24 +33,6 @@ EVENT_BYTES = 50_000
 EVENTS_PER_TXN = 40  # ~2 MiB, over both segments
 
 
-class _Cutter:
-    """Cuts every connection of the proxy after every ``every``-th started commit."""
-
-    def __init__(self, proxy: TcpProxy, every: int) -> None:
-        self._proxy = proxy
-        self._every = every
-        self._lock = threading.Lock()
-        self._started = 0
-        self.cuts: list[int] = []
-
-    def commit_started(self) -> None:
-        with self._lock:
-            self._started += 1
-            due = self._started % self._every == 0
-        if due:
-            self.cuts.append(self._proxy.cut())
-
-
 def test_transactions_across_segments_survive_connection_cuts(server: BookieProcess,
                                                               proxy: TcpProxy) -> None:
     topic = "txn-full-cuts"
@@ -58,7 +40,7 @@ def test_transactions_across_segments_survive_connection_cuts(server: BookieProc
     aborted: set[tuple[int, int]] = set()
     lock = threading.Lock()
     failures: list[BaseException] = []
-    cutter = _Cutter(proxy, CUT_EVERY)
+    cutter = CutEvery(proxy, CUT_EVERY)
     resent: list[int] = []  # per commit: blocks the SDK sent again after a cut
 
     with folio.Client(proxy.address, timeout_s=30) as client:
@@ -84,7 +66,7 @@ def test_transactions_across_segments_survive_connection_cuts(server: BookieProc
                             with lock:
                                 aborted.add((writer_index, txn_index))
                             continue
-                        cutter.commit_started()  # cuts land in other writers' commits
+                        cutter.started()  # cuts land in other writers' commits
                         txn.commit()
                         resent.append(txn.resent_blocks)
                         with lock:

@@ -431,3 +431,22 @@ class _Reply(Generic[R]):
         self.done = threading.Event()
         self.value: R | None = None
         self.error: BaseException | None = None
+
+
+class CutEvery:
+    """Cuts every connection of ``proxy`` at every ``every``-th ``started()`` (by progress)."""
+
+    def __init__(self, proxy: TcpProxy, every: int) -> None:
+        self._proxy = proxy
+        self._every = every
+        self._lock = threading.Lock()
+        self._started = 0
+        #: How many connections each cut reset.
+        self.cuts: list[int] = []
+
+    def started(self) -> None:
+        with self._lock:
+            self._started += 1
+            due = self._started % self._every == 0
+        if due:
+            self.cuts.append(self._proxy.cut())
