@@ -5,7 +5,8 @@ The Admin service: topics, their configuration and their segments.
 
 Names. A topic name is 1 to 249 characters of [A-Za-z0-9._-] and does not
 start with "_" or "." (names starting with "_" are reserved for the
-broker's own system topics). A segment is named "<topic>/<number>", where
+broker's own system topics: CreateTopic of one is PERMISSION_DENIED, see
+"System topics" below). A segment is named "<topic>/<number>", where
 number is the segment's number within its topic (0, 1, 2, ... in order of
 creation; never reused).
 
@@ -27,7 +28,21 @@ key "folio-error" and its typed context as a JSON object under
                     end_offset)
   FAILED_PRECONDITION  ScaleTopic of a segment that is sealed already
                     (SegmentSealedError; context segment, end_offset)
+  PERMISSION_DENIED a call that would write a system topic (see "System
+                    topics" below; InternalTopicError, context topic,
+                    action)
   UNAVAILABLE       the ledger service cannot be reached; retry
+System topics. Names starting with "_" belong to the broker, which keeps
+its own state in such topics: "_txnlog" (the transaction coordinator's
+log), "_txncommitkeys" (idempotent commits) and "_txnbuffer_snapshots"
+(snapshots of the segments' transaction buffers). They can be read like
+any topic (GetTopic, GetSegments, GetSegmentInfo, Read, reader groups) and
+listed with ListTopicsRequest.include_internal, but every call that would
+write them is refused with PERMISSION_DENIED (InternalTopicError) and a
+message naming the topic as internal: CreateTopic of a "_" name,
+DeleteTopic, UpdateTopicConfig, TruncateSegment, ScaleTopic, SealTopic,
+Produce, and SetupAppend (plain or transactional) on one of their
+segments.
 """
 
 from collections import abc as _abc
@@ -245,12 +260,19 @@ Global___GetTopicRequest: _TypeAlias = GetTopicRequest  # noqa: Y015
 class ListTopicsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    INCLUDE_INTERNAL_FIELD_NUMBER: _builtins.int
+    include_internal: _builtins.bool
+    """Also list the system topics (names starting with "_"), for diagnosis.
+    Default false: only the topics applications created.
+    """
     def __init__(
         self,
+        *,
+        include_internal: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_internal", b"include_internal"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -110,7 +110,8 @@ class AdminServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListTopics(self, request, context):
-        """Every topic, by name in ascending order (system topics left out).
+        """Every topic, by name in ascending order (system topics left out unless
+        include_internal is set).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -5,7 +5,8 @@ The Admin service: topics, their configuration and their segments.
 
 Names. A topic name is 1 to 249 characters of [A-Za-z0-9._-] and does not
 start with "_" or "." (names starting with "_" are reserved for the
-broker's own system topics). A segment is named "<topic>/<number>", where
+broker's own system topics: CreateTopic of one is PERMISSION_DENIED, see
+"System topics" below). A segment is named "<topic>/<number>", where
 number is the segment's number within its topic (0, 1, 2, ... in order of
 creation; never reused).
 
@@ -27,7 +28,21 @@ key "folio-error" and its typed context as a JSON object under
                     end_offset)
   FAILED_PRECONDITION  ScaleTopic of a segment that is sealed already
                     (SegmentSealedError; context segment, end_offset)
+  PERMISSION_DENIED a call that would write a system topic (see "System
+                    topics" below; InternalTopicError, context topic,
+                    action)
   UNAVAILABLE       the ledger service cannot be reached; retry
+System topics. Names starting with "_" belong to the broker, which keeps
+its own state in such topics: "_txnlog" (the transaction coordinator's
+log), "_txncommitkeys" (idempotent commits) and "_txnbuffer_snapshots"
+(snapshots of the segments' transaction buffers). They can be read like
+any topic (GetTopic, GetSegments, GetSegmentInfo, Read, reader groups) and
+listed with ListTopicsRequest.include_internal, but every call that would
+write them is refused with PERMISSION_DENIED (InternalTopicError) and a
+message naming the topic as internal: CreateTopic of a "_" name,
+DeleteTopic, UpdateTopicConfig, TruncateSegment, ScaleTopic, SealTopic,
+Produce, and SetupAppend (plain or transactional) on one of their
+segments.
 """
 
 from collections import abc as _abc
@@ -65,7 +80,9 @@ class AdminStub:
     GetTopic: _grpc.UnaryUnaryMultiCallable[_admin_pb2.GetTopicRequest, _admin_pb2.Topic]
     """The topic, its effective configuration and its active segments."""
     ListTopics: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListTopicsRequest, _admin_pb2.ListTopicsResponse]
-    """Every topic, by name in ascending order (system topics left out)."""
+    """Every topic, by name in ascending order (system topics left out unless
+    include_internal is set).
+    """
     DeleteTopic: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DeleteTopicRequest, _admin_pb2.DeleteTopicResponse]
     """Deletes a topic with all its segments and their ledgers. NOT_FOUND if
     there is no such topic. Writers and readers of it fail with NOT_FOUND.
@@ -121,7 +138,9 @@ class AdminAsyncStub(AdminStub):
     GetTopic: _aio.UnaryUnaryMultiCallable[_admin_pb2.GetTopicRequest, _admin_pb2.Topic]  # type: ignore[assignment]
     """The topic, its effective configuration and its active segments."""
     ListTopics: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListTopicsRequest, _admin_pb2.ListTopicsResponse]  # type: ignore[assignment]
-    """Every topic, by name in ascending order (system topics left out)."""
+    """Every topic, by name in ascending order (system topics left out unless
+    include_internal is set).
+    """
     DeleteTopic: _aio.UnaryUnaryMultiCallable[_admin_pb2.DeleteTopicRequest, _admin_pb2.DeleteTopicResponse]  # type: ignore[assignment]
     """Deletes a topic with all its segments and their ledgers. NOT_FOUND if
     there is no such topic. Writers and readers of it fail with NOT_FOUND.
@@ -192,7 +211,9 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_pb2.ListTopicsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.ListTopicsResponse, _abc.Awaitable[_admin_pb2.ListTopicsResponse]]:
-        """Every topic, by name in ascending order (system topics left out)."""
+        """Every topic, by name in ascending order (system topics left out unless
+        include_internal is set).
+        """
 
     @_abc_1.abstractmethod
     def DeleteTopic(
