@@ -53,7 +53,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self, request: admin_pb2.ListTopicsRequest, context: _Context
     ) -> admin_pb2.ListTopicsResponse:
         try:
-            topics = await self._topics.list_topics()
+            topics = await self._topics.list_topics(include_internal=request.include_internal)
         except _Refusals as error:
             await abort_with(context, error)
         return admin_pb2.ListTopicsResponse(topics=[topic_message(topic) for topic in topics])
@@ -102,7 +102,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self, request: admin_pb2.TruncateSegmentRequest, context: _Context
     ) -> admin_pb2.SegmentInfo:
         try:
-            segment = await self._topics.segment(request.segment)
+            segment = await self._topics.writable_segment(request.segment, "TruncateSegment")
             info = await segment.truncate(request.offset)
         except _Refusals as error:
             await abort_with(context, error)

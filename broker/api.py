@@ -254,7 +254,13 @@ class SegmentHandle(Protocol):
 
 
 class Topics(Protocol):
-    """Topics and their segments on this broker (standalone: all of them)."""
+    """Topics and their segments on this broker (standalone: all of them).
+
+    Every call that writes, reconfigures, scales, seals, deletes or creates a
+    system topic (a ``_`` name) raises ``InternalTopicError``
+    (``broker.internal_topics``); the broker's own components reach those
+    through ``segment`` alone.
+    """
 
     async def create_topic(
         self, name: str, segment_count: int, config: TopicConfig
@@ -264,8 +270,8 @@ class Topics(Protocol):
     async def get_topic(self, name: str) -> TopicInfo:
         """The topic. TopicNotFoundError."""
 
-    async def list_topics(self) -> list[TopicInfo]:
-        """Every user topic, by name."""
+    async def list_topics(self, *, include_internal: bool = False) -> list[TopicInfo]:
+        """Every user topic, by name; the system topics too with ``include_internal``."""
 
     async def delete_topic(self, name: str) -> None:
         """Delete the topic, its segments and their ledgers. TopicNotFoundError."""
@@ -275,6 +281,9 @@ class Topics(Protocol):
 
     async def segment(self, name: str) -> SegmentHandle:
         """The segment, loaded (and recovered) on first use. NoSuchSegmentError."""
+
+    async def writable_segment(self, name: str, action: str) -> SegmentHandle:
+        """``segment`` for a public write named ``action``; InternalTopicError for a system one."""
 
     def default_config(self) -> TopicConfig:
         """The configuration a topic gets for the fields its creator leaves unset."""

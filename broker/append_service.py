@@ -235,7 +235,8 @@ class _AppendStream:
             self._held.drop(old.held)
         else:
             flows_bound(1)
-        segment = asyncio.ensure_future(self._topics.segment(setup.segment))
+        segment = asyncio.ensure_future(self._topics.writable_segment(
+            setup.segment, "a transactional Append" if setup.txn_id else "Append"))
         flow = _Flow(setup.segment, setup.writer_id, segment,
                      tail=old.tail if old is not None else None, txn_id=setup.txn_id)
         self._flows[flow_id] = flow

@@ -30,6 +30,30 @@ class TopicNameError(InvalidArgumentError):
     """A topic name that breaks the naming rules (see ``broker.names``)."""
 
 
+class PermissionDeniedError(BrokerError):
+    """The caller may not do this (PERMISSION_DENIED): asking again changes nothing."""
+
+
+class InternalTopicError(PermissionDeniedError):
+    """A public call that would write, reconfigure or delete a system topic (``_`` prefix).
+
+    System topics hold the broker's own state (``_txnlog``, ``_txncommitkeys``,
+    ``_txnbuffer_snapshots``): only the broker writes them. Reading them stays allowed.
+    """
+
+    def __init__(self, topic: str, action: str) -> None:
+        shown = topic if len(topic) <= 64 else topic[:64] + "..."
+        super().__init__(
+            f"topic {shown!r} is internal to the broker: {action} is refused (topics whose "
+            "names start with '_' hold the broker's own state and only the broker writes "
+            "them; they can still be read and listed with `folio topic list --internal`)")
+        self.topic = shown
+        self.action = action
+
+    def context(self) -> dict[str, object]:
+        return {"topic": self.topic, "action": self.action}
+
+
 class TopicNotFoundError(BrokerError):
     """No topic of that name."""
 

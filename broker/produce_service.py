@@ -87,7 +87,7 @@ class ProduceServicer(append_pb2_grpc.ProduceServicer):
     async def _append(
         self, target: SegmentRange, events: list[append_pb2.ProduceEvent], now_ms: int
     ) -> AppendResult:
-        segment = await self._topics.segment(target.name)
+        segment = await self._topics.writable_segment(target.name, "Produce")
         blocks = [_pack(list(run), now_ms) for _, run in
                   itertools.groupby(events, key=lambda event: event.HasField("routing_key"))]
         return await segment.append(blocks, "", -1)

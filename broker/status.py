@@ -23,10 +23,12 @@ from broker.errors import (
     CorruptDataError,
     EventTooLargeError,
     GroupStateConflictError,
+    InternalTopicError,
     InvalidArgumentError,
     InvalidEventNumberError,
     NoSuchSegmentError,
     OffsetOutOfRangeError,
+    PermissionDeniedError,
     ReaderGroupExistsError,
     ReaderGroupNotFoundError,
     SegmentSealedError,
@@ -82,6 +84,8 @@ STATUS_TABLE: Final[tuple[StatusRow, ...]] = (
     StatusRow(ReaderGroupNotFoundError, _Code.NOT_FOUND),
     StatusRow(ReaderGroupExistsError, _Code.ALREADY_EXISTS),
     StatusRow(GroupStateConflictError, _Code.FAILED_PRECONDITION),
+    StatusRow(InternalTopicError, _Code.PERMISSION_DENIED),
+    StatusRow(PermissionDeniedError, _Code.PERMISSION_DENIED),
 )
 
 _BY_CLASS: Final = {row.error: row for row in STATUS_TABLE}

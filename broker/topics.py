@@ -37,6 +37,7 @@ from broker.errors import (
     TopicNotFoundError,
     WrongHostError,
 )
+from broker.internal_topics import refuse_internal_segment, refuse_internal_topic
 from broker.names import (
     TOPICS_ROOT,
     check_topic_name,
@@ -158,11 +159,14 @@ class TopicManager:
         """Create a topic of ``segment_count`` equal key ranges.
 
         ``internal`` allows a system topic name (``_`` prefix). Raises
-        ``TopicNameError``, ``InvalidArgumentError`` (count outside [1, 1024],
-        a bad config value), ``TopicExistsError``.
+        ``TopicNameError``, ``InternalTopicError`` (a ``_`` name without
+        ``internal``), ``InvalidArgumentError`` (count outside [1, 1024], a bad
+        config value), ``TopicExistsError``.
         """
         self._check_open()
-        check_topic_name(name, internal=internal)
+        check_topic_name(name, internal=True)
+        if not internal:
+            refuse_internal_topic(name, "CreateTopic")
         if not 1 <= segment_count <= MAX_SEGMENT_COUNT:
             raise InvalidArgumentError(
                 f"segment_count must be in [1, {MAX_SEGMENT_COUNT}], got {segment_count}")
@@ -204,8 +208,8 @@ class TopicManager:
         record, _ = await self._read_topic(name)
         return await self._topic_info(record)
 
-    async def list_topics(self) -> list[TopicInfo]:
-        """Every user topic (system topics left out), by name."""
+    async def list_topics(self, *, include_internal: bool = False) -> list[TopicInfo]:
+        """Every user topic by name; system topics too with ``include_internal``."""
         self._check_open()
         try:
             names = await self._store.children(TOPICS_ROOT)
@@ -213,7 +217,7 @@ class TopicManager:
             return []
         topics = []
         for name in sorted(names):
-            if is_system_topic(name):
+            if is_system_topic(name) and not include_internal:
                 continue
             with contextlib.suppress(TopicNotFoundError):  # deleted meanwhile
                 topics.append(await self.get_topic(name))
@@ -223,9 +227,10 @@ class TopicManager:
         """Delete the topic, its segments and their ledgers. ``TopicNotFoundError``.
 
         Loaded segments are closed first; their handles then fail every call
-        with ``NoSuchSegmentError``.
+        with ``NoSuchSegmentError``. ``InternalTopicError`` for a system topic.
         """
         self._check_open()
+        refuse_internal_topic(name, "DeleteTopic")
         async with self._lock(f"topic:{name}"):
             record, _ = await self._read_topic(name)
             for entry in record.segments:
@@ -262,9 +267,10 @@ class TopicManager:
         """Set the named ``TopicConfig`` fields; the others keep their values.
 
         Raises ``TopicNotFoundError``, ``InvalidArgumentError`` (unknown field,
-        bad value).
+        bad value), ``InternalTopicError`` (a system topic).
         """
         self._check_open()
+        refuse_internal_topic(name, "UpdateTopicConfig")
         unknown = sorted(set(changes) - _CONFIG_FIELDS)
         if unknown:
             raise InvalidArgumentError(f"unknown topic config fields {unknown}; known: "
@@ -317,12 +323,12 @@ class TopicManager:
         first, so a crash in between is rolled forward). ``scaled_ms``
         (auto-scaling) is recorded as the topic's last scaling time.
 
-        Raises ``InvalidArgumentError`` (see ``broker.scaling.plan_scale``; also
-        for a system topic), ``NoSuchSegmentError``, ``SegmentSealedError``,
-        ``TopicNotFoundError``.
+        Raises ``InvalidArgumentError`` (see ``broker.scaling.plan_scale``),
+        ``InternalTopicError`` (a system topic), ``NoSuchSegmentError``,
+        ``SegmentSealedError``, ``TopicNotFoundError``.
         """
         self._check_open()
-        self._check_scalable(topic)
+        refuse_internal_topic(topic, "ScaleTopic")
         async with self._lock(f"topic:{topic}"):
             for _ in range(_CAS_ATTEMPTS):
                 record, version = await self._read_topic(topic)
@@ -375,10 +381,10 @@ class TopicManager:
     async def seal_topic(self, topic: str) -> TopicInfo:
         """Seal every open segment, without successors; the topic takes no more events.
 
-        Idempotent. ``TopicNotFoundError``; ``InvalidArgumentError`` for a system topic.
+        Idempotent. ``TopicNotFoundError``; ``InternalTopicError`` for a system topic.
         """
         self._check_open()
-        self._check_scalable(topic)
+        refuse_internal_topic(topic, "SealTopic")
         async with self._lock(f"topic:{topic}"):
             for _ in range(_CAS_ATTEMPTS):
                 record, version = await self._read_topic(topic)
@@ -398,10 +404,6 @@ class TopicManager:
                 await self._ensure_sealed(topic, number)
         log.info("sealed topic %s", topic)
         return await self._topic_info(updated)
-
-    def _check_scalable(self, topic: str) -> None:
-        if is_system_topic(topic):
-            raise InvalidArgumentError(f"system topic {topic!r} cannot be scaled or sealed")
 
     async def _replace_topic(self, topic: str, record: TopicRecord, version: int) -> bool:
         """CAS the topic record; False if it changed meanwhile."""
@@ -475,6 +477,15 @@ class TopicManager:
             if entry.state is SegmentState.SEALED and not segment.sealed:
                 await segment.seal()  # a scale whose seal a crash cut short
             return segment
+
+    async def writable_segment(self, name: str, action: str) -> LedgerSegment:
+        """``segment(name)`` for a public write (``action``: Append, Produce, TruncateSegment).
+
+        ``InternalTopicError`` for a system topic's segment: only the broker's
+        own components write those, through ``segment``.
+        """
+        refuse_internal_segment(name, action)
+        return await self.segment(name)
 
     def loaded_segments(self) -> list[LedgerSegment]:
         """The segments loaded on this broker now (a copy; ``broker.metrics`` reads it)."""

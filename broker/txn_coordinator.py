@@ -58,6 +58,7 @@ from broker.errors import (
     TxnNotFoundError,
     TxnStateError,
 )
+from broker.internal_topics import refuse_internal_segment
 from broker.segment_txn import check_txn_id
 from broker.system_topics import CompactedTopic
 from broker.topics import TopicManager
@@ -293,6 +294,9 @@ class TxnCoordinator:
         segment pass in their call order (FIFO lock; taking a free lock does
         not yield), so none overtakes an earlier one of the same flow.
         """
+        # The broker's own state never joins a transaction (only the public
+        # Append path gets here, and it refuses system segments already).
+        refuse_internal_segment(segment, "a transactional Append")
         lock = txn.locks.get(segment)
         if lock is None:
             lock = txn.locks[segment] = asyncio.Lock()

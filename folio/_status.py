@@ -46,7 +46,7 @@ NAME_CLASSES: Final[dict[str, type[e.FolioError]]] = {
         e.NoSuchSegmentError, e.SegmentSealedError, e.OffsetOutOfRangeError,
         e.EventTooLargeError, e.InvalidEventNumberError, e.WrongHostError, e.TxnStateError,
         e.TxnNotFoundError, e.ReaderGroupNotFoundError, e.ReaderGroupExistsError,
-        e.GroupStateConflictError,
+        e.GroupStateConflictError, e.InternalTopicError, e.PermissionDeniedError,
     )
 }
 
@@ -75,6 +75,7 @@ CODE_CLASSES: Final[dict[grpc.StatusCode, type[e.FolioError]]] = {
     _Code.RESOURCE_EXHAUSTED: e.ResourceExhaustedError,
     _Code.UNAVAILABLE: e.FolioUnavailableError,
     _Code.DEADLINE_EXCEEDED: e.TimeoutError,
+    _Code.PERMISSION_DENIED: e.PermissionDeniedError,
 }
 
 

@@ -203,10 +203,16 @@ class Client:
         return topic_info_from_proto(self._call(self._connection.admin.GetTopic, request,
                                                 retry=True))
 
-    def list_topics(self) -> list[TopicInfo]:
-        """Every topic, by name (system topics left out)."""
-        response = self._call(self._connection.admin.ListTopics, admin_pb2.ListTopicsRequest(),
-                              retry=True)
+    def list_topics(self, *, include_internal: bool = False) -> list[TopicInfo]:
+        """Every topic, by name.
+
+        Args:
+            include_internal: also list the broker's system topics (names
+                starting with ``_``, e.g. ``_txnlog``), which can be read for
+                diagnosis but not written (``InternalTopicError``).
+        """
+        request = admin_pb2.ListTopicsRequest(include_internal=include_internal)
+        response = self._call(self._connection.admin.ListTopics, request, retry=True)
         return [topic_info_from_proto(topic) for topic in response.topics]
 
     def delete_topic(self, name: str) -> None:

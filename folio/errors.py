@@ -20,6 +20,7 @@ __all__ = [
     "FolioError",
     "FolioUnavailableError",
     "GroupStateConflictError",
+    "InternalTopicError",
     "InvalidArgumentError",
     "InvalidBlockError",
     "InvalidEventNumberError",
@@ -27,6 +28,7 @@ __all__ = [
     "NoSuchSegmentError",
     "NotFoundError",
     "OffsetOutOfRangeError",
+    "PermissionDeniedError",
     "ReaderGroupExistsError",
     "ReaderGroupNotFoundError",
     "ReaderNotInGroupError",
@@ -126,6 +128,29 @@ class NoSuchSegmentError(NotFoundError):
     def segment(self) -> str | None:
         """The segment's name, when known."""
         return self._str("segment")
+
+
+class PermissionDeniedError(FolioError):
+    """The broker refuses the call to this caller whatever it retries (PERMISSION_DENIED)."""
+
+
+class InternalTopicError(PermissionDeniedError):
+    """A write, reconfiguration or deletion of a system topic (a name starting with ``_``).
+
+    System topics (``_txnlog``, ``_txncommitkeys``, ``_txnbuffer_snapshots``)
+    hold the broker's own state: only the broker writes them. Reading them
+    (``Client.list_topics(include_internal=True)``, readers) stays allowed.
+    """
+
+    @property
+    def topic(self) -> str | None:
+        """The system topic's name, when known."""
+        return self._str("topic")
+
+    @property
+    def action(self) -> str | None:
+        """The refused call (``"Produce"``, ``"DeleteTopic"``, ...), when known."""
+        return self._str("action")
 
 
 class AlreadyExistsError(FolioError):

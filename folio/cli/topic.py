@@ -115,7 +115,8 @@ def _create(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     def body(client: folio.Client) -> int:
-        for topic in sorted(client.list_topics(), key=lambda t: t.name):
+        topics = client.list_topics(include_internal=args.internal)
+        for topic in sorted(topics, key=lambda t: t.name):
             active = sum(1 for segment in topic.segments if not segment.sealed)
             print(f"{topic.name}\t{active}")
         return 0
@@ -235,6 +236,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Print every topic, one per line, sorted: its name, a tab, and its "
         "number of active (unsealed) segments.",
     )
+    list_.add_argument("--internal", action="store_true",
+                       help="also list the broker's system topics (names starting with "
+                       "'_': _txnlog, _txncommitkeys, _txnbuffer_snapshots); they can be "
+                       "read for diagnosis, never written")
     add_endpoint_option(list_)
     list_.set_defaults(func=_list)
 

@@ -70,7 +70,7 @@ def test_admin_refusals_are_typed(client: folio.Client) -> None:
     client.create_topic("admin-b")
     with pytest.raises(folio.TopicExistsError):
         client.create_topic("admin-b")
-    with pytest.raises(folio.TopicNameError):
+    with pytest.raises(folio.InternalTopicError):
         client.create_topic("_reserved")
     with pytest.raises(folio.TopicNameError):
         client.create_topic("bad name")

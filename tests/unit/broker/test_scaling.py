@@ -12,6 +12,7 @@ import pytest
 
 from broker.api import SegmentState, TopicConfig
 from broker.errors import (
+    InternalTopicError,
     InvalidArgumentError,
     NoSuchSegmentError,
     SegmentSealedError,
@@ -178,8 +179,10 @@ async def test_seal_topic_is_idempotent_and_leaves_no_successors(topics: TopicMa
         await topics.scale_topic("t", ["t/0"], [(0.0, 0.5)])
     with pytest.raises(TopicNotFoundError):
         await topics.seal_topic("nope")
-    with pytest.raises(InvalidArgumentError, match="system topic"):
+    with pytest.raises(InternalTopicError, match="'_txnlog' is internal to the broker"):
         await topics.seal_topic("_txnlog")
+    with pytest.raises(InternalTopicError, match="ScaleTopic is refused"):
+        await topics.scale_topic("_txnlog", ["_txnlog/0"], [(0.0, 1.0)])
 
 
 async def test_auto_scaling_splits_a_hot_segment_and_merges_back_when_cold(

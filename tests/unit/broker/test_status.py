@@ -13,10 +13,12 @@ from broker.errors import (
     CorruptDataError,
     EventTooLargeError,
     GroupStateConflictError,
+    InternalTopicError,
     InvalidArgumentError,
     InvalidEventNumberError,
     NoSuchSegmentError,
     OffsetOutOfRangeError,
+    PermissionDeniedError,
     ReaderGroupExistsError,
     ReaderGroupNotFoundError,
     SegmentSealedError,
@@ -63,6 +65,9 @@ CASES: list[tuple[BrokerError, grpc.StatusCode, dict[str, object]]] = [
     (ReaderGroupExistsError("g"), _Code.ALREADY_EXISTS, {"group": "g"}),
     (GroupStateConflictError("g", 3, 4), _Code.FAILED_PRECONDITION,
      {"group": "g", "expected_version": 3, "version": 4}),
+    (InternalTopicError("_txnlog", "DeleteTopic"), _Code.PERMISSION_DENIED,
+     {"topic": "_txnlog", "action": "DeleteTopic"}),
+    (PermissionDeniedError("no"), _Code.PERMISSION_DENIED, {}),
 ]
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from broker.api import SegmentState, TopicConfig
 from broker.errors import (
+    InternalTopicError,
     InvalidArgumentError,
     NoSuchSegmentError,
     TopicExistsError,
@@ -48,10 +49,16 @@ async def test_segment_count_refused(topics: TopicManager, count: int) -> None:
         await topics.get_topic("t")
 
 
-@pytest.mark.parametrize("name", ["", "_sys", ".x", "a/b", "x" * 250])
+@pytest.mark.parametrize("name", ["", ".x", "a/b", "x" * 250, "_" + "x" * 249])
 async def test_bad_names_refused(topics: TopicManager, name: str) -> None:
     with pytest.raises(TopicNameError):
         await topics.create_topic(name, 1, TopicConfig())
+
+
+async def test_system_names_are_the_brokers(topics: TopicManager) -> None:
+    with pytest.raises(InternalTopicError, match="CreateTopic is refused") as raised:
+        await topics.create_topic("_sys", 1, TopicConfig())
+    assert raised.value.topic == "_sys"
 
 
 async def test_system_topics_internal_and_unlisted(topics: TopicManager) -> None:

@@ -39,6 +39,8 @@ SERVER_ROWS: list[tuple[str, grpc.StatusCode, type[e.FolioError]]] = [
     ("ReaderGroupNotFoundError", Code.NOT_FOUND, e.ReaderGroupNotFoundError),
     ("ReaderGroupExistsError", Code.ALREADY_EXISTS, e.ReaderGroupExistsError),
     ("GroupStateConflictError", Code.FAILED_PRECONDITION, e.GroupStateConflictError),
+    ("InternalTopicError", Code.PERMISSION_DENIED, e.InternalTopicError),
+    ("PermissionDeniedError", Code.PERMISSION_DENIED, e.PermissionDeniedError),
 ]
 
 
@@ -84,11 +86,12 @@ def test_code_table_is_the_documented_one() -> None:
         Code.RESOURCE_EXHAUSTED: e.ResourceExhaustedError,
         Code.UNAVAILABLE: e.FolioUnavailableError,
         Code.DEADLINE_EXCEEDED: e.TimeoutError,
+        Code.PERMISSION_DENIED: e.PermissionDeniedError,
     } == _status.CODE_CLASSES
 
 
 @pytest.mark.parametrize("code", [Code.INTERNAL, Code.UNKNOWN, Code.FAILED_PRECONDITION,
-                                  Code.ABORTED, Code.DATA_LOSS, Code.PERMISSION_DENIED])
+                                  Code.ABORTED, Code.DATA_LOSS])
 def test_other_codes_are_plain_folio_errors(code: grpc.StatusCode) -> None:
     error = _status.error_from_status(code, "boom")
     assert type(error) is e.FolioError
