@@ -35,7 +35,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from broker.errors import InvalidArgumentError, TxnNotFoundError, TxnStateError
+from broker.errors import (
+    CorruptDataError,
+    InvalidArgumentError,
+    TxnNotFoundError,
+    TxnStateError,
+)
 from broker.system_topics import CompactedTopic
 from broker.topics import TopicManager
 from broker.txn_coordinator import TxnCoordinator, TxnState
@@ -64,6 +69,8 @@ class _Record:
     @staticmethod
     def decode(key: str, value: bytes) -> _Record:
         data = json.loads(value)
+        if not isinstance(data, dict):
+            raise TypeError(f"commit key record {key!r} is not a JSON object")
         if data.get("v") != _VERSION:
             raise ValueError(f"commit key record {key!r} has unknown version {data.get('v')}")
         return _Record(int(data["sequence"]), tuple(bytes.fromhex(t) for t in data["txns"]),
@@ -77,14 +84,29 @@ class CommitKeys:
         self._log = CompactedTopic(topics, COMMIT_KEYS_TOPIC)
         self._coordinator = coordinator
         self._records: dict[str, _Record] = {}
+        #: Keys whose record could not be read: why (with its position).
+        self._quarantined: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._loaded = False
         self._load_lock = asyncio.Lock()
 
     async def start(self) -> None:
-        """Load the records; mark done the intents whose transactions committed."""
+        """Load the records; mark done the intents whose transactions committed.
+
+        A record that cannot be read puts its key in quarantine (logged at
+        ERROR): commits under that key are refused (``CorruptDataError``) rather
+        than risk committing a sequence a second time; other keys work as ever.
+        """
         for key, value in (await self._log.read_prefix("")).items():
-            self._records[key] = _Record.decode(key, value)
+            try:
+                self._records[key] = _Record.decode(key, value)
+            except (ValueError, KeyError, TypeError) as error:
+                where = (f"offset {self._log.offset_of(key)} of segment "
+                         f"{self._log.segment_name}")
+                self._quarantined[key] = f"{type(error).__name__}: {error} ({where})"
+                log.error("commit keys: the record of commit key %r at %s is unreadable "
+                          "(%s: %s); commits under that key are refused from now on",
+                          key, where, type(error).__name__, error)
         self._loaded = True
         for key, record in list(self._records.items()):
             if not record.done and self._committed(record) is True:
@@ -103,6 +125,12 @@ class CommitKeys:
         async with self._load_lock:
             if not self._loaded:
                 await self.start()
+        if key in self._quarantined:
+            raise CorruptDataError(
+                f"the record of commit key {key[:64]!r} in {COMMIT_KEYS_TOPIC} is unreadable "
+                f"({self._quarantined[key]}): which of its sequences were committed is "
+                "unknown, so commits under this key are refused rather than risk a "
+                "duplicate; commit under a new key", what="commit key record")
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             record = self._records.get(key)

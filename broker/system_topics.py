@@ -32,6 +32,7 @@ from broker.compaction import CompactionPolicy, CompactionResult, compact
 from broker.entry import FRAME_HEADER_BYTES, HEADER_BYTES
 from broker.errors import (
     BrokerShuttingDownError,
+    CorruptDataError,
     NoSuchSegmentError,
     OffsetOutOfRangeError,
     TopicExistsError,
@@ -257,13 +258,40 @@ class CompactedTopic:
             if not batch.blocks:
                 break
             for block in batch.blocks:
-                record = decode_record(block.data)
+                try:
+                    record = decode_record(block.data)
+                except CorruptDataError as error:
+                    self._skip(block.offset, block.data, error)
+                    continue
                 self._note(record.key, block.offset, block.data, record.value is None)
             offset = batch.blocks[-1].offset + batch.blocks[-1].event_count
         self._loaded = True
         log.info("system topic %s: loaded %d live keys from offsets [%d, %d)", self._name,
                  len(self._index), segment.start_offset, offset)
         return segment
+
+    def _skip(self, offset: int, data: bytes, error: CorruptDataError) -> None:
+        """Leave out a block that is no record: it names no key, so no key's state changes.
+
+        Such a block was never written by ``write`` (which only appends encoded
+        records): it is bytes a public write put there before system topics
+        were closed to them, or damage. Compaction drops it with the covered
+        records (it is in no key's index slot); this line is what remains of it.
+        """
+        self._total_bytes += len(data)
+        log.error("system topic %s: skipped the block at offset %d of segment %s "
+                  "(%d bytes, starting %s): not a system record: %s", self._name, offset,
+                  self._segment_name, len(data), data[:16].hex(), error)
+
+    def offset_of(self, key: str) -> int | None:
+        """The offset of ``key``'s latest record (for log lines), None if it has none."""
+        slot = self._index.get(key)
+        return None if slot is None else slot[0]
+
+    @property
+    def segment_name(self) -> str:
+        """The topic's one segment, ``"<topic>/0"``."""
+        return self._segment_name
 
     async def _open_segment(self) -> LedgerSegment:
         try:

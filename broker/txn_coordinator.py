@@ -59,6 +59,7 @@ from broker.errors import (
     TxnStateError,
 )
 from broker.internal_topics import refuse_internal_segment
+from broker.names import is_system_topic
 from broker.segment_txn import check_txn_id
 from broker.system_topics import CompactedTopic
 from broker.topics import TopicManager
@@ -199,17 +200,18 @@ class TxnCoordinator:
         records = await self._log.read_prefix("")
         groups: list[tuple[str, list[bytes]]] = []
         for key, value in records.items():
-            data = json.loads(value)
-            if data.get("v") != LOG_FORMAT_VERSION:
-                raise ValueError(f"transaction log record {key} has unknown version "
-                                 f"{data.get('v')}")
-            if key.startswith(_GROUP_PREFIX):
-                groups.append((key, [bytes.fromhex(t) for t in data["txns"]]))
+            try:
+                group = self._replay_record(key, value)
+            except (ValueError, KeyError, TypeError, InvalidArgumentError) as error:
+                # Skipped, and left in place for diagnosis (docs/broker.md, "System
+                # topics"): the transaction is unknown from now on, so its commit
+                # or abort answers NOT_FOUND and nothing is made visible for it.
+                log.error("transaction log %s: skipped the unreadable record of key %r at "
+                          "offset %s: %s: %s", self._log.segment_name, key,
+                          self._log.offset_of(key), type(error).__name__, error)
                 continue
-            logged = bytes.fromhex(key)
-            self._add(_Txn(logged, TxnState[data["state"]], data["deadline_ms"],
-                           list(data["segments"]), label=data.get("label", ""),
-                           finished_ms=data.get("finished_ms", -1)))
+            if group is not None:
+                groups.append((key, group))
         for key, group in groups:
             # A transaction already COMMITTED (or forgotten) needs nothing more.
             known = [txn_id for txn_id in group if txn_id in self._txns
@@ -226,6 +228,33 @@ class TxnCoordinator:
                 await self._finish_abort(txn, TxnState.ABORTED)
             elif txn.state is TxnState.OPEN:
                 self._schedule_timeout(txn)
+
+    def _replay_record(self, key: str, value: bytes) -> list[bytes] | None:
+        """Take one log record in: a transaction, or (returned) a commit group's txn ids.
+
+        Raises ValueError, KeyError, TypeError or InvalidArgumentError for a record it
+        cannot read.
+        """
+        data = json.loads(value)
+        if not isinstance(data, dict):
+            raise TypeError(f"a JSON object was expected, got {type(data).__name__}")
+        if data.get("v") != LOG_FORMAT_VERSION:
+            raise ValueError(f"unknown version {data.get('v')!r}")
+        if key.startswith(_GROUP_PREFIX):
+            return [check_txn_id(bytes.fromhex(t)) for t in data["txns"]]
+        segments = [str(name) for name in data["segments"]]
+        # A segment of a system topic never belongs in a transaction (only an old
+        # log could name one): markers there would land in the broker's own state.
+        kept = [name for name in segments if not is_system_topic(name.partition("/")[0])]
+        if kept != segments:
+            log.error("transaction log %s: transaction %s named system segments %s; "
+                      "they are left out", self._log.segment_name, key,
+                      sorted(set(segments) - set(kept)))
+        txn = _Txn(check_txn_id(bytes.fromhex(key)), TxnState[data["state"]],
+                   int(data["deadline_ms"]), kept, label=str(data.get("label", "")),
+                   finished_ms=int(data.get("finished_ms", -1)))
+        self._add(txn)
+        return None
 
     async def close(self) -> None:
         """Stop the timeout timers; wait out the aborts and log writes under way."""

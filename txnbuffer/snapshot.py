@@ -69,6 +69,7 @@ durably appended.
 
 from __future__ import annotations
 
+import logging
 import struct
 import sys
 from array import array
@@ -103,6 +104,8 @@ HEADER: Final = struct.Struct("<4sHBQIqqqqqqI")
 ITEM_BYTES: Final = 32
 _UNBOUNDED: Final = Position(2**63 - 1, 2**63 - 1)
 _SWAP: Final = sys.byteorder != "little"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,21 +262,30 @@ def decode_record(key: str, value: bytes) -> SnapshotRecord:
                           payload=memoryview(value)[HEADER.size:], count=count)
 
 
-def _segment_records(segment: str, values: Mapping[str, bytes]) -> list[SnapshotRecord]:
-    """The records of ``segment`` among ``values``, checked against their keys."""
+def _segment_records(segment: str, values: Mapping[str, bytes],
+                     ) -> tuple[list[SnapshotRecord], list[tuple[str, SnapshotFormatError]]]:
+    """The records of ``segment`` among ``values``, checked against their keys.
+
+    Returns the good records, and the keys of the bad ones with why.
+    """
     prefix = f"{segment}-"
     records = []
+    bad: list[tuple[str, SnapshotFormatError]] = []
     for key, value in values.items():
         suffix = key[len(prefix):]
         if not key.startswith(prefix) or not (suffix == "end" or suffix.isdigit()):
             continue  # another segment whose name starts with ours followed by "-"
-        record = decode_record(key, value)
-        if record.is_end != (suffix == "end") or (
-                not record.is_end and record.index != int(suffix)):
-            raise SnapshotFormatError("record does not match its key", key=key,
-                                      segment=segment)
+        try:
+            record = decode_record(key, value)
+            if record.is_end != (suffix == "end") or (
+                    not record.is_end and record.index != int(suffix)):
+                raise SnapshotFormatError("record does not match its key", key=key,
+                                          segment=segment)
+        except SnapshotFormatError as error:
+            bad.append((key, error))
+            continue
         records.append(record)
-    return records
+    return records, bad
 
 
 def _has_gap(records: Sequence[SnapshotRecord]) -> bool:
@@ -292,14 +304,26 @@ async def load_snapshot(store: SnapshotStore, segment: str) -> LoadedSnapshot:
     See the module docstring for why the chosen aborts and position are correct
     whatever prefix of a snapshot write reached the store.
 
-    Raises:
-        SnapshotFormatError: a record of the segment is corrupt or of an unknown version.
+    A record that cannot be decoded (bad magic, unknown version, wrong length,
+    not matching its key) is logged at ERROR and the whole snapshot is left
+    aside: the segment is replayed from its start, which rebuilds the aborts
+    from the markers themselves (slower, never wrong). The next snapshot
+    overwrites the bad record (its chunk number counts in
+    ``last_chunk_index``, so a bad chunk key gets a tombstone).
     """
-    records = _segment_records(segment, await store.read_prefix(f"{segment}-"))
+    records, bad = _segment_records(segment, await store.read_prefix(f"{segment}-"))
+    bad_chunks = [int(key.rpartition("-")[2]) for key, _ in bad
+                  if key.rpartition("-")[2].isdigit()]
     loaded = LoadedSnapshot(
         last_snapshot_id=max((record.snapshot_id for record in records), default=0),
-        last_chunk_index=max((record.index for record in records if not record.is_end),
-                             default=0))
+        last_chunk_index=max([record.index for record in records if not record.is_end]
+                             + bad_chunks, default=0))
+    if bad:
+        for key, error in bad:
+            log.error("segment %s: transaction buffer snapshot record %r is unreadable "
+                      "(%s); the snapshot is left aside", segment, key, error)
+        loaded.full_replay_reason = f"{len(bad)} unreadable snapshot record(s)"
+        return loaded
     end = next((record for record in records if record.is_end), None)
     if end is None:
         loaded.full_replay_reason = "no complete snapshot" if records else None
