@@ -59,6 +59,7 @@ from folio.errors import (
     DeliveryTimeoutError,
     FolioError,
     NoSuchSegmentError,
+    PermissionDeniedError,
     SegmentSealedError,
     WriterClosedError,
 )
@@ -516,8 +517,10 @@ class SegmentWriter:
                      self.segment, self._writer_id)
             self._send_setup()
             return
-        if isinstance(error, (SegmentSealedError, NoSuchSegmentError)):
-            # The flow can never succeed: fail everything, now and later.
+        if isinstance(error, (SegmentSealedError, NoSuchSegmentError, PermissionDeniedError)) \
+                or (block is None and not error.retriable):
+            # The flow can never succeed (a setup refused for good, a system
+            # topic's segment): fail everything, now and later.
             self._dead = error
             for pending in list(self._unacked):
                 self._complete(pending, error=error)
