@@ -255,7 +255,9 @@ class TransactionBuffer:
 
         Raises:
             TxnBufferError: if called twice.
-            SnapshotFormatError: a snapshot record is corrupt or of an unknown version.
+
+        A snapshot record that is corrupt or of an unknown version is logged
+        at ERROR and the whole segment is replayed instead (``load_snapshot``).
         """
         if self._recovering or self._ready.is_set():
             raise TxnBufferError("recover called twice", segment=self._segment)

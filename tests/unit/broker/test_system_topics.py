@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
+from broker.api import Block
 from broker.compaction import CompactionPolicy
 from broker.errors import EventTooLargeError, InvalidArgumentError
 from broker.names import make_segment_name
@@ -164,3 +166,24 @@ async def test_concurrent_writes_share_durable_appends(env: BrokerEnv) -> None:
     await env.restart()
     again = CompactedTopic(env.manager(), NAME)
     assert dict(await again.read_prefix("k")) == expected
+
+
+async def test_a_block_that_is_no_record_is_skipped_and_compacted_away(
+        topics: TopicManager, caplog: pytest.LogCaptureFixture) -> None:
+    topic = CompactedTopic(topics, NAME, maintain=False)
+    await topic.write("k", b"v1")
+    segment = await topics.segment(make_segment_name(NAME, 0))
+    # What `folio produce _kv` appended before system topics were closed to it.
+    await segment.append([Block(b"\x08\x01garbage", 1)], "", -1)
+    await topic.write("k", b"v2")
+    reloaded = CompactedTopic(topics, NAME, maintain=False)  # reads the segment anew
+    with caplog.at_level(logging.ERROR):
+        assert dict(await reloaded.read_prefix("")) == {"k": b"v2"}
+    assert (f"system topic {NAME}: skipped the block at offset 1 of segment {NAME}/0 "
+            "(9 bytes, starting 080167617262616765)") in caplog.text
+    assert reloaded.offset_of("k") == 2
+    await reloaded.compact()
+    caplog.clear()
+    again = CompactedTopic(topics, NAME, maintain=False)
+    assert dict(await again.read_prefix("")) == {"k": b"v2"}
+    assert "skipped" not in caplog.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 
@@ -298,3 +299,34 @@ async def test_a_closed_label_refuses_later_transactions(env: BrokerEnv) -> None
     env.clock.advance_ms(10_001)  # closed labels are forgotten with finished transactions
     await coordinator.tick()
     assert await coordinator.begin(60_000, "job")
+
+
+async def test_unreadable_log_records_are_skipped_on_start(
+    env: BrokerEnv, caplog: pytest.LogCaptureFixture,
+) -> None:
+    topics = env.manager()
+    await topics.create_topic("t", 1, TopicConfig())
+    txn_log = CompactedTopic(topics, TXN_LOG_TOPIC, maintain=False)
+    good, bad, group = bytes(range(1, 17)), bytes(range(2, 18)).hex(), bytes(range(3, 19)).hex()
+    await txn_log.write(good.hex(), json.dumps({
+        "v": LOG_FORMAT_VERSION, "state": "OPEN", "deadline_ms": 2**53,
+        "segments": ["t/0", "_txnlog/0"], "finished_ms": -1, "label": ""}).encode())
+    await txn_log.write(bad, b"{not json")
+    await txn_log.write("commit-" + group, json.dumps({"v": LOG_FORMAT_VERSION}).encode())
+    await txn_log.write("not-hex", json.dumps({
+        "v": LOG_FORMAT_VERSION, "state": "OPEN", "deadline_ms": 0, "segments": []}).encode())
+    coordinator = TxnCoordinator(topics, clock=env.clock)
+    with caplog.at_level(logging.ERROR):
+        await coordinator.start()
+    try:
+        for key in (bad, "commit-" + group, "not-hex"):
+            assert f"skipped the unreadable record of key {key!r} at offset" in caplog.text
+        assert "named system segments ['_txnlog/0']; they are left out" in caplog.text
+        assert coordinator.status(good).segments == ("t/0",)
+        with pytest.raises(TxnNotFoundError):
+            coordinator.status(bytes.fromhex(bad))
+        await coordinator.abort(good)  # markers go to t/0 only
+        assert coordinator.status(good).state is TxnState.ABORTED
+        assert coordinator.status(await coordinator.begin(1000)).state is TxnState.OPEN
+    finally:
+        await coordinator.close()

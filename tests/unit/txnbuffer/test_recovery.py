@@ -195,3 +195,42 @@ async def test_large_snapshot_round_trips_in_many_chunks(
     assert buffer.aborted_count == 1000
     assert buffer.is_ongoing((1, 1))
     assert buffer.max_read_position == limit
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("seg-end", b"FTBS truncated"),                      # shorter than a header
+    ("seg-2", b"\x08\x01" + b"x" * (HEADER.size + 30)),  # bad magic (an event block)
+    ("seg-1", None),                                    # a valid chunk under the wrong key
+])
+async def test_an_unreadable_record_means_a_full_replay(
+        small_store: MemorySnapshotStore, caplog: pytest.LogCaptureFixture,
+        key: str, value: bytes | None) -> None:
+    seg = Segment(small_store)
+    await seg.start()
+    for txn in range(1, 8):
+        aborted(seg, txn)
+    seg.txn((0, 100))  # open across the snapshot
+    seg.data()
+    await seg.buffer.take_snapshot()  # seg-1..3 + end
+    aborted(seg, 8)
+    before = state(seg.buffer)
+    visible = seg.visible_positions()
+    if value is None:  # chunk 3's bytes under key seg-1: decodable, not matching its key
+        value = dict(small_store.records)["seg-3"]
+    assert value is not None
+    await small_store.write(key, value)
+    with caplog.at_level(logging.WARNING):
+        buffer = await seg.restart()
+    assert f"transaction buffer snapshot record {key!r} is unreadable" in caplog.text
+    assert any(record.levelno == logging.ERROR for record in caplog.records)
+    assert FULL_REPLAY in caplog.text
+    # Rebuilt from the markers: the same aborts, open transaction, visibility.
+    assert state(buffer) == before
+    assert seg.visible_positions() == visible
+    # The next snapshot overwrites the bad record: the one after reads it whole.
+    await buffer.take_snapshot()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        buffer = await seg.restart()
+    assert FULL_REPLAY not in caplog.text
+    assert state(buffer) == before
