@@ -10,6 +10,7 @@ import pytest
 
 from broker.api import TopicConfig
 from broker.errors import (
+    InternalTopicError,
     InvalidArgumentError,
     TxnLabelClosedError,
     TxnNotFoundError,
@@ -328,5 +329,20 @@ async def test_unreadable_log_records_are_skipped_on_start(
         await coordinator.abort(good)  # markers go to t/0 only
         assert coordinator.status(good).state is TxnState.ABORTED
         assert coordinator.status(await coordinator.begin(1000)).state is TxnState.OPEN
+    finally:
+        await coordinator.close()
+
+
+async def test_a_transaction_never_registers_a_system_segment(env: BrokerEnv) -> None:
+    topics = env.manager()
+    coordinator = TxnCoordinator(topics, clock=env.clock)
+    await coordinator.start()
+    try:
+        txn_id = await coordinator.begin(10_000)
+        with pytest.raises(InternalTopicError, match="'_txnlog' is internal to the broker"):
+            async with coordinator.writing(txn_id, f"{TXN_LOG_TOPIC}/0"):
+                pass
+        assert coordinator.status(txn_id).segments == ()
+        await coordinator.commit([txn_id])  # nothing in flight was left behind
     finally:
         await coordinator.close()
