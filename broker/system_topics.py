@@ -252,6 +252,7 @@ class CompactedTopic:
         if self._loaded:
             return segment
         self._index, self._live_bytes, self._total_bytes = {}, 0, 0
+        await self._restore_config()
         offset = segment.start_offset
         while True:
             batch = await segment.read(offset, READ_BYTES)
@@ -293,15 +294,35 @@ class CompactedTopic:
         """The topic's one segment, ``"<topic>/0"``."""
         return self._segment_name
 
+    def _config(self) -> TopicConfig:
+        """The configuration the broker gives its system topics (no retention, no scaling)."""
+        return TopicConfig(max_event_bytes=min(MAX_EVENT_BYTES, self._topics.max_entry_bytes))
+
     async def _open_segment(self) -> LedgerSegment:
         try:
             return await self._topics.segment(self._segment_name)
         except NoSuchSegmentError:
             pass  # the topic is not there yet
-        config = TopicConfig(max_event_bytes=min(MAX_EVENT_BYTES, self._topics.max_entry_bytes))
         with contextlib.suppress(TopicExistsError):  # created meanwhile
-            await self._topics.create_topic(self._name, 1, config, internal=True)
+            await self._topics.create_topic(self._name, 1, self._config(), internal=True)
         return await self._topics.segment(self._segment_name)
+
+    async def _restore_config(self) -> None:
+        """Put the system configuration back if the topic's differs.
+
+        Only a public UpdateTopicConfig from before system topics were closed
+        to it could have changed it, and a changed one breaks the broker: a
+        small ``max_event_bytes`` refuses every record, a retention deletes
+        state (commit keys, transactions) that must stay.
+        """
+        expected = self._config()
+        actual = (await self._topics.get_topic(self._name)).config
+        changes = {name: getattr(expected, name) for name in TopicConfig.__dataclass_fields__
+                   if getattr(actual, name) != getattr(expected, name)}
+        if changes:
+            log.error("system topic %s: its configuration was changed (%s); putting back %s",
+                      self._name, {name: getattr(actual, name) for name in changes}, changes)
+            await self._topics.update_topic_config(self._name, changes, internal=True)
 
     # ---------------------------------------------------------- compaction
 

@@ -263,14 +263,17 @@ class TopicManager:
         with contextlib.suppress(NoNodeError):
             await self._store.delete(path)
 
-    async def update_topic_config(self, name: str, changes: Mapping[str, int]) -> TopicInfo:
+    async def update_topic_config(self, name: str, changes: Mapping[str, int], *,
+                                  internal: bool = False) -> TopicInfo:
         """Set the named ``TopicConfig`` fields; the others keep their values.
 
         Raises ``TopicNotFoundError``, ``InvalidArgumentError`` (unknown field,
-        bad value), ``InternalTopicError`` (a system topic).
+        bad value), ``InternalTopicError`` (a system topic, unless ``internal``:
+        only the broker passes it).
         """
         self._check_open()
-        refuse_internal_topic(name, "UpdateTopicConfig")
+        if not internal:
+            refuse_internal_topic(name, "UpdateTopicConfig")
         unknown = sorted(set(changes) - _CONFIG_FIELDS)
         if unknown:
             raise InvalidArgumentError(f"unknown topic config fields {unknown}; known: "

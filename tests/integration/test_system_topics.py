@@ -269,6 +269,10 @@ async def _corrupt(data_dir: Path) -> None:
         ):
             segment = await topics.segment(f"{topic}/0")
             await segment.append([Block(data, 1) for data in records], "", -1)
+            # What a public UpdateTopicConfig did before it was refused: with it no
+            # record fits, and retention would delete the broker's state.
+            await topics.update_topic_config(topic, {"max_event_bytes": 1, "retention_ms": 1000},
+                                             internal=True)
     finally:
         await topics.close()
         await ledgers.close()
@@ -288,12 +292,19 @@ def test_undecodable_system_records_are_logged_and_skipped(broker: Broker) -> No
            f"'{'ab' * 16}' at offset" in log
     assert f"skipped the unreadable record of key 'commit-{'cd' * 16}'" in log
     assert "commit keys: the record of commit key 'broken-key' at offset" in log
+    for topic in (TXN_LOG_TOPIC, COMMIT_KEYS_TOPIC):
+        assert f"system topic {topic}: its configuration was changed " \
+               "({'retention_ms': 1000, 'max_event_bytes': 1}); putting back" in log
     # Transactions work; the commit key made before still de-duplicates.
     assert broker.commit_once(0) is True
     assert broker.commit_once(1) is False
     # The snapshot topic is read when a segment loads (the commits above).
     log = broker.log()
     assert f"system topic {SNAPSHOT_TOPIC}: skipped the block at offset" in log
+    assert f"system topic {SNAPSHOT_TOPIC}: its configuration was changed" in log
+    for topic in SYSTEM_TOPICS:
+        config = broker.admin.GetTopic(admin_pb2.GetTopicRequest(name=topic), timeout=30).config
+        assert (config.max_event_bytes, config.retention_ms) == (4 * 1024 * 1024, -1)
     assert "segment user/0: transaction buffer snapshot record 'user/0-end' is unreadable" \
         in log
     # The quarantined commit key is refused (not guessed), with its position.
