@@ -181,6 +181,7 @@ class Client:
         Raises:
             TopicExistsError: the name is taken.
             TopicNameError: the name breaks the rules.
+            InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
             InvalidArgumentError: a bad segment count or config value.
         """
         config = _config(retention_ms=retention_ms, retention_bytes=retention_bytes,
@@ -220,6 +221,7 @@ class Client:
 
         Raises:
             TopicNotFoundError: no such topic.
+            InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
         """
         self._call(self._connection.admin.DeleteTopic, admin_pb2.DeleteTopicRequest(name=name))
 
@@ -237,6 +239,7 @@ class Client:
         Raises:
             InvalidArgumentError: an unknown field name or a bad value.
             TopicNotFoundError: no such topic.
+            InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
         """
         unknown = sorted(set(changes) - set(TOPIC_CONFIG_FIELDS))
         if unknown:
@@ -289,6 +292,7 @@ class Client:
             SegmentSealedError: a segment is sealed already.
             NoSuchSegmentError: no such segment.
             TopicNotFoundError: no such topic.
+            InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
         """
         request = admin_pb2.ScaleTopicRequest(
             topic=topic, seal=list(seal),
@@ -321,6 +325,7 @@ class Client:
 
         Raises:
             TopicNotFoundError: no such topic.
+            InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
         """
         request = admin_pb2.SealTopicRequest(name=name)
         return topic_info_from_proto(self._call(self._connection.admin.SealTopic, request))
@@ -345,6 +350,7 @@ class Client:
         Raises:
             OffsetOutOfRangeError: ``offset`` is beyond the segment's end.
             NoSuchSegmentError: no such segment.
+            InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
         """
         request = admin_pb2.TruncateSegmentRequest(segment=segment, offset=offset)
         return segment_info_from_proto(self._call(self._connection.admin.TruncateSegment,
