@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points, version
 
 from folio.cli import consume, perf, produce, topic
+from folio.cli._common import add_global_endpoint_option
 
 __all__ = ["main"]
 
@@ -23,13 +24,23 @@ __all__ = ["main"]
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 
+def _version() -> str:
+    try:
+        return version("folio")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full ``folio`` parser with every installed command."""
     parser = argparse.ArgumentParser(
         prog="folio",
         description="Folio: a streaming broker on BookKeeper-style ledgers. "
-        "Run `folio COMMAND --help` for a command's options.",
+        "Run `folio COMMAND --help` for a command's options. --endpoint (alias "
+        "--bootstrap) may be given before or after the command.",
     )
+    parser.add_argument("--version", action="version", version=f"folio {_version()}")
+    add_global_endpoint_option(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for client_command in (topic, produce, consume, perf):
         client_command.register(commands)
