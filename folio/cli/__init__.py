@@ -10,6 +10,7 @@ server commands (``bookie``, ``standalone``,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, entry_points, version
@@ -58,5 +59,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help(sys.stderr)
         return 2
-    result: int = func(args)
+    try:
+        result: int = func(args)
+    except BrokenPipeError:
+        # The reader of stdout went away (`folio topic list --json | head`): not
+        # an error; point stdout at /dev/null so the exit-time flush is quiet,
+        # as the Python docs advise for SIGPIPE.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
     return result
