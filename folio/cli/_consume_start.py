@@ -148,16 +148,20 @@ def first_offset_at(batch: folio.BatchClient, segment: folio.SegmentRange,
     Binary search on reads, assuming timestamps grow within the segment.
     """
     # Invariant: every readable event before ``low`` is older than ``time_ms``,
-    # and reading from ``high`` gives a newer one first (or nothing: the end).
+    # and the first readable event from ``high`` on is at ``found``, not older
+    # (``found`` is the end when there is none).
     low, high = segment.start_offset, segment.end_offset
+    found = high
     while low < high:
         middle = (low + high) // 2
         event = _first_at_or_after(batch, segment, middle)
-        if event is None or (event.timestamp or 0) >= time_ms:
-            high = middle  # (None: only left-out events, e.g. aborted ones, from there)
+        if event is None:  # only left-out events (e.g. aborted ones) from there
+            high, found = middle, segment.end_offset
+        elif (event.timestamp or 0) >= time_ms:
+            high, found = middle, event.offset
         else:
             low = event.offset + 1
-    return low
+    return found
 
 
 def plan_from_time(client: folio.Client, topic: str, time_ms: int) -> StartPlan:
