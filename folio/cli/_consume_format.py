@@ -6,7 +6,8 @@
   those fields, each followed by a tab, then the payload. A missing key
   prints ``null`` and no headers ``NO_HEADERS`` (as Kafka's console
   consumer prints them); the segment is its number; the timestamp is ms
-  since the epoch; headers are ``name=value`` joined by commas.
+  since the epoch; headers are ``name=value`` sorted by name, joined by
+  commas (the wire keeps no order among headers).
 - ``--json``: one JSON object per line with ``key`` (or null), ``segment``
   (its name), ``offset``, ``timestamp`` (ms, or null), ``headers`` (name ->
   string) and ``payload`` with ``encoding``: ``"utf-8"`` when the payload
@@ -54,7 +55,7 @@ def _field(event: folio.Event[bytes], field: str) -> str:
         return str(event.offset)
     if field == "timestamp":
         return "null" if event.timestamp is None else str(event.timestamp)
-    return ",".join(f"{name}={_text(value)}" for name, value in event.headers.items()) \
+    return ",".join(f"{name}={_text(value)}" for name, value in sorted(event.headers.items())) \
         or "NO_HEADERS"
 
 
@@ -69,7 +70,7 @@ def event_json(event: folio.Event[bytes]) -> dict[str, Any]:
         "segment": event.segment,
         "offset": event.offset,
         "timestamp": event.timestamp,
-        "headers": {name: _text(value) for name, value in event.headers.items()},
+        "headers": {name: _text(value) for name, value in sorted(event.headers.items())},
         "payload": payload,
         "encoding": encoding,
     }

@@ -213,7 +213,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help=f"print these fields before each payload, each followed by a tab, "
                        f"in the order given; fields: {','.join(PRINT_FIELDS)} (key: null when "
                        "none; segment: its number; timestamp: ms since the epoch; headers: "
-                       "name=value,... or NO_HEADERS)")
+                       "name=value,... sorted by name, or NO_HEADERS)")
     shape.add_argument("--json", action="store_true",
                        help='print one JSON object per event: {"key", "segment", "offset", '
                        '"timestamp", "headers", "payload", "encoding"} where the payload is '
