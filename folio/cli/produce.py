@@ -99,8 +99,9 @@ def _produce(args: argparse.Namespace) -> int:
     except FolioError as error:
         failure = failure or error
     except KeyboardInterrupt:
-        # A second Ctrl-C while flushing, or one before the writer was made.
-        failure = failure or KeyboardInterrupt("interrupted")
+        # A second Ctrl-C while flushing, or one before the writer was made: the
+        # count below says whether everything read was acknowledged all the same.
+        interrupted = True
     acknowledged += sum(1 for future in pending
                         if future.done() and future.exception() is None)
     if failure is None and interrupted and acknowledged < written:

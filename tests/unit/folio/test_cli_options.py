@@ -262,3 +262,28 @@ def test_time_search_reads_about_log2_events() -> None:
     segment = _segment(0, 0.0, 1.0, end=1000)
     assert first_offset_at(batch, segment, 4321) == 433  # type: ignore[arg-type]
     assert batch.reads <= 11
+
+
+@pytest.mark.parametrize(("argv", "mentions"), [
+    (("consume",), ["--print", "--json", "--from-offset", "--from-time", "by reads",
+                    "NO_HEADERS", "base64", "SIGTERM"]),
+    (("produce",), ["--key-separator", "--header", "--json", "payload_base64", "line N",
+                    "SIGTERM", "exit 0"]),
+    (("topic", "create"), ["--if-not-exists", "as it is"]),
+    (("topic", "list"), ["--json"]),
+    (("topic", "alter"), ["--retention-ms", "--max-event-bytes", "others keep"]),
+    (("topic", "truncate"), ["--segment", "--before", "whole ledger"]),
+    (("topic", "scale"), ["--split", "--parts", "--merge", "neighbouring", "exact"]),
+    (("topic", "describe"), ["repr"]),
+    (("perf", "consume"), ["data age", "data_age_ms", "SIGTERM"]),
+    (("perf", "produce"), ["> 0", "SIGTERM"]),
+    ((), ["--version", "--endpoint", "--bootstrap", "before or after"]),
+])
+def test_help_explains_the_new_options(argv: tuple[str, ...], mentions: list[str],
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for mention in mentions:
+        assert mention in text, f"{' '.join(argv)} --help lacks {mention!r}"
