@@ -240,6 +240,8 @@ def _perf_produce(args: argparse.Namespace) -> int:
             results = _produce_spawned(configs, args.json)
     except FolioError as error:
         return fail(PRODUCE_PROG, describe_error(error, endpoint))
+    except KeyboardInterrupt:  # before the load started (connecting, creating the topic)
+        return fail(PRODUCE_PROG, "interrupted before any event was written")
     except RuntimeError as error:
         return fail(PRODUCE_PROG, str(error))
     report = _produce_report(args, results, configs[0].group_size)
@@ -275,6 +277,8 @@ def _perf_consume(args: argparse.Namespace) -> int:
             result = run_consume(client, config, tick)
     except FolioError as error:
         return fail(CONSUME_PROG, describe_error(error, endpoint))
+    except KeyboardInterrupt:  # before reading started (connecting, creating the topic)
+        return fail(CONSUME_PROG, "interrupted before any event was read")
     duration_s = result.duration_s
     # From latest, an event is read just after it was written: now - send time is
     # end-to-end latency. From earliest the events may be hours old: the same
