@@ -132,7 +132,10 @@ def plan_from_offsets(topic: str, every: Sequence[folio.SegmentRange],
 def _first_at_or_after(batch: folio.BatchClient, segment: folio.SegmentRange,
                        offset: int) -> folio.Event[bytes] | None:
     """The first readable event of ``segment`` at ``offset`` or later, or None."""
-    events = batch.read_segment(segment.name, offset, segment.end_offset)
+    # read_uncommitted: a committed read would wait before an open transaction's
+    # first event; any event's timestamp serves the search.
+    events = batch.read_segment(segment.name, offset, segment.end_offset,
+                                isolation="read_uncommitted")
     try:
         return next(iter(events), None)
     finally:

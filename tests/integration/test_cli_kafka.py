@@ -309,3 +309,25 @@ def test_perf_consume_from_earliest_reports_data_age(server: BookieProcess) -> N
                    "--max-events", events, "--endpoint", at))
     assert "data age (ms): p50" in human and "end-to-end" not in human
 
+
+
+def test_from_time_does_not_wait_on_an_open_transaction(server: BookieProcess,
+                                                        client: folio.Client) -> None:
+    at = server.address
+    client.create_topic("k-open-txn")
+    with client.writer("k-open-txn") as writer:
+        for index in range(5):
+            writer.write_event(f"before-{index}".encode())
+    with client.transactional_writer("k-open-txn") as transactional:
+        txn = transactional.begin()
+        for index in range(5):
+            txn.write_event(f"in-txn-{index}".encode())
+        txn.flush()  # written in place, not committed: read_committed stops before them
+        started_ms = time.time_ns() // 1_000_000
+        printed = ok(run("consume", "k-open-txn", "--from-time", "2000-01-01T00:00:00Z",
+                         "--timeout-ms", "500", "--endpoint", at))
+        assert printed.splitlines() == [f"before-{index}" for index in range(5)]
+        later = ok(run("consume", "k-open-txn", "--from-time", str(started_ms + 60_000),
+                       "--timeout-ms", "500", "--endpoint", at))
+        assert later == ""
+        txn.abort()

@@ -241,7 +241,9 @@ class _FakeBatch:
         self.stamps = stamps
         self.reads = 0
 
-    def read_segment(self, segment: str, start: int, end: int) -> Iterator[folio.Event[bytes]]:
+    def read_segment(self, segment: str, start: int, end: int, *,
+                     isolation: str) -> Iterator[folio.Event[bytes]]:
+        assert isolation == "read_uncommitted"  # never waits on an open transaction
         self.reads += 1
         for offset in sorted(self.stamps):
             if start <= offset < end:
