@@ -32,7 +32,12 @@ from folio._pool import DEFAULT_MAX_CONNECTIONS, ConnectionPool, PoolStats
 from folio._status import error_from_rpc
 from folio.api.v1 import admin_pb2, groups_pb2, groups_pb2_grpc, transactions_pb2
 from folio.batch import BatchClient
-from folio.errors import FolioError, FolioUnavailableError, InvalidArgumentError
+from folio.errors import (
+    FolioError,
+    FolioUnavailableError,
+    InvalidArgumentError,
+    TopicExistsError,
+)
 from folio.groups import GroupStart, ReaderGroup, _GroupClient
 from folio.metrics import client_metrics
 from folio.models import (
@@ -157,8 +162,16 @@ class Client:
                      ledger_rollover_ms: int | None = None,
                      scale_target_events_per_s: int | None = None,
                      scale_min_segments: int | None = None,
-                     scale_cooldown_ms: int | None = None) -> TopicInfo:
+                     scale_cooldown_ms: int | None = None,
+                     exist_ok: bool = False) -> TopicInfo:
         """Creates a topic whose ``segments`` segments split the key space evenly.
+
+        With ``exist_ok`` an existing topic of that name is returned as it is,
+        like ``kafka-topics --create --if-not-exists``: its segment count and
+        config are neither compared nor changed (a scaled topic's active
+        segment count differs from the one it was created with anyway), so
+        compare the returned ``TopicInfo`` if that matters, and use
+        ``update_topic_config`` to change its config.
 
         Args:
             name: the topic's name (1 to 249 of ``[A-Za-z0-9._-]``, not
@@ -174,12 +187,14 @@ class Client:
                 0 (the default): off.
             scale_min_segments: auto-scaling keeps at least this many open segments.
             scale_cooldown_ms: auto-scaling changes the topic at most once per this long.
+            exist_ok: return the existing topic instead of raising
+                ``TopicExistsError`` when the name is taken.
 
         Returns:
-            The new topic.
+            The new topic (with ``exist_ok``, possibly the existing one).
 
         Raises:
-            TopicExistsError: the name is taken.
+            TopicExistsError: the name is taken (and not ``exist_ok``).
             TopicNameError: the name breaks the rules.
             InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
             InvalidArgumentError: a bad segment count or config value.
@@ -192,7 +207,13 @@ class Client:
                          scale_min_segments=scale_min_segments,
                          scale_cooldown_ms=scale_cooldown_ms)
         request = admin_pb2.CreateTopicRequest(name=name, segment_count=segments, config=config)
-        return topic_info_from_proto(self._call(self._connection.admin.CreateTopic, request))
+        try:
+            return topic_info_from_proto(self._call(self._connection.admin.CreateTopic, request))
+        except TopicExistsError:
+            if not exist_ok:
+                raise
+        # Deleted between the two calls: TopicNotFoundError, as any get_topic.
+        return self.get_topic(name)
 
     def get_topic(self, name: str) -> TopicInfo:
         """The topic, its configuration and its active segments.

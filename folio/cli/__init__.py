@@ -10,11 +10,13 @@ server commands (``bookie``, ``standalone``,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points, version
 
 from folio.cli import consume, perf, produce, topic
+from folio.cli._common import add_global_endpoint_option
 
 __all__ = ["main"]
 
@@ -23,13 +25,23 @@ __all__ = ["main"]
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 
+def _version() -> str:
+    try:
+        return version("folio")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full ``folio`` parser with every installed command."""
     parser = argparse.ArgumentParser(
         prog="folio",
         description="Folio: a streaming broker on BookKeeper-style ledgers. "
-        "Run `folio COMMAND --help` for a command's options.",
+        "Run `folio COMMAND --help` for a command's options. --endpoint (alias "
+        "--bootstrap) may be given before or after the command.",
     )
+    parser.add_argument("--version", action="version", version=f"folio {_version()}")
+    add_global_endpoint_option(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for client_command in (topic, produce, consume, perf):
         client_command.register(commands)
@@ -47,5 +59,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help(sys.stderr)
         return 2
-    result: int = func(args)
+    try:
+        result: int = func(args)
+    except BrokenPipeError:
+        # The reader of stdout went away (`folio topic list --json | head`): not
+        # an error; point stdout at /dev/null so the exit-time flush is quiet,
+        # as the Python docs advise for SIGPIPE.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
     return result

@@ -1,7 +1,10 @@
 """What every client command of the ``folio`` CLI shares.
 
-The broker endpoint (``--endpoint``, else ``$FOLIO_ENDPOINT``, else
-``localhost:7070``), argparse value types, and :func:`run_with_client`, which
+The broker endpoint (``--endpoint`` or its alias ``--bootstrap``, before or
+after the sub-command, else ``$FOLIO_ENDPOINT``, else ``localhost:7070``; a
+comma-separated list picks the first that accepts a TCP connection, since
+``folio.Client`` takes one endpoint), argparse value types, and
+:func:`run_with_client`, which
 turns every :class:`folio.FolioError` into one line ``folio CMD: error: ...``
 on stderr and exit code 1 (argparse keeps exit code 2 for bad usage).
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 from collections.abc import Callable, Mapping
 
@@ -20,11 +24,14 @@ __all__ = [
     "DEFAULT_ENDPOINT",
     "ENDPOINT_ENV",
     "add_endpoint_option",
+    "add_global_endpoint_option",
     "describe_error",
     "fail",
     "limit_or_unlimited",
     "non_negative_float",
     "non_negative_int",
+    "pick_endpoint",
+    "positive_float",
     "positive_int",
     "resolve_endpoint",
     "run_with_client",
@@ -37,22 +44,63 @@ ENDPOINT_ENV = "FOLIO_ENDPOINT"
 START_HINT = "start one with `make run` or `folio standalone`"
 
 
+#: How long ``--bootstrap`` waits for each listed endpoint's TCP connection.
+_PROBE_TIMEOUT_S = 2.0
+
+_ENDPOINT_HELP = (f"the broker's gRPC address; a comma-separated list (as Kafka's "
+                  f"bootstrap servers) uses the first that accepts a connection "
+                  f"(default ${ENDPOINT_ENV}, else {DEFAULT_ENDPOINT})")
+
+
+def add_global_endpoint_option(parser: argparse.ArgumentParser) -> None:
+    """``--endpoint``/``--bootstrap`` before the sub-command (``folio --endpoint X topic list``)."""
+    parser.add_argument("--endpoint", "--bootstrap", dest="endpoint",
+                        metavar="HOST:PORT[,HOST:PORT...]", default=None, help=_ENDPOINT_HELP)
+
+
 def add_endpoint_option(parser: argparse.ArgumentParser) -> None:
-    """Add ``--endpoint HOST:PORT`` to a client command."""
-    parser.add_argument(
-        "--endpoint", metavar="HOST:PORT", default=None,
-        help=f"the broker's gRPC address (default ${ENDPOINT_ENV}, else {DEFAULT_ENDPOINT})",
-    )
+    """Add ``--endpoint HOST:PORT`` (alias ``--bootstrap``) to a client command.
+
+    Its default is "not given" (``SUPPRESS``), so that a value given before
+    the sub-command is kept when none is given after it.
+    """
+    parser.add_argument("--endpoint", "--bootstrap", dest="endpoint",
+                        metavar="HOST:PORT[,HOST:PORT...]", default=argparse.SUPPRESS,
+                        help=_ENDPOINT_HELP)
+
+
+def _reachable(endpoint: str) -> bool:
+    host, _, port = endpoint.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "localhost", int(port)),
+                                      timeout=_PROBE_TIMEOUT_S):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def pick_endpoint(text: str) -> str:
+    """One endpoint of a comma-separated list: the only one, else the first reachable.
+
+    When none is reachable the first is returned, so that the error names it.
+    """
+    endpoints = [item.strip() for item in text.split(",") if item.strip()]
+    if len(endpoints) <= 1:
+        return endpoints[0] if endpoints else DEFAULT_ENDPOINT
+    return next((endpoint for endpoint in endpoints if _reachable(endpoint)), endpoints[0])
 
 
 def resolve_endpoint(args: argparse.Namespace,
                      environ: Mapping[str, str] | None = None) -> str:
-    """``--endpoint`` if given, else ``$FOLIO_ENDPOINT`` if set and not empty, else the default."""
+    """``--endpoint`` if given, else ``$FOLIO_ENDPOINT`` if set and not empty, else the default.
+
+    A comma-separated list gives its first reachable endpoint (:func:`pick_endpoint`).
+    """
     flag: str | None = getattr(args, "endpoint", None)
     if flag:
-        return flag
+        return pick_endpoint(flag)
     env = (os.environ if environ is None else environ).get(ENDPOINT_ENV)
-    return env or DEFAULT_ENDPOINT
+    return pick_endpoint(env) if env else DEFAULT_ENDPOINT
 
 
 def _number(text: str, kind: Callable[[str], int | float], low: float, what: str) -> int | float:
@@ -78,6 +126,14 @@ def non_negative_int(text: str) -> int:
 def limit_or_unlimited(text: str) -> int:
     """An argparse type: an integer >= 0, or -1 for no limit."""
     return int(_number(text, int, -1, "a non-negative integer or -1"))
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a number > 0."""
+    value = float(_number(text, float, 0, "a positive number"))
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
 
 
 def non_negative_float(text: str) -> float:

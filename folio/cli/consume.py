@@ -1,4 +1,10 @@
-"""``folio consume TOPIC``: print events' payloads, one per line, like kafka-console-consumer."""
+"""``folio consume TOPIC``: print events' payloads, one per line, like kafka-console-consumer.
+
+What is printed per event is in :mod:`folio.cli._consume_format`
+(``--print``, ``--json``); where reading starts (``--from-offset``,
+``--from-time``) in :mod:`folio.cli._consume_start`. SIGTERM stops it as
+Ctrl-C does.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable, Mapping
 from typing import BinaryIO, Literal
 
 import folio
@@ -19,6 +26,15 @@ from folio.cli._common import (
     positive_int,
     resolve_endpoint,
 )
+from folio.cli._consume_format import PRINT_FIELDS, formatter, print_fields
+from folio.cli._consume_start import (
+    StartPlan,
+    offset_start,
+    parse_time_ms,
+    plan_from_offsets,
+    plan_from_time,
+)
+from folio.cli._signals import install_sigterm_as_interrupt
 from folio.errors import FolioError
 
 __all__ = ["register"]
@@ -40,8 +56,12 @@ def _silence_stdout() -> None:
 
 
 def _copy_events(reader: folio.EventReader[bytes], out: BinaryIO,
-                 max_events: int | None, timeout_ms: int | None) -> None:
-    """Write payloads to ``out`` until ``max_events`` or ``timeout_ms`` of idleness."""
+                 max_events: int | None, timeout_ms: int | None,
+                 line: Callable[[folio.Event[bytes]], bytes] | None = None) -> None:
+    """Write events to ``out`` until ``max_events`` or ``timeout_ms`` of idleness.
+
+    ``line`` makes the bytes written per event; None writes the payload and a newline.
+    """
     count = 0
     idle_deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
     while max_events is None or count < max_events:
@@ -58,8 +78,11 @@ def _copy_events(reader: folio.EventReader[bytes], out: BinaryIO,
             event = reader.read_next(timeout=wait_s)
             if event is None:
                 continue
-        out.write(event.payload)
-        out.write(b"\n")
+        if line is None:
+            out.write(event.payload)
+            out.write(b"\n")
+        else:
+            out.write(line(event))
         count += 1
         if timeout_ms is not None:
             idle_deadline = time.monotonic() + timeout_ms / 1000
@@ -83,21 +106,58 @@ class _GroupEvents:
             # A checkpoint event: nothing to print; go on reading.
 
 
+class _Skipping:
+    """A reader that leaves out, per segment, the events before a first offset to print."""
+
+    def __init__(self, reader: folio.EventReader[bytes], skip_before: Mapping[str, int]) -> None:
+        self._reader = reader
+        self._skip_before = skip_before
+
+    def read_next(self, timeout: float | None = None) -> folio.Event[bytes] | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            event = self._reader.read_next(left)
+            if event is None or event.offset >= self._skip_before.get(event.segment, 0):
+                return event
+
+
+def _plan(client: folio.Client, args: argparse.Namespace) -> StartPlan:
+    if args.from_time is not None:
+        return plan_from_time(client, args.topic, args.from_time)
+    if args.from_offset:
+        every = client.get_segments(args.topic, include_sealed=True)
+        return plan_from_offsets(args.topic, every, args.from_offset, args.from_beginning)
+    start: Literal["earliest", "latest"] = "earliest" if args.from_beginning else "latest"
+    return StartPlan(start)
+
+
 def _consume(args: argparse.Namespace) -> int:
+    install_sigterm_as_interrupt()
+    if args.group is not None and (args.from_offset or args.from_time is not None):
+        args.usage_error("--from-offset and --from-time do not go with --group: a reader "
+                         "group reads from its own positions")
+    if args.from_offset and args.from_time is not None:
+        args.usage_error("give --from-offset or --from-time, not both")
     endpoint = resolve_endpoint(args)
     out = sys.stdout.buffer
+    line = formatter(args.print, args.json)
     start: Literal["earliest", "latest"] = "earliest" if args.from_beginning else "latest"
     try:
         with folio.Client(endpoint) as client:
             if args.group is None:
-                with client.reader(args.topic, start=start) as reader:
-                    _copy_events(reader, out, args.max_events, args.timeout_ms)
+                plan = _plan(client, args)
+                with client.reader(args.topic, start=plan.start) as reader:
+                    source = _Skipping(reader, plan.skip_before) if plan.skip_before \
+                        else reader
+                    _copy_events(source, out,  # type: ignore[arg-type]
+                                 args.max_events, args.timeout_ms, line)
             else:
                 group = client.reader_group(args.group, [args.topic], start=start)
                 reader_id = args.reader_id or f"{socket.gethostname()}-{os.getpid()}"
                 with group.reader(reader_id) as member:
                     _copy_events(_GroupEvents(member), out,  # type: ignore[arg-type]
-                                 args.max_events, args.timeout_ms)
+                                 args.max_events, args.timeout_ms, line)
         out.flush()
     except FolioError as error:
         with contextlib.suppress(BrokenPipeError):
@@ -124,12 +184,41 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "quietly. Errors print 'folio consume: error: ...' and exit 1. With --group GROUP "
         "the consumer joins reader group GROUP (created if missing; --from-beginning then "
         "picks where the new group starts) and prints only its share of the segments, in "
-        "per-key order across scaling; on exit it hands its segments back to the group.",
+        "per-key order across scaling; on exit it hands its segments back to the group. "
+        "--print adds fields before each payload, tab-separated; --json prints one JSON "
+        "object per event instead. SIGTERM stops it as Ctrl-C does.",
     )
     parser.add_argument("topic", metavar="TOPIC", help="the topic to read")
-    parser.add_argument("--from-beginning", action="store_true",
+    starts = parser.add_mutually_exclusive_group()
+    starts.add_argument("--from-beginning", action="store_true",
                         help="start at the earliest retained event of every segment "
-                        "(default: start at the latest, printing only new events)")
+                        "(default: start at the latest, printing only new events); with "
+                        "--from-offset, where the segments it does not name start")
+    starts.add_argument("--from-time", type=parse_time_ms, metavar="TIME", default=None,
+                        help="start in every segment at the first event stamped at or after "
+                        "TIME: ISO 8601 (2026-11-24T03:00:00Z; UTC when no zone is given) or "
+                        "ms since the epoch. The broker keeps no time index: each segment is "
+                        "binary-searched by reads (about log2(events) short reads), assuming "
+                        "its writers' timestamps grow; when TIME lies before a scaling of the "
+                        "topic, the older segments are read from their start and the events "
+                        "before TIME skipped here")
+    parser.add_argument("--from-offset", type=offset_start, action="append",
+                        metavar="SEGMENT:OFFSET", default=None,
+                        help="start segment SEGMENT (number, or name like orders/0) at OFFSET "
+                        "(repeatable); segments not named start at the latest, or the earliest "
+                        "with --from-beginning; a named segment's successors are read after it "
+                        "whole (an offset outside the segment's retained range is an error)")
+    shape = parser.add_mutually_exclusive_group()
+    shape.add_argument("--print", type=print_fields, metavar="FIELD[,FIELD...]", default=None,
+                       help=f"print these fields before each payload, each followed by a tab, "
+                       f"in the order given; fields: {','.join(PRINT_FIELDS)} (key: null when "
+                       "none; segment: its number; timestamp: ms since the epoch; headers: "
+                       "name=value,... sorted by name, or NO_HEADERS)")
+    shape.add_argument("--json", action="store_true",
+                       help='print one JSON object per event: {"key", "segment", "offset", '
+                       '"timestamp", "headers", "payload", "encoding"} where the payload is '
+                       'the text when it is valid UTF-8 ("encoding": "utf-8"), else base64 '
+                       '("encoding": "base64"); `folio produce --json` reads it back')
     parser.add_argument("--max-events", type=positive_int, metavar="N", default=None,
                         help="exit after N events (default: no limit)")
     parser.add_argument("--timeout-ms", type=non_negative_int, metavar="MS", default=None,
@@ -141,4 +230,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--reader-id", metavar="ID", default=None,
                         help="this member's id in --group (default: HOST-PID)")
     add_endpoint_option(parser)
-    parser.set_defaults(func=_consume)
+    parser.set_defaults(func=_consume, usage_error=parser.error)

@@ -26,6 +26,7 @@ from folio.cli._common import (
     fail,
     non_negative_float,
     non_negative_int,
+    positive_float,
     positive_int,
     resolve_endpoint,
 )
@@ -45,6 +46,7 @@ from folio.cli._perf_stats import (
     merge_encoded,
     print_progress,
 )
+from folio.cli._signals import install_sigterm_as_interrupt
 from folio.errors import FolioError, TopicExistsError, TopicNotFoundError
 
 __all__ = ["register"]
@@ -84,18 +86,21 @@ def _writer_configs(args: argparse.Namespace, endpoint: str) -> list[ProduceConf
 
 
 class _SigintFlag:
-    """While installed, Ctrl-C sets ``raised`` instead of raising KeyboardInterrupt."""
+    """While installed, Ctrl-C and SIGTERM set ``raised`` instead of raising KeyboardInterrupt."""
 
     def __init__(self) -> None:
         self.raised = False
         self._previous: Any = None
+        self._previous_term: Any = None
 
     def __enter__(self) -> _SigintFlag:
         self._previous = signal.signal(signal.SIGINT, self._handle)
+        self._previous_term = signal.signal(signal.SIGTERM, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:
         signal.signal(signal.SIGINT, self._previous)
+        signal.signal(signal.SIGTERM, self._previous_term)
 
     def _handle(self, signum: int, frame: object) -> None:
         self.raised = True
@@ -223,6 +228,7 @@ def _print_produce_report(report: dict[str, Any]) -> None:
 
 
 def _perf_produce(args: argparse.Namespace) -> int:
+    install_sigterm_as_interrupt()
     endpoint = resolve_endpoint(args)
     configs = _writer_configs(args, endpoint)
     try:
@@ -234,6 +240,8 @@ def _perf_produce(args: argparse.Namespace) -> int:
             results = _produce_spawned(configs, args.json)
     except FolioError as error:
         return fail(PRODUCE_PROG, describe_error(error, endpoint))
+    except KeyboardInterrupt:  # before the load started (connecting, creating the topic)
+        return fail(PRODUCE_PROG, "interrupted before any event was written")
     except RuntimeError as error:
         return fail(PRODUCE_PROG, str(error))
     report = _produce_report(args, results, configs[0].group_size)
@@ -249,6 +257,7 @@ def _perf_produce(args: argparse.Namespace) -> int:
 
 
 def _perf_consume(args: argparse.Namespace) -> int:
+    install_sigterm_as_interrupt()
     endpoint = resolve_endpoint(args)
     start: Literal["earliest", "latest"] = args.start or "latest"
     config = ConsumeConfig(
@@ -268,12 +277,19 @@ def _perf_consume(args: argparse.Namespace) -> int:
             result = run_consume(client, config, tick)
     except FolioError as error:
         return fail(CONSUME_PROG, describe_error(error, endpoint))
+    except KeyboardInterrupt:  # before reading started (connecting, creating the topic)
+        return fail(CONSUME_PROG, "interrupted before any event was read")
     duration_s = result.duration_s
+    # From latest, an event is read just after it was written: now - send time is
+    # end-to-end latency. From earliest the events may be hours old: the same
+    # difference is only the data's age, and labelled so.
+    latency_key, latency_label = (("end_to_end_latency_ms", "end-to-end latency")
+                                  if start == "latest" else ("data_age_ms", "data age"))
     report = {
         "events_per_s": round(result.events / duration_s, 1) if duration_s > 0 else 0.0,
         "mb_per_s": round(result.payload_bytes / BYTES_PER_MB / duration_s, 3)
         if duration_s > 0 else 0.0,
-        "end_to_end_latency_ms": latency_ms(result.histogram),
+        latency_key: latency_ms(result.histogram),
         "events": result.events,
         "bytes": result.payload_bytes,
         "duration_s": round(duration_s, 3),
@@ -290,8 +306,7 @@ def _perf_consume(args: argparse.Namespace) -> int:
               f"(stopped by {result.stopped_by})")
         print(f"throughput: {report['events_per_s']:,.0f} events/s, "
               f"{report['mb_per_s']:,.2f} MB/s")
-        print("end-to-end latency (ms): "
-              f"{format_latency(report['end_to_end_latency_ms'])}")
+        print(f"{latency_label} (ms): {format_latency(report[latency_key])}")
     return 0
 
 
@@ -326,8 +341,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "of the group. So each event's latency is measured from its group's first send, "
         "pessimistic by at most the time to write the group (microseconds). The first 8 "
         "bytes of each event carry its send time (µs since the epoch, big-endian) for "
-        "`perf consume`. Progress goes to stderr every second. Exits 1 if any event was "
-        "not acknowledged.",
+        "`perf consume`. Progress goes to stderr every second. Ctrl-C or SIGTERM stops "
+        "early and reports what was done. Exits 1 if any event was not acknowledged.",
     )
     _add_common(produce)
     produce.add_argument("--event-bytes", type=non_negative_int, default=100, metavar="BYTES",
@@ -335,8 +350,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     produce.add_argument("--rate", type=non_negative_float, default=0.0, metavar="EVENTS_S",
                          help="target events/s over all writers, paced per small batch; "
                          "0 for as fast as possible (default 0)")
-    produce.add_argument("--duration-s", type=non_negative_float, default=10.0, metavar="S",
-                         help="how long to write (default 10)")
+    produce.add_argument("--duration-s", type=positive_float, default=10.0, metavar="S",
+                         help="how long to write, > 0 (default 10)")
     produce.add_argument("--writers", type=positive_int, default=1, metavar="N",
                          help="writer processes, each with its own client; 1 runs in this "
                          "process (default 1)")
@@ -366,9 +381,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Read TOPIC with one reader and report events/s and MB/s (from the "
         "first event read to the last) and, for events written by `perf produce`, "
         "end-to-end latency p50/p99/p99.9/max in ms (sampled on one event in 16; compares "
-        "wall clocks, so run both on one machine). Stops at --max-events, after "
+        "wall clocks, so run both on one machine). End-to-end latency needs --from latest "
+        "(the default) with `perf produce` running; from earliest the same measure is the "
+        "data's age (how long ago each event was written), reported as 'data age' "
+        "(JSON key data_age_ms instead of end_to_end_latency_ms). Stops at --max-events, after "
         "--duration-s, after --timeout-ms without an event once one was read, or on "
-        "Ctrl-C. Progress goes to stderr every second.",
+        "Ctrl-C or SIGTERM. Progress goes to stderr every second.",
     )
     _add_common(consume)
     consume.add_argument("--duration-s", type=non_negative_float, default=None, metavar="S",

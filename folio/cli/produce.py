@@ -1,4 +1,10 @@
-"""``folio produce TOPIC``: one event per line of stdin, through one ``EventWriter``."""
+"""``folio produce TOPIC``: one event per line of stdin, through one ``EventWriter``.
+
+Lines are parsed by :mod:`folio.cli._produce_lines` (raw, ``--key-separator``
+or ``--json``). Ctrl-C and SIGTERM stop reading stdin; what was written is
+flushed and the usual summary printed, and the exit code is 0 when every
+event written was acknowledged.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,8 @@ from typing import BinaryIO
 
 import folio
 from folio.cli._common import add_endpoint_option, describe_error, fail, resolve_endpoint
+from folio.cli._produce_lines import LineError, LineFormat, header_pair, parse_line
+from folio.cli._signals import install_sigterm_as_interrupt
 from folio.errors import FolioError
 
 __all__ = ["lines_of", "register"]
@@ -36,7 +44,23 @@ def _count_acknowledged(pending: collections.deque[folio.WriteFuture]) -> int:
     return acknowledged
 
 
+def _line_format(args: argparse.Namespace) -> LineFormat:
+    separator = args.key_separator.encode() if args.key_separator is not None else None
+    return LineFormat(key=args.key, key_separator=separator, json=args.json,
+                      headers=dict(args.header or ()))
+
+
+class _Stopped(Exception):
+    """Reading stopped at a refused line (its message says which and why)."""
+
+
 def _produce(args: argparse.Namespace) -> int:
+    install_sigterm_as_interrupt()
+    if args.key_separator == "":
+        args.usage_error("--key-separator must not be empty")
+    if args.json and args.key_separator is not None:
+        args.usage_error("--json lines carry their own key: drop --key-separator")
+    form = _line_format(args)
     endpoint = resolve_endpoint(args)
     acknowledged = 0
     written = 0
@@ -44,23 +68,30 @@ def _produce(args: argparse.Namespace) -> int:
     # that the deque stays short however long stdin is.
     pending: collections.deque[folio.WriteFuture] = collections.deque()
     failure: BaseException | None = None
+    interrupted = False
     try:
         with folio.Client(endpoint) as client:
             writer = client.writer(args.topic)
             try:
                 write = writer.write_event
-                key = args.key
-                for line in lines_of(sys.stdin.buffer):
-                    pending.append(write(line, routing_key=key))
+                for number, line in enumerate(lines_of(sys.stdin.buffer), start=1):
+                    try:
+                        payload, key, headers = parse_line(line, form)
+                        pending.append(write(payload, routing_key=key, headers=headers or None))
+                    except (LineError, FolioError) as error:
+                        raise _Stopped(f"line {number}: {describe_error(error, endpoint)}"
+                                       ) from None
                     written += 1
                     if written % 1024 == 0:
                         acknowledged += _count_acknowledged(pending)
                 writer.flush()
-            except FolioError as error:
+            except (FolioError, _Stopped) as error:
                 failure = error
+            except KeyboardInterrupt:
+                interrupted = True
             finally:
-                # Every future is resolved once the writer is closed, so the count
-                # below is exact even after a failure.
+                # Every future is resolved once the writer is closed (it flushes
+                # first), so the count below is exact even after a failure.
                 try:
                     writer.close()
                 except FolioError as error:
@@ -68,13 +99,19 @@ def _produce(args: argparse.Namespace) -> int:
     except FolioError as error:
         failure = failure or error
     except KeyboardInterrupt:
-        failure = KeyboardInterrupt("interrupted")
+        # A second Ctrl-C while flushing, or one before the writer was made: the
+        # count below says whether everything read was acknowledged all the same.
+        interrupted = True
     acknowledged += sum(1 for future in pending
                         if future.done() and future.exception() is None)
+    if failure is None and interrupted and acknowledged < written:
+        failure = KeyboardInterrupt("interrupted")
     if failure is not None:
-        return fail(PROG, f"{describe_error(failure, endpoint)} "
-                          f"({acknowledged} of {written} events acknowledged)")
-    print(f"{acknowledged} events acknowledged", file=sys.stderr)
+        text = str(failure) if isinstance(failure, _Stopped | KeyboardInterrupt) \
+            else describe_error(failure, endpoint)
+        return fail(PROG, f"{text} ({acknowledged} of {written} events acknowledged)")
+    print(f"{acknowledged} events acknowledged{' (interrupted)' if interrupted else ''}",
+          file=sys.stderr)
     return 0
 
 
@@ -82,16 +119,33 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``folio produce``."""
     parser = subparsers.add_parser(
         "produce", help="write one event per line of stdin to a topic",
-        description="Write each line of stdin as one event to TOPIC: the line's bytes "
-        "without its trailing newline (nothing is decoded or otherwise stripped; an empty "
-        "line is an empty event). All events go through one writer, in order per routing "
-        "key. At the end the writer is flushed and 'N events acknowledged' is printed to "
-        "stderr. On any failure (no broker, unknown topic, an event too large, ...) it "
-        "prints 'folio produce: error: ... (N of M events acknowledged)' and exits 1.",
+        description="Write each line of stdin as one event to TOPIC: by default the line's "
+        "bytes without its trailing newline (nothing is decoded or otherwise stripped; an "
+        "empty line is an empty event); with --key-separator a KEY<SEP>PAYLOAD line; with "
+        "--json a JSON object per line. All events go through one writer, in order per "
+        "routing key. At the end (end of stdin, Ctrl-C or SIGTERM) the writer is flushed "
+        "and 'N events acknowledged' is printed to stderr; exit 0 when every event read "
+        "was acknowledged. A line that cannot be made into an event stops the run: "
+        "'folio produce: error: line N: ... (A of W events acknowledged)' and exit 1, as "
+        "on any other failure (no broker, unknown topic, an event too large, ...).",
     )
     parser.add_argument("topic", metavar="TOPIC", help="the topic to write to")
-    parser.add_argument("--key", metavar="KEY", default=None,
-                        help="routing key of every event: events of one key go to one "
-                        "segment, in order (default: none, events are spread over segments)")
+    keys = parser.add_mutually_exclusive_group()
+    keys.add_argument("--key", metavar="KEY", default=None,
+                      help="routing key of every event: events of one key go to one "
+                      "segment, in order (default: none, events are spread over segments); "
+                      "with --json, the key of lines without one")
+    keys.add_argument("--key-separator", metavar="SEP", default=None,
+                      help="each line is KEY SEP PAYLOAD, split at the first SEP (like "
+                      "Kafka's parse.key=true key.separator=SEP); a line without SEP is "
+                      "refused; an empty KEY means no key")
+    parser.add_argument("--header", type=header_pair, action="append", metavar="NAME=VALUE",
+                        help="a header on every event (repeatable); the value is sent as "
+                        "its UTF-8 bytes")
+    parser.add_argument("--json", action="store_true",
+                        help='each line is a JSON object {"key": "k" or null, "headers": '
+                        '{"name": "value"}, "payload": "text"} with "payload_base64" '
+                        'instead of "payload" for binary payloads; key and headers are '
+                        "optional; what `folio consume --json` prints is accepted")
     add_endpoint_option(parser)
-    parser.set_defaults(func=_produce)
+    parser.set_defaults(func=_produce, usage_error=parser.error)

@@ -1,4 +1,8 @@
-"""``folio topic create|list|describe|scale|seal|delete``: topic administration through the SDK."""
+"""``folio topic create|list|describe|alter|truncate|scale|seal|delete``: topic administration.
+
+``scale`` lives in :mod:`folio.cli._topic_scale`, ``alter`` and ``truncate``
+in :mod:`folio.cli._topic_change`; this module registers them with the rest.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import folio
+from folio.cli import _topic_change, _topic_scale
 from folio.cli._common import (
     add_endpoint_option,
     limit_or_unlimited,
@@ -17,8 +22,10 @@ from folio.cli._common import (
     positive_int,
     run_with_client,
 )
+from folio.cli._topic_scale import print_segments, range_list, segment_list
+from folio.errors import TopicExistsError
 
-__all__ = ["register", "topic_json"]
+__all__ = ["range_list", "register", "segment_list", "topic_json"]
 
 #: Config keys in the order ``describe`` prints them.
 _CONFIG_KEYS = ("retention_ms", "retention_bytes", "max_event_bytes",
@@ -64,23 +71,6 @@ def _utc(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
 
 
-def _numbers(names: Sequence[str]) -> str:
-    return ",".join(name.rpartition("/")[2] for name in names) or "-"
-
-
-def _print_segments(segments: Sequence[folio.SegmentRange], *, indent: str = "  ") -> None:
-    rows = [("SEGMENT", "KEY RANGE", "STATE", "START OFFSET", "END OFFSET", "LENGTH",
-             "PREDECESSORS", "SUCCESSORS")]
-    rows += [(s.name, f"[{s.key_low:.6g}, {s.key_high:.6g})",
-              "sealed" if s.sealed else "open", str(s.start_offset), str(s.end_offset),
-              str(s.length), _numbers(s.predecessors), _numbers(s.successors))
-             for s in segments]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print(indent + "  ".join(cell.ljust(width)
-                                 for cell, width in zip(row, widths, strict=True)).rstrip())
-
-
 def _print_topic(topic: folio.TopicInfo, segments: Sequence[folio.SegmentRange]) -> None:
     sealed = ", sealed" if topic.sealed else ""
     print(f"topic {topic.name} (created {_utc(topic.created_ms)}{sealed})")
@@ -93,18 +83,21 @@ def _print_topic(topic: folio.TopicInfo, segments: Sequence[folio.SegmentRange])
         print(f"  {key:<26} {value}{unlimited}{off}")
     active = sum(not s.sealed for s in segments)
     print(f"segments ({len(segments)}, {active} open):")
-    _print_segments(segments)
+    print_segments(segments)
 
 
 def _create(args: argparse.Namespace) -> int:
     def body(client: folio.Client) -> int:
-        topic = client.create_topic(
-            args.name, args.segments, retention_ms=args.retention_ms,
-            retention_bytes=args.retention_bytes, max_event_bytes=args.max_event_bytes,
-            scale_target_events_per_s=args.scale_target_events_per_s,
-            scale_min_segments=args.scale_min_segments,
-            scale_cooldown_ms=args.scale_cooldown_ms,
-        )
+        try:
+            topic = _create_topic(client, args)
+        except TopicExistsError:
+            if not args.if_not_exists:
+                raise
+            topic = client.get_topic(args.name)
+            count = len(topic.segments)
+            print(f"topic {topic.name} exists already ({count} open "
+                  f"segment{'' if count == 1 else 's'}); left as it is")
+            return 0
         config = ", ".join(f"{key} {getattr(topic.config, key)}" for key in _CONFIG_KEYS)
         print(f"created topic {topic.name} with {len(topic.segments)} segment"
               f"{'' if len(topic.segments) == 1 else 's'} ({config})")
@@ -113,10 +106,25 @@ def _create(args: argparse.Namespace) -> int:
     return run_with_client("folio topic create", args, body)
 
 
+def _create_topic(client: folio.Client, args: argparse.Namespace) -> folio.TopicInfo:
+    return client.create_topic(
+        args.name, args.segments, retention_ms=args.retention_ms,
+        retention_bytes=args.retention_bytes, max_event_bytes=args.max_event_bytes,
+        scale_target_events_per_s=args.scale_target_events_per_s,
+        scale_min_segments=args.scale_min_segments,
+        scale_cooldown_ms=args.scale_cooldown_ms,
+    )
+
+
 def _list(args: argparse.Namespace) -> int:
     def body(client: folio.Client) -> int:
-        topics = client.list_topics(include_internal=args.internal)
-        for topic in sorted(topics, key=lambda t: t.name):
+        topics = sorted(client.list_topics(include_internal=args.internal),
+                        key=lambda t: t.name)
+        if args.json:
+            json.dump([topic_json(topic) for topic in topics], sys.stdout, indent=2)
+            print()
+            return 0
+        for topic in topics:
             active = sum(1 for segment in topic.segments if not segment.sealed)
             print(f"{topic.name}\t{active}")
         return 0
@@ -136,42 +144,6 @@ def _describe(args: argparse.Namespace) -> int:
         return 0
 
     return run_with_client("folio topic describe", args, body)
-
-
-def segment_list(text: str) -> list[str]:
-    """``--seal``: segment numbers or names, comma-separated (argparse type)."""
-    items = [item.strip() for item in text.split(",")]
-    if not items or any(not item for item in items):
-        raise argparse.ArgumentTypeError(
-            f"expected SEGMENT[,SEGMENT...] (numbers or <topic>/<number> names), got {text!r}")
-    return items
-
-
-def range_list(text: str) -> list[tuple[float, float]]:
-    """``--ranges``: ``LOW-HIGH[,LOW-HIGH...]`` key ranges (argparse type)."""
-    ranges = []
-    for item in text.split(","):
-        low, sep, high = item.strip().partition("-")
-        try:
-            if not sep:
-                raise ValueError(item)
-            ranges.append((float(low), float(high)))
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected LOW-HIGH[,LOW-HIGH...] like 0.0-0.5,0.5-1.0, got {text!r}") from None
-    return ranges
-
-
-def _scale(args: argparse.Namespace) -> int:
-    def body(client: folio.Client) -> int:
-        seal = [item if "/" in item else f"{args.name}/{item}" for item in args.seal]
-        result = client.scale_topic(args.name, seal, args.ranges)
-        print(f"scaled topic {args.name}: sealed {len(result.sealed)}, "
-              f"created {len(result.created)}")
-        _print_segments([*result.sealed, *result.created])
-        return 0
-
-    return run_with_client("folio topic scale", args, body)
 
 
 def _seal(args: argparse.Namespace) -> int:
@@ -206,9 +178,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "create", help="create a topic",
         description="Create topic NAME with --segments segments splitting the routing-key "
         "space evenly, and print what was created. Options not given take the broker's "
-        "defaults.",
+        "defaults. An existing NAME is an error (exit 1) unless --if-not-exists.",
     )
     create.add_argument("name", metavar="NAME", help="the topic's name")
+    create.add_argument("--if-not-exists", action="store_true",
+                        help="if NAME exists already, leave it as it is (whatever its "
+                        "segments and config) and exit 0, like kafka-topics "
+                        "--if-not-exists; scripts can then be run twice")
     create.add_argument("--segments", type=positive_int, default=1, metavar="N",
                         help="number of segments, the unit of parallelism (default 1)")
     create.add_argument("--retention-ms", type=limit_or_unlimited, metavar="MS",
@@ -234,19 +210,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     list_ = commands.add_parser(
         "list", help="list topics",
         description="Print every topic, one per line, sorted: its name, a tab, and its "
-        "number of active (unsealed) segments.",
+        "number of active (unsealed) segments. System topics are left out (see --internal).",
     )
     list_.add_argument("--internal", action="store_true",
                        help="also list the broker's system topics (names starting with "
                        "'_': _txnlog, _txncommitkeys, _txnbuffer_snapshots); they can be "
                        "read for diagnosis, never written")
+    list_.add_argument("--json", action="store_true",
+                       help="print one JSON array of topics, sorted by name, each as "
+                       "`topic describe --json` prints it but with only its active "
+                       "segments")
     add_endpoint_option(list_)
     list_.set_defaults(func=_list)
 
     describe = commands.add_parser(
         "describe", help="show a topic's config and segments",
         description="Show topic NAME: its config, and every segment it ever had (sealed "
-        "ones too, by number) with its routing-key range [low, high), its state (open or "
+        "ones too, by number) with its routing-key range [low, high) (exact: each bound "
+        "as Python's repr of the float, so it can be pasted into `topic scale --ranges`), "
+        "its state (open or "
         "sealed), start offset (first retained), end offset (next to be written; final once "
         "sealed), length (end - start) and its predecessors and successors across scaling.",
     )
@@ -261,24 +243,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_endpoint_option(describe)
     describe.set_defaults(func=_describe)
 
-    scale = commands.add_parser(
-        "scale", help="seal segments and create successors (split, merge)",
-        description="Seal the --seal segments of topic NAME and create one new segment per "
-        "--ranges range. The new ranges must exactly cover the sealed segments' ranges: "
-        "one segment into several is a split, neighbours into one a merge. Writers and "
-        "readers follow by themselves, in per-key order. Example: folio topic scale orders "
-        "--seal 0 --ranges 0.0-0.5,0.5-1.0",
-    )
-    scale.add_argument("name", metavar="NAME", help="the topic's name")
-    scale.add_argument("--seal", type=segment_list, required=True,
-                       metavar="SEGMENT[,SEGMENT...]",
-                       help="the open segments to seal, by number (0) or name (orders/0)")
-    scale.add_argument("--ranges", type=range_list, required=True,
-                       metavar="LOW-HIGH[,LOW-HIGH...]",
-                       help="the new segments' routing-key ranges [LOW, HIGH), e.g. "
-                       "0.0-0.5,0.5-1.0")
-    add_endpoint_option(scale)
-    scale.set_defaults(func=_scale)
+    _topic_scale.register(commands)
+    _topic_change.register(commands)
 
     seal = commands.add_parser(
         "seal", help="seal a topic: no more events",
