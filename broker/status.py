@@ -24,6 +24,7 @@ from broker.errors import (
     EventTooLargeError,
     GroupStateConflictError,
     InvalidArgumentError,
+    InvalidBlockError,
     InvalidEventNumberError,
     NoSuchSegmentError,
     OffsetOutOfRangeError,
@@ -62,6 +63,7 @@ class StatusRow:
 #: The one table (subclasses before their bases: the first match wins).
 STATUS_TABLE: Final[tuple[StatusRow, ...]] = (
     StatusRow(TopicNameError, _Code.INVALID_ARGUMENT),
+    StatusRow(InvalidBlockError, _Code.INVALID_ARGUMENT),
     StatusRow(InvalidArgumentError, _Code.INVALID_ARGUMENT),
     StatusRow(TopicNotFoundError, _Code.NOT_FOUND),
     StatusRow(NoSuchSegmentError, _Code.NOT_FOUND),

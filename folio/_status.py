@@ -46,7 +46,7 @@ NAME_CLASSES: Final[dict[str, type[e.FolioError]]] = {
         e.NoSuchSegmentError, e.SegmentSealedError, e.OffsetOutOfRangeError,
         e.EventTooLargeError, e.InvalidEventNumberError, e.WrongHostError, e.TxnStateError,
         e.TxnNotFoundError, e.ReaderGroupNotFoundError, e.ReaderGroupExistsError,
-        e.GroupStateConflictError,
+        e.GroupStateConflictError, e.InvalidBlockError,
     )
 }
 

@@ -14,6 +14,7 @@ from broker.errors import (
     EventTooLargeError,
     GroupStateConflictError,
     InvalidArgumentError,
+    InvalidBlockError,
     InvalidEventNumberError,
     NoSuchSegmentError,
     OffsetOutOfRangeError,
@@ -39,6 +40,7 @@ _Code = grpc.StatusCode
 CASES: list[tuple[BrokerError, grpc.StatusCode, dict[str, object]]] = [
     (TopicNameError("bad name"), _Code.INVALID_ARGUMENT, {}),
     (InvalidArgumentError("bad"), _Code.INVALID_ARGUMENT, {}),
+    (InvalidBlockError("bad block"), _Code.INVALID_ARGUMENT, {}),
     (TopicNotFoundError("t"), _Code.NOT_FOUND, {"topic": "t"}),
     (NoSuchSegmentError("t/1"), _Code.NOT_FOUND, {"segment": "t/1"}),
     (TopicExistsError("t"), _Code.ALREADY_EXISTS, {"topic": "t"}),
