@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 import pytest
 
+import folio
 from broker.block_limits import MAX_BLOCK_BYTES
 from folio.api.v1 import (
     admin_pb2,
@@ -171,3 +172,17 @@ def test_every_read_response_fits_the_default_receive_limit(
                 call.cancel()
             assert sizes and max(sizes) <= GRPC_DEFAULT_MAX_RECEIVE_BYTES
     assert len(read_payloads(channel, "limits-read/0", until_offset=5)) == 5
+
+
+def test_the_sdk_refuses_an_event_that_cannot_fit_a_block(client: folio.Client) -> None:
+    client.create_topic("limits-sdk", 1, max_event_bytes=4 * MIB)
+    with client.writer("limits-sdk") as writer:
+        with pytest.raises(folio.EventTooLargeError, match="does not fit in a block"):
+            writer.write_event(b"x" * (4 * MIB))  # within max_event_bytes, not a block
+        with pytest.raises(folio.EventTooLargeError, match="does not fit in a block"):
+            writer.write_event(b"x" * (3 * MIB), headers={"big": b"h" * MIB})
+        result = writer.write_event(b"x" * (MAX_BLOCK_BYTES - 100)).result(timeout=60)
+    assert (result.segment, result.offset) == ("limits-sdk/0", 0)
+    with client.reader("limits-sdk") as reader:
+        event = reader.read_next(timeout=30)
+    assert event is not None and len(event.payload) == MAX_BLOCK_BYTES - 100
