@@ -103,3 +103,16 @@ def test_own_venv_is_kept(tmp_path: Path) -> None:
                              text=True, timeout=60, check=False)
     assert (checked.returncode, checked.stderr) == (0, "")
     assert venv.exists()
+
+
+def test_make_itself_removes_a_stale_venv_before_any_rule(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(tmp_path / "gone" / "python3.10")
+    # A goal with no rule: make parses the Makefile (and checks) and stops, installing nothing.
+    result = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), f"VENV={venv}",
+                             "no-such-goal"], capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert "rebuilding" in result.stderr and "dangling link" in result.stderr
+    assert "No rule to make target 'no-such-goal'" in result.stderr
+    assert not os.path.lexists(venv)
