@@ -1,20 +1,39 @@
-# Two commands on a fresh machine (python3, make and a C compiler):
-#   make run    set up .venv and start `folio standalone`
-#   make test   set up .venv and run every check
+# Two commands on a fresh machine (python3 >= 3.11 with venv, make and a C compiler):
+#   make run    set up .venv with what the broker needs and start `folio standalone`
+#   make test   set up .venv with everything (dev tools, Spark) and run every check
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Two stamps: the runtime (`pip install -e .`, what `folio standalone` needs) and
+# the full set on top of it (extras dev and spark: what `make test` runs).
+RUNTIME_STAMP := $(VENV)/.folio-runtime
 STAMP := $(VENV)/.folio-installed
+
+# Before any rule: $(PYTHON) must be 3.11+, and a .venv another interpreter made
+# (other version, dangling bin/python) is removed so the rules below rebuild it.
+# At parse time, so make sees the venv as it is after the check; `make -n` only
+# reports. Not for `make clean`, which needs no Python.
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),default)),)
+_DRY_RUN := $(if $(findstring n,$(firstword -$(MAKEFLAGS))),--dry-run)
+_PYTHON_CHECK := $(shell $(PYTHON) scripts/check_python.py $(VENV) $(_DRY_RUN) >&2; echo $$?)
+ifneq ($(_PYTHON_CHECK),0)
+$(error $(PYTHON) cannot set up $(VENV) (see above))
+endif
+endif
 
 .PHONY: run test check-stubs lint typecheck imports pytest stubs bench clean
 
-$(STAMP): pyproject.toml
+$(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $(RUNTIME_STAMP)
+
+$(STAMP): $(RUNTIME_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	@touch $(STAMP)
 
-run: $(STAMP)
+run: $(RUNTIME_STAMP)
 	$(BIN)/folio standalone
 
 test: $(STAMP) check-stubs lint typecheck imports pytest

@@ -202,6 +202,10 @@ class SegmentHandle(Protocol):
     def name(self) -> str:
         """``"<topic>/<number>"``."""
 
+    @property
+    def config(self) -> TopicConfig:
+        """The topic configuration in force (``max_event_bytes`` for appends)."""
+
     async def last_event_number(self, writer_id: str) -> int:
         """The last event number recorded for ``writer_id``, -1 if none."""
 
@@ -213,7 +217,8 @@ class SegmentHandle(Protocol):
 
         With ``txn_id`` (16 bytes) the entry belongs to that transaction.
 
-        Constant work per block: the blocks are not parsed. Appends are
+        Constant work per block: the blocks are not parsed (the Append
+        service checks a client's blocks first: ``broker.block_limits``). Appends are
         confirmed in the order they were called (concurrent calls are
         group-committed by the ledger). Events are numbered consecutively (the
         first is ``last_event_number - (events - 1)``); a call whose
@@ -222,8 +227,8 @@ class SegmentHandle(Protocol):
 
         Raises:
             SegmentSealedError: the segment is sealed.
-            EventTooLargeError: the entry would exceed the ledger entry limit,
-                or one event's share of it the topic's ``max_event_bytes``.
+            EventTooLargeError: a block above ``block_limits.MAX_BLOCK_BYTES``,
+                or the entry above the ledger entry limit.
             InvalidEventNumberError: ``last_event_number`` < -1, no events, or
                 numbers overlapping the writer's recorded one.
             NoSuchSegmentError: the segment was deleted.

@@ -6,8 +6,9 @@ written with its next ``end`` block as one entry (a transaction, PDP-44),
 within the bounds of ``broker.held``; a failure in the middle of such a
 sequence drops it whole: its later held blocks go unanswered and its ``end``
 block gets the same failure (a new ``SetupAppend`` on the flow starts afresh).
-Held blocks of a stream that ends are dropped. Work is per block: a block's bytes go to the
-segment untouched. Commands are not awaited one by one: every append starts
+Held blocks of a stream that ends are dropped. Work is per block: a block is checked
+once by protobuf's C parser (``broker.block_limits``), and its bytes go to the segment
+untouched. Commands are not awaited one by one: every append starts
 as soon as it is read, so the blocks of many flows (and of one flow) meet in
 the ledger's group commit; replies of one flow still leave in command order,
 because each waits for the flow's previous reply before it is queued.
@@ -34,6 +35,7 @@ import grpc
 
 from broker._servicer import abort_with
 from broker.api import Block, SegmentHandle, Topics
+from broker.block_limits import check_block_size, check_blocks
 from broker.errors import (
     BrokerError,
     BrokerShuttingDownError,
@@ -279,6 +281,7 @@ class _AppendStream:
             error, flow.failed = flow.failed, None
             return _ready(_refusal(request_id, flow.segment_name, error))
         try:
+            check_block_size(len(block.data))  # a held block too: refused before it is kept
             self._held.admit(flow.held, block, command.last_event_number, end)
         except BrokerError as error:
             self._held.drop(flow.held)
@@ -295,6 +298,7 @@ class _AppendStream:
     ) -> _Reply:
         try:
             segment = await flow.segment
+            check_blocks(blocks, segment.config.max_event_bytes)
             if flow.txn_id and self._coordinator is not None:
                 # Registers the segment with the transaction before writing to it.
                 async with self._coordinator.writing(flow.txn_id, flow.segment_name):

@@ -26,6 +26,14 @@ class InvalidArgumentError(BrokerError):
     """A request that can never succeed as sent: bad values, garbage."""
 
 
+class InvalidBlockError(InvalidArgumentError):
+    """A client's block that breaks the event block format (events.proto).
+
+    Not an ``EventBlock`` of format 1, columns of different lengths, or a
+    payload count other than the ``event_count`` stated beside it.
+    """
+
+
 class TopicNameError(InvalidArgumentError):
     """A topic name that breaks the naming rules (see ``broker.names``)."""
 

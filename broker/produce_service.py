@@ -20,6 +20,7 @@ import grpc
 
 from broker._servicer import abort_with
 from broker.api import AppendResult, Block, SegmentRange, Topics
+from broker.block_limits import check_block_size
 from broker.errors import BrokerError, EventTooLargeError, InvalidArgumentError
 from broker.routing import segment_for_key
 from folio.api.v1 import append_pb2, append_pb2_grpc, events_pb2
@@ -73,9 +74,11 @@ class ProduceServicer(append_pb2_grpc.ProduceServicer):
                       if event.HasField("routing_key") else keyless)
             groups.setdefault(target, []).append(index)
         now_ms = int(time.time() * 1000)
+        # Packed (and size-checked) before anything is written: a refusal writes nothing.
+        packed = [_blocks([events[i] for i in indexes], now_ms) for indexes in groups.values()]
         results = await asyncio.gather(*(
-            self._append(segments[target], [events[i] for i in indexes], now_ms)
-            for target, indexes in groups.items()))
+            self._append(segments[target], blocks)
+            for target, blocks in zip(groups, packed, strict=True)))
         placed = [append_pb2.ProducedEvent() for _ in events]
         for (target, indexes), result in zip(groups.items(), results, strict=True):
             name = segments[target].name
@@ -84,13 +87,18 @@ class ProduceServicer(append_pb2_grpc.ProduceServicer):
                 placed[index].offset = result.offset + position
         return append_pb2.ProduceResponse(events=placed)
 
-    async def _append(
-        self, target: SegmentRange, events: list[append_pb2.ProduceEvent], now_ms: int
-    ) -> AppendResult:
+    async def _append(self, target: SegmentRange, blocks: list[Block]) -> AppendResult:
         segment = await self._topics.writable_segment(target.name, "Produce")
-        blocks = [_pack(list(run), now_ms) for _, run in
-                  itertools.groupby(events, key=lambda event: event.HasField("routing_key"))]
         return await segment.append(blocks, "", -1)
+
+
+def _blocks(events: list[append_pb2.ProduceEvent], now_ms: int) -> list[Block]:
+    """One segment's events in blocks (a keyed and a keyless run never share one)."""
+    blocks = [_pack(list(run), now_ms) for _, run in
+              itertools.groupby(events, key=lambda event: event.HasField("routing_key"))]
+    for block in blocks:
+        check_block_size(len(block.data))
+    return blocks
 
 
 def _pack(events: list[append_pb2.ProduceEvent], now_ms: int) -> Block:

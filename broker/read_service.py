@@ -2,8 +2,9 @@
 
 Per ``read`` of the segment (about ``max_bytes`` of whole blocks, as stored,
 but always whole entries: a transaction's entry may hold 16 MiB) one message,
-or several of about ``max_bytes`` each when one entry is larger; no event is
-unpacked. At the tail the
+or several of at most ``max_bytes`` each when it is larger (a block is never
+split; ``max_bytes`` is capped so that every response fits gRPC's default 4 MiB
+receive limit); no event is unpacked. At the tail the
 stream waits on the segment's wake-up (never a timer loop) and sends an empty
 response after ``max_wait_ms`` without data, so clients see it is alive.
 """
@@ -18,6 +19,7 @@ import grpc
 
 from broker._servicer import abort_with
 from broker.api import Isolation, ReadBlock, Topics
+from broker.block_limits import MAX_BLOCK_BYTES
 from broker.errors import BrokerError, BrokerShuttingDownError, InvalidArgumentError
 from broker.metrics import observe_read
 from folio.api.v1 import read_pb2, read_pb2_grpc
@@ -29,8 +31,12 @@ _Context = grpc.aio.ServicerContext[Any, Any]
 
 #: ``max_bytes`` when a request leaves it 0.
 DEFAULT_MAX_BYTES = 1024 * 1024
-#: Largest ``max_bytes`` honoured (a gRPC message must stay well under 16 MiB).
-MAX_MAX_BYTES = 8 * 1024 * 1024
+#: Largest ``max_bytes`` honoured: with its framing, a response stays within
+#: gRPC's default 4 MiB receive limit (a block alone is at most
+#: ``block_limits.MAX_BLOCK_BYTES``, which fits too), so readers need not raise it.
+MAX_MAX_BYTES = MAX_BLOCK_BYTES
+#: A ``ReadBlock``'s own fields around its data (offset, event_count, tags, lengths), at most.
+_BLOCK_FRAMING_BYTES = 32
 #: ``max_wait_ms`` when a request leaves it 0.
 DEFAULT_MAX_WAIT_MS = 500
 #: Longest ``max_wait_ms`` honoured.
@@ -118,17 +124,21 @@ def _isolation(value: int) -> Isolation:
 
 def _responses(blocks: list[ReadBlock], max_bytes: int,
                segment: str) -> list[read_pb2.ReadResponse]:
-    """The blocks in responses of about ``max_bytes`` each (at least one block each)."""
+    """The blocks in responses of at most ``max_bytes`` each, framing included.
+
+    A response holds at least one block: a block larger than ``max_bytes``
+    goes alone (never split).
+    """
     responses = [read_pb2.ReadResponse()]
     size = 0
     total = events = 0
     for block in blocks:
-        if size >= max_bytes:
+        if size and size + len(block.data) + _BLOCK_FRAMING_BYTES > max_bytes:
             responses.append(read_pb2.ReadResponse())
             size = 0
         responses[-1].blocks.append(read_pb2.ReadBlock(
             offset=block.offset, event_count=block.event_count, data=block.data))
-        size += len(block.data)
+        size += len(block.data) + _BLOCK_FRAMING_BYTES
         total += len(block.data)
         events += block.event_count
     observe_read(segment, events, total)

@@ -59,6 +59,7 @@ from broker.api import (
     SegmentState,
     TopicConfig,
 )
+from broker.block_limits import check_block_size
 from broker.entry import MAX_WRITER_ID_BYTES, EntryKind, encode_entry
 from broker.errors import (
     BrokerError,
@@ -95,14 +96,9 @@ from txnbuffer.api import EntryKind as TxnKind
 from txnbuffer.api import LoggedEntry, Position, SnapshotPolicy, SnapshotStore, TxnId
 from txnbuffer.buffer import TransactionBuffer
 
-__all__ = ["EVENT_OVERHEAD_BYTES", "LedgerSegment"]
+__all__ = ["LedgerSegment"]
 
 log = logging.getLogger(__name__)
-
-#: Allowance per event for its framing inside a block (routing key, headers,
-#: timestamp). The broker cannot see single events: the SDK checks each event
-#: against ``max_event_bytes``; the broker checks a block's average per event.
-EVENT_OVERHEAD_BYTES = 64
 
 
 class _Life(Enum):
@@ -498,7 +494,6 @@ class LedgerSegment:
         if len(writer_id.encode("utf-8")) > MAX_WRITER_ID_BYTES:
             raise InvalidArgumentError(
                 f"writer_id must be at most {MAX_WRITER_ID_BYTES} bytes of UTF-8")
-        per_event = self._config.max_event_bytes + EVENT_OVERHEAD_BYTES
         total = data_bytes = 0
         for block in blocks:
             count = block.event_count
@@ -506,9 +501,7 @@ class LedgerSegment:
                 raise InvalidEventNumberError(
                     f"a block must hold at least one event, got event_count {count}", recorded)
             size = len(block.data)
-            if size > count * per_event:
-                raise EventTooLargeError(size, count * per_event,
-                                         what=f"block of {count} events")
+            check_block_size(size)  # events against max_event_bytes: broker.block_limits
             total += count
             data_bytes += size
         return total, data_bytes

@@ -25,6 +25,7 @@ from broker.errors import (
     GroupStateConflictError,
     InternalTopicError,
     InvalidArgumentError,
+    InvalidBlockError,
     InvalidEventNumberError,
     NoSuchSegmentError,
     OffsetOutOfRangeError,
@@ -64,6 +65,7 @@ class StatusRow:
 #: The one table (subclasses before their bases: the first match wins).
 STATUS_TABLE: Final[tuple[StatusRow, ...]] = (
     StatusRow(TopicNameError, _Code.INVALID_ARGUMENT),
+    StatusRow(InvalidBlockError, _Code.INVALID_ARGUMENT),
     StatusRow(InvalidArgumentError, _Code.INVALID_ARGUMENT),
     StatusRow(TopicNotFoundError, _Code.NOT_FOUND),
     StatusRow(NoSuchSegmentError, _Code.NOT_FOUND),

@@ -16,9 +16,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from broker.block_limits import MAX_BLOCK_BYTES
 from broker.entry import FRAME_HEADER_BYTES, HEADER_BYTES
 from broker.errors import CorruptDataError, EventTooLargeError, InvalidArgumentError
-from broker.segment import EVENT_OVERHEAD_BYTES
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -50,8 +50,7 @@ class SystemRecord:
 
 def max_block_bytes(max_entry_bytes: int) -> int:
     """The largest record block one entry of at most ``max_entry_bytes`` can hold alone."""
-    return min(max_entry_bytes - HEADER_BYTES - FRAME_HEADER_BYTES,
-               min(MAX_EVENT_BYTES, max_entry_bytes) + EVENT_OVERHEAD_BYTES)
+    return min(max_entry_bytes - HEADER_BYTES - FRAME_HEADER_BYTES, MAX_BLOCK_BYTES)
 
 
 def max_value_bytes(max_entry_bytes: int) -> int:

@@ -54,7 +54,7 @@ from folio._append_stream import Backoff
 from folio._status import error_from_reply
 from folio._write_future import BlockOutcome, WriteFuture
 from folio.api.v1 import append_pb2
-from folio.block import decode_block, encode_block
+from folio.block import EVENT_OVERHEAD_BYTES, MAX_BLOCK_BYTES, decode_block, encode_block
 from folio.errors import (
     DeliveryTimeoutError,
     FolioError,
@@ -69,15 +69,13 @@ if TYPE_CHECKING:
     from folio._io import IoThread
     from folio.metrics import TopicMetrics
 
-__all__ = ["EVENT_OVERHEAD_BYTES", "MAX_BLOCK_BYTES", "SegmentWriter"]
+__all__ = ["MAX_BATCH_BYTES", "SegmentWriter"]
 
 log = logging.getLogger(__name__)
 
-#: The broker takes blocks of at most 4 MiB; stay a margin below for the
-#: per-event framing the size estimate does not count exactly.
-MAX_BLOCK_BYTES: Final = 4 * 1024 * 1024 - 64 * 1024
-#: Estimated framing per event in a block (tags, lengths, a timestamp varint).
-EVENT_OVERHEAD_BYTES: Final = 16
+#: A batch is cut before its estimate passes this: the broker's block limit
+#: less a margin for what the per-event estimate does not count exactly.
+MAX_BATCH_BYTES: Final = MAX_BLOCK_BYTES - 63 * 1024
 
 _NO_HEADERS: Final[Mapping[str, bytes]] = {}
 class _FlowState(Enum):
@@ -230,7 +228,7 @@ class SegmentWriter:
                 batch = self._batch
                 if batch is not None and (batch.keyless is not keyless
                                           or batch.size >= self._batch_size_bytes
-                                          or batch.size + estimate > MAX_BLOCK_BYTES):
+                                          or batch.size + estimate > MAX_BATCH_BYTES):
                     if self._handing:
                         # No more blocks here: the batch goes over event by event.
                         if not force:

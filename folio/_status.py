@@ -47,6 +47,7 @@ NAME_CLASSES: Final[dict[str, type[e.FolioError]]] = {
         e.EventTooLargeError, e.InvalidEventNumberError, e.WrongHostError, e.TxnStateError,
         e.TxnNotFoundError, e.ReaderGroupNotFoundError, e.ReaderGroupExistsError,
         e.GroupStateConflictError, e.InternalTopicError, e.PermissionDeniedError,
+        e.InvalidBlockError,
     )
 }
 

@@ -1,4 +1,10 @@
-"""Events out of a ``ReadResponse``: the one place the SDK unpacks read blocks."""
+"""Events out of a ``ReadResponse``: the one place the SDK unpacks read blocks.
+
+A block that cannot be decoded, or whose payload count is not its stated
+``event_count``, raises ``InvalidBlockError`` naming its segment and offset
+(the rule is in ``proto/folio/v1/read.proto``): the reader stops there rather
+than give events wrong offsets or skip them.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from typing import Any, TypeVar
 
 from folio.api.v1 import read_pb2
 from folio.block import decode_block
+from folio.errors import InvalidBlockError
 from folio.models import NO_HEADERS, Event
 
 T = TypeVar("T")
@@ -26,9 +33,19 @@ def unpack_events(segment: str, position: int, response: read_pb2.ReadResponse,
         offset = block.offset
         if offset + block.event_count <= position:
             continue  # sent again after a reconnect
-        decoded = decode_block(block.data)
+        try:
+            decoded = decode_block(block.data)
+        except InvalidBlockError as error:
+            raise InvalidBlockError(f"segment {segment} offset {offset}: {error}",
+                                    segment=segment, offset=offset) from error
         payloads: list[bytes] = decoded.payloads
         count = len(payloads)
+        if count != block.event_count:
+            # The broker numbered the block's events by its event_count: trusting
+            # either number would give some events wrong offsets.
+            raise InvalidBlockError(
+                f"segment {segment} offset {offset}: the block holds {count} events but "
+                f"its event_count is {block.event_count}", segment=segment, offset=offset)
         skip = position - offset if position > offset else 0
         if skip >= count:
             continue

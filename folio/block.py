@@ -12,17 +12,37 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from google.protobuf.message import DecodeError
 
 from folio.api.v1.events_pb2 import EventBlock
 from folio.errors import InvalidBlockError
 
-__all__ = ["FORMAT_VERSION", "DecodedBlock", "decode_block", "encode_block"]
+__all__ = [
+    "EVENT_OVERHEAD_BYTES",
+    "FORMAT_VERSION",
+    "HEADER_OVERHEAD_BYTES",
+    "MAX_BLOCK_BYTES",
+    "DecodedBlock",
+    "decode_block",
+    "encode_block",
+]
 
 #: The block format version this SDK writes and the only one it reads.
 FORMAT_VERSION = 1
+#: The largest serialized block the broker takes (append.proto): 4 MiB - 1 KiB,
+#: so that a ReadResponse carrying it fits gRPC's default 4 MiB message limit.
+MAX_BLOCK_BYTES: Final = 4 * 1024 * 1024 - 1024
+#: What packing adds to one event beyond its payload and its routing key's
+#: UTF-8 bytes, as the SDK's writers count it when they fill blocks: the
+#: payload's tag and length (at most 5 bytes), the key's (3 for keys under
+#: 2 MiB), the timestamp varint (6 bytes for times between 2004 and 2109) and
+#: an empty ``Headers`` placeholder (2) make 16; 20 leaves a margin.
+EVENT_OVERHEAD_BYTES: Final = 20
+#: What one header entry adds beyond its name's UTF-8 and its value (tags and
+#: lengths of the map entry, name and value; values under 2 MiB).
+HEADER_OVERHEAD_BYTES: Final = 10
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,7 +88,24 @@ class InvalidBlockError(FolioError):
     length; and when encoding columns of different lengths or values the
     format cannot hold. See ``proto/folio/v1/events.proto``. Never retriable:
     the same bytes are as invalid the next time.
+
+    A reader raises it for a block it read whose bytes are invalid or whose
+    payload count is not the ``event_count`` the broker stored beside it
+    (the offsets of its events would be wrong); ``segment`` and ``offset``
+    then say where the block is. The broker refuses such blocks on Append
+    (INVALID_ARGUMENT, also this class), so only data written before that
+    check, or damaged, can hold one.
     """
+
+    @property
+    def segment(self) -> str | None:
+        """The segment holding the block, when a reader found it."""
+        return self._str("segment")
+
+    @property
+    def offset(self) -> int | None:
+        """The offset of the block's first event, when a reader found it."""
+        return self._int("offset")
 
 
 class InvalidArgumentError(FolioError):

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from folio._append_stream import Backoff
 from folio._txn_flow import MAX_TRANSACTION_BYTES, TransactionResult, TxnCommit, TxnFlow
-from folio.block import encode_block
+from folio.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, encode_block
 from folio.errors import (
     EventTooLargeError,
     FolioError,
@@ -93,12 +93,6 @@ T = TypeVar("T")
 
 #: A transaction's events are packed into blocks of about this size.
 TXN_BLOCK_BYTES: Final = 1024 * 1024
-#: Framing counted per event on top of its payload, key and headers (tags,
-#: lengths, the timestamp varint, a headers placeholder): above the real cost,
-#: so the blocks of a transaction within the limit never pass it.
-TXN_EVENT_OVERHEAD_BYTES: Final = 20
-#: Framing counted per header entry on top of its name and value.
-_HEADER_OVERHEAD_BYTES: Final = 10
 #: Framing counted per block (format version, packed column prefixes).
 _BLOCK_OVERHEAD_BYTES: Final = 32
 _NO_HEADERS: Final[Mapping[str, bytes]] = {}
@@ -181,7 +175,7 @@ class SingleRoutingKeyTransaction(Generic[T]):
                 size=payload_size, limit=writer._max_event_bytes)
         size = payload_size + writer._event_overhead
         if headers:
-            size += sum(len(name) + len(value) + _HEADER_OVERHEAD_BYTES
+            size += sum(len(name) + len(value) + HEADER_OVERHEAD_BYTES
                         for name, value in headers.items())
         now_ms = time.time_ns() // 1_000_000
         with self._lock:
@@ -393,7 +387,7 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
         self.routing_key = routing_key
         self.writer_id = writer_id or uuid.uuid4().hex
         #: Bytes counted per event beyond its payload and headers.
-        self._event_overhead = len(routing_key.encode("utf-8")) + TXN_EVENT_OVERHEAD_BYTES
+        self._event_overhead = len(routing_key.encode("utf-8")) + EVENT_OVERHEAD_BYTES
         self._serialize = serializer.serialize
         self._raw = isinstance(serializer, BytesSerializer)
         self._max_event_bytes = topic.config.max_event_bytes

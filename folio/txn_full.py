@@ -72,7 +72,7 @@ from grpc import aio
 
 from folio._status import error_from_reply
 from folio.api.v1 import append_pb2, transactions_pb2
-from folio.block import encode_block
+from folio.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, encode_block
 from folio.errors import (
     EventTooLargeError,
     FolioError,
@@ -110,8 +110,6 @@ _DECIDE_ATTEMPTS: Final = 5
 _COMMITTED_STATES: Final = ("COMMITTING", "COMMITTED")
 _ABORTED_STATES: Final = ("ABORTING", "ABORTED", "TIMED_OUT")
 
-#: Framing counted per event on top of its payload, key and headers.
-_EVENT_OVERHEAD_BYTES: Final = 20
 
 
 class UnaryCaller(Protocol):
@@ -416,9 +414,10 @@ class Transaction(Generic[T]):
                 f"max_event_bytes of {writer._max_event_bytes} bytes",
                 size=len(payload), limit=writer._max_event_bytes)
         segment = writer._segment_for(routing_key)
-        size = len(payload) + _EVENT_OVERHEAD_BYTES + len(routing_key or "")
+        size = len(payload) + EVENT_OVERHEAD_BYTES + len(routing_key or "")
         if headers:
-            size += sum(len(name) + len(value) + 10 for name, value in headers.items())
+            size += sum(len(name) + len(value) + HEADER_OVERHEAD_BYTES
+                        for name, value in headers.items())
         now_ms = time.time_ns() // 1_000_000
         with self._lock:
             self._check_open_locked()

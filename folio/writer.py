@@ -36,8 +36,9 @@ from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from folio._append_stream import Backoff
 from folio._scaling import SuccessorLookup
-from folio._segment_writer import MAX_BLOCK_BYTES, Forward, SegmentWriter
+from folio._segment_writer import MAX_BATCH_BYTES, Forward, SegmentWriter
 from folio._write_future import WriteFuture
+from folio.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, MAX_BLOCK_BYTES
 from folio.errors import (
     EventTooLargeError,
     FolioError,
@@ -59,6 +60,10 @@ if TYPE_CHECKING:
 __all__ = ["EventWriter", "WriteFuture"]
 
 log = logging.getLogger(__name__)
+
+#: The most an event's payload, key and headers may count and still fit one
+#: block (its framing, and the block's own fields, take the rest).
+_MAX_EVENT_IN_BLOCK_BYTES = MAX_BLOCK_BYTES - EVENT_OVERHEAD_BYTES - 32
 
 T = TypeVar("T")
 
@@ -163,7 +168,7 @@ class EventWriter(Generic[T]):
         self._closed = False
         self._io = io
         self._stream = stream
-        self._batch_size_bytes = min(batch_size_bytes, MAX_BLOCK_BYTES)
+        self._batch_size_bytes = min(batch_size_bytes, MAX_BATCH_BYTES)
         self._linger_s = linger_ms / 1000.0
         self._max_in_flight = max_in_flight
         self._delivery_timeout_s = delivery_timeout_ms / 1000.0
@@ -211,6 +216,13 @@ class EventWriter(Generic[T]):
             raise EventTooLargeError(
                 f"an event of {size} bytes exceeds topic {self.topic!r}'s max_event_bytes "
                 f"of {self._max_event_bytes} bytes", size=size, limit=self._max_event_bytes)
+        if headers:
+            size += sum(len(name) + len(value) + HEADER_OVERHEAD_BYTES
+                        for name, value in headers.items())
+        if size > _MAX_EVENT_IN_BLOCK_BYTES - len(routing_key or ""):  # near 4 MiB
+            raise EventTooLargeError(
+                f"an event of {size} bytes (payload and headers) does not fit in a block of "
+                f"at most {MAX_BLOCK_BYTES} bytes", size=size, limit=_MAX_EVENT_IN_BLOCK_BYTES)
         now_ms = time.time_ns() // 1_000_000
         if routing_key is None:
             segment = self._keyless

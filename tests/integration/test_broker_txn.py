@@ -111,7 +111,7 @@ def test_a_client_ignoring_the_16_mib_limit(server: BookieProcess,
     _create(channel, "big")
     stream = _Stream(channel)
     stream.setup(1, "big/0", "greedy")
-    block = [bytes(MIB - 100)] * 4  # 4 events, just under 4 MiB
+    block = [bytes(MIB - 300)] * 4  # 4 events, just under the block limit (4 MiB - 1 KiB)
     for sequence in range(1, 6):  # the 5th passes 16 MiB
         stream.block(1, sequence, block, 4 * sequence - 1, end=False)
     failed = stream.reply()

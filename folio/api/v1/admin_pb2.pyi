@@ -130,9 +130,12 @@ class TopicConfig(_message.Message):
     bytes. -1 (the default) sets no size limit.
     """
     max_event_bytes: _builtins.int
-    """The largest event payload accepted, in bytes (default 1048576, 1 MiB;
-    at most 4194304). Larger events are refused with RESOURCE_EXHAUSTED
-    (EventTooLargeError, context size and limit).
+    """The largest payload of ONE event, in bytes (default 1048576, 1 MiB; at
+    most 4194304). Checked per event, in every block (events.proto): a block
+    holding any larger payload is refused whole with RESOURCE_EXHAUSTED
+    (EventTooLargeError, context size and limit). An event must also fit a
+    block (4 MiB - 1 KiB with its key, headers and framing), so a payload
+    within a few KiB of 4 MiB is refused even at the maximum setting.
     """
     ledger_rollover_bytes: _builtins.int
     """Roll a segment over to a new ledger once its current ledger holds this

@@ -56,15 +56,35 @@ nothing but the command they answer (and the transaction under way):
   SegmentIsSealed     the segment takes no more appends; find its
                       successors with Admin.GetSegments.
   NoSuchSegment       the segment (or its topic) does not exist, or the
-                      flow has no SetupAppend.
+                      flow has no SetupAppend (its messages are listed
+                      at the NoSuchSegment message below).
   WrongHost           this broker does not own the segment; reconnect.
   InvalidEventNumber  last_event_number is below -1, the block's
                       event_count is 0, its numbers overlap what the
                       segment recorded, or do not follow the held blocks.
   AppendFailed        anything else, with the gRPC status code and message
                       a unary call would have got (RESOURCE_EXHAUSTED for
-                      a block or transaction too large, UNAVAILABLE when
-                      the ledger service fails: retriable).
+                      a block above 4 MiB - 1 KiB, an event above the
+                      topic's max_event_bytes or a transaction too large;
+                      INVALID_ARGUMENT, InvalidBlockError, for a block
+                      that is not a valid EventBlock or whose payload
+                      count is not its event_count (events.proto);
+                      UNAVAILABLE when the ledger service fails:
+                      retriable).
+
+Transactions across segments (SetupAppend.txn_id, transactions.proto): the
+event numbers of a transaction's blocks are recorded as they are written,
+whatever the transaction's fate. If it aborts (or times out), its events
+are never visible but their numbers stay used: blocks sent again with the
+same writer_id and numbers are answered as duplicates and NOT written. A
+retry of an aborted transaction needs new numbers: a new writer_id (what
+the Python SDK does, one per transaction), or numbers above the
+AppendSetup's last_event_number.
+
+Message sizes. The server accepts messages of up to 16 MiB, so that a block
+above the 4 MiB - 1 KiB limit (up to 16 MiB) is answered with the precise
+AppendFailed above; a larger message fails the whole stream with gRPC's own
+RESOURCE_EXHAUSTED ("received message larger than max").
 The broker ends the stream itself only on a malformed command (no command
 set): INVALID_ARGUMENT.
 """
@@ -160,10 +180,13 @@ class AppendBlock(_message.Message):
     END_FIELD_NUMBER: _builtins.int
     data: _builtins.bytes
     """One event block (folio.v1.EventBlock, events.proto), stored as given.
-    At most 4 MiB; the broker does not parse it.
+    At most 4193280 bytes (4 MiB - 1 KiB), each payload at most the topic's
+    max_event_bytes; the broker checks both, and the format (events.proto),
+    before writing anything.
     """
     event_count: _builtins.int
-    """The number of events in the block (>= 1), as the writer packed them.
+    """The number of events in the block (>= 1): exactly the number of
+    payloads in `data` (else InvalidBlockError).
     Events are numbered consecutively: the block's first event has number
     last_event_number - (event_count - 1).
     """
@@ -329,8 +352,19 @@ class NoSuchSegment(_message.Message):
     SEGMENT_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     segment: _builtins.str
+    """The segment named by the flow's SetupAppend; empty when the flow has none."""
     message: _builtins.str
-    """Why: "no such topic", "no such segment" or "no SetupAppend on this flow"."""
+    """Why, one of (N is the flow id, request_id >> 32):
+      "segment '<segment>' does not exist"   no such topic or segment, or it
+                                             was deleted
+      "segment '<segment>' does not exist (segment names are
+       '<topic>/<number>')"                  not a segment name
+      "topic '<topic>' does not exist"       the topic went away meanwhile
+      "no SetupAppend on flow N of this stream"
+                                             an AppendBlock on a flow with
+                                             no SetupAppend
+    Match on the reply kind, not on these texts.
+    """
     def __init__(
         self,
         *,
@@ -435,7 +469,12 @@ class ProduceRequest(_message.Message):
     """The topic to write to."""
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProduceEvent]:
-        """The events, in order. At most 4 MiB of payload in all."""
+        """The events, in order. Each payload at most the topic's max_event_bytes,
+        at most 4 MiB (4194304 bytes) of payload in all, and the events that go
+        to one segment must pack into blocks of at most 4 MiB - 1 KiB
+        (events.proto). Else RESOURCE_EXHAUSTED (EventTooLargeError) and nothing
+        is written.
+        """
 
     def __init__(
         self,

@@ -56,15 +56,35 @@ nothing but the command they answer (and the transaction under way):
   SegmentIsSealed     the segment takes no more appends; find its
                       successors with Admin.GetSegments.
   NoSuchSegment       the segment (or its topic) does not exist, or the
-                      flow has no SetupAppend.
+                      flow has no SetupAppend (its messages are listed
+                      at the NoSuchSegment message below).
   WrongHost           this broker does not own the segment; reconnect.
   InvalidEventNumber  last_event_number is below -1, the block's
                       event_count is 0, its numbers overlap what the
                       segment recorded, or do not follow the held blocks.
   AppendFailed        anything else, with the gRPC status code and message
                       a unary call would have got (RESOURCE_EXHAUSTED for
-                      a block or transaction too large, UNAVAILABLE when
-                      the ledger service fails: retriable).
+                      a block above 4 MiB - 1 KiB, an event above the
+                      topic's max_event_bytes or a transaction too large;
+                      INVALID_ARGUMENT, InvalidBlockError, for a block
+                      that is not a valid EventBlock or whose payload
+                      count is not its event_count (events.proto);
+                      UNAVAILABLE when the ledger service fails:
+                      retriable).
+
+Transactions across segments (SetupAppend.txn_id, transactions.proto): the
+event numbers of a transaction's blocks are recorded as they are written,
+whatever the transaction's fate. If it aborts (or times out), its events
+are never visible but their numbers stay used: blocks sent again with the
+same writer_id and numbers are answered as duplicates and NOT written. A
+retry of an aborted transaction needs new numbers: a new writer_id (what
+the Python SDK does, one per transaction), or numbers above the
+AppendSetup's last_event_number.
+
+Message sizes. The server accepts messages of up to 16 MiB, so that a block
+above the 4 MiB - 1 KiB limit (up to 16 MiB) is answered with the precise
+AppendFailed above; a larger message fails the whole stream with gRPC's own
+RESOURCE_EXHAUSTED ("received message larger than max").
 The broker ends the stream itself only on a malformed command (no command
 set): INVALID_ARGUMENT.
 """

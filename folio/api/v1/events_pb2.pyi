@@ -15,11 +15,40 @@ laid out by column (one repeated field per event attribute, event i being
 index i of each column), so that a reader decodes a whole block with one
 protobuf parse instead of one parse per event.
 
-The broker never parses blocks. It stores each one, byte for byte, as one
-ledger entry and returns it to readers exactly as written; it trusts the
-event count the writer states beside the block. Only clients pack and
-unpack events. A block is therefore bounded by the ledger entry size limit
-(5 MiB by default).
+The broker stores each block byte for byte in a ledger entry and returns it
+to readers exactly as written; only clients pack and unpack events. Before
+it writes a client's block (AppendBlock, append.proto) the broker checks it,
+with one protobuf parse per block, against these rules:
+
+  - Size: a serialized block is at most 4193280 bytes (4 MiB - 1 KiB), so
+    that a ReadResponse carrying it stays within gRPC's default 4 MiB
+    message limit (read.proto). Larger: RESOURCE_EXHAUSTED,
+    EventTooLargeError (context size, limit). The same holds for the blocks
+    Produce packs. Several blocks of one transaction (AppendBlock.end) make
+    one ledger entry of up to 16 MiB; the ledger entry limit is the bookies'
+    setting (5 MiB by default, 17 MiB for a standalone broker), not a
+    client's concern.
+  - Events: every payload is at most the topic's max_event_bytes
+    (admin.proto). It bounds each event, not an average: one large event
+    packed with small ones is refused, RESOURCE_EXHAUSTED,
+    EventTooLargeError naming the event's size and the limit. Routing keys
+    and headers do not count against it (only against the block size).
+  - Format: the bytes are an EventBlock with format_version 1 whose columns
+    follow the rules below, and its number of payloads is exactly the
+    event_count stated beside it. Else INVALID_ARGUMENT, InvalidBlockError.
+    Offsets are given out by event_count, so a block that disagreed with it
+    would give its events (and every later event) wrong offsets.
+
+A reader that still meets a block whose payload count differs from the
+ReadBlock's event_count (written before the broker checked it, or damaged)
+must not guess: the Python SDK raises InvalidBlockError naming the segment
+and the block's offset.
+
+What the writers of the Python SDK count per event when they fill a block:
+its payload, its routing key's UTF-8 bytes, 20 bytes of framing (tag and
+length of the payload and of the key, the timestamp varint, an empty
+Headers placeholder) and 10 bytes per header entry beyond its name and
+value (folio/block.py EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES).
 
 ## Routing-key hash
 

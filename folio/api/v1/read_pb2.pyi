@@ -17,6 +17,19 @@ with OK.
 
 Transaction markers (commit, abort) are never served, at any isolation.
 
+Message size: every ReadResponse fits gRPC's default 4 MiB receive limit,
+so readers need not raise it. The server packs whole blocks into responses
+of at most max_bytes (capped at 4193280, framing included); a block is at
+most 4193280 bytes (4 MiB - 1 KiB, events.proto), so one alone fits too.
+The one exception: blocks written by a broker older than this rule may be
+larger (up to the ledger entry limit); a reader of such old data raises its
+limit (the Python SDK accepts 16 MiB).
+
+A block whose payload count is not its ReadBlock.event_count breaks the
+offsets of its events: readers must refuse it rather than guess (the Python
+SDK raises InvalidBlockError naming the segment and offset). The broker
+refuses such blocks on Append, so only old or damaged data holds one.
+
 Errors:
   NOT_FOUND         unknown topic or segment (NoSuchSegmentError)
   OUT_OF_RANGE      offset before the segment's start_offset (truncated or
@@ -86,8 +99,9 @@ class ReadRequest(_message.Message):
     offset: _builtins.int
     """The offset of the first event wanted, start_offset <= offset <= end_offset."""
     max_bytes: _builtins.int
-    """About how many bytes of blocks one response carries; 0 means 1 MiB. A
-    response holds at least one block, whatever its size.
+    """At most how many bytes (blocks and their framing) one response carries;
+    0 means 1 MiB, values above 4193280 mean 4193280. A response holds at
+    least one block, whatever its size.
     """
     max_wait_ms: _builtins.int
     """How long to wait at the tail before sending an empty response, in ms;
@@ -160,7 +174,7 @@ class ReadBlock(_message.Message):
     offset: _builtins.int
     """The offset of the block's first event."""
     event_count: _builtins.int
-    """How many events the block holds."""
+    """How many events the block holds: the number of payloads in `data`."""
     data: _builtins.bytes
     """One folio.v1.EventBlock, exactly as appended."""
     def __init__(

@@ -17,6 +17,19 @@ with OK.
 
 Transaction markers (commit, abort) are never served, at any isolation.
 
+Message size: every ReadResponse fits gRPC's default 4 MiB receive limit,
+so readers need not raise it. The server packs whole blocks into responses
+of at most max_bytes (capped at 4193280, framing included); a block is at
+most 4193280 bytes (4 MiB - 1 KiB, events.proto), so one alone fits too.
+The one exception: blocks written by a broker older than this rule may be
+larger (up to the ledger entry limit); a reader of such old data raises its
+limit (the Python SDK accepts 16 MiB).
+
+A block whose payload count is not its ReadBlock.event_count breaks the
+offsets of its events: readers must refuse it rather than guess (the Python
+SDK raises InvalidBlockError naming the segment and offset). The broker
+refuses such blocks on Append, so only old or damaged data holds one.
+
 Errors:
   NOT_FOUND         unknown topic or segment (NoSuchSegmentError)
   OUT_OF_RANGE      offset before the segment's start_offset (truncated or

@@ -15,6 +15,14 @@ system topic `_txnlog` and finishes a commit or abort a crash interrupted.
 States: OPEN -> COMMITTING -> COMMITTED; OPEN -> ABORTING -> ABORTED, or
 TIMED_OUT when the timeout passed first.
 
+Event numbers of an aborted transaction stay used. The segments record a
+writer's event numbers when its transactional blocks are written, not when
+the transaction commits; after an abort (or a timeout), blocks sent again
+with the same writer_id and numbers are answered as duplicates and not
+written. A retry is a new transaction with new numbers: a new writer_id
+(the Python SDK uses one per transaction) or numbers above the
+AppendSetup's last_event_number (append.proto).
+
 A transaction may carry a label (BeginTxnRequest.label), e.g. the id of the
 job whose tasks each begin one: AbortTxns aborts every OPEN transaction of a
 label, so a job that commits the transactions it heard of can sweep those

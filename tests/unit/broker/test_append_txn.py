@@ -17,6 +17,7 @@ from broker.api import TopicConfig
 from broker.append_service import AppendServicer
 from broker.topics import TopicManager
 from folio.api.v1 import append_pb2
+from folio.block import encode_block
 from tests.unit.broker.conftest import FakeClock, block, read_all
 
 MIB = 1024 * 1024
@@ -46,9 +47,11 @@ class _Stream:
 
     def block(self, flow: int, sequence: int, data: bytes, last: int, *, count: int = 1,
               end: bool = False) -> None:
+        """Send ``data`` as the first payload of a valid block of ``count`` events."""
+        packed = encode_block([data, *[b""] * (count - 1)])
         self._commands.put_nowait(append_pb2.AppendCommand(
             request_id=flow << 32 | sequence, append_block=append_pb2.AppendBlock(
-                data=data, event_count=count, last_event_number=last, end=end)))
+                data=packed, event_count=count, last_event_number=last, end=end)))
 
     async def reply(self) -> _Reply:
         return await asyncio.wait_for(self._replies.get(), 30)
@@ -117,7 +120,7 @@ async def test_too_large_drops_the_whole_transaction(topics: TopicManager,
     stream.setup(1)
     await stream.reply()
     for sequence in range(1, 6):  # the 5th block passes 16 MiB
-        stream.block(1, sequence, bytes(4 * MIB - 100), sequence - 1)
+        stream.block(1, sequence, bytes(4 * MIB - 1100), sequence - 1)  # under the block limit
     failed = await stream.reply()
     assert failed.request_id == 1 << 32 | 5
     assert failed.append_failed.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from broker.api import Block, ReadBlock, SegmentState, TopicConfig
+from broker.block_limits import MAX_BLOCK_BYTES
 from broker.errors import (
     EventTooLargeError,
     InvalidArgumentError,
@@ -182,13 +183,13 @@ async def test_append_refusals(topics: TopicManager) -> None:
         await segment.append([block(0)], "w", -2)
     with pytest.raises(InvalidArgumentError):
         await segment.append([block(0)], "w" * 129, 0)
-    with pytest.raises(EventTooLargeError) as raised:
-        await segment.append([Block(b"x" * 2129, 2)], "w", 0)
-    assert (raised.value.size, raised.value.limit) == (2129, 2128)
-    await segment.append([Block(b"x" * 2128, 2)], "w", 1)
-    big = TopicConfig(max_event_bytes=4 * 1024 * 1024)
-    await topics.update_topic_config("t", {"max_event_bytes": big.max_event_bytes})
+    # The segment checks a block's size; its events are checked by the Append
+    # service (broker.block_limits), where a client's blocks come in.
     with pytest.raises(EventTooLargeError, match="block of") as raised:
+        await segment.append([Block(b"x" * (MAX_BLOCK_BYTES + 1), 2)], "w", 0)
+    assert (raised.value.size, raised.value.limit) == (MAX_BLOCK_BYTES + 1, MAX_BLOCK_BYTES)
+    await segment.append([Block(b"x" * 2129, 2)], "w", 1)  # no average per event any more
+    with pytest.raises(EventTooLargeError, match="block of") as raised:  # the entry
         await segment.append([Block(b"x" * MAX_ENTRY_BYTES, 1)], "w", 2)
     assert raised.value.limit == MAX_ENTRY_BYTES
     assert segment.end_offset == 2

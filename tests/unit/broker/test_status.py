@@ -15,6 +15,7 @@ from broker.errors import (
     GroupStateConflictError,
     InternalTopicError,
     InvalidArgumentError,
+    InvalidBlockError,
     InvalidEventNumberError,
     NoSuchSegmentError,
     OffsetOutOfRangeError,
@@ -41,6 +42,7 @@ _Code = grpc.StatusCode
 CASES: list[tuple[BrokerError, grpc.StatusCode, dict[str, object]]] = [
     (TopicNameError("bad name"), _Code.INVALID_ARGUMENT, {}),
     (InvalidArgumentError("bad"), _Code.INVALID_ARGUMENT, {}),
+    (InvalidBlockError("bad block"), _Code.INVALID_ARGUMENT, {}),
     (TopicNotFoundError("t"), _Code.NOT_FOUND, {"topic": "t"}),
     (NoSuchSegmentError("t/1"), _Code.NOT_FOUND, {"segment": "t/1"}),
     (TopicExistsError("t"), _Code.ALREADY_EXISTS, {"topic": "t"}),

@@ -17,6 +17,7 @@ Code = grpc.StatusCode
 SERVER_ROWS: list[tuple[str, grpc.StatusCode, type[e.FolioError]]] = [
     ("TopicNameError", Code.INVALID_ARGUMENT, e.TopicNameError),
     ("InvalidArgumentError", Code.INVALID_ARGUMENT, e.InvalidArgumentError),
+    ("InvalidBlockError", Code.INVALID_ARGUMENT, e.InvalidBlockError),
     ("TopicNotFoundError", Code.NOT_FOUND, e.TopicNotFoundError),
     ("NoSuchSegmentError", Code.NOT_FOUND, e.NoSuchSegmentError),
     ("TopicExistsError", Code.ALREADY_EXISTS, e.TopicExistsError),
