@@ -19,6 +19,7 @@ from folio.cli._common import (
     positive_int,
     resolve_endpoint,
 )
+from folio.cli._signals import install_sigterm_as_interrupt
 from folio.errors import FolioError
 
 __all__ = ["register"]
@@ -93,6 +94,8 @@ def _consume(args: argparse.Namespace) -> int:
                 with client.reader(args.topic, start=start) as reader:
                     _copy_events(reader, out, args.max_events, args.timeout_ms)
             else:
+                # SIGTERM leaves the group cleanly too, handing the segments back.
+                install_sigterm_as_interrupt()
                 group = client.reader_group(args.group, [args.topic], start=start)
                 reader_id = args.reader_id or f"{socket.gethostname()}-{os.getpid()}"
                 with group.reader(reader_id) as member:
