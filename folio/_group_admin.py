@@ -6,6 +6,8 @@ member has been silent, the offsets it last reported) and the topics'
 segments (their end offsets). A held segment's position is the greater of
 its recorded and last reported offset (the one the broker would free it at if
 the member died now); lag is the segment's end offset minus that position.
+Also the liveness lookups ``ReaderGroup`` makes: the time left for an id in
+use, and a member's last reported offsets for ``reader_offline``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from folio._group_calls import _GroupClient
 
 __all__ = ["GroupDescription", "MemberStatus", "SegmentLag", "describe_group",
-           "id_in_use_error", "members_of"]
+           "id_in_use_error", "members_of", "reported_positions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,3 +166,16 @@ def id_in_use_error(calls: _GroupClient, name: str, reader_id: str,
         f"(reader_offline, `folio group offline {name} {reader_id}`)",
         reader_id=reader_id, group=name, silent_ms=member.silent_ms,
         session_timeout_ms=liveness.session_timeout_ms)
+
+
+def reported_positions(calls: _GroupClient, name: str,
+                       reader_id: str) -> dict[str, int] | None:
+    """The offsets ``reader_id`` last heartbeated, where beyond the recorded ones."""
+    member = next((m for m in members_of(calls, name).members
+                   if m.reader_id == reader_id), None)
+    if member is None or not member.reported_positions:
+        return None
+    _, state = calls.get(name)
+    recorded = state.readers.get(reader_id, {})
+    return {p.segment: max(p.offset, recorded.get(p.segment, p.offset))
+            for p in member.reported_positions}

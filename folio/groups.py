@@ -37,7 +37,14 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from folio._group_admin import GroupDescription, describe_group, id_in_use_error, members_of
+from folio._group_admin import (
+    GroupDescription,
+    MemberStatus,
+    SegmentLag,
+    describe_group,
+    id_in_use_error,
+    reported_positions,
+)
 from folio._group_calls import _GroupClient
 from folio._group_heartbeat import Heartbeat
 from folio._group_start import GroupStart, initial_state
@@ -61,7 +68,8 @@ from folio.serializers import BytesSerializer, Serializer
 if TYPE_CHECKING:
     pass
 
-__all__ = ["EventRead", "GroupReader", "GroupStart", "ReaderGroup"]
+__all__ = ["EventRead", "GroupDescription", "GroupReader", "GroupStart", "MemberStatus",
+           "ReaderGroup", "SegmentLag"]
 
 log = logging.getLogger(__name__)
 
@@ -216,19 +224,8 @@ class ReaderGroup:
                                        f"not {reader_id!r}'s")
         positions = None if last_position is None else dict(last_position.positions)
         if positions is None:
-            positions = self._reported(reader_id)
+            positions = reported_positions(self._calls, self.name, reader_id)
         self._calls.cas(self.name, lambda state: state.remove_reader(reader_id, positions))
-
-    def _reported(self, reader_id: str) -> dict[str, int] | None:
-        """The offsets ``reader_id`` last heartbeated, where beyond the recorded ones."""
-        member = next((m for m in members_of(self._calls, self.name).members
-                       if m.reader_id == reader_id), None)
-        if member is None or not member.reported_positions:
-            return None
-        _, state = self._calls.get(self.name)
-        recorded = state.readers.get(reader_id, {})
-        return {p.segment: max(p.offset, recorded.get(p.segment, p.offset))
-                for p in member.reported_positions}
 
     @property
     def session_timeout_ms(self) -> int:

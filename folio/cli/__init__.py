@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 
-from folio.cli import consume, perf, produce, topic
+from folio.cli import consume, group, perf, produce, topic
 
 __all__ = ["main"]
 
@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Run `folio COMMAND --help` for a command's options.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for client_command in (topic, produce, consume, perf):
+    for client_command in (topic, produce, consume, perf, group):
         client_command.register(commands)
     for point in sorted(entry_points(group="folio.commands"), key=lambda p: p.name):
         register: Register = point.load()
