@@ -176,7 +176,7 @@ class GroupLiveness:
         for member in record.state.readers:
             entry = self._entry(group, member, now)
             views.append(MemberView(member.reader_id, member.session_id,
-                                    int((now - entry.heard_s) * 1000), entry.heartbeated,
+                                    round((now - entry.heard_s) * 1000), entry.heartbeated,
                                     dict(entry.positions)))
         return session_timeout_ms(record.state), views
 
