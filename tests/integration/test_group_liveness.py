@@ -108,7 +108,7 @@ def test_session_timeouts_are_validated_and_kept(client: folio.Client) -> None:
 def test_reader_offline_uses_the_reported_position(client: folio.Client) -> None:
     client.create_topic("lv-off", 1)
     _write(client, "lv-off", 50)
-    group = client.reader_group("g-lv-off", ["lv-off"], session_timeout_ms=1000)
+    group = client.reader_group("g-lv-off", ["lv-off"], session_timeout_ms=3000)
     reader = group.reader("r")
     count = 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import signal
 import sys
 from types import FrameType
+from typing import TextIO
 
 import folio
 
@@ -20,6 +21,17 @@ import folio
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     del signum, frame
     raise KeyboardInterrupt
+
+
+def _member(group: folio.ReaderGroup, reader_id: str, out: TextIO) -> None:
+    with group.reader(reader_id) as reader:
+        out.write("joined\n")
+        out.flush()
+        while True:
+            read = reader.read_next(100)
+            if read is not None and read.event is not None:
+                out.write(read.event.payload.decode() + "\n")
+                out.flush()
 
 
 def main(argv: list[str]) -> int:
@@ -31,14 +43,14 @@ def main(argv: list[str]) -> int:
         group = client.reader_group(group_name, [topic], "earliest",
                                     sync_interval_ms=50, session_timeout_ms=int(timeout_ms))
         try:
-            with group.reader(reader_id) as reader:
-                out.write("joined\n")
-                out.flush()
-                while True:
-                    read = reader.read_next(100)
-                    if read is not None and read.event is not None:
-                        out.write(read.event.payload.decode() + "\n")
-                        out.flush()
+            while True:
+                try:
+                    _member(group, reader_id, out)
+                except folio.ReaderNotInGroupError as error:
+                    # Declared offline while alive (a machine so loaded that no
+                    # heartbeat got through in time): join again, as a Kafka
+                    # consumer rejoins its group.
+                    print(f"rejoining: {error}", file=sys.stderr, flush=True)
         except KeyboardInterrupt:
             pass
     return 0
