@@ -46,6 +46,7 @@ from typing import Final
 
 from broker.errors import BrokerError, GroupStateConflictError, ReaderGroupNotFoundError
 from broker.groups_store import ReaderGroupStore, session_timeout_ms
+from broker.metrics import count_member_offline
 from folio.api.v1 import groups_pb2
 from ledger.errors import LedgerError
 
@@ -214,6 +215,7 @@ class GroupLiveness:
         await self._groups.update(name, record.version, state)
         for reader_id in silent:
             members.pop(reader_id, None)
+            count_member_offline(name)
         return [(name, reader_id) for reader_id in silent]
 
     # -- the background task ------------------------------------------------

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from broker.errors import InvalidArgumentError, ReaderGroupNotFoundError
 from broker.groups_liveness import GroupLiveness, declare_offline
@@ -109,22 +110,24 @@ async def test_silent_member_is_declared_offline_heartbeating_one_is_not(
         store: ReaderGroupStore) -> None:
     clock = Clock()
     liveness = GroupLiveness(store, clock=clock)
-    await store.create("g", _state({"a": {"t/0": 10}, "b": {"t/1": 20}}))
+    await store.create("g-silent", _state({"a": {"t/0": 10}, "b": {"t/1": 20}}))
     assert await liveness.sweep() == []  # first sight: each gets a whole timeout
-    assert await liveness.heartbeat("g", "a", "s-a", {"t/0": 15, "t/1": 99}) == (True, 2000)
+    assert await liveness.heartbeat("g-silent", "a", "s-a", {"t/0": 15, "t/1": 99}) == (True, 2000)
     clock.advance_ms(1500)
-    assert await liveness.heartbeat("g", "a", "s-a", {"t/0": 30}) == (True, 2000)
+    assert await liveness.heartbeat("g-silent", "a", "s-a", {"t/0": 30}) == (True, 2000)
     clock.advance_ms(600)  # b: 2100 ms silent; a: 600 ms
-    assert await liveness.sweep() == [("g", "b")]
-    record = await store.get("g")
+    assert await liveness.sweep() == [("g-silent", "b")]
+    record = await store.get("g-silent")
     assert _held(record.state) == {"a": {"t/0": 10}}
     assert _free(record.state) == {"t/1": 20}  # b never reported: its recorded offset
     clock.advance_ms(2001)
-    assert await liveness.sweep() == [("g", "a")]
-    record = await store.get("g")
+    assert await liveness.sweep() == [("g-silent", "a")]
+    record = await store.get("g-silent")
     assert _held(record.state) == {}
     assert _free(record.state) == {"t/0": 30, "t/1": 20}  # a's last report
-    assert await liveness.heartbeat("g", "a", "s-a", {}) == (False, 2000)
+    assert await liveness.heartbeat("g-silent", "a", "s-a", {}) == (False, 2000)
+    assert REGISTRY.get_sample_value("folio_reader_group_members_declared_offline_total",
+                                     {"group": "g-silent"}) == 2
 
 
 async def test_heartbeat_of_another_session_or_non_member_is_not_a_member(
