@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from folio._group_admin import (
     GroupDescription,
@@ -65,16 +65,12 @@ from folio.errors import (
 from folio.models import Event, SegmentRange
 from folio.serializers import BytesSerializer, Serializer
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["EventRead", "GroupDescription", "GroupReader", "GroupStart", "MemberStatus",
            "ReaderGroup", "SegmentLag"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-R = TypeVar("R")
 
 #: The broker's default session timeout (groups.proto), for a state saying 0.
 _DEFAULT_SESSION_MS = 10_000
