@@ -10,7 +10,9 @@ the protobuf state (the broker does not import the SDK):
   when the member was last heard from and the offsets it reported (the first
   event its application has not processed yet, per segment held). No state
   update: a heartbeat costs one metadata read.
-- A sweep, every ``sweep_interval_s``, reads every group's state. A member not
+- A sweep, every ``sweep_interval_s``, reads the state of every group whose
+  first member could have passed its timeout by then (so a group is read
+  about once per timeout, not every round). A member not
   heard from for the group's session timeout is removed from the state by
   compare-and-set (``declare_offline``): each segment it held is freed at the
   greater of its recorded offset and the offset it last reported in its
@@ -141,6 +143,9 @@ class GroupLiveness:
         self._interval_s = sweep_interval_s
         self._clock = clock
         self._heard: dict[str, dict[str, _Heard]] = {}
+        #: When each group's state must be read again: when its first member
+        #: could pass its timeout (a group is not read every round).
+        self._next_check: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
 
     def _entry(self, group: str, member: groups_pb2.ReaderAssignment, now: float) -> _Heard:
@@ -187,12 +192,18 @@ class GroupLiveness:
         names = await self._groups.names()
         for gone in set(self._heard) - set(names):
             del self._heard[gone]
+        for gone in set(self._next_check) - set(names):
+            del self._next_check[gone]
+        now = self._clock()
         for name in names:
+            if self._next_check.get(name, now) > now:
+                continue
             try:
                 declared += await self._sweep_group(name)
             except ReaderGroupNotFoundError:
                 self._heard.pop(name, None)  # deleted meanwhile
             except GroupStateConflictError:
+                self._next_check.pop(name, None)  # read it again next round
                 log.info("group %s changed while declaring members offline; next round", name)
         return declared
 
@@ -203,6 +214,12 @@ class GroupLiveness:
         members = {m.reader_id: self._entry(name, m, now) for m in record.state.readers}
         self._heard[name] = members  # forgets members that left
         silent = sorted(r for r, entry in members.items() if now - entry.heard_s > timeout_s)
+        # Read it again when the first live member could pass its timeout (a
+        # heartbeat meanwhile only makes that read early). A member that joins
+        # meanwhile is timed from its first heartbeat, or from that next read.
+        left_s = min((entry.heard_s + timeout_s - now for r, entry in members.items()
+                      if r not in silent), default=timeout_s / 2)
+        self._next_check[name] = now + max(self._interval_s, left_s)
         if not silent:
             return []
         state = groups_pb2.ReaderGroupState()

@@ -184,3 +184,24 @@ async def test_deleted_group_is_forgotten(store: ReaderGroupStore) -> None:
     await store.delete("g")
     clock.advance_ms(5000)
     assert await liveness.sweep() == []
+
+
+async def test_a_sweep_that_loses_its_compare_and_set_tries_again_next_round(
+        store: ReaderGroupStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    liveness = GroupLiveness(store, clock=clock)
+    await store.create("g-race", _state({"a": {"t/0": 4}}))
+    await liveness.sweep()
+    clock.advance_ms(2100)
+    real_update = store.update
+
+    async def lose(name: str, expected_version: int,
+                   state: groups_pb2.ReaderGroupState) -> object:
+        await real_update(name, expected_version, _state({"a": {"t/0": 4}}))  # a client's
+        return await real_update(name, expected_version, state)  # now stale: refused
+
+    monkeypatch.setattr(store, "update", lose)
+    assert await liveness.sweep() == []
+    monkeypatch.setattr(store, "update", real_update)
+    clock.advance_ms(300)  # one round later, not a whole timeout later
+    assert await liveness.sweep() == [("g-race", "a")]
