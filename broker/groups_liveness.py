@@ -174,6 +174,17 @@ class GroupLiveness:
         entry.positions = {s: o for s, o in positions.items() if s in held}
         return True, timeout_ms
 
+    def reported(self, group: str, state: groups_pb2.ReaderGroupState) -> dict[str, int]:
+        """The offsets the members of ``state`` last reported, per held segment (this session)."""
+        heard = self._heard.get(group, {})
+        reported: dict[str, int] = {}
+        for member in state.readers:
+            entry = heard.get(member.reader_id)
+            if entry is not None and entry.session_id == member.session_id:
+                held = {s.segment for s in member.segments}
+                reported.update((s, o) for s, o in entry.positions.items() if s in held)
+        return reported
+
     async def members(self, group: str) -> tuple[int, list[MemberView]]:
         """The group's session timeout and its members' liveness. ``ReaderGroupNotFoundError``."""
         record = await self._groups.get(group)

@@ -151,10 +151,10 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
             topics.add_maintenance_hook(coordinator.tick)
             watch_broker(topics, coordinator)
             groups = ReaderGroupStore(store)
-            topics.add_maintenance_hook(GroupBacklog(groups, topics).update)
             # Declares reader group members silent for their session timeout offline.
             liveness = GroupLiveness(groups)
             liveness.start()
+            topics.add_maintenance_hook(GroupBacklog(groups, topics, liveness).update)
             try:
                 return await _serve_topics(config, topics, stop, coordinator, groups, liveness)
             finally:

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from broker.errors import InvalidArgumentError, ReaderGroupNotFoundError
+from broker.group_backlog import backlog_of
 from broker.groups_liveness import GroupLiveness, declare_offline
 from broker.groups_store import ReaderGroupStore, session_timeout_ms
 from folio.api.v1 import groups_pb2
@@ -205,3 +206,15 @@ async def test_a_sweep_that_loses_its_compare_and_set_tries_again_next_round(
     monkeypatch.setattr(store, "update", real_update)
     clock.advance_ms(300)  # one round later, not a whole timeout later
     assert await liveness.sweep() == [("g-race", "a")]
+
+
+async def test_backlog_counts_from_the_reported_offsets(store: ReaderGroupStore) -> None:
+    liveness = GroupLiveness(store, clock=Clock())
+    record = await store.create("g-backlog", _state({"a": {"t/0": 10}, "b": {"t/1": 5}},
+                                                    {"t/2": 1}))
+    await liveness.heartbeat("g-backlog", "a", "s-a", {"t/0": 40})
+    reported = liveness.reported("g-backlog", record.state)
+    assert reported == {"t/0": 40}
+    ends = {"t/0": 100, "t/1": 50, "t/2": 3}
+    assert backlog_of(record.state, ends, reported) == 60 + 45 + 2
+    assert backlog_of(record.state, ends) == 90 + 45 + 2
