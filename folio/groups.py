@@ -344,10 +344,9 @@ class GroupReader(Generic[T]):
         self._session = session_id
         self._heartbeat = Heartbeat(calls.io, calls.stub, group.name, reader_id, session_id,
                                     session_timeout_ms)
-        # Acknowledged offsets are handed to the heartbeat at most this often
-        # (a copy of the positions per event would cost more than the event).
-        self._ack_interval_s = self._heartbeat.interval_s / 4
-        self._next_ack = 0.0
+        #: The positions after the last event returned (the dict its EventRead
+        #: carries, so acknowledging costs no copy), acknowledged at the next call.
+        self._returned: dict[str, int] | None = None
         self._streams: SegmentStreams[T] = SegmentStreams(
             io=calls.io, channels=calls.channels,
             deserialize=None if isinstance(serializer, BytesSerializer) else
@@ -382,17 +381,17 @@ class GroupReader(Generic[T]):
             ReaderGroupNotFoundError: the group was deleted.
             FolioError: a segment's stream failed for good.
         """
-        start = time.monotonic()
-        deadline = None if timeout_ms is None else start + timeout_ms / 1000
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         streams = self._streams
-        if start >= self._next_ack:
+        if self._returned is not None:
             # Every event returned by an earlier call counts as processed.
-            self._heartbeat.acknowledge(streams.positions())
-            self._next_ack = start + self._ack_interval_s
+            self._heartbeat.acknowledge(self._returned)
+            self._returned = None
         while not self._closed:
             if self._checkpoint is not None:
                 name, self._checkpoint = self._checkpoint, None
-                return EventRead(None, self.reader_id, streams.positions(), name)
+                self._returned = streams.positions()
+                return EventRead(None, self.reader_id, self._returned, name)
             if streams.ended:
                 self._finished.update(streams.finished())
             now = time.monotonic()
@@ -407,7 +406,8 @@ class GroupReader(Generic[T]):
                     return None
             event = streams.next_event(wait)
             if event is not None:
-                return EventRead(event, self.reader_id, streams.positions())
+                self._returned = streams.positions()
+                return EventRead(event, self.reader_id, self._returned)
         return None
 
     def _sync(self) -> None:
