@@ -408,8 +408,8 @@ class ReaderGroupState(_message.Message):
       application and leaves waiting_readers; at that moment it also gives
       back segments beyond its fair share (rebalancing). When waiting_readers
       is empty the checkpoint moves to completed_checkpoints.
-    - Rebalancing when membership changes: at each sync, after taking free
-      segments, a reader holding more than its fair share (ceil as above,
+    - Rebalancing when membership changes: at each sync in which it took no
+      free segment, a reader holding more than its fair share (ceil as above,
       counted so that at most segments % readers readers hold one more than
       floor(segments / readers)) while other readers hold fewer than
       floor(segments / readers) and the free segments do not cover that
