@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
+from folio._event_read import EventRead
 from folio._group_admin import (
     GroupDescription,
     MemberStatus,
@@ -54,6 +55,7 @@ from folio.api.v1 import groups_pb2, read_pb2
 from folio.cuts import Checkpoint, Position
 from folio.errors import (
     FolioError,
+    FolioUnavailableError,
     InvalidArgumentError,
     ReaderGroupExistsError,
     ReaderGroupNotEmptyError,
@@ -62,7 +64,7 @@ from folio.errors import (
     ReaderNotInGroupError,
     TimeoutError,
 )
-from folio.models import Event, SegmentRange
+from folio.models import SegmentRange
 from folio.serializers import BytesSerializer, Serializer
 
 __all__ = ["EventRead", "GroupDescription", "GroupReader", "GroupStart", "MemberStatus",
@@ -81,45 +83,14 @@ _ISOLATIONS = {
 }
 
 
-class EventRead(Generic[T]):
-    """What ``GroupReader.read_next`` returns: an event, or a checkpoint event.
-
-    Attributes:
-        event: the event, or None for a checkpoint event.
-        checkpoint_name: the checkpoint's name for a checkpoint event, else None.
-    """
-
-    __slots__ = ("_positions", "_reader", "checkpoint_name", "event")
-
-    def __init__(self, event: Event[T] | None, reader: str, positions: dict[str, int],
-                 checkpoint_name: str | None = None) -> None:
-        self.event = event
-        self.checkpoint_name = checkpoint_name
-        self._reader = reader
-        self._positions = positions
-
-    @property
-    def is_checkpoint(self) -> bool:
-        """Whether this is a checkpoint event (no ``event``)."""
-        return self.checkpoint_name is not None
-
-    @property
-    def position(self) -> Position:
-        """The reader's position just after this event (every segment it holds)."""
-        return Position(self._reader, self._positions)
-
-    def __repr__(self) -> str:
-        if self.checkpoint_name is not None:
-            return f"EventRead(checkpoint={self.checkpoint_name!r})"
-        return f"EventRead({self.event!r})"
-
-
 @dataclass(slots=True)
 class _Synced:
     checkpoint: str | None = None
     released: dict[str, int] = field(default_factory=dict)
     finished: list[str] = field(default_factory=list)
     acquired: dict[str, int] = field(default_factory=dict)
+    missing: dict[str, int] = field(default_factory=dict)
+    extra: list[str] = field(default_factory=list)
 
 
 class ReaderGroup:
@@ -354,6 +325,9 @@ class GroupReader(Generic[T]):
         self._interval_s = sync_interval_ms / 1000
         self._next_sync = 0.0
         self._checkpoint: str | None = None
+        #: After a failed sync: no retry before this; reconcile at the next one.
+        self._retry_at = 0.0
+        self._reconcile = False
         #: Segments read to their end, not yet handed over in the group state.
         self._finished: set[str] = set()
         self._closed = False
@@ -395,8 +369,18 @@ class GroupReader(Generic[T]):
             if streams.ended:
                 self._finished.update(streams.finished())
             now = time.monotonic()
-            if now >= self._next_sync or self._finished or self._heartbeat.lost:
-                self._sync()
+            if now >= self._next_sync or (
+                    (self._finished or self._heartbeat.lost) and now >= self._retry_at):
+                try:
+                    self._sync()
+                except (FolioUnavailableError, TimeoutError) as error:
+                    # The broker is away (restarting, say): keep reading what this
+                    # reader holds and try again later; that sync reconciles the
+                    # streams with the state in case this one's update was applied.
+                    log.info("reader %s of group %s: sync failed, retrying: %s",
+                             self.reader_id, self.group.name, error)
+                    self._reconcile = True
+                    self._retry_at = time.monotonic() + self._interval_s
                 self._next_sync = time.monotonic() + self._interval_s
                 continue
             wait = self._next_sync - now
@@ -416,8 +400,21 @@ class GroupReader(Generic[T]):
         successors = {segment: self._successors(segment) for segment in finished}
         positions = streams.positions()
         me = self.reader_id
+        reading = set(streams.segments) if self._reconcile else None
 
         def change(state: GroupState) -> _Synced:
+            synced = _transition(state)
+            if reading is not None:
+                # An earlier update may have been applied although its reply was
+                # lost: read what the state says this reader holds, no more.
+                now_held = state.held(me)
+                synced.missing = {s: o for s, o in now_held.items()
+                                  if s not in reading and s not in synced.acquired}
+                synced.extra = [s for s in reading if s not in now_held and
+                                s not in synced.released and s not in synced.finished]
+            return synced
+
+        def _transition(state: GroupState) -> _Synced:
             state.check_session(me, self._session)
             held = state.held(me)
             synced = _Synced()
@@ -436,10 +433,11 @@ class GroupReader(Generic[T]):
             return synced
 
         synced = self._calls.cas(self.group.name, change)
-        self._finished.difference_update(synced.finished, synced.released)
-        for segment in (*synced.released, *synced.finished):
+        self._reconcile = False
+        self._finished.difference_update(synced.finished, synced.released, synced.extra)
+        for segment in (*synced.released, *synced.finished, *synced.extra):
             streams.remove(segment)
-        for segment, offset in synced.acquired.items():
+        for segment, offset in (*synced.acquired.items(), *synced.missing.items()):
             streams.add(segment, offset)
         if synced.checkpoint is not None:
             self._checkpoint = synced.checkpoint

@@ -8,7 +8,9 @@ written was printed by some member (at-least-once from the last reported
 position, nothing skipped) and nothing else. A new process then joins with
 the dead member's id (taken over once it was declared offline). A
 ``folio consume --group`` that gets SIGTERM leaves the group as on Ctrl-C,
-handing its segments back at its position.
+handing its segments back at its position. After a broker crash and restart
+(liveness is kept in memory) a live member keeps its segments and a member
+that died meanwhile is declared offline by the restarted broker.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from pathlib import Path
 from typing import IO
 
 import folio
-from tests.support.bookies import BookieProcess, folio_argv, folio_env
+from tests.support.bookies import BookieProcess, BookieProcesses, folio_argv, folio_env
+from tests.support.proxy import TcpProxy
+from tests.support.standalone import start_standalone
 from tests.support.wait import wait_for
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -48,13 +52,14 @@ class _Lines:
 class _Member:
     """A group member process."""
 
-    def __init__(self, tmp: Path, endpoint: str, group: str, topic: str, reader_id: str) -> None:
+    def __init__(self, tmp: Path, endpoint: str, group: str, topic: str, reader_id: str,
+                 timeout_ms: int = _TIMEOUT_MS) -> None:
         self.reader_id = reader_id
         self.log = tmp / f"{reader_id}-{id(self)}.log"
         with self.log.open("wb") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tests.support.group_member", endpoint, group, topic,
-                 reader_id, str(_TIMEOUT_MS)],
+                 reader_id, str(timeout_ms)],
                 cwd=_REPO, env=folio_env(), stdout=subprocess.PIPE, stderr=stderr)
         assert self.process.stdout is not None
         self.out = _Lines(self.process.stdout)
@@ -182,3 +187,51 @@ def test_sigterm_makes_folio_consume_group_leave_cleanly(server: BookieProcess) 
             out.join()
             if process.stderr is not None:
                 process.stderr.close()
+
+
+def test_after_a_broker_restart_live_members_stay_and_dead_ones_are_freed(
+        bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+    # 6 s: the live member's channel reconnects with up to 2 s of gRPC backoff.
+    timeout_ms = 6000
+    data_dir = tmp_path / "data"
+    server = start_standalone(bookie_processes, data_dir)
+    with TcpProxy(server.host, server.port) as proxy, \
+            folio.Client(proxy.address, timeout_s=30) as client:
+        client.create_topic("restart", 4)
+        with client.writer("restart") as writer:
+            for n in range(40):
+                writer.write_event(f"e{n}".encode(), routing_key=f"k{n}")
+            writer.flush()
+        group = client.reader_group("g-restart", ["restart"], "earliest",
+                                    session_timeout_ms=timeout_ms)
+        members = [_Member(tmp_path, proxy.address, "g-restart", "restart", reader_id,
+                           timeout_ms) for reader_id in ("live", "dead")]
+        try:
+            wait_for(lambda: all(len(group.assignment().get(m.reader_id, [])) == 2
+                                 for m in members), "two segments each", 60)
+            live, dead = members
+            assert dead.stop(signal.SIGKILL) == -signal.SIGKILL
+            assert server.kill() == -signal.SIGKILL
+            restarted = start_standalone(bookie_processes, data_dir)
+            proxy.retarget(restarted.port)
+            proxy.cut()
+            # The restarted broker knows no heartbeat: it times "dead" from when it
+            # first saw it, and frees its segments at the recorded offsets.
+            try:
+                wait_for(lambda: group.online_readers() == ["live"], "dead declared offline",
+                         60)
+            except AssertionError as failed:
+                raise AssertionError(f"{failed}: {group.describe()}; live member's log: "
+                                     f"{live.log.read_text()}") from None
+            wait_for(lambda: len(group.assignment()["live"]) == 4, "live took all four", 60)
+            wait_for(lambda: {e for m in members for e in m.events()} >=
+                     {f"e{n}" for n in range(40)}, "every event printed", 60)
+            assert "rejoining" not in live.log.read_text()  # never declared offline itself
+            assert live.stop(signal.SIGTERM) == 0, live.log.read_text()
+            assert group.online_readers() == []
+        finally:
+            for member in members:
+                if member.process.poll() is None:
+                    member.process.kill()
+                    member.process.wait(30)
+                member.out.join()
