@@ -230,8 +230,9 @@ class GroupLiveness:
         # meanwhile is timed from its first heartbeat, or from that next read.
         left_s = min((entry.heard_s + timeout_s - now for r, entry in members.items()
                       if r not in silent), default=timeout_s / 2)
-        self._next_check[name] = now + max(self._interval_s, left_s)
+        next_check = now + max(self._interval_s, left_s)
         if not silent:
+            self._next_check[name] = next_check
             return []
         state = groups_pb2.ReaderGroupState()
         state.CopyFrom(record.state)
@@ -241,6 +242,7 @@ class GroupLiveness:
                         "its segments are free at %s", name, reader_id,
                         session_timeout_ms(state), freed)
         await self._groups.update(name, record.version, state)
+        self._next_check[name] = next_check  # only once done: a failure retries next round
         for reader_id in silent:
             members.pop(reader_id, None)
             count_member_offline(name)
