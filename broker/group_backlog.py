@@ -5,8 +5,10 @@
 it reads each group's state and its topics' segment lists (offsets from the
 loaded segment or the segment record; nothing is loaded) and sets
 ``folio_reader_group_backlog_events`` per group. A segment the group holds
-counts ``end_offset - offset``; a future segment (waiting for predecessors)
-counts from its start offset; a deleted group's series is dropped.
+counts ``end_offset - offset`` (the offset being the later of the recorded one
+and the one its reader last reported in a heartbeat, ``broker.groups_liveness``);
+a future segment (waiting for predecessors) counts from its start offset; a
+deleted group's series is dropped.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 
 from broker.api import Topics
 from broker.errors import BrokerError, ReaderGroupNotFoundError
+from broker.groups_liveness import GroupLiveness
 from broker.groups_store import ReaderGroupStore
 from broker.metrics import forget_reader_group, set_reader_group_backlog
 from folio.api.v1 import groups_pb2
@@ -25,9 +28,14 @@ __all__ = ["GroupBacklog", "backlog_of"]
 log = logging.getLogger(__name__)
 
 
-def backlog_of(state: groups_pb2.ReaderGroupState, ends: dict[str, int]) -> int:
-    """Events the group has yet to read, given each segment's end offset (unknown: 0)."""
-    positions = [(held.segment, held.offset)
+def backlog_of(state: groups_pb2.ReaderGroupState, ends: dict[str, int],
+               reported: dict[str, int] | None = None) -> int:
+    """Events the group has yet to read, given each segment's end offset (unknown: 0).
+
+    ``reported``: offsets its readers last reported, used where beyond the recorded ones.
+    """
+    reported = reported or {}
+    positions = [(held.segment, max(held.offset, reported.get(held.segment, held.offset)))
                  for reader in state.readers for held in reader.segments]
     positions += [(free.segment, free.offset) for free in state.unassigned]
     positions += [(future.segment, future.start_offset) for future in state.future]
@@ -37,9 +45,11 @@ def backlog_of(state: groups_pb2.ReaderGroupState, ends: dict[str, int]) -> int:
 class GroupBacklog:
     """Keeps the backlog gauge of every reader group current, one maintenance round at a time."""
 
-    def __init__(self, groups: ReaderGroupStore, topics: Topics) -> None:
+    def __init__(self, groups: ReaderGroupStore, topics: Topics,
+                 liveness: GroupLiveness | None = None) -> None:
         self._groups = groups
         self._topics = topics
+        self._liveness = liveness
         self._reported: set[str] = set()
 
     async def update(self) -> None:
@@ -62,7 +72,9 @@ class GroupBacklog:
                     log.debug("backlog of group %s: topic %s not listed: %s", name, topic, error)
                     continue
                 ends.update((segment.name, segment.end_offset) for segment in ranges)
-            set_reader_group_backlog(name, backlog_of(record.state, ends))
+            reported = (None if self._liveness is None
+                        else self._liveness.reported(name, record.state))
+            set_reader_group_backlog(name, backlog_of(record.state, ends, reported))
         for gone in self._reported - set(names):
             forget_reader_group(gone)
         self._reported = set(names)

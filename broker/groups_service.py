@@ -1,7 +1,8 @@
 """The ``folio.v1.ReaderGroups`` servicer: reader group states by compare-and-set.
 
-Thin: decode, call the ``ReaderGroupStore``, encode. On create the topics the
-state names must exist (NOT_FOUND otherwise).
+Thin: decode, call the ``ReaderGroupStore`` (or, for heartbeats and member
+liveness, the ``GroupLiveness``), encode. On create the topics the state
+names must exist (NOT_FOUND otherwise).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import grpc
 from broker._servicer import abort_with
 from broker.api import Topics
 from broker.errors import BrokerError
+from broker.groups_liveness import GroupLiveness
 from broker.groups_store import GroupRecord, ReaderGroupStore
 from folio.api.v1 import groups_pb2, groups_pb2_grpc
 from ledger.errors import LedgerError
@@ -30,9 +32,13 @@ def _reply(record: GroupRecord) -> groups_pb2.ReaderGroup:
 class ReaderGroupsServicer(groups_pb2_grpc.ReaderGroupsServicer):
     """Create, get, conditionally update, delete and list reader groups."""
 
-    def __init__(self, topics: Topics, store: ReaderGroupStore) -> None:
+    def __init__(self, topics: Topics, store: ReaderGroupStore,
+                 liveness: GroupLiveness | None = None) -> None:
         self._topics = topics
         self._store = store
+        # Without one started by the caller, heartbeats are recorded but no
+        # member is ever declared offline.
+        self._liveness = liveness or GroupLiveness(store)
 
     async def CreateReaderGroup(
         self, request: groups_pb2.CreateReaderGroupRequest, context: _Context
@@ -81,3 +87,29 @@ class ReaderGroupsServicer(groups_pb2_grpc.ReaderGroupsServicer):
         except _Refusals as error:
             await abort_with(context, error)
         return groups_pb2.ListReaderGroupsResponse(names=names)
+
+    async def Heartbeat(
+        self, request: groups_pb2.HeartbeatRequest, context: _Context
+    ) -> groups_pb2.HeartbeatResponse:
+        try:
+            member, timeout_ms = await self._liveness.heartbeat(
+                request.name, request.reader_id, request.session_id,
+                {p.segment: p.offset for p in request.positions})
+        except _Refusals as error:
+            await abort_with(context, error)
+        return groups_pb2.HeartbeatResponse(member=member, session_timeout_ms=timeout_ms)
+
+    async def GetMembers(
+        self, request: groups_pb2.GetMembersRequest, context: _Context
+    ) -> groups_pb2.GetMembersResponse:
+        try:
+            timeout_ms, members = await self._liveness.members(request.name)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return groups_pb2.GetMembersResponse(session_timeout_ms=timeout_ms, members=[
+            groups_pb2.MemberLiveness(
+                reader_id=m.reader_id, session_id=m.session_id, silent_ms=m.silent_ms,
+                heartbeated=m.heartbeated,
+                reported_positions=[groups_pb2.SegmentOffset(segment=s, offset=o)
+                                    for s, o in sorted(m.reported.items())])
+            for m in members])

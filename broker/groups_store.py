@@ -26,7 +26,17 @@ from folio.api.v1 import groups_pb2
 from ledger.api import MetadataStore
 from ledger.errors import BadVersionError, NodeExistsError, NoNodeError
 
-__all__ = ["GROUPS_ROOT", "MAX_STATE_BYTES", "STATE_FORMAT", "GroupRecord", "ReaderGroupStore"]
+__all__ = [
+    "DEFAULT_SESSION_TIMEOUT_MS",
+    "GROUPS_ROOT",
+    "MAX_SESSION_TIMEOUT_MS",
+    "MAX_STATE_BYTES",
+    "MIN_SESSION_TIMEOUT_MS",
+    "STATE_FORMAT",
+    "GroupRecord",
+    "ReaderGroupStore",
+    "session_timeout_ms",
+]
 
 #: Group records: ``/folio/groups/<name>``.
 GROUPS_ROOT: Final = "/folio/groups"
@@ -34,6 +44,12 @@ GROUPS_ROOT: Final = "/folio/groups"
 MAX_STATE_BYTES: Final = 4 * 1024 * 1024
 #: The state format this broker knows (``ReaderGroupState.format``).
 STATE_FORMAT: Final = 1
+#: ``ReaderGroupState.session_timeout_ms`` 0 means this (as Kafka's 10 s default).
+DEFAULT_SESSION_TIMEOUT_MS: Final = 10_000
+#: The range a group's session timeout may be set to (Kafka's broker bounds are
+#: 6 s to 30 min; 1 s is allowed for tests and latency-sensitive groups).
+MIN_SESSION_TIMEOUT_MS: Final = 1_000
+MAX_SESSION_TIMEOUT_MS: Final = 1_800_000
 
 _NAME = re.compile(r"[A-Za-z0-9-][A-Za-z0-9._-]{0,248}")
 
@@ -55,6 +71,11 @@ def check_group_name(name: str) -> None:
             "not starting with '_' or '.'")
 
 
+def session_timeout_ms(state: groups_pb2.ReaderGroupState) -> int:
+    """The group's session timeout, the default filled in for 0."""
+    return state.session_timeout_ms or DEFAULT_SESSION_TIMEOUT_MS
+
+
 def _encode(name: str, state: groups_pb2.ReaderGroupState) -> bytes:
     if state.format != STATE_FORMAT:
         raise InvalidArgumentError(
@@ -62,6 +83,12 @@ def _encode(name: str, state: groups_pb2.ReaderGroupState) -> bytes:
             f"(this broker knows {STATE_FORMAT})")
     if not state.topics:
         raise InvalidArgumentError(f"reader group {name!r}: the state names no topics")
+    timeout_ms = state.session_timeout_ms
+    if timeout_ms and not MIN_SESSION_TIMEOUT_MS <= timeout_ms <= MAX_SESSION_TIMEOUT_MS:
+        raise InvalidArgumentError(
+            f"reader group {name!r}: session_timeout_ms must be {MIN_SESSION_TIMEOUT_MS} to "
+            f"{MAX_SESSION_TIMEOUT_MS} (0: the default, {DEFAULT_SESSION_TIMEOUT_MS}), "
+            f"not {timeout_ms}")
     data = state.SerializeToString()
     if len(data) > MAX_STATE_BYTES:
         raise InvalidArgumentError(

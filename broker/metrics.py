@@ -33,6 +33,7 @@ from ledger.metrics import LATENCY_BUCKETS_S
 
 __all__ = [
     "APPEND_SECONDS",
+    "count_member_offline",
     "count_unexpected",
     "forget_reader_group",
     "observe_append",
@@ -87,6 +88,11 @@ RECOVERY_SECONDS = Histogram(
 READER_GROUP_BACKLOG = Gauge(
     "folio_reader_group_backlog_events",
     "Events between a reader group's positions and the tails of its segments.",
+    ["group"],
+)
+READER_GROUP_MEMBERS_OFFLINE = Counter(
+    "folio_reader_group_members_declared_offline",
+    "Reader group members the broker declared offline after their session timeout.",
     ["group"],
 )
 
@@ -199,10 +205,17 @@ def set_reader_group_backlog(group: str, events: int) -> None:
     READER_GROUP_BACKLOG.labels(group).set(events)
 
 
+def count_member_offline(group: str) -> None:
+    """Count one member of ``group`` declared offline by the broker (silent too long)."""
+    READER_GROUP_MEMBERS_OFFLINE.labels(group).inc()
+
+
 def forget_reader_group(group: str) -> None:
-    """Drop ``group``'s backlog series (the group was deleted)."""
+    """Drop ``group``'s series (the group was deleted)."""
     with suppress(KeyError):
         READER_GROUP_BACKLOG.remove(group)
+    with suppress(KeyError):
+        READER_GROUP_MEMBERS_OFFLINE.remove(group)
 
 
 # ------------------------------------------------------------ state at scrape

@@ -25,6 +25,7 @@ from broker.admin_service import AdminServicer
 from broker.api import Topics
 from broker.append_service import AppendServicer
 from broker.commit_keys import CommitKeys
+from broker.groups_liveness import GroupLiveness
 from broker.groups_service import ReaderGroupsServicer
 from broker.groups_store import ReaderGroupStore
 from broker.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
@@ -80,7 +81,8 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
                               max_held_ms: int = DEFAULT_MAX_HELD_MS,
                               commit_keys: CommitKeys | None = None,
                               coordinator: TxnCoordinator | None = None,
-                              groups: ReaderGroupStore | None = None) -> BrokerServer:
+                              groups: ReaderGroupStore | None = None,
+                              group_liveness: GroupLiveness | None = None) -> BrokerServer:
     """Serve ``topics`` over the public gRPC API and start.
 
     With ``coordinator`` (started) the ``Transactions`` service is served and
@@ -90,6 +92,8 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
 
     With ``groups`` the ``ReaderGroups`` service is served (reader group
     states by compare-and-set); without, its calls are UNIMPLEMENTED.
+    ``group_liveness`` (started by the caller) declares silent members
+    offline; without, heartbeats are recorded but nobody is declared offline.
 
     ``max_held_bytes`` and ``max_held_ms`` bound the blocks of uncommitted
     transactions (see ``broker.held``).
@@ -113,7 +117,7 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
                      TransactionsServicer(coordinator, commit_keys))
     if groups is not None:
         add_servicer(server, groups_pb2.DESCRIPTOR.services_by_name["ReaderGroups"],
-                     ReaderGroupsServicer(topics, groups))
+                     ReaderGroupsServicer(topics, groups, group_liveness))
     health = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     reflection.enable_server_reflection(

@@ -41,6 +41,7 @@ from broker.api import TopicConfig
 from broker.broker_config import RemoteBookies
 from broker.commit_keys import CommitKeys
 from broker.group_backlog import GroupBacklog
+from broker.groups_liveness import GroupLiveness
 from broker.groups_store import ReaderGroupStore
 from broker.held import MAX_TXN_BYTES
 from broker.metrics import watch_broker
@@ -150,10 +151,14 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
             topics.add_maintenance_hook(coordinator.tick)
             watch_broker(topics, coordinator)
             groups = ReaderGroupStore(store)
-            topics.add_maintenance_hook(GroupBacklog(groups, topics).update)
+            # Declares reader group members silent for their session timeout offline.
+            liveness = GroupLiveness(groups)
+            liveness.start()
+            topics.add_maintenance_hook(GroupBacklog(groups, topics, liveness).update)
             try:
-                return await _serve_topics(config, topics, stop, coordinator, groups)
+                return await _serve_topics(config, topics, stop, coordinator, groups, liveness)
             finally:
+                await liveness.close()
                 await coordinator.close()
         finally:
             await topics.close()
@@ -167,7 +172,7 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
 
 async def _serve_topics(
     config: StandaloneConfig, topics: TopicManager, stop: asyncio.Event,
-    coordinator: TxnCoordinator, groups: ReaderGroupStore,
+    coordinator: TxnCoordinator, groups: ReaderGroupStore, liveness: GroupLiveness,
 ) -> int:
     commit_keys = CommitKeys(topics, coordinator)
     await commit_keys.start()  # settles the idempotent commits a crash cut short
@@ -176,7 +181,7 @@ async def _serve_topics(
                                            max_held_bytes=config.max_held_bytes,
                                            max_held_ms=config.max_held_ms,
                                            coordinator=coordinator, commit_keys=commit_keys,
-                                           groups=groups)
+                                           groups=groups, group_liveness=liveness)
     except OSError as error:
         return _fail(str(error))
     try:

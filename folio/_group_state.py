@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from folio.api.v1 import groups_pb2
 from folio.cuts import Checkpoint, FutureSegment
-from folio.errors import InvalidArgumentError, ReaderNotInGroupError
+from folio.errors import InvalidArgumentError, ReaderIdInUseError, ReaderNotInGroupError
 
 __all__ = ["FORMAT", "MAX_COMPLETED", "GroupState", "Successor"]
 
@@ -55,6 +55,11 @@ class GroupState:
     pending: list[Pending] = field(default_factory=list)
     completed: list[Checkpoint] = field(default_factory=list)
     finished: set[str] = field(default_factory=set)
+    #: reader -> the session id it joined with (tells a reader that took over
+    #: a dead member's id from that member).
+    sessions: dict[str, str] = field(default_factory=dict)
+    #: 0: the broker's default (10 s).
+    session_timeout_ms: int = 0
 
     # -- encoding -----------------------------------------------------------
 
@@ -78,6 +83,8 @@ class GroupState:
                      for p in message.pending_checkpoints],
             completed=[Checkpoint.from_proto(c) for c in message.completed_checkpoints],
             finished=set(message.finished),
+            sessions={r.reader_id: r.session_id for r in message.readers},
+            session_timeout_ms=message.session_timeout_ms,
         )
 
     def to_proto(self) -> groups_pb2.ReaderGroupState:
@@ -85,7 +92,8 @@ class GroupState:
         return groups_pb2.ReaderGroupState(
             format=FORMAT,
             topics=self.topics,
-            readers=[groups_pb2.ReaderAssignment(reader_id=reader, segments=_offsets(held))
+            readers=[groups_pb2.ReaderAssignment(reader_id=reader, segments=_offsets(held),
+                                                 session_id=self.sessions.get(reader, ""))
                      for reader, held in sorted(self.readers.items())],
             unassigned=_offsets(self.unassigned),
             future=[f.to_proto() for _, f in sorted(self.future.items())],
@@ -97,6 +105,7 @@ class GroupState:
                 for p in self.pending],
             completed_checkpoints=[c.to_proto() for c in self.completed],
             finished=sorted(self.finished),
+            session_timeout_ms=self.session_timeout_ms,
         )
 
     def copy(self) -> GroupState:
@@ -108,10 +117,11 @@ class GroupState:
     @classmethod
     def starting_at(cls, group: str, topics: Iterable[str], positions: Mapping[str, int],
                     future: Iterable[FutureSegment] = (),
-                    finished: Iterable[str] = ()) -> GroupState:
+                    finished: Iterable[str] = (), session_timeout_ms: int = 0) -> GroupState:
         """A group with no readers and every starting segment free at its offset."""
         return cls(group=group, topics=sorted(set(topics)), unassigned=dict(positions),
-                   future={f.segment: f for f in future}, finished=set(finished))
+                   future={f.segment: f for f in future}, finished=set(finished),
+                   session_timeout_ms=session_timeout_ms)
 
     # -- queries ------------------------------------------------------------
 
@@ -124,6 +134,14 @@ class GroupState:
                 f"reader {reader!r} is not a member of reader group {self.group!r} (declared "
                 "offline, or the group was reset or deleted)", reader_id=reader,
                 group=self.group) from None
+
+    def check_session(self, reader: str, session: str) -> None:
+        """``ReaderNotInGroupError`` unless ``reader`` is a member in session ``session``."""
+        self.held(reader)
+        if self.sessions.get(reader, "") != session:
+            raise ReaderNotInGroupError(
+                f"reader {reader!r} of reader group {self.group!r} was declared offline and its "
+                "id taken by a new reader", reader_id=reader, group=self.group)
 
     def known(self, segment: str) -> bool:
         """Whether the group still has ``segment`` to read (held, free or waiting)."""
@@ -147,15 +165,18 @@ class GroupState:
 
     # -- transitions (each changes this state in place) ---------------------
 
-    def add_reader(self, reader: str) -> None:
-        """A new member holding nothing. ``InvalidArgumentError`` if the id is taken."""
+    def add_reader(self, reader: str, session: str = "") -> None:
+        """A new member holding nothing. ``ReaderIdInUseError`` if the id is taken."""
         if not reader or not isinstance(reader, str):
             raise InvalidArgumentError("a reader id must be a non-empty string")
         if reader in self.readers:
-            raise InvalidArgumentError(
+            raise ReaderIdInUseError(
                 f"reader {reader!r} is already a member of reader group {self.group!r}; a "
-                "reader that crashed must first be declared offline (reader_offline)")
+                "reader that crashed is declared offline by the broker after the group's "
+                "session timeout (or at once by reader_offline)", reader_id=reader,
+                group=self.group)
         self.readers[reader] = {}
+        self.sessions[reader] = session
 
     def remove_reader(self, reader: str, positions: Mapping[str, int] | None) -> dict[str, int]:
         """The reader leaves; its segments become free at ``positions`` (else as recorded).
@@ -167,6 +188,7 @@ class GroupState:
         freed = {segment: (positions or {}).get(segment, offset)
                  for segment, offset in held.items()}
         del self.readers[reader]
+        self.sessions.pop(reader, None)
         self.unassigned.update(freed)
         for pending in list(self.pending):
             if reader in pending.waiting:
@@ -184,6 +206,29 @@ class GroupState:
             taken[segment] = self.unassigned.pop(segment)
         held.update(taken)
         return taken
+
+    def rebalance(self, reader: str, positions: Mapping[str, int]) -> dict[str, int]:
+        """Give back segments beyond ``reader``'s fair share others are short of; returns them.
+
+        When membership grows, the newcomers hold fewer than
+        ``floor(segments / readers)``; if the free segments do not cover that
+        shortfall, a reader above its fair share frees its excess (up to the
+        uncovered shortfall) at ``positions`` (where it has read to), else at
+        the offsets recorded. Readers sync one at a time (compare-and-set), so
+        the next one sees what this one freed and frees no more than needed.
+        """
+        held = self.held(reader)
+        total = len(self.unassigned) + sum(len(h) for h in self.readers.values())
+        floor = total // max(1, len(self.readers))
+        shortfall = sum(max(0, floor - len(h)) for other, h in self.readers.items()
+                        if other != reader)
+        count = min(len(held) - self._share(reader), shortfall - len(self.unassigned))
+        released: dict[str, int] = {}
+        for segment in sorted(held, reverse=True)[:max(0, count)]:
+            recorded = held.pop(segment)
+            released[segment] = positions.get(segment, recorded)
+        self.unassigned.update(released)
+        return released
 
     def pass_checkpoint(self, reader: str, name: str,
                         positions: Mapping[str, int]) -> dict[str, int]:

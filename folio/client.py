@@ -27,6 +27,7 @@ from grpc import aio
 from prometheus_client import CollectorRegistry
 
 from folio._append_stream import Backoff
+from folio._group_calls import _GroupClient
 from folio._io import Connection, IoThread
 from folio._pool import DEFAULT_MAX_CONNECTIONS, ConnectionPool, PoolStats
 from folio._status import error_from_rpc
@@ -38,7 +39,7 @@ from folio.errors import (
     InvalidArgumentError,
     TopicExistsError,
 )
-from folio.groups import GroupStart, ReaderGroup, _GroupClient
+from folio.groups import GroupStart, ReaderGroup
 from folio.metrics import client_metrics
 from folio.models import (
     TOPIC_CONFIG_FIELDS,
@@ -488,7 +489,8 @@ class Client:
 
     def reader_group(self, name: str, topics: list[str] | None = None,
                      start: GroupStart = "earliest", *,
-                     sync_interval_ms: int = 200) -> ReaderGroup:
+                     sync_interval_ms: int = 200,
+                     session_timeout_ms: int | None = None) -> ReaderGroup:
         """A reader group: created at ``start`` if it does not exist, else opened.
 
         Args:
@@ -502,13 +504,19 @@ class Client:
                 ``Checkpoint`` (exactly after it). Ignored when the group exists.
             sync_interval_ms: how often its readers sync with the group
                 state (pick up free segments and checkpoints).
+            session_timeout_ms: a member the broker has not heard from for
+                this long (its process died, say) is declared offline and its
+                segments go to the others (members heartbeat every third of
+                it). None: the broker's default, 10000, for a new group; an
+                existing group must have the same. 1000 to 1800000.
 
         Raises:
             ReaderGroupNotFoundError: ``topics`` is None and there is no such group.
             TopicNotFoundError: a topic does not exist.
             InvalidArgumentError: a bad name, start or topic list.
         """
-        return ReaderGroup.open(name, self._groups(), topics, start, sync_interval_ms)
+        return ReaderGroup.open(name, self._groups(), topics, start, sync_interval_ms,
+                                session_timeout_ms)
 
     def delete_reader_group(self, name: str) -> None:
         """Deletes a reader group. ``ReaderGroupNotFoundError``."""

@@ -30,7 +30,9 @@ __all__ = [
     "OffsetOutOfRangeError",
     "PermissionDeniedError",
     "ReaderGroupExistsError",
+    "ReaderGroupNotEmptyError",
     "ReaderGroupNotFoundError",
+    "ReaderIdInUseError",
     "ReaderNotInGroupError",
     "ResourceExhaustedError",
     "SegmentSealedError",
@@ -385,6 +387,40 @@ class GroupStateConflictError(FolioError):
 class ReaderNotInGroupError(FolioError):
     """The reader is no longer a member of its group.
 
-    It was declared offline (``ReaderGroup.reader_offline``), or the group
-    was deleted or reset meanwhile; its segments belong to others now.
+    It was declared offline (``ReaderGroup.reader_offline``, or by the broker
+    after it was silent for the group's session timeout), or the group was
+    deleted or reset meanwhile; its segments belong to others now.
     """
+
+
+class ReaderIdInUseError(InvalidArgumentError):
+    """Joining a reader group with the id of a current member.
+
+    If that member died, the broker declares it offline once it has been
+    silent for the group's session timeout (``silent_ms`` and
+    ``session_timeout_ms`` say how long is left); the id is free then.
+    """
+
+    @property
+    def silent_ms(self) -> int | None:
+        """How long the broker has not heard from the member holding the id."""
+        return self._int("silent_ms")
+
+    @property
+    def session_timeout_ms(self) -> int | None:
+        """The group's session timeout."""
+        return self._int("session_timeout_ms")
+
+
+class ReaderGroupNotEmptyError(FolioError):
+    """An operation that needs a group without members (a reset, say) found some.
+
+    As Kafka refuses to reset a consumer group's offsets while consumers are
+    active: stop them (or declare them offline) first. ``members`` names them.
+    """
+
+    @property
+    def members(self) -> list[str]:
+        """The members found."""
+        value = self.context.get("members")
+        return [str(m) for m in value] if isinstance(value, list) else []

@@ -15,7 +15,14 @@ A reader syncs with the group state every ``sync_interval_ms`` (and at once
 when one of its segments ends): it passes pending checkpoints first (recording
 its offsets and giving back segments beyond its fair share — the rebalancing
 the seed describes), then hands finished segments over to their successors,
-then takes free segments up to its share.
+then takes free segments up to its share, or gives back its excess when a
+member that joined is short of its share (rebalancing on membership change).
+
+Members heartbeat to the broker (``folio._group_heartbeat``) with the offsets
+their application has processed; one silent for the group's session timeout
+(``session_timeout_ms``, default 10 s) is declared offline by the broker and
+its segments go to the others from those offsets: at-least-once, nothing
+skipped.
 """
 
 from __future__ import annotations
@@ -24,82 +31,56 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
+from folio._event_read import EventRead
+from folio._group_admin import (
+    GroupDescription,
+    MemberStatus,
+    SegmentLag,
+    describe_group,
+    id_in_use_error,
+    reported_positions,
+)
+from folio._group_calls import _GroupClient
+from folio._group_heartbeat import Heartbeat
+from folio._group_start import GroupStart, initial_state
 from folio._group_state import GroupState, Successor
 from folio._segment_streams import SegmentStreams
 from folio.api.v1 import groups_pb2, read_pb2
-from folio.cuts import Checkpoint, Position, StreamCut
+from folio.cuts import Checkpoint, Position
 from folio.errors import (
     FolioError,
-    GroupStateConflictError,
+    FolioUnavailableError,
     InvalidArgumentError,
     ReaderGroupExistsError,
+    ReaderGroupNotEmptyError,
     ReaderGroupNotFoundError,
+    ReaderIdInUseError,
     ReaderNotInGroupError,
     TimeoutError,
 )
-from folio.models import Event, SegmentRange
+from folio.models import SegmentRange
 from folio.serializers import BytesSerializer, Serializer
 
-if TYPE_CHECKING:
-    from folio._io import IoThread
-    from folio._pool import ReadChannels
-    from folio.api.v1.groups_pb2_grpc import ReaderGroupsAsyncStub
-    from folio.client import Client
-
-__all__ = ["EventRead", "GroupReader", "GroupStart", "ReaderGroup"]
+__all__ = ["EventRead", "GroupDescription", "GroupReader", "GroupStart", "MemberStatus",
+           "ReaderGroup", "SegmentLag"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-R = TypeVar("R")
 
-#: Where a new group starts.
-GroupStart = Literal["earliest", "latest"] | StreamCut | Checkpoint | Mapping[str, int]
-
-_CAS_ATTEMPTS = 200
+#: The broker's default session timeout (groups.proto), for a state saying 0.
+_DEFAULT_SESSION_MS = 10_000
 _DEFAULT_SYNC_MS = 200
 _ISOLATIONS = {
     "read_committed": read_pb2.ReadRequest.READ_COMMITTED,
     "read_uncommitted": read_pb2.ReadRequest.READ_UNCOMMITTED,
 }
-
-
-class EventRead(Generic[T]):
-    """What ``GroupReader.read_next`` returns: an event, or a checkpoint event.
-
-    Attributes:
-        event: the event, or None for a checkpoint event.
-        checkpoint_name: the checkpoint's name for a checkpoint event, else None.
-    """
-
-    __slots__ = ("_positions", "_reader", "checkpoint_name", "event")
-
-    def __init__(self, event: Event[T] | None, reader: str, positions: dict[str, int],
-                 checkpoint_name: str | None = None) -> None:
-        self.event = event
-        self.checkpoint_name = checkpoint_name
-        self._reader = reader
-        self._positions = positions
-
-    @property
-    def is_checkpoint(self) -> bool:
-        """Whether this is a checkpoint event (no ``event``)."""
-        return self.checkpoint_name is not None
-
-    @property
-    def position(self) -> Position:
-        """The reader's position just after this event (every segment it holds)."""
-        return Position(self._reader, self._positions)
-
-    def __repr__(self) -> str:
-        if self.checkpoint_name is not None:
-            return f"EventRead(checkpoint={self.checkpoint_name!r})"
-        return f"EventRead({self.event!r})"
 
 
 @dataclass(slots=True)
@@ -108,43 +89,8 @@ class _Synced:
     released: dict[str, int] = field(default_factory=dict)
     finished: list[str] = field(default_factory=list)
     acquired: dict[str, int] = field(default_factory=dict)
-
-
-class _GroupClient:
-    """The ``ReaderGroups`` calls of one client, blocking and async."""
-
-    def __init__(self, client: Client, call: Callable[..., Any],
-                 unary: Callable[..., Awaitable[Any]], io: IoThread,
-                 channels: ReadChannels, stub: ReaderGroupsAsyncStub) -> None:
-        self.client = client
-        self.call = call
-        self.unary = unary
-        self.io = io
-        self.channels = channels
-        self.stub = stub
-
-    def get(self, name: str) -> tuple[int, GroupState]:
-        reply = self.call(self.stub.GetReaderGroup, groups_pb2.GetReaderGroupRequest(name=name),
-                          retry=True)
-        return reply.version, GroupState.from_proto(name, reply.state)
-
-    def cas(self, name: str, change: Callable[[GroupState], R]) -> R:
-        """Apply ``change`` to the latest state and write it back by compare-and-set."""
-        for _ in range(_CAS_ATTEMPTS):
-            version, state = self.get(name)
-            changed = state.copy()
-            result = change(changed)
-            if changed == state:
-                return result
-            request = groups_pb2.UpdateReaderGroupRequest(
-                name=name, expected_version=version, state=changed.to_proto())
-            try:
-                self.call(self.stub.UpdateReaderGroup, request)
-            except GroupStateConflictError:
-                continue
-            return result
-        raise GroupStateConflictError(f"reader group {name!r} kept changing; gave up after "
-                                      f"{_CAS_ATTEMPTS} attempts")
+    missing: dict[str, int] = field(default_factory=dict)
+    extra: list[str] = field(default_factory=list)
 
 
 class ReaderGroup:
@@ -160,10 +106,16 @@ class ReaderGroup:
 
     @classmethod
     def open(cls, name: str, calls: _GroupClient, topics: Sequence[str] | None,
-             start: GroupStart, sync_interval_ms: int) -> ReaderGroup:
+             start: GroupStart, sync_interval_ms: int,
+             session_timeout_ms: int | None = None) -> ReaderGroup:
         """Create the group at ``start``, or open it if it exists (topics must then match)."""
         if sync_interval_ms <= 0:
             raise InvalidArgumentError(f"sync_interval_ms must be > 0, not {sync_interval_ms}")
+        if session_timeout_ms is not None and (
+                isinstance(session_timeout_ms, bool) or not isinstance(session_timeout_ms, int)
+                or session_timeout_ms <= 0):
+            raise InvalidArgumentError(
+                f"session_timeout_ms must be a positive int, not {session_timeout_ms!r}")
         group = cls(name, calls, sync_interval_ms=sync_interval_ms)
         if topics is None:
             calls.get(name)  # ReaderGroupNotFoundError
@@ -171,6 +123,7 @@ class ReaderGroup:
         if isinstance(topics, str) or not topics:
             raise InvalidArgumentError("topics must be a non-empty list of topic names")
         state = initial_state(calls.client, name, topics, start)
+        state.session_timeout_ms = session_timeout_ms or 0
         request = groups_pb2.CreateReaderGroupRequest(name=name, state=state.to_proto())
         try:
             calls.call(calls.stub.CreateReaderGroup, request)
@@ -180,6 +133,12 @@ class ReaderGroup:
                 raise InvalidArgumentError(
                     f"reader group {name!r} exists and reads {existing.topics}, not "
                     f"{sorted(set(topics))}") from None
+            if session_timeout_ms is not None and \
+                    session_timeout_ms != (existing.session_timeout_ms or _DEFAULT_SESSION_MS):
+                raise InvalidArgumentError(
+                    f"reader group {name!r} exists with session_timeout_ms "
+                    f"{existing.session_timeout_ms or _DEFAULT_SESSION_MS}, not "
+                    f"{session_timeout_ms}") from None
         return group
 
     # -- readers ------------------------------------------------------------
@@ -188,17 +147,28 @@ class ReaderGroup:
                isolation: str = "read_committed") -> GroupReader[Any]:
         """A new member of the group, reading its share of the segments.
 
+        It heartbeats to the broker until closed; if its process dies, the
+        broker declares it offline after the group's session timeout.
+
         Raises:
-            InvalidArgumentError: ``reader_id`` is a member already (a crashed
-                reader must be declared offline first) or empty.
+            ReaderIdInUseError: ``reader_id`` is a member already (a crashed
+                member keeps its id until the broker declares it offline, after
+                the session timeout: the error says how long is left).
+            InvalidArgumentError: an empty id or a bad isolation.
             ReaderGroupNotFoundError: the group was deleted.
         """
         if isolation not in _ISOLATIONS:
             raise InvalidArgumentError(
                 f"isolation must be 'read_committed' or 'read_uncommitted', not {isolation!r}")
-        self._calls.cas(self.name, lambda state: state.add_reader(reader_id))
+        session = uuid.uuid4().hex
+        try:
+            timeout_ms = self._calls.cas(self.name, lambda state: _join(state, reader_id,
+                                                                            session))
+        except ReaderIdInUseError as error:
+            raise id_in_use_error(self._calls, self.name, reader_id, error) from None
         return GroupReader(self, reader_id, serializer or BytesSerializer(),
-                           _ISOLATIONS[isolation], self._sync_interval_ms)
+                           _ISOLATIONS[isolation], self._sync_interval_ms, session,
+                           timeout_ms or _DEFAULT_SESSION_MS)
 
     def reader_offline(self, reader_id: str, last_position: Position | None = None) -> None:
         """Declares a reader gone; its segments go back to the pool.
@@ -208,8 +178,9 @@ class ReaderGroup:
             last_position: the position of the last event it processed (from
                 ``EventRead.position``); its segments are read again from
                 there, so nothing after it is read twice. None: from the
-                offsets the group recorded (its last checkpoint or when it
-                took them), which may repeat events.
+                offsets it last reported in a heartbeat, or those the group
+                recorded (its last checkpoint or when it took them) if later,
+                which may repeat events (never skips any).
 
         Raises:
             ReaderNotInGroupError: no such member.
@@ -219,7 +190,18 @@ class ReaderGroup:
             raise InvalidArgumentError(f"the position is reader {last_position.reader_id!r}'s, "
                                        f"not {reader_id!r}'s")
         positions = None if last_position is None else dict(last_position.positions)
+        if positions is None:
+            positions = reported_positions(self._calls, self.name, reader_id)
         self._calls.cas(self.name, lambda state: state.remove_reader(reader_id, positions))
+
+    @property
+    def session_timeout_ms(self) -> int:
+        """A member silent this long is declared offline by the broker."""
+        return self._calls.get(self.name)[1].session_timeout_ms or _DEFAULT_SESSION_MS
+
+    def describe(self) -> GroupDescription:
+        """Members (liveness, segments, positions), free and waiting segments, lag per segment."""
+        return describe_group(self._calls, self.name)
 
     def online_readers(self) -> list[str]:
         """The members now, sorted."""
@@ -276,15 +258,28 @@ class ReaderGroup:
         """The latest completed checkpoints, oldest first."""
         return list(self._calls.get(self.name)[1].completed)
 
-    def reset(self, start: GroupStart) -> None:
+    def reset(self, start: GroupStart, *, only_if_empty: bool = False) -> None:
         """Starts the group over at ``start``; every reader is dropped from it.
 
         Its readers fail with ``ReaderNotInGroupError`` at their next sync;
-        make new ones.
+        make new ones. With ``only_if_empty`` (what ``folio group reset``
+        does, as Kafka's offset reset) a group with members is refused with
+        ``ReaderGroupNotEmptyError`` (checked in the same compare-and-set).
         """
         _, state = self._calls.get(self.name)
         fresh = initial_state(self._calls.client, self.name, state.topics, start)
-        self._calls.cas(self.name, lambda current: _replace(current, fresh))
+
+        def change(current: GroupState) -> None:
+            if only_if_empty and current.readers:
+                raise ReaderGroupNotEmptyError(
+                    f"reader group {self.name!r} has members online: "
+                    f"{', '.join(sorted(current.readers))}; stop them first (a dead member "
+                    f"is declared offline after the session timeout, or declare it offline "
+                    f"now with reader_offline)", group=self.name,
+                    members=sorted(current.readers))
+            _replace(current, fresh)
+
+        self._calls.cas(self.name, change)
 
     def delete(self) -> None:
         """Deletes the group. ``ReaderGroupNotFoundError``."""
@@ -295,8 +290,14 @@ class ReaderGroup:
         return f"<ReaderGroup {self.name!r}>"
 
 
+def _join(state: GroupState, reader_id: str, session: str) -> int:
+    state.add_reader(reader_id, session)
+    return state.session_timeout_ms
+
+
 def _replace(current: GroupState, fresh: GroupState) -> None:
     current.readers, current.unassigned = {}, dict(fresh.unassigned)
+    current.sessions = {}
     current.future, current.finished = dict(fresh.future), set(fresh.finished)
     current.pending = []
 
@@ -306,11 +307,17 @@ class GroupReader(Generic[T]):
 
     def __init__(self, group: ReaderGroup, reader_id: str, serializer: Serializer[T],
                  isolation: read_pb2.ReadRequest.Isolation.ValueType,
-                 sync_interval_ms: int) -> None:
+                 sync_interval_ms: int, session_id: str, session_timeout_ms: int) -> None:
         self.group = group
         self.reader_id = reader_id
         calls = group._calls
         self._calls = calls
+        self._session = session_id
+        self._heartbeat = Heartbeat(calls.io, calls.stub, group.name, reader_id, session_id,
+                                    session_timeout_ms)
+        #: The positions after the last event returned (the dict its EventRead
+        #: carries, so acknowledging costs no copy), acknowledged at the next call.
+        self._returned: dict[str, int] | None = None
         self._streams: SegmentStreams[T] = SegmentStreams(
             io=calls.io, channels=calls.channels,
             deserialize=None if isinstance(serializer, BytesSerializer) else
@@ -318,6 +325,9 @@ class GroupReader(Generic[T]):
         self._interval_s = sync_interval_ms / 1000
         self._next_sync = 0.0
         self._checkpoint: str | None = None
+        #: After a failed sync: no retry before this; reconcile at the next one.
+        self._retry_at = 0.0
+        self._reconcile = False
         #: Segments read to their end, not yet handed over in the group state.
         self._finished: set[str] = set()
         self._closed = False
@@ -347,15 +357,30 @@ class GroupReader(Generic[T]):
         """
         deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         streams = self._streams
+        if self._returned is not None:
+            # Every event returned by an earlier call counts as processed.
+            self._heartbeat.acknowledge(self._returned)
+            self._returned = None
         while not self._closed:
             if self._checkpoint is not None:
                 name, self._checkpoint = self._checkpoint, None
-                return EventRead(None, self.reader_id, streams.positions(), name)
+                self._returned = streams.positions()
+                return EventRead(None, self.reader_id, self._returned, name)
             if streams.ended:
                 self._finished.update(streams.finished())
             now = time.monotonic()
-            if now >= self._next_sync or self._finished:
-                self._sync()
+            if now >= self._next_sync or (
+                    (self._finished or self._heartbeat.lost) and now >= self._retry_at):
+                try:
+                    self._sync()
+                except (FolioUnavailableError, TimeoutError) as error:
+                    # The broker is away (restarting, say): keep reading what this
+                    # reader holds and try again later; that sync reconciles the
+                    # streams with the state in case this one's update was applied.
+                    log.info("reader %s of group %s: sync failed, retrying: %s",
+                             self.reader_id, self.group.name, error)
+                    self._reconcile = True
+                    self._retry_at = time.monotonic() + self._interval_s
                 self._next_sync = time.monotonic() + self._interval_s
                 continue
             wait = self._next_sync - now
@@ -365,7 +390,8 @@ class GroupReader(Generic[T]):
                     return None
             event = streams.next_event(wait)
             if event is not None:
-                return EventRead(event, self.reader_id, streams.positions())
+                self._returned = streams.positions()
+                return EventRead(event, self.reader_id, self._returned)
         return None
 
     def _sync(self) -> None:
@@ -374,8 +400,22 @@ class GroupReader(Generic[T]):
         successors = {segment: self._successors(segment) for segment in finished}
         positions = streams.positions()
         me = self.reader_id
+        reading = set(streams.segments) if self._reconcile else None
 
         def change(state: GroupState) -> _Synced:
+            synced = _transition(state)
+            if reading is not None:
+                # An earlier update may have been applied although its reply was
+                # lost: read what the state says this reader holds, no more.
+                now_held = state.held(me)
+                synced.missing = {s: o for s, o in now_held.items()
+                                  if s not in reading and s not in synced.acquired}
+                synced.extra = [s for s in reading if s not in now_held and
+                                s not in synced.released and s not in synced.finished]
+            return synced
+
+        def _transition(state: GroupState) -> _Synced:
+            state.check_session(me, self._session)
             held = state.held(me)
             synced = _Synced()
             name = state.checkpoint_for(me)
@@ -388,13 +428,16 @@ class GroupReader(Generic[T]):
                     state.finish_segment(me, segment, successors[segment])
                 synced.finished.append(segment)
             synced.acquired = state.acquire(me)
+            if not synced.acquired:
+                synced.released = state.rebalance(me, positions)
             return synced
 
         synced = self._calls.cas(self.group.name, change)
-        self._finished.difference_update(synced.finished, synced.released)
-        for segment in (*synced.released, *synced.finished):
+        self._reconcile = False
+        self._finished.difference_update(synced.finished, synced.released, synced.extra)
+        for segment in (*synced.released, *synced.finished, *synced.extra):
             streams.remove(segment)
-        for segment, offset in synced.acquired.items():
+        for segment, offset in (*synced.acquired.items(), *synced.missing.items()):
             streams.add(segment, offset)
         if synced.checkpoint is not None:
             self._checkpoint = synced.checkpoint
@@ -409,11 +452,16 @@ class GroupReader(Generic[T]):
         if self._closed:
             return
         self._closed = True
+        self._heartbeat.close()
         positions = self._streams.positions()
         self._streams.close()
+
+        def leave(state: GroupState) -> None:
+            state.check_session(self.reader_id, self._session)
+            state.remove_reader(self.reader_id, positions)
+
         try:
-            self._calls.cas(self.group.name,
-                            lambda state: state.remove_reader(self.reader_id, positions))
+            self._calls.cas(self.group.name, leave)
         except (ReaderNotInGroupError, ReaderGroupNotFoundError):
             pass  # declared offline, or the group is gone: nothing to hand back
         except FolioError as error:
@@ -434,64 +482,3 @@ class GroupReader(Generic[T]):
 
     def __repr__(self) -> str:
         return f"<GroupReader {self.reader_id!r} of {self.group.name!r}>"
-
-
-# -- where a group starts -----------------------------------------------------
-
-
-def initial_state(client: Client, name: str, topics: Sequence[str],
-                  start: GroupStart) -> GroupState:
-    """The first state of a group reading ``topics`` from ``start``."""
-    if isinstance(start, Checkpoint):
-        if sorted(set(start.topics)) != sorted(set(topics)):
-            raise InvalidArgumentError(f"the checkpoint covers topics {list(start.topics)}, "
-                                       f"not {sorted(set(topics))}")
-        return GroupState.starting_at(name, topics, start.positions, start.future)
-    if start in ("earliest", "latest"):
-        positions: dict[str, int] = {}
-        for topic in topics:
-            if start == "latest":
-                positions.update({s.name: s.end_offset for s in client.get_segments(topic)})
-            else:
-                every = client.get_segments(topic, include_sealed=True)
-                positions.update({s.name: s.start_offset for s in every if not s.predecessors})
-        return GroupState.starting_at(name, topics, positions)
-    if isinstance(start, Mapping):
-        start = StreamCut(start)
-    if not isinstance(start, StreamCut):
-        raise InvalidArgumentError(
-            f"start must be 'earliest', 'latest', a StreamCut, a Checkpoint or a mapping "
-            f"of segment to offset, not {start!r}")
-    wanted = set(topics)
-    extra = sorted(set(start.topics) - wanted)
-    if extra:
-        raise InvalidArgumentError(f"the cut names segments of other topics: {extra}")
-    positions = dict(start.positions)
-    finished: set[str] = set()
-    for topic in topics:
-        graph = {s.name: s for s in client.get_segments(topic, include_sealed=True)}
-        mine = [s for s in positions if s.rsplit("/", 1)[0] == topic]
-        if not mine:
-            # A topic the cut leaves out starts at its first segments.
-            positions.update({s.name: s.start_offset for s in graph.values()
-                              if not s.predecessors})
-            continue
-        unknown = sorted(set(mine) - set(graph))
-        if unknown:
-            raise InvalidArgumentError(f"the cut names segments {topic!r} does not have: "
-                                       f"{unknown}")
-        finished |= _dangling_ancestors(mine, graph)
-    return GroupState.starting_at(name, topics, positions, finished=finished)
-
-
-def _dangling_ancestors(cut: Sequence[str], every: Mapping[str, SegmentRange]) -> set[str]:
-    """Segments before the cut that a successor after it may still name as a predecessor."""
-    ancestors: set[str] = set()
-    todo = list(cut)
-    while todo:
-        for predecessor in every[todo.pop()].predecessors:
-            if predecessor not in ancestors:
-                ancestors.add(predecessor)
-                todo.append(predecessor)
-    inside = ancestors | set(cut)
-    return {a for a in ancestors if any(s not in inside for s in every[a].successors)}

@@ -153,6 +153,8 @@ def _consume(args: argparse.Namespace) -> int:
                     _copy_events(source, out,  # type: ignore[arg-type]
                                  args.max_events, args.timeout_ms, line)
             else:
+                # SIGTERM leaves the group cleanly too, handing the segments back.
+                install_sigterm_as_interrupt()
                 group = client.reader_group(args.group, [args.topic], start=start)
                 reader_id = args.reader_id or f"{socket.gethostname()}-{os.getpid()}"
                 with group.reader(reader_id) as member:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x66olio/v1/groups.proto\x12\x08\x66olio.v1\"S\n\x18\x43reateReaderGroupRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12)\n\x05state\x18\x02 \x01(\x0b\x32\x1a.folio.v1.ReaderGroupState\"%\n\x15GetReaderGroupRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"m\n\x18UpdateReaderGroupRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x18\n\x10\x65xpected_version\x18\x02 \x01(\x03\x12)\n\x05state\x18\x03 \x01(\x0b\x32\x1a.folio.v1.ReaderGroupState\"(\n\x18\x44\x65leteReaderGroupRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x1b\n\x19\x44\x65leteReaderGroupResponse\"\x19\n\x17ListReaderGroupsRequest\")\n\x18ListReaderGroupsResponse\x12\r\n\x05names\x18\x01 \x03(\t\"W\n\x0bReaderGroup\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12)\n\x05state\x18\x03 \x01(\x0b\x32\x1a.folio.v1.ReaderGroupState\"\xb6\x02\n\x10ReaderGroupState\x12\x0e\n\x06\x66ormat\x18\x01 \x01(\r\x12\x0e\n\x06topics\x18\x02 \x03(\t\x12+\n\x07readers\x18\x03 \x03(\x0b\x32\x1a.folio.v1.ReaderAssignment\x12+\n\nunassigned\x18\x04 \x03(\x0b\x32\x17.folio.v1.SegmentOffset\x12\'\n\x06\x66uture\x18\x05 \x03(\x0b\x32\x17.folio.v1.FutureSegment\x12\x38\n\x13pending_checkpoints\x18\x06 \x03(\x0b\x32\x1b.folio.v1.PendingCheckpoint\x12\x33\n\x15\x63ompleted_checkpoints\x18\x07 \x03(\x0b\x32\x14.folio.v1.Checkpoint\x12\x10\n\x08\x66inished\x18\x08 \x03(\t\"0\n\rSegmentOffset\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x03\"P\n\x10ReaderAssignment\x12\x11\n\treader_id\x18\x01 \x01(\t\x12)\n\x08segments\x18\x02 \x03(\x0b\x32\x17.folio.v1.SegmentOffset\"K\n\rFutureSegment\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x14\n\x0cstart_offset\x18\x02 \x01(\x03\x12\x13\n\x0bwaiting_for\x18\x03 \x03(\t\"\x8f\x01\n\x11PendingCheckpoint\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\x0fwaiting_readers\x18\x02 \x03(\t\x12*\n\tpositions\x18\x03 \x03(\x0b\x32\x17.folio.v1.SegmentOffset\x12\'\n\x06\x66uture\x18\x04 \x03(\x0b\x32\x17.folio.v1.FutureSegment\"\x8e\x01\n\nCheckpoint\x12\r\n\x05group\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12*\n\tpositions\x18\x03 \x03(\x0b\x32\x17.folio.v1.SegmentOffset\x12\'\n\x06\x66uture\x18\x04 \x03(\x0b\x32\x17.folio.v1.FutureSegment\x12\x0e\n\x06topics\x18\x05 \x03(\t\"7\n\tStreamCut\x12*\n\tpositions\x18\x01 \x03(\x0b\x32\x17.folio.v1.SegmentOffset\"O\n\x0eReaderPosition\x12\x11\n\treader_id\x18\x01 \x01(\t\x12*\n\tpositions\x18\x02 \x03(\x0b\x32\x17.folio.v1.SegmentOffset2\xb1\x03\n\x0cReaderGroups\x12N\n\x11\x43reateReaderGroup\x12\".folio.v1.CreateReaderGroupRequest\x1a\x15.folio.v1.ReaderGroup\x12H\n\x0eGetReaderGroup\x12\x1f.folio.v1.GetReaderGroupRequest\x1a\x15.folio.v1.ReaderGroup\x12N\n\x11UpdateReaderGroup\x12\".folio.v1.UpdateReaderGroupRequest\x1a\x15.folio.v1.ReaderGroup\x12\\\n\x11\x44\x65leteReaderGroup\x12\".folio.v1.DeleteReaderGroupRequest\x1a#.folio.v1.DeleteReaderGroupResponse\x12Y\n\x10ListReaderGroups\x12!.folio.v1.ListReaderGroupsRequest\x1a\".folio.v1.ListReaderGroupsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x66olio/v1/groups.proto\x12\x08\x66olio.v1\"S\n\x18\x43reateReaderGroupRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12)\n\x05state\x18\x02 \x01(\x0b\x32\x1a.folio.v1.ReaderGroupState\"%\n\x15GetReaderGroupRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"m\n\x18UpdateReaderGroupRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x18\n\x10\x65xpected_version\x18\x02 \x01(\x03\x12)\n\x05state\x18\x03 \x01(\x0b\x32\x1a.folio.v1.ReaderGroupState\"(\n\x18\x44\x65leteReaderGroupRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x1b\n\x19\x44\x65leteReaderGroupResponse\"\x19\n\x17ListReaderGroupsRequest\")\n\x18ListReaderGroupsResponse\x12\r\n\x05names\x18\x01 \x03(\t\"s\n\x10HeartbeatRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\treader_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12*\n\tpositions\x18\x04 \x03(\x0b\x32\x17.folio.v1.SegmentOffset\"?\n\x11HeartbeatResponse\x12\x0e\n\x06member\x18\x01 \x01(\x08\x12\x1a\n\x12session_timeout_ms\x18\x02 \x01(\x03\"!\n\x11GetMembersRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"[\n\x12GetMembersResponse\x12\x1a\n\x12session_timeout_ms\x18\x01 \x01(\x03\x12)\n\x07members\x18\x02 \x03(\x0b\x32\x18.folio.v1.MemberLiveness\"\x94\x01\n\x0eMemberLiveness\x12\x11\n\treader_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x11\n\tsilent_ms\x18\x03 \x01(\x03\x12\x13\n\x0bheartbeated\x18\x04 \x01(\x08\x12\x33\n\x12reported_positions\x18\x05 \x03(\x0b\x32\x17.folio.v1.SegmentOffset\"W\n\x0bReaderGroup\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12)\n\x05state\x18\x03 \x01(\x0b\x32\x1a.folio.v1.ReaderGroupState\"\xd2\x02\n\x10ReaderGroupState\x12\x0e\n\x06\x66ormat\x18\x01 \x01(\r\x12\x0e\n\x06topics\x18\x02 \x03(\t\x12+\n\x07readers\x18\x03 \x03(\x0b\x32\x1a.folio.v1.ReaderAssignment\x12+\n\nunassigned\x18\x04 \x03(\x0b\x32\x17.folio.v1.SegmentOffset\x12\'\n\x06\x66uture\x18\x05 \x03(\x0b\x32\x17.folio.v1.FutureSegment\x12\x38\n\x13pending_checkpoints\x18\x06 \x03(\x0b\x32\x1b.folio.v1.PendingCheckpoint\x12\x33\n\x15\x63ompleted_checkpoints\x18\x07 \x03(\x0b\x32\x14.folio.v1.Checkpoint\x12\x10\n\x08\x66inished\x18\x08 \x03(\t\x12\x1a\n\x12session_timeout_ms\x18\t \x01(\x03\"0\n\rSegmentOffset\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x03\"d\n\x10ReaderAssignment\x12\x11\n\treader_id\x18\x01 \x01(\t\x12)\n\x08segments\x18\x02 \x03(\x0b\x32\x17.folio.v1.SegmentOffset\x12\x12\n\nsession_id\x18\x03 \x01(\t\"K\n\rFutureSegment\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x14\n\x0cstart_offset\x18\x02 \x01(\x03\x12\x13\n\x0bwaiting_for\x18\x03 \x03(\t\"\x8f\x01\n\x11PendingCheckpoint\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\x0fwaiting_readers\x18\x02 \x03(\t\x12*\n\tpositions\x18\x03 \x03(\x0b\x32\x17.folio.v1.SegmentOffset\x12\'\n\x06\x66uture\x18\x04 \x03(\x0b\x32\x17.folio.v1.FutureSegment\"\x8e\x01\n\nCheckpoint\x12\r\n\x05group\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12*\n\tpositions\x18\x03 \x03(\x0b\x32\x17.folio.v1.SegmentOffset\x12\'\n\x06\x66uture\x18\x04 \x03(\x0b\x32\x17.folio.v1.FutureSegment\x12\x0e\n\x06topics\x18\x05 \x03(\t\"7\n\tStreamCut\x12*\n\tpositions\x18\x01 \x03(\x0b\x32\x17.folio.v1.SegmentOffset\"O\n\x0eReaderPosition\x12\x11\n\treader_id\x18\x01 \x01(\t\x12*\n\tpositions\x18\x02 \x03(\x0b\x32\x17.folio.v1.SegmentOffset2\xc0\x04\n\x0cReaderGroups\x12N\n\x11\x43reateReaderGroup\x12\".folio.v1.CreateReaderGroupRequest\x1a\x15.folio.v1.ReaderGroup\x12H\n\x0eGetReaderGroup\x12\x1f.folio.v1.GetReaderGroupRequest\x1a\x15.folio.v1.ReaderGroup\x12N\n\x11UpdateReaderGroup\x12\".folio.v1.UpdateReaderGroupRequest\x1a\x15.folio.v1.ReaderGroup\x12\\\n\x11\x44\x65leteReaderGroup\x12\".folio.v1.DeleteReaderGroupRequest\x1a#.folio.v1.DeleteReaderGroupResponse\x12Y\n\x10ListReaderGroups\x12!.folio.v1.ListReaderGroupsRequest\x1a\".folio.v1.ListReaderGroupsResponse\x12\x44\n\tHeartbeat\x12\x1a.folio.v1.HeartbeatRequest\x1a\x1b.folio.v1.HeartbeatResponse\x12G\n\nGetMembers\x12\x1b.folio.v1.GetMembersRequest\x1a\x1c.folio.v1.GetMembersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,24 +45,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTREADERGROUPSREQUEST']._serialized_end=366
   _globals['_LISTREADERGROUPSRESPONSE']._serialized_start=368
   _globals['_LISTREADERGROUPSRESPONSE']._serialized_end=409
-  _globals['_READERGROUP']._serialized_start=411
-  _globals['_READERGROUP']._serialized_end=498
-  _globals['_READERGROUPSTATE']._serialized_start=501
-  _globals['_READERGROUPSTATE']._serialized_end=811
-  _globals['_SEGMENTOFFSET']._serialized_start=813
-  _globals['_SEGMENTOFFSET']._serialized_end=861
-  _globals['_READERASSIGNMENT']._serialized_start=863
-  _globals['_READERASSIGNMENT']._serialized_end=943
-  _globals['_FUTURESEGMENT']._serialized_start=945
-  _globals['_FUTURESEGMENT']._serialized_end=1020
-  _globals['_PENDINGCHECKPOINT']._serialized_start=1023
-  _globals['_PENDINGCHECKPOINT']._serialized_end=1166
-  _globals['_CHECKPOINT']._serialized_start=1169
-  _globals['_CHECKPOINT']._serialized_end=1311
-  _globals['_STREAMCUT']._serialized_start=1313
-  _globals['_STREAMCUT']._serialized_end=1368
-  _globals['_READERPOSITION']._serialized_start=1370
-  _globals['_READERPOSITION']._serialized_end=1449
-  _globals['_READERGROUPS']._serialized_start=1452
-  _globals['_READERGROUPS']._serialized_end=1885
+  _globals['_HEARTBEATREQUEST']._serialized_start=411
+  _globals['_HEARTBEATREQUEST']._serialized_end=526
+  _globals['_HEARTBEATRESPONSE']._serialized_start=528
+  _globals['_HEARTBEATRESPONSE']._serialized_end=591
+  _globals['_GETMEMBERSREQUEST']._serialized_start=593
+  _globals['_GETMEMBERSREQUEST']._serialized_end=626
+  _globals['_GETMEMBERSRESPONSE']._serialized_start=628
+  _globals['_GETMEMBERSRESPONSE']._serialized_end=719
+  _globals['_MEMBERLIVENESS']._serialized_start=722
+  _globals['_MEMBERLIVENESS']._serialized_end=870
+  _globals['_READERGROUP']._serialized_start=872
+  _globals['_READERGROUP']._serialized_end=959
+  _globals['_READERGROUPSTATE']._serialized_start=962
+  _globals['_READERGROUPSTATE']._serialized_end=1300
+  _globals['_SEGMENTOFFSET']._serialized_start=1302
+  _globals['_SEGMENTOFFSET']._serialized_end=1350
+  _globals['_READERASSIGNMENT']._serialized_start=1352
+  _globals['_READERASSIGNMENT']._serialized_end=1452
+  _globals['_FUTURESEGMENT']._serialized_start=1454
+  _globals['_FUTURESEGMENT']._serialized_end=1529
+  _globals['_PENDINGCHECKPOINT']._serialized_start=1532
+  _globals['_PENDINGCHECKPOINT']._serialized_end=1675
+  _globals['_CHECKPOINT']._serialized_start=1678
+  _globals['_CHECKPOINT']._serialized_end=1820
+  _globals['_STREAMCUT']._serialized_start=1822
+  _globals['_STREAMCUT']._serialized_end=1877
+  _globals['_READERPOSITION']._serialized_start=1879
+  _globals['_READERPOSITION']._serialized_end=1958
+  _globals['_READERGROUPS']._serialized_start=1961
+  _globals['_READERGROUPS']._serialized_end=2537
 # @@protoc_insertion_point(module_scope)

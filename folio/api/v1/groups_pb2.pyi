@@ -17,13 +17,33 @@ is refused with FAILED_PRECONDITION and the client reads again and retries.
 The broker never interprets the state beyond checking its format, so every
 SDK (any language) follows the same rules, described on ReaderGroupState.
 
+Liveness (the one rule the broker applies itself). Every member heartbeats
+(Heartbeat) at least every third of the group's session timeout
+(ReaderGroupState.session_timeout_ms, default 10 s), reporting the offsets
+up to which its application has processed events. A member the broker has
+not heard from for the session timeout is declared offline BY THE BROKER:
+it is removed from the state by compare-and-set, exactly as if it had left
+(see "A reader that leaves" on ReaderGroupState), each segment it held
+freed at the greater of its recorded offset and the offset it last
+reported in its current session. Its segments are then free for the others,
+who take them at their next sync. Nothing after the reported offset was
+acknowledged, so the group reads it again: delivery is at-least-once from
+the last reported offset and no event is skipped. The broker keeps
+heartbeats in memory: after a broker restart every member gets a full
+session timeout from the start, and a member declared offline then without
+a new report is freed at its recorded offsets (more repeats, never a skip).
+A member id held by a silent member can be used again once the broker has
+declared it offline (joining before that is refused by the SDK, with the
+time left).
+
 Names. A group name follows the topic name rules: 1 to 249 characters of
 [A-Za-z0-9._-], not starting with "_" or ".".
 
 Errors (gRPC status; the exact class in the trailing metadata "folio-error",
 its context as JSON under "folio-error-context"):
   INVALID_ARGUMENT     a bad group name, an unknown state format, no topics,
-                       a state larger than 4 MiB (InvalidArgumentError)
+                       a state larger than 4 MiB, a session timeout out of
+                       range (InvalidArgumentError)
   NOT_FOUND            unknown group (ReaderGroupNotFoundError, context
                        group); CreateReaderGroup naming an unknown topic
                        (TopicNotFoundError)
@@ -193,6 +213,150 @@ class ListReaderGroupsResponse(_message.Message):
 Global___ListReaderGroupsResponse: _TypeAlias = ListReaderGroupsResponse  # noqa: Y015
 
 @_typing.final
+class HeartbeatRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    READER_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    POSITIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The group's name."""
+    reader_id: _builtins.str
+    session_id: _builtins.str
+    """The session_id the reader joined with (ReaderAssignment.session_id)."""
+    @_builtins.property
+    def positions(self) -> _containers.RepeatedCompositeFieldContainer[Global___SegmentOffset]:
+        """For each segment the reader holds, the offset of the first event its
+        application has not processed yet (the SDK: every event returned before
+        its latest read call). Only segments the member holds are used.
+        """
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        reader_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        positions: _abc.Iterable[Global___SegmentOffset] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "positions", b"positions", "reader_id", b"reader_id", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HeartbeatRequest: _TypeAlias = HeartbeatRequest  # noqa: Y015
+
+@_typing.final
+class HeartbeatResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBER_FIELD_NUMBER: _builtins.int
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    member: _builtins.bool
+    """False: not a member (any more) with this session_id; stop reading."""
+    session_timeout_ms: _builtins.int
+    """The group's session timeout: heartbeat at least every third of it."""
+    def __init__(
+        self,
+        *,
+        member: _builtins.bool = ...,
+        session_timeout_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member", b"member", "session_timeout_ms", b"session_timeout_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HeartbeatResponse: _TypeAlias = HeartbeatResponse  # noqa: Y015
+
+@_typing.final
+class GetMembersRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetMembersRequest: _TypeAlias = GetMembersRequest  # noqa: Y015
+
+@_typing.final
+class GetMembersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    session_timeout_ms: _builtins.int
+    """The group's session timeout (the default filled in)."""
+    @_builtins.property
+    def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemberLiveness]:
+        """Every member of the state, by reader_id."""
+
+    def __init__(
+        self,
+        *,
+        session_timeout_ms: _builtins.int = ...,
+        members: _abc.Iterable[Global___MemberLiveness] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["members", b"members", "session_timeout_ms", b"session_timeout_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetMembersResponse: _TypeAlias = GetMembersResponse  # noqa: Y015
+
+@_typing.final
+class MemberLiveness(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    READER_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    SILENT_MS_FIELD_NUMBER: _builtins.int
+    HEARTBEATED_FIELD_NUMBER: _builtins.int
+    REPORTED_POSITIONS_FIELD_NUMBER: _builtins.int
+    reader_id: _builtins.str
+    session_id: _builtins.str
+    silent_ms: _builtins.int
+    """Milliseconds since the broker last heard from the member (its last
+    heartbeat; before the first one, since the broker first saw it as a
+    member). Declared offline once this passes session_timeout_ms.
+    """
+    heartbeated: _builtins.bool
+    """Whether it has heartbeated to this broker since the broker started."""
+    @_builtins.property
+    def reported_positions(self) -> _containers.RepeatedCompositeFieldContainer[Global___SegmentOffset]:
+        """The offsets of its last heartbeat (empty before the first)."""
+
+    def __init__(
+        self,
+        *,
+        reader_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        silent_ms: _builtins.int = ...,
+        heartbeated: _builtins.bool = ...,
+        reported_positions: _abc.Iterable[Global___SegmentOffset] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeated", b"heartbeated", "reader_id", b"reader_id", "reported_positions", b"reported_positions", "session_id", b"session_id", "silent_ms", b"silent_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemberLiveness: _TypeAlias = MemberLiveness  # noqa: Y015
+
+@_typing.final
 class ReaderGroup(_message.Message):
     """A group with its state and the state's version (0 on create, +1 per update)."""
 
@@ -244,9 +408,22 @@ class ReaderGroupState(_message.Message):
       application and leaves waiting_readers; at that moment it also gives
       back segments beyond its fair share (rebalancing). When waiting_readers
       is empty the checkpoint moves to completed_checkpoints.
+    - Rebalancing when membership changes: at each sync in which it took no
+      free segment, a reader holding more than its fair share (ceil as above,
+      counted so that at most segments % readers readers hold one more than
+      floor(segments / readers)) while other readers hold fewer than
+      floor(segments / readers) and the free segments do not cover that
+      shortfall gives back its excess, up to the uncovered shortfall, at its
+      current offsets. A joining reader thus gets its share within one sync
+      interval of the others, without waiting for a checkpoint.
+    - A reader joins with a new random session_id; a reader whose assignment
+      carries another session_id than its own is not a member any more (its id
+      was declared offline and taken by a new reader) and stops.
     - A reader that leaves (closes, or is declared offline with its last
       position) gives its segments back to unassigned at those offsets, and
-      stands in for itself in pending checkpoints with the same offsets.
+      stands in for itself in pending checkpoints with the same offsets. The
+      broker applies this rule itself to a member silent for the session
+      timeout (see "Liveness" at the top).
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -259,8 +436,13 @@ class ReaderGroupState(_message.Message):
     PENDING_CHECKPOINTS_FIELD_NUMBER: _builtins.int
     COMPLETED_CHECKPOINTS_FIELD_NUMBER: _builtins.int
     FINISHED_FIELD_NUMBER: _builtins.int
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
     format: _builtins.int
     """1. Brokers refuse formats they do not know."""
+    session_timeout_ms: _builtins.int
+    """A member silent this long is declared offline by the broker. 0 means the
+    default, 10000; otherwise 1000 to 1800000 (INVALID_ARGUMENT outside).
+    """
     @_builtins.property
     def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The topics the group reads."""
@@ -304,10 +486,11 @@ class ReaderGroupState(_message.Message):
         pending_checkpoints: _abc.Iterable[Global___PendingCheckpoint] | None = ...,
         completed_checkpoints: _abc.Iterable[Global___Checkpoint] | None = ...,
         finished: _abc.Iterable[_builtins.str] | None = ...,
+        session_timeout_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_checkpoints", b"completed_checkpoints", "finished", b"finished", "format", b"format", "future", b"future", "pending_checkpoints", b"pending_checkpoints", "readers", b"readers", "topics", b"topics", "unassigned", b"unassigned"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_checkpoints", b"completed_checkpoints", "finished", b"finished", "format", b"format", "future", b"future", "pending_checkpoints", b"pending_checkpoints", "readers", b"readers", "session_timeout_ms", b"session_timeout_ms", "topics", b"topics", "unassigned", b"unassigned"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -342,7 +525,12 @@ class ReaderAssignment(_message.Message):
 
     READER_ID_FIELD_NUMBER: _builtins.int
     SEGMENTS_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     reader_id: _builtins.str
+    session_id: _builtins.str
+    """Random, chosen when the reader joined: tells a reader that took over a
+    dead member's id from that member.
+    """
     @_builtins.property
     def segments(self) -> _containers.RepeatedCompositeFieldContainer[Global___SegmentOffset]: ...
     def __init__(
@@ -350,10 +538,11 @@ class ReaderAssignment(_message.Message):
         *,
         reader_id: _builtins.str = ...,
         segments: _abc.Iterable[Global___SegmentOffset] | None = ...,
+        session_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["reader_id", b"reader_id", "segments", b"segments"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reader_id", b"reader_id", "segments", b"segments", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

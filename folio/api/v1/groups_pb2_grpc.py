@@ -59,6 +59,16 @@ class ReaderGroupsStub:
                 request_serializer=folio_dot_v1_dot_groups__pb2.ListReaderGroupsRequest.SerializeToString,
                 response_deserializer=folio_dot_v1_dot_groups__pb2.ListReaderGroupsResponse.FromString,
                 _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/folio.v1.ReaderGroups/Heartbeat',
+                request_serializer=folio_dot_v1_dot_groups__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_groups__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
+        self.GetMembers = channel.unary_unary(
+                '/folio.v1.ReaderGroups/GetMembers',
+                request_serializer=folio_dot_v1_dot_groups__pb2.GetMembersRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_groups__pb2.GetMembersResponse.FromString,
+                _registered_method=True)
 
 
 class ReaderGroupsServicer:
@@ -100,6 +110,23 @@ class ReaderGroupsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Heartbeat(self, request, context):
+        """A member is alive, and has processed the events before `positions`.
+        Cheap (no state update). `member` false: the reader (with this
+        session_id) is not a member any more (declared offline, group reset); it
+        must stop reading. NOT_FOUND for an unknown group.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMembers(self, request, context):
+        """The members' liveness as this broker sees it (for tools: describe, reset).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReaderGroupsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -127,6 +154,16 @@ def add_ReaderGroupsServicer_to_server(servicer, server):
                     servicer.ListReaderGroups,
                     request_deserializer=folio_dot_v1_dot_groups__pb2.ListReaderGroupsRequest.FromString,
                     response_serializer=folio_dot_v1_dot_groups__pb2.ListReaderGroupsResponse.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=folio_dot_v1_dot_groups__pb2.HeartbeatRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_groups__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'GetMembers': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMembers,
+                    request_deserializer=folio_dot_v1_dot_groups__pb2.GetMembersRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_groups__pb2.GetMembersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -264,6 +301,60 @@ class ReaderGroups:
             '/folio.v1.ReaderGroups/ListReaderGroups',
             folio_dot_v1_dot_groups__pb2.ListReaderGroupsRequest.SerializeToString,
             folio_dot_v1_dot_groups__pb2.ListReaderGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.ReaderGroups/Heartbeat',
+            folio_dot_v1_dot_groups__pb2.HeartbeatRequest.SerializeToString,
+            folio_dot_v1_dot_groups__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMembers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.ReaderGroups/GetMembers',
+            folio_dot_v1_dot_groups__pb2.GetMembersRequest.SerializeToString,
+            folio_dot_v1_dot_groups__pb2.GetMembersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -17,13 +17,33 @@ is refused with FAILED_PRECONDITION and the client reads again and retries.
 The broker never interprets the state beyond checking its format, so every
 SDK (any language) follows the same rules, described on ReaderGroupState.
 
+Liveness (the one rule the broker applies itself). Every member heartbeats
+(Heartbeat) at least every third of the group's session timeout
+(ReaderGroupState.session_timeout_ms, default 10 s), reporting the offsets
+up to which its application has processed events. A member the broker has
+not heard from for the session timeout is declared offline BY THE BROKER:
+it is removed from the state by compare-and-set, exactly as if it had left
+(see "A reader that leaves" on ReaderGroupState), each segment it held
+freed at the greater of its recorded offset and the offset it last
+reported in its current session. Its segments are then free for the others,
+who take them at their next sync. Nothing after the reported offset was
+acknowledged, so the group reads it again: delivery is at-least-once from
+the last reported offset and no event is skipped. The broker keeps
+heartbeats in memory: after a broker restart every member gets a full
+session timeout from the start, and a member declared offline then without
+a new report is freed at its recorded offsets (more repeats, never a skip).
+A member id held by a silent member can be used again once the broker has
+declared it offline (joining before that is refused by the SDK, with the
+time left).
+
 Names. A group name follows the topic name rules: 1 to 249 characters of
 [A-Za-z0-9._-], not starting with "_" or ".".
 
 Errors (gRPC status; the exact class in the trailing metadata "folio-error",
 its context as JSON under "folio-error-context"):
   INVALID_ARGUMENT     a bad group name, an unknown state format, no topics,
-                       a state larger than 4 MiB (InvalidArgumentError)
+                       a state larger than 4 MiB, a session timeout out of
+                       range (InvalidArgumentError)
   NOT_FOUND            unknown group (ReaderGroupNotFoundError, context
                        group); CreateReaderGroup naming an unknown topic
                        (TopicNotFoundError)
@@ -74,6 +94,14 @@ class ReaderGroupsStub:
     """Deletes the group (its readers fail at their next state update)."""
     ListReaderGroups: _grpc.UnaryUnaryMultiCallable[_groups_pb2.ListReaderGroupsRequest, _groups_pb2.ListReaderGroupsResponse]
     """Every group's name, in ascending order."""
+    Heartbeat: _grpc.UnaryUnaryMultiCallable[_groups_pb2.HeartbeatRequest, _groups_pb2.HeartbeatResponse]
+    """A member is alive, and has processed the events before `positions`.
+    Cheap (no state update). `member` false: the reader (with this
+    session_id) is not a member any more (declared offline, group reset); it
+    must stop reading. NOT_FOUND for an unknown group.
+    """
+    GetMembers: _grpc.UnaryUnaryMultiCallable[_groups_pb2.GetMembersRequest, _groups_pb2.GetMembersResponse]
+    """The members' liveness as this broker sees it (for tools: describe, reset)."""
 
 @_typing.type_check_only
 class ReaderGroupsAsyncStub(ReaderGroupsStub):
@@ -90,6 +118,14 @@ class ReaderGroupsAsyncStub(ReaderGroupsStub):
     """Deletes the group (its readers fail at their next state update)."""
     ListReaderGroups: _aio.UnaryUnaryMultiCallable[_groups_pb2.ListReaderGroupsRequest, _groups_pb2.ListReaderGroupsResponse]  # type: ignore[assignment]
     """Every group's name, in ascending order."""
+    Heartbeat: _aio.UnaryUnaryMultiCallable[_groups_pb2.HeartbeatRequest, _groups_pb2.HeartbeatResponse]  # type: ignore[assignment]
+    """A member is alive, and has processed the events before `positions`.
+    Cheap (no state update). `member` false: the reader (with this
+    session_id) is not a member any more (declared offline, group reset); it
+    must stop reading. NOT_FOUND for an unknown group.
+    """
+    GetMembers: _aio.UnaryUnaryMultiCallable[_groups_pb2.GetMembersRequest, _groups_pb2.GetMembersResponse]  # type: ignore[assignment]
+    """The members' liveness as this broker sees it (for tools: describe, reset)."""
 
 class ReaderGroupsServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -133,5 +169,25 @@ class ReaderGroupsServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_groups_pb2.ListReaderGroupsResponse, _abc.Awaitable[_groups_pb2.ListReaderGroupsResponse]]:
         """Every group's name, in ascending order."""
+
+    @_abc_1.abstractmethod
+    def Heartbeat(
+        self,
+        request: _groups_pb2.HeartbeatRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_groups_pb2.HeartbeatResponse, _abc.Awaitable[_groups_pb2.HeartbeatResponse]]:
+        """A member is alive, and has processed the events before `positions`.
+        Cheap (no state update). `member` false: the reader (with this
+        session_id) is not a member any more (declared offline, group reset); it
+        must stop reading. NOT_FOUND for an unknown group.
+        """
+
+    @_abc_1.abstractmethod
+    def GetMembers(
+        self,
+        request: _groups_pb2.GetMembersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_groups_pb2.GetMembersResponse, _abc.Awaitable[_groups_pb2.GetMembersResponse]]:
+        """The members' liveness as this broker sees it (for tools: describe, reset)."""
 
 def add_ReaderGroupsServicer_to_server(servicer: ReaderGroupsServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from folio._group_state import GroupState, Successor
-from folio.errors import InvalidArgumentError, ReaderNotInGroupError
+from folio.errors import InvalidArgumentError, ReaderIdInUseError, ReaderNotInGroupError
 
 
 def _state(segments: int = 4) -> GroupState:
@@ -94,3 +94,66 @@ def test_encoding_round_trips_and_refusals() -> None:
     message.format = 2
     with pytest.raises(InvalidArgumentError, match="format 2"):
         GroupState.from_proto("g", message)
+
+
+def test_a_joining_reader_gets_its_share_without_a_checkpoint() -> None:
+    state = _state(6)
+    state.add_reader("a")
+    state.acquire("a")
+    state.add_reader("b")
+    positions = {f"t/{i}": 20 + i for i in range(6)}
+    released = state.rebalance("a", positions)
+    # Exactly the newcomer's shortfall, at where a has read to.
+    assert released == {s: positions[s] for s in released} and len(released) == 3
+    assert state.rebalance("a", positions) == {}  # the free ones cover the shortfall now
+    assert state.acquire("b") == released
+    assert sorted(len(h) for h in state.readers.values()) == [3, 3]
+    assert state.rebalance("a", positions) == {} and state.rebalance("b", {}) == {}
+
+
+def test_rebalance_frees_only_the_uncovered_shortfall_across_readers() -> None:
+    state = _state(4)
+    for reader in ("a", "b"):
+        state.add_reader(reader)
+    for reader in ("a", "b"):
+        state.acquire(reader)
+    state.add_reader("c")
+    state.add_reader("d")
+    # 4 segments, 4 readers: c and d are short of 1 each; a and b hold 2 each.
+    first = state.rebalance("a", {})
+    assert len(first) == 1
+    second = state.rebalance("b", {})
+    assert len(second) == 1
+    assert state.rebalance("a", {}) == {} and state.rebalance("b", {}) == {}
+    state.acquire("c")
+    state.acquire("d")
+    assert sorted(len(h) for h in state.readers.values()) == [1, 1, 1, 1]
+
+
+def test_balanced_readers_never_release() -> None:
+    state = _state(5)
+    for reader in ("a", "b", "c"):
+        state.add_reader(reader)
+    for reader in ("a", "b", "c"):
+        state.acquire(reader)
+    for reader in ("a", "b", "c"):
+        assert state.rebalance(reader, {}) == {}
+
+
+def test_sessions_tell_a_taken_over_id_from_its_dead_owner() -> None:
+    state = _state(2)
+    state.add_reader("a", "s1")
+    with pytest.raises(ReaderIdInUseError, match="already a member"):
+        state.add_reader("a", "s2")
+    state.check_session("a", "s1")
+    state.remove_reader("a", None)  # declared offline
+    state.add_reader("a", "s2")  # the id taken by a new reader
+    with pytest.raises(ReaderNotInGroupError, match="taken by a new reader"):
+        state.check_session("a", "s1")
+    again = GroupState.from_proto("g", state.to_proto())
+    assert again.sessions == {"a": "s2"}
+
+
+def test_session_timeout_survives_the_round_trip() -> None:
+    state = GroupState.starting_at("g", ["t"], {"t/0": 0}, session_timeout_ms=2500)
+    assert GroupState.from_proto("g", state.to_proto()).session_timeout_ms == 2500

@@ -1,0 +1,217 @@
+"""``folio group list|describe|reset|offline|delete``: reader groups, as kafka-consumer-groups.
+
+Everything goes through the SDK (``Client.list_reader_groups``,
+``ReaderGroup.describe``, ``reset(only_if_empty=True)``, ``reader_offline``,
+``delete``). Like Kafka, a reset or a delete is refused while the group has
+members: stop them first, or declare dead ones offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+import folio
+from folio.cli._common import add_endpoint_option, run_with_client
+from folio.errors import InvalidArgumentError, ReaderGroupNotEmptyError
+from folio.groups import GroupDescription, GroupStart, SegmentLag
+
+__all__ = ["register"]
+
+
+def _table(rows: Sequence[Sequence[str]], indent: str = "") -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print(indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths,
+                                                                          strict=True)).rstrip())
+
+
+def _known(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _list(args: argparse.Namespace) -> int:
+    def body(client: folio.Client) -> int:
+        found = []
+        for name in client.list_reader_groups():
+            try:
+                found.append(client.reader_group(name).describe())
+            except folio.ReaderGroupNotFoundError:
+                continue  # deleted meanwhile
+        if args.json:
+            json.dump([{"name": g.name, "topics": list(g.topics), "members": len(g.members),
+                        "lag": g.lag} for g in found], sys.stdout, indent=2)
+            print()
+        elif found:
+            _table([("GROUP", "TOPICS", "MEMBERS", "LAG")] +
+                   [(g.name, ",".join(g.topics), str(len(g.members)), str(g.lag))
+                    for g in found])
+        return 0
+    return run_with_client("folio group list", args, body)
+
+
+def _segment_rows(owner: str, segments: Sequence[SegmentLag]) -> list[tuple[str, ...]]:
+    return [(owner, s.segment, str(s.position), _known(s.end_offset), _known(s.lag))
+            for s in segments]
+
+
+def _print(described: GroupDescription) -> None:
+    print(f"group {described.name}: topics {', '.join(described.topics)}; session timeout "
+          f"{described.session_timeout_ms} ms; {len(described.members)} member(s); "
+          f"lag {described.lag}")
+    if described.members:
+        print("members:")
+        _table([("READER", "HEARTBEAT", "DECLARED OFFLINE IN", "SEGMENTS")] +
+               [(m.reader_id,
+                 f"{m.silent_ms} ms ago" if m.heartbeated else
+                 f"none yet ({m.silent_ms} ms)", f"{m.expires_in_ms} ms if silent",
+                 str(len(m.segments))) for m in described.members], indent="  ")
+    rows: list[tuple[str, ...]] = [("READER", "SEGMENT", "POSITION", "END OFFSET", "LAG")]
+    for member in described.members:
+        rows += _segment_rows(member.reader_id, member.segments)
+    rows += _segment_rows("(free)", described.unassigned)
+    if len(rows) > 1:
+        print("segments:")
+        _table(rows, indent="  ")
+    for segment, waiting_for in described.waiting.items():
+        print(f"waiting: {segment} until {', '.join(waiting_for)} read to the end")
+    if described.checkpoints:
+        print(f"checkpoints: {', '.join(described.checkpoints)}")
+    if described.pending_checkpoints:
+        print(f"checkpoints in progress: {', '.join(described.pending_checkpoints)}")
+
+
+def _describe(args: argparse.Namespace) -> int:
+    def body(client: folio.Client) -> int:
+        described = client.reader_group(args.name).describe()
+        if args.json:
+            json.dump(described.to_json(), sys.stdout, indent=2)
+            print()
+        else:
+            _print(described)
+        return 0
+    return run_with_client("folio group describe", args, body)
+
+
+def _reset(args: argparse.Namespace) -> int:
+    def body(client: folio.Client) -> int:
+        group = client.reader_group(args.name)
+        start: GroupStart = "earliest" if args.to == "earliest" else "latest"
+        if args.to == "checkpoint":
+            kept = group.checkpoints()
+            if args.checkpoint is not None:
+                kept = [c for c in kept if c.name == args.checkpoint]
+            if not kept:
+                which = "" if args.checkpoint is None else f" named {args.checkpoint!r}"
+                raise InvalidArgumentError(f"reader group {args.name!r} has no completed "
+                                           f"checkpoint{which} to reset to")
+            start = kept[-1]
+        elif args.checkpoint is not None:
+            raise InvalidArgumentError("--checkpoint goes with --to checkpoint")
+        group.reset(start, only_if_empty=True)
+        where = start.name if isinstance(start, folio.Checkpoint) else start
+        print(f"reader group {args.name} reset to {where}")
+        return 0
+    return run_with_client("folio group reset", args, body)
+
+
+def _offline(args: argparse.Namespace) -> int:
+    def body(client: folio.Client) -> int:
+        client.reader_group(args.name).reader_offline(args.reader)
+        print(f"reader {args.reader} of group {args.name} declared offline; its segments are "
+              "free for the other members from its last reported position")
+        return 0
+    return run_with_client("folio group offline", args, body)
+
+
+def _delete(args: argparse.Namespace) -> int:
+    def body(client: folio.Client) -> int:
+        group = client.reader_group(args.name)
+        members = group.online_readers()
+        if members and not args.force:
+            raise ReaderGroupNotEmptyError(
+                f"reader group {args.name!r} has members online: {', '.join(members)}; stop "
+                "them first, or --force", group=args.name, members=members)
+        group.delete()
+        print(f"reader group {args.name} deleted")
+        return 0
+    return run_with_client("folio group delete", args, body)
+
+
+def _json_help(what: str) -> str:
+    return f"print {what} as JSON (stable keys; see docs/sdk.md)"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``folio group`` and its sub-commands."""
+    parser = subparsers.add_parser(
+        "group", help="list, describe, reset, declare offline and delete reader groups",
+        description="Administer reader groups (like kafka-consumer-groups). A member the "
+        "broker has not heard from for the group's session timeout is declared offline by "
+        "the broker; its segments go to the others. Errors print one line "
+        "'folio group CMD: error: ...' and exit 1.",
+    )
+    commands = parser.add_subparsers(dest="group_command", metavar="COMMAND", required=True)
+
+    list_ = commands.add_parser(
+        "list", help="list reader groups",
+        description="Print every reader group: its topics, number of members and lag "
+        "(events still to read in the segments it holds or has free).")
+    list_.add_argument("--json", action="store_true",
+                       help=_json_help("a list of {name, topics, members, lag}"))
+    add_endpoint_option(list_)
+    list_.set_defaults(func=_list)
+
+    describe = commands.add_parser(
+        "describe", help="show a group's members, segments, positions and lag",
+        description="Show reader group NAME: its members with how long since the broker "
+        "last heard from each (and when it would be declared offline if it stays silent), "
+        "every segment held or free with its position (next offset to read: the later of "
+        "the recorded and the last reported one), end offset and lag (end offset - "
+        "position), successors waiting for predecessors, and checkpoints.")
+    describe.add_argument("name", metavar="NAME", help="the group's name")
+    describe.add_argument("--json", action="store_true", help=_json_help(
+        "one object {name, topics, session_timeout_ms, lag, members [{reader_id, silent_ms, "
+        "heartbeated, expires_in_ms, segments [{segment, position, end_offset, lag}]}], "
+        "unassigned, waiting, checkpoints, pending_checkpoints}"))
+    add_endpoint_option(describe)
+    describe.set_defaults(func=_describe)
+
+    reset = commands.add_parser(
+        "reset", help="start a group over (no members allowed)",
+        description="Start reader group NAME over: at every topic's first events "
+        "(earliest), at their ends (latest: only new events), or at its latest completed "
+        "checkpoint (or --checkpoint NAME). Refused while the group has members, as Kafka "
+        "does: stop them first (a dead one is declared offline after the session timeout, "
+        "or at once with `folio group offline`).")
+    reset.add_argument("name", metavar="NAME", help="the group's name")
+    reset.add_argument("--to", required=True, choices=("earliest", "latest", "checkpoint"),
+                       help="where the group starts over")
+    reset.add_argument("--checkpoint", metavar="CHECKPOINT", default=None,
+                       help="with --to checkpoint: this completed checkpoint instead of the "
+                       "latest")
+    add_endpoint_option(reset)
+    reset.set_defaults(func=_reset)
+
+    offline = commands.add_parser(
+        "offline", help="declare a member offline now",
+        description="Declare member READER of reader group NAME offline without waiting "
+        "for its session timeout (it is dead, say). Its segments go back to the group at "
+        "the last position it reported (or the recorded one): at-least-once, nothing "
+        "skipped. If it is in fact alive it stops at its next sync.")
+    offline.add_argument("name", metavar="NAME", help="the group's name")
+    offline.add_argument("reader", metavar="READER", help="the member's reader id")
+    add_endpoint_option(offline)
+    offline.set_defaults(func=_offline)
+
+    delete = commands.add_parser(
+        "delete", help="delete a reader group",
+        description="Delete reader group NAME (its positions and checkpoints). Refused while "
+        "it has members unless --force (its members then fail at their next sync).")
+    delete.add_argument("name", metavar="NAME", help="the group's name")
+    delete.add_argument("--force", action="store_true",
+                        help="delete even with members online")
+    add_endpoint_option(delete)
+    delete.set_defaults(func=_delete)

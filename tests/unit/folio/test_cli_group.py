@@ -1,0 +1,61 @@
+"""`folio group` without a server: --help, bad usage exits 2; SIGTERM raised as Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+
+import pytest
+
+from folio.cli import main
+from folio.cli._signals import install_sigterm_as_interrupt
+
+HELP_MENTIONS = {
+    ("group",): ["list", "describe", "reset", "offline", "delete", "session timeout"],
+    ("group", "list"): ["--json", "lag", "--endpoint"],
+    ("group", "describe"): ["--json", "lag", "end offset - position", "heard"],
+    ("group", "reset"): ["--to", "earliest", "latest", "checkpoint", "members"],
+    ("group", "offline"): ["READER", "position it reported"],
+    ("group", "delete"): ["--force", "members"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(HELP_MENTIONS))
+def test_help_names_the_options(command: tuple[str, ...],
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--help"])
+    assert exited.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for mention in HELP_MENTIONS[command]:
+        assert mention in text, (command, mention)
+
+
+@pytest.mark.parametrize("argv", [
+    ["group"],
+    ["group", "describe"],
+    ["group", "reset", "g"],
+    ["group", "reset", "g", "--to", "yesterday"],
+    ["group", "offline", "g"],
+])
+def test_bad_usage_exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert "usage: folio group" in capsys.readouterr().err
+
+
+@pytest.fixture
+def restore_sigterm() -> Iterator[None]:
+    before = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, before)
+
+
+@pytest.mark.usefixtures("restore_sigterm")
+def test_sigterm_raises_keyboard_interrupt_once_installed() -> None:
+    install_sigterm_as_interrupt()
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGTERM)
+        signal.sigtimedwait([], 0)  # the handler runs at the next bytecode boundary
