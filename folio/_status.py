@@ -56,6 +56,8 @@ NAME_ALIASES: Final[dict[str, type[e.FolioError]]] = {
     "BookieUnavailableError": e.FolioUnavailableError,
     "NotEnoughBookiesError": e.FolioUnavailableError,
     "StorageError": e.FolioUnavailableError,
+    # Produce to a sealed topic: no open segment, as a writer meets it.
+    "TopicSealedError": e.SegmentSealedError,
     "LedgerRecoveryError": e.FolioUnavailableError,
     "EntryTooLargeError": e.EventTooLargeError,
     "TransactionTooLargeError": e.MaxTransactionSizeExceededError,
