@@ -32,7 +32,7 @@ MAX_SEGMENT_NAME_CHARS: Final = MAX_TOPIC_NAME_CHARS + 11
 #: Reader group, reader, checkpoint names and transaction labels.
 MAX_NAME_CHARS: Final = 256
 #: ``broker.commit_keys.MAX_COMMIT_KEY_BYTES`` (not imported: it would pull the topics in).
-_MAX_COMMIT_KEY_CHARS: Final = 256
+_MAX_COMMIT_KEY_BYTES: Final = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +40,21 @@ class _Rule:
     what: str
     max_chars: int
     error: Callable[[str], InvalidArgumentError] = InvalidArgumentError
+    #: For limits in bytes of UTF-8, checked exactly by the domain: refuse
+    #: here only what cannot fit (4 bytes a character at most).
+    max_bytes: int | None = None
 
     def check(self, value: str) -> None:
-        if len(value) > self.max_chars:
-            raise self.error(
-                f"{self.what} must be 1 to {self.max_chars} characters, got {len(value)}")
+        if len(value) <= self.max_chars:
+            return
+        if self.max_bytes is not None:
+            raise self.error(f"{self.what} must be at most {self.max_bytes} bytes of UTF-8, "
+                             f"got {len(value)} characters")
+        raise self.error(f"{self.what} must be 1 to {self.max_chars} characters, got {len(value)}")
+
+
+def _utf8(what: str, max_bytes: int) -> _Rule:
+    return _Rule(what, 4 * max_bytes, max_bytes=max_bytes)
 
 
 _TOPIC = _Rule("topic name", MAX_TOPIC_NAME_CHARS, TopicNameError)
@@ -66,8 +76,8 @@ _BY_FIELD: Final[dict[str, _Rule]] = {
     "group": _GROUP,
     "reader_id": _READER,
     "waiting_readers": _READER,
-    "label": _Rule("transaction label", MAX_NAME_CHARS),
-    "commit_key": _Rule("commit key", _MAX_COMMIT_KEY_CHARS),
+    "label": _utf8("transaction label", MAX_NAME_CHARS),
+    "commit_key": _utf8("commit key", _MAX_COMMIT_KEY_BYTES),
 }
 
 

@@ -87,6 +87,7 @@ from folio.txn import (
     TransactionResult,
 )
 from folio.txn_full import Transaction, TransactionalWriter
+from folio.txn_status import TxnStatus
 from folio.writer import EventWriter
 
 __all__ = [
@@ -144,6 +145,7 @@ __all__ = [
     "TxnFailedError",
     "TxnNotFoundError",
     "TxnStateError",
+    "TxnStatus",
     "WriteFuture",
     "WriteResult",
     "WriterClosedError",
