@@ -44,8 +44,9 @@ from broker.group_backlog import GroupBacklog
 from broker.groups_store import ReaderGroupStore
 from broker.held import MAX_TXN_BYTES
 from broker.metrics import watch_broker
-from broker.server import start_broker_server
+from broker.server import SERVICE_NAMES, start_broker_server
 from broker.standalone_config import StandaloneConfig
+from broker.storage_watch import StorageWatch
 from broker.topics import TopicManager
 from broker.txn_coordinator import TxnCoordinator
 from ledger.bookie import Bookie
@@ -152,7 +153,8 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
             groups = ReaderGroupStore(store)
             topics.add_maintenance_hook(GroupBacklog(groups, topics).update)
             try:
-                return await _serve_topics(config, topics, stop, coordinator, groups)
+                return await _serve_topics(config, topics, stop, coordinator, groups, bookie,
+                                           directory if bookie is not None else None)
             finally:
                 await coordinator.close()
         finally:
@@ -167,7 +169,8 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
 
 async def _serve_topics(
     config: StandaloneConfig, topics: TopicManager, stop: asyncio.Event,
-    coordinator: TxnCoordinator, groups: ReaderGroupStore,
+    coordinator: TxnCoordinator, groups: ReaderGroupStore, bookie: Bookie | None,
+    directory: BookieDirectory | None,
 ) -> int:
     commit_keys = CommitKeys(topics, coordinator)
     await commit_keys.start()  # settles the idempotent commits a crash cut short
@@ -184,6 +187,11 @@ async def _serve_topics(
     except OSError as error:
         await server.stop(0)
         return _fail(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error}")
+    # Health NOT_SERVING while the in-process bookie's disk refuses writes.
+    watch = (StorageWatch(bookie, server.health, SERVICE_NAMES, directory)
+             if bookie is not None else None)
+    if watch is not None:
+        watch.start()
     try:
         command, ledgers = _RUNNING.get()
         print(f"{command} listening on {config.host}:{server.port} (data dir "
@@ -192,6 +200,8 @@ async def _serve_topics(
         await stop.wait()
         log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)
     finally:
+        if watch is not None:
+            await watch.close()
         await server.stop(config.stop_grace_s)
         with contextlib.suppress(Exception):
             metrics.shutdown()
