@@ -328,7 +328,8 @@ class LedgerHandle:
                                    "to write to)", ledger_id=self._ledger_id)
             raise NotEnoughBookiesError(
                 f"no bookie left to replace {list(causes)} in ledger {self._ledger_id}; "
-                + "; ".join(f"bookie {bookie_id} failed: {cause}"
+                + "; ".join(str(cause) if bookie_id in str(cause)
+                            else f"bookie {bookie_id} failed: {cause}"
                             for bookie_id, cause in causes.items()),
                 ledger_id=self._ledger_id,
             )

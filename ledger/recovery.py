@@ -90,7 +90,8 @@ async def _find_end(client: LedgerClient, metadata: LedgerMetadata) -> tuple[int
         raise LedgerRecoveryError(
             f"ledger {ledger_id}: only {len(tails)} of {size} bookies could be fenced, "
             f"{size - ack_quorum + 1} needed; "
-            + "; ".join(f"bookie {bookie_id}: {cause}" for bookie_id, cause in failures.items()),
+            + "; ".join(str(cause) if bookie_id in str(cause) else f"bookie {bookie_id}: {cause}"
+                        for bookie_id, cause in failures.items()),
             ledger_id=ledger_id,
         )
     # Entries before the last ensemble were confirmed when it was installed.
