@@ -126,6 +126,8 @@ async def test_a_full_disk_is_reported_then_recovered_without_restart(broker: _B
     assert again.value.code() is grpc.StatusCode.UNAVAILABLE
     assert DISK_FULL.split(":")[1].strip() in (again.value.details() or "")
 
+    # Reads of what was written still work meanwhile.
+    assert await _read_all(broker.channel, "disk/0") == acknowledged
     broker.faults.heal()
     await _eventually(lambda: _is(broker.channel, health_pb2.HealthCheckResponse.SERVING),
                       "health SERVING again")
