@@ -7,6 +7,10 @@ undecodable message with ``UNDECODABLE`` instead, and the call ends with
 INVALID_ARGUMENT naming the message type expected (for a request stream: at
 the bad message, after the ones before it were handled). Streaming calls are
 counted while open (``broker.metrics.open_stream``).
+
+A unary request's names are checked for length (``broker.request_names``)
+before the servicer sees it. A request stream's are not: on the Append stream
+a bad name refuses that one flow (the servicer answers it), not the stream.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from google.protobuf.message import DecodeError
 from google.protobuf.message_factory import GetMessageClass
 
+from broker._servicer import abort_with
 from broker.errors import InvalidArgumentError
 from broker.metrics import count_unexpected, observe_error_code, open_stream
+from broker.request_names import check_request_names
 
 __all__ = ["UNDECODABLE", "add_servicer"]
 
@@ -48,12 +54,20 @@ def _complaint(method: MethodDescriptor) -> str:
     return f"the request is not a valid {method.input_type.full_name} message"
 
 
+async def _check_names(request: Any, context: _Context) -> None:
+    try:
+        check_request_names(request)
+    except InvalidArgumentError as error:
+        await abort_with(context, error)
+
+
 def _unary_request(method: MethodDescriptor, behavior: Any) -> Any:
     if method.server_streaming:
         async def stream_out(request: Any, context: _Context) -> AsyncIterator[Any]:
             if request is UNDECODABLE:
                 observe_error_code(grpc.StatusCode.INVALID_ARGUMENT)
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _complaint(method))
+            await _check_names(request, context)
             with open_stream(method.name, context.peer()):
                 async for response in behavior(request, context):
                     yield response
@@ -63,6 +77,7 @@ def _unary_request(method: MethodDescriptor, behavior: Any) -> Any:
         if request is UNDECODABLE:
             observe_error_code(grpc.StatusCode.INVALID_ARGUMENT)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _complaint(method))
+        await _check_names(request, context)
         with count_unexpected():
             return await behavior(request, context)
     return unary_out

@@ -36,6 +36,7 @@ import grpc
 from broker._servicer import abort_with
 from broker.api import Block, SegmentHandle, Topics
 from broker.block_limits import check_block_size, check_blocks
+from broker.clip import clip, clip_message
 from broker.errors import (
     BrokerError,
     BrokerShuttingDownError,
@@ -49,6 +50,7 @@ from broker.errors import (
 )
 from broker.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS, HeldBudget, HeldRun
 from broker.metrics import flows_bound, observe_error
+from broker.request_names import MAX_SEGMENT_NAME_CHARS
 from broker.segment_txn import TXN_ID_BYTES
 from broker.status import is_retriable, status_for
 from folio.api.v1 import append_pb2, append_pb2_grpc
@@ -222,6 +224,10 @@ class _AppendStream:
     ) -> tuple[_Flow | None, Awaitable[_Reply]]:
         """Bind the flow now, before the next command is read, and answer it later."""
         old = self._flows.get(flow_id)
+        if len(setup.segment) > MAX_SEGMENT_NAME_CHARS:
+            return old, _ready(_refusal(request_id, clip(setup.segment), InvalidArgumentError(
+                f"segment name must be 1 to {MAX_SEGMENT_NAME_CHARS} characters, "
+                f"got {len(setup.segment)}")))
         if not 1 <= len(setup.writer_id) <= MAX_WRITER_ID_CHARS:
             return old, _ready(_refusal(request_id, setup.segment, InvalidArgumentError(
                 f"writer_id must be 1 to {MAX_WRITER_ID_CHARS} characters, "
@@ -322,7 +328,7 @@ def _refusal(request_id: int, segment: str, error: BrokerError | LedgerError) ->
     observe_error(error)
     if isinstance(error, (NoSuchSegmentError, TopicNotFoundError)):
         return _Reply(request_id=request_id, no_such_segment=append_pb2.NoSuchSegment(
-            segment=segment, message=str(error)))
+            segment=segment, message=clip_message(str(error))))
     if isinstance(error, SegmentSealedError):
         return _Reply(request_id=request_id, segment_is_sealed=append_pb2.SegmentIsSealed(
             segment=segment, end_offset=error.end_offset))
@@ -332,7 +338,7 @@ def _refusal(request_id: int, segment: str, error: BrokerError | LedgerError) ->
             segment=segment, owner=owner))
     if isinstance(error, InvalidEventNumberError):
         return _Reply(request_id=request_id, invalid_event_number=append_pb2.InvalidEventNumber(
-            expected_above=error.expected_above, message=str(error)))
+            expected_above=error.expected_above, message=clip_message(str(error))))
     return _failed(request_id, error)
 
 

@@ -313,3 +313,16 @@ class GroupStateConflictError(BrokerError):
     def context(self) -> dict[str, object]:
         return {"group": self.group, "expected_version": self.expected_version,
                 "version": self.version}
+
+
+class TopicSealedError(SegmentSealedError):
+    """The topic is sealed (SealTopic): it has no open segment, so nothing can route to one."""
+
+    def __init__(self, topic: str) -> None:
+        BrokerError.__init__(self, f"topic {topic!r} is sealed: it takes no more events")
+        self.segment = ""
+        self.end_offset = -1
+        self.topic = topic
+
+    def context(self) -> dict[str, object]:
+        return {"topic": self.topic}

@@ -21,7 +21,7 @@ import grpc
 from broker._servicer import abort_with
 from broker.api import AppendResult, Block, SegmentRange, Topics
 from broker.block_limits import check_block_size
-from broker.errors import BrokerError, EventTooLargeError, InvalidArgumentError
+from broker.errors import BrokerError, EventTooLargeError, InvalidArgumentError, TopicSealedError
 from broker.routing import segment_for_key
 from folio.api.v1 import append_pb2, append_pb2_grpc, events_pb2
 from ledger.errors import LedgerError
@@ -66,6 +66,9 @@ class ProduceServicer(append_pb2_grpc.ProduceServicer):
         if total > MAX_PRODUCE_BYTES:
             raise EventTooLargeError(total, MAX_PRODUCE_BYTES, what="Produce request")
         segments = list(topic.segments)
+        if not segments:
+            # A sealed topic has no open segment: nothing to route to (keyed or not).
+            raise TopicSealedError(topic.name)
         lows = [segment.key_low for segment in segments]
         keyless = next(self._rotation) % len(segments)
         groups: dict[int, list[int]] = {}

@@ -14,11 +14,10 @@ import logging
 from dataclasses import dataclass
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 # The asyncio health servicer (grpc_health exposes it as ``health.aio``).
 from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
-from grpc_reflection.v1alpha import reflection
 
 from broker._handlers import add_servicer
 from broker.admin_service import AdminServicer
@@ -29,6 +28,7 @@ from broker.groups_liveness import GroupLiveness
 from broker.groups_service import ReaderGroupsServicer
 from broker.groups_store import ReaderGroupStore
 from broker.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
+from broker.introspection import HEALTH_SERVICE_NAME, serve_health, serve_reflection
 from broker.produce_service import ProduceServicer
 from broker.read_service import ReadServicer
 from broker.transactions_service import TransactionsServicer
@@ -118,13 +118,8 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
     if groups is not None:
         add_servicer(server, groups_pb2.DESCRIPTOR.services_by_name["ReaderGroups"],
                      ReaderGroupsServicer(topics, groups, group_liveness))
-    health = AsyncHealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    reflection.enable_server_reflection(
-        (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-         reflection.SERVICE_NAME),
-        server,
-    )
+    health = serve_health(server)
+    serve_reflection(server, (*SERVICE_NAMES, HEALTH_SERVICE_NAME))
     bound = await listen_insecure(server, host, port)
     for name in ("", *SERVICE_NAMES):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -45,8 +45,9 @@ from broker.groups_liveness import GroupLiveness
 from broker.groups_store import ReaderGroupStore
 from broker.held import MAX_TXN_BYTES
 from broker.metrics import watch_broker
-from broker.server import start_broker_server
+from broker.server import SERVICE_NAMES, start_broker_server
 from broker.standalone_config import StandaloneConfig
+from broker.storage_watch import StorageWatch
 from broker.topics import TopicManager
 from broker.txn_coordinator import TxnCoordinator
 from ledger.bookie import Bookie
@@ -156,7 +157,8 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
             liveness.start()
             topics.add_maintenance_hook(GroupBacklog(groups, topics, liveness).update)
             try:
-                return await _serve_topics(config, topics, stop, coordinator, groups, liveness)
+                return await _serve_topics(config, topics, stop, coordinator, groups, liveness,
+                                           bookie, directory if bookie is not None else None)
             finally:
                 await liveness.close()
                 await coordinator.close()
@@ -173,6 +175,7 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
 async def _serve_topics(
     config: StandaloneConfig, topics: TopicManager, stop: asyncio.Event,
     coordinator: TxnCoordinator, groups: ReaderGroupStore, liveness: GroupLiveness,
+    bookie: Bookie | None, directory: BookieDirectory | None,
 ) -> int:
     commit_keys = CommitKeys(topics, coordinator)
     await commit_keys.start()  # settles the idempotent commits a crash cut short
@@ -189,6 +192,11 @@ async def _serve_topics(
     except OSError as error:
         await server.stop(0)
         return _fail(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error}")
+    # Health NOT_SERVING while the in-process bookie's disk refuses writes.
+    watch = (StorageWatch(bookie, server.health, SERVICE_NAMES, directory)
+             if bookie is not None else None)
+    if watch is not None:
+        watch.start()
     try:
         command, ledgers = _RUNNING.get()
         print(f"{command} listening on {config.host}:{server.port} (data dir "
@@ -197,6 +205,8 @@ async def _serve_topics(
         await stop.wait()
         log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)
     finally:
+        if watch is not None:
+            await watch.close()
         await server.stop(config.stop_grace_s)
         with contextlib.suppress(Exception):
             metrics.shutdown()

@@ -17,6 +17,7 @@ from typing import Final
 
 import grpc
 
+from broker.clip import clip_context, clip_context_json, clip_message
 from broker.errors import (
     BrokerError,
     BrokerShuttingDownError,
@@ -36,6 +37,7 @@ from broker.errors import (
     TopicExistsError,
     TopicNameError,
     TopicNotFoundError,
+    TopicSealedError,
     TransactionBufferFullError,
     TransactionExpiredError,
     TransactionTooLargeError,
@@ -70,6 +72,7 @@ STATUS_TABLE: Final[tuple[StatusRow, ...]] = (
     StatusRow(TopicNotFoundError, _Code.NOT_FOUND),
     StatusRow(NoSuchSegmentError, _Code.NOT_FOUND),
     StatusRow(TopicExistsError, _Code.ALREADY_EXISTS),
+    StatusRow(TopicSealedError, _Code.FAILED_PRECONDITION),
     StatusRow(SegmentSealedError, _Code.FAILED_PRECONDITION),
     StatusRow(InvalidEventNumberError, _Code.INVALID_ARGUMENT),
     StatusRow(OffsetOutOfRangeError, _Code.OUT_OF_RANGE),
@@ -106,7 +109,17 @@ def _translated(error: BaseException) -> BaseException:
 
 
 def status_for(error: BaseException) -> tuple[grpc.StatusCode, str]:
-    """The status code and message a servicer answers ``error`` with."""
+    """The status code and message a servicer answers ``error`` with.
+
+    The message quotes values from the request by a short prefix only
+    (``broker.clip``), however long they were.
+    """
+    code, message = _status_for(error)
+    context = error.context() if isinstance(error, BrokerError) else None
+    return code, clip_message(message, context)
+
+
+def _status_for(error: BaseException) -> tuple[grpc.StatusCode, str]:
     error = _translated(error)
     row = _row_for(error)
     if row is not None:
@@ -124,10 +137,11 @@ def trailing_metadata_for(error: BaseException) -> tuple[tuple[str, str], ...]:
         return (
             (ledger_status.ERROR_KEY, type(error).__name__),
             (ledger_status.ERROR_CONTEXT_KEY,
-             json.dumps(error.context(), separators=(",", ":"))),
+             json.dumps(clip_context(error.context()), separators=(",", ":"))),
         )
     if isinstance(error, LedgerError):
-        return ledger_status.trailing_metadata_for(error)
+        return tuple((key, clip_context_json(value) if key == ledger_status.ERROR_CONTEXT_KEY
+                      else value) for key, value in ledger_status.trailing_metadata_for(error))
     return ()
 
 

@@ -189,6 +189,11 @@ class CompactedTopic:
         """
         data = encode_record(key, value, self._max_value)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # A writer cancelled while it waits (its gRPC call was cancelled, say)
+        # never looks at ``done``, though a leader fails it with the group's
+        # error; without this asyncio logs "Future exception was never
+        # retrieved" for it (seen after crashes, when clients cut and retry).
+        done.add_done_callback(_retrieve)
         self._queue.append(_Queued(key, data, value is None, done))
         async with self._lock:
             while not done.done():
@@ -400,3 +405,9 @@ class CompactedTopic:
             info = await segment.truncate(point)
             self._total_bytes -= bytes_before
             return info.segment.start_offset
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    """Mark ``future``'s exception as seen: its writer raises it, or was cancelled."""
+    if not future.cancelled():
+        future.exception()

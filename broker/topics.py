@@ -452,33 +452,24 @@ class TopicManager:
         topic, number = parse_segment_name(name)
         async with self._lock(f"segment:{name}"):
             self._check_open()
-            segment = self._segments.get(name)
-            if segment is not None:
-                if not _needs_reload(segment):
-                    return segment
-                log.info("segment %s failed (%s); loading it again", name, segment.failure)
-                del self._segments[name]
-                await segment.close()
+            failed = self._segments.get(name)
+            if failed is not None:
+                if not _needs_reload(failed):
+                    return failed
+                log.info("segment %s failed (%s); loading it again", name, failed.failure)
             try:
-                record, _ = await self._read_topic(topic)
-            except TopicNotFoundError:
-                raise NoSuchSegmentError(name) from None
-            entry = next((s for s in record.segments if s.number == number), None)
-            if entry is None:
-                raise NoSuchSegmentError(name)
-            for predecessor in entry.predecessors:
-                # A successor takes no append before all its predecessors are sealed.
-                await self._ensure_sealed(topic, predecessor)
-            segment = await LedgerSegment.load(
-                self._ledgers, self._store, topic=topic, number=number,
-                key_low=entry.key_low, key_high=entry.key_high, config=record.config,
-                clock=self._clock, writer_expiry_ms=self._writer_expiry_ms,
-                txn_store=None if is_system_topic(topic) else self.txn_snapshot_store(),
-                txn_snapshots=self._txn_snapshots,
-            )
+                segment = await self._load_segment(name, topic, number)
+            except LedgerError as error:
+                if failed is None:
+                    raise
+                # The ledger service still fails (a full disk, bookies down): keep
+                # the failed segment, which still serves reads of what it holds and
+                # refuses appends with its (plain) failure; the next use tries again.
+                log.info("segment %s: loading it again failed: %s", name, error)
+                return failed
+            if failed is not None:
+                await failed.close()
             self._segments[name] = segment
-            if entry.state is SegmentState.SEALED and not segment.sealed:
-                await segment.seal()  # a scale whose seal a crash cut short
             return segment
 
     async def writable_segment(self, name: str, action: str) -> LedgerSegment:
@@ -489,6 +480,29 @@ class TopicManager:
         """
         refuse_internal_segment(name, action)
         return await self.segment(name)
+
+    async def _load_segment(self, name: str, topic: str, number: int) -> LedgerSegment:
+        """Load (recover) the segment from its record; the caller registers it."""
+        try:
+            record, _ = await self._read_topic(topic)
+        except TopicNotFoundError:
+            raise NoSuchSegmentError(name) from None
+        entry = next((s for s in record.segments if s.number == number), None)
+        if entry is None:
+            raise NoSuchSegmentError(name)
+        for predecessor in entry.predecessors:
+            # A successor takes no append before all its predecessors are sealed.
+            await self._ensure_sealed(topic, predecessor)
+        segment = await LedgerSegment.load(
+            self._ledgers, self._store, topic=topic, number=number,
+            key_low=entry.key_low, key_high=entry.key_high, config=record.config,
+            clock=self._clock, writer_expiry_ms=self._writer_expiry_ms,
+            txn_store=None if is_system_topic(topic) else self.txn_snapshot_store(),
+            txn_snapshots=self._txn_snapshots,
+        )
+        if entry.state is SegmentState.SEALED and not segment.sealed:
+            await segment.seal()  # a scale whose seal a crash cut short
+        return segment
 
     def loaded_segments(self) -> list[LedgerSegment]:
         """The segments loaded on this broker now (a copy; ``broker.metrics`` reads it)."""

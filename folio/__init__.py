@@ -50,6 +50,7 @@ from folio.errors import (
     InvalidArgumentError,
     InvalidBlockError,
     InvalidEventNumberError,
+    LedgerUnavailableError,
     MaxTransactionSizeExceededError,
     NoSuchSegmentError,
     NotFoundError,
@@ -91,6 +92,7 @@ from folio.txn import (
     TransactionResult,
 )
 from folio.txn_full import Transaction, TransactionalWriter
+from folio.txn_status import TxnStatus
 from folio.writer import EventWriter
 
 __all__ = [
@@ -115,6 +117,7 @@ __all__ = [
     "InvalidBlockError",
     "InvalidEventNumberError",
     "JsonSerializer",
+    "LedgerUnavailableError",
     "MaxTransactionSizeExceededError",
     "NoSuchSegmentError",
     "NotFoundError",
@@ -152,6 +155,7 @@ __all__ = [
     "TxnFailedError",
     "TxnNotFoundError",
     "TxnStateError",
+    "TxnStatus",
     "WriteFuture",
     "WriteResult",
     "WriterClosedError",

@@ -58,6 +58,7 @@ from folio.block import EVENT_OVERHEAD_BYTES, MAX_BLOCK_BYTES, decode_block, enc
 from folio.errors import (
     DeliveryTimeoutError,
     FolioError,
+    LedgerUnavailableError,
     NoSuchSegmentError,
     PermissionDeniedError,
     SegmentSealedError,
@@ -69,13 +70,16 @@ if TYPE_CHECKING:
     from folio._io import IoThread
     from folio.metrics import TopicMetrics
 
-__all__ = ["MAX_BATCH_BYTES", "SegmentWriter"]
+__all__ = ["LEDGER_UNAVAILABLE_GIVE_UP_S", "MAX_BATCH_BYTES", "SegmentWriter"]
 
 log = logging.getLogger(__name__)
 
 #: A batch is cut before its estimate passes this: the broker's block limit
 #: less a margin for what the per-event estimate does not count exactly.
 MAX_BATCH_BYTES: Final = MAX_BLOCK_BYTES - 63 * 1024
+#: How long a writer retries while the broker says its ledger service (bookies)
+#: is unavailable before failing the unacknowledged blocks with that message.
+LEDGER_UNAVAILABLE_GIVE_UP_S: Final = 5.0
 
 _NO_HEADERS: Final[Mapping[str, bytes]] = {}
 class _FlowState(Enum):
@@ -133,7 +137,8 @@ class SegmentWriter:
 
     __slots__ = ("_backoff", "_batch", "_batch_size_bytes", "_closed", "_cond", "_dead",
                  "_delivery_timeout_s", "_flow_id", "_handing", "_in_flight", "_io",
-                 "_last_error", "_linger_s", "_lock", "_max_in_flight", "_metrics",
+                 "_last_error", "_ledger_down_since", "_linger_s", "_lock", "_max_in_flight",
+                 "_metrics",
                  "_next_event_number",
                  "_notified", "_on_error", "_on_sealed", "_pending", "_redirect", "_sealing",
                  "_source", "_state", "_stream", "_unacked", "_waiters", "_writer_id",
@@ -194,6 +199,7 @@ class SegmentWriter:
         self._dead: FolioError | None = None
         self._backoff: Backoff | None = None  # made by the first retry
         self._last_error: FolioError | None = None
+        self._ledger_down_since: float | None = None
         self._sealing = False
         self._notified = False
 
@@ -463,6 +469,7 @@ class SegmentWriter:
                 if self._backoff is not None:
                     self._backoff.reset()
                 self._last_error = None
+                self._ledger_down_since = None
                 self._remove(block)
                 self._complete(block, offset=-1 if appended.duplicate else appended.offset)
         else:
@@ -490,6 +497,15 @@ class SegmentWriter:
                     return
         if self._sealing:
             self._notify_sealed()
+
+    def _ledger_down_too_long(self, error: FolioError) -> bool:
+        if not isinstance(error, LedgerUnavailableError):
+            self._ledger_down_since = None
+            return False
+        now = time.monotonic()
+        if self._ledger_down_since is None:
+            self._ledger_down_since = now
+        return now - self._ledger_down_since >= LEDGER_UNAVAILABLE_GIVE_UP_S
 
     def _failure(self, reply: append_pb2.AppendReply) -> FolioError:
         return error_from_reply(reply, self.segment)
@@ -524,6 +540,18 @@ class SegmentWriter:
                 self._complete(pending, error=error)
             self._unacked.clear()
             return
+        if error.retriable and self._ledger_down_too_long(error):
+            # The broker is up and says its ledger service is not: tell the
+            # application in seconds, not after delivery_timeout_ms of silence.
+            # Later writes try again (the bookies may be back by then).
+            failure = LedgerUnavailableError(
+                f"{error} (the broker said so for {LEDGER_UNAVAILABLE_GIVE_UP_S:.0f} s; "
+                "unacknowledged events may or may not have been written)",
+                error_name=error.error_name, context=error.context)
+            for pending in list(self._unacked):
+                self._complete(pending, error=failure)
+            self._unacked.clear()
+            self._ledger_down_since = None
         if error.retriable:
             if block is not None:
                 block.rejected = error

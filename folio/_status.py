@@ -54,10 +54,13 @@ NAME_CLASSES: Final[dict[str, type[e.FolioError]]] = {
 #: Server classes with no SDK twin, read back as the SDK class that means the same.
 NAME_ALIASES: Final[dict[str, type[e.FolioError]]] = {
     "BrokerShuttingDownError": e.FolioUnavailableError,
-    "BookieUnavailableError": e.FolioUnavailableError,
-    "NotEnoughBookiesError": e.FolioUnavailableError,
-    "StorageError": e.FolioUnavailableError,
-    "LedgerRecoveryError": e.FolioUnavailableError,
+    # The broker is up; the ledger service behind it is not (bookies down, disk full).
+    "BookieUnavailableError": e.LedgerUnavailableError,
+    "NotEnoughBookiesError": e.LedgerUnavailableError,
+    "StorageError": e.LedgerUnavailableError,
+    "LedgerRecoveryError": e.LedgerUnavailableError,
+    # Produce to a sealed topic: no open segment, as a writer meets it.
+    "TopicSealedError": e.SegmentSealedError,
     "EntryTooLargeError": e.EventTooLargeError,
     "TransactionTooLargeError": e.MaxTransactionSizeExceededError,
     "TransactionExpiredError": e.TxnFailedError,

@@ -56,6 +56,7 @@ from folio.reader import EventReader, Isolation
 from folio.serializers import BytesSerializer, Serializer
 from folio.txn import SingleRoutingKeyTransactionWriter
 from folio.txn_full import TransactionalWriter
+from folio.txn_status import TxnStatus
 from folio.writer import EventWriter
 
 __all__ = ["DEFAULT_ENDPOINT", "ENDPOINT_ENV", "Client"]
@@ -475,15 +476,21 @@ class Client:
                               retry=True)
         return list(response.aborted)
 
-    def transaction_status(self, txn_id: bytes) -> str:
-        """The coordinator's state of ``txn_id`` (OPEN, COMMITTED, ABORTED, TIMED_OUT, ...).
+    def transaction_status(self, txn_id: bytes) -> TxnStatus:
+        """The coordinator's state of ``txn_id`` (``TxnStatus``: OPEN, COMMITTED, ABORTED ...).
+
+        How to learn the outcome of a commit that raised
+        ``FolioUnavailableError`` (``Transaction.commit``,
+        ``commit_transactions``): ``.committed`` (COMMITTING or COMMITTED)
+        means the broker took it.
 
         Raises:
             TxnNotFoundError: the broker does not know it (or forgot it, long finished).
+            InvalidArgumentError: ``txn_id`` is not 16 bytes.
         """
         response = self._call(self._connection.transactions.GetTxnStatus,
                               transactions_pb2.GetTxnStatusRequest(txn_id=txn_id), retry=True)
-        return transactions_pb2.TxnState.Name(response.state)
+        return TxnStatus.from_wire(response.state)
 
     # -- reader groups and batch reads (folio.groups, folio.batch) -------------
 

@@ -24,6 +24,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidBlockError",
     "InvalidEventNumberError",
+    "LedgerUnavailableError",
     "MaxTransactionSizeExceededError",
     "NoSuchSegmentError",
     "NotFoundError",
@@ -255,6 +256,16 @@ class FolioUnavailableError(FolioError, ConnectionError):
     """The broker (or the ledger service behind it) cannot be reached now (UNAVAILABLE)."""
 
     retriable = True
+
+
+class LedgerUnavailableError(FolioUnavailableError):
+    """The broker is up, but its ledger service (the bookies) cannot store or serve data now.
+
+    The message names the bookies and what failed (unreachable, disk full ...).
+    A writer fails its blocks with it once the broker has said so for
+    ``LEDGER_UNAVAILABLE_GIVE_UP_S`` (5 s) rather than retrying until
+    ``delivery_timeout_ms``: the operator must act.
+    """
 
 
 class WrongHostError(FolioUnavailableError):

@@ -87,6 +87,7 @@ from folio.errors import (
 from folio.models import TopicInfo
 from folio.routing import routing_point
 from folio.serializers import BytesSerializer, Serializer
+from folio.txn_status import TxnStatus
 
 if TYPE_CHECKING:
     from folio._append_stream import AppendStream, FlowSource
@@ -461,6 +462,15 @@ class Transaction(Generic[T]):
                 ``"OPEN"``, ``actual`` e.g. ``"ABORTED"`` or ``"TIMED_OUT"``).
             TxnNotFoundError: the broker does not know the transaction.
             TimeoutError: ``timeout`` passed while blocks were unacknowledged.
+            FolioUnavailableError: the broker could not be reached to decide,
+                or its answer was lost and it stayed unreachable. The outcome
+                is then unknown: the broker may have committed (a lost answer
+                is asked about with ``GetTxnStatus`` before giving up, but that
+                may fail too). Ask ``status()`` (or
+                ``Client.transaction_status(txn_id)``) once it is back:
+                ``status().committed`` means committed; OPEN means nothing was
+                decided and ``commit`` may be called again; ABORTED or
+                TIMED_OUT means nothing of it is visible.
         """
         with self._lock:
             futures = self._send_locked() if self._state is _Local.OPEN else []
@@ -546,12 +556,21 @@ class Transaction(Generic[T]):
         assert lost is not None
         raise lost
 
-    def status(self) -> str:
-        """The coordinator's state: OPEN, COMMITTING, COMMITTED, ABORTING, ABORTED or TIMED_OUT."""
+    def status(self) -> TxnStatus:
+        """The coordinator's state (``TxnStatus``, a ``str`` enum: ``"COMMITTED"`` ...).
+
+        The way to learn the outcome of a ``commit`` that raised
+        ``FolioUnavailableError``: COMMITTING or COMMITTED (``.committed``)
+        means the broker took the commit.
+
+        Raises:
+            TxnNotFoundError: the broker does not know the transaction.
+            FolioUnavailableError: the broker stayed unreachable.
+        """
         response = self._writer._call(self._writer._stub.GetTxnStatus,
                                       transactions_pb2.GetTxnStatusRequest(txn_id=self.txn_id),
                                       retry=True)
-        return transactions_pb2.TxnState.Name(response.state)
+        return TxnStatus.from_wire(response.state)
 
     def __enter__(self) -> Transaction[T]:
         return self

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
+
+from rocksdict import Options, Rdict
 
 from ledger import metrics
 from ledger.api import AddRequest, LedgerTail, ReadResult
 from ledger.config import BookieConfig
-from ledger.errors import EntryTooLargeError, InvalidArgumentError, LedgerError
-from ledger.storage import AddOp, DeleteOp, FenceOp, RocksDBLedgerStorage
+from ledger.errors import EntryTooLargeError, InvalidArgumentError, LedgerError, StorageError
+from ledger.storage import AddOp, DeleteOp, FenceOp, ProbeOp, RocksDBLedgerStorage
 
 __all__ = ["Bookie"]
 
@@ -55,12 +58,15 @@ class Bookie:
     Args:
         config: where and how the bookie stores data.
         bookie_id: the identity ledger metadata records for this bookie.
+        open_kv: opens the RocksDB store (default ``Rdict``); tests pass a
+            fault-injecting wrapper (``tests/support/faulty_kv.py``).
     """
 
-    def __init__(self, config: BookieConfig, bookie_id: str = "local") -> None:
+    def __init__(self, config: BookieConfig, bookie_id: str = "local", *,
+                 open_kv: Callable[[str, Options], Rdict] | None = None) -> None:
         self._config = config
         self._bookie_id = bookie_id
-        self._storage = RocksDBLedgerStorage(config)
+        self._storage = RocksDBLedgerStorage(config, open_kv)
         metrics.watch_storage(self)
 
     @property
@@ -148,6 +154,21 @@ class Bookie:
         _check_ledger_id(ledger_id)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._storage.submit(DeleteOp(ledger_id, _resolver(future)))
+        await future
+
+    @property
+    def storage_failure(self) -> StorageError | None:
+        """Why the storage refuses writes now (its RocksDB/OS error), or None."""
+        return self._storage.failure
+
+    async def probe_storage(self) -> None:
+        """Ask a failed storage to probe now (see ``ledger.storage``); no-op when healthy.
+
+        Raises:
+            StorageError: it still refuses writes.
+        """
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._storage.submit(ProbeOp(_resolver(future)))
         await future
 
     async def close(self) -> None:

@@ -63,6 +63,10 @@ class BookieDirectory:
         """Leave ``bookie_id`` out of placements for the quarantine period."""
         self._failed_at[bookie_id] = self._clock()
 
+    def mark_recovered(self, bookie_id: str) -> None:
+        """End ``bookie_id``'s quarantine now (its storage takes writes again, say)."""
+        self._failed_at.pop(bookie_id, None)
+
     def available(self) -> list[str]:
         """Bookies that may take new ledgers now."""
         now = self._clock()

@@ -42,6 +42,7 @@ from ledger.errors import (
     NoSuchEntryError,
     NoSuchLedgerError,
     NotEnoughBookiesError,
+    StorageError,
 )
 from ledger.ledger_metadata import LedgerMetadata
 from ledger.write_sets import ensemble_span, entries_for_position, is_quorum_acked, write_set
@@ -104,6 +105,7 @@ class LedgerHandle:
         self._closing = False
         self._changing_ensemble = False
         self._failed_positions: set[int] = set()
+        self._bookie_errors: dict[int, LedgerError] = {}
         self._drained: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._read_rotation = 0
@@ -297,6 +299,7 @@ class LedgerHandle:
         )
         self._client.directory.mark_failed(bookie.bookie_id)
         self._failed_positions.add(position)
+        self._bookie_errors[position] = error
         if not self._changing_ensemble:
             self._changing_ensemble = True
             self._spawn(self._change_ensemble())
@@ -317,9 +320,18 @@ class LedgerHandle:
         current = [bookie.bookie_id for bookie in self._ensemble]
         replacements = self._client.directory.choose(len(positions), exclude=set(current))
         if len(replacements) < len(positions):
+            # Say why the bookies were replaced: the cause is what the operator must fix.
+            causes = {current[p]: self._bookie_errors.get(p) for p in positions}
+            storage = [cause for cause in causes.values() if isinstance(cause, StorageError)]
+            if len(storage) == len(causes):
+                raise StorageError(f"{storage[0]} (ledger {self._ledger_id}: no other bookie "
+                                   "to write to)", ledger_id=self._ledger_id)
             raise NotEnoughBookiesError(
-                f"no bookie left to replace {[current[p] for p in positions]} in ledger "
-                f"{self._ledger_id}", ledger_id=self._ledger_id,
+                f"no bookie left to replace {list(causes)} in ledger {self._ledger_id}; "
+                + "; ".join(str(cause) if bookie_id in str(cause)
+                            else f"bookie {bookie_id} failed: {cause}"
+                            for bookie_id, cause in causes.items()),
+                ledger_id=self._ledger_id,
             )
         new_ids = list(current)
         for position, bookie_id in zip(positions, replacements, strict=True):

@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Protocol
 
-from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -62,6 +62,26 @@ ADD_SECONDS = Histogram(
     "answered, as the ledger client sees it.",
     buckets=LATENCY_BUCKETS_S,
 )
+
+
+STORAGE_ERRORS = Counter(
+    "folio_storage_errors_total",
+    "Failed writes to a bookie's storage (disk full, data dir read-only, RocksDB I/O error)")
+STORAGE_FAILED = Gauge(
+    "folio_storage_failed",
+    "1 while a bookie's storage refuses writes after a failure (it probes and recovers by "
+    "itself once the disk takes writes again), else 0")
+
+
+def observe_storage_failure() -> None:
+    """A write to a bookie's storage failed: it refuses writes until a probe succeeds."""
+    STORAGE_ERRORS.inc()
+    STORAGE_FAILED.set(1)
+
+
+def observe_storage_recovered() -> None:
+    """A bookie's storage takes writes again."""
+    STORAGE_FAILED.set(0)
 
 
 def observe_group_commit(entries: int, data_bytes: int, write_s: float | None) -> None:

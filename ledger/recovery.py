@@ -29,7 +29,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ledger.api import AddRequest, LedgerState, LedgerTail, ReadResult
-from ledger.errors import BadVersionError, LedgerError, LedgerRecoveryError
+from ledger.errors import BadVersionError, LedgerError, LedgerRecoveryError, StorageError
 from ledger.ledger_metadata import LedgerMetadata
 from ledger.write_sets import ensemble_span, write_set
 
@@ -79,9 +79,20 @@ async def _find_end(client: LedgerClient, metadata: LedgerMetadata) -> tuple[int
     )
     tails = [tail for tail in fenced if isinstance(tail, LedgerTail)]
     if len(tails) < size - ack_quorum + 1:
+        # Name each bookie's failure: it is what must be fixed (a full disk, a
+        # bookie down), and "could not be fenced" alone hides it.
+        failures = {bookie_id: result for bookie_id, result in zip(bookie_ids, fenced, strict=True)
+                    if not isinstance(result, LedgerTail)}
+        if all(isinstance(cause, StorageError) for cause in failures.values()):
+            raise StorageError(
+                f"{next(iter(failures.values()))} (ledger {ledger_id} cannot be recovered "
+                "until it takes writes again)", ledger_id=ledger_id)
         raise LedgerRecoveryError(
             f"ledger {ledger_id}: only {len(tails)} of {size} bookies could be fenced, "
-            f"{size - ack_quorum + 1} needed", ledger_id=ledger_id,
+            f"{size - ack_quorum + 1} needed; "
+            + "; ".join(str(cause) if bookie_id in str(cause) else f"bookie {bookie_id}: {cause}"
+                        for bookie_id, cause in failures.items()),
+            ledger_id=ledger_id,
         )
     # Entries before the last ensemble were confirmed when it was installed.
     start = max([segment_first - 1, *(tail.last_add_confirmed for tail in tails)])

@@ -18,9 +18,18 @@ every add queued after it. This is what makes fencing safe: a recovery that
 has fenced a bookie has seen every entry the bookie will ever acknowledge to
 the old writer.
 
-**Failure.** If a write fails, every operation of that batch and every later
-one fails with ``StorageError``: in-memory state may be ahead of the disk, so
-the store refuses to go on (restart the bookie to recover from disk).
+**Failure.** If a write fails (disk full, data dir read-only, a RocksDB I/O
+error), every operation of that batch fails with ``StorageError`` carrying the
+RocksDB/OS error text, and so does every later one while the store is failed
+(``failure``; counted in ``folio_storage_errors_total``, ``folio_storage_failed``
+is 1). The in-memory ledger states may be ahead of the disk then, so they are
+read back from disk. Each later commit (and ``ProbeOp``, which the broker sends
+periodically while failed) first probes, at most every ``PROBE_INTERVAL_S``:
+a tiny synced write, and if that fails RocksDB is reopened (a failed write can
+leave it read-only until reopened) and the write tried again. Once a probe
+succeeds the store takes writes again, with its states as on disk: nothing
+acknowledged was lost (acknowledgements follow durable writes only) and
+nothing unacknowledged is counted.
 """
 
 from __future__ import annotations
@@ -46,8 +55,9 @@ from ledger.errors import (
     NoSuchLedgerError,
     StorageError,
 )
+from ledger.metrics import observe_storage_failure, observe_storage_recovered
 
-__all__ = ["AddOp", "DeleteOp", "FenceOp", "RocksDBLedgerStorage"]
+__all__ = ["PROBE_INTERVAL_S", "AddOp", "DeleteOp", "FenceOp", "ProbeOp", "RocksDBLedgerStorage"]
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +105,18 @@ class DeleteOp:
     done: Done
 
 
-_Op = AddOp | FenceOp | DeleteOp
+@dataclass(slots=True)
+class ProbeOp:
+    """Probe a failed store (see Failure above); completes with ``None`` or ``StorageError``."""
+
+    done: Done
+
+
+_Op = AddOp | FenceOp | DeleteOp | ProbeOp
+
+#: A failed store probes no more often than this.
+PROBE_INTERVAL_S: Final = 0.5
+_PROBE_KEY: Final = b"\x03probe"
 
 
 def _op_bytes(op: _Op) -> int:
@@ -134,12 +155,20 @@ class RocksDBLedgerStorage:
     ``loop.call_soon_threadsafe``). Reads run on the caller's thread.
     """
 
-    def __init__(self, config: BookieConfig) -> None:
+    def __init__(self, config: BookieConfig,
+                 open_kv: Callable[[str, Options], Rdict] | None = None) -> None:
+        # ``open_kv`` is the seam where a test injects storage faults (a wrapper
+        # whose writes fail on demand); it opens again on every reopen.
+        self._open_kv: Callable[[str, Options], Rdict] = open_kv or Rdict
         self._config = config
         options = Options(raw_mode=True)
         options.create_if_missing(True)
+        self._options = options
+        # Held by reads (the callers' thread) and by a reopen (the writer thread).
+        self._db_lock = threading.Lock()
+        self._last_probe = 0.0
         try:
-            self._db = Rdict(config.data_dir, options)
+            self._db = self._open_kv(config.data_dir, options)
         except Exception as error:  # rocksdict raises plain Exception on a held lock
             raise StorageError(
                 f"cannot open bookie storage at {config.data_dir}: {error}"
@@ -188,6 +217,12 @@ class RocksDBLedgerStorage:
         """Every ledger this bookie holds state for, sorted."""
         return sorted(self._states)
 
+    @property
+    def failure(self) -> StorageError | None:
+        """Why writes are refused now (the storage error), or None when they are taken."""
+        failure = self._failure
+        return failure if isinstance(failure, StorageError) else None
+
     # ---------------------------------------------------------------- writes
 
     def submit(self, op: _Op) -> None:
@@ -226,22 +261,69 @@ class RocksDBLedgerStorage:
             try:
                 self._commit(ops)
             except Exception as error:  # a bug must not kill the only writer thread
-                log.error("bookie storage writer failed; refusing every later change",
-                          exc_info=True)
-                self._failure = StorageError(f"bookie storage writer failed: {error!r}")
+                log.error("bookie storage writer failed; refusing changes until a probe "
+                          "succeeds", exc_info=True)
+                failure = self._failed(f"bookie storage writer failed: {error!r}")
                 for op in ops:
-                    op.done(self._failure)
+                    op.done(failure)
             if stop:
                 return
 
+    def _failed(self, message: str) -> StorageError:
+        """Enter the failed state: refuse writes, read the states back from disk."""
+        failure = self._failure = StorageError(message)
+        self._last_probe = time.monotonic()  # the next probe after the interval
+        observe_storage_failure()
+        try:
+            with self._db_lock:
+                self._states = self._load_states()
+        except Exception:  # the disk may refuse reads too: the probe reloads them later
+            log.warning("bookie storage: reading the ledger states back failed", exc_info=True)
+        return failure
+
+    def _recovered(self) -> bool:
+        """Probe a failed store (rate-limited); True once it takes writes again."""
+        now = time.monotonic()
+        if now - self._last_probe < PROBE_INTERVAL_S:
+            return False
+        self._last_probe = now
+        probe = WriteBatch(raw_mode=True)
+        probe.put(_PROBE_KEY, b"")
+        probe.delete(_PROBE_KEY)
+        try:
+            self._db.write(probe, self._write_options)
+        except Exception:
+            try:
+                # A failed write may leave RocksDB read-only until it is reopened.
+                with self._db_lock:
+                    self._db.close()
+                    self._db = self._open_kv(self._config.data_dir, self._options)
+                self._db.write(probe, self._write_options)
+            except Exception as error:
+                log.debug("bookie storage still refuses writes: %s", error)
+                return False
+        try:
+            with self._db_lock:
+                self._states = self._load_states()
+        except Exception as error:
+            log.debug("bookie storage still refuses reads: %s", error)
+            return False
+        log.warning("bookie storage at %s takes writes again (it failed with: %s)",
+                    self._config.data_dir, self._failure)
+        self._failure = None
+        observe_storage_recovered()
+        return True
+
     def _commit(self, ops: list[_Op]) -> None:
-        if self._failure is not None:
+        if self._failure is not None and not self._recovered():
             for op in ops:
                 op.done(self._failure)
             return
         batch = _Batch()
         for op in ops:
-            if isinstance(op, AddOp):
+            if isinstance(op, ProbeOp):
+                batch.replies.append((op.done, None))
+            elif isinstance(op, AddOp):
                 self._apply_add(op, batch)
             elif isinstance(op, FenceOp):
                 state = self._states.get(op.ledger_id)
@@ -272,10 +354,12 @@ class RocksDBLedgerStorage:
                     batch.entries, batch.data_bytes,
                     time.perf_counter() - started if self._synced else None)
         except Exception as error:  # rocksdict raises plain Exception on I/O errors
-            log.error("bookie storage write failed; refusing every later change", exc_info=True)
-            self._failure = StorageError(f"bookie storage write failed: {error}")
+            log.error("bookie storage write failed (%s); refusing writes until a probe "
+                      "succeeds", error)
+            failure = self._failed(f"bookie storage at {self._config.data_dir} failed to "
+                                   f"write: {error}")
             for done, _ in batch.replies:
-                done(self._failure)
+                done(failure)
             return
         for done, result in batch.replies:
             done(result)
@@ -328,11 +412,20 @@ class RocksDBLedgerStorage:
             )
         prefix = _ledger_prefix(ledger_id)
         end = prefix + last_entry_id.to_bytes(8, "big")
+        budget = max_bytes if max_bytes > 0 else self._config.read_max_bytes
+        with self._db_lock:
+            return self._read_locked(state, prefix, first_entry_id, end, budget)
+
+    def _read_locked(self, state: _LedgerState, prefix: bytes, first_entry_id: int, end: bytes,
+                     budget: int) -> ReadResult:
         entry_ids: list[int] = []
         lengths: list[int] = []
         datas: list[bytes] = []
-        budget = max_bytes if max_bytes > 0 else self._config.read_max_bytes
-        iterator = self._db.iter()
+        try:
+            iterator = self._db.iter()
+        except Exception as error:  # closed or broken by a failure
+            raise StorageError(f"bookie storage at {self._config.data_dir} cannot be read: "
+                               f"{error}") from error
         try:
             iterator.seek(prefix + first_entry_id.to_bytes(8, "big"))
             while iterator.valid():

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Mapping
 
 import folio
-from folio.errors import FolioError, FolioUnavailableError
+from folio.errors import FolioError, FolioUnavailableError, LedgerUnavailableError
 
 __all__ = [
     "DEFAULT_ENDPOINT",
@@ -150,6 +150,8 @@ def fail(prog: str, message: str) -> int:
 def describe_error(error: BaseException, endpoint: str) -> str:
     """A one-line message for ``error``; an unreachable broker gets a how-to-start hint."""
     text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, LedgerUnavailableError):
+        return f"the broker at {endpoint} is up but its ledger service is unavailable: {text}"
     if isinstance(error, FolioUnavailableError):
         return f"no broker at {endpoint} ({text}); {START_HINT}"
     return text

@@ -90,6 +90,9 @@ def test_sigkill_keeps_every_acknowledged_event_in_order(
         replies = append_payloads(channel, "crash/0", "writer-2", [[b"next"]])
         assert replies[1].data_appended.offset == end
     assert restarted.terminate() == 0
+    log = restarted.log()
+    assert "never retrieved" not in log  # issue 13: startup after a crash
+    assert "Traceback" not in log, log[-3000:]
 
 
 def test_sigterm_stops_gracefully_and_closes_ledgers(

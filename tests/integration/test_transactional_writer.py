@@ -150,3 +150,37 @@ def test_transactions_across_a_scale(client: folio.Client) -> None:
     segments = client.get_segments(topic, include_sealed=True)
     assert [s.sealed for s in segments] == [True, False, False]
     assert sum(s.end_offset for s in segments[1:]) == 10
+
+
+def test_status_is_typed_through_the_lifecycle(client: folio.Client) -> None:
+    # How a caller learns the outcome of a commit that raised FolioUnavailableError.
+    _topic(client, "txw-status")
+    with client.transactional_writer("txw-status", txn_timeout_ms=1_000) as writer:
+        txn = writer.begin()
+        txn.write_event(b"x", routing_key="a")
+        txn.flush()
+        assert txn.status() is folio.TxnStatus.OPEN
+        assert client.transaction_status(txn.txn_id) is folio.TxnStatus.OPEN
+        txn.commit()
+        status = client.transaction_status(txn.txn_id)
+        assert status is folio.TxnStatus.COMMITTED
+        assert status.committed and not status.aborted
+        assert status == "COMMITTED"  # a str enum: old comparisons keep working
+        aborted = writer.begin()
+        aborted.write_event(b"y", routing_key="a")
+        aborted.flush()
+        aborted.abort()
+        assert aborted.status() is folio.TxnStatus.ABORTED
+        assert aborted.status().aborted
+        expired = writer.begin()
+        expired.flush()
+        deadline = time.monotonic() + 30
+        while client.transaction_status(expired.txn_id) is folio.TxnStatus.OPEN:
+            assert time.monotonic() < deadline, "the 1 s timeout never aborted it"
+            time.sleep(0.1)
+        assert client.transaction_status(expired.txn_id) is folio.TxnStatus.TIMED_OUT
+    with pytest.raises(folio.TxnNotFoundError):
+        client.transaction_status(b"\x02" * 16)
+    with pytest.raises(folio.InvalidArgumentError):
+        client.transaction_status(b"short")
+    assert folio.TxnStatus.from_wire(99) is folio.TxnStatus.UNKNOWN

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import ledger.storage as storage_module
 from ledger.api import NO_ENTRY, AddRequest, LedgerTail
 from ledger.config import BookieConfig, Durability
 from ledger.errors import InvalidArgumentError, LedgerFencedError, NoSuchLedgerError, StorageError
@@ -461,7 +462,9 @@ def test_opening_a_directory_in_use_fails_with_storage_error(open_storage: OpenS
 # --------------------------------------------------------------------- failure
 
 
-def test_a_failed_write_fails_its_batch_and_every_later_change(open_storage: OpenStorage) -> None:
+def test_a_failed_write_fails_its_batch_and_later_changes_until_a_probe(
+        open_storage: OpenStorage, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(storage_module, "PROBE_INTERVAL_S", 3600.0)  # no probe yet
     storage = open_storage(Durability.SYNC)
     assert add(storage, 1, [0], [b"kept"]) is None
     db = gate(storage, held=True, fail_writes=[2])
@@ -480,17 +483,30 @@ def test_a_failed_write_fails_its_batch_and_every_later_change(open_storage: Ope
         assert isinstance(done.wait(), StorageError)
         assert done.calls == 1
     assert len(db.batch_lengths) == 2  # nothing is written after the failure
+    assert storage.failure is not None
+    assert "injected I/O error" in str(storage.failure)
+    # The in-memory states were read back from disk: the failed batch left no trace.
+    assert storage.ledger_ids() == [1]
+    assert storage.tail(1) == LedgerTail(0, 1, False)
+
+    # The disk takes writes again: the next change probes first, then goes through.
+    monkeypatch.setattr(storage_module, "PROBE_INTERVAL_S", 0.0)
+    assert add(storage, 1, [2], [b"after"], 1) is None
+    assert storage.failure is None
+    assert read_all(storage, 1) == ([0, 1, 2], [b"kept", b"kept too", b"after"])
 
     # A restart recovers from what is on disk.
     storage.close()
     reopened = open_storage(Durability.SYNC)
     assert reopened.ledger_ids() == [1]
-    assert reopened.tail(1) == LedgerTail(0, 1, False)
-    assert read_all(reopened, 1) == ([0, 1], [b"kept", b"kept too"])
-    assert add(reopened, 1, [2], [b"again"], 1) is None
+    assert reopened.tail(1) == LedgerTail(1, 2, False)
+    assert read_all(reopened, 1) == ([0, 1, 2], [b"kept", b"kept too", b"after"])
+    assert add(reopened, 1, [3], [b"again"], 2) is None
 
 
-def test_a_failed_first_write_fails_everything_after_it(open_storage: OpenStorage) -> None:
+def test_a_failed_first_write_fails_everything_after_it(
+        open_storage: OpenStorage, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(storage_module, "PROBE_INTERVAL_S", 3600.0)  # no probe
     storage = open_storage()
     db = gate(storage, fail_writes=[1])
 
