@@ -20,7 +20,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ledger.bookie_main import run_bookie
+from ledger.bookie.main import run_bookie
 from ledger.config import BookieConfig, Durability
 
 __all__ = ["bookie_command", "resolve_bookie_settings", "setup_logging"]

@@ -22,10 +22,10 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from folio.api.ledger.v1 import bookie_pb2, bookie_pb2_grpc
+from ledger._proto.v1 import bookie_pb2, bookie_pb2_grpc
 from ledger.api import NO_ENTRY, AddRequest, LedgerTail
-from ledger.bookie import Bookie
-from ledger.bookie_grpc import SERVICE_NAME, GrpcBookieClient, start_bookie_server
+from ledger.bookie.bookie import Bookie
+from ledger.bookie.service import SERVICE_NAME, GrpcBookieClient, start_bookie_server
 from ledger.config import BookieConfig
 from ledger.errors import (
     BookieUnavailableError,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ledger.api import NO_ENTRY, AddRequest, LedgerTail, ReadResult
-from ledger.bookie import Bookie
+from ledger.bookie.bookie import Bookie
 from ledger.config import BookieConfig, Durability
 from ledger.errors import (
     EntryTooLargeError,

@@ -20,7 +20,7 @@ from types import MappingProxyType
 
 from google.protobuf.message import DecodeError
 
-from folio.api.ledger.v1 import metadata_pb2
+from ledger._proto.v1 import metadata_pb2
 from ledger.api import LEDGER_TRANSITIONS, NO_ENTRY, LedgerState
 from ledger.errors import InvalidArgumentError
 

@@ -19,7 +19,7 @@ Errors are gRPC statuses:
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from folio.api.ledger.v1 import bookie_pb2 as _bookie_pb2
+from ledger._proto.v1 import bookie_pb2 as _bookie_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger import metrics
 from ledger.api import NO_ENTRY, AddRequest, BookieClient, LedgerState
+from ledger.client.write_sets import ensemble_span, entries_for_position, is_quorum_acked, write_set
 from ledger.errors import (
     BadVersionError,
     BookieUnavailableError,
@@ -43,11 +44,10 @@ from ledger.errors import (
     NoSuchLedgerError,
     NotEnoughBookiesError,
 )
-from ledger.ledger_metadata import LedgerMetadata
-from ledger.write_sets import ensemble_span, entries_for_position, is_quorum_acked, write_set
+from ledger.metadata.ledger_metadata import LedgerMetadata
 
 if TYPE_CHECKING:
-    from ledger.client import LedgerClient
+    from ledger.client.ledger_client import LedgerClient
 
 __all__ = ["LedgerHandle"]
 

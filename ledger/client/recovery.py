@@ -29,12 +29,12 @@ import logging
 from typing import TYPE_CHECKING
 
 from ledger.api import AddRequest, LedgerState, LedgerTail, ReadResult
+from ledger.client.write_sets import ensemble_span, write_set
 from ledger.errors import BadVersionError, LedgerError, LedgerRecoveryError
-from ledger.ledger_metadata import LedgerMetadata
-from ledger.write_sets import ensemble_span, write_set
+from ledger.metadata.ledger_metadata import LedgerMetadata
 
 if TYPE_CHECKING:
-    from ledger.client import LedgerClient
+    from ledger.client.ledger_client import LedgerClient
 
 __all__ = ["recover"]
 

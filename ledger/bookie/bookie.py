@@ -13,9 +13,9 @@ from typing import Any
 
 from ledger import metrics
 from ledger.api import AddRequest, LedgerTail, ReadResult
+from ledger.bookie.storage import AddOp, DeleteOp, FenceOp, RocksDBLedgerStorage
 from ledger.config import BookieConfig
 from ledger.errors import EntryTooLargeError, InvalidArgumentError, LedgerError
-from ledger.storage import AddOp, DeleteOp, FenceOp, RocksDBLedgerStorage
 
 __all__ = ["Bookie"]
 

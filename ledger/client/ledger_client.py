@@ -15,8 +15,11 @@ from collections.abc import Mapping
 
 from ledger import metrics
 from ledger.api import BookieClient, LedgerState, MetadataStore
+from ledger.client.directory import BookieDirectory
+from ledger.client.handle import LedgerHandle
+from ledger.client.ledger_ids import allocate_ledger_id
+from ledger.client.recovery import recover
 from ledger.config import LedgerConfig, check_quorums
-from ledger.directory import BookieDirectory
 from ledger.errors import (
     InvalidArgumentError,
     LedgerError,
@@ -24,10 +27,7 @@ from ledger.errors import (
     NoSuchLedgerError,
     NotEnoughBookiesError,
 )
-from ledger.handle import LedgerHandle
-from ledger.ledger_ids import allocate_ledger_id
-from ledger.ledger_metadata import LedgerMetadata, ledger_path
-from ledger.recovery import recover
+from ledger.metadata.ledger_metadata import LedgerMetadata, ledger_path
 
 __all__ = ["LedgerClient"]
 

@@ -26,7 +26,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from folio.api.ledger.v1 import bookie_pb2, bookie_pb2_grpc
+from ledger._proto.v1 import bookie_pb2, bookie_pb2_grpc
 from ledger.api import AddRequest, BookieClient, LedgerTail, ReadResult
 from ledger.errors import BookieUnavailableError, InvalidArgumentError, LedgerError
 from ledger.status import error_from_status, has_error_metadata, status_for, trailing_metadata_for

@@ -1,0 +1,3 @@
+"""Metadata: the embedded MetadataStore and the persisted ledger metadata record."""
+
+__all__: list[str] = []
