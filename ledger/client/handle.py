@@ -26,10 +26,11 @@ import time
 from collections import deque
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ledger import metrics
 from ledger.api import NO_ENTRY, AddRequest, BookieClient, LedgerState
+from ledger.client.session import LedgerSession
 from ledger.client.write_sets import ensemble_span, entries_for_position, is_quorum_acked, write_set
 from ledger.errors import (
     BadVersionError,
@@ -45,9 +46,6 @@ from ledger.errors import (
     NotEnoughBookiesError,
 )
 from ledger.metadata.ledger_metadata import LedgerMetadata
-
-if TYPE_CHECKING:
-    from ledger.client.ledger_client import LedgerClient
 
 __all__ = ["LedgerHandle"]
 
@@ -74,7 +72,7 @@ class LedgerHandle:
     """
 
     def __init__(
-        self, client: LedgerClient, metadata: LedgerMetadata, version: int, *, writable: bool,
+        self, client: LedgerSession, metadata: LedgerMetadata, version: int, *, writable: bool,
         last_add_confirmed: int = NO_ENTRY,
     ) -> None:
         self._client = client
