@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ledger import metrics
 from ledger.api import BookieClient, LedgerState, MetadataStore
@@ -30,6 +31,13 @@ from ledger.errors import (
 from ledger.metadata.ledger_metadata import LedgerMetadata, ledger_path
 
 __all__ = ["LedgerClient"]
+
+if TYPE_CHECKING:
+    from ledger.api import ReadHandle, WriteHandle
+
+    # mypy checks here that LedgerHandle keeps the contracts of ledger.api.
+    _WRITE_HANDLE: type[WriteHandle] = LedgerHandle
+    _READ_HANDLE: type[ReadHandle] = LedgerHandle
 
 log = logging.getLogger(__name__)
 
