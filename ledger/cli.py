@@ -5,7 +5,7 @@
 environment (``FOLIO_BOOKIE_DATA_DIR``, ``FOLIO_BOOKIE_PORT``, ... one
 ``FOLIO_BOOKIE_<FIELD>`` per ``BookieConfig`` field, plus ``HOST``,
 ``PORT`` and ``METRICS_PORT``) < flags; ``--print-config`` shows the result. The run loop is in
-``ledger.bookie_main``.
+``ledger.bookie.main``.
 """
 
 from __future__ import annotations

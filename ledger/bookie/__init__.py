@@ -1,3 +1,10 @@
-"""One bookie: its RocksDB storage, the in-process Bookie, its gRPC service and main."""
+"""One bookie: stores ledger entries durably and serves them.
+
+``storage.RocksDBLedgerStorage`` is the seam to the key-value store (one
+RocksDB, one group-commit writer thread); ``bookie.Bookie`` validates and
+exposes it as a ``ledger.api.BookieClient`` in this process; ``service``
+serves it over gRPC (and holds ``GrpcBookieClient``, the remote end);
+``main`` runs the ``folio bookie`` process.
+"""
 
 __all__: list[str] = []

@@ -2,7 +2,7 @@
 
 ``Bookie`` satisfies ``ledger.api.BookieClient`` directly, so a standalone
 broker's ledger handles use it with no gRPC hop, and the gRPC servicer
-(``ledger.bookie_grpc``) is a thin translation onto the same object.
+(``ledger.bookie.service``) is a thin translation onto the same object.
 """
 
 from __future__ import annotations

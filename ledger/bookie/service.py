@@ -1,7 +1,7 @@
 """The bookie over gRPC: a thin servicer, its client, and a server starter.
 
 ``BookieServicer`` decodes a request, calls a ``BookieClient`` (the in-process
-``ledger.bookie.Bookie``) and encodes the answer; a domain error becomes a
+``ledger.bookie.bookie.Bookie``) and encodes the answer; a domain error becomes a
 status through ``ledger.status`` (code, message, and trailing metadata that
 names the exact error class). ``GrpcBookieClient`` is the other end: it
 satisfies ``BookieClient`` over a ``grpc.aio`` channel and raises the same
@@ -94,7 +94,7 @@ class BookieServicer(bookie_pb2_grpc.BookieServicer):
     Holds no logic: every check and every ordering promise is the bookie's.
 
     Args:
-        bookie: the bookie requests are applied to (normally ``ledger.bookie.Bookie``).
+        bookie: the bookie requests are applied to (normally ``ledger.bookie.bookie.Bookie``).
     """
 
     def __init__(self, bookie: BookieClient) -> None:
@@ -346,7 +346,7 @@ async def start_bookie_server(
     then shuts the bookie down, in that order, so in-flight adds complete.
 
     Args:
-        bookie: the bookie to serve (normally ``ledger.bookie.Bookie``).
+        bookie: the bookie to serve (normally ``ledger.bookie.bookie.Bookie``).
         host: the address to listen on.
         port: the port; 0 picks a free one.
 
