@@ -34,7 +34,7 @@ from ledger.errors import (
     LedgerFencedError,
     NoSuchLedgerError,
 )
-from ledger.status import ERROR_KEY
+from ledger.status import ERROR_CODE_KEY, ERROR_KEY
 
 MAX_ENTRY_BYTES = 64 * 1024
 Code = grpc.StatusCode
@@ -389,6 +389,9 @@ async def test_add_to_fenced_ledger_is_failed_precondition(served: Served) -> No
 
     assert refused.value.code() is Code.FAILED_PRECONDITION
     assert _error_name(refused.value) == "LedgerFencedError"
+    # The stable number of the bookie protocol's LedgerErrorCode travels too.
+    trailing: Any = refused.value.trailing_metadata() or ()
+    assert dict(trailing)[ERROR_CODE_KEY] == str(bookie_pb2.LEDGER_ERROR_CODE_LEDGER_FENCED)
     tail = await stub.ReadLastAddConfirmed(bookie_pb2.ReadLastAddConfirmedRequest(ledger_id=28))
     assert (tail.last_add_confirmed, tail.last_entry_id, tail.fenced) == (0, 1, True)
     await assert_serves(served)
