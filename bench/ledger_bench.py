@@ -34,7 +34,7 @@ from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from ledger.api import BookieClient
 from ledger.bookie.bookie import Bookie
-from ledger.bookie.service import GrpcBookieClient
+from ledger.bookie.remote import GrpcBookieClient
 from ledger.client.directory import BookieDirectory
 from ledger.client.handle import LedgerHandle
 from ledger.client.ledger_client import LedgerClient

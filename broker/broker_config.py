@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger.bookie.service import GrpcBookieClient
+from ledger.bookie.remote import GrpcBookieClient
 from ledger.client.directory import BookieDirectory
 from ledger.config import check_quorums
 

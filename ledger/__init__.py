@@ -24,8 +24,9 @@ Layout (the import-linter contracts in ``pyproject.toml`` keep it):
   reaching bookies by id), ``ledger_ids``, ``write_sets``; ``session`` is the
   Protocol handles and recovery call back through, so nothing imports in a circle.
 - ``bookie/``: one bookie: ``storage`` (RocksDB, group commit: the KV seam),
-  ``bookie`` (in process), ``service`` (its gRPC servicer, ``GrpcBookieClient``
-  and the server starter), ``main`` (the ``folio bookie`` process).
+  ``bookie`` (in process), ``service`` (its gRPC servicer and the server
+  starter), ``remote`` (``GrpcBookieClient``, the protocol's client end),
+  ``main`` (the ``folio bookie`` process).
 - ``metadata/``: ``rocksdb_store`` (the embedded ``MetadataStore``) with its
   ``_layout`` and ``paths``; ``ledger_metadata`` (the persisted ledger record).
 - ``_proto/v1/``: the generated bookie and metadata stubs (internal: the SDK
@@ -39,10 +40,10 @@ Where this differs from the layout first sketched, and why:
   registrations in the store yet), and id allocation is a step of
   ``LedgerClient.create``. When bookies register in ZooKeeper, the
   registration records belong in ``metadata/``.
-- ``GrpcBookieClient`` stays in ``bookie/service`` beside the servicer: both
-  ends of the bookie protocol change together, and ``client/`` reaches any
-  bookie only through ``api.BookieClient`` (``bookie`` and ``client`` never
-  import each other; whoever wires them, the broker or a test, picks one).
+- ``GrpcBookieClient`` is in ``bookie/remote``, not ``client/``: both ends
+  of the bookie protocol change together, and ``client/`` reaches any bookie
+  only through ``api.BookieClient`` (``bookie`` and ``client`` never import
+  each other; whoever wires them, the broker or a test, picks one).
 - ``status``, ``metrics`` and ``config`` stay at the top: both a bookie and
   the client use them.
 """

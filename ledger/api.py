@@ -5,7 +5,7 @@
 ``ledger.client.handle.LedgerHandle``). ``BookieClient`` is the seam between a
 ledger handle and one bookie, whether the bookie runs in this process
 (``ledger.bookie.bookie.Bookie``) or behind gRPC
-(``ledger.bookie.service.GrpcBookieClient``). ``MetadataStore`` is the
+(``ledger.bookie.remote.GrpcBookieClient``). ``MetadataStore`` is the
 ZooKeeper-shaped store of ledger metadata and bookie registrations: embedded
 on RocksDB for standalone (``ledger.metadata.rocksdb_store``), ZooKeeper for
 clusters.

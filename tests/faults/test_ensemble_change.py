@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ledger.api import LedgerState
-from ledger.bookie.service import GrpcBookieClient
+from ledger.bookie.remote import GrpcBookieClient
 from ledger.client.directory import BookieDirectory
 from ledger.client.ledger_client import LedgerClient
 from ledger.errors import LedgerFencedError

@@ -25,7 +25,8 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from ledger._proto.v1 import bookie_pb2, bookie_pb2_grpc
 from ledger.api import NO_ENTRY, AddRequest, LedgerTail
 from ledger.bookie.bookie import Bookie
-from ledger.bookie.service import SERVICE_NAME, GrpcBookieClient, start_bookie_server
+from ledger.bookie.remote import GrpcBookieClient
+from ledger.bookie.service import SERVICE_NAME, start_bookie_server
 from ledger.config import BookieConfig
 from ledger.errors import (
     BookieUnavailableError,
