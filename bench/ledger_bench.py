@@ -33,13 +33,13 @@ from typing import Any
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from ledger.api import BookieClient
-from ledger.bookie import Bookie
-from ledger.bookie_grpc import GrpcBookieClient
-from ledger.client import LedgerClient
+from ledger.bookie.bookie import Bookie
+from ledger.bookie.remote import GrpcBookieClient
+from ledger.client.directory import BookieDirectory
+from ledger.client.handle import LedgerHandle
+from ledger.client.ledger_client import LedgerClient
 from ledger.config import BookieConfig, LedgerConfig
-from ledger.directory import BookieDirectory
-from ledger.handle import LedgerHandle
-from ledger.metadata_store import RocksDBMetadataStore
+from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 
 
 def bench_raw(directory: Path, entries: int, entry_bytes: int, batch: int = 100) -> float:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger.bookie_grpc import GrpcBookieClient
+from ledger.bookie.remote import GrpcBookieClient
+from ledger.client.directory import BookieDirectory
 from ledger.config import check_quorums
-from ledger.directory import BookieDirectory
 
 __all__ = ["RemoteBookies"]
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from broker.segment_records import LedgerRef
 
 if TYPE_CHECKING:
-    from ledger.handle import LedgerHandle
+    from ledger.client.handle import LedgerHandle
 
 __all__ = ["LedgerSpan", "ReadHints"]
 

@@ -82,7 +82,8 @@ from broker.segment_recovery import recover_chain
 from broker.segment_txn import LedgerSegmentLog, TxnOffsets, check_txn_id
 from broker.writers import DEFAULT_WRITER_EXPIRY_MS, WriterTable
 from ledger.api import MetadataStore
-from ledger.client import LedgerClient
+from ledger.client.handle import LedgerHandle
+from ledger.client.ledger_client import LedgerClient
 from ledger.errors import (
     BadVersionError,
     LedgerError,
@@ -91,7 +92,6 @@ from ledger.errors import (
     NoSuchEntryError,
     NoSuchLedgerError,
 )
-from ledger.handle import LedgerHandle
 from txnbuffer.api import EntryKind as TxnKind
 from txnbuffer.api import LoggedEntry, Position, SnapshotPolicy, SnapshotStore, TxnId
 from txnbuffer.buffer import TransactionBuffer

@@ -24,8 +24,8 @@ from txnbuffer.api import Position, TxnId
 from txnbuffer.buffer import TransactionBuffer
 
 if TYPE_CHECKING:
-    from ledger.client import LedgerClient
-    from ledger.handle import LedgerHandle
+    from ledger.client.handle import LedgerHandle
+    from ledger.client.ledger_client import LedgerClient
 
 __all__ = ["LedgerScan", "find_entry", "peek_end_offset", "read_blocks", "scan_ledger",
            "txn_id_of"]

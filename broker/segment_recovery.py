@@ -28,7 +28,7 @@ from broker.offset_index import LedgerSpan
 from broker.segment_reads import scan_ledger
 from broker.segment_records import SegmentRecord, WriterState
 from ledger.api import MetadataStore
-from ledger.client import LedgerClient
+from ledger.client.ledger_client import LedgerClient
 from ledger.errors import NoNodeError
 
 __all__ = ["RecoveredChain", "recover_chain"]

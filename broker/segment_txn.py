@@ -17,7 +17,7 @@ from broker.entry import NO_TXN, EntryKind, decode_entry_header
 from broker.errors import InvalidArgumentError
 from broker.offset_index import LedgerSpan
 from broker.segment_reads import txn_id_of
-from ledger.handle import LedgerHandle
+from ledger.client.handle import LedgerHandle
 from txnbuffer.api import EntryKind as LoggedKind
 from txnbuffer.api import LoggedEntry, Position, TxnId
 

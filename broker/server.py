@@ -34,7 +34,7 @@ from broker.read_service import ReadServicer
 from broker.transactions_service import TransactionsServicer
 from broker.txn_coordinator import TxnCoordinator
 from folio.api.v1 import admin_pb2, append_pb2, groups_pb2, read_pb2, transactions_pb2
-from ledger.bookie_grpc import host_port, listen_insecure
+from ledger.bookie.service import host_port, listen_insecure
 
 __all__ = ["SERVICE_NAMES", "BrokerServer", "start_broker_server"]
 

@@ -50,12 +50,12 @@ from broker.standalone_config import StandaloneConfig
 from broker.storage_watch import StorageWatch
 from broker.topics import TopicManager
 from broker.txn_coordinator import TxnCoordinator
-from ledger.bookie import Bookie
-from ledger.client import LedgerClient
+from ledger.bookie.bookie import Bookie
+from ledger.client.directory import BookieDirectory
+from ledger.client.ledger_client import LedgerClient
 from ledger.config import BookieConfig, LedgerConfig
-from ledger.directory import BookieDirectory
 from ledger.errors import LedgerError, StorageError
-from ledger.metadata_store import RocksDBMetadataStore
+from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 
 __all__ = ["MAX_ENTRY_BYTES", "run_standalone"]
 

@@ -1,7 +1,7 @@
 """Health follows the in-process bookie's storage: NOT_SERVING while it refuses writes.
 
 A full disk or a data dir made read-only fails the bookie's writes
-(``ledger.storage``): every append then fails with the storage's error
+(``ledger.bookie.storage``): every append then fails with the storage's error
 (UNAVAILABLE, ``StorageError``, the OS/RocksDB text). This watch turns the
 broker's health NOT_SERVING meanwhile, so load balancers and orchestrators
 see it, and keeps asking the storage to probe (a tiny synced write) so that
@@ -23,8 +23,8 @@ from grpc_health.v1 import health_pb2
 # The asyncio health servicer (grpc_health exposes it as ``health.aio``).
 from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 
-from ledger.bookie import Bookie
-from ledger.directory import BookieDirectory
+from ledger.bookie.bookie import Bookie
+from ledger.client.directory import BookieDirectory
 from ledger.errors import StorageError
 
 __all__ = ["StorageWatch"]

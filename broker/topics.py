@@ -54,7 +54,7 @@ from broker.segment_reads import peek_end_offset
 from broker.segment_records import SegmentRecord, TopicRecord, TopicSegment
 from broker.writers import DEFAULT_WRITER_EXPIRY_MS
 from ledger.api import MetadataStore
-from ledger.client import LedgerClient
+from ledger.client.ledger_client import LedgerClient
 from ledger.errors import (
     BadVersionError,
     LedgerError,

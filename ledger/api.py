@@ -1,14 +1,22 @@
 """Contracts of the ledger service: what each piece promises, apart from how it is built.
 
-``BookieClient`` is the seam between a ledger handle and one bookie, whether
-the bookie runs in this process (``ledger.bookie.Bookie``) or behind gRPC
-(``ledger.bookie_grpc.GrpcBookieClient``). ``MetadataStore`` is the
+``WriteHandle`` and ``ReadHandle`` are what the layers above get from
+``LedgerClient.create`` and ``LedgerClient.open`` (both implemented by
+``ledger.client.handle.LedgerHandle``). ``BookieClient`` is the seam between a
+ledger handle and one bookie, whether the bookie runs in this process
+(``ledger.bookie.bookie.Bookie``) or behind gRPC
+(``ledger.bookie.remote.GrpcBookieClient``). ``MetadataStore`` is the
 ZooKeeper-shaped store of ledger metadata and bookie registrations: embedded
-on RocksDB for standalone, ZooKeeper for clusters.
+on RocksDB for standalone (``ledger.metadata.rocksdb_store``), ZooKeeper for
+clusters.
+
+This module imports nothing else of ``ledger`` except ``ledger.errors`` (in
+docstrings only): every other part of the package may depend on it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -109,6 +117,90 @@ class BookieClient(Protocol):
 
     async def close(self) -> None:
         """Release connections; the bookie itself keeps running."""
+        ...
+
+
+class ReadHandle(Protocol):
+    """A ledger open for reading: entries by id, never past what is confirmed.
+
+    Every method raises ``ledger.errors`` types. Reads are idempotent and may
+    be retried; a reader never changes the ledger.
+    """
+
+    @property
+    def ledger_id(self) -> int:
+        """The ledger's id."""
+        ...
+
+    @property
+    def last_add_confirmed(self) -> int:
+        """The greatest entry id known to be confirmed, ``NO_ENTRY`` (-1) if none.
+
+        On a writer it is the writer's own LAC; on a reader of an open ledger
+        it only moves when ``read_last_add_confirmed`` is called.
+        """
+        ...
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether the ledger is closed in the metadata this handle holds (its end is final)."""
+        ...
+
+    @property
+    def length(self) -> int:
+        """Bytes of the entries up to ``last_add_confirmed`` (the closed length once closed)."""
+        ...
+
+    async def read_last_add_confirmed(self) -> int:
+        """Ask the bookies for the LAC of an open ledger; returns and keeps it.
+
+        Only moves forward. A bookie that cannot be reached is skipped (the
+        answer may then lag, never lead, the writer's LAC).
+        """
+        ...
+
+    async def read(self, first_entry_id: int, last_entry_id: int) -> list[bytes]:
+        """Entries ``first_entry_id .. last_entry_id`` inclusive, in entry order.
+
+        Raises ``InvalidArgumentError`` for a bad range, ``NoSuchEntryError``
+        past ``last_add_confirmed``, ``DataLossError`` when no bookie of an
+        entry's write set holds it, ``BookieUnavailableError`` when none answer.
+        """
+        ...
+
+
+class WriteHandle(ReadHandle, Protocol):
+    """The one writer of a ledger.
+
+    Ordering: entries get ids 0, 1, 2, ... in the order ``add_async`` is called,
+    and their futures resolve in that order. Durability: an entry is
+    confirmed once Qa bookies of its write set hold it durably (per the
+    bookies' durability setting). Failure: if an add fails for good, it and
+    every later add fail with the same error (a ledger has no holes); after
+    another client recovered the ledger, adds and ``close`` raise
+    ``LedgerFencedError``.
+    """
+
+    def add_async(self, data: bytes) -> asyncio.Future[int]:
+        """Queue an entry; the future resolves with its entry id once it is confirmed.
+
+        Raises at once ``EntryTooLargeError`` above the entry size limit,
+        ``LedgerClosedError`` after ``close``, ``InvalidArgumentError`` on a
+        read-only handle, or the handle's failure once an add has failed.
+        """
+        ...
+
+    async def add(self, data: bytes) -> int:
+        """``add_async`` and wait: the entry's id once it is confirmed."""
+        ...
+
+    async def close(self) -> None:
+        """Wait for every queued add, then close the ledger at its LAC. Idempotent.
+
+        Afterwards ``is_closed`` is true and the length and last entry id are
+        final in the metadata store. Raises ``LedgerFencedError`` if the ledger
+        was recovered by someone else, or the failure that stopped the writer.
+        """
         ...
 
 

@@ -5,7 +5,7 @@
 environment (``FOLIO_BOOKIE_DATA_DIR``, ``FOLIO_BOOKIE_PORT``, ... one
 ``FOLIO_BOOKIE_<FIELD>`` per ``BookieConfig`` field, plus ``HOST``,
 ``PORT`` and ``METRICS_PORT``) < flags; ``--print-config`` shows the result. The run loop is in
-``ledger.bookie_main``.
+``ledger.bookie.main``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ledger.bookie_main import run_bookie
+from ledger.bookie.main import run_bookie
 from ledger.config import BookieConfig, Durability
 
 __all__ = ["bookie_command", "resolve_bookie_settings", "setup_logging"]

@@ -3,11 +3,14 @@
 The server side turns a raised ``LedgerError`` into a status code, a message
 and trailing metadata (``status_for``, ``trailing_metadata_for``); the client
 side turns a status back into the same typed error (``error_from_status``,
-``error_from_rpc_error``). The exact class travels in the trailing metadata
-key ``folio-error`` and its typed context (``ledger_id``, ``size``/``limit``,
-``path``/``expected``/``actual``) as JSON under ``folio-error-context``; a
-status without them (from a proxy, or gRPC itself) is mapped by its code
-alone, to the first class of the table with that code.
+``error_from_rpc_error``). The exact error travels in the trailing metadata as
+a stable number (``folio-error-code``, a ``LedgerErrorCode`` of the bookie
+protocol, so renaming a class breaks no peer), beside its class name
+(``folio-error``, which older peers send and read) and its typed context
+(``ledger_id``, ``size``/``limit``, ``path``/``expected``/``actual``) as JSON
+under ``folio-error-context``. A reader takes the number if it knows it, else
+the name, else the status code alone (a status from a proxy, or gRPC itself),
+which maps to the first class of the table with that code.
 
 Anything the table does not know (a bug) becomes INTERNAL, and its traceback
 is logged at ERROR here, since it is the last place that still has it.
@@ -23,6 +26,7 @@ from typing import Final, TypeVar
 
 import grpc
 
+from ledger._proto.v1 import bookie_pb2
 from ledger.errors import (
     BadVersionError,
     BookieUnavailableError,
@@ -43,8 +47,10 @@ from ledger.errors import (
 )
 
 __all__ = [
+    "ERROR_CODE_KEY",
     "ERROR_CONTEXT_KEY",
     "ERROR_KEY",
+    "ERROR_NUMBERS",
     "STATUS_TABLE",
     "StatusRow",
     "error_from_rpc_error",
@@ -59,7 +65,9 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
-#: Trailing metadata key holding the error's class name.
+#: Trailing metadata key holding the error's stable number (a ``LedgerErrorCode``).
+ERROR_CODE_KEY: Final = "folio-error-code"
+#: Trailing metadata key holding the error's class name (read when no known number came).
 ERROR_KEY: Final = "folio-error"
 #: Trailing metadata key holding the error's typed context as a JSON object.
 ERROR_CONTEXT_KEY: Final = "folio-error-context"
@@ -103,8 +111,34 @@ STATUS_TABLE: Final[tuple[StatusRow, ...]] = (
     StatusRow(DataLossError, _Code.DATA_LOSS),
 )
 
+_Number = bookie_pb2.LedgerErrorCode
+
+#: The wire number of each row's class (``LedgerErrorCode`` in proto/ledger/v1/bookie.proto).
+#: Kept apart from the rows so that a row added without a number still works
+#: by name; tests/unit/ledger/test_status.py fails until it gets one.
+ERROR_NUMBERS: Final[Mapping[type[LedgerError], int]] = {
+    InvalidArgumentError: _Number.LEDGER_ERROR_CODE_INVALID_ARGUMENT,
+    NoSuchLedgerError: _Number.LEDGER_ERROR_CODE_NO_SUCH_LEDGER,
+    NoSuchEntryError: _Number.LEDGER_ERROR_CODE_NO_SUCH_ENTRY,
+    NoNodeError: _Number.LEDGER_ERROR_CODE_NO_NODE,
+    NodeExistsError: _Number.LEDGER_ERROR_CODE_NODE_EXISTS,
+    LedgerFencedError: _Number.LEDGER_ERROR_CODE_LEDGER_FENCED,
+    LedgerClosedError: _Number.LEDGER_ERROR_CODE_LEDGER_CLOSED,
+    NotEmptyError: _Number.LEDGER_ERROR_CODE_NOT_EMPTY,
+    BadVersionError: _Number.LEDGER_ERROR_CODE_BAD_VERSION,
+    EntryTooLargeError: _Number.LEDGER_ERROR_CODE_ENTRY_TOO_LARGE,
+    BookieUnavailableError: _Number.LEDGER_ERROR_CODE_BOOKIE_UNAVAILABLE,
+    NotEnoughBookiesError: _Number.LEDGER_ERROR_CODE_NOT_ENOUGH_BOOKIES,
+    StorageError: _Number.LEDGER_ERROR_CODE_STORAGE,
+    LedgerRecoveryError: _Number.LEDGER_ERROR_CODE_LEDGER_RECOVERY,
+    DataLossError: _Number.LEDGER_ERROR_CODE_DATA_LOSS,
+}
+
 _BY_CLASS: Final = {row.error: row for row in STATUS_TABLE}
 _BY_NAME: Final = {row.error.__name__: row for row in STATUS_TABLE}
+_BY_NUMBER: Final = {
+    number: _BY_CLASS[error] for error, number in ERROR_NUMBERS.items() if error in _BY_CLASS
+}
 _BY_CODE: Final[dict[grpc.StatusCode, StatusRow]] = {}
 for _row in STATUS_TABLE:
     _BY_CODE.setdefault(_row.code, _row)
@@ -158,7 +192,10 @@ def trailing_metadata_for(error: BaseException) -> tuple[tuple[str, str], ...]:
     context: dict[str, object] = {"ledger_id": getattr(error, "ledger_id", None)}
     for name in row.context:
         context[name] = getattr(error, name, None)
+    number = ERROR_NUMBERS.get(row.error)
+    numbered = () if number is None else ((ERROR_CODE_KEY, str(number)),)
     return (
+        *numbered,
         (ERROR_KEY, row.error.__name__),
         (ERROR_CONTEXT_KEY, json.dumps(context, separators=(",", ":"))),
     )
@@ -198,9 +235,10 @@ def error_from_status(
         details: the call's status message; becomes the error's message.
         ledger_id: the ledger the call was about, if the status does not say.
         metadata: the call's trailing metadata, ``(key, value)`` pairs; with
-            ``folio-error`` the exact
-            class (and its typed context) is rebuilt, else the class follows
-            ``code`` (unknown codes give a plain ``LedgerError``).
+            a known ``folio-error-code`` number, or else a known ``folio-error``
+            class name, the exact class (and its typed context) is rebuilt,
+            else the class follows ``code`` (unknown codes give a plain
+            ``LedgerError``).
 
     Returns:
         The error, not raised. Typed context attributes missing from the
@@ -208,8 +246,11 @@ def error_from_status(
     """
     metadata = tuple(metadata)
     row: StatusRow | None = None
+    number = _metadata_value(metadata, ERROR_CODE_KEY)
+    if number is not None and number.isdigit():
+        row = _BY_NUMBER.get(int(number))
     name = _metadata_value(metadata, ERROR_KEY)
-    if name is not None:
+    if row is None and name is not None:
         row = _BY_NAME.get(name)
     if row is None:
         row = _BY_CODE.get(code)
@@ -231,7 +272,11 @@ def error_from_status(
 
 def has_error_metadata(metadata: Iterable[object]) -> bool:
     """Whether trailing metadata names a ledger error (the peer answered itself)."""
-    return _metadata_value(metadata, ERROR_KEY) is not None
+    metadata = tuple(metadata)
+    return (
+        _metadata_value(metadata, ERROR_CODE_KEY) is not None
+        or _metadata_value(metadata, ERROR_KEY) is not None
+    )
 
 
 def error_from_rpc_error(error: grpc.RpcError, ledger_id: int | None = None) -> LedgerError:

@@ -1,8 +1,9 @@
-"""Generate the Python stubs (with .pyi) from proto/ into folio/api/.
+"""Generate the Python stubs (with .pyi) from proto/ beside the package that owns them.
 
-``proto/folio/v1/x.proto`` becomes ``folio/api/v1/x_pb2.py`` and
-``proto/ledger/v1/x.proto`` becomes ``folio/api/ledger/v1/x_pb2.py``: the stubs
-live in the project-named package, never in a top-level ``proto`` or
+``proto/folio/v1/x.proto`` becomes ``folio/api/v1/x_pb2.py`` (the public API the
+SDK ships) and ``proto/ledger/v1/x.proto`` becomes ``ledger/_proto/v1/x_pb2.py``
+(the internal bookie and metadata protocol, which only the server packages use):
+the stubs live in a project package, never in a top-level ``proto`` or
 ``ledger.v1`` package, so protoc's imports are rewritten to match.
 
 Usage: ``python scripts/gen_protos.py`` writes the stubs;
@@ -22,10 +23,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO = ROOT / "proto"
-OUT = ROOT / "folio" / "api"
 
 # proto path prefix -> python package, most specific first.
-PACKAGES = [("folio/v1", "folio.api.v1"), ("ledger/v1", "folio.api.ledger.v1")]
+PACKAGES = [("folio/v1", "folio.api.v1"), ("ledger/v1", "ledger._proto.v1")]
+# The directories that hold generated stubs; __init__.py files are made up to each.
+OUTS = [ROOT / "folio" / "api", ROOT / "ledger" / "_proto"]
 
 
 def _target(relative: Path) -> Path:
@@ -33,7 +35,7 @@ def _target(relative: Path) -> Path:
     for prefix, package in PACKAGES:
         if text.startswith(prefix + "/"):
             rest = text[len(prefix) + 1 :]
-            return OUT.parent.parent / package.replace(".", "/") / rest
+            return ROOT / package.replace(".", "/") / rest
     raise SystemExit(f"gen_protos: no package for {relative}")
 
 
@@ -77,9 +79,10 @@ def generate(into: Path) -> list[Path]:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(_rewrite(produced.read_text()))
             written.append(target)
+        tops = {into / out.relative_to(ROOT) for out in OUTS}
         for package_dir in {p.parent for p in written}:
             walk = package_dir
-            while walk != into / "folio" / "api":
+            while walk not in tops:
                 init = walk / "__init__.py"
                 if not init.exists():
                     init.write_text('"""Generated protocol stubs (scripts/gen_protos.py)."""\n')
@@ -94,10 +97,12 @@ def main() -> int:
     args = parser.parse_args()
     if not args.check:
         generated_root = ROOT
-        for old in OUT.rglob("*_pb2*.py*"):
-            old.unlink()
+        for out in OUTS:
+            for old in out.rglob("*_pb2*.py*"):
+                old.unlink()
         generate(generated_root)
-        print(f"gen_protos: stubs written under {OUT.relative_to(ROOT)}")
+        where = ", ".join(str(out.relative_to(ROOT)) for out in OUTS)
+        print(f"gen_protos: stubs written under {where}")
         return 0
     with tempfile.TemporaryDirectory() as scratch:
         fresh = generate(Path(scratch))
@@ -107,7 +112,10 @@ def main() -> int:
             if not committed.exists() or not filecmp.cmp(path, committed, shallow=False):
                 stale.append(committed.relative_to(ROOT))
         expected = {ROOT / p.relative_to(scratch) for p in fresh}
-        extra = [p.relative_to(ROOT) for p in OUT.rglob("*_pb2*.py*") if p not in expected]
+        extra = [
+            p.relative_to(ROOT) for out in OUTS for p in out.rglob("*_pb2*.py*")
+            if p not in expected
+        ]
     if stale or extra:
         for path in stale:
             print(f"gen_protos: stale or missing: {path}", file=sys.stderr)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ledger.api import NO_ENTRY, AddRequest, LedgerTail
-from ledger.bookie_grpc import GrpcBookieClient
+from ledger.bookie.remote import GrpcBookieClient
 from ledger.config import DEFAULT_MAX_ENTRY_BYTES
 from ledger.errors import BookieUnavailableError, NoSuchLedgerError
 from tests.support.bookies import BookieProcesses, run_folio

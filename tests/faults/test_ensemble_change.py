@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from ledger.api import LedgerState
-from ledger.bookie_grpc import GrpcBookieClient
-from ledger.client import LedgerClient
-from ledger.directory import BookieDirectory
+from ledger.bookie.remote import GrpcBookieClient
+from ledger.client.directory import BookieDirectory
+from ledger.client.ledger_client import LedgerClient
 from ledger.errors import LedgerFencedError
-from ledger.metadata_store import RocksDBMetadataStore
+from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 from tests.support.bookies import BookieProcesses
 
 DEADLINE_S = 60

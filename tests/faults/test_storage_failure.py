@@ -33,11 +33,11 @@ from folio.api.v1 import (
     read_pb2_grpc,
 )
 from folio.block import decode_block
-from ledger.bookie import Bookie
-from ledger.client import LedgerClient
+from ledger.bookie.bookie import Bookie
+from ledger.client.ledger_client import LedgerClient
 from ledger.config import BookieConfig, Durability, LedgerConfig
-from ledger.directory import BookieDirectory
-from ledger.metadata_store import RocksDBMetadataStore
+from ledger.client.directory import BookieDirectory
+from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 from tests.support.faulty_kv import DISK_FULL, FaultyKV
 
 pytestmark = pytest.mark.faults

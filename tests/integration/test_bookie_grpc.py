@@ -22,10 +22,11 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from folio.api.ledger.v1 import bookie_pb2, bookie_pb2_grpc
+from ledger._proto.v1 import bookie_pb2, bookie_pb2_grpc
 from ledger.api import NO_ENTRY, AddRequest, LedgerTail
-from ledger.bookie import Bookie
-from ledger.bookie_grpc import SERVICE_NAME, GrpcBookieClient, start_bookie_server
+from ledger.bookie.bookie import Bookie
+from ledger.bookie.remote import GrpcBookieClient
+from ledger.bookie.service import SERVICE_NAME, start_bookie_server
 from ledger.config import BookieConfig
 from ledger.errors import (
     BookieUnavailableError,
@@ -34,7 +35,7 @@ from ledger.errors import (
     LedgerFencedError,
     NoSuchLedgerError,
 )
-from ledger.status import ERROR_KEY
+from ledger.status import ERROR_CODE_KEY, ERROR_KEY
 
 MAX_ENTRY_BYTES = 64 * 1024
 Code = grpc.StatusCode
@@ -389,6 +390,9 @@ async def test_add_to_fenced_ledger_is_failed_precondition(served: Served) -> No
 
     assert refused.value.code() is Code.FAILED_PRECONDITION
     assert _error_name(refused.value) == "LedgerFencedError"
+    # The stable number of the bookie protocol's LedgerErrorCode travels too.
+    trailing: Any = refused.value.trailing_metadata() or ()
+    assert dict(trailing)[ERROR_CODE_KEY] == str(bookie_pb2.LEDGER_ERROR_CODE_LEDGER_FENCED)
     tail = await stub.ReadLastAddConfirmed(bookie_pb2.ReadLastAddConfirmedRequest(ledger_id=28))
     assert (tail.last_add_confirmed, tail.last_entry_id, tail.fenced) == (0, 1, True)
     await assert_serves(served)

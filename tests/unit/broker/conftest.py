@@ -15,11 +15,11 @@ import pytest
 from broker.api import Block, ReadBlock, TopicConfig
 from broker.segment import LedgerSegment
 from broker.topics import TopicManager
-from ledger.bookie import Bookie
-from ledger.client import LedgerClient
+from ledger.bookie.bookie import Bookie
+from ledger.client.directory import BookieDirectory
+from ledger.client.ledger_client import LedgerClient
 from ledger.config import BookieConfig, Durability, LedgerConfig
-from ledger.directory import BookieDirectory
-from ledger.metadata_store import RocksDBMetadataStore
+from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 
 MAX_ENTRY_BYTES = 1024 * 1024
 

@@ -12,7 +12,7 @@ import pytest
 from broker.names import make_segment_name
 from broker.system_topics import CompactedTopic
 from broker.topics import TopicManager
-from ledger.client import LedgerClient
+from ledger.client.ledger_client import LedgerClient
 from tests.unit.broker.conftest import BrokerEnv
 
 NAME = "_kv"

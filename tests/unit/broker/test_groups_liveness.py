@@ -17,7 +17,7 @@ from broker.group_backlog import backlog_of
 from broker.groups_liveness import GroupLiveness, declare_offline
 from broker.groups_store import ReaderGroupStore, session_timeout_ms
 from folio.api.v1 import groups_pb2
-from ledger.metadata_store import RocksDBMetadataStore
+from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 
 
 class Clock:

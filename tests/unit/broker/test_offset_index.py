@@ -8,7 +8,7 @@ import pytest
 
 from broker.api import TopicConfig
 from broker.offset_index import LedgerSpan, ReadHints
-from ledger.handle import LedgerHandle
+from ledger.client.handle import LedgerHandle
 from tests.unit.broker.conftest import BrokerEnv, block
 
 

@@ -8,7 +8,7 @@ from broker.api import ReadBlock, TopicConfig
 from broker.errors import WrongHostError
 from broker.topics import TopicManager
 from ledger.api import LedgerState
-from ledger.handle import LedgerHandle
+from ledger.client.handle import LedgerHandle
 from tests.unit.broker.conftest import BrokerEnv, block, read_all
 
 ROLL = TopicConfig(ledger_rollover_bytes=1024)

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from ledger.api import AddRequest, LedgerTail, ReadResult
-from ledger.bookie import Bookie
-from ledger.client import LedgerClient
+from ledger.bookie.bookie import Bookie
+from ledger.client.directory import BookieDirectory
+from ledger.client.ledger_client import LedgerClient
 from ledger.config import BookieConfig, Durability, LedgerConfig
-from ledger.directory import BookieDirectory
 from ledger.errors import BookieUnavailableError
-from ledger.metadata_store import RocksDBMetadataStore
+from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 
 
 class FaultyBookie:

@@ -8,6 +8,7 @@ import grpc
 import pytest
 
 from ledger import errors
+from ledger._proto.v1 import bookie_pb2
 from ledger.errors import (
     BadVersionError,
     BookieUnavailableError,
@@ -27,8 +28,10 @@ from ledger.errors import (
     StorageError,
 )
 from ledger.status import (
+    ERROR_CODE_KEY,
     ERROR_CONTEXT_KEY,
     ERROR_KEY,
+    ERROR_NUMBERS,
     STATUS_TABLE,
     StatusRow,
     error_from_rpc_error,
@@ -141,6 +144,63 @@ def test_bare_status_falls_back_on_the_code(row: StatusRow) -> None:
     assert str(received) == "no metadata"
     assert received.ledger_id == 12
     assert status_for(received)[0] == row.code
+
+
+def test_every_row_has_its_own_wire_number_from_the_proto_enum() -> None:
+    numbers = [ERROR_NUMBERS.get(row.error) for row in STATUS_TABLE]
+
+    assert None not in numbers, "give the new error a LedgerErrorCode in bookie.proto"
+    assert len(set(numbers)) == len(numbers)
+    # Every number the proto defines (but UNSPECIFIED) names exactly one error.
+    defined = set(bookie_pb2.LedgerErrorCode.values()) - {
+        bookie_pb2.LEDGER_ERROR_CODE_UNSPECIFIED
+    }
+    assert set(numbers) == defined
+    assert ERROR_NUMBERS[LedgerFencedError] == bookie_pb2.LEDGER_ERROR_CODE_LEDGER_FENCED == 6
+
+
+@pytest.mark.parametrize("row", STATUS_TABLE, ids=lambda row: row.error.__name__)
+def test_row_round_trips_by_its_number_alone(row: StatusRow) -> None:
+    """A peer whose class has another name (renamed) still reads the right error."""
+    sent = SAMPLES[row.error]
+    code, message = status_for(sent)
+    metadata = [(key, value) for key, value in trailing_metadata_for(sent) if key != ERROR_KEY]
+    assert dict(metadata)[ERROR_CODE_KEY] == str(ERROR_NUMBERS[row.error])
+
+    received = error_from_status(code, message, metadata=metadata)
+
+    assert type(received) is type(sent)
+    assert _attributes(received) == _attributes(sent)
+
+
+def test_number_wins_over_a_renamed_class_name() -> None:
+    number = str(ERROR_NUMBERS[LedgerClosedError])
+    metadata = ((ERROR_CODE_KEY, number), (ERROR_KEY, "LedgerWasClosedError"))
+
+    received = error_from_status(Code.FAILED_PRECONDITION, "closed", metadata=metadata)
+
+    assert type(received) is LedgerClosedError
+
+
+def test_old_peer_without_a_number_is_read_by_class_name() -> None:
+    metadata = ((ERROR_KEY, "NotEmptyError"), (ERROR_CONTEXT_KEY, '{"ledger_id": null}'))
+
+    received = error_from_status(Code.FAILED_PRECONDITION, "/ledgers has children",
+                                 metadata=metadata)
+
+    assert type(received) is NotEmptyError
+
+
+@pytest.mark.parametrize("number", ["999", "-1", "x", ""])
+def test_unknown_number_falls_back_on_the_name_then_the_code(number: str) -> None:
+    by_name = error_from_status(
+        Code.FAILED_PRECONDITION, "fenced",
+        metadata=((ERROR_CODE_KEY, number), (ERROR_KEY, "LedgerFencedError")),
+    )
+    by_code = error_from_status(Code.NOT_FOUND, "gone", metadata=((ERROR_CODE_KEY, number),))
+
+    assert type(by_name) is LedgerFencedError
+    assert type(by_code) is NoSuchLedgerError
 
 
 def test_bare_entry_too_large_has_unknown_size() -> None:

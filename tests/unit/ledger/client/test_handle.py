@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from ledger.api import AddRequest, LedgerState
-from ledger.client import LedgerClient
+from ledger.client.ledger_client import LedgerClient
 from ledger.errors import (
     EntryTooLargeError,
     InvalidArgumentError,

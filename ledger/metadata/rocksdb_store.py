@@ -5,20 +5,7 @@ a cluster uses ZooKeeper behind the same ``ledger.api.MetadataStore`` Protocol.
 Open a store with the plain constructor ``RocksDBMetadataStore(data_dir)`` and
 ``await store.close()`` it when done (it is also an async context manager).
 
-On-disk layout. Keys and values are raw bytes (``Options(raw_mode=True)``,
-nothing is pickled), in three key spaces:
-
-- ``b"n" + path``: a node. The value is a 10-byte header -- format version
-  (1 byte, currently 1), node version (8 bytes, big-endian), flags (1 byte,
-  bit 0 = ephemeral) -- followed by the node's data. Children are found by a
-  prefix scan of ``b"n" + path + b"/"``.
-- ``b"s" + path``: the next sequence number for sequential children of
-  ``path`` (8 bytes, big-endian). It lives apart from the node so deleting
-  children never lowers it; it is removed with the node itself, as ZooKeeper
-  restarts the counter of a re-created parent.
-- ``b"e" + path``: an index of the ephemeral nodes (empty value), so that
-  opening the store finds a crashed predecessor's ephemerals without scanning
-  every node.
+The on-disk layout (key spaces, node records) is in ``_layout``.
 
 Every change is one synced write (a ``WriteBatch`` when it touches several
 keys), so it is durable and atomic before the call returns. One
@@ -35,11 +22,10 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import threading
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
@@ -52,101 +38,29 @@ from ledger.errors import (
     NoNodeError,
     NotEmptyError,
 )
+from ledger.metadata._layout import (
+    EPHEMERAL_PREFIX,
+    MAX_SEQUENCE,
+    SEQUENCE,
+    SEQUENCE_DIGITS,
+    Node,
+    child_names,
+    decode_node,
+    encode_node,
+    ephemeral_key,
+    has_children,
+    keys_with_prefix,
+    node_key,
+    sequence_key,
+)
+from ledger.metadata.paths import parent_path, validate_path
 
-__all__ = ["RocksDBMetadataStore", "parent_path", "validate_path"]
+__all__ = ["RocksDBMetadataStore"]
 
 logger = logging.getLogger(__name__)
 
-_NODE_PREFIX = b"n"
-_SEQUENCE_PREFIX = b"s"
-_EPHEMERAL_PREFIX = b"e"
-
-_NODE_FORMAT_VERSION = 1
-# format version, node version, flags
-_NODE_HEADER = struct.Struct(">BQB")
-_FLAG_EPHEMERAL = 0x01
-_SEQUENCE = struct.Struct(">Q")
-_SEQUENCE_DIGITS = 10
-_MAX_SEQUENCE = 10**_SEQUENCE_DIGITS - 1
-
 # One event to deliver once the lock is released: (callback, event, path).
 _Notification = tuple[WatchCallback, EventType, str]
-
-
-def validate_path(path: str) -> None:
-    """Check that ``path`` is a well-formed metadata path.
-
-    A path starts with ``/``, has no trailing slash (except the root ``/``),
-    no empty, ``.`` or ``..`` components, no NUL character, and is valid UTF-8.
-
-    Raises:
-        InvalidArgumentError: naming what is wrong with the path.
-    """
-    if not isinstance(path, str):
-        raise InvalidArgumentError(f"metadata path must be a str, got {type(path).__name__}")
-    if not path.startswith("/"):
-        raise InvalidArgumentError(f"metadata path {path!r} must start with '/'")
-    if path == "/":
-        return
-    if path.endswith("/"):
-        raise InvalidArgumentError(f"metadata path {path!r} must not end with '/'")
-    if "\x00" in path:
-        raise InvalidArgumentError(f"metadata path {path!r} must not contain NUL")
-    for component in path[1:].split("/"):
-        if not component:
-            raise InvalidArgumentError(f"metadata path {path!r} has an empty component")
-        if component in (".", ".."):
-            raise InvalidArgumentError(
-                f"metadata path {path!r} must not have a {component!r} component"
-            )
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise InvalidArgumentError(f"metadata path {path!r} is not valid UTF-8") from error
-
-
-def parent_path(path: str) -> str:
-    """The parent of a valid, non-root path (``/a/b`` -> ``/a``, ``/a`` -> ``/``)."""
-    return path.rsplit("/", 1)[0] or "/"
-
-
-def _node_key(path: str) -> bytes:
-    return _NODE_PREFIX + path.encode("utf-8")
-
-
-def _sequence_key(path: str) -> bytes:
-    return _SEQUENCE_PREFIX + path.encode("utf-8")
-
-
-def _ephemeral_key(path: str) -> bytes:
-    return _EPHEMERAL_PREFIX + path.encode("utf-8")
-
-
-def _children_prefix(path: str) -> bytes:
-    return _node_key(path if path != "/" else "") + b"/"
-
-
-class _Node(NamedTuple):
-    version: int
-    ephemeral: bool
-    data: bytes
-
-
-def _encode_node(version: int, ephemeral: bool, data: bytes) -> bytes:
-    flags = _FLAG_EPHEMERAL if ephemeral else 0
-    return _NODE_HEADER.pack(_NODE_FORMAT_VERSION, version, flags) + data
-
-
-def _decode_node(path: str, value: bytes) -> _Node:
-    if len(value) < _NODE_HEADER.size:
-        raise MetadataError(f"{path}: node record of {len(value)} bytes is truncated")
-    format_version, version, flags = _NODE_HEADER.unpack_from(value)
-    if format_version != _NODE_FORMAT_VERSION:
-        raise MetadataError(
-            f"{path}: node record has unknown format version {format_version} "
-            f"(this reader knows {_NODE_FORMAT_VERSION})"
-        )
-    return _Node(version, bool(flags & _FLAG_EPHEMERAL), bytes(value[_NODE_HEADER.size :]))
 
 
 def _check_data(data: object) -> bytes:
@@ -209,9 +123,9 @@ class RocksDBMetadataStore:
         self._closed = False
         try:
             with self._lock:
-                root_key = _node_key("/")
+                root_key = node_key("/")
                 if self._db.get(root_key) is None:
-                    self._db.put(root_key, _encode_node(0, False, b""), self._write_options)
+                    self._db.put(root_key, encode_node(0, False, b""), self._write_options)
                 removed = self._remove_ephemerals_locked()
         except BaseException:
             self._closed = True
@@ -262,7 +176,7 @@ class RocksDBMetadataStore:
         """
         if sequential:
             # The counter completes the name, so `/q/` is a valid sequential prefix.
-            validate_path(path + "0" * _SEQUENCE_DIGITS)
+            validate_path(path + "0" * SEQUENCE_DIGITS)
         else:
             validate_path(path)
         data = _check_data(data)
@@ -273,18 +187,18 @@ class RocksDBMetadataStore:
             parent = parent_path(path + "0" if sequential else path)
             created = self._add_parents_locked(db, batch, parent, make_parents)
             if sequential:
-                sequence_key = _sequence_key(parent)
-                raw_sequence = db.get(sequence_key)
-                sequence = 0 if raw_sequence is None else _SEQUENCE.unpack(raw_sequence)[0]
-                if sequence > _MAX_SEQUENCE:
+                counter_key = sequence_key(parent)
+                raw_sequence = db.get(counter_key)
+                sequence = 0 if raw_sequence is None else SEQUENCE.unpack(raw_sequence)[0]
+                if sequence > MAX_SEQUENCE:
                     raise MetadataError(f"{parent}: sequential counter exhausted")
-                path = f"{path}{sequence:0{_SEQUENCE_DIGITS}d}"
-                batch.put(sequence_key, _SEQUENCE.pack(sequence + 1))
-            if path == "/" or db.get(_node_key(path)) is not None:
+                path = f"{path}{sequence:0{SEQUENCE_DIGITS}d}"
+                batch.put(counter_key, SEQUENCE.pack(sequence + 1))
+            if path == "/" or db.get(node_key(path)) is not None:
                 raise NodeExistsError(f"{path}: node exists")
-            batch.put(_node_key(path), _encode_node(0, ephemeral, data))
+            batch.put(node_key(path), encode_node(0, ephemeral, data))
             if ephemeral:
-                batch.put(_ephemeral_key(path), b"")
+                batch.put(ephemeral_key(path), b"")
             created.append(path)
             self._write_locked(batch)
             for created_path in created:
@@ -329,7 +243,7 @@ class RocksDBMetadataStore:
         validate_path(path)
         with self._lock:
             db = self._require_open()
-            return db.get(_node_key(path)) is not None
+            return db.get(node_key(path)) is not None
 
     async def set(self, path: str, data: bytes, expected_version: int) -> int:
         """Replace the node's data if its version is ``expected_version`` (-1: any).
@@ -355,7 +269,7 @@ class RocksDBMetadataStore:
                 raise BadVersionError(path, expected_version, node.version)
             new_version = node.version + 1
             batch = WriteBatch(raw_mode=True)
-            batch.put(_node_key(path), _encode_node(new_version, node.ephemeral, data))
+            batch.put(node_key(path), encode_node(new_version, node.ephemeral, data))
             self._write_locked(batch)
             self._pop_watches_locked(self._data_watches, path, EventType.CHANGED, notifications)
         _deliver(notifications)
@@ -386,7 +300,7 @@ class RocksDBMetadataStore:
                 raise NoNodeError(f"{path}: no node")
             if expected_version not in (-1, node.version):
                 raise BadVersionError(path, expected_version, node.version)
-            if _has_children(db, path):
+            if has_children(db, path):
                 raise NotEmptyError(f"{path}: node has children")
             batch = WriteBatch(raw_mode=True)
             self._delete_node(batch, path)
@@ -408,9 +322,9 @@ class RocksDBMetadataStore:
         validate_path(path)
         with self._lock:
             db = self._require_open()
-            if db.get(_node_key(path)) is None:
+            if db.get(node_key(path)) is None:
                 raise NoNodeError(f"{path}: no node")
-            names = _child_names(db, path)
+            names = child_names(db, path)
             if watch is not None:
                 _add_watch(self._child_watches, path, watch)
             return names
@@ -441,9 +355,9 @@ class RocksDBMetadataStore:
             raise MetadataError(f"metadata store at {self._data_dir} is closed")
         return self._db
 
-    def _read_locked(self, db: Any, path: str) -> _Node | None:
-        value = db.get(_node_key(path))
-        return None if value is None else _decode_node(path, value)
+    def _read_locked(self, db: Any, path: str) -> Node | None:
+        value = db.get(node_key(path))
+        return None if value is None else decode_node(path, value)
 
     def _write_locked(self, batch: Any) -> None:
         try:
@@ -473,19 +387,19 @@ class RocksDBMetadataStore:
             raise InvalidArgumentError(f"{ancestor}: an ephemeral node cannot have children")
         missing.reverse()
         for path in missing:
-            batch.put(_node_key(path), _encode_node(0, False, b""))
+            batch.put(node_key(path), encode_node(0, False, b""))
         return missing
 
     @staticmethod
     def _delete_node(batch: Any, path: str) -> None:
-        batch.delete(_node_key(path))
-        batch.delete(_sequence_key(path))
-        batch.delete(_ephemeral_key(path))
+        batch.delete(node_key(path))
+        batch.delete(sequence_key(path))
+        batch.delete(ephemeral_key(path))
 
     def _remove_ephemerals_locked(self) -> list[str]:
         """Delete every ephemeral node in one synced batch; return their paths."""
-        paths = [key[len(_EPHEMERAL_PREFIX) :].decode("utf-8")
-                 for key in _keys_with_prefix(self._db, _EPHEMERAL_PREFIX)]
+        paths = [key[len(EPHEMERAL_PREFIX) :].decode("utf-8")
+                 for key in keys_with_prefix(self._db, EPHEMERAL_PREFIX)]
         if paths:
             batch = WriteBatch(raw_mode=True)
             for path in paths:
@@ -527,65 +441,3 @@ def _deliver(notifications: Iterable[_Notification]) -> None:
             )
 
 
-def _keys_with_prefix(db: Any, prefix: bytes) -> list[bytes]:
-    keys: list[bytes] = []
-    iterator = db.iter()
-    try:
-        iterator.seek(prefix)
-        while iterator.valid():
-            key: bytes = iterator.key()
-            if not key.startswith(prefix):
-                break
-            keys.append(key)
-            iterator.next()
-    finally:
-        # A live iterator keeps RocksDB (and its LOCK) open after close().
-        del iterator
-    return keys
-
-
-def _child_names(db: Any, path: str) -> list[str]:
-    """Names of the children of ``path``, in key (= code point) order.
-
-    Keys under the prefix are children and deeper descendants interleaved
-    (``/a/b``, ``/a/b/x``, ``/a/bc``); on meeting a descendant, the scan seeks
-    past its child's whole subtree: ``"0"`` is the byte right after ``"/"``.
-    """
-    prefix = _children_prefix(path)
-    names: list[str] = []
-    iterator = db.iter()
-    try:
-        iterator.seek(prefix)
-        while iterator.valid():
-            key: bytes = iterator.key()
-            if not key.startswith(prefix):
-                break
-            rest = key[len(prefix) :]
-            slash = rest.find(b"/")
-            if not rest:  # the root's own key b"n/" sorts under its children prefix
-                iterator.next()
-            elif slash < 0:
-                names.append(rest.decode("utf-8"))
-                iterator.next()
-            else:
-                iterator.seek(prefix + rest[:slash] + b"0")
-    finally:
-        del iterator
-    return names
-
-
-def _has_children(db: Any, path: str) -> bool:
-    prefix = _children_prefix(path)
-    iterator = db.iter()
-    try:
-        iterator.seek(prefix)
-        while iterator.valid():
-            key: bytes = iterator.key()
-            if not key.startswith(prefix):
-                return False
-            if len(key) > len(prefix):
-                return True
-            iterator.next()
-        return False
-    finally:
-        del iterator

@@ -2,7 +2,7 @@
 
 ``Bookie`` satisfies ``ledger.api.BookieClient`` directly, so a standalone
 broker's ledger handles use it with no gRPC hop, and the gRPC servicer
-(``ledger.bookie_grpc``) is a thin translation onto the same object.
+(``ledger.bookie.service``) is a thin translation onto the same object.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from rocksdict import Options, Rdict
 
 from ledger import metrics
 from ledger.api import AddRequest, LedgerTail, ReadResult
+from ledger.bookie.storage import AddOp, DeleteOp, FenceOp, ProbeOp, RocksDBLedgerStorage
 from ledger.config import BookieConfig
 from ledger.errors import EntryTooLargeError, InvalidArgumentError, LedgerError, StorageError
-from ledger.storage import AddOp, DeleteOp, FenceOp, ProbeOp, RocksDBLedgerStorage
 
 __all__ = ["Bookie"]
 
@@ -162,7 +162,7 @@ class Bookie:
         return self._storage.failure
 
     async def probe_storage(self) -> None:
-        """Ask a failed storage to probe now (see ``ledger.storage``); no-op when healthy.
+        """Ask a failed storage to probe now (see ``ledger.bookie.storage``); no-op when healthy.
 
         Raises:
             StorageError: it still refuses writes.

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ledger.api import NO_ENTRY, AddRequest, LedgerTail, ReadResult
-from ledger.bookie import Bookie
+from ledger.bookie.bookie import Bookie
 from ledger.config import BookieConfig, Durability
 from ledger.errors import (
     EntryTooLargeError,
@@ -18,7 +18,7 @@ from ledger.errors import (
     NoSuchLedgerError,
     StorageError,
 )
-from tests.unit.ledger.test_storage import DEADLINE_S, GatedDB, lengths_of
+from tests.unit.ledger.bookie.test_storage import DEADLINE_S, GatedDB, lengths_of
 
 MAX_ENTRY_BYTES = 1024
 

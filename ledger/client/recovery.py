@@ -26,15 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from ledger.api import AddRequest, LedgerState, LedgerTail, ReadResult
+from ledger.client.session import LedgerSession
+from ledger.client.write_sets import ensemble_span, write_set
 from ledger.errors import BadVersionError, LedgerError, LedgerRecoveryError, StorageError
-from ledger.ledger_metadata import LedgerMetadata
-from ledger.write_sets import ensemble_span, write_set
-
-if TYPE_CHECKING:
-    from ledger.client import LedgerClient
+from ledger.metadata.ledger_metadata import LedgerMetadata
 
 __all__ = ["recover"]
 
@@ -44,7 +41,7 @@ _READ_WINDOW = 64
 _ATTEMPTS = 5
 
 
-async def recover(client: LedgerClient, ledger_id: int) -> tuple[LedgerMetadata, int]:
+async def recover(client: LedgerSession, ledger_id: int) -> tuple[LedgerMetadata, int]:
     """Recover and close ``ledger_id``; returns its closed metadata and version."""
     for _ in range(_ATTEMPTS):
         metadata, version = await client.read_metadata(ledger_id)
@@ -67,7 +64,7 @@ async def recover(client: LedgerClient, ledger_id: int) -> tuple[LedgerMetadata,
     )
 
 
-async def _find_end(client: LedgerClient, metadata: LedgerMetadata) -> tuple[int, int]:
+async def _find_end(client: LedgerSession, metadata: LedgerMetadata) -> tuple[int, int]:
     ledger_id = metadata.ledger_id
     size, write_quorum, ack_quorum = (
         metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum
@@ -153,7 +150,7 @@ async def _find_end(client: LedgerClient, metadata: LedgerMetadata) -> tuple[int
 
 
 async def _rereplicate(
-    client: LedgerClient, metadata: LedgerMetadata, bookie_ids: tuple[str, ...],
+    client: LedgerSession, metadata: LedgerMetadata, bookie_ids: tuple[str, ...],
     recovered: dict[int, tuple[int, bytes]], lacking: dict[int, list[int]], end: int,
 ) -> None:
     per_position: dict[int, list[int]] = {}
@@ -173,7 +170,7 @@ async def _rereplicate(
         await asyncio.gather(*adds)
 
 
-async def _length_at(client: LedgerClient, metadata: LedgerMetadata, entry_id: int) -> int:
+async def _length_at(client: LedgerSession, metadata: LedgerMetadata, entry_id: int) -> int:
     if entry_id < 0:
         return 0
     _, bookie_ids = ensemble_span(metadata.ensembles, entry_id)

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from folio.api.ledger.v1 import bookie_pb2 as ledger_dot_v1_dot_bookie__pb2
+from ledger._proto.v1 import bookie_pb2 as ledger_dot_v1_dot_bookie__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

@@ -6,7 +6,7 @@ from itertools import combinations
 
 import pytest
 
-from ledger.write_sets import ensemble_span, entries_for_position, is_quorum_acked, write_set
+from ledger.client.write_sets import ensemble_span, entries_for_position, is_quorum_acked, write_set
 
 LAST_ENTRY_ID = (1 << 63) - 1
 

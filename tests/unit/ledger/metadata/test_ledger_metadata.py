@@ -7,17 +7,17 @@ from typing import Any
 
 import pytest
 
-from folio.api.ledger.v1 import metadata_pb2
+from ledger._proto.v1 import metadata_pb2
 from ledger.api import NO_ENTRY, LedgerState, Versioned
 from ledger.errors import InvalidArgumentError
-from ledger.ledger_metadata import (
+from ledger.metadata.ledger_metadata import (
     FORMAT_VERSION,
     LedgerMetadata,
     check_transition,
     ledger_id_from_name,
     ledger_path,
 )
-from ledger.metadata_store import RocksDBMetadataStore
+from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 
 OPEN = LedgerState.OPEN
 IN_RECOVERY = LedgerState.IN_RECOVERY

@@ -26,10 +26,12 @@ import time
 from collections import deque
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ledger import metrics
 from ledger.api import NO_ENTRY, AddRequest, BookieClient, LedgerState
+from ledger.client.session import LedgerSession
+from ledger.client.write_sets import ensemble_span, entries_for_position, is_quorum_acked, write_set
 from ledger.errors import (
     BadVersionError,
     BookieUnavailableError,
@@ -44,11 +46,7 @@ from ledger.errors import (
     NotEnoughBookiesError,
     StorageError,
 )
-from ledger.ledger_metadata import LedgerMetadata
-from ledger.write_sets import ensemble_span, entries_for_position, is_quorum_acked, write_set
-
-if TYPE_CHECKING:
-    from ledger.client import LedgerClient
+from ledger.metadata.ledger_metadata import LedgerMetadata
 
 __all__ = ["LedgerHandle"]
 
@@ -75,7 +73,7 @@ class LedgerHandle:
     """
 
     def __init__(
-        self, client: LedgerClient, metadata: LedgerMetadata, version: int, *, writable: bool,
+        self, client: LedgerSession, metadata: LedgerMetadata, version: int, *, writable: bool,
         last_add_confirmed: int = NO_ENTRY,
     ) -> None:
         self._client = client

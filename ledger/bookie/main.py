@@ -24,8 +24,8 @@ from collections.abc import Callable
 
 from prometheus_client import start_http_server
 
-from ledger.bookie import Bookie
-from ledger.bookie_grpc import start_bookie_server
+from ledger.bookie.bookie import Bookie
+from ledger.bookie.service import start_bookie_server
 from ledger.config import BookieConfig
 from ledger.errors import StorageError
 

@@ -15,12 +15,17 @@ Errors are gRPC statuses:
   FAILED_PRECONDITION  the ledger is fenced (adds without `recovery`)
   RESOURCE_EXHAUSTED   an entry above the bookie's entry size limit
   UNAVAILABLE          the bookie is shutting down or its storage failed
+and the exact error travels in the trailing metadata as a LedgerErrorCode
+number (key `folio-error-code`, decimal), with the error's class name
+(`folio-error`, read only when no known number came) and its typed context
+as JSON (`folio-error-context`): see ledger/status.py.
 """
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -31,6 +36,54 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _LedgerErrorCode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _LedgerErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_LedgerErrorCode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    LEDGER_ERROR_CODE_UNSPECIFIED: _LedgerErrorCode.ValueType  # 0
+    LEDGER_ERROR_CODE_INVALID_ARGUMENT: _LedgerErrorCode.ValueType  # 1
+    LEDGER_ERROR_CODE_NO_SUCH_LEDGER: _LedgerErrorCode.ValueType  # 2
+    LEDGER_ERROR_CODE_NO_SUCH_ENTRY: _LedgerErrorCode.ValueType  # 3
+    LEDGER_ERROR_CODE_NO_NODE: _LedgerErrorCode.ValueType  # 4
+    LEDGER_ERROR_CODE_NODE_EXISTS: _LedgerErrorCode.ValueType  # 5
+    LEDGER_ERROR_CODE_LEDGER_FENCED: _LedgerErrorCode.ValueType  # 6
+    LEDGER_ERROR_CODE_LEDGER_CLOSED: _LedgerErrorCode.ValueType  # 7
+    LEDGER_ERROR_CODE_NOT_EMPTY: _LedgerErrorCode.ValueType  # 8
+    LEDGER_ERROR_CODE_BAD_VERSION: _LedgerErrorCode.ValueType  # 9
+    LEDGER_ERROR_CODE_ENTRY_TOO_LARGE: _LedgerErrorCode.ValueType  # 10
+    LEDGER_ERROR_CODE_BOOKIE_UNAVAILABLE: _LedgerErrorCode.ValueType  # 11
+    LEDGER_ERROR_CODE_NOT_ENOUGH_BOOKIES: _LedgerErrorCode.ValueType  # 12
+    LEDGER_ERROR_CODE_STORAGE: _LedgerErrorCode.ValueType  # 13
+    LEDGER_ERROR_CODE_LEDGER_RECOVERY: _LedgerErrorCode.ValueType  # 14
+    LEDGER_ERROR_CODE_DATA_LOSS: _LedgerErrorCode.ValueType  # 15
+
+class LedgerErrorCode(_LedgerErrorCode, metaclass=_LedgerErrorCodeEnumTypeWrapper):
+    """Stable numbers of the ledger errors (ledger/errors.py), so that renaming a
+    Python class breaks no peer. A number is never reused or renumbered; a new
+    error gets the next free number, and a peer that does not know a number
+    falls back to the class name, then to the gRPC status code.
+    """
+
+LEDGER_ERROR_CODE_UNSPECIFIED: LedgerErrorCode.ValueType  # 0
+LEDGER_ERROR_CODE_INVALID_ARGUMENT: LedgerErrorCode.ValueType  # 1
+LEDGER_ERROR_CODE_NO_SUCH_LEDGER: LedgerErrorCode.ValueType  # 2
+LEDGER_ERROR_CODE_NO_SUCH_ENTRY: LedgerErrorCode.ValueType  # 3
+LEDGER_ERROR_CODE_NO_NODE: LedgerErrorCode.ValueType  # 4
+LEDGER_ERROR_CODE_NODE_EXISTS: LedgerErrorCode.ValueType  # 5
+LEDGER_ERROR_CODE_LEDGER_FENCED: LedgerErrorCode.ValueType  # 6
+LEDGER_ERROR_CODE_LEDGER_CLOSED: LedgerErrorCode.ValueType  # 7
+LEDGER_ERROR_CODE_NOT_EMPTY: LedgerErrorCode.ValueType  # 8
+LEDGER_ERROR_CODE_BAD_VERSION: LedgerErrorCode.ValueType  # 9
+LEDGER_ERROR_CODE_ENTRY_TOO_LARGE: LedgerErrorCode.ValueType  # 10
+LEDGER_ERROR_CODE_BOOKIE_UNAVAILABLE: LedgerErrorCode.ValueType  # 11
+LEDGER_ERROR_CODE_NOT_ENOUGH_BOOKIES: LedgerErrorCode.ValueType  # 12
+LEDGER_ERROR_CODE_STORAGE: LedgerErrorCode.ValueType  # 13
+LEDGER_ERROR_CODE_LEDGER_RECOVERY: LedgerErrorCode.ValueType  # 14
+LEDGER_ERROR_CODE_DATA_LOSS: LedgerErrorCode.ValueType  # 15
+Global___LedgerErrorCode: _TypeAlias = LedgerErrorCode  # noqa: Y015
 
 @_typing.final
 class Entry(_message.Message):

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from ledger.api import AddRequest, LedgerTail, ReadResult
-from ledger.directory import BookieDirectory
+from ledger.client.directory import BookieDirectory
 from ledger.errors import BookieUnavailableError
 
 

@@ -12,11 +12,15 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ledger import metrics
 from ledger.api import BookieClient, LedgerState, MetadataStore
+from ledger.client.directory import BookieDirectory
+from ledger.client.handle import LedgerHandle
+from ledger.client.ledger_ids import allocate_ledger_id
+from ledger.client.recovery import recover
 from ledger.config import LedgerConfig, check_quorums
-from ledger.directory import BookieDirectory
 from ledger.errors import (
     InvalidArgumentError,
     LedgerError,
@@ -24,12 +28,16 @@ from ledger.errors import (
     NoSuchLedgerError,
     NotEnoughBookiesError,
 )
-from ledger.handle import LedgerHandle
-from ledger.ledger_ids import allocate_ledger_id
-from ledger.ledger_metadata import LedgerMetadata, ledger_path
-from ledger.recovery import recover
+from ledger.metadata.ledger_metadata import LedgerMetadata, ledger_path
 
 __all__ = ["LedgerClient"]
+
+if TYPE_CHECKING:
+    from ledger.api import ReadHandle, WriteHandle
+
+    # mypy checks here that LedgerHandle keeps the contracts of ledger.api.
+    _WRITE_HANDLE: type[WriteHandle] = LedgerHandle
+    _READ_HANDLE: type[ReadHandle] = LedgerHandle
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,15 @@ Errors are gRPC statuses:
   FAILED_PRECONDITION  the ledger is fenced (adds without `recovery`)
   RESOURCE_EXHAUSTED   an entry above the bookie's entry size limit
   UNAVAILABLE          the bookie is shutting down or its storage failed
+and the exact error travels in the trailing metadata as a LedgerErrorCode
+number (key `folio-error-code`, decimal), with the error's class name
+(`folio-error`, read only when no known number came) and its typed context
+as JSON (`folio-error-context`): see ledger/status.py.
 """
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from folio.api.ledger.v1 import bookie_pb2 as _bookie_pb2
+from ledger._proto.v1 import bookie_pb2 as _bookie_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys

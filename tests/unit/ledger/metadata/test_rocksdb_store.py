@@ -13,6 +13,7 @@ import pytest
 from rocksdict import Options, Rdict
 
 from ledger.api import EventType, MetadataStore, Versioned
+from ledger.client.ledger_ids import IDGEN_PATH, allocate_ledger_id
 from ledger.errors import (
     BadVersionError,
     InvalidArgumentError,
@@ -21,8 +22,7 @@ from ledger.errors import (
     NoNodeError,
     NotEmptyError,
 )
-from ledger.ledger_ids import IDGEN_PATH, allocate_ledger_id
-from ledger.metadata_store import RocksDBMetadataStore
+from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 THREAD_TIMEOUT_S = 30.0
@@ -291,7 +291,7 @@ async def test_ephemeral_nodes_vanish_at_close(data_dir: str) -> None:
 async def test_ephemeral_nodes_of_a_crashed_process_vanish_on_open(data_dir: str) -> None:
     script = (
         "import asyncio, os\n"
-        "from ledger.metadata_store import RocksDBMetadataStore\n"
+        "from ledger.metadata.rocksdb_store import RocksDBMetadataStore\n"
         "async def main():\n"
         f"    store = RocksDBMetadataStore({data_dir!r})\n"
         "    await store.create('/owners/gone', b'x', ephemeral=True, make_parents=True)\n"
@@ -429,11 +429,11 @@ async def test_raising_callback_does_not_break_the_store(
     after = Recorder()
     await store.get("/w", watch=broken)
     await store.get("/w", watch=after)
-    with caplog.at_level(logging.ERROR, logger="ledger.metadata_store"):
+    with caplog.at_level(logging.ERROR, logger="ledger.metadata.rocksdb_store"):
         assert await store.set("/w", b"x", 0) == 1
     assert after.events == [(EventType.CHANGED, "/w")]
     assert await store.get("/w") == Versioned(data=b"x", version=1)
-    [record] = [r for r in caplog.records if r.name == "ledger.metadata_store"]
+    [record] = [r for r in caplog.records if r.name == "ledger.metadata.rocksdb_store"]
     assert record.levelno == logging.ERROR
     assert record.exc_info is not None
     assert isinstance(record.exc_info[1], RuntimeError)
@@ -548,7 +548,7 @@ async def test_second_open_in_process_fails_clearly(store: RocksDBMetadataStore)
 async def test_open_held_by_another_process_fails_clearly(data_dir: str) -> None:
     script = (
         "import sys\n"
-        "from ledger.metadata_store import RocksDBMetadataStore\n"
+        "from ledger.metadata.rocksdb_store import RocksDBMetadataStore\n"
         f"store = RocksDBMetadataStore({data_dir!r})\n"
         "print('ready', flush=True)\n"
         "sys.stdin.read()\n"

@@ -7,7 +7,7 @@ compare-and-set on the node's version. The persisted form is the protobuf
 versions they do not know. A ledger's node is ``ledger_path(ledger_id)``:
 ``/ledgers/L`` and the id zero-padded to 20 digits, so that ZooKeeper's
 children of ``/ledgers`` sort by id (``/ledgers`` also holds the ``idgen``
-counter of ``ledger.ledger_ids``; ``ledger_id_from_name`` tells them apart).
+counter of ``ledger.client.ledger_ids``; ``ledger_id_from_name`` tells them apart).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from types import MappingProxyType
 
 from google.protobuf.message import DecodeError
 
-from folio.api.ledger.v1 import metadata_pb2
+from ledger._proto.v1 import metadata_pb2
 from ledger.api import LEDGER_TRANSITIONS, NO_ENTRY, LedgerState
 from ledger.errors import InvalidArgumentError
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-import ledger.storage as storage_module
+import ledger.bookie.storage as storage_module
 from ledger.api import NO_ENTRY, AddRequest, LedgerTail
+from ledger.bookie.storage import AddOp, DeleteOp, FenceOp, RocksDBLedgerStorage
 from ledger.config import BookieConfig, Durability
 from ledger.errors import InvalidArgumentError, LedgerFencedError, NoSuchLedgerError, StorageError
-from ledger.storage import AddOp, DeleteOp, FenceOp, RocksDBLedgerStorage
 
 DEADLINE_S = 5.0
 LAST_POSSIBLE_ENTRY_ID = (1 << 63) - 1

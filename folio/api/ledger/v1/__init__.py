@@ -1,1 +1,0 @@
-"""Generated protocol stubs (scripts/gen_protos.py)."""

@@ -1,0 +1,44 @@
+"""Metadata paths: the ZooKeeper-shaped names every MetadataStore accepts."""
+
+from __future__ import annotations
+
+from ledger.errors import InvalidArgumentError
+
+__all__ = ["parent_path", "validate_path"]
+
+
+def validate_path(path: str) -> None:
+    """Check that ``path`` is a well-formed metadata path.
+
+    A path starts with ``/``, has no trailing slash (except the root ``/``),
+    no empty, ``.`` or ``..`` components, no NUL character, and is valid UTF-8.
+
+    Raises:
+        InvalidArgumentError: naming what is wrong with the path.
+    """
+    if not isinstance(path, str):
+        raise InvalidArgumentError(f"metadata path must be a str, got {type(path).__name__}")
+    if not path.startswith("/"):
+        raise InvalidArgumentError(f"metadata path {path!r} must start with '/'")
+    if path == "/":
+        return
+    if path.endswith("/"):
+        raise InvalidArgumentError(f"metadata path {path!r} must not end with '/'")
+    if "\x00" in path:
+        raise InvalidArgumentError(f"metadata path {path!r} must not contain NUL")
+    for component in path[1:].split("/"):
+        if not component:
+            raise InvalidArgumentError(f"metadata path {path!r} has an empty component")
+        if component in (".", ".."):
+            raise InvalidArgumentError(
+                f"metadata path {path!r} must not have a {component!r} component"
+            )
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidArgumentError(f"metadata path {path!r} is not valid UTF-8") from error
+
+
+def parent_path(path: str) -> str:
+    """The parent of a valid, non-root path (``/a/b`` -> ``/a``, ``/a`` -> ``/``)."""
+    return path.rsplit("/", 1)[0] or "/"
