@@ -28,9 +28,12 @@ MAX_ECHO_CHARS: Final = 64
 #: The longest status message the broker sends (a last resort: values are clipped first).
 MAX_MESSAGE_CHARS: Final = 1024
 
-# A quoted value (repr of a str) or an unbroken run too long to be prose.
+# A quoted value (repr of a str) or an unbroken run too long to be prose. A quoted
+# value is taken only without whitespace: prose between two short quoted names
+# ("topic '_txnlog' ... start with '_'") is no value; a long value with spaces that
+# is not in the error's context is still bounded by MAX_MESSAGE_CHARS.
 _QUOTED_MIN = MAX_ECHO_CHARS + 1
-_LONG_QUOTED = re.compile(f"'([^']{{{_QUOTED_MIN},}})'|\"([^\"]{{{_QUOTED_MIN},}})\"")
+_LONG_QUOTED = re.compile(f"'([^'\\s]{{{_QUOTED_MIN},}})'|\"([^\"\\s]{{{_QUOTED_MIN},}})\"")
 _LONG_RUN = re.compile(rf"\S{{{4 * MAX_ECHO_CHARS + 1},}}")
 
 

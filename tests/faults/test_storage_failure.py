@@ -34,9 +34,9 @@ from folio.api.v1 import (
 )
 from folio.block import decode_block
 from ledger.bookie.bookie import Bookie
+from ledger.client.directory import BookieDirectory
 from ledger.client.ledger_client import LedgerClient
 from ledger.config import BookieConfig, Durability, LedgerConfig
-from ledger.client.directory import BookieDirectory
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 from tests.support.faulty_kv import DISK_FULL, FaultyKV
 

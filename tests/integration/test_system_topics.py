@@ -39,9 +39,9 @@ from folio.api.v1 import (
     transactions_pb2_grpc,
 )
 from ledger.bookie.bookie import Bookie
+from ledger.client.directory import BookieDirectory
 from ledger.client.ledger_client import LedgerClient
 from ledger.config import BookieConfig, LedgerConfig
-from ledger.client.directory import BookieDirectory
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 from tests.support.bookies import BookieProcess, BookieProcesses, folio_argv, folio_env
 from tests.support.standalone import append_payloads, read_available, start_standalone

@@ -68,3 +68,12 @@ def test_names_within_the_rules_pass() -> None:
     check_request_names(admin_pb2.GetSegmentInfoRequest(segment="t" * 249 + "/4294967295"))
     # The domain checks labels in bytes: 257 ASCII characters pass the edge.
     check_request_names(transactions_pb2.BeginTxnRequest(label="l" * 257))
+
+
+def test_prose_between_two_short_quoted_names_is_left_whole() -> None:
+    message = ("topic '_txnlog' is internal to the broker: DeleteTopic is refused (topics "
+               "whose names start with '_' hold the broker's own state)")
+    assert clip_message(message) == message
+    long_value = "x" * 500
+    assert clip_message(f"group {long_value!r} with prose after it") == (
+        f"group '{'x' * 64}…(500 chars)' with prose after it")

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 from collections.abc import Iterator
 
 import pytest
 
+import folio
 from folio.cli import main
 from folio.cli._signals import install_sigterm_as_interrupt
+from folio.cli.consume import _copy_events, _GroupEvents
 
 HELP_MENTIONS = {
     ("group",): ["list", "describe", "reset", "offline", "delete", "session timeout"],
@@ -59,3 +62,34 @@ def test_sigterm_raises_keyboard_interrupt_once_installed() -> None:
     with pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGTERM)
         signal.sigtimedwait([], 0)  # the handler runs at the next bytecode boundary
+
+
+def test_consume_group_flushes_printed_events_before_it_reads_on() -> None:
+    """A member acknowledges at each read_next what it returned before: stdout comes first."""
+    class _Out(io.BytesIO):
+        flushed_at: list[int]
+
+        def flush(self) -> None:
+            self.flushed_at.append(len(self.getvalue()))
+
+    class _Read:
+        def __init__(self, payload: bytes) -> None:
+            self.event = folio.Event(payload=payload, routing_key=None, headers={},
+                                     segment="t/0", offset=0, timestamp=0.0)
+
+    class _Member:
+        def __init__(self, out: _Out) -> None:
+            self.reads = [_Read(b"a"), _Read(b"b")]
+            self.out = out
+            self.seen_at_read: list[bytes] = []
+
+        def read_next(self, timeout_ms: int | None = None) -> _Read | None:
+            self.seen_at_read.append(self.out.getvalue()[: self.out.flushed_at[-1]])
+            return self.reads.pop(0) if self.reads else None
+
+    out = _Out()
+    out.flushed_at = [0]
+    member = _Member(out)
+    _copy_events(_GroupEvents(member, out), out, 2, None)  # type: ignore[arg-type]
+    assert member.seen_at_read == [b"", b"a\n"]
+    assert out.getvalue() == b"a\nb\n"
