@@ -1,6 +1,6 @@
 """The broker's domain contracts: topics and segments, as the gRPC services see them.
 
-The services in ``broker/*_service.py`` are thin: they decode a message, call
+The servicers in ``broker/services/`` are thin: they decode a message, call
 one method here and encode the result (or map the raised ``BrokerError`` /
 ``LedgerError`` through ``broker/status.py``). Everything below is async and
 runs on the broker's one event loop.
@@ -218,7 +218,7 @@ class SegmentHandle(Protocol):
         With ``txn_id`` (16 bytes) the entry belongs to that transaction.
 
         Constant work per block: the blocks are not parsed (the Append
-        service checks a client's blocks first: ``broker.block_limits``). Appends are
+        service checks a client's blocks first: ``broker.segments.block_limits``). Appends are
         confirmed in the order they were called (concurrent calls are
         group-committed by the ledger). Events are numbered consecutively (the
         first is ``last_event_number - (events - 1)``); a call whose
@@ -263,7 +263,7 @@ class Topics(Protocol):
 
     Every call that writes, reconfigures, scales, seals, deletes or creates a
     system topic (a ``_`` name) raises ``InternalTopicError``
-    (``broker.internal_topics``); the broker's own components reach those
+    (``broker.topics.internal``); the broker's own components reach those
     through ``segment`` alone.
     """
 

@@ -35,7 +35,7 @@ class InvalidBlockError(InvalidArgumentError):
 
 
 class TopicNameError(InvalidArgumentError):
-    """A topic name that breaks the naming rules (see ``broker.names``)."""
+    """A topic name that breaks the naming rules (see ``broker.segments.names``)."""
 
 
 class PermissionDeniedError(BrokerError):

@@ -249,7 +249,7 @@ _coordinators: weakref.WeakSet[Any] = weakref.WeakSet()
 
 #: Segment states reported (always, zero included, so dashboards see the series).
 SEGMENT_STATES = ("open", "sealed")
-#: Transaction states reported (as ``broker.txn_coordinator.TxnState`` names, lower case).
+#: Transaction states reported (as ``broker.txn.coordinator.TxnState`` names, lower case).
 TXN_STATES = ("open", "committing", "committed", "aborting", "aborted", "timed_out")
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
-from broker.writers import DEFAULT_WRITER_EXPIRY_MS
+from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
+from broker.txn.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from ledger.config import Durability
 from txnbuffer.api import SnapshotPolicy
 from txnbuffer.snapshot import chunk_capacity

@@ -43,7 +43,7 @@ TxnId = tuple[int, int]
 
 
 class EntryKind(IntEnum):
-    """Kinds of segment entries (the values are those of ``broker.entry.EntryKind``)."""
+    """Kinds of segment entries (the values are those of ``broker.segments.entry.EntryKind``)."""
 
     DATA = 1
     TXN_DATA = 2

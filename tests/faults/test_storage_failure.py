@@ -21,9 +21,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import REGISTRY
 
-from broker.server import SERVICE_NAMES, BrokerServer, start_broker_server
-from broker.storage_watch import StorageWatch
-from broker.topics import TopicManager
+from broker.app.storage_watch import StorageWatch
+from broker.services.server import SERVICE_NAMES, BrokerServer, start_broker_server
+from broker.topics.manager import TopicManager
 from folio.api.v1 import (
     admin_pb2,
     admin_pb2_grpc,

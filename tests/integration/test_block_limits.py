@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 import folio
-from broker.block_limits import MAX_BLOCK_BYTES
+from broker.segments.block_limits import MAX_BLOCK_BYTES
 from folio.api.v1 import (
     admin_pb2,
     admin_pb2_grpc,

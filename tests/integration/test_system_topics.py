@@ -22,12 +22,12 @@ import grpc
 import pytest
 
 from broker.api import Block
-from broker.commit_keys import COMMIT_KEYS_TOPIC
-from broker.snapshot_store import SNAPSHOT_TOPIC
-from broker.standalone import MAX_ENTRY_BYTES
-from broker.system_records import encode_record, max_value_bytes
-from broker.topics import TopicManager
-from broker.txn_coordinator import TXN_LOG_TOPIC
+from broker.app.standalone import MAX_ENTRY_BYTES
+from broker.system.records import encode_record, max_value_bytes
+from broker.system.snapshot_store import SNAPSHOT_TOPIC
+from broker.topics.manager import TopicManager
+from broker.txn.commit_keys import COMMIT_KEYS_TOPIC
+from broker.txn.coordinator import TXN_LOG_TOPIC
 from folio.api.v1 import (
     admin_pb2,
     admin_pb2_grpc,

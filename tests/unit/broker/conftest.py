@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from broker.api import Block, ReadBlock, TopicConfig
-from broker.segment import LedgerSegment
-from broker.topics import TopicManager
+from broker.segments.segment import LedgerSegment
+from broker.topics.manager import TopicManager
 from ledger.bookie.bookie import Bookie
 from ledger.client.directory import BookieDirectory
 from ledger.client.ledger_client import LedgerClient

@@ -14,8 +14,8 @@ import grpc
 import pytest
 
 from broker.api import TopicConfig
-from broker.append_service import AppendServicer
-from broker.topics import TopicManager
+from broker.services.append import AppendServicer
+from broker.topics.manager import TopicManager
 from folio.api.v1 import append_pb2
 from folio.block import encode_block
 from tests.unit.broker.conftest import FakeClock, block, read_all

@@ -1,12 +1,12 @@
-"""The broker's checks of a client's event blocks (broker.block_limits), block by block."""
+"""The broker's checks of a client's event blocks (broker.segments.block_limits), block by block."""
 
 from __future__ import annotations
 
 import pytest
 
 from broker.api import Block
-from broker.block_limits import MAX_BLOCK_BYTES, check_blocks
 from broker.errors import EventTooLargeError, InvalidBlockError
+from broker.segments.block_limits import MAX_BLOCK_BYTES, check_blocks
 from folio import block as sdk_block
 from folio.api.v1.events_pb2 import EventBlock
 from folio.block import encode_block

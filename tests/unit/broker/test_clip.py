@@ -1,4 +1,4 @@
-"""``broker.clip`` and ``broker.request_names``: echoed values are short, name rules are exact."""
+"""``broker.clip`` and ``broker.services.request_names``: short echoes, exact name rules."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from broker.clip import MAX_MESSAGE_CHARS, clip, clip_context, clip_context_json, clip_message
 from broker.errors import InvalidArgumentError, TopicNameError, TopicNotFoundError
-from broker.request_names import check_request_names
+from broker.services.request_names import check_request_names
 from broker.status import status_for, trailing_metadata_for
 from folio.api.v1 import admin_pb2, groups_pb2, transactions_pb2
 

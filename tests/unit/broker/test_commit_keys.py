@@ -7,10 +7,10 @@ import logging
 
 import pytest
 
-from broker.commit_keys import COMMIT_KEYS_TOPIC, CommitKeys
 from broker.errors import CorruptDataError
-from broker.system_topics import CompactedTopic
-from broker.txn_coordinator import TxnCoordinator, TxnState
+from broker.system.compacted_topic import CompactedTopic
+from broker.txn.commit_keys import COMMIT_KEYS_TOPIC, CommitKeys
+from broker.txn.coordinator import TxnCoordinator, TxnState
 from tests.unit.broker.conftest import BrokerEnv
 
 

@@ -9,9 +9,9 @@ import asyncio
 
 import pytest
 
-from broker.names import make_segment_name
-from broker.system_topics import CompactedTopic
-from broker.topics import TopicManager
+from broker.segments.names import make_segment_name
+from broker.system.compacted_topic import CompactedTopic
+from broker.topics.manager import TopicManager
 from ledger.client.ledger_client import LedgerClient
 from tests.unit.broker.conftest import BrokerEnv
 

@@ -9,7 +9,8 @@ import struct
 import pytest
 
 from broker.api import Block, ReadBlock
-from broker.entry import (
+from broker.errors import CorruptDataError
+from broker.segments.entry import (
     HEADER_BYTES,
     NO_TXN,
     EntryKind,
@@ -17,7 +18,6 @@ from broker.entry import (
     encode_entry,
     split_frames,
 )
-from broker.errors import CorruptDataError
 
 
 def test_round_trip() -> None:

@@ -13,9 +13,9 @@ import pytest
 from prometheus_client import REGISTRY
 
 from broker.errors import InvalidArgumentError, ReaderGroupNotFoundError
-from broker.group_backlog import backlog_of
-from broker.groups_liveness import GroupLiveness, declare_offline
-from broker.groups_store import ReaderGroupStore, session_timeout_ms
+from broker.groups.backlog import backlog_of
+from broker.groups.liveness import GroupLiveness, declare_offline
+from broker.groups.store import ReaderGroupStore, session_timeout_ms
 from folio.api.v1 import groups_pb2
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 

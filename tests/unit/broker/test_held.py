@@ -11,7 +11,7 @@ from broker.errors import (
     TransactionExpiredError,
     TransactionTooLargeError,
 )
-from broker.held import HELD_BLOCK_OVERHEAD, MAX_TXN_BLOCKS, MAX_TXN_BYTES, HeldBudget, HeldRun
+from broker.txn.held import HELD_BLOCK_OVERHEAD, MAX_TXN_BLOCKS, MAX_TXN_BYTES, HeldBudget, HeldRun
 from tests.unit.broker.conftest import FakeClock
 
 MIB = 1024 * 1024

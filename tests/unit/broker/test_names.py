@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.errors import NoSuchSegmentError, TopicNameError
-from broker.names import check_topic_name, make_segment_name, parse_segment_name
+from broker.segments.names import check_topic_name, make_segment_name, parse_segment_name
 
 
 @pytest.mark.parametrize("name", ["a", "orders", "A.b-c_d9", "-x", "9", "x" * 249])

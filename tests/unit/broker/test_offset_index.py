@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from broker.api import TopicConfig
-from broker.offset_index import LedgerSpan, ReadHints
+from broker.segments.offset_index import LedgerSpan, ReadHints
 from ledger.client.handle import LedgerHandle
 from tests.unit.broker.conftest import BrokerEnv, block
 

@@ -6,7 +6,7 @@ import pytest
 
 from broker.api import ReadBlock, TopicConfig
 from broker.errors import WrongHostError
-from broker.topics import TopicManager
+from broker.topics.manager import TopicManager
 from ledger.api import LedgerState
 from ledger.client.handle import LedgerHandle
 from tests.unit.broker.conftest import BrokerEnv, block, read_all

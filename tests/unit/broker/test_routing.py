@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.routing import routing_point, segment_for_key
+from broker.topics.routing import routing_point, segment_for_key
 from folio.routing import routing_point as sdk_routing_point
 
 VECTORS = [

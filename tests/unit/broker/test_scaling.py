@@ -1,6 +1,6 @@
 """Scaling: plans checked against the topic record, the auto-scaling rule, and the manager.
 
-The plan and rule are pure (``broker.scaling``); the manager tests run on the
+The plan and rule are pure (``broker.topics.scaling``); the manager tests run on the
 real ledger stack of ``conftest.py`` (RocksDB metadata, an in-process bookie).
 """
 
@@ -18,10 +18,10 @@ from broker.errors import (
     SegmentSealedError,
     TopicNotFoundError,
 )
-from broker.names import segment_path, topic_path
-from broker.scaling import RateMeter, auto_scale, plan_scale, successors_of
-from broker.segment_records import SegmentRecord, TopicRecord, TopicSegment
-from broker.topics import TopicManager
+from broker.segments.names import segment_path, topic_path
+from broker.segments.records import SegmentRecord, TopicRecord, TopicSegment
+from broker.topics.manager import TopicManager
+from broker.topics.scaling import RateMeter, auto_scale, plan_scale, successors_of
 from tests.unit.broker.conftest import BrokerEnv, block
 
 

@@ -7,7 +7,6 @@ import asyncio
 import pytest
 
 from broker.api import Block, ReadBlock, SegmentState, TopicConfig
-from broker.block_limits import MAX_BLOCK_BYTES
 from broker.errors import (
     EventTooLargeError,
     InvalidArgumentError,
@@ -15,8 +14,9 @@ from broker.errors import (
     OffsetOutOfRangeError,
     SegmentSealedError,
 )
-from broker.segment import LedgerSegment
-from broker.topics import TopicManager
+from broker.segments.block_limits import MAX_BLOCK_BYTES
+from broker.segments.segment import LedgerSegment
+from broker.topics.manager import TopicManager
 from tests.unit.broker.conftest import MAX_ENTRY_BYTES, SMALL, block, read_all
 
 
@@ -184,7 +184,7 @@ async def test_append_refusals(topics: TopicManager) -> None:
     with pytest.raises(InvalidArgumentError):
         await segment.append([block(0)], "w" * 129, 0)
     # The segment checks a block's size; its events are checked by the Append
-    # service (broker.block_limits), where a client's blocks come in.
+    # service (broker.segments.block_limits), where a client's blocks come in.
     with pytest.raises(EventTooLargeError, match="block of") as raised:
         await segment.append([Block(b"x" * (MAX_BLOCK_BYTES + 1), 2)], "w", 0)
     assert (raised.value.size, raised.value.limit) == (MAX_BLOCK_BYTES + 1, MAX_BLOCK_BYTES)

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from broker.api import Isolation, ReadBlock, TopicConfig
-from broker.entry import EntryKind
 from broker.errors import InvalidArgumentError
-from broker.segment import LedgerSegment
-from broker.topics import TopicManager
+from broker.segments.entry import EntryKind
+from broker.segments.segment import LedgerSegment
+from broker.topics.manager import TopicManager
 from tests.unit.broker.conftest import SMALL, BrokerEnv, block
 from txnbuffer import EARLIEST
 

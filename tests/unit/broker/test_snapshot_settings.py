@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from broker.api import TopicConfig
-from broker.snapshot_store import TopicSnapshotStore
 from broker.standalone_config import StandaloneConfig
-from broker.txn_coordinator import TxnCoordinator
+from broker.system.snapshot_store import TopicSnapshotStore
+from broker.txn.coordinator import TxnCoordinator
 from tests.unit.broker.conftest import BrokerEnv, block
 from txnbuffer import SnapshotPolicy
 from txnbuffer.snapshot import HEADER, ITEM_BYTES

@@ -15,8 +15,8 @@ import logging
 
 import pytest
 
-from broker.system_topics import CompactedTopic
-from broker.topics import TopicManager
+from broker.system.compacted_topic import CompactedTopic
+from broker.topics.manager import TopicManager
 
 
 async def test_cancelled_writers_leave_no_unretrieved_exception(

@@ -8,13 +8,13 @@ import logging
 import pytest
 
 from broker.api import Block
-from broker.compaction import CompactionPolicy
 from broker.errors import EventTooLargeError, InvalidArgumentError
-from broker.names import make_segment_name
-from broker.snapshot_store import SNAPSHOT_TOPIC, TopicSnapshotStore, snapshot_store
-from broker.system_records import MAX_KEY_BYTES, decode_record, encode_record
-from broker.system_topics import CompactedTopic
-from broker.topics import TopicManager
+from broker.segments.names import make_segment_name
+from broker.system.compacted_topic import CompactedTopic
+from broker.system.compaction import CompactionPolicy
+from broker.system.records import MAX_KEY_BYTES, decode_record, encode_record
+from broker.system.snapshot_store import SNAPSHOT_TOPIC, TopicSnapshotStore, snapshot_store
+from broker.topics.manager import TopicManager
 from tests.unit.broker.conftest import MAX_ENTRY_BYTES, BrokerEnv
 from txnbuffer.api import SnapshotStore
 

@@ -15,7 +15,7 @@ from broker.errors import (
     TopicNameError,
     TopicNotFoundError,
 )
-from broker.topics import TopicManager
+from broker.topics.manager import TopicManager
 from tests.unit.broker.conftest import BrokerEnv, block
 
 

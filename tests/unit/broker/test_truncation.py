@@ -6,8 +6,8 @@ import pytest
 
 from broker.api import TopicConfig
 from broker.errors import OffsetOutOfRangeError
-from broker.segment import LedgerSegment
-from broker.topics import TopicManager
+from broker.segments.segment import LedgerSegment
+from broker.topics.manager import TopicManager
 from tests.unit.broker.conftest import BrokerEnv, block, read_all
 
 ROLL = TopicConfig(ledger_rollover_bytes=1024)

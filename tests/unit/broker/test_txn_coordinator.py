@@ -16,9 +16,9 @@ from broker.errors import (
     TxnNotFoundError,
     TxnStateError,
 )
-from broker.system_topics import CompactedTopic
-from broker.topics import TopicManager
-from broker.txn_coordinator import (
+from broker.system.compacted_topic import CompactedTopic
+from broker.topics.manager import TopicManager
+from broker.txn.coordinator import (
     LOG_FORMAT_VERSION,
     MAX_TXN_LABEL_BYTES,
     TXN_LOG_TOPIC,

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from broker.api import Block, TopicConfig
 from broker.errors import TxnStateError
-from broker.topics import TopicManager
-from broker.txn_coordinator import TxnCoordinator, TxnState
+from broker.topics.manager import TopicManager
+from broker.txn.coordinator import TxnCoordinator, TxnState
 from tests.unit.broker.conftest import BrokerEnv, read_all
 
 SLOTS = 3

@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import pytest
 
-from broker.snapshot_store import SNAPSHOT_TOPIC, TopicSnapshotStore
-from broker.system_topics import CompactedTopic
+from broker.system.compacted_topic import CompactedTopic
+from broker.system.snapshot_store import SNAPSHOT_TOPIC, TopicSnapshotStore
 from tests.unit.broker.conftest import BrokerEnv
 from tests.unit.txnbuffer.conftest import MemorySegmentLog
 from txnbuffer import EntryKind, LoggedEntry, Position, TransactionBuffer, TxnId

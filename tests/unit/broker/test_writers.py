@@ -8,10 +8,10 @@ import pytest
 
 from broker.api import TopicConfig
 from broker.errors import InvalidEventNumberError
-from broker.names import segment_path
-from broker.segment_records import SegmentRecord, WriterState
-from broker.topics import TopicManager
-from broker.writers import WriterTable
+from broker.segments.names import segment_path
+from broker.segments.records import SegmentRecord, WriterState
+from broker.segments.writers import WriterTable
+from broker.topics.manager import TopicManager
 from tests.unit.broker.conftest import BrokerEnv, block, read_all
 
 ROLL = TopicConfig(ledger_rollover_bytes=1024)

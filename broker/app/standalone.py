@@ -1,0 +1,213 @@
+"""``folio standalone``: the whole of Folio in one process, data under one directory.
+
+``folio broker`` runs the same wiring with the ledgers on ``folio bookie``
+processes (``run_standalone(config, remote)``): no bookie in process, the
+metadata store still under the data dir.
+
+Metadata in RocksDB (``DATA_DIR/metadata``), one bookie in the same process
+(``DATA_DIR/bookie``; measured faster than a bookie one loopback hop away, see
+docs/ledger.md), the broker serving the public gRPC API, and Prometheus
+metrics over HTTP.
+
+A ledger entry holds up to ``MAX_ENTRY_BYTES`` (16 MiB + 1 MiB headroom for
+entry and frame headers): a single-routing-key transaction of up to 16 MiB of
+blocks is written as ONE entry (``broker.txn.held``).
+
+Startup prints one line to stdout once everything serves (``folio standalone
+listening on HOST:PORT ...``); scripts and tests read the port from it.
+
+Shutdown (SIGTERM or SIGINT) goes outside in: the server stops taking calls
+and lets streams finish what they started (``BrokerServer.stop``), then the
+topics close their ledgers cleanly, then the bookie and the metadata store
+close. A SIGKILL skips all of it, which is safe: an append is acknowledged
+only once durable, and the next start recovers every segment (fencing its
+last ledger).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from contextvars import ContextVar
+from pathlib import Path
+
+from prometheus_client import start_http_server
+
+from broker.api import TopicConfig
+from broker.app.storage_watch import StorageWatch
+from broker.broker_config import RemoteBookies
+from broker.groups.backlog import GroupBacklog
+from broker.groups.liveness import GroupLiveness
+from broker.groups.store import ReaderGroupStore
+from broker.metrics import watch_broker
+from broker.services.server import SERVICE_NAMES, start_broker_server
+from broker.standalone_config import StandaloneConfig
+from broker.topics.manager import TopicManager
+from broker.txn.commit_keys import CommitKeys
+from broker.txn.coordinator import TxnCoordinator
+from broker.txn.held import MAX_TXN_BYTES
+from ledger.bookie.bookie import Bookie
+from ledger.client.directory import BookieDirectory
+from ledger.client.ledger_client import LedgerClient
+from ledger.config import BookieConfig, LedgerConfig
+from ledger.errors import LedgerError, StorageError
+from ledger.metadata.rocksdb_store import RocksDBMetadataStore
+
+__all__ = ["MAX_ENTRY_BYTES", "run_standalone"]
+
+log = logging.getLogger(__name__)
+
+#: Largest ledger entry: a whole transaction (``MAX_TXN_BYTES``) plus headroom.
+MAX_ENTRY_BYTES = MAX_TXN_BYTES + 1024 * 1024
+
+
+#: The command being run and where its ledgers live, for its messages and ready line.
+_RUNNING: ContextVar[tuple[str, str]] = ContextVar("running", default=("folio standalone", ""))
+
+
+def _fail(message: str) -> int:
+    print(f"{_RUNNING.get()[0]}: error: {message}", file=sys.stderr, flush=True)
+    return 1
+
+
+def run_standalone(config: StandaloneConfig, remote: RemoteBookies | None = None) -> int:
+    """Serve until SIGTERM or SIGINT; returns the exit code (1 with one stderr line on failure).
+
+    With ``remote`` (``folio broker``) the ledgers are on those bookies, and
+    ``config.durability`` is theirs to decide (it is not used).
+    """
+    _RUNNING.set(("folio broker", f"bookies {remote.bookies}") if remote is not None
+                 else ("folio standalone", f"durability {config.durability.value}"))
+    try:
+        os.makedirs(config.data_dir, exist_ok=True)
+    except OSError as error:
+        return _fail(f"cannot create data dir {config.data_dir}: {error}")
+    return asyncio.run(_serve(config, remote))
+
+
+async def _serve(config: StandaloneConfig, remote: RemoteBookies | None) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: signal.Signals) -> None:
+        if stop.is_set():
+            log.warning("%s while stopping: already stopping gracefully (SIGKILL stops at once)",
+                        signum.name)
+        stop.set()
+
+    # Installed for the whole run: a second signal must not cut short the
+    # graceful stop the first one started (ledgers close at the very end).
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        return await _serve_with(config, stop, remote)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
+async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
+                      remote: RemoteBookies | None) -> int:
+    root = Path(config.data_dir)
+    try:
+        store = RocksDBMetadataStore(root / "metadata")
+    except LedgerError as error:
+        return _fail(f"{error} (is another folio process using {root}?)")
+    bookie: Bookie | None = None
+    try:
+        if remote is not None:
+            directory = remote.directory()
+            quorums = {"ensemble_size": remote.ensemble_size,
+                       "write_quorum": remote.write_quorum, "ack_quorum": remote.ack_quorum}
+        else:
+            try:
+                bookie = Bookie(BookieConfig(data_dir=str(root / "bookie"),
+                                             durability=config.durability,
+                                             max_entry_bytes=MAX_ENTRY_BYTES))
+            except StorageError as error:
+                return _fail(f"{error} (is another folio process using {root}?)")
+            directory, quorums = BookieDirectory([bookie]), {}
+        ledgers = LedgerClient(store, directory, LedgerConfig(
+            max_entry_bytes=MAX_ENTRY_BYTES,
+            max_add_request_bytes=max(MAX_ENTRY_BYTES, LedgerConfig.max_add_request_bytes),
+            **quorums))
+        topics = TopicManager(ledgers, store, defaults=TopicConfig(),
+                              retention_interval_s=config.retention_interval_s,
+                              writer_expiry_ms=config.writer_expiry_ms,
+                              txn_snapshots=config.txn_snapshots())
+        limit = topics.txn_snapshot_store().max_record_bytes
+        if config.txn_snapshot_chunk_bytes > limit:
+            await ledgers.close()
+            return _fail(f"txn_snapshot_chunk_bytes={config.txn_snapshot_chunk_bytes} exceeds "
+                         f"the largest snapshot record, {limit} bytes")
+        await topics.start()
+        try:
+            # Replays the transaction log, finishing commits and aborts a crash cut short.
+            coordinator = TxnCoordinator(topics)
+            await coordinator.start()
+            topics.add_maintenance_hook(coordinator.tick)
+            watch_broker(topics, coordinator)
+            groups = ReaderGroupStore(store)
+            # Declares reader group members silent for their session timeout offline.
+            liveness = GroupLiveness(groups)
+            liveness.start()
+            topics.add_maintenance_hook(GroupBacklog(groups, topics, liveness).update)
+            try:
+                return await _serve_topics(config, topics, stop, coordinator, groups, liveness,
+                                           bookie, directory if bookie is not None else None)
+            finally:
+                await liveness.close()
+                await coordinator.close()
+        finally:
+            await topics.close()
+            await ledgers.close()
+    finally:
+        if bookie is not None:
+            bookie.shutdown()
+        await store.close()
+        log.info("%s stopped", _RUNNING.get()[0])
+
+
+async def _serve_topics(
+    config: StandaloneConfig, topics: TopicManager, stop: asyncio.Event,
+    coordinator: TxnCoordinator, groups: ReaderGroupStore, liveness: GroupLiveness,
+    bookie: Bookie | None, directory: BookieDirectory | None,
+) -> int:
+    commit_keys = CommitKeys(topics, coordinator)
+    await commit_keys.start()  # settles the idempotent commits a crash cut short
+    try:
+        server = await start_broker_server(topics, config.host, config.port,
+                                           max_held_bytes=config.max_held_bytes,
+                                           max_held_ms=config.max_held_ms,
+                                           coordinator=coordinator, commit_keys=commit_keys,
+                                           groups=groups, group_liveness=liveness)
+    except OSError as error:
+        return _fail(str(error))
+    try:
+        metrics, _thread = start_http_server(config.metrics_port, addr=config.host)
+    except OSError as error:
+        await server.stop(0)
+        return _fail(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error}")
+    # Health NOT_SERVING while the in-process bookie's disk refuses writes.
+    watch = (StorageWatch(bookie, server.health, SERVICE_NAMES, directory)
+             if bookie is not None else None)
+    if watch is not None:
+        watch.start()
+    try:
+        command, ledgers = _RUNNING.get()
+        print(f"{command} listening on {config.host}:{server.port} (data dir "
+              f"{config.data_dir}, {ledgers}, metrics on "
+              f"http://{config.host}:{metrics.server_port}/metrics)", flush=True)
+        await stop.wait()
+        log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)
+    finally:
+        if watch is not None:
+            await watch.close()
+        await server.stop(config.stop_grace_s)
+        with contextlib.suppress(Exception):
+            metrics.shutdown()
+    return 0

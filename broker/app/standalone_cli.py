@@ -1,0 +1,118 @@
+"""The broker's ``folio`` commands: ``folio standalone`` (and, later, ``folio broker``).
+
+``folio.cli`` loads ``standalone_command`` through the ``folio.commands``
+entry-point group. Settings are layered defaults < environment
+(``FOLIO_STANDALONE_<OPTION>``, e.g. ``FOLIO_STANDALONE_DATA_DIR``) < flags;
+``--print-config`` shows the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from broker.standalone_config import StandaloneConfig
+from ledger.cli import setup_logging
+from ledger.config import Durability
+
+__all__ = ["resolve_standalone_config", "standalone_command"]
+
+ENV_PREFIX = "FOLIO_STANDALONE_"
+
+_HELP = {
+    "data_dir": "directory of all data, created if missing (default ./folio-data)",
+    "host": "address the API and metrics listen on (default 127.0.0.1)",
+    "port": "port of the gRPC API, 0 for any free one (default 7070)",
+    "metrics_port": "port of Prometheus metrics (/metrics), 0 for any free one (default 7071)",
+    "durability": "sync: acknowledge appends once fsynced (default); async: once in the "
+    "write-ahead log (a machine crash may lose acknowledged events)",
+    "stop_grace_s": "seconds in-flight calls get to finish on SIGTERM (default 10)",
+    "retention_interval_s": "how often retention, ledger rollover by age, writer expiry and "
+    "auto-scaling run (default 30)",
+    "writer_expiry_ms": "segments forget the last event number of writers idle longer than "
+    "this (default 604800000, 7 days)",
+    "max_held_bytes": "bytes of uncommitted transaction blocks held over all streams "
+    "(default 268435456, 256 MiB)",
+    "max_held_ms": "how long a transaction's blocks may be held before its commit "
+    "(default 120000)",
+    "txn_snapshot_every_changes": "a segment's transaction buffer snapshots its aborted "
+    "transactions after this many changes (default 1000)",
+    "txn_snapshot_every_ms": "... or this long after its last snapshot (default 60000)",
+    "txn_snapshot_chunk_bytes": "largest transaction buffer snapshot chunk (record of "
+    "_txnbuffer_snapshots); 0 = the record limit (default 0)",
+}
+
+
+def resolve_standalone_config(
+    args: argparse.Namespace, environ: Mapping[str, str], prefix: str = ENV_PREFIX
+) -> StandaloneConfig:
+    """Defaults < ``environ`` (``prefix`` + NAME) < ``args``. ``ValueError`` names a bad one.
+
+    A field without a flag in ``args`` (``folio broker`` has no ``--durability``)
+    keeps its default.
+    """
+    values: dict[str, Any] = {}
+    for name, kind in typing.get_type_hints(StandaloneConfig).items():
+        if not hasattr(args, name):
+            continue
+        value = getattr(args, name)
+        if value is None:
+            raw = environ.get(prefix + name.upper())
+            if raw:
+                try:
+                    value = kind(raw)
+                except ValueError as error:
+                    raise ValueError(f"{prefix}{name.upper()}={raw!r}: {error}") from None
+        if value is not None:
+            values[name] = value
+    return StandaloneConfig(**values)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        config = resolve_standalone_config(args, os.environ)
+    except ValueError as error:
+        print(f"folio standalone: error: {error}", file=sys.stderr, flush=True)
+        return 2
+    if args.print_config:
+        print(json.dumps(dataclasses.asdict(config), indent=2, default=str))
+        return 0
+    # Imported here so `folio --help` stays fast and works without the server's deps.
+    from broker.app.standalone import run_standalone  # noqa: PLC0415
+
+    setup_logging()
+    return run_standalone(config)
+
+
+def standalone_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``folio standalone``: metadata, one bookie, the broker and metrics in one process."""
+    parser = subparsers.add_parser(
+        "standalone",
+        help="run all of Folio in one process (what `make run` starts)",
+        description="Run Folio in one process with its data under one directory: the "
+        "metadata store, one bookie of the ledger service, the broker serving the public "
+        "gRPC API (Admin, Append, Produce, Read, with health checking and reflection) and "
+        "Prometheus metrics. Once it serves it prints one line 'folio standalone listening "
+        "on HOST:PORT (...)' to stdout. SIGTERM or SIGINT stop it gracefully (in-flight "
+        "appends finish, ledgers close). Every option can also be set by an environment "
+        f"variable {ENV_PREFIX}<OPTION> (e.g. {ENV_PREFIX}DATA_DIR); flags win.",
+    )
+    hints = typing.get_type_hints(StandaloneConfig)
+    for field in dataclasses.fields(StandaloneConfig):
+        flag = "--" + field.name.replace("_", "-")
+        kind = hints[field.name]
+        if kind is Durability:
+            parser.add_argument(flag, type=Durability, choices=list(Durability),
+                                metavar="{sync,async}", help=_HELP[field.name])
+        else:
+            parser.add_argument(flag, type=kind, metavar=field.name.upper(),
+                                help=_HELP[field.name])
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the resulting settings as JSON and exit")
+    parser.set_defaults(func=_run)

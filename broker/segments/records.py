@@ -1,0 +1,232 @@
+"""The broker's persisted metadata records: one per topic, one per segment.
+
+Both are JSON objects carrying ``format_version``, stored in the
+``MetadataStore`` at ``broker.segments.names.topic_path`` / ``segment_path`` and changed
+only by compare-and-set on the node's version, so a broker that lost a
+segment learns it from its failed CAS instead of overwriting its successor.
+
+Topic records are written in format 2, which adds each segment's
+predecessors (scaling), the topic's ``sealed`` flag and when it last scaled
+itself; format 1 records are still read. Segment records are written in format 2, which
+adds the writer snapshot (``writers_ledger``, ``writers``: each writer's last
+event number and last append time, covering at least every entry before
+ledger ``writers_ledger``); format 1 records (no snapshot) are still read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from broker.api import SegmentState, TopicConfig
+from broker.errors import CorruptDataError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "SEGMENT_FORMAT_VERSION",
+    "LedgerRef",
+    "SegmentRecord",
+    "TopicRecord",
+    "TopicSegment",
+    "WriterState",
+    "config_from_json",
+]
+
+#: The topic record format written (1 is still read: no scaling fields).
+FORMAT_VERSION = 2
+_TOPIC_FORMATS = (1, FORMAT_VERSION)
+#: The segment record format written (1 is still read: no writer snapshot).
+SEGMENT_FORMAT_VERSION = 2
+_SEGMENT_FORMATS = (1, SEGMENT_FORMAT_VERSION)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSegment:
+    """A segment as its topic lists it: number, key range ``[key_low, key_high)``, state.
+
+    ``predecessors``: the numbers of the segments sealed when it was made whose
+    ranges overlap its own (empty for a topic's first segments).
+    """
+
+    number: int
+    key_low: float
+    key_high: float
+    state: SegmentState = SegmentState.OPEN
+    predecessors: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    """A topic: its configuration, its segments (every one ever made) and counters.
+
+    ``sealed``: SealTopic sealed it. ``scaled_ms``: when auto-scaling last
+    changed it (0: never).
+    """
+
+    name: str
+    config: TopicConfig
+    segments: tuple[TopicSegment, ...]
+    next_segment_number: int
+    created_ms: int
+    sealed: bool = False
+    scaled_ms: int = 0
+
+    def with_config(self, config: TopicConfig) -> TopicRecord:
+        """The same record with another configuration."""
+        return replace(self, config=config)
+
+    def to_bytes(self) -> bytes:
+        """The record as stored."""
+        return _dump({
+            "format_version": FORMAT_VERSION,
+            "name": self.name,
+            "config": asdict(self.config),
+            "segments": [
+                {"number": s.number, "key_low": s.key_low, "key_high": s.key_high,
+                 "state": s.state.value, "predecessors": list(s.predecessors)}
+                for s in self.segments
+            ],
+            "next_segment_number": self.next_segment_number,
+            "created_ms": self.created_ms,
+            "sealed": self.sealed,
+            "scaled_ms": self.scaled_ms,
+        })
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> TopicRecord:
+        """Decode a stored record; ``CorruptDataError`` if it is not one."""
+        record = _load(data, "topic record", _TOPIC_FORMATS)
+        try:
+            return cls(
+                name=str(record["name"]),
+                config=config_from_json(record["config"]),
+                segments=tuple(
+                    TopicSegment(int(s["number"]), float(s["key_low"]), float(s["key_high"]),
+                                 SegmentState(s["state"]),
+                                 tuple(int(p) for p in s.get("predecessors", ())))
+                    for s in record["segments"]
+                ),
+                next_segment_number=int(record["next_segment_number"]),
+                created_ms=int(record["created_ms"]),
+                sealed=bool(record.get("sealed", False)),
+                scaled_ms=int(record.get("scaled_ms", 0)),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise CorruptDataError(f"topic record is malformed: {error!r}",
+                                   what="topic record") from None
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRef:
+    """One ledger of a segment's chain.
+
+    Attributes:
+        ledger_id: the ledger.
+        first_offset: the offset of its first event (its end is the next one's first).
+        length_bytes: its final length once closed, -1 while it is being written.
+        last_entry_ms: the time of its newest entry once closed (-1: none or open).
+    """
+
+    ledger_id: int
+    first_offset: int
+    length_bytes: int = -1
+    last_entry_ms: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class WriterState:
+    """A writer's attribute on a segment: its last event number and when it last appended."""
+
+    last_event_number: int
+    last_update_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRecord:
+    """A segment: its ledger chain (oldest first), start offset, seal and writer snapshot.
+
+    Every ledger but the last is closed; the last one is the one being written
+    unless the segment is sealed. ``end_offset`` is set (>= 0) only when sealed.
+    ``writers`` holds every writer's state as of (at least) the start of
+    ledger ``writers_ledger`` (-1: no snapshot, a format 1 record); recovery
+    applies the entry headers of that ledger on top.
+    """
+
+    topic: str
+    number: int
+    ledgers: tuple[LedgerRef, ...] = ()
+    start_offset: int = 0
+    sealed: bool = False
+    end_offset: int = -1
+    writers_ledger: int = -1
+    writers: Mapping[str, WriterState] = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        """The record as stored (format 2)."""
+        return _dump({
+            "format_version": SEGMENT_FORMAT_VERSION,
+            "topic": self.topic,
+            "number": self.number,
+            "ledgers": [[r.ledger_id, r.first_offset, r.length_bytes, r.last_entry_ms]
+                        for r in self.ledgers],
+            "start_offset": self.start_offset,
+            "sealed": self.sealed,
+            "end_offset": self.end_offset,
+            "writers_ledger": self.writers_ledger,
+            "writers": {w: [s.last_event_number, s.last_update_ms]
+                        for w, s in self.writers.items()},
+        })
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SegmentRecord:
+        """Decode a stored record (format 1 or 2); ``CorruptDataError`` if it is not one."""
+        record = _load(data, "segment record", _SEGMENT_FORMATS)
+        try:
+            writers = record.get("writers", {})
+            if not isinstance(writers, dict):
+                raise TypeError("writers must be an object")
+            return cls(
+                topic=str(record["topic"]),
+                number=int(record["number"]),
+                ledgers=tuple(LedgerRef(int(a), int(b), int(c), int(d))
+                              for a, b, c, d in record["ledgers"]),
+                start_offset=int(record["start_offset"]),
+                sealed=bool(record["sealed"]),
+                end_offset=int(record["end_offset"]),
+                writers_ledger=int(record.get("writers_ledger", -1)),
+                writers={str(w): WriterState(int(n), int(t)) for w, (n, t) in writers.items()},
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise CorruptDataError(f"segment record is malformed: {error!r}",
+                                   what="segment record") from None
+
+
+def config_from_json(values: Any) -> TopicConfig:
+    """A ``TopicConfig`` from its stored form (``ValueError`` on bad values)."""
+    if not isinstance(values, dict):
+        raise TypeError("config must be an object")
+    names = {f.name for f in fields(TopicConfig)}
+    return TopicConfig(**{k: int(v) for k, v in values.items() if k in names})
+
+
+def _dump(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+
+def _load(data: bytes, what: str, versions: tuple[int, ...] = (FORMAT_VERSION,),
+          ) -> dict[str, Any]:
+    try:
+        record = json.loads(data)
+    except (UnicodeDecodeError, ValueError):
+        raise CorruptDataError(f"{what} is not JSON", what=what) from None
+    if not isinstance(record, dict):
+        raise CorruptDataError(f"{what} is not a JSON object", what=what)
+    version = record.get("format_version")
+    if isinstance(version, bool) or version not in versions:
+        readable = " and ".join(map(str, versions))
+        raise CorruptDataError(
+            f"{what} has format version {version!r}; this broker reads {readable}",
+            what=what)
+    return record

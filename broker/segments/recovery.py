@@ -1,0 +1,96 @@
+"""Recovering a segment's ledger chain when a broker loads the segment.
+
+The segment record lists the chain; only its tail needs work. The last ledger
+is opened with recovery, which fences it (a previous owner, crashed or
+alive, can append nothing more) and closes it at the end its bookies agree
+on. Its entry headers are then scanned: the last one gives the segment's end
+offset (base + count), all of them the ledger's offset index. Empty ledgers at
+the tail (a restart that appended nothing) are set aside to be replaced, and
+the scan moves to the ledger before. Ledgers other than the last are not
+touched here; they are opened (with recovery too, which closes one a crashed
+rollover left open) when read.
+
+**Writers.** The record's writer snapshot covers every entry before ledger
+``writers_ledger``, which is always the record's last ledger (every record
+write that adds a ledger writes a fresh snapshot for it). So the writers'
+state is the snapshot, updated by the headers of that ledger if it has
+entries; if it was empty (set aside above), the snapshot alone. A format 1
+record has no snapshot: the headers of the newest non-empty ledger only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from broker.errors import NoSuchSegmentError
+from broker.segments.names import make_segment_name, segment_path
+from broker.segments.offset_index import LedgerSpan
+from broker.segments.reads import scan_ledger
+from broker.segments.records import SegmentRecord, WriterState
+from ledger.api import MetadataStore
+from ledger.client.ledger_client import LedgerClient
+from ledger.errors import NoNodeError
+
+__all__ = ["RecoveredChain", "recover_chain"]
+
+
+@dataclass(slots=True)
+class RecoveredChain:
+    """A segment's chain after recovery.
+
+    Attributes:
+        record: the segment record as read.
+        version: its version, for the next compare-and-set.
+        spans: the ledgers to keep, all closed, the last one scanned.
+        empty: empty ledgers from the tail, to drop from the chain.
+        end_offset: the offset the next event gets.
+        writers: each writer's state: the record's snapshot updated by the
+            headers of its ledger (see the module docstring).
+    """
+
+    record: SegmentRecord
+    version: int
+    spans: list[LedgerSpan]
+    end_offset: int
+    empty: list[LedgerSpan] = field(default_factory=list)
+    writers: dict[str, WriterState] = field(default_factory=dict)
+
+
+async def recover_chain(
+    ledgers: LedgerClient, store: MetadataStore, topic: str, number: int,
+) -> RecoveredChain:
+    """Read the segment record and recover its tail (see the module docstring).
+
+    Raises ``NoSuchSegmentError`` without a record, ``LedgerError`` if the
+    ledger service fails, ``CorruptDataError`` for entries that do not chain.
+    """
+    try:
+        node = await store.get(segment_path(topic, number))
+    except NoNodeError:
+        raise NoSuchSegmentError(make_segment_name(topic, number)) from None
+    record = SegmentRecord.from_bytes(node.data)
+    chain = RecoveredChain(record, node.version,
+                           [LedgerSpan.from_ref(ref) for ref in record.ledgers],
+                           record.start_offset)
+    spans = chain.spans
+    chain.writers = dict(record.writers)
+    while spans:
+        last = spans[-1]
+        handle = await ledgers.open(last.ledger_id, recovery=True)
+        scan = await scan_ledger(handle, last.first_offset)
+        last.handle = handle
+        last.bases = scan.bases
+        last.indexed_end = scan.end_offset
+        last.length_bytes = handle.length
+        last.last_entry_ms = scan.last_entry_ms
+        chain.end_offset = scan.end_offset
+        if handle.last_add_confirmed >= 0 or record.sealed:
+            # Unless the snapshot was taken at the start of an empty ledger
+            # after this one: then it already covers this ledger.
+            if all(span.ledger_id != record.writers_ledger for span in chain.empty):
+                chain.writers.update(scan.writers)
+            break
+        chain.empty.append(spans.pop())
+    if record.sealed:
+        chain.end_offset = record.end_offset
+    return chain

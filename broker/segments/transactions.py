@@ -1,0 +1,121 @@
+"""A segment's transactional side: txn ids, isolation, its ``SegmentLog`` for the buffer.
+
+A segment of a user topic owns a ``txnbuffer.TransactionBuffer``. The segment
+reports each entry to it once durable, in position order, and recovers it on
+load by replaying its ledgers through ``LedgerSegmentLog`` (which also keeps
+``TxnOffsets`` up to date, so the segment knows the *offset* where the
+earliest open transaction begins: the end a ``read_committed`` reader waits at).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+from broker.api import Isolation
+from broker.errors import InvalidArgumentError
+from broker.segments.entry import NO_TXN, EntryKind, decode_entry_header
+from broker.segments.offset_index import LedgerSpan
+from broker.segments.reads import txn_id_of
+from ledger.client.handle import LedgerHandle
+from txnbuffer.api import EntryKind as LoggedKind
+from txnbuffer.api import LoggedEntry, Position, TxnId
+
+__all__ = [
+    "TXN_ID_BYTES",
+    "Isolation",
+    "LedgerSegmentLog",
+    "TxnOffsets",
+    "check_txn_id",
+    "txn_bytes",
+    "txn_id_of",
+]
+
+TXN_ID_BYTES = 16
+_TXN = struct.Struct(">QQ")
+_SCAN_ENTRIES = 256
+
+
+def txn_bytes(txn_id: TxnId) -> bytes:
+    """The 16 bytes of ``txn_id`` (most significant half first)."""
+    return _TXN.pack(*txn_id)
+
+
+def check_txn_id(raw: bytes) -> bytes:
+    """``raw`` if it is a valid transaction id (16 bytes, not all zero).
+
+    Raises:
+        InvalidArgumentError: otherwise.
+    """
+    if len(raw) != TXN_ID_BYTES or raw == NO_TXN:
+        raise InvalidArgumentError(
+            f"a txn_id must be {TXN_ID_BYTES} bytes and not all zero, got {len(raw)} bytes")
+    return raw
+
+
+class TxnOffsets:
+    """The first entry (position and offset) of each transaction not yet decided.
+
+    Lets the segment turn the buffer's ``max_read_position`` into an offset.
+    """
+
+    def __init__(self) -> None:
+        self._first: dict[TxnId, Position] = {}
+        self._offsets: dict[Position, int] = {}
+
+    def note(self, position: Position, kind: EntryKind | LoggedKind, txn_id: TxnId | None,
+             base_offset: int) -> None:
+        """Account for one durable entry (call before reporting it to the buffer)."""
+        if txn_id is None:
+            return
+        if kind == EntryKind.TXN_DATA:
+            if txn_id not in self._first:
+                self._first[txn_id] = position
+                self._offsets[position] = base_offset
+        elif kind in (EntryKind.COMMIT_MARKER, EntryKind.ABORT_MARKER):
+            first = self._first.pop(txn_id, None)
+            if first is not None:
+                self._offsets.pop(first, None)
+
+    def offset_at(self, position: Position) -> int | None:
+        """The base offset of the first entry of a transaction beginning at ``position``."""
+        return self._offsets.get(position)
+
+
+class LedgerSegmentLog:
+    """``txnbuffer.api.SegmentLog`` over a segment's ledgers (read at recovery).
+
+    Args:
+        spans: the segment's ledgers, in order.
+        reader: opens a span for reading (the segment's ``_reader``).
+        offsets: updated with every entry yielded.
+    """
+
+    def __init__(self, spans: Sequence[LedgerSpan],
+                 reader: Callable[[LedgerSpan], Awaitable[LedgerHandle]],
+                 offsets: TxnOffsets) -> None:
+        self._spans = list(spans)
+        self._reader = reader
+        self._offsets = offsets
+
+    async def entries_after(self, position: Position | None) -> AsyncIterator[LoggedEntry]:
+        """Every entry after ``position`` (``(L, -1)`` and ``EARLIEST`` allowed), in order."""
+        for span in self._spans:
+            start = 0
+            if position is not None:
+                if span.ledger_id < position.ledger_id:
+                    continue
+                if span.ledger_id == position.ledger_id:
+                    start = position.entry_id + 1
+            handle = await self._reader(span)
+            last = span.last_entry_id if span.writing else handle.last_add_confirmed
+            entry_id = start
+            while entry_id <= last:
+                high = min(entry_id + _SCAN_ENTRIES - 1, last)
+                for data in await handle.read(entry_id, high):
+                    header = decode_entry_header(data)
+                    here = Position(span.ledger_id, entry_id)
+                    txn_id = txn_id_of(header.txn_id)
+                    self._offsets.note(here, header.kind, txn_id, header.base_offset)
+                    yield LoggedEntry(here, LoggedKind(header.kind), txn_id)
+                    entry_id += 1

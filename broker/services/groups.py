@@ -1,0 +1,115 @@
+"""The ``folio.v1.ReaderGroups`` servicer: reader group states by compare-and-set.
+
+Thin: decode, call the ``ReaderGroupStore`` (or, for heartbeats and member
+liveness, the ``GroupLiveness``), encode. On create the topics the state
+names must exist (NOT_FOUND otherwise).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from broker.api import Topics
+from broker.errors import BrokerError
+from broker.groups.liveness import GroupLiveness
+from broker.groups.store import GroupRecord, ReaderGroupStore
+from broker.services._servicer import abort_with
+from folio.api.v1 import groups_pb2, groups_pb2_grpc
+from ledger.errors import LedgerError
+
+__all__ = ["ReaderGroupsServicer"]
+
+_Context = grpc.aio.ServicerContext[Any, Any]
+_Refusals = (BrokerError, LedgerError)
+
+
+def _reply(record: GroupRecord) -> groups_pb2.ReaderGroup:
+    return groups_pb2.ReaderGroup(name=record.name, version=record.version, state=record.state)
+
+
+class ReaderGroupsServicer(groups_pb2_grpc.ReaderGroupsServicer):
+    """Create, get, conditionally update, delete and list reader groups."""
+
+    def __init__(self, topics: Topics, store: ReaderGroupStore,
+                 liveness: GroupLiveness | None = None) -> None:
+        self._topics = topics
+        self._store = store
+        # Without one started by the caller, heartbeats are recorded but no
+        # member is ever declared offline.
+        self._liveness = liveness or GroupLiveness(store)
+
+    async def CreateReaderGroup(
+        self, request: groups_pb2.CreateReaderGroupRequest, context: _Context
+    ) -> groups_pb2.ReaderGroup:
+        try:
+            for topic in request.state.topics:
+                await self._topics.get_topic(topic)
+            record = await self._store.create(request.name, request.state)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return _reply(record)
+
+    async def GetReaderGroup(
+        self, request: groups_pb2.GetReaderGroupRequest, context: _Context
+    ) -> groups_pb2.ReaderGroup:
+        try:
+            record = await self._store.get(request.name)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return _reply(record)
+
+    async def UpdateReaderGroup(
+        self, request: groups_pb2.UpdateReaderGroupRequest, context: _Context
+    ) -> groups_pb2.ReaderGroup:
+        try:
+            record = await self._store.update(request.name, request.expected_version,
+                                              request.state)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return _reply(record)
+
+    async def DeleteReaderGroup(
+        self, request: groups_pb2.DeleteReaderGroupRequest, context: _Context
+    ) -> groups_pb2.DeleteReaderGroupResponse:
+        try:
+            await self._store.delete(request.name)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return groups_pb2.DeleteReaderGroupResponse()
+
+    async def ListReaderGroups(
+        self, request: groups_pb2.ListReaderGroupsRequest, context: _Context
+    ) -> groups_pb2.ListReaderGroupsResponse:
+        try:
+            names = await self._store.names()
+        except _Refusals as error:
+            await abort_with(context, error)
+        return groups_pb2.ListReaderGroupsResponse(names=names)
+
+    async def Heartbeat(
+        self, request: groups_pb2.HeartbeatRequest, context: _Context
+    ) -> groups_pb2.HeartbeatResponse:
+        try:
+            member, timeout_ms = await self._liveness.heartbeat(
+                request.name, request.reader_id, request.session_id,
+                {p.segment: p.offset for p in request.positions})
+        except _Refusals as error:
+            await abort_with(context, error)
+        return groups_pb2.HeartbeatResponse(member=member, session_timeout_ms=timeout_ms)
+
+    async def GetMembers(
+        self, request: groups_pb2.GetMembersRequest, context: _Context
+    ) -> groups_pb2.GetMembersResponse:
+        try:
+            timeout_ms, members = await self._liveness.members(request.name)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return groups_pb2.GetMembersResponse(session_timeout_ms=timeout_ms, members=[
+            groups_pb2.MemberLiveness(
+                reader_id=m.reader_id, session_id=m.session_id, silent_ms=m.silent_ms,
+                heartbeated=m.heartbeated,
+                reported_positions=[groups_pb2.SegmentOffset(segment=s, offset=o)
+                                    for s, o in sorted(m.reported.items())])
+            for m in members])

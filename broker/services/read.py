@@ -1,0 +1,145 @@
+"""The ``folio.v1.Read`` servicer: a segment's blocks from an offset, then a long poll at the tail.
+
+Per ``read`` of the segment (about ``max_bytes`` of whole blocks, as stored,
+but always whole entries: a transaction's entry may hold 16 MiB) one message,
+or several of at most ``max_bytes`` each when it is larger (a block is never
+split; ``max_bytes`` is capped so that every response fits gRPC's default 4 MiB
+receive limit); no event is unpacked. At the tail the
+stream waits on the segment's wake-up (never a timer loop) and sends an empty
+response after ``max_wait_ms`` without data, so clients see it is alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from broker.api import Isolation, ReadBlock, Topics
+from broker.errors import BrokerError, BrokerShuttingDownError, InvalidArgumentError
+from broker.metrics import observe_read
+from broker.segments.block_limits import MAX_BLOCK_BYTES
+from broker.services._servicer import abort_with
+from folio.api.v1 import read_pb2, read_pb2_grpc
+from ledger.errors import LedgerError
+
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_WAIT_MS", "ReadServicer"]
+
+_Context = grpc.aio.ServicerContext[Any, Any]
+
+#: ``max_bytes`` when a request leaves it 0.
+DEFAULT_MAX_BYTES = 1024 * 1024
+#: Largest ``max_bytes`` honoured: with its framing, a response stays within
+#: gRPC's default 4 MiB receive limit (a block alone is at most
+#: ``block_limits.MAX_BLOCK_BYTES``, which fits too), so readers need not raise it.
+MAX_MAX_BYTES = MAX_BLOCK_BYTES
+#: A ``ReadBlock``'s own fields around its data (offset, event_count, tags, lengths), at most.
+_BLOCK_FRAMING_BYTES = 32
+#: ``max_wait_ms`` when a request leaves it 0.
+DEFAULT_MAX_WAIT_MS = 500
+#: Longest ``max_wait_ms`` honoured.
+MAX_MAX_WAIT_MS = 60_000
+
+
+class ReadServicer(read_pb2_grpc.ReadServicer):
+    """Streams segments' blocks to readers.
+
+    Args:
+        topics: the broker's topics.
+        stopping: set when the broker shuts down; streams then end UNAVAILABLE.
+    """
+
+    def __init__(self, topics: Topics, stopping: asyncio.Event) -> None:
+        self._topics = topics
+        self._stopping = stopping
+
+    async def Read(
+        self, request: read_pb2.ReadRequest, context: _Context
+    ) -> AsyncIterator[read_pb2.ReadResponse]:
+        max_bytes = min(request.max_bytes or DEFAULT_MAX_BYTES, MAX_MAX_BYTES)
+        max_wait_s = min(request.max_wait_ms or DEFAULT_MAX_WAIT_MS, MAX_MAX_WAIT_MS) / 1000
+        offset = request.offset
+        try:
+            if offset < 0:
+                raise InvalidArgumentError(f"offset must be >= 0, got {offset}")
+            isolation = _isolation(request.isolation)
+            segment = await self._topics.segment(request.segment)
+            reported = offset  # the next_offset the client knows
+            while not self._stopping.is_set():
+                batch = await segment.read(offset, max_bytes, isolation)
+                if batch.blocks:
+                    last = batch.blocks[-1]
+                    offset = max(last.offset + last.event_count, batch.next_offset)
+                    ended = batch.end_of_segment and offset >= batch.end_offset
+                    responses = _responses(batch.blocks, max_bytes, request.segment)
+                    responses[-1].end_of_segment = ended
+                    for response in responses:
+                        response.end_offset = batch.end_offset
+                        response.next_offset = offset
+                        yield response
+                    reported = offset
+                    if ended:
+                        return
+                    continue
+                if batch.end_of_segment:
+                    yield read_pb2.ReadResponse(end_offset=batch.end_offset, end_of_segment=True,
+                                                next_offset=max(offset, batch.next_offset))
+                    return
+                if batch.next_offset > offset:  # only left-out entries (aborted, markers)
+                    offset = batch.next_offset
+                    continue
+                if offset > reported:
+                    # At the tail past left-out entries: say so now, not at the next
+                    # heartbeat (a reader of a range ending in them is done).
+                    yield read_pb2.ReadResponse(end_offset=batch.end_offset, next_offset=offset)
+                    reported = offset
+                if not await self._wait(segment.wait_for_data(offset, max_wait_s, isolation)):
+                    yield read_pb2.ReadResponse(end_offset=batch.end_offset, next_offset=offset)
+            raise BrokerShuttingDownError("the broker is stopping")
+        except (BrokerError, LedgerError) as error:
+            await abort_with(context, error)
+
+    async def _wait(self, waiting: Any) -> bool:
+        """``waiting`` (a wait for data), cut short when the broker stops."""
+        wait = asyncio.ensure_future(waiting)
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait((wait, stop), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not wait.done():
+                wait.cancel()
+        return wait.done() and not wait.cancelled() and bool(wait.result())
+
+
+def _isolation(value: int) -> Isolation:
+    """The request's isolation; ``InvalidArgumentError`` for an unknown value."""
+    try:
+        return Isolation(value)
+    except ValueError:
+        raise InvalidArgumentError(f"unknown isolation {value}") from None
+
+
+def _responses(blocks: list[ReadBlock], max_bytes: int,
+               segment: str) -> list[read_pb2.ReadResponse]:
+    """The blocks in responses of at most ``max_bytes`` each, framing included.
+
+    A response holds at least one block: a block larger than ``max_bytes``
+    goes alone (never split).
+    """
+    responses = [read_pb2.ReadResponse()]
+    size = 0
+    total = events = 0
+    for block in blocks:
+        if size and size + len(block.data) + _BLOCK_FRAMING_BYTES > max_bytes:
+            responses.append(read_pb2.ReadResponse())
+            size = 0
+        responses[-1].blocks.append(read_pb2.ReadBlock(
+            offset=block.offset, event_count=block.event_count, data=block.data))
+        size += len(block.data) + _BLOCK_FRAMING_BYTES
+        total += len(block.data)
+        events += block.event_count
+    observe_read(segment, events, total)
+    return responses

@@ -1,0 +1,128 @@
+"""The broker's gRPC server: Admin, Append, Produce and Read, with health and reflection.
+
+``stop`` is the graceful shutdown: health turns NOT_SERVING (load balancers
+and clients stop sending), streams are told to wind down (appends already
+started finish and are answered; tail reads end UNAVAILABLE), and the server
+gives in-flight calls a grace period. The caller closes the topics (their
+ledgers) only after that, so no acknowledged append is cut short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health_pb2
+
+# The asyncio health servicer (grpc_health exposes it as ``health.aio``).
+from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
+
+from broker.api import Topics
+from broker.groups.liveness import GroupLiveness
+from broker.groups.store import ReaderGroupStore
+from broker.services._handlers import add_servicer
+from broker.services.admin import AdminServicer
+from broker.services.append import AppendServicer
+from broker.services.groups import ReaderGroupsServicer
+from broker.services.introspection import HEALTH_SERVICE_NAME, serve_health, serve_reflection
+from broker.services.produce import ProduceServicer
+from broker.services.read import ReadServicer
+from broker.services.transactions import TransactionsServicer
+from broker.txn.commit_keys import CommitKeys
+from broker.txn.coordinator import TxnCoordinator
+from broker.txn.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
+from folio.api.v1 import admin_pb2, append_pb2, groups_pb2, read_pb2, transactions_pb2
+from ledger.bookie.service import host_port, listen_insecure
+
+__all__ = ["SERVICE_NAMES", "BrokerServer", "start_broker_server"]
+
+log = logging.getLogger(__name__)
+
+#: Full names of the public services, as health checks and reflection know them.
+SERVICE_NAMES = (
+    admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name,
+    append_pb2.DESCRIPTOR.services_by_name["Append"].full_name,
+    append_pb2.DESCRIPTOR.services_by_name["Produce"].full_name,
+    read_pb2.DESCRIPTOR.services_by_name["Read"].full_name,
+    transactions_pb2.DESCRIPTOR.services_by_name["Transactions"].full_name,
+    groups_pb2.DESCRIPTOR.services_by_name["ReaderGroups"].full_name,
+)
+
+_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+_SERVER_OPTIONS = (
+    ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+    # Two brokers must never share a port by accident (gRPC sets it on Linux).
+    ("grpc.so_reuseport", 0),
+)
+
+
+@dataclass(eq=False)
+class BrokerServer:
+    """A started broker server and what its graceful stop needs."""
+
+    server: grpc.aio.Server
+    port: int
+    health: AsyncHealthServicer
+    stopping: asyncio.Event
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop serving: NOT_SERVING, wind streams down, then ``grace_s`` for calls in flight."""
+        for name in ("", *SERVICE_NAMES):
+            await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.stopping.set()
+        await self.server.stop(grace_s)
+
+
+async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int = 0, *,
+                              max_held_bytes: int = DEFAULT_MAX_HELD_BYTES,
+                              max_held_ms: int = DEFAULT_MAX_HELD_MS,
+                              commit_keys: CommitKeys | None = None,
+                              coordinator: TxnCoordinator | None = None,
+                              groups: ReaderGroupStore | None = None,
+                              group_liveness: GroupLiveness | None = None) -> BrokerServer:
+    """Serve ``topics`` over the public gRPC API and start.
+
+    With ``coordinator`` (started) the ``Transactions`` service is served and
+    appends may carry a txn id; without, both are refused (UNIMPLEMENTED,
+    INVALID_ARGUMENT). ``commit_keys`` (started) makes commits that carry a
+    commit key idempotent (``broker.txn.commit_keys``); without, they are refused.
+
+    With ``groups`` the ``ReaderGroups`` service is served (reader group
+    states by compare-and-set); without, its calls are UNIMPLEMENTED.
+    ``group_liveness`` (started by the caller) declares silent members
+    offline; without, heartbeats are recorded but nobody is declared offline.
+
+    ``max_held_bytes`` and ``max_held_ms`` bound the blocks of uncommitted
+    transactions (see ``broker.txn.held``).
+
+    Raises:
+        OSError: the address cannot be bound (port in use, unknown host).
+    """
+    stopping = asyncio.Event()
+    server = grpc.aio.server(options=_SERVER_OPTIONS)
+    for service, servicer in (
+        (admin_pb2.DESCRIPTOR.services_by_name["Admin"], AdminServicer(topics)),
+        (append_pb2.DESCRIPTOR.services_by_name["Append"], AppendServicer(
+            topics, stopping, max_held_bytes=max_held_bytes, max_held_ms=max_held_ms,
+            coordinator=coordinator)),
+        (append_pb2.DESCRIPTOR.services_by_name["Produce"], ProduceServicer(topics)),
+        (read_pb2.DESCRIPTOR.services_by_name["Read"], ReadServicer(topics, stopping)),
+    ):
+        add_servicer(server, service, servicer)
+    if coordinator is not None:
+        add_servicer(server, transactions_pb2.DESCRIPTOR.services_by_name["Transactions"],
+                     TransactionsServicer(coordinator, commit_keys))
+    if groups is not None:
+        add_servicer(server, groups_pb2.DESCRIPTOR.services_by_name["ReaderGroups"],
+                     ReaderGroupsServicer(topics, groups, group_liveness))
+    health = serve_health(server)
+    serve_reflection(server, (*SERVICE_NAMES, HEALTH_SERVICE_NAME))
+    bound = await listen_insecure(server, host, port)
+    for name in ("", *SERVICE_NAMES):
+        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    await server.start()
+    log.info("broker serving on %s", host_port(host, bound))
+    return BrokerServer(server, bound, health, stopping)

@@ -1,0 +1,82 @@
+"""The ``folio.v1.Transactions`` servicer: decode, call the ``TxnCoordinator``, encode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from broker.errors import BrokerError, InvalidArgumentError
+from broker.services._servicer import abort_with
+from broker.txn.commit_keys import CommitKeys
+from broker.txn.coordinator import TxnCoordinator
+from folio.api.v1 import transactions_pb2, transactions_pb2_grpc
+from ledger.errors import LedgerError
+
+__all__ = ["TransactionsServicer"]
+
+_Context = grpc.aio.ServicerContext[Any, Any]
+_Refusals = (BrokerError, LedgerError)
+
+
+class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
+    """Begin, commit, abort and describe transactions."""
+
+    def __init__(self, coordinator: TxnCoordinator,
+                 commit_keys: CommitKeys | None = None) -> None:
+        self._coordinator = coordinator
+        self._commit_keys = commit_keys
+
+    async def BeginTxn(
+        self, request: transactions_pb2.BeginTxnRequest, context: _Context
+    ) -> transactions_pb2.BeginTxnResponse:
+        try:
+            txn_id = await self._coordinator.begin(request.timeout_ms, request.label)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return transactions_pb2.BeginTxnResponse(txn_id=txn_id)
+
+    async def CommitTxn(
+        self, request: transactions_pb2.CommitTxnRequest, context: _Context
+    ) -> transactions_pb2.CommitTxnResponse:
+        try:
+            if request.commit_key:
+                if self._commit_keys is None:
+                    raise InvalidArgumentError("this broker does not keep commit keys")
+                committed = await self._commit_keys.commit(
+                    request.commit_key, request.commit_sequence, list(request.txn_ids))
+                return transactions_pb2.CommitTxnResponse(duplicate=not committed)
+            await self._coordinator.commit(list(request.txn_ids))
+        except _Refusals as error:
+            await abort_with(context, error)
+        return transactions_pb2.CommitTxnResponse()
+
+    async def AbortTxn(
+        self, request: transactions_pb2.AbortTxnRequest, context: _Context
+    ) -> transactions_pb2.AbortTxnResponse:
+        try:
+            await self._coordinator.abort(request.txn_id)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return transactions_pb2.AbortTxnResponse()
+
+    async def AbortTxns(
+        self, request: transactions_pb2.AbortTxnsRequest, context: _Context
+    ) -> transactions_pb2.AbortTxnsResponse:
+        try:
+            aborted = await self._coordinator.abort_labelled(request.label, list(request.keep),
+                                                             close=request.close)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return transactions_pb2.AbortTxnsResponse(aborted=aborted)
+
+    async def GetTxnStatus(
+        self, request: transactions_pb2.GetTxnStatusRequest, context: _Context
+    ) -> transactions_pb2.GetTxnStatusResponse:
+        try:
+            status = self._coordinator.status(request.txn_id)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return transactions_pb2.GetTxnStatusResponse(
+            state=transactions_pb2.TxnState.Value(status.state.name),
+            segments=status.segments, deadline_ms=status.deadline_ms)
