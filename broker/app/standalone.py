@@ -46,6 +46,7 @@ from broker.groups.store import ReaderGroupStore
 from broker.metrics import watch_broker
 from broker.services.server import SERVICE_NAMES, start_broker_server
 from broker.standalone_config import StandaloneConfig
+from broker.system.snapshot_store import snapshot_store
 from broker.topics.manager import TopicManager
 from broker.txn.commit_keys import CommitKeys
 from broker.txn.coordinator import TxnCoordinator
@@ -135,7 +136,8 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
             max_entry_bytes=MAX_ENTRY_BYTES,
             max_add_request_bytes=max(MAX_ENTRY_BYTES, LedgerConfig.max_add_request_bytes),
             **quorums))
-        topics = TopicManager(ledgers, store, defaults=TopicConfig(),
+        topics = TopicManager(ledgers, store, txn_store_factory=snapshot_store,
+                              defaults=TopicConfig(),
                               retention_interval_s=config.retention_interval_s,
                               writer_expiry_ms=config.writer_expiry_ms,
                               txn_snapshots=config.txn_snapshots())

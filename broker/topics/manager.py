@@ -86,10 +86,16 @@ class TopicManager:
         writer_expiry_ms: a segment forgets writers (their last event number)
             idle longer than this; default 7 days.
         txn_snapshots: when the segments' transaction buffers snapshot themselves.
+        txn_store_factory: makes the transaction buffers' snapshot store on
+            this manager, once, when the first user segment loads (the store is
+            a system topic on this very manager, so the caller passes how to
+            make it: ``broker.system.snapshot_store.snapshot_store``; this
+            package never imports the system topics above it).
     """
 
     def __init__(
         self, ledgers: LedgerClient, store: MetadataStore, *,
+        txn_store_factory: Callable[[TopicManager], SnapshotStore],
         defaults: TopicConfig | None = None, retention_interval_s: float = 60.0,
         clock: Callable[[], float] = time.time,
         writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
@@ -110,6 +116,7 @@ class TopicManager:
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._hooks: list[Callable[[], Awaitable[object]]] = []
+        self._txn_store_factory = txn_store_factory
         self._txn_store: SnapshotStore | None = None
         self._rates = RateMeter()
 
@@ -145,10 +152,7 @@ class TopicManager:
     def txn_snapshot_store(self) -> SnapshotStore:
         """The transaction buffers' snapshot store (``_txnbuffer_snapshots``), made once."""
         if self._txn_store is None:
-            # Imported here: the store is a system topic on this manager.
-            from broker.system.snapshot_store import snapshot_store  # noqa: PLC0415
-
-            self._txn_store = snapshot_store(self)
+            self._txn_store = self._txn_store_factory(self)
         return self._txn_store
 
     # -------------------------------------------------------------- topics

@@ -23,6 +23,7 @@ from prometheus_client import REGISTRY
 
 from broker.app.storage_watch import StorageWatch
 from broker.services.server import SERVICE_NAMES, BrokerServer, start_broker_server
+from broker.system.snapshot_store import snapshot_store
 from broker.topics.manager import TopicManager
 from folio.api.v1 import (
     admin_pb2,
@@ -58,7 +59,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[_Broker]:
                     open_kv=faults.open)
     directory = BookieDirectory([bookie])
     ledgers = LedgerClient(store, directory, LedgerConfig())
-    topics = TopicManager(ledgers, store)
+    topics = TopicManager(ledgers, store, txn_store_factory=snapshot_store)
     await topics.start()
     server = await start_broker_server(topics)
     watch = StorageWatch(bookie, server.health, SERVICE_NAMES, directory, interval_s=0.05)

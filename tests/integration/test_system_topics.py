@@ -24,7 +24,7 @@ import pytest
 from broker.api import Block
 from broker.app.standalone import MAX_ENTRY_BYTES
 from broker.system.records import encode_record, max_value_bytes
-from broker.system.snapshot_store import SNAPSHOT_TOPIC
+from broker.system.snapshot_store import SNAPSHOT_TOPIC, snapshot_store
 from broker.topics.manager import TopicManager
 from broker.txn.commit_keys import COMMIT_KEYS_TOPIC
 from broker.txn.coordinator import TXN_LOG_TOPIC
@@ -256,7 +256,7 @@ async def _corrupt(data_dir: Path) -> None:
     ledgers = LedgerClient(store, BookieDirectory([bookie]), LedgerConfig(
         max_entry_bytes=MAX_ENTRY_BYTES,
         max_add_request_bytes=max(MAX_ENTRY_BYTES, LedgerConfig.max_add_request_bytes)))
-    topics = TopicManager(ledgers, store)
+    topics = TopicManager(ledgers, store, txn_store_factory=snapshot_store)
     limit = max_value_bytes(topics.max_entry_bytes)
     try:
         for topic, records in (

@@ -14,6 +14,7 @@ import pytest
 
 from broker.api import Block, ReadBlock, TopicConfig
 from broker.segments.segment import LedgerSegment
+from broker.system.snapshot_store import snapshot_store
 from broker.topics.manager import TopicManager
 from ledger.bookie.bookie import Bookie
 from ledger.client.directory import BookieDirectory
@@ -57,7 +58,8 @@ class BrokerEnv:
     def manager(self, **kwargs: Any) -> TopicManager:
         """A TopicManager on this stack, closed at teardown unless abandoned."""
         kwargs.setdefault("clock", self.clock)
-        manager = TopicManager(self.ledgers, self.store, **kwargs)
+        manager = TopicManager(self.ledgers, self.store, txn_store_factory=snapshot_store,
+                               **kwargs)
         self._managers.append(manager)
         return manager
 
