@@ -1,0 +1,221 @@
+"""The append path: check, number, submit to the ledger in call order, confirm in order.
+
+Constant Python work per block: blocks are checked by size and count only,
+and the entry is encoded around them (``broker.segments.entry``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+
+from broker.api import AppendResult, Block
+from broker.errors import (
+    EventTooLargeError,
+    InvalidArgumentError,
+    InvalidEventNumberError,
+    WrongHostError,
+)
+from broker.metrics import observe_append
+from broker.segments._core import PendingEntry
+from broker.segments._rollover import SegmentRollover
+from broker.segments.block_limits import check_block_size
+from broker.segments.entry import MAX_WRITER_ID_BYTES, EntryKind, encode_entry
+from broker.segments.reads import txn_id_of
+from broker.segments.transactions import check_txn_id
+from ledger.errors import LedgerError, LedgerFencedError
+from txnbuffer.api import EntryKind as TxnKind
+from txnbuffer.api import LoggedEntry, Position
+
+__all__ = ["SegmentAppends"]
+
+
+class SegmentAppends(SegmentRollover):
+    """Appends and writer numbering (a part of ``LedgerSegment``)."""
+
+    async def last_event_number(self, writer_id: str) -> int:
+        """The last event number recorded for ``writer_id``, -1 if none.
+
+        Answered once every append submitted so far is durable (see ``_settle``).
+        """
+        self._check_readable()
+        await self._settle()
+        return self._writers.last_event_number(writer_id)
+
+    async def _settle(self) -> None:
+        """Wait until every append submitted so far is confirmed; raise if the segment failed.
+
+        A writer's number is recorded when its append is submitted, before it
+        is durable, so that a concurrent resend is seen as a duplicate. An
+        answer that tells a writer its events are written (``AppendSetup``'s
+        number, a duplicate's acknowledgement) must not count an append that
+        could still fail: it waits for the pipeline first. If that append does
+        fail, the segment fails with it, and the answer is that failure.
+        """
+        if self._unconfirmed:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._unconfirmed[-1].future)
+        if self._failure is not None:
+            raise self._failure_error()
+
+    async def append(
+        self, blocks: Sequence[Block], writer_id: str, last_event_number: int, *,
+        txn_id: bytes = b"",
+    ) -> AppendResult:
+        """See ``SegmentHandle.append``.
+
+        A ``last_event_number`` of -1 means the blocks carry no event numbers
+        (unary Produce): they are written without de-duplication. Otherwise
+        the events are numbered consecutively, the first one
+        ``last_event_number - (events - 1)``: a call whose last number is not
+        above the writer's recorded one is a duplicate; one whose numbers
+        begin at or below it and end above it overlaps what was written and
+        raises ``InvalidEventNumberError``.
+
+        A non-empty ``txn_id`` (16 bytes) writes a ``TXN_DATA`` entry of that
+        transaction: ``read_committed`` readers see it only once a commit
+        marker for it is written (``write_marker``). The coordinator checks the
+        transaction is open; the segment only writes.
+        """
+        self._check_appendable()
+        event_count, data_bytes = self._check_blocks(blocks, writer_id, last_event_number)
+        kind = EntryKind.DATA
+        if txn_id:
+            self._check_txn(txn_id)
+            kind = EntryKind.TXN_DATA
+        started = time.perf_counter()
+        result = await self._append_entry(blocks, writer_id, last_event_number, event_count,
+                                          kind, txn_id)
+        if not result.duplicate:
+            observe_append(self._topic, event_count, data_bytes, time.perf_counter() - started)
+        return result
+
+    def _check_txn(self, txn_id: bytes) -> None:
+        check_txn_id(txn_id)
+        if self._buffer is None:
+            raise InvalidArgumentError(f"segment {self._name} takes no transactions")
+
+    async def _append_entry(
+        self, blocks: Sequence[Block], writer_id: str, last_event_number: int,
+        event_count: int, kind: EntryKind, txn_id: bytes,
+    ) -> AppendResult:
+        if self._queued or self._switching is not None or self._should_roll(self._now_ms()):
+            # Appends that must wait (for a rollover) wait in call order, and
+            # every later call queues behind them: a later block overtaking an
+            # earlier one would take its offset, or make it look a duplicate.
+            self._queued += 1
+            try:
+                async with self._gate:
+                    await self._until_writable()
+                    self._check_appendable()  # closing or sealing: no more entries
+                    submitted = self._submit(blocks, writer_id, last_event_number,
+                                             event_count, kind, txn_id)
+            finally:
+                self._queued -= 1
+        else:
+            submitted = self._submit(blocks, writer_id, last_event_number, event_count,
+                                     kind, txn_id)
+        if isinstance(submitted, AppendResult):
+            await self._settle()  # the first copy may still be on its way
+            return submitted
+        base, future = submitted
+        try:
+            await asyncio.shield(future)
+        except LedgerFencedError as error:
+            raise WrongHostError(self._name) from error
+        return AppendResult(base, event_count, last_event_number)
+
+    async def _until_writable(self) -> None:
+        """Wait out (or start) a rollover, until the open ledger takes appends."""
+        while True:
+            if self._switching is not None:
+                await asyncio.shield(self._switching)
+            elif self._should_roll(self._now_ms()):
+                await self._roll_over()
+            else:
+                return
+            self._check_appendable()
+
+    def _submit(
+        self, blocks: Sequence[Block], writer_id: str, last_event_number: int, event_count: int,
+        kind: EntryKind = EntryKind.DATA, txn_id: bytes = b"",
+    ) -> AppendResult | tuple[int, asyncio.Future[int]]:
+        """Hand the entry to the ledger, without awaiting: offsets follow the call order.
+
+        Returns a duplicate's result, or the base offset and the add's future.
+        """
+        if self._writers.is_duplicate(writer_id, last_event_number, event_count):
+            return AppendResult(-1, 0, last_event_number, duplicate=True)
+        span = self._spans[-1]
+        handle = span.handle
+        if handle is None:  # pragma: no cover - the open span always has its writer
+            raise RuntimeError(f"segment {self._name} has no writer")
+        base = self._next_offset
+        time_ms = self._now_ms()
+        data = encode_entry(kind, base, blocks, writer_id, last_event_number, time_ms, txn_id)
+        if len(data) > self._max_entry_bytes:
+            raise EventTooLargeError(len(data), self._max_entry_bytes, what="block")
+        try:
+            future = handle.add_async(data)
+        except LedgerError as error:
+            self._fail(error)
+            raise self._failure_error() from error
+        self._next_offset = base + event_count
+        span.submitted_bytes += len(data)
+        span.note_entry(len(span.bases), base, base + event_count)
+        self._writers.note(writer_id, last_event_number, time_ms)
+        self._unconfirmed.append(PendingEntry(span, base, event_count, time_ms, future, kind,
+                                          txn_id_of(txn_id) if txn_id else None))
+        future.add_done_callback(self._on_confirmed)  # before shield's: end moves first
+        return base, future
+
+    def _check_blocks(
+        self, blocks: Sequence[Block], writer_id: str, last_event_number: int
+    ) -> tuple[int, int]:
+        """Validate an append (constant work per block); returns its events and bytes."""
+        recorded = self._writers.last_event_number(writer_id)
+        if not blocks:
+            raise InvalidEventNumberError("an append needs at least one block", recorded)
+        if last_event_number < -1:
+            raise InvalidEventNumberError(
+                f"last_event_number must be >= -1, got {last_event_number}", recorded)
+        if len(writer_id.encode("utf-8")) > MAX_WRITER_ID_BYTES:
+            raise InvalidArgumentError(
+                f"writer_id must be at most {MAX_WRITER_ID_BYTES} bytes of UTF-8")
+        total = data_bytes = 0
+        for block in blocks:
+            count = block.event_count
+            if count < 1:
+                raise InvalidEventNumberError(
+                    f"a block must hold at least one event, got event_count {count}", recorded)
+            size = len(block.data)
+            check_block_size(size)  # events against max_event_bytes: broker.segments.block_limits
+            total += count
+            data_bytes += size
+        return total, data_bytes
+
+    def _on_confirmed(self, _: asyncio.Future[int]) -> None:
+        """Advance the end over the confirmed head of the pipeline, in order."""
+        pending = self._unconfirmed
+        advanced = False
+        while pending and pending[0].future.done():
+            head = pending.popleft()
+            future = head.future
+            error = LedgerError("append cancelled") if future.cancelled() else future.exception()
+            if error is not None:
+                self._fail(error)
+                continue
+            entry_id = future.result()
+            head.span.last_entry_id = entry_id
+            head.span.last_entry_ms = head.time_ms
+            self._end = head.base_offset + head.event_count
+            buffer = self._buffer
+            if buffer is not None:
+                position = Position(head.span.ledger_id, entry_id)
+                self._txn_offsets.note(position, head.kind, head.txn_id, head.base_offset)
+                buffer.on_entry(LoggedEntry(position, TxnKind(head.kind), head.txn_id))
+            advanced = True
+        if advanced:
+            self._wake()

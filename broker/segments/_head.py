@@ -1,0 +1,80 @@
+"""Truncation and retention: whole closed ledgers deleted from the head of the chain.
+
+The record is changed first, then the ledgers deleted, so a crash in between
+leaves an orphan ledger, never a record naming a deleted one. A ledger that
+holds an open transaction's entries is kept (the buffer still needs them).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.api import SegmentInfo, TopicConfig
+from broker.errors import OffsetOutOfRangeError
+from broker.segments._rollover import SegmentRollover
+from broker.segments.retention import ledgers_before, ledgers_past_retention
+
+__all__ = ["SegmentHead"]
+
+log = logging.getLogger(__name__)
+
+class SegmentHead(SegmentRollover):
+    """Truncating and applying retention (a part of ``LedgerSegment``)."""
+
+    async def truncate(self, offset: int) -> SegmentInfo:
+        """See ``SegmentHandle.truncate``; rolls over first when ``offset`` is the end."""
+        self._check_readable()
+        async with self._chain_lock:
+            if offset > self._end:
+                raise OffsetOutOfRangeError(self._name, offset, self._start, self._end)
+            if offset <= self._start:
+                return self.info()
+            last = self._spans[-1] if self._spans else None
+            if (last is not None and last.writing and last.first_offset < offset
+                    and offset >= self._end):
+                self._check_appendable()
+                await self._roll_over_locked()
+            await self._drop_head_locked(
+                self._keep_open_txns(ledgers_before(self._spans, self._end, offset)))
+            return self.info()
+
+    async def apply_retention(self, now_ms: int, config: TopicConfig | None = None) -> int:
+        """Delete the oldest closed ledgers beyond the retention limits; returns how many.
+
+        By time: ledgers whose newest entry is more than ``retention_ms`` old.
+        By size: the oldest ledgers while the segment holds more than
+        ``retention_bytes``. The ledger being written is never deleted.
+        """
+        config = config or self._config
+        if config.retention_ms < 0 and config.retention_bytes < 0:
+            return 0
+        self._check_readable()
+        async with self._chain_lock:
+            count = self._keep_open_txns(ledgers_past_retention(self._spans, now_ms, config))
+            await self._drop_head_locked(count)
+            return count
+
+    def _keep_open_txns(self, count: int) -> int:
+        """``count`` capped so no ledger holding an open transaction's entries is dropped."""
+        buffer = self._buffer
+        if buffer is None or buffer.ongoing_count == 0 or not buffer.ready:
+            return count
+        first_open = buffer.max_read_position.ledger_id
+        for index, span in enumerate(self._spans[:count]):
+            if span.ledger_id >= first_open:
+                return index
+        return count
+
+    async def _drop_head_locked(self, count: int) -> None:
+        if count == 0:
+            return
+        dropped, kept = self._spans[:count], self._spans[count:]
+        start = kept[0].first_offset if kept else self._end
+        await self._write_record(self._record_of(kept, start=start))
+        self._set_spans(kept)
+        self._start = start
+        self._hints.clear()
+        log.info("segment %s: deleted %d ledgers, start offset now %d", self._name, count, start)
+        if self._buffer is not None:
+            self._buffer.on_ledger_deleted(dropped[-1].ledger_id)
+        await self._delete_ledgers(dropped)

@@ -1,0 +1,86 @@
+"""The end of a segment's life on this broker: seal, clean close, delete."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from broker.api import SegmentInfo
+from broker.segments._chain import SegmentChain
+from broker.segments._core import SegmentLife
+from ledger.errors import LedgerError, NoNodeError
+
+__all__ = ["SegmentLifecycle"]
+
+log = logging.getLogger(__name__)
+
+class SegmentLifecycle(SegmentChain):
+    """Sealing, closing and deleting (a part of ``LedgerSegment``)."""
+
+    async def seal(self) -> SegmentInfo:
+        """Refuse further appends, close the ledger and record the seal. Idempotent."""
+        self._check_readable()
+        async with self._chain_lock:
+            if self._sealed:
+                return self.info()
+            self._sealed = True  # appends from now on fail at once
+            await self._drain()
+            last = self._spans[-1]
+            if last.writing and last.handle is not None:
+                await last.handle.close()
+                last.writing = False
+                last.length_bytes = last.handle.length
+            await self._write_record(self._record_of(self._spans, snapshot=True))
+            # Only now may readers be told the end: appends accepted before
+            # the seal were still landing during the drain.
+            self._end_final = True
+            self._wake()
+            log.info("segment %s sealed at offset %d", self._name, self._end)
+            return self.info()
+
+    async def close(self) -> None:
+        """Finish the appends under way and close the open ledger (graceful shutdown)."""
+        if self._life is not SegmentLife.OPEN:
+            return
+        self._life = SegmentLife.CLOSING
+        self._wake()
+        async with self._chain_lock:
+            with contextlib.suppress(Exception):
+                await self._drain()
+            await self._save_snapshot()
+            last = self._spans[-1] if self._spans else None
+            if last is not None and last.writing and last.handle is not None:
+                try:
+                    await last.handle.close()
+                except LedgerError as error:
+                    log.info("segment %s: ledger %d not closed: %s", self._name,
+                             last.ledger_id, error)
+            self._life = SegmentLife.CLOSED
+
+    async def _save_snapshot(self) -> None:
+        """On a clean close, once drained: record the writer table if it changed."""
+        if self._failure is not None or self._unconfirmed or not self._spans:
+            return
+        self._expire_writers(self._now_ms())
+        if (self._writers.matches(self._snapshot)
+                and self._snapshot_ledger == self._spans[-1].ledger_id):
+            return
+        try:
+            await self._write_record(self._record_of(self._spans, snapshot=True))
+        except Exception as error:  # the next owner recovers from the headers
+            log.info("segment %s: writer snapshot not saved on close: %s", self._name, error)
+
+    async def delete(self) -> None:
+        """Delete every ledger of the segment, then its record. Later calls: NoSuchSegment."""
+        self._life = SegmentLife.DELETED
+        self._wake()
+        async with self._chain_lock:
+            with contextlib.suppress(Exception):
+                await self._drain()
+            last = self._spans[-1] if self._spans else None
+            if last is not None and last.writing and last.handle is not None:
+                with contextlib.suppress(LedgerError):
+                    await last.handle.close()
+            await self._delete_ledgers(self._spans)
+            with contextlib.suppress(NoNodeError):
+                await self._store.delete(self._path)

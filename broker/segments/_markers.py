@@ -1,0 +1,67 @@
+"""Commit and abort markers: entries of no events that settle a transaction's fate."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from broker.api import AppendResult
+from broker.errors import InvalidArgumentError
+from broker.segments._append import SegmentAppends
+from broker.segments.entry import EntryKind
+from ledger.errors import LedgerError
+
+__all__ = ["SegmentMarkers"]
+
+
+class SegmentMarkers(SegmentAppends):
+    """Writing transaction markers, sealed or not (a part of ``LedgerSegment``)."""
+
+    async def write_marker(self, kind: EntryKind, txn_id: bytes) -> int:
+        """Write a commit or abort marker of ``txn_id`` (an entry of no events), once durable.
+
+        Returns the segment's offset at the marker (markers take no offset).
+
+        Raises:
+            InvalidArgumentError: ``kind`` is not a marker, a bad txn id, or a
+                segment without a transaction buffer (a system topic's).
+            WrongHostError, LedgerError: as ``append``. A sealed segment takes
+                markers (``_write_marker_after_seal``).
+        """
+        if kind not in (EntryKind.COMMIT_MARKER, EntryKind.ABORT_MARKER):
+            raise InvalidArgumentError(f"{kind.name} is not a marker kind")
+        self._check_readable()
+        self._check_txn(txn_id)
+        if self._sealed:
+            return await self._write_marker_after_seal(kind, txn_id)
+        self._check_appendable()
+        result = await self._append_entry((), "", -1, 0, kind, txn_id)
+        return result.offset
+
+    async def _write_marker_after_seal(self, kind: EntryKind, txn_id: bytes) -> int:
+        """A marker for a sealed segment, in a ledger started for it and closed again.
+
+        A seal stops data, not the fate of transactions written before it:
+        their commit or abort must still be recorded here (read_committed
+        readers wait for it at ``max_read_position``, and only then reach
+        the end of the segment). The segment's end offset does not move.
+        """
+        if self._failure is not None:
+            raise self._failure_error()
+        async with self._chain_lock:
+            self._check_readable()
+            await self._start_ledger(replacing=[])
+            span = self._spans[-1]
+            try:
+                submitted = self._submit((), "", -1, 0, kind, txn_id)
+                if not isinstance(submitted, AppendResult):
+                    await asyncio.shield(submitted[1])
+            finally:
+                span.writing = False
+                if span.handle is not None:
+                    with contextlib.suppress(LedgerError):
+                        await span.handle.close()
+                    span.length_bytes = span.handle.length
+                await self._write_record(self._record_of(self._spans, snapshot=True))
+        self._wake()
+        return self._end
