@@ -22,6 +22,7 @@ __all__ = ["SegmentChain"]
 
 log = logging.getLogger(__name__)
 
+
 class SegmentChain(SegmentCore):
     """Record CAS, starting a ledger, deleting ledgers (a part of ``LedgerSegment``)."""
 

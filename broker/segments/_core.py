@@ -40,6 +40,7 @@ __all__ = ["PendingEntry", "SegmentCore", "SegmentLife"]
 
 log = logging.getLogger(__name__)
 
+
 class SegmentLife(Enum):
     """Where a loaded segment is in its life on this broker."""
 
@@ -60,6 +61,7 @@ class PendingEntry:
     future: asyncio.Future[int]
     kind: EntryKind = EntryKind.DATA
     txn_id: TxnId | None = None
+
 
 class SegmentCore:
     """The fields of a segment and the helpers its parts share (see ``LedgerSegment``)."""

@@ -18,6 +18,7 @@ __all__ = ["SegmentHead"]
 
 log = logging.getLogger(__name__)
 
+
 class SegmentHead(SegmentRollover):
     """Truncating and applying retention (a part of ``LedgerSegment``)."""
 

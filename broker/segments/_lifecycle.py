@@ -14,6 +14,7 @@ __all__ = ["SegmentLifecycle"]
 
 log = logging.getLogger(__name__)
 
+
 class SegmentLifecycle(SegmentChain):
     """Sealing, closing and deleting (a part of ``LedgerSegment``)."""
 

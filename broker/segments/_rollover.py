@@ -21,6 +21,7 @@ __all__ = ["SegmentRollover"]
 
 log = logging.getLogger(__name__)
 
+
 class SegmentRollover(SegmentChain):
     """Rolling the open ledger over, and ``tick`` (a part of ``LedgerSegment``)."""
 

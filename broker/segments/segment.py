@@ -66,6 +66,7 @@ __all__ = ["LedgerSegment"]
 
 log = logging.getLogger(__name__)
 
+
 class LedgerSegment(SegmentMarkers, SegmentReads, SegmentHead, SegmentLifecycle):
     """A segment owned by this broker, implementing ``broker.api.SegmentHandle``.
 

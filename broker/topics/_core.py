@@ -1,0 +1,188 @@
+"""The state of a ``TopicManager`` and what every part of it uses.
+
+``TopicsCore`` holds the fields (ledgers, metadata store, loaded segments,
+per-name locks, hooks) and the record helpers the parts share: reading a topic
+record, a segment's offsets (from the loaded segment, else its record), a
+topic's ``TopicInfo``. The parts (``_segments``, ``_crud``, ``_scale``,
+``_maintenance``) are mixins on it, composed in ``broker.topics.manager``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import Self
+
+from broker.api import SegmentRange, SegmentState, TopicConfig, TopicInfo
+from broker.errors import (
+    BrokerShuttingDownError,
+    TopicNameError,
+    TopicNotFoundError,
+    WrongHostError,
+)
+from broker.segments.names import (
+    check_topic_name,
+    make_segment_name,
+    segment_path,
+    topic_path,
+)
+from broker.segments.reads import peek_end_offset
+from broker.segments.records import SegmentRecord, TopicRecord, TopicSegment
+from broker.segments.segment import LedgerSegment
+from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
+from broker.topics.scaling import RateMeter
+from ledger.api import MetadataStore
+from ledger.client.ledger_client import LedgerClient
+from ledger.errors import NodeExistsError, NoNodeError
+from txnbuffer.api import SnapshotPolicy, SnapshotStore
+
+__all__ = ["CAS_ATTEMPTS", "TopicsCore", "needs_reload"]
+
+log = logging.getLogger(__name__)
+
+#: How often a compare-and-set of a topic record is tried before giving up.
+CAS_ATTEMPTS = 100
+
+
+class TopicsCore:
+    """The fields of a topic manager and the helpers its parts share (see ``TopicManager``)."""
+
+    def __init__(
+        self, ledgers: LedgerClient, store: MetadataStore, *,
+        txn_store_factory: Callable[[Self], SnapshotStore],
+        defaults: TopicConfig | None = None, retention_interval_s: float = 60.0,
+        clock: Callable[[], float] = time.time,
+        writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
+        txn_snapshots: SnapshotPolicy | None = None,
+    ) -> None:
+        if writer_expiry_ms <= 0:
+            raise ValueError(f"writer_expiry_ms must be positive, got {writer_expiry_ms}")
+        self._ledgers = ledgers
+        self._store = store
+        self._defaults = defaults or TopicConfig()
+        self._interval_s = retention_interval_s
+        self._clock = clock
+        self._writer_expiry_ms = writer_expiry_ms
+        self._txn_snapshots = txn_snapshots or SnapshotPolicy()
+        self._segments: dict[str, LedgerSegment] = {}
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary())
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._hooks: list[Callable[[], Awaitable[object]]] = []
+        self._make_txn_store: Callable[[], SnapshotStore] = functools.partial(
+            txn_store_factory, self)
+        self._txn_store: SnapshotStore | None = None
+        self._rates = RateMeter()
+
+    async def close(self) -> None:
+        """Stop background work and close every loaded segment's ledger cleanly."""
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        segments, self._segments = list(self._segments.values()), {}
+        await asyncio.gather(*(segment.close() for segment in segments))
+
+    @property
+    def max_entry_bytes(self) -> int:
+        """The ledger entry limit: one append (header and blocks) is at most this."""
+        return self._ledgers.config.max_entry_bytes
+
+    def add_maintenance_hook(self, hook: Callable[[], Awaitable[object]]) -> None:
+        """Run ``hook`` after every maintenance round (e.g. compaction of a system topic)."""
+        self._hooks.append(hook)
+
+    def default_config(self) -> TopicConfig:
+        """The configuration a topic gets for the fields its creator leaves unset."""
+        return self._defaults
+
+    def txn_snapshot_store(self) -> SnapshotStore:
+        """The transaction buffers' snapshot store (``_txnbuffer_snapshots``), made once."""
+        if self._txn_store is None:
+            self._txn_store = self._make_txn_store()
+        return self._txn_store
+
+    async def _create_segment_record(self, topic: str, number: int) -> None:
+        data = SegmentRecord(topic, number).to_bytes()
+        path = segment_path(topic, number)
+        try:
+            await self._store.create(path, data, make_parents=True)
+        except NodeExistsError:
+            # Left by a create that crashed before its topic record: no topic
+            # owns it, so it is ours to overwrite.
+            await self._store.set(path, data, -1)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BrokerShuttingDownError("the broker is shutting down")
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[key] = lock
+        return lock
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    async def _read_topic(self, name: str) -> tuple[TopicRecord, int]:
+        try:
+            check_topic_name(name, internal=True)
+        except TopicNameError:
+            raise TopicNotFoundError(name) from None
+        try:
+            node = await self._store.get(topic_path(name))
+        except NoNodeError:
+            raise TopicNotFoundError(name) from None
+        return TopicRecord.from_bytes(node.data), node.version
+
+    async def _topic_info(self, record: TopicRecord) -> TopicInfo:
+        ranges = [await self._segment_range(record.name, entry)
+                  for entry in record.segments if entry.state is SegmentState.OPEN]
+        ranges.sort(key=lambda r: r.key_low)
+        return TopicInfo(record.name, record.config, tuple(ranges), record.created_ms,
+                         record.sealed)
+
+    async def _segment_range(self, topic: str, entry: TopicSegment,
+                             successors: Mapping[int, list[int]] | None = None) -> SegmentRange:
+        found = await self._segment_offsets(topic, entry)
+        after = successors.get(entry.number, []) if successors is not None else []
+        return replace(
+            found,
+            # The topic record is the authority: a seal it records is under way.
+            state=SegmentState.SEALED if entry.state is SegmentState.SEALED else found.state,
+            predecessors=tuple(make_segment_name(topic, n) for n in entry.predecessors),
+            successors=tuple(make_segment_name(topic, n) for n in after))
+
+    async def _segment_offsets(self, topic: str, entry: TopicSegment) -> SegmentRange:
+        name = make_segment_name(topic, entry.number)
+        segment = self._segments.get(name)
+        if segment is not None and segment.usable:
+            return segment.info().segment
+        start = end = 0
+        try:
+            node = await self._store.get(segment_path(topic, entry.number))
+            record = SegmentRecord.from_bytes(node.data)
+            start, end = record.start_offset, await peek_end_offset(self._ledgers, record)
+        except NoNodeError:
+            pass  # being deleted
+        return SegmentRange(name, entry.number, entry.key_low, entry.key_high, entry.state,
+                            start, end)
+
+
+def needs_reload(segment: LedgerSegment) -> bool:
+    """Whether a failed segment should be loaded again."""
+    # A segment another broker took (WrongHostError) stays failed: loading it
+    # again would fence the new owner.
+    failure = segment.failure
+    return failure is not None and not isinstance(failure, WrongHostError)

@@ -1,0 +1,117 @@
+"""Loaded segments: load (recover) on first use, one load at a time, cache, reload failed.
+
+A segment whose ledger failed is loaded again on its next use; while that
+fails too (storage or bookies still down) the failed one is kept, so reads of
+what it holds keep working. A segment another broker took is never reloaded
+(it would fence the new owner).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.api import SegmentState
+from broker.errors import (
+    NoSuchSegmentError,
+    TopicNotFoundError,
+)
+from broker.segments.names import (
+    is_system_topic,
+    make_segment_name,
+    parse_segment_name,
+    segment_path,
+)
+from broker.segments.records import SegmentRecord
+from broker.segments.segment import LedgerSegment
+from broker.topics._core import TopicsCore, needs_reload
+from broker.topics.internal import refuse_internal_segment
+from ledger.errors import LedgerError, NoNodeError
+
+__all__ = ["TopicSegments"]
+
+log = logging.getLogger(__name__)
+
+
+class TopicSegments(TopicsCore):
+    """The cache of loaded segments (a part of ``TopicManager``)."""
+
+    async def segment(self, name: str) -> LedgerSegment:
+        """The segment, loaded (and recovered) on first use. ``NoSuchSegmentError``."""
+        self._check_open()
+        segment = self._segments.get(name)
+        if segment is not None and not needs_reload(segment):
+            return segment
+        topic, number = parse_segment_name(name)
+        async with self._lock(f"segment:{name}"):
+            self._check_open()
+            failed = self._segments.get(name)
+            if failed is not None:
+                if not needs_reload(failed):
+                    return failed
+                log.info("segment %s failed (%s); loading it again", name, failed.failure)
+            try:
+                segment = await self._load_segment(name, topic, number)
+            except LedgerError as error:
+                if failed is None:
+                    raise
+                # The ledger service still fails (a full disk, bookies down): keep
+                # the failed segment, which still serves reads of what it holds and
+                # refuses appends with its (plain) failure; the next use tries again.
+                log.info("segment %s: loading it again failed: %s", name, error)
+                return failed
+            if failed is not None:
+                await failed.close()
+            self._segments[name] = segment
+            return segment
+
+    async def writable_segment(self, name: str, action: str) -> LedgerSegment:
+        """``segment(name)`` for a public write (``action``: Append, Produce, TruncateSegment).
+
+        ``InternalTopicError`` for a system topic's segment: only the broker's
+        own components write those, through ``segment``.
+        """
+        refuse_internal_segment(name, action)
+        return await self.segment(name)
+
+    async def _load_segment(self, name: str, topic: str, number: int) -> LedgerSegment:
+        """Load (recover) the segment from its record; the caller registers it."""
+        try:
+            record, _ = await self._read_topic(topic)
+        except TopicNotFoundError:
+            raise NoSuchSegmentError(name) from None
+        entry = next((s for s in record.segments if s.number == number), None)
+        if entry is None:
+            raise NoSuchSegmentError(name)
+        for predecessor in entry.predecessors:
+            # A successor takes no append before all its predecessors are sealed.
+            await self._ensure_sealed(topic, predecessor)
+        segment = await LedgerSegment.load(
+            self._ledgers, self._store, topic=topic, number=number,
+            key_low=entry.key_low, key_high=entry.key_high, config=record.config,
+            clock=self._clock, writer_expiry_ms=self._writer_expiry_ms,
+            txn_store=None if is_system_topic(topic) else self.txn_snapshot_store(),
+            txn_snapshots=self._txn_snapshots,
+        )
+        if entry.state is SegmentState.SEALED and not segment.sealed:
+            await segment.seal()  # a scale whose seal a crash cut short
+        return segment
+
+    def loaded_segments(self) -> list[LedgerSegment]:
+        """The segments loaded on this broker now (a copy; ``broker.metrics`` reads it)."""
+        return list(self._segments.values())
+
+    async def _ensure_sealed(self, topic: str, number: int) -> None:
+        """Seal the segment in the ledger service unless it is sealed already."""
+        name = make_segment_name(topic, number)
+        loaded = self._segments.get(name)
+        if loaded is not None and not needs_reload(loaded):
+            if not loaded.sealed:
+                await loaded.seal()
+            return
+        try:
+            node = await self._store.get(segment_path(topic, number))
+        except NoNodeError:
+            return  # being deleted
+        if not SegmentRecord.from_bytes(node.data).sealed:
+            segment = await self.segment(name)  # seals it: its entry is SEALED
+            await segment.seal()
