@@ -50,6 +50,7 @@ from broker.system.snapshot_store import snapshot_store
 from broker.topics.manager import TopicManager
 from broker.txn.commit_keys import CommitKeys
 from broker.txn.coordinator import TxnCoordinator
+from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 from broker.txn.held import MAX_TXN_BYTES
 from ledger.bookie.bookie import Bookie
 from ledger.client.directory import BookieDirectory
@@ -75,11 +76,14 @@ def _fail(message: str) -> int:
     return 1
 
 
-def run_standalone(config: StandaloneConfig, remote: RemoteBookies | None = None) -> int:
+def run_standalone(config: StandaloneConfig, remote: RemoteBookies | None = None, *,
+                   txn_faults: TxnFaults = NO_TXN_FAULTS) -> int:
     """Serve until SIGTERM or SIGINT; returns the exit code (1 with one stderr line on failure).
 
     With ``remote`` (``folio broker``) the ledgers are on those bookies, and
-    ``config.durability`` is theirs to decide (it is not used).
+    ``config.durability`` is theirs to decide (it is not used). ``txn_faults``:
+    hooks into the coordinator's crash windows, for a test's own process
+    (``broker.txn.faults``); the commands never pass any.
     """
     _RUNNING.set(("folio broker", f"bookies {remote.bookies}") if remote is not None
                  else ("folio standalone", f"durability {config.durability.value}"))
@@ -87,10 +91,11 @@ def run_standalone(config: StandaloneConfig, remote: RemoteBookies | None = None
         os.makedirs(config.data_dir, exist_ok=True)
     except OSError as error:
         return _fail(f"cannot create data dir {config.data_dir}: {error}")
-    return asyncio.run(_serve(config, remote))
+    return asyncio.run(_serve(config, remote, txn_faults))
 
 
-async def _serve(config: StandaloneConfig, remote: RemoteBookies | None) -> int:
+async def _serve(config: StandaloneConfig, remote: RemoteBookies | None,
+                 txn_faults: TxnFaults) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -105,14 +110,14 @@ async def _serve(config: StandaloneConfig, remote: RemoteBookies | None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
     try:
-        return await _serve_with(config, stop, remote)
+        return await _serve_with(config, stop, remote, txn_faults)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
 
 
 async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
-                      remote: RemoteBookies | None) -> int:
+                      remote: RemoteBookies | None, txn_faults: TxnFaults) -> int:
     root = Path(config.data_dir)
     try:
         store = RocksDBMetadataStore(root / "metadata")
@@ -149,7 +154,7 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
         await topics.start()
         try:
             # Replays the transaction log, finishing commits and aborts a crash cut short.
-            coordinator = TxnCoordinator(topics)
+            coordinator = TxnCoordinator(topics, faults=txn_faults)
             await coordinator.start()
             topics.add_maintenance_hook(coordinator.tick)
             watch_broker(topics, coordinator)

@@ -18,10 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.standalone_config import StandaloneConfig
+from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 from ledger.cli import setup_logging
 from ledger.config import Durability
 
-__all__ = ["resolve_standalone_config", "standalone_command"]
+__all__ = ["resolve_standalone_config", "run_standalone_command", "standalone_command"]
 
 ENV_PREFIX = "FOLIO_STANDALONE_"
 
@@ -75,6 +76,16 @@ def resolve_standalone_config(
 
 
 def _run(args: argparse.Namespace) -> int:
+    return run_standalone_command(args)
+
+
+def run_standalone_command(args: argparse.Namespace, *,
+                           txn_faults: TxnFaults = NO_TXN_FAULTS) -> int:
+    """Run ``folio standalone`` with its parsed ``args``; the exit code.
+
+    ``txn_faults``: hooks into the coordinator's crash windows, which only a
+    test's own launcher passes (``tests/support/crash_after_committing.py``).
+    """
     try:
         config = resolve_standalone_config(args, os.environ)
     except ValueError as error:
@@ -87,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
     from broker.app.standalone import run_standalone  # noqa: PLC0415
 
     setup_logging()
-    return run_standalone(config)
+    return run_standalone(config, txn_faults=txn_faults)
 
 
 def standalone_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

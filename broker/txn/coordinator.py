@@ -44,7 +44,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -63,9 +62,9 @@ from broker.segments.transactions import check_txn_id
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.internal import refuse_internal_segment
 from broker.topics.manager import TopicManager
+from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 
 __all__ = [
-    "CRASH_AFTER_COMMITTING_ENV",
     "DEFAULT_TXN_TIMEOUT_MS",
     "LOG_FORMAT_VERSION",
     "MAX_TXN_LABEL_BYTES",
@@ -87,8 +86,6 @@ DEFAULT_TXN_TIMEOUT_MS = 60_000
 MAX_TXN_TIMEOUT_MS = 24 * 3600 * 1000
 #: Longest transaction label accepted, in UTF-8 bytes.
 MAX_TXN_LABEL_BYTES = 256
-#: Tests only: when "1", the process exits at once after logging COMMITTING.
-CRASH_AFTER_COMMITTING_ENV = "FOLIO_TEST_CRASH_AFTER_COMMITTING"
 _GROUP_PREFIX = "commit-"
 
 
@@ -174,15 +171,19 @@ class TxnCoordinator:
     Args:
         topics: the broker's topics (segments get the markers).
         clock: seconds since the epoch (for timeouts).
+        finished_retention_ms: how long a finished transaction's status is kept.
+        faults: hooks at the crash windows (tests only; ``broker.txn.faults``).
     """
 
     def __init__(self, topics: TopicManager, *,
                  clock: Callable[[], float] = time.time,
-                 finished_retention_ms: int = DEFAULT_FINISHED_RETENTION_MS) -> None:
+                 finished_retention_ms: int = DEFAULT_FINISHED_RETENTION_MS,
+                 faults: TxnFaults = NO_TXN_FAULTS) -> None:
         if finished_retention_ms < 0:
             raise ValueError(f"finished_retention_ms must be >= 0, got {finished_retention_ms}")
         self._finished_retention_ms = finished_retention_ms
         self._topics = topics
+        self._faults = faults
         self._log = CompactedTopic(topics, TXN_LOG_TOPIC)
         self._clock = clock
         self._txns: dict[bytes, _Txn] = {}
@@ -359,9 +360,9 @@ class TxnCoordinator:
             for txn in txns:
                 txn.state = TxnState.OPEN
             raise
-        if os.environ.get(CRASH_AFTER_COMMITTING_ENV) == "1":
-            log.warning("%s=1: exiting after logging COMMITTING", CRASH_AFTER_COMMITTING_ENV)
-            os._exit(137)
+        if self._faults.after_committing_logged is not None:
+            # The crash window a restart must close: decided, no marker written yet.
+            self._faults.after_committing_logged()
         await self._finish_commit(unique, _GROUP_PREFIX + txns[0].name, wait_for_log=False)
 
     async def abort(self, txn_id: bytes) -> None:

@@ -100,7 +100,7 @@ def test_crash_after_committing_is_finished_on_restart(
 ) -> None:
     data_dir = tmp_path / "data"
     server = start_standalone(bookie_processes, data_dir,
-                              env={"FOLIO_TEST_CRASH_AFTER_COMMITTING": "1"})
+                              module="tests.support.crash_after_committing")
     with grpc.insecure_channel(server.address) as channel:
         stub = _setup(channel)
         first = stub.BeginTxn(transactions_pb2.BeginTxnRequest(), timeout=30).txn_id

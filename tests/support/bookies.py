@@ -48,9 +48,17 @@ STOP_TIMEOUT_S = 30.0
 _LISTENING = re.compile(r"listening on (?P<host>\S+):(?P<port>\d+)\b")
 
 
-def folio_argv(*args: str) -> list[str]:
-    """The command line of ``folio ARGS`` with this interpreter (no PATH needed)."""
-    return [sys.executable, "-m", "folio.cli", *args]
+#: The repository root, so that ``python -m tests.support.<launcher>`` imports.
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def folio_argv(*args: str, module: str = "folio.cli") -> list[str]:
+    """The command line of ``folio ARGS`` with this interpreter (no PATH needed).
+
+    ``module``: another entry module taking the same arguments (a test's own
+    launcher, e.g. ``tests.support.crash_after_committing``).
+    """
+    return [sys.executable, "-m", module, *args]
 
 
 def folio_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -180,7 +188,8 @@ def wait_for_ready_line(process: subprocess.Popen[bytes], timeout_s: float,
 
 def start_folio_process(args: Sequence[str], data_dir: Path, *,
                         env: Mapping[str, str] | None = None,
-                        timeout_s: float = START_TIMEOUT_S) -> BookieProcess:
+                        timeout_s: float = START_TIMEOUT_S,
+                        module: str = "folio.cli") -> BookieProcess:
     """Start ``folio ARGS`` and wait for its ``... listening on HOST:PORT ...`` line.
 
     Args:
@@ -188,15 +197,20 @@ def start_folio_process(args: Sequence[str], data_dir: Path, *,
         data_dir: the data dir the process uses; its log goes to ``<data_dir>.log``.
         env: extra environment (``FOLIO_*`` of the caller's are dropped).
         timeout_s: deadline for the ready line.
+        module: the entry module (``folio_argv``); a test launcher under
+            ``tests.support`` is found from the repository root.
 
     Raises:
         AssertionError: no ready line in time (the process is killed first).
     """
+    if module != "folio.cli":
+        path = os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH")) if p)
+        env = {**(env or {}), "PYTHONPATH": path}
     log_path = data_dir.with_name(data_dir.name + ".log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            folio_argv(*args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            folio_argv(*args, module=module), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=log, env=folio_env(env), bufsize=0,
         )
     try:
@@ -248,9 +262,11 @@ class BookieProcesses:
 
     def start_folio(self, args: Sequence[str], data_dir: Path, *,
                     env: Mapping[str, str] | None = None,
-                    timeout_s: float = START_TIMEOUT_S) -> BookieProcess:
+                    timeout_s: float = START_TIMEOUT_S,
+                    module: str = "folio.cli") -> BookieProcess:
         """``start_folio_process`` (e.g. ``folio standalone``), remembered for cleanup."""
-        started = start_folio_process(args, data_dir, env=env, timeout_s=timeout_s)
+        started = start_folio_process(args, data_dir, env=env, timeout_s=timeout_s,
+                                      module=module)
         self.started.append(started)
         return started
 

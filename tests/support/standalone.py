@@ -22,11 +22,17 @@ __all__ = ["append_payloads", "read_available", "read_payloads", "start_standalo
 
 def start_standalone(processes: BookieProcesses, data_dir: Path, *args: str,
                      timeout_s: float = START_TIMEOUT_S,
-                     env: Mapping[str, str] | None = None) -> BookieProcess:
-    """Start ``folio standalone`` on ``data_dir`` (API and metrics on free ports)."""
+                     env: Mapping[str, str] | None = None,
+                     module: str = "folio.cli") -> BookieProcess:
+    """Start ``folio standalone`` on ``data_dir`` (API and metrics on free ports).
+
+    ``module``: a test launcher to start instead of ``folio.cli`` (it takes
+    the same arguments and injects faults, e.g.
+    ``tests.support.crash_after_committing``).
+    """
     argv = ["standalone", "--data-dir", str(data_dir), "--port", "0", "--metrics-port", "0",
             *args]
-    return processes.start_folio(argv, data_dir, timeout_s=timeout_s, env=env)
+    return processes.start_folio(argv, data_dir, timeout_s=timeout_s, env=env, module=module)
 
 
 def append_payloads(
