@@ -1,0 +1,82 @@
+"""The state of a ``TxnCoordinator`` and what every part of it uses.
+
+``CoordinatorCore`` holds the fields (the transactions by id and by label,
+closed labels, the log on ``_txnlog``, background tasks, the injected faults)
+and the helpers the parts share. The parts (``_finish``, ``_timeouts``,
+``_replay``) are mixins on it, composed in ``broker.txn.coordinator``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from broker.errors import TxnLabelClosedError, TxnNotFoundError, TxnStateError
+from broker.segments.transactions import check_txn_id
+from broker.system.compacted_topic import CompactedTopic
+from broker.topics.manager import TopicManager
+from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
+from broker.txn.states import DEFAULT_FINISHED_RETENTION_MS, TXN_LOG_TOPIC, Txn, TxnState
+
+__all__ = ["CoordinatorCore"]
+
+
+class CoordinatorCore:
+    """The fields of a coordinator and the helpers its parts share (see ``TxnCoordinator``)."""
+
+    def __init__(self, topics: TopicManager, *,
+                 clock: Callable[[], float] = time.time,
+                 finished_retention_ms: int = DEFAULT_FINISHED_RETENTION_MS,
+                 faults: TxnFaults = NO_TXN_FAULTS) -> None:
+        if finished_retention_ms < 0:
+            raise ValueError(f"finished_retention_ms must be >= 0, got {finished_retention_ms}")
+        self._finished_retention_ms = finished_retention_ms
+        self._topics = topics
+        self._faults = faults
+        self._log = CompactedTopic(topics, TXN_LOG_TOPIC)
+        self._clock = clock
+        self._txns: dict[bytes, Txn] = {}
+        #: Ids of the known transactions of each label.
+        self._labelled: dict[str, set[bytes]] = {}
+        #: Labels closed by ``abort_labelled(close=True)``: when (ms since the epoch).
+        self._closed_labels: dict[str, int] = {}
+        #: Timeout aborts and COMMITTED log writes under way (``close`` waits for them).
+        self._background: set[asyncio.Task[None]] = set()
+
+    @staticmethod
+    def _cancel_timeout(txn: Txn) -> None:
+        if txn.timer is not None:
+            txn.timer.cancel()
+            txn.timer = None
+
+    def _check_not_closed(self, label: str) -> None:
+        if label and label in self._closed_labels:
+            raise TxnLabelClosedError(label)
+
+    def _add(self, txn: Txn) -> None:
+        self._txns[txn.txn_id] = txn
+        if txn.label:
+            self._labelled.setdefault(txn.label, set()).add(txn.txn_id)
+
+    def _remove(self, txn: Txn) -> None:
+        del self._txns[txn.txn_id]
+        same = self._labelled.get(txn.label)
+        if same is not None:
+            same.discard(txn.txn_id)
+            if not same:
+                del self._labelled[txn.label]
+
+    def _get(self, txn_id: bytes) -> Txn:
+        check_txn_id(txn_id)
+        txn = self._txns.get(txn_id)
+        if txn is None:
+            raise TxnNotFoundError(txn_id.hex())
+        return txn
+
+    def _check_open(self, txn: Txn) -> None:
+        if txn.state is not TxnState.OPEN:
+            raise TxnStateError(txn.name, TxnState.OPEN.name, txn.state.name)
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)

@@ -1,0 +1,85 @@
+"""Start: replay the transaction log and finish what a crash left COMMITTING or ABORTING.
+
+An unreadable record is skipped and left in place for diagnosis: its
+transaction is unknown from then on (its commit or abort answers NOT_FOUND),
+so nothing is made visible for it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from broker.errors import InvalidArgumentError
+from broker.segments.names import is_system_topic
+from broker.segments.transactions import check_txn_id
+from broker.txn._timeouts import CoordinatorTimeouts
+from broker.txn.states import GROUP_PREFIX, LOG_FORMAT_VERSION, Txn, TxnState
+
+__all__ = ["CoordinatorReplay"]
+
+log = logging.getLogger(__name__)
+
+class CoordinatorReplay(CoordinatorTimeouts):
+    """Replaying the log on start (a part of ``TxnCoordinator``)."""
+
+    async def start(self) -> None:
+        """Replay the log; finish every COMMITTING and ABORTING transaction."""
+        records = await self._log.read_prefix("")
+        groups: list[tuple[str, list[bytes]]] = []
+        for key, value in records.items():
+            try:
+                group = self._replay_record(key, value)
+            except (ValueError, KeyError, TypeError, InvalidArgumentError) as error:
+                # Skipped, and left in place for diagnosis (docs/broker.md, "System
+                # topics"): the transaction is unknown from now on, so its commit
+                # or abort answers NOT_FOUND and nothing is made visible for it.
+                log.error("transaction log %s: skipped the unreadable record of key %r at "
+                          "offset %s: %s: %s", self._log.segment_name, key,
+                          self._log.offset_of(key), type(error).__name__, error)
+                continue
+            if group is not None:
+                groups.append((key, group))
+        for key, group in groups:
+            # A transaction already COMMITTED (or forgotten) needs nothing more.
+            known = [txn_id for txn_id in group if txn_id in self._txns
+                     and self._txns[txn_id].state is not TxnState.COMMITTED]
+            for txn_id in known:
+                self._txns[txn_id].state = TxnState.COMMITTING
+            log.info("finishing the commit of %d transactions after a restart", len(known))
+            await self._finish_commit(known, key)
+        for txn in list(self._txns.values()):
+            if txn.state is TxnState.COMMITTING:  # its group record is gone: finish anyway
+                await self._finish_commit([txn.txn_id], None)
+            elif txn.state is TxnState.ABORTING:
+                log.info("finishing the abort of transaction %s after a restart", txn.name)
+                await self._finish_abort(txn, TxnState.ABORTED)
+            elif txn.state is TxnState.OPEN:
+                self._schedule_timeout(txn)
+
+    def _replay_record(self, key: str, value: bytes) -> list[bytes] | None:
+        """Take one log record in: a transaction, or (returned) a commit group's txn ids.
+
+        Raises ValueError, KeyError, TypeError or InvalidArgumentError for a record it
+        cannot read.
+        """
+        data = json.loads(value)
+        if not isinstance(data, dict):
+            raise TypeError(f"a JSON object was expected, got {type(data).__name__}")
+        if data.get("v") != LOG_FORMAT_VERSION:
+            raise ValueError(f"unknown version {data.get('v')!r}")
+        if key.startswith(GROUP_PREFIX):
+            return [check_txn_id(bytes.fromhex(t)) for t in data["txns"]]
+        segments = [str(name) for name in data["segments"]]
+        # A segment of a system topic never belongs in a transaction (only an old
+        # log could name one): markers there would land in the broker's own state.
+        kept = [name for name in segments if not is_system_topic(name.partition("/")[0])]
+        if kept != segments:
+            log.error("transaction log %s: transaction %s named system segments %s; "
+                      "they are left out", self._log.segment_name, key,
+                      sorted(set(segments) - set(kept)))
+        txn = Txn(check_txn_id(bytes.fromhex(key)), TxnState[data["state"]],
+                   int(data["deadline_ms"]), kept, label=str(data.get("label", "")),
+                   finished_ms=int(data.get("finished_ms", -1)))
+        self._add(txn)
+        return None
