@@ -13,6 +13,7 @@ import re
 from broker.errors import NoSuchSegmentError, TopicNameError
 
 __all__ = [
+    "MAX_SEGMENT_NAME_CHARS",
     "MAX_TOPIC_NAME_CHARS",
     "SEGMENTS_ROOT",
     "TOPICS_ROOT",
@@ -26,6 +27,8 @@ __all__ = [
 ]
 
 MAX_TOPIC_NAME_CHARS = 249
+#: ``"<topic>/<number>"``: a topic name, a slash and up to 10 digits.
+MAX_SEGMENT_NAME_CHARS = MAX_TOPIC_NAME_CHARS + 11
 #: Topic records: ``/folio/topics/<topic>``.
 TOPICS_ROOT = "/folio/topics"
 #: Segment records: ``/folio/segments/<topic>/<number>``.

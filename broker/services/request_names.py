@@ -23,12 +23,10 @@ from typing import Any, Final
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from broker.errors import InvalidArgumentError, TopicNameError
-from broker.segments.names import MAX_TOPIC_NAME_CHARS
+from broker.segments.names import MAX_SEGMENT_NAME_CHARS, MAX_TOPIC_NAME_CHARS
 
 __all__ = ["MAX_NAME_CHARS", "MAX_SEGMENT_NAME_CHARS", "check_request_names"]
 
-#: ``"<topic>/<number>"``: a topic name, a slash and up to 10 digits.
-MAX_SEGMENT_NAME_CHARS: Final = MAX_TOPIC_NAME_CHARS + 11
 #: Reader group, reader, checkpoint names and transaction labels.
 MAX_NAME_CHARS: Final = 256
 #: ``broker.txn.commit_keys.MAX_COMMIT_KEY_BYTES`` (not imported: it would pull the topics in).
