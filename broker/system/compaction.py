@@ -24,14 +24,55 @@ compaction is never lost: it lands after P and is never covered by a copy
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from broker.system.compacted_topic import CompactedTopic, TopicStats
+__all__ = ["Compactable", "CompactionPolicy", "CompactionResult", "TopicSizes", "compact"]
 
-__all__ = ["CompactionPolicy", "CompactionResult", "compact"]
+
+class TopicSizes(Protocol):
+    """What the policy reads of a topic's sizes (``compacted_topic.TopicStats``)."""
+
+    @property
+    def live_bytes(self) -> int:
+        """Bytes of the records a reader sees (the latest per key)."""
+        ...
+
+    @property
+    def dead_bytes(self) -> int:
+        """Bytes of the records later ones cover."""
+        ...
+
+
+class Compactable(Protocol):
+    """The steps of a compaction, as a compacted topic offers them (``CompactedTopic``).
+
+    A Protocol, so this module needs nothing of the topic that runs it (the
+    topic imports ``compact``; nothing here imports the topic back).
+    """
+
+    @property
+    def compaction_lock(self) -> asyncio.Lock:
+        """Held by a compaction for its whole run."""
+        ...
+
+    async def start_compaction(self) -> tuple[int, list[tuple[int, str]], int]:
+        """Step 1: roll over; the compaction point, the records before it, their bytes."""
+        ...
+
+    def batches(self, records: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
+        """``records`` in groups whose copies fit one entry each."""
+        ...
+
+    async def copy_records(self, records: list[tuple[int, str]]) -> int:
+        """Step 2: append again those still latest; how many."""
+        ...
+
+    async def finish_compaction(self, point: int, bytes_before: int) -> int:
+        """Step 3: delete the ledgers before ``point``; the new start offset."""
+        ...
 
 MIB = 1024 * 1024
 
@@ -43,7 +84,7 @@ class CompactionPolicy:
     min_dead_bytes: int = 4 * MIB
     dead_ratio: float = 1.0
 
-    def due(self, stats: TopicStats) -> bool:
+    def due(self, stats: TopicSizes) -> bool:
         """Whether a topic with ``stats`` should be compacted now."""
         dead = stats.dead_bytes
         return dead > self.min_dead_bytes and dead > self.dead_ratio * stats.live_bytes
@@ -58,7 +99,7 @@ class CompactionResult:
     start_offset: int
 
 
-async def compact(topic: CompactedTopic,
+async def compact(topic: Compactable,
                   hook: Callable[[str], Awaitable[None]] | None = None) -> CompactionResult:
     """Compact ``topic`` (one compaction at a time per topic).
 
