@@ -1,10 +1,73 @@
-"""The broker: gRPC services over topics and segments stored in ledgers.
+"""The broker: topics of segments stored as chains of ledgers, served over gRPC.
 
-Topics and their segments (key ranges, scaling), the append path (blocks,
-writer de-duplication, group commit), the read path (isolation levels, long
-polls), the transaction coordinator and reader groups. It uses ``txnbuffer``
-and ``ledger``; nothing below imports it. Built by the broker-core issue;
-this package is empty until then.
+A **topic** is split into **segments** by key range; a segment is an ordered
+chain of ledgers (Pulsar's managed ledger) that takes appends of whole blocks,
+rolls over, seals, truncates and is recovered (fencing the previous writer)
+when a broker loads it. Full transactions are decided by a coordinator that
+logs to a system topic and writes commit/abort markers read through each
+segment's ``txnbuffer``; single-routing-key transactions (PDP-44) are blocks
+held per flow and written as one entry. Reader groups keep their state by
+conditional update. It uses ``txnbuffer`` and ``ledger``; nothing below
+imports it, and the SDK never does.
+
+Layout, top to bottom (the import-linter contracts in ``pyproject.toml`` keep
+it: each layer imports only the ones below it, with no ignores):
+
+- ``app/``: the processes. ``standalone`` wires everything (metadata store,
+  bookie or remote bookies, ledger client, topics, coordinator, groups,
+  server, metrics, storage watch) and is the one place that knows every part;
+  ``standalone_cli`` and ``broker_cli`` are the ``folio standalone`` and
+  ``folio broker`` commands (``folio.commands`` entry points).
+- ``standalone_config``, ``broker_config``: the processes' settings.
+- ``services/``: thin gRPC servicers (decode, call the domain, encode), the
+  ``server`` that registers them with health and reflection, and the checks
+  every request passes first (``_handlers``: decodable; ``request_names``).
+- ``txn/``: the ``coordinator`` of full transactions (``states``: the
+  transition table), ``held`` (PDP-44 bounds), ``append_stream`` (one Append
+  stream's flows, held blocks and failure replies), ``commit_keys``
+  (idempotent commits), ``faults`` (crash-window hooks, injected by tests).
+- ``groups/``: reader-group ``store`` (conditional updates), member
+  ``liveness``, ``backlog`` metrics.
+- ``system/``: ``CompactedTopic`` (the broker's own keyed state: latest record
+  per key, compaction) and the transaction buffers' ``snapshot_store``.
+- ``topics/``: ``TopicManager`` (CRUD, the cache of loaded segments, scaling,
+  maintenance), the pure ``scaling`` plans, ``routing`` (Produce's key hash),
+  ``internal`` (public calls never write system topics).
+- ``segments/``: ``LedgerSegment`` and its parts, the entry format
+  (``entry``), ``block_limits``, ``offset_index``, ``reads``, ``retention``,
+  ``recovery``, ``writers`` (exactly-once numbering), ``records`` (the
+  persisted records) and ``names``.
+- at the bottom: ``metrics``; ``status`` (errors -> gRPC status, as data) with
+  ``clip``; ``api`` (the domain contracts) and ``errors``.
+
+Where this differs from the layout first sketched (issue 14), and why:
+
+- The order is ``txn | groups -> system -> topics -> segments``, not
+  ``topics -> segments -> system``: a compacted system topic is a topic of the
+  ``TopicManager`` (it loads its segment through it), so ``system`` sits above
+  ``topics``; the manager is handed the snapshot store's factory by the wiring
+  instead of importing it (that import was the circle).
+- ``names`` (topic and segment names, record paths) is in ``segments/``, not
+  ``topics/``: a segment computes its own name and record path, and
+  ``segments`` is the lowest layer. ``records`` holds the topic records as
+  well as the segment's for the same reason (one persisted format, versioned
+  together); only ``topics`` uses the topic records.
+- ``internal`` (the system-topic rule) is in ``topics/``, not ``system/``:
+  ``TopicManager`` itself refuses public writes to system topics.
+- ``entry`` and ``block_limits`` are in ``segments/``: the segment writes
+  the entries and checks the blocks; ``services`` and ``system`` use them.
+- ``append_stream`` is in ``txn/``: it is the PDP-44 flow engine over
+  ``held`` and the coordinator, and the servicer must hold no logic.
+- ``clip`` stays at the top, beside ``status``, which uses it for every
+  message that leaves the broker.
+- ``standalone_config`` and ``broker_config`` stay at the top with their
+  names, layered just under ``app``: they gather the components' defaults
+  (``txn.held``, ``segments.writers``). One ``BrokerConfig`` with a shared
+  layered resolver is still to come.
+- ``LedgerSegment``, ``TopicManager`` and ``TxnCoordinator`` keep their names
+  and behaviour but are composed of mixin parts, one job per file (``_core``
+  holds the fields; each part imports only the parts beneath it), so no
+  caller changed when the 900-line files were split.
 """
 
 __all__: list[str] = []
