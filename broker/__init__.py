@@ -32,11 +32,12 @@ it: each layer imports only the ones below it, with no ignores):
   per key, compaction) and the transaction buffers' ``snapshot_store``.
 - ``topics/``: ``TopicManager`` (CRUD, the cache of loaded segments, scaling,
   maintenance), the pure ``scaling`` plans, ``routing`` (Produce's key hash),
-  ``internal`` (public calls never write system topics).
+  ``internal`` (public calls never write system topics), ``records`` (the
+  topic record).
 - ``segments/``: ``LedgerSegment`` and its parts, the entry format
   (``entry``), ``block_limits``, ``offset_index``, ``reads``, ``retention``,
   ``recovery``, ``writers`` (exactly-once numbering), ``records`` (the
-  persisted records) and ``names``.
+  segment record) and ``names``.
 - at the bottom: ``metrics``; ``status`` (errors -> gRPC status, as data) with
   ``clip``; ``api`` (the domain contracts) and ``errors``.
 
@@ -49,9 +50,9 @@ Where this differs from the layout first sketched (issue 14), and why:
   instead of importing it (that import was the circle).
 - ``names`` (topic and segment names, record paths) is in ``segments/``, not
   ``topics/``: a segment computes its own name and record path, and
-  ``segments`` is the lowest layer. ``records`` holds the topic records as
-  well as the segment's for the same reason (one persisted format, versioned
-  together); only ``topics`` uses the topic records.
+  ``segments`` is the lowest layer. The JSON framing of every record
+  (``dump_record``, ``load_record``) is in ``segments/records``; the topic
+  record is ``topics/records``.
 - ``internal`` (the system-topic rule) is in ``topics/``, not ``system/``:
   ``TopicManager`` itself refuses public writes to system topics.
 - ``entry`` and ``block_limits`` are in ``segments/``: the segment writes

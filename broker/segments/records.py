@@ -1,121 +1,38 @@
-"""The broker's persisted metadata records: one per topic, one per segment.
+"""The segment's persisted metadata record, and the JSON framing every broker record shares.
 
-Both are JSON objects carrying ``format_version``, stored in the
-``MetadataStore`` at ``broker.segments.names.topic_path`` / ``segment_path`` and changed
-only by compare-and-set on the node's version, so a broker that lost a
-segment learns it from its failed CAS instead of overwriting its successor.
+Records are JSON objects carrying ``format_version``, stored in the
+``MetadataStore`` (a segment's at ``broker.segments.names.segment_path``) and
+changed only by compare-and-set on the node's version, so a broker that lost
+a segment learns it from its failed CAS instead of overwriting its successor.
+The topic record is ``broker.topics.records``.
 
-Topic records are written in format 2, which adds each segment's
-predecessors (scaling), the topic's ``sealed`` flag and when it last scaled
-itself; format 1 records are still read. Segment records are written in format 2, which
-adds the writer snapshot (``writers_ledger``, ``writers``: each writer's last
-event number and last append time, covering at least every entry before
-ledger ``writers_ledger``); format 1 records (no snapshot) are still read.
+Segment records are written in format 2, which adds the writer snapshot
+(``writers_ledger``, ``writers``: each writer's last event number and last
+append time, covering at least every entry before ledger
+``writers_ledger``); format 1 records (no snapshot) are still read.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from broker.api import SegmentState, TopicConfig
 from broker.errors import CorruptDataError
 
 __all__ = [
-    "FORMAT_VERSION",
     "SEGMENT_FORMAT_VERSION",
     "LedgerRef",
     "SegmentRecord",
-    "TopicRecord",
-    "TopicSegment",
     "WriterState",
-    "config_from_json",
+    "dump_record",
+    "load_record",
 ]
 
-#: The topic record format written (1 is still read: no scaling fields).
-FORMAT_VERSION = 2
-_TOPIC_FORMATS = (1, FORMAT_VERSION)
 #: The segment record format written (1 is still read: no writer snapshot).
 SEGMENT_FORMAT_VERSION = 2
 _SEGMENT_FORMATS = (1, SEGMENT_FORMAT_VERSION)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicSegment:
-    """A segment as its topic lists it: number, key range ``[key_low, key_high)``, state.
-
-    ``predecessors``: the numbers of the segments sealed when it was made whose
-    ranges overlap its own (empty for a topic's first segments).
-    """
-
-    number: int
-    key_low: float
-    key_high: float
-    state: SegmentState = SegmentState.OPEN
-    predecessors: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRecord:
-    """A topic: its configuration, its segments (every one ever made) and counters.
-
-    ``sealed``: SealTopic sealed it. ``scaled_ms``: when auto-scaling last
-    changed it (0: never).
-    """
-
-    name: str
-    config: TopicConfig
-    segments: tuple[TopicSegment, ...]
-    next_segment_number: int
-    created_ms: int
-    sealed: bool = False
-    scaled_ms: int = 0
-
-    def with_config(self, config: TopicConfig) -> TopicRecord:
-        """The same record with another configuration."""
-        return replace(self, config=config)
-
-    def to_bytes(self) -> bytes:
-        """The record as stored."""
-        return _dump({
-            "format_version": FORMAT_VERSION,
-            "name": self.name,
-            "config": asdict(self.config),
-            "segments": [
-                {"number": s.number, "key_low": s.key_low, "key_high": s.key_high,
-                 "state": s.state.value, "predecessors": list(s.predecessors)}
-                for s in self.segments
-            ],
-            "next_segment_number": self.next_segment_number,
-            "created_ms": self.created_ms,
-            "sealed": self.sealed,
-            "scaled_ms": self.scaled_ms,
-        })
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> TopicRecord:
-        """Decode a stored record; ``CorruptDataError`` if it is not one."""
-        record = _load(data, "topic record", _TOPIC_FORMATS)
-        try:
-            return cls(
-                name=str(record["name"]),
-                config=config_from_json(record["config"]),
-                segments=tuple(
-                    TopicSegment(int(s["number"]), float(s["key_low"]), float(s["key_high"]),
-                                 SegmentState(s["state"]),
-                                 tuple(int(p) for p in s.get("predecessors", ())))
-                    for s in record["segments"]
-                ),
-                next_segment_number=int(record["next_segment_number"]),
-                created_ms=int(record["created_ms"]),
-                sealed=bool(record.get("sealed", False)),
-                scaled_ms=int(record.get("scaled_ms", 0)),
-            )
-        except (KeyError, TypeError, ValueError) as error:
-            raise CorruptDataError(f"topic record is malformed: {error!r}",
-                                   what="topic record") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +82,7 @@ class SegmentRecord:
 
     def to_bytes(self) -> bytes:
         """The record as stored (format 2)."""
-        return _dump({
+        return dump_record({
             "format_version": SEGMENT_FORMAT_VERSION,
             "topic": self.topic,
             "number": self.number,
@@ -182,7 +99,7 @@ class SegmentRecord:
     @classmethod
     def from_bytes(cls, data: bytes) -> SegmentRecord:
         """Decode a stored record (format 1 or 2); ``CorruptDataError`` if it is not one."""
-        record = _load(data, "segment record", _SEGMENT_FORMATS)
+        record = load_record(data, "segment record", _SEGMENT_FORMATS)
         try:
             writers = record.get("writers", {})
             if not isinstance(writers, dict):
@@ -203,20 +120,13 @@ class SegmentRecord:
                                    what="segment record") from None
 
 
-def config_from_json(values: Any) -> TopicConfig:
-    """A ``TopicConfig`` from its stored form (``ValueError`` on bad values)."""
-    if not isinstance(values, dict):
-        raise TypeError("config must be an object")
-    names = {f.name for f in fields(TopicConfig)}
-    return TopicConfig(**{k: int(v) for k, v in values.items() if k in names})
-
-
-def _dump(record: dict[str, Any]) -> bytes:
+def dump_record(record: dict[str, Any]) -> bytes:
+    """A record as stored: compact JSON, keys sorted, UTF-8."""
     return json.dumps(record, separators=(",", ":"), sort_keys=True).encode("utf-8")
 
 
-def _load(data: bytes, what: str, versions: tuple[int, ...] = (FORMAT_VERSION,),
-          ) -> dict[str, Any]:
+def load_record(data: bytes, what: str, versions: tuple[int, ...]) -> dict[str, Any]:
+    """A stored record's JSON object; ``CorruptDataError`` unless it is one of ``versions``."""
     try:
         record = json.loads(data)
     except (UnicodeDecodeError, ValueError):

@@ -33,9 +33,10 @@ from broker.segments.names import (
     topic_path,
 )
 from broker.segments.reads import peek_end_offset
-from broker.segments.records import SegmentRecord, TopicRecord, TopicSegment
+from broker.segments.records import SegmentRecord
 from broker.segments.segment import LedgerSegment
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
+from broker.topics.records import TopicRecord, TopicSegment
 from broker.topics.scaling import RateMeter
 from ledger.api import MetadataStore
 from ledger.client.ledger_client import LedgerClient

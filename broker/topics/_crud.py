@@ -30,9 +30,10 @@ from broker.segments.names import (
     segments_path,
     topic_path,
 )
-from broker.segments.records import SegmentRecord, TopicRecord, TopicSegment
+from broker.segments.records import SegmentRecord
 from broker.topics._core import CAS_ATTEMPTS, TopicsCore
 from broker.topics.internal import refuse_internal_topic
+from broker.topics.records import TopicRecord, TopicSegment
 from ledger.errors import BadVersionError, LedgerError, NodeExistsError, NoNodeError, NotEmptyError
 
 __all__ = ["MAX_SEGMENT_COUNT", "TopicCrud"]

@@ -24,10 +24,10 @@ from broker.segments.names import (
     parse_segment_name,
     topic_path,
 )
-from broker.segments.records import TopicRecord, TopicSegment
 from broker.topics._core import CAS_ATTEMPTS
 from broker.topics._segments import TopicSegments
 from broker.topics.internal import refuse_internal_topic
+from broker.topics.records import TopicRecord, TopicSegment
 from broker.topics.scaling import plan_scale, successors_of
 from ledger.errors import BadVersionError, LedgerError, NoNodeError
 

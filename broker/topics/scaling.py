@@ -1,6 +1,6 @@
 """Scaling plans: which segments to seal and which to make, checked; the auto-scaling rule.
 
-Pure functions over a topic record (``broker.segments.records``); the topic
+Pure functions over a topic record (``broker.topics.records``); the topic
 manager applies a plan with one conditional update of the record. A plan's
 new ranges must exactly cover the ranges of the segments it seals (split,
 merge, or both); each new segment's predecessors are the sealed segments
@@ -17,7 +17,7 @@ from itertools import pairwise
 from broker.api import SegmentState, TopicConfig
 from broker.errors import InvalidArgumentError, NoSuchSegmentError, SegmentSealedError
 from broker.segments.names import make_segment_name, parse_segment_name
-from broker.segments.records import TopicRecord, TopicSegment
+from broker.topics.records import TopicRecord, TopicSegment
 
 __all__ = ["MAX_OPEN_SEGMENTS", "SNAP", "RateMeter", "ScalePlan", "auto_scale", "plan_scale",
            "successors_of"]

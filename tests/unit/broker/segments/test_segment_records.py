@@ -8,7 +8,8 @@ import pytest
 
 from broker.api import SegmentState, TopicConfig
 from broker.errors import CorruptDataError
-from broker.segments.records import LedgerRef, SegmentRecord, TopicRecord, TopicSegment
+from broker.segments.records import LedgerRef, SegmentRecord
+from broker.topics.records import TopicRecord, TopicSegment
 
 
 def test_topic_record_round_trip() -> None:

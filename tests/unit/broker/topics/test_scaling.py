@@ -19,8 +19,9 @@ from broker.errors import (
     TopicNotFoundError,
 )
 from broker.segments.names import segment_path, topic_path
-from broker.segments.records import SegmentRecord, TopicRecord, TopicSegment
+from broker.segments.records import SegmentRecord
 from broker.topics.manager import TopicManager
+from broker.topics.records import TopicRecord, TopicSegment
 from broker.topics.scaling import RateMeter, auto_scale, plan_scale, successors_of
 from tests.unit.broker.conftest import BrokerEnv, block
 
