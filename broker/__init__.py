@@ -31,7 +31,8 @@ it: each layer imports only the ones below it, with no ignores):
 - ``system/``: ``CompactedTopic`` (the broker's own keyed state: latest record
   per key, compaction) and the transaction buffers' ``snapshot_store``.
 - ``topics/``: ``TopicManager`` (CRUD, the cache of loaded segments, scaling,
-  maintenance), the pure ``scaling`` plans, ``routing`` (Produce's key hash),
+  maintenance), ``produce`` (unary writes: route, pack, append), the pure
+  ``scaling`` plans, ``routing`` (the routing-key hash),
   ``internal`` (public calls never write system topics), ``records`` (the
   topic record).
 - ``segments/``: ``LedgerSegment`` and its parts, the entry format
