@@ -37,7 +37,8 @@ it: each layer imports only the ones below it, with no ignores):
   topic record).
 - ``segments/``: ``LedgerSegment`` and its parts, the entry format
   (``entry``), ``block_limits``, ``offset_index``, ``reads``, ``retention``,
-  ``recovery``, ``writers`` (exactly-once numbering), ``records`` (the
+  ``recovery``, ``tailing`` (a Read stream: batches, tail waits), ``writers``
+  (exactly-once numbering), ``records`` (the
   segment record) and ``names``.
 - at the bottom: ``metrics``; ``status`` (errors -> gRPC status, as data) with
   ``clip``; ``api`` (the domain contracts) and ``errors``.

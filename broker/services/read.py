@@ -1,12 +1,14 @@
 """The ``folio.v1.Read`` servicer: a segment's blocks from an offset, then a long poll at the tail.
 
-Per ``read`` of the segment (about ``max_bytes`` of whole blocks, as stored,
-but always whole entries: a transaction's entry may hold 16 MiB) one message,
-or several of at most ``max_bytes`` each when it is larger (a block is never
-split; ``max_bytes`` is capped so that every response fits gRPC's default 4 MiB
-receive limit); no event is unpacked. At the tail the
-stream waits on the segment's wake-up (never a timer loop) and sends an empty
-response after ``max_wait_ms`` without data, so clients see it is alive.
+Following the segment (reads, tail waits, heartbeats) is
+``broker.segments.tailing.follow``; here the request is decoded and each step
+encoded. Per read of the segment (about ``max_bytes`` of whole blocks, as
+stored, but always whole entries: a transaction's entry may hold 16 MiB) one
+message, or several of at most ``max_bytes`` each when it is larger (a block
+is never split; ``max_bytes`` is capped so that every response fits gRPC's
+default 4 MiB receive limit); no event is unpacked. At the tail an empty
+response goes out after ``max_wait_ms`` without data, so clients see the
+stream is alive.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from typing import Any
 import grpc
 
 from broker.api import Isolation, ReadBlock, Topics
-from broker.errors import BrokerError, BrokerShuttingDownError, InvalidArgumentError
+from broker.errors import BrokerError, InvalidArgumentError
 from broker.metrics import observe_read
 from broker.segments.block_limits import MAX_BLOCK_BYTES
+from broker.segments.tailing import follow
 from broker.services._servicer import abort_with
 from folio.api.v1 import read_pb2, read_pb2_grpc
 from ledger.errors import LedgerError
@@ -66,52 +69,21 @@ class ReadServicer(read_pb2_grpc.ReadServicer):
                 raise InvalidArgumentError(f"offset must be >= 0, got {offset}")
             isolation = _isolation(request.isolation)
             segment = await self._topics.segment(request.segment)
-            reported = offset  # the next_offset the client knows
-            while not self._stopping.is_set():
-                batch = await segment.read(offset, max_bytes, isolation)
-                if batch.blocks:
-                    last = batch.blocks[-1]
-                    offset = max(last.offset + last.event_count, batch.next_offset)
-                    ended = batch.end_of_segment and offset >= batch.end_offset
-                    responses = _responses(batch.blocks, max_bytes, request.segment)
-                    responses[-1].end_of_segment = ended
-                    for response in responses:
-                        response.end_offset = batch.end_offset
-                        response.next_offset = offset
-                        yield response
-                    reported = offset
-                    if ended:
-                        return
+            async for step in follow(segment, offset, max_bytes, isolation, max_wait_s,
+                                     self._stopping):
+                if not step.blocks:
+                    yield read_pb2.ReadResponse(end_offset=step.end_offset,
+                                                end_of_segment=step.end_of_segment,
+                                                next_offset=step.next_offset)
                     continue
-                if batch.end_of_segment:
-                    yield read_pb2.ReadResponse(end_offset=batch.end_offset, end_of_segment=True,
-                                                next_offset=max(offset, batch.next_offset))
-                    return
-                if batch.next_offset > offset:  # only left-out entries (aborted, markers)
-                    offset = batch.next_offset
-                    continue
-                if offset > reported:
-                    # At the tail past left-out entries: say so now, not at the next
-                    # heartbeat (a reader of a range ending in them is done).
-                    yield read_pb2.ReadResponse(end_offset=batch.end_offset, next_offset=offset)
-                    reported = offset
-                if not await self._wait(segment.wait_for_data(offset, max_wait_s, isolation)):
-                    yield read_pb2.ReadResponse(end_offset=batch.end_offset, next_offset=offset)
-            raise BrokerShuttingDownError("the broker is stopping")
+                responses = _responses(step.blocks, max_bytes, request.segment)
+                responses[-1].end_of_segment = step.end_of_segment
+                for response in responses:
+                    response.end_offset = step.end_offset
+                    response.next_offset = step.next_offset
+                    yield response
         except (BrokerError, LedgerError) as error:
             await abort_with(context, error)
-
-    async def _wait(self, waiting: Any) -> bool:
-        """``waiting`` (a wait for data), cut short when the broker stops."""
-        wait = asyncio.ensure_future(waiting)
-        stop = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait((wait, stop), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-            if not wait.done():
-                wait.cancel()
-        return wait.done() and not wait.cancelled() and bool(wait.result())
 
 
 def _isolation(value: int) -> Isolation:
