@@ -43,7 +43,7 @@ TxnId = tuple[int, int]
 
 
 class EntryKind(IntEnum):
-    """Kinds of segment entries (the values are those of ``broker.segments.entry.EntryKind``)."""
+    """Kinds of segment entries, as each entry header carries them (``broker.segments.entry``)."""
 
     DATA = 1
     TXN_DATA = 2

@@ -26,7 +26,6 @@ from broker.segments.entry import MAX_WRITER_ID_BYTES, EntryKind, encode_entry
 from broker.segments.reads import txn_id_of
 from broker.segments.transactions import check_txn_id
 from ledger.errors import LedgerError, LedgerFencedError
-from txnbuffer.api import EntryKind as TxnKind
 from txnbuffer.api import LoggedEntry, Position
 
 __all__ = ["SegmentAppends"]
@@ -215,7 +214,7 @@ class SegmentAppends(SegmentRollover):
             if buffer is not None:
                 position = Position(head.span.ledger_id, entry_id)
                 self._txn_offsets.note(position, head.kind, head.txn_id, head.base_offset)
-                buffer.on_entry(LoggedEntry(position, TxnKind(head.kind), head.txn_id))
+                buffer.on_entry(LoggedEntry(position, head.kind, head.txn_id))
             advanced = True
         if advanced:
             self._wake()

@@ -16,10 +16,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import IntEnum
 
 from broker.api import Block, ReadBlock
 from broker.errors import CorruptDataError
+from txnbuffer.api import EntryKind
 
 __all__ = [
     "FORMAT_VERSION",
@@ -43,15 +43,6 @@ _FRAME = struct.Struct(">II")
 #: Size of the fixed part of the header (the writer id follows it).
 HEADER_BYTES = _HEADER.size
 FRAME_HEADER_BYTES = _FRAME.size
-
-
-class EntryKind(IntEnum):
-    """What an entry holds. Only DATA is written today; the others are reserved."""
-
-    DATA = 1
-    TXN_DATA = 2
-    COMMIT_MARKER = 3
-    ABORT_MARKER = 4
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,6 @@ from broker.segments.offset_index import LedgerSpan, ReadHints
 from broker.segments.records import SegmentRecord, WriterState
 from ledger.api import LedgerState, LedgerTail
 from ledger.errors import BookieUnavailableError, NoSuchLedgerError
-from txnbuffer.api import EntryKind as TxnKind
 from txnbuffer.api import Position, TxnId
 from txnbuffer.buffer import TransactionBuffer
 
@@ -119,7 +118,7 @@ async def read_blocks(
             if position > limit:
                 break
             if kind is EntryKind.TXN_DATA:
-                serve = committed.visible(position, TxnKind.TXN_DATA, txn_id_of(header.txn_id))
+                serve = committed.visible(position, EntryKind.TXN_DATA, txn_id_of(header.txn_id))
         if serve:
             frames = split_frames(data, header)
             if header.base_offset < offset:
