@@ -52,7 +52,7 @@ from broker.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS, HeldBudget,
 from broker.metrics import flows_bound, observe_error
 from broker.request_names import MAX_SEGMENT_NAME_CHARS
 from broker.segment_txn import TXN_ID_BYTES
-from broker.status import is_retriable, status_for
+from broker.status import error_number, is_retriable, status_for
 from folio.api.v1 import append_pb2, append_pb2_grpc
 from ledger.errors import LedgerError, LedgerFencedError
 
@@ -346,4 +346,4 @@ def _failed(request_id: int, error: BaseException) -> _Reply:
     code, message = status_for(error)
     return _Reply(request_id=request_id, append_failed=append_pb2.AppendFailed(
         code=code.value[0], message=message, error=type(error).__name__,
-        retriable=is_retriable(error)))
+        retriable=is_retriable(error), error_code=error_number(error)))

@@ -41,6 +41,7 @@ from folio.client import Client
 from folio.cuts import Checkpoint, Position, StreamCut
 from folio.errors import (
     AlreadyExistsError,
+    DataLossError,
     DeliveryTimeoutError,
     EventTooLargeError,
     FolioError,
@@ -102,6 +103,7 @@ __all__ = [
     "Checkpoint",
     "Client",
     "ConnectionStats",
+    "DataLossError",
     "DeliveryTimeoutError",
     "Event",
     "EventRead",

@@ -547,7 +547,7 @@ class SegmentWriter:
             failure = LedgerUnavailableError(
                 f"{error} (the broker said so for {LEDGER_UNAVAILABLE_GIVE_UP_S:.0f} s; "
                 "unacknowledged events may or may not have been written)",
-                error_name=error.error_name, context=error.context)
+                error_name=error.error_name, context=error.context, error_code=error.error_code)
             for pending in list(self._unacked):
                 self._complete(pending, error=failure)
             self._unacked.clear()
