@@ -34,11 +34,8 @@ The SDK speaks only the public gRPC protocol (stubs in ``folio.api``); it never
 imports the server packages.
 """
 
-from folio._pool import ConnectionStats, PoolStats
-from folio._write_future import WriteFuture
-from folio.batch import BatchClient, SegmentSlice
+from folio._transport.pool import ConnectionStats, PoolStats
 from folio.client import Client
-from folio.cuts import Checkpoint, Position, StreamCut
 from folio.errors import (
     AlreadyExistsError,
     DeliveryTimeoutError,
@@ -73,7 +70,6 @@ from folio.errors import (
     WriterClosedError,
     WrongHostError,
 )
-from folio.groups import EventRead, GroupReader, ReaderGroup
 from folio.models import (
     Event,
     ScaleResult,
@@ -84,16 +80,20 @@ from folio.models import (
     TopicInfo,
     WriteResult,
 )
-from folio.reader import EventReader
+from folio.read.batch import BatchClient, SegmentSlice
+from folio.read.cuts import Checkpoint, Position, StreamCut
+from folio.read.groups import EventRead, GroupReader, ReaderGroup
+from folio.read.reader import EventReader
 from folio.serializers import BytesSerializer, JsonSerializer, Serializer, StringSerializer
-from folio.txn import (
+from folio.txn.txn import (
     SingleRoutingKeyTransaction,
     SingleRoutingKeyTransactionWriter,
     TransactionResult,
 )
-from folio.txn_full import Transaction, TransactionalWriter
-from folio.txn_status import TxnStatus
-from folio.writer import EventWriter
+from folio.txn.txn_full import Transaction, TransactionalWriter
+from folio.txn.txn_status import TxnStatus
+from folio.write._write_future import WriteFuture
+from folio.write.writer import EventWriter
 
 __all__ = [
     "AlreadyExistsError",

@@ -1,7 +1,7 @@
 """The client: one per application; admin calls, and the factory of writers and readers.
 
-A :class:`Client` owns one IO thread (``folio._io``) and a bounded pool of
-connections to its broker (``folio._pool``, PDP-36): at most
+A :class:`Client` owns one IO thread (``folio._transport.io_thread``) and a bounded pool of
+connections to its broker (``folio._transport.pool``, PDP-36): at most
 ``max_connections_per_endpoint`` channels, each with one shared Append stream;
 every writer's segment flow and every reader's segment stream goes to the
 least busy channel, and admin calls use the first. ``pool_stats`` shows the
@@ -26,20 +26,17 @@ from google.protobuf.message import Message
 from grpc import aio
 from prometheus_client import CollectorRegistry
 
-from folio._append_stream import Backoff
-from folio._group_calls import _GroupClient
-from folio._io import Connection, IoThread
-from folio._pool import DEFAULT_MAX_CONNECTIONS, ConnectionPool, PoolStats
 from folio._status import error_from_rpc
+from folio._transport.append_stream import Backoff
+from folio._transport.io_thread import Connection, IoThread
+from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, ConnectionPool, PoolStats
 from folio.api.v1 import admin_pb2, groups_pb2, groups_pb2_grpc, transactions_pb2
-from folio.batch import BatchClient
 from folio.errors import (
     FolioError,
     FolioUnavailableError,
     InvalidArgumentError,
     TopicExistsError,
 )
-from folio.groups import GroupStart, ReaderGroup
 from folio.metrics import client_metrics
 from folio.models import (
     TOPIC_CONFIG_FIELDS,
@@ -52,12 +49,15 @@ from folio.models import (
     segment_range_from_proto,
     topic_info_from_proto,
 )
-from folio.reader import EventReader, Isolation
+from folio.read._group_calls import _GroupClient
+from folio.read.batch import BatchClient
+from folio.read.groups import GroupStart, ReaderGroup
+from folio.read.reader import EventReader, Isolation
 from folio.serializers import BytesSerializer, Serializer
-from folio.txn import SingleRoutingKeyTransactionWriter
-from folio.txn_full import TransactionalWriter
-from folio.txn_status import TxnStatus
-from folio.writer import EventWriter
+from folio.txn.txn import SingleRoutingKeyTransactionWriter
+from folio.txn.txn_full import TransactionalWriter
+from folio.txn.txn_status import TxnStatus
+from folio.write.writer import EventWriter
 
 __all__ = ["DEFAULT_ENDPOINT", "ENDPOINT_ENV", "Client"]
 
@@ -492,7 +492,7 @@ class Client:
                               transactions_pb2.GetTxnStatusRequest(txn_id=txn_id), retry=True)
         return TxnStatus.from_wire(response.state)
 
-    # -- reader groups and batch reads (folio.groups, folio.batch) -------------
+    # -- reader groups and batch reads (folio.read.groups, folio.read.batch) ----
 
     def reader_group(self, name: str, topics: list[str] | None = None,
                      start: GroupStart = "earliest", *,
@@ -537,7 +537,7 @@ class Client:
         return list(reply.names)
 
     def batch_client(self) -> BatchClient:
-        """Lists segments (sealed ones too) between cuts and reads any of them; ``folio.batch``."""
+        """Lists segments (sealed too) between cuts and reads any of them; ``folio.read.batch``."""
         return BatchClient(self, io=self._io, channels=self._flow_pool())
 
     def _groups(self) -> _GroupClient:
@@ -607,7 +607,7 @@ class Client:
         self, topic: str, routing_key: str, serializer: Serializer[Any] | None = None, *,
         txn_timeout_ms: int = 60_000, writer_id: str | None = None,
     ) -> SingleRoutingKeyTransactionWriter[Any]:
-        """A writer of single-routing-key transactions (PDP-44) to ``topic``; see ``folio.txn``.
+        """A writer of single-routing-key transactions (PDP-44) to ``topic``; see ``folio.txn.txn``.
 
         Args:
             topic: the topic.
@@ -643,7 +643,7 @@ class Client:
 
     def transactional_writer(self, topic: str, serializer: Serializer[Any] | None = None, *,
                              txn_timeout_ms: int = 60_000) -> TransactionalWriter[Any]:
-        """A writer of transactions across ``topic``'s segments; see ``folio.txn_full``.
+        """A writer of transactions across ``topic``'s segments; see ``folio.txn.txn_full``.
 
         Args:
             topic: the topic.

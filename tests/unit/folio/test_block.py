@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from folio.api.v1.block import FORMAT_VERSION, DecodedBlock, decode_block, encode_block
 from folio.api.v1.events_pb2 import EventBlock, Headers
-from folio.block import FORMAT_VERSION, DecodedBlock, decode_block, encode_block
 from folio.errors import FolioError, InvalidBlockError
 
 PROTO = Path(__file__).resolve().parents[3] / "proto" / "folio" / "v1" / "events.proto"

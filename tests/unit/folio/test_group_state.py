@@ -1,11 +1,11 @@
-"""The reader group rules (folio._group_state) as pure functions of the state."""
+"""The reader group rules (folio.read._group_state) as pure functions of the state."""
 
 from __future__ import annotations
 
 import pytest
 
-from folio._group_state import GroupState, Successor
 from folio.errors import InvalidArgumentError, ReaderIdInUseError, ReaderNotInGroupError
+from folio.read._group_state import GroupState, Successor
 
 
 def _state(segments: int = 4) -> GroupState:

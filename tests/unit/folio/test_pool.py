@@ -23,14 +23,14 @@ from typing import Any, TypeVar
 import pytest
 
 import folio
-from folio._append_stream import _MAX_FLOW_ID, AppendStream
-from folio._io import IoThread
-from folio._pool import ConnectionPool, ReadLease
+from folio._transport.append_stream import _MAX_FLOW_ID, AppendStream
+from folio._transport.io_thread import IoThread
+from folio._transport.pool import ConnectionPool, ReadLease
 from folio.api.v1 import append_pb2
 from folio.errors import FolioError, FolioUnavailableError, InvalidArgumentError
 from folio.models import SegmentRange, TopicConfig, TopicInfo
 from folio.serializers import BytesSerializer
-from folio.writer import EventWriter
+from folio.write.writer import EventWriter
 
 R = TypeVar("R")
 

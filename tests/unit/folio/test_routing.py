@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from folio.routing import POINT_BITS, routing_point, routing_point_53
+from folio.api.v1.routing import POINT_BITS, routing_point, routing_point_53
 
 PROTO = Path(__file__).resolve().parents[3] / "proto" / "folio" / "v1" / "events.proto"
 

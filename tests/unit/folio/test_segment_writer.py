@@ -18,16 +18,16 @@ from typing import Any
 import grpc
 import pytest
 
-from folio._io import IoThread
-from folio._segment_writer import SegmentWriter
+from folio._transport.io_thread import IoThread
 from folio.api.v1 import append_pb2
-from folio.block import decode_block
+from folio.api.v1.block import decode_block
 from folio.errors import (
     DeliveryTimeoutError,
     FolioUnavailableError,
     SegmentSealedError,
     WriterClosedError,
 )
+from folio.write._segment_writer import SegmentWriter
 
 SEGMENT = "t/0"
 

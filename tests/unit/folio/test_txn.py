@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from folio._io import IoThread
+from folio._transport.io_thread import IoThread
 from folio.api.v1 import append_pb2
-from folio.block import decode_block
+from folio.api.v1.block import decode_block
 from folio.errors import (
     EventTooLargeError,
     FolioUnavailableError,
@@ -34,7 +34,7 @@ from folio.errors import (
 )
 from folio.models import SegmentRange, TopicConfig, TopicInfo
 from folio.serializers import StringSerializer
-from folio.txn import (
+from folio.txn.txn import (
     MAX_TRANSACTION_BYTES,
     TXN_BLOCK_BYTES,
     SingleRoutingKeyTransactionWriter,

@@ -1,12 +1,12 @@
-"""Reading blocks back (folio._unpack): events at their offsets, or InvalidBlockError."""
+"""Reading blocks back (folio._transport.unpack): events at their offsets, or InvalidBlockError."""
 
 from __future__ import annotations
 
 import pytest
 
-from folio._unpack import unpack_events
+from folio._transport.unpack import unpack_events
 from folio.api.v1 import read_pb2
-from folio.block import encode_block
+from folio.api.v1.block import encode_block
 from folio.errors import InvalidBlockError
 
 

@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from folio._write_future import BlockOutcome, WriteFuture
 from folio.errors import SegmentSealedError, TimeoutError
 from folio.models import WriteResult
+from folio.write._write_future import BlockOutcome, WriteFuture
 
 
 def test_result_is_the_block_offset_plus_the_index() -> None:

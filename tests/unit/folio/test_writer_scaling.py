@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from folio._io import IoThread
-from folio._write_future import BlockOutcome, WriteFuture
+from folio._transport.io_thread import IoThread
 from folio.api.v1 import append_pb2
 from folio.errors import SegmentSealedError, TxnFailedError
 from folio.models import SegmentRange, WriteResult
-from folio.txn import SingleRoutingKeyTransactionWriter
+from folio.txn.txn import SingleRoutingKeyTransactionWriter
+from folio.write._write_future import BlockOutcome, WriteFuture
 from tests.unit.folio.test_segment_writer import SEGMENT, Harness
 from tests.unit.folio.test_txn import WAIT_S, RecordingStream, _Bytes, _payloads, _topic
 from tests.unit.folio.test_txn import Harness as TxnHarness

@@ -3,7 +3,7 @@
 The broker keeps the state (``folio.v1.ReaderGroupState``) and changes it only
 by compare-and-set; the SDK reads it into a :class:`GroupState`, applies one
 of the transitions below to a copy and writes it back with the version it
-read (``folio.groups``). Groups.proto states the rules every client follows;
+read (``folio.read.groups``). Groups.proto states the rules every client follows;
 this module is them, and nothing here does IO.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from folio.api.v1 import groups_pb2
-from folio.cuts import Checkpoint, FutureSegment
 from folio.errors import InvalidArgumentError, ReaderIdInUseError, ReaderNotInGroupError
+from folio.read.cuts import Checkpoint, FutureSegment
 
 __all__ = ["FORMAT", "MAX_COMPLETED", "GroupState", "Successor"]
 

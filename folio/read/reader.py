@@ -33,18 +33,18 @@ from typing import TYPE_CHECKING, Final, Generic, Literal, TypeVar
 
 import grpc
 
-from folio._append_stream import Backoff
-from folio._scaling import SuccessorLookup
 from folio._status import error_from_rpc
-from folio._unpack import unpack_events
+from folio._transport.append_stream import Backoff
+from folio._transport.scaling import SuccessorLookup
+from folio._transport.unpack import unpack_events
 from folio.api.v1 import read_pb2
 from folio.errors import FolioError, InvalidArgumentError
 from folio.models import Event
 from folio.serializers import BytesSerializer, Serializer
 
 if TYPE_CHECKING:
-    from folio._io import IoThread
-    from folio._pool import ReadChannels
+    from folio._transport.io_thread import IoThread
+    from folio._transport.pool import ReadChannels
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
     from folio.metrics import TopicMetrics
 

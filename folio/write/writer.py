@@ -4,7 +4,7 @@
 per block: serialize, check the size, pick the segment (the routing-key hash,
 cached per key; keyless events go to one segment at a time, moving on after
 each block, so a whole block goes to one segment), and append to that
-segment's columns (``folio._segment_writer``). Everything that crosses to the
+segment's columns (``folio.write._segment_writer``). Everything that crosses to the
 IO thread crosses per block.
 
 A writer is cheap while idle: a segment's writer (and its flow on one of the
@@ -13,7 +13,7 @@ segment, and writers of the same topic layout share one copy of its segment
 names and key bounds.
 
 **Scaling.** When a segment turns out sealed, its segment writer learns which
-of its blocks the segment holds (``folio._segment_writer``); this writer then
+of its blocks the segment holds (``folio.write._segment_writer``); this writer then
 asks the broker for the successors, replaces the sealed segment's key
 interval in its routing by the successors' parts of it, and has the segment
 writer hand its remaining events over, in order, through the new routing,
@@ -34,11 +34,10 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
-from folio._append_stream import Backoff
-from folio._scaling import SuccessorLookup
-from folio._segment_writer import MAX_BATCH_BYTES, Forward, SegmentWriter
-from folio._write_future import WriteFuture
-from folio.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, MAX_BLOCK_BYTES
+from folio._transport.append_stream import Backoff
+from folio._transport.scaling import SuccessorLookup
+from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, MAX_BLOCK_BYTES
+from folio.api.v1.routing import routing_point
 from folio.errors import (
     EventTooLargeError,
     FolioError,
@@ -49,12 +48,13 @@ from folio.errors import (
     WriterClosedError,
 )
 from folio.models import SegmentRange, TopicInfo
-from folio.routing import routing_point
 from folio.serializers import BytesSerializer, Serializer
+from folio.write._segment_writer import MAX_BATCH_BYTES, Forward, SegmentWriter
+from folio.write._write_future import WriteFuture
 
 if TYPE_CHECKING:
-    from folio._append_stream import FlowSource
-    from folio._io import IoThread
+    from folio._transport.append_stream import FlowSource
+    from folio._transport.io_thread import IoThread
     from folio.metrics import TopicMetrics
 
 __all__ = ["EventWriter", "WriteFuture"]

@@ -9,7 +9,7 @@ coroutines directly.
 
 A :class:`Connection` is one channel (one TCP connection) with its stubs and
 its one shared Append stream; a client holds a bounded pool of them
-(``folio._pool``, PDP-36) and gives each new flow the least busy one.
+(``folio._transport.pool``, PDP-36) and gives each new flow the least busy one.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any, Final, TypeVar
 
 from grpc import aio
 
-from folio._append_stream import AppendStream
+from folio._transport.append_stream import AppendStream
 from folio.api.v1 import admin_pb2_grpc, append_pb2_grpc, read_pb2_grpc, transactions_pb2_grpc
 from folio.errors import TimeoutError
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from folio._group_state import GroupState
 from folio.api.v1 import groups_pb2
 from folio.errors import GroupStateConflictError
+from folio.read._group_state import GroupState
 
 if TYPE_CHECKING:
-    from folio._io import IoThread
-    from folio._pool import ReadChannels
+    from folio._transport.io_thread import IoThread
+    from folio._transport.pool import ReadChannels
     from folio.api.v1.groups_pb2_grpc import ReaderGroupsAsyncStub
     from folio.client import Client
 

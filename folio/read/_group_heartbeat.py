@@ -24,7 +24,7 @@ from folio.api.v1 import groups_pb2
 from folio.errors import FolioError, ReaderGroupNotFoundError
 
 if TYPE_CHECKING:
-    from folio._io import IoThread
+    from folio._transport.io_thread import IoThread
     from folio.api.v1.groups_pb2_grpc import ReaderGroupsAsyncStub
 
 __all__ = ["Heartbeat"]

@@ -72,7 +72,8 @@ from grpc import aio
 
 from folio._status import error_from_reply
 from folio.api.v1 import append_pb2, transactions_pb2
-from folio.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, encode_block
+from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, encode_block
+from folio.api.v1.routing import routing_point
 from folio.errors import (
     EventTooLargeError,
     FolioError,
@@ -85,13 +86,12 @@ from folio.errors import (
     WriterClosedError,
 )
 from folio.models import TopicInfo
-from folio.routing import routing_point
 from folio.serializers import BytesSerializer, Serializer
-from folio.txn_status import TxnStatus
+from folio.txn.txn_status import TxnStatus
 
 if TYPE_CHECKING:
-    from folio._append_stream import AppendStream, FlowSource
-    from folio._io import IoThread
+    from folio._transport.append_stream import AppendStream, FlowSource
+    from folio._transport.io_thread import IoThread
     from folio.api.v1.transactions_pb2_grpc import TransactionsAsyncStub
 
 __all__ = ["TXN_FULL_BLOCK_BYTES", "Transaction", "TransactionalWriter"]

@@ -1,7 +1,7 @@
 """The IO side of single-routing-key transactions (PDP-44): one flow per (writer, segment).
 
 A :class:`TxnFlow` is one transaction writer's flow on the client's shared
-Append stream (``folio._append_stream``), bound by ``SetupAppend`` to the
+Append stream (``folio._transport.append_stream``), bound by ``SetupAppend`` to the
 segment of the writer's routing key under the writer's own writer id. It
 takes committed transactions (:class:`TxnCommit`, already packed into blocks
 by the caller's thread) in commit order and sends **one block sequence at a
@@ -54,8 +54,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Final
 
-from folio._append_stream import Backoff
 from folio._status import error_from_reply
+from folio._transport.append_stream import Backoff
 from folio.api.v1 import append_pb2
 from folio.errors import (
     FolioError,
@@ -66,8 +66,8 @@ from folio.errors import (
 )
 
 if TYPE_CHECKING:
-    from folio._append_stream import AppendStream, FlowSource
-    from folio._io import IoThread
+    from folio._transport.append_stream import AppendStream, FlowSource
+    from folio._transport.io_thread import IoThread
 
 #: Blocks of one sequence are joined into AppendBlocks of at most about this size.
 MERGED_BLOCK_BYTES: Final = 1024 * 1024

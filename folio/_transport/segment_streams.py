@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 import grpc
 
-from folio._append_stream import Backoff
 from folio._status import error_from_rpc
-from folio._unpack import unpack_events
+from folio._transport.append_stream import Backoff
+from folio._transport.unpack import unpack_events
 from folio.api.v1 import read_pb2
 from folio.errors import FolioError
 from folio.models import Event
 
 if TYPE_CHECKING:
-    from folio._io import IoThread
-    from folio._pool import ReadChannels
+    from folio._transport.io_thread import IoThread
+    from folio._transport.pool import ReadChannels
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
 
 __all__ = ["SegmentStreams"]

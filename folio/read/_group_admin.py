@@ -19,7 +19,7 @@ from folio.api.v1 import groups_pb2
 from folio.errors import ReaderIdInUseError
 
 if TYPE_CHECKING:
-    from folio._group_calls import _GroupClient
+    from folio.read._group_calls import _GroupClient
 
 __all__ = ["GroupDescription", "MemberStatus", "SegmentLag", "describe_group",
            "id_in_use_error", "members_of", "reported_positions"]

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
-from folio._group_state import GroupState
-from folio.cuts import Checkpoint, StreamCut
 from folio.errors import InvalidArgumentError
 from folio.models import SegmentRange
+from folio.read._group_state import GroupState
+from folio.read.cuts import Checkpoint, StreamCut
 
 if TYPE_CHECKING:
     from folio.client import Client

@@ -1,7 +1,7 @@
 """The client's bounded pool of connections to its broker (PDP-36).
 
 A :class:`ConnectionPool` holds at most ``max_connections`` channels to one
-endpoint (a :class:`folio._io.Connection` each: one gRPC channel, one TCP
+endpoint (a :class:`folio._transport.io_thread.Connection` each: one gRPC channel, one TCP
 connection, one shared Append stream). Every *flow* — one writer's appends to
 one segment, or one reader's Read stream of one segment — goes to the channel
 with the fewest flows; a new channel is opened only while every open one has
@@ -9,7 +9,7 @@ flows and the pool is under its maximum. So the number of TCP connections
 stays bounded however many writers, readers and segments a client has.
 
 On a channel, append flows have ids unique to its Append stream and replies
-are routed to them by ``request_id >> 32`` (``folio._append_stream``). Closing
+are routed to them by ``request_id >> 32`` (``folio._transport.append_stream``). Closing
 a writer or reader ends its flows, never the channel. When a channel's Append
 stream breaks, gRPC dials a new TCP connection for the channel, the stream
 opens again and each of its flows sets itself up again and resends what was
@@ -26,11 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from folio._io import Connection
+from folio._transport.io_thread import Connection
 from folio.errors import FolioUnavailableError, InvalidArgumentError
 
 if TYPE_CHECKING:
-    from folio._append_stream import AppendFlow, AppendStream
+    from folio._transport.append_stream import AppendFlow, AppendStream
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
 
 __all__ = [

@@ -16,16 +16,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from folio._segment_streams import SegmentStreams
+from folio._transport.segment_streams import SegmentStreams
 from folio.api.v1 import read_pb2
-from folio.cuts import StreamCut
 from folio.errors import InvalidArgumentError
 from folio.models import Event, SegmentRange
+from folio.read.cuts import StreamCut
 from folio.serializers import BytesSerializer, Serializer
 
 if TYPE_CHECKING:
-    from folio._io import IoThread
-    from folio._pool import ReadChannels
+    from folio._transport.io_thread import IoThread
+    from folio._transport.pool import ReadChannels
     from folio.client import Client
 
 __all__ = ["BatchClient", "SegmentSlice"]

@@ -12,7 +12,7 @@ acknowledged. A ticker calls every flow's ``on_tick`` ten times a second so
 flows can give up on blocks past their delivery deadline.
 
 Flow ids are unique per stream (a connection of the client's pool, see
-``folio._pool``): they count up from 1, wrap below 2**32 and skip ids still in
+``folio._transport.pool``): they count up from 1, wrap below 2**32 and skip ids still in
 use. Sequences are the low 32 bits, masked whole, and wrap to 0.
 """
 

@@ -13,7 +13,7 @@ from itertools import repeat
 from typing import Any, TypeVar
 
 from folio.api.v1 import read_pb2
-from folio.block import decode_block
+from folio.api.v1.block import decode_block
 from folio.errors import InvalidBlockError
 from folio.models import NO_HEADERS, Event
 

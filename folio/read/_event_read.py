@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from folio.cuts import Position
 from folio.models import Event
+from folio.read.cuts import Position
 
 __all__ = ["EventRead"]
 

@@ -2,7 +2,7 @@
 
 ``Client.reader_group(name, topics, start=...)`` creates (or opens) a group
 whose state lives in the broker (``ReaderGroups`` service) and changes only by
-compare-and-set (``folio._group_state`` holds the rules). Each
+compare-and-set (``folio.read._group_state`` holds the rules). Each
 ``group.reader(reader_id)`` is a :class:`GroupReader`: it holds some segments
 — an even share — and reads them; ``read_next(timeout_ms)`` returns an
 :class:`EventRead` carrying the event and the reader's position after it, or
@@ -18,7 +18,7 @@ the seed describes), then hands finished segments over to their successors,
 then takes free segments up to its share, or gives back its excess when a
 member that joined is short of its share (rebalancing on membership change).
 
-Members heartbeat to the broker (``folio._group_heartbeat``) with the offsets
+Members heartbeat to the broker (``folio.read._group_heartbeat``) with the offsets
 their application has processed; one silent for the group's session timeout
 (``session_timeout_ms``, default 10 s) is declared offline by the broker and
 its segments go to the others from those offsets: at-least-once, nothing
@@ -37,22 +37,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from folio._event_read import EventRead
-from folio._group_admin import (
-    GroupDescription,
-    MemberStatus,
-    SegmentLag,
-    describe_group,
-    id_in_use_error,
-    reported_positions,
-)
-from folio._group_calls import _GroupClient
-from folio._group_heartbeat import Heartbeat
-from folio._group_start import GroupStart, initial_state
-from folio._group_state import GroupState, Successor
-from folio._segment_streams import SegmentStreams
+from folio._transport.segment_streams import SegmentStreams
 from folio.api.v1 import groups_pb2, read_pb2
-from folio.cuts import Checkpoint, Position
 from folio.errors import (
     FolioError,
     FolioUnavailableError,
@@ -65,6 +51,20 @@ from folio.errors import (
     TimeoutError,
 )
 from folio.models import SegmentRange
+from folio.read._event_read import EventRead
+from folio.read._group_admin import (
+    GroupDescription,
+    MemberStatus,
+    SegmentLag,
+    describe_group,
+    id_in_use_error,
+    reported_positions,
+)
+from folio.read._group_calls import _GroupClient
+from folio.read._group_heartbeat import Heartbeat
+from folio.read._group_start import GroupStart, initial_state
+from folio.read._group_state import GroupState, Successor
+from folio.read.cuts import Checkpoint, Position
 from folio.serializers import BytesSerializer, Serializer
 
 __all__ = ["EventRead", "GroupDescription", "GroupReader", "GroupStart", "MemberStatus",

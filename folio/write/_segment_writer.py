@@ -15,7 +15,7 @@ the last waiter leaves, so an idle writer's segments cost little).
 
 **IO side** (IO thread only): the segment's *flow* on an Append stream shared
 with other flows, registered with the first block on the stream the client's
-connection pool picks (the least busy channel, ``folio._pool``).
+connection pool picks (the least busy channel, ``folio._transport.pool``).
 ``SetupAppend`` answers the last event number the segment recorded for this
 writer; blocks are numbered from there, sent in order, and kept in
 ``_unacked`` until ``DataAppended``. When the stream breaks, or the broker
@@ -50,11 +50,10 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Final
 
-from folio._append_stream import Backoff
 from folio._status import error_from_reply
-from folio._write_future import BlockOutcome, WriteFuture
+from folio._transport.append_stream import Backoff
 from folio.api.v1 import append_pb2
-from folio.block import EVENT_OVERHEAD_BYTES, MAX_BLOCK_BYTES, decode_block, encode_block
+from folio.api.v1.block import EVENT_OVERHEAD_BYTES, MAX_BLOCK_BYTES, decode_block, encode_block
 from folio.errors import (
     DeliveryTimeoutError,
     FolioError,
@@ -64,10 +63,11 @@ from folio.errors import (
     SegmentSealedError,
     WriterClosedError,
 )
+from folio.write._write_future import BlockOutcome, WriteFuture
 
 if TYPE_CHECKING:
-    from folio._append_stream import AppendStream, FlowSource
-    from folio._io import IoThread
+    from folio._transport.append_stream import AppendStream, FlowSource
+    from folio._transport.io_thread import IoThread
     from folio.metrics import TopicMetrics
 
 __all__ = ["LEDGER_UNAVAILABLE_GIVE_UP_S", "MAX_BATCH_BYTES", "SegmentWriter"]

@@ -16,7 +16,7 @@ last with ``end = false``. The broker holds them and writes them together,
 when the last arrives, as one ledger entry: readers see all of the
 transaction's events, at consecutive offsets, or none of them. How commits
 are numbered, retried across reconnects (never half, never twice) and handed
-to a successor segment after scaling is in ``folio._txn_flow``.
+to a successor segment after scaling is in ``folio.txn._txn_flow``.
 
 Rules:
 
@@ -55,9 +55,9 @@ from enum import Enum
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
-from folio._append_stream import Backoff
-from folio._txn_flow import MAX_TRANSACTION_BYTES, TransactionResult, TxnCommit, TxnFlow
-from folio.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, encode_block
+from folio._transport.append_stream import Backoff
+from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, encode_block
+from folio.api.v1.routing import routing_point
 from folio.errors import (
     EventTooLargeError,
     FolioError,
@@ -71,13 +71,13 @@ from folio.errors import (
     WriterClosedError,
 )
 from folio.models import SegmentRange, TopicInfo
-from folio.routing import routing_point
 from folio.serializers import BytesSerializer, Serializer
+from folio.txn._txn_flow import MAX_TRANSACTION_BYTES, TransactionResult, TxnCommit, TxnFlow
 
 if TYPE_CHECKING:
-    from folio._append_stream import FlowSource
-    from folio._io import IoThread
-    from folio._scaling import SuccessorLookup
+    from folio._transport.append_stream import FlowSource
+    from folio._transport.io_thread import IoThread
+    from folio._transport.scaling import SuccessorLookup
 
 __all__ = [
     "MAX_TRANSACTION_BYTES",
@@ -209,7 +209,7 @@ class SingleRoutingKeyTransaction(Generic[T]):
     def commit(self, timeout: float | None = None) -> TransactionResult:
         """Writes the transaction's events atomically and waits until they are durable.
 
-        Retries across reconnects by itself (see ``folio._txn_flow``): the
+        Retries across reconnects by itself (see ``folio.txn._txn_flow``): the
         transaction is written whole exactly once, or not at all.
 
         Args:
