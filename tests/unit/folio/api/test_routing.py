@@ -12,7 +12,7 @@ import pytest
 
 from folio.api.v1.routing import POINT_BITS, routing_point, routing_point_53
 
-PROTO = Path(__file__).resolve().parents[3] / "proto" / "folio" / "v1" / "events.proto"
+PROTO = Path(__file__).resolve().parents[4] / "proto" / "folio" / "v1" / "events.proto"
 
 # key, utf-8 hex, sha256[0..8] hex, point_53, point with 17 significant digits:
 # the same as in the comment of proto/folio/v1/events.proto.

@@ -11,7 +11,7 @@ from folio.api.v1.block import FORMAT_VERSION, DecodedBlock, decode_block, encod
 from folio.api.v1.events_pb2 import EventBlock, Headers
 from folio.errors import FolioError, InvalidBlockError
 
-PROTO = Path(__file__).resolve().parents[3] / "proto" / "folio" / "v1" / "events.proto"
+PROTO = Path(__file__).resolve().parents[4] / "proto" / "folio" / "v1" / "events.proto"
 
 # The two events of the test vector in proto/folio/v1/events.proto.
 VECTOR_PAYLOADS = [b"hello", b"\x00\xff\x00"]
