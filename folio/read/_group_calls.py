@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from folio._transport.io_thread import IoThread
     from folio._transport.pool import ReadChannels
     from folio.api.v1.groups_pb2_grpc import ReaderGroupsAsyncStub
-    from folio.client import Client
+    from folio.read.catalog import SegmentCatalog
 
 __all__ = ["_GroupClient"]
 
@@ -25,7 +25,7 @@ _CAS_ATTEMPTS: Final = 200
 class _GroupClient:
     """The ``ReaderGroups`` calls of one client, blocking and async."""
 
-    def __init__(self, client: Client, call: Callable[..., Any],
+    def __init__(self, client: SegmentCatalog, call: Callable[..., Any],
                  unary: Callable[..., Awaitable[Any]], io: IoThread,
                  channels: ReadChannels, stub: ReaderGroupsAsyncStub) -> None:
         self.client = client

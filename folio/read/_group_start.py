@@ -17,7 +17,7 @@ from folio.read._group_state import GroupState
 from folio.read.cuts import Checkpoint, StreamCut
 
 if TYPE_CHECKING:
-    from folio.client import Client
+    from folio.read.catalog import SegmentCatalog
 
 __all__ = ["GroupStart", "initial_state"]
 
@@ -25,7 +25,7 @@ __all__ = ["GroupStart", "initial_state"]
 GroupStart = Literal["earliest", "latest"] | StreamCut | Checkpoint | Mapping[str, int]
 
 
-def initial_state(client: Client, name: str, topics: Sequence[str],
+def initial_state(client: SegmentCatalog, name: str, topics: Sequence[str],
                   start: GroupStart) -> GroupState:
     """The first state of a group reading ``topics`` from ``start``."""
     if isinstance(start, Checkpoint):

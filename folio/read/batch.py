@@ -26,7 +26,7 @@ from folio.serializers import BytesSerializer, Serializer
 if TYPE_CHECKING:
     from folio._transport.io_thread import IoThread
     from folio._transport.pool import ReadChannels
-    from folio.client import Client
+    from folio.read.catalog import SegmentCatalog
 
 __all__ = ["BatchClient", "SegmentSlice"]
 
@@ -75,7 +75,7 @@ class BatchClient:
     Thread-safe: each ``read_segment`` iterator has its own stream.
     """
 
-    def __init__(self, client: Client, *, io: IoThread, channels: ReadChannels) -> None:
+    def __init__(self, client: SegmentCatalog, *, io: IoThread, channels: ReadChannels) -> None:
         self._client = client
         self._io = io
         self._channels = channels
