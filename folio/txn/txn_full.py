@@ -61,23 +61,17 @@ import threading
 import time
 import uuid
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Callable, Mapping
 from enum import Enum
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from google.protobuf.message import Message
-from grpc import aio
-
-from folio._status import error_from_reply
-from folio.api.v1 import append_pb2, transactions_pb2
-from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, encode_block
+from folio.api.v1 import transactions_pb2
+from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES
 from folio.api.v1.routing import routing_point
 from folio.errors import (
     EventTooLargeError,
     FolioError,
-    FolioUnavailableError,
     InvalidArgumentError,
     SegmentSealedError,
     TimeoutError,
@@ -87,11 +81,15 @@ from folio.errors import (
 )
 from folio.models import TopicInfo
 from folio.serializers import BytesSerializer, Serializer
+from folio.txn._full_buffer import TXN_FULL_BLOCK_BYTES, SegmentBuffer
+from folio.txn._full_decide import decide, txn_status
+from folio.txn._full_flow import SegmentFlow
 from folio.txn.txn_status import TxnStatus
 
 if TYPE_CHECKING:
-    from folio._transport.append_stream import AppendStream, FlowSource
+    from folio._transport.append_stream import FlowSource
     from folio._transport.io_thread import IoThread
+    from folio._transport.unary import UnaryCaller
     from folio.api.v1.transactions_pb2_grpc import TransactionsAsyncStub
 
 __all__ = ["TXN_FULL_BLOCK_BYTES", "Transaction", "TransactionalWriter"]
@@ -99,262 +97,6 @@ __all__ = ["TXN_FULL_BLOCK_BYTES", "Transaction", "TransactionalWriter"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Req = TypeVar("Req", bound=Message)
-Resp = TypeVar("Resp", bound=Message)
-
-#: A segment's buffered events are packed into blocks of about this size.
-TXN_FULL_BLOCK_BYTES: Final = 1024 * 1024
-#: Blocks of one flow sent and not yet acknowledged, at most.
-_MAX_IN_FLIGHT: Final = 8
-#: CommitTxn/AbortTxn calls made for one decision when answers are lost.
-_DECIDE_ATTEMPTS: Final = 5
-_COMMITTED_STATES: Final = ("COMMITTING", "COMMITTED")
-_ABORTED_STATES: Final = ("ABORTING", "ABORTED", "TIMED_OUT")
-
-
-
-class UnaryCaller(Protocol):
-    """Runs one unary call on the client's IO thread and returns its answer (``Client._call``)."""
-
-    def __call__(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
-                 retry: bool = False) -> Resp:
-        """The call's answer, or its typed ``FolioError``."""
-
-
-# -- the IO side: one flow per (segment, transaction) ----------------------------
-
-
-class _FlowState(Enum):
-    NEW = "new"            # not set up yet (setup to be sent when the stream is open)
-    SETTING_UP = "setting_up"
-    READY = "ready"
-    DEAD = "dead"          # failed or released
-
-
-class _SegmentFlow:
-    """Sends one transaction's blocks to one segment. IO thread only (``AppendFlow``).
-
-    Blocks are pipelined (at most ``_MAX_IN_FLIGHT``), each with ``end =
-    true`` (each its own transactional entry), numbered from the writer's
-    last event number that ``AppendSetup`` answers; a block keeps its number
-    for good. A batch (one ``flush``) resolves its future when its last block
-    is acknowledged: replies to a flow come in command order.
-
-    When the stream breaks, the blocks sent but not acknowledged go back to
-    the front of the queue; once the stream is back the flow sets up again
-    (same writer id and transaction) and the broker answers the last event
-    number it has of this writer: blocks up to it landed (their batches
-    resolve), the others are sent again, so none is lost or written twice.
-    A broker refusal (the transaction is no longer open, say) fails every
-    batch, and so does a stream down for longer than ``give_up_s``.
-    """
-
-    def __init__(self, segment: str, *, writer_id: str, txn_id: bytes,
-                 source: FlowSource, give_up_s: float) -> None:
-        self.segment = segment
-        self._writer_id = writer_id
-        self._txn_id = txn_id
-        self._source = source
-        self._give_up_s = give_up_s
-        self._stream: AppendStream | None = None
-        self._flow_id = 0
-        self._state = _FlowState.NEW
-        self._next_number = 0
-        #: Blocks to send, in order: (data, event count, its last event number
-        #: once numbered else -1, the batch future it ends or None).
-        self._queue: deque[_Block] = deque()
-        #: Sent, unacknowledged blocks by sequence, in send order.
-        self._sent: dict[int, _Block] = {}
-        self._setup_sequence: int | None = None
-        self._down_since: float | None = None
-        self._error: FolioError | None = None
-        #: Counters (tests, logs): blocks sent again after a reconnect, and
-        #: blocks a setup answer showed had landed (their acknowledgement lost).
-        self.resent = 0
-        self.settled_by_setup = 0
-
-    # -- from the transaction (via IoThread.call_soon) -------------------------
-
-    def submit(self, blocks: list[tuple[bytes, int]],
-               future: concurrent.futures.Future[None]) -> None:
-        """Queues one batch of blocks; ``future`` resolves once all are acknowledged."""
-        if self._error is not None:
-            future.set_exception(self._error)
-            return
-        if self._state is _FlowState.DEAD:
-            future.set_exception(WriterClosedError("the transaction's flow is closed"))
-            return
-        if not blocks:
-            future.set_result(None)
-            return
-        for index, (data, count) in enumerate(blocks):
-            self._queue.append(_Block(data, count, -1,
-                                      future if index == len(blocks) - 1 else None))
-        if self._stream is None:
-            try:
-                self._stream, self._flow_id = self._source.open_flow(self)
-            except FolioError as error:
-                self._die(error)
-                return
-        self._pump()
-
-    def release(self) -> None:
-        """Ends the flow (after commit or abort)."""
-        self._die(WriterClosedError("the transaction ended"), quiet=True)
-
-    # -- AppendFlow --------------------------------------------------------------
-
-    def on_stream_ready(self) -> None:
-        if self._state is _FlowState.NEW:
-            self._send_setup()
-
-    def on_stream_lost(self, error: FolioError) -> None:
-        if self._state is _FlowState.DEAD:
-            return
-        # Sent but unacknowledged: back to the front, in order, numbers kept.
-        self.resent += len(self._sent)
-        self._queue.extendleft(reversed(self._sent.values()))
-        self._sent.clear()
-        self._setup_sequence = None
-        self._state = _FlowState.NEW
-        if self._down_since is None:
-            self._down_since = time.monotonic()
-        log.info("append stream lost with a transaction's blocks to %s queued (%s); "
-                 "resending after reconnect", self.segment, error)
-
-    def on_tick(self, now: float) -> None:
-        """Gives up once the stream has been down for ``give_up_s``."""
-        if (self._down_since is not None and self._queue
-                and now - self._down_since > self._give_up_s):
-            self._die(FolioUnavailableError(
-                f"the append stream to {self.segment} has been down for more than "
-                f"{self._give_up_s:.0f} s with blocks of the transaction unacknowledged"))
-
-    def on_reply(self, reply: append_pb2.AppendReply) -> None:
-        sequence = reply.request_id & 0xFFFFFFFF
-        kind = reply.WhichOneof("reply")
-        if sequence == self._setup_sequence:
-            self._setup_sequence = None
-            if kind != "append_setup":
-                self._die(error_from_reply(reply, self.segment))
-                return
-            self._state = _FlowState.READY
-            self._down_since = None
-            self._settle(reply.append_setup.last_event_number)
-            self._pump()
-            return
-        if sequence not in self._sent:
-            return
-        if kind != "data_appended":
-            self._die(error_from_reply(reply, self.segment))  # fails this block's batch too
-            return
-        block = self._sent.pop(sequence)
-        if block.future is not None and not block.future.done():
-            block.future.set_result(None)
-        self._pump()
-
-    # -- internals -----------------------------------------------------------------
-
-    def _settle(self, last: int) -> None:
-        """After (re)setup: queued blocks up to ``last`` landed; number from there on."""
-        while self._queue and 0 <= self._queue[0].number <= last:
-            landed = self._queue.popleft()
-            self.settled_by_setup += 1
-            self.resent -= 1  # not sent again after all
-            if landed.future is not None and not landed.future.done():
-                landed.future.set_result(None)
-        self._next_number = max(self._next_number, last + 1)
-
-    def _send(self, command: append_pb2.AppendCommand) -> int | None:
-        if self._stream is None or not self._flow_id:
-            return None
-        return self._stream.send(self._flow_id, command)
-
-    def _send_setup(self) -> None:
-        sequence = self._send(append_pb2.AppendCommand(setup_append=append_pb2.SetupAppend(
-            segment=self.segment, writer_id=self._writer_id, txn_id=self._txn_id)))
-        if sequence is None:
-            return  # not connected: on_stream_ready sets up
-        self._state = _FlowState.SETTING_UP
-        self._setup_sequence = sequence
-
-    def _pump(self) -> None:
-        if self._state is not _FlowState.READY:
-            return
-        while self._queue and len(self._sent) < _MAX_IN_FLIGHT:
-            block = self._queue[0]
-            if block.number < 0:
-                block.number = self._next_number + block.count - 1
-                self._next_number = block.number + 1
-            sequence = self._send(append_pb2.AppendCommand(append_block=append_pb2.AppendBlock(
-                data=block.data, event_count=block.count, last_event_number=block.number,
-                end=True)))
-            if sequence is None:
-                return  # the stream is down: on_stream_lost requeues, on_stream_ready resends
-            self._queue.popleft()
-            self._sent[sequence] = block
-
-    def _die(self, error: FolioError, *, quiet: bool = False) -> None:
-        if self._state is _FlowState.DEAD:
-            return
-        if not quiet:
-            log.info("transactional append to %s failed: %s", self.segment, error)
-            self._error = error
-        self._state = _FlowState.DEAD
-        futures = [b.future for b in self._sent.values() if b.future is not None]
-        futures += [b.future for b in self._queue if b.future is not None]
-        self._sent.clear()
-        self._queue.clear()
-        for future in futures:
-            if not future.done():
-                future.set_exception(error)
-        if self._flow_id and self._stream is not None:
-            self._stream.unregister(self._flow_id)
-        self._flow_id = 0
-
-
-class _Block:
-    """One block of a flow: bytes, event count, its last event number (-1: not yet)."""
-
-    __slots__ = ("count", "data", "future", "number")
-
-    def __init__(self, data: bytes, count: int, number: int,
-                 future: concurrent.futures.Future[None] | None) -> None:
-        self.data = data
-        self.count = count
-        self.number = number
-        self.future = future
-
-
-# -- the caller's side ------------------------------------------------------------
-
-
-class _Buffer:
-    """One segment's events not yet packed, and its packed blocks not yet sent."""
-
-    __slots__ = ("blocks", "headers", "keyed", "keys", "payloads", "size", "timestamps")
-
-    def __init__(self) -> None:
-        self.payloads: list[bytes] = []
-        self.keys: list[str] = []
-        #: Whether the unpacked events have routing keys: a block's key column
-        #: is all or nothing (events.proto), so keyed and keyless events never
-        #: share a block ("" is a key, not "no key").
-        self.keyed = False
-        self.timestamps: list[int] = []
-        self.headers: list[Mapping[str, bytes]] = []
-        self.size = 0
-        self.blocks: list[tuple[bytes, int]] = []
-
-    def cut(self) -> None:
-        if not self.payloads:
-            return
-        headers = self.headers if any(self.headers) else None
-        keys = self.keys if self.keyed else None
-        self.blocks.append((encode_block(self.payloads, keys, self.timestamps, headers),
-                            len(self.payloads)))
-        self.payloads, self.keys, self.timestamps, self.headers = [], [], [], []
-        self.size = 0
 
 
 class _Local(Enum):
@@ -379,10 +121,10 @@ class Transaction(Generic[T]):
         self.writer_id = uuid.uuid4().hex
         self._lock = threading.Lock()
         self._state = _Local.OPEN
-        self._buffers: dict[str, _Buffer] = {}
-        self._flows: dict[str, _SegmentFlow] = {}
+        self._buffers: dict[str, SegmentBuffer] = {}
+        self._flows: dict[str, SegmentFlow] = {}
         #: Every flow the transaction had (for ``resent_blocks``), kept after it ends.
-        self._every_flow: list[_SegmentFlow] = []
+        self._every_flow: list[SegmentFlow] = []
         self._count = 0
 
     @property
@@ -424,17 +166,8 @@ class Transaction(Generic[T]):
             self._check_open_locked()
             buffer = self._buffers.get(segment)
             if buffer is None:
-                buffer = self._buffers[segment] = _Buffer()
-            keyed = routing_key is not None
-            if buffer.payloads and (buffer.keyed != keyed
-                                    or buffer.size + size > TXN_FULL_BLOCK_BYTES):
-                buffer.cut()
-            buffer.keyed = keyed
-            buffer.payloads.append(payload)
-            buffer.keys.append(routing_key or "")
-            buffer.timestamps.append(now_ms)
-            buffer.headers.append(dict(headers) if headers else {})
-            buffer.size += size
+                buffer = self._buffers[segment] = SegmentBuffer()
+            buffer.add(payload, routing_key, now_ms, headers, size)
             self._count += 1
 
     def flush(self, timeout: float | None = None) -> None:
@@ -522,39 +255,8 @@ class Transaction(Generic[T]):
         return sum(flow.resent for flow in self._every_flow)
 
     def _decide(self, *, commit: bool) -> None:
-        """``CommitTxn`` or ``AbortTxn``, tried again when the answer is lost.
-
-        A broken connection leaves the outcome unknown: the coordinator may
-        have taken the call. ``GetTxnStatus`` tells: COMMITTING/COMMITTED (or
-        ABORTING/ABORTED) means it did; OPEN means the call is made again.
-        """
-        stub = self._writer._stub
-        done = _COMMITTED_STATES if commit else _ABORTED_STATES
-        lost: FolioUnavailableError | None = None
-        for attempt in range(_DECIDE_ATTEMPTS):
-            try:
-                if commit:
-                    self._writer._call(stub.CommitTxn,
-                                       transactions_pb2.CommitTxnRequest(txn_ids=[self.txn_id]))
-                else:
-                    self._writer._call(stub.AbortTxn,
-                                       transactions_pb2.AbortTxnRequest(txn_id=self.txn_id))
-                return
-            except FolioUnavailableError as error:
-                lost = error
-            except TxnStateError as error:
-                if attempt and error.actual in done:
-                    return  # the earlier call, whose answer was lost, did it
-                raise
-            state = self.status()  # tried again itself; raises if the broker stays away
-            if state in done:
-                return
-            if state != "OPEN":
-                raise TxnStateError(
-                    f"transaction {self.txn_id.hex()} is {state}, expected OPEN",
-                    txn_id=self.txn_id.hex(), expected="OPEN", actual=state)
-        assert lost is not None
-        raise lost
+        """``CommitTxn`` or ``AbortTxn``, asked about when the answer is lost (``_full_decide``)."""
+        decide(self._writer._call, self._writer._stub, self.txn_id, commit=commit)
 
     def status(self) -> TxnStatus:
         """The coordinator's state (``TxnStatus``, a ``str`` enum: ``"COMMITTED"`` ...).
@@ -567,10 +269,7 @@ class Transaction(Generic[T]):
             TxnNotFoundError: the broker does not know the transaction.
             FolioUnavailableError: the broker stayed unreachable.
         """
-        response = self._writer._call(self._writer._stub.GetTxnStatus,
-                                      transactions_pb2.GetTxnStatusRequest(txn_id=self.txn_id),
-                                      retry=True)
-        return TxnStatus.from_wire(response.state)
+        return txn_status(self._writer._call, self._writer._stub, self.txn_id)
 
     def __enter__(self) -> Transaction[T]:
         return self
@@ -607,7 +306,7 @@ class Transaction(Generic[T]):
                 continue
             flow = self._flows.get(segment)
             if flow is None:
-                flow = self._flows[segment] = _SegmentFlow(
+                flow = self._flows[segment] = SegmentFlow(
                     segment, writer_id=self.writer_id, txn_id=self.txn_id,
                     source=self._writer._source,
                     give_up_s=self._writer.txn_timeout_ms / 1000)
