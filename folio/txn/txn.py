@@ -43,27 +43,23 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import threading
 import time
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable, Mapping
-from enum import Enum
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from folio._transport.append_stream import Backoff
-from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, encode_block
+from folio.api.v1.block import EVENT_OVERHEAD_BYTES
 from folio.api.v1.routing import routing_point
 from folio.errors import (
-    EventTooLargeError,
     FolioError,
     FolioUnavailableError,
     InvalidArgumentError,
-    MaxTransactionSizeExceededError,
     SegmentSealedError,
     TimeoutError,
     TxnFailedError,
@@ -72,7 +68,10 @@ from folio.errors import (
 )
 from folio.models import SegmentRange, TopicInfo
 from folio.serializers import BytesSerializer, Serializer
-from folio.txn._txn_flow import MAX_TRANSACTION_BYTES, TransactionResult, TxnCommit, TxnFlow
+from folio.txn._txn_buffer import TXN_BLOCK_BYTES
+from folio.txn._txn_commit import MAX_TRANSACTION_BYTES, TransactionResult, TxnCommit
+from folio.txn._txn_flow import TxnFlow
+from folio.txn._txn_transaction import SingleRoutingKeyTransaction, TxnState
 
 if TYPE_CHECKING:
     from folio._transport.append_stream import FlowSource
@@ -91,265 +90,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: A transaction's events are packed into blocks of about this size.
-TXN_BLOCK_BYTES: Final = 1024 * 1024
-#: Framing counted per block (format version, packed column prefixes).
-_BLOCK_OVERHEAD_BYTES: Final = 32
-_NO_HEADERS: Final[Mapping[str, bytes]] = {}
-
-
-class _TxnState(Enum):
-    OPEN = "open"
-    COMMITTED = "committed"  # commit called: handed to the flow
-    ABORTED = "aborted"
-    TIMED_OUT = "timed_out"
-
-
-class SingleRoutingKeyTransaction(Generic[T]):
-    """Events of one routing key, written atomically on ``commit``; made by ``begin``.
-
-    Thread-safe. A context manager: leaving the block commits the transaction
-    if it is still open, or aborts it if the block raised.
-    """
-
-    def __init__(self, writer: SingleRoutingKeyTransactionWriter[T], deadline: float) -> None:
-        """Made by ``SingleRoutingKeyTransactionWriter.begin``."""
-        self._writer = writer
-        self._deadline = deadline
-        self._lock = threading.Lock()
-        self._state = _TxnState.OPEN
-        self._finished = threading.Event()  # set when it stops being open
-        self._blocks: list[tuple[bytes, int]] = []
-        self._payloads: list[bytes] = []
-        self._timestamps: list[int] = []
-        self._headers: list[Mapping[str, bytes]] | None = None
-        self._any_headers = False  # whether some block has a headers column
-        self._block_size = 0
-        self._size = 0
-        self._count = 0
-        self._future: concurrent.futures.Future[TransactionResult] | None = None
-
-    # -- the API ------------------------------------------------------------------
-
-    @property
-    def size(self) -> int:
-        """Bytes the transaction's events count against ``MAX_TRANSACTION_BYTES``."""
-        return self._size
-
-    @property
-    def event_count(self) -> int:
-        """How many events were written to it."""
-        return self._count
-
-    @property
-    def state(self) -> str:
-        """``"open"``, ``"committed"`` (commit called), ``"aborted"`` or ``"timed_out"``."""
-        return self._state.value
-
-    def write_event(self, event: T, headers: Mapping[str, bytes] | None = None) -> None:
-        """Adds one event (with the writer's routing key); nothing is sent yet.
-
-        Args:
-            event: the value, serialized with the writer's serializer.
-            headers: application headers, names to bytes values.
-
-        Raises:
-            MaxTransactionSizeExceededError: the event would take the
-                transaction past 16 MiB; it is not added (the transaction
-                stays usable).
-            EventTooLargeError: the event is above the topic's ``max_event_bytes``.
-            TxnFailedError: the transaction timed out (it was aborted).
-            TxnStateError: it was committed or aborted already.
-            Exception: whatever the serializer raises.
-        """
-        writer = self._writer
-        if writer._raw and type(event) is bytes:
-            payload: bytes = event  # type: ignore[assignment]  # T is bytes here
-        else:
-            payload = writer._serialize(event)
-        payload_size = len(payload)
-        if payload_size > writer._max_event_bytes:
-            raise EventTooLargeError(
-                f"an event of {payload_size} bytes exceeds topic {writer.topic!r}'s "
-                f"max_event_bytes of {writer._max_event_bytes} bytes",
-                size=payload_size, limit=writer._max_event_bytes)
-        size = payload_size + writer._event_overhead
-        if headers:
-            size += sum(len(name) + len(value) + HEADER_OVERHEAD_BYTES
-                        for name, value in headers.items())
-        now_ms = time.time_ns() // 1_000_000
-        with self._lock:
-            # The deadline is enforced by the writer's timer (and by commit);
-            # a clock read per event would cost more than the rest of this.
-            if self._state is not _TxnState.OPEN:
-                self._check_open_locked()
-            block_size = self._block_size
-            cut = block_size > 0 and block_size + size > TXN_BLOCK_BYTES
-            added = size + (_BLOCK_OVERHEAD_BYTES if cut or not block_size else 0)
-            total = self._size + added
-            if total > MAX_TRANSACTION_BYTES:
-                raise MaxTransactionSizeExceededError(
-                    f"the event of {payload_size} bytes would take the transaction to "
-                    f"{total} bytes, above the limit of {MAX_TRANSACTION_BYTES} bytes; it was "
-                    "not added", size=total, limit=MAX_TRANSACTION_BYTES)
-            if cut:
-                self._cut_locked()
-            self._payloads.append(payload)
-            self._timestamps.append(now_ms)
-            if headers:
-                if self._headers is None:
-                    self._headers = [_NO_HEADERS] * (len(self._payloads) - 1)
-                self._headers.append(dict(headers))
-            elif self._headers is not None:
-                self._headers.append(_NO_HEADERS)
-            self._block_size += added
-            self._size = total
-            self._count += 1
-
-    def commit(self, timeout: float | None = None) -> TransactionResult:
-        """Writes the transaction's events atomically and waits until they are durable.
-
-        Retries across reconnects by itself (see ``folio.txn._txn_flow``): the
-        transaction is written whole exactly once, or not at all.
-
-        Args:
-            timeout: seconds to wait; None for as long as it takes. On expiry
-                the commit goes on in the background (its outcome is then
-                unknown to the caller).
-
-        Returns:
-            Where the events went.
-
-        Raises:
-            TxnFailedError: the transaction timed out before the commit, or
-                the broker refused it for good (its ``__cause__`` says why):
-                nothing of it was written.
-            TxnStateError: it was committed or aborted already.
-            TimeoutError: ``timeout`` passed first.
-            WriterClosedError: the writer was closed before the commit was
-                acknowledged (the transaction may or may not be written, whole).
-        """
-        future = self.commit_async()
-        try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            if future.done():
-                raise
-            raise TimeoutError(f"the commit was not acknowledged within {timeout} s "
-                               "(it goes on)") from None
-
-    def commit_async(self) -> concurrent.futures.Future[TransactionResult]:
-        """Hands the transaction to the writer's flow and returns at once.
-
-        The writer may ``begin`` the next transaction right away. The future
-        gives a :class:`TransactionResult`, or raises as ``commit`` does.
-
-        Raises:
-            TxnFailedError: the transaction timed out (it was aborted).
-            TxnStateError: it was committed or aborted already.
-        """
-        with self._lock:
-            self._check_open_locked()
-            self._cut_locked()
-            blocks, self._blocks = self._blocks, []
-            commit = TxnCommit(blocks, self._count, self._size)
-            commit.has_headers = self._any_headers
-            self._state = _TxnState.COMMITTED
-            self._future = commit.future
-        self._finished.set()
-        self._writer._finished(self, commit)
-        return commit.future
-
-    def abort(self) -> None:
-        """Drops the transaction's events; nothing is sent. Idempotent.
-
-        Raises:
-            TxnStateError: ``commit`` was called already.
-        """
-        with self._lock:
-            if self._state is _TxnState.COMMITTED:
-                raise TxnStateError("the transaction is committed; it cannot be aborted")
-            if self._state is not _TxnState.OPEN:
-                return
-            self._state = _TxnState.ABORTED
-            self._release_locked()
-        self._finished.set()
-        self._writer._finished(self, None)
-
-    def wait_finished(self, timeout: float | None = None) -> bool:
-        """Waits until the transaction is no longer open (committed, aborted or timed out)."""
-        return self._finished.wait(timeout)
-
-    def __enter__(self) -> SingleRoutingKeyTransaction[T]:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        if self._state is not _TxnState.OPEN:
-            return
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
-
-    def __repr__(self) -> str:
-        return (f"<SingleRoutingKeyTransaction {self._writer.topic!r} "
-                f"key={self._writer.routing_key!r} {self._state.value} "
-                f"{self._count} events, {self._size} bytes>")
-
-    # -- internals ----------------------------------------------------------------
-
-    def _check_open_locked(self) -> None:
-        state = self._state
-        if state is _TxnState.OPEN and self._writer._clock() >= self._deadline:
-            self._expire_locked()
-            state = self._state
-        if state is _TxnState.OPEN:
-            return
-        if state is _TxnState.TIMED_OUT:
-            raise TxnFailedError(
-                f"the transaction was not committed within txn_timeout_ms "
-                f"({self._writer._timeout_ms} ms) and was aborted")
-        raise TxnStateError(f"the transaction is {state.value} already")
-
-    def _cut_locked(self) -> None:
-        """Packs the buffered events into one block."""
-        if not self._payloads:
-            return
-        key = self._writer.routing_key
-        count = len(self._payloads)
-        data = encode_block(self._payloads, [key] * count, self._timestamps, self._headers)
-        if self._headers is not None:
-            self._any_headers = True
-        self._blocks.append((data, count))
-        self._payloads = []
-        self._timestamps = []
-        self._headers = None
-        self._block_size = 0
-
-    def _release_locked(self) -> None:
-        self._blocks = []
-        self._payloads = []
-        self._timestamps = []
-        self._headers = None
-        self._block_size = 0
-
-    def _expire_locked(self) -> None:
-        self._state = _TxnState.TIMED_OUT
-        self._release_locked()
-        self._finished.set()
-        log.info("a transaction of %d events to %s (key %r) timed out after %d ms; aborted",
-                 self._count, self._writer.topic, self._writer.routing_key,
-                 self._writer._timeout_ms)
-
-    def _expire_if_due(self) -> bool:
-        """Aborts the transaction if it is open past its deadline; True if it did."""
-        with self._lock:
-            if self._state is not _TxnState.OPEN or self._writer._clock() < self._deadline:
-                return False
-            self._expire_locked()
-        self._writer._finished(self, None)
-        return True
 
 
 class SingleRoutingKeyTransactionWriter(Generic[T]):
@@ -428,7 +168,7 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
         with self._lock:
             if self._closed:
                 raise WriterClosedError("the transaction writer is closed")
-            if self._open is not None and self._open._state is _TxnState.OPEN:
+            if self._open is not None and self._open._state is TxnState.OPEN:
                 raise TxnStateError(
                     "this writer has an open transaction; commit or abort it before "
                     "beginning the next (one open transaction per writer)")
@@ -553,7 +293,7 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
             current._expire_if_due()
         with self._lock:
             current = self._open
-            if current is None or current._state is not _TxnState.OPEN or self._closed:
+            if current is None or current._state is not TxnState.OPEN or self._closed:
                 self._timer_armed = False
                 return
             delay = current._deadline - self._clock()

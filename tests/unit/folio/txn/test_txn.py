@@ -224,7 +224,8 @@ def test_timeout_aborts_and_releases_the_buffer(io: IoThread) -> None:
         txn.write_event(b"y" * 10_000)
     assert txn.wait_finished(WAIT_S), "the timer did not abort the transaction"
     assert txn.state == "timed_out"
-    assert (txn._blocks, txn._payloads, txn._timestamps) == ([], [], [])  # buffer released
+    buffer = txn._buffer
+    assert (buffer._blocks, buffer._payloads, buffer._timestamps) == ([], [], [])  # released
     with pytest.raises(TxnFailedError, match="txn_timeout_ms"):
         txn.commit()
     with pytest.raises(TxnFailedError):
@@ -249,7 +250,7 @@ def test_timeout_is_checked_on_every_call_too(io: IoThread) -> None:
     clock.now += 0.2
     with pytest.raises(TxnFailedError):
         txn.commit()
-    assert txn.state == "timed_out" and txn._payloads == []
+    assert txn.state == "timed_out" and txn._buffer._payloads == []
     # begin() sees the expired one as gone.
     harness.writer.begin().abort()
 
