@@ -32,6 +32,40 @@ Example::
 
 The SDK speaks only the public gRPC protocol (stubs in ``folio.api``); it never
 imports the server packages.
+
+Layout (the import-linter contracts in ``pyproject.toml`` keep it; each
+package's ``__init__`` says what its modules do):
+
+- ``cli/``, ``spark/``: the ``folio`` command and the PySpark data source, on
+  top of the client.
+- ``client``: :class:`Client`, a facade: the connection pool, the factories
+  of writers and readers, their lifecycle; ``admin``: its base class
+  ``AdminCalls`` (topics, segments, transactions by id, the unary call).
+- ``write/``, ``txn/``, ``read/``: writers, transactions (single routing key
+  and full), readers (``EventReader``, reader groups, batch reads, cuts).
+  They never import each other, nor the client: readers reach the admin
+  calls through ``read.catalog.SegmentCatalog``, writers and transactions
+  through callables they are handed (``_transport.scaling``, ``_transport.unary``).
+- ``_transport/``: the IO thread, the channel pool, the multiplexed append
+  stream and its reconnect backoff, the read streams, block unpacking.
+- ``models``, ``serializers``, ``metrics``, ``_status`` (errors from gRPC
+  status and append replies), then ``api/`` (the generated public stubs and
+  the wire rules every client needs: ``api.v1.routing``, the routing-key
+  hash, and ``api.v1.block``, the event-block codec), then ``errors``.
+
+Where this differs from the layout first sketched, and why:
+
+- The wire rules sit in ``api/v1/`` beside the stubs but are hand-written
+  (``scripts/gen_protos.py`` replaces only ``*_pb2*`` files there), so the
+  broker can take them from ``folio.api`` alone. ``api.v1.block`` raises
+  ``InvalidBlockError``, so ``errors`` is the layer below ``api``.
+- ``_status`` and ``errors`` stay at the top level: the error encoding on
+  the wire is changing separately (``ErrorCode``), and every layer uses them.
+- There is no ``config`` module yet: ``Client``'s keyword arguments are its
+  configuration (no file or environment layer beyond ``$FOLIO_ENDPOINT``).
+- Each flow (a writer's segment, a transaction's segment, a single-key
+  transaction writer) keeps its own state ``Enum``; one shared flow state
+  machine with a transition table is still to come.
 """
 
 from folio._transport.pool import ConnectionStats, PoolStats
