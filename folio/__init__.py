@@ -63,9 +63,10 @@ Where this differs from the layout first sketched, and why:
   the wire is changing separately (``ErrorCode``), and every layer uses them.
 - There is no ``config`` module yet: ``Client``'s keyword arguments are its
   configuration (no file or environment layer beyond ``$FOLIO_ENDPOINT``).
-- Each flow (a writer's segment, a transaction's segment, a single-key
-  transaction writer) keeps its own state ``Enum``; one shared flow state
-  machine with a transition table is still to come.
+- The three append flows (an event writer's segment, a single-key
+  transaction writer, a full transaction's segment) keep their own code,
+  since what they send differs, but share one state machine:
+  ``_transport.flow_state`` (``FlowState`` and its transition table).
 """
 
 from folio._transport.pool import ConnectionStats, PoolStats

@@ -9,6 +9,9 @@
 - ``segment_streams``: the read streams (one per segment) and their tail waits.
 - ``unpack``: blocks read back into events.
 - ``scaling``: what writers and readers are given to follow sealed segments.
+- ``flow_state``: the one state machine of every append flow (``FlowState``,
+  its transition table, ``move`` raising ``FlowStateError`` on a bad move).
+- ``unary``: ``UnaryCaller``, the shape of a blocking admin call handed down.
 
 Nothing here imports the writers, readers or the client.
 """

@@ -13,10 +13,10 @@ import concurrent.futures
 import logging
 import time
 from collections import deque
-from enum import Enum
 from typing import TYPE_CHECKING, Final
 
 from folio._status import error_from_reply
+from folio._transport.flow_state import FlowState, move
 from folio.api.v1 import append_pb2
 from folio.errors import FolioError, FolioUnavailableError, WriterClosedError
 
@@ -29,13 +29,6 @@ log = logging.getLogger(__name__)
 
 #: Blocks of one flow sent and not yet acknowledged, at most.
 _MAX_IN_FLIGHT: Final = 8
-
-
-class _FlowState(Enum):
-    NEW = "new"            # not set up yet (setup to be sent when the stream is open)
-    SETTING_UP = "setting_up"
-    READY = "ready"
-    DEAD = "dead"          # failed or released
 
 
 class SegmentFlow:
@@ -65,7 +58,7 @@ class SegmentFlow:
         self._give_up_s = give_up_s
         self._stream: AppendStream | None = None
         self._flow_id = 0
-        self._state = _FlowState.NEW
+        self._state = FlowState.NEW
         self._next_number = 0
         #: Blocks to send, in order: (data, event count, its last event number
         #: once numbered else -1, the batch future it ends or None).
@@ -88,7 +81,7 @@ class SegmentFlow:
         if self._error is not None:
             future.set_exception(self._error)
             return
-        if self._state is _FlowState.DEAD:
+        if self._state is FlowState.CLOSED:
             future.set_exception(WriterClosedError("the transaction's flow is closed"))
             return
         if not blocks:
@@ -112,18 +105,18 @@ class SegmentFlow:
     # -- AppendFlow --------------------------------------------------------------
 
     def on_stream_ready(self) -> None:
-        if self._state is _FlowState.NEW:
+        if self._state in (FlowState.NEW, FlowState.DISCONNECTED):
             self._send_setup()
 
     def on_stream_lost(self, error: FolioError) -> None:
-        if self._state is _FlowState.DEAD:
+        if self._state is FlowState.CLOSED:
             return
         # Sent but unacknowledged: back to the front, in order, numbers kept.
         self.resent += len(self._sent)
         self._queue.extendleft(reversed(self._sent.values()))
         self._sent.clear()
         self._setup_sequence = None
-        self._state = _FlowState.NEW
+        self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
         if self._down_since is None:
             self._down_since = time.monotonic()
         log.info("append stream lost with a transaction's blocks to %s queued (%s); "
@@ -145,7 +138,7 @@ class SegmentFlow:
             if kind != "append_setup":
                 self._die(error_from_reply(reply, self.segment))
                 return
-            self._state = _FlowState.READY
+            self._state = move(self._state, FlowState.READY, self.segment)
             self._down_since = None
             self._settle(reply.append_setup.last_event_number)
             self._pump()
@@ -182,11 +175,11 @@ class SegmentFlow:
             segment=self.segment, writer_id=self._writer_id, txn_id=self._txn_id)))
         if sequence is None:
             return  # not connected: on_stream_ready sets up
-        self._state = _FlowState.SETTING_UP
+        self._state = move(self._state, FlowState.SETTING_UP, self.segment)
         self._setup_sequence = sequence
 
     def _pump(self) -> None:
-        if self._state is not _FlowState.READY:
+        if self._state is not FlowState.READY:
             return
         while self._queue and len(self._sent) < _MAX_IN_FLIGHT:
             block = self._queue[0]
@@ -202,12 +195,12 @@ class SegmentFlow:
             self._sent[sequence] = block
 
     def _die(self, error: FolioError, *, quiet: bool = False) -> None:
-        if self._state is _FlowState.DEAD:
+        if self._state is FlowState.CLOSED:
             return
         if not quiet:
             log.info("transactional append to %s failed: %s", self.segment, error)
             self._error = error
-        self._state = _FlowState.DEAD
+        self._state = move(self._state, FlowState.CLOSED, self.segment)
         futures = [b.future for b in self._sent.values() if b.future is not None]
         futures += [b.future for b in self._queue if b.future is not None]
         self._sent.clear()

@@ -49,11 +49,11 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from enum import Enum
 from typing import TYPE_CHECKING, Final
 
 from folio._status import error_from_reply
 from folio._transport.append_stream import Backoff
+from folio._transport.flow_state import FlowState, move
 from folio.api.v1 import append_pb2
 from folio.errors import (
     FolioError,
@@ -79,15 +79,6 @@ log = logging.getLogger(__name__)
 
 #: The most transactions coalesced into one sequence.
 MAX_COALESCED: Final = 4096
-
-class _State(Enum):
-    NEW = "new"                    # not registered on the stream yet
-    DISCONNECTED = "disconnected"  # waiting for the stream to come back
-    SETTING_UP = "setting_up"      # SetupAppend sent, AppendSetup awaited
-    RESETTING = "resetting"        # after a retriable failure, waiting to set up again
-    READY = "ready"                # may send
-    CLOSED = "closed"              # released or dead
-
 
 #: What a pending command is: the setup, or a block of a sequence (end or not).
 _Pending = tuple[list[TxnCommit], bool] | None
@@ -121,7 +112,7 @@ class TxnFlow:
         self._stream: AppendStream | None = None  # once registered
         self._on_done = on_done
         self._successor = successor
-        self._state = _State.NEW
+        self._state = FlowState.NEW
         self._flow_id = 0
         self._queue: deque[TxnCommit] = deque()
         #: The sequence whose blocks went out on this setup generation, if any.
@@ -143,14 +134,14 @@ class TxnFlow:
 
     def start(self) -> None:
         """Registers the flow; it sets itself up when the stream is open."""
-        if self._state is not _State.NEW:
+        if self._state is not FlowState.NEW:
             return
         try:
             self._stream, self._flow_id = self._source.open_flow(self)
         except FolioError as error:
             self._die(error)
             return
-        self._state = _State.DISCONNECTED
+        self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
 
     def submit(self, commit: TxnCommit) -> None:
         """Queues a committed transaction (in commit order)."""
@@ -159,18 +150,18 @@ class TxnFlow:
                 f"the transaction to {self.segment} was not committed: {self._dead}",
                 segment=self.segment), cause=self._dead)
             return
-        if self._state is _State.CLOSED:
+        if self._state is FlowState.CLOSED:
             self._fail(commit, WriterClosedError("the writer is closed"))
             return
         self._queue.append(commit)
-        if self._state is _State.NEW:
+        if self._state is FlowState.NEW:
             self.start()
         self._send_next()
 
     def release(self) -> None:
         """Ends the flow; unfinished commits fail with ``WriterClosedError``."""
         self._unregister()
-        self._state = _State.CLOSED
+        self._state = move(self._state, FlowState.CLOSED, self.segment)
         self._pending.clear()
         closed = WriterClosedError("the writer was closed before the commit was acknowledged: "
                                    "the transaction may or may not have been committed (whole "
@@ -188,7 +179,7 @@ class TxnFlow:
 
     def on_stream_ready(self) -> None:
         """The stream (re)opened: set up (the answer decides what to resend)."""
-        if self._flow_id == 0 or self._state is _State.CLOSED:
+        if self._flow_id == 0 or self._state is FlowState.CLOSED:
             return
         self._pending.clear()
         self._in_flight = None
@@ -196,9 +187,9 @@ class TxnFlow:
 
     def on_stream_lost(self, error: FolioError) -> None:
         """The stream broke: the commit on its way is in doubt until the next setup."""
-        if self._state is _State.CLOSED:
+        if self._state is FlowState.CLOSED:
             return
-        self._state = _State.DISCONNECTED
+        self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
         self._pending.clear()
         self._in_flight = None
         self.last_error = error
@@ -238,14 +229,14 @@ class TxnFlow:
             segment=self.segment, writer_id=self._writer_id))
         sequence = self._send(command)
         if sequence is None:
-            self._state = _State.DISCONNECTED
+            self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
             return
-        self._state = _State.SETTING_UP
+        self._state = move(self._state, FlowState.SETTING_UP, self.segment)
         self._pending[sequence] = None
 
     def _send_next(self) -> None:
         """Sends the next sequence (the queue's head and what may join it) whole."""
-        if self._state is not _State.READY or self._in_flight is not None or not self._queue:
+        if self._state is not FlowState.READY or self._in_flight is not None or not self._queue:
             return
         group: list[TxnCommit] = []
         size = 0
@@ -279,7 +270,7 @@ class TxnFlow:
             if sequence is None:
                 # The stream is gone: the blocks sent so far die with it
                 # (the broker drops a dead stream's held blocks); all go again.
-                self._state = _State.DISCONNECTED
+                self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
                 self._in_flight = None
                 self._pending.clear()
                 return
@@ -288,7 +279,7 @@ class TxnFlow:
     # -- answers ------------------------------------------------------------------
 
     def _on_setup(self, last_event_number: int) -> None:
-        self._state = _State.READY
+        self._state = move(self._state, FlowState.READY, self.segment)
         self._in_flight = None
         if self._next_event_number <= last_event_number:
             self._next_event_number = last_event_number + 1
@@ -356,7 +347,7 @@ class TxnFlow:
         if isinstance(error, NoSuchSegmentError):
             self._die(error)
             return
-        if self._state not in (_State.READY, _State.SETTING_UP):
+        if self._state not in (FlowState.READY, FlowState.SETTING_UP):
             return
         if group is None:
             if error.retriable:
@@ -395,7 +386,7 @@ class TxnFlow:
 
     def _reset(self, error: FolioError) -> None:
         """After a retriable refusal: set up again after backoff (re-binding the flow)."""
-        self._state = _State.RESETTING
+        self._state = move(self._state, FlowState.RESETTING, self.segment)
         self._in_flight = None
         self._pending.clear()
         delay = self._backoff.next_delay()
@@ -404,7 +395,7 @@ class TxnFlow:
         self._io.loop.call_later(delay, self._retry_setup)
 
     def _retry_setup(self) -> None:
-        if self._state is _State.RESETTING and self._dead is None and self._flow_id:
+        if self._state is FlowState.RESETTING and self._dead is None and self._flow_id:
             self._send_setup()
 
     def _on_sealed(self, error: SegmentSealedError) -> None:
@@ -429,7 +420,7 @@ class TxnFlow:
     def _die(self, error: FolioError) -> None:
         """The flow can never succeed: fail every commit, now and later."""
         self._dead = error
-        self._state = _State.CLOSED
+        self._state = move(self._state, FlowState.CLOSED, self.segment)
         self._pending.clear()
         self._in_flight = None
         while self._queue:

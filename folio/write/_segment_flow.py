@@ -19,11 +19,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from enum import Enum
 from typing import TYPE_CHECKING, Any, Final
 
 from folio._status import error_from_reply
 from folio._transport.append_stream import Backoff
+from folio._transport.flow_state import FlowState, move
 from folio.api.v1 import append_pb2
 from folio.errors import (
     DeliveryTimeoutError,
@@ -40,24 +40,13 @@ if TYPE_CHECKING:
     from folio._transport.append_stream import AppendStream, FlowSource
     from folio._transport.io_thread import IoThread
 
-__all__ = ["LEDGER_UNAVAILABLE_GIVE_UP_S", "Block", "FlowState", "SegmentFlow"]
+__all__ = ["LEDGER_UNAVAILABLE_GIVE_UP_S", "Block", "SegmentFlow"]
 
 log = logging.getLogger(__name__)
 
 #: How long a writer retries while the broker says its ledger service (bookies)
 #: is unavailable before failing the unacknowledged blocks with that message.
 LEDGER_UNAVAILABLE_GIVE_UP_S: Final = 5.0
-
-
-class FlowState(Enum):
-    """Where a segment's flow is (IO thread only)."""
-
-    NEW = "new"                    # not registered on the stream yet
-    DISCONNECTED = "disconnected"  # waiting for the stream to come back
-    SETTING_UP = "setting_up"      # SetupAppend sent, AppendSetup awaited
-    RESETTING = "resetting"        # after a retriable failure, waiting to set up again
-    READY = "ready"                # sending blocks
-    SEALED = "sealed"              # sealed: waiting for hand_over (or fail)
 
 
 class Block:
@@ -129,7 +118,7 @@ class SegmentFlow:
                 self._complete(block, error=error)
                 return
             self._unacked.append(block)
-            self._state = FlowState.DISCONNECTED
+            self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
             return
         self._unacked.append(block)
         if self._state is FlowState.READY:
@@ -145,7 +134,7 @@ class SegmentFlow:
         stream = self._stream
         sequence = None if stream is None else stream.send(self._flow_id, command)
         if sequence is None:
-            self._state = FlowState.DISCONNECTED
+            self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
             return
         block.rejected = None
         self._expect(sequence, block)
@@ -156,9 +145,9 @@ class SegmentFlow:
         stream = self._stream
         sequence = None if stream is None else stream.send(self._flow_id, command)
         if sequence is None:
-            self._state = FlowState.DISCONNECTED
+            self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
             return
-        self._state = FlowState.SETTING_UP
+        self._state = move(self._state, FlowState.SETTING_UP, self.segment)
         self._expect(sequence, None)
 
     def _expect(self, sequence: int, block: Block | None) -> None:
@@ -176,7 +165,7 @@ class SegmentFlow:
 
     def on_stream_lost(self, error: FolioError) -> None:
         """The stream broke: every sent command is in doubt until the next setup."""
-        self._state = FlowState.DISCONNECTED
+        self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
         self._pending = None
         self._last_error = error
 
@@ -221,7 +210,8 @@ class SegmentFlow:
     def _on_setup(self, last_event_number: int) -> None:
         if self._next_event_number <= last_event_number:
             self._next_event_number = last_event_number + 1
-        self._state = FlowState.SEALED if self._sealing else FlowState.READY
+        answered = FlowState.SEALED if self._sealing else FlowState.READY
+        self._state = move(self._state, answered, self.segment)
         for block in list(self._unacked):
             number = block.last_event_number
             if number is not None and number <= last_event_number:
@@ -263,7 +253,7 @@ class SegmentFlow:
                     log.warning("segment %s is sealed and did not tell which blocks of "
                                 "writer %s it holds; sending them all to its successors",
                                 self.segment, self._writer_id)
-                    self._state = FlowState.SEALED
+                    self._state = move(self._state, FlowState.SEALED, self.segment)
                     self._notify_sealed()
                 return  # a later block, refused the same: handed over with the others
             # Learn from the sealed segment's record of this writer which blocks
@@ -299,7 +289,7 @@ class SegmentFlow:
             if block is not None:
                 block.rejected = error
             if self._state in (FlowState.READY, FlowState.SETTING_UP):
-                self._state = FlowState.RESETTING
+                self._state = move(self._state, FlowState.RESETTING, self.segment)
                 if self._backoff is None:
                     self._backoff = Backoff()
                 delay = self._backoff.next_delay()
@@ -347,4 +337,4 @@ class SegmentFlow:
         for block in list(self._unacked):
             self._complete(block, error=closed)
         self._unacked.clear()
-        self._state = FlowState.NEW
+        self._state = move(self._state, FlowState.NEW, self.segment)

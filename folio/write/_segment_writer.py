@@ -53,12 +53,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from folio._transport.append_stream import Backoff
+from folio._transport.flow_state import FlowState
 from folio.api.v1.block import EVENT_OVERHEAD_BYTES, MAX_BLOCK_BYTES, decode_block, encode_block
 from folio.errors import (
     FolioError,
     WriterClosedError,
 )
-from folio.write._segment_flow import LEDGER_UNAVAILABLE_GIVE_UP_S, Block, FlowState, SegmentFlow
+from folio.write._segment_flow import LEDGER_UNAVAILABLE_GIVE_UP_S, Block, SegmentFlow
 from folio.write._write_future import BlockOutcome, WriteFuture
 
 if TYPE_CHECKING:
