@@ -40,7 +40,8 @@ package's ``__init__`` says what its modules do):
   top of the client.
 - ``client``: :class:`Client`, a facade: the connection pool, the factories
   of writers and readers, their lifecycle; ``admin``: its base class
-  ``AdminCalls`` (topics, segments, transactions by id, the unary call).
+  ``AdminCalls`` (topics, segments, transactions by id, the unary call);
+  ``config``: :class:`ClientConfig`, its settings, frozen and checked.
 - ``write/``, ``txn/``, ``read/``: writers, transactions (single routing key
   and full), readers (``EventReader``, reader groups, batch reads, cuts).
   They never import each other, nor the client: readers reach the admin
@@ -61,8 +62,8 @@ Where this differs from the layout first sketched, and why:
   ``InvalidBlockError``, so ``errors`` is the layer below ``api``.
 - ``_status`` and ``errors`` stay at the top level: the error encoding on
   the wire is changing separately (``ErrorCode``), and every layer uses them.
-- There is no ``config`` module yet: ``Client``'s keyword arguments are its
-  configuration (no file or environment layer beyond ``$FOLIO_ENDPOINT``).
+- ``config`` (``ClientConfig``: defaults < ``$FOLIO_ENDPOINT`` < arguments)
+  has no file layer: an application passes its own settings in code.
 - The three append flows (an event writer's segment, a single-key
   transaction writer, a full transaction's segment) keep their own code,
   since what they send differs, but share one state machine:
@@ -71,6 +72,7 @@ Where this differs from the layout first sketched, and why:
 
 from folio._transport.pool import ConnectionStats, PoolStats
 from folio.client import Client
+from folio.config import ClientConfig
 from folio.errors import (
     AlreadyExistsError,
     DeliveryTimeoutError,
@@ -136,6 +138,7 @@ __all__ = [
     "BytesSerializer",
     "Checkpoint",
     "Client",
+    "ClientConfig",
     "ConnectionStats",
     "DeliveryTimeoutError",
     "Event",

@@ -13,11 +13,10 @@ await the same coroutines.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Collection, Mapping
 from types import TracebackType
-from typing import Any, Final, Literal, TypeVar, cast, overload
+from typing import Any, Literal, TypeVar, cast, overload
 
 from prometheus_client import CollectorRegistry
 
@@ -25,6 +24,7 @@ from folio._transport.io_thread import Connection, IoThread
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, ConnectionPool, PoolStats
 from folio.admin import AdminCalls
 from folio.api.v1 import groups_pb2, groups_pb2_grpc
+from folio.config import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT_S, ENDPOINT_ENV, ClientConfig
 from folio.errors import FolioError, InvalidArgumentError
 from folio.metrics import client_metrics
 from folio.models import SegmentRange
@@ -43,10 +43,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: Where a client connects when given no endpoint and ``$FOLIO_ENDPOINT`` is unset.
-DEFAULT_ENDPOINT: Final = "localhost:7070"
-#: The environment variable naming the default endpoint.
-ENDPOINT_ENV: Final = "FOLIO_ENDPOINT"
 
 #: Where a reader starts: "earliest", "latest", or segment name -> offset.
 Start = Literal["earliest", "latest"] | str | Mapping[str, int]
@@ -62,7 +58,7 @@ class Client(AdminCalls):
     ``TimeoutError`` after ``timeout_s``.
     """
 
-    def __init__(self, endpoint: str | None = None, *, timeout_s: float = 30.0,
+    def __init__(self, endpoint: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  max_connections_per_endpoint: int = DEFAULT_MAX_CONNECTIONS,
                  registry: CollectorRegistry | None = None) -> None:
         """Starts the IO thread and opens the first channel (connecting lazily).
@@ -77,24 +73,34 @@ class Client(AdminCalls):
             registry: the Prometheus registry the SDK's metrics
                 (``folio_client_*``, see ``folio.metrics``) go to; None for
                 ``prometheus_client``'s default one.
+
+        Raises:
+            InvalidArgumentError: a value out of range (``ClientConfig`` checks them).
         """
-        if timeout_s <= 0:
-            raise InvalidArgumentError(f"timeout_s must be > 0, not {timeout_s}")
-        if max_connections_per_endpoint < 1:
-            raise InvalidArgumentError(f"max_connections_per_endpoint must be >= 1, "
-                                       f"not {max_connections_per_endpoint}")
-        self.endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT
+        #: The settings, resolved and checked (``folio.config``).
+        self.config = ClientConfig.resolve(
+            endpoint, timeout_s=timeout_s,
+            max_connections_per_endpoint=max_connections_per_endpoint)
+        self.endpoint = self.config.endpoint
         self._metrics = client_metrics(registry)
-        self.timeout_s = timeout_s
-        self.max_connections_per_endpoint = max_connections_per_endpoint
+        self.timeout_s = self.config.timeout_s
+        self.max_connections_per_endpoint = self.config.max_connections_per_endpoint
         self._io = IoThread(f"folio-io-{self.endpoint}")
-        self._pool: ConnectionPool = self._io.run(self._open(), timeout=timeout_s)
+        self._pool: ConnectionPool = self._io.run(self._open(), timeout=self.timeout_s)
         #: The channel of admin calls (the pool's first).
         self._connection: Connection = self._pool.admin
         self._lock = threading.Lock()
         self._writers: list[EventWriter[Any]] = []
         self._readers: list[EventReader[Any]] = []
         self._closed = False
+
+    @classmethod
+    def from_config(cls, config: ClientConfig, *,
+                    registry: CollectorRegistry | None = None) -> Client:
+        """A client made with ``config`` (see ``__init__`` for ``registry``)."""
+        return cls(config.endpoint, timeout_s=config.timeout_s,
+                   max_connections_per_endpoint=config.max_connections_per_endpoint,
+                   registry=registry)
 
     async def _open(self) -> ConnectionPool:
         return ConnectionPool(self.endpoint, self.max_connections_per_endpoint)

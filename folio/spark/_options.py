@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from folio.client import DEFAULT_ENDPOINT, ENDPOINT_ENV
+from folio.config import DEFAULT_ENDPOINT, ENDPOINT_ENV
 from folio.errors import InvalidArgumentError
 from folio.read.reader import Isolation
 
