@@ -319,7 +319,7 @@ class SegmentWriter(SegmentFlow):
         # call_soon keeps the order of cuts, whichever thread cut.
         self._io.call_soon(self._enqueue, block)
 
-    # == IO side =============================================================
+    # == on the IO thread: linger, settling blocks, the hand-over ==========
 
     def _arm_linger(self, batch: _Batch) -> None:
         self._io.loop.call_later(self._linger_s, self._linger_expired, batch)
