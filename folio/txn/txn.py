@@ -48,14 +48,13 @@ import logging
 import threading
 import time
 import uuid
-from bisect import bisect_right
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from folio._transport.append_stream import Backoff
 from folio.api.v1.block import EVENT_OVERHEAD_BYTES
-from folio.api.v1.routing import routing_point
+from folio.api.v1.routing import routing_point, segment_index
 from folio.errors import (
     FolioError,
     FolioUnavailableError,
@@ -121,8 +120,7 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
         if not ranges:
             raise SegmentSealedError(f"topic {topic.name!r} is sealed: it has no open segment "
                                      "to write to")
-        index = bisect_right([s.key_high for s in ranges], routing_point(routing_key))
-        self.segment = ranges[min(index, len(ranges) - 1)].name
+        self.segment = ranges[segment_index([s.key_high for s in ranges], routing_key)].name
         self.topic = topic.name
         self.routing_key = routing_key
         self.writer_id = writer_id or uuid.uuid4().hex

@@ -60,7 +60,6 @@ import logging
 import threading
 import time
 import uuid
-from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from enum import Enum
 from types import TracebackType
@@ -68,7 +67,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from folio.api.v1 import transactions_pb2
 from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES
-from folio.api.v1.routing import routing_point
+from folio.api.v1.routing import segment_index
 from folio.errors import (
     EventTooLargeError,
     FolioError,
@@ -479,8 +478,7 @@ class TransactionalWriter(Generic[T]):
             return self._names[index]
         segment = self._routes.get(routing_key)
         if segment is None:
-            index = bisect_right(self._key_highs, routing_point(routing_key))
-            segment = self._names[min(index, len(self._names) - 1)]
+            segment = self._names[segment_index(self._key_highs, routing_key)]
             if len(self._routes) > 10_000:
                 self._routes.clear()
             self._routes[routing_key] = segment

@@ -29,7 +29,6 @@ import threading
 import time
 import uuid
 import weakref
-from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
@@ -37,7 +36,7 @@ from typing import TYPE_CHECKING, Final, Generic, TypeVar
 from folio._transport.append_stream import Backoff
 from folio._transport.scaling import SuccessorLookup
 from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, MAX_BLOCK_BYTES
-from folio.api.v1.routing import routing_point
+from folio.api.v1.routing import segment_index
 from folio.errors import (
     EventTooLargeError,
     FolioError,
@@ -320,9 +319,7 @@ class EventWriter(Generic[T]):
 
     def _route(self, routing_key: str) -> SegmentWriter:
         layout = self._layout  # one layout throughout: another may be published meanwhile
-        key_highs = layout.key_highs
-        index = bisect_right(key_highs, routing_point(routing_key))
-        segment = self._segment(layout.names[min(index, len(key_highs) - 1)])
+        segment = self._segment(layout.names[segment_index(layout.key_highs, routing_key)])
         if len(self._routes) >= _ROUTE_CACHE_SIZE:
             self._routes.clear()
         self._routes[routing_key] = segment
@@ -389,8 +386,7 @@ class EventWriter(Generic[T]):
         def forward(payload: bytes, routing_key: str | None,
                     headers: Mapping[str, bytes] | None, timestamp_ms: int, size: int,
                     force: bool) -> WriteFuture:
-            index = 0 if routing_key is None else \
-                min(bisect_right(highs, routing_point(routing_key)), len(highs) - 1)
+            index = 0 if routing_key is None else segment_index(highs, routing_key)
             return self._segment(names[index]).append(payload, routing_key, headers,
                                                       timestamp_ms, size, force)
 

@@ -9,8 +9,10 @@ receives the keys whose point ``p`` satisfies ``low <= p < high``.
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_right
+from collections.abc import Sequence
 
-__all__ = ["POINT_BITS", "routing_point", "routing_point_53"]
+__all__ = ["POINT_BITS", "routing_point", "routing_point_53", "segment_index"]
 
 #: Bits of the integer point: the mantissa width of an IEEE-754 double, so
 #: ``point_53 / 2**53`` is exact in every language.
@@ -56,3 +58,18 @@ def routing_point(routing_key: str) -> float:
         UnicodeEncodeError: the key holds lone surrogates, which have no UTF-8.
     """
     return routing_point_53(routing_key) / _SCALE
+
+
+def segment_index(key_highs: Sequence[float], routing_key: str) -> int:
+    """Which of the open segments receives ``routing_key``'s events.
+
+    Args:
+        key_highs: the open segments' ``key_high`` bounds, ordered by
+            ``key_low`` (their ranges cover ``[0, 1)`` without gaps).
+        routing_key: the event's routing key.
+
+    Returns:
+        The index of the segment whose ``[key_low, key_high)`` holds the
+        key's point; the last one for a point at or past the last bound.
+    """
+    return min(bisect_right(key_highs, routing_point(routing_key)), len(key_highs) - 1)

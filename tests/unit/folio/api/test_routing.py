@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from folio.api.v1.routing import POINT_BITS, routing_point, routing_point_53
+from folio.api.v1.routing import POINT_BITS, routing_point, routing_point_53, segment_index
 
 PROTO = Path(__file__).resolve().parents[4] / "proto" / "folio" / "v1" / "events.proto"
 
@@ -83,3 +83,19 @@ def test_points_spread_over_the_whole_range() -> None:
 def test_lone_surrogates_have_no_point() -> None:
     with pytest.raises(UnicodeEncodeError):
         routing_point("\ud800")
+
+
+def test_segment_index_picks_the_range_holding_the_point() -> None:
+    highs = [0.25, 0.5, 0.75, 1.0]
+    for key in ("", "a", "customer-7", "ü", "x" * 300):
+        point = routing_point(key)
+        index = segment_index(highs, key)
+        low = 0.0 if index == 0 else highs[index - 1]
+        assert low <= point < highs[index]
+    assert segment_index([1.0], "anything") == 0
+
+
+def test_segment_index_gives_the_last_segment_past_the_last_bound() -> None:
+    # A bound below 1.0 (a rounding edge): keys above it go to the last segment.
+    key = "customer-7"
+    assert segment_index([routing_point(key) / 2, routing_point(key)], key) == 1
