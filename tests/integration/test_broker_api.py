@@ -24,7 +24,7 @@ from folio.api.v1 import (
     read_pb2,
     read_pb2_grpc,
 )
-from folio.block import encode_block
+from folio.api.v1.block import encode_block
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.standalone import append_payloads, read_payloads, start_standalone
 
