@@ -23,7 +23,7 @@ from typing import Any
 
 import folio
 from bench._standalone import start_standalone
-from folio.routing import routing_point
+from folio.api.v1.routing import routing_point
 
 __all__ = ["main", "run"]
 

@@ -1,14 +1,83 @@
-"""``RemoteBookies``: the ledger service ``folio broker`` writes to (``folio bookie`` processes)."""
+"""The settings of ``folio broker``: ``BrokerConfig`` and the bookies it writes to.
+
+``BrokerConfig`` is the broker's own (``StandaloneConfig`` adds its bookie's
+durability); ``RemoteBookies`` the ledger service of ``folio bookie``
+processes. ``ledger.settings`` layers both from defaults, a TOML file, the
+environment and flags.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
+from broker.txn.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from ledger.bookie.remote import GrpcBookieClient
 from ledger.client.directory import BookieDirectory
-from ledger.config import check_quorums
+from ledger.config import check_port, check_quorums
+from txnbuffer.api import SnapshotPolicy
+from txnbuffer.snapshot import chunk_capacity
 
-__all__ = ["RemoteBookies"]
+__all__ = ["BrokerConfig", "RemoteBookies"]
+
+_DEFAULT_SNAPSHOTS = SnapshotPolicy()
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Everything the broker runs with (``folio broker``; ``folio standalone`` adds a bookie's).
+
+    Attributes:
+        data_dir: directory of the broker's data (the metadata store), created if missing.
+        host: address the gRPC API and metrics listen on.
+        port: port of the gRPC API, 0 for any free one.
+        metrics_port: port of the Prometheus metrics endpoint, 0 for any free one.
+        stop_grace_s: seconds in-flight calls get to finish on shutdown.
+        retention_interval_s: how often retention, rollover by age and writer
+            expiry run.
+        writer_expiry_ms: segments forget writers idle longer than this.
+        max_held_bytes: bytes of uncommitted transaction blocks (``end = false``)
+            the broker holds over all streams.
+        max_held_ms: how long a flow may hold transaction blocks.
+        txn_snapshot_every_changes: a segment's transaction buffer writes a
+            snapshot after this many changes ...
+        txn_snapshot_every_ms: ... or this long after the last one.
+        txn_snapshot_chunk_bytes: the largest snapshot chunk; 0 = as large as
+            a record of ``_txnbuffer_snapshots`` may be.
+    """
+
+    data_dir: str = "./folio-data"
+    host: str = "127.0.0.1"
+    port: int = 7070
+    metrics_port: int = 7071
+    stop_grace_s: float = 10.0
+    retention_interval_s: float = 30.0
+    writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS
+    max_held_bytes: int = DEFAULT_MAX_HELD_BYTES
+    max_held_ms: int = DEFAULT_MAX_HELD_MS
+    txn_snapshot_every_changes: int = _DEFAULT_SNAPSHOTS.every_changes
+    txn_snapshot_every_ms: int = _DEFAULT_SNAPSHOTS.every_ms
+    txn_snapshot_chunk_bytes: int = _DEFAULT_SNAPSHOTS.chunk_bytes
+
+    def __post_init__(self) -> None:
+        check_port("port", self.port)
+        check_port("metrics_port", self.metrics_port)
+        if self.stop_grace_s < 0 or self.retention_interval_s <= 0:
+            raise ValueError("stop_grace_s must be >= 0 and retention_interval_s > 0")
+        for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        try:
+            self.txn_snapshots()
+            if self.txn_snapshot_chunk_bytes:
+                chunk_capacity(self.txn_snapshot_chunk_bytes)  # one abort per chunk at least
+        except ValueError as error:
+            raise ValueError(f"txn_snapshot_*: {error}") from None
+
+    def txn_snapshots(self) -> SnapshotPolicy:
+        """The transaction buffers' snapshot policy these settings make."""
+        return SnapshotPolicy(self.txn_snapshot_every_changes, self.txn_snapshot_every_ms,
+                              self.txn_snapshot_chunk_bytes)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,16 @@
 """A gRPC status (code, message, trailing metadata) back to its typed SDK error.
 
-The broker names the exact error class in the trailing metadata key
-``folio-error`` and its typed context, a JSON object, under
-``folio-error-context``. A name the SDK knows gives that class; a server class
-without an SDK twin (the ledger's ``BookieUnavailableError``, say) gives its
-alias below; anything else, or a status with no metadata at all (a proxy, a
-dead connection), falls back to the class of the status code. Both tables are
-data, and the unit tests round-trip every row.
+The broker sends the exact error three ways in the trailing metadata: its
+stable number under ``folio-error-code`` (an ``ErrorCode`` of
+proto/folio/v1/errors.proto), its class name under ``folio-error`` (which
+older brokers send alone) and its typed context, a JSON object, under
+``folio-error-context``. A number the SDK knows gives its class (``NUMBER_NAMES``
+names the server class it stands for); else a name the SDK knows gives that
+class, and a server class without an SDK twin (the ledger's
+``BookieUnavailableError``, say) gives its alias below; anything else, or a
+status with no metadata at all (a proxy, a dead connection), falls back to the
+class of the status code. The tables are data, and the unit tests round-trip
+every row.
 """
 
 from __future__ import annotations
@@ -19,19 +23,24 @@ import grpc
 
 from folio import errors as e
 from folio.api.v1 import append_pb2
+from folio.api.v1.errors_pb2 import ErrorCode
 
 __all__ = [
     "CODE_CLASSES",
+    "ERROR_CODE_KEY",
     "ERROR_CONTEXT_KEY",
     "ERROR_KEY",
     "NAME_ALIASES",
     "NAME_CLASSES",
+    "NUMBER_NAMES",
     "error_from_reply",
     "error_from_rpc",
     "error_from_status",
 ]
 
-#: Trailing metadata key naming the exact error class.
+#: Trailing metadata key holding the exact error's stable number, in decimal.
+ERROR_CODE_KEY: Final = "folio-error-code"
+#: Trailing metadata key naming the exact error class (read when no known number came).
 ERROR_KEY: Final = "folio-error"
 #: Trailing metadata key holding the error's typed context as a JSON object.
 ERROR_CONTEXT_KEY: Final = "folio-error-context"
@@ -48,6 +57,8 @@ NAME_CLASSES: Final[dict[str, type[e.FolioError]]] = {
         e.TxnNotFoundError, e.ReaderGroupNotFoundError, e.ReaderGroupExistsError,
         e.GroupStateConflictError, e.InternalTopicError, e.PermissionDeniedError,
         e.InvalidBlockError,
+        # The ledger service's name for an entry no bookie holds any more.
+        e.DataLossError,
     )
 }
 
@@ -68,6 +79,46 @@ NAME_ALIASES: Final[dict[str, type[e.FolioError]]] = {
     "TxnLabelClosedError": e.TxnFailedError,
     # The broker holds all the uncommitted transaction bytes it may: later may work.
     "TransactionBufferFullError": e.FolioUnavailableError,
+    # Stored bytes the broker cannot decode: as lost as an entry no bookie holds.
+    "CorruptDataError": e.DataLossError,
+}
+
+_N = ErrorCode
+
+#: Every ``ErrorCode`` number -> the server class it stands for, which
+#: ``NAME_CLASSES`` or ``NAME_ALIASES`` turns into the SDK class.
+NUMBER_NAMES: Final[dict[int, str]] = {
+    _N.ERROR_CODE_INVALID_ARGUMENT: "InvalidArgumentError",
+    _N.ERROR_CODE_INVALID_BLOCK: "InvalidBlockError",
+    _N.ERROR_CODE_TOPIC_NAME: "TopicNameError",
+    _N.ERROR_CODE_TOPIC_NOT_FOUND: "TopicNotFoundError",
+    _N.ERROR_CODE_NO_SUCH_SEGMENT: "NoSuchSegmentError",
+    _N.ERROR_CODE_TOPIC_EXISTS: "TopicExistsError",
+    _N.ERROR_CODE_TOPIC_SEALED: "TopicSealedError",
+    _N.ERROR_CODE_SEGMENT_SEALED: "SegmentSealedError",
+    _N.ERROR_CODE_INVALID_EVENT_NUMBER: "InvalidEventNumberError",
+    _N.ERROR_CODE_OFFSET_OUT_OF_RANGE: "OffsetOutOfRangeError",
+    _N.ERROR_CODE_EVENT_TOO_LARGE: "EventTooLargeError",
+    _N.ERROR_CODE_TRANSACTION_TOO_LARGE: "TransactionTooLargeError",
+    _N.ERROR_CODE_TRANSACTION_BUFFER_FULL: "TransactionBufferFullError",
+    _N.ERROR_CODE_TRANSACTION_EXPIRED: "TransactionExpiredError",
+    _N.ERROR_CODE_TXN_NOT_FOUND: "TxnNotFoundError",
+    _N.ERROR_CODE_TXN_STATE: "TxnStateError",
+    _N.ERROR_CODE_TXN_LABEL_CLOSED: "TxnLabelClosedError",
+    _N.ERROR_CODE_WRONG_HOST: "WrongHostError",
+    _N.ERROR_CODE_BROKER_SHUTTING_DOWN: "BrokerShuttingDownError",
+    _N.ERROR_CODE_CORRUPT_DATA: "CorruptDataError",
+    _N.ERROR_CODE_READER_GROUP_NOT_FOUND: "ReaderGroupNotFoundError",
+    _N.ERROR_CODE_READER_GROUP_EXISTS: "ReaderGroupExistsError",
+    _N.ERROR_CODE_GROUP_STATE_CONFLICT: "GroupStateConflictError",
+    _N.ERROR_CODE_INTERNAL_TOPIC: "InternalTopicError",
+    _N.ERROR_CODE_PERMISSION_DENIED: "PermissionDeniedError",
+    _N.ERROR_CODE_BOOKIE_UNAVAILABLE: "BookieUnavailableError",
+    _N.ERROR_CODE_NOT_ENOUGH_BOOKIES: "NotEnoughBookiesError",
+    _N.ERROR_CODE_LEDGER_STORAGE: "StorageError",
+    _N.ERROR_CODE_LEDGER_RECOVERY: "LedgerRecoveryError",
+    _N.ERROR_CODE_ENTRY_TOO_LARGE: "EntryTooLargeError",
+    _N.ERROR_CODE_LEDGER_DATA_LOSS: "DataLossError",
 }
 
 #: The class of a status whose ``folio-error`` is missing or unknown.
@@ -93,27 +144,37 @@ def error_from_status(code: grpc.StatusCode, message: str,
         metadata: the call's trailing metadata, ``(key, value)`` pairs.
 
     Returns:
-        The error: the class ``folio-error`` names when the SDK knows it, else
-        the class of ``code`` (``FolioError`` for codes without one). Its
-        ``context`` holds the ``folio-error-context`` object, if any.
+        The error: the class of the ``folio-error-code`` number when the SDK
+        knows it, else the class ``folio-error`` names when the SDK knows it,
+        else the class of ``code`` (``FolioError`` for codes without one). Its
+        ``context`` holds the ``folio-error-context`` object, if any; its
+        ``error_code`` the number sent, its ``error_name`` the name sent (or,
+        with a known number alone, the server class the number stands for).
     """
     name: str | None = None
+    number: int | None = None
     context: dict[str, object] = {}
     for key, value in metadata:
         text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-        if key == ERROR_KEY:
+        if key == ERROR_CODE_KEY:
+            number = int(text) if text.isdigit() else None
+        elif key == ERROR_KEY:
             name = text
         elif key == ERROR_CONTEXT_KEY:
             context = _parse_context(text)
     cls: type[e.FolioError] | None = None
-    if name is not None:
+    numbered = NUMBER_NAMES.get(number) if number is not None else None
+    if numbered is not None:
+        cls = NAME_CLASSES.get(numbered) or NAME_ALIASES.get(numbered)
+        name = name or numbered
+    if cls is None and name is not None:
         cls = NAME_CLASSES.get(name) or NAME_ALIASES.get(name)
     if cls is None:
         cls = CODE_CLASSES.get(code, e.FolioError)
     text = message or f"{code.name} without a message"
     if cls is e.FolioError and name is None:
         text = f"{code.name}: {text}"
-    return cls(text, error_name=name, context=context)
+    return cls(text, error_name=name, context=context, error_code=number)
 
 
 def error_from_rpc(error: grpc.RpcError) -> e.FolioError:
@@ -175,6 +236,8 @@ def error_from_reply(reply: append_pb2.AppendReply, segment: str,
     failed = reply.append_failed
     code = _CODES_BY_VALUE.get(failed.code, grpc.StatusCode.UNKNOWN)
     metadata = [(ERROR_KEY, failed.error)] if failed.error else []
+    if failed.error_code:
+        metadata.append((ERROR_CODE_KEY, str(failed.error_code)))
     error = error_from_status(code, failed.message, metadata)
     if failed.retriable != error.retriable:
         error.retriable = failed.retriable  # the broker's word wins

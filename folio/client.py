@@ -1,87 +1,54 @@
-"""The client: one per application; admin calls, and the factory of writers and readers.
+"""The client: one per application; the factory of writers and readers (a facade).
 
-A :class:`Client` owns one IO thread (``folio._io``) and a bounded pool of
-connections to its broker (``folio._pool``, PDP-36): at most
+A :class:`Client` owns one IO thread (``folio._transport.io_thread``) and a bounded pool of
+connections to its broker (``folio._transport.pool``, PDP-36): at most
 ``max_connections_per_endpoint`` channels, each with one shared Append stream;
 every writer's segment flow and every reader's segment stream goes to the
-least busy channel, and admin calls use the first. ``pool_stats`` shows the
-pool. Each public method is a thin blocking
+least busy channel, and admin calls (``folio.admin``, the base class) use
+the first. ``pool_stats`` shows the pool. Each public method is a thin blocking
 wrapper over a coroutine run on the IO thread, so an ``asyncio`` client can
 await the same coroutines.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
 import threading
-import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from types import TracebackType
-from typing import Any, Final, Literal, TypeVar, cast, overload
+from typing import Any, Literal, TypeVar, cast, overload
 
-import grpc
-from google.protobuf.message import Message
-from grpc import aio
 from prometheus_client import CollectorRegistry
 
-from folio._append_stream import Backoff
-from folio._group_calls import _GroupClient
-from folio._io import Connection, IoThread
-from folio._pool import DEFAULT_MAX_CONNECTIONS, ConnectionPool, PoolStats
-from folio._status import error_from_rpc
-from folio.api.v1 import admin_pb2, groups_pb2, groups_pb2_grpc, transactions_pb2
-from folio.batch import BatchClient
-from folio.errors import (
-    FolioError,
-    FolioUnavailableError,
-    InvalidArgumentError,
-    TopicExistsError,
-)
-from folio.groups import GroupStart, ReaderGroup
+from folio._transport.io_thread import Connection, IoThread
+from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, ConnectionPool, PoolStats
+from folio.admin import AdminCalls
+from folio.api.v1 import groups_pb2, groups_pb2_grpc
+from folio.config import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT_S, ENDPOINT_ENV, ClientConfig
+from folio.errors import FolioError, InvalidArgumentError
 from folio.metrics import client_metrics
-from folio.models import (
-    TOPIC_CONFIG_FIELDS,
-    ScaleResult,
-    SegmentInfo,
-    SegmentRange,
-    TopicInfo,
-    scale_result_from_proto,
-    segment_info_from_proto,
-    segment_range_from_proto,
-    topic_info_from_proto,
-)
-from folio.reader import EventReader, Isolation
+from folio.models import SegmentRange
+from folio.read._group_calls import _GroupClient
+from folio.read.batch import BatchClient
+from folio.read.groups import GroupStart, ReaderGroup
+from folio.read.reader import EventReader, Isolation
 from folio.serializers import BytesSerializer, Serializer
-from folio.txn import SingleRoutingKeyTransactionWriter
-from folio.txn_full import TransactionalWriter
-from folio.txn_status import TxnStatus
-from folio.writer import EventWriter
+from folio.txn.txn import SingleRoutingKeyTransactionWriter
+from folio.txn.txn_full import TransactionalWriter
+from folio.write.writer import EventWriter
 
 __all__ = ["DEFAULT_ENDPOINT", "ENDPOINT_ENV", "Client"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Req = TypeVar("Req", bound=Message)
-Resp = TypeVar("Resp", bound=Message)
 
-#: Where a client connects when given no endpoint and ``$FOLIO_ENDPOINT`` is unset.
-DEFAULT_ENDPOINT: Final = "localhost:7070"
-#: The environment variable naming the default endpoint.
-ENDPOINT_ENV: Final = "FOLIO_ENDPOINT"
-
-#: Extra seconds the blocking side waits beyond an admin call's own deadline.
-_WAIT_MARGIN_S: Final = 5.0
-#: Retries of a read-only admin call whose connection dropped (UNAVAILABLE).
-_ADMIN_RETRIES: Final = 3
 
 #: Where a reader starts: "earliest", "latest", or segment name -> offset.
 Start = Literal["earliest", "latest"] | str | Mapping[str, int]
 
 
-class Client:
+class Client(AdminCalls):
     """A connection to a Folio broker: admin calls, writers and readers.
 
     Thread-safe. A context manager; ``close`` closes the writers and readers
@@ -91,7 +58,7 @@ class Client:
     ``TimeoutError`` after ``timeout_s``.
     """
 
-    def __init__(self, endpoint: str | None = None, *, timeout_s: float = 30.0,
+    def __init__(self, endpoint: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  max_connections_per_endpoint: int = DEFAULT_MAX_CONNECTIONS,
                  registry: CollectorRegistry | None = None) -> None:
         """Starts the IO thread and opens the first channel (connecting lazily).
@@ -106,24 +73,34 @@ class Client:
             registry: the Prometheus registry the SDK's metrics
                 (``folio_client_*``, see ``folio.metrics``) go to; None for
                 ``prometheus_client``'s default one.
+
+        Raises:
+            InvalidArgumentError: a value out of range (``ClientConfig`` checks them).
         """
-        if timeout_s <= 0:
-            raise InvalidArgumentError(f"timeout_s must be > 0, not {timeout_s}")
-        if max_connections_per_endpoint < 1:
-            raise InvalidArgumentError(f"max_connections_per_endpoint must be >= 1, "
-                                       f"not {max_connections_per_endpoint}")
-        self.endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT
+        #: The settings, resolved and checked (``folio.config``).
+        self.config = ClientConfig.resolve(
+            endpoint, timeout_s=timeout_s,
+            max_connections_per_endpoint=max_connections_per_endpoint)
+        self.endpoint = self.config.endpoint
         self._metrics = client_metrics(registry)
-        self.timeout_s = timeout_s
-        self.max_connections_per_endpoint = max_connections_per_endpoint
+        self.timeout_s = self.config.timeout_s
+        self.max_connections_per_endpoint = self.config.max_connections_per_endpoint
         self._io = IoThread(f"folio-io-{self.endpoint}")
-        self._pool: ConnectionPool = self._io.run(self._open(), timeout=timeout_s)
+        self._pool: ConnectionPool = self._io.run(self._open(), timeout=self.timeout_s)
         #: The channel of admin calls (the pool's first).
         self._connection: Connection = self._pool.admin
         self._lock = threading.Lock()
         self._writers: list[EventWriter[Any]] = []
         self._readers: list[EventReader[Any]] = []
         self._closed = False
+
+    @classmethod
+    def from_config(cls, config: ClientConfig, *,
+                    registry: CollectorRegistry | None = None) -> Client:
+        """A client made with ``config`` (see ``__init__`` for ``registry``)."""
+        return cls(config.endpoint, timeout_s=config.timeout_s,
+                   max_connections_per_endpoint=config.max_connections_per_endpoint,
+                   registry=registry)
 
     async def _open(self) -> ConnectionPool:
         return ConnectionPool(self.endpoint, self.max_connections_per_endpoint)
@@ -157,342 +134,7 @@ class Client:
             return self._pool.stats()
 
     # -- admin ----------------------------------------------------------------
-
-    def create_topic(self, name: str, segments: int = 1, *, retention_ms: int | None = None,
-                     retention_bytes: int | None = None, max_event_bytes: int | None = None,
-                     ledger_rollover_bytes: int | None = None,
-                     ledger_rollover_ms: int | None = None,
-                     scale_target_events_per_s: int | None = None,
-                     scale_min_segments: int | None = None,
-                     scale_cooldown_ms: int | None = None,
-                     exist_ok: bool = False) -> TopicInfo:
-        """Creates a topic whose ``segments`` segments split the key space evenly.
-
-        With ``exist_ok`` an existing topic of that name is returned as it is,
-        like ``kafka-topics --create --if-not-exists``: its segment count and
-        config are neither compared nor changed (a scaled topic's active
-        segment count differs from the one it was created with anyway), so
-        compare the returned ``TopicInfo`` if that matters, and use
-        ``update_topic_config`` to change its config.
-
-        Args:
-            name: the topic's name (1 to 249 of ``[A-Za-z0-9._-]``, not
-                starting with ``_`` or ``.``).
-            segments: how many segments, 1 to 1024.
-            retention_ms: keep events this long; -1 forever. None: broker default.
-            retention_bytes: keep at most this many bytes per segment; -1: no limit.
-            max_event_bytes: the largest payload accepted (at most 4 MiB).
-            ledger_rollover_bytes: roll to a new ledger past this size.
-            ledger_rollover_ms: roll to a new ledger past this age.
-            scale_target_events_per_s: turn auto-scaling on: split a segment
-                above this event rate, merge neighbours well below it.
-                0 (the default): off.
-            scale_min_segments: auto-scaling keeps at least this many open segments.
-            scale_cooldown_ms: auto-scaling changes the topic at most once per this long.
-            exist_ok: return the existing topic instead of raising
-                ``TopicExistsError`` when the name is taken.
-
-        Returns:
-            The new topic (with ``exist_ok``, possibly the existing one).
-
-        Raises:
-            TopicExistsError: the name is taken (and not ``exist_ok``).
-            TopicNameError: the name breaks the rules.
-            InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
-            InvalidArgumentError: a bad segment count or config value.
-        """
-        config = _config(retention_ms=retention_ms, retention_bytes=retention_bytes,
-                         max_event_bytes=max_event_bytes,
-                         ledger_rollover_bytes=ledger_rollover_bytes,
-                         ledger_rollover_ms=ledger_rollover_ms,
-                         scale_target_events_per_s=scale_target_events_per_s,
-                         scale_min_segments=scale_min_segments,
-                         scale_cooldown_ms=scale_cooldown_ms)
-        request = admin_pb2.CreateTopicRequest(name=name, segment_count=segments, config=config)
-        try:
-            return topic_info_from_proto(self._call(self._connection.admin.CreateTopic, request))
-        except TopicExistsError:
-            if not exist_ok:
-                raise
-        # Deleted between the two calls: TopicNotFoundError, as any get_topic.
-        return self.get_topic(name)
-
-    def get_topic(self, name: str) -> TopicInfo:
-        """The topic, its configuration and its active segments.
-
-        Raises:
-            TopicNotFoundError: no such topic.
-        """
-        request = admin_pb2.GetTopicRequest(name=name)
-        return topic_info_from_proto(self._call(self._connection.admin.GetTopic, request,
-                                                retry=True))
-
-    def list_topics(self, *, include_internal: bool = False) -> list[TopicInfo]:
-        """Every topic, by name.
-
-        Args:
-            include_internal: also list the broker's system topics (names
-                starting with ``_``, e.g. ``_txnlog``), which can be read for
-                diagnosis but not written (``InternalTopicError``).
-        """
-        request = admin_pb2.ListTopicsRequest(include_internal=include_internal)
-        response = self._call(self._connection.admin.ListTopics, request, retry=True)
-        return [topic_info_from_proto(topic) for topic in response.topics]
-
-    def delete_topic(self, name: str) -> None:
-        """Deletes the topic with all its events.
-
-        Raises:
-            TopicNotFoundError: no such topic.
-            InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
-        """
-        self._call(self._connection.admin.DeleteTopic, admin_pb2.DeleteTopicRequest(name=name))
-
-    def update_topic_config(self, name: str, **changes: int) -> TopicInfo:
-        """Changes some of a topic's configuration values; the others keep theirs.
-
-        Args:
-            name: the topic.
-            **changes: ``TopicConfig`` field names to new values, e.g.
-                ``retention_ms=3_600_000``.
-
-        Returns:
-            The topic with its new configuration.
-
-        Raises:
-            InvalidArgumentError: an unknown field name or a bad value.
-            TopicNotFoundError: no such topic.
-            InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
-        """
-        unknown = sorted(set(changes) - set(TOPIC_CONFIG_FIELDS))
-        if unknown:
-            raise InvalidArgumentError(
-                f"unknown topic config field(s) {', '.join(unknown)}; "
-                f"known: {', '.join(TOPIC_CONFIG_FIELDS)}")
-        request = admin_pb2.UpdateTopicConfigRequest(name=name, config=_config(**changes))
-        return topic_info_from_proto(
-            self._call(self._connection.admin.UpdateTopicConfig, request))
-
-    def get_segments(self, topic: str, *, include_sealed: bool = False) -> list[SegmentRange]:
-        """The topic's active segments, ordered by ``key_low``.
-
-        Args:
-            topic: the topic.
-            include_sealed: list every segment the topic ever had instead,
-                sealed ones included, ordered by number (creation order:
-                predecessors before successors), each with its
-                predecessors and successors.
-
-        Raises:
-            TopicNotFoundError: no such topic.
-        """
-        request = admin_pb2.GetSegmentsRequest(topic=topic, include_sealed=include_sealed)
-        response = self._call(self._connection.admin.GetSegments, request, retry=True)
-        return [segment_range_from_proto(segment) for segment in response.segments]
-
-    def scale_topic(self, topic: str, seal: Sequence[str],
-                    new_ranges: Sequence[tuple[float, float]]) -> ScaleResult:
-        """Seals segments and creates successors whose ranges exactly cover theirs.
-
-        A split seals one segment and gives several ranges, a merge seals
-        neighbours and gives one range; both at once work too. The change is
-        atomic. Writers move to the successors by themselves.
-
-        Args:
-            topic: the topic.
-            seal: the names of the open segments to seal.
-            new_ranges: ``(low, high)`` key ranges, together exactly the
-                sealed segments' ranges (a boundary within 1e-9 of a sealed
-                segment's is taken as it).
-
-        Returns:
-            The sealed segments (final offsets) and the new ones, each by ``key_low``.
-
-        Raises:
-            InvalidArgumentError: the ranges do not exactly cover the sealed
-                segments', or a segment is named twice or belongs to another
-                topic; the message says which.
-            SegmentSealedError: a segment is sealed already.
-            NoSuchSegmentError: no such segment.
-            TopicNotFoundError: no such topic.
-            InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
-        """
-        request = admin_pb2.ScaleTopicRequest(
-            topic=topic, seal=list(seal),
-            new_ranges=[admin_pb2.KeyRange(low=low, high=high) for low, high in new_ranges])
-        return scale_result_from_proto(self._call(self._connection.admin.ScaleTopic, request))
-
-    def get_successors(self, segment: str) -> list[SegmentRange]:
-        """The segments created when ``segment`` was sealed by scaling, by ``key_low``.
-
-        Each one lists its own predecessors. Empty while ``segment`` is open
-        and when ``seal_topic`` sealed it.
-
-        Raises:
-            NoSuchSegmentError: no such segment.
-        """
-        request = admin_pb2.GetSuccessorsRequest(segment=segment)
-        response = self._call(self._connection.admin.GetSuccessors, request, retry=True)
-        return [segment_range_from_proto(s) for s in response.successors]
-
-    async def _successors_async(self, segment: str) -> list[SegmentRange]:
-        """``get_successors`` on the IO thread (writers following a sealed segment)."""
-        response = await self._unary(self._connection.admin.GetSuccessors,
-                                     admin_pb2.GetSuccessorsRequest(segment=segment), retry=True)
-        return [segment_range_from_proto(s) for s in response.successors]
-
-    def seal_topic(self, name: str) -> TopicInfo:
-        """Seals every open segment of the topic: it takes no more events, stays readable.
-
-        Writers of it fail with ``SegmentSealedError``. Idempotent.
-
-        Raises:
-            TopicNotFoundError: no such topic.
-            InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
-        """
-        request = admin_pb2.SealTopicRequest(name=name)
-        return topic_info_from_proto(self._call(self._connection.admin.SealTopic, request))
-
-    def get_segment_info(self, segment: str) -> SegmentInfo:
-        """One segment's offsets, state and ledgers.
-
-        Raises:
-            NoSuchSegmentError: no such segment (``TopicNotFoundError`` if
-                its topic is unknown).
-        """
-        request = admin_pb2.GetSegmentInfoRequest(segment=segment)
-        return segment_info_from_proto(self._call(self._connection.admin.GetSegmentInfo,
-                                                  request, retry=True))
-
-    def truncate_segment(self, segment: str, offset: int) -> SegmentInfo:
-        """Deletes the segment's events before ``offset`` (whole ledgers only).
-
-        The new ``start_offset`` is the first offset of the oldest ledger
-        kept, which is <= ``offset``.
-
-        Raises:
-            OffsetOutOfRangeError: ``offset`` is beyond the segment's end.
-            NoSuchSegmentError: no such segment.
-            InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
-        """
-        request = admin_pb2.TruncateSegmentRequest(segment=segment, offset=offset)
-        return segment_info_from_proto(self._call(self._connection.admin.TruncateSegment,
-                                                  request))
-
-    def _call(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
-              retry: bool = False) -> Resp:
-        return self._io.run(self._unary(method, request, retry=retry),
-                            timeout=self.timeout_s + _WAIT_MARGIN_S)
-
-    async def _unary(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
-                     retry: bool = False) -> Resp:
-        """One admin call; with ``retry`` (read-only calls), UNAVAILABLE is tried again.
-
-        A pooled channel whose connection drops fails the calls in flight on
-        it, and the next call dials a new connection: a read is repeated
-        safely, a few times with backoff (~0.35 s in all, so a broker that
-        is not there at all is still reported at once), within ``timeout_s``.
-        """
-        deadline = time.monotonic() + self.timeout_s
-        backoff = Backoff()
-        retries = _ADMIN_RETRIES if retry else 0
-        while True:
-            try:
-                return await method(request, timeout=max(0.001, deadline - time.monotonic()))
-            except grpc.RpcError as rpc_error:
-                error = error_from_rpc(rpc_error)
-            delay = backoff.next_delay()
-            if retries <= 0 or not isinstance(error, FolioUnavailableError) or \
-                    time.monotonic() + delay >= deadline:
-                raise error
-            retries -= 1
-            log.info("admin call failed (%s); trying again in %.2f s", error, delay)
-            await asyncio.sleep(delay)
-
-    # -- transactions by id -------------------------------------------------------
-
-    def commit_transactions(self, txn_ids: Sequence[bytes], *, commit_key: str = "",
-                            commit_sequence: int = 0) -> bool:
-        """``CommitTxn``: commits open transactions (``Transaction.txn_id``) atomically.
-
-        With ``commit_key`` the commit is idempotent: the broker remembers
-        the highest ``commit_sequence`` committed per key, and a repeated
-        ``(commit_key, commit_sequence)`` commits nothing and aborts
-        ``txn_ids`` instead (``Transaction.detach`` hands a transaction over
-        for this, e.g. from a Spark task to its driver).
-
-        Returns:
-            True when committed now; False when ``(commit_key,
-            commit_sequence)`` had been committed before.
-
-        Raises:
-            TxnStateError: a transaction is not OPEN (``actual`` says what it is).
-            TxnNotFoundError: the broker does not know a transaction.
-            InvalidArgumentError: no ids, an id not 16 bytes, a negative sequence.
-        """
-        request = transactions_pb2.CommitTxnRequest(
-            txn_ids=list(txn_ids), commit_key=commit_key, commit_sequence=commit_sequence)
-        return not self._call(self._connection.transactions.CommitTxn, request).duplicate
-
-    def abort_transaction(self, txn_id: bytes) -> None:
-        """``AbortTxn``: nothing of the open transaction ``txn_id`` ever becomes visible.
-
-        Raises:
-            TxnStateError: it is not OPEN (committed, aborted, timed out).
-            TxnNotFoundError: the broker does not know it.
-        """
-        self._call(self._connection.transactions.AbortTxn,
-                   transactions_pb2.AbortTxnRequest(txn_id=txn_id))
-
-    def abort_transactions(self, label: str, keep: Sequence[bytes] = (), *,
-                           close: bool = False) -> list[bytes]:
-        """``AbortTxns``: aborts every open transaction begun with ``label`` but ``keep``.
-
-        For a job whose tasks each begin a transaction with the job's label
-        (``TransactionalWriter.begin(label=...)``): after committing the ids
-        it received (``commit_transactions``), it aborts the others, whose
-        ids never reached it, at once instead of at their timeouts (which
-        hold ``read_committed`` readers of the segments they touched).
-        Transactions of the label already committed or aborted are left as
-        they are. A call whose answer was lost is made again: the ids the
-        lost call aborted are then not in the answer.
-
-        With ``close`` the label is closed as well: a later ``begin`` with it
-        fails (``TxnFailedError``), so a task still running when its job
-        ended cannot leave a transaction open behind the sweep. The broker
-        remembers closed labels for an hour, in memory (not across its
-        restart).
-
-        Returns:
-            The ids of the transactions aborted.
-
-        Raises:
-            InvalidArgumentError: an empty or too long label (256 bytes of
-                UTF-8 at most), an id in ``keep`` not 16 bytes.
-        """
-        response = self._call(self._connection.transactions.AbortTxns,
-                              transactions_pb2.AbortTxnsRequest(label=label, keep=list(keep),
-                                                                close=close),
-                              retry=True)
-        return list(response.aborted)
-
-    def transaction_status(self, txn_id: bytes) -> TxnStatus:
-        """The coordinator's state of ``txn_id`` (``TxnStatus``: OPEN, COMMITTED, ABORTED ...).
-
-        How to learn the outcome of a commit that raised
-        ``FolioUnavailableError`` (``Transaction.commit``,
-        ``commit_transactions``): ``.committed`` (COMMITTING or COMMITTED)
-        means the broker took it.
-
-        Raises:
-            TxnNotFoundError: the broker does not know it (or forgot it, long finished).
-            InvalidArgumentError: ``txn_id`` is not 16 bytes.
-        """
-        response = self._call(self._connection.transactions.GetTxnStatus,
-                              transactions_pb2.GetTxnStatusRequest(txn_id=txn_id), retry=True)
-        return TxnStatus.from_wire(response.state)
-
-    # -- reader groups and batch reads (folio.groups, folio.batch) -------------
+    # -- reader groups and batch reads (folio.read.groups, folio.read.batch) ----
 
     def reader_group(self, name: str, topics: list[str] | None = None,
                      start: GroupStart = "earliest", *,
@@ -537,7 +179,7 @@ class Client:
         return list(reply.names)
 
     def batch_client(self) -> BatchClient:
-        """Lists segments (sealed ones too) between cuts and reads any of them; ``folio.batch``."""
+        """Lists segments (sealed too) between cuts and reads any of them; ``folio.read.batch``."""
         return BatchClient(self, io=self._io, channels=self._flow_pool())
 
     def _groups(self) -> _GroupClient:
@@ -607,7 +249,7 @@ class Client:
         self, topic: str, routing_key: str, serializer: Serializer[Any] | None = None, *,
         txn_timeout_ms: int = 60_000, writer_id: str | None = None,
     ) -> SingleRoutingKeyTransactionWriter[Any]:
-        """A writer of single-routing-key transactions (PDP-44) to ``topic``; see ``folio.txn``.
+        """A writer of single-routing-key transactions (PDP-44) to ``topic``; see ``folio.txn.txn``.
 
         Args:
             topic: the topic.
@@ -643,7 +285,7 @@ class Client:
 
     def transactional_writer(self, topic: str, serializer: Serializer[Any] | None = None, *,
                              txn_timeout_ms: int = 60_000) -> TransactionalWriter[Any]:
-        """A writer of transactions across ``topic``'s segments; see ``folio.txn_full``.
+        """A writer of transactions across ``topic``'s segments; see ``folio.txn.txn_full``.
 
         Args:
             topic: the topic.
@@ -801,9 +443,3 @@ def _ancestors(segments: list[SegmentRange], of: Collection[str]) -> set[str]:
             found.add(name)
             todo.extend(predecessors.get(name, ()))
     return found
-
-
-def _config(**values: int | None) -> admin_pb2.TopicConfig:
-    """A ``TopicConfig`` message with the given (non-None) fields set."""
-    return admin_pb2.TopicConfig(**{k: v for k, v in values.items() if v is not None})
-

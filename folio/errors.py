@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 __all__ = [
     "AlreadyExistsError",
+    "DataLossError",
     "DeliveryTimeoutError",
     "EventTooLargeError",
     "FolioError",
@@ -59,15 +60,21 @@ class FolioError(Exception):
         error_name: the error class name the broker sent (``folio-error``),
             which may be a server class without an SDK twin; None when the
             error did not come from a broker status.
+        error_code: the error's stable number the broker sent
+            (``folio-error-code``, an ``ErrorCode`` of
+            ``proto/folio/v1/errors.proto``); None when it sent none (an older
+            broker, a proxy) or the error did not come from a broker.
     """
 
     retriable = False
 
     def __init__(self, message: str = "", *, error_name: str | None = None,
-                 context: Mapping[str, object] | None = None, **fields: object) -> None:
+                 context: Mapping[str, object] | None = None, error_code: int | None = None,
+                 **fields: object) -> None:
         super().__init__(message)
         self.context: dict[str, object] = {**(context or {}), **fields}
         self.error_name = error_name
+        self.error_code = error_code
 
     @property
     def message(self) -> str:
@@ -250,6 +257,15 @@ class EventTooLargeError(ResourceExhaustedError):
     def limit(self) -> int | None:
         """The limit it exceeds in bytes, when known."""
         return self._int("limit")
+
+
+class DataLossError(FolioError):
+    """Stored data the broker cannot give back (DATA_LOSS): damaged, or lost from every bookie.
+
+    The broker's ``CorruptDataError`` (an entry or record it cannot decode)
+    and the ledger service's ``DataLossError`` (an entry no bookie holds any
+    more) read back as this. Not retriable: the same bytes stay lost.
+    """
 
 
 class FolioUnavailableError(FolioError, ConnectionError):

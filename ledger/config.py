@@ -54,6 +54,31 @@ class BookieConfig:
 
 
 @dataclass(frozen=True)
+class BookieListenConfig:
+    """Where ``folio bookie`` serves: its gRPC API and its Prometheus metrics.
+
+    Attributes:
+        host: address both listen on.
+        port: port of the Bookie gRPC service, 0 for any free one (BookKeeper's 3181).
+        metrics_port: port of ``/metrics``, 0 for any free one (BookKeeper's 8000).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 3181
+    metrics_port: int = 8000
+
+    def __post_init__(self) -> None:
+        check_port("port", self.port)
+        check_port("metrics_port", self.metrics_port)
+
+
+def check_port(name: str, port: int) -> None:
+    """Raise ``ValueError`` unless ``port`` is in [0, 65535] (0: any free one)."""
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{name} must be in [0, 65535], got {port}")
+
+
+@dataclass(frozen=True)
 class LedgerConfig:
     """The ledger client: quorums of new ledgers, limits and timeouts.
 

@@ -4,31 +4,29 @@ The same wiring as ``folio standalone`` (``broker.app.standalone.run_standalone`
 with a ``RemoteBookies`` instead of a bookie in process: the metadata store
 under ``--data-dir``, the public gRPC API on ``--port`` and Prometheus metrics
 on ``--metrics-port``. ``folio.cli`` loads ``broker_command`` through the
-``folio.commands`` entry-point group. Settings are layered defaults <
-environment (``FOLIO_BROKER_<OPTION>``) < flags; ``--print-config`` shows them.
+``folio.commands`` entry-point group. Settings (``BrokerConfig`` and
+``RemoteBookies``) are layered by ``ledger.settings``: defaults <
+``--config FILE`` (its ``[broker]`` table) < environment
+(``FOLIO_BROKER_<OPTION>``) < flags; ``--print-config`` prints them as TOML.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import os
 import sys
-import typing
 from collections.abc import Mapping
-from typing import Any
 
 from broker.app.standalone_cli import _HELP as STANDALONE_HELP
-from broker.app.standalone_cli import resolve_standalone_config
-from broker.broker_config import RemoteBookies
-from broker.standalone_config import StandaloneConfig
+from broker.broker_config import BrokerConfig, RemoteBookies
 from ledger.cli import setup_logging
-from ledger.config import Durability
+from ledger.settings import Layers, add_arguments, to_toml
 
 __all__ = ["broker_command", "resolve_broker_settings"]
 
+COMPONENT = "broker"
 ENV_PREFIX = "FOLIO_BROKER_"
+_CLASSES = (BrokerConfig, RemoteBookies)
 
 _HELP = {
     **STANDALONE_HELP,
@@ -42,23 +40,11 @@ _HELP = {
 
 def resolve_broker_settings(
     args: argparse.Namespace, environ: Mapping[str, str]
-) -> tuple[StandaloneConfig, RemoteBookies]:
-    """Defaults < ``environ`` < ``args``. Raises ``ValueError`` naming the bad setting."""
-    config = resolve_standalone_config(args, environ, ENV_PREFIX)
-    values: dict[str, Any] = {}
-    for name, kind in typing.get_type_hints(RemoteBookies).items():
-        value = getattr(args, name)
-        raw = environ.get(ENV_PREFIX + name.upper())
-        if value is None and raw:
-            try:
-                value = kind(raw)
-            except ValueError as error:
-                raise ValueError(f"{ENV_PREFIX}{name.upper()}={raw!r}: {error}") from None
-        if value is not None:
-            values[name] = value
-    if not values.get("bookies"):
-        raise ValueError(f"--bookies (or {ENV_PREFIX}BOOKIES) is required")
-    return config, RemoteBookies(**values)
+) -> tuple[BrokerConfig, RemoteBookies]:
+    """Defaults < ``--config`` < ``environ`` < ``args``. ``ValueError`` names a bad setting."""
+    layers = Layers.from_args(COMPONENT, args, environ)
+    layers.check_file_keys(_CLASSES)
+    return layers.build(BrokerConfig), layers.build(RemoteBookies, required=["bookies"])
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -68,9 +54,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"folio broker: error: {error}", file=sys.stderr, flush=True)
         return 2
     if args.print_config:
-        settings = {**dataclasses.asdict(config), **dataclasses.asdict(remote)}
-        del settings["durability"]  # the bookies' setting, not the broker's
-        print(json.dumps(settings, indent=2, default=str))
+        print(to_toml(COMPONENT, config, remote), end="")
         return 0
     # Imported here so `folio --help` stays fast.
     from broker.app.standalone import run_standalone  # noqa: PLC0415
@@ -91,15 +75,8 @@ def broker_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "under --data-dir. Once it serves it prints one line 'folio broker listening on "
         "HOST:PORT (...)' to stdout. SIGTERM or SIGINT stop it gracefully. Every option "
         f"can also be set by an environment variable {ENV_PREFIX}<OPTION> (e.g. "
-        f"{ENV_PREFIX}BOOKIES); flags win.",
+        f"{ENV_PREFIX}BOOKIES) or in the [broker] table of a --config TOML file; flags win "
+        "over the environment, which wins over the file.",
     )
-    for config_class in (StandaloneConfig, RemoteBookies):
-        hints = typing.get_type_hints(config_class)
-        for field in dataclasses.fields(config_class):
-            if hints[field.name] is Durability:
-                continue
-            parser.add_argument("--" + field.name.replace("_", "-"), type=hints[field.name],
-                                metavar=field.name.upper(), help=_HELP.get(field.name))
-    parser.add_argument("--print-config", action="store_true",
-                        help="print the resulting settings as JSON and exit")
+    add_arguments(parser, _CLASSES, component=COMPONENT, help=_HELP)
     parser.set_defaults(func=_run)

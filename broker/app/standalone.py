@@ -39,7 +39,7 @@ from prometheus_client import start_http_server
 
 from broker.api import TopicConfig
 from broker.app.storage_watch import StorageWatch
-from broker.broker_config import RemoteBookies
+from broker.broker_config import BrokerConfig, RemoteBookies
 from broker.groups.backlog import GroupBacklog
 from broker.groups.liveness import GroupLiveness
 from broker.groups.store import ReaderGroupStore
@@ -55,7 +55,7 @@ from broker.txn.held import MAX_TXN_BYTES
 from ledger.bookie.bookie import Bookie
 from ledger.client.directory import BookieDirectory
 from ledger.client.ledger_client import LedgerClient
-from ledger.config import BookieConfig, LedgerConfig
+from ledger.config import BookieConfig, Durability, LedgerConfig
 from ledger.errors import LedgerError, StorageError
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 
@@ -76,17 +76,18 @@ def _fail(message: str) -> int:
     return 1
 
 
-def run_standalone(config: StandaloneConfig, remote: RemoteBookies | None = None, *,
+def run_standalone(config: BrokerConfig, remote: RemoteBookies | None = None, *,
                    txn_faults: TxnFaults = NO_TXN_FAULTS) -> int:
     """Serve until SIGTERM or SIGINT; returns the exit code (1 with one stderr line on failure).
 
-    With ``remote`` (``folio broker``) the ledgers are on those bookies, and
-    ``config.durability`` is theirs to decide (it is not used). ``txn_faults``:
-    hooks into the coordinator's crash windows, for a test's own process
-    (``broker.txn.faults``); the commands never pass any.
+    With ``remote`` (``folio broker``) the ledgers are on those bookies, whose
+    durability is theirs to decide; without, a bookie runs in process with
+    the ``durability`` of a ``StandaloneConfig`` (``sync`` for a plain ``BrokerConfig``).
+    ``txn_faults``: hooks into the coordinator's crash windows, for a test's own
+    process (``broker.txn.faults``); the commands never pass any.
     """
     _RUNNING.set(("folio broker", f"bookies {remote.bookies}") if remote is not None
-                 else ("folio standalone", f"durability {config.durability.value}"))
+                 else ("folio standalone", f"durability {_durability(config).value}"))
     try:
         os.makedirs(config.data_dir, exist_ok=True)
     except OSError as error:
@@ -94,7 +95,11 @@ def run_standalone(config: StandaloneConfig, remote: RemoteBookies | None = None
     return asyncio.run(_serve(config, remote, txn_faults))
 
 
-async def _serve(config: StandaloneConfig, remote: RemoteBookies | None,
+def _durability(config: BrokerConfig) -> Durability:
+    return config.durability if isinstance(config, StandaloneConfig) else Durability.SYNC
+
+
+async def _serve(config: BrokerConfig, remote: RemoteBookies | None,
                  txn_faults: TxnFaults) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -116,7 +121,7 @@ async def _serve(config: StandaloneConfig, remote: RemoteBookies | None,
             loop.remove_signal_handler(signum)
 
 
-async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
+async def _serve_with(config: BrokerConfig, stop: asyncio.Event,
                       remote: RemoteBookies | None, txn_faults: TxnFaults) -> int:
     root = Path(config.data_dir)
     try:
@@ -132,7 +137,7 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
         else:
             try:
                 bookie = Bookie(BookieConfig(data_dir=str(root / "bookie"),
-                                             durability=config.durability,
+                                             durability=_durability(config),
                                              max_entry_bytes=MAX_ENTRY_BYTES))
             except StorageError as error:
                 return _fail(f"{error} (is another folio process using {root}?)")
@@ -180,7 +185,7 @@ async def _serve_with(config: StandaloneConfig, stop: asyncio.Event,
 
 
 async def _serve_topics(
-    config: StandaloneConfig, topics: TopicManager, stop: asyncio.Event,
+    config: BrokerConfig, topics: TopicManager, stop: asyncio.Event,
     coordinator: TxnCoordinator, groups: ReaderGroupStore, liveness: GroupLiveness,
     bookie: Bookie | None, directory: BookieDirectory | None,
 ) -> int:

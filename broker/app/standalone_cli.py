@@ -1,29 +1,28 @@
-"""The broker's ``folio`` commands: ``folio standalone`` (and, later, ``folio broker``).
+"""The broker's ``folio standalone`` command (``folio broker`` is in ``broker.app.broker_cli``).
 
 ``folio.cli`` loads ``standalone_command`` through the ``folio.commands``
-entry-point group. Settings are layered defaults < environment
-(``FOLIO_STANDALONE_<OPTION>``, e.g. ``FOLIO_STANDALONE_DATA_DIR``) < flags;
-``--print-config`` shows the result.
+entry-point group. Settings (``StandaloneConfig``) are layered by
+``ledger.settings``: defaults < ``--config FILE`` (its ``[standalone]`` table)
+< environment (``FOLIO_STANDALONE_<OPTION>``, e.g.
+``FOLIO_STANDALONE_DATA_DIR``) < flags; ``--print-config`` prints the result
+as TOML that ``--config`` reads back.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import os
 import sys
-import typing
 from collections.abc import Mapping
-from typing import Any
 
 from broker.standalone_config import StandaloneConfig
 from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 from ledger.cli import setup_logging
-from ledger.config import Durability
+from ledger.settings import Layers, add_arguments, to_toml
 
 __all__ = ["resolve_standalone_config", "run_standalone_command", "standalone_command"]
 
+COMPONENT = "standalone"
 ENV_PREFIX = "FOLIO_STANDALONE_"
 
 _HELP = {
@@ -51,28 +50,12 @@ _HELP = {
 
 
 def resolve_standalone_config(
-    args: argparse.Namespace, environ: Mapping[str, str], prefix: str = ENV_PREFIX
+    args: argparse.Namespace, environ: Mapping[str, str]
 ) -> StandaloneConfig:
-    """Defaults < ``environ`` (``prefix`` + NAME) < ``args``. ``ValueError`` names a bad one.
-
-    A field without a flag in ``args`` (``folio broker`` has no ``--durability``)
-    keeps its default.
-    """
-    values: dict[str, Any] = {}
-    for name, kind in typing.get_type_hints(StandaloneConfig).items():
-        if not hasattr(args, name):
-            continue
-        value = getattr(args, name)
-        if value is None:
-            raw = environ.get(prefix + name.upper())
-            if raw:
-                try:
-                    value = kind(raw)
-                except ValueError as error:
-                    raise ValueError(f"{prefix}{name.upper()}={raw!r}: {error}") from None
-        if value is not None:
-            values[name] = value
-    return StandaloneConfig(**values)
+    """Defaults < ``--config`` < ``environ`` < ``args``. ``ValueError`` names a bad one."""
+    layers = Layers.from_args(COMPONENT, args, environ)
+    layers.check_file_keys([StandaloneConfig])
+    return layers.build(StandaloneConfig)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -92,7 +75,7 @@ def run_standalone_command(args: argparse.Namespace, *,
         print(f"folio standalone: error: {error}", file=sys.stderr, flush=True)
         return 2
     if args.print_config:
-        print(json.dumps(dataclasses.asdict(config), indent=2, default=str))
+        print(to_toml(COMPONENT, config), end="")
         return 0
     # Imported here so `folio --help` stays fast and works without the server's deps.
     from broker.app.standalone import run_standalone  # noqa: PLC0415
@@ -112,18 +95,9 @@ def standalone_command(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         "Prometheus metrics. Once it serves it prints one line 'folio standalone listening "
         "on HOST:PORT (...)' to stdout. SIGTERM or SIGINT stop it gracefully (in-flight "
         "appends finish, ledgers close). Every option can also be set by an environment "
-        f"variable {ENV_PREFIX}<OPTION> (e.g. {ENV_PREFIX}DATA_DIR); flags win.",
+        f"variable {ENV_PREFIX}<OPTION> (e.g. {ENV_PREFIX}DATA_DIR) or in the [standalone] "
+        "table of a --config TOML file; flags win over the environment, which wins over "
+        "the file.",
     )
-    hints = typing.get_type_hints(StandaloneConfig)
-    for field in dataclasses.fields(StandaloneConfig):
-        flag = "--" + field.name.replace("_", "-")
-        kind = hints[field.name]
-        if kind is Durability:
-            parser.add_argument(flag, type=Durability, choices=list(Durability),
-                                metavar="{sync,async}", help=_HELP[field.name])
-        else:
-            parser.add_argument(flag, type=kind, metavar=field.name.upper(),
-                                help=_HELP[field.name])
-    parser.add_argument("--print-config", action="store_true",
-                        help="print the resulting settings as JSON and exit")
+    add_arguments(parser, [StandaloneConfig], component=COMPONENT, help=_HELP)
     parser.set_defaults(func=_run)

@@ -24,7 +24,7 @@ from google.protobuf.message import DecodeError
 from google.protobuf.message_factory import GetMessageClass
 
 from broker.errors import InvalidArgumentError
-from broker.metrics import count_unexpected, observe_error_code, open_stream
+from broker.metrics import count_unexpected, open_stream
 from broker.services._servicer import abort_with
 from broker.services.request_names import check_request_names
 
@@ -65,8 +65,7 @@ def _unary_request(method: MethodDescriptor, behavior: Any) -> Any:
     if method.server_streaming:
         async def stream_out(request: Any, context: _Context) -> AsyncIterator[Any]:
             if request is UNDECODABLE:
-                observe_error_code(grpc.StatusCode.INVALID_ARGUMENT)
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _complaint(method))
+                await abort_with(context, InvalidArgumentError(_complaint(method)))
             await _check_names(request, context)
             with open_stream(method.name, context.peer()):
                 async for response in behavior(request, context):
@@ -75,8 +74,7 @@ def _unary_request(method: MethodDescriptor, behavior: Any) -> Any:
 
     async def unary_out(request: Any, context: _Context) -> Any:
         if request is UNDECODABLE:
-            observe_error_code(grpc.StatusCode.INVALID_ARGUMENT)
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _complaint(method))
+            await abort_with(context, InvalidArgumentError(_complaint(method)))
         await _check_names(request, context)
         with count_unexpected():
             return await behavior(request, context)

@@ -35,7 +35,7 @@ from broker.errors import (
     WrongHostError,
 )
 from broker.services._servicer import abort_with
-from broker.status import is_retriable, status_for
+from broker.status import error_number, is_retriable, status_for
 from broker.txn.append_stream import (
     Appended,
     AppendStream,
@@ -151,4 +151,4 @@ def _refusal(refused: Refused) -> _Reply:
     code, message = status_for(error)
     return _Reply(request_id=request_id, append_failed=append_pb2.AppendFailed(
         code=code.value[0], message=message, error=type(error).__name__,
-        retriable=is_retriable(error)))
+        retriable=is_retriable(error), error_code=error_number(error)))

@@ -1,5 +1,12 @@
-"""Generated gRPC and protobuf stubs (``scripts/gen_protos.py``); do not edit.
+"""The public wire protocol: generated stubs and the rules every client follows.
 
-``folio.api.v1`` is the public API. The internal bookie protocol's stubs live
-beside their owner, in ``ledger._proto.v1``, so the SDK does not ship them.
+``folio.api.v1`` holds the gRPC and protobuf stubs made from ``proto/folio/v1``
+(``scripts/gen_protos.py``; do not edit the ``*_pb2*`` files) and two
+hand-written modules that every client in any language must match:
+``routing`` (the routing-key hash, documented in ``events.proto``) and
+``block`` (the event-block codec and its size rules). The SDK imports nothing
+above this package from here, so the broker may use it too.
+
+The internal bookie protocol's stubs live beside their owner, in
+``ledger._proto.v1``, so the SDK does not ship them.
 """

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Mapping
 
 import folio
+from folio.config import DEFAULT_ENDPOINT, ENDPOINT_ENV
 from folio.errors import FolioError, FolioUnavailableError, LedgerUnavailableError
 
 __all__ = [
@@ -37,8 +38,6 @@ __all__ = [
     "run_with_client",
 ]
 
-DEFAULT_ENDPOINT = "localhost:7070"
-ENDPOINT_ENV = "FOLIO_ENDPOINT"
 
 #: How to start a broker, quoted when there is none at the endpoint.
 START_HINT = "start one with `make run` or `folio standalone`"

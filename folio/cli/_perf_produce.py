@@ -23,7 +23,7 @@ and up to ``txn_in_flight`` commits are outstanding at a time (spread over
 the keys); the loop waits for a key's oldest commit before it gives that key
 another. A transaction writer has one block sequence on the wire at a time
 and sends the commits queued behind it together as one entry (whole
-transactions each, ``folio._txn_flow``), so small transactions cost the
+transactions each, ``folio.txn._txn_flow``), so small transactions cost the
 broker about what plain batches do. The event group is the transaction: its
 latency runs from just before its ``begin`` (its first event) to the
 acknowledgement of its commit, counted once per event.

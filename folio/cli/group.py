@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import folio
 from folio.cli._common import add_endpoint_option, run_with_client
 from folio.errors import InvalidArgumentError, ReaderGroupNotEmptyError
-from folio.groups import GroupDescription, GroupStart, SegmentLag
+from folio.read.groups import GroupDescription, GroupStart, SegmentLag
 
 __all__ = ["register"]
 

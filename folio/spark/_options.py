@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from folio.client import DEFAULT_ENDPOINT, ENDPOINT_ENV
+from folio.config import DEFAULT_ENDPOINT, ENDPOINT_ENV
 from folio.errors import InvalidArgumentError
-from folio.reader import Isolation
+from folio.read.reader import Isolation
 
 __all__ = ["DEFAULT_MAX_EVENTS_PER_PARTITION", "Positions", "ReadOptions", "WriteOptions"]
 

@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from folio._status import error_from_rpc
 from folio.api.v1 import read_pb2, read_pb2_grpc
-from folio.block import decode_block
-from folio.reader import Isolation
+from folio.api.v1.block import decode_block
+from folio.read.reader import Isolation
 from folio.spark._plan import Slice
 
 __all__ = ["ARROW_SCHEMA", "SCHEMA_DDL", "open_channel", "read_slice"]

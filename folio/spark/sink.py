@@ -55,7 +55,7 @@ from pyspark.sql.datasource import (
 from folio.client import Client
 from folio.errors import FolioError, InvalidArgumentError
 from folio.spark._options import WriteOptions
-from folio.txn_full import Transaction
+from folio.txn.txn_full import Transaction
 
 __all__ = ["FolioCommitMessage", "FolioStreamWriter", "FolioWriter", "query_commit_key",
            "query_label"]

@@ -8,9 +8,9 @@ talks to it with ``GrpcBookieClient``. Kills are real SIGKILLs.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import signal
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -161,7 +161,7 @@ def test_print_config_layers_defaults_env_and_flags(tmp_path: Path) -> None:
     shown = run_folio("bookie", "--durability", "sync", "--port", "0", "--print-config", env=env)
 
     assert shown.returncode == 0, shown.stderr
-    assert json.loads(shown.stdout) == {
+    assert tomllib.loads(shown.stdout)["bookie"] == {
         "data_dir": str(tmp_path / "from-env"),  # env over default
         "durability": "sync",                    # flag over env
         "max_entry_bytes": 1000,                 # env over default
@@ -178,7 +178,7 @@ def test_print_config_defaults(tmp_path: Path) -> None:
     shown = run_folio("bookie", "--data-dir", str(tmp_path), "--print-config")
 
     assert shown.returncode == 0, shown.stderr
-    config = json.loads(shown.stdout)
+    config = tomllib.loads(shown.stdout)["bookie"]
     assert (config["durability"], config["max_entry_bytes"], config["port"]) == (
         "sync", DEFAULT_MAX_ENTRY_BYTES, 3181)
 

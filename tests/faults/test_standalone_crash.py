@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 from folio.api.v1 import admin_pb2, admin_pb2_grpc, append_pb2, append_pb2_grpc
-from folio.block import encode_block
+from folio.api.v1.block import encode_block
 from tests.support.bookies import BookieProcesses
 from tests.support.standalone import append_payloads, read_payloads, start_standalone
 

@@ -33,7 +33,7 @@ from folio.api.v1 import (
     read_pb2,
     read_pb2_grpc,
 )
-from folio.block import decode_block
+from folio.api.v1.block import decode_block
 from ledger.bookie.bookie import Bookie
 from ledger.client.directory import BookieDirectory
 from ledger.client.ledger_client import LedgerClient

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import folio
-from folio.cuts import StreamCut
+from folio.read.cuts import StreamCut
 
 
 def test_batch_reads_every_segment_across_scaling_in_parallel(client: folio.Client) -> None:

@@ -26,7 +26,7 @@ from folio.api.v1 import (
     read_pb2,
     read_pb2_grpc,
 )
-from folio.block import encode_block
+from folio.api.v1.block import encode_block
 from tests.support.bookies import BookieProcess
 from tests.support.standalone import append_payloads, read_payloads
 
@@ -75,6 +75,7 @@ def test_one_large_event_among_small_ones_is_refused(channel: grpc.Channel) -> N
     failed = reply.append_failed
     assert failed.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
     assert failed.error == "EventTooLargeError"
+    assert failed.error_code == 11  # ErrorCode.ERROR_CODE_EVENT_TOO_LARGE
     assert f"event of {2 * MIB} bytes exceeds the limit of {MIB} bytes" in failed.message
     assert not failed.retriable
     assert _end_offset(channel, "limits-event/0") == 0

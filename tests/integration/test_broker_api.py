@@ -24,7 +24,7 @@ from folio.api.v1 import (
     read_pb2,
     read_pb2_grpc,
 )
-from folio.block import encode_block
+from folio.api.v1.block import encode_block
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.standalone import append_payloads, read_payloads, start_standalone
 
@@ -189,6 +189,8 @@ def test_garbage_from_a_client_leaves_the_server_serving(
         raw_create(b"\xff\xff\xff\xff\x0f garbage", timeout=30)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
     assert "folio.v1.CreateTopicRequest" in caught.value.details()  # type: ignore[attr-defined]
+    assert dict(caught.value.trailing_metadata())[  # type: ignore[attr-defined]
+        "folio-error-code"] == "1"  # ErrorCode.ERROR_CODE_INVALID_ARGUMENT
     raw_append = channel.stream_stream("/folio.v1.Append/Append",
                                        request_serializer=lambda data: data,
                                        response_deserializer=lambda data: data)

@@ -46,6 +46,7 @@ def test_produce_to_a_sealed_topic_is_failed_precondition(
     metadata = dict(error.trailing_metadata())
     assert metadata["folio-error"] == "TopicSealedError"
     assert json.loads(metadata["folio-error-context"]) == {"topic": topic}
+    assert metadata["folio-error-code"] == "7"  # ErrorCode.ERROR_CODE_TOPIC_SEALED
 
 
 def test_the_sdk_reads_a_sealed_topic_refusal_as_segment_sealed(

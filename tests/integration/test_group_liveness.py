@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import folio
-from folio.groups import GroupReader
+from folio.read.groups import GroupReader
 from tests.support.bookies import BookieProcess, run_folio
 from tests.support.wait import wait_for
 

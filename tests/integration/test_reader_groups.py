@@ -19,8 +19,8 @@ import pytest
 
 import folio
 from folio.api.v1 import groups_pb2, groups_pb2_grpc
-from folio.cuts import Checkpoint, Position, StreamCut
-from folio.groups import EventRead, GroupReader
+from folio.read.cuts import Checkpoint, Position, StreamCut
+from folio.read.groups import EventRead, GroupReader
 from tests.support.bookies import BookieProcess, folio_argv, folio_env
 
 

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 import pytest
 
 import folio
+from folio.api.v1.routing import routing_point
 from folio.models import SegmentRange
-from folio.routing import routing_point
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.proxy import TcpProxy
 from tests.support.standalone import start_standalone

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import folio
-from folio.routing import routing_point
+from folio.api.v1.routing import routing_point
 from tests.support.bookies import BookieProcess
 
 

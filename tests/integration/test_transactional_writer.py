@@ -1,4 +1,4 @@
-"""The SDK's transactions across segments (``folio.txn_full``) against a real standalone.
+"""The SDK's transactions across segments (``folio.txn.txn_full``) against a real standalone.
 
 Commit makes events of both segments visible to read_committed readers;
 before it only read_uncommitted readers see them; an abort is never visible;
@@ -14,8 +14,8 @@ from bisect import bisect_right
 import pytest
 
 import folio
-from folio.reader import Isolation
-from folio.routing import routing_point
+from folio.api.v1.routing import routing_point
+from folio.read.reader import Isolation
 
 
 def _keys_for_both(client: folio.Client, topic: str) -> list[str]:

@@ -65,7 +65,7 @@ def test_print_config_layers_env_and_flags() -> None:
                            "FOLIO_BROKER_ENSEMBLE_SIZE": "2", "FOLIO_BROKER_PORT": "9999"})
 
     assert shown.returncode == 0, shown.stderr
-    assert '"bookies": "h:1,h:2"' in shown.stdout
-    assert '"write_quorum": 2' in shown.stdout
-    assert '"port": 9999' in shown.stdout
+    assert 'bookies = "h:1,h:2"' in shown.stdout
+    assert "write_quorum = 2" in shown.stdout
+    assert "port = 9999" in shown.stdout
     assert "durability" not in shown.stdout

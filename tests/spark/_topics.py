@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import folio
-from folio.reader import Isolation
+from folio.read.reader import Isolation
 from folio.spark._plan import Slice
 from folio.spark._read import open_channel, read_slice
 

@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 
 from folio.api.v1 import append_pb2, append_pb2_grpc, read_pb2, read_pb2_grpc
-from folio.block import decode_block, encode_block
+from folio.api.v1.block import decode_block, encode_block
 from tests.support.bookies import START_TIMEOUT_S, BookieProcess, BookieProcesses
 
 __all__ = ["append_payloads", "read_available", "read_payloads", "start_standalone"]

@@ -15,9 +15,9 @@ order. Offsets never change: truncation and retention move the segment's
 start_offset forward, and end_offset is the offset the next event appended
 will get (so end_offset - start_offset events are readable).
 
-Errors (gRPC status, with the exact error class in the trailing metadata
-key "folio-error" and its typed context as a JSON object under
-"folio-error-context"):
+Errors (gRPC status, with the exact error's number in the trailing metadata
+key "folio-error-code" (errors.proto), its class name under "folio-error"
+and its typed context as a JSON object under "folio-error-context"):
   INVALID_ARGUMENT  bad topic name, segment count outside [1, 1024], a bad
                     config value (TopicNameError, InvalidArgumentError)
   NOT_FOUND         unknown topic or segment (TopicNotFoundError,

@@ -22,9 +22,10 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from folio.api.v1 import errors_pb2 as folio_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x66olio/v1/append.proto\x12\x08\x66olio.v1\"\x8c\x01\n\rAppendCommand\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12-\n\x0csetup_append\x18\x02 \x01(\x0b\x32\x15.folio.v1.SetupAppendH\x00\x12-\n\x0c\x61ppend_block\x18\x03 \x01(\x0b\x32\x15.folio.v1.AppendBlockH\x00\x42\t\n\x07\x63ommand\"A\n\x0bSetupAppend\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x11\n\twriter_id\x18\x02 \x01(\t\x12\x0e\n\x06txn_id\x18\x03 \x01(\x0c\"X\n\x0b\x41ppendBlock\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x13\n\x0b\x65vent_count\x18\x02 \x01(\r\x12\x19\n\x11last_event_number\x18\x03 \x01(\x03\x12\x0b\n\x03\x65nd\x18\x04 \x01(\x08\"\x90\x03\n\x0b\x41ppendReply\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12-\n\x0c\x61ppend_setup\x18\x02 \x01(\x0b\x32\x15.folio.v1.AppendSetupH\x00\x12/\n\rdata_appended\x18\x03 \x01(\x0b\x32\x16.folio.v1.DataAppendedH\x00\x12\x36\n\x11segment_is_sealed\x18\x04 \x01(\x0b\x32\x19.folio.v1.SegmentIsSealedH\x00\x12\x32\n\x0fno_such_segment\x18\x05 \x01(\x0b\x32\x17.folio.v1.NoSuchSegmentH\x00\x12)\n\nwrong_host\x18\x06 \x01(\x0b\x32\x13.folio.v1.WrongHostH\x00\x12<\n\x14invalid_event_number\x18\x07 \x01(\x0b\x32\x1c.folio.v1.InvalidEventNumberH\x00\x12/\n\rappend_failed\x18\x08 \x01(\x0b\x32\x16.folio.v1.AppendFailedH\x00\x42\x07\n\x05reply\"9\n\x0b\x41ppendSetup\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x19\n\x11last_event_number\x18\x02 \x01(\x03\"\\\n\x0c\x44\x61taAppended\x12\x14\n\x0c\x65vent_number\x18\x01 \x01(\x03\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x13\n\x0b\x65vent_count\x18\x03 \x01(\r\x12\x11\n\tduplicate\x18\x04 \x01(\x08\"6\n\x0fSegmentIsSealed\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"1\n\rNoSuchSegment\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"+\n\tWrongHost\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\"=\n\x12InvalidEventNumber\x12\x16\n\x0e\x65xpected_above\x18\x01 \x01(\x03\x12\x0f\n\x07message\x18\x02 \x01(\t\"O\n\x0c\x41ppendFailed\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x11\n\tretriable\x18\x04 \x01(\x08\"G\n\x0eProduceRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12&\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x16.folio.v1.ProduceEvent\"\xc5\x01\n\x0cProduceEvent\x12\x18\n\x0brouting_key\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\x34\n\x07headers\x18\x03 \x03(\x0b\x32#.folio.v1.ProduceEvent.HeadersEntry\x12\x14\n\x0ctimestamp_ms\x18\x04 \x01(\x03\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\x42\x0e\n\x0c_routing_key\":\n\x0fProduceResponse\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x17.folio.v1.ProducedEvent\"0\n\rProducedEvent\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x32\x46\n\x06\x41ppend\x12<\n\x06\x41ppend\x12\x17.folio.v1.AppendCommand\x1a\x15.folio.v1.AppendReply(\x01\x30\x01\x32I\n\x07Produce\x12>\n\x07Produce\x12\x18.folio.v1.ProduceRequest\x1a\x19.folio.v1.ProduceResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x66olio/v1/append.proto\x12\x08\x66olio.v1\x1a\x15\x66olio/v1/errors.proto\"\x8c\x01\n\rAppendCommand\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12-\n\x0csetup_append\x18\x02 \x01(\x0b\x32\x15.folio.v1.SetupAppendH\x00\x12-\n\x0c\x61ppend_block\x18\x03 \x01(\x0b\x32\x15.folio.v1.AppendBlockH\x00\x42\t\n\x07\x63ommand\"A\n\x0bSetupAppend\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x11\n\twriter_id\x18\x02 \x01(\t\x12\x0e\n\x06txn_id\x18\x03 \x01(\x0c\"X\n\x0b\x41ppendBlock\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x13\n\x0b\x65vent_count\x18\x02 \x01(\r\x12\x19\n\x11last_event_number\x18\x03 \x01(\x03\x12\x0b\n\x03\x65nd\x18\x04 \x01(\x08\"\x90\x03\n\x0b\x41ppendReply\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12-\n\x0c\x61ppend_setup\x18\x02 \x01(\x0b\x32\x15.folio.v1.AppendSetupH\x00\x12/\n\rdata_appended\x18\x03 \x01(\x0b\x32\x16.folio.v1.DataAppendedH\x00\x12\x36\n\x11segment_is_sealed\x18\x04 \x01(\x0b\x32\x19.folio.v1.SegmentIsSealedH\x00\x12\x32\n\x0fno_such_segment\x18\x05 \x01(\x0b\x32\x17.folio.v1.NoSuchSegmentH\x00\x12)\n\nwrong_host\x18\x06 \x01(\x0b\x32\x13.folio.v1.WrongHostH\x00\x12<\n\x14invalid_event_number\x18\x07 \x01(\x0b\x32\x1c.folio.v1.InvalidEventNumberH\x00\x12/\n\rappend_failed\x18\x08 \x01(\x0b\x32\x16.folio.v1.AppendFailedH\x00\x42\x07\n\x05reply\"9\n\x0b\x41ppendSetup\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x19\n\x11last_event_number\x18\x02 \x01(\x03\"\\\n\x0c\x44\x61taAppended\x12\x14\n\x0c\x65vent_number\x18\x01 \x01(\x03\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x13\n\x0b\x65vent_count\x18\x03 \x01(\r\x12\x11\n\tduplicate\x18\x04 \x01(\x08\"6\n\x0fSegmentIsSealed\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"1\n\rNoSuchSegment\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"+\n\tWrongHost\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\"=\n\x12InvalidEventNumber\x12\x16\n\x0e\x65xpected_above\x18\x01 \x01(\x03\x12\x0f\n\x07message\x18\x02 \x01(\t\"x\n\x0c\x41ppendFailed\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x11\n\tretriable\x18\x04 \x01(\x08\x12\'\n\nerror_code\x18\x05 \x01(\x0e\x32\x13.folio.v1.ErrorCode\"G\n\x0eProduceRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12&\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x16.folio.v1.ProduceEvent\"\xc5\x01\n\x0cProduceEvent\x12\x18\n\x0brouting_key\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\x34\n\x07headers\x18\x03 \x03(\x0b\x32#.folio.v1.ProduceEvent.HeadersEntry\x12\x14\n\x0ctimestamp_ms\x18\x04 \x01(\x03\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\x42\x0e\n\x0c_routing_key\":\n\x0fProduceResponse\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x17.folio.v1.ProducedEvent\"0\n\rProducedEvent\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x32\x46\n\x06\x41ppend\x12<\n\x06\x41ppend\x12\x17.folio.v1.AppendCommand\x1a\x15.folio.v1.AppendReply(\x01\x30\x01\x32I\n\x07Produce\x12>\n\x07Produce\x12\x18.folio.v1.ProduceRequest\x1a\x19.folio.v1.ProduceResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,40 +34,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_PRODUCEEVENT_HEADERSENTRY']._loaded_options = None
   _globals['_PRODUCEEVENT_HEADERSENTRY']._serialized_options = b'8\001'
-  _globals['_APPENDCOMMAND']._serialized_start=36
-  _globals['_APPENDCOMMAND']._serialized_end=176
-  _globals['_SETUPAPPEND']._serialized_start=178
-  _globals['_SETUPAPPEND']._serialized_end=243
-  _globals['_APPENDBLOCK']._serialized_start=245
-  _globals['_APPENDBLOCK']._serialized_end=333
-  _globals['_APPENDREPLY']._serialized_start=336
-  _globals['_APPENDREPLY']._serialized_end=736
-  _globals['_APPENDSETUP']._serialized_start=738
-  _globals['_APPENDSETUP']._serialized_end=795
-  _globals['_DATAAPPENDED']._serialized_start=797
-  _globals['_DATAAPPENDED']._serialized_end=889
-  _globals['_SEGMENTISSEALED']._serialized_start=891
-  _globals['_SEGMENTISSEALED']._serialized_end=945
-  _globals['_NOSUCHSEGMENT']._serialized_start=947
-  _globals['_NOSUCHSEGMENT']._serialized_end=996
-  _globals['_WRONGHOST']._serialized_start=998
-  _globals['_WRONGHOST']._serialized_end=1041
-  _globals['_INVALIDEVENTNUMBER']._serialized_start=1043
-  _globals['_INVALIDEVENTNUMBER']._serialized_end=1104
-  _globals['_APPENDFAILED']._serialized_start=1106
-  _globals['_APPENDFAILED']._serialized_end=1185
-  _globals['_PRODUCEREQUEST']._serialized_start=1187
-  _globals['_PRODUCEREQUEST']._serialized_end=1258
-  _globals['_PRODUCEEVENT']._serialized_start=1261
-  _globals['_PRODUCEEVENT']._serialized_end=1458
-  _globals['_PRODUCEEVENT_HEADERSENTRY']._serialized_start=1396
-  _globals['_PRODUCEEVENT_HEADERSENTRY']._serialized_end=1442
-  _globals['_PRODUCERESPONSE']._serialized_start=1460
-  _globals['_PRODUCERESPONSE']._serialized_end=1518
-  _globals['_PRODUCEDEVENT']._serialized_start=1520
-  _globals['_PRODUCEDEVENT']._serialized_end=1568
-  _globals['_APPEND']._serialized_start=1570
-  _globals['_APPEND']._serialized_end=1640
-  _globals['_PRODUCE']._serialized_start=1642
-  _globals['_PRODUCE']._serialized_end=1715
+  _globals['_APPENDCOMMAND']._serialized_start=59
+  _globals['_APPENDCOMMAND']._serialized_end=199
+  _globals['_SETUPAPPEND']._serialized_start=201
+  _globals['_SETUPAPPEND']._serialized_end=266
+  _globals['_APPENDBLOCK']._serialized_start=268
+  _globals['_APPENDBLOCK']._serialized_end=356
+  _globals['_APPENDREPLY']._serialized_start=359
+  _globals['_APPENDREPLY']._serialized_end=759
+  _globals['_APPENDSETUP']._serialized_start=761
+  _globals['_APPENDSETUP']._serialized_end=818
+  _globals['_DATAAPPENDED']._serialized_start=820
+  _globals['_DATAAPPENDED']._serialized_end=912
+  _globals['_SEGMENTISSEALED']._serialized_start=914
+  _globals['_SEGMENTISSEALED']._serialized_end=968
+  _globals['_NOSUCHSEGMENT']._serialized_start=970
+  _globals['_NOSUCHSEGMENT']._serialized_end=1019
+  _globals['_WRONGHOST']._serialized_start=1021
+  _globals['_WRONGHOST']._serialized_end=1064
+  _globals['_INVALIDEVENTNUMBER']._serialized_start=1066
+  _globals['_INVALIDEVENTNUMBER']._serialized_end=1127
+  _globals['_APPENDFAILED']._serialized_start=1129
+  _globals['_APPENDFAILED']._serialized_end=1249
+  _globals['_PRODUCEREQUEST']._serialized_start=1251
+  _globals['_PRODUCEREQUEST']._serialized_end=1322
+  _globals['_PRODUCEEVENT']._serialized_start=1325
+  _globals['_PRODUCEEVENT']._serialized_end=1522
+  _globals['_PRODUCEEVENT_HEADERSENTRY']._serialized_start=1460
+  _globals['_PRODUCEEVENT_HEADERSENTRY']._serialized_end=1506
+  _globals['_PRODUCERESPONSE']._serialized_start=1524
+  _globals['_PRODUCERESPONSE']._serialized_end=1582
+  _globals['_PRODUCEDEVENT']._serialized_start=1584
+  _globals['_PRODUCEDEVENT']._serialized_end=1632
+  _globals['_APPEND']._serialized_start=1634
+  _globals['_APPEND']._serialized_end=1704
+  _globals['_PRODUCE']._serialized_start=1706
+  _globals['_PRODUCE']._serialized_end=1779
 # @@protoc_insertion_point(module_scope)

@@ -90,6 +90,7 @@ set): INVALID_ARGUMENT.
 """
 
 from collections import abc as _abc
+from folio.api.v1 import errors_pb2 as _errors_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
@@ -436,13 +437,20 @@ class AppendFailed(_message.Message):
     MESSAGE_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     RETRIABLE_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
     code: _builtins.int
     """A google.rpc.Code (grpc.StatusCode) value, e.g. 8 RESOURCE_EXHAUSTED."""
     message: _builtins.str
     error: _builtins.str
-    """The exact error class, as in the "folio-error" trailing metadata key."""
+    """The exact error class, as in the "folio-error" trailing metadata key
+    (for clients older than error_code).
+    """
     retriable: _builtins.bool
     """Whether sending the same block again may succeed."""
+    error_code: _errors_pb2.ErrorCode.ValueType
+    """The exact error's stable number, as in the "folio-error-code" trailing
+    metadata key (errors.proto); ERROR_CODE_UNSPECIFIED from older brokers.
+    """
     def __init__(
         self,
         *,
@@ -450,10 +458,11 @@ class AppendFailed(_message.Message):
         message: _builtins.str = ...,
         error: _builtins.str = ...,
         retriable: _builtins.bool = ...,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "error", b"error", "message", b"message", "retriable", b"retriable"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "error", b"error", "error_code", b"error_code", "message", b"message", "retriable", b"retriable"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

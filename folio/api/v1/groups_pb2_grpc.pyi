@@ -39,8 +39,9 @@ time left).
 Names. A group name follows the topic name rules: 1 to 249 characters of
 [A-Za-z0-9._-], not starting with "_" or ".".
 
-Errors (gRPC status; the exact class in the trailing metadata "folio-error",
-its context as JSON under "folio-error-context"):
+Errors (gRPC status; the exact error's number in the trailing metadata
+"folio-error-code" (errors.proto), its class name in "folio-error", its
+context as JSON under "folio-error-context"):
   INVALID_ARGUMENT     a bad group name, an unknown state format, no topics,
                        a state larger than 4 MiB, a session timeout out of
                        range (InvalidArgumentError)

@@ -7,6 +7,7 @@ import json
 import grpc
 import pytest
 
+import broker.errors
 from broker.errors import (
     BrokerError,
     BrokerShuttingDownError,
@@ -35,8 +36,17 @@ from broker.errors import (
     TxnStateError,
     WrongHostError,
 )
-from broker.status import STATUS_TABLE, is_retriable, status_for, trailing_metadata_for
-from ledger.errors import BookieUnavailableError, LedgerFencedError
+from broker.status import (
+    LEDGER_ERROR_NUMBERS,
+    STATUS_TABLE,
+    error_number,
+    is_retriable,
+    status_for,
+    trailing_metadata_for,
+)
+from folio.api.v1.errors_pb2 import ErrorCode
+from ledger import status as ledger_status
+from ledger.errors import BookieUnavailableError, LedgerClosedError, LedgerError, LedgerFencedError
 
 _Code = grpc.StatusCode
 
@@ -87,6 +97,7 @@ def test_status_names_the_class_and_carries_its_context(
     assert status_for(error) == (code, str(error))
     metadata = dict(trailing_metadata_for(error))
     assert metadata["folio-error"] == type(error).__name__
+    assert metadata["folio-error-code"] == str(error_number(error))
     assert json.loads(metadata["folio-error-context"]) == context
 
 
@@ -118,3 +129,70 @@ def test_unknown_errors_are_internal_and_send_no_class(caplog: pytest.LogCapture
     assert "RuntimeError: boom" in message
     assert trailing_metadata_for(RuntimeError("boom")) == ()
     assert "unexpected error" in caplog.text
+
+
+def _subclasses(cls: type[BrokerError]) -> set[type[BrokerError]]:
+    """Every subclass of ``cls`` the broker package defines (tests may define their own)."""
+    found: set[type[BrokerError]] = set()
+    for sub in cls.__subclasses__():
+        if sub.__module__.startswith("broker."):
+            found.add(sub)
+        found |= _subclasses(sub)
+    return found
+
+
+def test_every_broker_error_class_has_a_row_with_a_unique_number() -> None:
+    declared = {cls for cls in vars(broker.errors).values() if isinstance(cls, type)
+                and issubclass(cls, BrokerError) and cls is not BrokerError}
+    assert declared <= _subclasses(BrokerError)
+    assert {row.error for row in STATUS_TABLE} == _subclasses(BrokerError)
+    numbers = [row.number for row in STATUS_TABLE] + list(LEDGER_ERROR_NUMBERS.values())
+    assert len(numbers) == len(set(numbers))
+    assert ErrorCode.ERROR_CODE_UNSPECIFIED not in numbers
+
+
+def test_every_error_code_of_the_proto_is_sent_for_some_error() -> None:
+    """A number in errors.proto that nothing sends is a number the SDK maps for nothing."""
+    sent = {row.number for row in STATUS_TABLE} | set(LEDGER_ERROR_NUMBERS.values())
+    assert sent == set(ErrorCode.values()) - {ErrorCode.ERROR_CODE_UNSPECIFIED}
+
+
+def test_numbers_are_the_documented_ones() -> None:
+    """Numbers never change: this is the errors.proto table, written out."""
+    assert {row.error.__name__: int(row.number) for row in STATUS_TABLE} == {
+        "InvalidArgumentError": 1, "InvalidBlockError": 2, "TopicNameError": 3,
+        "TopicNotFoundError": 4, "NoSuchSegmentError": 5, "TopicExistsError": 6,
+        "TopicSealedError": 7, "SegmentSealedError": 8, "InvalidEventNumberError": 9,
+        "OffsetOutOfRangeError": 10, "EventTooLargeError": 11, "TransactionTooLargeError": 12,
+        "TransactionBufferFullError": 13, "TransactionExpiredError": 14, "TxnNotFoundError": 15,
+        "TxnStateError": 16, "TxnLabelClosedError": 17, "WrongHostError": 18,
+        "BrokerShuttingDownError": 19, "CorruptDataError": 20, "ReaderGroupNotFoundError": 21,
+        "ReaderGroupExistsError": 22, "GroupStateConflictError": 23, "InternalTopicError": 24,
+        "PermissionDeniedError": 25,
+    }
+    assert {cls.__name__: int(n) for cls, n in LEDGER_ERROR_NUMBERS.items()} == {
+        "BookieUnavailableError": 100, "NotEnoughBookiesError": 101, "StorageError": 102,
+        "LedgerRecoveryError": 103, "EntryTooLargeError": 104, "DataLossError": 105,
+    }
+
+
+@pytest.mark.parametrize("cls", list(LEDGER_ERROR_NUMBERS), ids=lambda cls: cls.__name__)
+def test_ledger_errors_carry_the_public_number_not_the_bookie_protocols(
+        cls: type[LedgerError]) -> None:
+    error = ledger_status.error_from_status(
+        grpc.StatusCode.UNKNOWN, "failed", 3, metadata=[("folio-error", cls.__name__)])
+    assert type(error) is cls
+    metadata = trailing_metadata_for(error)
+    assert [value for key, value in metadata if key == "folio-error-code"] == [
+        str(LEDGER_ERROR_NUMBERS[cls])]
+    assert dict(metadata)["folio-error"] == cls.__name__
+
+
+def test_a_ledger_error_without_a_public_number_sends_none() -> None:
+    metadata = dict(trailing_metadata_for(LedgerClosedError("closed", ledger_id=4)))
+    assert "folio-error-code" not in metadata
+    assert metadata["folio-error"] == "LedgerClosedError"
+    assert error_number(LedgerClosedError("closed", ledger_id=4)) == 0
+    assert dict(trailing_metadata_for(LedgerFencedError("x", ledger_id=3)))[
+        "folio-error-code"] == str(ErrorCode.ERROR_CODE_WRONG_HOST)
+    assert error_number(RuntimeError("boom")) == ErrorCode.ERROR_CODE_UNSPECIFIED

@@ -10,6 +10,8 @@ import pytest
 import folio
 from folio import _status
 from folio import errors as e
+from folio.api.v1 import append_pb2
+from folio.api.v1.errors_pb2 import ErrorCode
 
 Code = grpc.StatusCode
 
@@ -43,6 +45,9 @@ SERVER_ROWS: list[tuple[str, grpc.StatusCode, type[e.FolioError]]] = [
     ("GroupStateConflictError", Code.FAILED_PRECONDITION, e.GroupStateConflictError),
     ("InternalTopicError", Code.PERMISSION_DENIED, e.InternalTopicError),
     ("PermissionDeniedError", Code.PERMISSION_DENIED, e.PermissionDeniedError),
+    ("TxnLabelClosedError", Code.FAILED_PRECONDITION, e.TxnFailedError),
+    ("CorruptDataError", Code.DATA_LOSS, e.DataLossError),
+    ("DataLossError", Code.DATA_LOSS, e.DataLossError),
 ]
 
 
@@ -169,3 +174,54 @@ def test_sdk_raised_errors_carry_fields() -> None:
     error = e.EventTooLargeError("too big", size=10, limit=5)
     assert (error.size, error.limit, error.message) == (10, 5, "too big")
     assert e.FolioError().message == ""
+
+
+def _numbered(number: int, name: str | None = None) -> list[tuple[str, str]]:
+    pairs = [(_status.ERROR_CODE_KEY, str(number))]
+    if name is not None:
+        pairs.append((_status.ERROR_KEY, name))
+    return pairs
+
+
+def test_every_error_code_has_a_server_row_and_a_typed_class() -> None:
+    numbers = set(ErrorCode.values()) - {ErrorCode.ERROR_CODE_UNSPECIFIED}
+    assert set(_status.NUMBER_NAMES) == numbers
+    assert set(_status.NUMBER_NAMES.values()) == {name for name, _, _ in SERVER_ROWS}
+
+
+@pytest.mark.parametrize(("name", "code", "cls"), SERVER_ROWS)
+def test_every_number_reads_back_as_its_class_without_a_name(
+        name: str, code: grpc.StatusCode, cls: type[e.FolioError]) -> None:
+    number = next(n for n, numbered in _status.NUMBER_NAMES.items() if numbered == name)
+    error = _status.error_from_status(code, "why", _numbered(number))
+    assert type(error) is cls and cls is not e.FolioError
+    assert (error.error_code, error.error_name, str(error)) == (number, name, "why")
+    # Whatever status code a proxy rewrote it to, the number decides.
+    assert type(_status.error_from_status(Code.UNKNOWN, "why", _numbered(number))) is cls
+
+
+def test_the_number_wins_over_the_name_and_unknown_numbers_fall_back() -> None:
+    renamed = _status.error_from_status(
+        Code.NOT_FOUND, "m", _numbered(ErrorCode.ERROR_CODE_TOPIC_NOT_FOUND, "TopicGoneError"))
+    assert type(renamed) is e.TopicNotFoundError and renamed.error_name == "TopicGoneError"
+    future = _status.error_from_status(Code.NOT_FOUND, "m", _numbered(9999, "TxnNotFoundError"))
+    assert type(future) is e.TxnNotFoundError and future.error_code == 9999
+    bare = _status.error_from_status(Code.UNAVAILABLE, "m", _numbered(9999))
+    assert type(bare) is e.FolioUnavailableError and bare.error_name is None
+    garbage = _status.error_from_status(Code.NOT_FOUND, "m", [(_status.ERROR_CODE_KEY, "x")])
+    assert type(garbage) is e.NotFoundError and garbage.error_code is None
+    old_broker = _status.error_from_status(Code.NOT_FOUND, "m", _metadata("TopicNotFoundError"))
+    assert type(old_broker) is e.TopicNotFoundError and old_broker.error_code is None
+
+
+def test_an_append_failure_reply_reads_its_number_first() -> None:
+    reply = append_pb2.AppendReply(append_failed=append_pb2.AppendFailed(
+        code=Code.RESOURCE_EXHAUSTED.value[0], message="big", error="RenamedError",
+        retriable=False, error_code=ErrorCode.ERROR_CODE_TRANSACTION_TOO_LARGE))
+    error = _status.error_from_reply(reply, "t/0")
+    assert type(error) is e.MaxTransactionSizeExceededError
+    assert error.error_code == ErrorCode.ERROR_CODE_TRANSACTION_TOO_LARGE
+    old = append_pb2.AppendReply(append_failed=append_pb2.AppendFailed(
+        code=Code.UNAVAILABLE.value[0], message="down", error="BookieUnavailableError",
+        retriable=True))
+    assert type(_status.error_from_reply(old, "t/0")) is e.LedgerUnavailableError

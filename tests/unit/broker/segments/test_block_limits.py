@@ -7,9 +7,9 @@ import pytest
 from broker.api import Block
 from broker.errors import EventTooLargeError, InvalidBlockError
 from broker.segments.block_limits import MAX_BLOCK_BYTES, check_blocks
-from folio import block as sdk_block
+from folio.api.v1 import block as sdk_block
+from folio.api.v1.block import encode_block
 from folio.api.v1.events_pb2 import EventBlock
-from folio.block import encode_block
 
 KIB = 1024
 

@@ -17,7 +17,7 @@ from broker.api import TopicConfig
 from broker.services.append import AppendServicer
 from broker.topics.manager import TopicManager
 from folio.api.v1 import append_pb2
-from folio.block import encode_block
+from folio.api.v1.block import encode_block
 from tests.unit.broker.conftest import FakeClock, block, read_all
 
 MIB = 1024 * 1024

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.topics.routing import routing_point, segment_for_key
-from folio.routing import routing_point as sdk_routing_point
+from folio.api.v1.routing import routing_point as sdk_routing_point
 
 VECTORS = [
     ("", 0.88941599489133727),

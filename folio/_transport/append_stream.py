@@ -1,0 +1,238 @@
+"""One Append stream per connection, shared by every writer's flows (PDP-36).
+
+Each segment a writer appends to is a *flow* with its own flow id. Commands
+carry ``request_id = flow_id << 32 | sequence`` and replies are routed back to
+their flow by ``request_id >> 32``, so one bidirectional stream carries all of
+a client's appends. The stream lives on the IO thread: one task writes queued
+commands, one reads replies. When the stream breaks (the broker restarts, the
+connection drops) every flow hears ``on_stream_lost``; the stream reconnects
+with backoff (50 ms doubling to 2 s) and tells every flow ``on_stream_ready``,
+upon which each flow sets itself up again and resends what was not
+acknowledged. A ticker calls every flow's ``on_tick`` ten times a second so
+flows can give up on blocks past their delivery deadline.
+
+Flow ids are unique per stream (a connection of the client's pool, see
+``folio._transport.pool``): they count up from 1, wrap below 2**32 and skip ids still in
+use. Sequences are the low 32 bits, masked whole, and wrap to 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Final, Protocol
+
+import grpc
+from grpc import aio
+
+from folio._status import error_from_rpc
+from folio.api.v1 import append_pb2
+from folio.errors import FolioError, FolioUnavailableError
+
+if TYPE_CHECKING:
+    from folio.api.v1.append_pb2_grpc import AppendAsyncStub
+
+__all__ = ["BACKOFF_MAX_S", "BACKOFF_MIN_S", "AppendFlow", "AppendStream", "Backoff",
+           "FlowSource"]
+
+log = logging.getLogger(__name__)
+
+#: First reconnect / retry delay.
+BACKOFF_MIN_S: Final = 0.05
+#: Longest reconnect / retry delay.
+BACKOFF_MAX_S: Final = 2.0
+#: How often flows are asked to expire blocks past their deadline.
+TICK_S: Final = 0.1
+
+_SEQUENCE_MASK: Final = (1 << 32) - 1
+#: The largest flow id: request ids are ``flow_id << 32 | sequence`` in 64 bits.
+_MAX_FLOW_ID: Final = (1 << 32) - 1
+
+
+class Backoff:
+    """Delays that double from ``BACKOFF_MIN_S`` to ``BACKOFF_MAX_S``; ``reset`` starts over."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self) -> None:
+        self._next = BACKOFF_MIN_S
+
+    def next_delay(self) -> float:
+        """The delay to wait now; the next one is twice as long (up to the cap)."""
+        delay = self._next
+        self._next = min(delay * 2, BACKOFF_MAX_S)
+        return delay
+
+    def reset(self) -> None:
+        """After a success: the next delay is the shortest again."""
+        self._next = BACKOFF_MIN_S
+
+
+class AppendFlow(Protocol):
+    """What the stream calls on a flow; every call comes on the IO thread."""
+
+    def on_reply(self, reply: append_pb2.AppendReply) -> None:
+        """A reply to one of the flow's commands."""
+
+    def on_stream_ready(self) -> None:
+        """The stream is (again) open: set up and resend."""
+
+    def on_stream_lost(self, error: FolioError) -> None:
+        """The stream broke; commands sent on it may or may not have arrived."""
+
+    def on_tick(self, now: float) -> None:
+        """Periodic: ``now`` is ``time.monotonic()``."""
+
+
+class FlowSource(Protocol):
+    """Where a flow gets its stream: one ``AppendStream``, or the client's pool of them."""
+
+    def open_flow(self, flow: AppendFlow) -> tuple[AppendStream, int]:
+        """Registers ``flow`` on a stream (IO thread); returns the stream and the flow id."""
+
+
+class AppendStream:
+    """The shared Append stream of one connection. IO thread only."""
+
+    def __init__(self, stub: AppendAsyncStub) -> None:
+        """Makes the stream object; the gRPC stream opens with the first flow."""
+        self._stub = stub
+        self._flows: dict[int, AppendFlow] = {}
+        self._sequences: dict[int, int] = {}
+        self._next_flow_id = 1
+        self._queue: asyncio.Queue[append_pb2.AppendCommand] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._closed = False
+        self.connected = False
+        #: How many times the stream broke (and was opened again) so far.
+        self.restarts = 0
+
+    # -- flows --------------------------------------------------------------
+
+    @property
+    def flow_count(self) -> int:
+        """How many flows are registered."""
+        return len(self._flows)
+
+    def open_flow(self, flow: AppendFlow) -> tuple[AppendStream, int]:
+        """``register`` as a ``FlowSource``: this stream and the new flow id."""
+        return self, self.register(flow)
+
+    def register(self, flow: AppendFlow) -> int:
+        """Adds a flow; returns its flow id. The flow hears ``on_stream_ready`` when open."""
+        if self._closed:
+            raise FolioUnavailableError("the client's append stream is closed")
+        if len(self._flows) >= _MAX_FLOW_ID:
+            raise FolioUnavailableError("no free flow id on this append stream")
+        flow_id = self._next_flow_id
+        while flow_id in self._flows:  # after a wrap, ids still in use are skipped
+            flow_id = flow_id % _MAX_FLOW_ID + 1
+        self._next_flow_id = flow_id % _MAX_FLOW_ID + 1
+        self._flows[flow_id] = flow
+        self._sequences[flow_id] = 0
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+            self._ticker = asyncio.get_running_loop().create_task(self._tick())
+        elif self.connected:
+            asyncio.get_running_loop().call_soon(flow.on_stream_ready)
+        return flow_id
+
+    def unregister(self, flow_id: int) -> None:
+        """Removes a flow; later replies to it are dropped."""
+        self._flows.pop(flow_id, None)
+        self._sequences.pop(flow_id, None)
+
+    def send(self, flow_id: int, command: append_pb2.AppendCommand) -> int | None:
+        """Queues ``command`` for the flow, setting its request id.
+
+        Returns:
+            The command's sequence number, or None when the stream is not
+            connected (nothing is sent; the flow resends on ``on_stream_ready``).
+        """
+        if not self.connected or self._queue is None:
+            return None
+        previous = self._sequences.get(flow_id)
+        if previous is None:
+            return None  # not (or no longer) registered
+        sequence = (previous + 1) & _SEQUENCE_MASK
+        self._sequences[flow_id] = sequence
+        command.request_id = flow_id << 32 | sequence
+        self._queue.put_nowait(command)
+        return sequence
+
+    # -- the stream ---------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = Backoff()
+        while not self._closed:
+            call = self._stub.Append(None)  # commands go in with call.write
+            queue: asyncio.Queue[append_pb2.AppendCommand] = asyncio.Queue()
+            writer = asyncio.get_running_loop().create_task(self._write(call, queue))
+            self._queue = queue
+            self.connected = True
+            for flow in list(self._flows.values()):
+                flow.on_stream_ready()
+            error: FolioError
+            try:
+                async for reply in call:
+                    backoff.reset()
+                    target = self._flows.get(reply.request_id >> 32)
+                    if target is not None:
+                        target.on_reply(reply)
+                error = FolioUnavailableError("the broker ended the append stream")
+            except grpc.RpcError as rpc_error:
+                error = error_from_rpc(rpc_error)
+                if not isinstance(rpc_error, aio.AioRpcError) or \
+                        rpc_error.code() != grpc.StatusCode.CANCELLED:
+                    log.info("append stream to the broker broke: %s", error)
+            except asyncio.CancelledError:
+                writer.cancel()
+                call.cancel()
+                raise
+            finally:
+                self.connected = False
+                self._queue = None
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await writer
+            call.cancel()
+            if self._closed:
+                return
+            self.restarts += 1
+            for flow in list(self._flows.values()):
+                flow.on_stream_lost(error)
+            await asyncio.sleep(backoff.next_delay())
+
+    @staticmethod
+    async def _write(call: aio.StreamStreamCall[append_pb2.AppendCommand,
+                                                append_pb2.AppendReply],
+                     queue: asyncio.Queue[append_pb2.AppendCommand]) -> None:
+        while True:
+            command = await queue.get()
+            try:
+                await call.write(command)
+            except (grpc.RpcError, asyncio.InvalidStateError):
+                return  # the reading side sees the failure and reconnects
+
+    async def _tick(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(TICK_S)
+            now = time.monotonic()
+            for flow in list(self._flows.values()):
+                try:
+                    flow.on_tick(now)
+                except Exception:
+                    log.exception("append flow tick failed")
+
+    async def close(self) -> None:
+        """Ends the stream for good (flows should have been unregistered)."""
+        self._closed = True
+        self.connected = False
+        for task in (self._task, self._ticker):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task

@@ -1,0 +1,174 @@
+"""The client's IO: one background thread running an asyncio loop, and its channel.
+
+Every gRPC call of a :class:`folio.Client` runs on ``grpc.aio`` inside one
+event loop on one daemon thread (:class:`IoThread`). The blocking API hands
+work to it with :meth:`IoThread.run` (a coroutine, waited for) or
+:meth:`IoThread.call_soon` (a function, not waited for) — once per block or
+per response, never per event. An ``asyncio`` API can later await the same
+coroutines directly.
+
+A :class:`Connection` is one channel (one TCP connection) with its stubs and
+its one shared Append stream; a client holds a bounded pool of them
+(``folio._transport.pool``, PDP-36) and gives each new flow the least busy one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, TypeVar
+
+from grpc import aio
+
+from folio._transport.append_stream import AppendStream
+from folio.api.v1 import admin_pb2_grpc, append_pb2_grpc, read_pb2_grpc, transactions_pb2_grpc
+from folio.errors import TimeoutError
+
+__all__ = ["CHANNEL_OPTIONS", "Connection", "IoThread"]
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+#: Messages up to 16 MiB both ways (blocks are at most 4 MiB; reads ~1 MiB).
+#: Each channel keeps its own subchannels (its own TCP connection): gRPC would
+#: otherwise share one connection between channels with the same target and
+#: options, and a pool of N channels would be one connection. Redialling backs
+#: off like the SDK's own retries (at most 2 s, not gRPC's default 120 s), so a
+#: restarted broker is found again soon.
+CHANNEL_OPTIONS: Final = (
+    ("grpc.max_send_message_length", 16 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+    ("grpc.use_local_subchannel_pool", 1),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+)
+
+
+class IoThread:
+    """A daemon thread running one asyncio event loop until :meth:`close`."""
+
+    def __init__(self, name: str = "folio-io") -> None:
+        """Starts the thread and its loop."""
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._closed = False
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            try:
+                pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
+                for task in pending:
+                    task.cancel()
+                if pending:
+                    self.loop.run_until_complete(
+                        asyncio.gather(*pending, return_exceptions=True))
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            finally:
+                self.loop.close()
+
+    @property
+    def in_io_thread(self) -> bool:
+        """Whether the caller runs on this IO thread."""
+        return threading.current_thread() is self._thread
+
+    def run(self, coro: Coroutine[Any, Any, R], timeout: float | None = None) -> R:
+        """Runs ``coro`` on the loop and waits for its result.
+
+        Args:
+            coro: the coroutine.
+            timeout: seconds to wait, None for no limit; on expiry the
+                coroutine is cancelled.
+
+        Raises:
+            TimeoutError: ``timeout`` passed.
+            RuntimeError: called from the IO thread itself (it would deadlock),
+                or after ``close``.
+            Exception: whatever ``coro`` raises.
+        """
+        if self.in_io_thread:
+            coro.close()
+            raise RuntimeError("a blocking Folio call cannot run on the SDK's IO thread "
+                               "(e.g. inside a write future's done callback)")
+        if self._closed:
+            coro.close()
+            raise RuntimeError("the client's IO thread is closed")
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"no answer within {timeout} s") from None
+
+    def submit(self, coro: Coroutine[Any, Any, R]) -> concurrent.futures.Future[R]:
+        """Runs ``coro`` on the loop without waiting; returns its future."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def call_soon(self, callback: Callable[..., object], *args: object) -> None:
+        """Runs ``callback(*args)`` on the loop soon; safe from any thread.
+
+        Calls made from one thread run in the order they were made, and
+        (from the IO thread too) after every call queued before them.
+        """
+        self.loop.call_soon_threadsafe(callback, *args)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stops the loop (cancelling its tasks) and joins the thread."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(RuntimeError):  # the loop closed already
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        if not self.in_io_thread:
+            self._thread.join(timeout)
+
+
+class Connection:
+    """One ``grpc.aio`` channel to a broker, its stubs and its shared Append stream.
+
+    Its *flows* are the append flows registered on its Append stream plus the
+    Read streams running on it (``read_flows``). Made and used on the IO
+    thread only.
+    """
+
+    def __init__(self, endpoint: str, index: int = 0) -> None:
+        """Opens the channel (lazily connecting, as gRPC does).
+
+        Args:
+            endpoint: ``"host:port"``.
+            index: its place in the client's pool.
+        """
+        self.endpoint = endpoint
+        self.index = index
+        self.channel = aio.insecure_channel(endpoint, options=list(CHANNEL_OPTIONS))
+        self.admin = admin_pb2_grpc.AdminStub(self.channel)
+        self.read = read_pb2_grpc.ReadStub(self.channel)
+        self.transactions = transactions_pb2_grpc.TransactionsStub(self.channel)
+        self.append_stream = AppendStream(append_pb2_grpc.AppendStub(self.channel))
+        #: Read streams running on this channel.
+        self.read_flows = 0
+
+    @property
+    def flows(self) -> int:
+        """Append flows plus Read streams on this channel: how busy it is."""
+        return self.append_stream.flow_count + self.read_flows
+
+    @property
+    def state(self) -> str:
+        """The channel's gRPC connectivity: idle, connecting, ready, transient_failure, shutdown."""
+        return self.channel.get_state(try_to_connect=False).name.lower()
+
+    async def close(self) -> None:
+        """Ends the Append stream and closes the channel."""
+        await self.append_stream.close()
+        await self.channel.close(grace=None)
+

@@ -1,0 +1,257 @@
+"""Read streams of a changing set of segments, decoded on the caller's thread.
+
+What reader groups and batch reads share: segments are added (at an offset)
+and removed at any time; each has one ``Read`` server stream on the IO thread
+(on a channel of the client's pool) that puts whole responses — many blocks —
+on one queue, at most ``_BUFFERED_RESPONSES`` per segment ahead of the caller.
+The caller takes responses off the queue and unpacks their blocks into
+``Event`` objects, one tight loop per block. Every stream carries a token: when
+a segment is removed (and maybe added again later), responses its old stream
+had queued are recognised by their stale token and dropped, so nothing is
+returned twice or out of order. A segment whose last response carried
+``end_of_segment`` is *finished* once all its events were returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import queue
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
+
+import grpc
+
+from folio._status import error_from_rpc
+from folio._transport.append_stream import Backoff
+from folio._transport.unpack import unpack_events
+from folio.api.v1 import read_pb2
+from folio.errors import FolioError
+from folio.models import Event
+
+if TYPE_CHECKING:
+    from folio._transport.io_thread import IoThread
+    from folio._transport.pool import ReadChannels
+    from folio.api.v1.read_pb2_grpc import ReadAsyncStub
+
+__all__ = ["SegmentStreams"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_BUFFERED_RESPONSES: Final = 4
+_UNEXPLAINED_RETRIES: Final = 5
+_MAX_BYTES: Final = 1024 * 1024
+_MAX_WAIT_MS: Final = 500
+
+# (segment, token, response, error); segment None wakes the caller.
+_Item = tuple[str | None, int, read_pb2.ReadResponse | None, FolioError | None]
+
+
+class _Stream:
+    __slots__ = ("credit", "ended", "position", "task", "token")
+
+    def __init__(self, token: int, position: int) -> None:
+        self.token = token
+        self.position = position
+        self.ended = False
+        self.credit: asyncio.Semaphore | None = None
+        self.task: Future[None] | None = None
+
+
+class SegmentStreams(Generic[T]):
+    """One Read stream per segment held; ``next_event`` returns their events. One caller thread."""
+
+    def __init__(self, *, io: IoThread, channels: ReadChannels,
+                 deserialize: Callable[[bytes], T] | None,
+                 isolation: read_pb2.ReadRequest.Isolation.ValueType = (
+                     read_pb2.ReadRequest.READ_COMMITTED)) -> None:
+        self._io = io
+        self._channels = channels
+        self._deserialize = deserialize
+        self._isolation = isolation
+        self._queue: queue.Queue[_Item] = queue.Queue()
+        self._streams: dict[str, _Stream] = {}
+        self._tokens = itertools.count(1)
+        self._events: list[Event[T]] = []
+        self._index = 0
+        self._closed = False
+        #: Set when a segment's last response came; cleared by ``finished``.
+        self.ended = False
+
+    # -- membership ---------------------------------------------------------
+
+    def add(self, segment: str, offset: int) -> None:
+        """Start reading ``segment`` at ``offset`` (replacing any stream of it)."""
+        self.remove(segment)
+        stream = _Stream(next(self._tokens), offset)
+        self._streams[segment] = stream
+        stream.task = self._io.submit(self._run(segment, stream.token, offset, stream))
+
+    def remove(self, segment: str) -> int | None:
+        """Stop reading ``segment``; returns the offset of its next unreturned event."""
+        stream = self._streams.pop(segment, None)
+        if stream is None:
+            return None
+        position = stream.position
+        if self._index < len(self._events) and self._events[self._index].segment == segment:
+            position = self._events[self._index].offset
+            self._events, self._index = [], 0
+        if stream.task is not None:
+            stream.task.cancel()
+        return position
+
+    @property
+    def segments(self) -> list[str]:
+        """The segments being read."""
+        return list(self._streams)
+
+    def position(self, segment: str) -> int:
+        """The offset of ``segment``'s next event to return (-1 if not held)."""
+        if self._index < len(self._events) and self._events[self._index].segment == segment:
+            return self._events[self._index].offset
+        stream = self._streams.get(segment)
+        return -1 if stream is None else stream.position
+
+    def positions(self) -> dict[str, int]:
+        """The offset of the next event to return, per segment held."""
+        positions = {segment: stream.position for segment, stream in self._streams.items()}
+        if self._index < len(self._events):
+            pending = self._events[self._index]
+            positions[pending.segment] = pending.offset
+        return positions
+
+    def finished(self) -> list[str]:
+        """Segments read to their end: sealed, and every event returned."""
+        pending = (self._events[self._index].segment
+                   if self._index < len(self._events) else None)
+        held = self._streams.get(pending) if pending is not None else None
+        self.ended = held is not None and held.ended  # signalled again once returned
+        return [segment for segment, stream in self._streams.items()
+                if stream.ended and segment != pending]
+
+    # -- reading ------------------------------------------------------------
+
+    def next_event(self, timeout: float | None) -> Event[T] | None:
+        """The next event, waiting up to ``timeout`` seconds; None on timeout, close or an end.
+
+        Returns None early when a segment finished, so the caller can act on it.
+
+        Raises:
+            FolioError: a segment's stream failed for good (e.g. NOT_FOUND,
+                OUT_OF_RANGE); the segment is dropped from the set.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            index = self._index
+            if index < len(self._events):
+                self._index = index + 1
+                return self._events[index]
+            if self._closed:
+                return None
+            try:
+                if deadline is None:
+                    item = self._queue.get()
+                else:
+                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return None
+            if self._take(item):
+                return None
+
+    def _take(self, item: _Item) -> bool:
+        """Handle one queued item; True when the caller should look up (an end, a wake-up)."""
+        segment, token, response, error = item
+        if segment is None:
+            return True
+        stream = self._streams.get(segment)
+        if stream is None or stream.token != token:
+            return False  # queued by a stream of a removed segment
+        if error is not None:
+            del self._streams[segment]
+            raise error
+        if stream.credit is not None:
+            self._io.call_soon(stream.credit.release)
+        if response is None:
+            return False
+        if response.blocks:
+            self._events = self._unpack(segment, stream, response)
+            self._index = 0
+        skipped = response.next_offset > stream.position
+        if skipped:  # past entries left out (aborted transactions, markers)
+            stream.position = response.next_offset
+        if response.end_of_segment:
+            stream.ended = True
+            self.ended = True
+            return not self._events[self._index:]
+        return skipped and not response.blocks  # the caller may be waiting for that offset
+
+    def _unpack(self, segment: str, stream: _Stream,
+                response: read_pb2.ReadResponse) -> list[Event[T]]:
+        events, stream.position = unpack_events(segment, stream.position, response,
+                                                self._deserialize)
+        return events
+
+    def wake(self) -> None:
+        """Make a waiting ``next_event`` return None now (any thread)."""
+        self._queue.put((None, 0, None, None))
+
+    def close(self) -> None:
+        """Stop every stream. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for segment in list(self._streams):
+            self.remove(segment)
+        self.wake()
+
+    # -- the IO side --------------------------------------------------------
+
+    async def _run(self, segment: str, token: int, offset: int, stream: _Stream) -> None:
+        try:
+            lease = self._channels.lease_read()
+        except FolioError as error:  # the client is closed
+            self._queue.put((segment, token, None, error))
+            return
+        try:
+            await self._read(lease.stub, segment, token, offset, stream)
+        finally:
+            lease.release()
+
+    async def _read(self, stub: ReadAsyncStub, segment: str, token: int, offset: int,
+                    stream: _Stream) -> None:
+        credit = asyncio.Semaphore(_BUFFERED_RESPONSES)
+        stream.credit = credit
+        backoff = Backoff()
+        next_offset = offset
+        unexplained = 0
+        while True:
+            call = stub.Read(read_pb2.ReadRequest(
+                segment=segment, offset=next_offset, max_bytes=_MAX_BYTES,
+                max_wait_ms=_MAX_WAIT_MS, isolation=self._isolation))
+            try:
+                async for response in call:
+                    backoff.reset()
+                    unexplained = 0
+                    for block in response.blocks:
+                        next_offset = max(next_offset, block.offset + block.event_count)
+                    next_offset = max(next_offset, response.next_offset)
+                    await credit.acquire()
+                    self._queue.put((segment, token, response, None))
+                    if response.end_of_segment:
+                        return
+            except grpc.RpcError as rpc_error:
+                error = error_from_rpc(rpc_error)
+                unexplained = unexplained + 1 if error.error_name is None else 0
+                if not error.retriable and not 0 < unexplained <= _UNEXPLAINED_RETRIES:
+                    self._queue.put((segment, token, None, error))
+                    return
+                log.info("read stream of %s broke (%s); reopening at offset %d",
+                         segment, error, next_offset)
+            finally:
+                call.cancel()
+            await asyncio.sleep(backoff.next_delay())

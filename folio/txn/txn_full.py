@@ -1,0 +1,489 @@
+"""Transactions across segments (and routing keys): the broker's ``Transactions`` service.
+
+Made by ``Client.transactional_writer(topic, serializer)``::
+
+    with client.transactional_writer("orders") as writer:
+        txn = writer.begin()                       # BeginTxn: a 16-byte id
+        txn.write_event(b"debit", routing_key="alice")
+        txn.write_event(b"credit", routing_key="bob")  # maybe another segment
+        txn.commit()                               # all events visible, or none
+
+How it works: ``begin`` asks the broker's coordinator for a transaction id
+(``BeginTxn(timeout_ms)``). ``write_event`` routes each event as an
+``EventWriter`` does (the routing key's hash picks the segment; keyless events
+rotate over the open segments) and buffers it per segment, packed into blocks
+of about 1 MiB. ``flush`` (and ``commit``) send every buffered block on one
+flow per (segment, transaction) of the client's shared Append stream, set up
+with ``SetupAppend(segment, writer_id, txn_id)``: the broker registers the
+segment with the transaction and writes the blocks as transactional entries,
+which ``read_committed`` readers see only once the transaction commits (and
+never if it aborts); ``read_uncommitted`` readers see them at once. Each
+transaction appends under its own writer id (a new UUID), so concurrent
+transactions of one writer never race on a segment's event numbers.
+``commit`` waits until every block is acknowledged (``DataAppended``), then
+calls ``CommitTxn([txn_id])``; ``abort`` calls ``AbortTxn``; ``status`` reads
+the coordinator's state name (``GetTxnStatus``).
+
+Failures. When the Append stream breaks (a broker restart, a cut
+connection), the client reconnects and each flow resends the blocks the
+broker had not acknowledged: the flow sets up again under the same writer id
+and transaction, the broker answers the last event number it holds of that
+writer, and only the blocks after it are sent again (the broker de-duplicates
+by event number too), so every event lands once. When the broker refuses a
+block or the setup (the transaction timed out or was aborted meanwhile, say),
+or the stream stays down longer than the transaction's timeout, the
+transaction is aborted on the broker (best effort; else its timeout aborts
+it) and ``flush``/``commit`` raise :class:`TxnFailedError` whose
+``retriable`` is the cause's: nothing of it becomes visible, and the caller
+may ``begin`` a new transaction and write its events again. A failure of
+``CommitTxn`` itself is raised as the broker's typed error
+(``TxnStateError`` with ``expected``/``actual``, ``TxnNotFoundError``,
+``FolioUnavailableError``); after an unavailable broker the outcome is
+decided by the coordinator (``status`` tells it).
+
+Handing over. ``detach`` flushes and returns the id of a transaction still
+open, for another process to commit (``Client.commit_transactions``, several
+atomically) or abort. ``begin(label=...)`` names transactions begun for one
+job (one per task, say): ``Client.abort_transactions(label, keep)`` then
+aborts those whose ids never reached the job, instead of leaving them open
+until their timeout.
+
+Thread-safe: a writer may have many open transactions (one per thread, say),
+and one transaction may be written from several threads.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from enum import Enum
+from types import TracebackType
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from folio.api.v1 import transactions_pb2
+from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES
+from folio.api.v1.routing import segment_index
+from folio.errors import (
+    EventTooLargeError,
+    FolioError,
+    InvalidArgumentError,
+    SegmentSealedError,
+    TimeoutError,
+    TxnFailedError,
+    TxnStateError,
+    WriterClosedError,
+)
+from folio.models import TopicInfo
+from folio.serializers import BytesSerializer, Serializer
+from folio.txn._full_buffer import TXN_FULL_BLOCK_BYTES, SegmentBuffer
+from folio.txn._full_decide import decide, txn_status
+from folio.txn._full_flow import SegmentFlow
+from folio.txn.txn_status import TxnStatus
+
+if TYPE_CHECKING:
+    from folio._transport.append_stream import FlowSource
+    from folio._transport.io_thread import IoThread
+    from folio._transport.unary import UnaryCaller
+    from folio.api.v1.transactions_pb2_grpc import TransactionsAsyncStub
+
+__all__ = ["TXN_FULL_BLOCK_BYTES", "Transaction", "TransactionalWriter"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class _Local(Enum):
+    OPEN = "OPEN"
+    COMMITTED = "COMMITTED"
+    ABORTED = "ABORTED"
+    FAILED = "FAILED"  # aborted by the SDK after a failed append
+    DETACHED = "DETACHED"  # flushed and handed over: committed or aborted by id elsewhere
+
+
+class Transaction(Generic[T]):
+    """One broker transaction: events to any segments of the topic, all visible or none.
+
+    Made by ``TransactionalWriter.begin``. Thread-safe. A context manager:
+    leaving the block commits it if still open, or aborts it if the block raised.
+    """
+
+    def __init__(self, writer: TransactionalWriter[T], txn_id: bytes) -> None:
+        self._writer = writer
+        #: The broker's transaction id, 16 bytes.
+        self.txn_id = txn_id
+        self.writer_id = uuid.uuid4().hex
+        self._lock = threading.Lock()
+        self._state = _Local.OPEN
+        self._buffers: dict[str, SegmentBuffer] = {}
+        self._flows: dict[str, SegmentFlow] = {}
+        #: Every flow the transaction had (for ``resent_blocks``), kept after it ends.
+        self._every_flow: list[SegmentFlow] = []
+        self._count = 0
+
+    @property
+    def event_count(self) -> int:
+        """How many events were written to it."""
+        return self._count
+
+    def write_event(self, event: T, routing_key: str | None = None,
+                    headers: Mapping[str, bytes] | None = None) -> None:
+        """Adds one event to the transaction (buffered until ``flush``/``commit``).
+
+        Args:
+            event: the value, serialized with the writer's serializer.
+            routing_key: picks the segment as an ``EventWriter`` does; None:
+                the writer's next segment in rotation.
+            headers: application headers, names to bytes values.
+
+        Raises:
+            EventTooLargeError: above the topic's ``max_event_bytes``.
+            TxnStateError: the transaction was committed, aborted or failed.
+        """
+        writer = self._writer
+        if writer._raw and type(event) is bytes:
+            payload: bytes = event  # type: ignore[assignment]  # T is bytes here
+        else:
+            payload = writer._serialize(event)
+        if len(payload) > writer._max_event_bytes:
+            raise EventTooLargeError(
+                f"an event of {len(payload)} bytes exceeds topic {writer.topic!r}'s "
+                f"max_event_bytes of {writer._max_event_bytes} bytes",
+                size=len(payload), limit=writer._max_event_bytes)
+        segment = writer._segment_for(routing_key)
+        size = len(payload) + EVENT_OVERHEAD_BYTES + len(routing_key or "")
+        if headers:
+            size += sum(len(name) + len(value) + HEADER_OVERHEAD_BYTES
+                        for name, value in headers.items())
+        now_ms = time.time_ns() // 1_000_000
+        with self._lock:
+            self._check_open_locked()
+            buffer = self._buffers.get(segment)
+            if buffer is None:
+                buffer = self._buffers[segment] = SegmentBuffer()
+            buffer.add(payload, routing_key, now_ms, headers, size)
+            self._count += 1
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Sends every buffered event and waits until the broker has them (uncommitted).
+
+        Raises:
+            TxnFailedError: a block could not be written; the transaction
+                was aborted (``retriable`` when the cause was, e.g. a broken
+                stream: begin a new one and write its events again).
+            TxnStateError: the transaction was committed, aborted or failed.
+            TimeoutError: ``timeout`` passed first (the blocks go on).
+        """
+        with self._lock:
+            self._check_open_locked()
+            futures = self._send_locked()
+        self._wait(futures, timeout)
+
+    def commit(self, timeout: float | None = None) -> None:
+        """Flushes, waits for every block's acknowledgement, then ``CommitTxn``.
+
+        Raises:
+            TxnFailedError: a block could not be written; the transaction
+                was aborted, nothing of it is visible (see ``flush``).
+            TxnStateError: the broker refused the commit (``expected``
+                ``"OPEN"``, ``actual`` e.g. ``"ABORTED"`` or ``"TIMED_OUT"``).
+            TxnNotFoundError: the broker does not know the transaction.
+            TimeoutError: ``timeout`` passed while blocks were unacknowledged.
+            FolioUnavailableError: the broker could not be reached to decide,
+                or its answer was lost and it stayed unreachable. The outcome
+                is then unknown: the broker may have committed (a lost answer
+                is asked about with ``GetTxnStatus`` before giving up, but that
+                may fail too). Ask ``status()`` (or
+                ``Client.transaction_status(txn_id)``) once it is back:
+                ``status().committed`` means committed; OPEN means nothing was
+                decided and ``commit`` may be called again; ABORTED or
+                TIMED_OUT means nothing of it is visible.
+        """
+        with self._lock:
+            futures = self._send_locked() if self._state is _Local.OPEN else []
+        self._wait(futures, timeout)
+        try:
+            self._decide(commit=True)
+        finally:
+            self._end(None)
+        with self._lock:
+            self._state = _Local.COMMITTED
+
+    def detach(self, timeout: float | None = None) -> bytes:
+        """Flushes, then hands the still-open transaction over; returns its id.
+
+        For a transaction committed by another process (a Spark task writes,
+        its driver commits every task's transactions at once): the id goes
+        to ``Client.commit_transactions`` or ``Client.abort_transaction``.
+        This object then takes no more events, and closing the writer leaves
+        the transaction open (its timeout aborts it if nobody decides).
+
+        Raises:
+            TxnFailedError: a block could not be written; the transaction was
+                aborted (see ``flush``).
+            TxnStateError: the transaction was committed, aborted or failed.
+            TimeoutError: ``timeout`` passed first.
+        """
+        self.flush(timeout)
+        self._end(_Local.DETACHED)
+        return self.txn_id
+
+    def abort(self) -> None:
+        """``AbortTxn``: nothing of the transaction ever becomes visible to read_committed.
+
+        Raises:
+            TxnStateError: the broker refused (it was committed, say).
+            TxnNotFoundError: the broker does not know the transaction.
+        """
+        with self._lock:
+            for buffer in self._buffers.values():  # never sent now
+                buffer.payloads, buffer.blocks = [], []
+        try:
+            self._decide(commit=False)
+        finally:
+            self._end(_Local.ABORTED)
+
+    @property
+    def resent_blocks(self) -> int:
+        """Blocks sent again after reconnects (each landed once all the same)."""
+        return sum(flow.resent for flow in self._every_flow)
+
+    def _decide(self, *, commit: bool) -> None:
+        """``CommitTxn`` or ``AbortTxn``, asked about when the answer is lost (``_full_decide``)."""
+        decide(self._writer._call, self._writer._stub, self.txn_id, commit=commit)
+
+    def status(self) -> TxnStatus:
+        """The coordinator's state (``TxnStatus``, a ``str`` enum: ``"COMMITTED"`` ...).
+
+        The way to learn the outcome of a ``commit`` that raised
+        ``FolioUnavailableError``: COMMITTING or COMMITTED (``.committed``)
+        means the broker took the commit.
+
+        Raises:
+            TxnNotFoundError: the broker does not know the transaction.
+            FolioUnavailableError: the broker stayed unreachable.
+        """
+        return txn_status(self._writer._call, self._writer._stub, self.txn_id)
+
+    def __enter__(self) -> Transaction[T]:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if self._state is not _Local.OPEN:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            with contextlib.suppress(FolioError):
+                self.abort()
+
+    def __repr__(self) -> str:
+        return (f"<Transaction {self.txn_id.hex()} {self._writer.topic!r} "
+                f"{self._state.value} {self._count} events>")
+
+    # -- internals -------------------------------------------------------------
+
+    def _check_open_locked(self) -> None:
+        if self._state is not _Local.OPEN:
+            raise TxnStateError(
+                f"transaction {self.txn_id.hex()} is {self._state.value}, expected OPEN",
+                txn_id=self.txn_id.hex(), expected="OPEN", actual=self._state.value)
+
+    def _send_locked(self) -> list[concurrent.futures.Future[None]]:
+        """Packs and hands every buffer's blocks to its flow; the batches' futures."""
+        futures: list[concurrent.futures.Future[None]] = []
+        io = self._writer._io
+        for segment, buffer in self._buffers.items():
+            buffer.cut()
+            if not buffer.blocks:
+                continue
+            flow = self._flows.get(segment)
+            if flow is None:
+                flow = self._flows[segment] = SegmentFlow(
+                    segment, writer_id=self.writer_id, txn_id=self.txn_id,
+                    source=self._writer._source,
+                    give_up_s=self._writer.txn_timeout_ms / 1000)
+                self._every_flow.append(flow)
+            future: concurrent.futures.Future[None] = concurrent.futures.Future()
+            io.call_soon(flow.submit, buffer.blocks, future)
+            buffer.blocks = []
+            futures.append(future)
+        return futures
+
+    def _wait(self, futures: list[concurrent.futures.Future[None]],
+              timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for future in futures:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                future.result(remaining)
+            except concurrent.futures.TimeoutError:
+                raise TimeoutError(f"blocks of transaction {self.txn_id.hex()} still "
+                                   f"unacknowledged after {timeout} s") from None
+            except FolioError as cause:
+                self._fail(cause)
+
+    def _fail(self, cause: FolioError) -> None:
+        """A block failed: abort on the broker (best effort) and raise ``TxnFailedError``."""
+        with self._lock:
+            if self._state is _Local.OPEN:
+                self._state = _Local.FAILED
+        with contextlib.suppress(FolioError):
+            self._writer._call(self._writer._stub.AbortTxn,
+                               transactions_pb2.AbortTxnRequest(txn_id=self.txn_id))
+        self._end(None)
+        error = TxnFailedError(
+            f"transaction {self.txn_id.hex()} failed and was aborted (nothing of it is "
+            f"visible); begin a new one and write its events again: {cause}",
+            txn_id=self.txn_id.hex())
+        error.retriable = cause.retriable
+        if isinstance(cause, SegmentSealedError):
+            # The topic was scaled: the next transaction routes to the successors.
+            self._writer._refresh_routes()
+            error.retriable = True
+        raise error from cause
+
+    def _end(self, state: _Local | None) -> None:
+        """Releases the flows; sets ``state`` (if given) when still open."""
+        with self._lock:
+            if state is not None and self._state is _Local.OPEN:
+                self._state = state
+            flows, self._flows = list(self._flows.values()), {}
+        for flow in flows:
+            self._writer._io.call_soon(flow.release)
+        self._writer._forget(self)
+
+
+class TransactionalWriter(Generic[T]):
+    """Begins transactions across a topic's segments; made by ``Client.transactional_writer``.
+
+    Thread-safe; any number of transactions may be open at once. A context
+    manager: leaving it closes the writer.
+    """
+
+    def __init__(self, topic: TopicInfo, serializer: Serializer[T], *, io: IoThread,
+                 source: FlowSource, stub: TransactionsAsyncStub, call: UnaryCaller,
+                 txn_timeout_ms: int,
+                 on_close: Callable[[TransactionalWriter[T]], None] | None = None,
+                 describe: Callable[[], TopicInfo] | None = None) -> None:
+        """Made by ``Client.transactional_writer``, which documents the arguments."""
+        if not 0 < txn_timeout_ms <= 86_400_000:
+            raise InvalidArgumentError(
+                f"txn_timeout_ms must be > 0 and at most one day, not {txn_timeout_ms}")
+        self.topic = topic.name
+        self._describe = describe
+        self._lock = threading.Lock()
+        self._set_routes(topic)
+        self._serialize = serializer.serialize
+        self._raw = isinstance(serializer, BytesSerializer)
+        self._max_event_bytes = topic.config.max_event_bytes
+        self.txn_timeout_ms = txn_timeout_ms
+        self._io = io
+        self._source = source
+        self._stub = stub
+        self._call = call
+        self._on_close = on_close
+        self._open: set[Transaction[T]] = set()
+        self._closed = False
+
+    def begin(self, *, label: str = "") -> Transaction[T]:
+        """``BeginTxn``: a new open transaction (the broker aborts it after ``txn_timeout_ms``).
+
+        Args:
+            label: names the transaction with related ones (at most 256 bytes
+                of UTF-8), so ``Client.abort_transactions(label)`` can abort
+                those still open, e.g. a job's tasks whose ids never reached
+                the job. Empty: none.
+
+        Raises:
+            WriterClosedError: the writer is closed.
+            InvalidArgumentError: the label is too long.
+            TxnFailedError: the label was closed (``abort_transactions(close=True)``).
+            FolioUnavailableError: the broker cannot be reached.
+        """
+        if self._closed:
+            raise WriterClosedError("the transactional writer is closed")
+        # Tried again on a lost answer: a transaction begun by a lost call is
+        # never written to, and its timeout (or a sweep of its label) aborts it.
+        response = self._call(self._stub.BeginTxn,
+                              transactions_pb2.BeginTxnRequest(timeout_ms=self.txn_timeout_ms,
+                                                               label=label),
+                              retry=True)
+        txn: Transaction[T] = Transaction(self, response.txn_id)
+        with self._lock:
+            self._open.add(txn)
+        return txn
+
+    def close(self, timeout: float | None = None) -> None:
+        """Aborts the transactions still open (best effort). Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            still_open = list(self._open)
+        for txn in still_open:
+            with contextlib.suppress(FolioError):
+                txn.abort()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
+        return self._closed
+
+    def __enter__(self) -> TransactionalWriter[T]:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<TransactionalWriter topic={self.topic!r} segments={len(self._names)}>"
+
+    # -- internals -------------------------------------------------------------
+
+    def _set_routes(self, topic: TopicInfo) -> None:
+        ranges = sorted((s for s in topic.segments if not s.sealed), key=lambda s: s.key_low)
+        if not ranges:
+            raise FolioError(f"topic {topic.name!r} has no open segment to write to")
+        with self._lock:
+            self._names = tuple(s.name for s in ranges)
+            self._key_highs = [s.key_high for s in ranges]
+            self._routes: dict[str, str] = {}
+            self._rotation = 0
+
+    def _refresh_routes(self) -> None:
+        """After a scale: route by the topic's open segments now (best effort)."""
+        if self._describe is None:
+            return
+        try:
+            self._set_routes(self._describe())
+        except FolioError as error:
+            log.info("could not refresh the segments of %s: %s", self.topic, error)
+
+    def _segment_for(self, routing_key: str | None) -> str:
+        """The segment of ``routing_key``; keyless: the next one in rotation."""
+        if routing_key is None:
+            with self._lock:
+                index = self._rotation
+                self._rotation = (index + 1) % len(self._names)
+            return self._names[index]
+        segment = self._routes.get(routing_key)
+        if segment is None:
+            segment = self._names[segment_index(self._key_highs, routing_key)]
+            if len(self._routes) > 10_000:
+                self._routes.clear()
+            self._routes[routing_key] = segment
+        return segment
+
+    def _forget(self, txn: Transaction[T]) -> None:
+        with self._lock:
+            self._open.discard(txn)

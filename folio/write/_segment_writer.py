@@ -1,0 +1,414 @@
+"""One writer's appends to one segment: batching on the caller's side, a flow on the IO side.
+
+This module is the caller side and the hand-over after a seal; the IO side
+(the flow: setup, sends, replies, resends) is ``folio.write._segment_flow``,
+the base class of ``SegmentWriter``.
+
+**Caller side** (any thread, under ``_lock``): ``append`` adds an event to the
+open batch, column by column. The batch becomes a block — encoded whole with
+``encode_block`` — when it reaches ``batch_size_bytes``, when ``linger_s``
+passes (a timer on the IO thread), when the last block in flight is
+acknowledged (nothing else is on its way, so lingering on would only add
+latency: the batch fills while its predecessor is in flight, and batches
+grow with the rate), when a keyless event meets a keyed batch or
+the other way round (a block's key column is all or nothing), or on flush.
+The block goes to the IO thread with one ``call_soon`` per block. At most
+``max_in_flight`` blocks are unacknowledged; a caller whose batch is full then
+waits on ``_cond`` (backpressure; made when someone waits and dropped when
+the last waiter leaves, so an idle writer's segments cost little).
+
+**IO side** (IO thread only): the segment's *flow* on an Append stream shared
+with other flows, registered with the first block on the stream the client's
+connection pool picks (the least busy channel, ``folio._transport.pool``).
+``SetupAppend`` answers the last event number the segment recorded for this
+writer; blocks are numbered from there, sent in order, and kept in
+``_unacked`` until ``DataAppended``. When the stream breaks, or the broker
+answers a retriable failure, the flow stops sending, sets up again (after
+backoff) and resends in order every unacknowledged block numbered above what
+the broker recorded; those at or below it were written (the broker answers
+duplicates the same way). A block that failed retriably while a later block
+of the flow was written cannot be resent without breaking the order: it fails
+with its error. Blocks still unacknowledged ``delivery_timeout_s`` after they
+were made fail with ``DeliveryTimeoutError``. ``NoSuchSegment`` ends the
+flow: its blocks fail, and later ones at once.
+
+**Sealed segment** (scaling). With an ``on_sealed`` callback, ``SegmentIsSealed``
+does not fail anything: the flow stops sending and sets up once more, and the
+sealed segment's record of this writer's last event number (its writer
+attribute) tells which blocks were written before the seal; those are
+acknowledged, and ``on_sealed`` is called. The event writer then looks up the
+successors and calls ``hand_over``, which, under the caller-side lock, sends
+every event of the remaining blocks and of the open batch again through the
+writer's routing (to the successor owning its key), in order, forwards their
+outcomes, and from then on passes every ``append`` on. Without the callback
+(or with no successors, ``fail``) the blocks fail with ``SegmentSealedError``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Final
+
+from folio._transport.append_stream import Backoff
+from folio._transport.flow_state import FlowState
+from folio.api.v1.block import EVENT_OVERHEAD_BYTES, MAX_BLOCK_BYTES, decode_block, encode_block
+from folio.errors import (
+    FolioError,
+    WriterClosedError,
+)
+from folio.write._segment_flow import LEDGER_UNAVAILABLE_GIVE_UP_S, Block, SegmentFlow
+from folio.write._write_future import BlockOutcome, WriteFuture
+
+if TYPE_CHECKING:
+    from folio._transport.append_stream import AppendStream, FlowSource
+    from folio._transport.io_thread import IoThread
+    from folio.metrics import TopicMetrics
+
+__all__ = ["LEDGER_UNAVAILABLE_GIVE_UP_S", "MAX_BATCH_BYTES", "Forward", "SegmentWriter"]
+
+log = logging.getLogger(__name__)
+
+#: A batch is cut before its estimate passes this: the broker's block limit
+#: less a margin for what the per-event estimate does not count exactly.
+MAX_BATCH_BYTES: Final = MAX_BLOCK_BYTES - 63 * 1024
+
+_NO_HEADERS: Final[Mapping[str, bytes]] = {}
+
+
+#: Passes one event on (after a seal): payload, key, headers, timestamp, size, force.
+Forward = Callable[[bytes, "str | None", "Mapping[str, bytes] | None", int, int, bool],
+                   WriteFuture]
+
+
+class _Batch:
+    """The events of the block being filled, by column."""
+
+    __slots__ = ("count", "headers", "keyless", "keys", "lingered", "outcome", "payloads",
+                 "size", "timestamps")
+
+    def __init__(self, segment: str, keyless: bool) -> None:
+        self.payloads: list[bytes] = []
+        self.keys: list[str] = []
+        self.timestamps: list[int] = []
+        self.headers: list[Mapping[str, bytes]] | None = None
+        self.count = 0
+        self.size = 0
+        self.keyless = keyless
+        self.lingered = False
+        self.outcome = BlockOutcome(segment)
+
+
+class SegmentWriter(SegmentFlow):
+    """Batches and sends one writer's events to one segment (see the module docstring)."""
+
+    __slots__ = ("_batch", "_batch_size_bytes", "_closed", "_cond", "_delivery_timeout_s",
+                 "_handing", "_in_flight", "_io", "_linger_s", "_lock", "_max_in_flight",
+                 "_metrics", "_on_error", "_on_sealed", "_redirect", "_source", "_waiters",
+                 "_writer_id", "segment")
+
+    def __init__(self, segment: str, *, writer_id: str, io: IoThread, stream: FlowSource,
+                 batch_size_bytes: int, linger_s: float, max_in_flight: int,
+                 delivery_timeout_s: float,
+                 on_error: Callable[[BaseException], None],
+                 on_sealed: Callable[[SegmentWriter], None] | None = None,
+                 metrics: TopicMetrics | None = None) -> None:
+        """Args:
+        segment: the segment's name.
+        writer_id: the writer's identity on the broker.
+        io: the client's IO thread.
+        stream: where the flow registers (the client's connection pool, or
+            one ``AppendStream``; used on the IO thread only).
+        batch_size_bytes: cut a block once a batch holds this many bytes.
+        linger_s: cut a block this long after its first event at the latest.
+        max_in_flight: most unacknowledged blocks before ``append`` waits.
+        delivery_timeout_s: give up on a block this long after it was cut.
+        on_error: called (on the IO thread) with each block's failure.
+        on_sealed: called (on the IO thread) once the segment is found sealed
+            and the blocks written before the seal are acknowledged; None:
+            a seal fails the blocks.
+        metrics: where acknowledged and failed blocks are counted (``folio.metrics``).
+        """
+        self.segment = segment
+        self._writer_id = writer_id
+        self._io = io
+        self._source = stream
+        self._stream: AppendStream | None = None  # once registered
+        self._batch_size_bytes = batch_size_bytes
+        self._linger_s = linger_s
+        self._max_in_flight = max_in_flight
+        self._delivery_timeout_s = delivery_timeout_s
+        self._on_error = on_error
+        self._on_sealed = on_sealed
+        self._metrics = metrics
+        #: Where appends go once the segment's events were handed over.
+        self._redirect: Forward | None = None
+        #: Set (under _lock) once the hand-over is decided: no more blocks are cut.
+        self._handing = False
+        # Caller side, under _lock.
+        self._lock = threading.Lock()
+        self._cond: threading.Condition | None = None  # while someone waits
+        self._waiters = 0
+        self._batch: _Batch | None = None
+        self._in_flight = 0
+        self._closed = False
+        # IO side, IO thread only.
+        self._state = FlowState.NEW
+        self._flow_id = 0
+        self._unacked: list[Block] = []  # at most max_in_flight
+        #: Sequence -> the command's block (None: the setup); None when empty.
+        self._pending: dict[int, Block | None] | None = None
+        self._next_event_number = 0
+        self._dead: FolioError | None = None
+        self._backoff: Backoff | None = None  # made by the first retry
+        self._last_error: FolioError | None = None
+        self._ledger_down_since: float | None = None
+        self._sealing = False
+        self._notified = False
+
+    # == caller side =========================================================
+
+    @property
+    def has_open_batch(self) -> bool:
+        """Whether a batch is being filled (False right after a block was cut)."""
+        return self._batch is not None
+
+    def append(self, payload: bytes, routing_key: str | None,
+               headers: Mapping[str, bytes] | None, timestamp_ms: int,
+               size: int, force: bool = False) -> WriteFuture:
+        """Adds one event to the open batch; may cut a block, or wait for room.
+
+        Args:
+            payload: the serialized payload.
+            routing_key: its key, or None.
+            headers: its headers, or None.
+            timestamp_ms: its time in ms since the epoch.
+            size: its estimated size in the block (payload and key bytes).
+            force: never wait for room (the IO thread handing events over):
+                cut the batch even beyond ``max_in_flight``.
+
+        Raises:
+            WriterClosedError: the writer is closed.
+        """
+        keyless = routing_key is None
+        estimate = size + EVENT_OVERHEAD_BYTES
+        with self._lock:
+            while self._redirect is None:
+                batch = self._batch
+                if batch is not None and (batch.keyless is not keyless
+                                          or batch.size >= self._batch_size_bytes
+                                          or batch.size + estimate > MAX_BATCH_BYTES):
+                    if self._handing:
+                        # No more blocks here: the batch goes over event by event.
+                        if not force:
+                            self._wait_on_locked(1.0)
+                            continue
+                    elif force or self._in_flight < self._max_in_flight:
+                        self._cut_locked()
+                        continue
+                    else:
+                        if self._closed:
+                            raise WriterClosedError("the writer is closed")
+                        self._wait_on_locked(1.0)
+                        continue
+                if self._closed:
+                    raise WriterClosedError("the writer is closed")
+                if batch is None:
+                    batch = self._batch = _Batch(self.segment, keyless)
+                    self._io.call_soon(self._arm_linger, batch)
+                index = batch.count
+                batch.payloads.append(payload)
+                if not keyless:
+                    batch.keys.append(routing_key)  # type: ignore[arg-type]
+                batch.timestamps.append(timestamp_ms)
+                if headers:
+                    if batch.headers is None:
+                        batch.headers = [_NO_HEADERS] * index
+                    batch.headers.append(dict(headers))
+                    estimate += sum(len(name) + len(value) + 4 for name, value in headers.items())
+                elif batch.headers is not None:
+                    batch.headers.append(_NO_HEADERS)
+                batch.count = index + 1
+                batch.size += estimate
+                if batch.size >= self._batch_size_bytes and self._in_flight < self._max_in_flight:
+                    self._cut_locked()
+                return WriteFuture(batch.outcome, index)
+            redirect = self._redirect
+        # Handed over to the successors (outside the lock: the target may wait for room).
+        return redirect(payload, routing_key, headers, timestamp_ms, size, force)
+
+    def cut_now(self, deadline: float | None) -> bool:
+        """Cuts the open batch into a block (waiting for room); False if ``deadline`` passed."""
+        with self._lock:
+            while self._batch is not None:
+                if self._in_flight < self._max_in_flight:
+                    self._cut_locked()
+                    break
+                if not self._wait_locked(deadline):
+                    return False
+            return True
+
+    def wait_idle(self, deadline: float | None) -> bool:
+        """Waits until every block cut so far is done; False if ``deadline`` passed."""
+        with self._lock:
+            while self._in_flight > 0 or self._batch is not None:
+                if self._batch is not None and self._in_flight < self._max_in_flight \
+                        and not self._handing:
+                    self._cut_locked()
+                    continue
+                if not self._wait_locked(deadline):
+                    return False
+            return True
+
+    def close(self) -> None:
+        """Refuses new events and releases the flow; unsent blocks fail (WriterClosedError)."""
+        with self._lock:
+            self._closed = True
+            batch, self._batch = self._batch, None
+            self._notify_locked()
+        if batch is not None:
+            batch.outcome.set_error(WriterClosedError("the writer was closed before the "
+                                                      "event was sent"))
+        self._io.call_soon(self._release)
+
+    def _wait_on_locked(self, timeout: float) -> None:
+        """Waits on ``_cond`` (made if need be) up to ``timeout``; holds ``_lock``."""
+        cond = self._cond
+        if cond is None:
+            cond = self._cond = threading.Condition(self._lock)
+        self._waiters += 1
+        try:
+            cond.wait(timeout)
+        finally:
+            self._waiters -= 1
+            if not self._waiters:
+                self._cond = None
+
+    def _notify_locked(self) -> None:
+        if self._cond is not None:
+            self._cond.notify_all()
+
+    def _wait_locked(self, deadline: float | None) -> bool:
+        if deadline is None:
+            self._wait_on_locked(1.0)
+            return True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        self._wait_on_locked(min(remaining, 1.0))
+        return True
+
+    def _cut_locked(self) -> None:
+        """Encodes the open batch and hands the block to the IO thread (holds ``_lock``)."""
+        batch = self._batch
+        if batch is None or self._handing:
+            return
+        self._batch = None
+        try:
+            data = encode_block(batch.payloads, None if batch.keyless else batch.keys,
+                                batch.timestamps, batch.headers)
+        except (FolioError, TypeError, ValueError) as error:
+            # A header value that is not bytes, say: fail the block's events.
+            self._io.call_soon(self._fail_unsent, batch.outcome, error)
+            return
+        block = Block(data, batch.count, batch.outcome,
+                       time.monotonic() + self._delivery_timeout_s)
+        self._in_flight += 1
+        # call_soon keeps the order of cuts, whichever thread cut.
+        self._io.call_soon(self._enqueue, block)
+
+    # == on the IO thread: linger, settling blocks, the hand-over ==========
+
+    def _arm_linger(self, batch: _Batch) -> None:
+        self._io.loop.call_later(self._linger_s, self._linger_expired, batch)
+
+    def _linger_expired(self, batch: _Batch) -> None:
+        with self._lock:
+            if self._batch is not batch:
+                return
+            if self._in_flight < self._max_in_flight:
+                self._cut_locked()
+            else:
+                batch.lingered = True  # cut as soon as a block is acknowledged
+
+    def _fail_unsent(self, outcome: BlockOutcome, error: BaseException) -> None:
+        self._on_error(error)
+        outcome.set_error(error)
+
+    def hand_over(self, begin: Callable[[], tuple[Forward, Callable[[], None]]]) -> None:
+        """Sends the events not written before the seal on to the successors; IO thread.
+
+        No block is cut from now on; then (once the blocks cut before are
+        queued here) under the caller-side lock, in order: ``begin()`` gives
+        ``forward`` (the new routing) and ``publish`` (making it current);
+        every event of the blocks left, then of the open batch, goes through
+        ``forward`` and its block's outcome is forwarded to the new futures;
+        ``publish`` runs; later ``append`` calls go to ``forward``. Nothing of
+        this segment's keys can slip in between.
+        """
+        with self._lock:
+            self._handing = True
+        # After the _enqueue of every block cut so far (call_soon keeps order).
+        self._io.call_soon(self._move, begin)
+
+    def _move(self, begin: Callable[[], tuple[Forward, Callable[[], None]]]) -> None:
+        blocks = [block for block in self._unacked if not block.done]
+        self._unacked.clear()
+        with self._lock:
+            forward, publish = begin()
+            for block in blocks:
+                block.done = True
+                decoded = decode_block(block.data)
+                block.outcome.forward(_resend(forward, decoded.payloads, decoded.routing_keys,
+                                              decoded.timestamps_ms, decoded.headers))
+            batch, self._batch = self._batch, None
+            if batch is not None:
+                batch.outcome.forward(_resend(
+                    forward, batch.payloads, [] if batch.keyless else batch.keys,
+                    batch.timestamps, batch.headers or []))
+            publish()
+            self._redirect = forward
+            self._in_flight = 0
+            self._notify_locked()
+        self._drop_flow()
+
+    def _complete(self, block: Block, *, offset: int = -1,
+                  error: BaseException | None = None) -> None:
+        if block.done:
+            return
+        block.done = True
+        metrics = self._metrics
+        if error is not None:
+            self._on_error(error)
+            block.outcome.set_error(error)
+            if metrics is not None:
+                metrics.failed(error)
+        else:
+            block.outcome.set_result(offset)
+            if metrics is not None:  # the deadline is the cut time + the delivery timeout
+                metrics.acknowledged(block.event_count, len(block.data), time.monotonic()
+                                     - block.deadline + self._delivery_timeout_s)
+        with self._lock:
+            self._in_flight -= 1
+            batch = self._batch
+            # With nothing left in flight, lingering only adds latency: cut now.
+            if batch is not None and (batch.lingered or batch.size >= self._batch_size_bytes
+                                      or not self._in_flight):
+                self._cut_locked()
+            self._notify_locked()
+
+
+
+def _resend(forward: Forward, payloads: list[bytes], keys: list[str],
+            timestamps: list[int], headers: list[Mapping[str, bytes]] | list[dict[str, bytes]],
+            ) -> list[WriteFuture]:
+    """Each event again through ``forward`` (never waiting), in order; their futures."""
+    futures = []
+    for index, payload in enumerate(payloads):
+        key = keys[index] if keys else None
+        futures.append(forward(payload, key, headers[index] if headers else None,
+                               timestamps[index] if timestamps else 0,
+                               len(payload) + (len(key) if key else 0), True))
+    return futures
