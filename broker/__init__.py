@@ -18,7 +18,7 @@ it: each layer imports only the ones below it, with no ignores):
   server, metrics, storage watch) and is the one place that knows every part;
   ``standalone_cli`` and ``broker_cli`` are the ``folio standalone`` and
   ``folio broker`` commands (``folio.commands`` entry points).
-- ``standalone_config``, ``broker_config``: the processes' settings.
+- ``standalone_config`` -> ``broker_config``: the processes' settings.
 - ``services/``: thin gRPC servicers (decode, call the domain, encode), the
   ``server`` that registers them with health and reflection, and the checks
   every request passes first (``_handlers``: decodable; ``request_names``).
@@ -38,8 +38,7 @@ it: each layer imports only the ones below it, with no ignores):
 - ``segments/``: ``LedgerSegment`` and its parts, the entry format
   (``entry``), ``block_limits``, ``offset_index``, ``reads``, ``retention``,
   ``recovery``, ``tailing`` (a Read stream: batches, tail waits), ``writers``
-  (exactly-once numbering), ``records`` (the
-  segment record) and ``names``.
+  (exactly-once numbering), ``records`` (the segment record) and ``names``.
 - at the bottom: ``metrics``; ``status`` (errors -> gRPC status, as data) with
   ``clip``; ``api`` (the domain contracts) and ``errors``.
 
@@ -63,10 +62,11 @@ Where this differs from the layout first sketched (issue 14), and why:
   ``held`` and the coordinator, and the servicer must hold no logic.
 - ``clip`` stays at the top, beside ``status``, which uses it for every
   message that leaves the broker.
-- ``standalone_config`` and ``broker_config`` stay at the top with their
-  names, layered just under ``app``: they gather the components' defaults
-  (``txn.held``, ``segments.writers``). One ``BrokerConfig`` with a shared
-  layered resolver is still to come.
+- ``broker_config`` (``BrokerConfig``, ``RemoteBookies``) and
+  ``standalone_config`` (``StandaloneConfig``, which extends it) stay at the
+  top with their names, layered just under ``app`` and above the domain:
+  ``BrokerConfig`` gathers the components' defaults (``txn.held``,
+  ``segments.writers``), and ``ledger.settings`` layers it.
 - ``LedgerSegment``, ``TopicManager`` and ``TxnCoordinator`` keep their names
   and behaviour but are composed of mixin parts, one job per file (``_core``
   holds the fields; each part imports only the parts beneath it), so no
