@@ -22,8 +22,8 @@ from folio.errors import SegmentSealedError, TxnFailedError
 from folio.models import SegmentRange, WriteResult
 from folio.txn.txn import SingleRoutingKeyTransactionWriter
 from folio.write._write_future import BlockOutcome, WriteFuture
-from tests.unit.folio.txn.test_txn import WAIT_S, RecordingStream, _Bytes, _payloads, _topic
-from tests.unit.folio.txn.test_txn import Harness as TxnHarness
+from tests.unit.folio.txn.conftest import WAIT_S, RecordingStream, _Bytes, _payloads, _topic
+from tests.unit.folio.txn.conftest import Harness as TxnHarness
 from tests.unit.folio.write.test_segment_writer import SEGMENT, Harness
 
 

@@ -18,7 +18,7 @@ from ledger.errors import (
     NoSuchLedgerError,
     StorageError,
 )
-from tests.unit.ledger.bookie.test_storage import DEADLINE_S, GatedDB, lengths_of
+from tests.unit.ledger.bookie.conftest import DEADLINE_S, GatedDB, lengths_of
 
 MAX_ENTRY_BYTES = 1024
 
