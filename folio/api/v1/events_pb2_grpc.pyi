@@ -48,7 +48,7 @@ What the writers of the Python SDK count per event when they fill a block:
 its payload, its routing key's UTF-8 bytes, 20 bytes of framing (tag and
 length of the payload and of the key, the timestamp varint, an empty
 Headers placeholder) and 10 bytes per header entry beyond its name and
-value (folio/block.py EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES).
+value (folio/api/v1/block.py EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES).
 
 ## Routing-key hash
 
