@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from broker.api import Block, ReadBlock
 from broker.errors import CorruptDataError
 from txnbuffer.api import EntryKind
+from txnbuffer.txn_ids import NO_TXN_BYTES
 
 __all__ = [
     "FORMAT_VERSION",
@@ -35,8 +36,8 @@ __all__ = [
 
 FORMAT_VERSION = 1
 MAX_WRITER_ID_BYTES = 128
-#: The txn id of an entry outside any transaction.
-NO_TXN = bytes(16)
+#: The txn id of an entry outside any transaction (``txnbuffer.txn_ids`` owns it).
+NO_TXN = NO_TXN_BYTES
 
 _HEADER = struct.Struct(">BBqIIqq16sH")
 _FRAME = struct.Struct(">II")
