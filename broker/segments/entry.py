@@ -147,26 +147,26 @@ def split_frames(data: bytes, header: EntryHeader) -> list[ReadBlock]:
     unpack_frame = _FRAME.unpack_from
     frame_bytes = FRAME_HEADER_BYTES
     total = len(data)
-    position = header.size
+    cursor = header.size
     offset = header.base_offset
     blocks: list[ReadBlock] = []
     for _ in range(header.frame_count):
-        if position + frame_bytes > total:
+        if cursor + frame_bytes > total:
             raise CorruptDataError(
-                f"entry at offset {header.base_offset}: frame header cut at byte {position}")
-        length, event_count = unpack_frame(data, position)
-        position += frame_bytes
-        end = position + length
+                f"entry at offset {header.base_offset}: frame header cut at byte {cursor}")
+        length, event_count = unpack_frame(data, cursor)
+        cursor += frame_bytes
+        end = cursor + length
         if end > total:
             raise CorruptDataError(
                 f"entry at offset {header.base_offset}: frame of {length} bytes at byte "
-                f"{position} runs past the entry's {total} bytes")
-        blocks.append(ReadBlock(offset, event_count, data[position:end]))
+                f"{cursor} runs past the entry's {total} bytes")
+        blocks.append(ReadBlock(offset, event_count, data[cursor:end]))
         offset += event_count
-        position = end
-    if position != total:
+        cursor = end
+    if cursor != total:
         raise CorruptDataError(
-            f"entry at offset {header.base_offset}: {total - position} bytes after its frames")
+            f"entry at offset {header.base_offset}: {total - cursor} bytes after its frames")
     if offset - header.base_offset != header.event_count:
         raise CorruptDataError(
             f"entry at offset {header.base_offset}: frames hold {offset - header.base_offset} "
