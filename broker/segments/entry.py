@@ -26,7 +26,6 @@ __all__ = [
     "FORMAT_VERSION",
     "HEADER_BYTES",
     "MAX_WRITER_ID_BYTES",
-    "NO_TXN",
     "EntryHeader",
     "EntryKind",
     "decode_entry_header",
@@ -36,8 +35,6 @@ __all__ = [
 
 FORMAT_VERSION = 1
 MAX_WRITER_ID_BYTES = 128
-#: The txn id of an entry outside any transaction (``txnbuffer.txn_ids`` owns it).
-NO_TXN = NO_TXN_BYTES
 
 _HEADER = struct.Struct(">BBqIIqq16sH")
 _FRAME = struct.Struct(">II")
@@ -58,7 +55,7 @@ class EntryHeader:
         writer_id: the writer that appended it ("" for none).
         last_event_number: the writer's number of the entry's last event (-1: none).
         time_ms: when the broker appended it, ms since the epoch.
-        txn_id: 16 bytes, ``NO_TXN`` outside a transaction.
+        txn_id: 16 bytes, ``NO_TXN_BYTES`` outside a transaction.
         size: bytes of the header; the frames start there.
     """
 
@@ -104,7 +101,7 @@ def encode_entry(
             event_count += block.event_count
         parts[0] = _HEADER.pack(
             FORMAT_VERSION, kind, base_offset, event_count, len(blocks), last_event_number,
-            time_ms, txn_id or NO_TXN, len(writer),
+            time_ms, txn_id or NO_TXN_BYTES, len(writer),
         )
     except struct.error as error:
         raise ValueError(f"entry field out of range: {error}") from None

@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from broker.api import Isolation
 from broker.errors import InvalidArgumentError
-from broker.segments.entry import NO_TXN, EntryKind, decode_entry_header
+from broker.segments.entry import EntryKind, decode_entry_header
 from broker.segments.offset_index import LedgerSpan
 from ledger.client.handle import LedgerHandle
 from txnbuffer.api import EntryKind as LoggedKind
 from txnbuffer.api import LoggedEntry, Position, TxnId
-from txnbuffer.txn_ids import TXN_ID_BYTES, txn_id_from_bytes
+from txnbuffer.txn_ids import NO_TXN_BYTES, TXN_ID_BYTES, txn_id_from_bytes
 
 __all__ = [
     "Isolation",
@@ -36,7 +36,7 @@ def check_txn_id(raw: bytes) -> bytes:
     Raises:
         InvalidArgumentError: otherwise.
     """
-    if len(raw) != TXN_ID_BYTES or raw == NO_TXN:
+    if len(raw) != TXN_ID_BYTES or raw == NO_TXN_BYTES:
         raise InvalidArgumentError(
             f"a txn_id must be {TXN_ID_BYTES} bytes and not all zero, got {len(raw)} bytes")
     return raw
