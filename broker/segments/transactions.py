@@ -18,7 +18,7 @@ from broker.segments.offset_index import LedgerSpan
 from ledger.client.handle import LedgerHandle
 from txnbuffer.api import EntryKind as LoggedKind
 from txnbuffer.api import LoggedEntry, Position, TxnId
-from txnbuffer.txn_ids import NO_TXN_BYTES, TXN_ID_BYTES, txn_id_from_bytes
+from txnbuffer.txn_ids import TXN_ID_BYTES, txn_id_from_bytes
 
 __all__ = [
     "Isolation",
@@ -30,16 +30,17 @@ __all__ = [
 _SCAN_ENTRIES = 256
 
 
-def check_txn_id(raw: bytes) -> bytes:
-    """``raw`` if it is a valid transaction id (16 bytes, not all zero).
+def check_txn_id(raw: bytes) -> TxnId:
+    """The ``TxnId`` that ``raw`` carries, if it is a valid one (16 bytes, not all zero).
 
     Raises:
         InvalidArgumentError: otherwise.
     """
-    if len(raw) != TXN_ID_BYTES or raw == NO_TXN_BYTES:
+    txn_id = txn_id_from_bytes(raw) if len(raw) == TXN_ID_BYTES else None
+    if txn_id is None:
         raise InvalidArgumentError(
             f"a txn_id must be {TXN_ID_BYTES} bytes and not all zero, got {len(raw)} bytes")
-    return raw
+    return txn_id
 
 
 class TxnOffsets:
