@@ -125,7 +125,11 @@ class ScaleOutcome:
 
 @dataclass(frozen=True, slots=True)
 class SegmentLedger:
-    """One ledger of a segment's chain and the offset of its first event."""
+    """One ledger of a segment's chain and the offset of its first event.
+
+    The API value (proto ``SegmentLedger``, SDK ``folio.SegmentLedger``), built
+    from the broker's ``LedgerSpan``; the segment record stores a ``LedgerRecord``.
+    """
 
     ledger_id: int
     first_offset: int

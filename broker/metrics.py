@@ -87,7 +87,7 @@ RECOVERY_SECONDS = Histogram(
 )
 READER_GROUP_BACKLOG = Gauge(
     "folio_reader_group_backlog_events",
-    "Events between a reader group's positions and the tails of its segments.",
+    "Events between a reader group's offsets and the tails of its segments.",
     ["group"],
 )
 READER_GROUP_MEMBERS_OFFLINE = Counter(
@@ -201,7 +201,7 @@ def observe_txn_buffer_recovery(seconds: float) -> None:
 # ------------------------------------------------------------ reader groups
 
 def set_reader_group_backlog(group: str, events: int) -> None:
-    """Set ``group``'s backlog: events between its positions and its segments' tails."""
+    """Set ``group``'s backlog: events between its reader offsets and its segments' tails."""
     READER_GROUP_BACKLOG.labels(group).set(events)
 
 

@@ -1,4 +1,4 @@
-"""Reader-group backlog: events between each group's positions and its segments' tails.
+"""Reader-group backlog: events between each group's reader offsets and its segments' tails.
 
 ``GroupBacklog.update`` runs on the broker's maintenance round (a hook of the
 ``TopicManager``, every ``retention_interval_s``), never on a read or append:
@@ -35,11 +35,11 @@ def backlog_of(state: groups_pb2.ReaderGroupState, ends: dict[str, int],
     ``reported``: offsets its readers last reported, used where beyond the recorded ones.
     """
     reported = reported or {}
-    positions = [(held.segment, max(held.offset, reported.get(held.segment, held.offset)))
-                 for reader in state.readers for held in reader.segments]
-    positions += [(free.segment, free.offset) for free in state.unassigned]
-    positions += [(future.segment, future.start_offset) for future in state.future]
-    return sum(max(0, ends.get(segment, offset) - offset) for segment, offset in positions)
+    offsets = [(held.segment, max(held.offset, reported.get(held.segment, held.offset)))
+               for reader in state.readers for held in reader.segments]
+    offsets += [(free.segment, free.offset) for free in state.unassigned]
+    offsets += [(future.segment, future.start_offset) for future in state.future]
+    return sum(max(0, ends.get(segment, offset) - offset) for segment, offset in offsets)
 
 
 class GroupBacklog:

@@ -63,8 +63,8 @@ MAX_COMPLETED_CHECKPOINTS: Final = 16
 DEFAULT_SWEEP_INTERVAL_S: Final = 0.25
 
 
-def _offsets(positions: Mapping[str, int]) -> list[groups_pb2.SegmentOffset]:
-    return [groups_pb2.SegmentOffset(segment=s, offset=o) for s, o in sorted(positions.items())]
+def _offsets(offsets: Mapping[str, int]) -> list[groups_pb2.SegmentOffset]:
+    return [groups_pb2.SegmentOffset(segment=s, offset=o) for s, o in sorted(offsets.items())]
 
 
 def declare_offline(group: str, state: groups_pb2.ReaderGroupState, reader_id: str,
@@ -92,12 +92,12 @@ def declare_offline(group: str, state: groups_pb2.ReaderGroupState, reader_id: s
         pending = groups_pb2.PendingCheckpoint()
         pending.CopyFrom(was)
         if reader_id in pending.waiting_readers:
-            positions = {p.segment: p.offset for p in pending.positions}
-            positions.update(freed)
+            offsets = {p.segment: p.offset for p in pending.positions}
+            offsets.update(freed)
             waiting = [r for r in pending.waiting_readers if r != reader_id]
             del pending.waiting_readers[:], pending.positions[:]
             pending.waiting_readers.extend(waiting)
-            pending.positions.extend(_offsets(positions))
+            pending.positions.extend(_offsets(offsets))
         if pending.waiting_readers:
             still_pending.append(pending)
         else:
@@ -117,7 +117,7 @@ class _Heard:
     session_id: str
     heard_s: float
     heartbeated: bool = False
-    positions: dict[str, int] = field(default_factory=dict)
+    offsets: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +157,7 @@ class GroupLiveness:
         return entry
 
     async def heartbeat(self, group: str, reader_id: str, session_id: str,
-                        positions: Mapping[str, int]) -> tuple[bool, int]:
+                        offsets: Mapping[str, int]) -> tuple[bool, int]:
         """Record that the member is alive; returns (still a member, session timeout ms).
 
         Raises ``ReaderGroupNotFoundError``.
@@ -171,7 +171,7 @@ class GroupLiveness:
         entry.heard_s = self._clock()
         entry.heartbeated = True
         held = {s.segment for s in member.segments}
-        entry.positions = {s: o for s, o in positions.items() if s in held}
+        entry.offsets = {s: o for s, o in offsets.items() if s in held}
         return True, timeout_ms
 
     def reported(self, group: str, state: groups_pb2.ReaderGroupState) -> dict[str, int]:
@@ -182,7 +182,7 @@ class GroupLiveness:
             entry = heard.get(member.reader_id)
             if entry is not None and entry.session_id == member.session_id:
                 held = {s.segment for s in member.segments}
-                reported.update((s, o) for s, o in entry.positions.items() if s in held)
+                reported.update((s, o) for s, o in entry.offsets.items() if s in held)
         return reported
 
     async def members(self, group: str) -> tuple[int, list[MemberView]]:
@@ -194,7 +194,7 @@ class GroupLiveness:
             entry = self._entry(group, member, now)
             views.append(MemberView(member.reader_id, member.session_id,
                                     round((now - entry.heard_s) * 1000), entry.heartbeated,
-                                    dict(entry.positions)))
+                                    dict(entry.offsets)))
         return session_timeout_ms(record.state), views
 
     async def sweep(self) -> list[tuple[str, str]]:
@@ -237,7 +237,7 @@ class GroupLiveness:
         state = groups_pb2.ReaderGroupState()
         state.CopyFrom(record.state)
         for reader_id in silent:
-            freed = declare_offline(name, state, reader_id, members[reader_id].positions)
+            freed = declare_offline(name, state, reader_id, members[reader_id].offsets)
             log.warning("reader group %s: member %s silent for over %d ms, declared offline; "
                         "its segments are free at %s", name, reader_id,
                         session_timeout_ms(state), freed)

@@ -23,10 +23,10 @@ from broker.segments._core import PendingEntry
 from broker.segments._rollover import SegmentRollover
 from broker.segments.block_limits import check_block_size
 from broker.segments.entry import MAX_WRITER_ID_BYTES, EntryKind, encode_entry
-from broker.segments.reads import txn_id_of
 from broker.segments.transactions import check_txn_id
 from ledger.errors import LedgerError, LedgerFencedError
 from txnbuffer.api import LoggedEntry, Position
+from txnbuffer.txn_ids import txn_id_from_bytes
 
 __all__ = ["SegmentAppends"]
 
@@ -166,7 +166,7 @@ class SegmentAppends(SegmentRollover):
         span.note_entry(len(span.bases), base, base + event_count)
         self._writers.note(writer_id, last_event_number, time_ms)
         self._unconfirmed.append(PendingEntry(span, base, event_count, time_ms, future, kind,
-                                          txn_id_of(txn_id) if txn_id else None))
+                                          txn_id_from_bytes(txn_id) if txn_id else None))
         future.add_done_callback(self._on_confirmed)  # before shield's: end moves first
         return base, future
 

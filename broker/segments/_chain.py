@@ -41,7 +41,7 @@ class SegmentChain(SegmentCore):
             writers = self._writers.snapshot()
         return SegmentRecord(
             topic=self._topic, number=self._number,
-            ledgers=tuple(span.to_ref() for span in spans),
+            ledgers=tuple(span.to_record() for span in spans),
             start_offset=self._start if start is None else start,
             sealed=self._sealed,
             end_offset=self._end if self._sealed else -1,

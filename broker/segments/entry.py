@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from broker.api import Block, ReadBlock
 from broker.errors import CorruptDataError
 from txnbuffer.api import EntryKind
+from txnbuffer.txn_ids import NO_TXN_BYTES
 
 __all__ = [
     "FORMAT_VERSION",
     "HEADER_BYTES",
     "MAX_WRITER_ID_BYTES",
-    "NO_TXN",
     "EntryHeader",
     "EntryKind",
     "decode_entry_header",
@@ -35,8 +35,6 @@ __all__ = [
 
 FORMAT_VERSION = 1
 MAX_WRITER_ID_BYTES = 128
-#: The txn id of an entry outside any transaction.
-NO_TXN = bytes(16)
 
 _HEADER = struct.Struct(">BBqIIqq16sH")
 _FRAME = struct.Struct(">II")
@@ -57,7 +55,7 @@ class EntryHeader:
         writer_id: the writer that appended it ("" for none).
         last_event_number: the writer's number of the entry's last event (-1: none).
         time_ms: when the broker appended it, ms since the epoch.
-        txn_id: 16 bytes, ``NO_TXN`` outside a transaction.
+        txn_id: 16 bytes, ``NO_TXN_BYTES`` outside a transaction.
         size: bytes of the header; the frames start there.
     """
 
@@ -103,7 +101,7 @@ def encode_entry(
             event_count += block.event_count
         parts[0] = _HEADER.pack(
             FORMAT_VERSION, kind, base_offset, event_count, len(blocks), last_event_number,
-            time_ms, txn_id or NO_TXN, len(writer),
+            time_ms, txn_id or NO_TXN_BYTES, len(writer),
         )
     except struct.error as error:
         raise ValueError(f"entry field out of range: {error}") from None
@@ -146,26 +144,26 @@ def split_frames(data: bytes, header: EntryHeader) -> list[ReadBlock]:
     unpack_frame = _FRAME.unpack_from
     frame_bytes = FRAME_HEADER_BYTES
     total = len(data)
-    position = header.size
+    cursor = header.size
     offset = header.base_offset
     blocks: list[ReadBlock] = []
     for _ in range(header.frame_count):
-        if position + frame_bytes > total:
+        if cursor + frame_bytes > total:
             raise CorruptDataError(
-                f"entry at offset {header.base_offset}: frame header cut at byte {position}")
-        length, event_count = unpack_frame(data, position)
-        position += frame_bytes
-        end = position + length
+                f"entry at offset {header.base_offset}: frame header cut at byte {cursor}")
+        length, event_count = unpack_frame(data, cursor)
+        cursor += frame_bytes
+        end = cursor + length
         if end > total:
             raise CorruptDataError(
                 f"entry at offset {header.base_offset}: frame of {length} bytes at byte "
-                f"{position} runs past the entry's {total} bytes")
-        blocks.append(ReadBlock(offset, event_count, data[position:end]))
+                f"{cursor} runs past the entry's {total} bytes")
+        blocks.append(ReadBlock(offset, event_count, data[cursor:end]))
         offset += event_count
-        position = end
-    if position != total:
+        cursor = end
+    if cursor != total:
         raise CorruptDataError(
-            f"entry at offset {header.base_offset}: {total - position} bytes after its frames")
+            f"entry at offset {header.base_offset}: {total - cursor} bytes after its frames")
     if offset - header.base_offset != header.event_count:
         raise CorruptDataError(
             f"entry at offset {header.base_offset}: frames hold {offset - header.base_offset} "

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from broker.segments.records import LedgerRef
+from broker.segments.records import LedgerRecord
 
 if TYPE_CHECKING:
     from ledger.client.handle import LedgerHandle
@@ -28,6 +28,9 @@ __all__ = ["LedgerSpan", "ReadHints"]
 @dataclass(slots=True, eq=False)
 class LedgerSpan:
     """One ledger of a segment's chain, as the broker holding the segment sees it.
+
+    The in-memory, mutable view: it is saved as a ``LedgerRecord`` (in the
+    segment record) and shown to clients as a ``broker.api.SegmentLedger``.
 
     Attributes:
         ledger_id: the ledger.
@@ -56,16 +59,17 @@ class LedgerSpan:
     indexed_end: int = -1
 
     @classmethod
-    def from_ref(cls, ref: LedgerRef) -> LedgerSpan:
+    def from_record(cls, record: LedgerRecord) -> LedgerSpan:
         """A closed ledger as the segment record lists it."""
-        return cls(ref.ledger_id, ref.first_offset, ref.length_bytes, ref.last_entry_ms)
+        return cls(record.ledger_id, record.first_offset, record.length_bytes,
+                   record.last_entry_ms)
 
-    def to_ref(self) -> LedgerRef:
+    def to_record(self) -> LedgerRecord:
         """The ledger as the segment record lists it."""
         if self.writing:
-            return LedgerRef(self.ledger_id, self.first_offset)
-        return LedgerRef(self.ledger_id, self.first_offset, self.length_bytes,
-                         self.last_entry_ms)
+            return LedgerRecord(self.ledger_id, self.first_offset)
+        return LedgerRecord(self.ledger_id, self.first_offset, self.length_bytes,
+                            self.last_entry_ms)
 
     def note_entry(self, entry_id: int, base_offset: int, end_offset: int) -> None:
         """Index entry ``entry_id`` if it is the next one the index lacks."""

@@ -7,37 +7,26 @@ with ``struct`` and its frames sliced; events are never looked at.
 from __future__ import annotations
 
 import asyncio
-import struct
 from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.api import ReadBlock
 from broker.errors import CorruptDataError
-from broker.segments.entry import NO_TXN, EntryKind, decode_entry_header, split_frames
+from broker.segments.entry import EntryKind, decode_entry_header, split_frames
 from broker.segments.offset_index import LedgerSpan, ReadHints
 from broker.segments.records import SegmentRecord, WriterState
 from ledger.api import LedgerState, LedgerTail
 from ledger.errors import BookieUnavailableError, NoSuchLedgerError
-from txnbuffer.api import Position, TxnId
+from txnbuffer.api import Position
 from txnbuffer.buffer import TransactionBuffer
+from txnbuffer.txn_ids import txn_id_from_bytes
 
 if TYPE_CHECKING:
     from ledger.client.handle import LedgerHandle
     from ledger.client.ledger_client import LedgerClient
 
-__all__ = ["LedgerScan", "find_entry", "peek_end_offset", "read_blocks", "scan_ledger",
-           "txn_id_of"]
-
-_TXN = struct.Struct(">QQ")
-
-
-def txn_id_of(raw: bytes) -> TxnId | None:
-    """The txn id in an entry header (None for ``NO_TXN``)."""
-    if raw == NO_TXN:
-        return None
-    high, low = _TXN.unpack(raw)
-    return (high, low)
+__all__ = ["LedgerScan", "find_entry", "peek_end_offset", "read_blocks", "scan_ledger"]
 
 
 #: Most entries asked of the ledger in one read.
@@ -118,7 +107,8 @@ async def read_blocks(
             if position > limit:
                 break
             if kind is EntryKind.TXN_DATA:
-                serve = committed.visible(position, EntryKind.TXN_DATA, txn_id_of(header.txn_id))
+                txn_id = txn_id_from_bytes(header.txn_id)
+                serve = committed.visible(position, EntryKind.TXN_DATA, txn_id)
         if serve:
             frames = split_frames(data, header)
             if header.base_offset < offset:

@@ -23,7 +23,7 @@ from broker.errors import CorruptDataError
 
 __all__ = [
     "SEGMENT_FORMAT_VERSION",
-    "LedgerRef",
+    "LedgerRecord",
     "SegmentRecord",
     "WriterState",
     "dump_record",
@@ -36,8 +36,11 @@ _SEGMENT_FORMATS = (1, SEGMENT_FORMAT_VERSION)
 
 
 @dataclass(frozen=True, slots=True)
-class LedgerRef:
-    """One ledger of a segment's chain.
+class LedgerRecord:
+    """One ledger of a segment's chain, as the segment record stores it.
+
+    The persisted view: the broker holding the segment keeps it as a
+    ``LedgerSpan`` (``offset_index``) and clients see it as a ``broker.api.SegmentLedger``.
 
     Attributes:
         ledger_id: the ledger.
@@ -73,7 +76,7 @@ class SegmentRecord:
 
     topic: str
     number: int
-    ledgers: tuple[LedgerRef, ...] = ()
+    ledgers: tuple[LedgerRecord, ...] = ()
     start_offset: int = 0
     sealed: bool = False
     end_offset: int = -1
@@ -107,7 +110,7 @@ class SegmentRecord:
             return cls(
                 topic=str(record["topic"]),
                 number=int(record["number"]),
-                ledgers=tuple(LedgerRef(int(a), int(b), int(c), int(d))
+                ledgers=tuple(LedgerRecord(int(a), int(b), int(c), int(d))
                               for a, b, c, d in record["ledgers"]),
                 start_offset=int(record["start_offset"]),
                 sealed=bool(record["sealed"]),

@@ -70,7 +70,7 @@ async def recover_chain(
         raise NoSuchSegmentError(make_segment_name(topic, number)) from None
     record = SegmentRecord.from_bytes(node.data)
     chain = RecoveredChain(record, node.version,
-                           [LedgerSpan.from_ref(ref) for ref in record.ledgers],
+                           [LedgerSpan.from_record(ledger) for ledger in record.ledgers],
                            record.start_offset)
     spans = chain.spans
     chain.writers = dict(record.writers)

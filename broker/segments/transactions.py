@@ -9,48 +9,38 @@ earliest open transaction begins: the end a ``read_committed`` reader waits at).
 
 from __future__ import annotations
 
-import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from broker.api import Isolation
 from broker.errors import InvalidArgumentError
-from broker.segments.entry import NO_TXN, EntryKind, decode_entry_header
+from broker.segments.entry import EntryKind, decode_entry_header
 from broker.segments.offset_index import LedgerSpan
-from broker.segments.reads import txn_id_of
 from ledger.client.handle import LedgerHandle
 from txnbuffer.api import EntryKind as LoggedKind
 from txnbuffer.api import LoggedEntry, Position, TxnId
+from txnbuffer.txn_ids import TXN_ID_BYTES, txn_id_from_bytes
 
 __all__ = [
-    "TXN_ID_BYTES",
     "Isolation",
     "LedgerSegmentLog",
     "TxnOffsets",
     "check_txn_id",
-    "txn_bytes",
-    "txn_id_of",
 ]
 
-TXN_ID_BYTES = 16
-_TXN = struct.Struct(">QQ")
 _SCAN_ENTRIES = 256
 
 
-def txn_bytes(txn_id: TxnId) -> bytes:
-    """The 16 bytes of ``txn_id`` (most significant half first)."""
-    return _TXN.pack(*txn_id)
-
-
-def check_txn_id(raw: bytes) -> bytes:
-    """``raw`` if it is a valid transaction id (16 bytes, not all zero).
+def check_txn_id(raw: bytes) -> TxnId:
+    """The ``TxnId`` that ``raw`` carries, if it is a valid one (16 bytes, not all zero).
 
     Raises:
         InvalidArgumentError: otherwise.
     """
-    if len(raw) != TXN_ID_BYTES or raw == NO_TXN:
+    txn_id = txn_id_from_bytes(raw) if len(raw) == TXN_ID_BYTES else None
+    if txn_id is None:
         raise InvalidArgumentError(
             f"a txn_id must be {TXN_ID_BYTES} bytes and not all zero, got {len(raw)} bytes")
-    return raw
+    return txn_id
 
 
 class TxnOffsets:
@@ -115,7 +105,7 @@ class LedgerSegmentLog:
                 for data in await handle.read(entry_id, high):
                     header = decode_entry_header(data)
                     here = Position(span.ledger_id, entry_id)
-                    txn_id = txn_id_of(header.txn_id)
+                    txn_id = txn_id_from_bytes(header.txn_id)
                     self._offsets.note(here, header.kind, txn_id, header.base_offset)
                     yield LoggedEntry(here, LoggedKind(header.kind), txn_id)
                     entry_id += 1

@@ -139,11 +139,11 @@ class TopicCrud(TopicsCore):
             node = await self._store.get(path)
         except NoNodeError:
             return
-        for ref in SegmentRecord.from_bytes(node.data).ledgers:
+        for ledger in SegmentRecord.from_bytes(node.data).ledgers:
             try:
-                await self._ledgers.delete(ref.ledger_id)
+                await self._ledgers.delete(ledger.ledger_id)
             except LedgerError as error:
-                log.warning("topic %s: ledger %d left behind: %s", topic, ref.ledger_id, error)
+                log.warning("topic %s: ledger %d left behind: %s", topic, ledger.ledger_id, error)
         with contextlib.suppress(NoNodeError):
             await self._store.delete(path)
 

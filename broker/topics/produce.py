@@ -98,8 +98,8 @@ class Producer:
         placed: list[tuple[str, int]] = [("", 0)] * len(events)
         for (target, indexes), result in zip(groups.items(), results, strict=True):
             name = segments[target].name
-            for position, index in enumerate(indexes):
-                placed[index] = (name, result.offset + position)
+            for delta, index in enumerate(indexes):
+                placed[index] = (name, result.offset + delta)
         return placed
 
     async def _append(self, target: SegmentRange, blocks: list[Block]) -> AppendResult:

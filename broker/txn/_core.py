@@ -18,6 +18,8 @@ from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
 from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 from broker.txn.states import DEFAULT_FINISHED_RETENTION_MS, TXN_LOG_TOPIC, Txn, TxnState
+from txnbuffer.api import TxnId
+from txnbuffer.txn_ids import txn_id_hex
 
 __all__ = ["CoordinatorCore"]
 
@@ -36,9 +38,9 @@ class CoordinatorCore:
         self._faults = faults
         self._log = CompactedTopic(topics, TXN_LOG_TOPIC)
         self._clock = clock
-        self._txns: dict[bytes, Txn] = {}
+        self._txns: dict[TxnId, Txn] = {}
         #: Ids of the known transactions of each label.
-        self._labelled: dict[str, set[bytes]] = {}
+        self._labelled: dict[str, set[TxnId]] = {}
         #: Labels closed by ``abort_labelled(close=True)``: when (ms since the epoch).
         self._closed_labels: dict[str, int] = {}
         #: Timeout aborts and COMMITTED log writes under way (``close`` waits for them).
@@ -67,11 +69,12 @@ class CoordinatorCore:
             if not same:
                 del self._labelled[txn.label]
 
-    def _get(self, txn_id: bytes) -> Txn:
-        check_txn_id(txn_id)
+    def _get(self, raw: bytes) -> Txn:
+        """The transaction whose wire id is ``raw`` (the RPCs' form)."""
+        txn_id = check_txn_id(raw)
         txn = self._txns.get(txn_id)
         if txn is None:
-            raise TxnNotFoundError(txn_id.hex())
+            raise TxnNotFoundError(txn_id_hex(txn_id))
         return txn
 
     def _check_open(self, txn: Txn) -> None:

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Sequence
 from broker.segments.entry import EntryKind
 from broker.txn._core import CoordinatorCore
 from broker.txn.states import FINAL_STATES, Txn, TxnState, check_transition
+from txnbuffer.api import TxnId
+from txnbuffer.txn_ids import txn_id_to_bytes
 
 __all__ = ["CoordinatorFinish"]
 
@@ -32,7 +34,7 @@ class CoordinatorFinish(CoordinatorCore):
         await self._log.write(txn.name, txn.record())
         await self._finish_abort(txn, final)
 
-    async def _finish_commit(self, txn_ids: Sequence[bytes], group_key: str | None, *,
+    async def _finish_commit(self, txn_ids: Sequence[TxnId], group_key: str | None, *,
                              wait_for_log: bool = True) -> None:
         """Markers, then COMMITTED records with the group record (``group_key``) deleted.
 
@@ -80,7 +82,7 @@ class CoordinatorFinish(CoordinatorCore):
 
         async def mark(name: str) -> None:
             segment = await self._topics.segment(name)
-            await segment.write_marker(kind, txn.txn_id)
+            await segment.write_marker(kind, txn_id_to_bytes(txn.txn_id))
 
         await asyncio.gather(*(mark(name) for name in txn.segments))
 

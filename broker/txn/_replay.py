@@ -15,6 +15,7 @@ from broker.segments.names import is_system_topic
 from broker.segments.transactions import check_txn_id
 from broker.txn._timeouts import CoordinatorTimeouts
 from broker.txn.states import GROUP_PREFIX, LOG_FORMAT_VERSION, Txn, TxnState
+from txnbuffer.api import TxnId
 
 __all__ = ["CoordinatorReplay"]
 
@@ -26,7 +27,7 @@ class CoordinatorReplay(CoordinatorTimeouts):
     async def start(self) -> None:
         """Replay the log; finish every COMMITTING and ABORTING transaction."""
         records = await self._log.read_prefix("")
-        groups: list[tuple[str, list[bytes]]] = []
+        groups: list[tuple[str, list[TxnId]]] = []
         for key, value in records.items():
             try:
                 group = self._replay_record(key, value)
@@ -57,7 +58,7 @@ class CoordinatorReplay(CoordinatorTimeouts):
             elif txn.state is TxnState.OPEN:
                 self._schedule_timeout(txn)
 
-    def _replay_record(self, key: str, value: bytes) -> list[bytes] | None:
+    def _replay_record(self, key: str, value: bytes) -> list[TxnId] | None:
         """Take one log record in: a transaction, or (returned) a commit group's txn ids.
 
         Raises ValueError, KeyError, TypeError or InvalidArgumentError for a record it

@@ -53,9 +53,9 @@ from broker.errors import (
 from broker.metrics import flows_bound, observe_error
 from broker.segments.block_limits import check_block_size, check_blocks
 from broker.segments.names import MAX_SEGMENT_NAME_CHARS
-from broker.segments.transactions import TXN_ID_BYTES
 from broker.txn.held import HeldBudget, HeldRun
 from ledger.errors import LedgerError, LedgerFencedError
+from txnbuffer.txn_ids import TXN_ID_BYTES
 
 if TYPE_CHECKING:
     from broker.txn.coordinator import TxnCoordinator

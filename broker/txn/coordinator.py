@@ -68,6 +68,7 @@ from broker.txn.states import (
     check_label,
     check_transition,
 )
+from txnbuffer.txn_ids import txn_id_to_bytes
 
 __all__ = [
     "DEFAULT_FINISHED_RETENTION_MS",
@@ -112,7 +113,7 @@ class TxnCoordinator(CoordinatorReplay):
         self._check_not_closed(label)
         timeout_ms = min(timeout_ms or DEFAULT_TXN_TIMEOUT_MS, MAX_TXN_TIMEOUT_MS)
         txn_id = uuid.uuid4().bytes
-        txn = Txn(txn_id, TxnState.OPEN, self._now_ms() + timeout_ms, label=label)
+        txn = Txn(check_txn_id(txn_id), TxnState.OPEN, self._now_ms() + timeout_ms, label=label)
         await self._log.write(txn.name, txn.record())
         self._add(txn)
         self._schedule_timeout(txn)
@@ -198,7 +199,8 @@ class TxnCoordinator(CoordinatorReplay):
         if self._faults.after_committing_logged is not None:
             # The crash window a restart must close: decided, no marker written yet.
             self._faults.after_committing_logged()
-        await self._finish_commit(unique, GROUP_PREFIX + txns[0].name, wait_for_log=False)
+        await self._finish_commit([txn.txn_id for txn in txns], GROUP_PREFIX + txns[0].name,
+                                  wait_for_log=False)
 
     async def abort(self, txn_id: bytes) -> None:
         """Abort an OPEN transaction: ABORTING record, ABORT markers, ABORTED."""
@@ -232,7 +234,7 @@ class TxnCoordinator(CoordinatorReplay):
         failure: BaseException | None = None
         for txn, result in zip(txns, results, strict=True):
             if result is None:
-                aborted.append(txn.txn_id)
+                aborted.append(txn_id_to_bytes(txn.txn_id))
             elif not isinstance(result, TxnStateError) and failure is None:
                 failure = result
         if failure is not None:

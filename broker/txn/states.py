@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from broker.errors import InvalidArgumentError, TxnStateError
+from txnbuffer.api import TxnId
+from txnbuffer.txn_ids import txn_id_hex
 
 __all__ = [
     "DEFAULT_FINISHED_RETENTION_MS",
@@ -87,7 +89,7 @@ def check_transition(txn_id: str, actual: TxnState, target: TxnState) -> None:
 class Txn:
     """A transaction as the coordinator holds it in memory; ``record`` is its log value."""
 
-    txn_id: bytes
+    txn_id: TxnId
     state: TxnState
     deadline_ms: int
     segments: list[str] = field(default_factory=list)
@@ -108,7 +110,7 @@ class Txn:
     @property
     def name(self) -> str:
         """The txn id in hex: its key in the log."""
-        return self.txn_id.hex()
+        return txn_id_hex(self.txn_id)
 
     def record(self) -> bytes:
         """The versioned JSON record of the log."""

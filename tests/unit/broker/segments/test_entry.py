@@ -12,12 +12,12 @@ from broker.api import Block, ReadBlock
 from broker.errors import CorruptDataError
 from broker.segments.entry import (
     HEADER_BYTES,
-    NO_TXN,
     EntryKind,
     decode_entry_header,
     encode_entry,
     split_frames,
 )
+from txnbuffer.txn_ids import NO_TXN_BYTES
 
 
 def test_round_trip() -> None:
@@ -36,7 +36,7 @@ def test_round_trip() -> None:
 def test_defaults_and_empty_writer() -> None:
     data = encode_entry(EntryKind.DATA, 0, [Block(b"a", 1)], "", -1, 0)
     header = decode_entry_header(data)
-    assert header.txn_id == NO_TXN
+    assert header.txn_id == NO_TXN_BYTES
     assert header.writer_id == ""
     assert header.size == HEADER_BYTES
     assert split_frames(data, header) == [ReadBlock(0, 1, b"a")]

@@ -8,7 +8,7 @@ import pytest
 
 from broker.api import SegmentState, TopicConfig
 from broker.errors import CorruptDataError
-from broker.segments.records import LedgerRef, SegmentRecord
+from broker.segments.records import LedgerRecord, SegmentRecord
 from broker.topics.records import TopicRecord, TopicSegment
 
 
@@ -39,7 +39,7 @@ def test_topic_record_scaling_fields_round_trip_and_format_1_is_read() -> None:
 
 
 def test_segment_record_round_trip() -> None:
-    record = SegmentRecord("orders", 3, (LedgerRef(7, 0, 100, 55), LedgerRef(9, 10)),
+    record = SegmentRecord("orders", 3, (LedgerRecord(7, 0, 100, 55), LedgerRecord(9, 10)),
                            start_offset=0, sealed=True, end_offset=20)
     assert SegmentRecord.from_bytes(record.to_bytes()) == record
 
