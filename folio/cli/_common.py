@@ -29,6 +29,7 @@ __all__ = [
     "add_endpoint_option",
     "add_global_endpoint_option",
     "client_config",
+    "connect",
     "describe_error",
     "fail",
     "limit_or_unlimited",
@@ -188,6 +189,18 @@ def describe_error(error: BaseException, endpoint: str) -> str:
     if isinstance(error, FolioUnavailableError):
         return f"no broker at {endpoint} ({text}); {START_HINT}"
     return text
+
+
+def connect(args: argparse.Namespace, endpoint: str) -> folio.Client:
+    """A client of ``endpoint`` with the other settings of :func:`client_config`.
+
+    Raises:
+        InvalidArgumentError: a bad ``--config`` file or variable (``main`` has
+            already refused those as usage errors).
+    """
+    config = client_config(args)
+    return folio.Client(endpoint, timeout_s=config.timeout_s,
+                        max_connections_per_endpoint=config.max_connections_per_endpoint)
 
 
 def run_with_client(prog: str, args: argparse.Namespace,

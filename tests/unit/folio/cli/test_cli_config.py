@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from folio.cli import build_parser, main
-from folio.cli._common import client_config, resolve_endpoint
+from folio.cli._common import client_config, connect, resolve_endpoint
 
 _FILE = """\
 [broker]
@@ -114,3 +114,11 @@ def test_one_file_serves_broker_and_client(config_file: str,
         7171, 0, "bookie-0:3181")
     assert _printed(["--config", config_file, "--print-config"], capsys)["endpoint"] == (
         "file-broker:7171")
+
+
+def test_client_commands_connect_with_the_file_settings(config_file: str) -> None:
+    args = build_parser().parse_args(["consume", "t", "--config", config_file])
+    # The client connects lazily: no broker is needed to see its settings.
+    with connect(args, "localhost:1") as client:
+        assert (client.endpoint, client.timeout_s, client.max_connections_per_endpoint) == (
+            "localhost:1", 12.5, 3)
