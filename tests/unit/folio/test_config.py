@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import folio
 from folio import ClientConfig, InvalidArgumentError
 from folio.config import CONFIG_ENV, DEFAULT_ENDPOINT, DEFAULT_TIMEOUT_S, ENDPOINT_ENV
 
@@ -121,3 +122,15 @@ def test_to_toml_reads_back_unchanged(tmp_path: Path, config: ClientConfig) -> N
     text = config.to_toml()
     assert "[client]\n" in text
     assert ClientConfig.load(_write(tmp_path, text), {}) == config
+
+
+def test_client_takes_a_config(tmp_path: Path) -> None:
+    config = ClientConfig.load(_write(tmp_path, '[client]\nendpoint = "localhost:1"\n'
+                                                'timeout_s = 4\n'), {})
+    # The client connects lazily: no broker is needed to see its settings.
+    with folio.Client(config=config) as client:
+        assert (client.config, client.endpoint, client.timeout_s) == (config, "localhost:1", 4.0)
+    with folio.Client.from_config(config) as client:
+        assert client.config == config
+    with pytest.raises(InvalidArgumentError, match="either endpoint or config"):
+        folio.Client("localhost:2", config=config)
