@@ -62,8 +62,10 @@ Where this differs from the layout first sketched, and why:
   ``InvalidBlockError``, so ``errors`` is the layer below ``api``.
 - ``_status`` and ``errors`` stay at the top level: the error encoding on
   the wire is changing separately (``ErrorCode``), and every layer uses them.
-- ``config`` (``ClientConfig``: defaults < ``$FOLIO_ENDPOINT`` < arguments)
-  has no file layer: an application passes its own settings in code.
+- ``config`` (``ClientConfig``): ``resolve`` layers defaults < the endpoint
+  variables < arguments (``Client(...)``); ``load`` adds the ``[client]``
+  table of a TOML file and ``FOLIO_CLIENT_<KEY>`` (the CLI's ``--config``),
+  a small resolver of its own since the SDK cannot import ``ledger.settings``.
 - The three append flows (an event writer's segment, a single-key
   transaction writer, a full transaction's segment) keep their own code,
   since what they send differs, but share one state machine:

@@ -60,7 +60,8 @@ class Client(AdminCalls):
 
     def __init__(self, endpoint: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  max_connections_per_endpoint: int = DEFAULT_MAX_CONNECTIONS,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None,
+                 config: ClientConfig | None = None) -> None:
         """Starts the IO thread and opens the first channel (connecting lazily).
 
         Args:
@@ -73,12 +74,18 @@ class Client(AdminCalls):
             registry: the Prometheus registry the SDK's metrics
                 (``folio_client_*``, see ``folio.metrics``) go to; None for
                 ``prometheus_client``'s default one.
+            config: all three settings at once (``ClientConfig.load()`` reads
+                a ``[client]`` TOML table and ``FOLIO_CLIENT_*``); then
+                ``endpoint`` must be None and the other two are not used.
 
         Raises:
-            InvalidArgumentError: a value out of range (``ClientConfig`` checks them).
+            InvalidArgumentError: a value out of range (``ClientConfig`` checks them),
+                or both ``config`` and ``endpoint``.
         """
+        if config is not None and endpoint is not None:
+            raise InvalidArgumentError("give either endpoint or config, not both")
         #: The settings, resolved and checked (``folio.config``).
-        self.config = ClientConfig.resolve(
+        self.config = config if config is not None else ClientConfig.resolve(
             endpoint, timeout_s=timeout_s,
             max_connections_per_endpoint=max_connections_per_endpoint)
         self.endpoint = self.config.endpoint
@@ -98,9 +105,7 @@ class Client(AdminCalls):
     def from_config(cls, config: ClientConfig, *,
                     registry: CollectorRegistry | None = None) -> Client:
         """A client made with ``config`` (see ``__init__`` for ``registry``)."""
-        return cls(config.endpoint, timeout_s=config.timeout_s,
-                   max_connections_per_endpoint=config.max_connections_per_endpoint,
-                   registry=registry)
+        return cls(registry=registry, config=config)
 
     async def _open(self) -> ConnectionPool:
         return ConnectionPool(self.endpoint, self.max_connections_per_endpoint)

@@ -1,15 +1,39 @@
 """A client's settings as one frozen, checked record: ``ClientConfig``.
 
-Layered: the defaults below < the environment (``$FOLIO_ENDPOINT``) < the
-arguments given (``ClientConfig.resolve``, which ``folio.Client`` uses).
-Values are checked once, in ``__post_init__``, with ``InvalidArgumentError``
-naming the field. The CLI and the Spark connector resolve the endpoint from
-the same two constants.
+Layered as the server commands' settings (``ledger/settings.py``), the later
+winning:
+
+1. the defaults below;
+2. the ``[client]`` table of a TOML file given by ``--config FILE`` (or
+   ``$FOLIO_CLIENT_CONFIG``), keys named as the fields. The file may also hold
+   ``[broker]``, ``[bookie]`` and ``[standalone]`` (one file for a local
+   cluster): the client reads its own table, refuses keys it does not know in
+   it, and ignores the others;
+3. the environment, ``FOLIO_CLIENT_<FIELD>`` (``FOLIO_CLIENT_TIMEOUT_S``; an
+   empty value counts as unset). ``$FOLIO_ENDPOINT``, the older name, is kept
+   as an alias of ``FOLIO_CLIENT_ENDPOINT``, which wins when both are set
+   (the specific name over the general one); both beat the file, as every
+   variable does;
+4. the arguments given (``ClientConfig.load(**given)``; the CLI's flags).
+
+``to_toml`` prints the ``[client]`` table that the loader reads back
+unchanged (``folio --print-config``). ``ClientConfig.resolve`` (what
+``folio.Client(...)`` uses) reads no file: only the endpoint variables.
+
+Why a second, small resolver rather than ``ledger.settings``: the SDK stands
+apart from the server packages (import-linter lets ``folio`` import only
+itself), so it cannot import the server's resolver. It follows the same rules
+and error wording, for three fields, in stdlib ``tomllib`` only. Values are
+checked once, in ``__post_init__``; every bad value raises
+``InvalidArgumentError`` naming where it came from.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -17,14 +41,31 @@ from typing import Final
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS
 from folio.errors import InvalidArgumentError
 
-__all__ = ["DEFAULT_ENDPOINT", "DEFAULT_TIMEOUT_S", "ENDPOINT_ENV", "ClientConfig"]
+__all__ = [
+    "CONFIG_ENV",
+    "DEFAULT_ENDPOINT",
+    "DEFAULT_TIMEOUT_S",
+    "ENDPOINT_ENV",
+    "TABLE",
+    "ClientConfig",
+    "env_name",
+]
 
-#: Where a client connects when given no endpoint and ``$FOLIO_ENDPOINT`` is unset.
+#: Where a client connects when given no endpoint and no variable names one.
 DEFAULT_ENDPOINT: Final = "localhost:7070"
-#: The environment variable naming the default endpoint.
+#: The older environment variable naming the endpoint (alias of ``FOLIO_CLIENT_ENDPOINT``).
 ENDPOINT_ENV: Final = "FOLIO_ENDPOINT"
 #: Deadline of each admin call, in seconds, unless given.
 DEFAULT_TIMEOUT_S: Final = 30.0
+#: The TOML table of the client's settings.
+TABLE: Final = "client"
+#: The environment variable naming the TOML file, when ``--config`` is not given.
+CONFIG_ENV: Final = "FOLIO_CLIENT_CONFIG"
+
+
+def env_name(field: str) -> str:
+    """``FOLIO_CLIENT_TIMEOUT_S`` for field ``timeout_s``."""
+    return f"FOLIO_{TABLE.upper()}_{field.upper()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +73,8 @@ class ClientConfig:
     """What a :class:`folio.Client` is made with.
 
     Attributes:
-        endpoint: the broker, ``"host:port"``.
+        endpoint: the broker, ``"host:port"`` (the CLI also takes a
+            comma-separated list and uses the first that accepts a connection).
         timeout_s: deadline of each admin call, in seconds (> 0).
         max_connections_per_endpoint: most channels (TCP connections) to the
             broker, shared by every writer and reader of the client (>= 1).
@@ -55,12 +97,128 @@ class ClientConfig:
     def resolve(cls, endpoint: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                 max_connections_per_endpoint: int = DEFAULT_MAX_CONNECTIONS,
                 environ: Mapping[str, str] | None = None) -> ClientConfig:
-        """The config from the arguments; no ``endpoint``: ``$FOLIO_ENDPOINT``, else the default.
+        """The config from the arguments; no ``endpoint``: the environment's, else the default.
+
+        The environment's endpoint is ``FOLIO_CLIENT_ENDPOINT``, else
+        ``$FOLIO_ENDPOINT``. No file is read (``load`` reads one).
 
         Raises:
             InvalidArgumentError: a value out of range (the message names it).
         """
         env = os.environ if environ is None else environ
-        return cls(endpoint=endpoint or env.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT,
+        return cls(endpoint=endpoint or _env_endpoint(env) or DEFAULT_ENDPOINT,
                    timeout_s=timeout_s,
                    max_connections_per_endpoint=max_connections_per_endpoint)
+
+    @classmethod
+    def load(cls, config_file: str | None = None, environ: Mapping[str, str] | None = None,
+             **given: object) -> ClientConfig:
+        """The config layered: defaults < file's ``[client]`` < environment < ``given``.
+
+        Args:
+            config_file: a TOML file (``--config``); None for
+                ``$FOLIO_CLIENT_CONFIG`` if set, else no file.
+            environ: the environment (``os.environ`` when None).
+            given: field values from arguments or flags; None means not given.
+
+        Raises:
+            InvalidArgumentError: the file cannot be read, is not TOML, has no
+                ``[client]`` table or an unknown key in it; or a value is of the
+                wrong type or out of range (the message names its source).
+        """
+        env = os.environ if environ is None else environ
+        types = {field.name: _KINDS[field.name] for field in dataclasses.fields(cls)}
+        for name in given:
+            if name not in types:
+                raise InvalidArgumentError(f"ClientConfig has no setting {name!r}; "
+                                           f"known: {', '.join(sorted(types))}")
+        path = config_file or env.get(CONFIG_ENV) or None
+        table = _read_table(path, types) if path else {}
+        values: dict[str, object] = {}
+        for name, kind in types.items():
+            if given.get(name) is not None:
+                values[name] = given[name]
+                continue
+            variable, raw = _env_value(env, name)
+            if raw:
+                try:
+                    values[name] = _from_text(kind, raw)
+                except ValueError as error:
+                    raise InvalidArgumentError(f"{variable}={raw!r}: {error}") from None
+            elif name in table:
+                try:
+                    values[name] = _from_toml(kind, table[name])
+                except ValueError as error:
+                    raise InvalidArgumentError(f"--config {path}: [{TABLE}] {name} = "
+                                               f"{table[name]!r}: {error}") from None
+        return cls(**values)  # type: ignore[arg-type]
+
+    def to_toml(self) -> str:
+        """This config as the ``[client]`` table that ``load`` (``--config``) reads back."""
+        lines = ["# folio client settings: defaults < this file (--config) < "
+                 "FOLIO_CLIENT_* (FOLIO_ENDPOINT) < flags", f"[{TABLE}]"]
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            # A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
+            text = (repr(value) if isinstance(value, int | float)
+                    else json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f"))
+            lines.append(f"{field.name} = {text}")
+        return "\n".join(lines) + "\n"
+
+
+#: Each field's type (the dataclass's annotations are strings, by ``__future__``).
+_KINDS: Final[dict[str, type]] = {
+    "endpoint": str, "timeout_s": float, "max_connections_per_endpoint": int}
+
+
+def _env_endpoint(env: Mapping[str, str]) -> str | None:
+    return env.get(env_name("endpoint")) or env.get(ENDPOINT_ENV) or None
+
+
+def _env_value(env: Mapping[str, str], name: str) -> tuple[str, str | None]:
+    """``(variable, raw value)`` of a field from the environment (the alias for endpoint)."""
+    variable = env_name(name)
+    if name == "endpoint" and not env.get(variable) and env.get(ENDPOINT_ENV):
+        return ENDPOINT_ENV, env.get(ENDPOINT_ENV)
+    return variable, env.get(variable)
+
+
+def _from_text(kind: type, raw: str) -> object:
+    return kind(raw)
+
+
+def _from_toml(kind: type, value: object) -> object:
+    """A value of ``kind`` from a TOML value, refusing the wrong TOML type."""
+    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if kind is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind is str and isinstance(value, str):
+        return value
+    wanted = {int: "an integer", float: "a number"}.get(kind, "a string")
+    raise ValueError(f"expected {wanted}")
+
+
+def _read_table(path: str, types: Mapping[str, type]) -> dict[str, object]:
+    """The ``[client]`` table of the TOML file at ``path``, its keys checked."""
+    try:
+        with open(path, "rb") as file:
+            document = tomllib.load(file)
+    except OSError as error:
+        raise InvalidArgumentError(f"--config {path}: cannot read it: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise InvalidArgumentError(f"--config {path}: not valid TOML: {error}") from None
+    loose = [key for key, value in document.items() if not isinstance(value, dict)]
+    if loose:
+        raise InvalidArgumentError(f"--config {path}: settings go in a [{TABLE}] table, "
+                                   f"found {loose[0]!r} outside any table")
+    table = document.get(TABLE)
+    if table is None:
+        found = ", ".join(f"[{name}]" for name in document) or "no table"
+        raise InvalidArgumentError(f"--config {path}: no [{TABLE}] table (found {found})")
+    for key in table:
+        if key not in types:
+            raise InvalidArgumentError(
+                f"--config {path}: [{TABLE}] has no setting {key!r}; "
+                f"known: {', '.join(sorted(types))}")
+    return dict(table)

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, entry_points, version
 
 from folio.cli import consume, group, perf, produce, topic
-from folio.cli._common import add_global_endpoint_option
+from folio.cli._common import add_global_endpoint_option, client_config
+from folio.errors import InvalidArgumentError
 
 __all__ = ["main"]
 
@@ -38,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="folio",
         description="Folio: a streaming broker on BookKeeper-style ledgers. "
         "Run `folio COMMAND --help` for a command's options. --endpoint (alias "
-        "--bootstrap) may be given before or after the command.",
+        "--bootstrap) and --config (the client's [client] table) may be given before "
+        "or after a client command; `folio --config FILE --print-config` shows the "
+        "client settings that result.",
     )
     parser.add_argument("--version", action="version", version=f"folio {_version()}")
     add_global_endpoint_option(parser)
@@ -55,6 +58,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.print_client_config or getattr(args, "uses_client_config", False):
+        # A bad --config file or FOLIO_CLIENT_* value is bad usage (exit 2), as
+        # for the server commands; checked once here, before any connection.
+        try:
+            config = client_config(args)
+        except InvalidArgumentError as error:
+            parser.error(str(error))
+        if args.print_client_config:
+            print(config.to_toml(), end="")
+            return 0
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)

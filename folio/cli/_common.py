@@ -1,8 +1,10 @@
 """What every client command of the ``folio`` CLI shares.
 
-The broker endpoint (``--endpoint`` or its alias ``--bootstrap``, before or
-after the sub-command, else ``$FOLIO_ENDPOINT``, else ``localhost:7070``; a
-comma-separated list picks the first that accepts a TCP connection, since
+The client settings (``folio.config``: defaults < the ``[client]`` table of
+``--config FILE`` or ``$FOLIO_CLIENT_CONFIG`` < ``FOLIO_CLIENT_<KEY>`` (and
+``$FOLIO_ENDPOINT``) < ``--endpoint``), ``--config`` and ``--endpoint`` (alias
+``--bootstrap``) given before or after the sub-command; a comma-separated
+endpoint list picks the first that accepts a TCP connection, since
 ``folio.Client`` takes one endpoint), argparse value types, and
 :func:`run_with_client`, which
 turns every :class:`folio.FolioError` into one line ``folio CMD: error: ...``
@@ -18,7 +20,7 @@ import sys
 from collections.abc import Callable, Mapping
 
 import folio
-from folio.config import DEFAULT_ENDPOINT, ENDPOINT_ENV
+from folio.config import CONFIG_ENV, DEFAULT_ENDPOINT, ENDPOINT_ENV, ClientConfig
 from folio.errors import FolioError, FolioUnavailableError, LedgerUnavailableError
 
 __all__ = [
@@ -26,6 +28,8 @@ __all__ = [
     "ENDPOINT_ENV",
     "add_endpoint_option",
     "add_global_endpoint_option",
+    "client_config",
+    "connect",
     "describe_error",
     "fail",
     "limit_or_unlimited",
@@ -48,13 +52,29 @@ _PROBE_TIMEOUT_S = 2.0
 
 _ENDPOINT_HELP = (f"the broker's gRPC address; a comma-separated list (as Kafka's "
                   f"bootstrap servers) uses the first that accepts a connection "
-                  f"(default ${ENDPOINT_ENV}, else {DEFAULT_ENDPOINT})")
+                  f"(default $FOLIO_CLIENT_ENDPOINT, else ${ENDPOINT_ENV}, else the "
+                  f"--config file's, else {DEFAULT_ENDPOINT})")
+
+_CONFIG_HELP = (f"read the client settings from the [client] table of this TOML file "
+                f"(keys endpoint, timeout_s, max_connections_per_endpoint; other tables "
+                f"are ignored; what --print-config prints); FOLIO_CLIENT_* variables and "
+                f"flags override it (also ${CONFIG_ENV})")
 
 
 def add_global_endpoint_option(parser: argparse.ArgumentParser) -> None:
-    """``--endpoint``/``--bootstrap`` before the sub-command (``folio --endpoint X topic list``)."""
+    """``--endpoint``/``--bootstrap``, ``--config`` and ``--print-config`` before the sub-command.
+
+    ``folio --endpoint X topic list``; ``folio --config f.toml --print-config``.
+    The file's dest is ``client_config``, apart from the server commands' own
+    ``--config`` (given after ``folio broker``).
+    """
     parser.add_argument("--endpoint", "--bootstrap", dest="endpoint",
                         metavar="HOST:PORT[,HOST:PORT...]", default=None, help=_ENDPOINT_HELP)
+    parser.add_argument("--config", dest="client_config", metavar="FILE", default=None,
+                        help=_CONFIG_HELP)
+    parser.add_argument("--print-config", dest="print_client_config", action="store_true",
+                        help="print the resolved client settings as TOML (what --config "
+                        "reads back) and exit")
 
 
 def add_endpoint_option(parser: argparse.ArgumentParser) -> None:
@@ -66,6 +86,10 @@ def add_endpoint_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint", "--bootstrap", dest="endpoint",
                         metavar="HOST:PORT[,HOST:PORT...]", default=argparse.SUPPRESS,
                         help=_ENDPOINT_HELP)
+    parser.add_argument("--config", dest="client_config", metavar="FILE",
+                        default=argparse.SUPPRESS, help=_CONFIG_HELP)
+    # main() checks the client settings up front (a usage error) for these commands.
+    parser.set_defaults(uses_client_config=True)
 
 
 def _reachable(endpoint: str) -> bool:
@@ -89,17 +113,28 @@ def pick_endpoint(text: str) -> str:
     return next((endpoint for endpoint in endpoints if _reachable(endpoint)), endpoints[0])
 
 
+def client_config(args: argparse.Namespace,
+                  environ: Mapping[str, str] | None = None) -> ClientConfig:
+    """The client settings: defaults < ``--config`` file < environment < ``--endpoint``.
+
+    The endpoint is kept as given (a comma-separated list is not yet picked).
+
+    Raises:
+        InvalidArgumentError: a bad file, key or value (the message names it).
+    """
+    return ClientConfig.load(getattr(args, "client_config", None),
+                             os.environ if environ is None else environ,
+                             endpoint=getattr(args, "endpoint", None) or None)
+
+
 def resolve_endpoint(args: argparse.Namespace,
                      environ: Mapping[str, str] | None = None) -> str:
-    """``--endpoint`` if given, else ``$FOLIO_ENDPOINT`` if set and not empty, else the default.
+    """``--endpoint`` if given, else the environment's, else the ``--config`` file's, else
+    the default (:func:`client_config`).
 
     A comma-separated list gives its first reachable endpoint (:func:`pick_endpoint`).
     """
-    flag: str | None = getattr(args, "endpoint", None)
-    if flag:
-        return pick_endpoint(flag)
-    env = (os.environ if environ is None else environ).get(ENDPOINT_ENV)
-    return pick_endpoint(env) if env else DEFAULT_ENDPOINT
+    return pick_endpoint(client_config(args, environ).endpoint)
 
 
 def _number(text: str, kind: Callable[[str], int | float], low: float, what: str) -> int | float:
@@ -156,6 +191,18 @@ def describe_error(error: BaseException, endpoint: str) -> str:
     return text
 
 
+def connect(args: argparse.Namespace, endpoint: str) -> folio.Client:
+    """A client of ``endpoint`` with the other settings of :func:`client_config`.
+
+    Raises:
+        InvalidArgumentError: a bad ``--config`` file or variable (``main`` has
+            already refused those as usage errors).
+    """
+    config = client_config(args)
+    return folio.Client(endpoint, timeout_s=config.timeout_s,
+                        max_connections_per_endpoint=config.max_connections_per_endpoint)
+
+
 def run_with_client(prog: str, args: argparse.Namespace,
                     body: Callable[[folio.Client], int]) -> int:
     """Run ``body`` with a client of the resolved endpoint, mapping SDK errors to exit 1.
@@ -165,9 +212,15 @@ def run_with_client(prog: str, args: argparse.Namespace,
         args: parsed arguments (for ``--endpoint``).
         body: does the work; returns the exit code.
     """
-    endpoint = resolve_endpoint(args)
     try:
-        with folio.Client(endpoint) as client:
+        config = client_config(args)
+    except FolioError as error:
+        return fail(prog, str(error))
+    endpoint = pick_endpoint(config.endpoint)
+    try:
+        with folio.Client(endpoint, timeout_s=config.timeout_s,
+                          max_connections_per_endpoint=config.max_connections_per_endpoint
+                          ) as client:
             return body(client)
     except FolioError as error:
         return fail(prog, describe_error(error, endpoint))

@@ -20,6 +20,7 @@ from typing import BinaryIO, Literal
 import folio
 from folio.cli._common import (
     add_endpoint_option,
+    connect,
     describe_error,
     fail,
     non_negative_int,
@@ -153,7 +154,7 @@ def _consume(args: argparse.Namespace) -> int:
     line = formatter(args.print, args.json)
     start: Literal["earliest", "latest"] = "earliest" if args.from_beginning else "latest"
     try:
-        with folio.Client(endpoint) as client:
+        with connect(args, endpoint) as client:
             if args.group is None:
                 plan = _plan(client, args)
                 with client.reader(args.topic, start=plan.start) as reader:

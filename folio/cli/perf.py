@@ -22,6 +22,7 @@ from typing import Any, Literal
 import folio
 from folio.cli._common import (
     add_endpoint_option,
+    connect,
     describe_error,
     fail,
     non_negative_float,
@@ -232,7 +233,7 @@ def _perf_produce(args: argparse.Namespace) -> int:
     endpoint = resolve_endpoint(args)
     configs = _writer_configs(args, endpoint)
     try:
-        with folio.Client(endpoint) as client:
+        with connect(args, endpoint) as client:
             _ensure_topic(client, PRODUCE_PROG, args.topic, args.segments)
             if args.writers == 1:
                 results = [_produce_here(client, configs[0], args.json)]
@@ -272,7 +273,7 @@ def _perf_consume(args: argparse.Namespace) -> int:
         return False
 
     try:
-        with folio.Client(endpoint) as client:
+        with connect(args, endpoint) as client:
             _ensure_topic(client, CONSUME_PROG, args.topic, args.segments)
             result = run_consume(client, config, tick)
     except FolioError as error:

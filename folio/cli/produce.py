@@ -15,7 +15,13 @@ from collections.abc import Iterable
 from typing import BinaryIO
 
 import folio
-from folio.cli._common import add_endpoint_option, describe_error, fail, resolve_endpoint
+from folio.cli._common import (
+    add_endpoint_option,
+    connect,
+    describe_error,
+    fail,
+    resolve_endpoint,
+)
 from folio.cli._produce_lines import LineError, LineFormat, header_pair, parse_line
 from folio.cli._signals import install_sigterm_as_interrupt
 from folio.errors import FolioError
@@ -70,7 +76,7 @@ def _produce(args: argparse.Namespace) -> int:
     failure: BaseException | None = None
     interrupted = False
     try:
-        with folio.Client(endpoint) as client:
+        with connect(args, endpoint) as client:
             writer = client.writer(args.topic)
             try:
                 write = writer.write_event
