@@ -23,9 +23,7 @@ from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.standalone import start_standalone
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """The session's SparkSession, with the ``folio`` data source registered."""
+def _start_spark() -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     session = (SparkSession.builder.master("local[2,3]").appName("folio-tests")
@@ -36,8 +34,22 @@ def spark() -> Iterator[Any]:
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     folio.spark.register(session)
-    yield session
-    session.stop()
+    return session
+
+
+# The JVM is started here, while this conftest is collected, not when the first
+# Spark test asks for it: by then earlier tests' gRPC threads are running in this
+# process, and pyspark's fork of the JVM launcher while gRPC is busy once made the
+# launcher die ("Java gateway process exited before sending its port number"; grpc
+# logged "Other threads are currently calling into gRPC, skipping fork() handlers").
+_SESSION = _start_spark()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The session's SparkSession, with the ``folio`` data source registered."""
+    yield _SESSION
+    _SESSION.stop()
 
 
 @pytest.fixture(scope="module")
