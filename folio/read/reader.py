@@ -218,9 +218,10 @@ class EventReader(Generic[T]):
             self._done[segment] = -1 if position is None else position
             self._finished.add(segment)
             if self._successors is not None:
-                lookup = self._io.submit(self._look_up(segment))
-                self._lookups.add(lookup)
-                lookup.add_done_callback(self._lookups.discard)
+                # Pruned here rather than by a done callback (that runs on the IO
+                # thread): only the caller's thread touches the set.
+                self._lookups = {lookup for lookup in self._lookups if not lookup.done()}
+                self._lookups.add(self._io.submit(self._look_up(segment)))
 
     async def _look_up(self, segment: str) -> None:
         """Asks for ``segment``'s successors until the broker knows them (IO thread)."""
