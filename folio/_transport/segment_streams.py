@@ -10,6 +10,11 @@ a segment is removed (and maybe added again later), responses its old stream
 had queued are recognised by their stale token and dropped, so nothing is
 returned twice or out of order. A segment whose last response carried
 ``end_of_segment`` is *finished* once all its events were returned.
+
+A stream that breaks is opened again from the next offset after backoff; a
+status the broker did not give (gRPC's own, e.g. from a cut connection) gets
+a few retries too. The event reader (``folio.read.reader``), reader groups
+and batch reads are all built on this one engine.
 """
 
 from __future__ import annotations
@@ -36,17 +41,22 @@ if TYPE_CHECKING:
     from folio._transport.io_thread import IoThread
     from folio._transport.pool import ReadChannels
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
+    from folio.metrics import TopicMetrics
 
-__all__ = ["SegmentStreams"]
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_WAIT_MS", "SegmentStreams"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: Bytes of blocks per Read response asked for.
+DEFAULT_MAX_BYTES: Final = 1024 * 1024
+#: How long the broker waits at the tail before an empty (heartbeat) response.
+DEFAULT_MAX_WAIT_MS: Final = 500
+#: Responses of one segment buffered before its stream waits for the caller.
 _BUFFERED_RESPONSES: Final = 4
+#: Retries of a read stream failing with statuses the broker did not give.
 _UNEXPLAINED_RETRIES: Final = 5
-_MAX_BYTES: Final = 1024 * 1024
-_MAX_WAIT_MS: Final = 500
 
 # (segment, token, response, error); segment None wakes the caller.
 _Item = tuple[str | None, int, read_pb2.ReadResponse | None, FolioError | None]
@@ -66,12 +76,22 @@ class _Stream:
 class SegmentStreams(Generic[T]):
     """One Read stream per segment held; ``next_event`` returns their events. One caller thread."""
 
-    def __init__(self, *, io: IoThread, channels: ReadChannels,
+    def __init__(self, *, io: IoThread, channels: ReadChannels | None = None,
+                 stub: ReadAsyncStub | None = None,
                  deserialize: Callable[[bytes], T] | None,
                  isolation: read_pb2.ReadRequest.Isolation.ValueType = (
-                     read_pb2.ReadRequest.READ_COMMITTED)) -> None:
+                     read_pb2.ReadRequest.READ_COMMITTED),
+                 max_bytes: int = DEFAULT_MAX_BYTES, max_wait_ms: int = DEFAULT_MAX_WAIT_MS,
+                 metrics: TopicMetrics | None = None) -> None:
+        """Streams take a channel of ``channels`` (the client's pool) each, or use ``stub``."""
+        if (channels is None) == (stub is None):
+            raise ValueError("give the streams either channels or a stub")
         self._io = io
         self._channels = channels
+        self._stub = stub
+        self._max_bytes = max_bytes
+        self._max_wait_ms = max_wait_ms
+        self._metrics = metrics
         self._deserialize = deserialize
         self._isolation = isolation
         self._queue: queue.Queue[_Item] = queue.Queue()
@@ -82,6 +102,8 @@ class SegmentStreams(Generic[T]):
         self._closed = False
         #: Set when a segment's last response came; cleared by ``finished``.
         self.ended = False
+        #: The segment the last failure dropped, with the offset of its next event.
+        self.dropped: tuple[str, int] | None = None
 
     # -- membership ---------------------------------------------------------
 
@@ -124,6 +146,12 @@ class SegmentStreams(Generic[T]):
             pending = self._events[self._index]
             positions[pending.segment] = pending.offset
         return positions
+
+    def take_pending(self) -> list[Event[T]]:
+        """Removes and returns the events unpacked but not yet returned."""
+        pending = self._events[self._index:]
+        self._events, self._index = [], 0
+        return pending
 
     def finished(self) -> list[str]:
         """Segments read to their end: sealed, and every event returned."""
@@ -173,6 +201,9 @@ class SegmentStreams(Generic[T]):
             return False  # queued by a stream of a removed segment
         if error is not None:
             del self._streams[segment]
+            self.dropped = (segment, stream.position)
+            if self._metrics is not None:
+                self._metrics.failed(error)
             raise error
         if stream.credit is not None:
             self._io.call_soon(stream.credit.release)
@@ -181,14 +212,21 @@ class SegmentStreams(Generic[T]):
         if response.blocks:
             self._events = self._unpack(segment, stream, response)
             self._index = 0
-        skipped = response.next_offset > stream.position
-        if skipped:  # past entries left out (aborted transactions, markers)
+            if self._metrics is not None:
+                self._metrics.received(len(self._events),
+                                       sum(len(block.data) for block in response.blocks))
+        # Only a response without blocks moves past left-out entries (aborted
+        # transactions, markers): the broker splits one read step into several
+        # responses that all carry the step's next_offset, so a response with
+        # blocks may name an offset past blocks still to come.
+        skipped = not response.blocks and response.next_offset > stream.position
+        if skipped:
             stream.position = response.next_offset
         if response.end_of_segment:
             stream.ended = True
             self.ended = True
             return not self._events[self._index:]
-        return skipped and not response.blocks  # the caller may be waiting for that offset
+        return skipped  # the caller may be waiting for that offset
 
     def _unpack(self, segment: str, stream: _Stream,
                 response: read_pb2.ReadResponse) -> list[Event[T]]:
@@ -212,6 +250,10 @@ class SegmentStreams(Generic[T]):
     # -- the IO side --------------------------------------------------------
 
     async def _run(self, segment: str, token: int, offset: int, stream: _Stream) -> None:
+        if self._channels is None:
+            assert self._stub is not None  # checked in __init__
+            await self._read(self._stub, segment, token, offset, stream)
+            return
         try:
             lease = self._channels.lease_read()
         except FolioError as error:  # the client is closed
@@ -231,21 +273,24 @@ class SegmentStreams(Generic[T]):
         unexplained = 0
         while True:
             call = stub.Read(read_pb2.ReadRequest(
-                segment=segment, offset=next_offset, max_bytes=_MAX_BYTES,
-                max_wait_ms=_MAX_WAIT_MS, isolation=self._isolation))
+                segment=segment, offset=next_offset, max_bytes=self._max_bytes,
+                max_wait_ms=self._max_wait_ms, isolation=self._isolation))
             try:
                 async for response in call:
                     backoff.reset()
                     unexplained = 0
                     for block in response.blocks:
                         next_offset = max(next_offset, block.offset + block.event_count)
-                    next_offset = max(next_offset, response.next_offset)
+                    if not response.blocks:  # (see _take: only then is it safe)
+                        next_offset = max(next_offset, response.next_offset)
                     await credit.acquire()
                     self._queue.put((segment, token, response, None))
                     if response.end_of_segment:
                         return
             except grpc.RpcError as rpc_error:
                 error = error_from_rpc(rpc_error)
+                # A status the broker did not give (no folio-error: gRPC's own,
+                # e.g. INTERNAL from a cut connection) gets a few retries too.
                 unexplained = unexplained + 1 if error.error_name is None else 0
                 if not error.retriable and not 0 < unexplained <= _UNEXPLAINED_RETRIES:
                     self._queue.put((segment, token, None, error))

@@ -1,0 +1,125 @@
+"""The read-stream engine (folio._transport.segment_streams) over a scripted Read stub.
+
+- A read step the broker splits into several responses gives each the step's
+  ``next_offset``; events of the later responses are still returned, and a
+  stream broken after the first one reopens at the end of what it got.
+- A response without blocks moves the position past left-out entries.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import grpc
+import pytest
+
+from folio._transport.io_thread import IoThread
+from folio._transport.segment_streams import SegmentStreams
+from folio.api.v1 import read_pb2
+from folio.api.v1.block import encode_block
+
+WAIT_S = 30.0
+
+
+class _Unavailable(grpc.RpcError):
+    """A cut connection as ``grpc.aio`` reports it (retriable)."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "connection cut"
+
+
+class _Call:
+    """One scripted Read call: its responses, then maybe an error, then the tail."""
+
+    def __init__(self, responses: list[read_pb2.ReadResponse], error: bool) -> None:
+        self._responses = responses
+        self._error = error
+
+    def __aiter__(self) -> AsyncIterator[read_pb2.ReadResponse]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[read_pb2.ReadResponse]:
+        for response in self._responses:
+            yield response
+        if self._error:
+            raise _Unavailable()
+
+    def cancel(self) -> None:
+        pass
+
+
+class _Stub:
+    """Answers each Read with the next script; records the offsets asked for."""
+
+    def __init__(self, *scripts: tuple[list[read_pb2.ReadResponse], bool]) -> None:
+        self._scripts = list(scripts)
+        self.offsets: list[int] = []
+
+    def Read(self, request: read_pb2.ReadRequest) -> _Call:
+        self.offsets.append(request.offset)
+        responses, error = self._scripts.pop(0) if self._scripts else ([], False)
+        return _Call(responses, error)
+
+
+def _response(offset: int, count: int, next_offset: int) -> read_pb2.ReadResponse:
+    data = encode_block([b"e%d" % (offset + i) for i in range(count)])
+    return read_pb2.ReadResponse(
+        blocks=[read_pb2.ReadBlock(offset=offset, event_count=count, data=data)],
+        next_offset=next_offset)
+
+
+@pytest.fixture
+def io() -> Iterator[IoThread]:
+    thread = IoThread("test-io")
+    yield thread
+    thread.close()
+
+
+def _read(streams: SegmentStreams[Any], count: int) -> list[int]:
+    """Offsets of the next ``count`` events (fewer if they do not come within WAIT_S)."""
+    deadline = time.monotonic() + WAIT_S
+    offsets: list[int] = []
+    while len(offsets) < count and (left := deadline - time.monotonic()) > 0:
+        event = streams.next_event(left)  # None now and then: a skip or an end
+        if event is not None:
+            offsets.append(event.offset)
+    return offsets
+
+
+def test_a_step_split_in_responses_returns_every_event(io: IoThread) -> None:
+    stub = _Stub(([_response(0, 2, 6), _response(2, 2, 6), _response(4, 2, 6)], False))
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=stub, deserialize=None)
+    streams.add("t/0", 0)
+    try:
+        assert _read(streams, 6) == [0, 1, 2, 3, 4, 5]
+        assert streams.positions() == {"t/0": 6}
+    finally:
+        streams.close()
+
+
+def test_a_stream_broken_inside_a_step_reopens_after_what_it_got(io: IoThread) -> None:
+    stub = _Stub(([_response(0, 2, 6)], True), ([_response(2, 4, 6)], False))
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=stub, deserialize=None)
+    streams.add("t/0", 0)
+    try:
+        assert _read(streams, 6) == [0, 1, 2, 3, 4, 5]
+        assert stub.offsets[:2] == [0, 2]
+    finally:
+        streams.close()
+
+
+def test_a_response_without_blocks_moves_past_left_out_entries(io: IoThread) -> None:
+    stub = _Stub(([_response(0, 2, 2), read_pb2.ReadResponse(next_offset=5)], False))
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=stub, deserialize=None)
+    streams.add("t/0", 0)
+    try:
+        assert _read(streams, 2) == [0, 1]
+        assert streams.next_event(WAIT_S) is None  # woken: the caller may wait for offset 5
+        assert streams.position("t/0") == 5
+    finally:
+        streams.close()
