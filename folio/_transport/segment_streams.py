@@ -164,6 +164,14 @@ class SegmentStreams(Generic[T]):
 
     # -- reading ------------------------------------------------------------
 
+    def next_buffered(self) -> Event[T] | None:
+        """The next event already unpacked, or None: no wait, no lock, no clock (the hot path)."""
+        index = self._index
+        if index < len(self._events):
+            self._index = index + 1
+            return self._events[index]
+        return None
+
     def next_event(self, timeout: float | None) -> Event[T] | None:
         """The next event, waiting up to ``timeout`` seconds; None on timeout, close or an end.
 

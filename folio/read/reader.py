@@ -152,8 +152,13 @@ class EventReader(Generic[T]):
             NoSuchSegmentError: a segment (or the topic) was deleted.
             FolioError: another failure of one segment's stream.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
         streams = self._streams
+        if not self._closed:
+            # Most calls find an event already unpacked: return it at once.
+            event = streams.next_buffered()
+            if event is not None:
+                return event
+        deadline = None if timeout is None else time.monotonic() + timeout
         while not self._closed:
             if streams.ended:
                 self._end_finished()
@@ -178,7 +183,15 @@ class EventReader(Generic[T]):
         """Every event from the start positions on; ends only when the reader is closed."""
         # One event at a time, so that leaving the loop early loses nothing:
         # the next read_next or loop goes on from the event after the last one.
-        while (event := self.read_next(None)) is not None:
+        next_buffered = self._streams.next_buffered
+        while not self._closed:
+            event = next_buffered()
+            if event is None:
+                event = self.read_next(None)
+                if event is None:
+                    return
+            yield event
+        while (event := self.read_next(None)) is not None:  # what close left unreturned
             yield event
 
     def close(self) -> None:
