@@ -28,6 +28,7 @@ def _start_spark() -> Any:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     session = (SparkSession.builder.master("local[2,3]").appName("folio-tests")
                .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.execution.pythonUDF.arrow.enabled", "false")
                .config("spark.python.worker.reuse", "true")
