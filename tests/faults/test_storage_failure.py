@@ -10,9 +10,7 @@ acknowledged before, during and after is read back once, in order.
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +38,7 @@ from ledger.client.ledger_client import LedgerClient
 from ledger.config import BookieConfig, Durability, LedgerConfig
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 from tests.support.faulty_kv import DISK_FULL, FaultyKV
+from tests.support.wait import wait_for_async
 
 pytestmark = pytest.mark.faults
 
@@ -78,14 +77,6 @@ async def broker(tmp_path: Path) -> AsyncIterator[_Broker]:
         await store.close()
 
 
-async def _eventually(check: Callable[[], Awaitable[bool]], what: str,
-                      timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
-
-
 async def _health(channel: grpc.aio.Channel) -> int:
     answer = await health_pb2_grpc.HealthStub(channel).Check(
         health_pb2.HealthCheckRequest(service="folio.v1.Produce"), timeout=10)
@@ -117,7 +108,7 @@ async def test_a_full_disk_is_reported_then_recovered_without_restart(broker: _B
     assert raised.value.code() is grpc.StatusCode.UNAVAILABLE
     assert "No space left on device" in (raised.value.details() or "")
     assert "fenc" not in (raised.value.details() or "")
-    await _eventually(lambda: _is(broker.channel, health_pb2.HealthCheckResponse.NOT_SERVING),
+    await wait_for_async(lambda: _is(broker.channel, health_pb2.HealthCheckResponse.NOT_SERVING),
                       "health NOT_SERVING")
     assert _sample("folio_storage_errors_total") > errors_before
     assert _sample("folio_storage_failed") == 1
@@ -130,7 +121,7 @@ async def test_a_full_disk_is_reported_then_recovered_without_restart(broker: _B
     # Reads of what was written still work meanwhile.
     assert await _read_all(broker.channel, "disk/0") == acknowledged
     broker.faults.heal()
-    await _eventually(lambda: _is(broker.channel, health_pb2.HealthCheckResponse.SERVING),
+    await wait_for_async(lambda: _is(broker.channel, health_pb2.HealthCheckResponse.SERVING),
                       "health SERVING again")
     assert _sample("folio_storage_failed") == 0
 
@@ -141,7 +132,7 @@ async def test_a_full_disk_is_reported_then_recovered_without_restart(broker: _B
             return False
         return True
 
-    await _eventually(writes_again, "a write after the disk healed")
+    await wait_for_async(writes_again, "a write after the disk healed")
     acknowledged.append(b"after-0")
     for n in range(1, 5):
         await write(b"after-%d" % n)
