@@ -9,17 +9,13 @@ the script), which is what the check reads.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "check_python.py"
 
-pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
 
 def _fake_python(tmp_path: Path, version: tuple[int, int]) -> Path:
