@@ -674,6 +674,7 @@ class Segment(_message.Message):
     END_OFFSET_FIELD_NUMBER: _builtins.int
     PREDECESSORS_FIELD_NUMBER: _builtins.int
     SUCCESSORS_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """"<topic>/<number>"."""
     number: _builtins.int
@@ -689,6 +690,10 @@ class Segment(_message.Message):
     """The offset of the first readable event."""
     end_offset: _builtins.int
     """The offset the next appended event will get (once sealed: final)."""
+    owner: _builtins.str
+    """The client address "host:port" of the broker that serves the segment
+    now, or empty while none does (see "Cluster").
+    """
     @_builtins.property
     def predecessors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The names of the segments sealed when this one was created, whose
@@ -713,14 +718,130 @@ class Segment(_message.Message):
         end_offset: _builtins.int = ...,
         predecessors: _abc.Iterable[_builtins.str] | None = ...,
         successors: _abc.Iterable[_builtins.str] | None = ...,
+        owner: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_offset", b"end_offset", "key_high", b"key_high", "key_low", b"key_low", "name", b"name", "number", b"number", "predecessors", b"predecessors", "start_offset", b"start_offset", "state", b"state", "successors", b"successors"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_offset", b"end_offset", "key_high", b"key_high", "key_low", b"key_low", "name", b"name", "number", b"number", "owner", b"owner", "predecessors", b"predecessors", "start_offset", b"start_offset", "state", b"state", "successors", b"successors"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Segment: _TypeAlias = Segment  # noqa: Y015
+
+@_typing.final
+class LookupSegmentRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEGMENT_FIELD_NUMBER: _builtins.int
+    segment: _builtins.str
+    """"<topic>/<number>"."""
+    def __init__(
+        self,
+        *,
+        segment: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["segment", b"segment"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LookupSegmentRequest: _TypeAlias = LookupSegmentRequest  # noqa: Y015
+
+@_typing.final
+class LookupSegmentResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEGMENT_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
+    segment: _builtins.str
+    """The segment asked about."""
+    owner: _builtins.str
+    """Its owner's client address "host:port", or empty while none owns it."""
+    def __init__(
+        self,
+        *,
+        segment: _builtins.str = ...,
+        owner: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner", "segment", b"segment"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LookupSegmentResponse: _TypeAlias = LookupSegmentResponse  # noqa: Y015
+
+@_typing.final
+class ListBrokersRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListBrokersRequest: _TypeAlias = ListBrokersRequest  # noqa: Y015
+
+@_typing.final
+class Broker(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    CONTAINERS_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """A stable identity of the broker process (its registration name)."""
+    address: _builtins.str
+    """The address clients should use, "host:port" (--advertised-address)."""
+    @_builtins.property
+    def containers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The segment containers it owns now, ascending (a standalone: empty)."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        address: _builtins.str = ...,
+        containers: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "containers", b"containers", "id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Broker: _TypeAlias = Broker  # noqa: Y015
+
+@_typing.final
+class ListBrokersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKERS_FIELD_NUMBER: _builtins.int
+    CONTAINER_COUNT_FIELD_NUMBER: _builtins.int
+    container_count: _builtins.int
+    """The cluster's number of segment containers (a standalone: 0)."""
+    @_builtins.property
+    def brokers(self) -> _containers.RepeatedCompositeFieldContainer[Global___Broker]:
+        """The live brokers, by id."""
+
+    def __init__(
+        self,
+        *,
+        brokers: _abc.Iterable[Global___Broker] | None = ...,
+        container_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["brokers", b"brokers", "container_count", b"container_count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListBrokersResponse: _TypeAlias = ListBrokersResponse  # noqa: Y015
 
 @_typing.final
 class SegmentLedger(_message.Message):

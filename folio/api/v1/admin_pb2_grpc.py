@@ -89,6 +89,16 @@ class AdminStub:
                 request_serializer=folio_dot_v1_dot_admin__pb2.SealTopicRequest.SerializeToString,
                 response_deserializer=folio_dot_v1_dot_admin__pb2.Topic.FromString,
                 _registered_method=True)
+        self.LookupSegment = channel.unary_unary(
+                '/folio.v1.Admin/LookupSegment',
+                request_serializer=folio_dot_v1_dot_admin__pb2.LookupSegmentRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_admin__pb2.LookupSegmentResponse.FromString,
+                _registered_method=True)
+        self.ListBrokers = channel.unary_unary(
+                '/folio.v1.Admin/ListBrokers',
+                request_serializer=folio_dot_v1_dot_admin__pb2.ListBrokersRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_admin__pb2.ListBrokersResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -194,6 +204,24 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LookupSegment(self, request, context):
+        """Cluster (see "Cluster" below). The broker that serves a segment now:
+        owner is its client address "host:port", or empty while no broker owns
+        the segment (a failover in progress: ask again after a short backoff).
+        NOT_FOUND if there is no such segment. Any broker answers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListBrokers(self, request, context):
+        """The live brokers of the cluster with their client addresses (a
+        standalone answers with itself). Any broker answers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -251,6 +279,16 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.SealTopic,
                     request_deserializer=folio_dot_v1_dot_admin__pb2.SealTopicRequest.FromString,
                     response_serializer=folio_dot_v1_dot_admin__pb2.Topic.SerializeToString,
+            ),
+            'LookupSegment': grpc.unary_unary_rpc_method_handler(
+                    servicer.LookupSegment,
+                    request_deserializer=folio_dot_v1_dot_admin__pb2.LookupSegmentRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_admin__pb2.LookupSegmentResponse.SerializeToString,
+            ),
+            'ListBrokers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBrokers,
+                    request_deserializer=folio_dot_v1_dot_admin__pb2.ListBrokersRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_admin__pb2.ListBrokersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -550,6 +588,60 @@ class Admin:
             '/folio.v1.Admin/SealTopic',
             folio_dot_v1_dot_admin__pb2.SealTopicRequest.SerializeToString,
             folio_dot_v1_dot_admin__pb2.Topic.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LookupSegment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.Admin/LookupSegment',
+            folio_dot_v1_dot_admin__pb2.LookupSegmentRequest.SerializeToString,
+            folio_dot_v1_dot_admin__pb2.LookupSegmentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBrokers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.Admin/ListBrokers',
+            folio_dot_v1_dot_admin__pb2.ListBrokersRequest.SerializeToString,
+            folio_dot_v1_dot_admin__pb2.ListBrokersResponse.FromString,
             options,
             channel_credentials,
             insecure,

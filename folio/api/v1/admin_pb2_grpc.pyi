@@ -127,6 +127,16 @@ class AdminStub:
     takes no more events (writers fail with SegmentSealedError) and stays
     readable. Idempotent. NOT_FOUND if there is no such topic.
     """
+    LookupSegment: _grpc.UnaryUnaryMultiCallable[_admin_pb2.LookupSegmentRequest, _admin_pb2.LookupSegmentResponse]
+    """Cluster (see "Cluster" below). The broker that serves a segment now:
+    owner is its client address "host:port", or empty while no broker owns
+    the segment (a failover in progress: ask again after a short backoff).
+    NOT_FOUND if there is no such segment. Any broker answers.
+    """
+    ListBrokers: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListBrokersRequest, _admin_pb2.ListBrokersResponse]
+    """The live brokers of the cluster with their client addresses (a
+    standalone answers with itself). Any broker answers.
+    """
 
 @_typing.type_check_only
 class AdminAsyncStub(AdminStub):
@@ -184,6 +194,16 @@ class AdminAsyncStub(AdminStub):
     """Seals every open segment of the topic, without successors: the topic
     takes no more events (writers fail with SegmentSealedError) and stays
     readable. Idempotent. NOT_FOUND if there is no such topic.
+    """
+    LookupSegment: _aio.UnaryUnaryMultiCallable[_admin_pb2.LookupSegmentRequest, _admin_pb2.LookupSegmentResponse]  # type: ignore[assignment]
+    """Cluster (see "Cluster" below). The broker that serves a segment now:
+    owner is its client address "host:port", or empty while no broker owns
+    the segment (a failover in progress: ask again after a short backoff).
+    NOT_FOUND if there is no such segment. Any broker answers.
+    """
+    ListBrokers: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListBrokersRequest, _admin_pb2.ListBrokersResponse]  # type: ignore[assignment]
+    """The live brokers of the cluster with their client addresses (a
+    standalone answers with itself). Any broker answers.
     """
 
 class AdminServicer(metaclass=_abc_1.ABCMeta):
@@ -305,6 +325,28 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
         """Seals every open segment of the topic, without successors: the topic
         takes no more events (writers fail with SegmentSealedError) and stays
         readable. Idempotent. NOT_FOUND if there is no such topic.
+        """
+
+    @_abc_1.abstractmethod
+    def LookupSegment(
+        self,
+        request: _admin_pb2.LookupSegmentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.LookupSegmentResponse, _abc.Awaitable[_admin_pb2.LookupSegmentResponse]]:
+        """Cluster (see "Cluster" below). The broker that serves a segment now:
+        owner is its client address "host:port", or empty while no broker owns
+        the segment (a failover in progress: ask again after a short backoff).
+        NOT_FOUND if there is no such segment. Any broker answers.
+        """
+
+    @_abc_1.abstractmethod
+    def ListBrokers(
+        self,
+        request: _admin_pb2.ListBrokersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ListBrokersResponse, _abc.Awaitable[_admin_pb2.ListBrokersResponse]]:
+        """The live brokers of the cluster with their client addresses (a
+        standalone answers with itself). Any broker answers.
         """
 
 def add_AdminServicer_to_server(servicer: AdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
