@@ -7,6 +7,7 @@ from typing import Any
 import grpc
 
 from broker.api import TopicConfig, Topics
+from broker.cluster.owners import SegmentOwners, SingleBroker
 from broker.errors import BrokerError, InvalidArgumentError
 from broker.services._servicer import abort_with
 from broker.services.convert import (
@@ -27,8 +28,10 @@ _Refusals = (BrokerError, LedgerError)
 class AdminServicer(admin_pb2_grpc.AdminServicer):
     """Topics and segments: create, describe, configure, truncate, delete."""
 
-    def __init__(self, topics: Topics) -> None:
+    def __init__(self, topics: Topics, owners: SegmentOwners | None = None) -> None:
         self._topics = topics
+        self._owners: SegmentOwners = owners if owners is not None else SingleBroker()
+        self._owner_of = self._owners.owner_of
 
     async def CreateTopic(
         self, request: admin_pb2.CreateTopicRequest, context: _Context
@@ -43,7 +46,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 request.name, request.segment_count or 1, config)
         except _Refusals as error:
             await abort_with(context, error)
-        return topic_message(topic)
+        return topic_message(topic, self._owner_of)
 
     async def GetTopic(
         self, request: admin_pb2.GetTopicRequest, context: _Context
@@ -52,7 +55,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             topic = await self._topics.get_topic(request.name)
         except _Refusals as error:
             await abort_with(context, error)
-        return topic_message(topic)
+        return topic_message(topic, self._owner_of)
 
     async def ListTopics(
         self, request: admin_pb2.ListTopicsRequest, context: _Context
@@ -61,7 +64,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             topics = await self._topics.list_topics(include_internal=request.include_internal)
         except _Refusals as error:
             await abort_with(context, error)
-        return admin_pb2.ListTopicsResponse(topics=[topic_message(topic) for topic in topics])
+        return admin_pb2.ListTopicsResponse(
+            topics=[topic_message(topic, self._owner_of) for topic in topics])
 
     async def DeleteTopic(
         self, request: admin_pb2.DeleteTopicRequest, context: _Context
@@ -80,7 +84,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 request.name, config_changes(request.config))
         except _Refusals as error:
             await abort_with(context, error)
-        return topic_message(topic)
+        return topic_message(topic, self._owner_of)
 
     async def GetSegments(
         self, request: admin_pb2.GetSegmentsRequest, context: _Context
@@ -91,7 +95,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         except _Refusals as error:
             await abort_with(context, error)
         return admin_pb2.GetSegmentsResponse(
-            segments=[segment_message(segment) for segment in segments])
+            segments=[segment_message(segment, self._owner_of) for segment in segments])
 
     async def GetSegmentInfo(
         self, request: admin_pb2.GetSegmentInfoRequest, context: _Context
@@ -101,7 +105,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             info = segment.info()
         except _Refusals as error:
             await abort_with(context, error)
-        return segment_info_message(info)
+        return segment_info_message(info, self._owner_of)
 
     async def TruncateSegment(
         self, request: admin_pb2.TruncateSegmentRequest, context: _Context
@@ -111,7 +115,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             info = await segment.truncate(request.offset)
         except _Refusals as error:
             await abort_with(context, error)
-        return segment_info_message(info)
+        return segment_info_message(info, self._owner_of)
 
     async def ScaleTopic(
         self, request: admin_pb2.ScaleTopicRequest, context: _Context
@@ -123,8 +127,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         except _Refusals as error:
             await abort_with(context, error)
         return admin_pb2.ScaleTopicResponse(
-            sealed=[segment_message(s) for s in outcome.sealed],
-            created=[segment_message(s) for s in outcome.created])
+            sealed=[segment_message(s, self._owner_of) for s in outcome.sealed],
+            created=[segment_message(s, self._owner_of) for s in outcome.created])
 
     async def GetSuccessors(
         self, request: admin_pb2.GetSuccessorsRequest, context: _Context
@@ -134,8 +138,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         except _Refusals as error:
             await abort_with(context, error)
         return admin_pb2.GetSuccessorsResponse(
-            segment=segment_message(segment),
-            successors=[segment_message(s) for s in successors])
+            segment=segment_message(segment, self._owner_of),
+            successors=[segment_message(s, self._owner_of) for s in successors])
 
     async def SealTopic(
         self, request: admin_pb2.SealTopicRequest, context: _Context
@@ -144,7 +148,26 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             topic = await self._topics.seal_topic(request.name)
         except _Refusals as error:
             await abort_with(context, error)
-        return topic_message(topic)
+        return topic_message(topic, self._owner_of)
+
+    async def LookupSegment(
+        self, request: admin_pb2.LookupSegmentRequest, context: _Context
+    ) -> admin_pb2.LookupSegmentResponse:
+        try:
+            segment, _successors = await self._topics.get_successors(request.segment)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return admin_pb2.LookupSegmentResponse(
+            segment=segment.name, owner=self._owner_of(segment.name))
+
+    async def ListBrokers(
+        self, request: admin_pb2.ListBrokersRequest, context: _Context
+    ) -> admin_pb2.ListBrokersResponse:
+        return admin_pb2.ListBrokersResponse(
+            brokers=[admin_pb2.Broker(id=broker.id, address=broker.address,
+                                      containers=broker.containers)
+                     for broker in self._owners.brokers()],
+            container_count=self._owners.container_count)
 
 
 def _as_dict(config: TopicConfig) -> dict[str, int]:

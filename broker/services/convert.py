@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from broker.api import SegmentInfo, SegmentRange, SegmentState, TopicConfig, TopicInfo
@@ -31,29 +32,37 @@ def _config_message(config: TopicConfig) -> admin_pb2.TopicConfig:
     return admin_pb2.TopicConfig(**{name: getattr(config, name) for name in CONFIG_FIELDS})
 
 
-def segment_message(segment: SegmentRange) -> admin_pb2.Segment:
-    """A ``Segment`` message."""
+def _no_owner(segment: str) -> str:
+    return ""
+
+
+def segment_message(segment: SegmentRange,
+                    owner_of: Callable[[str], str] = _no_owner) -> admin_pb2.Segment:
+    """A ``Segment`` message; ``owner_of`` gives its owner's address (``SegmentOwners``)."""
     return admin_pb2.Segment(
         name=segment.name, number=segment.number, key_low=segment.key_low,
         key_high=segment.key_high, state=_STATES[segment.state],
         start_offset=segment.start_offset, end_offset=segment.end_offset,
         predecessors=segment.predecessors, successors=segment.successors,
+        owner=owner_of(segment.name),
     )
 
 
-def topic_message(topic: TopicInfo) -> admin_pb2.Topic:
+def topic_message(topic: TopicInfo,
+                  owner_of: Callable[[str], str] = _no_owner) -> admin_pb2.Topic:
     """A ``Topic`` message, every config field set."""
     return admin_pb2.Topic(
         name=topic.name, config=_config_message(topic.config),
-        segments=[segment_message(segment) for segment in topic.segments],
+        segments=[segment_message(segment, owner_of) for segment in topic.segments],
         created_ms=topic.created_ms, sealed=topic.sealed,
     )
 
 
-def segment_info_message(info: SegmentInfo) -> admin_pb2.SegmentInfo:
+def segment_info_message(info: SegmentInfo,
+                         owner_of: Callable[[str], str] = _no_owner) -> admin_pb2.SegmentInfo:
     """A ``SegmentInfo`` message."""
     return admin_pb2.SegmentInfo(
-        segment=segment_message(info.segment), sealed=info.sealed,
+        segment=segment_message(info.segment, owner_of), sealed=info.sealed,
         ledgers=[
             admin_pb2.SegmentLedger(ledger_id=ledger.ledger_id, first_offset=ledger.first_offset,
                                     closed=ledger.closed)

@@ -20,6 +20,7 @@ from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 
 from broker.api import Topics
+from broker.cluster.owners import SegmentOwners, SingleBroker
 from broker.groups.liveness import GroupLiveness
 from broker.groups.store import ReaderGroupStore
 from broker.services._handlers import add_servicer
@@ -82,7 +83,8 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
                               commit_keys: CommitKeys | None = None,
                               coordinator: TxnCoordinator | None = None,
                               groups: ReaderGroupStore | None = None,
-                              group_liveness: GroupLiveness | None = None) -> BrokerServer:
+                              group_liveness: GroupLiveness | None = None,
+                              owners: SegmentOwners | None = None) -> BrokerServer:
     """Serve ``topics`` over the public gRPC API and start.
 
     With ``coordinator`` (started) the ``Transactions`` service is served and
@@ -95,6 +97,9 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
     ``group_liveness`` (started by the caller) declares silent members
     offline; without, heartbeats are recorded but nobody is declared offline.
 
+    ``owners`` says which broker serves each segment (``broker.cluster``);
+    without, this broker owns every segment under the address it binds.
+
     ``max_held_bytes`` and ``max_held_ms`` bound the blocks of uncommitted
     transactions (see ``broker.txn.held``).
 
@@ -102,9 +107,11 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
         OSError: the address cannot be bound (port in use, unknown host).
     """
     stopping = asyncio.Event()
+    single = SingleBroker() if owners is None else None
     server = grpc.aio.server(options=_SERVER_OPTIONS)
     for service, servicer in (
-        (admin_pb2.DESCRIPTOR.services_by_name["Admin"], AdminServicer(topics)),
+        (admin_pb2.DESCRIPTOR.services_by_name["Admin"], AdminServicer(
+            topics, owners if owners is not None else single)),
         (append_pb2.DESCRIPTOR.services_by_name["Append"], AppendServicer(
             topics, stopping, max_held_bytes=max_held_bytes, max_held_ms=max_held_ms,
             coordinator=coordinator)),
@@ -121,6 +128,8 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
     health = serve_health(server)
     serve_reflection(server, (*SERVICE_NAMES, HEALTH_SERVICE_NAME))
     bound = await listen_insecure(server, host, port)
+    if single is not None:
+        single.address = host_port(host, bound)
     for name in ("", *SERVICE_NAMES):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     await server.start()

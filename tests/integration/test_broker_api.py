@@ -79,6 +79,23 @@ def test_health_and_admin_round_trip(channel: grpc.Channel) -> None:
     assert list(admin.ListTopics(admin_pb2.ListTopicsRequest(), timeout=30).topics) == []
 
 
+def test_a_standalone_owns_every_segment(channel: grpc.Channel, server: BookieProcess) -> None:
+    admin = admin_pb2_grpc.AdminStub(channel)
+    topic = admin.CreateTopic(admin_pb2.CreateTopicRequest(name="owned", segment_count=2),
+                              timeout=30)
+    assert [s.owner for s in topic.segments] == [server.address] * 2
+    segments = admin.GetSegments(admin_pb2.GetSegmentsRequest(topic="owned"), timeout=30)
+    assert [s.owner for s in segments.segments] == [server.address] * 2
+    found = admin.LookupSegment(admin_pb2.LookupSegmentRequest(segment="owned/1"), timeout=30)
+    assert (found.segment, found.owner) == ("owned/1", server.address)
+    brokers = admin.ListBrokers(admin_pb2.ListBrokersRequest(), timeout=30)
+    assert [(b.address, list(b.containers)) for b in brokers.brokers] == [(server.address, [])]
+    assert brokers.container_count == 0
+    with pytest.raises(grpc.RpcError) as caught:
+        admin.LookupSegment(admin_pb2.LookupSegmentRequest(segment="owned/7"), timeout=30)
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
 def test_bad_input_gets_precise_statuses(channel: grpc.Channel) -> None:
     admin = admin_pb2_grpc.AdminStub(channel)
     produce = append_pb2_grpc.ProduceStub(channel)

@@ -1,0 +1,1 @@
+"""The broker in a cluster: who serves which segment (owners, containers, failover)."""
