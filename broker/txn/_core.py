@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 
 from broker.errors import TxnLabelClosedError, TxnNotFoundError, TxnStateError
-from broker.segments.transactions import check_txn_id
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
 from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
@@ -69,9 +68,8 @@ class CoordinatorCore:
             if not same:
                 del self._labelled[txn.label]
 
-    def _get(self, raw: bytes) -> Txn:
-        """The transaction whose wire id is ``raw`` (the RPCs' form)."""
-        txn_id = check_txn_id(raw)
+    def _get(self, txn_id: TxnId) -> Txn:
+        """The transaction ``txn_id``; ``TxnNotFoundError`` if it is not known."""
         txn = self._txns.get(txn_id)
         if txn is None:
             raise TxnNotFoundError(txn_id_hex(txn_id))

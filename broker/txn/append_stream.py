@@ -55,7 +55,7 @@ from broker.segments.block_limits import check_block_size, check_blocks
 from broker.segments.names import MAX_SEGMENT_NAME_CHARS
 from broker.txn.held import HeldBudget, HeldRun
 from ledger.errors import LedgerError, LedgerFencedError
-from txnbuffer.txn_ids import TXN_ID_BYTES
+from txnbuffer.api import TxnId
 
 if TYPE_CHECKING:
     from broker.txn.coordinator import TxnCoordinator
@@ -92,8 +92,10 @@ class SetupCommand:
     request_id: int
     segment: str
     writer_id: str
-    #: The transaction the flow appends in (16 bytes), or b"".
-    txn_id: bytes = b""
+    #: The transaction the flow appends in, or None.
+    txn_id: TxnId | None = None
+    #: Why the request's txn id is not one (the servicer decodes it): the setup is refused.
+    txn_id_error: InvalidArgumentError | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,8 +182,8 @@ class _Flow:
     writer_id: str
     segment: asyncio.Future[SegmentHandle]
     held: HeldRun = field(default_factory=HeldRun)
-    # The transaction the flow appends in (16 bytes), or b"".
-    txn_id: bytes = b""
+    # The transaction the flow appends in, or None.
+    txn_id: TxnId | None = None
     # Why the block sequence under way failed: its later blocks are dropped
     # and its end block gets this failure.
     failed: BrokerError | None = None
@@ -301,10 +303,11 @@ class AppendStream:
             return old, _ready(_refused(request_id, setup.segment, InvalidArgumentError(
                 f"writer_id must be 1 to {MAX_WRITER_ID_CHARS} characters, "
                 f"got {len(setup.writer_id)}")))
-        if setup.txn_id and (len(setup.txn_id) != TXN_ID_BYTES or self._coordinator is None):
+        if setup.txn_id_error is not None:
+            return old, _ready(_refused(request_id, setup.segment, setup.txn_id_error))
+        if setup.txn_id is not None and self._coordinator is None:
             return old, _ready(_refused(request_id, setup.segment, InvalidArgumentError(
-                f"txn_id must be {TXN_ID_BYTES} bytes (got {len(setup.txn_id)}) on a broker "
-                "with transactions")))
+                "a txn_id needs a broker with transactions; this one has none")))
         if old is None and len(self._flows) >= MAX_FLOWS:
             return old, _ready(_refused(request_id, setup.segment, EventTooLargeError(
                 len(self._flows) + 1, MAX_FLOWS, what="flow count")))
@@ -313,7 +316,7 @@ class AppendStream:
         else:
             flows_bound(1)
         segment = asyncio.ensure_future(self._topics.writable_segment(
-            setup.segment, "a transactional Append" if setup.txn_id else "Append"))
+            setup.segment, "a transactional Append" if setup.txn_id is not None else "Append"))
         flow = _Flow(setup.segment, setup.writer_id, segment,
                      tail=old.tail if old is not None else None, txn_id=setup.txn_id)
         self._flows[flow_id] = flow
@@ -373,7 +376,7 @@ class AppendStream:
         try:
             segment = await flow.segment
             check_blocks(blocks, segment.config.max_event_bytes)
-            if flow.txn_id and self._coordinator is not None:
+            if flow.txn_id is not None and self._coordinator is not None:
                 # Registers the segment with the transaction before writing to it.
                 async with self._coordinator.writing(flow.txn_id, flow.segment_name):
                     result = await segment.append(blocks, flow.writer_id, last_event_number,
