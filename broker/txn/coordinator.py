@@ -182,7 +182,13 @@ class TxnCoordinator(CoordinatorReplay):
                 raise
 
     async def commit(self, txn_ids: Sequence[TxnId]) -> None:
-        """Commit the transactions together: one COMMITTING record, markers, COMMITTED."""
+        """Commit the transactions together: one COMMITTING record, markers, COMMITTED.
+
+        Runs to its end even if the caller is cancelled (``_run_to_end``).
+        """
+        await self._run_to_end(self._commit(txn_ids))
+
+    async def _commit(self, txn_ids: Sequence[TxnId]) -> None:
         if not txn_ids:
             raise InvalidArgumentError("CommitTxn needs at least one txn_id")
         unique = list(dict.fromkeys(txn_ids))
@@ -208,8 +214,11 @@ class TxnCoordinator(CoordinatorReplay):
                                   wait_for_log=False)
 
     async def abort(self, txn_id: TxnId) -> None:
-        """Abort an OPEN transaction: ABORTING record, ABORT markers, ABORTED."""
-        await self._abort(self._get(txn_id), TxnState.ABORTED)
+        """Abort an OPEN transaction: ABORTING record, ABORT markers, ABORTED.
+
+        Runs to its end even if the caller is cancelled (``_run_to_end``).
+        """
+        await self._run_to_end(self._abort(self._get(txn_id), TxnState.ABORTED))
 
     async def abort_labelled(self, label: str, keep: Sequence[TxnId] = (), *,
                              close: bool = False) -> list[TxnId]:
@@ -233,8 +242,9 @@ class TxnCoordinator(CoordinatorReplay):
         txns = [self._txns[txn_id] for txn_id in sorted(self._labelled.get(label, ()))
                 if txn_id not in kept]
         txns = [txn for txn in txns if txn.state is TxnState.OPEN]
-        results = await asyncio.gather(*(self._abort(txn, TxnState.ABORTED) for txn in txns),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(self._run_to_end(self._abort(txn, TxnState.ABORTED)) for txn in txns),
+            return_exceptions=True)
         aborted: list[TxnId] = []
         failure: BaseException | None = None
         for txn, result in zip(txns, results, strict=True):
