@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import Protocol
 
+from txnbuffer.api import TxnId
+
 __all__ = [
     "AppendResult",
     "Block",
@@ -215,11 +217,11 @@ class SegmentHandle(Protocol):
 
     async def append(
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int, *,
-        txn_id: bytes = b"",
+        txn_id: TxnId | None = None,
     ) -> AppendResult:
         """Append ``blocks`` as ONE ledger entry, atomically, once durable.
 
-        With ``txn_id`` (16 bytes) the entry belongs to that transaction.
+        With ``txn_id`` the entry belongs to that transaction.
 
         Constant work per block: the blocks are not parsed (the Append
         service checks a client's blocks first: ``broker.segments.block_limits``). Appends are

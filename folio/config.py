@@ -26,6 +26,8 @@ itself), so it cannot import the server's resolver. It follows the same rules
 and error wording, for three fields, in stdlib ``tomllib`` only. Values are
 checked once, in ``__post_init__``; every bad value raises
 ``InvalidArgumentError`` naming where it came from.
+``tests/unit/test_config_resolvers_agree.py`` runs both resolvers on the same
+input and checks they agree (CONTRIBUTING.md, "Two settings resolvers").
 """
 
 from __future__ import annotations

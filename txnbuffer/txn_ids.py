@@ -30,6 +30,8 @@ TXN_ID_BYTES: Final = 16
 NO_TXN_BYTES: Final = bytes(TXN_ID_BYTES)
 
 _PAIR = struct.Struct(">QQ")
+# int(text, 16) alone would also take "+", "_" and spaces.
+_HEX_DIGITS: Final = frozenset("0123456789abcdefABCDEF")
 
 
 def txn_id_to_bytes(txn_id: TxnId) -> bytes:
@@ -58,11 +60,15 @@ def txn_id_hex(txn_id: TxnId) -> str:
 
 
 def txn_id_from_hex(text: str) -> TxnId:
-    """The txn id ``txn_id_hex`` spelled.
+    """The txn id ``txn_id_hex`` spelled (upper case digits too, as ``bytes.fromhex``).
 
     Raises:
-        ValueError: ``text`` is not 32 hex digits.
+        ValueError: ``text`` is not 32 hex digits, or all zero ("no
+            transaction" is never a stored transaction's id).
     """
-    if len(text) != 2 * TXN_ID_BYTES:
+    if len(text) != 2 * TXN_ID_BYTES or not _HEX_DIGITS.issuperset(text):
         raise ValueError(f"a txn id is {2 * TXN_ID_BYTES} hex digits, got {text!r}")
-    return (int(text[:16], 16), int(text[16:], 16))
+    txn_id = (int(text[:16], 16), int(text[16:], 16))
+    if txn_id == (0, 0):
+        raise ValueError("the all-zero txn id means no transaction")
+    return txn_id

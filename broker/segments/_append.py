@@ -23,10 +23,8 @@ from broker.segments._core import PendingEntry
 from broker.segments._rollover import SegmentRollover
 from broker.segments.block_limits import check_block_size
 from broker.segments.entry import MAX_WRITER_ID_BYTES, EntryKind, encode_entry
-from broker.segments.transactions import check_txn_id
 from ledger.errors import LedgerError, LedgerFencedError
-from txnbuffer.api import LoggedEntry, Position
-from txnbuffer.txn_ids import txn_id_from_bytes
+from txnbuffer.api import LoggedEntry, Position, TxnId
 
 __all__ = ["SegmentAppends"]
 
@@ -61,7 +59,7 @@ class SegmentAppends(SegmentRollover):
 
     async def append(
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int, *,
-        txn_id: bytes = b"",
+        txn_id: TxnId | None = None,
     ) -> AppendResult:
         """See ``SegmentHandle.append``.
 
@@ -73,7 +71,7 @@ class SegmentAppends(SegmentRollover):
         begin at or below it and end above it overlaps what was written and
         raises ``InvalidEventNumberError``.
 
-        A non-empty ``txn_id`` (16 bytes) writes a ``TXN_DATA`` entry of that
+        A ``txn_id`` writes a ``TXN_DATA`` entry of that
         transaction: ``read_committed`` readers see it only once a commit
         marker for it is written (``write_marker``). The coordinator checks the
         transaction is open; the segment only writes.
@@ -81,8 +79,8 @@ class SegmentAppends(SegmentRollover):
         self._check_appendable()
         event_count, data_bytes = self._check_blocks(blocks, writer_id, last_event_number)
         kind = EntryKind.DATA
-        if txn_id:
-            self._check_txn(txn_id)
+        if txn_id is not None:
+            self._check_txn()
             kind = EntryKind.TXN_DATA
         started = time.perf_counter()
         result = await self._append_entry(blocks, writer_id, last_event_number, event_count,
@@ -91,14 +89,13 @@ class SegmentAppends(SegmentRollover):
             observe_append(self._topic, event_count, data_bytes, time.perf_counter() - started)
         return result
 
-    def _check_txn(self, txn_id: bytes) -> None:
-        check_txn_id(txn_id)
+    def _check_txn(self) -> None:
         if self._buffer is None:
             raise InvalidArgumentError(f"segment {self._name} takes no transactions")
 
     async def _append_entry(
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int,
-        event_count: int, kind: EntryKind, txn_id: bytes,
+        event_count: int, kind: EntryKind, txn_id: TxnId | None,
     ) -> AppendResult:
         if self._queued or self._switching is not None or self._should_roll(self._now_ms()):
             # Appends that must wait (for a rollover) wait in call order, and
@@ -139,7 +136,7 @@ class SegmentAppends(SegmentRollover):
 
     def _submit(
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int, event_count: int,
-        kind: EntryKind = EntryKind.DATA, txn_id: bytes = b"",
+        kind: EntryKind = EntryKind.DATA, txn_id: TxnId | None = None,
     ) -> AppendResult | tuple[int, asyncio.Future[int]]:
         """Hand the entry to the ledger, without awaiting: offsets follow the call order.
 
@@ -166,7 +163,7 @@ class SegmentAppends(SegmentRollover):
         span.note_entry(len(span.bases), base, base + event_count)
         self._writers.note(writer_id, last_event_number, time_ms)
         self._unconfirmed.append(PendingEntry(span, base, event_count, time_ms, future, kind,
-                                          txn_id_from_bytes(txn_id) if txn_id else None))
+                                          txn_id))
         future.add_done_callback(self._on_confirmed)  # before shield's: end moves first
         return base, future
 

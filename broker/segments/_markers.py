@@ -10,6 +10,7 @@ from broker.errors import InvalidArgumentError
 from broker.segments._append import SegmentAppends
 from broker.segments.entry import EntryKind
 from ledger.errors import LedgerError
+from txnbuffer.api import TxnId
 
 __all__ = ["SegmentMarkers"]
 
@@ -17,13 +18,13 @@ __all__ = ["SegmentMarkers"]
 class SegmentMarkers(SegmentAppends):
     """Writing transaction markers, sealed or not (a part of ``LedgerSegment``)."""
 
-    async def write_marker(self, kind: EntryKind, txn_id: bytes) -> int:
+    async def write_marker(self, kind: EntryKind, txn_id: TxnId) -> int:
         """Write a commit or abort marker of ``txn_id`` (an entry of no events), once durable.
 
         Returns the segment's offset at the marker (markers take no offset).
 
         Raises:
-            InvalidArgumentError: ``kind`` is not a marker, a bad txn id, or a
+            InvalidArgumentError: ``kind`` is not a marker, or a
                 segment without a transaction buffer (a system topic's).
             WrongHostError, LedgerError: as ``append``. A sealed segment takes
                 markers (``_write_marker_after_seal``).
@@ -31,14 +32,14 @@ class SegmentMarkers(SegmentAppends):
         if kind not in (EntryKind.COMMIT_MARKER, EntryKind.ABORT_MARKER):
             raise InvalidArgumentError(f"{kind.name} is not a marker kind")
         self._check_readable()
-        self._check_txn(txn_id)
+        self._check_txn()
         if self._sealed:
             return await self._write_marker_after_seal(kind, txn_id)
         self._check_appendable()
         result = await self._append_entry((), "", -1, 0, kind, txn_id)
         return result.offset
 
-    async def _write_marker_after_seal(self, kind: EntryKind, txn_id: bytes) -> int:
+    async def _write_marker_after_seal(self, kind: EntryKind, txn_id: TxnId) -> int:
         """A marker for a sealed segment, in a ledger started for it and closed again.
 
         A seal stops data, not the fate of transactions written before it:

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from broker.api import Block, ReadBlock
 from broker.errors import CorruptDataError
-from txnbuffer.api import EntryKind
-from txnbuffer.txn_ids import NO_TXN_BYTES
+from txnbuffer.api import EntryKind, TxnId
+from txnbuffer.txn_ids import NO_TXN_BYTES, txn_id_from_bytes, txn_id_to_bytes
 
 __all__ = [
     "FORMAT_VERSION",
@@ -55,7 +55,7 @@ class EntryHeader:
         writer_id: the writer that appended it ("" for none).
         last_event_number: the writer's number of the entry's last event (-1: none).
         time_ms: when the broker appended it, ms since the epoch.
-        txn_id: 16 bytes, ``NO_TXN_BYTES`` outside a transaction.
+        txn_id: the transaction (None outside one: ``NO_TXN_BYTES`` on disk).
         size: bytes of the header; the frames start there.
     """
 
@@ -66,7 +66,7 @@ class EntryHeader:
     writer_id: str
     last_event_number: int
     time_ms: int
-    txn_id: bytes
+    txn_id: TxnId | None
     size: int
 
     @property
@@ -77,19 +77,17 @@ class EntryHeader:
 
 def encode_entry(
     kind: EntryKind, base_offset: int, blocks: Sequence[Block], writer_id: str,
-    last_event_number: int, time_ms: int, txn_id: bytes = b"",
+    last_event_number: int, time_ms: int, txn_id: TxnId | None = None,
 ) -> bytes:
     """The entry holding ``blocks`` (in order) with a header saying the rest.
 
-    Raises ``ValueError`` for a writer id above ``MAX_WRITER_ID_BYTES`` bytes, a
-    txn id that is not empty or 16 bytes, or values that do not fit their fields.
+    Raises ``ValueError`` for a writer id above ``MAX_WRITER_ID_BYTES`` bytes, or
+    values that do not fit their fields (a txn id's halves among them).
     """
     writer = writer_id.encode("utf-8")
     if len(writer) > MAX_WRITER_ID_BYTES:
         raise ValueError(
             f"writer_id is {len(writer)} bytes of UTF-8, at most {MAX_WRITER_ID_BYTES} allowed")
-    if txn_id and len(txn_id) != 16:
-        raise ValueError(f"txn_id must be 16 bytes, got {len(txn_id)}")
     pack_frame = _FRAME.pack
     parts: list[bytes] = [b"", writer]
     event_count = 0
@@ -101,7 +99,7 @@ def encode_entry(
             event_count += block.event_count
         parts[0] = _HEADER.pack(
             FORMAT_VERSION, kind, base_offset, event_count, len(blocks), last_event_number,
-            time_ms, txn_id or NO_TXN_BYTES, len(writer),
+            time_ms, NO_TXN_BYTES if txn_id is None else txn_id_to_bytes(txn_id), len(writer),
         )
     except struct.error as error:
         raise ValueError(f"entry field out of range: {error}") from None
@@ -132,7 +130,7 @@ def decode_entry_header(data: bytes) -> EntryHeader:
     except UnicodeDecodeError:
         raise CorruptDataError("entry writer id is not valid UTF-8") from None
     return EntryHeader(entry_kind, base_offset, event_count, frame_count, writer_id,
-                       last_event_number, time_ms, txn_id, size)
+                       last_event_number, time_ms, txn_id_from_bytes(txn_id), size)
 
 
 def split_frames(data: bytes, header: EntryHeader) -> list[ReadBlock]:

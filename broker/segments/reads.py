@@ -20,7 +20,6 @@ from ledger.api import LedgerState, LedgerTail
 from ledger.errors import BookieUnavailableError, NoSuchLedgerError
 from txnbuffer.api import Position
 from txnbuffer.buffer import TransactionBuffer
-from txnbuffer.txn_ids import txn_id_from_bytes
 
 if TYPE_CHECKING:
     from ledger.client.handle import LedgerHandle
@@ -107,8 +106,7 @@ async def read_blocks(
             if position > limit:
                 break
             if kind is EntryKind.TXN_DATA:
-                txn_id = txn_id_from_bytes(header.txn_id)
-                serve = committed.visible(position, EntryKind.TXN_DATA, txn_id)
+                serve = committed.visible(position, EntryKind.TXN_DATA, header.txn_id)
         if serve:
             frames = split_frames(data, header)
             if header.base_offset < offset:

@@ -105,7 +105,6 @@ class LedgerSegmentLog:
                 for data in await handle.read(entry_id, high):
                     header = decode_entry_header(data)
                     here = Position(span.ledger_id, entry_id)
-                    txn_id = txn_id_from_bytes(header.txn_id)
-                    self._offsets.note(here, header.kind, txn_id, header.base_offset)
-                    yield LoggedEntry(here, LoggedKind(header.kind), txn_id)
+                    self._offsets.note(here, header.kind, header.txn_id, header.base_offset)
+                    yield LoggedEntry(here, LoggedKind(header.kind), header.txn_id)
                     entry_id += 1

@@ -34,6 +34,7 @@ from broker.errors import (
     SegmentSealedError,
     WrongHostError,
 )
+from broker.segments.transactions import check_txn_id
 from broker.services._servicer import abort_with
 from broker.status import error_number, is_retriable, status_for
 from broker.txn.append_stream import (
@@ -50,6 +51,7 @@ from broker.txn.append_stream import (
 )
 from broker.txn.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS, HeldBudget
 from folio.api.v1 import append_pb2, append_pb2_grpc
+from txnbuffer.api import TxnId
 
 if TYPE_CHECKING:
     from broker.txn.coordinator import TxnCoordinator
@@ -107,11 +109,26 @@ async def _decode(commands: AsyncIterator[append_pb2.AppendCommand]) -> AsyncIte
             raise InvalidArgumentError(f"AppendCommand {command.request_id} sets no command")
         if kind == "setup_append":
             setup = command.setup_append
-            yield SetupCommand(command.request_id, setup.segment, setup.writer_id, setup.txn_id)
+            txn_id, txn_id_error = _txn_id(setup.txn_id)
+            yield SetupCommand(command.request_id, setup.segment, setup.writer_id, txn_id,
+                               txn_id_error)
         else:
             block = command.append_block
             yield BlockCommand(command.request_id, block.data, block.event_count,
                                block.last_event_number, block.end)
+
+
+def _txn_id(raw: bytes) -> tuple[TxnId | None, InvalidArgumentError | None]:
+    """A setup's txn id (None: not transactional), or why its bytes are not one.
+
+    A bad id refuses that setup only (a reply on its flow), not the stream.
+    """
+    if not raw:
+        return None, None
+    try:
+        return check_txn_id(raw), None
+    except InvalidArgumentError as error:
+        return None, error
 
 
 def _encode(outcome: Outcome) -> _Reply:

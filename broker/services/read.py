@@ -80,7 +80,14 @@ class ReadServicer(read_pb2_grpc.ReadServicer):
                 responses[-1].end_of_segment = step.end_of_segment
                 for response in responses:
                     response.end_offset = step.end_offset
-                    response.next_offset = step.next_offset
+                    # Only the step's last response may claim what the step left
+                    # out after its blocks; an earlier one claims up to its own
+                    # last block (read.proto: every offset before next_offset
+                    # was served or left out).
+                    last = response.blocks[-1]
+                    response.next_offset = last.offset + last.event_count
+                responses[-1].next_offset = step.next_offset
+                for response in responses:
                     yield response
         except (BrokerError, LedgerError) as error:
             await abort_with(context, error)

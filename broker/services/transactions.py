@@ -1,4 +1,8 @@
-"""The ``folio.v1.Transactions`` servicer: decode, call the ``TxnCoordinator``, encode."""
+"""The ``folio.v1.Transactions`` servicer: decode, call the ``TxnCoordinator``, encode.
+
+Txn ids cross here: the request's 16 bytes become a ``TxnId``
+(``check_txn_id``: bad bytes get INVALID_ARGUMENT) and back for the reply.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,13 @@ from typing import Any
 import grpc
 
 from broker.errors import BrokerError, InvalidArgumentError
+from broker.segments.transactions import check_txn_id
 from broker.services._servicer import abort_with
 from broker.txn.commit_keys import CommitKeys
 from broker.txn.coordinator import TxnCoordinator
 from folio.api.v1 import transactions_pb2, transactions_pb2_grpc
 from ledger.errors import LedgerError
+from txnbuffer.txn_ids import txn_id_to_bytes
 
 __all__ = ["TransactionsServicer"]
 
@@ -34,19 +40,20 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
             txn_id = await self._coordinator.begin(request.timeout_ms, request.label)
         except _Refusals as error:
             await abort_with(context, error)
-        return transactions_pb2.BeginTxnResponse(txn_id=txn_id)
+        return transactions_pb2.BeginTxnResponse(txn_id=txn_id_to_bytes(txn_id))
 
     async def CommitTxn(
         self, request: transactions_pb2.CommitTxnRequest, context: _Context
     ) -> transactions_pb2.CommitTxnResponse:
         try:
+            txn_ids = [check_txn_id(raw) for raw in request.txn_ids]
             if request.commit_key:
                 if self._commit_keys is None:
                     raise InvalidArgumentError("this broker does not keep commit keys")
                 committed = await self._commit_keys.commit(
-                    request.commit_key, request.commit_sequence, list(request.txn_ids))
+                    request.commit_key, request.commit_sequence, txn_ids)
                 return transactions_pb2.CommitTxnResponse(duplicate=not committed)
-            await self._coordinator.commit(list(request.txn_ids))
+            await self._coordinator.commit(txn_ids)
         except _Refusals as error:
             await abort_with(context, error)
         return transactions_pb2.CommitTxnResponse()
@@ -55,7 +62,7 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         self, request: transactions_pb2.AbortTxnRequest, context: _Context
     ) -> transactions_pb2.AbortTxnResponse:
         try:
-            await self._coordinator.abort(request.txn_id)
+            await self._coordinator.abort(check_txn_id(request.txn_id))
         except _Refusals as error:
             await abort_with(context, error)
         return transactions_pb2.AbortTxnResponse()
@@ -64,17 +71,19 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         self, request: transactions_pb2.AbortTxnsRequest, context: _Context
     ) -> transactions_pb2.AbortTxnsResponse:
         try:
-            aborted = await self._coordinator.abort_labelled(request.label, list(request.keep),
+            keep = [check_txn_id(raw) for raw in request.keep]
+            aborted = await self._coordinator.abort_labelled(request.label, keep,
                                                              close=request.close)
         except _Refusals as error:
             await abort_with(context, error)
-        return transactions_pb2.AbortTxnsResponse(aborted=aborted)
+        return transactions_pb2.AbortTxnsResponse(
+            aborted=[txn_id_to_bytes(txn_id) for txn_id in aborted])
 
     async def GetTxnStatus(
         self, request: transactions_pb2.GetTxnStatusRequest, context: _Context
     ) -> transactions_pb2.GetTxnStatusResponse:
         try:
-            status = self._coordinator.status(request.txn_id)
+            status = self._coordinator.status(check_txn_id(request.txn_id))
         except _Refusals as error:
             await abort_with(context, error)
         return transactions_pb2.GetTxnStatusResponse(

@@ -195,10 +195,24 @@ class CompactedTopic:
         # retrieved" for it (seen after crashes, when clients cut and retry).
         done.add_done_callback(_retrieve)
         self._queue.append(_Queued(key, data, value is None, done))
-        async with self._lock:
-            while not done.done():
-                await self._commit_group_locked()
+        while not done.done():
+            await self._lock.acquire()
+            if done.done():  # an earlier leader's group held this record
+                self._lock.release()
+                break
+            # The group commit runs as a task of its own, holding the lock until it
+            # ends: a leader cancelled meanwhile (its gRPC call was cut) leaves the
+            # others' records to be committed, instead of failing them with it.
+            commit = asyncio.ensure_future(self._commit_group_locked())
+            commit.add_done_callback(self._end_commit)
+            await asyncio.shield(commit)
         done.result()
+
+    def _end_commit(self, commit: asyncio.Future[None]) -> None:
+        """A group commit ended: the lock is free; its error was given to its writers."""
+        self._lock.release()
+        if not commit.cancelled():
+            commit.exception()  # seen: every writer of the group got it
 
     async def _commit_group_locked(self) -> None:
         """Append the queued records that fit one entry, as one entry; wake their writers."""
@@ -213,7 +227,7 @@ class CompactedTopic:
             segment = await self._load_locked()
             offsets = await self._append_locked(segment, [q.data for q in group])
         except BaseException as error:
-            # The others see the error; a cancelled leader (a shutdown) is no error of theirs.
+            # The others see the error; a cancelled commit (a shutdown) is no error of theirs.
             failure = (error if isinstance(error, Exception)
                        else BrokerShuttingDownError(f"write to {self._name} was cancelled"))
             for queued in group:

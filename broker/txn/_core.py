@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from broker.errors import TxnLabelClosedError, TxnNotFoundError, TxnStateError
-from broker.segments.transactions import check_txn_id
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
 from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
@@ -22,6 +22,8 @@ from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_hex
 
 __all__ = ["CoordinatorCore"]
+
+T = TypeVar("T")
 
 
 class CoordinatorCore:
@@ -44,7 +46,23 @@ class CoordinatorCore:
         #: Labels closed by ``abort_labelled(close=True)``: when (ms since the epoch).
         self._closed_labels: dict[str, int] = {}
         #: Timeout aborts and COMMITTED log writes under way (``close`` waits for them).
-        self._background: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Future[Any]] = set()
+
+    async def _run_to_end(self, work: Coroutine[Any, Any, T]) -> T:
+        """``work``, run to its end even when the caller is cancelled.
+
+        A commit or abort must not stop halfway because the call that asked
+        for it went away (a connection cut cancels its handler): stopped after
+        its COMMITTING record, the transaction would stay COMMITTING without
+        markers until a restart, and read_committed readers would wait at it.
+        The caller that is still there gets the result or the error; ``close``
+        waits for the work of callers that went away.
+        """
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(_retrieve)
+        return await asyncio.shield(task)
 
     @staticmethod
     def _cancel_timeout(txn: Txn) -> None:
@@ -69,9 +87,8 @@ class CoordinatorCore:
             if not same:
                 del self._labelled[txn.label]
 
-    def _get(self, raw: bytes) -> Txn:
-        """The transaction whose wire id is ``raw`` (the RPCs' form)."""
-        txn_id = check_txn_id(raw)
+    def _get(self, txn_id: TxnId) -> Txn:
+        """The transaction ``txn_id``; ``TxnNotFoundError`` if it is not known."""
         txn = self._txns.get(txn_id)
         if txn is None:
             raise TxnNotFoundError(txn_id_hex(txn_id))
@@ -83,3 +100,9 @@ class CoordinatorCore:
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark the error of work whose caller went away as seen (the caller still there raises it)."""
+    if not task.cancelled():
+        task.exception()

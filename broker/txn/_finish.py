@@ -17,7 +17,6 @@ from broker.segments.entry import EntryKind
 from broker.txn._core import CoordinatorCore
 from broker.txn.states import FINAL_STATES, Txn, TxnState, check_transition
 from txnbuffer.api import TxnId
-from txnbuffer.txn_ids import txn_id_to_bytes
 
 __all__ = ["CoordinatorFinish"]
 
@@ -82,7 +81,7 @@ class CoordinatorFinish(CoordinatorCore):
 
         async def mark(name: str) -> None:
             segment = await self._topics.segment(name)
-            await segment.write_marker(kind, txn_id_to_bytes(txn.txn_id))
+            await segment.write_marker(kind, txn.txn_id)
 
         await asyncio.gather(*(mark(name) for name in txn.segments))
 

@@ -12,10 +12,10 @@ import logging
 
 from broker.errors import InvalidArgumentError
 from broker.segments.names import is_system_topic
-from broker.segments.transactions import check_txn_id
 from broker.txn._timeouts import CoordinatorTimeouts
 from broker.txn.states import GROUP_PREFIX, LOG_FORMAT_VERSION, Txn, TxnState
 from txnbuffer.api import TxnId
+from txnbuffer.txn_ids import txn_id_from_hex
 
 __all__ = ["CoordinatorReplay"]
 
@@ -70,7 +70,7 @@ class CoordinatorReplay(CoordinatorTimeouts):
         if data.get("v") != LOG_FORMAT_VERSION:
             raise ValueError(f"unknown version {data.get('v')!r}")
         if key.startswith(GROUP_PREFIX):
-            return [check_txn_id(bytes.fromhex(t)) for t in data["txns"]]
+            return [txn_id_from_hex(t) for t in data["txns"]]
         segments = [str(name) for name in data["segments"]]
         # A segment of a system topic never belongs in a transaction (only an old
         # log could name one): markers there would land in the broker's own state.
@@ -79,7 +79,7 @@ class CoordinatorReplay(CoordinatorTimeouts):
             log.error("transaction log %s: transaction %s named system segments %s; "
                       "they are left out", self._log.segment_name, key,
                       sorted(set(segments) - set(kept)))
-        txn = Txn(check_txn_id(bytes.fromhex(key)), TxnState[data["state"]],
+        txn = Txn(txn_id_from_hex(key), TxnState[data["state"]],
                    int(data["deadline_ms"]), kept, label=str(data.get("label", "")),
                    finished_ms=int(data.get("finished_ms", -1)))
         self._add(txn)

@@ -18,6 +18,17 @@ as soon as it is read, so the blocks of many flows (and of one flow) meet in
 the ledger's group commit; outcomes of one flow still leave in command order,
 because each waits for the flow's previous one before it is queued.
 
+**A transactional flow lands a prefix.** The blocks of a flow with a txn id
+are pipelined, and the first one to a segment waits for the transaction's
+log record naming the segment (``TxnCoordinator.writing``). If that block
+fails (its log write failed with another call's cancelled group, say), the
+blocks behind it must not land: after a broken connection the client learns
+what landed only from ``AppendSetup.last_event_number``, and a later block
+landed over an earlier missing one would make it count the missing one as
+written (a committed transaction without those events). So the first
+failure of a transactional flow refuses every later block of the flow with
+that same failure, until a new ``SetupAppend`` (append.proto says so).
+
 **Refusals.** A failed command's outcome is a ``Refused`` naming its
 ``RefusalKind``: the protocol has a reply for a missing segment, a sealed
 segment, a lost owner and a bad event number (``refusal_kind`` is that
@@ -33,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -42,6 +54,7 @@ from broker.api import AppendResult, Block, SegmentHandle, Topics
 from broker.clip import clip
 from broker.errors import (
     BrokerError,
+    BrokerShuttingDownError,
     EventTooLargeError,
     InvalidArgumentError,
     InvalidEventNumberError,
@@ -55,7 +68,7 @@ from broker.segments.block_limits import check_block_size, check_blocks
 from broker.segments.names import MAX_SEGMENT_NAME_CHARS
 from broker.txn.held import HeldBudget, HeldRun
 from ledger.errors import LedgerError, LedgerFencedError
-from txnbuffer.txn_ids import TXN_ID_BYTES
+from txnbuffer.api import TxnId
 
 if TYPE_CHECKING:
     from broker.txn.coordinator import TxnCoordinator
@@ -77,6 +90,8 @@ __all__ = [
     "refusal_kind",
 ]
 
+log = logging.getLogger(__name__)
+
 #: Commands of one stream being worked on at once; reading pauses beyond it.
 MAX_COMMANDS_IN_FLIGHT = 1024
 #: Flows one stream may bind.
@@ -92,8 +107,10 @@ class SetupCommand:
     request_id: int
     segment: str
     writer_id: str
-    #: The transaction the flow appends in (16 bytes), or b"".
-    txn_id: bytes = b""
+    #: The transaction the flow appends in, or None.
+    txn_id: TxnId | None = None
+    #: Why the request's txn id is not one (the servicer decodes it): the setup is refused.
+    txn_id_error: InvalidArgumentError | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,11 +197,14 @@ class _Flow:
     writer_id: str
     segment: asyncio.Future[SegmentHandle]
     held: HeldRun = field(default_factory=HeldRun)
-    # The transaction the flow appends in (16 bytes), or b"".
-    txn_id: bytes = b""
+    # The transaction the flow appends in, or None.
+    txn_id: TxnId | None = None
     # Why the block sequence under way failed: its later blocks are dropped
     # and its end block gets this failure.
     failed: BrokerError | None = None
+    # A transactional flow's first failed append: every later block gets it
+    # too, so the blocks that land are a prefix of those sent (module docstring).
+    txn_failed: BrokerError | LedgerError | None = None
     # Done once the flow's latest outcome is queued: the next one waits on it.
     tail: asyncio.Future[None] | None = None
 
@@ -301,10 +321,11 @@ class AppendStream:
             return old, _ready(_refused(request_id, setup.segment, InvalidArgumentError(
                 f"writer_id must be 1 to {MAX_WRITER_ID_CHARS} characters, "
                 f"got {len(setup.writer_id)}")))
-        if setup.txn_id and (len(setup.txn_id) != TXN_ID_BYTES or self._coordinator is None):
+        if setup.txn_id_error is not None:
+            return old, _ready(_refused(request_id, setup.segment, setup.txn_id_error))
+        if setup.txn_id is not None and self._coordinator is None:
             return old, _ready(_refused(request_id, setup.segment, InvalidArgumentError(
-                f"txn_id must be {TXN_ID_BYTES} bytes (got {len(setup.txn_id)}) on a broker "
-                "with transactions")))
+                "a txn_id needs a broker with transactions; this one has none")))
         if old is None and len(self._flows) >= MAX_FLOWS:
             return old, _ready(_refused(request_id, setup.segment, EventTooLargeError(
                 len(self._flows) + 1, MAX_FLOWS, what="flow count")))
@@ -313,7 +334,7 @@ class AppendStream:
         else:
             flows_bound(1)
         segment = asyncio.ensure_future(self._topics.writable_segment(
-            setup.segment, "a transactional Append" if setup.txn_id else "Append"))
+            setup.segment, "a transactional Append" if setup.txn_id is not None else "Append"))
         flow = _Flow(setup.segment, setup.writer_id, segment,
                      tail=old.tail if old is not None else None, txn_id=setup.txn_id)
         self._flows[flow_id] = flow
@@ -370,19 +391,50 @@ class AppendStream:
     async def _append(
         self, request_id: int, flow: _Flow, blocks: list[Block], last_event_number: int
     ) -> Outcome:
+        if flow.txn_id is None or self._coordinator is None:
+            try:
+                segment = await flow.segment
+                check_blocks(blocks, segment.config.max_event_bytes)
+                result = await segment.append(blocks, flow.writer_id, last_event_number)
+            except (BrokerError, LedgerError) as error:
+                return _refused(request_id, flow.segment_name, error)
+            return Appended(request_id, result)
+        return await self._append_in_txn(request_id, flow, flow.txn_id, self._coordinator,
+                                         blocks, last_event_number)
+
+    async def _append_in_txn(
+        self, request_id: int, flow: _Flow, txn_id: TxnId, coordinator: TxnCoordinator,
+        blocks: list[Block], last_event_number: int,
+    ) -> Outcome:
+        """A transactional block: refused once an earlier block of the flow failed."""
         try:
+            _check_txn_flow(flow)
             segment = await flow.segment
             check_blocks(blocks, segment.config.max_event_bytes)
-            if flow.txn_id and self._coordinator is not None:
-                # Registers the segment with the transaction before writing to it.
-                async with self._coordinator.writing(flow.txn_id, flow.segment_name):
-                    result = await segment.append(blocks, flow.writer_id, last_event_number,
-                                                  txn_id=flow.txn_id)
-            else:
-                result = await segment.append(blocks, flow.writer_id, last_event_number)
+            # Registers the segment with the transaction before writing to it.
+            async with coordinator.writing(txn_id, flow.segment_name):
+                _check_txn_flow(flow)  # an earlier block failed while this one waited
+                result = await segment.append(blocks, flow.writer_id, last_event_number,
+                                              txn_id=txn_id)
         except (BrokerError, LedgerError) as error:
+            if flow.txn_failed is None:
+                flow.txn_failed = error
+                log.info("transactional flow of writer %r to %s failed (%s); its later "
+                         "blocks are refused until a new SetupAppend", flow.writer_id,
+                         flow.segment_name, error)
             return _refused(request_id, flow.segment_name, error)
+        except BaseException:
+            if flow.txn_failed is None:
+                flow.txn_failed = BrokerShuttingDownError(
+                    "an earlier block of this transactional flow was cancelled")
+            raise
         return Appended(request_id, result)
+
+
+def _check_txn_flow(flow: _Flow) -> None:
+    """Raise the flow's first failure, if it had one (a transactional flow lands a prefix)."""
+    if flow.txn_failed is not None:
+        raise flow.txn_failed
 
 
 async def _ready(outcome: Outcome) -> Outcome:

@@ -24,6 +24,9 @@ crash left behind, so the coordinator's decision is known here before its
 finished transactions are forgotten. If an intent's transactions are
 forgotten all the same, ``commit`` of that sequence raises
 ``TxnStateError`` (the outcome cannot be told) instead of guessing.
+
+Txn ids are ``txnbuffer.api.TxnId`` here; the record spells them in hex
+(``txnbuffer.txn_ids``), as ``bytes.hex()`` of the wire form did before.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ from broker.errors import (
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator, TxnState
+from txnbuffer.api import TxnId
+from txnbuffer.txn_ids import txn_id_from_hex, txn_id_hex
 
 __all__ = ["COMMIT_KEYS_TOPIC", "MAX_COMMIT_KEY_BYTES", "CommitKeys"]
 
@@ -59,12 +64,13 @@ _COMMITTED = frozenset({TxnState.COMMITTING, TxnState.COMMITTED})
 @dataclass(frozen=True, slots=True)
 class _Record:
     sequence: int
-    txns: tuple[bytes, ...]
+    txns: tuple[TxnId, ...]
     done: bool
 
     def encode(self) -> bytes:
         return json.dumps({"v": _VERSION, "sequence": self.sequence,
-                           "txns": [t.hex() for t in self.txns], "done": self.done}).encode()
+                           "txns": [txn_id_hex(t) for t in self.txns],
+                           "done": self.done}).encode()
 
     @staticmethod
     def decode(key: str, value: bytes) -> _Record:
@@ -73,8 +79,8 @@ class _Record:
             raise TypeError(f"commit key record {key!r} is not a JSON object")
         if data.get("v") != _VERSION:
             raise ValueError(f"commit key record {key!r} has unknown version {data.get('v')}")
-        return _Record(int(data["sequence"]), tuple(bytes.fromhex(t) for t in data["txns"]),
-                       bool(data["done"]))
+        return _Record(int(data["sequence"]),
+                       tuple(txn_id_from_hex(t) for t in data["txns"]), bool(data["done"]))
 
 
 class CommitKeys:
@@ -114,7 +120,7 @@ class CommitKeys:
                          key)
                 await self._write(key, _Record(record.sequence, record.txns, True))
 
-    async def commit(self, key: str, sequence: int, txn_ids: Sequence[bytes]) -> bool:
+    async def commit(self, key: str, sequence: int, txn_ids: Sequence[TxnId]) -> bool:
         """Commit ``txn_ids`` as ``(key, sequence)``; False when that was committed before."""
         if len(key.encode()) > MAX_COMMIT_KEY_BYTES:
             raise InvalidArgumentError(f"commit_key is longer than {MAX_COMMIT_KEY_BYTES} bytes")
@@ -143,7 +149,7 @@ class CommitKeys:
                 if committed is None:
                     # Its transactions finished so long ago that the coordinator
                     # forgot them: whether commit `sequence` of `key` happened is unknown.
-                    raise TxnStateError(record.txns[0].hex(), "COMMITTED or ABORTED",
+                    raise TxnStateError(txn_id_hex(record.txns[0]), "COMMITTED or ABORTED",
                                         "FORGOTTEN")
                 if committed:
                     await self._write(key, _Record(sequence, record.txns, True))
@@ -154,7 +160,7 @@ class CommitKeys:
             for txn_id in unique:  # refused as the coordinator would, before the intent
                 state = self._coordinator.status(txn_id).state
                 if state is not TxnState.OPEN:
-                    raise TxnStateError(txn_id.hex(), TxnState.OPEN.name, state.name)
+                    raise TxnStateError(txn_id_hex(txn_id), TxnState.OPEN.name, state.name)
             await self._write(key, _Record(sequence, unique, False))
             await self._coordinator.commit(unique)
             await self._write(key, _Record(sequence, unique, True))
@@ -173,7 +179,7 @@ class CommitKeys:
                 return True
         return False if known else None
 
-    async def _abort(self, txn_ids: Sequence[bytes]) -> None:
+    async def _abort(self, txn_ids: Sequence[TxnId]) -> None:
         """Abort the transactions still open (best effort: the others are left as they are)."""
         for txn_id in txn_ids:
             with contextlib.suppress(TxnNotFoundError, TxnStateError):

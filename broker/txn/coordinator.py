@@ -34,6 +34,10 @@ counts the append in flight; commit and abort change the state in memory
 first (later appends are refused) and wait for those in flight before writing
 markers, so no transactional entry lands after its transaction's marker.
 
+Every txn id taken or returned here is a ``txnbuffer.api.TxnId``; the
+servicers (``broker.services``) convert from and to the 16 wire bytes, the log
+records spell it in hex (``txnbuffer.txn_ids``).
+
 Layout: ``states`` (the state enum, transition table, in-memory record and
 log format), ``_core`` (fields and shared helpers), ``_finish`` (markers and
 final records), ``_timeouts`` (deadlines, the maintenance tick), ``_replay``
@@ -51,7 +55,6 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 
 from broker.errors import InvalidArgumentError, TxnStateError
-from broker.segments.transactions import check_txn_id
 from broker.topics.internal import refuse_internal_segment
 from broker.txn._replay import CoordinatorReplay
 from broker.txn.states import (
@@ -68,7 +71,8 @@ from broker.txn.states import (
     check_label,
     check_transition,
 )
-from txnbuffer.txn_ids import txn_id_to_bytes
+from txnbuffer.api import TxnId
+from txnbuffer.txn_ids import txn_id_from_bytes
 
 __all__ = [
     "DEFAULT_FINISHED_RETENTION_MS",
@@ -102,7 +106,7 @@ class TxnCoordinator(CoordinatorReplay):
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
 
-    async def begin(self, timeout_ms: int, label: str = "") -> bytes:
+    async def begin(self, timeout_ms: int, label: str = "") -> TxnId:
         """A new OPEN transaction, aborted (TIMED_OUT) once ``timeout_ms`` passes.
 
         ``label`` (at most ``MAX_TXN_LABEL_BYTES``) names it for ``abort_labelled``.
@@ -112,8 +116,9 @@ class TxnCoordinator(CoordinatorReplay):
         check_label(label)
         self._check_not_closed(label)
         timeout_ms = min(timeout_ms or DEFAULT_TXN_TIMEOUT_MS, MAX_TXN_TIMEOUT_MS)
-        txn_id = uuid.uuid4().bytes
-        txn = Txn(check_txn_id(txn_id), TxnState.OPEN, self._now_ms() + timeout_ms, label=label)
+        txn_id = txn_id_from_bytes(uuid.uuid4().bytes)
+        assert txn_id is not None  # a version-4 UUID has bits set: never all zero
+        txn = Txn(txn_id, TxnState.OPEN, self._now_ms() + timeout_ms, label=label)
         await self._log.write(txn.name, txn.record())
         self._add(txn)
         self._schedule_timeout(txn)
@@ -123,7 +128,7 @@ class TxnCoordinator(CoordinatorReplay):
             self._check_not_closed(label)
         return txn_id
 
-    def status(self, txn_id: bytes) -> TxnStatus:
+    def status(self, txn_id: TxnId) -> TxnStatus:
         """The transaction's state, touched segments and label. ``TxnNotFoundError``."""
         txn = self._get(txn_id)
         return TxnStatus(txn.state, tuple(txn.segments), txn.deadline_ms, txn.label)
@@ -137,7 +142,7 @@ class TxnCoordinator(CoordinatorReplay):
         return counts
 
     @contextlib.asynccontextmanager
-    async def writing(self, txn_id: bytes, segment: str) -> AsyncIterator[None]:
+    async def writing(self, txn_id: TxnId, segment: str) -> AsyncIterator[None]:
         """Around one transactional append: OPEN only, ``segment`` registered (logged) first."""
         txn = self._get(txn_id)
         self._check_open(txn)
@@ -176,8 +181,14 @@ class TxnCoordinator(CoordinatorReplay):
                 txn.segments.remove(segment)
                 raise
 
-    async def commit(self, txn_ids: Sequence[bytes]) -> None:
-        """Commit the transactions together: one COMMITTING record, markers, COMMITTED."""
+    async def commit(self, txn_ids: Sequence[TxnId]) -> None:
+        """Commit the transactions together: one COMMITTING record, markers, COMMITTED.
+
+        Runs to its end even if the caller is cancelled (``_run_to_end``).
+        """
+        await self._run_to_end(self._commit(txn_ids))
+
+    async def _commit(self, txn_ids: Sequence[TxnId]) -> None:
         if not txn_ids:
             raise InvalidArgumentError("CommitTxn needs at least one txn_id")
         unique = list(dict.fromkeys(txn_ids))
@@ -202,12 +213,15 @@ class TxnCoordinator(CoordinatorReplay):
         await self._finish_commit([txn.txn_id for txn in txns], GROUP_PREFIX + txns[0].name,
                                   wait_for_log=False)
 
-    async def abort(self, txn_id: bytes) -> None:
-        """Abort an OPEN transaction: ABORTING record, ABORT markers, ABORTED."""
-        await self._abort(self._get(txn_id), TxnState.ABORTED)
+    async def abort(self, txn_id: TxnId) -> None:
+        """Abort an OPEN transaction: ABORTING record, ABORT markers, ABORTED.
 
-    async def abort_labelled(self, label: str, keep: Sequence[bytes] = (), *,
-                             close: bool = False) -> list[bytes]:
+        Runs to its end even if the caller is cancelled (``_run_to_end``).
+        """
+        await self._run_to_end(self._abort(self._get(txn_id), TxnState.ABORTED))
+
+    async def abort_labelled(self, label: str, keep: Sequence[TxnId] = (), *,
+                             close: bool = False) -> list[TxnId]:
         """Abort every OPEN transaction labelled ``label`` but those in ``keep``; their ids.
 
         The aborts run in parallel (their log records share appends). One
@@ -215,26 +229,27 @@ class TxnCoordinator(CoordinatorReplay):
         ``close``, ``begin`` refuses the label from now on (module docstring).
 
         Raises:
-            InvalidArgumentError: an empty or too long label, a bad id in ``keep``.
+            InvalidArgumentError: an empty or too long label.
             BrokerError, LedgerError: an abort failed (after the others ended);
                 calling again aborts what is still OPEN.
         """
         if not label:
             raise InvalidArgumentError("AbortTxns needs a label")
         check_label(label)
-        kept = {check_txn_id(txn_id) for txn_id in keep}
+        kept = set(keep)
         if close:
             self._closed_labels.setdefault(label, self._now_ms())
         txns = [self._txns[txn_id] for txn_id in sorted(self._labelled.get(label, ()))
                 if txn_id not in kept]
         txns = [txn for txn in txns if txn.state is TxnState.OPEN]
-        results = await asyncio.gather(*(self._abort(txn, TxnState.ABORTED) for txn in txns),
-                                       return_exceptions=True)
-        aborted: list[bytes] = []
+        results = await asyncio.gather(
+            *(self._run_to_end(self._abort(txn, TxnState.ABORTED)) for txn in txns),
+            return_exceptions=True)
+        aborted: list[TxnId] = []
         failure: BaseException | None = None
         for txn, result in zip(txns, results, strict=True):
             if result is None:
-                aborted.append(txn_id_to_bytes(txn.txn_id))
+                aborted.append(txn.txn_id)
             elif not isinstance(result, TxnStateError) and failure is None:
                 failure = result
         if failure is not None:

@@ -224,9 +224,12 @@ class SegmentStreams(Generic[T]):
                 self._metrics.received(len(self._events),
                                        sum(len(block.data) for block in response.blocks))
         # Only a response without blocks moves past left-out entries (aborted
-        # transactions, markers): the broker splits one read step into several
-        # responses that all carry the step's next_offset, so a response with
-        # blocks may name an offset past blocks still to come.
+        # transactions, markers). This broker follows read.proto (a split read
+        # step's earlier responses claim no offset a later one serves), but
+        # brokers before it gave every response of a split step the step's
+        # next_offset: trusting it there would skip the blocks still to come.
+        # A left-out tail is learnt from the next blockless response instead
+        # (at once when a read finds only left-out entries, else the heartbeat).
         skipped = not response.blocks and response.next_offset > stream.position
         if skipped:
             stream.position = response.next_offset
@@ -289,7 +292,7 @@ class SegmentStreams(Generic[T]):
                     unexplained = 0
                     for block in response.blocks:
                         next_offset = max(next_offset, block.offset + block.event_count)
-                    if not response.blocks:  # (see _take: only then is it safe)
+                    if not response.blocks:  # (see _take: safe with every broker)
                         next_offset = max(next_offset, response.next_offset)
                     await credit.acquire()
                     self._queue.put((segment, token, response, None))

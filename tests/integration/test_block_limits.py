@@ -11,6 +11,7 @@ written.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import Any
 
 import grpc
@@ -162,16 +163,24 @@ def test_every_read_response_fits_the_default_receive_limit(
     with grpc.insecure_channel(server.address) as plain:
         for max_bytes in (0, 64 * MIB):
             sizes = []
+            served: list[tuple[int, int]] = []  # (first block's offset, next_offset)
             call: Any = read_pb2_grpc.ReadStub(plain).Read(read_pb2.ReadRequest(
                 segment="limits-read/0", max_bytes=max_bytes, max_wait_ms=100), timeout=60)
             try:
                 for response in call:
                     sizes.append(response.ByteSize())
+                    if response.blocks:
+                        served.append((response.blocks[0].offset, response.next_offset))
                     if response.next_offset >= 5:
                         break
             finally:
                 call.cancel()
             assert sizes and max(sizes) <= GRPC_DEFAULT_MAX_RECEIVE_BYTES
+            # A read step split over several responses: each response's next_offset
+            # claims no offset that a later response still serves (read.proto).
+            assert [first for first, _ in served] == [0, 1, 4]  # three blocks, one each
+            assert all(next_offset <= later_first for (_, next_offset), (later_first, _)
+                       in pairwise(served))
     assert len(read_payloads(channel, "limits-read/0", until_offset=5)) == 5
 
 

@@ -122,3 +122,33 @@ def test_crash_after_committing_is_finished_on_restart(
         with pytest.raises(grpc.RpcError) as raised:
             stub.CommitTxn(transactions_pb2.CommitTxnRequest(txn_ids=[first]), timeout=30)
         assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+@pytest.mark.parametrize("bad", [b"short", bytes(16)], ids=["short", "all-zero"])
+def test_bad_txn_id_bytes_are_invalid_argument_at_every_rpc(
+    bookie_processes: BookieProcesses, tmp_path: Path, bad: bytes
+) -> None:
+    # The servicers turn the 16 wire bytes into a TxnId (the broker's one form
+    # inside); bytes that are not one are refused there, naming the rule.
+    server = start_standalone(bookie_processes, tmp_path / "data")
+    message = "a txn_id must be 16 bytes and not all zero"
+    with grpc.insecure_channel(server.address) as channel:
+        stub = _setup(channel)
+        calls = [
+            lambda: stub.CommitTxn(transactions_pb2.CommitTxnRequest(txn_ids=[bad]), timeout=30),
+            lambda: stub.AbortTxn(transactions_pb2.AbortTxnRequest(txn_id=bad), timeout=30),
+            lambda: stub.GetTxnStatus(transactions_pb2.GetTxnStatusRequest(txn_id=bad),
+                                      timeout=30),
+            lambda: stub.AbortTxns(transactions_pb2.AbortTxnsRequest(label="job", keep=[bad]),
+                                   timeout=30),
+        ]
+        for call in calls:
+            with pytest.raises(grpc.RpcError) as raised:
+                call()
+            assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert message in str(raised.value.details())
+        # On Append the setup of that flow is refused (the stream goes on).
+        replies = append_payloads(channel, SEGMENTS[0], "w", [[b"never"]], txn_id=bad)
+        assert replies[0].append_failed.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+        assert message in replies[0].append_failed.message
+        assert read_available(channel, SEGMENTS[0], isolation=UNCOMMITTED) == []

@@ -80,6 +80,11 @@ same writer_id and numbers are answered as duplicates and NOT written. A
 retry of an aborted transaction needs new numbers: a new writer_id (what
 the Python SDK does, one per transaction), or numbers above the
 AppendSetup's last_event_number.
+The blocks of a transactional flow that are written are always a prefix of
+those sent: once one of its blocks fails, every later block of the flow is
+answered with that same failure and not written, until a new SetupAppend.
+So after a broken stream, AppendSetup's last_event_number tells exactly
+which blocks landed: those numbered up to it, and no later one.
 
 Message sizes. The server accepts messages of up to 16 MiB, so that a block
 above the 4 MiB - 1 KiB limit (up to 16 MiB) is answered with the precise

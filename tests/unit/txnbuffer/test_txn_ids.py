@@ -38,3 +38,17 @@ def test_no_txn_is_none_and_bad_lengths_are_refused() -> None:
         txn_id_from_bytes(b"abc")
     with pytest.raises(ValueError, match="32 hex digits"):
         txn_id_from_hex("abcd")
+
+
+@pytest.mark.parametrize("text", ["+" + "0" * 30 + "1", "0" * 15 + "_" + "0" * 15 + "1",
+                                  " " + "0" * 30 + "1", "g" * 32])
+def test_hex_takes_hex_digits_only(text: str) -> None:
+    # int(..., 16) alone would take "+", "_" and spaces; bytes.fromhex (the old reader) did not.
+    with pytest.raises(ValueError, match="32 hex digits"):
+        txn_id_from_hex(text)
+
+
+def test_hex_refuses_the_no_txn_id_and_takes_upper_case() -> None:
+    with pytest.raises(ValueError, match="no transaction"):
+        txn_id_from_hex("0" * 32)
+    assert txn_id_from_hex("AB" * 16) == txn_id_from_hex("ab" * 16)

@@ -17,17 +17,19 @@ from broker.segments.entry import (
     encode_entry,
     split_frames,
 )
-from txnbuffer.txn_ids import NO_TXN_BYTES
+from txnbuffer.txn_ids import NO_TXN_BYTES, txn_id_from_bytes
 
 
 def test_round_trip() -> None:
     blocks = [Block(b"first", 3), Block(b"", 1), Block(b"third" * 100, 7)]
-    data = encode_entry(EntryKind.DATA, 40, blocks, "writer-é", 99, 1234, txn_id=b"t" * 16)
+    txn_id = txn_id_from_bytes(b"t" * 16)
+    data = encode_entry(EntryKind.DATA, 40, blocks, "writer-é", 99, 1234, txn_id=txn_id)
     header = decode_entry_header(data)
     assert header.kind is EntryKind.DATA
     assert (header.base_offset, header.event_count, header.frame_count) == (40, 11, 3)
     assert (header.writer_id, header.last_event_number, header.time_ms) == ("writer-é", 99, 1234)
-    assert header.txn_id == b"t" * 16
+    assert header.txn_id == txn_id
+    assert b"t" * 16 in data  # on disk: the 16 wire bytes
     assert header.end_offset == 51
     assert split_frames(data, header) == [
         ReadBlock(40, 3, b"first"), ReadBlock(43, 1, b""), ReadBlock(44, 7, b"third" * 100)]
@@ -36,7 +38,8 @@ def test_round_trip() -> None:
 def test_defaults_and_empty_writer() -> None:
     data = encode_entry(EntryKind.DATA, 0, [Block(b"a", 1)], "", -1, 0)
     header = decode_entry_header(data)
-    assert header.txn_id == NO_TXN_BYTES
+    assert header.txn_id is None
+    assert NO_TXN_BYTES in data
     assert header.writer_id == ""
     assert header.size == HEADER_BYTES
     assert split_frames(data, header) == [ReadBlock(0, 1, b"a")]
@@ -45,8 +48,8 @@ def test_defaults_and_empty_writer() -> None:
 def test_encode_refuses_bad_fields() -> None:
     with pytest.raises(ValueError, match="writer_id"):
         encode_entry(EntryKind.DATA, 0, [Block(b"a", 1)], "w" * 129, 0, 0)
-    with pytest.raises(ValueError, match="txn_id"):
-        encode_entry(EntryKind.DATA, 0, [Block(b"a", 1)], "w", 0, 0, txn_id=b"short")
+    with pytest.raises(ValueError, match="out of range"):
+        encode_entry(EntryKind.DATA, 0, [Block(b"a", 1)], "w", 0, 0, txn_id=(1 << 64, 0))
     with pytest.raises(ValueError, match="out of range"):
         encode_entry(EntryKind.DATA, 0, [Block(b"a", -1)], "w", 0, 0)
 

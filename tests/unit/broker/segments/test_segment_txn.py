@@ -10,13 +10,14 @@ from broker.api import Isolation, ReadBlock, TopicConfig
 from broker.errors import InvalidArgumentError
 from broker.segments.entry import EntryKind
 from broker.segments.segment import LedgerSegment
+from broker.segments.transactions import check_txn_id
 from broker.topics.manager import TopicManager
 from tests.unit.broker.conftest import SMALL, BrokerEnv, block
 from txnbuffer import EARLIEST
 
-T1 = (1).to_bytes(16, "big")
-T2 = (2).to_bytes(16, "big")
-T3 = (3).to_bytes(16, "big")
+T1 = (0, 1)  # TxnId pairs: the wire's 16 bytes are decoded by the servicers
+T2 = (0, 2)
+T3 = (0, 3)
 
 
 async def _segment(topics: TopicManager, config: TopicConfig = SMALL) -> LedgerSegment:
@@ -84,12 +85,14 @@ async def test_aborted_never_visible(topics: TopicManager) -> None:
 
 async def test_bad_txn_ids_and_marker_kinds(topics: TopicManager) -> None:
     segment = await _segment(topics)
-    with pytest.raises(InvalidArgumentError):
-        await segment.append([block(0)], "", -1, txn_id=b"short")
+    # Wire bytes become a TxnId at the edge (the servicers call check_txn_id).
+    with pytest.raises(InvalidArgumentError, match="got 5 bytes"):
+        check_txn_id(b"short")
+    with pytest.raises(InvalidArgumentError, match="not all zero"):
+        check_txn_id(bytes(16))
+    assert check_txn_id((1).to_bytes(16, "big")) == T1
     with pytest.raises(InvalidArgumentError):
         await segment.write_marker(EntryKind.DATA, T1)
-    with pytest.raises(InvalidArgumentError):
-        await segment.write_marker(EntryKind.COMMIT_MARKER, bytes(16))
 
 
 async def test_restart_recovers_buffer(env: BrokerEnv) -> None:

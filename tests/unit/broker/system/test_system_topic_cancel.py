@@ -38,3 +38,29 @@ async def test_cancelled_writers_leave_no_unretrieved_exception(
     # The topic still takes writes.
     await topic.write("after", b"y")
     assert await topic.get("after") == b"y"
+
+
+async def test_a_cancelled_leader_does_not_fail_the_others_of_its_group(
+        topics: TopicManager) -> None:
+    # A cut client cancels its call, and with it the write leading a group
+    # commit; the other records of the group (another client's transaction
+    # registering a segment, say) are still committed, not failed with it.
+    topic = CompactedTopic(topics, "_cancelled_leader", maintain=False)
+    await topic.write("warm-up", b"x")
+    blocker = asyncio.create_task(topic.write("blocker", b"b"))
+    await asyncio.sleep(0)  # the blocker's group commit is under way
+    writers = [asyncio.create_task(topic.write(f"key-{n}", b"v%d" % n)) for n in range(5)]
+    await blocker  # meanwhile the five queued; the first now leads them as one group
+    for _ in range(100):  # bounded: a few loop turns until the leader took the queue
+        if not topic._queue:
+            break
+        await asyncio.sleep(0)
+    assert not topic._queue and not any(writer.done() for writer in writers)
+    writers[0].cancel()
+    results = await asyncio.gather(*writers, return_exceptions=True)
+    assert isinstance(results[0], asyncio.CancelledError)
+    assert results[1:] == [None] * 4, results
+    for n in range(1, 5):
+        assert await topic.get(f"key-{n}") == b"v%d" % n
+    await topic.write("after", b"y")  # the lock was handed back
+    assert await topic.get("after") == b"y"

@@ -16,6 +16,7 @@ from broker.errors import (
     TxnNotFoundError,
     TxnStateError,
 )
+from broker.segments.transactions import check_txn_id
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import (
@@ -27,6 +28,13 @@ from broker.txn.coordinator import (
     check_transition,
 )
 from tests.unit.broker.conftest import BrokerEnv, block, read_all
+from txnbuffer.api import TxnId
+from txnbuffer.txn_ids import txn_id_from_hex, txn_id_to_bytes
+
+
+def _id(raw: bytes) -> TxnId:
+    """The TxnId of 16 wire bytes (the coordinator takes TxnIds; the servicers convert)."""
+    return check_txn_id(raw)
 
 
 def test_transition_table() -> None:
@@ -39,7 +47,7 @@ def test_transition_table() -> None:
         check_transition("t", TxnState.COMMITTED, TxnState.ABORTING)
 
 
-async def _write(coordinator: TxnCoordinator, topics: TopicManager, txn: bytes,
+async def _write(coordinator: TxnCoordinator, topics: TopicManager, txn: TxnId,
                  index: int) -> None:
     segment = await topics.segment("t/0")
     async with coordinator.writing(txn, "t/0"):
@@ -62,7 +70,7 @@ async def test_timeout_aborts_and_log_replays(env: BrokerEnv) -> None:
     with pytest.raises(TxnStateError):
         await _write(coordinator, topics, late, 2)
     with pytest.raises(TxnNotFoundError):
-        coordinator.status(bytes(range(16)))
+        coordinator.status(_id(bytes(range(16))))
     await env.restart()
     topics = env.manager()
     again = TxnCoordinator(topics, clock=env.clock)
@@ -136,7 +144,7 @@ async def test_group_record_of_forgotten_transactions_is_cleared_on_start(
     reloaded = CompactedTopic(topics, TXN_LOG_TOPIC, maintain=False)  # reads the segment anew
     assert await reloaded.get("commit-" + gone) is None
     with pytest.raises(TxnNotFoundError):
-        coordinator.status(bytes(range(16)))
+        coordinator.status(_id(bytes(range(16))))
 
 
 @pytest.mark.parametrize("outcome", ["commit", "abort"])
@@ -198,10 +206,10 @@ async def test_a_label_survives_a_restart_and_a_record_without_one_has_none(
     assert again.status(labelled).label == "job-1"
     assert again.status(labelled).segments == ("t/0",)
     assert again.status(plain).label == ""
-    assert again.status(old).label == ""
+    assert again.status(_id(old)).label == ""
     assert await again.abort_labelled("job-1") == [labelled]
     assert again.status(labelled).state is TxnState.ABORTED
-    assert again.status(old).state is again.status(plain).state is TxnState.OPEN
+    assert again.status(_id(old)).state is again.status(plain).state is TxnState.OPEN
 
 
 async def test_abort_labelled_aborts_only_the_open_ones_of_the_label_but_keep(
@@ -259,8 +267,8 @@ async def test_abort_labelled_races_with_a_commit_and_refuses_bad_arguments(
     with pytest.raises(InvalidArgumentError, match="at most 256 bytes"):
         await coordinator.begin(60_000, "é" * (MAX_TXN_LABEL_BYTES // 2 + 1))
     with pytest.raises(InvalidArgumentError, match="16 bytes"):
-        await coordinator.abort_labelled("job", [b"short"])
-    assert len(await coordinator.begin(60_000, "x" * MAX_TXN_LABEL_BYTES)) == 16
+        _id(b"short")  # a bad id in keep: refused where the wire bytes are decoded
+    assert len(txn_id_to_bytes(await coordinator.begin(60_000, "x" * MAX_TXN_LABEL_BYTES))) == 16
 
 
 async def test_forgotten_transactions_leave_their_label(env: BrokerEnv) -> None:
@@ -323,11 +331,11 @@ async def test_unreadable_log_records_are_skipped_on_start(
         for key in (bad, "commit-" + group, "not-hex"):
             assert f"skipped the unreadable record of key {key!r} at offset" in caplog.text
         assert "named system segments ['_txnlog/0']; they are left out" in caplog.text
-        assert coordinator.status(good).segments == ("t/0",)
+        assert coordinator.status(_id(good)).segments == ("t/0",)
         with pytest.raises(TxnNotFoundError):
-            coordinator.status(bytes.fromhex(bad))
-        await coordinator.abort(good)  # markers go to t/0 only
-        assert coordinator.status(good).state is TxnState.ABORTED
+            coordinator.status(txn_id_from_hex(bad))
+        await coordinator.abort(_id(good))  # markers go to t/0 only
+        assert coordinator.status(_id(good)).state is TxnState.ABORTED
         assert coordinator.status(await coordinator.begin(1000)).state is TxnState.OPEN
     finally:
         await coordinator.close()

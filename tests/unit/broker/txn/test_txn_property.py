@@ -23,6 +23,7 @@ from broker.errors import TxnStateError
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator, TxnState
 from tests.unit.broker.conftest import BrokerEnv, read_all
+from txnbuffer.api import TxnId
 
 SLOTS = 3
 MAX_OPEN = 3
@@ -45,10 +46,10 @@ OPS = st.one_of(
 class Model:
     """Entries per segment as (data, txn slot generation or None), and each txn's fate."""
 
-    entries: dict[str, list[tuple[bytes, bytes | None]]] = field(
+    entries: dict[str, list[tuple[bytes, TxnId | None]]] = field(
         default_factory=lambda: {name: [] for name in SEGMENTS})
-    fate: dict[bytes, str] = field(default_factory=dict)  # open / committed / aborted
-    deadline_ms: dict[bytes, int] = field(default_factory=dict)
+    fate: dict[TxnId, str] = field(default_factory=dict)  # open / committed / aborted
+    deadline_ms: dict[TxnId, int] = field(default_factory=dict)
 
     def visible(self, segment: str) -> list[bytes]:
         shown: list[bytes] = []
@@ -87,7 +88,7 @@ class Run:
     def now_ms(self) -> int:
         return int(self.env.clock() * 1000)
 
-    def pick(self, index: int) -> bytes | None:
+    def pick(self, index: int) -> TxnId | None:
         """The ``index``-th open transaction (modulo), None when none is open."""
         open_txns = [txn for txn, fate in self.model.fate.items() if fate == "open"]
         return open_txns[index % len(open_txns)] if open_txns else None
@@ -133,17 +134,17 @@ class Run:
             for still in self.open():  # open transactions survive a restart
                 assert self.coordinator.status(still).state is TxnState.OPEN
 
-    def open(self) -> list[bytes]:
+    def open(self) -> list[TxnId]:
         return [txn for txn, fate in self.model.fate.items() if fate == "open"]
 
-    async def write(self, txn: bytes, name: str) -> None:
+    async def write(self, txn: TxnId, name: str) -> None:
         data = self.next_data()
         segment = await self.topics.segment(name)
         async with self.coordinator.writing(txn, name):
             await segment.append([Block(data, 1)], "", -1, txn_id=txn)
         self.model.entries[name].append((data, txn))
 
-    async def finish(self, txns: list[bytes], fate: str) -> None:
+    async def finish(self, txns: list[TxnId], fate: str) -> None:
         if fate == "committed":
             await self.coordinator.commit(txns)
         else:

@@ -1,8 +1,10 @@
 """The read-stream engine (folio._transport.segment_streams) over a scripted Read stub.
 
-- A read step the broker splits into several responses gives each the step's
-  ``next_offset``; events of the later responses are still returned, and a
-  stream broken after the first one reopens at the end of what it got.
+- A read step the broker splits into several responses: as read.proto says
+  (each response's ``next_offset`` claims no offset a later one serves) and as
+  brokers before that rule did it (each gets the step's ``next_offset``); in
+  both, events of the later responses are still returned, and a stream broken
+  after the first one reopens at the end of what it got.
 - A response without blocks moves the position past left-out entries.
 """
 
@@ -121,5 +123,20 @@ def test_a_response_without_blocks_moves_past_left_out_entries(io: IoThread) -> 
         assert _read(streams, 2) == [0, 1]
         assert streams.next_event(WAIT_S) is None  # woken: the caller may wait for offset 5
         assert streams.position("t/0") == 5
+    finally:
+        streams.close()
+
+
+def test_a_split_step_as_read_proto_says_then_a_left_out_tail(io: IoThread) -> None:
+    # The broker's split: earlier responses claim up to their last block, the
+    # last one the step's next_offset (left-out entries 6..8 after its blocks).
+    stub = _Stub(([_response(0, 2, 2), _response(2, 2, 4), _response(4, 2, 9),
+                   read_pb2.ReadResponse(next_offset=9)], False))
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=stub, deserialize=None)
+    streams.add("t/0", 0)
+    try:
+        assert _read(streams, 6) == [0, 1, 2, 3, 4, 5]
+        assert streams.next_event(WAIT_S) is None  # woken by the blockless response
+        assert streams.position("t/0") == 9
     finally:
         streams.close()
