@@ -101,12 +101,14 @@ from folio.errors import (
     ResourceExhaustedError,
     SegmentSealedError,
     TimeoutError,
+    TlsError,
     TopicExistsError,
     TopicNameError,
     TopicNotFoundError,
     TxnFailedError,
     TxnNotFoundError,
     TxnStateError,
+    UnauthenticatedError,
     WriterClosedError,
     WrongHostError,
 )
@@ -124,6 +126,7 @@ from folio.read.batch import BatchClient, SegmentSlice
 from folio.read.cuts import Checkpoint, Position, StreamCut
 from folio.read.groups import EventRead, GroupReader, ReaderGroup
 from folio.read.reader import EventReader
+from folio.security import TLS
 from folio.serializers import BytesSerializer, JsonSerializer, Serializer, StringSerializer
 from folio.txn.txn import (
     SingleRoutingKeyTransaction,
@@ -136,6 +139,7 @@ from folio.write._write_future import WriteFuture
 from folio.write.writer import EventWriter
 
 __all__ = [
+    "TLS",
     "AlreadyExistsError",
     "BatchClient",
     "BytesSerializer",
@@ -186,6 +190,7 @@ __all__ = [
     "StreamCut",
     "StringSerializer",
     "TimeoutError",
+    "TlsError",
     "TopicConfig",
     "TopicExistsError",
     "TopicInfo",
@@ -198,6 +203,7 @@ __all__ = [
     "TxnNotFoundError",
     "TxnStateError",
     "TxnStatus",
+    "UnauthenticatedError",
     "WriteFuture",
     "WriteResult",
     "WriterClosedError",

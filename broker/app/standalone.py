@@ -31,10 +31,13 @@ import contextlib
 import logging
 import os
 import signal
+import ssl
 import sys
 from contextvars import ContextVar
 from pathlib import Path
+from typing import Any
 
+import grpc
 from prometheus_client import start_http_server
 
 from broker.api import TopicConfig
@@ -58,6 +61,7 @@ from ledger.client.ledger_client import LedgerClient
 from ledger.config import BookieConfig, Durability, LedgerConfig
 from ledger.errors import LedgerError, StorageError
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
+from ledger.security.tls import TlsConfigError, metrics_tls_arguments
 
 __all__ = ["MAX_ENTRY_BYTES", "run_standalone"]
 
@@ -131,7 +135,10 @@ async def _serve_with(config: BrokerConfig, stop: asyncio.Event,
     bookie: Bookie | None = None
     try:
         if remote is not None:
-            directory = remote.directory()
+            try:
+                directory = remote.directory()
+            except ValueError as error:
+                return _fail(str(error))
             quorums = {"ensemble_size": remote.ensemble_size,
                        "write_quorum": remote.write_quorum, "ack_quorum": remote.ack_quorum}
         else:
@@ -191,17 +198,22 @@ async def _serve_topics(
 ) -> int:
     commit_keys = CommitKeys(topics, coordinator)
     await commit_keys.start()  # settles the idempotent commits a crash cut short
+    interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = []
     try:
         server = await start_broker_server(topics, config.host, config.port,
                                            max_held_bytes=config.max_held_bytes,
                                            max_held_ms=config.max_held_ms,
                                            coordinator=coordinator, commit_keys=commit_keys,
-                                           groups=groups, group_liveness=liveness)
-    except OSError as error:
+                                           groups=groups, group_liveness=liveness,
+                                           tls=config.server_tls(),
+                                           interceptors=interceptors)
+    except (OSError, TlsConfigError) as error:
         return _fail(str(error))
     try:
-        metrics, _thread = start_http_server(config.metrics_port, addr=config.host)
-    except OSError as error:
+        metrics, _thread = start_http_server(
+            config.metrics_port, addr=config.host,
+            **(metrics_tls_arguments(config.server_tls()) if config.metrics_tls else {}))
+    except (OSError, ssl.SSLError) as error:
         await server.stop(0)
         return _fail(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error}")
     # Health NOT_SERVING while the in-process bookie's disk refuses writes.
@@ -211,9 +223,12 @@ async def _serve_topics(
         watch.start()
     try:
         command, ledgers = _RUNNING.get()
+        security = ", TLS" if config.tls_cert else ""
+        security += ", token authentication" if config.token_auth else ""
+        scheme = "https" if config.metrics_tls else "http"
         print(f"{command} listening on {config.host}:{server.port} (data dir "
-              f"{config.data_dir}, {ledgers}, metrics on "
-              f"http://{config.host}:{metrics.server_port}/metrics)", flush=True)
+              f"{config.data_dir}, {ledgers}{security}, metrics on "
+              f"{scheme}://{config.host}:{metrics.server_port}/metrics)", flush=True)
         await stop.wait()
         log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)
     finally:

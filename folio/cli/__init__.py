@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The full ``folio`` parser with every installed command."""
     parser = argparse.ArgumentParser(
         prog="folio",
+        # Sub-command flags (group reset --to) must not read as abbreviations of
+        # global ones (--token).
+        allow_abbrev=False,
         description="Folio: a streaming broker on BookKeeper-style ledgers. "
         "Run `folio COMMAND --help` for a command's options. --endpoint (alias "
         "--bootstrap) and --config (the client's [client] table) may be given before "

@@ -1,0 +1,218 @@
+"""The client's TLS and token: ``TLS`` (what it trusts and presents) and its bearer token.
+
+``TLS(ca=..., cert=..., key=...)`` names PEM files: ``ca`` the CA the
+broker's certificate must chain to (None: the system's roots), ``cert`` and
+``key`` a client certificate for brokers that require one (mutual TLS).
+``server_name`` checks the broker's certificate for that name instead of the
+endpoint's host (a broker reached through an address its certificate does
+not list).
+
+A token (``token=`` text, or ``token_file=``, re-read when the file changes,
+checked at most once a second) is sent as ``authorization: Bearer <token>``
+metadata on every call and stream. Over TLS it travels as gRPC call
+credentials (added by gRPC's core); over plain text (tests, a trusted
+network) by client interceptors, since gRPC refuses call credentials on an
+insecure channel. Either way it is once per call or stream, never per event.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import grpc
+from grpc import aio
+
+from folio.errors import InvalidArgumentError
+
+__all__ = ["TLS", "ChannelSecurity", "TokenSource"]
+
+#: A token file is checked for changes at most this often (seconds).
+TOKEN_CHECK_INTERVAL_S: Final = 1.0
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError as error:
+        raise InvalidArgumentError(f"cannot read the {what} {path}: {error.strerror}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class TLS:
+    """TLS settings of a client: PEM file paths.
+
+    Attributes:
+        ca: the CA bundle the broker's certificate must chain to; None: the
+            system's trusted roots.
+        cert: a client certificate (mutual TLS); needs ``key``.
+        key: its private key.
+        server_name: the name to check the broker's certificate for; None:
+            the endpoint's host.
+    """
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    server_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if bool(self.cert) != bool(self.key):
+            raise InvalidArgumentError("TLS cert and key go together: give both or neither")
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        """Channel credentials from the files now.
+
+        Raises:
+            InvalidArgumentError: a file cannot be read.
+        """
+        ca = _read(self.ca, "TLS CA file") if self.ca else None
+        cert = _read(self.cert, "TLS certificate") if self.cert else None
+        key = _read(self.key, "TLS key") if self.key else None
+        return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key,
+                                            certificate_chain=cert)
+
+
+class TokenSource:
+    """The token to send: fixed text, or a file re-read when it changes.
+
+    Thread-safe (gRPC may ask from its own threads).
+    """
+
+    def __init__(self, token: str | None = None, token_file: str | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """Raises ``InvalidArgumentError``: both or neither given, or an unreadable file."""
+        if bool(token) == bool(token_file):
+            raise InvalidArgumentError("give either token or token_file, not both")
+        self._file = token_file
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._token = token.strip() if token else self._read()
+        self._checked = clock()
+
+    def _read(self) -> str:
+        assert self._file is not None
+        data = _read(self._file, "token file").decode("ascii", "replace").strip()
+        if not data:
+            raise InvalidArgumentError(f"the token file {self._file} is empty")
+        stat = os.stat(self._file)
+        self._stamp = (stat.st_mtime_ns, stat.st_size)
+        return data
+
+    def __call__(self) -> str:
+        """The token now (the file re-read if it changed)."""
+        if self._file is None:
+            return self._token
+        with self._lock:
+            now = self._clock()
+            if now - self._checked >= TOKEN_CHECK_INTERVAL_S:
+                self._checked = now
+                try:
+                    stat = os.stat(self._file)
+                    if (stat.st_mtime_ns, stat.st_size) != self._stamp:
+                        self._token = self._read()
+                except (OSError, InvalidArgumentError):
+                    pass  # being replaced: keep the last good token
+            return self._token
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """The call metadata carrying the token."""
+        return (("authorization", f"Bearer {self()}"),)
+
+
+class _TokenPlugin(grpc.AuthMetadataPlugin):
+    """Call credentials: gRPC's core asks for the metadata of each call."""
+
+    def __init__(self, source: TokenSource) -> None:
+        self._source = source
+
+    def __call__(self, context: grpc.AuthMetadataContext,
+                 callback: grpc.AuthMetadataPluginCallback) -> None:
+        callback(self._source.metadata(), None)
+
+
+def _with_token(details: Any, source: TokenSource) -> Any:
+    metadata = list(details.metadata or ())
+    metadata.extend(source.metadata())
+    return aio.ClientCallDetails(details.method, details.timeout, aio.Metadata(*metadata),
+                                 details.credentials, details.wait_for_ready)
+
+
+class _UnaryUnary(aio.UnaryUnaryClientInterceptor):  # type: ignore[type-arg]
+    def __init__(self, source: TokenSource) -> None:
+        self._source = source
+
+    async def intercept_unary_unary(self, continuation: Any, client_call_details: Any,
+                                    request: Any) -> Any:
+        return await continuation(_with_token(client_call_details, self._source), request)
+
+
+class _UnaryStream(aio.UnaryStreamClientInterceptor):  # type: ignore[type-arg]
+    def __init__(self, source: TokenSource) -> None:
+        self._source = source
+
+    async def intercept_unary_stream(self, continuation: Any, client_call_details: Any,
+                                     request: Any) -> Any:
+        return await continuation(_with_token(client_call_details, self._source), request)
+
+
+class _StreamUnary(aio.StreamUnaryClientInterceptor):  # type: ignore[type-arg]
+    def __init__(self, source: TokenSource) -> None:
+        self._source = source
+
+    async def intercept_stream_unary(self, continuation: Any, client_call_details: Any,
+                                     request_iterator: Any) -> Any:
+        return await continuation(_with_token(client_call_details, self._source),
+                                  request_iterator)
+
+
+class _StreamStream(aio.StreamStreamClientInterceptor):  # type: ignore[type-arg]
+    def __init__(self, source: TokenSource) -> None:
+        self._source = source
+
+    async def intercept_stream_stream(self, continuation: Any, client_call_details: Any,
+                                      request_iterator: Any) -> Any:
+        return await continuation(_with_token(client_call_details, self._source),
+                                  request_iterator)
+
+
+class ChannelSecurity:
+    """How a client's channels are opened: plain or TLS, with or without a token.
+
+    Made once per client (the files are read then; a token file again when
+    it changes); every channel of the pool opens through ``channel``.
+    """
+
+    def __init__(self, tls: TLS | None = None, token: TokenSource | None = None) -> None:
+        """Raises ``InvalidArgumentError``: a TLS file cannot be read."""
+        self.tls = tls
+        self.token = token
+        self._credentials: grpc.ChannelCredentials | None = None
+        if tls is not None:
+            credentials = tls.credentials()
+            if token is not None:
+                credentials = grpc.composite_channel_credentials(
+                    credentials, grpc.metadata_call_credentials(_TokenPlugin(token)))
+            self._credentials = credentials
+
+    def channel(self, endpoint: str, options: list[tuple[str, Any]]) -> aio.Channel:
+        """A new ``grpc.aio`` channel to ``endpoint`` (on the IO thread)."""
+        if self.tls is not None and self.tls.server_name:
+            options = [*options, ("grpc.ssl_target_name_override", self.tls.server_name)]
+        if self._credentials is not None:
+            return aio.secure_channel(endpoint, self._credentials, options=options)
+        interceptors: list[Any] | None = None
+        if self.token is not None:
+            interceptors = [_UnaryUnary(self.token), _UnaryStream(self.token),
+                            _StreamUnary(self.token), _StreamStream(self.token)]
+        return aio.insecure_channel(endpoint, options=options, interceptors=interceptors)
+
+
+#: Plain text, no token: what a client without settings uses.
+PLAIN: Final = ChannelSecurity()
