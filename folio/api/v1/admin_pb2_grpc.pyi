@@ -127,6 +127,18 @@ class AdminStub:
     takes no more events (writers fail with SegmentSealedError) and stays
     readable. Idempotent. NOT_FOUND if there is no such topic.
     """
+    GrantPermission: _grpc.UnaryUnaryMultiCallable[_admin_pb2.GrantPermissionRequest, _admin_pb2.PermissionGrant]
+    """Grants a role permissions on a topic or reader group (a name, or a
+    prefix "orders.*"; "*" is every name), added to what it had on the same
+    resource. Needs admin on every name the resource covers (or a
+    super-user). INVALID_ARGUMENT for a bad role, resource or no permission.
+    """
+    RevokePermission: _grpc.UnaryUnaryMultiCallable[_admin_pb2.RevokePermissionRequest, _admin_pb2.RevokePermissionResponse]
+    """Takes permissions from a role's grant on exactly that resource (a no-op
+    if it had none). Needs what GrantPermission needs.
+    """
+    ListPermissions: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListPermissionsRequest, _admin_pb2.ListPermissionsResponse]
+    """Every grant, or one role's. Needs a super-user."""
 
 @_typing.type_check_only
 class AdminAsyncStub(AdminStub):
@@ -185,6 +197,18 @@ class AdminAsyncStub(AdminStub):
     takes no more events (writers fail with SegmentSealedError) and stays
     readable. Idempotent. NOT_FOUND if there is no such topic.
     """
+    GrantPermission: _aio.UnaryUnaryMultiCallable[_admin_pb2.GrantPermissionRequest, _admin_pb2.PermissionGrant]  # type: ignore[assignment]
+    """Grants a role permissions on a topic or reader group (a name, or a
+    prefix "orders.*"; "*" is every name), added to what it had on the same
+    resource. Needs admin on every name the resource covers (or a
+    super-user). INVALID_ARGUMENT for a bad role, resource or no permission.
+    """
+    RevokePermission: _aio.UnaryUnaryMultiCallable[_admin_pb2.RevokePermissionRequest, _admin_pb2.RevokePermissionResponse]  # type: ignore[assignment]
+    """Takes permissions from a role's grant on exactly that resource (a no-op
+    if it had none). Needs what GrantPermission needs.
+    """
+    ListPermissions: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListPermissionsRequest, _admin_pb2.ListPermissionsResponse]  # type: ignore[assignment]
+    """Every grant, or one role's. Needs a super-user."""
 
 class AdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -306,5 +330,35 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
         takes no more events (writers fail with SegmentSealedError) and stays
         readable. Idempotent. NOT_FOUND if there is no such topic.
         """
+
+    @_abc_1.abstractmethod
+    def GrantPermission(
+        self,
+        request: _admin_pb2.GrantPermissionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.PermissionGrant, _abc.Awaitable[_admin_pb2.PermissionGrant]]:
+        """Grants a role permissions on a topic or reader group (a name, or a
+        prefix "orders.*"; "*" is every name), added to what it had on the same
+        resource. Needs admin on every name the resource covers (or a
+        super-user). INVALID_ARGUMENT for a bad role, resource or no permission.
+        """
+
+    @_abc_1.abstractmethod
+    def RevokePermission(
+        self,
+        request: _admin_pb2.RevokePermissionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.RevokePermissionResponse, _abc.Awaitable[_admin_pb2.RevokePermissionResponse]]:
+        """Takes permissions from a role's grant on exactly that resource (a no-op
+        if it had none). Needs what GrantPermission needs.
+        """
+
+    @_abc_1.abstractmethod
+    def ListPermissions(
+        self,
+        request: _admin_pb2.ListPermissionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ListPermissionsResponse, _abc.Awaitable[_admin_pb2.ListPermissionsResponse]]:
+        """Every grant, or one role's. Needs a super-user."""
 
 def add_AdminServicer_to_server(servicer: AdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
