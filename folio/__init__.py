@@ -73,6 +73,7 @@ Where this differs from the layout first sketched, and why:
 """
 
 from folio._transport.pool import ConnectionStats, PoolStats
+from folio.acl import PermissionGrant
 from folio.client import Client
 from folio.config import ClientConfig
 from folio.errors import (
@@ -169,6 +170,7 @@ __all__ = [
     "NotFoundError",
     "OffsetOutOfRangeError",
     "PermissionDeniedError",
+    "PermissionGrant",
     "PoolStats",
     "Position",
     "ReaderGroup",

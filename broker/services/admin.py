@@ -7,6 +7,7 @@ from typing import Any
 import grpc
 
 from broker.api import TopicConfig, Topics
+from broker.auth.acl_store import AclStore
 from broker.errors import BrokerError, InvalidArgumentError
 from broker.services._servicer import abort_with
 from broker.services.convert import (
@@ -15,6 +16,7 @@ from broker.services.convert import (
     segment_message,
     topic_message,
 )
+from broker.services.permissions import PermissionCalls
 from folio.api.v1 import admin_pb2, admin_pb2_grpc
 from ledger.errors import LedgerError
 
@@ -24,11 +26,15 @@ _Context = grpc.aio.ServicerContext[Any, Any]
 _Refusals = (BrokerError, LedgerError)
 
 
-class AdminServicer(admin_pb2_grpc.AdminServicer):
-    """Topics and segments: create, describe, configure, truncate, delete."""
+class AdminServicer(PermissionCalls, admin_pb2_grpc.AdminServicer):
+    """Topics and segments: create, describe, configure, truncate, delete; permissions.
 
-    def __init__(self, topics: Topics) -> None:
+    ``acls``: the grants (``broker.auth``); None: the permission calls are refused.
+    """
+
+    def __init__(self, topics: Topics, acls: AclStore | None = None) -> None:
         self._topics = topics
+        self._acls = acls
 
     async def CreateTopic(
         self, request: admin_pb2.CreateTopicRequest, context: _Context

@@ -22,6 +22,7 @@ from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 
 from broker.api import Topics
+from broker.auth.acl_store import AclStore
 from broker.groups.liveness import GroupLiveness
 from broker.groups.store import ReaderGroupStore
 from broker.services._handlers import add_servicer
@@ -87,6 +88,7 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
                               groups: ReaderGroupStore | None = None,
                               group_liveness: GroupLiveness | None = None,
                               tls: ServerTls | None = None,
+                              acls: AclStore | None = None,
                               interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
                               ) -> BrokerServer:
     """Serve ``topics`` over the public gRPC API and start.
@@ -106,7 +108,8 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
 
     ``tls``: serve TLS with these files (mutual when they name a CA),
     reloading them when they change. ``interceptors`` run before every call
-    (``broker.auth``: authentication and permissions).
+    (``ledger.security.interceptor`` with ``broker.auth``: tokens and
+    permissions). ``acls`` (started) serves the permission RPCs of Admin.
 
     Raises:
         OSError: the address cannot be bound (port in use, unknown host).
@@ -115,7 +118,7 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
     stopping = asyncio.Event()
     server = grpc.aio.server(options=_SERVER_OPTIONS, interceptors=list(interceptors) or None)
     for service, servicer in (
-        (admin_pb2.DESCRIPTOR.services_by_name["Admin"], AdminServicer(topics)),
+        (admin_pb2.DESCRIPTOR.services_by_name["Admin"], AdminServicer(topics, acls)),
         (append_pb2.DESCRIPTOR.services_by_name["Append"], AppendServicer(
             topics, stopping, max_held_bytes=max_held_bytes, max_held_ms=max_held_ms,
             coordinator=coordinator)),

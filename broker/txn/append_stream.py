@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -46,6 +46,7 @@ from broker.errors import (
     InvalidArgumentError,
     InvalidEventNumberError,
     NoSuchSegmentError,
+    PermissionDeniedError,
     SegmentSealedError,
     TopicNotFoundError,
     WrongHostError,
@@ -197,11 +198,16 @@ class AppendStream:
         stopping: set when the broker shuts down; the stream then winds down.
         held: the broker-wide budget of held blocks.
         coordinator: the transaction coordinator; None: no transactional flows.
+        authorize: checks each SetupAppend's segment (``broker.auth``: produce
+            on its topic), raising ``PermissionDeniedError``; once per flow
+            setup, never per block. None: no check.
     """
 
     def __init__(self, topics: Topics, stopping: asyncio.Event, held: HeldBudget,
-                 coordinator: TxnCoordinator | None = None) -> None:
+                 coordinator: TxnCoordinator | None = None, *,
+                 authorize: Callable[[str], None] | None = None) -> None:
         self._coordinator = coordinator
+        self._authorize = authorize
         self._topics = topics
         self._stopping = stopping
         self._held = held
@@ -305,6 +311,11 @@ class AppendStream:
             return old, _ready(_refused(request_id, setup.segment, InvalidArgumentError(
                 f"txn_id must be {TXN_ID_BYTES} bytes (got {len(setup.txn_id)}) on a broker "
                 "with transactions")))
+        if self._authorize is not None:
+            try:
+                self._authorize(setup.segment)
+            except PermissionDeniedError as error:
+                return old, _ready(_refused(request_id, setup.segment, error))
         if old is None and len(self._flows) >= MAX_FLOWS:
             return old, _ready(_refused(request_id, setup.segment, EventTooLargeError(
                 len(self._flows) + 1, MAX_FLOWS, what="flow count")))
