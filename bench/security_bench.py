@@ -8,7 +8,9 @@ alternation (``--rounds`` each, plain first), the same load each time. It
 prints, and writes under ``bench/results/``, each run's events/s and the
 ratio of the secured median to the plain one. The check is once per call or
 stream, so the ratio should be close to 1 (the issue's target: within 10%).
-TLS itself costs encryption per byte.
+TLS itself costs encryption per byte. Each round also times ``--unary-calls``
+GetTopic calls one after another on each server, where the per-call check
+(token and permission) weighs most.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import trustme
 
+import folio
 from bench._standalone import start_standalone
 from ledger.security.tokens import create_token
 
@@ -46,6 +50,16 @@ def _perf(endpoint: str, topic: str, args: argparse.Namespace, *extra: str) -> d
     return result
 
 
+def _unary_calls_per_s(make: Callable[[], folio.Client], calls: int) -> float:
+    """GetTopic calls per second, one after another, on a warm connection."""
+    with make() as client:
+        client.get_topic("bench")
+        started = time.perf_counter()
+        for _ in range(calls):
+            client.get_topic("bench")
+        return calls / (time.perf_counter() - started)
+
+
 def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     """Both servers, ``args.rounds`` alternating runs each; the report."""
     ca = trustme.CA()
@@ -63,11 +77,19 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         base / "secured", "--tls-cert", str(cert_file), "--tls-key", str(key_file),
         "--auth-token-secret-file", str(secret), "--super-users", "bench")
     runs: dict[str, list[dict[str, Any]]] = {"plain": [], "tls_token": []}
+    unary: dict[str, list[float]] = {"plain": [], "tls_token": []}
+    clients = {
+        "plain": lambda: folio.Client(plain_endpoint),
+        "tls_token": lambda: folio.Client(secured_endpoint, tls=folio.TLS(ca=str(ca_file)),
+                                          token_file=str(token_file)),
+    }
     try:
         for _round in range(args.rounds):
             runs["plain"].append(_perf(plain_endpoint, "bench", args))
             runs["tls_token"].append(_perf(secured_endpoint, "bench", args, "--tls-ca",
                                            str(ca_file), "--token-file", str(token_file)))
+            for name, make in clients.items():
+                unary[name].append(_unary_calls_per_s(make, args.unary_calls))
     finally:
         for process in (plain, secured):
             process.terminate()
@@ -83,6 +105,11 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                    for name, results in runs.items()},
         "median_events_per_s": {name: round(value) for name, value in medians.items()},
         "ratio_tls_token_to_plain": round(medians["tls_token"] / medians["plain"], 3),
+        # Unary admin calls (GetTopic) one after another: what a per-call check costs.
+        "get_topic_per_s": {name: [round(value) for value in values]
+                            for name, values in unary.items()},
+        "get_topic_ratio_tls_token_to_plain": round(
+            statistics.median(unary["tls_token"]) / statistics.median(unary["plain"]), 3),
     }
 
 
@@ -97,7 +124,13 @@ def _markdown(report: dict[str, Any]) -> str:
         p50 = ", ".join(f"{value:.2f}" for value in report["p50_ms"][name])
         lines.append(f"| {name} | {runs} | {report['median_events_per_s'][name]:,} | {p50} |")
     lines += ["", f"Ratio (TLS + token / plain, medians): "
-              f"**{report['ratio_tls_token_to_plain']}**", ""]
+              f"**{report['ratio_tls_token_to_plain']}**", "",
+              "Unary GetTopic calls/s, one after another (the per-call token and "
+              "permission check): plain "
+              + ", ".join(f"{value:,}" for value in report["get_topic_per_s"]["plain"])
+              + "; TLS + token "
+              + ", ".join(f"{value:,}" for value in report["get_topic_per_s"]["tls_token"])
+              + f"; ratio of medians **{report['get_topic_ratio_tls_token_to_plain']}**", ""]
     return "\n".join(lines)
 
 
@@ -109,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--event-bytes", type=int, default=100)
     parser.add_argument("--writers", type=int, default=1)
     parser.add_argument("--segments", type=int, default=1)
+    parser.add_argument("--unary-calls", type=int, default=2000,
+                        help="GetTopic calls timed per round (default 2000)")
     parser.add_argument("--json", action="store_true", help="print the JSON report only")
     parser.add_argument("--no-save", action="store_true",
                         help="do not write the report under bench/results")
