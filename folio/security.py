@@ -9,10 +9,11 @@ not list).
 
 A token (``token=`` text, or ``token_file=``, re-read when the file changes,
 checked at most once a second) is sent as ``authorization: Bearer <token>``
-metadata on every call and stream. Over TLS it travels as gRPC call
-credentials (added by gRPC's core); over plain text (tests, a trusted
-network) by client interceptors, since gRPC refuses call credentials on an
-insecure channel. Either way it is once per call or stream, never per event.
+metadata on every call and stream, added by client interceptors, once per
+call or stream, never per event. Not by gRPC call credentials: their Python
+plugin runs on a thread of its own for every call, which measured a third
+fewer unary calls per second (``bench/security_bench.py``), and gRPC refuses
+them on plain-text channels anyway.
 """
 
 from __future__ import annotations
@@ -126,17 +127,6 @@ class TokenSource:
         return (("authorization", f"Bearer {self()}"),)
 
 
-class _TokenPlugin(grpc.AuthMetadataPlugin):
-    """Call credentials: gRPC's core asks for the metadata of each call."""
-
-    def __init__(self, source: TokenSource) -> None:
-        self._source = source
-
-    def __call__(self, context: grpc.AuthMetadataContext,
-                 callback: grpc.AuthMetadataPluginCallback) -> None:
-        callback(self._source.metadata(), None)
-
-
 def _with_token(details: Any, source: TokenSource) -> Any:
     metadata = list(details.metadata or ())
     metadata.extend(source.metadata())
@@ -193,25 +183,20 @@ class ChannelSecurity:
         """Raises ``InvalidArgumentError``: a TLS file cannot be read."""
         self.tls = tls
         self.token = token
-        self._credentials: grpc.ChannelCredentials | None = None
-        if tls is not None:
-            credentials = tls.credentials()
-            if token is not None:
-                credentials = grpc.composite_channel_credentials(
-                    credentials, grpc.metadata_call_credentials(_TokenPlugin(token)))
-            self._credentials = credentials
+        self._credentials = tls.credentials() if tls is not None else None
+        self._interceptors: list[Any] | None = None
+        if token is not None:
+            self._interceptors = [_UnaryUnary(token), _UnaryStream(token),
+                                  _StreamUnary(token), _StreamStream(token)]
 
     def channel(self, endpoint: str, options: list[tuple[str, Any]]) -> aio.Channel:
         """A new ``grpc.aio`` channel to ``endpoint`` (on the IO thread)."""
         if self.tls is not None and self.tls.server_name:
             options = [*options, ("grpc.ssl_target_name_override", self.tls.server_name)]
         if self._credentials is not None:
-            return aio.secure_channel(endpoint, self._credentials, options=options)
-        interceptors: list[Any] | None = None
-        if self.token is not None:
-            interceptors = [_UnaryUnary(self.token), _UnaryStream(self.token),
-                            _StreamUnary(self.token), _StreamStream(self.token)]
-        return aio.insecure_channel(endpoint, options=options, interceptors=interceptors)
+            return aio.secure_channel(endpoint, self._credentials, options=options,
+                                      interceptors=self._interceptors)
+        return aio.insecure_channel(endpoint, options=options, interceptors=self._interceptors)
 
 
 #: Plain text, no token: what a client without settings uses.

@@ -9,6 +9,9 @@ CA: new connections use the new certificate).
 from __future__ import annotations
 
 import os
+import ssl
+import urllib.error
+import urllib.request
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,3 +122,15 @@ def test_certificate_rotation_without_restart(processes: BookieProcesses,
     with folio.Client(server.address, tls=folio.TLS(ca=str(old.ca)), timeout_s=10) as stale, \
             pytest.raises(folio.TlsError):
         stale.list_topics()
+
+
+def test_metrics_over_https(processes: BookieProcesses, tmp_path: Path) -> None:
+    pki = Pki(tmp_path / "pki")
+    server = _tls_server(processes, tmp_path, pki, "--metrics-tls")
+    url = server.ready_line.split("metrics on ", 1)[1].rstrip(")")
+    assert url.startswith("https://127.0.0.1:")
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    with urllib.request.urlopen(url, context=context, timeout=30) as response:
+        assert b"folio_" in response.read()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(url, context=ssl.create_default_context(), timeout=30)
