@@ -9,10 +9,10 @@ CA: new connections use the new certificate).
 from __future__ import annotations
 
 import os
+import shutil
 import ssl
 import urllib.error
 import urllib.request
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
