@@ -42,6 +42,9 @@ _SETUP_CHECK: ContextVar[SetupCheck | None] = ContextVar("folio_setup_check", de
 
 _Context = grpc.aio.ServicerContext[Any, Any]
 
+#: Wrapped handlers remembered (methods x roles).
+_MAX_WRAPPED = 4096
+
 
 def setup_check() -> SetupCheck | None:
     """The running Append call's per-flow check; None when authorisation is off."""
@@ -59,6 +62,9 @@ class Authorizer:
     def __init__(self, acls: AclStore, super_users: Collection[str] = ()) -> None:
         self._acls = acls
         self._super_users = frozenset(super_users)
+        # (method, role) -> (the handler wrapped, the wrapper): a wrapper depends
+        # only on those, so calls after the first reuse it (bounded).
+        self._wrapped: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     def denial(self, role: str, rule: Rule, request: Any) -> str | None:
         """Why ``role`` may not make this call; None if it may."""
@@ -94,8 +100,18 @@ class Authorizer:
 
     def wrap(self, method: str, principal: Principal, handler: Any) -> Any:
         """``handler`` with the check of ``method``'s row for ``principal``."""
+        key = (method, principal.role)
+        cached = self._wrapped.get(key)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = self._wrap(method, principal.role, handler)
+        if len(self._wrapped) >= _MAX_WRAPPED:
+            self._wrapped.clear()
+        self._wrapped[key] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, method: str, role: str, handler: Any) -> Any:
         rule = rule_for(method)
-        role = principal.role
         if rule.per_flow:
             return _per_flow(handler, self.setup_check(role, rule))
         if role in self._super_users or rule.need is Need.AUTHENTICATED:

@@ -342,3 +342,26 @@ def test_cli_token_create_acl_and_client_flags(secured: BookieProcess, tmp_path:
     assert revoked.returncode == 0, revoked.stderr
     after = run_folio("acl", "list", "--role", "cli-app", *endpoint, "--token", ops_token)
     assert after.stdout.strip() == "cli-app\ttopic\tcli.*\tconsume"
+
+
+def test_a_reader_group_needs_consume_on_the_group_and_its_topics(
+        secured: BookieProcess, admin: folio.Client) -> None:
+    admin.create_topic("events.in", segments=1)
+    with admin.writer("events.in") as writer:
+        writer.write_event(b"e1").result(timeout=30)
+    admin.grant_permission("etl", "events.*", ["consume"])
+    with folio.Client(secured.address, token=_token("etl"), timeout_s=30) as etl:
+        with pytest.raises(folio.PermissionDeniedError, match="group 'etl-group'"):
+            etl.reader_group("etl-group", ["events.in"])
+        admin.grant_permission("etl", "etl-*", ["consume"], kind="group")
+        group = etl.reader_group("etl-group", ["events.in"])
+        reader = group.reader("r1")
+        try:
+            read = reader.read_next(timeout_ms=30_000)
+            assert read is not None and read.event is not None
+            assert read.event.payload == b"e1"
+        finally:
+            reader.close()
+        with pytest.raises(folio.PermissionDeniedError, match="admin permission on group"):
+            etl.delete_reader_group("etl-group")
+    admin.delete_reader_group("etl-group")
