@@ -27,6 +27,7 @@ from google.protobuf.message import Message
 from broker.auth.acl_store import AclStore
 from broker.auth.permissions import ResourceKind
 from broker.auth.rpc_table import Need, Rule, rule_for, topic_of
+from broker.clip import clip
 from broker.errors import PermissionDeniedError
 from ledger.security.interceptor import refusing_handler
 from ledger.security.tokens import Principal
@@ -71,19 +72,21 @@ class Authorizer:
         if role in self._super_users or rule.need is Need.AUTHENTICATED:
             return None
         if rule.need is Need.SUPER_USER:
-            return f"role {role!r} is not a super-user"
+            return f"role {clip(role)!r} is not a super-user"
         table = self._acls.table
         for kind, name in rule.resources(request):
             action = rule.need.action
             if action is None:  # LOOKUP: any permission on it
                 if not table.allows_any(role, kind, name):
-                    return (f"role {role!r} has no permission on {kind.value} {name!r} "
-                            "(any of produce, consume, admin lets it look the topic up)")
+                    return (f"role {clip(role)!r} has no permission on {kind.value} "
+                            f"{clip(name)!r} (any of produce, consume, admin lets it look "
+                            "the topic up)")
                 continue
             allowed = (table.covers(role, kind, name, action) if name.endswith("*")
                        else table.allows(role, kind, name, action))
             if not allowed:
-                return f"role {role!r} lacks {action.value} permission on {kind.value} {name!r}"
+                return (f"role {clip(role)!r} lacks {action.value} permission on {kind.value} "
+                        f"{clip(name)!r}")
         return None
 
     def setup_check(self, role: str, rule: Rule) -> SetupCheck:
@@ -95,7 +98,7 @@ class Authorizer:
             if not self._acls.table.allows(role, ResourceKind.TOPIC, name,
                                            rule.need.action):  # type: ignore[arg-type]
                 raise PermissionDeniedError(
-                    f"role {role!r} lacks produce permission on topic {name!r}")
+                    f"role {clip(role)!r} lacks produce permission on topic {clip(name)!r}")
         return check
 
     def wrap(self, method: str, principal: Principal, handler: Any) -> Any:

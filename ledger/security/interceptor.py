@@ -118,11 +118,10 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             log.info("refused %s: %s", method, error)
             return refusing_handler(handler, grpc.StatusCode.UNAUTHENTICATED, str(error))
         if self._allowed is not None and principal.role not in self._allowed:
-            log.warning("refused %s to role %r (not one of the allowed roles)", method,
-                        principal.role)
+            role = principal.role if len(principal.role) <= 64 else principal.role[:64] + "..."
+            log.warning("refused %s to role %r (not one of the allowed roles)", method, role)
             return refusing_handler(
-                handler, grpc.StatusCode.PERMISSION_DENIED,
-                f"role {principal.role!r} may not call {service}")
+                handler, grpc.StatusCode.PERMISSION_DENIED, f"role {role!r} may not call {service}")
         if self._authorize is not None:
             return self._authorize(method, principal, handler)
         return handler

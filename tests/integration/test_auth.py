@@ -365,3 +365,12 @@ def test_a_reader_group_needs_consume_on_the_group_and_its_topics(
         with pytest.raises(folio.PermissionDeniedError, match="admin permission on group"):
             etl.delete_reader_group("etl-group")
     admin.delete_reader_group("etl-group")
+
+
+def test_a_long_name_is_not_echoed_whole(secured: BookieProcess) -> None:
+    method = f"/{admin_pb2.DESCRIPTOR.services_by_name['Admin'].full_name}/DeleteTopic"
+    name = "t" * 1_000_000
+    code = _call(secured.address, method, admin_pb2.DeleteTopicRequest(name=name),
+                 _token("stranger"))
+    assert code is grpc.StatusCode.PERMISSION_DENIED
+    assert len(_LAST_DETAILS[method]) < 1000 and "1000000 chars" in _LAST_DETAILS[method]
