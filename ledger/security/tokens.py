@@ -100,12 +100,20 @@ class TokenVerifier:
     """
 
     def __init__(self, key: bytes, algorithms: list[str], *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 reload: Callable[[], tuple[bytes, list[str]]] | None = None,
+                 key_file: str = "") -> None:
         self._key = key
         self._algorithms = algorithms
         self._clock = clock
         self._cache: dict[str, Principal] = {}
         self._jwt = _jwt()
+        # The key file is checked for a new key at most once a second.
+        self._reload = reload
+        self._key_file = key_file
+        self._key_stamp = _stamp(key_file) if key_file else None
+        self.monotonic: Callable[[], float] = time.monotonic
+        self._checked = self.monotonic()
 
     @classmethod
     def from_files(cls, secret_file: str = "", public_key_file: str = "") -> TokenVerifier:
@@ -117,13 +125,34 @@ class TokenVerifier:
         if bool(secret_file) == bool(public_key_file):
             raise ValueError("give one of auth_token_secret_file and "
                              "auth_token_public_key_file")
-        if secret_file:
-            return cls(_read_key(secret_file, "secret file").strip(), ["HS256"])
-        key = _read_key(public_key_file, "public key file")
-        return cls(key, _public_algorithm(key, public_key_file))
+        def load() -> tuple[bytes, list[str]]:
+            if secret_file:
+                return _read_key(secret_file, "secret file").strip(), ["HS256"]
+            key = _read_key(public_key_file, "public key file")
+            return key, _public_algorithm(key, public_key_file)
+
+        key, algorithms = load()
+        return cls(key, algorithms, reload=load, key_file=secret_file or public_key_file)
+
+    def _maybe_reload(self) -> None:
+        """A changed key file replaces the key (tokens of the old key then fail)."""
+        now = self.monotonic()
+        if self._reload is None or now - self._checked < 1.0:
+            return
+        self._checked = now
+        try:
+            stamp = _stamp(self._key_file)
+            if stamp == self._key_stamp:
+                return
+            self._key, self._algorithms = self._reload()
+        except (OSError, ValueError):
+            return  # being replaced, or bad: keep the old key until a good one is there
+        self._key_stamp = stamp
+        self._cache.clear()
 
     def verify(self, token: str) -> Principal:
         """The principal ``token`` proves. Raises ``TokenError`` (never the key in the text)."""
+        self._maybe_reload()
         cached = self._cache.get(token)
         if cached is not None:
             if cached.expires_at is None or self._clock() <= cached.expires_at + LEEWAY_S:
@@ -160,6 +189,11 @@ class TokenVerifier:
             self._cache.clear()
         self._cache[token] = principal
         return principal
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    stat = os.stat(path)
+    return stat.st_mtime_ns, stat.st_size
 
 
 def load_signing_key(secret_file: str = "", private_key_file: str = "") -> tuple[bytes, str]:

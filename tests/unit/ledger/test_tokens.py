@@ -106,3 +106,17 @@ def test_durations_bearer_metadata_and_token_files(tmp_path: Path) -> None:
     assert source() == "first"  # checked at most once a second
     now[0] += 2
     assert source() == "second-token"
+
+
+def test_a_new_secret_in_the_file_replaces_the_old(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("old-secret-old-secret-old-secret-!!")
+    verifier = TokenVerifier.from_files(secret_file=str(secret))
+    old = create_token("app", b"old-secret-old-secret-old-secret-!!", "HS256")
+    assert verifier.verify(old).role == "app"
+    secret.write_text("new-secret-new-secret-new-secret-!!!")
+    verifier.monotonic = lambda: 1e12  # the once-a-second check is due
+    with pytest.raises(TokenError, match="signature"):
+        verifier.verify(old)  # the cache was dropped with the old key
+    new = create_token("app", b"new-secret-new-secret-new-secret-!!!", "HS256")
+    assert verifier.verify(new).role == "app"
