@@ -8,15 +8,20 @@ without them cannot talk to a bookie.
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 import folio
 from ledger.api import AddRequest
+from ledger.bookie.bookie import Bookie
 from ledger.bookie.remote import GrpcBookieClient
+from ledger.bookie.service import start_bookie_server
+from ledger.config import BookieConfig
 from ledger.errors import LedgerError
-from ledger.security.tls import ClientTls, ReloadingChannelCredentials
+from ledger.security.tls import ClientTls, ReloadingChannelCredentials, ServerTls
 from ledger.security.tokens import create_token
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.certs import Pki
@@ -97,3 +102,30 @@ async def test_token_bookie_serves_only_the_broker_role(
     forged = create_token("broker", b"another-secret-0123456789abcdef0123", "HS256")
     refused = await _add_fails(bookie.address, token=lambda: forged)
     assert "signature" in str(refused)
+
+
+async def test_the_broker_side_picks_up_new_client_tls_files(tmp_path: Path) -> None:
+    """A bookie client opens a new channel when its TLS files change (no restart)."""
+    pki = Pki(tmp_path / "pki")
+    served = pki.server("bookie")
+    bookie = Bookie(BookieConfig(data_dir=str(tmp_path / "bookie")), bookie_id="b")
+    server, port = await start_bookie_server(
+        bookie, "127.0.0.1", 0, tls=ServerTls(str(served.cert), str(served.key)))
+    ca = tmp_path / "client-ca.pem"
+    shutil.copy(pki.ca, ca)
+    now = [0.0]
+    credentials = ReloadingChannelCredentials(ClientTls(str(ca)), clock=lambda: now[0])
+    client = GrpcBookieClient(f"127.0.0.1:{port}", add_timeout_ms=5000, tls=credentials)
+    try:
+        await client.add_entries(_ADD)  # trusted: the first CA signed the bookie
+        other = Pki(tmp_path / "other", "other")
+        shutil.copy(other.ca, tmp_path / "next.pem")
+        os.replace(tmp_path / "next.pem", ca)
+        now[0] += 2  # the once-a-second check is due: a new channel with the new CA
+        with pytest.raises(LedgerError):
+            await client.read_last_add_confirmed(7)
+        assert credentials.generation == 1
+    finally:
+        await client.close()
+        await server.stop(None)
+        bookie.shutdown()
