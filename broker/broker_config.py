@@ -12,11 +12,10 @@ from dataclasses import dataclass
 
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
 from broker.txn.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
-from ledger.bookie.remote import GrpcBookieClient
+from ledger.bookie.remote import bookie_client_factory
 from ledger.client.directory import BookieDirectory
 from ledger.config import check_port, check_quorums, split_roles
-from ledger.security.tls import ClientTls, ReloadingChannelCredentials, ServerTls
-from ledger.security.tokens import TokenFile
+from ledger.security.tls import ClientTls, ServerTls
 from txnbuffer.api import SnapshotPolicy
 from txnbuffer.snapshot import chunk_capacity
 
@@ -184,12 +183,6 @@ class RemoteBookies:
         Raises:
             ValueError: a TLS or token file cannot be read or is not valid.
         """
-        tls = self.client_tls()
-        credentials = ReloadingChannelCredentials(tls) if tls is not None else None
-        token = TokenFile(self.bookie_token_file) if self.bookie_token_file else None
-
-        def connect(address: str) -> GrpcBookieClient:
-            return GrpcBookieClient(address, tls=credentials, token=token)
-
+        connect = bookie_client_factory(self.client_tls(), self.bookie_token_file)
         return BookieDirectory([connect(address) for address in self.addresses()],
                                connect=connect)
