@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -37,7 +39,21 @@ __all__ = ["main"]
 _RESULTS = Path(__file__).parent / "results"
 
 
-def _perf(endpoint: str, topic: str, args: argparse.Namespace, *extra: str) -> dict[str, Any]:
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _perf(endpoint: str, topic: str, args: argparse.Namespace, *extra: str,
+          server_pid: int) -> dict[str, Any]:
+    """One ``perf produce`` run; its report plus the CPU the server and the client spent.
+
+    CPU per event is far steadier than events/s on a shared machine: other
+    processes slow a run down but do not make it burn more CPU per event.
+    """
+    server_before = _cpu_s(server_pid)
+    client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     command = [sys.executable, "-m", "folio.cli", "perf", "produce", "--json", "--endpoint",
                endpoint, "--topic", topic, "--segments", str(args.segments),
                "--event-bytes", str(args.event_bytes), "--duration-s", str(args.duration_s),
@@ -47,6 +63,12 @@ def _perf(endpoint: str, topic: str, args: argparse.Namespace, *extra: str) -> d
     if done.returncode != 0:
         raise RuntimeError(f"perf produce failed: {done.stderr.strip()[-500:]}")
     result: dict[str, Any] = json.loads(done.stdout)
+    client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    events = max(1, result["events"])
+    result["server_cpu_us_per_event"] = (_cpu_s(server_pid) - server_before) * 1e6 / events
+    result["client_cpu_us_per_event"] = (
+        (client_after.ru_utime + client_after.ru_stime)
+        - (client_before.ru_utime + client_before.ru_stime)) * 1e6 / events
     return result
 
 
@@ -85,9 +107,10 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     }
     try:
         for _round in range(args.rounds):
-            runs["plain"].append(_perf(plain_endpoint, "bench", args))
+            runs["plain"].append(_perf(plain_endpoint, "bench", args, server_pid=plain.pid))
             runs["tls_token"].append(_perf(secured_endpoint, "bench", args, "--tls-ca",
-                                           str(ca_file), "--token-file", str(token_file)))
+                                           str(ca_file), "--token-file", str(token_file),
+                                           server_pid=secured.pid))
             for name, make in clients.items():
                 unary[name].append(_unary_calls_per_s(make, args.unary_calls))
     finally:
@@ -104,6 +127,8 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         "p50_ms": {name: [run["latency_ms"]["p50"] for run in results]
                    for name, results in runs.items()},
         "median_events_per_s": {name: round(value) for name, value in medians.items()},
+        "server_cpu_us_per_event": _per_event(runs, "server_cpu_us_per_event"),
+        "client_cpu_us_per_event": _per_event(runs, "client_cpu_us_per_event"),
         "ratio_tls_token_to_plain": round(medians["tls_token"] / medians["plain"], 3),
         # Unary admin calls (GetTopic) one after another: what a per-call check costs.
         "get_topic_per_s": {name: [round(value) for value in values]
@@ -111,6 +136,13 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         "get_topic_ratio_tls_token_to_plain": round(
             statistics.median(unary["tls_token"]) / statistics.median(unary["plain"]), 3),
     }
+
+
+def _per_event(runs: dict[str, list[dict[str, Any]]], key: str) -> dict[str, Any]:
+    values = {name: [round(run[key], 2) for run in results] for name, results in runs.items()}
+    medians = {name: statistics.median(found) for name, found in values.items()}
+    return {"runs": values, "median": medians,
+            "ratio_tls_token_to_plain": round(medians["tls_token"] / medians["plain"], 3)}
 
 
 def _markdown(report: dict[str, Any]) -> str:
@@ -131,6 +163,12 @@ def _markdown(report: dict[str, Any]) -> str:
               + "; TLS + token "
               + ", ".join(f"{value:,}" for value in report["get_topic_per_s"]["tls_token"])
               + f"; ratio of medians **{report['get_topic_ratio_tls_token_to_plain']}**", ""]
+    for side in ("server", "client"):
+        cpu = report[f"{side}_cpu_us_per_event"]
+        lines += [f"{side.capitalize()} CPU µs per event (user + system; steadier than "
+                  f"events/s on a shared machine): plain {cpu['runs']['plain']}, TLS + token "
+                  f"{cpu['runs']['tls_token']}; ratio of medians "
+                  f"**{cpu['ratio_tls_token_to_plain']}**", ""]
     return "\n".join(lines)
 
 
