@@ -199,5 +199,49 @@ class ChannelSecurity:
         return aio.insecure_channel(endpoint, options=options, interceptors=self._interceptors)
 
 
+    def sync_channel(self, endpoint: str, options: list[tuple[str, Any]]) -> grpc.Channel:
+        """A blocking channel to ``endpoint`` (the Spark connector's tasks)."""
+        if self.tls is not None and self.tls.server_name:
+            options = [*options, ("grpc.ssl_target_name_override", self.tls.server_name)]
+        channel = (grpc.secure_channel(endpoint, self._credentials, options=options)
+                   if self._credentials is not None
+                   else grpc.insecure_channel(endpoint, options=options))
+        if self.token is None:
+            return channel
+        return grpc.intercept_channel(channel, _SyncToken(self.token))
+
+
+class _SyncToken(grpc.UnaryUnaryClientInterceptor,  # type: ignore[type-arg]
+                 grpc.UnaryStreamClientInterceptor):  # type: ignore[type-arg]
+    """The token on a blocking channel's unary and server-streaming calls."""
+
+    def __init__(self, source: TokenSource) -> None:
+        self._source = source
+
+    def _details(self, details: Any) -> Any:
+        return _SyncDetails(details.method, details.timeout,
+                            [*(details.metadata or ()), *self._source.metadata()],
+                            details.credentials, details.wait_for_ready, details.compression)
+
+    def intercept_unary_unary(self, continuation: Any, client_call_details: Any,
+                              request: Any) -> Any:
+        return continuation(self._details(client_call_details), request)
+
+    def intercept_unary_stream(self, continuation: Any, client_call_details: Any,
+                               request: Any) -> Any:
+        return continuation(self._details(client_call_details), request)
+
+
+class _SyncDetails(grpc.ClientCallDetails):
+    def __init__(self, method: str, timeout: float | None, metadata: Any, credentials: Any,
+                 wait_for_ready: bool | None, compression: Any) -> None:
+        self.method = method
+        self.timeout = timeout
+        self.metadata = metadata
+        self.credentials = credentials
+        self.wait_for_ready = wait_for_ready
+        self.compression = compression
+
+
 #: Plain text, no token: what a client without settings uses.
 PLAIN: Final = ChannelSecurity()

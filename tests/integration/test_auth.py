@@ -374,3 +374,30 @@ def test_a_long_name_is_not_echoed_whole(secured: BookieProcess) -> None:
                  _token("stranger"))
     assert code is grpc.StatusCode.PERMISSION_DENIED
     assert len(_LAST_DETAILS[method]) < 1000 and "1000000 chars" in _LAST_DETAILS[method]
+
+
+def test_the_spark_connectors_read_channel_sends_the_token(
+        secured: BookieProcess, admin: folio.Client) -> None:
+    from folio.spark._plan import Slice  # noqa: PLC0415
+    from folio.spark._read import open_channel, read_slice  # noqa: PLC0415
+
+    admin.create_topic("lake.raw", segments=1)
+    with admin.writer("lake.raw") as writer:
+        writer.write_event(b"row").result(timeout=30)
+    admin.grant_permission("spark", "lake.*", ["consume"])
+    piece = Slice("lake.raw/0", 0, 1)
+    for token, expected in ((_token("spark"), [b"row"]), (None, None)):
+        config = folio.ClientConfig(endpoint=secured.address, token=token or "")
+        channel = open_channel(config)
+        try:
+            if expected is None:
+                with pytest.raises(folio.FolioError) as failed:
+                    list(read_slice(channel, "lake.raw", piece, "read_committed"))
+                assert isinstance(failed.value, folio.UnauthenticatedError)
+            else:
+                rows = [row for batch in read_slice(channel, "lake.raw", piece,
+                                                    "read_committed")
+                        for row in batch.to_pylist()]
+                assert [row["payload"] for row in rows] == expected
+        finally:
+            channel.close()

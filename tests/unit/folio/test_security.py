@@ -46,3 +46,13 @@ def test_a_token_file_is_read_again_when_it_changes(tmp_path: Path) -> None:
     path.write_text("")  # being rewritten: the last good token stays
     now[0] += 2
     assert source() == "two-two"
+
+
+def test_spark_options_carry_tls_and_token() -> None:
+    from folio.spark._options import ReadOptions, WriteOptions  # noqa: PLC0415
+
+    options = {"topic": "t", "endpoint": "h:1", "tlsca": "ca.pem", "tokenfile": "app.jwt"}
+    read = ReadOptions.parse(options)
+    assert read.client == ClientConfig(endpoint="h:1", tls_ca="ca.pem", token_file="app.jwt")
+    assert WriteOptions.parse(options).client == read.client
+    assert ReadOptions.parse({"topic": "t", "endpoint": "h:1"}).client == ClientConfig("h:1")
