@@ -31,6 +31,7 @@ __all__ = [
     "Principal",
     "TokenError",
     "TokenFile",
+    "TokenSupportError",
     "TokenVerifier",
     "create_token",
     "load_signing_key",
@@ -47,12 +48,16 @@ class TokenError(Exception):
     """A token is missing, malformed, forged or expired (UNAUTHENTICATED)."""
 
 
+class TokenSupportError(ValueError):
+    """PyJWT is not installed (a setup error, shown as a usage error)."""
+
+
 def _jwt() -> Any:
     try:
         import jwt  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - the extra is part of dev
-        raise TokenError("token authentication needs PyJWT: pip install 'folio[security]'") \
-            from None
+    except ImportError:  # the `security` extra is part of `dev`; `make run` lacks it
+        raise TokenSupportError("token authentication needs PyJWT: "
+                                "pip install 'folio[security]'") from None
     return jwt
 
 
