@@ -9,14 +9,15 @@ from pathlib import Path
 __all__ = ["start_standalone"]
 
 
-def start_standalone(directory: Path) -> tuple[subprocess.Popen[str], str]:
-    """``folio standalone`` on ``directory`` (free ports); the process and ``host:port``.
+def start_standalone(directory: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
+    """``folio standalone`` on ``directory`` (free ports) with ``args``; the process and
+    ``host:port``.
 
     The caller stops it (``terminate()`` then ``wait()``).
     """
     process = subprocess.Popen(
         [sys.executable, "-m", "folio.cli", "standalone", "--data-dir", str(directory),
-         "--port", "0", "--metrics-port", "0"],
+         "--port", "0", "--metrics-port", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert process.stdout is not None
     line = process.stdout.readline()

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
 from broker.txn.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
-from ledger.bookie.remote import GrpcBookieClient
+from ledger.bookie.remote import bookie_client_factory
 from ledger.client.directory import BookieDirectory
-from ledger.config import check_port, check_quorums
+from ledger.config import check_port, check_quorums, split_roles
+from ledger.security.tls import ClientTls, ServerTls
 from txnbuffer.api import SnapshotPolicy
 from txnbuffer.snapshot import chunk_capacity
 
@@ -44,6 +45,16 @@ class BrokerConfig:
         txn_snapshot_every_ms: ... or this long after the last one.
         txn_snapshot_chunk_bytes: the largest snapshot chunk; 0 = as large as
             a record of ``_txnbuffer_snapshots`` may be.
+        tls_cert: PEM certificate of the gRPC API; with ``tls_key`` it serves
+            TLS, reloading the files when they change.
+        tls_key: its PEM private key.
+        tls_ca: PEM CA; when set, clients must present a certificate it
+            signed (mutual TLS).
+        metrics_tls: serve the metrics over HTTPS with the same files.
+        auth_token_secret_file: HS256 secret; when set (or the next), every
+            call but health and reflection needs a JWT, and permissions apply.
+        auth_token_public_key_file: RSA or EC public key (RS256, ES256).
+        super_users: roles allowed everything, comma-separated.
     """
 
     data_dir: str = "./folio-data"
@@ -58,10 +69,23 @@ class BrokerConfig:
     txn_snapshot_every_changes: int = _DEFAULT_SNAPSHOTS.every_changes
     txn_snapshot_every_ms: int = _DEFAULT_SNAPSHOTS.every_ms
     txn_snapshot_chunk_bytes: int = _DEFAULT_SNAPSHOTS.chunk_bytes
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
+    metrics_tls: bool = False
+    auth_token_secret_file: str = ""
+    auth_token_public_key_file: str = ""
+    super_users: str = ""
 
     def __post_init__(self) -> None:
         check_port("port", self.port)
         check_port("metrics_port", self.metrics_port)
+        self.server_tls()  # checks the TLS settings go together
+        if self.metrics_tls and not self.tls_cert:
+            raise ValueError("metrics_tls needs tls_cert and tls_key")
+        if self.auth_token_secret_file and self.auth_token_public_key_file:
+            raise ValueError("give one of auth_token_secret_file and "
+                             "auth_token_public_key_file, not both")
         if self.stop_grace_s < 0 or self.retention_interval_s <= 0:
             raise ValueError("stop_grace_s must be >= 0 and retention_interval_s > 0")
         for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms"):
@@ -73,6 +97,19 @@ class BrokerConfig:
                 chunk_capacity(self.txn_snapshot_chunk_bytes)  # one abort per chunk at least
         except ValueError as error:
             raise ValueError(f"txn_snapshot_*: {error}") from None
+
+    def server_tls(self) -> ServerTls:
+        """The API port's TLS files (``ValueError`` if they do not go together)."""
+        return ServerTls(self.tls_cert, self.tls_key, self.tls_ca)
+
+    @property
+    def token_auth(self) -> bool:
+        """Whether calls must carry a token (and permissions apply)."""
+        return bool(self.auth_token_secret_file or self.auth_token_public_key_file)
+
+    def super_user_roles(self) -> frozenset[str]:
+        """The roles of ``super_users``."""
+        return split_roles(self.super_users)
 
     def txn_snapshots(self) -> SnapshotPolicy:
         """The transaction buffers' snapshot policy these settings make."""
@@ -89,12 +126,26 @@ class RemoteBookies:
         ensemble_size: bookies a ledger is striped over (E).
         write_quorum: copies of each entry (Qw).
         ack_quorum: copies that must be durable before an add is confirmed (Qa).
+        bookie_tls_ca: PEM CA the bookies' certificates must chain to; set:
+            the broker talks TLS to its bookies.
+        bookie_tls_cert: PEM client certificate the broker presents to
+            bookies that require one (mutual TLS).
+        bookie_tls_key: its PEM private key.
+        bookie_tls_server_name: the name checked in the bookies' certificates
+            instead of their host (empty: the host).
+        bookie_token_file: a file holding the JWT the broker sends to bookies
+            with token authentication (re-read when it changes).
     """
 
     bookies: str = ""
     ensemble_size: int = 1
     write_quorum: int = 1
     ack_quorum: int = 1
+    bookie_tls_ca: str = ""
+    bookie_tls_cert: str = ""
+    bookie_tls_key: str = ""
+    bookie_tls_server_name: str = ""
+    bookie_token_file: str = ""
 
     def __post_init__(self) -> None:
         addresses = self.addresses()
@@ -110,12 +161,28 @@ class RemoteBookies:
         if self.ensemble_size > len(addresses):
             raise ValueError(f"ensemble_size {self.ensemble_size} needs as many bookies, "
                              f"got {len(addresses)}")
+        if (self.bookie_tls_cert or self.bookie_tls_server_name) and not self.bookie_tls_ca:
+            raise ValueError("bookie_tls_cert and bookie_tls_server_name need bookie_tls_ca "
+                             "(the CA of the bookies' certificates)")
+        self.client_tls()
+
+    def client_tls(self) -> ClientTls | None:
+        """The broker's TLS towards its bookies; None: plain text."""
+        if not self.bookie_tls_ca:
+            return None
+        return ClientTls(self.bookie_tls_ca, self.bookie_tls_cert, self.bookie_tls_key,
+                         self.bookie_tls_server_name)
 
     def addresses(self) -> list[str]:
         """The bookie addresses, in the order given."""
         return [part.strip() for part in self.bookies.split(",") if part.strip()]
 
     def directory(self) -> BookieDirectory:
-        """A directory of gRPC clients of the bookies (closed by ``LedgerClient.close``)."""
-        return BookieDirectory([GrpcBookieClient(address) for address in self.addresses()],
-                               connect=GrpcBookieClient)
+        """A directory of gRPC clients of the bookies (closed by ``LedgerClient.close``).
+
+        Raises:
+            ValueError: a TLS or token file cannot be read or is not valid.
+        """
+        connect = bookie_client_factory(self.client_tls(), self.bookie_token_file)
+        return BookieDirectory([connect(address) for address in self.addresses()],
+                               connect=connect)

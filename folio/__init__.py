@@ -73,6 +73,7 @@ Where this differs from the layout first sketched, and why:
 """
 
 from folio._transport.pool import ConnectionStats, PoolStats
+from folio.acl import PermissionGrant
 from folio.client import Client
 from folio.config import ClientConfig
 from folio.errors import (
@@ -101,12 +102,14 @@ from folio.errors import (
     ResourceExhaustedError,
     SegmentSealedError,
     TimeoutError,
+    TlsError,
     TopicExistsError,
     TopicNameError,
     TopicNotFoundError,
     TxnFailedError,
     TxnNotFoundError,
     TxnStateError,
+    UnauthenticatedError,
     WriterClosedError,
     WrongHostError,
 )
@@ -124,6 +127,7 @@ from folio.read.batch import BatchClient, SegmentSlice
 from folio.read.cuts import Checkpoint, Position, StreamCut
 from folio.read.groups import EventRead, GroupReader, ReaderGroup
 from folio.read.reader import EventReader
+from folio.security import TLS
 from folio.serializers import BytesSerializer, JsonSerializer, Serializer, StringSerializer
 from folio.txn.txn import (
     SingleRoutingKeyTransaction,
@@ -136,6 +140,7 @@ from folio.write._write_future import WriteFuture
 from folio.write.writer import EventWriter
 
 __all__ = [
+    "TLS",
     "AlreadyExistsError",
     "BatchClient",
     "BytesSerializer",
@@ -165,6 +170,7 @@ __all__ = [
     "NotFoundError",
     "OffsetOutOfRangeError",
     "PermissionDeniedError",
+    "PermissionGrant",
     "PoolStats",
     "Position",
     "ReaderGroup",
@@ -186,6 +192,7 @@ __all__ = [
     "StreamCut",
     "StringSerializer",
     "TimeoutError",
+    "TlsError",
     "TopicConfig",
     "TopicExistsError",
     "TopicInfo",
@@ -198,6 +205,7 @@ __all__ = [
     "TxnNotFoundError",
     "TxnStateError",
     "TxnStatus",
+    "UnauthenticatedError",
     "WriteFuture",
     "WriteResult",
     "WriterClosedError",

@@ -131,7 +131,12 @@ CODE_CLASSES: Final[dict[grpc.StatusCode, type[e.FolioError]]] = {
     _Code.UNAVAILABLE: e.FolioUnavailableError,
     _Code.DEADLINE_EXCEEDED: e.TimeoutError,
     _Code.PERMISSION_DENIED: e.PermissionDeniedError,
+    _Code.UNAUTHENTICATED: e.UnauthenticatedError,
 }
+
+#: Words of gRPC's own status message when a TLS handshake failed (no call was made).
+_TLS_FAILURES: Final = ("handshake", "certificate_verify_failed", "ssl", "tls",
+                        "wrong_version_number", "peer name")
 
 
 def error_from_status(code: grpc.StatusCode, message: str,
@@ -169,12 +174,24 @@ def error_from_status(code: grpc.StatusCode, message: str,
         name = name or numbered
     if cls is None and name is not None:
         cls = NAME_CLASSES.get(name) or NAME_ALIASES.get(name)
+    if cls is None and code is _Code.UNAVAILABLE and _is_tls_failure(message):
+        return e.TlsError(
+            f"the TLS handshake with the broker failed ({message}): check that the "
+            "broker serves TLS, that its certificate chains to the client's CA (TLS(ca=...), "
+            "--tls-ca) and names the endpoint's host (or set server_name), and that a client "
+            "certificate is given if the broker requires one", error_name=name,
+            context=context, error_code=number)
     if cls is None:
         cls = CODE_CLASSES.get(code, e.FolioError)
     text = message or f"{code.name} without a message"
     if cls is e.FolioError and name is None:
         text = f"{code.name}: {text}"
     return cls(text, error_name=name, context=context, error_code=number)
+
+
+def _is_tls_failure(message: str) -> bool:
+    lowered = message.lower()
+    return any(word in lowered for word in _TLS_FAILURES)
 
 
 def error_from_rpc(error: grpc.RpcError) -> e.FolioError:

@@ -22,6 +22,7 @@ from grpc import aio
 from folio._status import error_from_rpc
 from folio._transport.append_stream import Backoff
 from folio._transport.io_thread import Connection, IoThread
+from folio.acl import Kind, PermissionGrant, grant_from_proto, grant_to_proto
 from folio.api.v1 import admin_pb2, transactions_pb2
 from folio.errors import FolioUnavailableError, InvalidArgumentError, TopicExistsError
 from folio.models import (
@@ -286,6 +287,35 @@ class AdminCalls:
         request = admin_pb2.TruncateSegmentRequest(segment=segment, offset=offset)
         return segment_info_from_proto(self._call(self._connection.admin.TruncateSegment,
                                                   request))
+
+    def grant_permission(self, role: str, resource: str, actions: Sequence[str], *,
+                         kind: Kind = "topic") -> PermissionGrant:
+        """Grants ``role`` ``actions`` (produce, consume, admin) on a topic or reader group.
+
+        ``resource`` is a name, a prefix ``orders.*``, or ``*``; ``kind``
+        ``"topic"`` or ``"group"``. Adds to what the role had on it; returns
+        the merged grant. Needs admin on what ``resource`` covers, or a super-user.
+
+        Raises:
+            InvalidArgumentError: a bad role, resource or action.
+            PermissionDeniedError: the caller may not grant on it.
+        """
+        request = admin_pb2.GrantPermissionRequest(
+            grant=grant_to_proto(role, kind, resource, actions))
+        return grant_from_proto(self._call(self._connection.admin.GrantPermission, request))
+
+    def revoke_permission(self, role: str, resource: str, actions: Sequence[str], *,
+                          kind: Kind = "topic") -> None:
+        """Takes ``actions`` from ``role``'s grant on exactly ``resource`` (no-op if absent)."""
+        request = admin_pb2.RevokePermissionRequest(
+            grant=grant_to_proto(role, kind, resource, actions))
+        self._call(self._connection.admin.RevokePermission, request)
+
+    def list_permissions(self, role: str | None = None) -> list[PermissionGrant]:
+        """Every grant (or ``role``'s), ordered by role, kind, resource. Needs a super-user."""
+        request = admin_pb2.ListPermissionsRequest(role=role or "")
+        response = self._call(self._connection.admin.ListPermissions, request, retry=True)
+        return [grant_from_proto(grant) for grant in response.grants]
 
     def _call(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
               retry: bool = False) -> Resp:

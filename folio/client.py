@@ -32,6 +32,7 @@ from folio.read._group_calls import _GroupClient
 from folio.read.batch import BatchClient
 from folio.read.groups import GroupStart, ReaderGroup
 from folio.read.reader import EventReader, Isolation
+from folio.security import TLS
 from folio.serializers import BytesSerializer, Serializer
 from folio.txn.txn import SingleRoutingKeyTransactionWriter
 from folio.txn.txn_full import TransactionalWriter
@@ -61,7 +62,8 @@ class Client(AdminCalls):
     def __init__(self, endpoint: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  max_connections_per_endpoint: int = DEFAULT_MAX_CONNECTIONS,
                  registry: CollectorRegistry | None = None,
-                 config: ClientConfig | None = None) -> None:
+                 config: ClientConfig | None = None, tls: TLS | None = None,
+                 token: str | None = None, token_file: str | None = None) -> None:
         """Starts the IO thread and opens the first channel (connecting lazily).
 
         Args:
@@ -74,20 +76,30 @@ class Client(AdminCalls):
             registry: the Prometheus registry the SDK's metrics
                 (``folio_client_*``, see ``folio.metrics``) go to; None for
                 ``prometheus_client``'s default one.
-            config: all three settings at once (``ClientConfig.load()`` reads
+            config: every setting at once (``ClientConfig.load()`` reads
                 a ``[client]`` TOML table and ``FOLIO_CLIENT_*``); then
-                ``endpoint`` must be None and the other two are not used.
+                ``endpoint``, ``tls`` and the tokens must be None and the
+                other arguments are not used.
+            tls: speak TLS (``folio.TLS(ca=..., cert=..., key=...)``); None:
+                plain text.
+            token: a JWT sent as ``authorization: Bearer`` on every call.
+            token_file: a file holding the JWT, re-read when it changes.
 
         Raises:
             InvalidArgumentError: a value out of range (``ClientConfig`` checks them),
-                or both ``config`` and ``endpoint``.
+                both ``config`` and another setting, or a TLS or token file that
+                cannot be read.
         """
-        if config is not None and endpoint is not None:
-            raise InvalidArgumentError("give either endpoint or config, not both")
+        if config is not None and (endpoint is not None or tls is not None
+                                   or token is not None or token_file is not None):
+            raise InvalidArgumentError("give either endpoint (with tls and token) or config, "
+                                       "not both")
         #: The settings, resolved and checked (``folio.config``).
         self.config = config if config is not None else ClientConfig.resolve(
             endpoint, timeout_s=timeout_s,
-            max_connections_per_endpoint=max_connections_per_endpoint)
+            max_connections_per_endpoint=max_connections_per_endpoint, tls=tls,
+            token=token, token_file=token_file)
+        self._security = self.config.security()
         self.endpoint = self.config.endpoint
         self._metrics = client_metrics(registry)
         self.timeout_s = self.config.timeout_s
@@ -108,7 +120,8 @@ class Client(AdminCalls):
         return cls(registry=registry, config=config)
 
     async def _open(self) -> ConnectionPool:
-        return ConnectionPool(self.endpoint, self.max_connections_per_endpoint)
+        return ConnectionPool(self.endpoint, self.max_connections_per_endpoint,
+                              self._security)
 
     def _connection_for(self) -> Connection:
         """The least busy pooled connection, for a flow registered on it right away.

@@ -42,6 +42,7 @@ from typing import Final
 
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS
 from folio.errors import InvalidArgumentError
+from folio.security import TLS, ChannelSecurity, TokenSource
 
 __all__ = [
     "CONFIG_ENV",
@@ -49,6 +50,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "ENDPOINT_ENV",
     "TABLE",
+    "TOKEN_ENV",
     "ClientConfig",
     "env_name",
 ]
@@ -59,6 +61,8 @@ DEFAULT_ENDPOINT: Final = "localhost:7070"
 ENDPOINT_ENV: Final = "FOLIO_ENDPOINT"
 #: Deadline of each admin call, in seconds, unless given.
 DEFAULT_TIMEOUT_S: Final = 30.0
+#: The environment variable holding a token (alias of ``FOLIO_CLIENT_TOKEN``).
+TOKEN_ENV: Final = "FOLIO_TOKEN"
 #: The TOML table of the client's settings.
 TABLE: Final = "client"
 #: The environment variable naming the TOML file, when ``--config`` is not given.
@@ -80,11 +84,27 @@ class ClientConfig:
         timeout_s: deadline of each admin call, in seconds (> 0).
         max_connections_per_endpoint: most channels (TCP connections) to the
             broker, shared by every writer and reader of the client (>= 1).
+        tls_ca: PEM CA the broker's certificate must chain to; set (or any
+            ``tls_*``): the client speaks TLS. Empty: plain text, unless a
+            ``tls_cert`` is given (then the system's roots are trusted).
+        tls_cert: PEM client certificate (mutual TLS); needs ``tls_key``.
+        tls_key: its private key.
+        tls_server_name: the name the broker's certificate is checked for
+            instead of the endpoint's host.
+        token: the JWT sent as ``authorization: Bearer`` (``$FOLIO_TOKEN``
+            too); never printed by ``to_toml``.
+        token_file: a file holding the JWT, re-read when it changes.
     """
 
     endpoint: str = DEFAULT_ENDPOINT
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_connections_per_endpoint: int = DEFAULT_MAX_CONNECTIONS
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_server_name: str = ""
+    token: str = ""
+    token_file: str = ""
 
     def __post_init__(self) -> None:
         if not self.endpoint:
@@ -94,15 +114,38 @@ class ClientConfig:
         if self.max_connections_per_endpoint < 1:
             raise InvalidArgumentError(f"max_connections_per_endpoint must be >= 1, "
                                        f"not {self.max_connections_per_endpoint}")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise InvalidArgumentError("tls_cert and tls_key go together: give both or neither")
+        if self.token and self.token_file:
+            raise InvalidArgumentError("give either token or token_file, not both")
+
+    def tls(self) -> TLS | None:
+        """The TLS settings, None for plain text."""
+        if not (self.tls_ca or self.tls_cert or self.tls_server_name):
+            return None
+        return TLS(ca=self.tls_ca or None, cert=self.tls_cert or None,
+                   key=self.tls_key or None, server_name=self.tls_server_name or None)
+
+    def security(self) -> ChannelSecurity:
+        """How the client's channels open (files read now).
+
+        Raises:
+            InvalidArgumentError: a TLS or token file cannot be read.
+        """
+        token = (TokenSource(self.token or None, self.token_file or None)
+                 if self.token or self.token_file else None)
+        return ChannelSecurity(self.tls(), token)
 
     @classmethod
     def resolve(cls, endpoint: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                 max_connections_per_endpoint: int = DEFAULT_MAX_CONNECTIONS,
-                environ: Mapping[str, str] | None = None) -> ClientConfig:
+                environ: Mapping[str, str] | None = None, tls: TLS | None = None,
+                token: str | None = None, token_file: str | None = None) -> ClientConfig:
         """The config from the arguments; no ``endpoint``: the environment's, else the default.
 
         The environment's endpoint is ``FOLIO_CLIENT_ENDPOINT``, else
-        ``$FOLIO_ENDPOINT``. No file is read (``load`` reads one).
+        ``$FOLIO_ENDPOINT``. No file is read (``load`` reads one), and no
+        token from the environment: a program passes its own.
 
         Raises:
             InvalidArgumentError: a value out of range (the message names it).
@@ -110,7 +153,12 @@ class ClientConfig:
         env = os.environ if environ is None else environ
         return cls(endpoint=endpoint or _env_endpoint(env) or DEFAULT_ENDPOINT,
                    timeout_s=timeout_s,
-                   max_connections_per_endpoint=max_connections_per_endpoint)
+                   max_connections_per_endpoint=max_connections_per_endpoint,
+                   tls_ca=(tls.ca or "") if tls else "",
+                   tls_cert=(tls.cert or "") if tls else "",
+                   tls_key=(tls.key or "") if tls else "",
+                   tls_server_name=(tls.server_name or "") if tls else "",
+                   token=token or "", token_file=token_file or "")
 
     @classmethod
     def load(cls, config_file: str | None = None, environ: Mapping[str, str] | None = None,
@@ -161,6 +209,9 @@ class ClientConfig:
                  "FOLIO_CLIENT_* (FOLIO_ENDPOINT) < flags", f"[{TABLE}]"]
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            if field.name == "token" and value:
+                lines.append("# token is set (not shown: it is a secret)")
+                continue
             # A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
             text = (repr(value) if isinstance(value, int | float)
                     else json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f"))
@@ -170,7 +221,12 @@ class ClientConfig:
 
 #: Each field's type (the dataclass's annotations are strings, by ``__future__``).
 _KINDS: Final[dict[str, type]] = {
-    "endpoint": str, "timeout_s": float, "max_connections_per_endpoint": int}
+    "endpoint": str, "timeout_s": float, "max_connections_per_endpoint": int,
+    "tls_ca": str, "tls_cert": str, "tls_key": str, "tls_server_name": str,
+    "token": str, "token_file": str}
+
+#: Older or shorter variable names of some fields (the specific name wins).
+_ALIASES: Final[dict[str, str]] = {"endpoint": ENDPOINT_ENV, "token": TOKEN_ENV}
 
 
 def _env_endpoint(env: Mapping[str, str]) -> str | None:
@@ -178,10 +234,11 @@ def _env_endpoint(env: Mapping[str, str]) -> str | None:
 
 
 def _env_value(env: Mapping[str, str], name: str) -> tuple[str, str | None]:
-    """``(variable, raw value)`` of a field from the environment (the alias for endpoint)."""
+    """``(variable, raw value)`` of a field from the environment (or its alias)."""
     variable = env_name(name)
-    if name == "endpoint" and not env.get(variable) and env.get(ENDPOINT_ENV):
-        return ENDPOINT_ENV, env.get(ENDPOINT_ENV)
+    alias = _ALIASES.get(name)
+    if alias is not None and not env.get(variable) and env.get(alias):
+        return alias, env.get(alias)
     return variable, env.get(variable)
 
 

@@ -39,12 +39,14 @@ __all__ = [
     "ResourceExhaustedError",
     "SegmentSealedError",
     "TimeoutError",
+    "TlsError",
     "TopicExistsError",
     "TopicNameError",
     "TopicNotFoundError",
     "TxnFailedError",
     "TxnNotFoundError",
     "TxnStateError",
+    "UnauthenticatedError",
     "WriterClosedError",
     "WrongHostError",
 ]
@@ -159,6 +161,15 @@ class NoSuchSegmentError(NotFoundError):
 
 class PermissionDeniedError(FolioError):
     """The broker refuses the call to this caller whatever it retries (PERMISSION_DENIED)."""
+
+
+class UnauthenticatedError(FolioError):
+    """The broker does not know who the caller is (UNAUTHENTICATED).
+
+    No token was sent, or it is malformed, forged (signed with another key) or
+    expired: give the client ``token=`` or ``token_file=`` (the CLI
+    ``--token``, ``--token-file`` or ``$FOLIO_TOKEN``), or a fresh token.
+    """
 
 
 class InternalTopicError(PermissionDeniedError):
@@ -282,6 +293,18 @@ class LedgerUnavailableError(FolioUnavailableError):
     ``LEDGER_UNAVAILABLE_GIVE_UP_S`` (5 s) rather than retrying until
     ``delivery_timeout_ms``: the operator must act.
     """
+
+
+class TlsError(FolioUnavailableError):
+    """The TLS handshake with the broker failed: the connection was refused before any call.
+
+    Usually the broker's certificate does not chain to the client's CA (wrong
+    ``TLS(ca=...)``), its name does not match the endpoint, the broker wants a
+    client certificate the client did not present, or one side speaks plain
+    text. Not retriable: the same settings fail the same way.
+    """
+
+    retriable = False
 
 
 class WrongHostError(FolioUnavailableError):

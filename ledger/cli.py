@@ -39,6 +39,18 @@ _FIELD_HELP = {
     "host": "address to listen on (default 127.0.0.1)",
     "port": "port to listen on, 0 for any free one (default 3181)",
     "metrics_port": "port of Prometheus metrics (/metrics), 0 for any free one (default 8000)",
+    "tls_cert": "PEM certificate of the gRPC port: with --tls-key it serves TLS; the "
+    "files are reloaded when they change (docs/security.md)",
+    "tls_key": "PEM private key of --tls-cert",
+    "tls_ca": "PEM CA: clients (the brokers) must present a certificate it signed (mutual TLS)",
+    "metrics_tls": "serve /metrics over HTTPS with --tls-cert/--tls-key (and --tls-ca); "
+    "read at start only",
+    "auth_token_secret_file": "HS256 secret: every call needs a JWT signed with it whose "
+    "role (sub) is one of --super-users (health and reflection stay open)",
+    "auth_token_public_key_file": "RSA or EC public key (RS256, ES256): as "
+    "--auth-token-secret-file, for tokens signed with the private key",
+    "super_users": "roles allowed to call this bookie (the brokers' roles, "
+    "comma-separated); required with a token key",
 }
 
 
@@ -76,13 +88,16 @@ def _run_bookie(args: argparse.Namespace) -> int:
 
     host = listen.host
 
+    security = " (TLS)" if listen.tls_cert else ""
+
     def announce(bound: int, metrics_bound: int | None) -> str:
-        return (f"folio bookie listening on {host}:{bound} "
+        scheme = "https" if listen.metrics_tls else "http"
+        return (f"folio bookie listening on {host}:{bound}{security} "
                 f"(data dir {config.data_dir}, durability {config.durability.value}, "
-                f"metrics on http://{host}:{metrics_bound}/metrics)")
+                f"metrics on {scheme}://{host}:{metrics_bound}/metrics)")
 
     return run_bookie(config, host, listen.port, prog="folio bookie", announce=announce,
-                      metrics_port=listen.metrics_port)
+                      metrics_port=listen.metrics_port, listen=listen)
 
 
 def bookie_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ledger.security.tls import ServerTls
+
 DEFAULT_MAX_ENTRY_BYTES = 5 * 1024 * 1024
 
 
@@ -61,15 +63,59 @@ class BookieListenConfig:
         host: address both listen on.
         port: port of the Bookie gRPC service, 0 for any free one (BookKeeper's 3181).
         metrics_port: port of ``/metrics``, 0 for any free one (BookKeeper's 8000).
+        tls_cert: PEM certificate of the gRPC port; with ``tls_key`` it serves TLS.
+        tls_key: its PEM private key.
+        tls_ca: PEM CA; when set, clients (the brokers) must present a
+            certificate it signed (mutual TLS).
+        metrics_tls: serve ``/metrics`` over HTTPS with the same files.
+        auth_token_secret_file: HS256 secret; when set (or the next), every
+            call needs a token whose role is one of ``super_users``.
+        auth_token_public_key_file: RSA or EC public key (RS256, ES256).
+        super_users: roles allowed to call the bookie (the brokers'),
+            comma-separated; required with a token key.
     """
 
     host: str = "127.0.0.1"
     port: int = 3181
     metrics_port: int = 8000
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
+    metrics_tls: bool = False
+    auth_token_secret_file: str = ""
+    auth_token_public_key_file: str = ""
+    super_users: str = ""
 
     def __post_init__(self) -> None:
         check_port("port", self.port)
         check_port("metrics_port", self.metrics_port)
+        self.server_tls()  # checks the TLS settings go together
+        if self.metrics_tls and not self.tls_cert:
+            raise ValueError("metrics_tls needs tls_cert and tls_key")
+        if self.auth_token_secret_file and self.auth_token_public_key_file:
+            raise ValueError("give one of auth_token_secret_file and "
+                             "auth_token_public_key_file, not both")
+        if self.token_auth and not self.allowed_roles():
+            raise ValueError("token authentication on a bookie needs super_users: the "
+                             "roles of the brokers allowed to call it")
+
+    def server_tls(self) -> ServerTls:
+        """The gRPC port's TLS files (``ValueError`` if they do not go together)."""
+        return ServerTls(self.tls_cert, self.tls_key, self.tls_ca)
+
+    @property
+    def token_auth(self) -> bool:
+        """Whether calls must carry a token."""
+        return bool(self.auth_token_secret_file or self.auth_token_public_key_file)
+
+    def allowed_roles(self) -> frozenset[str]:
+        """The roles of ``super_users``."""
+        return split_roles(self.super_users)
+
+
+def split_roles(text: str) -> frozenset[str]:
+    """The roles of a comma-separated list, blanks dropped."""
+    return frozenset(part.strip() for part in text.split(",") if part.strip())
 
 
 def check_port(name: str, port: int) -> None:

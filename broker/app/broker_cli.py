@@ -35,6 +35,14 @@ _HELP = {
     "ensemble_size": "bookies each ledger is striped over (default 1)",
     "write_quorum": "copies of each entry (default 1)",
     "ack_quorum": "copies durable before an append is acknowledged (default 1)",
+    "bookie_tls_ca": "PEM CA of the bookies' certificates: set, the broker talks TLS to "
+    "its bookies",
+    "bookie_tls_cert": "PEM client certificate for bookies that require one (mutual TLS)",
+    "bookie_tls_key": "PEM private key of --bookie-tls-cert",
+    "bookie_tls_server_name": "name checked in the bookies' certificates instead of their "
+    "host",
+    "bookie_token_file": "file with the JWT sent to bookies with token authentication "
+    "(its role must be in their --super-users); re-read when it changes",
 }
 
 

@@ -31,14 +31,18 @@ import contextlib
 import logging
 import os
 import signal
+import ssl
 import sys
 from contextvars import ContextVar
 from pathlib import Path
+from typing import Any
 
+import grpc
 from prometheus_client import start_http_server
 
 from broker.api import TopicConfig
 from broker.app.storage_watch import StorageWatch
+from broker.auth import AclStore, Authorizer
 from broker.broker_config import BrokerConfig, RemoteBookies
 from broker.groups.backlog import GroupBacklog
 from broker.groups.liveness import GroupLiveness
@@ -52,12 +56,16 @@ from broker.txn.commit_keys import CommitKeys
 from broker.txn.coordinator import TxnCoordinator
 from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 from broker.txn.held import MAX_TXN_BYTES
+from ledger.api import MetadataStore
 from ledger.bookie.bookie import Bookie
 from ledger.client.directory import BookieDirectory
 from ledger.client.ledger_client import LedgerClient
 from ledger.config import BookieConfig, Durability, LedgerConfig
 from ledger.errors import LedgerError, StorageError
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
+from ledger.security.interceptor import AuthInterceptor
+from ledger.security.tls import TlsConfigError, metrics_tls_arguments
+from ledger.security.tokens import TokenVerifier
 
 __all__ = ["MAX_ENTRY_BYTES", "run_standalone"]
 
@@ -131,7 +139,10 @@ async def _serve_with(config: BrokerConfig, stop: asyncio.Event,
     bookie: Bookie | None = None
     try:
         if remote is not None:
-            directory = remote.directory()
+            try:
+                directory = remote.directory()
+            except ValueError as error:
+                return _fail(str(error))
             quorums = {"ensemble_size": remote.ensemble_size,
                        "write_quorum": remote.write_quorum, "ack_quorum": remote.ack_quorum}
         else:
@@ -170,7 +181,8 @@ async def _serve_with(config: BrokerConfig, stop: asyncio.Event,
             topics.add_maintenance_hook(GroupBacklog(groups, topics, liveness).update)
             try:
                 return await _serve_topics(config, topics, stop, coordinator, groups, liveness,
-                                           bookie, directory if bookie is not None else None)
+                                           bookie, directory if bookie is not None else None,
+                                           store)
             finally:
                 await liveness.close()
                 await coordinator.close()
@@ -187,21 +199,56 @@ async def _serve_with(config: BrokerConfig, stop: asyncio.Event,
 async def _serve_topics(
     config: BrokerConfig, topics: TopicManager, stop: asyncio.Event,
     coordinator: TxnCoordinator, groups: ReaderGroupStore, liveness: GroupLiveness,
-    bookie: Bookie | None, directory: BookieDirectory | None,
+    bookie: Bookie | None, directory: BookieDirectory | None, store: MetadataStore,
 ) -> int:
     commit_keys = CommitKeys(topics, coordinator)
     await commit_keys.start()  # settles the idempotent commits a crash cut short
+    acls = AclStore(store)
+    await acls.start()
+    try:
+        interceptors = _interceptors(config, acls)
+    except ValueError as error:
+        await acls.close()
+        return _fail(str(error))
+    try:
+        return await _serve_api(config, topics, stop, coordinator, commit_keys, groups,
+                                liveness, bookie, directory, acls, interceptors)
+    finally:
+        await acls.close()
+
+
+def _interceptors(config: BrokerConfig,
+                  acls: AclStore) -> list[grpc.aio.ServerInterceptor[Any, Any]]:
+    """Token authentication and permissions, when configured. ``ValueError``: a bad key file."""
+    if not config.token_auth:
+        return []
+    verifier = TokenVerifier.from_files(config.auth_token_secret_file,
+                                        config.auth_token_public_key_file)
+    authorizer = Authorizer(acls, config.super_user_roles())
+    return [AuthInterceptor(verifier, authorize=authorizer.wrap)]
+
+
+async def _serve_api(
+    config: BrokerConfig, topics: TopicManager, stop: asyncio.Event,
+    coordinator: TxnCoordinator, commit_keys: CommitKeys, groups: ReaderGroupStore,
+    liveness: GroupLiveness, bookie: Bookie | None, directory: BookieDirectory | None,
+    acls: AclStore, interceptors: list[grpc.aio.ServerInterceptor[Any, Any]],
+) -> int:
     try:
         server = await start_broker_server(topics, config.host, config.port,
                                            max_held_bytes=config.max_held_bytes,
                                            max_held_ms=config.max_held_ms,
                                            coordinator=coordinator, commit_keys=commit_keys,
-                                           groups=groups, group_liveness=liveness)
-    except OSError as error:
+                                           groups=groups, group_liveness=liveness,
+                                           tls=config.server_tls(), acls=acls,
+                                           interceptors=interceptors)
+    except (OSError, TlsConfigError) as error:
         return _fail(str(error))
     try:
-        metrics, _thread = start_http_server(config.metrics_port, addr=config.host)
-    except OSError as error:
+        metrics, _thread = start_http_server(
+            config.metrics_port, addr=config.host,
+            **(metrics_tls_arguments(config.server_tls()) if config.metrics_tls else {}))
+    except (OSError, ssl.SSLError) as error:
         await server.stop(0)
         return _fail(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error}")
     # Health NOT_SERVING while the in-process bookie's disk refuses writes.
@@ -211,9 +258,12 @@ async def _serve_topics(
         watch.start()
     try:
         command, ledgers = _RUNNING.get()
+        security = ", TLS" if config.tls_cert else ""
+        security += ", token authentication" if config.token_auth else ""
+        scheme = "https" if config.metrics_tls else "http"
         print(f"{command} listening on {config.host}:{server.port} (data dir "
-              f"{config.data_dir}, {ledgers}, metrics on "
-              f"http://{config.host}:{metrics.server_port}/metrics)", flush=True)
+              f"{config.data_dir}, {ledgers}{security}, metrics on "
+              f"{scheme}://{config.host}:{metrics.server_port}/metrics)", flush=True)
         await stop.wait()
         log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)
     finally:

@@ -46,6 +46,17 @@ _HELP = {
     "txn_snapshot_every_ms": "... or this long after its last snapshot (default 60000)",
     "txn_snapshot_chunk_bytes": "largest transaction buffer snapshot chunk (record of "
     "_txnbuffer_snapshots); 0 = the record limit (default 0)",
+    "tls_cert": "PEM certificate of the gRPC API: with --tls-key it serves TLS; the files "
+    "are reloaded when they change (docs/security.md)",
+    "tls_key": "PEM private key of --tls-cert",
+    "tls_ca": "PEM CA: clients must present a certificate it signed (mutual TLS)",
+    "metrics_tls": "serve /metrics over HTTPS with --tls-cert/--tls-key (and --tls-ca); "
+    "read at start only",
+    "auth_token_secret_file": "HS256 secret: every call but health and reflection needs a "
+    "JWT signed with it (authorization: Bearer), and per-topic permissions apply",
+    "auth_token_public_key_file": "RSA or EC public key (RS256, ES256): as "
+    "--auth-token-secret-file, for tokens signed with the private key",
+    "super_users": "roles allowed everything, comma-separated (e.g. admin,ops)",
 }
 
 

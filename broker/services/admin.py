@@ -7,6 +7,7 @@ from typing import Any
 import grpc
 
 from broker.api import TopicConfig, Topics
+from broker.auth.acl_store import AclStore
 from broker.cluster.owners import SegmentOwners, SingleBroker
 from broker.errors import BrokerError, InvalidArgumentError
 from broker.services._servicer import abort_with
@@ -16,6 +17,7 @@ from broker.services.convert import (
     segment_message,
     topic_message,
 )
+from broker.services.permissions import PermissionCalls
 from folio.api.v1 import admin_pb2, admin_pb2_grpc
 from ledger.errors import LedgerError
 
@@ -25,13 +27,20 @@ _Context = grpc.aio.ServicerContext[Any, Any]
 _Refusals = (BrokerError, LedgerError)
 
 
-class AdminServicer(admin_pb2_grpc.AdminServicer):
-    """Topics and segments: create, describe, configure, truncate, delete."""
+class AdminServicer(PermissionCalls, admin_pb2_grpc.AdminServicer):
+    """Topics and segments: create, describe, configure, truncate, delete; permissions.
 
-    def __init__(self, topics: Topics, owners: SegmentOwners | None = None) -> None:
+    ``owners`` says who serves each segment (``broker.cluster``; None: this
+    broker, at no known address). ``acls``: the grants (``broker.auth``);
+    None: the permission calls are refused.
+    """
+
+    def __init__(self, topics: Topics, owners: SegmentOwners | None = None,
+                 acls: AclStore | None = None) -> None:
         self._topics = topics
         self._owners: SegmentOwners = owners if owners is not None else SingleBroker()
         self._owner_of = self._owners.owner_of
+        self._acls = acls
 
     async def CreateTopic(
         self, request: admin_pb2.CreateTopicRequest, context: _Context

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from broker.api import Topics
+from broker.auth.authorizer import setup_check
 from broker.clip import clip_message
 from broker.errors import (
     BrokerError,
@@ -86,7 +87,8 @@ class AppendServicer(append_pb2_grpc.AppendServicer):
     async def Append(
         self, request_iterator: AsyncIterator[append_pb2.AppendCommand], context: _Context
     ) -> AsyncIterator[_Reply]:
-        stream = AppendStream(self._topics, self._stopping, self.held, self._coordinator)
+        stream = AppendStream(self._topics, self._stopping, self.held, self._coordinator,
+                              authorize=setup_check())
         pump = asyncio.create_task(stream.pump(_decode(request_iterator)))
         try:
             while (outcome := await stream.next_outcome()) is not None:

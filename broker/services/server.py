@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2
@@ -20,6 +22,7 @@ from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 
 from broker.api import Topics
+from broker.auth.acl_store import AclStore
 from broker.cluster.owners import SegmentOwners, SingleBroker
 from broker.groups.liveness import GroupLiveness
 from broker.groups.store import ReaderGroupStore
@@ -35,7 +38,8 @@ from broker.txn.commit_keys import CommitKeys
 from broker.txn.coordinator import TxnCoordinator
 from broker.txn.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from folio.api.v1 import admin_pb2, append_pb2, groups_pb2, read_pb2, transactions_pb2
-from ledger.bookie.service import host_port, listen_insecure
+from ledger.bookie.service import host_port, listen
+from ledger.security.tls import ServerTls
 
 __all__ = ["SERVICE_NAMES", "BrokerServer", "start_broker_server"]
 
@@ -84,7 +88,11 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
                               coordinator: TxnCoordinator | None = None,
                               groups: ReaderGroupStore | None = None,
                               group_liveness: GroupLiveness | None = None,
-                              owners: SegmentOwners | None = None) -> BrokerServer:
+                              owners: SegmentOwners | None = None,
+                              tls: ServerTls | None = None,
+                              acls: AclStore | None = None,
+                              interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
+                              ) -> BrokerServer:
     """Serve ``topics`` over the public gRPC API and start.
 
     With ``coordinator`` (started) the ``Transactions`` service is served and
@@ -103,15 +111,21 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
     ``max_held_bytes`` and ``max_held_ms`` bound the blocks of uncommitted
     transactions (see ``broker.txn.held``).
 
+    ``tls``: serve TLS with these files (mutual when they name a CA),
+    reloading them when they change. ``interceptors`` run before every call
+    (``ledger.security.interceptor`` with ``broker.auth``: tokens and
+    permissions). ``acls`` (started) serves the permission RPCs of Admin.
+
     Raises:
         OSError: the address cannot be bound (port in use, unknown host).
+        TlsConfigError: a TLS file cannot be read or is not valid PEM.
     """
     stopping = asyncio.Event()
     single = SingleBroker() if owners is None else None
-    server = grpc.aio.server(options=_SERVER_OPTIONS)
+    server = grpc.aio.server(options=_SERVER_OPTIONS, interceptors=list(interceptors) or None)
     for service, servicer in (
         (admin_pb2.DESCRIPTOR.services_by_name["Admin"], AdminServicer(
-            topics, owners if owners is not None else single)),
+            topics, owners if owners is not None else single, acls)),
         (append_pb2.DESCRIPTOR.services_by_name["Append"], AppendServicer(
             topics, stopping, max_held_bytes=max_held_bytes, max_held_ms=max_held_ms,
             coordinator=coordinator)),
@@ -127,7 +141,7 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
                      ReaderGroupsServicer(topics, groups, group_liveness))
     health = serve_health(server)
     serve_reflection(server, (*SERVICE_NAMES, HEALTH_SERVICE_NAME))
-    bound = await listen_insecure(server, host, port)
+    bound = await listen(server, host, port, tls)
     if single is not None:
         single.address = host_port(host, bound)
     for name in ("", *SERVICE_NAMES):

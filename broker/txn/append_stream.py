@@ -45,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -59,6 +59,7 @@ from broker.errors import (
     InvalidArgumentError,
     InvalidEventNumberError,
     NoSuchSegmentError,
+    PermissionDeniedError,
     SegmentSealedError,
     TopicNotFoundError,
     WrongHostError,
@@ -217,11 +218,16 @@ class AppendStream:
         stopping: set when the broker shuts down; the stream then winds down.
         held: the broker-wide budget of held blocks.
         coordinator: the transaction coordinator; None: no transactional flows.
+        authorize: checks each SetupAppend's segment (``broker.auth``: produce
+            on its topic), raising ``PermissionDeniedError``; once per flow
+            setup, never per block. None: no check.
     """
 
     def __init__(self, topics: Topics, stopping: asyncio.Event, held: HeldBudget,
-                 coordinator: TxnCoordinator | None = None) -> None:
+                 coordinator: TxnCoordinator | None = None, *,
+                 authorize: Callable[[str], None] | None = None) -> None:
         self._coordinator = coordinator
+        self._authorize = authorize
         self._topics = topics
         self._stopping = stopping
         self._held = held
@@ -326,6 +332,11 @@ class AppendStream:
         if setup.txn_id is not None and self._coordinator is None:
             return old, _ready(_refused(request_id, setup.segment, InvalidArgumentError(
                 "a txn_id needs a broker with transactions; this one has none")))
+        if self._authorize is not None:
+            try:
+                self._authorize(setup.segment)
+            except PermissionDeniedError as error:
+                return old, _ready(_refused(request_id, setup.segment, error))
         if old is None and len(self._flows) >= MAX_FLOWS:
             return old, _ready(_refused(request_id, setup.segment, EventTooLargeError(
                 len(self._flows) + 1, MAX_FLOWS, what="flow count")))

@@ -22,11 +22,10 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
-from grpc import aio
-
 from folio._transport.append_stream import AppendStream
 from folio.api.v1 import admin_pb2_grpc, append_pb2_grpc, read_pb2_grpc, transactions_pb2_grpc
 from folio.errors import TimeoutError
+from folio.security import PLAIN, ChannelSecurity
 
 __all__ = ["CHANNEL_OPTIONS", "Connection", "IoThread"]
 
@@ -140,16 +139,18 @@ class Connection:
     thread only.
     """
 
-    def __init__(self, endpoint: str, index: int = 0) -> None:
+    def __init__(self, endpoint: str, index: int = 0,
+                 security: ChannelSecurity = PLAIN) -> None:
         """Opens the channel (lazily connecting, as gRPC does).
 
         Args:
             endpoint: ``"host:port"``.
             index: its place in the client's pool.
+            security: TLS and token of the client's channels.
         """
         self.endpoint = endpoint
         self.index = index
-        self.channel = aio.insecure_channel(endpoint, options=list(CHANNEL_OPTIONS))
+        self.channel = security.channel(endpoint, list(CHANNEL_OPTIONS))
         self.admin = admin_pb2_grpc.AdminStub(self.channel)
         self.read = read_pb2_grpc.ReadStub(self.channel)
         self.transactions = transactions_pb2_grpc.TransactionsStub(self.channel)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from folio._transport.io_thread import Connection
 from folio.errors import FolioUnavailableError, InvalidArgumentError
+from folio.security import PLAIN, ChannelSecurity
 
 if TYPE_CHECKING:
     from folio._transport.append_stream import AppendFlow, AppendStream
@@ -120,7 +121,8 @@ class ConnectionPool:
     Made on the IO thread (it opens the first channel there) and used there.
     """
 
-    def __init__(self, endpoint: str, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+    def __init__(self, endpoint: str, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 security: ChannelSecurity = PLAIN) -> None:
         """Opens the first channel (connecting lazily, as gRPC does).
 
         Raises:
@@ -131,7 +133,8 @@ class ConnectionPool:
                 f"max_connections_per_endpoint must be >= 1, not {max_connections}")
         self.endpoint = endpoint
         self.max_connections = max_connections
-        self._connections: list[Connection] = [Connection(endpoint, 0)]
+        self._security = security
+        self._connections: list[Connection] = [Connection(endpoint, 0, security)]
         self._closed = False
 
     @property
@@ -155,7 +158,7 @@ class ConnectionPool:
             raise FolioUnavailableError("the client's connections are closed")
         best = min(self._connections, key=_flows)
         if best.flows and len(self._connections) < self.max_connections:
-            best = Connection(self.endpoint, len(self._connections))
+            best = Connection(self.endpoint, len(self._connections), self._security)
             self._connections.append(best)
         return best
 

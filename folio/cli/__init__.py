@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, entry_points, version
 
-from folio.cli import consume, group, perf, produce, topic
+from folio.cli import acl, consume, group, perf, produce, topic
 from folio.cli._common import add_global_endpoint_option, client_config
 from folio.errors import InvalidArgumentError
 
@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The full ``folio`` parser with every installed command."""
     parser = argparse.ArgumentParser(
         prog="folio",
+        # Sub-command flags (group reset --to) must not read as abbreviations of
+        # global ones (--token).
+        allow_abbrev=False,
         description="Folio: a streaming broker on BookKeeper-style ledgers. "
         "Run `folio COMMAND --help` for a command's options. --endpoint (alias "
         "--bootstrap) and --config (the client's [client] table) may be given before "
@@ -46,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"folio {_version()}")
     add_global_endpoint_option(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for client_command in (topic, produce, consume, perf, group):
+    for client_command in (topic, produce, consume, perf, group, acl):
         client_command.register(commands)
     for point in sorted(entry_points(group="folio.commands"), key=lambda p: p.name):
         register: Register = point.load()

@@ -14,6 +14,7 @@ on stderr and exit code 1 (argparse keeps exit code 2 for bad usage).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import socket
 import sys
@@ -21,7 +22,7 @@ from collections.abc import Callable, Mapping
 
 import folio
 from folio.config import CONFIG_ENV, DEFAULT_ENDPOINT, ENDPOINT_ENV, ClientConfig
-from folio.errors import FolioError, FolioUnavailableError, LedgerUnavailableError
+from folio.errors import FolioError, FolioUnavailableError, LedgerUnavailableError, TlsError
 
 __all__ = [
     "DEFAULT_ENDPOINT",
@@ -61,6 +62,28 @@ _CONFIG_HELP = (f"read the client settings from the [client] table of this TOML 
                 f"flags override it (also ${CONFIG_ENV})")
 
 
+#: The security flags of every client command: (flag, ClientConfig field, help).
+_SECURITY_FLAGS = (
+    ("--tls-ca", "tls_ca", "PEM CA the broker's certificate must chain to: connect over TLS "
+     "(also $FOLIO_CLIENT_TLS_CA)"),
+    ("--tls-cert", "tls_cert", "PEM client certificate for a broker that requires one "
+     "(mutual TLS; also $FOLIO_CLIENT_TLS_CERT)"),
+    ("--tls-key", "tls_key", "PEM private key of --tls-cert (also $FOLIO_CLIENT_TLS_KEY)"),
+    ("--tls-server-name", "tls_server_name", "name to check the broker's certificate for "
+     "instead of the endpoint's host"),
+    ("--token", "token", "JWT sent as 'authorization: Bearer' (also $FOLIO_TOKEN or "
+     "$FOLIO_CLIENT_TOKEN; prefer --token-file: a flag shows in the process list)"),
+    ("--token-file", "token_file", "file holding the JWT, re-read when it changes "
+     "(also $FOLIO_CLIENT_TOKEN_FILE)"),
+)
+
+
+def _add_security_flags(parser: argparse.ArgumentParser, default: object) -> None:
+    for flag, dest, text in _SECURITY_FLAGS:
+        parser.add_argument(flag, dest=dest, metavar=dest.split("_")[-1].upper(),
+                            default=default, help=text)
+
+
 def add_global_endpoint_option(parser: argparse.ArgumentParser) -> None:
     """``--endpoint``/``--bootstrap``, ``--config`` and ``--print-config`` before the sub-command.
 
@@ -75,6 +98,7 @@ def add_global_endpoint_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--print-config", dest="print_client_config", action="store_true",
                         help="print the resolved client settings as TOML (what --config "
                         "reads back) and exit")
+    _add_security_flags(parser, None)
 
 
 def add_endpoint_option(parser: argparse.ArgumentParser) -> None:
@@ -88,6 +112,7 @@ def add_endpoint_option(parser: argparse.ArgumentParser) -> None:
                         help=_ENDPOINT_HELP)
     parser.add_argument("--config", dest="client_config", metavar="FILE",
                         default=argparse.SUPPRESS, help=_CONFIG_HELP)
+    _add_security_flags(parser, argparse.SUPPRESS)
     # main() checks the client settings up front (a usage error) for these commands.
     parser.set_defaults(uses_client_config=True)
 
@@ -122,9 +147,10 @@ def client_config(args: argparse.Namespace,
     Raises:
         InvalidArgumentError: a bad file, key or value (the message names it).
     """
+    security = {dest: getattr(args, dest, None) or None for _flag, dest, _help in _SECURITY_FLAGS}
     return ClientConfig.load(getattr(args, "client_config", None),
                              os.environ if environ is None else environ,
-                             endpoint=getattr(args, "endpoint", None) or None)
+                             endpoint=getattr(args, "endpoint", None) or None, **security)
 
 
 def resolve_endpoint(args: argparse.Namespace,
@@ -186,6 +212,8 @@ def describe_error(error: BaseException, endpoint: str) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
     if isinstance(error, LedgerUnavailableError):
         return f"the broker at {endpoint} is up but its ledger service is unavailable: {text}"
+    if isinstance(error, TlsError):
+        return f"{endpoint}: {text}"
     if isinstance(error, FolioUnavailableError):
         return f"no broker at {endpoint} ({text}); {START_HINT}"
     return text
@@ -199,8 +227,7 @@ def connect(args: argparse.Namespace, endpoint: str) -> folio.Client:
             already refused those as usage errors).
     """
     config = client_config(args)
-    return folio.Client(endpoint, timeout_s=config.timeout_s,
-                        max_connections_per_endpoint=config.max_connections_per_endpoint)
+    return folio.Client(config=dataclasses.replace(config, endpoint=endpoint))
 
 
 def run_with_client(prog: str, args: argparse.Namespace,
@@ -218,9 +245,7 @@ def run_with_client(prog: str, args: argparse.Namespace,
         return fail(prog, str(error))
     endpoint = pick_endpoint(config.endpoint)
     try:
-        with folio.Client(endpoint, timeout_s=config.timeout_s,
-                          max_connections_per_endpoint=config.max_connections_per_endpoint
-                          ) as client:
+        with folio.Client(config=dataclasses.replace(config, endpoint=endpoint)) as client:
             return body(client)
     except FolioError as error:
         return fail(prog, describe_error(error, endpoint))

@@ -83,6 +83,8 @@ class ProduceConfig:
     max_in_flight: int | None = None
     txn_events: int = 0  # > 0: events per single-routing-key transaction
     txn_in_flight: int = DEFAULT_TXN_IN_FLIGHT
+    #: The client settings (TLS, token...) workers connect with; None: the endpoint alone.
+    client: folio.ClientConfig | None = None
 
     @property
     def group_size(self) -> int:
@@ -357,7 +359,9 @@ def worker_main(config: ProduceConfig, index: int, queue: multiprocessing.queues
         return stop.is_set()
 
     try:
-        with folio.Client(config.endpoint) as client:
+        made = (folio.Client(config=config.client) if config.client is not None
+                else folio.Client(config.endpoint))
+        with made as client:
             result = run_produce(client, config, tick, ready)
         queue.put(("result", index, result))
     except (FolioError, TimeoutError) as error:

@@ -11,6 +11,7 @@ report to stdout, as text or (``--json``) one JSON object.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing
 import queue as queue_module
@@ -22,6 +23,7 @@ from typing import Any, Literal
 import folio
 from folio.cli._common import (
     add_endpoint_option,
+    client_config,
     connect,
     describe_error,
     fail,
@@ -81,6 +83,7 @@ def _writer_configs(args: argparse.Namespace, endpoint: str) -> list[ProduceConf
             linger_ms=args.linger_ms, batch_size_bytes=args.batch_size_bytes,
             max_in_flight=args.max_in_flight, txn_events=args.txn_events,
             txn_in_flight=args.txn_in_flight,
+            client=dataclasses.replace(client_config(args), endpoint=endpoint),
         )
         for _ in range(args.writers)
     ]

@@ -6,13 +6,14 @@ arrives as ``startingpositions``); every accessor here takes that form.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
-from folio.config import DEFAULT_ENDPOINT, ENDPOINT_ENV
+from folio.config import DEFAULT_ENDPOINT, ENDPOINT_ENV, ClientConfig
 from folio.errors import InvalidArgumentError
 from folio.read.reader import Isolation
 
@@ -31,6 +32,20 @@ Positions = Literal["earliest", "latest"] | dict[str, int]
 
 def _endpoint(options: Mapping[str, str]) -> str:
     return options.get("endpoint") or os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT
+
+
+#: Security options (Spark lower-cases the keys) -> ClientConfig fields.
+_SECURITY_OPTIONS: Final = {"tlsca": "tls_ca", "tlscert": "tls_cert", "tlskey": "tls_key",
+                            "tlsservername": "tls_server_name", "token": "token",
+                            "tokenfile": "token_file"}
+
+
+def _client(options: Mapping[str, str]) -> ClientConfig:
+    """The client settings: the endpoint and the security options (``tlsCa``, ``tlsCert``,
+    ``tlsKey``, ``tlsServerName``, ``token``, ``tokenFile``; docs/security.md)."""
+    given: dict[str, Any] = {field: options.get(key, "")
+                             for key, field in _SECURITY_OPTIONS.items()}
+    return dataclasses.replace(ClientConfig(endpoint=_endpoint(options)), **given)
 
 
 def _topic(options: Mapping[str, str]) -> str:
@@ -95,6 +110,9 @@ class ReadOptions:
             several input partitions (``maxEventsPerPartition``).
         max_events_per_trigger: a micro-batch reads at most this many events
             (``maxEventsPerTrigger``; None: all there are).
+        client: the client settings: the endpoint, TLS and token (options
+            ``tlsCa``, ``tlsCert``, ``tlsKey``, ``tlsServerName``, ``token``,
+            ``tokenFile``; the files must be readable where the tasks run).
     """
 
     endpoint: str
@@ -104,6 +122,7 @@ class ReadOptions:
     isolation: Isolation
     max_events_per_partition: int
     max_events_per_trigger: int | None
+    client: ClientConfig
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
@@ -126,6 +145,7 @@ class ReadOptions:
                 DEFAULT_MAX_EVENTS_PER_PARTITION) or DEFAULT_MAX_EVENTS_PER_PARTITION,
             max_events_per_trigger=_positive(options, "maxeventspertrigger",
                                              "maxEventsPerTrigger", None),
+            client=_client(options),
         )
 
 
@@ -146,6 +166,7 @@ class WriteOptions:
             id, read from ``checkpointLocation``).
         checkpoint_location: the streaming query's checkpoint directory, as
             given in the options, if it was.
+        client: the client settings, as for reads.
     """
 
     endpoint: str
@@ -154,6 +175,7 @@ class WriteOptions:
     flush_events: int
     commit_key: str
     checkpoint_location: str
+    client: ClientConfig
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> WriteOptions:
@@ -166,4 +188,5 @@ class WriteOptions:
                                    DEFAULT_FLUSH_EVENTS) or DEFAULT_FLUSH_EVENTS,
             commit_key=options.get("commitkey", ""),
             checkpoint_location=options.get("checkpointlocation", ""),
+            client=_client(options),
         )

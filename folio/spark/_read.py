@@ -21,6 +21,7 @@ import pyarrow as pa
 from folio._status import error_from_rpc
 from folio.api.v1 import read_pb2, read_pb2_grpc
 from folio.api.v1.block import decode_block
+from folio.config import ClientConfig
 from folio.read.reader import Isolation
 from folio.spark._plan import Slice
 
@@ -45,9 +46,9 @@ _CHANNEL_OPTIONS: Final = [("grpc.max_receive_message_length", 64 * 1024 * 1024)
                            ("grpc.max_send_message_length", 64 * 1024 * 1024)]
 
 
-def open_channel(endpoint: str) -> grpc.Channel:
-    """A blocking channel to the broker, for one task."""
-    return grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS)
+def open_channel(client: ClientConfig) -> grpc.Channel:
+    """A blocking channel to the broker, for one task, with the client's TLS and token."""
+    return client.security().sync_channel(client.endpoint, _CHANNEL_OPTIONS)
 
 
 class _Columns:

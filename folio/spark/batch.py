@@ -38,7 +38,7 @@ class FolioBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         """Every segment the topic ever had (sealed ones too), in slices; planned on the driver."""
         options = self.options
-        with Client(options.endpoint) as client:
+        with Client(config=options.client) as client:
             segments = client.get_segments(options.topic, include_sealed=True)
         slices = batch_slices(segments, options.starting, options.ending,
                               options.max_events_per_partition)
@@ -47,7 +47,7 @@ class FolioBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The slice's events, on a worker."""
         assert isinstance(partition, SlicePartition)
-        channel = open_channel(self.options.endpoint)
+        channel = open_channel(self.options.client)
         try:
             yield from read_slice(channel, self.options.topic, partition.piece,
                                   self.options.isolation)

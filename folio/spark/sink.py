@@ -93,7 +93,7 @@ def _headers(value: Any) -> dict[str, bytes] | None:
 def write_task(options: WriteOptions, batches: Iterator[pa.RecordBatch],
                label: str = "") -> FolioCommitMessage:
     """Writes the task's rows in one transaction labelled ``label`` and detaches it."""
-    with Client(options.endpoint) as client:
+    with Client(config=options.client) as client:
         writer = client.transactional_writer(options.topic, txn_timeout_ms=options.txn_timeout_ms)
         txn: Transaction[bytes] | None = None
         count = flushed = 0
@@ -162,7 +162,7 @@ def _commit(options: WriteOptions, label: str, messages: list[WriterCommitMessag
     """Commit the delivered transactions (one ``CommitTxn``), then sweep (and maybe close)
     the label."""
     ids = _txn_ids(messages)
-    with Client(options.endpoint) as client:
+    with Client(config=options.client) as client:
         if ids and not client.commit_transactions(ids, commit_key=commit_key,
                                                   commit_sequence=batch_id):
             log.info("micro-batch %d of %s was committed before: its replay was dropped",
@@ -174,7 +174,7 @@ def _abort_all(options: WriteOptions, label: str,
                messages: list[WriterCommitMessage | None], *, close: bool) -> None:
     """Abort the label's open transactions, and the delivered ones the sweep did not."""
     ids = _txn_ids(messages)
-    with Client(options.endpoint) as client:
+    with Client(config=options.client) as client:
         swept = _sweep(client, _labels(label, messages), [], close)
         for txn_id in ids:
             if txn_id in swept:

@@ -38,7 +38,7 @@ class FolioStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[str, int] | None = None
 
     def _segments(self) -> list[SegmentRange]:
-        with Client(self.options.endpoint) as client:
+        with Client(config=self.options.client) as client:
             return client.get_segments(self.options.topic, include_sealed=True)
 
     def initialOffset(self) -> dict[str, int]:
@@ -62,7 +62,7 @@ class FolioStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SlicePartition)
-        channel = open_channel(self.options.endpoint)
+        channel = open_channel(self.options.client)
         try:
             yield from read_slice(channel, self.options.topic, partition.piece,
                                   self.options.isolation)

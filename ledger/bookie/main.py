@@ -19,15 +19,21 @@ import asyncio
 import logging
 import os
 import signal
+import ssl
 import sys
 from collections.abc import Callable
+from typing import Any
 
+import grpc
 from prometheus_client import start_http_server
 
 from ledger.bookie.bookie import Bookie
 from ledger.bookie.service import start_bookie_server
-from ledger.config import BookieConfig
+from ledger.config import BookieConfig, BookieListenConfig
 from ledger.errors import StorageError
+from ledger.security.interceptor import AuthInterceptor
+from ledger.security.tls import TlsConfigError, metrics_tls_arguments
+from ledger.security.tokens import TokenVerifier
 
 __all__ = ["STOP_GRACE_S", "run_bookie"]
 
@@ -46,7 +52,8 @@ def _fail(prog: str, message: str) -> int:
 
 
 def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
-               announce: Announce, metrics_port: int | None = None) -> int:
+               announce: Announce, metrics_port: int | None = None,
+               listen: BookieListenConfig | None = None) -> int:
     """Serve one bookie until SIGTERM or SIGINT; return the process exit code.
 
     Args:
@@ -57,6 +64,7 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
         announce: the line printed to stdout (and flushed) once serving.
         metrics_port: port of Prometheus ``/metrics`` on ``host``, 0 for any
             free one; None serves no metrics.
+        listen: its TLS and authentication settings (None: plain text, open).
 
     Returns:
         0 after a clean stop; 1, with one line on stderr and no traceback, if
@@ -67,11 +75,27 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
         os.makedirs(config.data_dir, exist_ok=True)
     except OSError as error:
         return _fail(prog, f"cannot create data dir {config.data_dir}: {error}")
-    return asyncio.run(_serve(config, host, port, prog, announce, metrics_port))
+    security = listen if listen is not None else BookieListenConfig(host=host, port=port)
+    try:
+        interceptors = _interceptors(security)
+    except ValueError as error:
+        return _fail(prog, str(error))
+    return asyncio.run(_serve(config, host, port, prog, announce, metrics_port, security,
+                              interceptors))
+
+
+def _interceptors(listen: BookieListenConfig) -> list[grpc.aio.ServerInterceptor[Any, Any]]:
+    """Token authentication of the brokers, when configured. ``ValueError`` on a bad key."""
+    if not listen.token_auth:
+        return []
+    verifier = TokenVerifier.from_files(listen.auth_token_secret_file,
+                                        listen.auth_token_public_key_file)
+    return [AuthInterceptor(verifier, allowed_roles=listen.allowed_roles())]
 
 
 async def _serve(config: BookieConfig, host: str, port: int, prog: str,
-                 announce: Announce, metrics_port: int | None) -> int:
+                 announce: Announce, metrics_port: int | None, listen: BookieListenConfig,
+                 interceptors: list[grpc.aio.ServerInterceptor[Any, Any]]) -> int:
     try:
         bookie = Bookie(config, bookie_id=f"{host}:{port}")
     except StorageError as error:
@@ -81,14 +105,17 @@ async def _serve(config: BookieConfig, host: str, port: int, prog: str,
         return _fail(prog, f"{error}{hint}")
     try:
         try:
-            server, bound = await start_bookie_server(bookie, host, port)
-        except OSError as error:
+            server, bound = await start_bookie_server(
+                bookie, host, port, tls=listen.server_tls(), interceptors=interceptors)
+        except (OSError, TlsConfigError) as error:
             return _fail(prog, str(error))
         metrics = None
         if metrics_port is not None:
             try:
-                metrics, _thread = start_http_server(metrics_port, addr=host)
-            except OSError as error:
+                metrics, _thread = start_http_server(
+                    metrics_port, addr=host,
+                    **(metrics_tls_arguments(listen.server_tls()) if listen.metrics_tls else {}))
+            except (OSError, ssl.SSLError) as error:
                 await server.stop(0)
                 return _fail(prog, f"cannot serve metrics on {host}:{metrics_port}: {error}")
         stop = asyncio.Event()

@@ -14,6 +14,7 @@ over the request's repeated ``Entry`` (and the protobuf parse before them).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, Final, NoReturn
 
 import grpc
@@ -27,6 +28,7 @@ from grpc_reflection.v1alpha import reflection
 from ledger._proto.v1 import bookie_pb2, bookie_pb2_grpc
 from ledger.api import AddRequest, BookieClient
 from ledger.errors import InvalidArgumentError
+from ledger.security.tls import ServerTls, server_credentials
 from ledger.status import status_for, trailing_metadata_for
 
 __all__ = [
@@ -34,7 +36,7 @@ __all__ = [
     "SERVICE_NAME",
     "BookieServicer",
     "host_port",
-    "listen_insecure",
+    "listen",
     "start_bookie_server",
 ]
 
@@ -181,14 +183,21 @@ def host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-async def listen_insecure(server: grpc.aio.Server, host: str, port: int) -> int:
+async def listen(server: grpc.aio.Server, host: str, port: int,
+                 tls: ServerTls | None = None) -> int:
     """Bind ``server`` to ``host:port`` (0: any free port); returns the bound port.
+
+    With ``tls`` enabled the port serves TLS (mutual when it names a CA) and
+    reloads its certificate files when they change (``ledger.security.tls``).
 
     Raises:
         OSError: the address cannot be bound (the server is stopped first).
+        TlsConfigError: a TLS file cannot be read or is not valid PEM.
     """
     address = host_port(host, port)
     try:
+        if tls is not None and tls.enabled:
+            return server.add_secure_port(address, server_credentials(tls))
         return server.add_insecure_port(address)
     except RuntimeError as error:
         await server.stop(None)
@@ -198,7 +207,9 @@ async def listen_insecure(server: grpc.aio.Server, host: str, port: int) -> int:
 
 
 async def start_bookie_server(
-    bookie: BookieClient, host: str = "127.0.0.1", port: int = 0
+    bookie: BookieClient, host: str = "127.0.0.1", port: int = 0, *,
+    tls: ServerTls | None = None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
 ) -> tuple[grpc.aio.Server, int]:
     """Serve ``bookie`` over gRPC, with health checking and reflection, and start.
 
@@ -210,6 +221,9 @@ async def start_bookie_server(
         bookie: the bookie to serve (normally ``ledger.bookie.bookie.Bookie``).
         host: the address to listen on.
         port: the port; 0 picks a free one.
+        tls: serve TLS with these files (mutual TLS when a CA is given).
+        interceptors: run before every call (``ledger.security.interceptor``:
+            only authenticated brokers may call a bookie).
 
     Returns:
         The started server and the port it listens on.
@@ -217,7 +231,7 @@ async def start_bookie_server(
     Raises:
         OSError: the address cannot be bound (port in use, unknown host).
     """
-    server = grpc.aio.server(options=_SERVER_OPTIONS)
+    server = grpc.aio.server(options=_SERVER_OPTIONS, interceptors=list(interceptors) or None)
     bookie_pb2_grpc.add_BookieServicer_to_server(BookieServicer(bookie), server)
     health = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
@@ -226,7 +240,7 @@ async def start_bookie_server(
          reflection.SERVICE_NAME),
         server,
     )
-    bound = await listen_insecure(server, host, port)
+    bound = await listen(server, host, port, tls)
     await health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
     await server.start()
     log.info("bookie serving on %s", host_port(host, bound))

@@ -21,7 +21,7 @@ def rows(client: folio.Client, topic: str,
          isolation: Isolation = "read_committed") -> list[dict[str, Any]]:
     """Every event of every segment (sealed ones too), as row dicts, by segment and offset."""
     out: list[dict[str, Any]] = []
-    channel = open_channel(client.endpoint)
+    channel = open_channel(client.config)
     try:
         for segment in client.get_segments(topic, include_sealed=True):
             piece = Slice(segment.name, segment.start_offset, segment.end_offset)

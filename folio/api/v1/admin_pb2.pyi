@@ -61,6 +61,69 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _ResourceKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ResourceKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ResourceKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RESOURCE_KIND_UNSPECIFIED: _ResourceKind.ValueType  # 0
+    RESOURCE_KIND_TOPIC: _ResourceKind.ValueType  # 1
+    """A topic (and its segments)."""
+    RESOURCE_KIND_GROUP: _ResourceKind.ValueType  # 2
+    """A reader group."""
+
+class ResourceKind(_ResourceKind, metaclass=_ResourceKindEnumTypeWrapper):
+    """Security. With token authentication on (the broker's
+    --auth-token-secret-file or --auth-token-public-key-file), every call but
+    health checking and reflection carries "authorization: Bearer <JWT>"
+    metadata; the JWT's "sub" claim is the caller's role. No token, or a
+    malformed, forged or expired one: UNAUTHENTICATED. A role without the
+    permission a call needs: PERMISSION_DENIED, naming the permission and the
+    resource (docs/security.md lists what each RPC needs). Super-users (the
+    broker's --super-users) may do everything. Without token authentication
+    the grants are kept but not enforced.
+
+    What a grant is on.
+    """
+
+RESOURCE_KIND_UNSPECIFIED: ResourceKind.ValueType  # 0
+RESOURCE_KIND_TOPIC: ResourceKind.ValueType  # 1
+"""A topic (and its segments)."""
+RESOURCE_KIND_GROUP: ResourceKind.ValueType  # 2
+"""A reader group."""
+Global___ResourceKind: _TypeAlias = ResourceKind  # noqa: Y015
+
+class _Permission:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PermissionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Permission.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PERMISSION_UNSPECIFIED: _Permission.ValueType  # 0
+    PERMISSION_PRODUCE: _Permission.ValueType  # 1
+    """Append to a topic: Produce, Append (plain or in a transaction)."""
+    PERMISSION_CONSUME: _Permission.ValueType  # 2
+    """Read a topic; use a reader group (create, join, heartbeat, update)."""
+    PERMISSION_ADMIN: _Permission.ValueType  # 3
+    """Create, reconfigure, scale, seal, truncate or delete a topic; delete a
+    reader group; grant and revoke on what it covers.
+    """
+
+class Permission(_Permission, metaclass=_PermissionEnumTypeWrapper):
+    """What a grant allows."""
+
+PERMISSION_UNSPECIFIED: Permission.ValueType  # 0
+PERMISSION_PRODUCE: Permission.ValueType  # 1
+"""Append to a topic: Produce, Append (plain or in a transaction)."""
+PERMISSION_CONSUME: Permission.ValueType  # 2
+"""Read a topic; use a reader group (create, join, heartbeat, update)."""
+PERMISSION_ADMIN: Permission.ValueType  # 3
+"""Create, reconfigure, scale, seal, truncate or delete a topic; delete a
+reader group; grant and revoke on what it covers.
+"""
+Global___Permission: _TypeAlias = Permission  # noqa: Y015
+
 class _SegmentState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -82,6 +145,136 @@ SEGMENT_STATE_OPEN: SegmentState.ValueType  # 1
 SEGMENT_STATE_SEALED: SegmentState.ValueType  # 2
 """Takes no more appends (after scaling); still readable to its end."""
 Global___SegmentState: _TypeAlias = SegmentState  # noqa: Y015
+
+@_typing.final
+class PermissionGrant(_message.Message):
+    """A role's permissions on a resource."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROLE_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    RESOURCE_FIELD_NUMBER: _builtins.int
+    PERMISSIONS_FIELD_NUMBER: _builtins.int
+    role: _builtins.str
+    """The role: a token's "sub" claim. 1 to 256 characters, no "*"."""
+    kind: Global___ResourceKind.ValueType
+    resource: _builtins.str
+    """A name, a prefix ending in "*" ("orders.*"), or "*"; 1 to 256 characters."""
+    @_builtins.property
+    def permissions(self) -> _containers.RepeatedScalarFieldContainer[Global___Permission.ValueType]: ...
+    def __init__(
+        self,
+        *,
+        role: _builtins.str = ...,
+        kind: Global___ResourceKind.ValueType = ...,
+        resource: _builtins.str = ...,
+        permissions: _abc.Iterable[Global___Permission.ValueType] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "permissions", b"permissions", "resource", b"resource", "role", b"role"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PermissionGrant: _TypeAlias = PermissionGrant  # noqa: Y015
+
+@_typing.final
+class GrantPermissionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRANT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def grant(self) -> Global___PermissionGrant: ...
+    def __init__(
+        self,
+        *,
+        grant: Global___PermissionGrant | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["grant", b"grant"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grant", b"grant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GrantPermissionRequest: _TypeAlias = GrantPermissionRequest  # noqa: Y015
+
+@_typing.final
+class RevokePermissionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRANT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def grant(self) -> Global___PermissionGrant: ...
+    def __init__(
+        self,
+        *,
+        grant: Global___PermissionGrant | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["grant", b"grant"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grant", b"grant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokePermissionRequest: _TypeAlias = RevokePermissionRequest  # noqa: Y015
+
+@_typing.final
+class RevokePermissionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokePermissionResponse: _TypeAlias = RevokePermissionResponse  # noqa: Y015
+
+@_typing.final
+class ListPermissionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROLE_FIELD_NUMBER: _builtins.int
+    role: _builtins.str
+    """Only this role's grants; empty for every grant."""
+    def __init__(
+        self,
+        *,
+        role: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["role", b"role"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPermissionsRequest: _TypeAlias = ListPermissionsRequest  # noqa: Y015
+
+@_typing.final
+class ListPermissionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRANTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def grants(self) -> _containers.RepeatedCompositeFieldContainer[Global___PermissionGrant]:
+        """Ordered by role, kind and resource."""
+
+    def __init__(
+        self,
+        *,
+        grants: _abc.Iterable[Global___PermissionGrant] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grants", b"grants"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPermissionsResponse: _TypeAlias = ListPermissionsResponse  # noqa: Y015
 
 @_typing.final
 class TopicConfig(_message.Message):

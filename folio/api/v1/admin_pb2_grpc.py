@@ -99,6 +99,21 @@ class AdminStub:
                 request_serializer=folio_dot_v1_dot_admin__pb2.ListBrokersRequest.SerializeToString,
                 response_deserializer=folio_dot_v1_dot_admin__pb2.ListBrokersResponse.FromString,
                 _registered_method=True)
+        self.GrantPermission = channel.unary_unary(
+                '/folio.v1.Admin/GrantPermission',
+                request_serializer=folio_dot_v1_dot_admin__pb2.GrantPermissionRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_admin__pb2.PermissionGrant.FromString,
+                _registered_method=True)
+        self.RevokePermission = channel.unary_unary(
+                '/folio.v1.Admin/RevokePermission',
+                request_serializer=folio_dot_v1_dot_admin__pb2.RevokePermissionRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_admin__pb2.RevokePermissionResponse.FromString,
+                _registered_method=True)
+        self.ListPermissions = channel.unary_unary(
+                '/folio.v1.Admin/ListPermissions',
+                request_serializer=folio_dot_v1_dot_admin__pb2.ListPermissionsRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_admin__pb2.ListPermissionsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -222,6 +237,31 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GrantPermission(self, request, context):
+        """Grants a role permissions on a topic or reader group (a name, or a
+        prefix "orders.*"; "*" is every name), added to what it had on the same
+        resource. Needs admin on every name the resource covers (or a
+        super-user). INVALID_ARGUMENT for a bad role, resource or no permission.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokePermission(self, request, context):
+        """Takes permissions from a role's grant on exactly that resource (a no-op
+        if it had none). Needs what GrantPermission needs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPermissions(self, request, context):
+        """Every grant, or one role's. Needs a super-user.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -289,6 +329,21 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListBrokers,
                     request_deserializer=folio_dot_v1_dot_admin__pb2.ListBrokersRequest.FromString,
                     response_serializer=folio_dot_v1_dot_admin__pb2.ListBrokersResponse.SerializeToString,
+            ),
+            'GrantPermission': grpc.unary_unary_rpc_method_handler(
+                    servicer.GrantPermission,
+                    request_deserializer=folio_dot_v1_dot_admin__pb2.GrantPermissionRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_admin__pb2.PermissionGrant.SerializeToString,
+            ),
+            'RevokePermission': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokePermission,
+                    request_deserializer=folio_dot_v1_dot_admin__pb2.RevokePermissionRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_admin__pb2.RevokePermissionResponse.SerializeToString,
+            ),
+            'ListPermissions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPermissions,
+                    request_deserializer=folio_dot_v1_dot_admin__pb2.ListPermissionsRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_admin__pb2.ListPermissionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -642,6 +697,87 @@ class Admin:
             '/folio.v1.Admin/ListBrokers',
             folio_dot_v1_dot_admin__pb2.ListBrokersRequest.SerializeToString,
             folio_dot_v1_dot_admin__pb2.ListBrokersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GrantPermission(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.Admin/GrantPermission',
+            folio_dot_v1_dot_admin__pb2.GrantPermissionRequest.SerializeToString,
+            folio_dot_v1_dot_admin__pb2.PermissionGrant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokePermission(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.Admin/RevokePermission',
+            folio_dot_v1_dot_admin__pb2.RevokePermissionRequest.SerializeToString,
+            folio_dot_v1_dot_admin__pb2.RevokePermissionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPermissions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.Admin/ListPermissions',
+            folio_dot_v1_dot_admin__pb2.ListPermissionsRequest.SerializeToString,
+            folio_dot_v1_dot_admin__pb2.ListPermissionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -137,6 +137,18 @@ class AdminStub:
     """The live brokers of the cluster with their client addresses (a
     standalone answers with itself). Any broker answers.
     """
+    GrantPermission: _grpc.UnaryUnaryMultiCallable[_admin_pb2.GrantPermissionRequest, _admin_pb2.PermissionGrant]
+    """Grants a role permissions on a topic or reader group (a name, or a
+    prefix "orders.*"; "*" is every name), added to what it had on the same
+    resource. Needs admin on every name the resource covers (or a
+    super-user). INVALID_ARGUMENT for a bad role, resource or no permission.
+    """
+    RevokePermission: _grpc.UnaryUnaryMultiCallable[_admin_pb2.RevokePermissionRequest, _admin_pb2.RevokePermissionResponse]
+    """Takes permissions from a role's grant on exactly that resource (a no-op
+    if it had none). Needs what GrantPermission needs.
+    """
+    ListPermissions: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListPermissionsRequest, _admin_pb2.ListPermissionsResponse]
+    """Every grant, or one role's. Needs a super-user."""
 
 @_typing.type_check_only
 class AdminAsyncStub(AdminStub):
@@ -205,6 +217,18 @@ class AdminAsyncStub(AdminStub):
     """The live brokers of the cluster with their client addresses (a
     standalone answers with itself). Any broker answers.
     """
+    GrantPermission: _aio.UnaryUnaryMultiCallable[_admin_pb2.GrantPermissionRequest, _admin_pb2.PermissionGrant]  # type: ignore[assignment]
+    """Grants a role permissions on a topic or reader group (a name, or a
+    prefix "orders.*"; "*" is every name), added to what it had on the same
+    resource. Needs admin on every name the resource covers (or a
+    super-user). INVALID_ARGUMENT for a bad role, resource or no permission.
+    """
+    RevokePermission: _aio.UnaryUnaryMultiCallable[_admin_pb2.RevokePermissionRequest, _admin_pb2.RevokePermissionResponse]  # type: ignore[assignment]
+    """Takes permissions from a role's grant on exactly that resource (a no-op
+    if it had none). Needs what GrantPermission needs.
+    """
+    ListPermissions: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListPermissionsRequest, _admin_pb2.ListPermissionsResponse]  # type: ignore[assignment]
+    """Every grant, or one role's. Needs a super-user."""
 
 class AdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -348,5 +372,35 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
         """The live brokers of the cluster with their client addresses (a
         standalone answers with itself). Any broker answers.
         """
+
+    @_abc_1.abstractmethod
+    def GrantPermission(
+        self,
+        request: _admin_pb2.GrantPermissionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.PermissionGrant, _abc.Awaitable[_admin_pb2.PermissionGrant]]:
+        """Grants a role permissions on a topic or reader group (a name, or a
+        prefix "orders.*"; "*" is every name), added to what it had on the same
+        resource. Needs admin on every name the resource covers (or a
+        super-user). INVALID_ARGUMENT for a bad role, resource or no permission.
+        """
+
+    @_abc_1.abstractmethod
+    def RevokePermission(
+        self,
+        request: _admin_pb2.RevokePermissionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.RevokePermissionResponse, _abc.Awaitable[_admin_pb2.RevokePermissionResponse]]:
+        """Takes permissions from a role's grant on exactly that resource (a no-op
+        if it had none). Needs what GrantPermission needs.
+        """
+
+    @_abc_1.abstractmethod
+    def ListPermissions(
+        self,
+        request: _admin_pb2.ListPermissionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ListPermissionsResponse, _abc.Awaitable[_admin_pb2.ListPermissionsResponse]]:
+        """Every grant, or one role's. Needs a super-user."""
 
 def add_AdminServicer_to_server(servicer: AdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

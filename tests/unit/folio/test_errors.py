@@ -94,6 +94,7 @@ def test_code_table_is_the_documented_one() -> None:
         Code.UNAVAILABLE: e.FolioUnavailableError,
         Code.DEADLINE_EXCEEDED: e.TimeoutError,
         Code.PERMISSION_DENIED: e.PermissionDeniedError,
+        Code.UNAUTHENTICATED: e.UnauthenticatedError,
     } == _status.CODE_CLASSES
 
 
@@ -225,3 +226,13 @@ def test_an_append_failure_reply_reads_its_number_first() -> None:
         code=Code.UNAVAILABLE.value[0], message="down", error="BookieUnavailableError",
         retriable=True))
     assert type(_status.error_from_reply(old, "t/0")) is e.LedgerUnavailableError
+
+
+def test_a_failed_tls_handshake_is_a_tls_error() -> None:
+    error = _status.error_from_status(
+        Code.UNAVAILABLE, "failed to connect to all addresses; last error: UNAVAILABLE: "
+        "ipv4:127.0.0.1:1: Ssl handshake failed: SSL_ERROR_SSL: CERTIFICATE_VERIFY_FAILED")
+    assert isinstance(error, e.TlsError) and not error.retriable
+    assert "--tls-ca" in str(error)
+    plain = _status.error_from_status(Code.UNAVAILABLE, "Connection refused")
+    assert type(plain) is e.FolioUnavailableError

@@ -49,10 +49,16 @@ def _printed(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, o
     return table
 
 
+#: The security settings when none is given (printed by --print-config too).
+_NO_SECURITY = {"tls_ca": "", "tls_cert": "", "tls_key": "", "tls_server_name": "",
+                "token": "", "token_file": ""}
+
+
 def test_print_config_prints_what_the_file_says(
         config_file: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert _printed(["--config", config_file, "--print-config"], capsys) == {
-        "endpoint": "file-broker:7171", "timeout_s": 12.5, "max_connections_per_endpoint": 3}
+        "endpoint": "file-broker:7171", "timeout_s": 12.5, "max_connections_per_endpoint": 3,
+        **_NO_SECURITY}
 
 
 def test_endpoint_flag_and_environment_override_the_file(
@@ -61,7 +67,8 @@ def test_endpoint_flag_and_environment_override_the_file(
     monkeypatch.setenv("FOLIO_CLIENT_TIMEOUT_S", "2")
     printed = _printed(["--config", config_file, "--endpoint", "flag:1", "--print-config"],
                        capsys)
-    assert printed == {"endpoint": "flag:1", "timeout_s": 2.0, "max_connections_per_endpoint": 3}
+    assert printed == {"endpoint": "flag:1", "timeout_s": 2.0, "max_connections_per_endpoint": 3,
+                       **_NO_SECURITY}
     monkeypatch.setenv("FOLIO_ENDPOINT", "old-env:2")
     assert _printed(["--config", config_file, "--print-config"], capsys)["endpoint"] == (
         "old-env:2")
