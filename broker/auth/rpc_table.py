@@ -15,6 +15,8 @@ Why the rows that need only authentication:
 
 - ``ListTopics``, ``ListReaderGroups``: names only, so that tools can
   browse; the topics' contents, configs and segments still need a permission.
+- ``ListBrokers``: the cluster's broker addresses, which every client needs
+  to bootstrap (they are the addresses it may connect to anyway).
 - ``Transactions``: a transaction has no topic of its own. Every write in it
   is an Append with its txn id, which needs ``produce`` on that topic
   (so a role needs produce on every topic it writes in a transaction), and a
@@ -135,6 +137,8 @@ RPC_TABLE: Final[dict[str, Rule]] = {
     _method(*_ADMIN, "ScaleTopic"): Rule(Need.ADMIN, _topic("topic")),
     _method(*_ADMIN, "GetSuccessors"): Rule(Need.LOOKUP, _topic_of_segment("segment")),
     _method(*_ADMIN, "SealTopic"): Rule(Need.ADMIN, _topic("name")),
+    _method(*_ADMIN, "LookupSegment"): Rule(Need.LOOKUP, _topic_of_segment("segment")),
+    _method(*_ADMIN, "ListBrokers"): Rule(Need.AUTHENTICATED),
     _method(*_ADMIN, "GrantPermission"): Rule(Need.ADMIN, _granted),
     _method(*_ADMIN, "RevokePermission"): Rule(Need.ADMIN, _granted),
     _method(*_ADMIN, "ListPermissions"): Rule(Need.SUPER_USER),

@@ -127,6 +127,8 @@ _SAMPLES: dict[str, Callable[[str, str], Any]] = {
                                               admin_pb2.KeyRange(low=0.5, high=1.0)]),
     "GetSuccessors": lambda t, g: admin_pb2.GetSuccessorsRequest(segment=f"{t}/0"),
     "SealTopic": lambda t, g: admin_pb2.SealTopicRequest(name=t),
+    "LookupSegment": lambda t, g: admin_pb2.LookupSegmentRequest(segment=f"{t}/0"),
+    "ListBrokers": lambda t, g: admin_pb2.ListBrokersRequest(),
     "GrantPermission": lambda t, g: admin_pb2.GrantPermissionRequest(
         grant=admin_pb2.PermissionGrant(role="someone", kind=admin_pb2.RESOURCE_KIND_TOPIC,
                                         resource=t, permissions=[admin_pb2.PERMISSION_CONSUME])),
