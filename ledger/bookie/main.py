@@ -21,15 +21,18 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from prometheus_client import start_http_server
 
 from ledger.bookie.bookie import Bookie
-from ledger.bookie.membership import BookieMembership
 from ledger.bookie.service import start_bookie_server
 from ledger.config import BookieConfig
 from ledger.errors import MetadataError, StorageError
 from ledger.metadata.cluster_config import ClusterConfig
+
+if TYPE_CHECKING:
+    from ledger.bookie.membership import BookieMembership
 
 __all__ = ["STOP_GRACE_S", "run_bookie"]
 
@@ -80,6 +83,12 @@ async def _serve(config: BookieConfig, host: str, port: int, prog: str,
                  cluster: ClusterConfig | None) -> int:
     membership: BookieMembership | None = None
     if cluster is not None and cluster.enabled:
+        try:
+            # Imported here: kazoo (the `cluster` extra) is needed only in a cluster.
+            from ledger.bookie.membership import BookieMembership  # noqa: PLC0415
+        except ImportError as error:
+            return _fail(prog, f"--metadata-url needs the ZooKeeper client kazoo ({error}): "
+                               "pip install 'folio[cluster]'")
         try:
             membership = await BookieMembership.connect(cluster)
         except MetadataError as error:
