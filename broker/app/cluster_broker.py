@@ -15,7 +15,7 @@ but:
   ``BOOKIE_WAIT_S`` at start for E of them;
 - once its API is bound it registers ``/brokers/<advertised address>``
   (ephemeral; re-created after a session expiry) and only then prints its
-  ready line.
+  ready line; asked to stop, it unregisters first, then stops serving.
 
 ZooKeeper is touched at start, at ledger creation, rollover, seal and other
 metadata changes, never per append.
@@ -138,8 +138,13 @@ async def _serve(config: BrokerConfig, cluster: ClusterConfig, overrides: dict[s
                                f"Qa={quorums['ack_quorum']}")
             return None
 
+        async def on_stopping() -> None:
+            # Unregistered first: clients and other brokers see it leave at once.
+            if registration is not None:
+                await registration.close()
+
         return await serve_ledgers(config, store, directory, quorums, stop,
-                                   on_serving=on_serving)
+                                   on_serving=on_serving, on_stopping=on_stopping)
     finally:
         if registration is not None:
             await registration.close()

@@ -167,13 +167,15 @@ async def serve_ledgers(
     quorums: dict[str, int], stop: asyncio.Event, *, bookie: Bookie | None = None,
     txn_faults: TxnFaults = NO_TXN_FAULTS,
     on_serving: Callable[[int], Awaitable[str | None]] | None = None,
+    on_stopping: Callable[[], Awaitable[None]] | None = None,
 ) -> int:
     """Serve the broker on ``store`` and the bookies of ``directory`` until ``stop``.
 
     ``on_serving(port)`` runs once the API is bound, before the ready line; an
     error message it returns fails the start (``folio broker`` in a cluster
-    registers there). The caller closes ``store``; the ledger client closes
-    ``directory``.
+    registers there). ``on_stopping()`` runs once ``stop`` is set, before the
+    server stops taking calls (a cluster broker unregisters there). The caller
+    closes ``store``; the ledger client closes ``directory``.
     """
     ledgers = LedgerClient(store, directory, LedgerConfig(
         max_entry_bytes=MAX_ENTRY_BYTES,
@@ -204,7 +206,7 @@ async def serve_ledgers(
         try:
             return await _serve_topics(config, topics, stop, coordinator, groups, liveness,
                                        bookie, directory if bookie is not None else None,
-                                       on_serving)
+                                       on_serving, on_stopping)
         finally:
             await liveness.close()
             await coordinator.close()
@@ -218,6 +220,7 @@ async def _serve_topics(
     coordinator: TxnCoordinator, groups: ReaderGroupStore, liveness: GroupLiveness,
     bookie: Bookie | None, directory: BookieDirectory | None,
     on_serving: Callable[[int], Awaitable[str | None]] | None,
+    on_stopping: Callable[[], Awaitable[None]] | None,
 ) -> int:
     commit_keys = CommitKeys(topics, coordinator)
     await commit_keys.start()  # settles the idempotent commits a crash cut short
@@ -248,6 +251,8 @@ async def _serve_topics(
         print(f"{command} listening on {config.host}:{server.port} ({where}, metrics on "
               f"http://{config.host}:{metrics.server_port}/metrics)", flush=True)
         await stop.wait()
+        if on_stopping is not None:
+            await on_stopping()
         log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)
     finally:
         if watch is not None:

@@ -72,13 +72,20 @@ def test_broker_on_zookeeper_serves_and_a_new_process_finds_everything(
                 3, 2, 2)
             assert set(metadata.ensembles[0][1]) == bookie_ids
         assert zk.get_children("/brokers") == [broker.address]
+        # Nothing on the broker's disk: its --data-dir was never even created.
+        assert not (tmp_path / "unused-data-dir").exists()
+        broker.kill()
+        # The dead broker's registration vanishes with its session.
+        wait_for(lambda: zk.get_children("/brokers") == [],
+                 "the SIGKILLed broker's registration vanished", timeout_s=60)
+        replacement = cluster.start_broker()
+        assert zk.get_children("/brokers") == [replacement.address]
+        assert replacement.terminate() == 0
+        # A clean stop unregisters (first thing on SIGTERM).
+        assert zk.get_children("/brokers") == []
     finally:
         zk.stop()
         zk.close()
-    # Nothing on the broker's disk: its --data-dir was never even created.
-    assert not (tmp_path / "unused-data-dir").exists()
-
-    broker.kill()
     replacement = cluster.start_broker()
     with folio.Client(replacement.address, timeout_s=30) as client:
         assert [t.name for t in client.list_topics()] == ["orders"]
