@@ -63,8 +63,9 @@ def resolve_bookie_settings(
     """
     layers = Layers.from_args(COMPONENT, args, environ)
     layers.check_file_keys(_CLASSES)
-    return (layers.build(BookieConfig), layers.build(BookieListenConfig),
-            layers.build(ClusterConfig))
+    listen, cluster = layers.build(BookieListenConfig), layers.build(ClusterConfig)
+    cluster.check_host(listen.host)
+    return layers.build(BookieConfig), listen, cluster
 
 
 def setup_logging() -> None:

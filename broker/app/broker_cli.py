@@ -77,6 +77,7 @@ def resolve_broker_settings(
     layers = Layers.from_args(COMPONENT, args, environ)
     layers.check_file_keys(_CLASSES)
     config, cluster = layers.build(BrokerConfig), layers.build(ClusterConfig)
+    cluster.check_host(config.host)
     if not cluster.enabled:
         return BrokerSettings(config, layers.build(RemoteBookies, required=["bookies"]),
                               cluster, {})

@@ -20,6 +20,7 @@ __all__ = ["DEFAULT_SESSION_TIMEOUT_MS", "ClusterConfig", "check_address"]
 #: ZooKeeper session timeout: a process that dies is noticed (its ephemeral
 #: registration vanishes) this long after its last heartbeat.
 DEFAULT_SESSION_TIMEOUT_MS = 6_000
+_WILDCARDS = frozenset({"0.0.0.0", "::", "[::]", ""})
 
 
 def check_address(name: str, address: str) -> None:
@@ -65,6 +66,15 @@ class ClusterConfig:
     def url(self) -> MetadataUrl:
         """The parsed metadata URL (``enabled`` must be true)."""
         return parse_metadata_url(self.metadata_url)
+
+    def check_host(self, host: str) -> None:
+        """Raise ``ValueError`` if in a cluster on a wildcard host with no advertised address.
+
+        ``0.0.0.0`` (or ``::``) is where to listen, not where others can connect.
+        """
+        if self.enabled and not self.advertised_address and host in _WILDCARDS:
+            raise ValueError(f"--host {host} listens on every interface: give "
+                             "--advertised-address HOST:PORT, the address others reach it on")
 
     def address(self, host: str, port: int) -> str:
         """The address to register: ``advertised_address``, else ``host:port``."""

@@ -43,6 +43,13 @@ def test_broker_in_a_cluster_needs_no_bookies_and_reads_back(
     assert (code, again) == (0, printed), err
 
 
+def test_wildcard_host_with_advertised_address(capsys: pytest.CaptureFixture[str]) -> None:
+    code, printed, err = _run(capsys, "broker", "--metadata-url", URL, "--host", "0.0.0.0",
+                              "--advertised-address", "broker-1:7070", "--print-config")
+    assert code == 0, err
+    assert tomllib.loads(printed)["broker"]["host"] == "0.0.0.0"
+
+
 def test_metadata_url_from_the_environment(capsys: pytest.CaptureFixture[str],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FOLIO_BROKER_METADATA_URL", URL)
@@ -65,6 +72,9 @@ def test_metadata_url_from_the_environment(capsys: pytest.CaptureFixture[str],
     (["broker", "--metadata-url", URL, "--advertised-address", "nohost"], "not host:port"),
     (["bookie", "--data-dir", "/d", "--metadata-url", "zk://h:99999/f"], "port '99999'"),
     (["broker"], "--bookies (or FOLIO_BROKER_BOOKIES) is required"),
+    (["broker", "--metadata-url", URL, "--host", "0.0.0.0"], "give --advertised-address"),
+    (["bookie", "--data-dir", "/d", "--metadata-url", URL, "--host", "::"],
+     "give --advertised-address"),
 ])
 def test_bad_cluster_settings_are_usage_errors(
         argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
