@@ -32,6 +32,9 @@ __all__ = ["EphemeralRegistration", "RegistrationConflictError", "live_registrat
 
 log = logging.getLogger(__name__)
 
+#: How long ``close`` tries to delete the node before leaving it to the session's end.
+_CLOSE_TIMEOUT_S = 5.0
+
 
 class RegistrationConflictError(MetadataError):
     """Another live process holds the same registration (same id)."""
@@ -125,8 +128,10 @@ class EphemeralRegistration:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, LedgerError):
                 await self._task
-        with contextlib.suppress(NoNodeError, MetadataError):
-            await self._store.delete(self.path)
+        # Best effort and bounded: with ZooKeeper out of reach the node goes anyway
+        # when the session ends, and a stopping process must not wait for it.
+        with contextlib.suppress(NoNodeError, MetadataError, TimeoutError):
+            await asyncio.wait_for(self._store.delete(self.path), _CLOSE_TIMEOUT_S)
 
 
 async def live_registrations(store: MetadataStore, parent: str) -> dict[str, Registration]:
