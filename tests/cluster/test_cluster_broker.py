@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import folio
 from ledger.metadata.ledger_metadata import LedgerMetadata
 from tests.support.bookies import BookieProcess, BookieProcesses
@@ -48,6 +50,9 @@ def _start_cluster(processes: BookieProcesses, url: str, base: Path,
     return cluster, broker
 
 
+# Several processes start one after another: more than the default 120 s on a
+# loaded machine.
+@pytest.mark.timeout(300)
 def test_broker_on_zookeeper_serves_and_a_new_process_finds_everything(
         zookeeper: ZooKeeperServer, zk_url: str, bookie_processes: BookieProcesses,
         tmp_path: Path) -> None:
@@ -96,6 +101,9 @@ def test_broker_on_zookeeper_serves_and_a_new_process_finds_everything(
         assert len(_read_exactly(client, "orders", 301)) == 301
 
 
+# Several processes start one after another: more than the default 120 s on a
+# loaded machine.
+@pytest.mark.timeout(300)
 def test_zookeeper_down_and_restarted_under_load_loses_nothing(
         make_zookeeper: Callable[[], ZooKeeperServer], bookie_processes: BookieProcesses,
         tmp_path: Path) -> None:

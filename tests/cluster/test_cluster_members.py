@@ -83,6 +83,9 @@ def test_processes_refuse_an_uninitialised_cluster(zookeeper: ZooKeeperServer,
     assert "no ZooKeeper server of 127.0.0.1:1 answered within 1000 ms" in unreachable.stderr
 
 
+# Several processes start one after another: more than the default 120 s on a
+# loaded machine.
+@pytest.mark.timeout(300)
 def test_bookies_register_and_vanish(zookeeper: ZooKeeperServer, zk_url: str,
                                      bookie_processes: BookieProcesses, tmp_path: Path) -> None:
     cluster = LocalCluster(bookie_processes, zk_url, tmp_path)

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import folio
 from tests.support.bookies import run_folio
 from tests.support.zookeeper import free_port
@@ -32,6 +34,9 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+# Several processes start one after another: more than the default 120 s on a
+# loaded machine.
+@pytest.mark.timeout(300)
 def test_cluster_up_serves_and_down_stops_everything(tmp_path: Path) -> None:
     directory = tmp_path / "folio-cluster"
     zk_port, broker_port = free_port(), free_port()
