@@ -1,11 +1,14 @@
 # Two commands on a fresh machine (python3 >= 3.11 with venv, make and a C compiler):
 #   make run    set up .venv with what the broker needs and start `folio standalone`
 #   make test   set up .venv with everything (dev tools, Spark) and run every check
+# and `make cluster` / `make cluster-down`: a cluster on ZooKeeper on loopback.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Two stamps: the runtime (`pip install -e .`, what `folio standalone` needs) and
-# the full set on top of it (extras dev and spark: what `make test` runs).
+# Two stamps: the runtime (`pip install -e '.[cluster,security]'`: what `folio
+# standalone` needs, plus kazoo so that `folio broker|bookie --metadata-url zk://...`
+# and `make cluster` work from the same venv, and PyJWT for token authentication) and the full set on top of it (extras
+# dev and spark: what `make test` runs).
 RUNTIME_STAMP := $(VENV)/.folio-runtime
 STAMP := $(VENV)/.folio-installed
 
@@ -21,12 +24,12 @@ $(error $(PYTHON) cannot set up $(VENV) (see above))
 endif
 endif
 
-.PHONY: run test check-stubs lint typecheck imports pytest stubs bench clean
+.PHONY: run cluster cluster-down test check-stubs lint typecheck imports pytest stubs bench clean
 
 $(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[cluster,security]'
 	@touch $(RUNTIME_STAMP)
 
 $(STAMP): $(RUNTIME_STAMP)
@@ -35,6 +38,16 @@ $(STAMP): $(RUNTIME_STAMP)
 
 run: $(RUNTIME_STAMP)
 	$(BIN)/folio standalone
+
+# A cluster on one machine (docs/cluster.md): ZooKeeper, 3 bookies and 3 brokers on
+# loopback under ./folio-cluster/, left running; `make cluster-down` stops them.
+# CLUSTER_FLAGS passes options to `scripts/cluster.py up` (e.g. --brokers 1 --zk-port 2182).
+CLUSTER_FLAGS ?=
+cluster: $(RUNTIME_STAMP)
+	$(BIN)/python scripts/cluster.py up $(CLUSTER_FLAGS)
+
+cluster-down:
+	$(PYTHON) scripts/cluster.py down
 
 test: $(STAMP) check-stubs lint typecheck imports pytest
 

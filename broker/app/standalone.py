@@ -33,6 +33,7 @@ import os
 import signal
 import ssl
 import sys
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,8 @@ from ledger.security.interceptor import AuthInterceptor
 from ledger.security.tls import TlsConfigError, metrics_tls_arguments
 from ledger.security.tokens import TokenVerifier
 
-__all__ = ["MAX_ENTRY_BYTES", "run_standalone"]
+__all__ = ["MAX_ENTRY_BYTES", "run_standalone", "serve_ledgers", "serve_until_signal",
+           "set_running"]
 
 log = logging.getLogger(__name__)
 
@@ -94,21 +96,24 @@ def run_standalone(config: BrokerConfig, remote: RemoteBookies | None = None, *,
     ``txn_faults``: hooks into the coordinator's crash windows, for a test's own
     process (``broker.txn.faults``); the commands never pass any.
     """
-    _RUNNING.set(("folio broker", f"bookies {remote.bookies}") if remote is not None
-                 else ("folio standalone", f"durability {_durability(config).value}"))
+    _RUNNING.set(("folio broker", f"data dir {config.data_dir}, bookies {remote.bookies}")
+                 if remote is not None else
+                 ("folio standalone",
+                  f"data dir {config.data_dir}, durability {_durability(config).value}"))
     try:
         os.makedirs(config.data_dir, exist_ok=True)
     except OSError as error:
         return _fail(f"cannot create data dir {config.data_dir}: {error}")
-    return asyncio.run(_serve(config, remote, txn_faults))
+    return asyncio.run(serve_until_signal(
+        lambda stop: _serve_with(config, stop, remote, txn_faults)))
 
 
 def _durability(config: BrokerConfig) -> Durability:
     return config.durability if isinstance(config, StandaloneConfig) else Durability.SYNC
 
 
-async def _serve(config: BrokerConfig, remote: RemoteBookies | None,
-                 txn_faults: TxnFaults) -> int:
+async def serve_until_signal(body: Callable[[asyncio.Event], Awaitable[int]]) -> int:
+    """Run ``body(stop)``; SIGTERM or SIGINT set ``stop`` (a second one only logs)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -123,7 +128,7 @@ async def _serve(config: BrokerConfig, remote: RemoteBookies | None,
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
     try:
-        return await _serve_with(config, stop, remote, txn_faults)
+        return await body(stop)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
@@ -153,42 +158,8 @@ async def _serve_with(config: BrokerConfig, stop: asyncio.Event,
             except StorageError as error:
                 return _fail(f"{error} (is another folio process using {root}?)")
             directory, quorums = BookieDirectory([bookie]), {}
-        ledgers = LedgerClient(store, directory, LedgerConfig(
-            max_entry_bytes=MAX_ENTRY_BYTES,
-            max_add_request_bytes=max(MAX_ENTRY_BYTES, LedgerConfig.max_add_request_bytes),
-            **quorums))
-        topics = TopicManager(ledgers, store, txn_store_factory=snapshot_store,
-                              defaults=TopicConfig(),
-                              retention_interval_s=config.retention_interval_s,
-                              writer_expiry_ms=config.writer_expiry_ms,
-                              txn_snapshots=config.txn_snapshots())
-        limit = topics.txn_snapshot_store().max_record_bytes
-        if config.txn_snapshot_chunk_bytes > limit:
-            await ledgers.close()
-            return _fail(f"txn_snapshot_chunk_bytes={config.txn_snapshot_chunk_bytes} exceeds "
-                         f"the largest snapshot record, {limit} bytes")
-        await topics.start()
-        try:
-            # Replays the transaction log, finishing commits and aborts a crash cut short.
-            coordinator = TxnCoordinator(topics, faults=txn_faults)
-            await coordinator.start()
-            topics.add_maintenance_hook(coordinator.tick)
-            watch_broker(topics, coordinator)
-            groups = ReaderGroupStore(store)
-            # Declares reader group members silent for their session timeout offline.
-            liveness = GroupLiveness(groups)
-            liveness.start()
-            topics.add_maintenance_hook(GroupBacklog(groups, topics, liveness).update)
-            try:
-                return await _serve_topics(config, topics, stop, coordinator, groups, liveness,
-                                           bookie, directory if bookie is not None else None,
-                                           store)
-            finally:
-                await liveness.close()
-                await coordinator.close()
-        finally:
-            await topics.close()
-            await ledgers.close()
+        return await serve_ledgers(config, store, directory, quorums, stop, bookie=bookie,
+                                   txn_faults=txn_faults)
     finally:
         if bookie is not None:
             bookie.shutdown()
@@ -196,10 +167,70 @@ async def _serve_with(config: BrokerConfig, stop: asyncio.Event,
         log.info("%s stopped", _RUNNING.get()[0])
 
 
+def set_running(command: str, where: str) -> None:
+    """Name the command and where its data lives, for its error messages and ready line."""
+    _RUNNING.set((command, where))
+
+
+async def serve_ledgers(
+    config: BrokerConfig, store: MetadataStore, directory: BookieDirectory,
+    quorums: dict[str, int], stop: asyncio.Event, *, bookie: Bookie | None = None,
+    txn_faults: TxnFaults = NO_TXN_FAULTS,
+    on_serving: Callable[[int], Awaitable[str | None]] | None = None,
+    on_stopping: Callable[[], Awaitable[None]] | None = None,
+) -> int:
+    """Serve the broker on ``store`` and the bookies of ``directory`` until ``stop``.
+
+    ``on_serving(port)`` runs once the API is bound, before the ready line; an
+    error message it returns fails the start (``folio broker`` in a cluster
+    registers there). ``on_stopping()`` runs once ``stop`` is set, before the
+    server stops taking calls (a cluster broker unregisters there). The caller
+    closes ``store``; the ledger client closes ``directory``.
+    """
+    ledgers = LedgerClient(store, directory, LedgerConfig(
+        max_entry_bytes=MAX_ENTRY_BYTES,
+        max_add_request_bytes=max(MAX_ENTRY_BYTES, LedgerConfig.max_add_request_bytes),
+        **quorums))
+    topics = TopicManager(ledgers, store, txn_store_factory=snapshot_store,
+                          defaults=TopicConfig(),
+                          retention_interval_s=config.retention_interval_s,
+                          writer_expiry_ms=config.writer_expiry_ms,
+                          txn_snapshots=config.txn_snapshots())
+    limit = topics.txn_snapshot_store().max_record_bytes
+    if config.txn_snapshot_chunk_bytes > limit:
+        await ledgers.close()
+        return _fail(f"txn_snapshot_chunk_bytes={config.txn_snapshot_chunk_bytes} exceeds "
+                     f"the largest snapshot record, {limit} bytes")
+    await topics.start()
+    try:
+        # Replays the transaction log, finishing commits and aborts a crash cut short.
+        coordinator = TxnCoordinator(topics, faults=txn_faults)
+        await coordinator.start()
+        topics.add_maintenance_hook(coordinator.tick)
+        watch_broker(topics, coordinator)
+        groups = ReaderGroupStore(store)
+        # Declares reader group members silent for their session timeout offline.
+        liveness = GroupLiveness(groups)
+        liveness.start()
+        topics.add_maintenance_hook(GroupBacklog(groups, topics, liveness).update)
+        try:
+            return await _serve_topics(config, topics, stop, coordinator, groups, liveness,
+                                       bookie, directory if bookie is not None else None,
+                                       store, on_serving, on_stopping)
+        finally:
+            await liveness.close()
+            await coordinator.close()
+    finally:
+        await topics.close()
+        await ledgers.close()
+
+
 async def _serve_topics(
     config: BrokerConfig, topics: TopicManager, stop: asyncio.Event,
     coordinator: TxnCoordinator, groups: ReaderGroupStore, liveness: GroupLiveness,
     bookie: Bookie | None, directory: BookieDirectory | None, store: MetadataStore,
+    on_serving: Callable[[int], Awaitable[str | None]] | None,
+    on_stopping: Callable[[], Awaitable[None]] | None,
 ) -> int:
     commit_keys = CommitKeys(topics, coordinator)
     await commit_keys.start()  # settles the idempotent commits a crash cut short
@@ -212,7 +243,8 @@ async def _serve_topics(
         return _fail(str(error))
     try:
         return await _serve_api(config, topics, stop, coordinator, commit_keys, groups,
-                                liveness, bookie, directory, acls, interceptors)
+                                liveness, bookie, directory, acls, interceptors,
+                                on_serving, on_stopping)
     finally:
         await acls.close()
 
@@ -233,6 +265,8 @@ async def _serve_api(
     coordinator: TxnCoordinator, commit_keys: CommitKeys, groups: ReaderGroupStore,
     liveness: GroupLiveness, bookie: Bookie | None, directory: BookieDirectory | None,
     acls: AclStore, interceptors: list[grpc.aio.ServerInterceptor[Any, Any]],
+    on_serving: Callable[[int], Awaitable[str | None]] | None,
+    on_stopping: Callable[[], Awaitable[None]] | None,
 ) -> int:
     try:
         server = await start_broker_server(topics, config.host, config.port,
@@ -257,14 +291,19 @@ async def _serve_api(
     if watch is not None:
         watch.start()
     try:
-        command, ledgers = _RUNNING.get()
+        if on_serving is not None:
+            failure = await on_serving(server.port)
+            if failure is not None:
+                return _fail(failure)
+        command, where = _RUNNING.get()
         security = ", TLS" if config.tls_cert else ""
         security += ", token authentication" if config.token_auth else ""
         scheme = "https" if config.metrics_tls else "http"
-        print(f"{command} listening on {config.host}:{server.port} (data dir "
-              f"{config.data_dir}, {ledgers}{security}, metrics on "
-              f"{scheme}://{config.host}:{metrics.server_port}/metrics)", flush=True)
+        print(f"{command} listening on {config.host}:{server.port} ({where}{security}, "
+              f"metrics on {scheme}://{config.host}:{metrics.server_port}/metrics)", flush=True)
         await stop.wait()
+        if on_stopping is not None:
+            await on_stopping()
         log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)
     finally:
         if watch is not None:
