@@ -170,6 +170,13 @@ def test_print_config_layers_defaults_env_and_flags(tmp_path: Path) -> None:
         "host": "127.0.0.1",
         "port": 0,                               # flag over env
         "metrics_port": 8000,                    # default
+        "tls_cert": "",                          # default: plain text
+        "tls_key": "",
+        "tls_ca": "",
+        "metrics_tls": False,
+        "auth_token_secret_file": "",            # default: no token authentication
+        "auth_token_public_key_file": "",
+        "super_users": "",
         "metadata_url": "",                      # default: not in a cluster
         "advertised_address": "",
         "metadata_session_timeout_ms": 6000,
