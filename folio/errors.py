@@ -27,6 +27,7 @@ __all__ = [
     "InvalidEventNumberError",
     "LedgerUnavailableError",
     "MaxTransactionSizeExceededError",
+    "NoBrokerAvailableError",
     "NoSuchSegmentError",
     "NotFoundError",
     "OffsetOutOfRangeError",
@@ -282,6 +283,19 @@ class LedgerUnavailableError(FolioUnavailableError):
     ``LEDGER_UNAVAILABLE_GIVE_UP_S`` (5 s) rather than retrying until
     ``delivery_timeout_ms``: the operator must act.
     """
+
+
+class NoBrokerAvailableError(FolioUnavailableError):
+    """No broker of the client's endpoint list answered (bootstrap or admin failover).
+
+    The message names every endpoint tried and the last error of each.
+    """
+
+    @property
+    def endpoints(self) -> list[str]:
+        """The endpoints tried, in order."""
+        value = self.context.get("endpoints")
+        return [str(item) for item in value] if isinstance(value, list) else []
 
 
 class WrongHostError(FolioUnavailableError):
