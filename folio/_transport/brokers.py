@@ -361,6 +361,11 @@ class Brokers:
             self._bootstrapped = True
             self._admin = endpoint
             self._learn_brokers(endpoint, answer)
+            for dead in self.endpoints[:self.endpoints.index(endpoint)]:
+                # Their channels would keep redialling; failover makes them again.
+                pool = self._pools.pop(self._key(dead), None)
+                if pool is not None:
+                    await pool.close()
             log.info("bootstrapped from %s (%d brokers listed)", endpoint, len(answer.brokers))
             return
         raise NoBrokerAvailableError(
@@ -410,7 +415,10 @@ class Brokers:
             FolioError: the broker's refusal; UNAVAILABLE with one broker.
         """
         deadline = time.monotonic() + timeout_s
-        await self.bootstrap(deadline)
+        if not self._bootstrapped:
+            before = self.admin  # what ``method`` was made on (the first endpoint's channel)
+            await self.bootstrap(deadline)
+            method = _rebind(method, before, self.admin)
         backoff = Backoff()
         retries = _ADMIN_RETRIES if retry else 0
         hops = 0
