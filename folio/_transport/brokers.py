@@ -63,6 +63,7 @@ from google.protobuf.message import Message
 from grpc import aio
 
 from folio._status import error_from_rpc
+from folio._transport.addresses import address_key, parse_endpoints, rebind, stub_method_of
 from folio._transport.append_stream import BACKOFF_MAX_S, AppendFlow, AppendStream, Backoff
 from folio._transport.pool import ConnectionPool, PoolStats, ReadLease
 from folio.api.v1 import admin_pb2
@@ -97,35 +98,6 @@ _ADMIN_RETRIES: Final = 3
 _MAX_HOPS: Final = 8
 #: A segment that moves again within this long waits a backoff before its flow follows.
 _QUICK_MOVE_S: Final = 2 * BACKOFF_MAX_S
-
-_LOOPBACK: Final = frozenset({"localhost", "ip6-localhost", "::1", "0.0.0.0", "::", ""})
-
-
-def address_key(address: str) -> str:
-    """What identifies a broker address: ``loopback:7070`` for ``localhost:7070``, etc."""
-    host, _, port = address.strip().rpartition(":")
-    host = host.strip("[]").lower()
-    if host in _LOOPBACK or host.startswith("127."):
-        host = "loopback"
-    return f"{host}:{port}"
-
-
-def parse_endpoints(text: str) -> tuple[str, ...]:
-    """The endpoints of a comma-separated list, stripped, in order, without repeats.
-
-    Raises:
-        InvalidArgumentError: the list names no endpoint.
-    """
-    endpoints: list[str] = []
-    for raw in text.split(","):
-        item = raw.strip()
-        if item and address_key(item) not in {address_key(e) for e in endpoints}:
-            endpoints.append(item)
-    if not endpoints:
-        raise InvalidArgumentError(
-            f"endpoint {text!r} names no broker (host:port, or a comma-separated list)")
-    return tuple(endpoints)
-
 
 class MovingFlow(AppendFlow, Protocol):
     """An append flow that can follow WrongHost to another broker's stream."""
@@ -284,8 +256,12 @@ class Brokers:
     # -- moving append flows ------------------------------------------------------
 
     def follow(self, flow: MovingFlow, stream: AppendStream | None, flow_id: int,
-               error: WrongHostError, deadline: float) -> None:
-        """Moves ``flow`` off ``stream`` to its segment's owner (see "WrongHost")."""
+               error: WrongHostError, deadline: float | None) -> None:
+        """Moves ``flow`` off ``stream`` to its segment's owner (see "WrongHost").
+
+        ``deadline`` (``time.monotonic()``; None: until the flow is released)
+        bounds the lookup when the answer named no owner.
+        """
         if stream is not None and flow_id:
             stream.unregister(flow_id)
         segment = flow.segment
@@ -312,7 +288,7 @@ class Brokers:
         task.add_done_callback(self._tasks.discard)
 
     async def _find_then_settle(self, flow: MovingFlow, owner: str | None, delay: float,
-                                deadline: float) -> None:
+                                deadline: float | None) -> None:
         if delay:
             await asyncio.sleep(delay)
         if not owner:
@@ -418,7 +394,7 @@ class Brokers:
         if not self._bootstrapped:
             before = self.admin  # what ``method`` was made on (the first endpoint's channel)
             await self.bootstrap(deadline)
-            method = _rebind(method, before, self.admin)
+            method = rebind(method, before, self.admin)
         backoff = Backoff()
         retries = _ADMIN_RETRIES if retry else 0
         hops = 0
@@ -435,7 +411,7 @@ class Brokers:
                 hops += 1
                 self.moved(error.segment, error.owner)
                 owner = error.owner or await self.find_owner(error.segment, deadline)
-                method = _rebind(method, connection, self.pool(owner).admin)
+                method = rebind(method, connection, self.pool(owner).admin)
                 continue
             if isinstance(error, FolioUnavailableError) and connection is not None and \
                     not isinstance(error, WrongHostError | LedgerUnavailableError) and \
@@ -450,7 +426,7 @@ class Brokers:
                 log.info("broker %s failed (%s); admin calls go to %s now",
                          connection.endpoint, error, following)
                 self._admin = following
-                method = _rebind(method, connection, self.pool(following).admin)
+                method = rebind(method, connection, self.pool(following).admin)
                 continue
             delay = backoff.next_delay()
             if retries <= 0 or not isinstance(error, FolioUnavailableError) or \
@@ -463,7 +439,7 @@ class Brokers:
     def _connection_of(self, method: object) -> Connection | None:
         """The pooled admin channel ``method`` belongs to (None: not one of ours)."""
         for pool in list(self._pools.values()):
-            if _attribute_of(method, pool.admin) is not None:
+            if stub_method_of(method, pool.admin) is not None:
                 return pool.admin
         return None
 
@@ -474,26 +450,3 @@ class Brokers:
             task.cancel()
         for pool in list(self._pools.values()):
             await pool.close()
-
-
-_STUBS: Final = ("admin", "transactions", "groups", "read")
-
-
-def _attribute_of(method: object, connection: Connection) -> tuple[str, str] | None:
-    """``(stub, method name)`` of ``method`` on ``connection``'s stubs, or None."""
-    for stub_name in _STUBS:
-        for name, value in vars(getattr(connection, stub_name)).items():
-            if value is method:
-                return stub_name, name
-    return None
-
-
-def _rebind(method: aio.UnaryUnaryMultiCallable[Req, Resp], old: Connection | None,
-            new: Connection) -> aio.UnaryUnaryMultiCallable[Req, Resp]:
-    """The same stub method on channel ``new`` (``method`` itself if it is not ``old``'s)."""
-    found = None if old is None else _attribute_of(method, old)
-    if found is None:
-        return method
-    stub_name, name = found
-    rebound: aio.UnaryUnaryMultiCallable[Req, Resp] = getattr(getattr(new, stub_name), name)
-    return rebound

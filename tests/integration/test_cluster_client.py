@@ -128,6 +128,27 @@ def test_a_reader_follows_wrong_host(server: BookieProcess, redirector: Redirect
     assert redirector.lookups >= (0 if named else 3)
 
 
+def test_transactions_follow_wrong_host(server: BookieProcess, redirector: Redirector) -> None:
+    # Both kinds: a single-routing-key transaction (one atomic block) and a
+    # full one (blocks in place, then CommitTxn through any broker).
+    topic = "wrong-host-txn"
+    redirector.wrong_host_owner = ""  # and look the owner up
+    with folio.Client(redirector.address, timeout_s=DEADLINE_S) as client:
+        client.create_topic(topic)
+        with client.single_routing_key_txn_writer(topic, "key") as writer:
+            txn = writer.begin()
+            for payload in payloads(0, 50):
+                txn.write_event(payload)
+            assert txn.commit(timeout=DEADLINE_S).event_count == 50
+        with client.transactional_writer(topic) as full:
+            transaction = full.begin()
+            for payload in payloads(50, 50):
+                transaction.write_event(payload, routing_key="key")
+            transaction.commit(timeout=DEADLINE_S)
+    assert redirector.wrong_hosts >= 2
+    assert stored(server, topic) == payloads(0, 100)
+
+
 def test_admin_calls_on_a_segment_follow_wrong_host(server: BookieProcess,
                                                     redirector: Redirector) -> None:
     topic = "wrong-host-info"

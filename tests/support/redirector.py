@@ -17,7 +17,8 @@ proto/folio/v1/admin.proto) in front of a real ``folio standalone`` at
   ``wrong_host`` naming ``wrong_host_owner`` (default: ``owner``; "" makes the
   client look the owner up), as a broker that just lost the segment does;
 - ``Read``, ``GetSegmentInfo`` and ``TruncateSegment`` fail with UNAVAILABLE
-  and ``folio-error-code`` 18 with context ``{segment, owner}``.
+  and ``folio-error-code`` 18 with context ``{segment, owner}``;
+- the ``Transactions`` service is forwarded (any broker serves it).
 
 So a client's writers and readers meet real WrongHost answers and must end up
 at ``target``, where the test checks what was stored. Counters say what the
@@ -48,6 +49,7 @@ from folio.api.v1 import (
     append_pb2_grpc,
     read_pb2,
     read_pb2_grpc,
+    transactions_pb2_grpc,
 )
 
 __all__ = ["Redirector"]
@@ -81,9 +83,12 @@ class Redirector:
         self._channel = grpc.insecure_channel(target)
         self._admin = admin_pb2_grpc.AdminStub(self._channel)
         self._append = append_pb2_grpc.AppendStub(self._channel)
+        self._transactions = transactions_pb2_grpc.TransactionsStub(self._channel)
         admin_pb2_grpc.add_AdminServicer_to_server(_Admin(self), self._server)
         append_pb2_grpc.add_AppendServicer_to_server(_Append(self), self._server)
         read_pb2_grpc.add_ReadServicer_to_server(_Read(self), self._server)
+        transactions_pb2_grpc.add_TransactionsServicer_to_server(_Transactions(self),
+                                                                  self._server)
         self._server.start()
 
     def named_owner(self) -> str:
@@ -115,8 +120,9 @@ class Redirector:
         segment.owner = self.listed_owner
         return segment
 
-    def forward(self, name: str, request: Any) -> Any:
-        return getattr(self._admin, name)(request, timeout=_CALL_TIMEOUT_S)
+    def forward(self, name: str, request: Any, service: str = "admin") -> Any:
+        stub = self._admin if service == "admin" else self._transactions
+        return getattr(stub, name)(request, timeout=_CALL_TIMEOUT_S)
 
     def open_upstream(self, commands: Iterator[append_pb2.AppendCommand]) -> Any:
         return self._append.Append(commands, timeout=_CALL_TIMEOUT_S * 10)
@@ -195,6 +201,27 @@ class _Admin(admin_pb2_grpc.AdminServicer):
             admin_pb2.Broker(id="redirector", address=self._r.address, containers=[0]),
             admin_pb2.Broker(id="target", address=self._r.target, containers=[1]),
         ], container_count=2)
+
+
+def _forwarding(name: str) -> Any:
+    def method(self: _Transactions, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return self._r.forward(name, request, "transactions")
+        except grpc.RpcError as error:
+            context.set_trailing_metadata(error.trailing_metadata() or ())
+            context.abort(error.code(), error.details() or "")
+    return method
+
+
+class _Transactions(transactions_pb2_grpc.TransactionsServicer):
+    def __init__(self, redirector: Redirector) -> None:
+        self._r = redirector
+
+    BeginTxn = _forwarding("BeginTxn")
+    CommitTxn = _forwarding("CommitTxn")
+    AbortTxn = _forwarding("AbortTxn")
+    AbortTxns = _forwarding("AbortTxns")
+    GetTxnStatus = _forwarding("GetTxnStatus")
 
 
 class _Read(read_pb2_grpc.ReadServicer):
