@@ -141,6 +141,11 @@ class Client(AdminCalls):
         except RuntimeError:  # the client is closed, and so is its IO thread
             return pool.stats()
 
+    @property
+    def admin_endpoint(self) -> str:
+        """The broker admin calls go to now (the first endpoint until bootstrap or failover)."""
+        return self._brokers.admin_address
+
     def broker_pool_stats(self) -> dict[str, PoolStats]:
         """Every broker's connection pool, by the address it dials (any thread)."""
         if self._io.in_io_thread:

@@ -353,9 +353,10 @@ class Brokers:
         addresses = [broker.address for broker in answer.brokers if broker.address]
         if len(addresses) == 1 and not answer.container_count:
             # A standalone (or a cluster of one): the broker we reached is the one
-            # listed, whatever address it advertises.
+            # listed, whatever address it advertises; unless that address is
+            # another endpoint of the list (then it is reachable as it is).
             key = address_key(addresses[0])
-            if key != address_key(endpoint):
+            if key not in {address_key(e) for e in self.endpoints}:
                 self._aliases[key] = address_key(endpoint)
             return
         if len(addresses) > 1 or answer.container_count:

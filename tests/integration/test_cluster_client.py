@@ -203,6 +203,20 @@ def test_bootstrap_skips_dead_endpoints(server: BookieProcess) -> None:
     assert list(pools) == [server.address]
 
 
+def test_admin_calls_fail_over_to_the_next_endpoint(server: BookieProcess) -> None:
+    # The first endpoint reaches the standalone through a proxy that then dies.
+    with TcpProxy(server.host, server.port) as proxy, \
+            folio.Client(f"{proxy.address},{server.address}", timeout_s=DEADLINE_S) as client:
+        client.create_topic("failover-1")
+        assert client.admin_endpoint == proxy.address
+        proxy.close()
+        assert "failover-1" in [topic.name for topic in client.list_topics()]
+        assert client.admin_endpoint == server.address
+        client.create_topic("failover-2")
+        write_all(client, "failover-2", payloads(0, 10))
+    assert stored(server, "failover-2") == payloads(0, 10)
+
+
 def test_no_broker_answering_is_one_typed_error_naming_every_endpoint() -> None:
     first, second = dead_endpoint(), dead_endpoint()
     with folio.Client(f"{first}, {second}", timeout_s=5) as client, \
