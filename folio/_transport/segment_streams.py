@@ -305,6 +305,7 @@ class SegmentStreams(Generic[T]):
         backoff = Backoff()
         next_offset = offset
         unexplained = 0
+        served = False
         while True:
             call = stub.Read(read_pb2.ReadRequest(
                 segment=segment, offset=next_offset, max_bytes=self._max_bytes,
@@ -313,6 +314,9 @@ class SegmentStreams(Generic[T]):
                 async for response in call:
                     backoff.reset()
                     unexplained = 0
+                    if moves is not None and not served:
+                        served = True
+                        moves.reset()  # served here: a later move starts its backoff over
                     for block in response.blocks:
                         next_offset = max(next_offset, block.offset + block.event_count)
                     if not response.blocks:  # (see _take: only then is it safe)
@@ -335,8 +339,9 @@ class SegmentStreams(Generic[T]):
                     log.info("read stream of %s: %s; reading on at offset %d at %s", segment,
                              error, next_offset, owner or "the owner a lookup finds")
                     channels.moved(segment, owner)
-                    if owner is None:
-                        await asyncio.sleep(moves.next_delay())
+                    # Moves without a response between back off (50 ms doubling
+                    # to 2 s): a stale owner named back and forth makes no tight loop.
+                    await asyncio.sleep(moves.next_delay())
                     return next_offset
                 # A status the broker did not give (no folio-error: gRPC's own,
                 # e.g. INTERNAL from a cut connection) gets a few retries too.
