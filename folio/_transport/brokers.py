@@ -55,7 +55,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import grpc
@@ -98,6 +98,7 @@ _ADMIN_RETRIES: Final = 3
 _MAX_HOPS: Final = 8
 #: A segment that moves again within this long waits a backoff before its flow follows.
 _QUICK_MOVE_S: Final = 2 * BACKOFF_MAX_S
+
 
 class MovingFlow(AppendFlow, Protocol):
     """An append flow that can follow WrongHost to another broker's stream."""
@@ -282,7 +283,7 @@ class Brokers:
             return
         self._spawn(self._find_then_settle(flow, owner, delay, deadline))
 
-    def _spawn(self, coroutine: Any) -> None:
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
