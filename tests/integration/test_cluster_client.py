@@ -110,6 +110,31 @@ def test_a_writer_looks_the_owner_up_when_wrong_host_names_none(
     assert stored(server, topic) == payloads(0, EVENTS)
 
 
+def test_a_writer_whose_owner_cannot_be_found_fails_its_events_in_time_then_recovers(
+        server: BookieProcess, redirector: Redirector) -> None:
+    # No broker owns the segment for longer than delivery_timeout_ms: the
+    # events fail with the typed error (no hang); once an owner is known
+    # again the same writer's later events are written, once.
+    topic = "owner-not-found"
+    redirector.wrong_host_owner = ""
+    redirector.empty_lookups = 1_000_000
+    with folio.Client(redirector.address, timeout_s=DEADLINE_S) as client:
+        client.create_topic(topic)
+        with client.writer(topic, linger_ms=1, delivery_timeout_ms=1500) as writer:
+            lost = [writer.write_event(event) for event in payloads(0, 10)]
+            for future in lost:
+                with pytest.raises(folio.DeliveryTimeoutError):
+                    future.result(timeout=DEADLINE_S)
+            with pytest.raises(folio.DeliveryTimeoutError):
+                writer.flush()  # reports the first failure since the last flush
+            redirector.empty_lookups = 0
+            kept = [writer.write_event(event) for event in payloads(10, 10)]
+            writer.flush()
+            for future in kept:
+                future.result(timeout=DEADLINE_S)
+    assert stored(server, topic) == payloads(10, 10)
+
+
 @pytest.mark.parametrize("named", [True, False], ids=["owner-named", "owner-looked-up"])
 def test_a_reader_follows_wrong_host(server: BookieProcess, redirector: Redirector,
                                      named: bool) -> None:
