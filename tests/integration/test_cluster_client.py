@@ -181,8 +181,11 @@ def test_admin_calls_on_a_segment_follow_wrong_host(server: BookieProcess,
         client.create_topic(topic)
         write_all(client, topic, payloads(0, 10))
         info = client.get_segment_info(f"{topic}/0")
+        seen = redirector.wrong_hosts
+        truncated = client.truncate_segment(f"{topic}/0", 0)
     assert info.segment.end_offset == 10
-    assert redirector.wrong_hosts >= 1
+    assert truncated.segment.start_offset == 0 and truncated.segment.end_offset == 10
+    assert seen >= 1 and redirector.wrong_hosts > seen
 
 
 def test_when_the_owner_dies_writers_and_readers_go_on_at_the_new_owner(
