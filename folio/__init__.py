@@ -8,11 +8,13 @@ Concepts (see ``docs``/DESIGN for the full story):
   :class:`Serializer`), an optional **routing key**, optional headers and a
   timestamp. Events with the same routing key land in the same segment and are
   read back in the order they were written.
-- A :class:`Client` holds one background IO thread and a small pool of gRPC
-  channels (``max_connections_per_endpoint``, default 2); its writers and
-  readers share them (each writer's segment is a *flow* on the least busy
-  channel's multiplexed Append stream, PDP-36; ``Client.pool_stats`` shows
-  the pool as :class:`PoolStats`).
+- A :class:`Client` holds one background IO thread and, per broker, a small
+  pool of gRPC channels (``max_connections_per_endpoint``, default 2); it takes
+  one endpoint or a cluster's list (``"host1:7070,host2:7070"``) and sends each
+  segment's traffic to the broker that owns it; its writers and readers share
+  the channels (each writer's segment is a *flow* on the least busy channel's
+  multiplexed Append stream, PDP-36; ``Client.pool_stats`` shows the pool as
+  :class:`PoolStats`).
 - An :class:`EventWriter` batches events per segment into **blocks** (the unit
   that travels and is stored), retries across reconnects without duplicates,
   and gives each event a cheap :class:`WriteFuture`.
@@ -90,6 +92,7 @@ from folio.errors import (
     InvalidEventNumberError,
     LedgerUnavailableError,
     MaxTransactionSizeExceededError,
+    NoBrokerAvailableError,
     NoSuchSegmentError,
     NotFoundError,
     OffsetOutOfRangeError,
@@ -166,6 +169,7 @@ __all__ = [
     "JsonSerializer",
     "LedgerUnavailableError",
     "MaxTransactionSizeExceededError",
+    "NoBrokerAvailableError",
     "NoSuchSegmentError",
     "NotFoundError",
     "OffsetOutOfRangeError",

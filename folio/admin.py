@@ -2,29 +2,28 @@
 
 ``AdminCalls`` is the part of :class:`folio.Client` that is plain unary gRPC:
 each public method is a blocking wrapper (``_call``) over a coroutine
-(``_unary``) run on the client's IO thread, retried on UNAVAILABLE when the
-call only reads. The client (``folio.client``) adds the pool, the writers and
-readers it makes, and their lifecycle; it sets the three attributes below.
+(``_unary``) run on the client's IO thread by the client's brokers
+(``folio._transport.brokers``: bootstrap, failover to another broker, WrongHost
+followed), retried on UNAVAILABLE when the call only reads. Owners of the
+segments in answers are recorded for routing. The client (``folio.client``)
+adds the writers and readers it makes, and their lifecycle; it sets the
+attributes below.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final, TypeVar
 
-import grpc
 from google.protobuf.message import Message
 from grpc import aio
 
-from folio._status import error_from_rpc
-from folio._transport.append_stream import Backoff
+from folio._transport.brokers import Brokers
 from folio._transport.io_thread import Connection, IoThread
 from folio.acl import Kind, PermissionGrant, grant_from_proto, grant_to_proto
 from folio.api.v1 import admin_pb2, transactions_pb2
-from folio.errors import FolioUnavailableError, InvalidArgumentError, TopicExistsError
+from folio.errors import InvalidArgumentError, TopicExistsError
 from folio.models import (
     TOPIC_CONFIG_FIELDS,
     ScaleResult,
@@ -47,8 +46,6 @@ Resp = TypeVar("Resp", bound=Message)
 
 #: Extra seconds the blocking side waits beyond an admin call's own deadline.
 _WAIT_MARGIN_S: Final = 5.0
-#: Retries of a read-only admin call whose connection dropped (UNAVAILABLE).
-_ADMIN_RETRIES: Final = 3
 
 
 class AdminCalls:
@@ -63,9 +60,21 @@ class AdminCalls:
     timeout_s: float
     #: The IO thread the calls run on.
     _io: IoThread
-    #: The channel of admin calls.
-    _connection: Connection
+    #: The brokers: pools, owners, the admin broker (``folio._transport.brokers``).
+    _brokers: Brokers
 
+    @property
+    def _connection(self) -> Connection:
+        """The channel of admin calls now (the admin broker's; it changes on failover)."""
+        return self._brokers.admin
+
+    def _learn(self, segments: Iterable[SegmentRange]) -> list[SegmentRange]:
+        """Records the owners the answer named (on the IO thread); returns ``segments``."""
+        listed = list(segments)
+        owners = [(segment.name, segment.owner) for segment in listed if segment.owner]
+        if owners:
+            self._io.call_soon(self._brokers.learn, owners)
+        return listed
 
     def create_topic(self, name: str, segments: int = 1, *, retention_ms: int | None = None,
                      retention_bytes: int | None = None, max_event_bytes: int | None = None,
@@ -133,8 +142,10 @@ class AdminCalls:
             TopicNotFoundError: no such topic.
         """
         request = admin_pb2.GetTopicRequest(name=name)
-        return topic_info_from_proto(self._call(self._connection.admin.GetTopic, request,
+        info = topic_info_from_proto(self._call(self._connection.admin.GetTopic, request,
                                                 retry=True))
+        self._learn(info.segments)
+        return info
 
     def list_topics(self, *, include_internal: bool = False) -> list[TopicInfo]:
         """Every topic, by name.
@@ -197,7 +208,7 @@ class AdminCalls:
         """
         request = admin_pb2.GetSegmentsRequest(topic=topic, include_sealed=include_sealed)
         response = self._call(self._connection.admin.GetSegments, request, retry=True)
-        return [segment_range_from_proto(segment) for segment in response.segments]
+        return self._learn(segment_range_from_proto(segment) for segment in response.segments)
 
     def scale_topic(self, topic: str, seal: Sequence[str],
                     new_ranges: Sequence[tuple[float, float]]) -> ScaleResult:
@@ -229,7 +240,9 @@ class AdminCalls:
         request = admin_pb2.ScaleTopicRequest(
             topic=topic, seal=list(seal),
             new_ranges=[admin_pb2.KeyRange(low=low, high=high) for low, high in new_ranges])
-        return scale_result_from_proto(self._call(self._connection.admin.ScaleTopic, request))
+        result = scale_result_from_proto(self._call(self._connection.admin.ScaleTopic, request))
+        self._learn(result.created)
+        return result
 
     def get_successors(self, segment: str) -> list[SegmentRange]:
         """The segments created when ``segment`` was sealed by scaling, by ``key_low``.
@@ -242,13 +255,15 @@ class AdminCalls:
         """
         request = admin_pb2.GetSuccessorsRequest(segment=segment)
         response = self._call(self._connection.admin.GetSuccessors, request, retry=True)
-        return [segment_range_from_proto(s) for s in response.successors]
+        return self._learn(segment_range_from_proto(s) for s in response.successors)
 
     async def _successors_async(self, segment: str) -> list[SegmentRange]:
         """``get_successors`` on the IO thread (writers following a sealed segment)."""
         response = await self._unary(self._connection.admin.GetSuccessors,
                                      admin_pb2.GetSuccessorsRequest(segment=segment), retry=True)
-        return [segment_range_from_proto(s) for s in response.successors]
+        successors = [segment_range_from_proto(s) for s in response.successors]
+        self._brokers.learn((s.name, s.owner) for s in successors)  # (on the IO thread)
+        return successors
 
     def seal_topic(self, name: str) -> TopicInfo:
         """Seals every open segment of the topic: it takes no more events, stays readable.
@@ -324,28 +339,19 @@ class AdminCalls:
 
     async def _unary(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
                      retry: bool = False) -> Resp:
-        """One admin call; with ``retry`` (read-only calls), UNAVAILABLE is tried again.
+        """One admin call (``Brokers.unary``); with ``retry`` (read-only calls), UNAVAILABLE
+        is tried again.
 
         A pooled channel whose connection drops fails the calls in flight on
         it, and the next call dials a new connection: a read is repeated
         safely, a few times with backoff (~0.35 s in all, so a broker that
         is not there at all is still reported at once), within ``timeout_s``.
+        With several brokers known, the call goes to the next one instead
+        (``NoBrokerAvailableError`` when none answers), and a WrongHost
+        answer (GetSegmentInfo, TruncateSegment in a cluster) is followed to
+        the segment's owner.
         """
-        deadline = time.monotonic() + self.timeout_s
-        backoff = Backoff()
-        retries = _ADMIN_RETRIES if retry else 0
-        while True:
-            try:
-                return await method(request, timeout=max(0.001, deadline - time.monotonic()))
-            except grpc.RpcError as rpc_error:
-                error = error_from_rpc(rpc_error)
-            delay = backoff.next_delay()
-            if retries <= 0 or not isinstance(error, FolioUnavailableError) or \
-                    time.monotonic() + delay >= deadline:
-                raise error
-            retries -= 1
-            log.info("admin call failed (%s); trying again in %.2f s", error, delay)
-            await asyncio.sleep(delay)
+        return await self._brokers.unary(method, request, timeout_s=self.timeout_s, retry=retry)
 
     # -- transactions by id -------------------------------------------------------
 

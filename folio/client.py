@@ -1,11 +1,14 @@
 """The client: one per application; the factory of writers and readers (a facade).
 
-A :class:`Client` owns one IO thread (``folio._transport.io_thread``) and a bounded pool of
-connections to its broker (``folio._transport.pool``, PDP-36): at most
-``max_connections_per_endpoint`` channels, each with one shared Append stream;
-every writer's segment flow and every reader's segment stream goes to the
-least busy channel, and admin calls (``folio.admin``, the base class) use
-the first. ``pool_stats`` shows the pool. Each public method is a thin blocking
+A :class:`Client` owns one IO thread (``folio._transport.io_thread``) and, per
+broker, a bounded pool of connections (``folio._transport.pool``, PDP-36): at
+most ``max_connections_per_endpoint`` channels, each with one shared Append
+stream; every writer's segment flow and every reader's segment stream goes to
+the least busy channel of its segment's broker, and admin calls
+(``folio.admin``, the base class) use the first channel of the admin broker.
+Which broker is which — bootstrap from an endpoint list, segment owners,
+WrongHost — is ``folio._transport.brokers``. ``pool_stats`` shows the admin
+broker's pool, ``broker_pool_stats`` every one. Each public method is a thin blocking
 wrapper over a coroutine run on the IO thread, so an ``asyncio`` client can
 await the same coroutines.
 """
@@ -20,10 +23,11 @@ from typing import Any, Literal, TypeVar, cast, overload
 
 from prometheus_client import CollectorRegistry
 
-from folio._transport.io_thread import Connection, IoThread
-from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, ConnectionPool, PoolStats
+from folio._transport.brokers import Brokers, parse_endpoints
+from folio._transport.io_thread import IoThread
+from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, PoolStats
 from folio.admin import AdminCalls
-from folio.api.v1 import groups_pb2, groups_pb2_grpc
+from folio.api.v1 import groups_pb2
 from folio.config import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT_S, ENDPOINT_ENV, ClientConfig
 from folio.errors import FolioError, InvalidArgumentError
 from folio.metrics import client_metrics
@@ -50,12 +54,13 @@ Start = Literal["earliest", "latest"] | str | Mapping[str, int]
 
 
 class Client(AdminCalls):
-    """A connection to a Folio broker: admin calls, writers and readers.
+    """A connection to a Folio broker or cluster: admin calls, writers and readers.
 
     Thread-safe. A context manager; ``close`` closes the writers and readers
     it made. Every admin method raises the typed ``FolioError`` the broker
     answered (``TopicNotFoundError``, ``TopicExistsError``, ...),
-    ``FolioUnavailableError`` when the broker cannot be reached, and
+    ``FolioUnavailableError`` when the broker cannot be reached
+    (``NoBrokerAvailableError`` when none of several can), and
     ``TimeoutError`` after ``timeout_s``.
     """
 
@@ -67,11 +72,15 @@ class Client(AdminCalls):
         """Starts the IO thread and opens the first channel (connecting lazily).
 
         Args:
-            endpoint: ``"host:port"``; None for ``$FOLIO_ENDPOINT``, else
-                ``localhost:7070``.
+            endpoint: ``"host:port"``, or a comma-separated list of brokers of
+                one cluster (``"host1:7070,host2:7070"``: the first call
+                bootstraps from the first that answers, and the others are
+                failover candidates); None for ``$FOLIO_CLIENT_ENDPOINT``,
+                else ``$FOLIO_ENDPOINT``, else ``localhost:7070``. With one
+                endpoint nothing is sent before the first call.
             timeout_s: deadline of each admin call, in seconds.
             max_connections_per_endpoint: most channels (TCP connections)
-                to the broker, shared by every writer and reader of this
+                to each broker, shared by every writer and reader of this
                 client; more are opened only as flows need them.
             registry: the Prometheus registry the SDK's metrics
                 (``folio_client_*``, see ``folio.metrics``) go to; None for
@@ -87,8 +96,8 @@ class Client(AdminCalls):
 
         Raises:
             InvalidArgumentError: a value out of range (``ClientConfig`` checks them),
-                both ``config`` and another setting, or a TLS or token file that
-                cannot be read.
+                an endpoint list naming no endpoint, both ``config`` and another
+                setting, or a TLS or token file that cannot be read.
         """
         if config is not None and (endpoint is not None or tls is not None
                                    or token is not None or token_file is not None):
@@ -101,13 +110,13 @@ class Client(AdminCalls):
             token=token, token_file=token_file)
         self._security = self.config.security()
         self.endpoint = self.config.endpoint
+        #: The endpoints given, in order (one unless a list was given).
+        self.endpoints = parse_endpoints(self.endpoint)
         self._metrics = client_metrics(registry)
         self.timeout_s = self.config.timeout_s
         self.max_connections_per_endpoint = self.config.max_connections_per_endpoint
-        self._io = IoThread(f"folio-io-{self.endpoint}")
-        self._pool: ConnectionPool = self._io.run(self._open(), timeout=self.timeout_s)
-        #: The channel of admin calls (the pool's first).
-        self._connection: Connection = self._pool.admin
+        self._io = IoThread(f"folio-io-{self.endpoints[0]}")
+        self._brokers: Brokers = self._io.run(self._open(), timeout=self.timeout_s)
         self._lock = threading.Lock()
         self._writers: list[EventWriter[Any]] = []
         self._readers: list[EventReader[Any]] = []
@@ -119,37 +128,43 @@ class Client(AdminCalls):
         """A client made with ``config`` (see ``__init__`` for ``registry``)."""
         return cls(registry=registry, config=config)
 
-    async def _open(self) -> ConnectionPool:
-        return ConnectionPool(self.endpoint, self.max_connections_per_endpoint,
-                              self._security)
+    async def _open(self) -> Brokers:
+        return Brokers(self.endpoints, self.max_connections_per_endpoint, self._security)
 
-    def _connection_for(self) -> Connection:
-        """The least busy pooled connection, for a flow registered on it right away.
-
-        Writers and readers take the pool itself instead (``_flow_pool``):
-        each of their segment flows picks its channel when it starts.
-        """
-        pool = self._flow_pool()
-        return self._io.run(pool.pick_async(), timeout=self.timeout_s)
-
-    def _flow_pool(self) -> ConnectionPool:
-        """The pool new flows take their channels from."""
+    def _flow_pool(self) -> Brokers:
+        """Where new flows and Read streams take their channels (their segment's broker)."""
         if self._closed:
             raise FolioError("the client is closed")
-        return self._pool
+        return self._brokers
 
     def pool_stats(self) -> PoolStats:
-        """The connection pool's figures: open channels and the flows on each.
+        """The admin broker's connection pool: open channels and the flows on each.
 
-        Callable from any thread, the SDK's IO thread included (e.g. in a
-        write future's callback).
+        With one broker (a standalone) that is every connection of the
+        client; in a cluster see ``broker_pool_stats``. Callable from any
+        thread, the SDK's IO thread included (e.g. in a write future's callback).
         """
+        pool = self._brokers.admin_pool
         if self._io.in_io_thread:
-            return self._pool.stats()
+            return pool.stats()
         try:
-            return self._io.run(self._pool.stats_async(), timeout=self.timeout_s)
+            return self._io.run(pool.stats_async(), timeout=self.timeout_s)
         except RuntimeError:  # the client is closed, and so is its IO thread
-            return self._pool.stats()
+            return pool.stats()
+
+    @property
+    def admin_endpoint(self) -> str:
+        """The broker admin calls go to now (the first endpoint until bootstrap or failover)."""
+        return self._brokers.admin_address
+
+    def broker_pool_stats(self) -> dict[str, PoolStats]:
+        """Every broker's connection pool, by the address it dials (any thread)."""
+        if self._io.in_io_thread:
+            return self._brokers.pool_stats()
+        try:
+            return self._io.run(self._brokers.pool_stats_async(), timeout=self.timeout_s)
+        except RuntimeError:  # the client is closed, and so is its IO thread
+            return self._brokers.pool_stats()
 
     # -- admin ----------------------------------------------------------------
     # -- reader groups and batch reads (folio.read.groups, folio.read.batch) ----
@@ -202,7 +217,7 @@ class Client(AdminCalls):
 
     def _groups(self) -> _GroupClient:
         return _GroupClient(self, self._call, self._unary, self._io, self._flow_pool(),
-                            groups_pb2_grpc.ReaderGroupsStub(self._connection.channel))
+                            self._connection.groups)
 
     # -- writers and readers ----------------------------------------------------
 
@@ -428,7 +443,7 @@ class Client(AdminCalls):
             reader.close()
         self._closed = True
         try:
-            self._io.run(self._pool.close(), timeout=self.timeout_s)
+            self._io.run(self._brokers.close(), timeout=self.timeout_s)
         except (FolioError, RuntimeError) as error:
             log.warning("closing the channels to %s: %s", self.endpoint, error)
         finally:

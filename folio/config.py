@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from folio._transport.brokers import parse_endpoints
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS
 from folio.errors import InvalidArgumentError
 from folio.security import TLS, ChannelSecurity, TokenSource
@@ -79,10 +80,11 @@ class ClientConfig:
     """What a :class:`folio.Client` is made with.
 
     Attributes:
-        endpoint: the broker, ``"host:port"`` (the CLI also takes a
-            comma-separated list and uses the first that accepts a connection).
+        endpoint: the broker, ``"host:port"``, or a comma-separated list of
+            brokers of one cluster (the client bootstraps from the first that
+            answers; see ``folio._transport.brokers``).
         timeout_s: deadline of each admin call, in seconds (> 0).
-        max_connections_per_endpoint: most channels (TCP connections) to the
+        max_connections_per_endpoint: most channels (TCP connections) to each
             broker, shared by every writer and reader of the client (>= 1).
         tls_ca: PEM CA the broker's certificate must chain to; set (or any
             ``tls_*``): the client speaks TLS. Empty: plain text, unless a
@@ -109,6 +111,7 @@ class ClientConfig:
     def __post_init__(self) -> None:
         if not self.endpoint:
             raise InvalidArgumentError("endpoint must not be empty")
+        parse_endpoints(self.endpoint)  # raises on a list naming no endpoint
         if self.timeout_s <= 0:
             raise InvalidArgumentError(f"timeout_s must be > 0, not {self.timeout_s}")
         if self.max_connections_per_endpoint < 1:

@@ -27,6 +27,7 @@ __all__ = [
     "InvalidEventNumberError",
     "LedgerUnavailableError",
     "MaxTransactionSizeExceededError",
+    "NoBrokerAvailableError",
     "NoSuchSegmentError",
     "NotFoundError",
     "OffsetOutOfRangeError",
@@ -305,6 +306,19 @@ class TlsError(FolioUnavailableError):
     """
 
     retriable = False
+
+
+class NoBrokerAvailableError(FolioUnavailableError):
+    """No broker of the client's endpoint list answered (bootstrap or admin failover).
+
+    The message names every endpoint tried and the last error of each.
+    """
+
+    @property
+    def endpoints(self) -> list[str]:
+        """The endpoints tried, in order."""
+        value = self.context.get("endpoints")
+        return [str(item) for item in value] if isinstance(value, list) else []
 
 
 class WrongHostError(FolioUnavailableError):

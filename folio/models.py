@@ -9,7 +9,7 @@ knows the ``folio.v1`` admin messages' shape.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
@@ -85,6 +85,11 @@ class SegmentRange:
             overlap its own (empty for a topic's first segments).
         successors: the segments created when it was sealed (empty while
             open, or when ``Client.seal_topic`` sealed it).
+        owner: the ``host:port`` of the broker serving it when the answer
+            was made (a standalone: itself), empty while none does or from
+            a broker that does not say; a cluster moves segments between
+            brokers, so it is a hint the client follows, not part of the
+            segment's identity (equality ignores it).
 
     The admin calls that list active segments only (``get_topic``,
     ``get_segments`` without ``include_sealed``) leave ``successors`` empty.
@@ -99,6 +104,7 @@ class SegmentRange:
     end_offset: int
     predecessors: tuple[str, ...] = ()
     successors: tuple[str, ...] = ()
+    owner: str = field(default="", compare=False)
 
     @property
     def length(self) -> int:
@@ -258,6 +264,7 @@ def segment_range_from_proto(segment: admin_pb2.Segment) -> SegmentRange:
         end_offset=segment.end_offset,
         predecessors=tuple(segment.predecessors),
         successors=tuple(segment.successors),
+        owner=segment.owner,
     )
 
 

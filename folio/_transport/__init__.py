@@ -2,8 +2,11 @@
 
 - ``io_thread``: the client's one background asyncio thread (``IoThread``) and
   a ``Connection`` (one gRPC channel with its stubs).
-- ``pool``: the bounded channel pool (PDP-36): writers and readers are *flows*
-  on the least busy channel.
+- ``pool``: the bounded channel pool of one broker (PDP-36): writers and
+  readers are *flows* on the least busy channel.
+- ``brokers``: the client's brokers (``Brokers``): bootstrap from an endpoint
+  list, one pool per broker, segment owners, WrongHost followed, admin
+  failover; ``addresses``: when two addresses are one broker, endpoint lists.
 - ``append_stream``: the multiplexed ``Append`` stream of one channel, routing
   replies to flows by request id, and the reconnect ``Backoff``.
 - ``segment_streams``: the read streams (one per segment) and their tail waits.

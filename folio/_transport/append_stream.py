@@ -73,6 +73,9 @@ class Backoff:
 class AppendFlow(Protocol):
     """What the stream calls on a flow; every call comes on the IO thread."""
 
+    #: The segment the flow appends to (the client routes it to the segment's owner).
+    segment: str
+
     def on_reply(self, reply: append_pb2.AppendReply) -> None:
         """A reply to one of the flow's commands."""
 

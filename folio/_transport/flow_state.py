@@ -14,6 +14,13 @@ The rules the table keeps:
   arrives after a block's retriable refusal); SEALED likewise.
 - RESETTING (backoff after a retriable refusal) follows only a setup or a
   block on its way (SETTING_UP, READY).
+- MOVING follows a ``WrongHost`` answer (the broker does not own the segment,
+  see "Cluster" in admin.proto) to a setup or a block on its way (SETTING_UP,
+  READY, RESETTING, SEALED), and in a cluster a lost stream (DISCONNECTED)
+  whose broker cannot be reached: the flow has left its stream and waits for the
+  owner to be known (given in the answer, or looked up); once registered on
+  the owner's stream it is DISCONNECTED, and sets up there as after a
+  reconnect. Giving up on the lookup releases it (NEW).
 - The stream can break at any time (DISCONNECTED), and a flow can be released
   (NEW) or end (CLOSED) from any state; CLOSED is final.
 
@@ -38,6 +45,7 @@ class FlowState(Enum):
     RESETTING = "resetting"        # after a retriable failure, waiting to set up again
     READY = "ready"                # set up: may send blocks
     SEALED = "sealed"              # the segment is sealed: waiting for the hand-over
+    MOVING = "moving"              # WrongHost: off its stream, finding the segment's owner
     CLOSED = "closed"              # released or failed for good; final
 
 
@@ -48,11 +56,16 @@ _ALWAYS: Final = frozenset({FlowState.NEW, FlowState.DISCONNECTED, FlowState.CLO
 #: state -> the states it may move to.
 TRANSITIONS: Final[dict[FlowState, frozenset[FlowState]]] = {
     FlowState.NEW: _ALWAYS | {FlowState.SETTING_UP},
-    FlowState.DISCONNECTED: _ALWAYS | {FlowState.SETTING_UP},
+    # MOVING too: in a cluster, a stream to a broker that cannot be reached
+    # makes its flows look their segments' owners up elsewhere.
+    FlowState.DISCONNECTED: _ALWAYS | {FlowState.SETTING_UP, FlowState.MOVING},
     FlowState.SETTING_UP: _ANY_OPEN | {FlowState.CLOSED},
-    FlowState.RESETTING: _ALWAYS | {FlowState.SETTING_UP, FlowState.READY, FlowState.SEALED},
+    FlowState.RESETTING: _ALWAYS | {FlowState.SETTING_UP, FlowState.READY, FlowState.SEALED,
+                                    FlowState.MOVING},
     FlowState.READY: _ANY_OPEN | {FlowState.CLOSED},
-    FlowState.SEALED: _ALWAYS | {FlowState.SETTING_UP, FlowState.SEALED},
+    FlowState.SEALED: _ALWAYS | {FlowState.SETTING_UP, FlowState.SEALED, FlowState.MOVING},
+    # Registered on the owner's stream (DISCONNECTED until it opens), or given up (NEW).
+    FlowState.MOVING: _ALWAYS,
     FlowState.CLOSED: frozenset({FlowState.CLOSED}),
 }
 

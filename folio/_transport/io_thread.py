@@ -23,7 +23,13 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
 from folio._transport.append_stream import AppendStream
-from folio.api.v1 import admin_pb2_grpc, append_pb2_grpc, read_pb2_grpc, transactions_pb2_grpc
+from folio.api.v1 import (
+    admin_pb2_grpc,
+    append_pb2_grpc,
+    groups_pb2_grpc,
+    read_pb2_grpc,
+    transactions_pb2_grpc,
+)
 from folio.errors import TimeoutError
 from folio.security import PLAIN, ChannelSecurity
 
@@ -154,6 +160,7 @@ class Connection:
         self.admin = admin_pb2_grpc.AdminStub(self.channel)
         self.read = read_pb2_grpc.ReadStub(self.channel)
         self.transactions = transactions_pb2_grpc.TransactionsStub(self.channel)
+        self.groups = groups_pb2_grpc.ReaderGroupsStub(self.channel)
         self.append_stream = AppendStream(append_pb2_grpc.AppendStub(self.channel))
         #: Read streams running on this channel.
         self.read_flows = 0

@@ -109,10 +109,22 @@ class ReadLease:
 
 
 class ReadChannels(Protocol):
-    """Where a reader's segment streams get their channel (the pool)."""
+    """Where a reader's segment streams get their channel (the client's brokers)."""
 
-    def lease_read(self) -> ReadLease:
-        """A channel for one Read stream (IO thread)."""
+    #: Whether segments are routed to their owners (a cluster).
+    cluster: bool
+
+    def lease_read(self, segment: str) -> ReadLease:
+        """A channel of the segment's broker for one Read stream (IO thread)."""
+
+    def owner_of(self, segment: str) -> str | None:
+        """The segment's owner as last learnt, or None."""
+
+    def moved(self, segment: str, owner: str | None) -> None:
+        """A broker answered WrongHost for ``segment`` (naming ``owner`` when known)."""
+
+    async def find_owner(self, segment: str, deadline: float | None) -> str:
+        """The segment's owner, looked up (with backoff) until known or ``deadline``."""
 
 
 class ConnectionPool:
@@ -171,8 +183,11 @@ class ConnectionPool:
         stream = self.pick().append_stream
         return stream, stream.register(flow)
 
-    def lease_read(self) -> ReadLease:
-        """A channel for one Read stream; ``release`` the lease when the stream ends."""
+    def lease_read(self, segment: str = "") -> ReadLease:
+        """A channel for one Read stream; ``release`` the lease when the stream ends.
+
+        ``segment`` is not used: every segment of one pool is on one broker.
+        """
         return ReadLease(self.pick())
 
     def stats(self) -> PoolStats:

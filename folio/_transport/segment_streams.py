@@ -13,8 +13,12 @@ returned twice or out of order. A segment whose last response carried
 
 A stream that breaks is opened again from the next offset after backoff; a
 status the broker did not give (gRPC's own, e.g. from a cut connection) gets
-a few retries too. The event reader (``folio.read.reader``), reader groups
-and batch reads are all built on this one engine.
+a few retries too. In a cluster, each stream runs on a channel of its
+segment's owner (``folio._transport.brokers``); a WrongHost answer moves it
+to the owner it names, or to the one ``LookupSegment`` finds (looked up with
+backoff for as long as the segment is held), from the next offset. The event
+reader (``folio.read.reader``), reader groups and batch reads are all built on
+this one engine.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from folio._status import error_from_rpc
 from folio._transport.append_stream import Backoff
 from folio._transport.unpack import unpack_events
 from folio.api.v1 import read_pb2
-from folio.errors import FolioError
+from folio.errors import FolioError, FolioUnavailableError, WrongHostError
 from folio.models import Event
 
 if TYPE_CHECKING:
@@ -261,27 +265,50 @@ class SegmentStreams(Generic[T]):
     # -- the IO side --------------------------------------------------------
 
     async def _run(self, segment: str, token: int, offset: int, stream: _Stream) -> None:
-        if self._channels is None:
+        channels = self._channels
+        if channels is None:
             assert self._stub is not None  # checked in __init__
             await self._read(self._stub, segment, token, offset, stream)
             return
-        try:
-            lease = self._channels.lease_read()
-        except FolioError as error:  # the client is closed
-            self._queue.put((segment, token, None, error))
-            return
-        try:
-            await self._read(lease.stub, segment, token, offset, stream)
-        finally:
-            lease.release()
+        next_offset: int | None = offset
+        moves = Backoff()
+        while next_offset is not None:
+            try:
+                lease = channels.lease_read(segment)
+            except FolioError as error:  # the client is closed
+                self._queue.put((segment, token, None, error))
+                return
+            try:
+                next_offset = await self._read(lease.stub, segment, token, next_offset, stream,
+                                               moves=moves)
+            finally:
+                lease.release()
+            if next_offset is not None and channels.owner_of(segment) is None:
+                # WrongHost without an owner: look it up (any broker, with
+                # backoff) for as long as the stream is held.
+                try:
+                    await channels.find_owner(segment, None)
+                except FolioError as error:
+                    self._queue.put((segment, token, None, error))
+                    return
 
     async def _read(self, stub: ReadAsyncStub, segment: str, token: int, offset: int,
-                    stream: _Stream) -> None:
+                    stream: _Stream, *, moves: Backoff | None = None) -> int | None:
+        """Reads ``segment`` from ``offset`` until its end or a failure for good.
+
+        Returns:
+            None when done (end of segment, or a failure queued); with
+            ``moves`` (the backoff between moves), the offset to read on from
+            at the segment's owner after a WrongHost or, in a cluster, after
+            its broker could not be reached (the owner is then recorded, or
+            to be looked up).
+        """
         credit = asyncio.Semaphore(_BUFFERED_RESPONSES)
         stream.credit = credit
         backoff = Backoff()
         next_offset = offset
         unexplained = 0
+        served = False
         while True:
             call = stub.Read(read_pb2.ReadRequest(
                 segment=segment, offset=next_offset, max_bytes=self._max_bytes,
@@ -290,6 +317,9 @@ class SegmentStreams(Generic[T]):
                 async for response in call:
                     backoff.reset()
                     unexplained = 0
+                    if moves is not None and not served:
+                        served = True
+                        moves.reset()  # served here: a later move starts its backoff over
                     for block in response.blocks:
                         next_offset = max(next_offset, block.offset + block.event_count)
                     if not response.blocks:  # (see _take: safe with every broker)
@@ -297,15 +327,31 @@ class SegmentStreams(Generic[T]):
                     await credit.acquire()
                     self._queue.put((segment, token, response, None))
                     if response.end_of_segment:
-                        return
+                        return None
             except grpc.RpcError as rpc_error:
                 error = error_from_rpc(rpc_error)
+                channels = self._channels
+                if moves is not None and channels is not None and (
+                        isinstance(error, WrongHostError) or (
+                            channels.cluster and error.error_name is None
+                            and isinstance(error, FolioUnavailableError))):
+                    # Cluster: another broker serves the segment (or this one is
+                    # gone: ask the others who does); read on there from the
+                    # next offset not yet received.
+                    owner = error.owner if isinstance(error, WrongHostError) else None
+                    log.info("read stream of %s: %s; reading on at offset %d at %s", segment,
+                             error, next_offset, owner or "the owner a lookup finds")
+                    channels.moved(segment, owner)
+                    # Moves without a response between back off (50 ms doubling
+                    # to 2 s): a stale owner named back and forth makes no tight loop.
+                    await asyncio.sleep(moves.next_delay())
+                    return next_offset
                 # A status the broker did not give (no folio-error: gRPC's own,
                 # e.g. INTERNAL from a cut connection) gets a few retries too.
                 unexplained = unexplained + 1 if error.error_name is None else 0
                 if not error.retriable and not 0 < unexplained <= _UNEXPLAINED_RETRIES:
                     self._queue.put((segment, token, None, error))
-                    return
+                    return None
                 log.info("read stream of %s broke (%s); reopening at offset %d",
                          segment, error, next_offset)
             finally:

@@ -4,8 +4,8 @@ The client settings (``folio.config``: defaults < the ``[client]`` table of
 ``--config FILE`` or ``$FOLIO_CLIENT_CONFIG`` < ``FOLIO_CLIENT_<KEY>`` (and
 ``$FOLIO_ENDPOINT``) < ``--endpoint``), ``--config`` and ``--endpoint`` (alias
 ``--bootstrap``) given before or after the sub-command; a comma-separated
-endpoint list picks the first that accepts a TCP connection, since
-``folio.Client`` takes one endpoint), argparse value types, and
+endpoint list goes to ``folio.Client`` whole, which bootstraps from the first
+broker that answers and fails over to the others), argparse value types, and
 :func:`run_with_client`, which
 turns every :class:`folio.FolioError` into one line ``folio CMD: error: ...``
 on stderr and exit code 1 (argparse keeps exit code 2 for bad usage).
@@ -16,13 +16,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import socket
 import sys
 from collections.abc import Callable, Mapping
 
 import folio
 from folio.config import CONFIG_ENV, DEFAULT_ENDPOINT, ENDPOINT_ENV, ClientConfig
-from folio.errors import FolioError, FolioUnavailableError, LedgerUnavailableError, TlsError
+from folio.errors import (
+    FolioError,
+    FolioUnavailableError,
+    LedgerUnavailableError,
+    NoBrokerAvailableError,
+    TlsError,
+)
 
 __all__ = [
     "DEFAULT_ENDPOINT",
@@ -32,11 +37,11 @@ __all__ = [
     "client_config",
     "connect",
     "describe_error",
+    "endpoint_list",
     "fail",
     "limit_or_unlimited",
     "non_negative_float",
     "non_negative_int",
-    "pick_endpoint",
     "positive_float",
     "positive_int",
     "resolve_endpoint",
@@ -48,11 +53,9 @@ __all__ = [
 START_HINT = "start one with `make run` or `folio standalone`"
 
 
-#: How long ``--bootstrap`` waits for each listed endpoint's TCP connection.
-_PROBE_TIMEOUT_S = 2.0
-
-_ENDPOINT_HELP = (f"the broker's gRPC address; a comma-separated list (as Kafka's "
-                  f"bootstrap servers) uses the first that accepts a connection "
+_ENDPOINT_HELP = (f"the broker's gRPC address; a comma-separated list of brokers of one "
+                  f"cluster (as Kafka's bootstrap servers) starts from the first that "
+                  f"answers and fails over to the others "
                   f"(default $FOLIO_CLIENT_ENDPOINT, else ${ENDPOINT_ENV}, else the "
                   f"--config file's, else {DEFAULT_ENDPOINT})")
 
@@ -117,25 +120,13 @@ def add_endpoint_option(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(uses_client_config=True)
 
 
-def _reachable(endpoint: str) -> bool:
-    host, _, port = endpoint.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]") or "localhost", int(port)),
-                                      timeout=_PROBE_TIMEOUT_S):
-            return True
-    except (OSError, ValueError):
-        return False
+def endpoint_list(text: str) -> str:
+    """The comma-separated endpoint list, stripped and without repeats (the SDK's reading).
 
-
-def pick_endpoint(text: str) -> str:
-    """One endpoint of a comma-separated list: the only one, else the first reachable.
-
-    When none is reachable the first is returned, so that the error names it.
+    An empty list gives the default endpoint.
     """
     endpoints = [item.strip() for item in text.split(",") if item.strip()]
-    if len(endpoints) <= 1:
-        return endpoints[0] if endpoints else DEFAULT_ENDPOINT
-    return next((endpoint for endpoint in endpoints if _reachable(endpoint)), endpoints[0])
+    return ",".join(dict.fromkeys(endpoints)) if endpoints else DEFAULT_ENDPOINT
 
 
 def client_config(args: argparse.Namespace,
@@ -158,9 +149,10 @@ def resolve_endpoint(args: argparse.Namespace,
     """``--endpoint`` if given, else the environment's, else the ``--config`` file's, else
     the default (:func:`client_config`).
 
-    A comma-separated list gives its first reachable endpoint (:func:`pick_endpoint`).
+    A comma-separated list is kept whole (:func:`endpoint_list`): the client
+    bootstraps from it.
     """
-    return pick_endpoint(client_config(args, environ).endpoint)
+    return endpoint_list(client_config(args, environ).endpoint)
 
 
 def _number(text: str, kind: Callable[[str], int | float], low: float, what: str) -> int | float:
@@ -214,6 +206,8 @@ def describe_error(error: BaseException, endpoint: str) -> str:
         return f"the broker at {endpoint} is up but its ledger service is unavailable: {text}"
     if isinstance(error, TlsError):
         return f"{endpoint}: {text}"
+    if isinstance(error, NoBrokerAvailableError):
+        return f"{text}; {START_HINT}"
     if isinstance(error, FolioUnavailableError):
         return f"no broker at {endpoint} ({text}); {START_HINT}"
     return text
@@ -243,7 +237,7 @@ def run_with_client(prog: str, args: argparse.Namespace,
         config = client_config(args)
     except FolioError as error:
         return fail(prog, str(error))
-    endpoint = pick_endpoint(config.endpoint)
+    endpoint = endpoint_list(config.endpoint)
     try:
         with folio.Client(config=dataclasses.replace(config, endpoint=endpoint)) as client:
             return body(client)

@@ -16,9 +16,10 @@ from collections import deque
 from typing import TYPE_CHECKING, Final
 
 from folio._status import error_from_reply
+from folio._transport.brokers import Brokers
 from folio._transport.flow_state import FlowState, move
 from folio.api.v1 import append_pb2
-from folio.errors import FolioError, FolioUnavailableError, WriterClosedError
+from folio.errors import FolioError, FolioUnavailableError, WriterClosedError, WrongHostError
 
 if TYPE_CHECKING:
     from folio._transport.append_stream import AppendStream, FlowSource
@@ -47,6 +48,11 @@ class SegmentFlow:
     resolve), the others are sent again, so none is lost or written twice.
     A broker refusal (the transaction is no longer open, say) fails every
     batch, and so does a stream down for longer than ``give_up_s``.
+
+    In a cluster, WrongHost (or a stream lost to a broker) moves the flow to
+    the segment's owner (``Brokers.follow``) as if its stream had broken:
+    the blocks in doubt go back to the queue and the setup on the owner
+    settles them; no owner found within ``give_up_s`` fails every batch.
     """
 
     def __init__(self, segment: str, *, writer_id: str, txn_id: bytes,
@@ -111,16 +117,44 @@ class SegmentFlow:
     def on_stream_lost(self, error: FolioError) -> None:
         if self._state is FlowState.CLOSED:
             return
-        # Sent but unacknowledged: back to the front, in order, numbers kept.
+        self._requeue()
+        self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
+        log.info("append stream lost with a transaction's blocks to %s queued (%s); "
+                 "resending after reconnect", self.segment, error)
+        if isinstance(self._source, Brokers) and self._source.cluster and self._flow_id:
+            self._follow_owner(self._source, WrongHostError(
+                f"the broker of {self.segment!r} cannot be reached: {error}",
+                segment=self.segment, owner=""))
+
+    def _requeue(self) -> None:
+        """Sent but unacknowledged: back to the front, in order, numbers kept."""
         self.resent += len(self._sent)
         self._queue.extendleft(reversed(self._sent.values()))
         self._sent.clear()
         self._setup_sequence = None
-        self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
         if self._down_since is None:
             self._down_since = time.monotonic()
-        log.info("append stream lost with a transaction's blocks to %s queued (%s); "
-                 "resending after reconnect", self.segment, error)
+
+    def _follow_owner(self, source: Brokers, error: WrongHostError) -> None:
+        """Off this stream to the segment's owner (MOVING), as after a lost stream."""
+        self._requeue()
+        self._state = move(self._state, FlowState.MOVING, self.segment)
+        stream, flow_id = self._stream, self._flow_id
+        self._stream, self._flow_id = None, 0
+        source.follow(self, stream, flow_id, error, time.monotonic() + self._give_up_s)
+
+    def on_moved(self, stream: AppendStream, flow_id: int) -> bool:
+        """Registered on the owner's stream; sets up there when it opens."""
+        if self._state is not FlowState.MOVING:
+            return False
+        self._stream, self._flow_id = stream, flow_id
+        self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
+        return True
+
+    def on_move_failed(self, error: FolioError) -> None:
+        """No owner found within ``give_up_s``: every batch fails."""
+        if self._state is FlowState.MOVING:
+            self._die(error)
 
     def on_tick(self, now: float) -> None:
         """Gives up once the stream has been down for ``give_up_s``."""
@@ -136,7 +170,7 @@ class SegmentFlow:
         if sequence == self._setup_sequence:
             self._setup_sequence = None
             if kind != "append_setup":
-                self._die(error_from_reply(reply, self.segment))
+                self._refused(error_from_reply(reply, self.segment))
                 return
             self._state = move(self._state, FlowState.READY, self.segment)
             self._down_since = None
@@ -146,7 +180,7 @@ class SegmentFlow:
         if sequence not in self._sent:
             return
         if kind != "data_appended":
-            self._die(error_from_reply(reply, self.segment))  # fails this block's batch too
+            self._refused(error_from_reply(reply, self.segment))  # fails this block's batch too
             return
         block = self._sent.pop(sequence)
         if block.future is not None and not block.future.done():
@@ -154,6 +188,12 @@ class SegmentFlow:
         self._pump()
 
     # -- internals -----------------------------------------------------------------
+
+    def _refused(self, error: FolioError) -> None:
+        if isinstance(error, WrongHostError) and isinstance(self._source, Brokers):
+            self._follow_owner(self._source, error)
+        else:
+            self._die(error)
 
     def _settle(self, last: int) -> None:
         """After (re)setup: queued blocks up to ``last`` landed; number from there on."""

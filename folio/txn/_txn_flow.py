@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Final
 
 from folio._status import error_from_reply
 from folio._transport.append_stream import Backoff
+from folio._transport.brokers import Brokers
 from folio._transport.flow_state import FlowState, move
 from folio.api.v1 import append_pb2
 from folio.errors import (
@@ -61,6 +62,7 @@ from folio.errors import (
     SegmentSealedError,
     TxnFailedError,
     WriterClosedError,
+    WrongHostError,
 )
 from folio.txn._txn_commit import (
     MAX_TRANSACTION_BYTES,
@@ -193,6 +195,36 @@ class TxnFlow:
         self._pending.clear()
         self._in_flight = None
         self.last_error = error
+        if isinstance(self._source, Brokers) and self._source.cluster and self._flow_id:
+            self._follow_owner(self._source, WrongHostError(
+                f"the broker of {self.segment!r} cannot be reached: {error}",
+                segment=self.segment, owner=""))
+
+    def _follow_owner(self, source: Brokers, error: WrongHostError) -> None:
+        """WrongHost (cluster): off to the segment's owner, as after a lost stream.
+
+        The owner's ``AppendSetup`` settles the sequence in doubt; the lookup
+        (no owner named) goes on until the writer is closed, as retries do.
+        """
+        self._state = move(self._state, FlowState.MOVING, self.segment)
+        self._pending.clear()
+        self._in_flight = None
+        stream, flow_id = self._stream, self._flow_id
+        self._stream, self._flow_id = None, 0
+        source.follow(self, stream, flow_id, error, None)
+
+    def on_moved(self, stream: AppendStream, flow_id: int) -> bool:
+        """Registered on the owner's stream; sets up there when it opens."""
+        if self._state is not FlowState.MOVING:
+            return False
+        self._stream, self._flow_id = stream, flow_id
+        self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
+        return True
+
+    def on_move_failed(self, error: FolioError) -> None:
+        """The segment's owner cannot be found (it was deleted, say)."""
+        if self._state is FlowState.MOVING:
+            self._die(error)
 
     def on_tick(self, now: float) -> None:
         """Nothing expires here: a commit is retried until the writer is closed."""
@@ -341,6 +373,10 @@ class TxnFlow:
                     error: FolioError) -> None:
         """A refusal of the setup (``group`` None) or of one block of a sequence."""
         self.last_error = error
+        if isinstance(error, WrongHostError) and isinstance(self._source, Brokers):
+            if self._state is not FlowState.MOVING:
+                self._follow_owner(self._source, error)
+            return
         if isinstance(error, SegmentSealedError):
             self._on_sealed(error)
             return

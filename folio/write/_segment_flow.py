@@ -11,6 +11,12 @@ backoff) and resends in order every unacknowledged block numbered above what
 the broker recorded. A seal is learnt here (``_on_failure``) and handed to
 the caller side (``on_sealed``); ``_complete`` (the caller side's, in
 ``folio.write._segment_writer``) settles a block and frees room for the next.
+
+In a cluster (the source is the client's ``Brokers``), ``WrongHost`` — or a
+stream lost to a broker — moves the flow (state MOVING) to the segment's
+owner, named in the answer or looked up; it is then registered on the
+owner's stream and goes on exactly as after a reconnect: set up, and resend
+what ``AppendSetup`` says was not stored.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from folio._status import error_from_reply
 from folio._transport.append_stream import Backoff
+from folio._transport.brokers import Brokers
 from folio._transport.flow_state import FlowState, move
 from folio.api.v1 import append_pb2
 from folio.errors import (
@@ -33,6 +40,7 @@ from folio.errors import (
     PermissionDeniedError,
     SegmentSealedError,
     WriterClosedError,
+    WrongHostError,
 )
 from folio.write._write_future import BlockOutcome
 
@@ -164,10 +172,59 @@ class SegmentFlow:
         self._send_setup()
 
     def on_stream_lost(self, error: FolioError) -> None:
-        """The stream broke: every sent command is in doubt until the next setup."""
+        """The stream broke: every sent command is in doubt until the next setup.
+
+        In a cluster the broker may be gone for good: the flow looks its
+        segment's owner up elsewhere (``_follow_owner``) instead of waiting for it.
+        """
         self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
         self._pending = None
         self._last_error = error
+        source = self._source
+        if isinstance(source, Brokers) and source.cluster and self._flow_id \
+                and self._dead is None and not self._notified:
+            self._follow_owner(source, WrongHostError(
+                f"the broker of segment {self.segment!r} cannot be reached: {error}",
+                segment=self.segment, owner=""))
+
+    def _follow_owner(self, source: Brokers, error: WrongHostError) -> None:
+        """Leaves this stream for the segment's owner (``Brokers.follow``, WrongHost).
+
+        Sent blocks stay in doubt, as after a lost stream: the setup on the
+        owner tells which were stored. The lookup (when the owner is not
+        named) gives up at the latest delivery deadline of the blocks.
+        """
+        self._state = move(self._state, FlowState.MOVING, self.segment)
+        self._pending = None
+        self._last_error = error
+        stream, flow_id = self._stream, self._flow_id
+        self._stream, self._flow_id = None, 0
+        deadline = max((block.deadline for block in self._unacked),
+                       default=time.monotonic() + self._delivery_timeout_s)
+        source.follow(self, stream, flow_id, error, deadline)
+
+    def on_moved(self, stream: AppendStream, flow_id: int) -> bool:
+        """Registered on the owner's stream: sets up there when it opens (``MovingFlow``)."""
+        if self._state is not FlowState.MOVING:
+            return False  # released (or closed) while moving
+        self._stream, self._flow_id = stream, flow_id
+        self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
+        return True
+
+    def on_move_failed(self, error: FolioError) -> None:
+        """No owner found by the blocks' deadline: they fail; later ones start over."""
+        if self._state is not FlowState.MOVING:
+            return
+        self._last_error = error
+        self._state = move(self._state, FlowState.NEW, self.segment)
+        self.on_tick(time.monotonic())
+        if self._unacked:  # written while moving: try again from the start
+            try:
+                self._stream, self._flow_id = self._source.open_flow(self)
+            except FolioError as failure:
+                self.fail(failure)
+                return
+            self._state = move(self._state, FlowState.DISCONNECTED, self.segment)
 
     def on_tick(self, now: float) -> None:
         """Fails the blocks past their delivery deadline."""
@@ -245,6 +302,9 @@ class SegmentFlow:
 
     def _on_failure(self, block: Block | None, error: FolioError) -> None:
         self._last_error = error
+        if isinstance(error, WrongHostError) and isinstance(self._source, Brokers):
+            self._follow_owner(self._source, error)
+            return
         if isinstance(error, SegmentSealedError) and self._on_sealed is not None:
             if self._sealing:
                 if block is None:

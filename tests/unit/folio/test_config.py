@@ -134,3 +134,14 @@ def test_client_takes_a_config(tmp_path: Path) -> None:
         assert client.config == config
     with pytest.raises(InvalidArgumentError, match=r"either endpoint .* or config"):
         folio.Client("localhost:2", config=config)
+
+
+def test_an_endpoint_list_from_the_environment_makes_a_client_of_every_endpoint() -> None:
+    config = ClientConfig.resolve(environ={"FOLIO_ENDPOINT": " localhost:1, localhost:2 ,"})
+    assert config.endpoint == " localhost:1, localhost:2 ,"
+    # Lazy: nothing is sent before the first call, so no broker is needed here.
+    with folio.Client(config=config) as client:
+        assert client.endpoints == ("localhost:1", "localhost:2")
+        assert client.admin_endpoint == "localhost:1"
+    with pytest.raises(InvalidArgumentError, match="names no broker"):
+        folio.Client(" , ")

@@ -12,14 +12,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import socket
 from collections.abc import Iterator
 
 import pytest
 
 import folio
 from folio.cli import build_parser, main
-from folio.cli._common import pick_endpoint
+from folio.cli._common import DEFAULT_ENDPOINT, endpoint_list
 from folio.cli._consume_format import event_json, formatter, print_fields
 from folio.cli._consume_start import (
     StartPlan,
@@ -94,16 +93,12 @@ def test_topic_list_json_parses_after_the_endpoint() -> None:
     assert (args.endpoint, args.json) == ("x:1", True)
 
 
-def test_bootstrap_picks_the_first_reachable_endpoint() -> None:
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{closed.getsockname()[1]}"
-    with socket.create_server(("127.0.0.1", 0)) as listening:
-        alive = f"127.0.0.1:{listening.getsockname()[1]}"
-        assert pick_endpoint(f"{dead}, {alive}") == alive
-        assert pick_endpoint(f"{alive},{dead}") == alive
-    assert pick_endpoint(f"{dead},127.0.0.1:1") == dead  # none: the first, for the error
-    assert pick_endpoint("only:1") == "only:1"  # one endpoint is not probed
+def test_an_endpoint_list_goes_to_the_client_whole() -> None:
+    # The SDK bootstraps from the list (tests/integration/test_cluster_client.py);
+    # the CLI only tidies it, and probes nothing.
+    assert endpoint_list(" a:1, b:2 ,a:1,") == "a:1,b:2"
+    assert endpoint_list("only:1") == "only:1"
+    assert endpoint_list(" , ") == DEFAULT_ENDPOINT
 
 
 def test_ranges_are_printed_exactly_and_parse_back() -> None:

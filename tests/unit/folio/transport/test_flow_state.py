@@ -29,6 +29,13 @@ def test_every_state_has_a_row() -> None:
     (S.SEALED, S.NEW),                 # released
     (S.READY, S.CLOSED),               # failed for good
     (S.CLOSED, S.CLOSED),
+    (S.READY, S.MOVING),               # WrongHost: off to the segment's owner
+    (S.SETTING_UP, S.MOVING),
+    (S.RESETTING, S.MOVING),
+    (S.SEALED, S.MOVING),              # the sealing setup answered by a broker that lost it
+    (S.MOVING, S.DISCONNECTED),        # registered on the owner's stream
+    (S.MOVING, S.NEW),                 # the lookup gave up: released
+    (S.DISCONNECTED, S.MOVING),        # a cluster's broker is gone: look the owner up
 ])
 def test_the_moves_flows_make_are_allowed(current: FlowState, to: FlowState) -> None:
     assert move(current, to, "orders/0") is to
@@ -44,6 +51,10 @@ def test_the_moves_flows_make_are_allowed(current: FlowState, to: FlowState) -> 
     (S.CLOSED, S.NEW),                 # CLOSED is final
     (S.CLOSED, S.SETTING_UP),
     (S.CLOSED, S.READY),
+    (S.MOVING, S.READY),               # ready only after a setup on the owner
+    (S.MOVING, S.SETTING_UP),          # a setup only once registered on the owner's stream
+    (S.NEW, S.MOVING),                 # only an answer on a stream moves a flow
+    (S.CLOSED, S.MOVING),
 ])
 def test_other_moves_raise(current: FlowState, to: FlowState) -> None:
     with pytest.raises(FlowStateError, match=f"orders/0.*{current.name} to {to.name}") as caught:

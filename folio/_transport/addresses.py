@@ -1,0 +1,77 @@
+"""Broker addresses and endpoint lists; a stub method made again on another channel.
+
+What ``folio._transport.brokers`` compares and parses, apart so that the
+rules are easy to find (and to test): :func:`address_key` says when two
+``host:port`` spellings are one broker, :func:`parse_endpoints` reads an
+endpoint list, and :func:`rebind` turns a stub method of one channel into the
+same method on another (admin failover, WrongHost on a unary call), by
+finding it among the channel's stubs rather than by gRPC internals.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, TypeVar
+
+from google.protobuf.message import Message
+from grpc import aio
+
+from folio.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from folio._transport.io_thread import Connection
+
+__all__ = ["address_key", "parse_endpoints", "rebind", "stub_method_of"]
+
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+
+_LOOPBACK: Final = frozenset({"localhost", "ip6-localhost", "::1", "0.0.0.0", "::", ""})
+
+
+def address_key(address: str) -> str:
+    """What identifies a broker address: ``loopback:7070`` for ``localhost:7070``, etc."""
+    host, _, port = address.strip().rpartition(":")
+    host = host.strip("[]").lower()
+    if host in _LOOPBACK or host.startswith("127."):
+        host = "loopback"
+    return f"{host}:{port}"
+
+
+def parse_endpoints(text: str) -> tuple[str, ...]:
+    """The endpoints of a comma-separated list, stripped, in order, without repeats.
+
+    Raises:
+        InvalidArgumentError: the list names no endpoint.
+    """
+    endpoints: list[str] = []
+    for raw in text.split(","):
+        item = raw.strip()
+        if item and address_key(item) not in {address_key(e) for e in endpoints}:
+            endpoints.append(item)
+    if not endpoints:
+        raise InvalidArgumentError(
+            f"endpoint {text!r} names no broker (host:port, or a comma-separated list)")
+    return tuple(endpoints)
+
+
+_STUBS: Final = ("admin", "transactions", "groups", "read")
+
+
+def stub_method_of(method: object, connection: Connection) -> tuple[str, str] | None:
+    """``(stub, method name)`` of ``method`` on ``connection``'s stubs, or None."""
+    for stub_name in _STUBS:
+        for name, value in vars(getattr(connection, stub_name)).items():
+            if value is method:
+                return stub_name, name
+    return None
+
+
+def rebind(method: aio.UnaryUnaryMultiCallable[Req, Resp], old: Connection | None,
+            new: Connection) -> aio.UnaryUnaryMultiCallable[Req, Resp]:
+    """The same stub method on channel ``new`` (``method`` itself if it is not ``old``'s)."""
+    found = None if old is None else stub_method_of(method, old)
+    if found is None:
+        return method
+    stub_name, name = found
+    rebound: aio.UnaryUnaryMultiCallable[Req, Resp] = getattr(getattr(new, stub_name), name)
+    return rebound
