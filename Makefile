@@ -21,7 +21,7 @@ $(error $(PYTHON) cannot set up $(VENV) (see above))
 endif
 endif
 
-.PHONY: run test check-stubs lint typecheck imports pytest stubs bench clean
+.PHONY: run test check-stubs lint typecheck imports pytest stubs bench clean image test-image
 
 $(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -57,8 +57,23 @@ pytest: $(STAMP)
 		"apt-get install prometheus (.ci/run does)" >&2
 	@command -v promtool >/dev/null || echo "make test: promtool is not on PATH:" \
 		"deploy/prometheus is not checked (Debian package prometheus)" >&2
-	@$(BIN)/python -m pytest; rc=$$?; \
+	@$(BIN)/python -m pytest -m "not image"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest ran no tests" >&2; exit 1; fi; exit $$rc
+
+# The OCI image (deploy/Containerfile) as build/folio-image.tar: mmdebstrap makes a
+# Debian base (cached under build/image/), buildah (vfs, chroot; no Docker engine,
+# no registry) builds on it; see scripts/build_image.sh. Needs root and the Debian
+# packages buildah and mmdebstrap (.ci/run installs them). About 25 s with the base
+# cached, a minute without, on 2 cores.
+image: $(RUNTIME_STAMP)
+	PYTHON=$(BIN)/python scripts/build_image.sh
+
+# The image's tests (pytest marker `image`: `buildah run` of the entry point, a
+# standalone answering a produce and a consume). Apart from `make test`, which
+# must run without root or buildah; .ci/run runs both.
+test-image: $(STAMP) image
+	@$(BIN)/python -m pytest -m image tests/image; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-image: pytest ran no tests" >&2; exit 1; fi; exit $$rc
 
 stubs: $(STAMP)
 	$(BIN)/python scripts/gen_protos.py
@@ -67,4 +82,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.ledger_bench
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build
