@@ -6,7 +6,8 @@
 #      <key> being a hash of the mmdebstrap arguments, so it is made again only
 #      when they change (`rm build/image/base-rootfs-*` forces it);
 #   2. build/image/wheels/: the folio wheel (built from this tree) and the wheels
-#      of its runtime dependencies for CPython 3.11 on glibc Linux x86_64 (the
+#      of its runtime dependencies and of its `cluster` extra (kazoo, for
+#      --metadata-url zk://...) for CPython 3.11 on glibc Linux x86_64 (the
 #      base's Python), downloaded from PyPI on the host: the image build itself
 #      needs no network and no compiler;
 #   3. buildah (vfs storage and chroot isolation, so it runs as a plain process in a
@@ -80,7 +81,7 @@ for minor in $(seq 36 -1 17); do PLATFORMS+=(--platform "manylinux_2_${minor}_x8
 PLATFORMS+=(--platform manylinux2014_x86_64 --platform linux_x86_64)
 "$PYTHON" -m pip download --quiet --dest "$OUT/wheels" --only-binary=:all: \
     --python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none \
-    "${PLATFORMS[@]}" "$OUT"/wheels/folio-"$VERSION"-*.whl
+    "${PLATFORMS[@]}" "folio[cluster] @ file://$PWD/$(ls "$OUT"/wheels/folio-"$VERSION"-*.whl)"
 
 # 3. The image.
 export BUILDAH_ISOLATION=chroot
