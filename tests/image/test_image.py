@@ -54,6 +54,17 @@ def test_entry_point_version(container: Container) -> None:
     assert result.stdout.decode().strip() == f"folio {VERSION}"
 
 
+def test_cluster_commands_are_there(container: Container) -> None:
+    """The chart's commands: bookie, broker and cluster init, with kazoo (the cluster extra)."""
+    entry = _entrypoint(container)
+    for command in (["bookie", "--help"], ["broker", "--help"], ["cluster", "init", "--help"]):
+        result = container.exec([*entry, *command])
+        assert result.returncode == 0, (command, result.stderr.decode())
+        assert b"--metadata-url" in result.stdout, command
+    kazoo = container.exec(["python3", "-c", "import kazoo.client"])
+    assert kazoo.returncode == 0, kazoo.stderr.decode()
+
+
 def test_runtime_only_and_not_root(container: Container) -> None:
     """No compiler in the image; its processes run as uid 10001; /data is theirs."""
     script = ("for tool in gcc cc c++ make; do command -v $tool && exit 1; done; "
