@@ -97,7 +97,7 @@ def test_config_map_is_the_toml_of_the_values() -> None:
     config = tomllib.loads(config_map["data"]["folio.toml"])
     assert config["broker"]["max_held_bytes"] == 268435456
     assert config["broker"]["stop_grace_s"] == 12.5
-    assert config["broker"]["ensemble_size"] == 3
+    assert config["broker"]["ensemble_size"] == 2
     assert config["bookie"]["data_note"] == 'quote " back \\ slash'
     assert config["bookie"]["durability"] == "sync"
 
@@ -115,7 +115,7 @@ def test_init_job_runs_cluster_init_with_the_layout() -> None:
     job = _one(load(), "Job", "folio-init-1")
     args = _container(job)["args"]
     assert args[:2] == ["cluster", "init"]
-    assert {"--container-count=16", "--ensemble-size=3", "--write-quorum=2",
+    assert {"--container-count=16", "--ensemble-size=2", "--write-quorum=2",
             "--ack-quorum=2"} <= set(args)
     assert job["spec"]["backoffLimit"] >= 1
 
@@ -148,7 +148,7 @@ def test_secure_values_mount_the_secrets_and_probe_over_tcp() -> None:
     (["--set", "broker.config.ensemble_size=4"],
      "broker.config.ensemble_size (4) is more than bookie.replicas (3)"),
     (["--set", "broker.config.ack_quorum=3"],
-     "need ensemble_size (3) >= write_quorum (2) >= ack_quorum (3)"),
+     "need ensemble_size (2) >= write_quorum (2) >= ack_quorum (3)"),
     (["--set", "zookeeper.enabled=false"], "set zookeeper.external.servers"),
     (["--set", "security.tls.enabled=true"], "set security.tls.secretName"),
     (["--set", "bookie.podAntiAffinity=sometimes"], "podAntiAffinity must be soft, hard or none"),
