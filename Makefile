@@ -23,7 +23,7 @@ $(error $(PYTHON) cannot set up $(VENV) (see above))
 endif
 endif
 
-.PHONY: run test check-stubs lint typecheck imports pytest stubs bench clean image test-image chart
+.PHONY: run cluster cluster-down test check-stubs lint typecheck imports pytest stubs bench clean image test-image chart
 
 $(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,16 @@ $(STAMP): $(RUNTIME_STAMP)
 
 run: $(RUNTIME_STAMP)
 	$(BIN)/folio standalone
+
+# A cluster on one machine (docs/cluster.md): ZooKeeper, 3 bookies and 3 brokers on
+# loopback under ./folio-cluster/, left running; `make cluster-down` stops them.
+# CLUSTER_FLAGS passes options to `scripts/cluster.py up` (e.g. --brokers 1 --zk-port 2182).
+CLUSTER_FLAGS ?=
+cluster: $(RUNTIME_STAMP)
+	$(BIN)/python scripts/cluster.py up $(CLUSTER_FLAGS)
+
+cluster-down:
+	$(PYTHON) scripts/cluster.py down
 
 test: $(STAMP) check-stubs lint typecheck imports chart pytest
 

@@ -89,7 +89,20 @@ def resolve_broker_settings(
         found, value = layers.value(name, int)
         if found:
             overrides[name] = int(value)  # type: ignore[call-overload]
+    _check_partial_quorums(overrides)
     return BrokerSettings(config, None, cluster, overrides)
+
+
+def _check_partial_quorums(overrides: dict[str, int]) -> None:
+    """Check the quorums set explicitly against each other (the rest come from the layout)."""
+    ordered = [(name, overrides[name]) for name in _QUORUMS if name in overrides]
+    for index, (name, value) in enumerate(ordered):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+        for later, later_value in ordered[index + 1:]:
+            if value < later_value:
+                raise ValueError("quorums must satisfy ensemble_size >= write_quorum >= "
+                                 f"ack_quorum >= 1, got {name}={value} < {later}={later_value}")
 
 
 def _run(args: argparse.Namespace) -> int:
