@@ -26,6 +26,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -34,7 +35,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 import folio
 from tests.support.bookies import START_TIMEOUT_S, BookieProcess, folio_env, wait_for_ready_line
 from tests.support.chart import NAMESPACE, ValueSet, check_chart, manifests_of
-from tests.support.kube_local import Command, LocalCluster
+from tests.support.kube_local import FOLIO_ENTRYPOINT, Command, LocalCluster
 from tests.support.wait import wait_for
 from tests.support.zookeeper import ZooKeeperServer
 
@@ -81,7 +82,7 @@ def _flag(argv: list[str], flag: str) -> str:
 
 
 def test_chart_runs_a_cluster_that_produces_and_consumes(
-        cluster: LocalCluster, zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+        cluster: LocalCluster, tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
     (init_pod,) = [p for p in cluster.pods if p.startswith(f"{RELEASE}-init-")]
@@ -91,11 +92,9 @@ def test_chart_runs_a_cluster_that_produces_and_consumes(
     again = _run(init)
     assert again.returncode == 0, again.stderr
 
-    bookies = cluster.pods_of(f"{RELEASE}-bookie")
-    brokers = cluster.pods_of(f"{RELEASE}-broker")
-    pods = [p.name for p in (*bookies, *brokers)]
-    commands = {pod: cluster.commands(pod)[0] for pod in pods}
-    servers: dict[str, BookieProcess] = {}
+    bookies = [p.name for p in cluster.pods_of(f"{RELEASE}-bookie")]
+    brokers = [p.name for p in cluster.pods_of(f"{RELEASE}-broker")]
+    commands = {pod: cluster.commands(pod)[0] for pod in [*bookies, *brokers]}
     processes: dict[str, subprocess.Popen[bytes]] = {}
     try:
         # Kubernetes starts them together (podManagementPolicy Parallel): brokers
@@ -106,65 +105,100 @@ def test_chart_runs_a_cluster_that_produces_and_consumes(
                     command.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                     stderr=log, bufsize=0, env=folio_env(command.env))
         for pod, process in processes.items():
-            line = wait_for_ready_line(process, START_TIMEOUT_S * 3, logs / f"{pod}.log")
-            servers[pod] = BookieProcess(process, logs, logs / f"{pod}.log", "127.0.0.1", 0,
-                                         line)
-
-        for pod_name in pods:
-            pod = cluster.pods[pod_name]
-            container = pod.containers[0]
-            probe_port = pod.ports[pod.container_port(container["readinessProbe"]["grpc"]["port"])]
-            wait_for(lambda port=probe_port: _serving(f"127.0.0.1:{port}"),
-                     f"{pod_name} ready (gRPC health on its probed port)", timeout_s=60)
-            annotations = pod.template["metadata"]["annotations"]
-            metrics_port = pod.ports[int(annotations["prometheus.io/port"])]
-            url = f"http://127.0.0.1:{metrics_port}{annotations['prometheus.io/path']}"
-            with urllib.request.urlopen(url, timeout=10) as response:
-                assert response.status == 200
-                assert b"# TYPE" in response.read()
-
-        url_arg = next(a for a in commands[pods[0]].argv if a.startswith("--metadata-url="))
-        described = subprocess.run(
-            [*commands[pods[0]].argv[:3], "cluster", "describe", "--json", url_arg],
-            env=folio_env(), capture_output=True, text=True, timeout=60, check=False)
-        assert described.returncode == 0, described.stderr
-        state = json.loads(described.stdout)
-        advertised = {pod: cluster.resolve(
-            f"{pod}.{cluster.pods[pod].workload['spec']['serviceName']}.{NAMESPACE}.svc."
-            f"cluster.local", cluster.pods[pod].container_port("grpc")) for pod in pods}
+            wait_for_ready_line(process, START_TIMEOUT_S * 3, logs / f"{pod}.log")
+        for pod in commands:
+            _check_probe_and_metrics(cluster, pod)
+        advertised = {pod: _advertised(cluster, pod) for pod in commands}
+        state = _describe(commands[bookies[0]])
         assert sorted(state["bookies"]["live"].values()) == sorted(
-            advertised[p] for p in pods if "bookie" in p)
-        assert sorted(state["brokers"].values()) == sorted(
-            advertised[p] for p in pods if "broker" in p)
+            advertised[p] for p in bookies)
+        assert sorted(state["brokers"].values()) == sorted(advertised[p] for p in brokers)
         assert state["layout"] == {
             "container_count": int(_flag(init.argv, "container-count")),
             "ensemble_size": int(_flag(init.argv, "ensemble-size")),
             "write_quorum": int(_flag(init.argv, "write-quorum")),
             "ack_quorum": int(_flag(init.argv, "ack-quorum"))}
 
-        endpoint = cluster.service_address(RELEASE)
-        with folio.Client(endpoint) as client:
+        expected = sorted(f"event-{i}".encode() for i in range(EVENTS))
+        with folio.Client(cluster.service_address(RELEASE)) as client:
             client.create_topic("orders", segments=4)
-            with client.writer("orders") as writer:
-                futures = [writer.write_event(f"event-{i}".encode(), routing_key=f"key-{i % 17}")
-                           for i in range(EVENTS)]
-                writer.flush()
-            for future in futures:
-                future.result(timeout=30)
-            read: list[bytes] = []
-            with client.reader("orders") as reader:
-                while len(read) < EVENTS:
-                    event = reader.read_next(timeout=30)
-                    assert event is not None, f"read {len(read)} of {EVENTS} events"
-                    read.append(bytes(event.payload))
-        assert sorted(read) == sorted(f"event-{i}".encode() for i in range(EVENTS))
+            _produce(client, "orders")
+            assert _consume(client, "orders") == expected
+        # Every broker, bootstrapped from at its advertised address, serves the
+        # whole topic (itself or by redirecting the client to the owners).
+        for pod in brokers:
+            with folio.Client(advertised[pod]) as client:
+                assert _consume(client, "orders") == expected, pod
     finally:
-        for server in servers.values():
-            server.terminate()
-        for pod, process in processes.items():
-            if pod not in servers and process.poll() is None:
-                process.kill()
-                process.wait()
+        _stop(processes, [*brokers, *bookies], logs)
+
+
+def _check_probe_and_metrics(cluster: LocalCluster, pod_name: str) -> None:
+    """The pod passes its rendered gRPC readiness probe and serves the annotated metrics."""
+    pod = cluster.pods[pod_name]
+    probe = pod.containers[0]["readinessProbe"]["grpc"]
+    port = pod.ports[pod.container_port(probe["port"])]
+    wait_for(lambda: _serving(f"127.0.0.1:{port}"),
+             f"{pod_name} ready (gRPC health on its probed port)", timeout_s=60)
+    annotations = pod.template["metadata"]["annotations"]
+    metrics_port = pod.ports[int(annotations["prometheus.io/port"])]
+    url = f"http://127.0.0.1:{metrics_port}{annotations['prometheus.io/path']}"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.status == 200
+        assert b"# TYPE" in response.read()
+
+
+def _advertised(cluster: LocalCluster, pod_name: str) -> str:
+    """Where the pod's DNS name (as the chart builds it) and API port lead on loopback."""
+    pod = cluster.pods[pod_name]
+    service = pod.workload["spec"]["serviceName"]
+    return cluster.resolve(f"{pod_name}.{service}.{NAMESPACE}.svc.cluster.local",
+                           pod.container_port("grpc"))
+
+
+def _describe(command: Command) -> dict[str, Any]:
+    """``folio cluster describe --json`` on the metadata URL of ``command``."""
+    url = _flag(command.argv, "metadata-url")
+    described = subprocess.run(
+        [*FOLIO_ENTRYPOINT, "cluster", "describe", "--json", f"--metadata-url={url}"],
+        env=folio_env(), capture_output=True, text=True, timeout=60, check=False)
+    assert described.returncode == 0, described.stderr
+    state: dict[str, Any] = json.loads(described.stdout)
+    return state
+
+
+def _produce(client: folio.Client, topic: str) -> None:
+    with client.writer(topic) as writer:
+        futures = [writer.write_event(f"event-{i}".encode(), routing_key=f"key-{i % 17}")
+                   for i in range(EVENTS)]
+        writer.flush()
+    for future in futures:
+        future.result(timeout=30)
+
+
+def _consume(client: folio.Client, topic: str) -> list[bytes]:
+    read: list[bytes] = []
+    with client.reader(topic) as reader:
+        while len(read) < EVENTS:
+            event = reader.read_next(timeout=30)
+            assert event is not None, f"read {len(read)} of {EVENTS} events"
+            read.append(bytes(event.payload))
+    return sorted(read)
+
+
+def _stop(processes: dict[str, subprocess.Popen[bytes]], order: list[str], logs: Path) -> None:
+    """SIGTERM in ``order`` (brokers before the bookies they close ledgers on); reap all."""
+    late: list[str] = []
+    for pod in order:
+        process = processes.get(pod)
+        if process is None:
+            continue
+        server = BookieProcess(process, logs, logs / f"{pod}.log", "127.0.0.1", 0, "")
+        try:
+            server.terminate()  # SIGKILLs and reaps it, then raises, past the deadline
+        except AssertionError as error:
+            late.append(f"{pod}: {error}")
+    assert not late, "\n".join(late)
 
 
 @pytest.mark.parametrize("value_set", [v for v in check_chart.value_sets()
