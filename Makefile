@@ -111,7 +111,7 @@ image: $(RUNTIME_STAMP)
 # The image's tests (pytest marker `image`: `buildah run` of the entry point, a
 # standalone answering a produce and a consume). Apart from `make test`, which
 # must run without root or buildah; .ci/run runs both.
-test-image: $(STAMP) image
+test-image: $(STAMP) $(HELM) image
 	@$(BIN)/python -m pytest -m image tests/image; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-image: pytest ran no tests" >&2; exit 1; fi; exit $$rc
 

@@ -20,6 +20,7 @@ does not know) fails here.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import urllib.request
@@ -218,8 +219,7 @@ def test_rendered_folio_commands_are_accepted(value_set: ValueSet, tmp_path: Pat
             if pod.workload["kind"] != "StatefulSet" or "zookeeper" in pod.name:
                 continue
             (command,) = local.commands(pod.name)
-            result = _run(Command(command.pod, command.container,
-                                  [*command.argv, "--print-config"], command.env))
+            result = _run(dataclasses.replace(command, argv=[*command.argv, "--print-config"]))
             assert result.returncode == 0, f"{pod.name}: {result.stderr}"
             assert "metadata_url = " in result.stdout
             checked += 1

@@ -73,24 +73,30 @@ class Container:
         config: dict[str, Any] = json.loads(result.stdout)["OCIv1"]["config"]
         return config
 
-    def run_argv(self, argv: Sequence[str]) -> list[str]:
-        """The ``buildah run`` command line of ``argv`` in this container."""
-        return self.buildah.argv("run", "--isolation", "chroot", self.name, "--", *argv)
+    def run_argv(self, argv: Sequence[str], options: Sequence[str] = ()) -> list[str]:
+        """The ``buildah run`` command line of ``argv`` in this container.
+
+        ``options``: more ``buildah run`` options (``--volume HOST:PATH``, ``--env K=V``).
+        """
+        return self.buildah.argv("run", "--isolation", "chroot", *options, self.name, "--",
+                                 *argv)
 
     def exec(self, argv: Sequence[str], *, stdin: bytes | None = None,
+             options: Sequence[str] = (),
              timeout_s: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[bytes]:
         """Run ``argv`` in the container to completion (as the image's user)."""
-        return subprocess.run(self.run_argv(argv), input=stdin, capture_output=True,
+        return subprocess.run(self.run_argv(argv, options), input=stdin, capture_output=True,
                               timeout=timeout_s, check=False)
 
-    def start(self, argv: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
+    def start(self, argv: Sequence[str], log_path: Path,
+              options: Sequence[str] = ()) -> subprocess.Popen[bytes]:
         """Start ``argv`` in the container; stdout a pipe, stderr to ``log_path``.
 
         In a session of its own, so ``stop`` signals buildah and the process
         it runs together.
         """
         with log_path.open("ab") as log:
-            return subprocess.Popen(self.run_argv(argv), stdin=subprocess.DEVNULL,
+            return subprocess.Popen(self.run_argv(argv, options), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=log, bufsize=0,
                                     start_new_session=True)
 

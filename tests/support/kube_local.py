@@ -89,12 +89,25 @@ class Pod:
 
 @dataclass(frozen=True)
 class Command:
-    """A container as a local process: argv, environment and the directory to run in."""
+    """A container as a local process.
+
+    Attributes:
+        pod, container: whose it is.
+        argv: the command line to run here (the image's entry point made
+            ``python -m folio.cli`` unless the container gives a command).
+        env: the container's environment (names mapped).
+        args: ``argv`` without that entry point: what follows the image's.
+        mounts: ``(mount path, directory here)`` of each volume mount; with
+            ``bind_mounts`` the paths in ``argv`` are left as written, for a
+            runner that binds the directories there (``buildah run --volume``).
+    """
 
     pod: str
     container: str
     argv: list[str]
     env: dict[str, str]
+    args: list[str]
+    mounts: list[tuple[str, Path]]
 
 
 class LocalCluster:
@@ -112,7 +125,9 @@ class LocalCluster:
 
     def __init__(self, manifests: Sequence[Manifest], root: Path, *, namespace: str,
                  cluster_domain: str = "cluster.local",
-                 external: Mapping[str, Mapping[int, str]] | None = None) -> None:
+                 external: Mapping[str, Mapping[int, str]] | None = None,
+                 bind_mounts: bool = False) -> None:
+        self.bind_mounts = bind_mounts
         self.manifests = list(manifests)
         self.root = root
         self.namespace = namespace
@@ -221,13 +236,13 @@ class LocalCluster:
     def _command(self, pod: Pod, container: Manifest, mounts_root: Path) -> Command:
         env = self._env(pod, container)
         mounts = self._mounts(pod, container, mounts_root)
-        argv = [self._expand(arg, env) for arg in [*container.get("command", []),
+        args = [self._expand(arg, env) for arg in [*container.get("command", []),
                                                    *container.get("args", [])]]
-        if not container.get("command"):
-            argv = [*FOLIO_ENTRYPOINT, *argv]
-        argv = [self._rewrite(pod, arg, mounts) for arg in argv]
-        env = {key: self._rewrite(pod, value, mounts) for key, value in env.items()}
-        return Command(pod.name, container["name"], argv, env)
+        rewritten = [] if self.bind_mounts else mounts
+        args = [self._rewrite(pod, arg, rewritten) for arg in args]
+        env = {key: self._rewrite(pod, value, rewritten) for key, value in env.items()}
+        argv = args if container.get("command") else [*FOLIO_ENTRYPOINT, *args]
+        return Command(pod.name, container["name"], argv, env, args, mounts)
 
     def _env(self, pod: Pod, container: Manifest) -> dict[str, str]:
         env: dict[str, str] = {}
