@@ -3,7 +3,8 @@
 For the default values and for each value set under ``deploy/helm/folio/ci/``:
 
 1. ``helm lint --strict`` (a real Helm; the Makefile installs it from npm);
-2. ``helm template``, written to ``build/chart/<set>.yaml``;
+2. ``helm template --kube-version 1.30.0``, written to ``build/chart/<set>.yaml``
+   (the values are checked against the chart's values.schema.json first);
 3. every rendered object validated against the Kubernetes 1.30 OpenAPI schemas
    (``kubernetes-validate``, strict: unknown fields are errors). The only kind
    without a bundled schema is the Prometheus Operator's ServiceMonitor, checked
@@ -73,7 +74,7 @@ def render(helm: Path, value_set: ValueSet, *, chart: Path = CHART,
     """``helm template`` of ``chart`` with ``value_set``; raises ``RuntimeError`` on failure."""
     result = subprocess.run(
         [str(helm), "template", release, str(chart), "--namespace", namespace,
-         *value_set.helm_args(), *extra],
+         "--kube-version", KUBERNETES_VERSION, *value_set.helm_args(), *extra],
         capture_output=True, text=True, timeout=120, check=False)
     if result.returncode != 0:
         raise RuntimeError(f"helm template ({value_set.name}) failed: {result.stderr.strip()}")

@@ -151,9 +151,12 @@ def test_secure_values_mount_the_secrets_and_probe_over_tcp() -> None:
      "need ensemble_size (2) >= write_quorum (2) >= ack_quorum (3)"),
     (["--set", "zookeeper.enabled=false"], "set zookeeper.external.servers"),
     (["--set", "security.tls.enabled=true"], "set security.tls.secretName"),
-    (["--set", "bookie.podAntiAffinity=sometimes"], "podAntiAffinity must be soft, hard or none"),
+    (["--set", "bookie.podAntiAffinity=sometimes"],
+     'bookie.podAntiAffinity must be one of the following: "soft", "hard", "none"'),
+    (["--set", "bookie.replica=3"], "bookie: Additional property replica is not allowed"),
+    (["--set-json", 'broker.config={"stop_grace_s": [1]}'], "broker.config.stop_grace_s"),
     (["--set", "metadataChroot=folio"], 'metadataChroot "folio" must start with /'),
-    (["--set-json", 'broker.config={"Bad-Key": 1}'], '"Bad-Key" is not a setting name'),
+    (["--set-json", 'broker.config={"Bad-Key": 1}'], 'Property name of "Bad-Key" does not match'),
 ])
 def test_bad_values_are_refused_with_a_message(values: list[str], message: str) -> None:
     with pytest.raises(RuntimeError, match="helm template") as raised:
