@@ -8,7 +8,7 @@
 - ``folio cluster init --metadata-url zk://127.0.0.1:2181/folio`` (a second
   ``up`` finds the cluster there and keeps it);
 - 3 bookies (``folio bookie --metadata-url ...``) on ports 3181-3183, data in
-  ``bookie-N/``;
+  ``bookie-N/`` (the cluster's ledgers: E=3, Qw=2, Qa=2; fewer with fewer bookies);
 - 3 brokers (``folio broker --metadata-url ...``) on ports 7071-7073;
 
 each started in its own session (they outlive this script), waited for (its
@@ -124,6 +124,14 @@ def _record(directory: Path, started: Started) -> None:
         pids.write(f"{started.name} {started.pid} {_start_time(started.pid)}\n")
 
 
+def _quorum_args(bookies: int) -> list[str]:
+    """``cluster init`` quorums: E=3 Qw=2 Qa=2, less when fewer bookies run."""
+    ensemble = max(1, min(3, bookies))
+    write = min(2, ensemble)
+    return ["--ensemble-size", str(ensemble), "--write-quorum", str(write),
+            "--ack-quorum", str(write)]
+
+
 def up(args: argparse.Namespace) -> int:
     """Start the cluster; print its endpoints."""
     directory = Path(args.dir).resolve()
@@ -146,7 +154,7 @@ def up(args: argparse.Namespace) -> int:
         _record(directory, started[-1])
         init = subprocess.run(
             [sys.executable, "-m", "folio.cli", "cluster", "init", "--metadata-url", url,
-             "--container-count", str(args.containers)],
+             "--container-count", str(args.containers), *_quorum_args(args.bookies)],
             capture_output=True, text=True, cwd=ROOT, check=False, timeout=START_TIMEOUT_S)
         if init.returncode != 0:
             raise RuntimeError(f"folio cluster init failed:\n{init.stderr}")
