@@ -10,13 +10,16 @@ broken wiring.
 from __future__ import annotations
 
 import copy
+import subprocess
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.chart import CHART, HELM, ValueSet, load, manifests_of, render_text
+from tests.support.chart import CHART, HELM, NAMESPACE, ValueSet, load, manifests_of, render_text
 from tests.support.chart import check_chart as checks
+from tests.support.kube_local import LocalCluster
 
 Manifest = dict[str, Any]
 
@@ -183,3 +186,29 @@ def test_wiring_check_catches_a_wrong_service_name_and_port() -> None:
     assert ("StatefulSet/folio-broker container broker: readinessProbe port 7071 is not a "
             "container port") in problems
 
+
+
+def test_zookeeper_server_ids_follow_the_pod_ordinals(tmp_path: Path) -> None:
+    """The ZooKeeper container's shell line, as the kubelet expands it, up to the image's
+    entry point (replaced by an echo: the official image is not here)."""
+    cluster = LocalCluster(load(), tmp_path, namespace=NAMESPACE)
+    try:
+        for ordinal in range(3):
+            pod = f"folio-zookeeper-{ordinal}"
+            (command,) = cluster.commands(pod)
+            assert command.argv[:2] == ["bash", "-c"]
+            entry = "exec /docker-entrypoint.sh zkServer.sh start-foreground"
+            assert command.argv[2].endswith(entry)
+            script = command.argv[2].replace(entry, 'echo "$ZOO_MY_ID"')
+            result = subprocess.run(["bash", "-c", script], env={**command.env, "HOSTNAME": pod},
+                                    capture_output=True, text=True, timeout=30, check=False)
+            assert result.returncode == 0, result.stderr
+            assert result.stdout.strip() == str(ordinal + 1)
+            data = dict(command.mounts)["/data"]
+            assert (data / "data").is_dir() and (data / "log").is_dir()
+            rendered = {e["name"]: e.get("value") for e in cluster.pods[pod].containers[0]["env"]}
+            servers = rendered["ZOO_SERVERS"].split()
+            assert servers[ordinal].startswith(
+                f"server.{ordinal + 1}={pod}.folio-zookeeper-headless.{NAMESPACE}.svc")
+    finally:
+        cluster.close()
