@@ -89,6 +89,8 @@ buildah_() {
     buildah --root "$PWD/$STORE/root" --runroot "$PWD/$STORE/run" --storage-driver vfs "$@"
 }
 TAG="localhost/folio:$VERSION"
+# Working containers a killed test run left behind (each a full vfs copy) go first.
+buildah_ rm --all >/dev/null 2>&1 || true
 buildah_ bud --quiet --isolation chroot --layers=false --file deploy/Containerfile \
     --tag "$TAG" "$OUT" >/dev/null
 rm -f "$ARCHIVE"
