@@ -1,0 +1,226 @@
+{{/* Names, labels and the shared pieces of the pod specs. */}}
+
+{{- define "folio.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The release's name prefix (at most 40 characters: pod names add suffixes). */}}
+{{- define "folio.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "folio.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels of every object; call with (dict "root" $ "component" "broker"). */}}
+{{- define "folio.labels" -}}
+helm.sh/chart: {{ include "folio.chart" .root }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+{{ include "folio.selectorLabels" . }}
+{{- end -}}
+
+{{- define "folio.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "folio.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "folio.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "folio.zookeeperName" -}}{{ include "folio.fullname" . }}-zookeeper{{- end -}}
+{{- define "folio.bookieName" -}}{{ include "folio.fullname" . }}-bookie{{- end -}}
+{{- define "folio.brokerName" -}}{{ include "folio.fullname" . }}-broker{{- end -}}
+{{- define "folio.configName" -}}{{ include "folio.fullname" . }}-config{{- end -}}
+
+{{/* host:port of each ZooKeeper server: the chart's pods by their stable DNS names, or external.servers. */}}
+{{- define "folio.zookeeperServers" -}}
+{{- if .Values.zookeeper.enabled -}}
+{{- $name := include "folio.zookeeperName" . -}}
+{{- $servers := list -}}
+{{- range $i := until (int .Values.zookeeper.replicas) -}}
+{{- $servers = append $servers (printf "%s-%d.%s-headless.%s.svc.%s:%d" $name $i $name $.Release.Namespace $.Values.clusterDomain (int $.Values.zookeeper.clientPort)) -}}
+{{- end -}}
+{{- join "," $servers -}}
+{{- else -}}
+{{- if not .Values.zookeeper.external.servers -}}
+{{- fail "zookeeper.enabled is false: set zookeeper.external.servers (host:port of each server)" -}}
+{{- end -}}
+{{- join "," .Values.zookeeper.external.servers -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "folio.metadataChroot" -}}
+{{- $chroot := default (printf "/folio/%s" (include "folio.fullname" .)) .Values.metadataChroot -}}
+{{- if not (hasPrefix "/" $chroot) -}}
+{{- fail (printf "metadataChroot %q must start with /" $chroot) -}}
+{{- end -}}
+{{- $chroot -}}
+{{- end -}}
+
+{{/* --metadata-url of every Folio process. */}}
+{{- define "folio.metadataUrl" -}}
+zk://{{ include "folio.zookeeperServers" . }}{{ include "folio.metadataChroot" . }}
+{{- end -}}
+
+{{/* The environment every Folio container gets: its pod's name and namespace (for --advertised-address). */}}
+{{- define "folio.podEnv" -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+{{- end -}}
+
+{{/* Flags of the mounted TLS and token files (security.*). */}}
+{{- define "folio.securityArgs" -}}
+{{- if .Values.security.tls.enabled }}
+- --tls-cert=/etc/folio/tls/tls.crt
+- --tls-key=/etc/folio/tls/tls.key
+- --tls-ca=/etc/folio/tls/ca.crt
+{{- end }}
+{{- if .Values.security.authToken.enabled }}
+{{- if .Values.security.authToken.publicKey }}
+- --auth-token-public-key-file=/etc/folio/auth/{{ .Values.security.authToken.key }}
+{{- else }}
+- --auth-token-secret-file=/etc/folio/auth/{{ .Values.security.authToken.key }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "folio.securityVolumeMounts" -}}
+{{- if .Values.security.tls.enabled }}
+- name: tls
+  mountPath: /etc/folio/tls
+  readOnly: true
+{{- end }}
+{{- if .Values.security.authToken.enabled }}
+- name: auth-token
+  mountPath: /etc/folio/auth
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "folio.securityVolumes" -}}
+{{- if .Values.security.tls.enabled }}
+{{- if not .Values.security.tls.secretName }}
+{{- fail "security.tls.enabled: set security.tls.secretName (a Secret with tls.crt, tls.key, ca.crt)" }}
+{{- end }}
+- name: tls
+  secret:
+    secretName: {{ .Values.security.tls.secretName }}
+    defaultMode: 0440
+{{- end }}
+{{- if .Values.security.authToken.enabled }}
+{{- if not .Values.security.authToken.secretName }}
+{{- fail "security.authToken.enabled: set security.authToken.secretName" }}
+{{- end }}
+- name: auth-token
+  secret:
+    secretName: {{ .Values.security.authToken.secretName }}
+    defaultMode: 0440
+    items:
+      - key: {{ .Values.security.authToken.key }}
+        path: {{ .Values.security.authToken.key }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Probes of a Folio server on its gRPC API port: the standard health service
+(grpc.health.v1), which answers NOT_SERVING while the server drains, so
+readiness drops before the process stops. Kubernetes' gRPC probes speak no TLS:
+with security.tls.enabled they fall back to a TCP connect.
+Call with (dict "root" $ "port" 7070).
+*/}}
+{{- define "folio.probes" -}}
+{{- $check := dict "grpc" (dict "port" (int .port)) -}}
+{{- if .root.Values.security.tls.enabled -}}
+{{- $check = dict "tcpSocket" (dict "port" (int .port)) -}}
+{{- end -}}
+startupProbe:
+  {{- toYaml $check | nindent 2 }}
+  periodSeconds: 5
+  failureThreshold: 60
+readinessProbe:
+  {{- toYaml $check | nindent 2 }}
+  periodSeconds: 5
+  failureThreshold: 2
+livenessProbe:
+  {{- toYaml $check | nindent 2 }}
+  periodSeconds: 10
+  timeoutSeconds: 5
+  failureThreshold: 6
+{{- end -}}
+
+{{/* Pod anti-affinity by component; call with (dict "root" $ "component" "bookie" "mode" "soft"). */}}
+{{- define "folio.antiAffinity" -}}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (fromYaml (include "folio.selectorLabels" .))) -}}
+{{- if eq .mode "soft" -}}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          {{- toYaml $term | nindent 10 }}
+{{- else if eq .mode "hard" -}}
+affinity:
+  podAntiAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      - {{- toYaml $term | nindent 8 }}
+{{- else if ne .mode "none" -}}
+{{- fail (printf "podAntiAffinity must be soft, hard or none, not %q" .mode) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Prometheus scrape annotations; call with (dict "root" $ "port" 8080). */}}
+{{- define "folio.scrapeAnnotations" -}}
+{{- if .root.Values.metrics.scrapeAnnotations -}}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .port | quote }}
+prometheus.io/path: /metrics
+{{- end -}}
+{{- end -}}
+
+{{/*
+One value of the TOML config: strings as TOML basic strings (JSON's escapes
+are TOML's), booleans, integers (YAML numbers reach templates as floats: a
+whole one is written as an integer, which Folio's float settings accept too)
+and other numbers.
+*/}}
+{{- define "folio.tomlValue" -}}
+{{- if kindIs "string" . -}}
+{{- toJson . -}}
+{{- else if kindIs "bool" . -}}
+{{- ternary "true" "false" . -}}
+{{- else if or (kindIs "float64" .) (kindIs "int" .) (kindIs "int64" .) -}}
+{{- if eq (float64 .) (float64 (int64 .)) -}}{{- int64 . -}}{{- else -}}{{- float64 . -}}{{- end -}}
+{{- else -}}
+{{- fail (printf "config values must be strings, numbers or booleans, not %v" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A TOML table; call with (dict "name" "broker" "values" .Values.broker.config). */}}
+{{- define "folio.tomlTable" -}}
+[{{ .name }}]
+{{- range $key, $value := .values }}
+{{- if not (regexMatch "^[a-z][a-z0-9_]*$" $key) }}
+{{- fail (printf "%s.config: %q is not a setting name (lower case and _)" $.name $key) }}
+{{- end }}
+{{ $key }} = {{ include "folio.tomlValue" $value }}
+{{- end }}
+{{- end -}}

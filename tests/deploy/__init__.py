@@ -1,0 +1,1 @@
+"""Tests of the Helm chart: its rendered objects, and its processes run on loopback."""

@@ -1,0 +1,1 @@
+"""Tests of the built container image (marker ``image``; `make test-image`)."""
