@@ -44,6 +44,10 @@ class BrokerConfig:
         txn_snapshot_every_ms: ... or this long after the last one.
         txn_snapshot_chunk_bytes: the largest snapshot chunk; 0 = as large as
             a record of ``_txnbuffer_snapshots`` may be.
+        kafka_port: port of the Kafka protocol listener (docs/kafka.md); -1
+            (the default) serves no Kafka protocol, 0 any free port.
+        kafka_advertised_host: the host Kafka clients are told to connect to
+            (Metadata's broker address); empty: ``host``.
     """
 
     data_dir: str = "./folio-data"
@@ -58,10 +62,14 @@ class BrokerConfig:
     txn_snapshot_every_changes: int = _DEFAULT_SNAPSHOTS.every_changes
     txn_snapshot_every_ms: int = _DEFAULT_SNAPSHOTS.every_ms
     txn_snapshot_chunk_bytes: int = _DEFAULT_SNAPSHOTS.chunk_bytes
+    kafka_port: int = -1
+    kafka_advertised_host: str = ""
 
     def __post_init__(self) -> None:
         check_port("port", self.port)
         check_port("metrics_port", self.metrics_port)
+        if self.kafka_port != -1:
+            check_port("kafka_port (-1: no Kafka listener)", self.kafka_port)
         if self.stop_grace_s < 0 or self.retention_interval_s <= 0:
             raise ValueError("stop_grace_s must be >= 0 and retention_interval_s > 0")
         for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms"):

@@ -38,6 +38,7 @@ from pathlib import Path
 from prometheus_client import start_http_server
 
 from broker.api import TopicConfig
+from broker.app.kafka_listener import KafkaUnavailableError, start_kafka
 from broker.app.storage_watch import StorageWatch
 from broker.broker_config import BrokerConfig, RemoteBookies
 from broker.groups.backlog import GroupBacklog
@@ -170,7 +171,8 @@ async def _serve_with(config: BrokerConfig, stop: asyncio.Event,
             topics.add_maintenance_hook(GroupBacklog(groups, topics, liveness).update)
             try:
                 return await _serve_topics(config, topics, stop, coordinator, groups, liveness,
-                                           bookie, directory if bookie is not None else None)
+                                           bookie, directory if bookie is not None else None,
+                                           store)
             finally:
                 await liveness.close()
                 await coordinator.close()
@@ -187,7 +189,7 @@ async def _serve_with(config: BrokerConfig, stop: asyncio.Event,
 async def _serve_topics(
     config: BrokerConfig, topics: TopicManager, stop: asyncio.Event,
     coordinator: TxnCoordinator, groups: ReaderGroupStore, liveness: GroupLiveness,
-    bookie: Bookie | None, directory: BookieDirectory | None,
+    bookie: Bookie | None, directory: BookieDirectory | None, store: RocksDBMetadataStore,
 ) -> int:
     commit_keys = CommitKeys(topics, coordinator)
     await commit_keys.start()  # settles the idempotent commits a crash cut short
@@ -204,6 +206,12 @@ async def _serve_topics(
     except OSError as error:
         await server.stop(0)
         return _fail(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error}")
+    try:
+        kafka = await start_kafka(config, topics, store)
+    except (OSError, KafkaUnavailableError) as error:
+        await server.stop(0)
+        metrics.shutdown()
+        return _fail(str(error))
     # Health NOT_SERVING while the in-process bookie's disk refuses writes.
     watch = (StorageWatch(bookie, server.health, SERVICE_NAMES, directory)
              if bookie is not None else None)
@@ -211,14 +219,17 @@ async def _serve_topics(
         watch.start()
     try:
         command, ledgers = _RUNNING.get()
+        kafka_line = "" if kafka is None else f", kafka on {config.host}:{kafka.port}"
         print(f"{command} listening on {config.host}:{server.port} (data dir "
               f"{config.data_dir}, {ledgers}, metrics on "
-              f"http://{config.host}:{metrics.server_port}/metrics)", flush=True)
+              f"http://{config.host}:{metrics.server_port}/metrics{kafka_line})", flush=True)
         await stop.wait()
         log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)
     finally:
         if watch is not None:
             await watch.close()
+        if kafka is not None:
+            await kafka.stop()
         await server.stop(config.stop_grace_s)
         with contextlib.suppress(Exception):
             metrics.shutdown()

@@ -46,6 +46,10 @@ _HELP = {
     "txn_snapshot_every_ms": "... or this long after its last snapshot (default 60000)",
     "txn_snapshot_chunk_bytes": "largest transaction buffer snapshot chunk (record of "
     "_txnbuffer_snapshots); 0 = the record limit (default 0)",
+    "kafka_port": "serve the Kafka wire protocol on this port too, so Kafka clients use "
+    "the same topics (docs/kafka.md); -1 = no Kafka listener (default), 0 = any free port",
+    "kafka_advertised_host": "host Kafka clients are told to connect to in Metadata "
+    "answers (default: --host)",
 }
 
 

@@ -1,0 +1,23 @@
+"""The rows of the dispatch table: every served API, gathered from the handler modules.
+
+To serve a new API, write its handler module with a ``ROWS`` tuple and add
+it to ``HANDLER_MODULES`` (consumer groups and transactions are added so).
+"""
+
+from __future__ import annotations
+
+from broker.kafka.dispatch import Api, DispatchTable
+from broker.kafka.handlers import api_versions, metadata
+
+__all__ = ["HANDLER_MODULES", "dispatch_table"]
+
+HANDLER_MODULES = (
+    api_versions,
+    metadata,
+)
+
+
+def dispatch_table() -> DispatchTable:
+    """The table of every row of ``HANDLER_MODULES``."""
+    rows: list[Api] = [row for module in HANDLER_MODULES for row in module.ROWS]
+    return DispatchTable(rows)
