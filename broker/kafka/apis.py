@@ -7,13 +7,28 @@ it to ``HANDLER_MODULES`` (consumer groups and transactions are added so).
 from __future__ import annotations
 
 from broker.kafka.dispatch import Api, DispatchTable
-from broker.kafka.handlers import api_versions, metadata
+from broker.kafka.handlers import (
+    api_versions,
+    configs,
+    fetch,
+    list_offsets,
+    metadata,
+    produce,
+    producer_id,
+    topics_admin,
+)
 
 __all__ = ["HANDLER_MODULES", "dispatch_table"]
 
 HANDLER_MODULES = (
     api_versions,
     metadata,
+    produce,
+    fetch,
+    list_offsets,
+    producer_id,
+    topics_admin,
+    configs,
 )
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.api import Topics
 from broker.kafka.producer_ids import ProducerIds
@@ -11,8 +13,16 @@ from broker.kafka.sequences import RecentBatches
 
 #: One served API: (api_key, min_version, max_version), what ApiVersions lists.
 ServedApi = tuple[int, int, int]
+#: Appends a transactional batch: (context, transactional id, segment name,
+#: batch header, format-2 block) -> (Kafka error code, base offset, message).
+TransactionalAppend = Callable[
+    ["KafkaContext", str | None, str, Any, bytes], Awaitable[tuple[Any, int, str | None]]]
+#: Answers InitProducerId for a transactional id: (context, call) -> (Kafka
+#: error code, producer id, epoch).
+TransactionalProducerId = Callable[["KafkaContext", Any], Awaitable[tuple[Any, int, int]]]
 
-__all__ = ["NODE_ID", "KafkaContext", "ServedApi"]
+__all__ = ["NODE_ID", "KafkaContext", "ServedApi", "TransactionalAppend",
+           "TransactionalProducerId"]
 
 #: The node id this broker gives itself in Metadata: clients see a one-node cluster.
 NODE_ID = 0
@@ -32,6 +42,8 @@ class KafkaContext:
             batches, to answer a retried batch with its original offset.
         stopping: set when the listener stops: long polls end at once.
         served: the dispatch table's rows as ApiVersions lists them.
+        transactional_append: writes a Kafka transactional batch (set by the
+            transaction handlers; None: such batches are refused).
     """
 
     topics: Topics
@@ -42,3 +54,5 @@ class KafkaContext:
     recent_batches: RecentBatches = field(default_factory=RecentBatches)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     served: tuple[ServedApi, ...] = ()
+    transactional_append: TransactionalAppend | None = None
+    transactional_producer_id: TransactionalProducerId | None = None
