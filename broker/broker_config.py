@@ -48,6 +48,8 @@ class BrokerConfig:
             (the default) serves no Kafka protocol, 0 any free port.
         kafka_advertised_host: the host Kafka clients are told to connect to
             (Metadata's broker address); empty: ``host``.
+        kafka_advertised_port: the port they are told; 0: the bound Kafka port
+            (another one when clients reach the broker through a proxy or NAT).
     """
 
     data_dir: str = "./folio-data"
@@ -64,12 +66,14 @@ class BrokerConfig:
     txn_snapshot_chunk_bytes: int = _DEFAULT_SNAPSHOTS.chunk_bytes
     kafka_port: int = -1
     kafka_advertised_host: str = ""
+    kafka_advertised_port: int = 0
 
     def __post_init__(self) -> None:
         check_port("port", self.port)
         check_port("metrics_port", self.metrics_port)
         if self.kafka_port != -1:
             check_port("kafka_port (-1: no Kafka listener)", self.kafka_port)
+        check_port("kafka_advertised_port", self.kafka_advertised_port)
         if self.stop_grace_s < 0 or self.retention_interval_s <= 0:
             raise ValueError("stop_grace_s must be >= 0 and retention_interval_s > 0")
         for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms"):

@@ -42,7 +42,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
             f"--kafka-port needs the kafka extra (pip install 'folio[kafka]'): {error}"
         ) from None
     context = KafkaContext(topics, config.kafka_advertised_host or config.host,
-                           ProducerIds(store))
+                           ProducerIds(store), advertised_port=config.kafka_advertised_port)
     server = KafkaServer(context, config.host, config.kafka_port)
     try:
         await server.start()

@@ -50,6 +50,8 @@ _HELP = {
     "the same topics (docs/kafka.md); -1 = no Kafka listener (default), 0 = any free port",
     "kafka_advertised_host": "host Kafka clients are told to connect to in Metadata "
     "answers (default: --host)",
+    "kafka_advertised_port": "port Kafka clients are told to connect to, when they reach "
+    "the broker through a proxy or NAT (default 0: the Kafka port itself)",
 }
 
 

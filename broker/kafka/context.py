@@ -36,6 +36,7 @@ class KafkaContext:
         topics: the broker's topics and segments.
         host: the host Kafka clients are told to connect to (Metadata).
         port: the listener's port (set once it is bound).
+        advertised_port: the port Metadata tells clients; 0: ``port``.
         cluster_id: the cluster id Metadata reports.
         producer_ids: gives out idempotent producer ids (InitProducerId).
         recent_batches: the offsets of each idempotent producer's last
@@ -50,6 +51,7 @@ class KafkaContext:
     host: str
     producer_ids: ProducerIds
     port: int = 0
+    advertised_port: int = 0
     cluster_id: str = "folio"
     recent_batches: RecentBatches = field(default_factory=RecentBatches)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)

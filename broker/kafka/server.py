@@ -50,7 +50,8 @@ class KafkaServer:
         sockets = self._server.sockets
         self._context.port = int(sockets[0].getsockname()[1]) if sockets else self._port
         log.info("kafka: listening on %s:%d (advertised %s:%d)", self._bind_host,
-                 self._context.port, self._context.host, self._context.port)
+                 self._context.port, self._context.host,
+                 self._context.advertised_port or self._context.port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection = KafkaConnection(self._context, self._table, reader, writer,

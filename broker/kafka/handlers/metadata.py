@@ -40,7 +40,7 @@ async def handle_metadata(context: KafkaContext, call: Call) -> Any:
         names = [topic.name for topic in asked if topic.name is not None]
     topics = [await _topic(cls, context, name) for name in names]
     broker = build(nested(cls, "MetadataResponseBroker"), node_id=NODE_ID, host=context.host,
-                   port=context.port, rack=None)
+                   port=context.advertised_port or context.port, rack=None)
     return build(cls, throttle_time=_ZERO, brokers=(broker,), cluster_id=context.cluster_id,
                  controller_id=NODE_ID, topics=tuple(topics), cluster_authorized_operations=0)
 
