@@ -23,7 +23,7 @@ def test_kafka_written_events_read_through_the_sdk(bootstrap: str,
     sent: list[tuple[int, bytes, bytes | None, dict[str, bytes], int]] = []
     for index in range(40):
         partition = index % 2
-        key = None if partition == 1 else "clé-%d" % (index % 4)
+        key = None if partition == 1 else f"clé-{index % 4}"
         stamp = 1_700_000_000_000 + index
         headers = {"n": b"%d" % index} if index % 3 else {}
         producer.produce(topic, value=b"payload-%d" % index,
