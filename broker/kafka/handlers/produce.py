@@ -113,7 +113,10 @@ async def _append(context: KafkaContext, topic: str, partition: int, records: by
     except (BrokerError, LedgerError) as error:
         return error_code(error), -1, str(error)
     if result.duplicate:
-        return ErrorCode.none, context.recent_batches.offset_of(writer, name, last), None
+        offset = context.recent_batches.offset_of(writer, name, last)
+        log.info("kafka: producer %s resent a batch %s already holds (last sequence %d); "
+                 "answered with its offset %d", writer, name, last, offset)
+        return ErrorCode.none, offset, None
     if writer:
         context.recent_batches.note(writer, name, last, result.offset)
     return ErrorCode.none, result.offset, None
