@@ -1,10 +1,15 @@
 """One Kafka client connection: frames in, requests decoded, answered in order.
 
-Requests of one connection are handled one at a time, in the order they
-came, as Kafka's broker does (it mutes a connection while a request is in
-flight): responses therefore leave in request order, and the appends of one
-producer connection reach their segments in the order it sent them, which is
-what its sequence numbers and ``max.in.flight`` rely on.
+Requests of one connection are started one at a time, in the order they
+came, and answered in that order. A handler that returns a ``Deferred``
+(Produce, once it has called its appends) lets the next request start while
+its own completes: a producer's pipelined batches (``max.in.flight``) are
+then group-committed together instead of one fsync each, and since each
+append is called before the next request starts, they reach their segments
+in the order sent, which the producer's sequence numbers rely on. Other
+handlers (Fetch's long poll among them) hold the connection until they
+answer, as Kafka's broker does. At most ``MAX_PENDING_RESPONSES`` answers
+wait per connection; beyond that the connection stops reading.
 
 Anything that breaks the protocol closes the connection, as Kafka's broker
 does, after a WARNING log naming the peer: a frame size out of bounds or cut
@@ -29,7 +34,7 @@ from kio.index import KioIndexError
 from kio.serial.errors import SerialError
 
 from broker.kafka.context import KafkaContext
-from broker.kafka.dispatch import Call, DispatchTable
+from broker.kafka.dispatch import Call, Deferred, DispatchTable
 from broker.kafka.framing import FrameError, frame, read_frame
 from broker.kafka.handlers.api_versions import API_VERSIONS_KEY, unsupported_version_answer
 from broker.kafka.messages import (
@@ -44,6 +49,8 @@ __all__ = ["KafkaConnection", "ProtocolError"]
 log = logging.getLogger(__name__)
 
 _PREFIX = struct.Struct(">hhi")
+#: Answers (deferred or ready) waiting to be written, per connection.
+MAX_PENDING_RESPONSES = 16
 
 
 class ProtocolError(Exception):
@@ -66,15 +73,17 @@ class KafkaConnection:
 
     async def serve(self) -> None:
         """Answer requests until the peer closes, breaks the protocol, or the task is cancelled."""
+        pending: asyncio.Queue[asyncio.Future[bytes | None] | None] = asyncio.Queue(
+            MAX_PENDING_RESPONSES)
+        sender = asyncio.ensure_future(self._send(pending))
         try:
-            while True:
+            while not sender.done():
                 data = await read_frame(self._reader, self._max_frame_bytes)
                 if data is None:
-                    return
-                answer = await self._answer(data)
-                if answer is not None:
-                    self._writer.write(frame(answer))
-                    await self._writer.drain()
+                    break
+                await pending.put(await self._answer(data))
+            await pending.put(None)
+            await sender  # the answers still due, then the sender's own failure
         except (FrameError, ProtocolError) as error:
             log.warning("kafka: closing connection from %s: %s", self.peer, error)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -83,12 +92,31 @@ class KafkaConnection:
             log.exception("kafka: closing connection from %s after an unexpected error",
                           self.peer)
         finally:
+            if not sender.done():
+                sender.cancel()
+            with contextlib.suppress(BaseException):
+                await sender
+            while not pending.empty():  # answers no one will read: stop their work
+                item = pending.get_nowait()
+                if item is not None and not item.done():
+                    item.cancel()
             self._writer.close()
             with contextlib.suppress(Exception):
                 await self._writer.wait_closed()
 
-    async def _answer(self, data: bytes) -> bytes | None:
-        """The response frame's payload for one request, None when none is due."""
+    async def _send(self, pending: asyncio.Queue[asyncio.Future[bytes | None] | None]) -> None:
+        """Write the answers in request order; a None item ends the connection's answers."""
+        while True:
+            item = await pending.get()
+            if item is None:
+                return
+            answer = await item
+            if answer is not None:
+                self._writer.write(frame(answer))
+                await self._writer.drain()
+
+    async def _answer(self, data: bytes) -> asyncio.Future[bytes | None]:
+        """The answer to one request (its payload, or None when none is due), maybe later."""
         if len(data) < _PREFIX.size:
             raise ProtocolError(f"request of {len(data)} bytes has no header")
         api_key, version, correlation_id = _PREFIX.unpack_from(data)
@@ -99,15 +127,23 @@ class KafkaConnection:
             if api_key == API_VERSIONS_KEY:
                 # KIP-511: a client newer than the broker learns the served
                 # versions from a v0 answer and retries with one of them.
-                return self._encode(API_VERSIONS_KEY, 0, correlation_id,
-                                    unsupported_version_answer(self._context))
+                return _ready(self._encode(API_VERSIONS_KEY, 0, correlation_id,
+                                           unsupported_version_answer(self._context)))
             raise ProtocolError(f"{row.name} version {version} is not served "
                                 f"(versions {row.min_version}-{row.max_version})")
         call = self._decode(api_key, version, data)
         response = await row.handler(self._context, call)
-        if response is None:
-            return None
-        return self._encode(api_key, version, correlation_id, response)
+        if isinstance(response, Deferred):
+            return asyncio.ensure_future(
+                self._later(api_key, version, correlation_id, response))
+        return _ready(None if response is None
+                      else self._encode(api_key, version, correlation_id, response))
+
+    async def _later(self, api_key: int, version: int, correlation_id: int,
+                     deferred: Deferred) -> bytes | None:
+        response = await deferred.result
+        return (None if response is None
+                else self._encode(api_key, version, correlation_id, response))
 
     def _decode(self, api_key: int, version: int, data: bytes) -> Call:
         try:
@@ -134,3 +170,9 @@ class KafkaConnection:
         return out.getvalue()
 
 
+
+
+def _ready(answer: bytes | None) -> asyncio.Future[bytes | None]:
+    future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+    future.set_result(answer)
+    return future

@@ -4,8 +4,10 @@ A row (``Api``) names one Kafka API, the version range served and the
 handler. ApiVersions answers from the table, so adding a row is all it takes
 to serve a new API (``broker.kafka.apis`` gathers the rows of each handler
 module). A handler gets the ``KafkaContext`` and the decoded ``Call`` and
-returns the response entity of the call's version, or None to send no
-response at all (Produce with acks=0).
+returns the response entity of the call's version, None to send no
+response at all (Produce with acks=0), or a ``Deferred``: the connection
+then reads the next request while this one completes, and still answers in
+request order (Produce: see ``broker.kafka.connection``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from broker.kafka.context import KafkaContext
 
-__all__ = ["Api", "Call", "DispatchTable", "Handler"]
+__all__ = ["Api", "Call", "Deferred", "DispatchTable", "Handler"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,17 @@ class Call:
     correlation_id: int
     client_id: str | None
     request: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A response that completes later: ``result`` gives the entity (or None: no response).
+
+    A handler returns one once everything whose order matters is done (a
+    Produce has called its appends), so the next request may start.
+    """
+
+    result: Awaitable[Any | None]
 
 
 Handler = Callable[[KafkaContext, Call], Awaitable[Any | None]]

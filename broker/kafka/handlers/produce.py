@@ -29,12 +29,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.api import Block
+from broker.api import Block, SegmentHandle
 from broker.errors import BrokerError
 from broker.kafka.batches import BatchHeader, InvalidBatchError, parse_batch, split_batches
 from broker.kafka.blocks import block_of_batch
 from broker.kafka.context import KafkaContext
-from broker.kafka.dispatch import Api, Call
+from broker.kafka.dispatch import Api, Call, Deferred
 from broker.kafka.error_codes import error_code
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
@@ -56,21 +56,31 @@ def writer_of(header: BatchHeader) -> tuple[str, int]:
     return f"kafka:{header.producer_id}:{header.producer_epoch}", header.last_sequence
 
 
-async def handle_produce(context: KafkaContext, call: Call) -> Any:
-    """Append each partition's batch; the per-partition answers (None for acks=0)."""
+async def handle_produce(context: KafkaContext, call: Call) -> Deferred:
+    """Check and start each partition's append; the answers come with the ``Deferred``.
+
+    Every append is called before this returns, so the next request of the
+    connection appends after this one (``broker.kafka.connection``).
+    """
     request = call.request
+    parts = [(topic.name, partition.index, partition.records)
+             for topic in request.topic_data for partition in topic.partition_data]
+    started = [await _start(context, name, index, records, request.transactional_id)
+               for name, index, records in parts]
+    return Deferred(_answer(call, [(name, index) for name, index, _ in parts], started))
+
+
+async def _answer(call: Call, jobs: list[tuple[str, int]],
+                  started: list[_Started]) -> Any:
+    results = [await outcome if isinstance(outcome, asyncio.Future) else outcome
+               for outcome in started]
+    if call.request.acks == 0:
+        return None
     cls = response_class(PRODUCE_KEY, call.version)
     topic_cls = nested(cls, "TopicProduceResponse")
     partition_cls = nested(cls, "PartitionProduceResponse")
-    jobs = [(topic.name, partition.index, partition.records)
-            for topic in request.topic_data for partition in topic.partition_data]
-    results = await asyncio.gather(*(
-        _append(context, name, index, records, request.transactional_id)
-        for name, index, records in jobs))
-    if request.acks == 0:
-        return None
     by_topic: dict[str, list[Any]] = {}
-    for (name, index, _), (code, offset, message) in zip(jobs, results, strict=True):
+    for (name, index), (code, offset, message) in zip(jobs, results, strict=True):
         by_topic.setdefault(name, []).append(build(
             partition_cls, index=index, error_code=code, base_offset=offset,
             log_append_time=None, log_start_offset=-1, record_errors=(),
@@ -80,9 +90,15 @@ async def handle_produce(context: KafkaContext, call: Call) -> Any:
     return build(cls, responses=responses, throttle_time=_ZERO)
 
 
-async def _append(context: KafkaContext, topic: str, partition: int, records: bytes | None,
-                  transactional_id: str | None) -> tuple[ErrorCode, int, str | None]:
-    """(error code, base offset, error message) of one partition's batch."""
+#: (error code, base offset, error message) of one partition.
+_Outcome = tuple[ErrorCode, int, str | None]
+#: A partition's outcome now (refused) or its append under way.
+_Started = _Outcome | asyncio.Future[_Outcome]
+
+
+async def _start(context: KafkaContext, topic: str, partition: int,
+                 records: bytes | None, transactional_id: str | None) -> _Started:
+    """Check one partition's batch and call its append (not awaited)."""
     try:
         batches = split_batches(records or b"")
         if len(batches) != 1:
@@ -108,7 +124,17 @@ async def _append(context: KafkaContext, topic: str, partition: int, records: by
             return await context.transactional_append(
                 context, transactional_id, name, header, data)
         segment = await context.topics.writable_segment(name, "Kafka Produce")
-        writer, last = writer_of(header)
+    except (BrokerError, LedgerError) as error:
+        return error_code(error), -1, str(error)
+    writer, last = writer_of(header)
+    # A task: its first step (the segment's numbering and submit) runs before
+    # any later request's, in the order the tasks are made.
+    return asyncio.ensure_future(_append(context, segment, name, header, data, writer, last))
+
+
+async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
+                  header: BatchHeader, data: bytes, writer: str, last: int) -> _Outcome:
+    try:
         result = await segment.append([Block(data, header.records_count)], writer, last)
     except (BrokerError, LedgerError) as error:
         return error_code(error), -1, str(error)

@@ -1,0 +1,211 @@
+"""Kafka clients against the Folio SDK on one ``folio standalone``: ``python -m bench.kafka``.
+
+One run starts a ``folio standalone --kafka-port 0`` (sync durability) in a
+fresh directory and, for each event size (default 100 B and 1 KiB), measures
+on a fresh 1-segment topic each:
+
+* **produce**: events acknowledged per second, writing as fast as the
+  client allows for ``--duration-s``: the SDK's ``EventWriter`` (default
+  settings) and librdkafka's producer (confluent-kafka, ``acks=all``,
+  ``linger.ms=5``, no compression), each into its own topic;
+* **consume**: events per second reading back from offset 0 everything that
+  produce wrote: the SDK's batch client (``read_segment``) and librdkafka's
+  consumer (``assign`` + ``consume``), each reading the events its own API
+  wrote (so the Kafka path serves batches as stored).
+
+It prints a Markdown table with both rates and the Kafka/SDK ratio (the
+target: the Kafka path at least half the SDK's) and, with ``--json``, the
+figures as JSON. Clients run one at a time in this process, the broker in its
+own; the machine's cores are shared by both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+_KAFKA = re.compile(r"kafka on (\S+):(\d+)\)")
+
+
+def _start(directory: Path) -> tuple[subprocess.Popen[str], str, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "folio.cli", "standalone", "--data-dir", str(directory),
+         "--port", "0", "--metrics-port", "0", "--kafka-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    match = _KAFKA.search(line)
+    if "listening on " not in line or match is None:
+        process.kill()
+        process.wait()
+        raise RuntimeError(f"folio standalone did not start: {line!r}")
+    return process, line.split("listening on ", 1)[1].split()[0], f"{match[1]}:{match[2]}"
+
+
+def sdk_produce(endpoint: str, topic: str, size: int, duration_s: float) -> tuple[float, int]:
+    """(events/s, events) acknowledged by an SDK writer in ``duration_s``."""
+    import folio  # noqa: PLC0415
+
+    payload = os.urandom(size)
+    with folio.Client(endpoint) as client:
+        client.create_topic(topic, 1)
+        with client.writer(topic) as writer:
+            write = writer.write_event
+            count = 0
+            started = time.perf_counter()
+            deadline = started + duration_s
+            last: Any = None
+            while time.perf_counter() < deadline:
+                for _ in range(1000):
+                    last = write(payload)
+                count += 1000
+            writer.flush()
+            last.result(60)
+            elapsed = time.perf_counter() - started
+    return count / elapsed, count
+
+
+def sdk_consume(endpoint: str, topic: str, count: int) -> float:
+    """Events/s reading ``count`` events of ``topic/0`` with the SDK's batch client."""
+    import folio  # noqa: PLC0415
+
+    with folio.Client(endpoint) as client:
+        started = time.perf_counter()
+        read = sum(1 for _ in client.batch_client().read_segment(f"{topic}/0", 0, count))
+        elapsed = time.perf_counter() - started
+    assert read == count, (read, count)
+    return count / elapsed
+
+
+def kafka_produce(bootstrap: str, topic: str, size: int,
+                  duration_s: float) -> tuple[float, int]:
+    """(events/s, events) acknowledged by librdkafka's producer in ``duration_s``."""
+    from confluent_kafka import Producer  # noqa: PLC0415
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]  # noqa: PLC0415
+        AdminClient,
+        NewTopic,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[
+        topic].result(60)
+    payload = os.urandom(size)
+    failures: list[Any] = []
+
+    def report(error: Any, _message: Any) -> None:
+        if error is not None:
+            failures.append(error)
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "queue.buffering.max.messages": 1_000_000,
+                         "queue.buffering.max.kbytes": 1_048_576})
+    count = 0
+    started = time.perf_counter()
+    deadline = started + duration_s
+    produce = producer.produce
+    while time.perf_counter() < deadline:
+        for _ in range(1000):
+            while True:
+                try:
+                    produce(topic, payload, partition=0, on_delivery=report)
+                    break
+                except BufferError:  # its queue is full: serve delivery reports
+                    producer.poll(0.01)
+        count += 1000
+        producer.poll(0)
+    if producer.flush(120) != 0 or failures:
+        raise RuntimeError(f"librdkafka: {len(failures)} failed deliveries: {failures[:3]}")
+    elapsed = time.perf_counter() - started
+    return count / elapsed, count
+
+
+def kafka_consume(bootstrap: str, topic: str, count: int) -> float:
+    """Events/s reading ``count`` events of partition 0 with librdkafka's consumer."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
+                         "enable.auto.commit": False, "fetch.max.bytes": 52_428_800})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    read = 0
+    started = time.perf_counter()
+    try:
+        while read < count:
+            for message in consumer.consume(10_000, 1.0):
+                if message.error() is None:
+                    read += 1
+        elapsed = time.perf_counter() - started
+    finally:
+        consumer.close()
+    return count / elapsed
+
+
+def run(sizes: list[int], duration_s: float) -> list[dict[str, Any]]:
+    """Every figure, by event size."""
+    results = []
+    with tempfile.TemporaryDirectory(prefix="folio-kafka-bench-") as directory:
+        process, endpoint, bootstrap = _start(Path(directory) / "data")
+        try:
+            for size in sizes:
+                sdk_rate, sdk_count = sdk_produce(endpoint, f"sdk-{size}", size, duration_s)
+                kafka_rate, kafka_count = kafka_produce(bootstrap, f"kafka-{size}", size,
+                                                        duration_s)
+                results.append({
+                    "size_bytes": size,
+                    "sdk_produce_events_per_s": sdk_rate,
+                    "kafka_produce_events_per_s": kafka_rate,
+                    "sdk_consume_events_per_s": sdk_consume(endpoint, f"sdk-{size}",
+                                                            sdk_count),
+                    "kafka_consume_events_per_s": kafka_consume(bootstrap, f"kafka-{size}",
+                                                                kafka_count),
+                    "sdk_events": sdk_count,
+                    "kafka_events": kafka_count,
+                })
+        finally:
+            process.terminate()
+            process.wait(60)
+    return results
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    """The figures as a Markdown table."""
+    lines = ["| event size | produce: SDK | produce: Kafka | Kafka/SDK | consume: SDK "
+             "| consume: Kafka | Kafka/SDK |", "|---|---|---|---|---|---|---|"]
+    for row in results:
+        produce = row["kafka_produce_events_per_s"] / row["sdk_produce_events_per_s"]
+        consume = row["kafka_consume_events_per_s"] / row["sdk_consume_events_per_s"]
+        lines.append(
+            f"| {row['size_bytes']} B | {row['sdk_produce_events_per_s']:,.0f}/s "
+            f"| {row['kafka_produce_events_per_s']:,.0f}/s | {produce:.2f} "
+            f"| {row['sdk_consume_events_per_s']:,.0f}/s "
+            f"| {row['kafka_consume_events_per_s']:,.0f}/s | {consume:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its table (or JSON)."""
+    parser = argparse.ArgumentParser(prog="python -m bench.kafka", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100,1024",
+                        help="event sizes in bytes, comma-separated (default 100,1024)")
+    parser.add_argument("--duration-s", type=float, default=5.0,
+                        help="seconds each producer writes (default 5)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    sizes = [int(size) for size in args.sizes.split(",") if size.strip()]
+    results = run(sizes, args.duration_s)
+    print(json.dumps(results, indent=2) if args.json else table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
