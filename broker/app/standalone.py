@@ -207,7 +207,7 @@ async def _serve_topics(
         await server.stop(0)
         return _fail(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error}")
     try:
-        kafka = await start_kafka(config, topics, store)
+        kafka = await start_kafka(config, topics, store, coordinator)
     except (OSError, KafkaUnavailableError) as error:
         await server.stop(0)
         metrics.shutdown()

@@ -11,11 +11,16 @@ from broker.kafka.handlers import (
     api_versions,
     configs,
     fetch,
+    find_coordinator,
+    group_admin,
+    group_membership,
+    group_offsets,
     list_offsets,
     metadata,
     produce,
     producer_id,
     topics_admin,
+    transactions,
 )
 
 __all__ = ["HANDLER_MODULES", "dispatch_table"]
@@ -29,6 +34,12 @@ HANDLER_MODULES = (
     producer_id,
     topics_admin,
     configs,
+    # Consumer groups and transactions (docs/kafka.md, "Consumer groups", "Transactions").
+    find_coordinator,
+    group_membership,
+    group_offsets,
+    group_admin,
+    transactions,
 )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.api import Topics
+from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.sequences import RecentBatches
 
@@ -58,3 +59,4 @@ class KafkaContext:
     served: tuple[ServedApi, ...] = ()
     transactional_append: TransactionalAppend | None = None
     transactional_producer_id: TransactionalProducerId | None = None
+    coordinators: KafkaCoordinators | None = None
