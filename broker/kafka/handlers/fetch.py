@@ -41,6 +41,8 @@ __all__ = ["FETCH_KEY", "ROWS", "isolation_of"]
 
 FETCH_KEY = 1
 _ZERO = datetime.timedelta(0)
+#: Reads of one fetch that may find only left-out entries before it answers.
+_SKIP_READS = 16
 #: Longest wait a client may ask for (Kafka's clients ask 500 ms by default).
 MAX_WAIT_S = 30.0
 
@@ -104,6 +106,13 @@ async def _read(part: _Partition, isolation: Isolation) -> None:
         return
     try:
         batch = await segment.read(part.offset, max(part.max_bytes, 1), isolation)
+        for _ in range(_SKIP_READS):
+            if batch.blocks or batch.next_offset <= part.offset:
+                break
+            # Only left-out entries (aborted transactions) there, up to a ledger's
+            # end: go on after them, or the client asks for this offset forever.
+            part.offset = batch.next_offset
+            batch = await segment.read(part.offset, max(part.max_bytes, 1), isolation)
         part.batches = [batch_of_block(block) for block in batch.blocks]
     except (BrokerError, LedgerError) as error:
         part.error = error_code(error)
