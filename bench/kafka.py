@@ -150,7 +150,9 @@ def kafka_consume(bootstrap: str, topic: str, count: int) -> float:
     started = time.perf_counter()
     try:
         while read < count:
-            for message in consumer.consume(10_000, 1.0):
+            # consume() waits for as many messages as asked (or its timeout):
+            # never ask for more than are left.
+            for message in consumer.consume(min(10_000, count - read), 1.0):
                 if message.error() is None:
                     read += 1
         elapsed = time.perf_counter() - started
