@@ -4,7 +4,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Two stamps: the runtime (`pip install -e .`, what `folio standalone` needs) and
+# Two stamps: the runtime (`pip install -e '.[kafka]'`, what `folio standalone` needs,
+# its Kafka listener included) and
 # the full set on top of it (extras dev and spark: what `make test` runs).
 RUNTIME_STAMP := $(VENV)/.folio-runtime
 STAMP := $(VENV)/.folio-installed
@@ -26,7 +27,7 @@ endif
 $(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[kafka]'
 	@touch $(RUNTIME_STAMP)
 
 $(STAMP): $(RUNTIME_STAMP)

@@ -10,12 +10,16 @@ on a fresh 1-segment topic each:
   ``linger.ms=5``, no compression), each into its own topic;
 * **consume**: events per second reading back from offset 0 everything that
   produce wrote: the SDK's batch client (``read_segment``) and librdkafka's
-  consumer (``assign`` + ``consume``), each reading the events its own API
-  wrote (so the Kafka path serves batches as stored).
+  consumer (``assign`` + ``consume``, with a prefetch queue of a million
+  messages or 1 GiB instead of 100,000 or 64 MiB), each
+  reading the events its own API wrote (so the Kafka path serves batches as
+  stored).
 
-It prints a Markdown table with both rates and the Kafka/SDK ratio (the
-target: the Kafka path at least half the SDK's) and, with ``--json``, the
-figures as JSON. Clients run one at a time in this process, the broker in its
+Each measurement runs ``--rounds`` times (default 3) and the best is kept:
+the machine is shared, and the best run is the one least disturbed. It
+prints a Markdown table with both rates and the Kafka/SDK ratio (the target:
+the Kafka path at least half the SDK's) and, with ``--json``, the figures as
+JSON. Clients run one at a time in this process, the broker in its
 own; the machine's cores are shared by both.
 """
 
@@ -133,14 +137,22 @@ def kafka_consume(bootstrap: str, topic: str, count: int) -> float:
     """Events/s reading ``count`` events of partition 0 with librdkafka's consumer."""
     from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
 
+    # librdkafka stops fetching once 100,000 messages or 64 MiB wait in its
+    # queue and backs off up to fetch.queue.backoff.ms (1 s) before the next
+    # fetch: the consumer then idles (measured: both processes mostly idle). A
+    # queue of a million messages or 1 GiB keeps fetches going, as the SDK's
+    # read stream does.
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
-                         "enable.auto.commit": False, "fetch.max.bytes": 52_428_800})
+                         "enable.auto.commit": False, "queued.min.messages": 1_000_000,
+                         "queued.max.messages.kbytes": 1_048_576})
     consumer.assign([TopicPartition(topic, 0, 0)])
     read = 0
     started = time.perf_counter()
     try:
         while read < count:
-            for message in consumer.consume(10_000, 1.0):
+            # consume() waits for as many messages as asked (or its timeout):
+            # never ask for more than are left.
+            for message in consumer.consume(min(10_000, count - read), 1.0):
                 if message.error() is None:
                     read += 1
         elapsed = time.perf_counter() - started
@@ -149,27 +161,30 @@ def kafka_consume(bootstrap: str, topic: str, count: int) -> float:
     return count / elapsed
 
 
-def run(sizes: list[int], duration_s: float) -> list[dict[str, Any]]:
-    """Every figure, by event size."""
+def run(sizes: list[int], duration_s: float, rounds: int) -> list[dict[str, Any]]:
+    """Every figure, by event size: the best of ``rounds`` runs of each measurement."""
     results = []
     with tempfile.TemporaryDirectory(prefix="folio-kafka-bench-") as directory:
         process, endpoint, bootstrap = _start(Path(directory) / "data")
         try:
             for size in sizes:
-                sdk_rate, sdk_count = sdk_produce(endpoint, f"sdk-{size}", size, duration_s)
-                kafka_rate, kafka_count = kafka_produce(bootstrap, f"kafka-{size}", size,
-                                                        duration_s)
-                results.append({
-                    "size_bytes": size,
-                    "sdk_produce_events_per_s": sdk_rate,
-                    "kafka_produce_events_per_s": kafka_rate,
-                    "sdk_consume_events_per_s": sdk_consume(endpoint, f"sdk-{size}",
-                                                            sdk_count),
-                    "kafka_consume_events_per_s": kafka_consume(bootstrap, f"kafka-{size}",
-                                                                kafka_count),
-                    "sdk_events": sdk_count,
-                    "kafka_events": kafka_count,
-                })
+                best: dict[str, float] = {}
+                for number in range(rounds):
+                    sdk_topic, kafka_topic = f"sdk-{size}-{number}", f"kafka-{size}-{number}"
+                    sdk_rate, sdk_count = sdk_produce(endpoint, sdk_topic, size, duration_s)
+                    kafka_rate, kafka_count = kafka_produce(bootstrap, kafka_topic, size,
+                                                            duration_s)
+                    figures = {
+                        "sdk_produce_events_per_s": sdk_rate,
+                        "kafka_produce_events_per_s": kafka_rate,
+                        "sdk_consume_events_per_s": sdk_consume(endpoint, sdk_topic,
+                                                                sdk_count),
+                        "kafka_consume_events_per_s": kafka_consume(bootstrap, kafka_topic,
+                                                                    kafka_count),
+                    }
+                    for name, value in figures.items():
+                        best[name] = max(best.get(name, 0.0), value)
+                results.append({"size_bytes": size, "rounds": rounds, **best})
         finally:
             process.terminate()
             process.wait(60)
@@ -197,12 +212,15 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100,1024",
                         help="event sizes in bytes, comma-separated (default 100,1024)")
-    parser.add_argument("--duration-s", type=float, default=5.0,
-                        help="seconds each producer writes (default 5)")
+    parser.add_argument("--duration-s", type=float, default=3.0,
+                        help="seconds each producer writes (default 3)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="runs of each measurement; the best is reported, as the "
+                        "machine is shared (default 3)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",") if size.strip()]
-    results = run(sizes, args.duration_s)
+    results = run(sizes, args.duration_s, max(args.rounds, 1))
     print(json.dumps(results, indent=2) if args.json else table(results))
     return 0
 
