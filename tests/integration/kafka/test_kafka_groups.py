@@ -132,9 +132,14 @@ def test_kafka_python_group_rebalances_between_two_members(bootstrap: str) -> No
     fill(bootstrap, group, 3)
 
     def member() -> KafkaConsumer:
-        return KafkaConsumer(group, bootstrap_servers=bootstrap, group_id=group,
-                             auto_offset_reset="earliest", enable_auto_commit=False,
-                             session_timeout_ms=10_000, heartbeat_interval_ms=500)
+        consumer = KafkaConsumer(group, bootstrap_servers=bootstrap, group_id=group,
+                                 auto_offset_reset="earliest", enable_auto_commit=False,
+                                 session_timeout_ms=10_000, heartbeat_interval_ms=500)
+        # The topic's metadata before the first join: kafka-python 3.0 otherwise
+        # may lead a generation without it, assign nothing, rejoin, and was once
+        # seen stuck after that (no SyncGroup, no heartbeat), whatever the broker.
+        assert consumer.partitions_for_topic(group) == set(range(PARTITIONS))
+        return consumer
 
     def assignment(consumer: KafkaConsumer) -> set[int]:
         return {tp.partition for tp in consumer.assignment()}
