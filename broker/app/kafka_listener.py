@@ -54,7 +54,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     # Offsets, group records and transactional ids are loaded before serving.
     context.coordinators = await start_coordinators(
         topics, txn_coordinator, context.producer_ids,
-        lambda: Node(NODE_ID, context.host, context.advertised_port or context.port))
+        lambda: Node(NODE_ID, context.host, context.advertised_port or context.port),
+        context.stopping)
     if context.coordinators.txns is not None:
         install(context)
     server = KafkaServer(context, config.host, config.kafka_port)

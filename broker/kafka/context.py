@@ -46,6 +46,8 @@ class KafkaContext:
         served: the dispatch table's rows as ApiVersions lists them.
         transactional_append: writes a Kafka transactional batch (set by the
             transaction handlers; None: such batches are refused).
+        coordinators: consumer groups and transactional ids (None: group and
+            transaction requests answer COORDINATOR_NOT_AVAILABLE).
     """
 
     topics: Topics

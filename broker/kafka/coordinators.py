@@ -8,8 +8,10 @@ other APIs) group and transaction requests answer COORDINATOR_NOT_AVAILABLE.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker.kafka.groups.coordinator import GroupCoordinator
 from broker.kafka.groups.membership import GroupConfig
@@ -37,20 +39,34 @@ class KafkaCoordinators:
     groups: GroupCoordinator
     txns: TxnProducers | None
     locator: CoordinatorLocator
+    closer: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def close(self) -> None:
         """Cancel the groups' timers (the listener stops)."""
         self.groups.close()
 
+    async def close_on(self, stopping: asyncio.Event) -> None:
+        """Wait for ``stopping``, then ``close``."""
+        with contextlib.suppress(asyncio.CancelledError):
+            await stopping.wait()
+        self.close()
+
 
 async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinator | None,
                              producer_ids: ProducerIds, node: Callable[[], Node],
+                             stopping: asyncio.Event,
                              config: GroupConfig | None = None) -> KafkaCoordinators:
-    """Load the groups' offsets and the transactional ids; raises what the topics raise."""
+    """Load the groups' offsets and the transactional ids; raises what the topics raise.
+
+    Their timers are cancelled once ``stopping`` (the listener's) is set.
+    """
     groups = GroupCoordinator(topics, OffsetStore(topics), config)
     await groups.start()
     txns = None
     if txn_coordinator is not None:
         txns = TxnProducers(topics, txn_coordinator, producer_ids, groups)
         await txns.start()
-    return KafkaCoordinators(groups, txns, LocalLocator(node))
+    coordinators = KafkaCoordinators(groups, txns, LocalLocator(node))
+    coordinators.closer = asyncio.get_running_loop().create_task(
+        coordinators.close_on(stopping))
+    return coordinators
