@@ -101,12 +101,17 @@ class TxnProducers:
             if producer.txn_id is None:
                 continue
             state = self._state(producer.txn_id)
-            if state in _COMMITTED:
-                log.info("kafka transactions: %s committed before a restart; writing its "
-                         "%d offsets", producer.transactional_id, len(producer.offsets))
-                await self._finish(producer, "commit")
-            elif state is None or state in _ABORTED:
-                await self._finish(producer, "abort")
+            try:
+                if state in _COMMITTED:
+                    log.info("kafka transactions: %s committed before a restart; writing "
+                             "its %d offsets", producer.transactional_id, len(producer.offsets))
+                    await self._finish(producer, "commit")
+                elif state is None or state in _ABORTED:
+                    await self._finish(producer, "abort")
+            except (BrokerError, LedgerError) as error:
+                # Kept as it is: its next EndTxn, InitProducerId or start finishes it.
+                log.error("kafka transactions: finishing %s after a restart failed: %s",
+                          producer.transactional_id, error)
 
     def _state(self, txn_id: bytes) -> TxnState | None:
         try:
