@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPythonPartition
+from kafka.structs import OffsetAndMetadata
 
 import folio
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic, produce
@@ -176,3 +177,36 @@ def test_a_new_producer_with_the_same_transactional_id_fences_the_old_one(
     assert [value for _, _, value in committed] == [b"new"]
     assert {value for _, _, value in read_all(bootstrap, topic, 1, 2, "read_uncommitted")} == {
         b"old", b"new"}
+
+
+def test_kafka_python_sends_offsets_with_its_transaction(bootstrap: str) -> None:
+    source, sink, group = "kp-ctp-in", "kp-ctp-out", "kp-ctp-group"
+    create_topic(bootstrap, source, 1)
+    create_topic(bootstrap, sink, 1)
+    produce(bootstrap, source, [(0, b"%d" % i, None, []) for i in range(6)])
+    consumer = KafkaConsumer(source, bootstrap_servers=bootstrap, group_id=group,
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             isolation_level="read_committed")
+    assert consumer.partitions_for_topic(source) == {0}
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-ctp")
+    try:
+        producer.init_transactions()
+        inputs: list[Any] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while len(inputs) < 6:
+            assert time.monotonic() < deadline, f"{len(inputs)} records in"
+            for batch in consumer.poll(timeout_ms=200).values():
+                inputs.extend(batch)
+        producer.begin_transaction()
+        for record in inputs:
+            producer.send(sink, value=b"x" + record.value, partition=0)
+        producer.send_offsets_to_transaction(
+            {KafkaPythonPartition(source, 0): OffsetAndMetadata(6, "", -1)},
+            consumer.group_metadata())
+        producer.commit_transaction()
+        assert consumer.committed(KafkaPythonPartition(source, 0)) == 6
+    finally:
+        producer.close()
+        consumer.close()
+    output = read_all(bootstrap, sink, 1, 6, "read_committed")
+    assert [value for _, _, value in output] == [b"x%d" % i for i in range(6)]
