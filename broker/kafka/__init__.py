@@ -14,7 +14,11 @@ handler with supported versions), ``apis`` (the rows of that table),
 ``handlers/`` (one module per API family), ``messages`` (kio entity helpers),
 ``error_codes`` (Folio errors -> Kafka error codes), ``batches`` (the record
 batch header: checks and base offset), ``blocks`` (record batches in Folio
-blocks and back), ``context`` (what handlers share).
+blocks and back), ``context`` (what handlers share). Consumer groups and
+transactions: ``groups/`` (the group coordinator and committed offsets),
+``txns/`` (transactional ids on Folio's transaction coordinator),
+``locator`` (which broker coordinates a key: the cluster hook),
+``coordinators`` (the three, loaded at the listener's start).
 
 Nothing else in ``broker`` imports this package; ``broker.app`` starts it.
 """

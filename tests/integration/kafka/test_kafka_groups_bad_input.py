@@ -18,6 +18,7 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from tests.integration.kafka.test_kafka_clients import create_topic
+from tests.integration.kafka.test_kafka_idempotence import batch, produce
 from tests.support.bookies import BookieProcess
 from tests.support.kafka import kafka_address, raw_request, read_response
 
@@ -151,6 +152,10 @@ def test_bad_group_requests_get_kafka_error_codes(server: BookieProcess, bootstr
     assert left.members[0].error_code == ErrorCode.unknown_member_id
     assert session.call(HEARTBEAT, 4, group_id="g", generation_id=1, member_id=member,
                         group_instance_id=None).error_code == ErrorCode.none
+    # The offsets' and transactional ids' system topics take no public write.
+    for topic in ("_kafka_offsets", "_kafka_txn_state"):
+        assert produce(session.sock, topic, batch(-1, -1, -1, [b"forged"]))[0] == (
+            ErrorCode.topic_authorization_failed)
 
 
 def test_bad_transaction_requests_get_kafka_error_codes(bootstrap: str,
