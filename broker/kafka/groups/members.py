@@ -106,6 +106,8 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     pending: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
     rebalance_timer: asyncio.TimerHandle | None = None
+    #: The first rebalance of an empty group is waiting its initial delay.
+    delaying: bool = False
 
     def move(self, target: GroupState) -> None:
         """Change state (``GroupStateError`` for a move the table forbids)."""

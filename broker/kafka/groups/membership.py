@@ -225,6 +225,8 @@ class GroupMembership:
                 if member.sync_waiter is not None and not member.sync_waiter.done():
                     member.sync_waiter.set_result(SyncResult(ErrorCode.rebalance_in_progress))
         delay_ms = group.max_rebalance_timeout_ms()
+        # The first rebalance of an empty group waits its delay for more members.
+        group.delaying = group.state is _S.EMPTY and self.config.initial_rebalance_delay_ms > 0
         if group.state is _S.EMPTY:
             delay_ms = self.config.initial_rebalance_delay_ms
         group.move(_S.PREPARING_REBALANCE)
@@ -236,6 +238,7 @@ class GroupMembership:
 
     def _rebalance_timeout(self, group: Group) -> None:
         group.rebalance_timer = None
+        group.delaying = False
         if group.state is not _S.PREPARING_REBALANCE:
             return
         for pending in list(group.pending):
@@ -243,11 +246,8 @@ class GroupMembership:
         self._complete_join(group)
 
     def _maybe_complete_join(self, group: Group) -> None:
-        if group.state is not _S.PREPARING_REBALANCE or group.pending:
+        if group.state is not _S.PREPARING_REBALANCE or group.pending or group.delaying:
             return
-        if group.rebalance_timer is not None and self.config.initial_rebalance_delay_ms and (
-                group.generation == 0 or not group.members):
-            return  # the first rebalance waits its delay for more members
         if all(m.join_waiter is not None and not m.join_waiter.done()
                for m in group.members.values()):
             self._complete_join(group)

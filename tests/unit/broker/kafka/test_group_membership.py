@@ -178,3 +178,13 @@ async def _state(groups: GroupMembership, state: GroupState) -> bool:
 def _state_now(groups: GroupMembership) -> GroupState | None:
     group = groups.group("g")
     return None if group is None else group.state
+
+
+async def test_an_initial_delay_gathers_the_first_members_in_one_generation() -> None:
+    groups = GroupMembership(GroupConfig(min_session_timeout_ms=10,
+                                         initial_rebalance_delay_ms=100), Records())
+    first, second = await asyncio.gather(groups.join(join_request()),
+                                         groups.join(join_request()))
+    assert (first.generation, second.generation) == (1, 1)
+    assert first.leader == second.leader
+    groups.close()
