@@ -7,7 +7,8 @@ on a fresh 1-segment topic each:
 * **produce**: events acknowledged per second, writing as fast as the
   client allows for ``--duration-s``: the SDK's ``EventWriter`` (default
   settings) and librdkafka's producer (confluent-kafka, ``acks=all``,
-  ``linger.ms=5``, no compression), each into its own topic;
+  ``linger.ms=5``, no compression, delivery reports for failures only), each
+  into its own topic;
 * **consume**: events per second reading back from offset 0 everything that
   produce wrote: the SDK's batch client (``read_segment``) and librdkafka's
   consumer (``assign`` + ``consume``, with a prefetch queue of a million
@@ -110,7 +111,10 @@ def kafka_produce(bootstrap: str, topic: str, size: int,
         if error is not None:
             failures.append(error)
 
+    # Delivery reports for failures only: a report per event would measure
+    # Python callbacks, not the path (failures are still counted).
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "delivery.report.only.error": True,
                          "queue.buffering.max.messages": 1_000_000,
                          "queue.buffering.max.kbytes": 1_048_576})
     count = 0
@@ -161,29 +165,58 @@ def kafka_consume(bootstrap: str, topic: str, count: int) -> float:
     return count / elapsed
 
 
+def _broker_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the broker process has used (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run(sizes: list[int], duration_s: float, rounds: int) -> list[dict[str, Any]]:
-    """Every figure, by event size: the best of ``rounds`` runs of each measurement."""
+    """Every figure, by event size: the best of ``rounds`` runs of each measurement.
+
+    Rates are events per second (the best run); ``*_broker_us_per_event`` is the
+    broker's CPU time per event (the lowest run): it depends far less on
+    what else the shared machine runs than a rate does.
+    """
     results = []
     with tempfile.TemporaryDirectory(prefix="folio-kafka-bench-") as directory:
         process, endpoint, bootstrap = _start(Path(directory) / "data")
+        pid = process.pid
+
+        def timed(step: Any, *args: Any) -> tuple[Any, float]:
+            before = _broker_cpu_s(pid)
+            value = step(*args)
+            return value, _broker_cpu_s(pid) - before
+
         try:
             for size in sizes:
                 best: dict[str, float] = {}
                 for number in range(rounds):
                     sdk_topic, kafka_topic = f"sdk-{size}-{number}", f"kafka-{size}-{number}"
-                    sdk_rate, sdk_count = sdk_produce(endpoint, sdk_topic, size, duration_s)
-                    kafka_rate, kafka_count = kafka_produce(bootstrap, kafka_topic, size,
-                                                            duration_s)
-                    figures = {
+                    (sdk_rate, sdk_count), sdk_cpu = timed(sdk_produce, endpoint, sdk_topic,
+                                                           size, duration_s)
+                    (kafka_rate, kafka_count), kafka_cpu = timed(
+                        kafka_produce, bootstrap, kafka_topic, size, duration_s)
+                    sdk_read, sdk_read_cpu = timed(sdk_consume, endpoint, sdk_topic, sdk_count)
+                    kafka_read, kafka_read_cpu = timed(kafka_consume, bootstrap, kafka_topic,
+                                                       kafka_count)
+                    rates = {
                         "sdk_produce_events_per_s": sdk_rate,
                         "kafka_produce_events_per_s": kafka_rate,
-                        "sdk_consume_events_per_s": sdk_consume(endpoint, sdk_topic,
-                                                                sdk_count),
-                        "kafka_consume_events_per_s": kafka_consume(bootstrap, kafka_topic,
-                                                                    kafka_count),
+                        "sdk_consume_events_per_s": sdk_read,
+                        "kafka_consume_events_per_s": kafka_read,
                     }
-                    for name, value in figures.items():
+                    costs = {
+                        "sdk_produce_broker_us_per_event": sdk_cpu / sdk_count * 1e6,
+                        "kafka_produce_broker_us_per_event": kafka_cpu / kafka_count * 1e6,
+                        "sdk_consume_broker_us_per_event": sdk_read_cpu / sdk_count * 1e6,
+                        "kafka_consume_broker_us_per_event":
+                            kafka_read_cpu / kafka_count * 1e6,
+                    }
+                    for name, value in rates.items():
                         best[name] = max(best.get(name, 0.0), value)
+                    for name, value in costs.items():
+                        best[name] = min(best.get(name, float("inf")), value)
                 results.append({"size_bytes": size, "rounds": rounds, **best})
         finally:
             process.terminate()
@@ -203,6 +236,15 @@ def table(results: list[dict[str, Any]]) -> str:
             f"| {row['kafka_produce_events_per_s']:,.0f}/s | {produce:.2f} "
             f"| {row['sdk_consume_events_per_s']:,.0f}/s "
             f"| {row['kafka_consume_events_per_s']:,.0f}/s | {consume:.2f} |")
+    lines += ["", "Broker CPU per event (the lowest run):", "",
+              "| event size | produce: SDK | produce: Kafka | consume: SDK | consume: Kafka |",
+              "|---|---|---|---|---|"]
+    for row in results:
+        lines.append(
+            f"| {row['size_bytes']} B | {row['sdk_produce_broker_us_per_event']:.2f} us "
+            f"| {row['kafka_produce_broker_us_per_event']:.2f} us "
+            f"| {row['sdk_consume_broker_us_per_event']:.2f} us "
+            f"| {row['kafka_consume_broker_us_per_event']:.2f} us |")
     return "\n".join(lines)
 
 

@@ -143,7 +143,7 @@ def parse_batch(batch: bytes) -> BatchHeader:
 
 def with_base_offset(batch: bytes | memoryview, base_offset: int) -> bytes:
     """``batch`` with its base offset set (outside the CRC: the rest is unchanged)."""
-    return _OFFSET.pack(base_offset) + bytes(batch[8:])
+    return b"".join((_OFFSET.pack(base_offset), memoryview(batch)[8:]))
 
 
 def max_timestamp(batch: bytes | memoryview) -> int:

@@ -35,7 +35,7 @@ from kio.serial.errors import SerialError
 
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Call, Deferred, DispatchTable
-from broker.kafka.framing import FrameError, frame, read_frame
+from broker.kafka.framing import FrameError, read_frame
 from broker.kafka.handlers.api_versions import API_VERSIONS_KEY, unsupported_version_answer
 from broker.kafka.messages import (
     decode_entity,
@@ -49,6 +49,8 @@ __all__ = ["KafkaConnection", "ProtocolError"]
 log = logging.getLogger(__name__)
 
 _PREFIX = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+_NO_SIZE = bytes(_SIZE.size)
 #: Answers (deferred or ready) waiting to be written, per connection.
 MAX_PENDING_RESPONSES = 16
 _WRITE_SLICE_BYTES = 256 * 1024
@@ -117,13 +119,13 @@ class KafkaConnection:
             # Large answers (Fetch) go in slices, each drained: asyncio (3.11)
             # keeps what the socket did not take in one buffer and shifts it
             # after every send, which costs more than the send on large frames.
-            view = memoryview(frame(answer))
+            view = memoryview(answer)
             for start in range(0, len(view), _WRITE_SLICE_BYTES):
                 self._writer.write(view[start:start + _WRITE_SLICE_BYTES])
                 await self._writer.drain()
 
     async def _answer(self, data: bytes) -> asyncio.Future[bytes | None]:
-        """The answer to one request (its payload, or None when none is due), maybe later."""
+        """The answer to one request (its frame, or None when none is due), maybe later."""
         if len(data) < _PREFIX.size:
             raise ProtocolError(f"request of {len(data)} bytes has no header")
         api_key, version, correlation_id = _PREFIX.unpack_from(data)
@@ -169,11 +171,15 @@ class KafkaConnection:
 
     @staticmethod
     def _encode(api_key: int, version: int, correlation_id: int, response: Any) -> bytes:
+        """The response frame, its size prefix included (written in place: one copy less)."""
         cls = response_class(api_key, version)
         header_cls = cls.__header_schema__  # type: ignore[attr-defined]
         out = io.BytesIO()
+        out.write(_NO_SIZE)
         encode_entity(header_cls, header_cls(correlation_id=correlation_id), out)
         encode_entity(cls, response, out)
+        with out.getbuffer() as view:
+            _SIZE.pack_into(view, 0, len(view) - _SIZE.size)
         return out.getvalue()
 
 

@@ -51,4 +51,4 @@ async def read_frame(reader: asyncio.StreamReader, max_frame_bytes: int) -> byte
 
 def frame(payload: bytes) -> bytes:
     """``payload`` with its size in front."""
-    return _SIZE.pack(len(payload)) + payload
+    return b"".join((_SIZE.pack(len(payload)), payload))

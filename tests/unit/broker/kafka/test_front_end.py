@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker.api import TopicConfig
+from broker.broker_config import BrokerConfig
 from broker.kafka.apis import dispatch_table
 from broker.kafka.dispatch import Api, Call, DispatchTable
 from broker.kafka.framing import FrameError, frame, read_frame
@@ -97,3 +98,11 @@ def test_recent_batches_keep_the_last_few_per_producer() -> None:
     recent.note("y", "t/0", 0, 6)  # the least recently used producer goes
     assert recent.offset_of("w", "t/0", BATCHES_PER_PRODUCER + 1) == -1
     assert (recent.offset_of("x", "t/0", 0), recent.offset_of("y", "t/0", 0)) == (5, 6)
+
+
+def test_kafka_port_settings() -> None:
+    assert BrokerConfig().kafka_port == -1  # off by default
+    assert BrokerConfig(kafka_port=0).kafka_port == 0  # any free port
+    for bad in ({"kafka_port": -2}, {"kafka_port": 70000}, {"kafka_advertised_port": -1}):
+        with pytest.raises(ValueError, match="kafka"):
+            BrokerConfig(**bad)  # type: ignore[arg-type]
