@@ -146,6 +146,8 @@ class Group:
                 if name in candidates:
                     votes[name] += 1
                     break
+        if not votes:  # cannot happen while joins are checked with ``supports``
+            return min(candidates) if candidates else ""
         best = max(votes.values())
         return min(name for name, count in votes.items() if count == best)
 
