@@ -8,6 +8,8 @@ starts; the admin APIs list and describe the group.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -182,3 +184,36 @@ def test_kafka_python_group_rebalances_between_two_members(bootstrap: str) -> No
     assert KafkaPythonPartition(group, 0) in offsets
     entry = next(entry for entry in listed if entry["group_id"] == group)
     assert (entry["protocol_type"], entry["group_state"]) == ("consumer", "Empty")
+
+
+_MEMBER_SCRIPT = """
+import sys
+from confluent_kafka import Consumer
+consumer = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                     "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+consumer.subscribe([sys.argv[2]])
+while True:
+    consumer.poll(0.2)
+"""
+
+
+def test_a_killed_member_is_dropped_after_its_session_timeout(bootstrap: str) -> None:
+    group = "rd-killed"
+    fill(bootstrap, group, 1)
+    assigned: dict[str, set[int]] = {}
+    survivor = group_consumer(bootstrap, group, assigned, "survivor")
+    member = subprocess.Popen([sys.executable, "-c", _MEMBER_SCRIPT, bootstrap, group],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        poll_until([survivor], lambda: len(assigned["survivor"]) == 2,
+                   "the other process takes half of the partitions")
+        # A crash: no LeaveGroup. The session timeout (6 s) removes it.
+        member.kill()
+        member.wait(DEADLINE_S)
+        poll_until([survivor], lambda: assigned["survivor"] == set(range(PARTITIONS)),
+                   "the survivor gets every partition")
+    finally:
+        if member.poll() is None:
+            member.kill()
+            member.wait(DEADLINE_S)
+        survivor.close()
