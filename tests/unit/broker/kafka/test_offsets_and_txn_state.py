@@ -106,3 +106,23 @@ async def test_an_aborted_transaction_drops_its_offsets(env: BrokerEnv) -> None:
         assert coordinator.status(txn_id).state is TxnState.ABORTED
     finally:
         await coordinator.close()
+
+
+async def test_a_transaction_aborted_under_the_producer_must_be_aborted_by_it(
+        env: BrokerEnv) -> None:
+    coordinator, _, producers = await _producers(env)
+    try:
+        await env.manager().create_topic("in", 1, TopicConfig())
+        _, producer_id, epoch = await producers.init("tid", 60_000, -1, -1)
+        assert await producers.begin("tid", producer_id, epoch) == ErrorCode.none
+        txn_id = producers.append_check("tid", producer_id, epoch)[1]
+        await coordinator.abort(txn_id)  # as its timeout does
+        assert await producers.begin("tid", producer_id, epoch) == ErrorCode.invalid_txn_state
+        assert await producers.end("tid", producer_id, epoch, True) == (
+            ErrorCode.invalid_txn_state)
+        assert await producers.end("tid", producer_id, epoch, False) == ErrorCode.none
+        assert await producers.begin("tid", producer_id, epoch) == ErrorCode.none
+        assert producers.append_check("tid", producer_id, epoch)[1] != txn_id
+        assert await producers.end("tid", producer_id, epoch, True) == ErrorCode.none
+    finally:
+        await coordinator.close()
