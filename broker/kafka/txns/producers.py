@@ -137,9 +137,20 @@ class TxnProducers:
         return ErrorCode.none, producer
 
     def pending_offsets(self, group_id: str) -> set[TopicPartition]:
-        """Partitions of ``group_id`` with offsets waiting for a transaction's commit."""
-        return {(topic, partition) for producer in self._producers.values()
-                for (group, topic, partition) in producer.offsets if group == group_id}
+        """Partitions of ``group_id`` with offsets waiting for a transaction's commit.
+
+        Only transactions still undecided or being committed count: the offsets
+        of one aborted under its producer (its timeout) never become stable, and
+        must not hold ``require_stable`` fetches until the producer comes back.
+        """
+        pending: set[TopicPartition] = set()
+        for producer in self._producers.values():
+            if producer.txn_id is None or not producer.offsets or self._state(
+                    producer.txn_id) not in (TxnState.OPEN, TxnState.COMMITTING):
+                continue
+            pending.update((topic, partition)
+                           for (group, topic, partition) in producer.offsets if group == group_id)
+        return pending
 
     # ------------------------------------------------------------ InitProducerId
 

@@ -115,8 +115,12 @@ async def test_a_transaction_aborted_under_the_producer_must_be_aborted_by_it(
         await env.manager().create_topic("in", 1, TopicConfig())
         _, producer_id, epoch = await producers.init("tid", 60_000, -1, -1)
         assert await producers.begin("tid", producer_id, epoch) == ErrorCode.none
+        await producers.add_offsets("tid", producer_id, epoch, "g", -1, "",
+                                    [OffsetCommitItem("in", 0, CommittedOffset(3))])
+        assert producers.pending_offsets("g") == {("in", 0)}
         txn_id = producers.append_check("tid", producer_id, epoch)[1]
         await coordinator.abort(txn_id)  # as its timeout does
+        assert producers.pending_offsets("g") == set()  # never stable: holds no fetch
         assert await producers.begin("tid", producer_id, epoch) == ErrorCode.invalid_txn_state
         assert await producers.end("tid", producer_id, epoch, True) == (
             ErrorCode.invalid_txn_state)
