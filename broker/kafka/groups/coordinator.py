@@ -201,6 +201,33 @@ class GroupCoordinator(GroupMembership):
             answers.append((partition, committed.get(partition), code))
         return ErrorCode.none, answers
 
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of one group: only an empty one (NON_EMPTY_GROUP), with its offsets.
+
+        The group is Dead while its tombstones are written (requests for it
+        answer COORDINATOR_NOT_AVAILABLE), then forgotten; if the write fails
+        it is Empty again and the error is answered.
+        """
+        error = self.group_id_error(group_id)
+        if error is not ErrorCode.none:
+            return error
+        group = self.group(group_id)
+        if group is None or group.state is _S.DEAD:
+            return ErrorCode.group_id_not_found
+        if group.state is not _S.EMPTY or group.pending:
+            return ErrorCode.non_empty_group
+        group.move(_S.DEAD)
+        try:
+            await self.store.delete_group(group_id)
+        except (BrokerError, LedgerError) as failure:
+            log.warning("kafka group %s: deletion failed: %s", group_id, failure)
+            group.state = _S.EMPTY  # nothing changed for its members: there are none
+            return ErrorCode.coordinator_not_available
+        if self.groups().get(group_id) is group:
+            del self.groups()[group_id]
+        log.info("kafka group %s: deleted", group_id)
+        return ErrorCode.none
+
     # ------------------------------------------------------------ listings
 
     def describe(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:

@@ -163,6 +163,14 @@ class OffsetStore:
         for tp, value in items:
             stored[tp] = value
 
+    async def delete_group(self, group_id: str) -> None:
+        """Write tombstones for the group's offsets and record (one append), then forget them."""
+        keys = [offset_key(group_id, *tp) for tp in self._offsets.get(group_id, {})]
+        keys.append(_group_key(group_id))
+        await asyncio.gather(*(self._topic.write(key, None) for key in keys))
+        self._offsets.pop(group_id, None)
+        self._groups.pop(group_id, None)
+
     async def write_group(self, group_id: str, record: GroupRecord) -> None:
         """Write the group's record durably."""
         await self._topic.write(_group_key(group_id), record.encode())

@@ -1,9 +1,11 @@
-"""DescribeGroups (15) v0-v5 and ListGroups (16) v0-v5: the groups and their members.
+"""DescribeGroups (15) v0-v5, ListGroups (16) v0-v5, DeleteGroups (42) v0-v2.
 
 An unknown group is described as Dead with no error, as Kafka does. Members'
 metadata and assignments are shown once the group is Stable. ListGroups v4
 filters by state, v5 by group type (every group here is ``classic``).
 Client hosts are not known to the handlers and are answered empty.
+DeleteGroups removes an Empty group and its committed offsets
+(NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND if unknown).
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from broker.kafka.handlers.coordination import ZERO, coordinators_for
 from broker.kafka.locator import GROUP_KEY
 from broker.kafka.messages import build, nested, response_class
 
-__all__ = ["DESCRIBE_GROUPS_KEY", "LIST_GROUPS_KEY", "ROWS"]
+__all__ = ["DELETE_GROUPS_KEY", "DESCRIBE_GROUPS_KEY", "LIST_GROUPS_KEY", "ROWS"]
 
 DESCRIBE_GROUPS_KEY = 15
 LIST_GROUPS_KEY = 16
+DELETE_GROUPS_KEY = 42
 #: Kafka's "authorized operations not asked for".
 _NO_OPERATIONS = -(2**31)
 
@@ -76,7 +79,21 @@ async def handle_list_groups(context: KafkaContext, call: Call) -> Any:
     return build(cls, throttle_time=ZERO, error_code=ErrorCode.none, groups=groups)
 
 
+async def handle_delete_groups(context: KafkaContext, call: Call) -> Any:
+    """Delete each empty group asked, with its committed offsets."""
+    cls = response_class(DELETE_GROUPS_KEY, call.version)
+    result_cls = nested(cls, "DeletableGroupResult")
+    results = []
+    for group_id in call.request.groups_names:
+        code, coordinators = coordinators_for(context, GROUP_KEY, group_id)
+        if coordinators is not None:
+            code = await coordinators.groups.delete_group(group_id)
+        results.append(build(result_cls, group_id=group_id, error_code=code))
+    return build(cls, throttle_time=ZERO, results=tuple(results))
+
+
 ROWS = (
     Api(DESCRIBE_GROUPS_KEY, "DescribeGroups", 0, 5, handle_describe_groups),
     Api(LIST_GROUPS_KEY, "ListGroups", 0, 5, handle_list_groups),
+    Api(DELETE_GROUPS_KEY, "DeleteGroups", 0, 2, handle_delete_groups),
 )

@@ -127,6 +127,18 @@ def test_librdkafka_commits_are_where_the_next_member_starts(bootstrap: str) -> 
         again.close()
     assert sorted((m.partition(), m.offset()) for m in got) == sorted(
         (p, offset) for p in range(PARTITIONS) for offset in range(2 + p, 6))
+    # Deleting the (now empty) group deletes its offsets.
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_consumer_groups([group])[group].result(DEADLINE_S)
+    assert group not in {g.group_id for g in admin.list_consumer_groups().result(
+        DEADLINE_S).valid}
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        offsets = probe.committed([TopicPartition(group, p) for p in range(PARTITIONS)],
+                                  timeout=DEADLINE_S)
+    finally:
+        probe.close()
+    assert {tp.offset for tp in offsets} == {-1001}  # librdkafka's "no committed offset"
 
 
 def test_kafka_python_group_rebalances_between_two_members(bootstrap: str) -> None:

@@ -25,6 +25,7 @@ from tests.support.kafka import kafka_address, raw_request, read_response
 FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC = 10, 11, 12, 13, 14
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE, INIT_PRODUCER_ID = 8, 9, 15, 22
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+DELETE_GROUPS = 42
 SECOND = datetime.timedelta(seconds=1)
 
 
@@ -146,6 +147,9 @@ def test_bad_group_requests_get_kafka_error_codes(server: BookieProcess, bootstr
                              include_authorized_operations=False)
     assert [(g.group_state, len(g.members)) for g in described.groups] == [
         ("Stable", 1), ("Dead", 0)]
+    deleted = session.call(DELETE_GROUPS, 2, groups_names=("g", "unknown", ""))
+    assert [r.error_code for r in deleted.results] == [
+        ErrorCode.non_empty_group, ErrorCode.group_id_not_found, ErrorCode.invalid_group_id]
     left = session.call(LEAVE, 5, group_id="g", members=(
         session.module(LEAVE, 5).MemberIdentity(member_id="nobody", group_instance_id=None,
                                                reason=None),))

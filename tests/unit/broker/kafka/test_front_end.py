@@ -59,6 +59,7 @@ def test_the_served_apis() -> None:
         "FindCoordinator": (10, 0, 4), "JoinGroup": (11, 0, 9), "Heartbeat": (12, 0, 4),
         "LeaveGroup": (13, 0, 5), "SyncGroup": (14, 0, 5), "OffsetCommit": (8, 2, 8),
         "OffsetFetch": (9, 1, 8), "DescribeGroups": (15, 0, 5), "ListGroups": (16, 0, 5),
+        "DeleteGroups": (42, 0, 2),
         "AddPartitionsToTxn": (24, 0, 3), "AddOffsetsToTxn": (25, 0, 3), "EndTxn": (26, 0, 3),
         "TxnOffsetCommit": (28, 0, 3)}
     assert dispatch_table().get(18) is not None and dispatch_table().get(999) is None
