@@ -102,11 +102,14 @@ class GroupCoordinator(GroupMembership):
 
     # ------------------------------------------------------------ offsets
 
-    def commit_error(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
+    def commit_error(self, group_id: str, generation: int, member_id: str,
+                     group_instance_id: str | None = None) -> ErrorCode:
         """Whether a commit by (generation, member) may go ahead: NONE or the error."""
         error = self.group_id_error(group_id)
         if error is not ErrorCode.none:
             return error
+        if self.fenced(group_id, member_id, group_instance_id):
+            return ErrorCode.fenced_instance_id
         group = self.group(group_id)
         if group is None:
             # Kafka creates the group for a commit without generation.
@@ -152,9 +155,10 @@ class GroupCoordinator(GroupMembership):
             return error_code(error)
 
     async def commit(self, group_id: str, generation: int, member_id: str,
-                     items: list[OffsetCommitItem]) -> dict[TopicPartition, ErrorCode]:
+                     items: list[OffsetCommitItem],
+                     group_instance_id: str | None = None) -> dict[TopicPartition, ErrorCode]:
         """An OffsetCommit: the error of each partition."""
-        error = self.commit_error(group_id, generation, member_id)
+        error = self.commit_error(group_id, generation, member_id, group_instance_id)
         if error is not ErrorCode.none:
             return {(item.topic, item.partition): error for item in items}
         errors = await self.partition_errors(items)

@@ -1,4 +1,4 @@
-"""A consumer group and its members, and what JoinGroup and SyncGroup answer.
+"""A consumer group and its members, what JoinGroup and SyncGroup ask and answer, the limits.
 
 Pure data with small helpers; ``broker.kafka.groups.membership`` changes
 them (one asyncio loop: every change between two awaits is atomic).
@@ -14,7 +14,51 @@ from kio.schema.errors import ErrorCode
 
 from broker.kafka.groups.states import GroupState, check_transition
 
-__all__ = ["Group", "JoinResult", "Member", "SyncResult"]
+__all__ = ["Group", "GroupConfig", "JoinRequest", "JoinResult", "Member", "SyncResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """The coordinator's limits, with Kafka's broker defaults.
+
+    Attributes:
+        min_session_timeout_ms: ``group.min.session.timeout.ms``.
+        max_session_timeout_ms: ``group.max.session.timeout.ms``.
+        initial_rebalance_delay_ms: ``group.initial.rebalance.delay.ms``: how
+            long the first rebalance of an empty group waits for more members
+            (Kafka's default is 3 s; 0 here, so a lone consumer starts at once:
+            later members cause one more rebalance).
+        max_group_id_bytes: longest group id (UTF-8), so a record key fits.
+        max_metadata_bytes: ``offset.metadata.max.bytes``.
+    """
+
+    min_session_timeout_ms: int = 6_000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 0
+    max_group_id_bytes: int = 512
+    max_metadata_bytes: int = 4096
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_session_timeout_ms <= self.max_session_timeout_ms:
+            raise ValueError("need 0 < min_session_timeout_ms <= max_session_timeout_ms")
+        if self.initial_rebalance_delay_ms < 0:
+            raise ValueError("initial_rebalance_delay_ms must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    """What a JoinGroup asks, whatever its version."""
+
+    group_id: str
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    group_instance_id: str | None
+    require_known_member: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,9 +24,10 @@ INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT, INVALID_GROUP_ID,
 MEMBER_ID_REQUIRED (KIP-394: v4+ joins without member id), and
 COORDINATOR_NOT_AVAILABLE for a group being removed.
 
-Static membership (KIP-345, ``group.instance.id``) is partial: a join with a
-known instance id replaces that instance's old member (which is fenced:
-FENCED_INSTANCE_ID) and starts a rebalance, as a dynamic member would.
+Static membership (KIP-345, ``group.instance.id``): a join with a known
+instance id replaces that instance's old member id (``_replace_static``),
+without a rebalance when its protocols are unchanged; requests naming the
+instance with the old member id answer FENCED_INSTANCE_ID.
 """
 
 from __future__ import annotations
@@ -35,12 +36,18 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from broker.kafka.groups.members import Group, JoinResult, Member, SyncResult
+from broker.kafka.groups.members import (
+    Group,
+    GroupConfig,
+    JoinRequest,
+    JoinResult,
+    Member,
+    SyncResult,
+)
 from broker.kafka.groups.states import GroupState
 
 __all__ = ["GroupConfig", "GroupMembership", "JoinRequest"]
@@ -49,50 +56,6 @@ log = logging.getLogger(__name__)
 
 _S = GroupState
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    """The coordinator's limits, with Kafka's broker defaults.
-
-    Attributes:
-        min_session_timeout_ms: ``group.min.session.timeout.ms``.
-        max_session_timeout_ms: ``group.max.session.timeout.ms``.
-        initial_rebalance_delay_ms: ``group.initial.rebalance.delay.ms``: how
-            long the first rebalance of an empty group waits for more members
-            (Kafka's default is 3 s; 0 here, so a lone consumer starts at once:
-            later members cause one more rebalance).
-        max_group_id_bytes: longest group id (UTF-8), so a record key fits.
-        max_metadata_bytes: ``offset.metadata.max.bytes``.
-    """
-
-    min_session_timeout_ms: int = 6_000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 0
-    max_group_id_bytes: int = 512
-    max_metadata_bytes: int = 4096
-
-    def __post_init__(self) -> None:
-        if not 0 < self.min_session_timeout_ms <= self.max_session_timeout_ms:
-            raise ValueError("need 0 < min_session_timeout_ms <= max_session_timeout_ms")
-        if self.initial_rebalance_delay_ms < 0:
-            raise ValueError("initial_rebalance_delay_ms must be >= 0")
-
-
-@dataclass(frozen=True, slots=True)
-class JoinRequest:
-    """What a JoinGroup asks, whatever its version."""
-
-    group_id: str
-    member_id: str
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: tuple[tuple[str, bytes], ...]
-    group_instance_id: str | None
-    require_known_member: bool
 
 
 #: Writes a group's record after a rebalance: (group) -> None; raises on failure.
@@ -159,9 +122,7 @@ class GroupMembership:
         if request.group_instance_id is not None:
             old = group.member_by_instance(request.group_instance_id)
             if old is not None:
-                log.info("kafka group %s: instance %s rejoined as %s, replacing %s",
-                         group.group_id, request.group_instance_id, member_id, old.member_id)
-                self._remove_member(group, old, ErrorCode.fenced_instance_id)
+                return await self._replace_static(group, old, request, member_id)
         elif request.require_known_member:
             # KIP-394: the member learns its id first, so a join that times
             # out on the client side leaves no unknown member behind.
@@ -170,6 +131,44 @@ class GroupMembership:
                 request.session_timeout_ms / 1000, self._expire_pending, group, member_id)
             return JoinResult(ErrorCode.member_id_required, member_id)
         return await self._add_member(group, request, member_id)
+
+    async def _replace_static(self, group: Group, old: Member, request: JoinRequest,
+                              member_id: str) -> JoinResult:
+        """KIP-345: a static member back under a new member id takes its old one's place.
+
+        The old member id is fenced (its waiting request answers
+        FENCED_INSTANCE_ID). With the same protocols and the group Stable or
+        completing, no rebalance: the new id gets the current generation (and
+        then, with SyncGroup, the old one's assignment). Otherwise it joins
+        the rebalance (starting one if none is under way).
+        """
+        log.info("kafka group %s: static member %s is back as %s (was %s)", group.group_id,
+                 request.group_instance_id, member_id, old.member_id)
+        was_leader = group.leader == old.member_id
+        self._drop(group, old, ErrorCode.fenced_instance_id)
+        member = Member(member_id, request.client_id, request.client_host,
+                        request.session_timeout_ms, request.rebalance_timeout_ms,
+                        request.protocols, request.group_instance_id, old.assignment)
+        group.members[member_id] = member
+        if group.leader is None or was_leader:
+            group.leader = member_id
+        if (group.state in (_S.STABLE, _S.COMPLETING_REBALANCE)
+                and old.protocols == request.protocols):
+            self._touch(group, member)
+            return self._join_result(group, member)
+        waiter = member.join_waiter = asyncio.get_running_loop().create_future()
+        self._prepare_rebalance(group, f"static member {request.group_instance_id} is back")
+        self._maybe_complete_join(group)
+        return await _wait(waiter)
+
+    def fenced(self, group_id: str, member_id: str, group_instance_id: str | None) -> bool:
+        """Whether a request of ``member_id`` as static ``group_instance_id`` is from a
+        replaced member (FENCED_INSTANCE_ID): the instance is now another member id."""
+        group = self._groups.get(group_id)
+        if group is None or group_instance_id is None:
+            return False
+        current = group.member_by_instance(group_instance_id)
+        return current is not None and current.member_id != member_id
 
     async def _add_member(self, group: Group, request: JoinRequest, member_id: str) -> JoinResult:
         member = Member(member_id, request.client_id, request.client_host,
@@ -308,8 +307,11 @@ class GroupMembership:
 
     async def sync(self, group_id: str, generation: int, member_id: str,
                    protocol_type: str | None, protocol_name: str | None,
-                   assignments: dict[str, bytes]) -> SyncResult:
+                   assignments: dict[str, bytes],
+                   group_instance_id: str | None = None) -> SyncResult:
         """Answer one SyncGroup: the member's assignment once the leader sent them."""
+        if self.fenced(group_id, member_id, group_instance_id):
+            return SyncResult(ErrorCode.fenced_instance_id)
         group = self._groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if group is None or group.state is _S.DEAD:
@@ -369,8 +371,11 @@ class GroupMembership:
 
     # ------------------------------------------------------------ Heartbeat, LeaveGroup
 
-    def heartbeat(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
+    def heartbeat(self, group_id: str, generation: int, member_id: str,
+                  group_instance_id: str | None = None) -> ErrorCode:
         """Answer one Heartbeat: NONE, or what the member must do."""
+        if self.fenced(group_id, member_id, group_instance_id):
+            return ErrorCode.fenced_instance_id
         group = self._groups.get(group_id)
         if group is not None and group.state is _S.DEAD:
             return ErrorCode.coordinator_not_available
@@ -397,6 +402,9 @@ class GroupMembership:
                 group.pending.pop(member_id).cancel()
                 errors.append(ErrorCode.none)
                 self._maybe_complete_join(group)
+                continue
+            if member_id and self.fenced(group_id, member_id, instance_id):
+                errors.append(ErrorCode.fenced_instance_id)
                 continue
             member = group.members.get(member_id)
             if member is None and not member_id and instance_id is not None:

@@ -78,7 +78,7 @@ async def handle_sync_group(context: KafkaContext, call: Call) -> Any:
     result = await coordinators.groups.sync(
         request.group_id, request.generation_id, request.member_id,
         getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
-        assignments)
+        assignments, getattr(request, "group_instance_id", None))
     return build(cls, throttle_time=ZERO, error_code=result.error,
                  protocol_type=result.protocol_type, protocol_name=result.protocol_name,
                  assignment=result.assignment)
@@ -91,7 +91,8 @@ async def handle_heartbeat(context: KafkaContext, call: Call) -> Any:
     code, coordinators = coordinators_for(context, GROUP_KEY, request.group_id)
     if coordinators is not None:
         code = coordinators.groups.heartbeat(request.group_id, request.generation_id,
-                                             request.member_id)
+                                             request.member_id,
+                                             getattr(request, "group_instance_id", None))
     return build(cls, throttle_time=ZERO, error_code=code)
 
 

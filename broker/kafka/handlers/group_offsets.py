@@ -59,7 +59,8 @@ async def handle_offset_commit(context: KafkaContext, call: Call) -> Any:
         errors = {(item.topic, item.partition): code for item in items}
     else:
         errors = await coordinators.groups.commit(
-            request.group_id, request.generation_id_or_member_epoch, request.member_id, items)
+            request.group_id, request.generation_id_or_member_epoch, request.member_id, items,
+            getattr(request, "group_instance_id", None))
     return build(cls, throttle_time=ZERO, topics=topic_answers(
         cls, "OffsetCommitResponseTopic", "OffsetCommitResponsePartition", errors))
 

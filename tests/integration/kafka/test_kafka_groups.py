@@ -19,6 +19,7 @@ from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KafkaPythonPartition
 
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic, produce
+from tests.support.bookies import BookieProcess
 
 PARTITIONS = 4
 
@@ -31,8 +32,11 @@ def fill(bootstrap: str, topic: str, per_partition: int) -> None:
 
 
 def group_consumer(bootstrap: str, group: str, assigned: dict[str, set[int]], name: str,
-                   **settings: Any) -> Consumer:
-    """A subscribed librdkafka consumer whose current assignment is kept in ``assigned[name]``."""
+                   revoked: list[str] | None = None, **settings: Any) -> Consumer:
+    """A subscribed librdkafka consumer whose current assignment is kept in ``assigned[name]``.
+
+    Each revocation appends ``name`` to ``revoked`` (if given).
+    """
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "session.timeout.ms": 10_000, "heartbeat.interval.ms": 500,
@@ -43,6 +47,8 @@ def group_consumer(bootstrap: str, group: str, assigned: dict[str, set[int]], na
 
     def on_revoke(_: Consumer, partitions: list[TopicPartition]) -> None:
         assigned[name] = set()
+        if revoked is not None:
+            revoked.append(name)
 
     assigned[name] = set()
     consumer.subscribe([group], on_assign=on_assign, on_revoke=on_revoke)
@@ -229,3 +235,34 @@ def test_a_killed_member_is_dropped_after_its_session_timeout(bootstrap: str) ->
             member.kill()
             member.wait(DEADLINE_S)
         survivor.close()
+
+
+def test_a_static_member_restarting_takes_its_partitions_back_without_a_rebalance(
+        bootstrap: str, server: BookieProcess) -> None:
+    group = "rd-static"
+    fill(bootstrap, group, 1)
+    assigned: dict[str, set[int]] = {}
+    revoked: list[str] = []
+    consumers = {name: group_consumer(bootstrap, group, assigned, name, revoked,
+                                      **{"group.instance.id": name})
+                 for name in ("a", "b")}
+    try:
+        poll_until(list(consumers.values()),
+                   lambda: len(assigned["a"]) == 2 and len(assigned["b"]) == 2,
+                   "the static members split the partitions")
+        held_by_a, held_by_b = set(assigned["a"]), set(assigned["b"])
+        revoked_before = revoked.count("b")
+        # A static member leaves no group on close (KIP-345): "a" restarts as a new client.
+        consumers.pop("a").close()
+        consumers["a"] = group_consumer(bootstrap, group, assigned, "a-again",
+                                        **{"group.instance.id": "a"})
+        poll_until(list(consumers.values()), lambda: assigned["a-again"] == held_by_a,
+                   "the restarted member gets its partitions back")
+        assert revoked.count("b") == revoked_before  # "b" was never asked to rejoin
+        assert assigned["b"] == held_by_b
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+    log = server.log()
+    assert f"kafka group {group}: static member a is back as" in log
+    assert f"kafka group {group}: rebalance of generation 2" not in log

@@ -188,3 +188,36 @@ async def test_an_initial_delay_gathers_the_first_members_in_one_generation() ->
     assert (first.generation, second.generation) == (1, 1)
     assert first.leader == second.leader
     groups.close()
+
+
+async def test_a_static_member_back_under_a_new_id_takes_its_place_without_a_rebalance() -> None:
+    groups = membership()
+
+    def static(instance: str, member_id: str = "") -> JoinRequest:
+        request = join_request(member_id)
+        return JoinRequest(request.group_id, member_id, "client", "", 10_000, 10_000,
+                           "consumer", request.protocols, instance, False)
+
+    first = await groups.join(static("a"))
+    second_join = asyncio.ensure_future(groups.join(static("b")))
+    await wait_for_async(lambda: _state(groups, S.PREPARING_REBALANCE), "rebalance begins")
+    rejoined = await groups.join(static("a", first.member_id))
+    second = await second_join
+    follower = asyncio.ensure_future(groups.sync("g", 2, second.member_id, None, None, {}))
+    await groups.sync("g", 2, first.member_id, None, None,
+                      {first.member_id: b"for-a", second.member_id: b"for-b"})
+    assert (await follower).assignment == b"for-b"
+    assert rejoined.leader == first.member_id
+    # "a" restarts: a join without member id, same instance id and protocols.
+    back = await groups.join(static("a"))
+    assert (back.error, back.generation, back.leader) == (ErrorCode.none, 2, back.member_id)
+    assert _state_now(groups) is S.STABLE  # no rebalance
+    synced = await groups.sync("g", 2, back.member_id, None, None, {}, "a")
+    assert synced.assignment == b"for-a"
+    # The old member id is fenced when it names its instance, unknown otherwise.
+    assert groups.heartbeat("g", 2, first.member_id, "a") == ErrorCode.fenced_instance_id
+    assert groups.heartbeat("g", 2, first.member_id) == ErrorCode.unknown_member_id
+    assert groups.heartbeat("g", 2, back.member_id, "a") == ErrorCode.none
+    assert groups.heartbeat("g", 2, second.member_id, "b") == ErrorCode.none
+    assert groups.leave("g", [(first.member_id, "a")]) == [ErrorCode.fenced_instance_id]
+    groups.close()
