@@ -130,7 +130,8 @@ async def handle_txn_offset_commit(context: KafkaContext, call: Call) -> Any:
         errors = await producers.add_offsets(
             request.transactional_id, request.producer_id, request.producer_epoch,
             request.group_id, getattr(request, "generation_id", -1),
-            getattr(request, "member_id", ""), items)
+            getattr(request, "member_id", ""), items,
+            getattr(request, "group_instance_id", None))
     return build(cls, throttle_time=ZERO, topics=topic_answers(
         cls, "TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition", errors))
 

@@ -234,7 +234,9 @@ class TxnProducers:
 
     async def add_offsets(self, transactional_id: str, producer_id: int, epoch: int,
                           group_id: str, generation: int, member_id: str,
-                          items: list[OffsetCommitItem]) -> dict[TopicPartition, ErrorCode]:
+                          items: list[OffsetCommitItem],
+                          group_instance_id: str | None = None,
+                          ) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit: keep the offsets until the transaction commits."""
         code, producer = self.check(transactional_id, producer_id, epoch)
         if producer is not None and (producer.txn_id is None
@@ -243,7 +245,8 @@ class TxnProducers:
         if producer is None:
             return {(item.topic, item.partition): code for item in items}
         if generation >= 0 or member_id:  # KIP-447: the consumer's generation is checked
-            member_error = self._groups.commit_error(group_id, generation, member_id)
+            member_error = self._groups.commit_error(group_id, generation, member_id,
+                                                     group_instance_id)
             if member_error is not ErrorCode.none:
                 return {(item.topic, item.partition): member_error for item in items}
         errors = await self._groups.partition_errors(items)
