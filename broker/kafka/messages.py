@@ -10,6 +10,7 @@ the class of this version has, so one handler serves every version.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import sys
 from typing import Any, cast
@@ -29,11 +30,13 @@ __all__ = [
 ]
 
 
+@functools.cache
 def request_class(api_key: int, version: int) -> type[Entity]:
     """The kio request class of ``api_key`` at ``version`` (``KioIndexError`` if none)."""
     return cast(type[Entity], load_request_schema(api_key, version))
 
 
+@functools.cache
 def response_class(api_key: int, version: int) -> type[Entity]:
     """The kio response class of ``api_key`` at ``version`` (``KioIndexError`` if none)."""
     return cast(type[Entity], load_response_schema(api_key, version))

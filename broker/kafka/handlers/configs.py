@@ -17,6 +17,7 @@ from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
 from broker.kafka.messages import build, nested, response_class
+from broker.kafka.partitions import check_served
 from broker.kafka.topic_configs import kafka_configs
 from ledger.errors import LedgerError
 
@@ -40,6 +41,7 @@ async def handle_describe_configs(context: KafkaContext, call: Call) -> Any:
         code, message, configs = ErrorCode.none, None, {}
         if resource.resource_type == _TOPIC:
             try:
+                check_served(resource.resource_name)
                 info = await context.topics.get_topic(resource.resource_name)
                 configs = kafka_configs(info.config)
             except (BrokerError, LedgerError) as error:

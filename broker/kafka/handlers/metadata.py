@@ -3,7 +3,8 @@
 A topic's partitions are its segments by number (``broker.kafka.partitions``),
 sealed ones included. No topic is created by Metadata
 (``allow_auto_topic_creation`` is ignored: create topics with CreateTopics or
-``folio topic create``); an unknown topic is UNKNOWN_TOPIC_OR_PARTITION.
+``folio topic create``); an unknown topic, or a system one (``_`` name), is
+UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import partition_segments
-from broker.segments.names import is_system_topic
 
 __all__ = ["METADATA_KEY", "ROWS"]
 
@@ -59,8 +59,7 @@ async def _topic(cls: Any, context: KafkaContext, name: str) -> Any:
               isr_nodes=(NODE_ID,), offline_replicas=())
         for segment in segments)
     return build(topic_cls, error_code=ErrorCode.none, name=name, topic_id=_NO_TOPIC_ID,
-                 is_internal=is_system_topic(name), partitions=partitions,
-                 topic_authorized_operations=0)
+                 is_internal=False, partitions=partitions, topic_authorized_operations=0)
 
 
 ROWS = (Api(METADATA_KEY, "Metadata", 0, 12, handle_metadata),)

@@ -179,6 +179,8 @@ def test_produce_refuses_damaged_batches_and_writes_nothing(
     assert _produce(sock, topic, bytes(good + good), 4).error_code == ErrorCode.invalid_record
     assert _produce(sock, "no-such-topic", bytes(good), 5).error_code == (
         ErrorCode.unknown_topic_or_partition)
+    assert _produce(sock, "_txnlog", bytes(good), 5).error_code == (
+        ErrorCode.unknown_topic_or_partition)
     assert _latest(sock, topic) == 0  # nothing was written
     accepted = _produce(sock, topic, bytes(good), 6)
     assert (accepted.error_code, accepted.base_offset) == (ErrorCode.none, 0)

@@ -204,3 +204,8 @@ def test_admin_configs_and_delete(bootstrap: str) -> None:
     assert topic not in admin.list_topics(timeout=DEADLINE_S).topics
     missing = admin.list_topics(topic="never-made", timeout=DEADLINE_S).topics["never-made"]
     assert missing.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    # The broker's own system topics are not served to Kafka clients.
+    internal = admin.list_topics(topic="_txnlog", timeout=DEADLINE_S).topics["_txnlog"]
+    assert internal.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert not any(name.startswith("_") for name in admin.list_topics(
+        timeout=DEADLINE_S).topics)
