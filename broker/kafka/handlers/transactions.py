@@ -83,8 +83,8 @@ async def handle_add_partitions(context: KafkaContext, call: Call) -> Any:
 
 
 async def _partition_error(context: KafkaContext, topic: str, partition: int) -> ErrorCode:
-    if is_system_topic(topic):
-        return ErrorCode.topic_authorization_failed
+    if is_system_topic(topic):  # not served through Kafka (docs/kafka.md)
+        return ErrorCode.unknown_topic_or_partition
     try:
         numbers = {segment.number for segment in await partition_segments(context.topics,
                                                                          topic)}

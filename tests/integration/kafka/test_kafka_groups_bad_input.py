@@ -159,7 +159,7 @@ def test_bad_group_requests_get_kafka_error_codes(server: BookieProcess, bootstr
     # The offsets' and transactional ids' system topics take no public write.
     for topic in ("_kafka_offsets", "_kafka_txn_state"):
         assert produce(session.sock, topic, batch(-1, -1, -1, [b"forged"]))[0] == (
-            ErrorCode.topic_authorization_failed)
+            ErrorCode.unknown_topic_or_partition)
 
 
 def test_bad_transaction_requests_get_kafka_error_codes(bootstrap: str,
@@ -194,7 +194,7 @@ def test_bad_transaction_requests_get_kafka_error_codes(bootstrap: str,
     assert add(second.producer_id, second.producer_epoch, partitions=(0, 3)) == [
         ErrorCode.operation_not_attempted, ErrorCode.unknown_topic_or_partition]
     assert add(second.producer_id, second.producer_epoch, topic="_txnlog") == [
-        ErrorCode.topic_authorization_failed]
+        ErrorCode.unknown_topic_or_partition]
     end = session.call(END_TXN, 3, transactional_id="nobody", producer_id=1, producer_epoch=0,
                        committed=True)
     assert end.error_code == ErrorCode.invalid_producer_id_mapping
