@@ -84,8 +84,9 @@ class KafkaConnection:
                 data = await read_frame(self._reader, self._max_frame_bytes)
                 if data is None:
                     break
-                await pending.put(await self._answer(data))
-            await pending.put(None)
+                await _enqueue(pending, await self._answer(data), sender)
+            if not sender.done():
+                await _enqueue(pending, None, sender)
             await sender  # the answers still due, then the sender's own failure
         except (FrameError, ProtocolError) as error:
             log.warning("kafka: closing connection from %s: %s", self.peer, error)
@@ -183,6 +184,23 @@ class KafkaConnection:
         return out.getvalue()
 
 
+
+
+async def _enqueue(pending: asyncio.Queue[asyncio.Future[bytes | None] | None],
+                   item: asyncio.Future[bytes | None] | None,
+                   sender: asyncio.Future[None]) -> None:
+    """Queue ``item`` for the sender, unless the sender ends first (a failed write).
+
+    A full queue waits for the sender; if the sender has stopped, nothing
+    would ever take the item: it is cancelled and the sender's end awaited
+    by the caller instead of waiting forever.
+    """
+    put = asyncio.ensure_future(pending.put(item))
+    await asyncio.wait((put, sender), return_when=asyncio.FIRST_COMPLETED)
+    if not put.done():
+        put.cancel()
+        if item is not None:
+            item.cancel()
 
 
 def _ready(answer: bytes | None) -> asyncio.Future[bytes | None]:

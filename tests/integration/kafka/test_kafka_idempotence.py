@@ -51,11 +51,11 @@ def batch(producer_id: int, epoch: int, base_sequence: int, values: list[bytes])
     return bytes(builder.build())
 
 
-def produce_request(topic: str, records: bytes, correlation: int) -> bytes:
+def produce_request(topic: str, records: bytes, correlation: int, acks: int = -1) -> bytes:
     cls: Any = load_request_schema(PRODUCE, 8)
     module = sys.modules[cls.__module__]
     return raw_request(PRODUCE, 8, correlation, cls(
-        transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10),
+        transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=10),
         topic_data=(module.TopicProduceData(name=topic, partition_data=(
             module.PartitionProduceData(index=0, records=Records(records)),)),)))
 
@@ -116,3 +116,20 @@ def test_producer_ids_are_never_given_twice(server: BookieProcess) -> None:
         ids = {init_producer_id(sock)[0] for _ in range(20)}
     assert len(ids) == 20
     assert all(producer_id >= 0 for producer_id in ids)
+
+
+def test_acks_0_gets_no_answer_and_later_answers_keep_their_order(
+        server: BookieProcess, bootstrap: str) -> None:
+    topic = "acks-zero"
+    create_topic(bootstrap, topic, 1)
+    with connect(server) as sock:
+        # Two fire-and-forget batches, then a request that is answered: the
+        # first answer on the connection is that one's.
+        sock.sendall(produce_request(topic, batch(-1, -1, -1, [b"a"]), 21, acks=0)
+                     + produce_request(topic, batch(-1, -1, -1, [b"b", b"c"]), 22, acks=0)
+                     + produce_request(topic, batch(-1, -1, -1, [b"d"]), 23, acks=1))
+        correlation, response = read_response(sock, PRODUCE, 8)
+        answer = response.responses[0].partition_responses[0]
+        assert (correlation, answer.error_code, answer.base_offset) == (
+            23, ErrorCode.none, 3)
+        assert latest(sock, topic) == 4
