@@ -5,10 +5,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Two stamps: the runtime (`pip install -e '.[cluster,security]'`: what `folio
-# standalone` needs, plus kazoo so that `folio broker|bookie --metadata-url zk://...`
-# and `make cluster` work from the same venv, and PyJWT for token authentication) and the full set on top of it (extras
-# dev and spark: what `make test` runs).
+# Two stamps: the runtime (`pip install -e '.[cluster,security,kafka]'`: what `folio
+# standalone` needs, its Kafka listener included, plus kazoo so that `folio
+# broker|bookie --metadata-url zk://...` and `make cluster` work from the same venv,
+# and PyJWT for token authentication) and the full set on top of it (extras dev and
+# spark: what `make test` runs).
 RUNTIME_STAMP := $(VENV)/.folio-runtime
 STAMP := $(VENV)/.folio-installed
 
@@ -29,7 +30,7 @@ endif
 $(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[cluster,security]'
+	$(BIN)/python -m pip install --quiet -e '.[cluster,security,kafka]'
 	@touch $(RUNTIME_STAMP)
 
 # `make chart` needs only the chart extra on top of the runtime (kubernetes-validate,

@@ -250,6 +250,10 @@ class SegmentHandle(Protocol):
         ``[start, end]``.
         """
 
+    @property
+    def committed_end(self) -> int:
+        """The offset ``READ_COMMITTED`` readers are served up to (Kafka's last stable offset)."""
+
     async def wait_for_data(self, offset: int, timeout_s: float,
                             isolation: Isolation = Isolation.READ_COMMITTED) -> bool:
         """Wait until an event at ``offset`` exists (for ``isolation``) or the segment is sealed.

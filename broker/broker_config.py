@@ -55,6 +55,12 @@ class BrokerConfig:
             call but health and reflection needs a JWT, and permissions apply.
         auth_token_public_key_file: RSA or EC public key (RS256, ES256).
         super_users: roles allowed everything, comma-separated.
+        kafka_port: port of the Kafka protocol listener (docs/kafka.md); -1
+            (the default) serves no Kafka protocol, 0 any free port.
+        kafka_advertised_host: the host Kafka clients are told to connect to
+            (Metadata's broker address); empty: ``host``.
+        kafka_advertised_port: the port they are told; 0: the bound Kafka port
+            (another one when clients reach the broker through a proxy or NAT).
     """
 
     data_dir: str = "./folio-data"
@@ -76,6 +82,9 @@ class BrokerConfig:
     auth_token_secret_file: str = ""
     auth_token_public_key_file: str = ""
     super_users: str = ""
+    kafka_port: int = -1
+    kafka_advertised_host: str = ""
+    kafka_advertised_port: int = 0
 
     def __post_init__(self) -> None:
         check_port("port", self.port)
@@ -86,6 +95,9 @@ class BrokerConfig:
         if self.auth_token_secret_file and self.auth_token_public_key_file:
             raise ValueError("give one of auth_token_secret_file and "
                              "auth_token_public_key_file, not both")
+        if self.kafka_port != -1:
+            check_port("kafka_port (-1: no Kafka listener)", self.kafka_port)
+        check_port("kafka_advertised_port", self.kafka_advertised_port)
         if self.stop_grace_s < 0 or self.retention_interval_s <= 0:
             raise ValueError("stop_grace_s must be >= 0 and retention_interval_s > 0")
         for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms"):

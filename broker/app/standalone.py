@@ -42,6 +42,7 @@ import grpc
 from prometheus_client import start_http_server
 
 from broker.api import TopicConfig
+from broker.app.kafka_listener import KafkaUnavailableError, start_kafka
 from broker.app.storage_watch import StorageWatch
 from broker.auth import AclStore, Authorizer
 from broker.broker_config import BrokerConfig, RemoteBookies
@@ -243,7 +244,7 @@ async def _serve_topics(
         return _fail(str(error))
     try:
         return await _serve_api(config, topics, stop, coordinator, commit_keys, groups,
-                                liveness, bookie, directory, acls, interceptors,
+                                liveness, bookie, directory, store, acls, interceptors,
                                 on_serving, on_stopping)
     finally:
         await acls.close()
@@ -264,7 +265,7 @@ async def _serve_api(
     config: BrokerConfig, topics: TopicManager, stop: asyncio.Event,
     coordinator: TxnCoordinator, commit_keys: CommitKeys, groups: ReaderGroupStore,
     liveness: GroupLiveness, bookie: Bookie | None, directory: BookieDirectory | None,
-    acls: AclStore, interceptors: list[grpc.aio.ServerInterceptor[Any, Any]],
+    store: MetadataStore, acls: AclStore, interceptors: list[grpc.aio.ServerInterceptor[Any, Any]],
     on_serving: Callable[[int], Awaitable[str | None]] | None,
     on_stopping: Callable[[], Awaitable[None]] | None,
 ) -> int:
@@ -285,6 +286,12 @@ async def _serve_api(
     except (OSError, ssl.SSLError) as error:
         await server.stop(0)
         return _fail(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error}")
+    try:
+        kafka = await start_kafka(config, topics, store, coordinator)
+    except (OSError, KafkaUnavailableError) as error:
+        await server.stop(0)
+        metrics.shutdown()
+        return _fail(str(error))
     # Health NOT_SERVING while the in-process bookie's disk refuses writes.
     watch = (StorageWatch(bookie, server.health, SERVICE_NAMES, directory)
              if bookie is not None else None)
@@ -299,8 +306,10 @@ async def _serve_api(
         security = ", TLS" if config.tls_cert else ""
         security += ", token authentication" if config.token_auth else ""
         scheme = "https" if config.metrics_tls else "http"
+        kafka_line = "" if kafka is None else f", kafka on {config.host}:{kafka.port}"
         print(f"{command} listening on {config.host}:{server.port} ({where}{security}, "
-              f"metrics on {scheme}://{config.host}:{metrics.server_port}/metrics)", flush=True)
+              f"metrics on {scheme}://{config.host}:{metrics.server_port}/metrics{kafka_line})",
+              flush=True)
         await stop.wait()
         if on_stopping is not None:
             await on_stopping()
@@ -308,6 +317,8 @@ async def _serve_api(
     finally:
         if watch is not None:
             await watch.close()
+        if kafka is not None:
+            await kafka.stop()
         await server.stop(config.stop_grace_s)
         with contextlib.suppress(Exception):
             metrics.shutdown()

@@ -57,6 +57,12 @@ _HELP = {
     "auth_token_public_key_file": "RSA or EC public key (RS256, ES256): as "
     "--auth-token-secret-file, for tokens signed with the private key",
     "super_users": "roles allowed everything, comma-separated (e.g. admin,ops)",
+    "kafka_port": "serve the Kafka wire protocol on this port too, so Kafka clients use "
+    "the same topics (docs/kafka.md); -1 = no Kafka listener (default), 0 = any free port",
+    "kafka_advertised_host": "host Kafka clients are told to connect to in Metadata "
+    "answers (default: --host)",
+    "kafka_advertised_port": "port Kafka clients are told to connect to, when they reach "
+    "the broker through a proxy or NAT (default 0: the Kafka port itself)",
 }
 
 

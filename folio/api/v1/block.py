@@ -17,20 +17,24 @@ from typing import Any, Final
 from google.protobuf.message import DecodeError
 
 from folio.api.v1.events_pb2 import EventBlock
+from folio.api.v1.kafka_batch import decode_kafka_batch
 from folio.errors import InvalidBlockError
 
 __all__ = [
     "EVENT_OVERHEAD_BYTES",
     "FORMAT_VERSION",
     "HEADER_OVERHEAD_BYTES",
+    "KAFKA_FORMAT_VERSION",
     "MAX_BLOCK_BYTES",
     "DecodedBlock",
     "decode_block",
     "encode_block",
 ]
 
-#: The block format version this SDK writes and the only one it reads.
+#: The block format version this SDK writes.
 FORMAT_VERSION = 1
+#: Blocks written through the Kafka listener: one Kafka record batch (events.proto).
+KAFKA_FORMAT_VERSION = 2
 #: The largest serialized block the broker takes (append.proto): 4 MiB - 1 KiB,
 #: so that a ReadResponse carrying it fits gRPC's default 4 MiB message limit.
 MAX_BLOCK_BYTES: Final = 4 * 1024 * 1024 - 1024
@@ -131,17 +135,22 @@ def decode_block(data: bytes) -> DecodedBlock:
     Raises:
         InvalidBlockError: the bytes are not a protobuf ``EventBlock``
             (garbage, truncated, bad UTF-8 in a string), its format version
-            is not 1, or its columns disagree in length.
+            is neither 1 nor 2, or its columns disagree in length; a block
+            of format 2 (a Kafka record batch, ``folio.api.v1.kafka_batch``)
+            that does not decode.
     """
     message = EventBlock()
     try:
         message.ParseFromString(data)
     except DecodeError as error:
         raise InvalidBlockError(f"not an event block ({len(data)} bytes): {error}") from error
+    if message.format_version == KAFKA_FORMAT_VERSION:
+        payloads, keys, stamps, headers = decode_kafka_batch(message.kafka_record_batch)
+        return DecodedBlock(payloads, keys, stamps, headers)
     if message.format_version != FORMAT_VERSION:
         raise InvalidBlockError(
             f"unknown event block format version {message.format_version}"
-            f" (this SDK reads version {FORMAT_VERSION})"
+            f" (this SDK reads versions {FORMAT_VERSION} and {KAFKA_FORMAT_VERSION})"
         )
     count = len(message.payloads)
     for name, length in (

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x66olio/v1/events.proto\x12\x08\x66olio.v1\"\x87\x01\n\nEventBlock\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x10\n\x08payloads\x18\x02 \x03(\x0c\x12\x14\n\x0crouting_keys\x18\x03 \x03(\t\x12\x15\n\rtimestamps_ms\x18\x04 \x03(\x03\x12\"\n\x07headers\x18\x05 \x03(\x0b\x32\x11.folio.v1.Headers\"j\n\x07Headers\x12/\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1e.folio.v1.Headers.EntriesEntry\x1a.\n\x0c\x45ntriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x66olio/v1/events.proto\x12\x08\x66olio.v1\"\xa3\x01\n\nEventBlock\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x10\n\x08payloads\x18\x02 \x03(\x0c\x12\x14\n\x0crouting_keys\x18\x03 \x03(\t\x12\x15\n\rtimestamps_ms\x18\x04 \x03(\x03\x12\"\n\x07headers\x18\x05 \x03(\x0b\x32\x11.folio.v1.Headers\x12\x1a\n\x12kafka_record_batch\x18\x06 \x01(\x0c\"j\n\x07Headers\x12/\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1e.folio.v1.Headers.EntriesEntry\x1a.\n\x0c\x45ntriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,9 +34,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HEADERS_ENTRIESENTRY']._loaded_options = None
   _globals['_HEADERS_ENTRIESENTRY']._serialized_options = b'8\001'
   _globals['_EVENTBLOCK']._serialized_start=36
-  _globals['_EVENTBLOCK']._serialized_end=171
-  _globals['_HEADERS']._serialized_start=173
-  _globals['_HEADERS']._serialized_end=279
-  _globals['_HEADERS_ENTRIESENTRY']._serialized_start=233
-  _globals['_HEADERS_ENTRIESENTRY']._serialized_end=279
+  _globals['_EVENTBLOCK']._serialized_end=199
+  _globals['_HEADERS']._serialized_start=201
+  _globals['_HEADERS']._serialized_end=307
+  _globals['_HEADERS_ENTRIESENTRY']._serialized_start=261
+  _globals['_HEADERS_ENTRIESENTRY']._serialized_end=307
 # @@protoc_insertion_point(module_scope)

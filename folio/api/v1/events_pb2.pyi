@@ -128,6 +128,20 @@ class EventBlock(_message.Message):
     Readers ignore fields they do not know (protobuf's rule); anything that
     changes the meaning of a known field comes with a new format_version.
 
+    Format version 2: a Kafka record batch. A block written through the Kafka
+    listener (docs/kafka.md) is an EventBlock with format_version 2 and only
+    `kafka_record_batch` set: one Kafka record batch (magic 2, possibly
+    compressed with gzip, snappy, lz4 or zstd) exactly as the Kafka producer
+    sent it. Its events are the batch's records in order: payload = the
+    record's value (a null value: empty bytes), routing key = the record's key
+    as UTF-8 (bytes that are not UTF-8 decoded with surrogateescape, so that
+    encoding the key back gives the bytes; a null key: no key, or "" in a batch
+    where other records have keys), timestamp = the record's (the batch's max
+    timestamp when the batch says LogAppendTime), headers = the record's (a null
+    value: empty bytes; of a name given twice, the last value). The batch's own
+    base offset field is not authoritative: the block's offset (ReadBlock) is.
+    The broker writes such blocks; clients never append them.
+
     Test vector. Two events:
       event 0: payload "hello", routing key "user-1", timestamp_ms
                1700000000000, headers {"content-type": "text/plain"}
@@ -162,8 +176,15 @@ class EventBlock(_message.Message):
     ROUTING_KEYS_FIELD_NUMBER: _builtins.int
     TIMESTAMPS_MS_FIELD_NUMBER: _builtins.int
     HEADERS_FIELD_NUMBER: _builtins.int
+    KAFKA_RECORD_BATCH_FIELD_NUMBER: _builtins.int
     format_version: _builtins.int
-    """Version of this format. Always 1 for blocks laid out as described here."""
+    """Version of this format: 1 for blocks laid out by column as described
+    here, 2 for a Kafka record batch (`kafka_record_batch`).
+    """
+    kafka_record_batch: _builtins.bytes
+    """Format version 2 only: one Kafka record batch (magic 2), as a Kafka
+    producer sent it. The other fields are then empty.
+    """
     @_builtins.property
     def payloads(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
         """The events' payloads, opaque bytes (zero bytes included). Defines the
@@ -199,10 +220,11 @@ class EventBlock(_message.Message):
         routing_keys: _abc.Iterable[_builtins.str] | None = ...,
         timestamps_ms: _abc.Iterable[_builtins.int] | None = ...,
         headers: _abc.Iterable[Global___Headers] | None = ...,
+        kafka_record_batch: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["format_version", b"format_version", "headers", b"headers", "payloads", b"payloads", "routing_keys", b"routing_keys", "timestamps_ms", b"timestamps_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["format_version", b"format_version", "headers", b"headers", "kafka_record_batch", b"kafka_record_batch", "payloads", b"payloads", "routing_keys", b"routing_keys", "timestamps_ms", b"timestamps_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

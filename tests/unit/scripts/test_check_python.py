@@ -40,7 +40,8 @@ def test_make_run_installs_only_the_runtime(tmp_path: Path) -> None:
     result = _make_n("run", VENV=str(tmp_path / "venv"))
     assert result.returncode == 0, result.stderr
     installs = [line for line in result.stdout.splitlines() if "pip install" in line]
-    assert installs[-1].endswith("pip install --quiet -e '.[cluster,security]'")
+    # The runtime: cluster mode, token authentication and the Kafka listener, nothing else.
+    assert installs[-1].endswith("pip install --quiet -e '.[cluster,security,kafka]'")
     assert "[dev" not in result.stdout and "spark" not in result.stdout
     assert result.stdout.splitlines()[-1].endswith("folio standalone")
 

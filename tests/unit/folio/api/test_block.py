@@ -142,8 +142,15 @@ def test_no_version_is_refused() -> None:
 
 
 def test_unknown_version_is_refused() -> None:
+    data = EventBlock(format_version=3, payloads=[b"x"]).SerializeToString()
+    with pytest.raises(InvalidBlockError, match="unknown event block format version 3"):
+        decode_block(data)
+
+
+def test_format_2_without_a_kafka_batch_is_refused() -> None:
+    # Format 2 is a Kafka record batch (tests/unit/broker/kafka/test_blocks.py).
     data = EventBlock(format_version=2, payloads=[b"x"]).SerializeToString()
-    with pytest.raises(InvalidBlockError, match="unknown event block format version 2"):
+    with pytest.raises(InvalidBlockError, match="not a Kafka record batch"):
         decode_block(data)
 
 

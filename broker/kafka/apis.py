@@ -1,0 +1,49 @@
+"""The rows of the dispatch table: every served API, gathered from the handler modules.
+
+To serve a new API, write its handler module with a ``ROWS`` tuple and add
+it to ``HANDLER_MODULES`` (consumer groups and transactions are added so).
+"""
+
+from __future__ import annotations
+
+from broker.kafka.dispatch import Api, DispatchTable
+from broker.kafka.handlers import (
+    api_versions,
+    configs,
+    fetch,
+    find_coordinator,
+    group_admin,
+    group_membership,
+    group_offsets,
+    list_offsets,
+    metadata,
+    produce,
+    producer_id,
+    topics_admin,
+    transactions,
+)
+
+__all__ = ["HANDLER_MODULES", "dispatch_table"]
+
+HANDLER_MODULES = (
+    api_versions,
+    metadata,
+    produce,
+    fetch,
+    list_offsets,
+    producer_id,
+    topics_admin,
+    configs,
+    # Consumer groups and transactions (docs/kafka.md, "Consumer groups", "Transactions").
+    find_coordinator,
+    group_membership,
+    group_offsets,
+    group_admin,
+    transactions,
+)
+
+
+def dispatch_table() -> DispatchTable:
+    """The table of every row of ``HANDLER_MODULES``."""
+    rows: list[Api] = [row for module in HANDLER_MODULES for row in module.ROWS]
+    return DispatchTable(rows)

@@ -1,0 +1,209 @@
+"""One Kafka client connection: frames in, requests decoded, answered in order.
+
+Requests of one connection are started one at a time, in the order they
+came, and answered in that order. A handler that returns a ``Deferred``
+(Produce, once it has called its appends) lets the next request start while
+its own completes: a producer's pipelined batches (``max.in.flight``) are
+then group-committed together instead of one fsync each, and since each
+append is called before the next request starts, they reach their segments
+in the order sent, which the producer's sequence numbers rely on. Other
+handlers (Fetch's long poll among them) hold the connection until they
+answer, as Kafka's broker does. At most ``MAX_PENDING_RESPONSES`` answers
+wait per connection; beyond that the connection stops reading.
+
+Anything that breaks the protocol closes the connection, as Kafka's broker
+does, after a WARNING log naming the peer: a frame size out of bounds or cut
+short, an unknown api_key, an unsupported version (except ApiVersions, which
+answers UNSUPPORTED_VERSION with the served versions, KIP-511), a header or
+body that does not decode (bytes after a decoded body are ignored, as Kafka's
+broker ignores them). A handler that fails
+unexpectedly is logged at ERROR and closes the connection too; the broker
+and every other connection go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import struct
+from typing import Any
+
+from kio.index import KioIndexError
+from kio.serial.errors import SerialError
+
+from broker.kafka.context import KafkaContext
+from broker.kafka.dispatch import Call, Deferred, DispatchTable
+from broker.kafka.framing import FrameError, read_frame
+from broker.kafka.handlers.api_versions import API_VERSIONS_KEY, unsupported_version_answer
+from broker.kafka.messages import (
+    decode_entity,
+    encode_entity,
+    request_class,
+    response_class,
+)
+
+__all__ = ["KafkaConnection", "ProtocolError"]
+
+log = logging.getLogger(__name__)
+
+_PREFIX = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+_NO_SIZE = bytes(_SIZE.size)
+#: Answers (deferred or ready) waiting to be written, per connection.
+MAX_PENDING_RESPONSES = 16
+_WRITE_SLICE_BYTES = 256 * 1024
+
+
+class ProtocolError(Exception):
+    """A request that breaks the protocol: the connection is closed."""
+
+
+class KafkaConnection:
+    """Serves one accepted connection until the client or the listener closes it."""
+
+    def __init__(self, context: KafkaContext, table: DispatchTable,
+                 reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 max_frame_bytes: int) -> None:
+        self._context = context
+        self._table = table
+        self._reader = reader
+        self._writer = writer
+        self._max_frame_bytes = max_frame_bytes
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+    async def serve(self) -> None:
+        """Answer requests until the peer closes, breaks the protocol, or the task is cancelled."""
+        pending: asyncio.Queue[asyncio.Future[bytes | None] | None] = asyncio.Queue(
+            MAX_PENDING_RESPONSES)
+        sender = asyncio.ensure_future(self._send(pending))
+        try:
+            while not sender.done():
+                data = await read_frame(self._reader, self._max_frame_bytes)
+                if data is None:
+                    break
+                await _enqueue(pending, await self._answer(data), sender)
+            if not sender.done():
+                await _enqueue(pending, None, sender)
+            await sender  # the answers still due, then the sender's own failure
+        except (FrameError, ProtocolError) as error:
+            log.warning("kafka: closing connection from %s: %s", self.peer, error)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            log.debug("kafka: connection from %s lost", self.peer)
+        except Exception:
+            log.exception("kafka: closing connection from %s after an unexpected error",
+                          self.peer)
+        finally:
+            if not sender.done():
+                sender.cancel()
+            with contextlib.suppress(BaseException):
+                await sender
+            while not pending.empty():  # answers no one will read: stop their work
+                item = pending.get_nowait()
+                if item is not None and not item.done():
+                    item.cancel()
+            self._writer.close()
+            with contextlib.suppress(Exception):
+                await self._writer.wait_closed()
+
+    async def _send(self, pending: asyncio.Queue[asyncio.Future[bytes | None] | None]) -> None:
+        """Write the answers in request order; a None item ends the connection's answers."""
+        while True:
+            item = await pending.get()
+            if item is None:
+                return
+            answer = await item
+            if answer is None:
+                continue
+            # Large answers (Fetch) go in slices, each drained: asyncio (3.11)
+            # keeps what the socket did not take in one buffer and shifts it
+            # after every send, which costs more than the send on large frames.
+            view = memoryview(answer)
+            for start in range(0, len(view), _WRITE_SLICE_BYTES):
+                self._writer.write(view[start:start + _WRITE_SLICE_BYTES])
+                await self._writer.drain()
+
+    async def _answer(self, data: bytes) -> asyncio.Future[bytes | None]:
+        """The answer to one request (its frame, or None when none is due), maybe later."""
+        if len(data) < _PREFIX.size:
+            raise ProtocolError(f"request of {len(data)} bytes has no header")
+        api_key, version, correlation_id = _PREFIX.unpack_from(data)
+        row = self._table.get(api_key)
+        if row is None:
+            raise ProtocolError(f"unknown api_key {api_key} (version {version})")
+        if not row.supports(version):
+            if api_key == API_VERSIONS_KEY:
+                # KIP-511: a client newer than the broker learns the served
+                # versions from a v0 answer and retries with one of them.
+                return _ready(self._encode(API_VERSIONS_KEY, 0, correlation_id,
+                                           unsupported_version_answer(self._context)))
+            raise ProtocolError(f"{row.name} version {version} is not served "
+                                f"(versions {row.min_version}-{row.max_version})")
+        call = self._decode(api_key, version, data)
+        response = await row.handler(self._context, call)
+        if isinstance(response, Deferred):
+            return asyncio.ensure_future(
+                self._later(api_key, version, correlation_id, response))
+        return _ready(None if response is None
+                      else self._encode(api_key, version, correlation_id, response))
+
+    async def _later(self, api_key: int, version: int, correlation_id: int,
+                     deferred: Deferred) -> bytes | None:
+        response = await deferred.result
+        return (None if response is None
+                else self._encode(api_key, version, correlation_id, response))
+
+    def _decode(self, api_key: int, version: int, data: bytes) -> Call:
+        try:
+            cls = request_class(api_key, version)
+            header, used = decode_entity(cls.__header_schema__, data, 0)  # type: ignore[attr-defined]
+            request, size = decode_entity(cls, data, used)
+        except (SerialError, KioIndexError, ValueError, UnicodeDecodeError) as error:
+            raise ProtocolError(f"api_key {api_key} version {version}: request does not "
+                                f"decode: {error}") from None
+        if used + size != len(data):
+            # Kafka's broker ignores what follows a request it decoded, and
+            # clients rely on it (librdkafka's Metadata v12 sends 3 bytes more).
+            log.debug("kafka: api_key %d version %d from %s: %d bytes after the request",
+                      api_key, version, self.peer, len(data) - used - size)
+        return Call(api_key, version, header.correlation_id, header.client_id, request)
+
+    @staticmethod
+    def _encode(api_key: int, version: int, correlation_id: int, response: Any) -> bytes:
+        """The response frame, its size prefix included (written in place: one copy less)."""
+        cls = response_class(api_key, version)
+        header_cls = cls.__header_schema__  # type: ignore[attr-defined]
+        out = io.BytesIO()
+        out.write(_NO_SIZE)
+        encode_entity(header_cls, header_cls(correlation_id=correlation_id), out)
+        encode_entity(cls, response, out)
+        with out.getbuffer() as view:
+            _SIZE.pack_into(view, 0, len(view) - _SIZE.size)
+        return out.getvalue()
+
+
+
+
+async def _enqueue(pending: asyncio.Queue[asyncio.Future[bytes | None] | None],
+                   item: asyncio.Future[bytes | None] | None,
+                   sender: asyncio.Future[None]) -> None:
+    """Queue ``item`` for the sender, unless the sender ends first (a failed write).
+
+    A full queue waits for the sender; if the sender has stopped, nothing
+    would ever take the item: it is cancelled and the sender's end awaited
+    by the caller instead of waiting forever.
+    """
+    put = asyncio.ensure_future(pending.put(item))
+    await asyncio.wait((put, sender), return_when=asyncio.FIRST_COMPLETED)
+    if not put.done():
+        put.cancel()
+        if item is not None:
+            item.cancel()
+
+
+def _ready(answer: bytes | None) -> asyncio.Future[bytes | None]:
+    future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+    future.set_result(answer)
+    return future

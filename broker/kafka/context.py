@@ -1,0 +1,64 @@
+"""What every Kafka handler may use: the broker's domain objects and this listener's identity."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.api import Topics
+from broker.kafka.coordinators import KafkaCoordinators
+from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.sequences import RecentBatches
+
+#: One served API: (api_key, min_version, max_version), what ApiVersions lists.
+ServedApi = tuple[int, int, int]
+#: Appends a transactional batch: (context, transactional id, segment name,
+#: batch header, format-2 block) -> (Kafka error code, base offset, message).
+TransactionalAppend = Callable[
+    ["KafkaContext", str | None, str, Any, bytes], Awaitable[tuple[Any, int, str | None]]]
+#: Answers InitProducerId for a transactional id: (context, call) -> (Kafka
+#: error code, producer id, epoch).
+TransactionalProducerId = Callable[["KafkaContext", Any], Awaitable[tuple[Any, int, int]]]
+
+__all__ = ["NODE_ID", "KafkaContext", "ServedApi", "TransactionalAppend",
+           "TransactionalProducerId"]
+
+#: The node id this broker gives itself in Metadata: clients see a one-node cluster.
+NODE_ID = 0
+
+
+@dataclass
+class KafkaContext:
+    """Shared by the handlers of every connection of one listener.
+
+    Attributes:
+        topics: the broker's topics and segments.
+        host: the host Kafka clients are told to connect to (Metadata).
+        port: the listener's port (set once it is bound).
+        advertised_port: the port Metadata tells clients; 0: ``port``.
+        cluster_id: the cluster id Metadata reports.
+        producer_ids: gives out idempotent producer ids (InitProducerId).
+        recent_batches: the offsets of each idempotent producer's last
+            batches, to answer a retried batch with its original offset.
+        stopping: set when the listener stops: long polls end at once.
+        served: the dispatch table's rows as ApiVersions lists them.
+        transactional_append: writes a Kafka transactional batch (set by the
+            transaction handlers; None: such batches are refused).
+        coordinators: consumer groups and transactional ids (None: group and
+            transaction requests answer COORDINATOR_NOT_AVAILABLE).
+    """
+
+    topics: Topics
+    host: str
+    producer_ids: ProducerIds
+    port: int = 0
+    advertised_port: int = 0
+    cluster_id: str = "folio"
+    recent_batches: RecentBatches = field(default_factory=RecentBatches)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    served: tuple[ServedApi, ...] = ()
+    transactional_append: TransactionalAppend | None = None
+    transactional_producer_id: TransactionalProducerId | None = None
+    coordinators: KafkaCoordinators | None = None

@@ -1,0 +1,72 @@
+"""The coordinators behind the Kafka listener: consumer groups, transactional ids, the locator.
+
+``start_coordinators`` loads them (offsets, group records, transactional
+ids: once, at the listener's start). Handlers reach them through
+``KafkaContext.coordinators``; without them (a context built for a test of
+other APIs) group and transaction requests answer COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from broker.kafka.groups.coordinator import GroupCoordinator
+from broker.kafka.groups.membership import GroupConfig
+from broker.kafka.groups.offsets import OffsetStore
+from broker.kafka.locator import CoordinatorLocator, LocalLocator, Node
+from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.txns.producers import TxnProducers
+from broker.topics.manager import TopicManager
+from broker.txn.coordinator import TxnCoordinator
+
+__all__ = ["KafkaCoordinators", "start_coordinators"]
+
+
+@dataclass
+class KafkaCoordinators:
+    """What the group and transaction handlers work on.
+
+    Attributes:
+        groups: the consumer groups and their committed offsets.
+        txns: the transactional ids (None: no Folio transaction coordinator,
+            transactional producers are refused).
+        locator: which broker coordinates a key (the cluster hook).
+    """
+
+    groups: GroupCoordinator
+    txns: TxnProducers | None
+    locator: CoordinatorLocator
+    closer: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def close(self) -> None:
+        """Cancel the groups' timers (the listener stops)."""
+        self.groups.close()
+
+    async def close_on(self, stopping: asyncio.Event) -> None:
+        """Wait for ``stopping``, then ``close``."""
+        with contextlib.suppress(asyncio.CancelledError):
+            await stopping.wait()
+        self.close()
+
+
+async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinator | None,
+                             producer_ids: ProducerIds, node: Callable[[], Node],
+                             stopping: asyncio.Event,
+                             config: GroupConfig | None = None) -> KafkaCoordinators:
+    """Load the groups' offsets and the transactional ids; raises what the topics raise.
+
+    Their timers are cancelled once ``stopping`` (the listener's) is set.
+    """
+    groups = GroupCoordinator(topics, OffsetStore(topics), config)
+    await groups.start()
+    txns = None
+    if txn_coordinator is not None:
+        txns = TxnProducers(topics, txn_coordinator, producer_ids, groups)
+        await txns.start()
+    coordinators = KafkaCoordinators(groups, txns, LocalLocator(node))
+    coordinators.closer = asyncio.get_running_loop().create_task(
+        coordinators.close_on(stopping))
+    return coordinators

@@ -1,0 +1,266 @@
+"""The group coordinator: membership (``membership``) plus committed offsets and group listings.
+
+OffsetCommit follows Kafka's rules: a commit with generation -1 and no
+member id (a consumer that assigns partitions itself) is taken while the
+group has no members; otherwise the member must be known (UNKNOWN_MEMBER_ID)
+and of the current generation (ILLEGAL_GENERATION), and no commit is taken
+while the group completes a rebalance (REBALANCE_IN_PROGRESS). Each
+partition is checked (an unknown topic or partition:
+UNKNOWN_TOPIC_OR_PARTITION; metadata above ``max_metadata_bytes``:
+OFFSET_METADATA_TOO_LARGE) and the others are written together
+(``offsets.OffsetStore``).
+
+Transactional offsets (TxnOffsetCommit) are kept by the transactions'
+side until their transaction commits (``broker.kafka.txns``); a fetch with
+``require_stable`` answers UNSTABLE_OFFSET_COMMIT for a partition that has
+such pending offsets (``pending_txn_offsets``), as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from broker.api import Topics
+from broker.errors import BrokerError
+from broker.kafka.error_codes import error_code
+from broker.kafka.groups.members import Group
+from broker.kafka.groups.membership import GroupConfig, GroupMembership
+from broker.kafka.groups.offsets import (
+    CommittedOffset,
+    GroupRecord,
+    OffsetStore,
+    TopicPartition,
+)
+from broker.kafka.groups.states import GroupState
+from broker.kafka.partitions import partition_segments
+from broker.segments.names import is_system_topic
+from ledger.errors import LedgerError
+
+__all__ = ["GroupCoordinator", "GroupSummary", "OffsetCommitItem"]
+
+log = logging.getLogger(__name__)
+
+_S = GroupState
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitItem:
+    """One partition of an OffsetCommit or TxnOffsetCommit."""
+
+    topic: str
+    partition: int
+    offset: CommittedOffset
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """A group as DescribeGroups and ListGroups show it.
+
+    ``members``: (member id, group instance id, client id, client host,
+    metadata of the chosen protocol, assignment).
+    """
+
+    group_id: str
+    state: GroupState
+    protocol_type: str
+    protocol_name: str
+    members: tuple[tuple[str, str | None, str, str, bytes, bytes], ...] = ()
+
+
+#: The partitions of a group with transactional offsets not yet committed.
+PendingTxnOffsets = Callable[[str], set[TopicPartition]]
+
+
+class GroupCoordinator(GroupMembership):
+    """Every consumer group this broker coordinates, with their offsets in ``_kafka_offsets``."""
+
+    def __init__(self, topics: Topics, store: OffsetStore,
+                 config: GroupConfig | None = None) -> None:
+        super().__init__(config or GroupConfig(), self._write_group)
+        self._topics = topics
+        self.store = store
+        self.pending_txn_offsets: PendingTxnOffsets = lambda group_id: set()
+
+    async def start(self) -> None:
+        """Load offsets and group records; groups known only from them are Empty."""
+        await self.store.load()
+        for group_id in self.store.group_ids():
+            group = Group(group_id)
+            record = self.store.group_record(group_id)
+            if record is not None:
+                group.generation = record.generation
+                group.protocol_type = record.protocol_type
+            self.groups()[group_id] = group
+
+    async def _write_group(self, group: Group) -> None:
+        await self.store.write_group(group.group_id, GroupRecord(
+            group.generation, group.protocol_type, group.protocol_name))
+
+    # ------------------------------------------------------------ offsets
+
+    def commit_error(self, group_id: str, generation: int, member_id: str,
+                     group_instance_id: str | None = None) -> ErrorCode:
+        """Whether a commit by (generation, member) may go ahead: NONE or the error."""
+        error = self.group_id_error(group_id)
+        if error is not ErrorCode.none:
+            return error
+        if self.fenced(group_id, member_id, group_instance_id):
+            return ErrorCode.fenced_instance_id
+        group = self.group(group_id)
+        if group is None:
+            # Kafka creates the group for a commit without generation.
+            return ErrorCode.none if generation < 0 else ErrorCode.illegal_generation
+        if group.state is _S.DEAD:
+            return ErrorCode.coordinator_not_available
+        if generation < 0 and not member_id and not group.members:
+            return ErrorCode.none
+        if member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        if generation != group.generation:
+            return ErrorCode.illegal_generation
+        if group.state is _S.COMPLETING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    async def partition_errors(self, items: Iterable[OffsetCommitItem],
+                               ) -> dict[TopicPartition, ErrorCode]:
+        """Per partition: NONE, or why it cannot be committed (unknown, metadata too large)."""
+        known: dict[str, set[int] | ErrorCode] = {}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for item in items:
+            if item.topic not in known:
+                known[item.topic] = await self._partitions_of(item.topic)
+            partitions = known[item.topic]
+            metadata = item.offset.metadata or ""
+            if isinstance(partitions, ErrorCode):
+                errors[(item.topic, item.partition)] = partitions
+            elif item.partition not in partitions:
+                errors[(item.topic, item.partition)] = ErrorCode.unknown_topic_or_partition
+            elif len(metadata.encode()) > self.config.max_metadata_bytes:
+                errors[(item.topic, item.partition)] = ErrorCode.offset_metadata_too_large
+            else:
+                errors[(item.topic, item.partition)] = ErrorCode.none
+        return errors
+
+    async def _partitions_of(self, topic: str) -> set[int] | ErrorCode:
+        if not topic or is_system_topic(topic):
+            return ErrorCode.unknown_topic_or_partition
+        try:
+            return {segment.number for segment in await partition_segments(self._topics, topic)}
+        except (BrokerError, LedgerError) as error:
+            return error_code(error)
+
+    async def commit(self, group_id: str, generation: int, member_id: str,
+                     items: list[OffsetCommitItem],
+                     group_instance_id: str | None = None) -> dict[TopicPartition, ErrorCode]:
+        """An OffsetCommit: the error of each partition."""
+        error = self.commit_error(group_id, generation, member_id, group_instance_id)
+        if error is not ErrorCode.none:
+            return {(item.topic, item.partition): error for item in items}
+        errors = await self.partition_errors(items)
+        return await self.write_offsets(group_id, items, errors)
+
+    async def write_offsets(self, group_id: str, items: list[OffsetCommitItem],
+                            errors: dict[TopicPartition, ErrorCode],
+                            ) -> dict[TopicPartition, ErrorCode]:
+        """Write the items whose error is NONE; the errors, a failed write's code included."""
+        good = [item for item in items if errors[(item.topic, item.partition)] is ErrorCode.none]
+        if good:
+            if self.group(group_id) is None:
+                self.groups()[group_id] = Group(group_id)
+            try:
+                await self.store.commit(group_id, [((item.topic, item.partition), item.offset)
+                                                   for item in good])
+            except (BrokerError, LedgerError) as failure:
+                code = error_code(failure)
+                log.warning("kafka group %s: offset commit failed: %s", group_id, failure)
+                if code is ErrorCode.unknown_server_error or code is ErrorCode.kafka_storage_error:
+                    # Kafka answers a failed log append so: clients retry it.
+                    code = ErrorCode.coordinator_not_available
+                for item in good:
+                    errors[(item.topic, item.partition)] = code
+        return errors
+
+    def fetch(self, group_id: str, partitions: list[TopicPartition] | None,
+              require_stable: bool) -> tuple[ErrorCode, list[tuple[TopicPartition,
+                                                                   CommittedOffset | None,
+                                                                   ErrorCode]]]:
+        """An OffsetFetch of one group: (group error, (partition, offset or None, error) ...).
+
+        ``partitions`` None: every partition the group committed.
+        """
+        error = self.group_id_error(group_id)
+        if error is not ErrorCode.none:
+            return error, []
+        committed = self.store.offsets(group_id)
+        asked = sorted(committed) if partitions is None else partitions
+        unstable = self.pending_txn_offsets(group_id) if require_stable else set()
+        answers: list[tuple[TopicPartition, CommittedOffset | None, ErrorCode]] = []
+        for partition in asked:
+            code = ErrorCode.unstable_offset_commit if partition in unstable else ErrorCode.none
+            answers.append((partition, committed.get(partition), code))
+        return ErrorCode.none, answers
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of one group: only an empty one (NON_EMPTY_GROUP), with its offsets.
+
+        The group is Dead while its tombstones are written (requests for it
+        answer COORDINATOR_NOT_AVAILABLE), then forgotten; if the write fails
+        it is Empty again and the error is answered.
+        """
+        error = self.group_id_error(group_id)
+        if error is not ErrorCode.none:
+            return error
+        group = self.group(group_id)
+        if group is None or group.state is _S.DEAD:
+            return ErrorCode.group_id_not_found
+        if group.state is not _S.EMPTY or group.pending:
+            return ErrorCode.non_empty_group
+        group.move(_S.DEAD)
+        try:
+            await self.store.delete_group(group_id)
+        except (BrokerError, LedgerError) as failure:
+            log.warning("kafka group %s: deletion failed: %s", group_id, failure)
+            group.state = _S.EMPTY  # nothing changed for its members: there are none
+            return ErrorCode.coordinator_not_available
+        if self.groups().get(group_id) is group:
+            del self.groups()[group_id]
+        log.info("kafka group %s: deleted", group_id)
+        return ErrorCode.none
+
+    # ------------------------------------------------------------ listings
+
+    def describe(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        """A DescribeGroups entry; an unknown group is Dead (no error), as in Kafka."""
+        error = self.group_id_error(group_id)
+        group = self.group(group_id) if error is ErrorCode.none else None
+        if group is None:
+            return error, GroupSummary(group_id, _S.DEAD, "", "")
+        stable = group.state is _S.STABLE
+        members = tuple(
+            (m.member_id, m.group_instance_id, m.client_id, m.client_host,
+             m.metadata_of(group.protocol_name) if stable else b"",
+             m.assignment if stable else b"")
+            for m in group.members.values())
+        return ErrorCode.none, GroupSummary(group_id, group.state, group.protocol_type or "",
+                                            group.protocol_name or "", members)
+
+    def list_groups(self, states: set[GroupState] | None, types: set[str] | None,
+                    ) -> list[GroupSummary]:
+        """Every group, filtered by state and protocol type (None: any)."""
+        found = []
+        for group_id in sorted(self.groups()):
+            group = self.groups()[group_id]
+            if group.state is _S.DEAD:
+                continue
+            if states is not None and group.state not in states:
+                continue
+            if types is not None and (group.protocol_type or "") not in types:
+                continue
+            found.append(GroupSummary(group_id, group.state, group.protocol_type or "",
+                                      group.protocol_name or ""))
+        return found

@@ -1,0 +1,177 @@
+"""Committed offsets and group records in the compacted system topic ``_kafka_offsets``.
+
+One record per (group, topic, partition), keyed
+``o/<len(group)>/<group>/<topic>/<partition>`` (the length makes a group's
+prefix unambiguous whatever characters its id has), and one per group,
+``g/<group>``, with the generation and protocol of its last rebalance (so
+generations keep growing over restarts and DescribeGroups knows the group).
+Values are versioned JSON. The topic is compacted: only the latest record per
+key stays, so its size follows the number of partitions committed, not the
+number of commits.
+
+Commits are per partition, as in Kafka: a commit of N partitions writes N
+records, in one durable append (``CompactedTopic.write`` calls made together
+are group-committed), and updates the in-memory view only once durable.
+Everything is loaded once, at start; fetches answer from memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from broker.system.compacted_topic import CompactedTopic
+from broker.topics.manager import TopicManager
+
+__all__ = ["OFFSETS_TOPIC", "CommittedOffset", "GroupRecord", "OffsetStore", "TopicPartition"]
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "_kafka_offsets"
+_VERSION = 1
+#: (topic, partition).
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    """A committed position: the next offset to read, the leader epoch, the client's metadata."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+    commit_time_ms: int = 0
+
+    def encode(self) -> bytes:
+        return json.dumps({"v": _VERSION, "offset": self.offset, "epoch": self.leader_epoch,
+                           "metadata": self.metadata, "time_ms": self.commit_time_ms}).encode()
+
+    @staticmethod
+    def decode(value: bytes) -> CommittedOffset:
+        data = json.loads(value)
+        if not isinstance(data, dict) or data.get("v") != _VERSION:
+            raise ValueError(f"unknown offset record format {value[:32]!s}")
+        metadata = data.get("metadata")
+        return CommittedOffset(int(data["offset"]), int(data.get("epoch", -1)),
+                               None if metadata is None else str(metadata),
+                               int(data.get("time_ms", 0)))
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    """What is kept of a group over restarts: its generation and protocol (not its members)."""
+
+    generation: int
+    protocol_type: str | None
+    protocol_name: str | None
+
+    def encode(self) -> bytes:
+        return json.dumps({"v": _VERSION, "generation": self.generation,
+                           "protocol_type": self.protocol_type,
+                           "protocol_name": self.protocol_name}).encode()
+
+    @staticmethod
+    def decode(value: bytes) -> GroupRecord:
+        data = json.loads(value)
+        if not isinstance(data, dict) or data.get("v") != _VERSION:
+            raise ValueError(f"unknown group record format {value[:32]!s}")
+        return GroupRecord(int(data["generation"]), data.get("protocol_type"),
+                           data.get("protocol_name"))
+
+
+def offset_key(group_id: str, topic: str, partition: int) -> str:
+    """The record key of a group's offset of a partition."""
+    return f"{_group_prefix(group_id)}{topic}/{partition}"
+
+
+def _group_prefix(group_id: str) -> str:
+    return f"o/{len(group_id)}/{group_id}/"
+
+
+def _group_key(group_id: str) -> str:
+    return f"g/{group_id}"
+
+
+class OffsetStore:
+    """The committed offsets and group records of every group, on ``_kafka_offsets``."""
+
+    def __init__(self, topics: TopicManager) -> None:
+        self._topic = CompactedTopic(topics, OFFSETS_TOPIC)
+        self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        self._groups: dict[str, GroupRecord] = {}
+
+    async def load(self) -> None:
+        """Read every record (once, at start); one that does not decode is logged, left out."""
+        for key, value in (await self._topic.read_prefix("")).items():
+            try:
+                self._load_one(key, value)
+            except (ValueError, KeyError, TypeError) as error:
+                log.error("kafka groups: record %r of %s is unreadable (%s: %s); left out",
+                          key[:128], OFFSETS_TOPIC, type(error).__name__, error)
+        log.info("kafka groups: loaded %d groups' offsets and %d group records from %s",
+                 len(self._offsets), len(self._groups), OFFSETS_TOPIC)
+
+    def _load_one(self, key: str, value: bytes) -> None:
+        kind, _, rest = key.partition("/")
+        if kind == "g":
+            self._groups[rest] = GroupRecord.decode(value)
+            return
+        if kind != "o":
+            raise ValueError("unknown key kind")
+        length, _, rest = rest.partition("/")
+        group_id, rest = rest[:int(length)], rest[int(length) + 1:]
+        topic, _, partition = rest.rpartition("/")
+        self._offsets.setdefault(group_id, {})[(topic, int(partition))] = (
+            CommittedOffset.decode(value))
+
+    def group_ids(self) -> set[str]:
+        """Every group with committed offsets or a group record."""
+        return set(self._offsets) | set(self._groups)
+
+    def group_record(self, group_id: str) -> GroupRecord | None:
+        """The group's record, None if it has none."""
+        return self._groups.get(group_id)
+
+    def offsets(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
+        """The group's committed offsets (a copy)."""
+        return dict(self._offsets.get(group_id, {}))
+
+    def offset(self, group_id: str, partition: TopicPartition) -> CommittedOffset | None:
+        """The group's committed offset of ``partition``, None if none."""
+        return self._offsets.get(group_id, {}).get(partition)
+
+    async def commit(self, group_id: str,
+                     offsets: Iterable[tuple[TopicPartition, CommittedOffset]]) -> None:
+        """Write each partition's offset durably (one append for all), then remember them.
+
+        Raises what the topic raises (``BrokerError``, ``LedgerError``); on
+        failure nothing is remembered, though some records may have landed
+        (they are then read at the next start: a commit the client saw fail
+        may hold, as in Kafka).
+        """
+        items = list(offsets)
+        now_ms = int(time.time() * 1000)
+        items = [(tp, value if value.commit_time_ms else CommittedOffset(
+            value.offset, value.leader_epoch, value.metadata, now_ms)) for tp, value in items]
+        await asyncio.gather(*(self._topic.write(offset_key(group_id, *tp), value.encode())
+                               for tp, value in items))
+        stored = self._offsets.setdefault(group_id, {})
+        for tp, value in items:
+            stored[tp] = value
+
+    async def delete_group(self, group_id: str) -> None:
+        """Write tombstones for the group's offsets and record (one append), then forget them."""
+        keys = [offset_key(group_id, *tp) for tp in self._offsets.get(group_id, {})]
+        keys.append(_group_key(group_id))
+        await asyncio.gather(*(self._topic.write(key, None) for key in keys))
+        self._offsets.pop(group_id, None)
+        self._groups.pop(group_id, None)
+
+    async def write_group(self, group_id: str, record: GroupRecord) -> None:
+        """Write the group's record durably."""
+        await self._topic.write(_group_key(group_id), record.encode())
+        self._groups[group_id] = record

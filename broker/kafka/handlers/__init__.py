@@ -1,0 +1,1 @@
+"""Kafka API handlers, one module per API family; each module lists its rows in ``ROWS``."""

@@ -1,0 +1,64 @@
+"""DescribeConfigs (key 32), v1-v4: a topic's config under Kafka's names.
+
+Topics (resource type 2) answer the names of ``broker.kafka.topic_configs``
+with the topic's values (source DYNAMIC_TOPIC_CONFIG); a broker (type 4)
+answers an empty list; other resource types INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import BrokerError
+from broker.kafka.context import KafkaContext
+from broker.kafka.dispatch import Api, Call
+from broker.kafka.error_codes import error_code
+from broker.kafka.messages import build, nested, response_class
+from broker.kafka.partitions import check_served
+from broker.kafka.topic_configs import kafka_configs
+from ledger.errors import LedgerError
+
+__all__ = ["DESCRIBE_CONFIGS_KEY", "ROWS"]
+
+DESCRIBE_CONFIGS_KEY = 32
+_TOPIC = 2
+_BROKER = 4
+_DYNAMIC_TOPIC_CONFIG = 1
+_STRING_TYPE = 2
+_ZERO = datetime.timedelta(0)
+
+
+async def handle_describe_configs(context: KafkaContext, call: Call) -> Any:
+    """The configs of each resource asked."""
+    cls = response_class(DESCRIBE_CONFIGS_KEY, call.version)
+    result_cls = nested(cls, "DescribeConfigsResult")
+    entry_cls = nested(cls, "DescribeConfigsResourceResult")
+    results = []
+    for resource in call.request.resources:
+        code, message, configs = ErrorCode.none, None, {}
+        if resource.resource_type == _TOPIC:
+            try:
+                check_served(resource.resource_name)
+                info = await context.topics.get_topic(resource.resource_name)
+                configs = kafka_configs(info.config)
+            except (BrokerError, LedgerError) as error:
+                code, message = error_code(error), str(error)
+        elif resource.resource_type != _BROKER:
+            code = ErrorCode.invalid_request
+            message = f"resource type {resource.resource_type} is not supported"
+        keys = resource.configuration_keys
+        entries = tuple(
+            build(entry_cls, name=name, value=value, read_only=False,
+                  config_source=_DYNAMIC_TOPIC_CONFIG, is_default=False, is_sensitive=False,
+                  synonyms=(), config_type=_STRING_TYPE, documentation=None)
+            for name, value in sorted(configs.items()) if keys is None or name in keys)
+        results.append(build(result_cls, error_code=code, error_message=message,
+                             resource_type=resource.resource_type,
+                             resource_name=resource.resource_name, configs=entries))
+    return build(cls, throttle_time=_ZERO, results=tuple(results))
+
+
+ROWS = (Api(DESCRIBE_CONFIGS_KEY, "DescribeConfigs", 1, 4, handle_describe_configs),)

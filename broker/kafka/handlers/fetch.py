@@ -1,0 +1,177 @@
+"""Fetch (key 1), v4-v12: record batches from offsets, with long polling and isolation.
+
+Each partition is read from its segment (``SegmentHandle.read``) from the
+fetch offset, about ``partition_max_bytes`` of whole blocks (at least one,
+as Kafka serves at least one batch, KIP-74), each block turned into its
+record batch (``broker.kafka.blocks``: constant work for batches written
+through Kafka). While the answer has fewer than ``min_bytes`` and
+``max_wait_ms`` has not passed, the handler waits for data on any of the
+partitions asked (the segments' wake-ups, never a timer loop), then reads
+those that had nothing again.
+
+Isolation: ``read_uncommitted`` (0) reads every data entry;
+``read_committed`` (1) is Folio's READ_COMMITTED: it stops at the
+transaction buffer's max read position (the last stable offset answered)
+and leaves out aborted transactions' entries, so a Kafka consumer sees
+offset gaps where aborted data lies, as after compaction, and the list of
+aborted transactions is always empty (``aborted_transactions``: the hook
+where a front-end that served aborted batches would list them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.api import Isolation, SegmentHandle
+from broker.errors import BrokerError
+from broker.kafka.blocks import batch_of_block
+from broker.kafka.context import KafkaContext
+from broker.kafka.dispatch import Api, Call
+from broker.kafka.error_codes import error_code
+from broker.kafka.messages import build, nested, response_class
+from broker.kafka.partitions import segment_name
+from ledger.errors import LedgerError
+
+__all__ = ["FETCH_KEY", "ROWS", "isolation_of"]
+
+FETCH_KEY = 1
+_ZERO = datetime.timedelta(0)
+#: Reads of one fetch that may find only left-out entries before it answers.
+_SKIP_READS = 16
+#: Longest wait a client may ask for (Kafka's clients ask 500 ms by default).
+MAX_WAIT_S = 30.0
+
+
+def isolation_of(level: int) -> Isolation:
+    """Kafka's isolation level (0 read_uncommitted, 1 read_committed) as Folio's."""
+    return Isolation.READ_COMMITTED if level == 1 else Isolation.READ_UNCOMMITTED
+
+
+@dataclass
+class _Partition:
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+    segment: SegmentHandle | None = None
+    error: ErrorCode = ErrorCode.none
+    batches: list[bytes] = field(default_factory=list)
+    size: int = 0
+    high_watermark: int = -1
+    last_stable: int = -1
+    log_start: int = -1
+
+
+async def handle_fetch(context: KafkaContext, call: Call) -> Any:
+    """Record batches of each partition asked, waiting up to max_wait for min_bytes."""
+    request = call.request
+    isolation = isolation_of(request.isolation_level)
+    parts = [_Partition(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+             for topic in request.topics for p in topic.partitions]
+    loop = asyncio.get_running_loop()
+    wait_s = min(max(request.max_wait.total_seconds(), 0.0), MAX_WAIT_S)
+    deadline = loop.time() + wait_s
+    for part in parts:
+        await _open(context, part)
+    budget = max(request.max_bytes, 1)
+    while True:
+        total = 0
+        for part in parts:
+            if not part.batches and part.error is ErrorCode.none and total < budget:
+                await _read(part, isolation)
+            total += part.size
+        remaining = deadline - loop.time()
+        if (total >= max(request.min_bytes, 1) or remaining <= 0
+                or context.stopping.is_set() or any(p.error is not ErrorCode.none for p in parts)
+                or not await _wait_any(context, parts, isolation, remaining)):
+            break
+    return _answer(call, parts, isolation)
+
+
+async def _open(context: KafkaContext, part: _Partition) -> None:
+    try:
+        part.segment = await context.topics.segment(segment_name(part.topic, part.partition))
+    except (BrokerError, LedgerError) as error:
+        part.error = error_code(error)
+
+
+async def _read(part: _Partition, isolation: Isolation) -> None:
+    segment = part.segment
+    if segment is None:
+        return
+    try:
+        batch = await segment.read(part.offset, max(part.max_bytes, 1), isolation)
+        for _ in range(_SKIP_READS):
+            if batch.blocks or batch.next_offset <= part.offset:
+                break
+            # Only left-out entries (aborted transactions) there, up to a ledger's
+            # end: go on after them, or the client asks for this offset forever.
+            part.offset = batch.next_offset
+            batch = await segment.read(part.offset, max(part.max_bytes, 1), isolation)
+        part.batches = [batch_of_block(block) for block in batch.blocks]
+    except (BrokerError, LedgerError) as error:
+        part.error = error_code(error)
+    part.size = sum(map(len, part.batches))
+    _note_offsets(part, segment)
+
+
+def _note_offsets(part: _Partition, segment: SegmentHandle) -> None:
+    info = segment.info().segment
+    part.high_watermark = info.end_offset
+    part.log_start = info.start_offset
+    part.last_stable = segment.committed_end
+
+
+async def _wait_any(context: KafkaContext, parts: list[_Partition], isolation: Isolation,
+                    timeout_s: float) -> bool:
+    """Wait until a partition that had nothing has data, or ``timeout_s``; False on timeout."""
+    waits = [asyncio.ensure_future(part.segment.wait_for_data(part.offset, timeout_s, isolation))
+             for part in parts if part.segment is not None and not part.batches]
+    if not waits:
+        return False
+    stop = asyncio.ensure_future(context.stopping.wait())
+    try:
+        done, _ = await asyncio.wait([*waits, stop], timeout=timeout_s,
+                                     return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for future in (*waits, stop):
+            if not future.done():
+                future.cancel()
+        await asyncio.gather(*waits, stop, return_exceptions=True)
+    return any(w in done and not w.cancelled() and w.exception() is None and w.result()
+               for w in waits)
+
+
+def _answer(call: Call, parts: list[_Partition], isolation: Isolation) -> Any:
+    cls = response_class(FETCH_KEY, call.version)
+    topic_cls = nested(cls, "FetchableTopicResponse")
+    data_cls = nested(cls, "PartitionData")
+    by_topic: dict[str, list[Any]] = {}
+    for part in parts:
+        if part.segment is not None and part.high_watermark < 0:
+            _note_offsets(part, part.segment)
+        last_stable = (part.last_stable if isolation is Isolation.READ_COMMITTED
+                       else part.high_watermark)
+        by_topic.setdefault(part.topic, []).append(build(
+            data_cls, partition_index=part.partition, error_code=part.error,
+            high_watermark=part.high_watermark, last_stable_offset=last_stable,
+            log_start_offset=part.log_start, aborted_transactions=aborted_transactions(part),
+            preferred_read_replica=-1, records=b"".join(part.batches)))
+    responses = tuple(build(topic_cls, topic=name, partitions=tuple(items))
+                      for name, items in by_topic.items())
+    return build(cls, throttle_time=_ZERO, error_code=ErrorCode.none, session_id=0,
+                 responses=responses)
+
+
+def aborted_transactions(part: _Partition) -> tuple[Any, ...]:
+    """Aborted transactions in the batches served: none, as they are left out (module doc)."""
+    del part
+    return ()
+
+
+ROWS = (Api(FETCH_KEY, "Fetch", 4, 12, handle_fetch),)

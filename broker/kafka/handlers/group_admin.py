@@ -1,0 +1,99 @@
+"""DescribeGroups (15) v0-v5, ListGroups (16) v0-v5, DeleteGroups (42) v0-v2.
+
+An unknown group is described as Dead with no error, as Kafka does. Members'
+metadata and assignments are shown once the group is Stable. ListGroups v4
+filters by state, v5 by group type (every group here is ``classic``).
+Client hosts are not known to the handlers and are answered empty.
+DeleteGroups removes an Empty group and its committed offsets
+(NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND if unknown).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.kafka.context import KafkaContext
+from broker.kafka.dispatch import Api, Call
+from broker.kafka.groups.states import GroupState, by_name
+from broker.kafka.handlers.coordination import ZERO, coordinators_for
+from broker.kafka.locator import GROUP_KEY
+from broker.kafka.messages import build, nested, response_class
+
+__all__ = ["DELETE_GROUPS_KEY", "DESCRIBE_GROUPS_KEY", "LIST_GROUPS_KEY", "ROWS"]
+
+DESCRIBE_GROUPS_KEY = 15
+LIST_GROUPS_KEY = 16
+DELETE_GROUPS_KEY = 42
+#: Kafka's "authorized operations not asked for".
+_NO_OPERATIONS = -(2**31)
+
+
+async def handle_describe_groups(context: KafkaContext, call: Call) -> Any:
+    """Each group asked: state, protocol, members."""
+    cls = response_class(DESCRIBE_GROUPS_KEY, call.version)
+    group_cls = nested(cls, "DescribedGroup")
+    member_cls = nested(cls, "DescribedGroupMember")
+    described = []
+    for group_id in call.request.groups:
+        code, coordinators = coordinators_for(context, GROUP_KEY, group_id)
+        if coordinators is None:
+            described.append(build(group_cls, error_code=code, group_id=group_id,
+                                   group_state="", protocol_type="", protocol_data="",
+                                   members=(), authorized_operations=_NO_OPERATIONS))
+            continue
+        code, summary = coordinators.groups.describe(group_id)
+        members = tuple(build(member_cls, member_id=member_id, group_instance_id=instance_id,
+                              client_id=client_id, client_host=client_host,
+                              member_metadata=metadata, member_assignment=assignment)
+                        for member_id, instance_id, client_id, client_host, metadata, assignment
+                        in summary.members)
+        described.append(build(group_cls, error_code=code, group_id=group_id,
+                               group_state=summary.state.value,
+                               protocol_type=summary.protocol_type,
+                               protocol_data=summary.protocol_name, members=members,
+                               authorized_operations=_NO_OPERATIONS))
+    return build(cls, throttle_time=ZERO, groups=tuple(described))
+
+
+async def handle_list_groups(context: KafkaContext, call: Call) -> Any:
+    """Every group this broker coordinates (filtered by state and type if asked)."""
+    cls = response_class(LIST_GROUPS_KEY, call.version)
+    listed_cls = nested(cls, "ListedGroup")
+    coordinators = context.coordinators
+    if coordinators is None:
+        return build(cls, throttle_time=ZERO, error_code=ErrorCode.coordinator_not_available,
+                     groups=())
+    states: set[GroupState] | None = None
+    asked_states = getattr(call.request, "states_filter", ())
+    if asked_states:
+        states = {state for state in map(by_name, asked_states) if state is not None}
+    asked_types = {name.lower() for name in getattr(call.request, "types_filter", ())}
+    if asked_types and "classic" not in asked_types:
+        return build(cls, throttle_time=ZERO, error_code=ErrorCode.none, groups=())
+    groups = tuple(build(listed_cls, group_id=summary.group_id,
+                         protocol_type=summary.protocol_type,
+                         group_state=summary.state.value, group_type="classic")
+                   for summary in coordinators.groups.list_groups(states, None))
+    return build(cls, throttle_time=ZERO, error_code=ErrorCode.none, groups=groups)
+
+
+async def handle_delete_groups(context: KafkaContext, call: Call) -> Any:
+    """Delete each empty group asked, with its committed offsets."""
+    cls = response_class(DELETE_GROUPS_KEY, call.version)
+    result_cls = nested(cls, "DeletableGroupResult")
+    results = []
+    for group_id in call.request.groups_names:
+        code, coordinators = coordinators_for(context, GROUP_KEY, group_id)
+        if coordinators is not None:
+            code = await coordinators.groups.delete_group(group_id)
+        results.append(build(result_cls, group_id=group_id, error_code=code))
+    return build(cls, throttle_time=ZERO, results=tuple(results))
+
+
+ROWS = (
+    Api(DESCRIBE_GROUPS_KEY, "DescribeGroups", 0, 5, handle_describe_groups),
+    Api(LIST_GROUPS_KEY, "ListGroups", 0, 5, handle_list_groups),
+    Api(DELETE_GROUPS_KEY, "DeleteGroups", 0, 2, handle_delete_groups),
+)

@@ -1,0 +1,123 @@
+"""OffsetCommit (8) v2-v8 and OffsetFetch (9) v1-v8: a group's committed offsets.
+
+Per partition, as in Kafka: a commit writes one record per partition (in one
+durable append) in ``_kafka_offsets``; a fetch answers from memory, -1 for a
+partition the group never committed. OffsetFetch v8 asks for several groups
+(KIP-709); v7+'s ``require_stable`` answers UNSTABLE_OFFSET_COMMIT while a
+transaction holds offsets of the partition. The rules:
+``broker.kafka.groups.coordinator``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.kafka.context import KafkaContext
+from broker.kafka.dispatch import Api, Call
+from broker.kafka.groups.coordinator import OffsetCommitItem
+from broker.kafka.groups.offsets import CommittedOffset, TopicPartition
+from broker.kafka.handlers.coordination import ZERO, coordinators_for
+from broker.kafka.locator import GROUP_KEY
+from broker.kafka.messages import build, nested, response_class
+
+__all__ = ["OFFSET_COMMIT_KEY", "OFFSET_FETCH_KEY", "ROWS", "commit_items", "topic_answers"]
+
+OFFSET_COMMIT_KEY = 8
+OFFSET_FETCH_KEY = 9
+
+
+def commit_items(request: Any) -> list[OffsetCommitItem]:
+    """The partitions of an OffsetCommit or TxnOffsetCommit request, whatever its version."""
+    return [OffsetCommitItem(topic.name, partition.partition_index, CommittedOffset(
+        partition.committed_offset, getattr(partition, "committed_leader_epoch", -1),
+        partition.committed_metadata))
+        for topic in request.topics for partition in topic.partitions]
+
+
+def topic_answers(cls: Any, topic_name: str, partition_name: str,
+                  errors: dict[TopicPartition, ErrorCode]) -> tuple[Any, ...]:
+    """Per-topic answers of a commit (``cls``'s nested topic and partition structs)."""
+    topic_cls = nested(cls, topic_name)
+    partition_cls = nested(cls, partition_name)
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), code in errors.items():
+        by_topic.setdefault(topic, []).append(
+            build(partition_cls, partition_index=partition, error_code=code))
+    return tuple(build(topic_cls, name=name, partitions=tuple(parts))
+                 for name, parts in by_topic.items())
+
+
+async def handle_offset_commit(context: KafkaContext, call: Call) -> Any:
+    """Commit each partition's offset for the group."""
+    cls = response_class(OFFSET_COMMIT_KEY, call.version)
+    request = call.request
+    items = commit_items(request)
+    code, coordinators = coordinators_for(context, GROUP_KEY, request.group_id)
+    if coordinators is None:
+        errors = {(item.topic, item.partition): code for item in items}
+    else:
+        errors = await coordinators.groups.commit(
+            request.group_id, request.generation_id_or_member_epoch, request.member_id, items,
+            getattr(request, "group_instance_id", None))
+    return build(cls, throttle_time=ZERO, topics=topic_answers(
+        cls, "OffsetCommitResponseTopic", "OffsetCommitResponsePartition", errors))
+
+
+async def handle_offset_fetch(context: KafkaContext, call: Call) -> Any:
+    """The committed offsets of the partitions asked (all the group has: topics null)."""
+    cls = response_class(OFFSET_FETCH_KEY, call.version)
+    request = call.request
+    stable = bool(getattr(request, "require_stable", False))
+    if call.version >= 8:
+        group_cls = nested(cls, "OffsetFetchResponseGroup")
+        groups = []
+        for group in request.groups:
+            code, topics = _fetch_group(context, cls, call.version, group.group_id,
+                                        group.topics, stable)
+            groups.append(build(group_cls, group_id=group.group_id, topics=topics,
+                                error_code=code))
+        return build(cls, throttle_time=ZERO, groups=tuple(groups))
+    code, topics = _fetch_group(context, cls, call.version, request.group_id, request.topics,
+                                stable)
+    return build(cls, throttle_time=ZERO, topics=topics, error_code=code)
+
+
+def _fetch_group(context: KafkaContext, cls: Any, version: int, group_id: str,
+                 asked: Any, stable: bool) -> tuple[ErrorCode, tuple[Any, ...]]:
+    suffix = "s" if version >= 8 else ""
+    topic_cls = nested(cls, "OffsetFetchResponseTopic" + suffix)
+    partition_cls = nested(cls, "OffsetFetchResponsePartition" + suffix)
+    partitions = None if asked is None else [
+        (topic.name, index) for topic in asked for index in topic.partition_indexes]
+    code, coordinators = coordinators_for(context, GROUP_KEY, group_id)
+    if coordinators is None:
+        if version < 2:  # no group-level error: every partition carries it
+            refused: list[_Answer] = [(tp, None, code) for tp in partitions or []]
+            return ErrorCode.none, _topics(topic_cls, partition_cls, refused)
+        return code, ()
+    code, answers = coordinators.groups.fetch(group_id, partitions, stable)
+    return code, _topics(topic_cls, partition_cls, answers)
+
+
+#: (partition, its committed offset or None, error) of a fetch.
+_Answer = tuple[TopicPartition, CommittedOffset | None, ErrorCode]
+
+
+def _topics(topic_cls: Any, partition_cls: Any, answers: list[_Answer]) -> tuple[Any, ...]:
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), value, code in answers:
+        by_topic.setdefault(topic, []).append(build(
+            partition_cls, partition_index=partition,
+            committed_offset=value.offset if value is not None else -1,
+            committed_leader_epoch=value.leader_epoch if value is not None else -1,
+            metadata=value.metadata if value is not None else "", error_code=code))
+    return tuple(build(topic_cls, name=name, partitions=tuple(parts))
+                 for name, parts in by_topic.items())
+
+
+ROWS = (
+    Api(OFFSET_COMMIT_KEY, "OffsetCommit", 2, 8, handle_offset_commit),
+    Api(OFFSET_FETCH_KEY, "OffsetFetch", 1, 8, handle_offset_fetch),
+)

@@ -1,0 +1,151 @@
+"""Produce (key 0), v3-v9: one record batch per partition, appended as one block.
+
+Per partition: the batch header is checked (``broker.kafka.batches``: magic
+2, CRC32C, record count), the batch is wrapped as a format-2 block
+(``broker.kafka.blocks``) and appended to the segment that is the partition,
+as one ledger entry: constant work per batch, compressed or not.
+
+Idempotent producers (a producer id and a base sequence in the batch) append
+as writer ``kafka:<producer id>:<epoch>`` with the last record's sequence as
+the last event number, so the segment drops a resent batch as a duplicate;
+the answer is then success with the offset the first copy got
+(``broker.kafka.sequences``), -1 if no longer remembered. A batch whose
+sequences overlap what was written without matching it is
+OUT_OF_ORDER_SEQUENCE_NUMBER.
+
+acks: 1 and -1 (all) both answer once the entry is durable on the ledger's
+ack quorum (there is no weaker acknowledgement in Folio); acks=0 sends no
+answer at all, as Kafka's broker does. Transactional batches go to
+``KafkaContext.transactional_append`` (the transactions' handlers set it);
+without it they are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.api import Block, SegmentHandle
+from broker.errors import BrokerError
+from broker.kafka.batches import BatchHeader, InvalidBatchError, parse_batch, split_batches
+from broker.kafka.blocks import block_of_batch
+from broker.kafka.context import KafkaContext
+from broker.kafka.dispatch import Api, Call, Deferred
+from broker.kafka.error_codes import error_code
+from broker.kafka.messages import build, nested, response_class
+from broker.kafka.partitions import segment_name
+from broker.segments.block_limits import check_block_size
+from ledger.errors import LedgerError
+
+__all__ = ["PRODUCE_KEY", "ROWS", "writer_of"]
+
+log = logging.getLogger(__name__)
+
+PRODUCE_KEY = 0
+_ZERO = datetime.timedelta(0)
+
+
+def writer_of(header: BatchHeader) -> tuple[str, int]:
+    """The Folio writer id and last event number of a batch ("" and -1: not idempotent)."""
+    if header.producer_id < 0 or header.base_sequence < 0:
+        return "", -1
+    return f"kafka:{header.producer_id}:{header.producer_epoch}", header.last_sequence
+
+
+async def handle_produce(context: KafkaContext, call: Call) -> Deferred:
+    """Check and start each partition's append; the answers come with the ``Deferred``.
+
+    Every append is called before this returns, so the next request of the
+    connection appends after this one (``broker.kafka.connection``).
+    """
+    request = call.request
+    parts = [(topic.name, partition.index, partition.records)
+             for topic in request.topic_data for partition in topic.partition_data]
+    started = [await _start(context, name, index, records, request.transactional_id)
+               for name, index, records in parts]
+    return Deferred(_answer(call, [(name, index) for name, index, _ in parts], started))
+
+
+async def _answer(call: Call, jobs: list[tuple[str, int]],
+                  started: list[_Started]) -> Any:
+    results = [await outcome if isinstance(outcome, asyncio.Future) else outcome
+               for outcome in started]
+    if call.request.acks == 0:
+        return None
+    cls = response_class(PRODUCE_KEY, call.version)
+    topic_cls = nested(cls, "TopicProduceResponse")
+    partition_cls = nested(cls, "PartitionProduceResponse")
+    by_topic: dict[str, list[Any]] = {}
+    for (name, index), (code, offset, message) in zip(jobs, results, strict=True):
+        by_topic.setdefault(name, []).append(build(
+            partition_cls, index=index, error_code=code, base_offset=offset,
+            log_append_time=None, log_start_offset=-1, record_errors=(),
+            error_message=message))
+    responses = tuple(build(topic_cls, name=name, partition_responses=tuple(parts))
+                      for name, parts in by_topic.items())
+    return build(cls, responses=responses, throttle_time=_ZERO)
+
+
+#: (error code, base offset, error message) of one partition.
+_Outcome = tuple[ErrorCode, int, str | None]
+#: A partition's outcome now (refused) or its append under way.
+_Started = _Outcome | asyncio.Future[_Outcome]
+
+
+async def _start(context: KafkaContext, topic: str, partition: int,
+                 records: bytes | None, transactional_id: str | None) -> _Started:
+    """Check one partition's batch and call its append (not awaited)."""
+    try:
+        batches = split_batches(records or b"")
+        if len(batches) != 1:
+            return (ErrorCode.invalid_record, -1,
+                    f"a Produce partition must carry exactly one record batch, got "
+                    f"{len(batches)}")
+        batch = batches[0]
+        header = parse_batch(batch)
+    except InvalidBatchError as error:
+        log.warning("kafka: Produce to %s/%d refused: %s", topic, partition, error)
+        code = ErrorCode.corrupt_message if error.corrupt else ErrorCode.invalid_record
+        return code, -1, str(error)
+    if header.control:
+        return ErrorCode.invalid_record, -1, "control batches are written by the broker only"
+    data = block_of_batch(batch)
+    try:
+        check_block_size(len(data))
+        name = segment_name(topic, partition)
+        if header.transactional:
+            if context.transactional_append is None:
+                return (ErrorCode.transactional_id_authorization_failed, -1,
+                        "Kafka transactions are not served by this broker yet")
+            return await context.transactional_append(
+                context, transactional_id, name, header, data)
+        segment = await context.topics.writable_segment(name, "Kafka Produce")
+    except (BrokerError, LedgerError) as error:
+        return error_code(error), -1, str(error)
+    writer, last = writer_of(header)
+    # A task: its first step (the segment's numbering and submit) runs before
+    # any later request's, in the order the tasks are made.
+    return asyncio.ensure_future(_append(context, segment, name, header, data, writer, last))
+
+
+async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
+                  header: BatchHeader, data: bytes, writer: str, last: int) -> _Outcome:
+    try:
+        result = await segment.append([Block(data, header.records_count)], writer, last)
+    except (BrokerError, LedgerError) as error:
+        return error_code(error), -1, str(error)
+    if result.duplicate:
+        offset = context.recent_batches.offset_of(writer, name, last)
+        log.info("kafka: producer %s resent a batch %s already holds (last sequence %d); "
+                 "answered with its offset %d", writer, name, last, offset)
+        return ErrorCode.none, offset, None
+    if writer:
+        context.recent_batches.note(writer, name, last, result.offset)
+    return ErrorCode.none, result.offset, None
+
+
+ROWS = (Api(PRODUCE_KEY, "Produce", 3, 9, handle_produce),)

@@ -1,0 +1,99 @@
+"""CreateTopics (key 19) v2-v5 and DeleteTopics (key 20) v1-v4: topics made and removed.
+
+CreateTopics makes a Folio topic of ``num_partitions`` segments (-1: 1) with
+equal key ranges; partitions are the segments by number. The replication
+factor is accepted and not used (Folio replicates ledgers over its bookies'
+quorums, a broker setting), manual replica assignments are refused
+(INVALID_REQUEST). Topic configs map onto Folio's topic config
+(``broker.kafka.topic_configs``); others are INVALID_CONFIG. DeleteTopics
+deletes the topic, its segments and ledgers.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import replace
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import BrokerError, InvalidArgumentError
+from broker.kafka.context import KafkaContext
+from broker.kafka.dispatch import Api, Call
+from broker.kafka.error_codes import error_code
+from broker.kafka.messages import build, nested, response_class
+from broker.kafka.topic_configs import UnknownConfigError, config_changes
+from broker.segments.names import check_topic_name
+from broker.topics.manager import MAX_SEGMENT_COUNT
+from ledger.errors import LedgerError
+
+__all__ = ["CREATE_TOPICS_KEY", "DELETE_TOPICS_KEY", "ROWS"]
+
+CREATE_TOPICS_KEY = 19
+DELETE_TOPICS_KEY = 20
+_ZERO = datetime.timedelta(0)
+
+
+async def handle_create_topics(context: KafkaContext, call: Call) -> Any:
+    """Create each topic asked (or only check, with ``validate_only``)."""
+    cls = response_class(CREATE_TOPICS_KEY, call.version)
+    result_cls = nested(cls, "CreatableTopicResult")
+    validate_only = bool(getattr(call.request, "validate_only", False))
+    results = []
+    for topic in call.request.topics:
+        code, message = await _create(context, topic, validate_only)
+        results.append(build(result_cls, name=topic.name, error_code=code,
+                             error_message=message, topic_config_error_code=ErrorCode.none,
+                             num_partitions=topic.num_partitions,
+                             replication_factor=topic.replication_factor, configs=()))
+    return build(cls, throttle_time=_ZERO, topics=tuple(results))
+
+
+async def _create(context: KafkaContext, topic: Any,
+                  validate_only: bool) -> tuple[ErrorCode, str | None]:
+    count = 1 if topic.num_partitions == -1 else topic.num_partitions
+    if topic.assignments:
+        return ErrorCode.invalid_request, "manual replica assignments are not supported"
+    if not 1 <= count <= MAX_SEGMENT_COUNT:
+        return (ErrorCode.invalid_partitions,
+                f"num_partitions must be in [1, {MAX_SEGMENT_COUNT}], got {count}")
+    try:
+        changes = config_changes({entry.name: entry.value for entry in topic.configs})
+        config = replace(context.topics.default_config(), **changes)
+    except UnknownConfigError as error:
+        return ErrorCode.invalid_config, str(error)
+    except ValueError as error:
+        return ErrorCode.invalid_config, str(error)
+    try:
+        check_topic_name(topic.name)
+        if validate_only:
+            return ErrorCode.none, None
+        await context.topics.create_topic(topic.name, count, config)
+    except InvalidArgumentError as error:
+        return error_code(error), str(error)
+    except (BrokerError, LedgerError) as error:
+        return error_code(error), str(error)
+    return ErrorCode.none, None
+
+
+async def handle_delete_topics(context: KafkaContext, call: Call) -> Any:
+    """Delete each topic named."""
+    cls = response_class(DELETE_TOPICS_KEY, call.version)
+    result_cls = nested(cls, "DeletableTopicResult")
+    results = []
+    for name in call.request.topic_names:
+        code = ErrorCode.none
+        message = None
+        try:
+            await context.topics.delete_topic(name)
+        except (BrokerError, LedgerError) as error:
+            code, message = error_code(error), str(error)
+        results.append(build(result_cls, name=name, error_code=code, error_message=message,
+                             topic_id=None))
+    return build(cls, throttle_time=_ZERO, responses=tuple(results))
+
+
+ROWS = (
+    Api(CREATE_TOPICS_KEY, "CreateTopics", 2, 5, handle_create_topics),
+    Api(DELETE_TOPICS_KEY, "DeleteTopics", 1, 4, handle_delete_topics),
+)

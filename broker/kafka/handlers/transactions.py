@@ -1,0 +1,194 @@
+"""AddPartitionsToTxn (24) v0-v3, AddOffsetsToTxn (25) v0-v3, EndTxn (26) v0-v3,
+TxnOffsetCommit (28) v0-v3, and the two hooks of Produce and InitProducerId.
+
+Thin: the rules are ``broker.kafka.txns.producers``'. ``install`` sets
+``KafkaContext.transactional_producer_id`` (InitProducerId with a
+transactional id) and ``KafkaContext.transactional_append`` (a transactional
+batch: appended as an entry of the producer's open Folio transaction, with
+the producer's writer id and sequence, so retries are dropped as for
+idempotent producers).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.api import Block
+from broker.errors import BrokerError, TxnNotFoundError, TxnStateError
+from broker.kafka.batches import BatchHeader
+from broker.kafka.context import KafkaContext
+from broker.kafka.dispatch import Api, Call
+from broker.kafka.error_codes import error_code
+from broker.kafka.handlers.coordination import ZERO, coordinators_for
+from broker.kafka.handlers.group_offsets import commit_items, topic_answers
+from broker.kafka.handlers.produce import writer_of
+from broker.kafka.locator import TRANSACTION_KEY
+from broker.kafka.messages import build, nested, response_class
+from broker.kafka.partitions import partition_segments
+from broker.kafka.txns.producers import TxnProducers
+from broker.segments.names import is_system_topic
+from ledger.errors import LedgerError
+
+__all__ = ["ROWS", "install"]
+
+log = logging.getLogger(__name__)
+
+ADD_PARTITIONS_TO_TXN_KEY = 24
+ADD_OFFSETS_TO_TXN_KEY = 25
+END_TXN_KEY = 26
+TXN_OFFSET_COMMIT_KEY = 28
+
+
+def _producers(context: KafkaContext, transactional_id: str | None,
+               ) -> tuple[ErrorCode, TxnProducers | None]:
+    code, coordinators = coordinators_for(context, TRANSACTION_KEY, transactional_id)
+    if coordinators is None:
+        return code, None
+    if coordinators.txns is None:
+        return ErrorCode.coordinator_not_available, None
+    return ErrorCode.none, coordinators.txns
+
+
+async def handle_add_partitions(context: KafkaContext, call: Call) -> Any:
+    """Check the partitions and open the producer's Folio transaction."""
+    cls = response_class(ADD_PARTITIONS_TO_TXN_KEY, call.version)
+    request = call.request
+    transactional_id = request.v3_and_below_transactional_id
+    asked = [(topic.name, partition) for topic in request.v3_and_below_topics
+             for partition in topic.partitions]
+    code, producers = _producers(context, transactional_id)
+    errors = dict.fromkeys(asked, code)
+    if producers is not None:
+        errors = {tp: await _partition_error(context, *tp) for tp in asked}
+        if any(value is not ErrorCode.none for value in errors.values()):
+            # Kafka adds all or none: the good ones were not attempted.
+            errors = {tp: ErrorCode.operation_not_attempted if value is ErrorCode.none
+                      else value for tp, value in errors.items()}
+        else:
+            code = await producers.begin(transactional_id, request.v3_and_below_producer_id,
+                                         request.v3_and_below_producer_epoch)
+            errors = dict.fromkeys(asked, code)
+    topic_cls = nested(cls, "AddPartitionsToTxnTopicResult")
+    partition_cls = nested(cls, "AddPartitionsToTxnPartitionResult")
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), value in errors.items():
+        by_topic.setdefault(topic, []).append(
+            build(partition_cls, partition_index=partition, partition_error_code=value))
+    return build(cls, throttle_time=ZERO, results_by_topic_v3_and_below=tuple(
+        build(topic_cls, name=name, results_by_partition=tuple(parts))
+        for name, parts in by_topic.items()))
+
+
+async def _partition_error(context: KafkaContext, topic: str, partition: int) -> ErrorCode:
+    if is_system_topic(topic):  # not served through Kafka (docs/kafka.md)
+        return ErrorCode.unknown_topic_or_partition
+    try:
+        numbers = {segment.number for segment in await partition_segments(context.topics,
+                                                                         topic)}
+    except (BrokerError, LedgerError) as error:
+        return error_code(error)
+    return ErrorCode.none if partition in numbers else ErrorCode.unknown_topic_or_partition
+
+
+async def handle_add_offsets(context: KafkaContext, call: Call) -> Any:
+    """Open the producer's Folio transaction for offsets of ``group_id``."""
+    cls = response_class(ADD_OFFSETS_TO_TXN_KEY, call.version)
+    request = call.request
+    code, producers = _producers(context, request.transactional_id)
+    if producers is not None:
+        if not request.group_id:
+            code = ErrorCode.invalid_group_id
+        else:
+            code = await producers.begin(request.transactional_id, request.producer_id,
+                                         request.producer_epoch, request.group_id)
+    return build(cls, throttle_time=ZERO, error_code=code)
+
+
+async def handle_end_txn(context: KafkaContext, call: Call) -> Any:
+    """Commit or abort the producer's transaction."""
+    cls = response_class(END_TXN_KEY, call.version)
+    request = call.request
+    code, producers = _producers(context, request.transactional_id)
+    if producers is not None:
+        code = await producers.end(request.transactional_id, request.producer_id,
+                                   request.producer_epoch, request.committed)
+    return build(cls, throttle_time=ZERO, error_code=code)
+
+
+async def handle_txn_offset_commit(context: KafkaContext, call: Call) -> Any:
+    """Keep the offsets with the producer's transaction (written when it commits)."""
+    cls = response_class(TXN_OFFSET_COMMIT_KEY, call.version)
+    request = call.request
+    items = commit_items(request)
+    code, producers = _producers(context, request.transactional_id)
+    if producers is None:
+        errors = {(item.topic, item.partition): code for item in items}
+    else:
+        errors = await producers.add_offsets(
+            request.transactional_id, request.producer_id, request.producer_epoch,
+            request.group_id, getattr(request, "generation_id", -1),
+            getattr(request, "member_id", ""), items,
+            getattr(request, "group_instance_id", None))
+    return build(cls, throttle_time=ZERO, topics=topic_answers(
+        cls, "TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition", errors))
+
+
+# ---------------------------------------------------------------- hooks
+
+async def transactional_producer_id(context: KafkaContext, call: Call,
+                                    ) -> tuple[ErrorCode, int, int]:
+    """InitProducerId with a transactional id: (error, producer id, epoch)."""
+    request = call.request
+    code, producers = _producers(context, request.transactional_id)
+    if producers is None:
+        return code, -1, -1
+    return await producers.init(request.transactional_id,
+                                int(request.transaction_timeout.total_seconds() * 1000),
+                                getattr(request, "producer_id", -1),
+                                getattr(request, "producer_epoch", -1))
+
+
+async def transactional_append(context: KafkaContext, transactional_id: str | None,
+                               segment_name: str, header: BatchHeader, data: bytes,
+                               ) -> tuple[ErrorCode, int, str | None]:
+    """Append a transactional batch to its producer's open Folio transaction."""
+    code, producers = _producers(context, transactional_id)
+    if producers is None:
+        return code, -1, "no transaction coordinator for this transactional id"
+    code, txn_id = producers.append_check(transactional_id, header.producer_id,
+                                          header.producer_epoch)
+    if code is not ErrorCode.none or txn_id is None:
+        return code, -1, f"transactional batch refused: {code.name}"
+    writer, last = writer_of(header)
+    try:
+        segment = await context.topics.writable_segment(segment_name, "Kafka Produce")
+        async with producers.coordinator.writing(txn_id, segment_name):
+            result = await segment.append([Block(data, header.records_count)], writer, last,
+                                          txn_id=txn_id)
+    except (TxnStateError, TxnNotFoundError) as error:
+        # Its timeout aborted the transaction: the producer must abort it.
+        return ErrorCode.invalid_txn_state, -1, str(error)
+    except (BrokerError, LedgerError) as error:
+        return error_code(error), -1, str(error)
+    if result.duplicate:
+        return ErrorCode.none, context.recent_batches.offset_of(writer, segment_name, last), None
+    if writer:
+        context.recent_batches.note(writer, segment_name, last, result.offset)
+    return ErrorCode.none, result.offset, None
+
+
+def install(context: KafkaContext) -> None:
+    """Serve transactional producers on ``context`` (its coordinators are set)."""
+    context.transactional_producer_id = transactional_producer_id
+    context.transactional_append = transactional_append
+
+
+ROWS = (
+    Api(ADD_PARTITIONS_TO_TXN_KEY, "AddPartitionsToTxn", 0, 3, handle_add_partitions),
+    Api(ADD_OFFSETS_TO_TXN_KEY, "AddOffsetsToTxn", 0, 3, handle_add_offsets),
+    Api(END_TXN_KEY, "EndTxn", 0, 3, handle_end_txn),
+    Api(TXN_OFFSET_COMMIT_KEY, "TxnOffsetCommit", 0, 3, handle_txn_offset_commit),
+)

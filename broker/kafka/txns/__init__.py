@@ -1,0 +1,15 @@
+"""Kafka transactions on Folio's transaction coordinator (``broker.txn``) and transaction buffer.
+
+A Kafka transactional id maps onto a stable producer id, an epoch bumped by
+each InitProducerId (which fences the older producer and aborts what it left
+open), and at most one open Folio transaction at a time, begun by the first
+AddPartitionsToTxn or AddOffsetsToTxn. Transactional batches are appended as
+that Folio transaction's entries; EndTxn commits or aborts it through the
+coordinator, whose markers the transaction buffer of each segment reads, so
+``read_committed`` Kafka consumers and Folio readers see the same outcome.
+Offsets sent with the transaction (TxnOffsetCommit) are kept pending and
+written to the group's committed offsets once the commit is decided.
+``producers`` holds it all; the records live in ``_kafka_txn_state``.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,324 @@
+"""Transactional ids: producer fencing by epoch, Folio transactions, offsets sent with them.
+
+``TxnProducers`` answers the transaction APIs with Kafka error codes (never
+raises for client input):
+
+- ``init`` (InitProducerId with a transactional id): a known id keeps its
+  producer id with the epoch bumped (a new id gets one from
+  ``ProducerIds``); the Folio transaction the older epoch left open is
+  aborted first, so a restarted producer starts clean and the old one is
+  fenced: its requests carry the old epoch and get PRODUCER_FENCED (Produce:
+  INVALID_PRODUCER_EPOCH), and its in-flight appends fail as their
+  transaction is no longer OPEN.
+- ``begin`` (AddPartitionsToTxn, AddOffsetsToTxn): begins the Folio
+  transaction with the producer's timeout if none is open. Folio's
+  coordinator logs each segment when the first entry is written to it, so
+  no partition list is kept here (a Produce to a partition not added is
+  not refused).
+- ``append_check``: the Folio transaction a transactional batch belongs to.
+- ``add_offsets`` (TxnOffsetCommit): offsets kept pending, recorded.
+- ``end`` (EndTxn): commit or abort through the coordinator; on commit the
+  pending offsets are then written to the groups' committed offsets.
+
+Crash windows: the commit is decided by the coordinator's COMMITTING record.
+A crash after it and before the pending offsets reached ``_kafka_offsets``
+is closed by ``start``: a record whose transaction committed gets its
+offsets written then; one whose transaction aborted is cleared. A
+transaction still OPEN after a restart stays open (the producer may go on,
+or its timeout aborts it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import BrokerError, TxnNotFoundError, TxnStateError
+from broker.kafka.error_codes import error_code
+from broker.kafka.groups.coordinator import GroupCoordinator, OffsetCommitItem
+from broker.kafka.groups.offsets import TopicPartition
+from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.txns.records import (
+    MAX_TRANSACTIONAL_ID_BYTES,
+    TXN_STATE_TOPIC,
+    TxnProducer,
+)
+from broker.system.compacted_topic import CompactedTopic
+from broker.topics.manager import TopicManager
+from broker.txn.coordinator import TxnCoordinator, TxnState
+from ledger.errors import LedgerError
+from txnbuffer.api import TxnId
+
+__all__ = ["MAX_KAFKA_TXN_TIMEOUT_MS", "TxnProducers"]
+
+log = logging.getLogger(__name__)
+
+#: Kafka's ``transaction.max.timeout.ms`` default: longer asks get INVALID_TRANSACTION_TIMEOUT.
+MAX_KAFKA_TXN_TIMEOUT_MS = 900_000
+_MAX_EPOCH = 32767
+_COMMITTED = frozenset({TxnState.COMMITTING, TxnState.COMMITTED})
+_ABORTED = frozenset({TxnState.ABORTING, TxnState.ABORTED, TxnState.TIMED_OUT})
+
+
+class OffsetsNotWrittenError(BrokerError):
+    """A committed transaction's offsets could not all be written yet (kept for a retry)."""
+
+    retriable = True
+
+    def __init__(self, group_id: str, partitions: int) -> None:
+        super().__init__(f"the offsets of {partitions} partitions of group {group_id!r} "
+                         "could not be written")
+        self.group_id = group_id
+
+
+class TxnProducers:
+    """Every transactional id this broker coordinates."""
+
+    def __init__(self, topics: TopicManager, coordinator: TxnCoordinator,
+                 producer_ids: ProducerIds, groups: GroupCoordinator) -> None:
+        self._log = CompactedTopic(topics, TXN_STATE_TOPIC)
+        self.coordinator = coordinator
+        self._producer_ids = producer_ids
+        self._groups = groups
+        self._producers: dict[str, TxnProducer] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        groups.pending_txn_offsets = self.pending_offsets
+
+    async def start(self) -> None:
+        """Load the records; finish what a crash left between a decision and its offsets."""
+        for key, value in (await self._log.read_prefix("")).items():
+            try:
+                producer = TxnProducer.decode(key, value)
+            except (ValueError, KeyError, TypeError) as error:
+                log.error("kafka transactions: record %r of %s is unreadable (%s: %s); "
+                          "that transactional id starts afresh", key[:128], TXN_STATE_TOPIC,
+                          type(error).__name__, error)
+                continue
+            self._producers[producer.transactional_id] = producer
+        for producer in list(self._producers.values()):
+            if producer.txn_id is None:
+                continue
+            state = self._state(producer.txn_id)
+            try:
+                if state in _COMMITTED:
+                    log.info("kafka transactions: %s committed before a restart; writing "
+                             "its %d offsets", producer.transactional_id, len(producer.offsets))
+                    await self._finish(producer, "commit")
+                elif state is None or state in _ABORTED:
+                    await self._finish(producer, "abort")
+            except (BrokerError, LedgerError) as error:
+                # Kept as it is: its next EndTxn, InitProducerId or start finishes it.
+                log.error("kafka transactions: finishing %s after a restart failed: %s",
+                          producer.transactional_id, error)
+
+    def _state(self, txn_id: TxnId) -> TxnState | None:
+        try:
+            return self.coordinator.status(txn_id).state
+        except TxnNotFoundError:
+            return None
+
+    def _lock(self, transactional_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(transactional_id, asyncio.Lock())
+
+    # ------------------------------------------------------------ checks
+
+    def check(self, transactional_id: str | None, producer_id: int, epoch: int,
+              ) -> tuple[ErrorCode, TxnProducer | None]:
+        """The producer's state if (id, epoch) is its current one, else the error."""
+        if not transactional_id:
+            return ErrorCode.invalid_request, None
+        producer = self._producers.get(transactional_id)
+        if producer is None or producer.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping, None
+        if epoch != producer.epoch:
+            return ErrorCode.producer_fenced, None
+        return ErrorCode.none, producer
+
+    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of ``group_id`` with offsets waiting for a transaction's commit.
+
+        Only transactions still undecided or being committed count: the offsets
+        of one aborted under its producer (its timeout) never become stable, and
+        must not hold ``require_stable`` fetches until the producer comes back.
+        """
+        pending: set[TopicPartition] = set()
+        for producer in self._producers.values():
+            if producer.txn_id is None or not producer.offsets or self._state(
+                    producer.txn_id) not in (TxnState.OPEN, TxnState.COMMITTING):
+                continue
+            pending.update((topic, partition)
+                           for (group, topic, partition) in producer.offsets if group == group_id)
+        return pending
+
+    # ------------------------------------------------------------ InitProducerId
+
+    async def init(self, transactional_id: str, timeout_ms: int, producer_id: int,
+                   epoch: int) -> tuple[ErrorCode, int, int]:
+        """InitProducerId with a transactional id: (error, producer id, epoch)."""
+        if len(transactional_id.encode()) > MAX_TRANSACTIONAL_ID_BYTES:
+            return ErrorCode.invalid_request, -1, -1
+        if not 0 < timeout_ms <= MAX_KAFKA_TXN_TIMEOUT_MS:
+            return ErrorCode.invalid_transaction_timeout, -1, -1
+        async with self._lock(transactional_id):
+            producer = self._producers.get(transactional_id)
+            if producer_id >= 0:  # KIP-360: a producer asking to bump its own epoch
+                if producer is None or producer.producer_id != producer_id:
+                    return ErrorCode.invalid_producer_id_mapping, -1, -1
+                if epoch != producer.epoch:
+                    return ErrorCode.producer_fenced, -1, -1
+            try:
+                if producer is not None and producer.txn_id is not None:
+                    await self._abort_left_open(producer, producer.txn_id)
+                if producer is None or producer.epoch >= _MAX_EPOCH:
+                    new_id = await self._producer_ids.next_id()
+                    producer = TxnProducer(transactional_id, new_id, 0, timeout_ms)
+                else:
+                    producer = TxnProducer(transactional_id, producer.producer_id,
+                                           producer.epoch + 1, timeout_ms)
+                await self._log.write(producer.key, producer.encode())
+            except (BrokerError, LedgerError) as error:
+                return _retriable(error), -1, -1
+            self._producers[transactional_id] = producer
+            log.info("kafka transactions: %s is producer %d epoch %d", transactional_id,
+                     producer.producer_id, producer.epoch)
+            return ErrorCode.none, producer.producer_id, producer.epoch
+
+    async def _abort_left_open(self, producer: TxnProducer, txn_id: TxnId) -> None:
+        """End what the previous epoch left: abort an open transaction, finish a decided one."""
+        state = self._state(txn_id)
+        if state is TxnState.OPEN:
+            log.info("kafka transactions: %s re-initialised: aborting the transaction its "
+                     "epoch %d left open", producer.transactional_id, producer.epoch)
+            with contextlib.suppress(TxnStateError):  # decided meanwhile: looked at below
+                await self.coordinator.abort(txn_id)
+            state = self._state(txn_id)
+        await self._finish(producer, "commit" if state in _COMMITTED else "abort")
+
+    # ------------------------------------------------------------ a transaction
+
+    async def begin(self, transactional_id: str | None, producer_id: int, epoch: int,
+                    group_id: str | None = None) -> ErrorCode:
+        """AddPartitionsToTxn / AddOffsetsToTxn: the Folio transaction is open after it."""
+        code, producer = self.check(transactional_id, producer_id, epoch)
+        if producer is None:
+            return code
+        async with self._lock(producer.transactional_id):
+            if producer.txn_id is not None:
+                if self._state(producer.txn_id) is not TxnState.OPEN:
+                    return ErrorCode.invalid_txn_state  # timed out: the producer aborts
+            else:
+                try:
+                    txn_id = await self.coordinator.begin(producer.timeout_ms)
+                    producer.txn_id = txn_id
+                    await self._log.write(producer.key, producer.encode())
+                except (BrokerError, LedgerError) as error:
+                    producer.txn_id = None
+                    return _retriable(error)
+                producer.last_end = None
+            if group_id is not None:
+                producer.groups.add(group_id)
+            return ErrorCode.none
+
+    def append_check(self, transactional_id: str | None, producer_id: int, epoch: int,
+                     ) -> tuple[ErrorCode, TxnId | None]:
+        """(NONE, Folio txn id) for a transactional batch, else (error, None)."""
+        code, producer = self.check(transactional_id, producer_id, epoch)
+        if producer is None:
+            return (ErrorCode.invalid_producer_epoch if code is ErrorCode.producer_fenced
+                    else code), None
+        if producer.txn_id is None:
+            return ErrorCode.invalid_txn_state, None
+        return ErrorCode.none, producer.txn_id
+
+    async def add_offsets(self, transactional_id: str, producer_id: int, epoch: int,
+                          group_id: str, generation: int, member_id: str,
+                          items: list[OffsetCommitItem],
+                          group_instance_id: str | None = None,
+                          ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: keep the offsets until the transaction commits."""
+        code, producer = self.check(transactional_id, producer_id, epoch)
+        if producer is not None and (producer.txn_id is None
+                                     or self._state(producer.txn_id) is not TxnState.OPEN):
+            code, producer = ErrorCode.invalid_txn_state, None
+        if producer is None:
+            return {(item.topic, item.partition): code for item in items}
+        if generation >= 0 or member_id:  # KIP-447: the consumer's generation is checked
+            member_error = self._groups.commit_error(group_id, generation, member_id,
+                                                     group_instance_id)
+            if member_error is not ErrorCode.none:
+                return {(item.topic, item.partition): member_error for item in items}
+        errors = await self._groups.partition_errors(items)
+        async with self._lock(producer.transactional_id):
+            for item in items:
+                if errors[(item.topic, item.partition)] is ErrorCode.none:
+                    producer.offsets[(group_id, item.topic, item.partition)] = item.offset
+            producer.groups.add(group_id)
+            try:
+                await self._log.write(producer.key, producer.encode())
+            except (BrokerError, LedgerError) as error:
+                return {tp: _retriable(error) if value is ErrorCode.none else value
+                        for tp, value in errors.items()}
+        return errors
+
+    async def end(self, transactional_id: str, producer_id: int, epoch: int,
+                  commit: bool) -> ErrorCode:
+        """EndTxn: commit or abort the open transaction (and write its offsets on commit)."""
+        code, producer = self.check(transactional_id, producer_id, epoch)
+        if producer is None:
+            return code
+        outcome = "commit" if commit else "abort"
+        async with self._lock(producer.transactional_id):
+            if producer.txn_id is None:
+                # Nothing begun (an empty transaction), or a retry of the end just made.
+                if producer.last_end not in (None, outcome):
+                    return ErrorCode.invalid_txn_state
+                return ErrorCode.none
+            try:
+                state = self._state(producer.txn_id)
+                if state is TxnState.OPEN:
+                    if commit:
+                        await self.coordinator.commit([producer.txn_id])
+                    else:
+                        await self.coordinator.abort(producer.txn_id)
+                    state = self._state(producer.txn_id)
+                decided = "commit" if state in _COMMITTED else "abort"
+                if decided != outcome:
+                    # Its timeout aborted it: the producer must abort.
+                    return ErrorCode.invalid_txn_state
+                await self._finish(producer, decided)
+            except TxnStateError:
+                return ErrorCode.invalid_txn_state
+            except (BrokerError, LedgerError) as error:
+                return _retriable(error)
+            return ErrorCode.none
+
+    async def _finish(self, producer: TxnProducer, outcome: str) -> None:
+        """Write a committed transaction's offsets, then clear it from the record."""
+        if outcome == "commit" and producer.offsets:
+            by_group: dict[str, list[OffsetCommitItem]] = {}
+            for (group, topic, partition), value in producer.offsets.items():
+                by_group.setdefault(group, []).append(OffsetCommitItem(topic, partition, value))
+            for group, items in by_group.items():
+                errors = {(item.topic, item.partition): ErrorCode.none for item in items}
+                result = await self._groups.write_offsets(group, items, errors)
+                failed = [tp for tp, value in result.items() if value is not ErrorCode.none]
+                if failed:
+                    # Kept in the record: the next start (or EndTxn retry) writes them.
+                    raise OffsetsNotWrittenError(group, len(failed))
+        producer.txn_id = None
+        producer.offsets = {}
+        producer.groups = set()
+        producer.last_end = outcome
+        await self._log.write(producer.key, producer.encode())
+
+
+def _retriable(error: BrokerError | LedgerError) -> ErrorCode:
+    """A storage failure as a code clients retry (Kafka answers COORDINATOR_NOT_AVAILABLE)."""
+    code = error_code(error)
+    if code in (ErrorCode.unknown_server_error, ErrorCode.kafka_storage_error,
+                ErrorCode.request_timed_out):
+        return ErrorCode.coordinator_not_available
+    return code

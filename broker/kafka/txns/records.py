@@ -1,0 +1,90 @@
+"""What is kept of each Kafka transactional id, in the compacted system topic ``_kafka_txn_state``.
+
+One record per transactional id, keyed ``t/<transactional id>``, versioned
+JSON: producer id, epoch, transaction timeout, the open Folio transaction
+(hex, or null) and the offsets sent with it (TxnOffsetCommit) that wait for
+its commit. It is written when the producer (re)initialises, when a Folio
+transaction begins, when offsets are added, and when a transaction ends.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from broker.kafka.groups.offsets import CommittedOffset
+from txnbuffer.api import TxnId
+from txnbuffer.txn_ids import txn_id_from_hex, txn_id_hex
+
+__all__ = ["MAX_TRANSACTIONAL_ID_BYTES", "TXN_STATE_TOPIC", "PendingOffset", "TxnProducer"]
+
+TXN_STATE_TOPIC = "_kafka_txn_state"
+#: Longest transactional id (UTF-8), so its record key fits.
+MAX_TRANSACTIONAL_ID_BYTES = 1000
+_VERSION = 1
+
+#: (group id, topic, partition).
+PendingOffset = tuple[str, str, int]
+
+
+@dataclass(eq=False)
+class TxnProducer:
+    """The state of one transactional id.
+
+    Attributes:
+        transactional_id: the producer's ``transactional.id``.
+        producer_id: its stable producer id.
+        epoch: its current epoch; requests with another are fenced.
+        timeout_ms: the transaction timeout it asked (``transaction.timeout.ms``).
+        txn_id: the open Folio transaction, None between transactions.
+        offsets: offsets waiting for ``txn_id`` to commit.
+        groups: groups added with AddOffsetsToTxn in this transaction.
+        last_end: "commit" or "abort" once the last transaction ended (a
+            retried EndTxn with the same outcome is answered success).
+    """
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    timeout_ms: int
+    txn_id: TxnId | None = None
+    offsets: dict[PendingOffset, CommittedOffset] = field(default_factory=dict)
+    groups: set[str] = field(default_factory=set)
+    last_end: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The record key."""
+        return record_key(self.transactional_id)
+
+    def encode(self) -> bytes:
+        """The record's value."""
+        return json.dumps({
+            "v": _VERSION, "producer_id": self.producer_id, "epoch": self.epoch,
+            "timeout_ms": self.timeout_ms,
+            "txn_id": None if self.txn_id is None else txn_id_hex(self.txn_id),
+            "offsets": [[group, topic, partition, value.offset, value.leader_epoch,
+                         value.metadata] for (group, topic, partition), value
+                        in self.offsets.items()],
+        }).encode()
+
+    @staticmethod
+    def decode(key: str, value: bytes) -> TxnProducer:
+        """The state in a record (``ValueError``, ``KeyError``, ``TypeError`` if unreadable)."""
+        if not key.startswith("t/"):
+            raise ValueError("not a transactional id record")
+        data = json.loads(value)
+        if not isinstance(data, dict) or data.get("v") != _VERSION:
+            raise ValueError(f"unknown record format {value[:32]!s}")
+        txn = data.get("txn_id")
+        offsets = {(str(group), str(topic), int(partition)):
+                   CommittedOffset(int(offset), int(epoch), metadata)
+                   for group, topic, partition, offset, epoch, metadata in data["offsets"]}
+        return TxnProducer(key[2:], int(data["producer_id"]), int(data["epoch"]),
+                           int(data["timeout_ms"]), None if txn is None else txn_id_from_hex(txn),
+                           offsets)
+
+
+def record_key(transactional_id: str) -> str:
+    """The record key of a transactional id."""
+    return f"t/{transactional_id}"

@@ -1,0 +1,1 @@
+"""Kafka clients against a real standalone with its Kafka listener (docs/kafka.md)."""

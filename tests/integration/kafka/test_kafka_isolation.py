@@ -1,0 +1,80 @@
+"""Kafka consumers and Folio transactions: ``read_committed`` skips aborted and open data.
+
+Transactions are written with the SDK's ``TransactionalWriter`` (Folio's
+coordinator, commit and abort markers, the transaction buffer); a librdkafka
+consumer with ``isolation.level=read_committed`` sees exactly the committed
+events, at their Folio offsets, and stops before an open transaction (the
+last stable offset), while ``read_uncommitted`` sees every event written.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+import folio
+from tests.integration.kafka.test_kafka_clients import DEADLINE_S
+
+QUIET_S = 1.5
+
+
+def read_all(bootstrap: str, topic: str, isolation: str) -> list[Any]:
+    """Every message a consumer at ``isolation`` gets until nothing more comes for a while."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False, "isolation.level": isolation,
+                         "fetch.wait.max.ms": 100})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    messages: list[Any] = []
+    deadline = time.monotonic() + DEADLINE_S
+    quiet_until = time.monotonic() + QUIET_S
+    try:
+        while time.monotonic() < quiet_until:
+            assert time.monotonic() < deadline
+            message = consumer.poll(0.1)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            messages.append(message)
+            quiet_until = time.monotonic() + QUIET_S
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), DEADLINE_S)
+        assert low == 0 and high > 0
+    finally:
+        consumer.close()
+    return messages
+
+
+def test_read_committed_skips_aborted_and_stops_before_open_transactions(
+        bootstrap: str, client: folio.Client) -> None:
+    topic = "isolation"
+    client.create_topic(topic, 1)
+    with client.transactional_writer(topic) as writer:
+        committed = writer.begin()
+        committed.write_event(b"c1", routing_key="k")
+        committed.write_event(b"c2", routing_key="k")
+        committed.commit()
+        aborted = writer.begin()
+        aborted.write_event(b"a1", routing_key="k")
+        aborted.flush()
+        aborted.abort()
+        later = writer.begin()
+        later.write_event(b"c3", routing_key="k")
+        later.commit()
+        open_txn = writer.begin()
+        open_txn.write_event(b"o1", routing_key="k")
+        open_txn.flush()
+        with client.writer(topic) as plain:
+            plain.write_event(b"p1", routing_key="k").result(DEADLINE_S)
+
+        values = [m.value() for m in read_all(bootstrap, topic, "read_committed")]
+        assert values == [b"c1", b"c2", b"c3"]  # not a1 (aborted), stops before o1
+        everything = read_all(bootstrap, topic, "read_uncommitted")
+        assert [m.value() for m in everything] == [b"c1", b"c2", b"a1", b"c3", b"o1", b"p1"]
+        offsets = {m.value(): m.offset() for m in everything}
+
+        open_txn.commit()
+        after = read_all(bootstrap, topic, "read_committed")
+        assert [m.value() for m in after] == [b"c1", b"c2", b"c3", b"o1", b"p1"]
+        # The same offsets through both isolation levels: aborted data is a gap.
+        assert all(m.offset() == offsets[m.value()] for m in after)

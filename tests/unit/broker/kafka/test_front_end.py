@@ -1,0 +1,109 @@
+"""The Kafka front-end's small parts: framing, the dispatch table, configs, ids, sequences."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from pathlib import Path
+
+import pytest
+
+from broker.api import TopicConfig
+from broker.broker_config import BrokerConfig
+from broker.kafka.apis import dispatch_table
+from broker.kafka.dispatch import Api, Call, DispatchTable
+from broker.kafka.framing import FrameError, frame, read_frame
+from broker.kafka.producer_ids import BLOCK_SIZE, ProducerIds
+from broker.kafka.sequences import BATCHES_PER_PRODUCER, RecentBatches
+from broker.kafka.topic_configs import UnknownConfigError, config_changes, kafka_configs
+from ledger.metadata.rocksdb_store import RocksDBMetadataStore
+
+
+def reader_of(data: bytes) -> asyncio.StreamReader:
+    reader = asyncio.StreamReader()
+    reader.feed_data(data)
+    reader.feed_eof()
+    return reader
+
+
+async def test_frames_round_trip_and_bad_sizes_raise() -> None:
+    payload = b"x" * 20
+    assert await read_frame(reader_of(frame(payload)), 100) == payload
+    assert await read_frame(reader_of(b""), 100) is None
+    for data in (struct.pack(">i", 101) + b"y" * 101, struct.pack(">i", 9) + b"y" * 9,
+                 struct.pack(">i", 20) + b"short", b"\x00\x00"):
+        with pytest.raises(FrameError):
+            await read_frame(reader_of(data), 100)
+
+
+async def _handler(context: object, call: Call) -> None:
+    del context, call
+
+
+def test_the_table_refuses_two_rows_of_one_key_and_bad_ranges() -> None:
+    with pytest.raises(ValueError, match="two rows"):
+        DispatchTable([Api(0, "A", 0, 1, _handler), Api(0, "B", 0, 1, _handler)])
+    with pytest.raises(ValueError, match="version range"):
+        DispatchTable([Api(0, "A", 3, 1, _handler)])
+
+
+def test_the_served_apis() -> None:
+    rows = {row.name: (row.key, row.min_version, row.max_version)
+            for row in dispatch_table().rows()}
+    assert rows == {
+        "Produce": (0, 3, 9), "Fetch": (1, 4, 12), "ListOffsets": (2, 1, 6),
+        "Metadata": (3, 0, 12), "ApiVersions": (18, 0, 3), "CreateTopics": (19, 2, 5),
+        "DeleteTopics": (20, 1, 4), "InitProducerId": (22, 0, 4),
+        "DescribeConfigs": (32, 1, 4),
+        # Consumer groups and transactions.
+        "FindCoordinator": (10, 0, 4), "JoinGroup": (11, 0, 9), "Heartbeat": (12, 0, 4),
+        "LeaveGroup": (13, 0, 5), "SyncGroup": (14, 0, 5), "OffsetCommit": (8, 2, 8),
+        "OffsetFetch": (9, 1, 8), "DescribeGroups": (15, 0, 5), "ListGroups": (16, 0, 5),
+        "DeleteGroups": (42, 0, 2),
+        "AddPartitionsToTxn": (24, 0, 3), "AddOffsetsToTxn": (25, 0, 3), "EndTxn": (26, 0, 3),
+        "TxnOffsetCommit": (28, 0, 3)}
+    assert dispatch_table().get(18) is not None and dispatch_table().get(999) is None
+
+
+def test_kafka_configs_map_both_ways() -> None:
+    changes = config_changes({"retention.ms": "1000", "segment.bytes": "2048",
+                              "cleanup.policy": "delete", "max.message.bytes": None})
+    assert changes == {"retention_ms": 1000, "ledger_rollover_bytes": 2048}
+    shown = kafka_configs(TopicConfig(retention_ms=1000))
+    assert shown["retention.ms"] == "1000" and shown["cleanup.policy"] == "delete"
+    for bad in ({"cleanup.policy": "compact"}, {"min.insync.replicas": "2"},
+                {"retention.ms": "soon"}):
+        with pytest.raises(UnknownConfigError):
+            config_changes(bad)
+
+
+async def test_producer_ids_are_unique_across_instances_and_restarts(tmp_path: Path) -> None:
+    store = RocksDBMetadataStore(str(tmp_path / "metadata"))
+    first, second = ProducerIds(store), ProducerIds(store)
+    ids = [await first.next_id() for _ in range(3)] + [await second.next_id()]
+    await store.close()
+    store = RocksDBMetadataStore(str(tmp_path / "metadata"))
+    ids.append(await ProducerIds(store).next_id())
+    await store.close()
+    assert ids == [0, 1, 2, BLOCK_SIZE, 2 * BLOCK_SIZE]
+
+
+def test_recent_batches_keep_the_last_few_per_producer() -> None:
+    recent = RecentBatches(max_producers=2)
+    for sequence in range(BATCHES_PER_PRODUCER + 2):
+        recent.note("w", "t/0", sequence, sequence * 10)
+    assert recent.offset_of("w", "t/0", 0) == -1
+    assert recent.offset_of("w", "t/0", BATCHES_PER_PRODUCER + 1) == (
+        (BATCHES_PER_PRODUCER + 1) * 10)
+    recent.note("x", "t/0", 0, 5)
+    recent.note("y", "t/0", 0, 6)  # the least recently used producer goes
+    assert recent.offset_of("w", "t/0", BATCHES_PER_PRODUCER + 1) == -1
+    assert (recent.offset_of("x", "t/0", 0), recent.offset_of("y", "t/0", 0)) == (5, 6)
+
+
+def test_kafka_port_settings() -> None:
+    assert BrokerConfig().kafka_port == -1  # off by default
+    assert BrokerConfig(kafka_port=0).kafka_port == 0  # any free port
+    for bad in ({"kafka_port": -2}, {"kafka_port": 70000}, {"kafka_advertised_port": -1}):
+        with pytest.raises(ValueError, match="kafka"):
+            BrokerConfig(**bad)  # type: ignore[arg-type]
