@@ -2,7 +2,8 @@
 
 Each partition is read from its segment (``SegmentHandle.read``) from the
 fetch offset, about ``partition_max_bytes`` of whole blocks (at least one,
-as Kafka serves at least one batch, KIP-74), each block turned into its
+as Kafka serves at least one batch, KIP-74; partitions after the answer's
+``max_bytes``, at most ``MAX_FETCH_BYTES``, is reached are left empty), each block turned into its
 record batch (``broker.kafka.blocks``: constant work for batches written
 through Kafka). While the answer has fewer than ``min_bytes`` and
 ``max_wait_ms`` has not passed, the handler waits for data on any of the
@@ -43,6 +44,10 @@ FETCH_KEY = 1
 _ZERO = datetime.timedelta(0)
 #: Longest wait a client may ask for (Kafka's clients ask 500 ms by default).
 MAX_WAIT_S = 30.0
+#: Most bytes one Fetch answer carries, whatever the client asks (Kafka's
+#: broker setting ``fetch.max.bytes``, 55 MiB by default), so a client cannot
+#: make the broker hold more per connection.
+MAX_FETCH_BYTES = 55 * 1024 * 1024
 
 
 def isolation_of(level: int) -> Isolation:
@@ -69,14 +74,15 @@ async def handle_fetch(context: KafkaContext, call: Call) -> Any:
     """Record batches of each partition asked, waiting up to max_wait for min_bytes."""
     request = call.request
     isolation = isolation_of(request.isolation_level)
-    parts = [_Partition(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+    budget = min(max(request.max_bytes, 1), MAX_FETCH_BYTES)
+    parts = [_Partition(topic.topic, p.partition, p.fetch_offset,
+                        min(max(p.partition_max_bytes, 1), budget))
              for topic in request.topics for p in topic.partitions]
     loop = asyncio.get_running_loop()
     wait_s = min(max(request.max_wait.total_seconds(), 0.0), MAX_WAIT_S)
     deadline = loop.time() + wait_s
     for part in parts:
         await _open(context, part)
-    budget = max(request.max_bytes, 1)
     while True:
         total = 0
         for part in parts:
@@ -103,7 +109,7 @@ async def _read(part: _Partition, isolation: Isolation) -> None:
     if segment is None:
         return
     try:
-        batch = await segment.read(part.offset, max(part.max_bytes, 1), isolation)
+        batch = await segment.read(part.offset, part.max_bytes, isolation)
         part.batches = [batch_of_block(block) for block in batch.blocks]
     except (BrokerError, LedgerError) as error:
         part.error = error_code(error)
