@@ -48,6 +48,9 @@ MAX_WAIT_S = 30.0
 #: broker setting ``fetch.max.bytes``, 55 MiB by default), so a client cannot
 #: make the broker hold more per connection.
 MAX_FETCH_BYTES = 55 * 1024 * 1024
+#: Reads past runs of left-out entries per partition and round (each read
+#: skips up to 512 entries).
+_SKIPS_PER_READ = 16
 
 
 def isolation_of(level: int) -> Isolation:
@@ -68,6 +71,8 @@ class _Partition:
     high_watermark: int = -1
     last_stable: int = -1
     log_start: int = -1
+    #: Sealed and read to its end: nothing more will come, do not wait on it.
+    ended: bool = False
 
 
 async def handle_fetch(context: KafkaContext, call: Call) -> Any:
@@ -105,12 +110,23 @@ async def _open(context: KafkaContext, part: _Partition) -> None:
 
 
 async def _read(part: _Partition, isolation: Isolation) -> None:
+    """Read the partition's batches; past entries left out, so waits start after them."""
     segment = part.segment
     if segment is None:
         return
     try:
-        batch = await segment.read(part.offset, part.max_bytes, isolation)
-        part.batches = [batch_of_block(block) for block in batch.blocks]
+        for _ in range(_SKIPS_PER_READ):
+            batch = await segment.read(part.offset, part.max_bytes, isolation)
+            part.batches = [batch_of_block(block) for block in batch.blocks]
+            part.ended = batch.end_of_segment and not batch.blocks
+            # Only left-out entries (aborted transactions, markers) before the
+            # tail: look after them, here and in the wait (else the wait, which
+            # sees data past the offset, would return at once, again and again).
+            # The answer still starts at the client's offset: it will skip
+            # them again, as a Kafka consumer skips an aborted range.
+            if batch.blocks or part.ended or batch.next_offset <= part.offset:
+                break
+            part.offset = batch.next_offset
     except (BrokerError, LedgerError) as error:
         part.error = error_code(error)
     part.size = sum(map(len, part.batches))
@@ -128,7 +144,8 @@ async def _wait_any(context: KafkaContext, parts: list[_Partition], isolation: I
                     timeout_s: float) -> bool:
     """Wait until a partition that had nothing has data, or ``timeout_s``; False on timeout."""
     waits = [asyncio.ensure_future(part.segment.wait_for_data(part.offset, timeout_s, isolation))
-             for part in parts if part.segment is not None and not part.batches]
+             for part in parts if part.segment is not None and not part.batches
+             and not part.ended]
     if not waits:
         return False
     stop = asyncio.ensure_future(context.stopping.wait())
