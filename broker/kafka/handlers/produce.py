@@ -72,8 +72,11 @@ async def handle_produce(context: KafkaContext, call: Call) -> Deferred:
 
 async def _answer(call: Call, jobs: list[tuple[str, int]],
                   started: list[_Started]) -> Any:
-    results = [await outcome if isinstance(outcome, asyncio.Future) else outcome
-               for outcome in started]
+    # Shielded: if the connection goes (the answer is cancelled), each append
+    # still finishes and notes its offset, which the producer's resend of the
+    # same batch is then answered with.
+    results = [await asyncio.shield(outcome) if isinstance(outcome, asyncio.Future)
+               else outcome for outcome in started]
     if call.request.acks == 0:
         return None
     cls = response_class(PRODUCE_KEY, call.version)
