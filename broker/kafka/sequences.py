@@ -1,4 +1,4 @@
-"""The offsets of idempotent producers' last batches, to answer a retried batch.
+"""Idempotent producers' sequences: the offsets of their last batches, and gaps.
 
 A producer that lost a response resends the batch; the segment drops it as a
 duplicate (writer id and event numbers) without writing it again, and the
@@ -8,6 +8,14 @@ from its last five batches per producer. This keeps the last
 segment, in memory: after a restart, or for an older batch, a duplicate is
 still a success, answered with offset -1 (unknown) as Kafka does for
 duplicates it no longer remembers.
+
+It also keeps the last sequence each producer *submitted* to each segment,
+so that a batch that skips sequences (its predecessor was refused before it
+reached the segment, say, and the producer sent the next one anyway) is
+answered OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka's broker does, instead of
+being written: the segment would otherwise take the later batch and then
+drop the predecessor's resend as a duplicate. Unknown producers (new, or
+after a restart, or after a failed append) are not checked.
 """
 
 from __future__ import annotations
@@ -28,6 +36,26 @@ class RecentBatches:
     def __init__(self, max_producers: int = MAX_PRODUCERS) -> None:
         self._max = max_producers
         self._batches: OrderedDict[tuple[str, str], OrderedDict[int, int]] = OrderedDict()
+        self._submitted: OrderedDict[tuple[str, str], int] = OrderedDict()
+
+    def gap(self, writer_id: str, segment: str, base_sequence: int) -> int | None:
+        """The sequence expected next if ``base_sequence`` skips past it, else None."""
+        last = self._submitted.get((writer_id, segment))
+        if last is None or base_sequence <= last + 1:
+            return None
+        return last + 1
+
+    def submitted(self, writer_id: str, segment: str, last_sequence: int) -> None:
+        """A batch ending at ``last_sequence`` was handed to the segment."""
+        key = (writer_id, segment)
+        self._submitted[key] = max(last_sequence, self._submitted.get(key, -1))
+        self._submitted.move_to_end(key)
+        if len(self._submitted) > self._max:
+            self._submitted.popitem(last=False)
+
+    def forget(self, writer_id: str, segment: str) -> None:
+        """An append of the producer failed: what it submitted is no longer known."""
+        self._submitted.pop((writer_id, segment), None)
 
     def note(self, writer_id: str, segment: str, last_sequence: int, base_offset: int) -> None:
         """Remember that the batch ending at ``last_sequence`` got ``base_offset``."""

@@ -2,7 +2,8 @@
 
 Each partition is read from its segment (``SegmentHandle.read``) from the
 fetch offset, about ``partition_max_bytes`` of whole blocks (at least one,
-as Kafka serves at least one batch, KIP-74), each block turned into its
+as Kafka serves at least one batch, KIP-74; partitions after the answer's
+``max_bytes``, at most ``MAX_FETCH_BYTES``, is reached are left empty), each block turned into its
 record batch (``broker.kafka.blocks``: constant work for batches written
 through Kafka). While the answer has fewer than ``min_bytes`` and
 ``max_wait_ms`` has not passed, the handler waits for data on any of the
@@ -41,10 +42,15 @@ __all__ = ["FETCH_KEY", "ROWS", "isolation_of"]
 
 FETCH_KEY = 1
 _ZERO = datetime.timedelta(0)
-#: Reads of one fetch that may find only left-out entries before it answers.
-_SKIP_READS = 16
 #: Longest wait a client may ask for (Kafka's clients ask 500 ms by default).
 MAX_WAIT_S = 30.0
+#: Most bytes one Fetch answer carries, whatever the client asks (Kafka's
+#: broker setting ``fetch.max.bytes``, 55 MiB by default), so a client cannot
+#: make the broker hold more per connection.
+MAX_FETCH_BYTES = 55 * 1024 * 1024
+#: Reads past runs of left-out entries per partition and round (each read
+#: skips up to 512 entries).
+_SKIPS_PER_READ = 16
 
 
 def isolation_of(level: int) -> Isolation:
@@ -65,20 +71,23 @@ class _Partition:
     high_watermark: int = -1
     last_stable: int = -1
     log_start: int = -1
+    #: Sealed and read to its end: nothing more will come, do not wait on it.
+    ended: bool = False
 
 
 async def handle_fetch(context: KafkaContext, call: Call) -> Any:
     """Record batches of each partition asked, waiting up to max_wait for min_bytes."""
     request = call.request
     isolation = isolation_of(request.isolation_level)
-    parts = [_Partition(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+    budget = min(max(request.max_bytes, 1), MAX_FETCH_BYTES)
+    parts = [_Partition(topic.topic, p.partition, p.fetch_offset,
+                        min(max(p.partition_max_bytes, 1), budget))
              for topic in request.topics for p in topic.partitions]
     loop = asyncio.get_running_loop()
     wait_s = min(max(request.max_wait.total_seconds(), 0.0), MAX_WAIT_S)
     deadline = loop.time() + wait_s
     for part in parts:
         await _open(context, part)
-    budget = max(request.max_bytes, 1)
     while True:
         total = 0
         for part in parts:
@@ -101,19 +110,23 @@ async def _open(context: KafkaContext, part: _Partition) -> None:
 
 
 async def _read(part: _Partition, isolation: Isolation) -> None:
+    """Read the partition's batches; past entries left out, so waits start after them."""
     segment = part.segment
     if segment is None:
         return
     try:
-        batch = await segment.read(part.offset, max(part.max_bytes, 1), isolation)
-        for _ in range(_SKIP_READS):
-            if batch.blocks or batch.next_offset <= part.offset:
+        for _ in range(_SKIPS_PER_READ):
+            batch = await segment.read(part.offset, part.max_bytes, isolation)
+            part.batches = [batch_of_block(block) for block in batch.blocks]
+            part.ended = batch.end_of_segment and not batch.blocks
+            # Only left-out entries (aborted transactions, markers) before the
+            # tail: look after them, here and in the wait (else the wait, which
+            # sees data past the offset, would return at once, again and again).
+            # The answer still starts at the client's offset: it will skip
+            # them again, as a Kafka consumer skips an aborted range.
+            if batch.blocks or part.ended or batch.next_offset <= part.offset:
                 break
-            # Only left-out entries (aborted transactions) there, up to a ledger's
-            # end: go on after them, or the client asks for this offset forever.
             part.offset = batch.next_offset
-            batch = await segment.read(part.offset, max(part.max_bytes, 1), isolation)
-        part.batches = [batch_of_block(block) for block in batch.blocks]
     except (BrokerError, LedgerError) as error:
         part.error = error_code(error)
     part.size = sum(map(len, part.batches))
@@ -131,7 +144,8 @@ async def _wait_any(context: KafkaContext, parts: list[_Partition], isolation: I
                     timeout_s: float) -> bool:
     """Wait until a partition that had nothing has data, or ``timeout_s``; False on timeout."""
     waits = [asyncio.ensure_future(part.segment.wait_for_data(part.offset, timeout_s, isolation))
-             for part in parts if part.segment is not None and not part.batches]
+             for part in parts if part.segment is not None and not part.batches
+             and not part.ended]
     if not waits:
         return False
     stop = asyncio.ensure_future(context.stopping.wait())

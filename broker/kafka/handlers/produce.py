@@ -10,8 +10,8 @@ as writer ``kafka:<producer id>:<epoch>`` with the last record's sequence as
 the last event number, so the segment drops a resent batch as a duplicate;
 the answer is then success with the offset the first copy got
 (``broker.kafka.sequences``), -1 if no longer remembered. A batch whose
-sequences overlap what was written without matching it is
-OUT_OF_ORDER_SEQUENCE_NUMBER.
+sequences overlap what was written without matching it, or skip past the
+next one expected, is OUT_OF_ORDER_SEQUENCE_NUMBER.
 
 acks: 1 and -1 (all) both answer once the entry is durable on the ledger's
 ack quorum (there is no weaker acknowledgement in Folio); acks=0 sends no
@@ -72,8 +72,11 @@ async def handle_produce(context: KafkaContext, call: Call) -> Deferred:
 
 async def _answer(call: Call, jobs: list[tuple[str, int]],
                   started: list[_Started]) -> Any:
-    results = [await outcome if isinstance(outcome, asyncio.Future) else outcome
-               for outcome in started]
+    # Shielded: if the connection goes (the answer is cancelled), each append
+    # still finishes and notes its offset, which the producer's resend of the
+    # same batch is then answered with.
+    results = [await asyncio.shield(outcome) if isinstance(outcome, asyncio.Future)
+               else outcome for outcome in started]
     if call.request.acks == 0:
         return None
     cls = response_class(PRODUCE_KEY, call.version)
@@ -127,6 +130,13 @@ async def _start(context: KafkaContext, topic: str, partition: int,
     except (BrokerError, LedgerError) as error:
         return error_code(error), -1, str(error)
     writer, last = writer_of(header)
+    if writer:
+        expected = context.recent_batches.gap(writer, name, header.base_sequence)
+        if expected is not None:
+            return (ErrorCode.out_of_order_sequence_number, -1,
+                    f"sequence {header.base_sequence} skips past {expected}, the next one "
+                    f"expected on {name}")
+        context.recent_batches.submitted(writer, name, last)
     # A task: its first step (the segment's numbering and submit) runs before
     # any later request's, in the order the tasks are made.
     return asyncio.ensure_future(_append(context, segment, name, header, data, writer, last))
@@ -137,6 +147,8 @@ async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
     try:
         result = await segment.append([Block(data, header.records_count)], writer, last)
     except (BrokerError, LedgerError) as error:
+        if writer:
+            context.recent_batches.forget(writer, name)
         return error_code(error), -1, str(error)
     if result.duplicate:
         offset = context.recent_batches.offset_of(writer, name, last)

@@ -19,6 +19,8 @@ from kafka import TopicPartition as KafkaPythonPartition
 from kafka.admin import NewTopic as KafkaPythonNewTopic
 from kafka.errors import TopicAlreadyExistsError
 
+import folio
+
 DEADLINE_S = 60.0
 COMPRESSIONS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -209,3 +211,24 @@ def test_admin_configs_and_delete(bootstrap: str) -> None:
     assert internal.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     assert not any(name.startswith("_") for name in admin.list_topics(
         timeout=DEADLINE_S).topics)
+
+
+def test_scaled_topic_keeps_sealed_partitions_readable_and_refuses_writes(
+        bootstrap: str, client: folio.Client) -> None:
+    topic = "scaled"
+    create_topic(bootstrap, topic, 2)
+    produce(bootstrap, topic, [(0, b"before-0", None, []), (1, b"before-1", None, [])])
+    # Segment 0 ([0, 0.5)) splits into segments 2 and 3.
+    client.scale_topic(topic, [f"{topic}/0"], [(0.0, 0.25), (0.25, 0.5)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partitions = admin.list_topics(topic=topic, timeout=DEADLINE_S).topics[topic].partitions
+    assert sorted(partitions) == [0, 1, 2, 3]  # sealed 0 stays; successors are 2 and 3
+    messages = consume(bootstrap, [TopicPartition(topic, 0, 0)], 1)
+    assert [(m.offset(), m.value()) for m in messages] == [(0, b"before-0")]
+    assert produce(bootstrap, topic, [(2, b"after", None, [])]) == [(2, 0)]
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10_000})
+    errors: list[KafkaError] = []
+    producer.produce(topic, value=b"refused", partition=0,
+                     on_delivery=lambda error, _message: errors.append(error))
+    producer.flush(DEADLINE_S)
+    assert [error.code() for error in errors] == [KafkaError.TOPIC_EXCEPTION]

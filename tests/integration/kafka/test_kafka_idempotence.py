@@ -133,3 +133,21 @@ def test_acks_0_gets_no_answer_and_later_answers_keep_their_order(
         assert (correlation, answer.error_code, answer.base_offset) == (
             23, ErrorCode.none, 3)
         assert latest(sock, topic) == 4
+
+
+def test_a_batch_that_skips_sequences_is_refused(server: BookieProcess, bootstrap: str) -> None:
+    topic = "sequence-gap"
+    create_topic(bootstrap, topic, 1)
+    with connect(server) as sock:
+        producer_id, epoch = init_producer_id(sock)
+        assert produce(sock, topic, batch(producer_id, epoch, 0, [b"a", b"b"])) == (
+            ErrorCode.none, 0)
+        # Sequences 2-4 never came: 5 is refused, nothing is written ...
+        code, _ = produce(sock, topic, batch(producer_id, epoch, 5, [b"f"]))
+        assert code == ErrorCode.out_of_order_sequence_number
+        assert latest(sock, topic) == 2
+        # ... and the producer's resend from 2 goes on where it left off.
+        assert produce(sock, topic, batch(producer_id, epoch, 2, [b"c", b"d", b"e"])) == (
+            ErrorCode.none, 2)
+        assert produce(sock, topic, batch(producer_id, epoch, 5, [b"f"])) == (
+            ErrorCode.none, 5)

@@ -78,3 +78,30 @@ def test_read_committed_skips_aborted_and_stops_before_open_transactions(
         assert [m.value() for m in after] == [b"c1", b"c2", b"c3", b"o1", b"p1"]
         # The same offsets through both isolation levels: aborted data is a gap.
         assert all(m.offset() == offsets[m.value()] for m in after)
+
+
+def test_a_consumer_moves_on_past_an_aborted_tail(bootstrap: str, client: folio.Client) -> None:
+    topic = "aborted-tail"
+    client.create_topic(topic, 1)
+    with client.transactional_writer(topic) as writer:
+        aborted = writer.begin()
+        aborted.write_event(b"gone", routing_key="k")
+        aborted.flush()
+        aborted.abort()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "fetch.wait.max.ms": 200})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        assert consumer.poll(QUIET_S) is None  # only aborted data so far
+        with client.writer(topic) as plain:
+            placed = plain.write_event(b"next", routing_key="k").result(DEADLINE_S)
+        deadline = time.monotonic() + DEADLINE_S
+        message = None
+        while message is None:
+            assert time.monotonic() < deadline
+            message = consumer.poll(0.2)
+        assert (message.error(), message.value(), message.offset()) == (
+            None, b"next", placed.offset)
+    finally:
+        consumer.close()

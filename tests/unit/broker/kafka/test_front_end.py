@@ -107,3 +107,14 @@ def test_kafka_port_settings() -> None:
     for bad in ({"kafka_port": -2}, {"kafka_port": 70000}, {"kafka_advertised_port": -1}):
         with pytest.raises(ValueError, match="kafka"):
             BrokerConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_gaps_in_submitted_sequences() -> None:
+    recent = RecentBatches()
+    assert recent.gap("w", "t/0", 7) is None  # unknown producer: not checked
+    recent.submitted("w", "t/0", 4)
+    assert recent.gap("w", "t/0", 5) is None
+    assert recent.gap("w", "t/0", 3) is None  # a resend: the segment decides
+    assert recent.gap("w", "t/0", 6) == 5
+    recent.forget("w", "t/0")
+    assert recent.gap("w", "t/0", 6) is None
