@@ -18,7 +18,9 @@ import os
 import sys
 from collections.abc import Mapping
 
-from ledger.bookie.main import run_bookie
+from ledger.api import MetadataStore
+from ledger.autorecovery.config import AutoRecoveryConfig
+from ledger.bookie.main import ClusterService, run_bookie
 from ledger.config import BookieConfig, BookieListenConfig
 from ledger.metadata.cluster_config import ClusterConfig
 from ledger.settings import Layers, add_arguments, to_toml
@@ -27,7 +29,7 @@ __all__ = ["bookie_command", "resolve_bookie_settings", "setup_logging"]
 
 COMPONENT = "bookie"
 BOOKIE_ENV_PREFIX = "FOLIO_BOOKIE_"
-_CLASSES = (BookieConfig, BookieListenConfig, ClusterConfig)
+_CLASSES = (BookieConfig, BookieListenConfig, ClusterConfig, AutoRecoveryConfig)
 
 #: Help of each field's flag (``--data-dir`` for ``data_dir``...).
 _FIELD_HELP = {
@@ -49,13 +51,21 @@ _FIELD_HELP = {
         "(default: --host and the port it listens on)",
         "metadata_session_timeout_ms": "ZooKeeper session timeout: a bookie that dies leaves "
         "the available bookies this long after (default 6000)",
+        "auto_recovery": "in a cluster, run an auto-recovery worker: re-replicate the ledgers "
+        "of bookies lost for good (one worker, elected, audits; every worker copies); "
+        "default on, --no-auto-recovery turns it off",
+        "auto_recovery_grace_ms": "a registered bookie missing from the live ones this long is "
+        "lost for good and its ledgers are re-replicated (default 30000: long enough for a "
+        "restart)",
+        "auto_recovery_interval_ms": "how often the auto-recovery worker audits and looks for "
+        "under-replicated ledgers (default 5000)",
     },
 }
 
 
 def resolve_bookie_settings(
     args: argparse.Namespace, environ: Mapping[str, str]
-) -> tuple[BookieConfig, BookieListenConfig, ClusterConfig]:
+) -> tuple[BookieConfig, BookieListenConfig, ClusterConfig, AutoRecoveryConfig]:
     """Layer defaults < ``--config`` < ``environ`` < ``args`` (``ledger.settings``).
 
     Raises:
@@ -65,7 +75,20 @@ def resolve_bookie_settings(
     layers.check_file_keys(_CLASSES)
     listen, cluster = layers.build(BookieListenConfig), layers.build(ClusterConfig)
     cluster.check_host(listen.host)
-    return layers.build(BookieConfig), listen, cluster
+    return layers.build(BookieConfig), listen, cluster, layers.build(AutoRecoveryConfig)
+
+
+def auto_recovery_service(config: AutoRecoveryConfig) -> ClusterService:
+    """The auto-recovery worker as a cluster bookie's background work."""
+    async def run(store: MetadataStore, bookie_id: str) -> None:
+        # Imported here: the gRPC bookie client is needed only in a cluster.
+        from ledger.autorecovery.worker import AutoRecoveryWorker  # noqa: PLC0415
+        from ledger.bookie.remote import GrpcBookieClient  # noqa: PLC0415
+
+        await AutoRecoveryWorker(store, bookie_id, connect=GrpcBookieClient,
+                                 config=config).run()
+
+    return run
 
 
 def setup_logging() -> None:
@@ -78,12 +101,12 @@ def setup_logging() -> None:
 
 def _run_bookie(args: argparse.Namespace) -> int:
     try:
-        config, listen, cluster = resolve_bookie_settings(args, os.environ)
+        config, listen, cluster, recovery = resolve_bookie_settings(args, os.environ)
     except ValueError as error:
         print(f"folio bookie: error: {error}", file=sys.stderr)
         return 2
     if args.print_config:
-        print(to_toml(COMPONENT, config, listen, cluster), end="")
+        print(to_toml(COMPONENT, config, listen, cluster, recovery), end="")
         return 0
     setup_logging()
 
@@ -94,10 +117,13 @@ def _run_bookie(args: argparse.Namespace) -> int:
                 f"(data dir {config.data_dir}, durability {config.durability.value}, "
                 f"metrics on http://{host}:{metrics_bound}/metrics"
                 + (f", registered as {cluster.address(host, bound)} in {cluster.url()}"
-                   if cluster.enabled else "") + ")")
+                   if cluster.enabled else "")
+                + (", auto-recovery on" if cluster.enabled and recovery.auto_recovery else "")
+                + ")")
 
+    service = auto_recovery_service(recovery) if recovery.auto_recovery else None
     return run_bookie(config, host, listen.port, prog="folio bookie", announce=announce,
-                      metrics_port=listen.metrics_port, cluster=cluster)
+                      metrics_port=listen.metrics_port, cluster=cluster, service=service)
 
 
 def bookie_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -110,7 +136,8 @@ def bookie_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "metrics on /metrics of the metrics port. Once it serves, "
         "it prints one line 'folio bookie listening on HOST:PORT (...)' to stdout. "
         "SIGTERM or SIGINT stop it cleanly. With --metadata-url it joins a cluster on "
-        "ZooKeeper and registers there (docs/cluster.md). Every option can also be set by an "
+        "ZooKeeper, registers there and runs an auto-recovery worker that re-replicates the "
+        "ledgers of bookies lost for good (docs/cluster.md). Every option can also be set by an "
         f"environment variable {BOOKIE_ENV_PREFIX}<OPTION> (e.g. "
         f"{BOOKIE_ENV_PREFIX}DATA_DIR) or in the [bookie] table of a --config TOML file; "
         "flags win over the environment, which wins over the file.",

@@ -16,15 +16,17 @@ skips all of it, which is fine: an add is acknowledged only once durable.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import start_http_server
 
+from ledger.api import MetadataStore
 from ledger.bookie.bookie import Bookie
 from ledger.bookie.service import start_bookie_server
 from ledger.config import BookieConfig
@@ -34,7 +36,7 @@ from ledger.metadata.cluster_config import ClusterConfig
 if TYPE_CHECKING:
     from ledger.bookie.membership import BookieMembership
 
-__all__ = ["STOP_GRACE_S", "run_bookie"]
+__all__ = ["STOP_GRACE_S", "ClusterService", "run_bookie"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,10 @@ STOP_GRACE_S = 5.0
 Announce = Callable[[int, int | None], str]
 """Builds the ready line from the bound port and the bound metrics port (None: none)."""
 
+ClusterService = Callable[[MetadataStore, str], Coroutine[Any, Any, None]]
+"""Work a cluster bookie runs beside serving, given the cluster's store and its own id
+(the auto-recovery worker): started once registered, cancelled when the bookie stops."""
+
 
 def _fail(prog: str, message: str) -> int:
     print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
@@ -52,7 +58,8 @@ def _fail(prog: str, message: str) -> int:
 
 def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
                announce: Announce, metrics_port: int | None = None,
-               cluster: ClusterConfig | None = None) -> int:
+               cluster: ClusterConfig | None = None,
+               service: ClusterService | None = None) -> int:
     """Serve one bookie until SIGTERM or SIGINT; return the process exit code.
 
     Args:
@@ -65,6 +72,7 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
             free one; None serves no metrics.
         cluster: with a metadata URL, join that cluster: refuse to start if
             it is not initialised, register once serving (``membership``).
+        service: in a cluster, run this beside serving (``ClusterService``).
 
     Returns:
         0 after a clean stop; 1, with one line on stderr and no traceback, if
@@ -75,12 +83,13 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
         os.makedirs(config.data_dir, exist_ok=True)
     except OSError as error:
         return _fail(prog, f"cannot create data dir {config.data_dir}: {error}")
-    return asyncio.run(_serve(config, host, port, prog, announce, metrics_port, cluster))
+    return asyncio.run(_serve(config, host, port, prog, announce, metrics_port, cluster,
+                              service))
 
 
 async def _serve(config: BookieConfig, host: str, port: int, prog: str,
                  announce: Announce, metrics_port: int | None,
-                 cluster: ClusterConfig | None) -> int:
+                 cluster: ClusterConfig | None, service: ClusterService | None) -> int:
     membership: BookieMembership | None = None
     if cluster is not None and cluster.enabled:
         try:
@@ -94,7 +103,8 @@ async def _serve(config: BookieConfig, host: str, port: int, prog: str,
         except MetadataError as error:
             return _fail(prog, str(error))
     try:
-        return await _serve_bookie(config, host, port, prog, announce, metrics_port, membership)
+        return await _serve_bookie(config, host, port, prog, announce, metrics_port, membership,
+                                   service)
     finally:
         if membership is not None:
             await membership.close()
@@ -102,7 +112,8 @@ async def _serve(config: BookieConfig, host: str, port: int, prog: str,
 
 async def _serve_bookie(config: BookieConfig, host: str, port: int, prog: str,
                         announce: Announce, metrics_port: int | None,
-                        membership: BookieMembership | None) -> int:
+                        membership: BookieMembership | None,
+                        service: ClusterService | None) -> int:
     try:
         bookie = Bookie(config, bookie_id=f"{host}:{port}")
     except StorageError as error:
@@ -126,14 +137,21 @@ async def _serve_bookie(config: BookieConfig, host: str, port: int, prog: str,
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
+        background: asyncio.Task[None] | None = None
         try:
             if membership is not None:
                 try:
-                    await membership.register(host, bound)
+                    bookie_id = await membership.register(host, bound)
                 except MetadataError as error:
                     return _fail(prog, f"cannot register in the cluster: {error}")
+                if service is not None:
+                    background = asyncio.create_task(service(membership.store, bookie_id))
             print(announce(bound, None if metrics is None else metrics.server_port), flush=True)
             await stop.wait()
+            if background is not None:
+                background.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await background
             if membership is not None:
                 # Unregistered first: brokers place no new ledgers here while it stops.
                 await membership.close()
