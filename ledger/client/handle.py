@@ -32,7 +32,7 @@ from typing import Any
 
 from ledger import metrics
 from ledger.api import NO_ENTRY, AddRequest, BookieClient, LedgerState
-from ledger.client.entry_reads import fetch_entries
+from ledger.client.entry_reads import fetch_entries, no_replacement_error
 from ledger.client.metadata_rebase import changed_only_closed_fragments
 from ledger.client.session import LedgerSession
 from ledger.client.write_sets import entries_for_position, is_quorum_acked
@@ -46,8 +46,6 @@ from ledger.errors import (
     LedgerError,
     LedgerFencedError,
     NoSuchEntryError,
-    NotEnoughBookiesError,
-    StorageError,
 )
 from ledger.metadata.ledger_metadata import LedgerMetadata
 
@@ -294,6 +292,18 @@ class LedgerHandle:
 
     # ------------------------------------------------------- ensemble change
 
+    def replace_departed(self, bookie_id: str) -> None:
+        """``bookie_id`` left the cluster: replace it in the open ensemble now, as after a
+        failed add, rather than on the next add to it (an idle writer may make none)."""
+        current = {bookie.bookie_id for bookie in self._ensemble}
+        if not self._writable or self._closing or bookie_id not in current \
+                or not self._client.directory.choose(1, exclude=current):
+            return  # with no bookie to take its place, the writer waits as before
+        for position, bookie in enumerate(self._ensemble):
+            if bookie.bookie_id == bookie_id:
+                self._bookie_failed(position, bookie, BookieUnavailableError(
+                    f"bookie {bookie_id} left the cluster", ledger_id=self._ledger_id))
+
     def _bookie_failed(self, position: int, bookie: BookieClient, error: LedgerError) -> None:
         if self._failure is not None or self._ensemble[position] is not bookie:
             return
@@ -324,19 +334,7 @@ class LedgerHandle:
         current = [bookie.bookie_id for bookie in self._ensemble]
         replacements = self._client.directory.choose(len(positions), exclude=set(current))
         if len(replacements) < len(positions):
-            # Say why the bookies were replaced: the cause is what the operator must fix.
-            causes = {current[p]: self._bookie_errors.get(p) for p in positions}
-            storage = [cause for cause in causes.values() if isinstance(cause, StorageError)]
-            if len(storage) == len(causes):
-                raise StorageError(f"{storage[0]} (ledger {self._ledger_id}: no other bookie "
-                                   "to write to)", ledger_id=self._ledger_id)
-            raise NotEnoughBookiesError(
-                f"no bookie left to replace {list(causes)} in ledger {self._ledger_id}; "
-                + "; ".join(str(cause) if bookie_id in str(cause)
-                            else f"bookie {bookie_id} failed: {cause}"
-                            for bookie_id, cause in causes.items()),
-                ledger_id=self._ledger_id,
-            )
+            raise no_replacement_error(self._ledger_id, current, positions, self._bookie_errors)
         new_ids = list(current)
         for position, bookie_id in zip(positions, replacements, strict=True):
             new_ids[position] = bookie_id
