@@ -13,6 +13,7 @@ every event is still readable.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import urllib.request
 from pathlib import Path
@@ -150,6 +151,10 @@ def test_a_bookie_killed_for_good_is_re_replicated_then_a_second_may_go(
 
             wait_for(restored, "no ledger names the killed bookie and no mark is left",
                      timeout_s=60)
+            described = json.loads(cluster.run("cluster", "describe", "--metadata-url",
+                                               zk_url, "--json").stdout)
+            assert described["under_replicated_ledgers"] == []
+            assert described["bookies"]["gone"] == [victim.address]
             # Every confirmed entry of every ledger is on Qw=2 live bookies again.
             checked = asyncio.run(_copies(_ledgers(zk), set(bookies)))
             assert checked["entries"] >= 40, checked
@@ -168,3 +173,24 @@ def test_a_bookie_killed_for_good_is_re_replicated_then_a_second_may_go(
     finally:
         zk.stop()
         zk.close()
+
+
+def test_describe_lists_under_replicated_ledgers(
+        zookeeper: ZooKeeperServer, zk_url: str, bookie_processes: BookieProcesses,
+        tmp_path: Path) -> None:
+    cluster = LocalCluster(bookie_processes, zk_url, tmp_path)
+    cluster.init()
+    zk = zk_client(zookeeper.address + zk_url.removeprefix(f"zk://{zookeeper.address}"))
+    try:
+        for ledger_id in (3, 12):
+            zk.create(f"{UNDER_REPLICATED_PATH}/L{ledger_id:020d}", b"{}", makepath=True)
+    finally:
+        zk.stop()
+        zk.close()
+    described = cluster.run("cluster", "describe", "--metadata-url", zk_url, "--json")
+    assert described.returncode == 0, described.stderr
+    assert json.loads(described.stdout)["under_replicated_ledgers"] == [3, 12]
+    text = cluster.run("cluster", "describe", "--metadata-url", zk_url)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines()[-1] == (
+        "under-replicated ledgers (2, auto-recovery at work): 3, 12")
