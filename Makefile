@@ -1,6 +1,7 @@
 # Two commands on a fresh machine (python3 >= 3.11 with venv, make and a C compiler):
 #   make run    set up .venv with what the broker needs and start `folio standalone`
 #   make test   set up .venv with everything (dev tools, Spark) and run every check
+# and `make cluster` / `make cluster-down`: a cluster on ZooKeeper on loopback.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
