@@ -16,7 +16,6 @@ skips all of it, which is fine: an add is acknowledged only once durable.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -150,8 +149,12 @@ async def _serve_bookie(config: BookieConfig, host: str, port: int, prog: str,
             await stop.wait()
             if background is not None:
                 background.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
+                try:
                     await background
+                except asyncio.CancelledError:
+                    pass
+                except Exception:  # it ended by itself with a bug: the bookie still stops
+                    log.exception("the bookie's cluster service failed")
             if membership is not None:
                 # Unregistered first: brokers place no new ledgers here while it stops.
                 await membership.close()
