@@ -1,6 +1,6 @@
-"""The ledger service's ``folio`` command: ``folio bookie``.
+"""The ledger service's ``folio`` commands: ``folio bookie`` and ``folio autorecovery``.
 
-``folio.cli`` loads ``bookie_command`` through the
+``folio.cli`` loads ``bookie_command`` and ``autorecovery_command`` through the
 ``folio.commands`` entry-point group. Settings (``BookieConfig`` and
 ``BookieListenConfig``) are layered by ``ledger.settings``: defaults <
 ``--config FILE`` (its ``[bookie]`` table) < environment
@@ -19,13 +19,14 @@ import sys
 from collections.abc import Mapping
 
 from ledger.api import MetadataStore
-from ledger.autorecovery.config import AutoRecoveryConfig
+from ledger.autorecovery.config import AutoRecoveryConfig, AutoRecoveryListenConfig
 from ledger.bookie.main import ClusterService, run_bookie
 from ledger.config import BookieConfig, BookieListenConfig
 from ledger.metadata.cluster_config import ClusterConfig
 from ledger.settings import Layers, add_arguments, to_toml
 
-__all__ = ["bookie_command", "resolve_bookie_settings", "setup_logging"]
+__all__ = ["autorecovery_command", "bookie_command", "resolve_bookie_settings",
+           "setup_logging"]
 
 COMPONENT = "bookie"
 BOOKIE_ENV_PREFIX = "FOLIO_BOOKIE_"
@@ -144,3 +145,63 @@ def bookie_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     )
     add_arguments(parser, _CLASSES, component=COMPONENT, help=_FIELD_HELP)
     parser.set_defaults(func=_run_bookie)
+
+
+AUTORECOVERY = "autorecovery"
+_AUTORECOVERY_CLASSES = (ClusterConfig, AutoRecoveryConfig, AutoRecoveryListenConfig)
+#: Settings of the bookie's that mean nothing to a worker of its own.
+_AUTORECOVERY_SKIP = ("advertised_address", "auto_recovery")
+
+
+def _run_autorecovery(args: argparse.Namespace) -> int:
+    try:
+        layers = Layers.from_args(AUTORECOVERY, args, os.environ)
+        layers.check_file_keys(_AUTORECOVERY_CLASSES, skip=_AUTORECOVERY_SKIP)
+        cluster = layers.build(ClusterConfig, skip=_AUTORECOVERY_SKIP,
+                               required=("metadata_url",))
+        recovery = layers.build(AutoRecoveryConfig, skip=_AUTORECOVERY_SKIP)
+        listen = layers.build(AutoRecoveryListenConfig)
+    except ValueError as error:
+        print(f"folio autorecovery: error: {error}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(to_toml(AUTORECOVERY, cluster, recovery, listen, skip=_AUTORECOVERY_SKIP), end="")
+        return 0
+    setup_logging()
+    # Imported here: the worker and its gRPC clients are not needed for --help.
+    from ledger.autorecovery.main import run_autorecovery  # noqa: PLC0415
+
+    def announce(worker_id: str, metrics_port: int) -> str:
+        return (f"folio autorecovery running as {worker_id} in {cluster.url()} (grace "
+                f"{recovery.auto_recovery_grace_ms} ms), metrics listening on "
+                f"{listen.host}:{metrics_port} (/metrics)")
+
+    return run_autorecovery(cluster, recovery, listen, prog="folio autorecovery",
+                            announce=announce)
+
+
+def autorecovery_command(
+        subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``folio autorecovery``: an auto-recovery worker in a process of its own."""
+    parser = subparsers.add_parser(
+        AUTORECOVERY, help="run an auto-recovery worker on its own (cluster mode)",
+        description="Run an auto-recovery worker outside the bookies (for bookies started "
+        "with --no-auto-recovery; every `folio bookie --metadata-url` runs one by default): "
+        "it re-replicates the ledgers of bookies gone for longer than the grace period until "
+        "each has its write quorum again (docs/cluster.md, Auto-recovery). Once working it "
+        "prints one line 'folio autorecovery running as ID ... metrics listening on HOST:PORT "
+        "(/metrics)'; SIGTERM or SIGINT stop it. "
+        "Every option can also be set by an environment variable FOLIO_AUTORECOVERY_<OPTION> "
+        "or in the [autorecovery] table of a --config TOML file.")
+    add_arguments(parser, _AUTORECOVERY_CLASSES, component=AUTORECOVERY,
+                  skip=_AUTORECOVERY_SKIP, help={
+                      **_FIELD_HELP,
+                      "metadata_url": "the cluster's ZooKeeper chroot, "
+                      "zk://HOST:PORT[,HOST:PORT...]/CHROOT (required)",
+                      "metadata_session_timeout_ms": "ZooKeeper session timeout: locks of a "
+                      "worker that dies are released this long after (default 6000)",
+                      "host": "address of /metrics (default 127.0.0.1)",
+                      "metrics_port": "port of Prometheus metrics (/metrics), 0 for any free "
+                      "one (default 8010)",
+                  })
+    parser.set_defaults(func=_run_autorecovery)

@@ -1,6 +1,8 @@
 """Auto-recovery settings of ``folio bookie`` (and of ``folio autorecovery``).
 
-Layered by ``ledger.settings`` like every other setting: ``--auto-recovery`` /
+Layered by ``ledger.settings`` like every other setting (``folio
+autorecovery`` reads ``FOLIO_AUTORECOVERY_*`` and an ``[autorecovery]`` table
+instead): ``--auto-recovery`` /
 ``--no-auto-recovery``, ``--auto-recovery-grace-ms``,
 ``--auto-recovery-interval-ms``, ``FOLIO_BOOKIE_AUTO_RECOVERY_GRACE_MS``, or the
 same keys in the ``[bookie]`` table of a ``--config`` file.
@@ -10,7 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_GRACE_MS", "DEFAULT_INTERVAL_MS", "AutoRecoveryConfig"]
+from ledger.config import check_port
+
+__all__ = ["DEFAULT_GRACE_MS", "DEFAULT_INTERVAL_MS", "AutoRecoveryConfig",
+           "AutoRecoveryListenConfig"]
 
 #: A bookie missing from the live ones this long is lost for good (BookKeeper's
 #: ``lostBookieRecoveryDelay`` plays the same part). Long enough for a restart.
@@ -42,3 +47,19 @@ class AutoRecoveryConfig:
         if self.auto_recovery_interval_ms <= 0:
             raise ValueError("auto_recovery_interval_ms must be positive, got "
                              f"{self.auto_recovery_interval_ms}")
+
+
+@dataclass(frozen=True)
+class AutoRecoveryListenConfig:
+    """Where ``folio autorecovery`` (a worker in a process of its own) serves its metrics.
+
+    Attributes:
+        host: address of ``/metrics``.
+        metrics_port: its port, 0 for any free one.
+    """
+
+    host: str = "127.0.0.1"
+    metrics_port: int = 8010
+
+    def __post_init__(self) -> None:
+        check_port("metrics_port", self.metrics_port)

@@ -24,13 +24,16 @@ from kazoo.client import KazooClient
 
 import folio
 from ledger.api import LedgerState
-from ledger.autorecovery.marks import UNDER_REPLICATED_PATH
+from ledger.autorecovery.marks import AUDITOR_PATH, UNDER_REPLICATED_PATH
 from ledger.bookie.remote import GrpcBookieClient
+from ledger.client.ledger_client import LedgerClient
+from ledger.client.registry_directory import RegistryBookieDirectory
 from ledger.client.write_sets import ensemble_span, write_set
 from ledger.metadata.ledger_metadata import LedgerMetadata
-from tests.support.bookies import BookieProcesses
+from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore
+from tests.support.bookies import BookieProcesses, run_folio
 from tests.support.cluster import LocalCluster
-from tests.support.wait import wait_for
+from tests.support.wait import wait_for, wait_for_async
 from tests.support.zookeeper import ZooKeeperServer, zk_client
 
 RECOVERY_FLAGS = ("--auto-recovery-grace-ms", "1000", "--auto-recovery-interval-ms", "300")
@@ -194,3 +197,80 @@ def test_describe_lists_under_replicated_ledgers(
     assert text.returncode == 0, text.stderr
     assert text.stdout.splitlines()[-1] == (
         "under-replicated ledgers (2, auto-recovery at work): 3, 12")
+
+
+async def _write_ledgers(client: LedgerClient, count: int, entries: int) -> list[int]:
+    ledger_ids = []
+    for _ in range(count):
+        handle = await client.create(ensemble_size=3, write_quorum=2, ack_quorum=2)
+        for number in range(entries):
+            handle.add_async(b"entry-%d-%d" % (handle.ledger_id, number))
+        await handle.close()
+        ledger_ids.append(handle.ledger_id)
+    return ledger_ids
+
+
+@pytest.mark.timeout(300)
+def test_folio_autorecovery_process_serves_bookies_without_workers(
+        zookeeper: ZooKeeperServer, zk_url: str, bookie_processes: BookieProcesses,
+        tmp_path: Path) -> None:
+    cluster = LocalCluster(bookie_processes, zk_url, tmp_path)
+    cluster.init()
+    bookies = {bookie.address: bookie for bookie in
+               (cluster.start_bookie("--no-auto-recovery") for _ in range(4))}
+    assert not any("auto-recovery on" in bookie.ready_line for bookie in bookies.values())
+    worker = bookie_processes.start_folio(
+        ["autorecovery", "--metadata-url", zk_url, "--metrics-port", "0",
+         "--metadata-session-timeout-ms", "2000", *RECOVERY_FLAGS], tmp_path / "autorecovery")
+    assert worker.ready_line.startswith("folio autorecovery running as autorecovery-")
+
+    async def scenario() -> None:
+        store = await ZooKeeperMetadataStore.connect(zk_url)
+        directory = RegistryBookieDirectory(store, connect=GrpcBookieClient)
+        await directory.start()
+        client = LedgerClient(store, directory)
+        try:
+            ledger_ids = await _write_ledgers(client, 3, 20)
+            assert (await store.get(AUDITOR_PATH)).data.startswith(b"autorecovery-")
+            first, _ = await client.read_metadata(ledger_ids[0])
+            victim, second = first.ensembles[0][1][:2]
+            bookies.pop(victim).kill()
+
+            async def restored() -> bool:
+                for ledger_id in ledger_ids:
+                    metadata, _ = await client.read_metadata(ledger_id)
+                    if victim in metadata.ensembles[0][1]:
+                        return False
+                return True
+
+            await wait_for_async(restored, "the killed bookie replaced in every ledger", 60)
+            bookies.pop(second).kill()
+            reader = LedgerClient(store, RegistryBookieDirectory(store, connect=GrpcBookieClient))
+            for ledger_id in ledger_ids:
+                handle = await reader.open(ledger_id)
+                assert await handle.read(0, 19) == [
+                    b"entry-%d-%d" % (ledger_id, n) for n in range(20)]
+            await reader.close()
+        finally:
+            await client.close()
+            await store.close()
+
+    asyncio.run(scenario())
+    assert worker.terminate() == 0
+
+
+def test_folio_autorecovery_refuses_bad_settings_and_uninitialised_clusters(
+        zookeeper: ZooKeeperServer) -> None:
+    missing_url = run_folio("autorecovery", "--metrics-port", "0")
+    assert missing_url.returncode == 2
+    assert "--metadata-url (or FOLIO_AUTORECOVERY_METADATA_URL) is required" in \
+        missing_url.stderr
+    bad_grace = run_folio("autorecovery", "--metadata-url", zookeeper.url("/x"),
+                          "--auto-recovery-grace-ms", "-1")
+    assert bad_grace.returncode == 2
+    assert "auto_recovery_grace_ms must be >= 0" in bad_grace.stderr
+    uninitialised = zookeeper.url("/never-initialised")
+    done = run_folio("autorecovery", "--metadata-url", uninitialised, "--metrics-port", "0")
+    assert done.returncode == 1
+    assert f"run `folio cluster init --metadata-url {uninitialised}` first" in done.stderr
+    assert "Traceback" not in done.stderr
