@@ -1,6 +1,6 @@
-"""The ledger service's ``folio`` command: ``folio bookie``.
+"""The ledger service's ``folio`` commands: ``folio bookie`` and ``folio autorecovery``.
 
-``folio.cli`` loads ``bookie_command`` through the
+``folio.cli`` loads ``bookie_command`` and ``autorecovery_command`` through the
 ``folio.commands`` entry-point group. Settings (``BookieConfig`` and
 ``BookieListenConfig``) are layered by ``ledger.settings``: defaults <
 ``--config FILE`` (its ``[bookie]`` table) < environment
@@ -18,16 +18,19 @@ import os
 import sys
 from collections.abc import Mapping
 
-from ledger.bookie.main import run_bookie
+from ledger.api import MetadataStore
+from ledger.autorecovery.config import AutoRecoveryConfig, AutoRecoveryListenConfig
+from ledger.bookie.main import ClusterService, run_bookie
 from ledger.config import BookieConfig, BookieListenConfig
 from ledger.metadata.cluster_config import ClusterConfig
 from ledger.settings import Layers, add_arguments, to_toml
 
-__all__ = ["bookie_command", "resolve_bookie_settings", "setup_logging"]
+__all__ = ["autorecovery_command", "bookie_command", "resolve_bookie_settings",
+           "setup_logging"]
 
 COMPONENT = "bookie"
 BOOKIE_ENV_PREFIX = "FOLIO_BOOKIE_"
-_CLASSES = (BookieConfig, BookieListenConfig, ClusterConfig)
+_CLASSES = (BookieConfig, BookieListenConfig, ClusterConfig, AutoRecoveryConfig)
 
 #: Help of each field's flag (``--data-dir`` for ``data_dir``...).
 _FIELD_HELP = {
@@ -61,13 +64,21 @@ _FIELD_HELP = {
         "(default: --host and the port it listens on)",
         "metadata_session_timeout_ms": "ZooKeeper session timeout: a bookie that dies leaves "
         "the available bookies this long after (default 6000)",
+        "auto_recovery": "in a cluster, run an auto-recovery worker: re-replicate the ledgers "
+        "of bookies lost for good (one worker, elected, audits; every worker copies); "
+        "default on, --no-auto-recovery turns it off",
+        "auto_recovery_grace_ms": "a registered bookie missing from the live ones this long is "
+        "lost for good and its ledgers are re-replicated (default 30000: long enough for a "
+        "restart)",
+        "auto_recovery_interval_ms": "how often the auto-recovery worker audits and looks for "
+        "under-replicated ledgers (default 5000)",
     },
 }
 
 
 def resolve_bookie_settings(
     args: argparse.Namespace, environ: Mapping[str, str]
-) -> tuple[BookieConfig, BookieListenConfig, ClusterConfig]:
+) -> tuple[BookieConfig, BookieListenConfig, ClusterConfig, AutoRecoveryConfig]:
     """Layer defaults < ``--config`` < ``environ`` < ``args`` (``ledger.settings``).
 
     Raises:
@@ -77,7 +88,20 @@ def resolve_bookie_settings(
     layers.check_file_keys(_CLASSES)
     listen, cluster = layers.build(BookieListenConfig), layers.build(ClusterConfig)
     cluster.check_host(listen.host)
-    return layers.build(BookieConfig), listen, cluster
+    return layers.build(BookieConfig), listen, cluster, layers.build(AutoRecoveryConfig)
+
+
+def auto_recovery_service(config: AutoRecoveryConfig) -> ClusterService:
+    """The auto-recovery worker as a cluster bookie's background work."""
+    async def run(store: MetadataStore, bookie_id: str) -> None:
+        # Imported here: the gRPC bookie client is needed only in a cluster.
+        from ledger.autorecovery.worker import AutoRecoveryWorker  # noqa: PLC0415
+        from ledger.bookie.remote import GrpcBookieClient  # noqa: PLC0415
+
+        await AutoRecoveryWorker(store, bookie_id, connect=GrpcBookieClient,
+                                 config=config).run()
+
+    return run
 
 
 def setup_logging() -> None:
@@ -90,12 +114,12 @@ def setup_logging() -> None:
 
 def _run_bookie(args: argparse.Namespace) -> int:
     try:
-        config, listen, cluster = resolve_bookie_settings(args, os.environ)
+        config, listen, cluster, recovery = resolve_bookie_settings(args, os.environ)
     except ValueError as error:
         print(f"folio bookie: error: {error}", file=sys.stderr)
         return 2
     if args.print_config:
-        print(to_toml(COMPONENT, config, listen, cluster), end="")
+        print(to_toml(COMPONENT, config, listen, cluster, recovery), end="")
         return 0
     setup_logging()
 
@@ -109,10 +133,14 @@ def _run_bookie(args: argparse.Namespace) -> int:
                 f"(data dir {config.data_dir}, durability {config.durability.value}, "
                 f"metrics on {scheme}://{host}:{metrics_bound}/metrics"
                 + (f", registered as {cluster.address(host, bound)} in {cluster.url()}"
-                   if cluster.enabled else "") + ")")
+                   if cluster.enabled else "")
+                + (", auto-recovery on" if cluster.enabled and recovery.auto_recovery else "")
+                + ")")
 
+    service = auto_recovery_service(recovery) if recovery.auto_recovery else None
     return run_bookie(config, host, listen.port, prog="folio bookie", announce=announce,
-                      metrics_port=listen.metrics_port, listen=listen, cluster=cluster)
+                      metrics_port=listen.metrics_port, listen=listen, cluster=cluster,
+                      service=service)
 
 
 def bookie_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -125,10 +153,71 @@ def bookie_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "metrics on /metrics of the metrics port. Once it serves, "
         "it prints one line 'folio bookie listening on HOST:PORT (...)' to stdout. "
         "SIGTERM or SIGINT stop it cleanly. With --metadata-url it joins a cluster on "
-        "ZooKeeper and registers there (docs/cluster.md). Every option can also be set by an "
+        "ZooKeeper, registers there and runs an auto-recovery worker that re-replicates the "
+        "ledgers of bookies lost for good (docs/cluster.md). Every option can also be set by an "
         f"environment variable {BOOKIE_ENV_PREFIX}<OPTION> (e.g. "
         f"{BOOKIE_ENV_PREFIX}DATA_DIR) or in the [bookie] table of a --config TOML file; "
         "flags win over the environment, which wins over the file.",
     )
     add_arguments(parser, _CLASSES, component=COMPONENT, help=_FIELD_HELP)
     parser.set_defaults(func=_run_bookie)
+
+
+AUTORECOVERY = "autorecovery"
+_AUTORECOVERY_CLASSES = (ClusterConfig, AutoRecoveryConfig, AutoRecoveryListenConfig)
+#: Settings of the bookie's that mean nothing to a worker of its own.
+_AUTORECOVERY_SKIP = ("advertised_address", "auto_recovery")
+
+
+def _run_autorecovery(args: argparse.Namespace) -> int:
+    try:
+        layers = Layers.from_args(AUTORECOVERY, args, os.environ)
+        layers.check_file_keys(_AUTORECOVERY_CLASSES, skip=_AUTORECOVERY_SKIP)
+        cluster = layers.build(ClusterConfig, skip=_AUTORECOVERY_SKIP,
+                               required=("metadata_url",))
+        recovery = layers.build(AutoRecoveryConfig, skip=_AUTORECOVERY_SKIP)
+        listen = layers.build(AutoRecoveryListenConfig)
+    except ValueError as error:
+        print(f"folio autorecovery: error: {error}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(to_toml(AUTORECOVERY, cluster, recovery, listen, skip=_AUTORECOVERY_SKIP), end="")
+        return 0
+    setup_logging()
+    # Imported here: the worker and its gRPC clients are not needed for --help.
+    from ledger.autorecovery.main import run_autorecovery  # noqa: PLC0415
+
+    def announce(worker_id: str, metrics_port: int) -> str:
+        return (f"folio autorecovery running as {worker_id} in {cluster.url()} (grace "
+                f"{recovery.auto_recovery_grace_ms} ms), metrics listening on "
+                f"{listen.host}:{metrics_port} (/metrics)")
+
+    return run_autorecovery(cluster, recovery, listen, prog="folio autorecovery",
+                            announce=announce)
+
+
+def autorecovery_command(
+        subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``folio autorecovery``: an auto-recovery worker in a process of its own."""
+    parser = subparsers.add_parser(
+        AUTORECOVERY, help="run an auto-recovery worker on its own (cluster mode)",
+        description="Run an auto-recovery worker outside the bookies (for bookies started "
+        "with --no-auto-recovery; every `folio bookie --metadata-url` runs one by default): "
+        "it re-replicates the ledgers of bookies gone for longer than the grace period until "
+        "each has its write quorum again (docs/cluster.md, Auto-recovery). Once working it "
+        "prints one line 'folio autorecovery running as ID ... metrics listening on HOST:PORT "
+        "(/metrics)'; SIGTERM or SIGINT stop it. "
+        "Every option can also be set by an environment variable FOLIO_AUTORECOVERY_<OPTION> "
+        "or in the [autorecovery] table of a --config TOML file.")
+    add_arguments(parser, _AUTORECOVERY_CLASSES, component=AUTORECOVERY,
+                  skip=_AUTORECOVERY_SKIP, help={
+                      **_FIELD_HELP,
+                      "metadata_url": "the cluster's ZooKeeper chroot, "
+                      "zk://HOST:PORT[,HOST:PORT...]/CHROOT (required)",
+                      "metadata_session_timeout_ms": "ZooKeeper session timeout: locks of a "
+                      "worker that dies are released this long after (default 6000)",
+                      "host": "address of /metrics (default 127.0.0.1)",
+                      "metrics_port": "port of Prometheus metrics (/metrics), 0 for any free "
+                      "one (default 8010)",
+                  })
+    parser.set_defaults(func=_run_autorecovery)

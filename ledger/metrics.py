@@ -25,6 +25,8 @@ __all__ = [
     "LATENCY_BUCKETS_S",
     "observe_add",
     "observe_group_commit",
+    "observe_rereplicated",
+    "set_under_replicated",
     "watch_storage",
     "watch_writer",
 ]
@@ -71,6 +73,30 @@ STORAGE_FAILED = Gauge(
     "folio_storage_failed",
     "1 while a bookie's storage refuses writes after a failure (it probes and recovers by "
     "itself once the disk takes writes again), else 0")
+
+
+UNDER_REPLICATED_LEDGERS = Gauge(
+    "folio_ledger_under_replicated_ledgers",
+    "Ledgers marked under-replicated in the cluster (a bookie of theirs is lost for good), "
+    "as this process's auto-recovery worker last counted them; 0 once re-replication "
+    "restored every write quorum")
+REREPLICATED_ENTRIES = Counter(
+    "folio_ledger_rereplicated_entries_total",
+    "Entries this process's auto-recovery worker copied to a replacement bookie")
+REREPLICATED_BYTES = Counter(
+    "folio_ledger_rereplicated_bytes_total",
+    "Bytes of entry data this process's auto-recovery worker copied to replacement bookies")
+
+
+def set_under_replicated(ledgers: int) -> None:
+    """The number of under-replicated ledgers the auto-recovery worker sees now."""
+    UNDER_REPLICATED_LEDGERS.set(ledgers)
+
+
+def observe_rereplicated(entries: int, data_bytes: int) -> None:
+    """An auto-recovery worker copied ``entries`` (``data_bytes``) and swapped the bookie in."""
+    REREPLICATED_ENTRIES.inc(entries)
+    REREPLICATED_BYTES.inc(data_bytes)
 
 
 def observe_storage_failure() -> None:

@@ -7,8 +7,8 @@ and the base paths of ``ledger.metadata.cluster_layout``. It is idempotent:
 run again with the same values it says the cluster exists and exits 0; with
 other values it exits 1 naming each difference (the layout never changes
 once written). ``describe`` prints the layout, the live bookies (and those
-registered once but gone) and the live brokers; ``--json`` prints the same
-as one JSON object.
+registered once but gone), the live brokers and the ledgers auto-recovery
+has yet to re-replicate; ``--json`` prints the same as one JSON object.
 
 ``folio.cli`` loads ``cluster_command`` through the ``folio.commands``
 entry-point group. The metadata URL may also come from
@@ -107,6 +107,7 @@ def _run_describe(args: argparse.Namespace) -> int:
 
 
 async def _describe(url_text: str, as_json: bool, connect_timeout_ms: int) -> int:
+    from ledger.autorecovery.marks import UnderReplicationMarks  # noqa: PLC0415
     from ledger.errors import MetadataError  # noqa: PLC0415
     from ledger.metadata.cluster_layout import (  # noqa: PLC0415
         BOOKIES_ALL_PATH,
@@ -127,6 +128,7 @@ async def _describe(url_text: str, as_json: bool, connect_timeout_ms: int) -> in
         live = await live_registrations(store, BOOKIES_AVAILABLE_PATH)
         known = await live_registrations(store, BOOKIES_ALL_PATH)
         brokers = await live_registrations(store, BROKERS_PATH)
+        under_replicated = await UnderReplicationMarks(store).ledger_ids()
     except MetadataError as error:
         return _error("describe", str(error))
     finally:
@@ -141,6 +143,7 @@ async def _describe(url_text: str, as_json: bool, connect_timeout_ms: int) -> in
             "bookies": {"live": {name: reg.address for name, reg in sorted(live.items())},
                         "gone": gone},
             "brokers": {name: reg.address for name, reg in sorted(brokers.items())},
+            "under_replicated_ledgers": under_replicated,
         }, indent=2))
         return 0
     print(f"cluster at {store.url}: {_describe_layout(layout)}")
@@ -150,6 +153,11 @@ async def _describe(url_text: str, as_json: bool, connect_timeout_ms: int) -> in
         print(f"gone bookies ({len(gone)}, registered once, not live): {', '.join(gone)}")
     print(f"live brokers ({len(brokers)}): "
           + (", ".join(reg.address for _, reg in sorted(brokers.items())) or "none"))
+    if under_replicated:
+        shown = ", ".join(str(ledger_id) for ledger_id in under_replicated[:20])
+        more = f" and {len(under_replicated) - 20} more" if len(under_replicated) > 20 else ""
+        print(f"under-replicated ledgers ({len(under_replicated)}, auto-recovery at work): "
+              f"{shown}{more}")
     return 0
 
 
@@ -192,7 +200,8 @@ def cluster_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     describe = commands.add_parser(
         "describe", help="print the layout, live bookies and live brokers",
         description="Print the cluster's layout, its live bookies (and those registered "
-        "once that are gone) and its live brokers with the addresses clients use.")
+        "once that are gone), its live brokers with the addresses clients use, and the "
+        "under-replicated ledgers auto-recovery has yet to restore.")
     _url_argument(describe)
     describe.add_argument("--json", action="store_true", help="print one JSON object")
     describe.set_defaults(func=_run_describe)

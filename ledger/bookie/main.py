@@ -21,12 +21,13 @@ import os
 import signal
 import ssl
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import grpc
 from prometheus_client import start_http_server
 
+from ledger.api import MetadataStore
 from ledger.bookie.bookie import Bookie
 from ledger.bookie.service import start_bookie_server
 from ledger.config import BookieConfig, BookieListenConfig
@@ -39,7 +40,7 @@ from ledger.security.tokens import TokenVerifier
 if TYPE_CHECKING:
     from ledger.bookie.membership import BookieMembership
 
-__all__ = ["STOP_GRACE_S", "run_bookie"]
+__all__ = ["STOP_GRACE_S", "ClusterService", "run_bookie"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,10 @@ STOP_GRACE_S = 5.0
 
 Announce = Callable[[int, int | None], str]
 """Builds the ready line from the bound port and the bound metrics port (None: none)."""
+
+ClusterService = Callable[[MetadataStore, str], Coroutine[Any, Any, None]]
+"""Work a cluster bookie runs beside serving, given the cluster's store and its own id
+(the auto-recovery worker): started once registered, cancelled when the bookie stops."""
 
 
 def _fail(prog: str, message: str) -> int:
@@ -58,7 +63,8 @@ def _fail(prog: str, message: str) -> int:
 def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
                announce: Announce, metrics_port: int | None = None,
                listen: BookieListenConfig | None = None,
-               cluster: ClusterConfig | None = None) -> int:
+               cluster: ClusterConfig | None = None,
+               service: ClusterService | None = None) -> int:
     """Serve one bookie until SIGTERM or SIGINT; return the process exit code.
 
     Args:
@@ -72,6 +78,7 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
         listen: its TLS and authentication settings (None: plain text, open).
         cluster: with a metadata URL, join that cluster: refuse to start if
             it is not initialised, register once serving (``membership``).
+        service: in a cluster, run this beside serving (``ClusterService``).
 
     Returns:
         0 after a clean stop; 1, with one line on stderr and no traceback, if
@@ -88,7 +95,7 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
     except ValueError as error:
         return _fail(prog, str(error))
     return asyncio.run(_serve(config, host, port, prog, announce, metrics_port, security,
-                              interceptors, cluster))
+                              interceptors, cluster, service))
 
 
 def _interceptors(listen: BookieListenConfig) -> list[grpc.aio.ServerInterceptor[Any, Any]]:
@@ -103,7 +110,7 @@ def _interceptors(listen: BookieListenConfig) -> list[grpc.aio.ServerInterceptor
 async def _serve(config: BookieConfig, host: str, port: int, prog: str,
                  announce: Announce, metrics_port: int | None, listen: BookieListenConfig,
                  interceptors: list[grpc.aio.ServerInterceptor[Any, Any]],
-                 cluster: ClusterConfig | None) -> int:
+                 cluster: ClusterConfig | None, service: ClusterService | None) -> int:
     membership: BookieMembership | None = None
     if cluster is not None and cluster.enabled:
         try:
@@ -118,7 +125,7 @@ async def _serve(config: BookieConfig, host: str, port: int, prog: str,
             return _fail(prog, str(error))
     try:
         return await _serve_bookie(config, host, port, prog, announce, metrics_port, listen,
-                                   interceptors, membership)
+                                   interceptors, membership, service)
     finally:
         if membership is not None:
             await membership.close()
@@ -128,7 +135,8 @@ async def _serve_bookie(config: BookieConfig, host: str, port: int, prog: str,
                         announce: Announce, metrics_port: int | None,
                         listen: BookieListenConfig,
                         interceptors: list[grpc.aio.ServerInterceptor[Any, Any]],
-                        membership: BookieMembership | None) -> int:
+                        membership: BookieMembership | None,
+                        service: ClusterService | None) -> int:
     try:
         bookie = Bookie(config, bookie_id=f"{host}:{port}")
     except StorageError as error:
@@ -155,14 +163,25 @@ async def _serve_bookie(config: BookieConfig, host: str, port: int, prog: str,
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
+        background: asyncio.Task[None] | None = None
         try:
             if membership is not None:
                 try:
-                    await membership.register(host, bound)
+                    bookie_id = await membership.register(host, bound)
                 except MetadataError as error:
                     return _fail(prog, f"cannot register in the cluster: {error}")
+                if service is not None:
+                    background = asyncio.create_task(service(membership.store, bookie_id))
             print(announce(bound, None if metrics is None else metrics.server_port), flush=True)
             await stop.wait()
+            if background is not None:
+                background.cancel()
+                try:
+                    await background
+                except asyncio.CancelledError:
+                    pass
+                except Exception:  # it ended by itself with a bug: the bookie still stops
+                    log.exception("the bookie's cluster service failed")
             if membership is not None:
                 # Unregistered first: brokers place no new ledgers here while it stops.
                 await membership.close()

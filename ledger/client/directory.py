@@ -41,6 +41,7 @@ class BookieDirectory:
         self._quarantine_s = quarantine_ms / 1000
         self._clock = clock
         self._failed_at: dict[str, float] = {}
+        self._departure_listeners: list[Callable[[str], None]] = []
         for bookie in bookies:
             self.add(bookie)
 
@@ -54,9 +55,22 @@ class BookieDirectory:
         """Make exactly ``bookie_ids`` available for placements (a registry's live bookies).
 
         Clients of bookies no longer available are kept: ledgers placed on
-        them are still read (or recovered) through them.
+        them are still read (or recovered) through them. Each bookie that
+        leaves is reported to the departure listeners.
         """
-        self._available = list(dict.fromkeys(bookie_ids))
+        available = list(dict.fromkeys(bookie_ids))
+        departed = [bookie_id for bookie_id in self._available if bookie_id not in available]
+        self._available = available
+        for bookie_id in departed:
+            for listener in list(self._departure_listeners):
+                listener(bookie_id)
+
+    def add_departure_listener(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(bookie_id)`` when a bookie leaves the available ones.
+
+        Called from ``set_available`` (on the event loop in a cluster); it must not block.
+        """
+        self._departure_listeners.append(listener)
 
     def bookie(self, bookie_id: str) -> BookieClient:
         """The client for ``bookie_id`` (the same object every time)."""

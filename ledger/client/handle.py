@@ -15,7 +15,9 @@ metadata, and every unconfirmed run is sent to the replacement; acks already
 received from the other bookies still count. A fenced bookie means the ledger
 was recovered by someone else: every pending and later add fails with
 ``LedgerFencedError`` and the handle can no longer close the ledger. If an add
-fails for good, every later add fails too (a ledger has no holes).
+fails for good, every later add fails too (a ledger has no holes). Auto-recovery
+may swap bookies of closed fragments meanwhile: metadata writes redo their change
+on top of that (``metadata_rebase``), and reads retry on the latest metadata.
 """
 
 from __future__ import annotations
@@ -24,14 +26,16 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ledger import metrics
 from ledger.api import NO_ENTRY, AddRequest, BookieClient, LedgerState
+from ledger.client.entry_reads import fetch_entries, no_replacement_error
+from ledger.client.metadata_rebase import changed_only_closed_fragments
 from ledger.client.session import LedgerSession
-from ledger.client.write_sets import ensemble_span, entries_for_position, is_quorum_acked, write_set
+from ledger.client.write_sets import entries_for_position, is_quorum_acked
 from ledger.errors import (
     BadVersionError,
     BookieUnavailableError,
@@ -42,15 +46,15 @@ from ledger.errors import (
     LedgerError,
     LedgerFencedError,
     NoSuchEntryError,
-    NoSuchLedgerError,
-    NotEnoughBookiesError,
-    StorageError,
 )
 from ledger.metadata.ledger_metadata import LedgerMetadata
 
 __all__ = ["LedgerHandle"]
 
 log = logging.getLogger(__name__)
+
+#: Metadata writes redone on top of auto-recovery's changes before giving up.
+_REBASE_ATTEMPTS = 5
 
 
 @dataclass(slots=True, eq=False)
@@ -288,6 +292,18 @@ class LedgerHandle:
 
     # ------------------------------------------------------- ensemble change
 
+    def replace_departed(self, bookie_id: str) -> None:
+        """``bookie_id`` left the cluster: replace it in the open ensemble now, as after a
+        failed add, rather than on the next add to it (an idle writer may make none)."""
+        current = {bookie.bookie_id for bookie in self._ensemble}
+        if not self._writable or self._closing or bookie_id not in current \
+                or not self._client.directory.choose(1, exclude=current):
+            return  # with no bookie to take its place, the writer waits as before
+        for position, bookie in enumerate(self._ensemble):
+            if bookie.bookie_id == bookie_id:
+                self._bookie_failed(position, bookie, BookieUnavailableError(
+                    f"bookie {bookie_id} left the cluster", ledger_id=self._ledger_id))
+
     def _bookie_failed(self, position: int, bookie: BookieClient, error: LedgerError) -> None:
         if self._failure is not None or self._ensemble[position] is not bookie:
             return
@@ -318,33 +334,20 @@ class LedgerHandle:
         current = [bookie.bookie_id for bookie in self._ensemble]
         replacements = self._client.directory.choose(len(positions), exclude=set(current))
         if len(replacements) < len(positions):
-            # Say why the bookies were replaced: the cause is what the operator must fix.
-            causes = {current[p]: self._bookie_errors.get(p) for p in positions}
-            storage = [cause for cause in causes.values() if isinstance(cause, StorageError)]
-            if len(storage) == len(causes):
-                raise StorageError(f"{storage[0]} (ledger {self._ledger_id}: no other bookie "
-                                   "to write to)", ledger_id=self._ledger_id)
-            raise NotEnoughBookiesError(
-                f"no bookie left to replace {list(causes)} in ledger {self._ledger_id}; "
-                + "; ".join(str(cause) if bookie_id in str(cause)
-                            else f"bookie {bookie_id} failed: {cause}"
-                            for bookie_id, cause in causes.items()),
-                ledger_id=self._ledger_id,
-            )
+            raise no_replacement_error(self._ledger_id, current, positions, self._bookie_errors)
         new_ids = list(current)
         for position, bookie_id in zip(positions, replacements, strict=True):
             new_ids[position] = bookie_id
         first_entry_id = self._lac + 1
-        updated = self._metadata.with_ensemble_change(first_entry_id, tuple(new_ids))
         try:
-            self._version = await self._client.write_metadata(updated, self._version)
+            await self._write_metadata(
+                lambda base: base.with_ensemble_change(first_entry_id, tuple(new_ids)))
         except BadVersionError:
             latest, _ = await self._client.read_metadata(self._ledger_id)
             raise LedgerFencedError(
                 f"ledger {self._ledger_id} changed under its writer (now {latest.state.value})",
                 ledger_id=self._ledger_id,
             ) from None
-        self._metadata = updated
         log.info(
             "ledger %d ensemble from entry %d: %s", self._ledger_id, first_entry_id, new_ids
         )
@@ -357,6 +360,33 @@ class LedgerHandle:
             else:
                 self._send(run, range(self._ensemble_size))
         self._confirm()
+
+    async def _write_metadata(
+        self, change: Callable[[LedgerMetadata], LedgerMetadata]
+    ) -> LedgerMetadata:
+        """Compare-and-set ``change(metadata)``; keep the result and its version.
+
+        After a conflict with auto-recovery (it only swaps bookies of closed
+        fragments: ``metadata_rebase``) the change is made again on the latest
+        metadata. Raises ``BadVersionError`` if anyone else changed the ledger.
+        """
+        base, version, attempts = self._metadata, self._version, 0
+        while True:
+            updated = change(base)
+            try:
+                self._version = await self._client.write_metadata(updated, version)
+            except BadVersionError:
+                attempts += 1
+                latest, latest_version = await self._client.read_metadata(self._ledger_id)
+                if attempts >= _REBASE_ATTEMPTS or not changed_only_closed_fragments(
+                        self._metadata, latest):
+                    raise
+                log.info("ledger %d: closed fragments re-replicated meanwhile; writing on top",
+                         self._ledger_id)
+                base, version = latest, latest_version
+                continue
+            self._metadata = updated
+            return updated
 
     # ----------------------------------------------------------------- close
 
@@ -376,11 +406,10 @@ class LedgerHandle:
             await self._drained
         if self._failure is not None:
             raise self._failure
-        closed = self._metadata.with_state(
-            LedgerState.CLOSED, last_entry_id=self._lac, length=self._confirmed_length
-        )
+        lac, length = self._lac, self._confirmed_length
         try:
-            self._version = await self._client.write_metadata(closed, self._version)
+            closed = await self._write_metadata(lambda base: base.with_state(
+                LedgerState.CLOSED, last_entry_id=lac, length=length))
         except BadVersionError:
             latest, version = await self._client.read_metadata(self._ledger_id)
             if latest.state is not LedgerState.CLOSED or latest.last_entry_id != self._lac:
@@ -449,30 +478,17 @@ class LedgerHandle:
         return out
 
     async def _fetch(self, cursor: int, last_entry_id: int, found: dict[int, bytes]) -> None:
-        segment_last, bookie_ids = ensemble_span(self._metadata.ensembles, cursor)
-        high = min(last_entry_id, segment_last)
-        positions = write_set(cursor, self._ensemble_size, self._write_quorum)
         self._read_rotation += 1
-        start = self._read_rotation % len(positions)
-        unavailable: list[str] = []
-        for position in positions[start:] + positions[:start]:
-            bookie = self._client.bookie(bookie_ids[position])
-            try:
-                result = await bookie.read_entries(self._ledger_id, cursor, high)
-            except (BookieUnavailableError, NoSuchLedgerError) as error:
-                unavailable.append(f"{bookie.bookie_id}: {error}")
-                continue
-            for entry_id, data in zip(result.entry_ids, result.datas, strict=True):
-                if entry_id <= high:
-                    found[entry_id] = data
-            if cursor in found:
-                return
-        if len(unavailable) == len(positions):
-            raise BookieUnavailableError(
-                f"no bookie of entry {cursor}'s write set answered: {unavailable}",
-                ledger_id=self._ledger_id,
-            )
-        raise DataLossError(
-            f"entry {cursor} of ledger {self._ledger_id} is on no bookie of its write set "
-            f"{[bookie_ids[p] for p in positions]}", ledger_id=self._ledger_id,
-        )
+        try:
+            await fetch_entries(self._client, self._metadata, cursor, last_entry_id, found,
+                                self._read_rotation)
+        except (BookieUnavailableError, DataLossError):
+            # Auto-recovery may have moved the copies to another bookie since this
+            # handle read the metadata: read where the latest metadata says.
+            latest, version = await self._client.read_metadata(self._ledger_id)
+            if latest.ensembles == self._metadata.ensembles:
+                raise
+            if not self._writable:
+                self._metadata, self._version = latest, version
+            await fetch_entries(self._client, latest, cursor, last_entry_id, found,
+                                self._read_rotation)

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -58,6 +59,16 @@ class LedgerClient:
         self._store = metadata
         self._directory = directory
         self._config = config or LedgerConfig()
+        # Writers learn of a bookie that left the cluster (``_bookie_left``).
+        self._writers: weakref.WeakSet[LedgerHandle] = weakref.WeakSet()
+        directory.add_departure_listener(self._bookie_left)
+
+    def _bookie_left(self, bookie_id: str) -> None:
+        # An idle writer would keep a gone bookie in its open ensemble until its
+        # next add; replaced now, the entries before become a closed fragment
+        # that auto-recovery re-replicates (docs/cluster.md, "Auto-recovery").
+        for handle in list(self._writers):
+            handle.replace_departed(bookie_id)
 
     @property
     def config(self) -> LedgerConfig:
@@ -107,6 +118,7 @@ class LedgerClient:
         log.debug("created ledger %d on %s", ledger_id, bookie_ids)
         handle = LedgerHandle(self, metadata, 0, writable=True)
         metrics.watch_writer(handle)
+        self._writers.add(handle)
         return handle
 
     async def open(self, ledger_id: int, *, recovery: bool = True) -> LedgerHandle:

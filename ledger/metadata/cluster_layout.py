@@ -21,6 +21,9 @@ path                       holds                                     written by 
 ``/folio/groups/...``      reader groups (``broker.groups.store``)   brokers         persistent
 =========================  ========================================  ==============  ==========
 
+Auto-recovery keeps its marks, locks and auditor under ``/autorecovery``
+(``ledger.autorecovery.marks`` names those paths).
+
 A bookie's and a broker's ``<id>`` is its advertised ``host:port`` (a bookie's
 is also its id in ledger metadata, so it must stay the same across restarts).
 ``folio cluster init`` creates ``/cluster`` and the parents above (``/ledgers``,

@@ -53,6 +53,7 @@ def test_init_is_idempotent_and_names_conflicts(zk_url: str) -> None:
                    "ack_quorum": 2},
         "bookies": {"live": {}, "gone": []},
         "brokers": {},
+        "under_replicated_ledgers": [],
     }
     text = run_folio("cluster", "describe", "--metadata-url", url)
     assert text.returncode == 0, text.stderr

@@ -180,6 +180,9 @@ def test_print_config_layers_defaults_env_and_flags(tmp_path: Path) -> None:
         "metadata_url": "",                      # default: not in a cluster
         "advertised_address": "",
         "metadata_session_timeout_ms": 6000,
+        "auto_recovery": True,                   # default: on (only acts in a cluster)
+        "auto_recovery_grace_ms": 30000,
+        "auto_recovery_interval_ms": 5000,
     }
     assert not (tmp_path / "from-env").exists()  # printing opens nothing
 

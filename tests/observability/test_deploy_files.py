@@ -37,7 +37,7 @@ def test_promtool_accepts_the_alert_rules() -> None:
     checked = _promtool("check", "rules", str(ALERTS))
 
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 7 rules found" in checked.stdout
+    assert "SUCCESS: 8 rules found" in checked.stdout
 
 
 def test_promtool_accepts_the_scrape_config() -> None:

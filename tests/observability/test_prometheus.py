@@ -125,15 +125,16 @@ def test_prometheus_loads_and_evaluates_the_alert_rules(prometheus: PrometheusSe
     def evaluated() -> bool:
         groups = prometheus.api("rules")["groups"]
         rules = [rule for group in groups for rule in group["rules"]]
-        return len(rules) == 7 and all(
+        return len(rules) == 8 and all(
             rule["health"] == "ok" and rule.get("lastEvaluation", "").startswith("2")
             for rule in rules)
 
-    prometheus.wait_for(evaluated, "all 7 alert rules evaluated without error")
+    prometheus.wait_for(evaluated, "all 8 alert rules evaluated without error")
     names = {rule["name"] for group in prometheus.api("rules")["groups"]
              for rule in group["rules"]}
     assert names == {"FolioDown", "FolioNoAppends", "FolioAppendLatencyHigh",
                      "FolioReaderGroupBacklogGrowing", "FolioBookieFsyncSlow",
-                     "FolioServerErrors", "FolioTransactionsStuck"}
+                     "FolioServerErrors", "FolioTransactionsStuck",
+                     "FolioLedgersUnderReplicated"}
     # The standalone is up and idle: nothing fires.
     assert prometheus.api("alerts")["alerts"] == []
