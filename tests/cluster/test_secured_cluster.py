@@ -107,8 +107,7 @@ async def test_secured_cluster_serves_tls_token_clients_and_refuses_the_others(
     assert "no token" in await _bookie_refuses(bookie, tls=trusted)
     shop_for_bookie = create_token("shop", _BOOKIE_SECRET, "HS256")
     refused = await _bookie_refuses(bookie, tls=trusted, token=lambda: shop_for_bookie)
-    assert "'shop'" in refused or "shop" in refused
-    assert "may not call" in refused
+    assert "shop" in refused and "may not call" in refused
 
     # cluster describe talks to ZooKeeper only: it works on a secured cluster as on any.
     described = run_folio("cluster", "describe", "--metadata-url", zk_url, "--json")
