@@ -147,3 +147,16 @@ def test_grants_made_through_one_broker_apply_on_another(
         admin.grant_permission("auditor", "audit.log", ["consume"])
     wait_for(lambda: auditor_sees_the_topic(first),
              "the first broker applies the grant made on the second", timeout_s=60)
+
+
+def test_a_cluster_broker_with_an_unreadable_bookie_file_fails_before_zookeeper(
+        tmp_path: Path) -> None:
+    """The files are checked first: a bad one is named, whatever ZooKeeper's state."""
+    unreachable = "zk://127.0.0.1:1/never"
+    for flag in ("--bookie-tls-ca", "--bookie-token-file"):
+        missing = tmp_path / f"missing{flag}"
+        done = run_folio("broker", "--metadata-url", unreachable, "--port", "0",
+                         "--metrics-port", "0", flag, str(missing))
+        assert done.returncode == 1
+        assert done.stderr.startswith("folio broker: error: cannot read ")
+        assert str(missing) in done.stderr
