@@ -2,24 +2,27 @@
 
 ``BrokerConfig`` is the broker's own (``StandaloneConfig`` adds its bookie's
 durability); ``RemoteBookies`` the ledger service of ``folio bookie``
-processes. ``ledger.settings`` layers both from defaults, a TOML file, the
-environment and flags.
+processes named by ``--bookies``; ``BookieSecurity`` the TLS and token the
+broker uses towards bookies, whether named or found in a cluster.
+``ledger.settings`` layers them from defaults, a TOML file, the environment
+and flags.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
 from broker.txn.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
-from ledger.bookie.remote import bookie_client_factory
+from ledger.bookie.remote import GrpcBookieClient, bookie_client_factory
 from ledger.client.directory import BookieDirectory
 from ledger.config import check_port, check_quorums, split_roles
 from ledger.security.tls import ClientTls, ServerTls
 from txnbuffer.api import SnapshotPolicy
 from txnbuffer.snapshot import chunk_capacity
 
-__all__ = ["BrokerConfig", "RemoteBookies"]
+__all__ = ["BookieSecurity", "BrokerConfig", "RemoteBookies"]
 
 _DEFAULT_SNAPSHOTS = SnapshotPolicy()
 
@@ -130,14 +133,14 @@ class BrokerConfig:
 
 
 @dataclass(frozen=True)
-class RemoteBookies:
-    """Bookies reached over gRPC, and how a ledger is placed on them.
+class BookieSecurity:
+    """How the broker reaches its bookies securely, however it finds them.
+
+    The same settings with ``--bookies`` (``RemoteBookies``) and in a cluster
+    (``--metadata-url``, bookies found in ZooKeeper): both make their clients
+    through ``connector``.
 
     Attributes:
-        bookies: ``host:port`` of each bookie, comma-separated.
-        ensemble_size: bookies a ledger is striped over (E).
-        write_quorum: copies of each entry (Qw).
-        ack_quorum: copies that must be durable before an add is confirmed (Qa).
         bookie_tls_ca: PEM CA the bookies' certificates must chain to; set:
             the broker talks TLS to its bookies.
         bookie_tls_cert: PEM client certificate the broker presents to
@@ -149,15 +152,49 @@ class RemoteBookies:
             with token authentication (re-read when it changes).
     """
 
-    bookies: str = ""
-    ensemble_size: int = 1
-    write_quorum: int = 1
-    ack_quorum: int = 1
     bookie_tls_ca: str = ""
     bookie_tls_cert: str = ""
     bookie_tls_key: str = ""
     bookie_tls_server_name: str = ""
     bookie_token_file: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.bookie_tls_cert or self.bookie_tls_server_name) and not self.bookie_tls_ca:
+            raise ValueError("bookie_tls_cert and bookie_tls_server_name need bookie_tls_ca "
+                             "(the CA of the bookies' certificates)")
+        self.client_tls()
+
+    def client_tls(self) -> ClientTls | None:
+        """The broker's TLS towards its bookies; None: plain text."""
+        if not self.bookie_tls_ca:
+            return None
+        return ClientTls(self.bookie_tls_ca, self.bookie_tls_cert, self.bookie_tls_key,
+                         self.bookie_tls_server_name)
+
+    def connector(self) -> Callable[[str], GrpcBookieClient]:
+        """Makes a client of a bookie by address, with these TLS files and token.
+
+        Raises:
+            ValueError: a TLS or token file cannot be read or is not valid.
+        """
+        return bookie_client_factory(self.client_tls(), self.bookie_token_file)
+
+
+@dataclass(frozen=True)
+class RemoteBookies:
+    """Bookies reached over gRPC (``--bookies``), and how a ledger is placed on them.
+
+    Attributes:
+        bookies: ``host:port`` of each bookie, comma-separated.
+        ensemble_size: bookies a ledger is striped over (E).
+        write_quorum: copies of each entry (Qw).
+        ack_quorum: copies that must be durable before an add is confirmed (Qa).
+    """
+
+    bookies: str = ""
+    ensemble_size: int = 1
+    write_quorum: int = 1
+    ack_quorum: int = 1
 
     def __post_init__(self) -> None:
         addresses = self.addresses()
@@ -173,28 +210,17 @@ class RemoteBookies:
         if self.ensemble_size > len(addresses):
             raise ValueError(f"ensemble_size {self.ensemble_size} needs as many bookies, "
                              f"got {len(addresses)}")
-        if (self.bookie_tls_cert or self.bookie_tls_server_name) and not self.bookie_tls_ca:
-            raise ValueError("bookie_tls_cert and bookie_tls_server_name need bookie_tls_ca "
-                             "(the CA of the bookies' certificates)")
-        self.client_tls()
-
-    def client_tls(self) -> ClientTls | None:
-        """The broker's TLS towards its bookies; None: plain text."""
-        if not self.bookie_tls_ca:
-            return None
-        return ClientTls(self.bookie_tls_ca, self.bookie_tls_cert, self.bookie_tls_key,
-                         self.bookie_tls_server_name)
 
     def addresses(self) -> list[str]:
         """The bookie addresses, in the order given."""
         return [part.strip() for part in self.bookies.split(",") if part.strip()]
 
-    def directory(self) -> BookieDirectory:
+    def directory(self, security: BookieSecurity) -> BookieDirectory:
         """A directory of gRPC clients of the bookies (closed by ``LedgerClient.close``).
 
         Raises:
             ValueError: a TLS or token file cannot be read or is not valid.
         """
-        connect = bookie_client_factory(self.client_tls(), self.bookie_token_file)
+        connect = security.connector()
         return BookieDirectory([connect(address) for address in self.addresses()],
                                connect=connect)

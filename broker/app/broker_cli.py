@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.app.standalone_cli import _HELP as STANDALONE_HELP
-from broker.broker_config import BrokerConfig, RemoteBookies
+from broker.broker_config import BookieSecurity, BrokerConfig, RemoteBookies
 from ledger.cli import setup_logging
 from ledger.metadata.cluster_config import ClusterConfig
 from ledger.settings import Layers, add_arguments, to_toml
@@ -28,7 +28,7 @@ __all__ = ["BrokerSettings", "broker_command", "resolve_broker_settings"]
 
 COMPONENT = "broker"
 ENV_PREFIX = "FOLIO_BROKER_"
-_CLASSES = (BrokerConfig, RemoteBookies, ClusterConfig)
+_CLASSES = (BrokerConfig, RemoteBookies, BookieSecurity, ClusterConfig)
 _QUORUMS = ("ensemble_size", "write_quorum", "ack_quorum")
 
 _HELP = {
@@ -50,7 +50,7 @@ _HELP = {
     "metadata_session_timeout_ms": "ZooKeeper session timeout: a broker that dies leaves "
     "the live brokers this long after (default 6000)",
     "bookie_tls_ca": "PEM CA of the bookies' certificates: set, the broker talks TLS to "
-    "its bookies",
+    "its bookies (named by --bookies or found through --metadata-url)",
     "bookie_tls_cert": "PEM client certificate for bookies that require one (mutual TLS)",
     "bookie_tls_key": "PEM private key of --bookie-tls-cert",
     "bookie_tls_server_name": "name checked in the bookies' certificates instead of their "
@@ -67,6 +67,8 @@ class BrokerSettings:
     Attributes:
         config: the broker's own settings.
         remote: the bookies of ``--bookies`` (None in a cluster).
+        bookie_security: TLS and token towards the bookies, named or found
+            in the cluster.
         cluster: the cluster settings (``cluster.enabled``: in a cluster).
         quorum_overrides: quorums set explicitly (in a cluster they replace
             the layout's defaults).
@@ -74,6 +76,7 @@ class BrokerSettings:
 
     config: BrokerConfig
     remote: RemoteBookies | None
+    bookie_security: BookieSecurity
     cluster: ClusterConfig
     quorum_overrides: dict[str, int]
 
@@ -85,10 +88,11 @@ def resolve_broker_settings(
     layers = Layers.from_args(COMPONENT, args, environ)
     layers.check_file_keys(_CLASSES)
     config, cluster = layers.build(BrokerConfig), layers.build(ClusterConfig)
+    security = layers.build(BookieSecurity)
     cluster.check_host(config.host)
     if not cluster.enabled:
         return BrokerSettings(config, layers.build(RemoteBookies, required=["bookies"]),
-                              cluster, {})
+                              security, cluster, {})
     found, bookies = layers.value("bookies", str)
     if found and bookies:
         raise ValueError("--bookies and --metadata-url exclude each other: in a cluster the "
@@ -99,7 +103,7 @@ def resolve_broker_settings(
         if found:
             overrides[name] = int(value)  # type: ignore[call-overload]
     _check_partial_quorums(overrides)
-    return BrokerSettings(config, None, cluster, overrides)
+    return BrokerSettings(config, None, security, cluster, overrides)
 
 
 def _check_partial_quorums(overrides: dict[str, int]) -> None:
@@ -122,9 +126,11 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if args.print_config:
         if settings.remote is not None:
-            print(to_toml(COMPONENT, settings.config, settings.remote, settings.cluster), end="")
+            print(to_toml(COMPONENT, settings.config, settings.remote, settings.bookie_security,
+                          settings.cluster), end="")
         else:
-            print(to_toml(COMPONENT, settings.config, settings.cluster), end="")
+            print(to_toml(COMPONENT, settings.config, settings.bookie_security,
+                          settings.cluster), end="")
             for name, value in settings.quorum_overrides.items():
                 print(f"{name} = {value}")
         return 0
@@ -137,14 +143,15 @@ def _run(args: argparse.Namespace) -> int:
             print(f"folio broker: error: --metadata-url needs the ZooKeeper client kazoo "
                   f"({error}): pip install 'folio[cluster]'", file=sys.stderr, flush=True)
             return 2
-        return run_cluster_broker(settings.config, settings.cluster, settings.quorum_overrides)
+        return run_cluster_broker(settings.config, settings.cluster, settings.quorum_overrides,
+                                  settings.bookie_security)
     # Imported here so `folio --help` stays fast.
     from broker.app.standalone import run_standalone  # noqa: PLC0415
 
     if settings.remote is None:  # resolve_broker_settings requires bookies without a cluster
         print("folio broker: error: --bookies is required", file=sys.stderr, flush=True)
         return 2
-    return run_standalone(settings.config, settings.remote)
+    return run_standalone(settings.config, settings.remote, settings.bookie_security)
 
 
 def broker_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

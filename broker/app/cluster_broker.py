@@ -12,7 +12,8 @@ but:
   cluster's layout unless ``--ensemble-size`` etc. override them;
 - it finds the bookies in the registry (``RegistryBookieDirectory``: live
   ones under ``/bookies/available``, watched), waiting up to
-  ``BOOKIE_WAIT_S`` at start for E of them;
+  ``BOOKIE_WAIT_S`` at start for E of them, and reaches each with the same
+  TLS and token as ``--bookies`` would (``BookieSecurity.connector``);
 - once its API is bound it registers ``/brokers/<advertised address>``
   (ephemeral; re-created after a session expiry) and only then prints its
   ready line; asked to stop, it unregisters first, then stops serving.
@@ -30,8 +31,7 @@ import sys
 import time
 
 from broker.app.standalone import serve_ledgers, serve_until_signal, set_running
-from broker.broker_config import BrokerConfig
-from ledger.bookie.remote import GrpcBookieClient
+from broker.broker_config import BookieSecurity, BrokerConfig
 from ledger.client.registry_directory import RegistryBookieDirectory
 from ledger.config import check_quorums
 from ledger.errors import MetadataError
@@ -60,7 +60,8 @@ def _fail(message: str) -> int:
 
 
 def run_cluster_broker(config: BrokerConfig, cluster: ClusterConfig,
-                       quorum_overrides: dict[str, int]) -> int:
+                       quorum_overrides: dict[str, int],
+                       bookie_security: BookieSecurity | None = None) -> int:
     """Serve as a cluster member until SIGTERM or SIGINT; the exit code.
 
     Args:
@@ -68,10 +69,14 @@ def run_cluster_broker(config: BrokerConfig, cluster: ClusterConfig,
         cluster: the metadata URL, advertised address and session timeout.
         quorum_overrides: ``ensemble_size`` / ``write_quorum`` / ``ack_quorum``
             set explicitly, replacing the layout's defaults.
+        bookie_security: TLS and token towards the bookies found in the
+            registry (``--bookie-tls-*``, ``--bookie-token-file``); default:
+            plain text, no token.
     """
     set_running(_PROG, f"metadata {cluster.url()}")
     return asyncio.run(serve_until_signal(
-        lambda stop: _serve(config, cluster, quorum_overrides, stop)))
+        lambda stop: _serve(config, cluster, quorum_overrides,
+                            bookie_security or BookieSecurity(), stop)))
 
 
 def _quorums(layout: ClusterLayout, overrides: dict[str, int]) -> dict[str, int]:
@@ -99,7 +104,12 @@ async def _wait_for_bookies(directory: RegistryBookieDirectory, count: int,
 
 
 async def _serve(config: BrokerConfig, cluster: ClusterConfig, overrides: dict[str, int],
-                 stop: asyncio.Event) -> int:
+                 security: BookieSecurity, stop: asyncio.Event) -> int:
+    try:
+        # Checked before ZooKeeper is touched: a bad file is the operator's to fix.
+        connect = security.connector()
+    except ValueError as error:
+        return _fail(str(error))
     try:
         store = await ZooKeeperMetadataStore.connect(
             cluster.url(), session_timeout_ms=cluster.metadata_session_timeout_ms)
@@ -112,7 +122,8 @@ async def _serve(config: BrokerConfig, cluster: ClusterConfig, overrides: dict[s
             quorums = _quorums(layout, overrides)
         except (MetadataError, ValueError) as error:
             return _fail(str(error))
-        directory = RegistryBookieDirectory(store, connect=GrpcBookieClient)
+        # The same factory as --bookies: every bookie found gets the TLS and token.
+        directory = RegistryBookieDirectory(store, connect=connect)
         try:
             await directory.start()
             failure = await _wait_for_bookies(directory, quorums["ensemble_size"], store)

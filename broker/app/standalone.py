@@ -45,7 +45,7 @@ from broker.api import TopicConfig
 from broker.app.kafka_listener import KafkaUnavailableError, start_kafka
 from broker.app.storage_watch import StorageWatch
 from broker.auth import AclStore, Authorizer
-from broker.broker_config import BrokerConfig, RemoteBookies
+from broker.broker_config import BookieSecurity, BrokerConfig, RemoteBookies
 from broker.groups.backlog import GroupBacklog
 from broker.groups.liveness import GroupLiveness
 from broker.groups.store import ReaderGroupStore
@@ -87,12 +87,14 @@ def _fail(message: str) -> int:
     return 1
 
 
-def run_standalone(config: BrokerConfig, remote: RemoteBookies | None = None, *,
+def run_standalone(config: BrokerConfig, remote: RemoteBookies | None = None,
+                   bookie_security: BookieSecurity | None = None, *,
                    txn_faults: TxnFaults = NO_TXN_FAULTS) -> int:
     """Serve until SIGTERM or SIGINT; returns the exit code (1 with one stderr line on failure).
 
     With ``remote`` (``folio broker``) the ledgers are on those bookies, whose
-    durability is theirs to decide; without, a bookie runs in process with
+    durability is theirs to decide, reached with ``bookie_security`` (default:
+    plain text, no token); without, a bookie runs in process with
     the ``durability`` of a ``StandaloneConfig`` (``sync`` for a plain ``BrokerConfig``).
     ``txn_faults``: hooks into the coordinator's crash windows, for a test's own
     process (``broker.txn.faults``); the commands never pass any.
@@ -106,7 +108,8 @@ def run_standalone(config: BrokerConfig, remote: RemoteBookies | None = None, *,
     except OSError as error:
         return _fail(f"cannot create data dir {config.data_dir}: {error}")
     return asyncio.run(serve_until_signal(
-        lambda stop: _serve_with(config, stop, remote, txn_faults)))
+        lambda stop: _serve_with(config, stop, remote, bookie_security or BookieSecurity(),
+                                 txn_faults)))
 
 
 def _durability(config: BrokerConfig) -> Durability:
@@ -136,7 +139,8 @@ async def serve_until_signal(body: Callable[[asyncio.Event], Awaitable[int]]) ->
 
 
 async def _serve_with(config: BrokerConfig, stop: asyncio.Event,
-                      remote: RemoteBookies | None, txn_faults: TxnFaults) -> int:
+                      remote: RemoteBookies | None, security: BookieSecurity,
+                      txn_faults: TxnFaults) -> int:
     root = Path(config.data_dir)
     try:
         store = RocksDBMetadataStore(root / "metadata")
@@ -146,7 +150,7 @@ async def _serve_with(config: BrokerConfig, stop: asyncio.Event,
     try:
         if remote is not None:
             try:
-                directory = remote.directory()
+                directory = remote.directory(security)
             except ValueError as error:
                 return _fail(str(error))
             quorums = {"ensemble_size": remote.ensemble_size,

@@ -138,13 +138,34 @@ def test_secure_values_mount_the_secrets_and_probe_over_tcp() -> None:
     manifests = manifests_of(ValueSet("secure", CHART / "ci" / "secure-values.yaml"))
     broker = _one(manifests, "StatefulSet", "folio-broker")
     container = _container(broker)
+    # Brokers: TLS for clients (no client certificates asked), the bookies found in
+    # ZooKeeper reached with the Secret's CA and certificate and the brokers' token.
     assert {"--tls-cert=/etc/folio/tls/tls.crt", "--tls-key=/etc/folio/tls/tls.key",
-            "--tls-ca=/etc/folio/tls/ca.crt",
-            "--auth-token-public-key-file=/etc/folio/auth/public.pem"} <= set(container["args"])
+            "--bookie-tls-ca=/etc/folio/tls/ca.crt", "--bookie-tls-cert=/etc/folio/tls/tls.crt",
+            "--bookie-tls-key=/etc/folio/tls/tls.key",
+            "--auth-token-public-key-file=/etc/folio/auth/public.pem",
+            "--super-users=admin,ops",
+            "--bookie-token-file=/etc/folio/broker-token/token"} <= set(container["args"])
+    assert "--tls-ca=/etc/folio/tls/ca.crt" not in container["args"]
     volumes = {v["name"]: v for v in broker["spec"]["template"]["spec"]["volumes"]}
     assert volumes["tls"]["secret"]["secretName"] == "folio-tls"
     assert volumes["auth-token"]["secret"]["secretName"] == "folio-token-key"
+    assert volumes["broker-token"]["secret"]["secretName"] == "folio-broker-token"
+    assert {m["mountPath"] for m in container["volumeMounts"]} >= {
+        "/etc/folio/tls", "/etc/folio/auth", "/etc/folio/broker-token"}
     assert container["readinessProbe"]["tcpSocket"] == {"port": 7070}
+    # Bookies: client certificates required, only the brokers' role; no broker token.
+    bookie = _one(manifests, "StatefulSet", "folio-bookie")
+    args = _container(bookie)["args"]
+    assert {"--tls-cert=/etc/folio/tls/tls.crt", "--tls-key=/etc/folio/tls/tls.key",
+            "--tls-ca=/etc/folio/tls/ca.crt",
+            "--auth-token-public-key-file=/etc/folio/auth/public.pem",
+            "--super-users=broker"} <= set(args)
+    assert not [arg for arg in args if arg.startswith("--bookie-")]
+    assert "broker-token" not in {v["name"] for v in bookie["spec"]["template"]["spec"]["volumes"]}
+    # The init Job talks to ZooKeeper only: no security flags.
+    init = [m for m in manifests if m["kind"] == "Job"]
+    assert init and not [arg for arg in _container(init[0])["args"] if "/etc/folio/" in arg]
 
 
 @pytest.mark.parametrize(("values", "message"), [
@@ -154,6 +175,8 @@ def test_secure_values_mount_the_secrets_and_probe_over_tcp() -> None:
      "need ensemble_size (2) >= write_quorum (2) >= ack_quorum (3)"),
     (["--set", "zookeeper.enabled=false"], "set zookeeper.external.servers"),
     (["--set", "security.tls.enabled=true"], "set security.tls.secretName"),
+    (["--set", "security.authToken.enabled=true", "--set", "security.authToken.secretName=k"],
+     "set security.authToken.brokerTokenSecretName"),
     (["--set", "bookie.podAntiAffinity=sometimes"],
      'bookie.podAntiAffinity must be one of the following: "soft", "hard", "none"'),
     (["--set", "bookie.replica=3"], "bookie: Additional property replica is not allowed"),

@@ -9,8 +9,9 @@ chart's wiring depends on, from the rendered objects only:
 - **environment**: ``value`` and the downward API's ``metadata.name`` /
   ``metadata.namespace``; ``$(VAR)`` in arguments expanded as the kubelet does;
 - **volumes**: each mount is a directory of this test (a claim template's
-  directory per pod; a ConfigMap's files written out; emptyDir), and paths in
-  arguments under a mount path point into it;
+  directory per pod; a ConfigMap's files written out; a Secret's keys, given
+  by the test as ``secrets``, written out, ``items`` followed; emptyDir), and
+  paths in arguments under a mount path point into it;
 - **DNS**: every name a pod or Service has (``<pod>.<headless service>``,
   ``.<namespace>``, ``.svc``, ``.svc.<cluster domain>``; ``<service>...``) with
   each of its ports maps to a port on 127.0.0.1: a pod's container ports to
@@ -121,13 +122,17 @@ class LocalCluster:
         external: ``{workload name: {container port: "host:port"}}``: pods played
             by something else (ZooKeeper by the test's server): each pod's port gets a
             proxy of its own to that address; their other ports stay unmapped.
+        secrets: ``{Secret name: {key: content}}``: what the cluster's Secrets
+            would hold (a Secret volume naming one not given is an error).
     """
 
     def __init__(self, manifests: Sequence[Manifest], root: Path, *, namespace: str,
                  cluster_domain: str = "cluster.local",
                  external: Mapping[str, Mapping[int, str]] | None = None,
-                 bind_mounts: bool = False) -> None:
+                 bind_mounts: bool = False,
+                 secrets: Mapping[str, Mapping[str, bytes]] | None = None) -> None:
         self.bind_mounts = bind_mounts
+        self.secrets = dict(secrets or {})
         self.manifests = list(manifests)
         self.root = root
         self.namespace = namespace
@@ -278,9 +283,11 @@ class LocalCluster:
                 volume = volumes[name]
                 if "configMap" in volume:
                     self._write_config_map(volume["configMap"]["name"], directory, pod)
+                elif "secret" in volume:
+                    self._write_secret(volume["secret"], directory, pod)
                 elif "emptyDir" not in volume:
                     raise AssertionError(f"pod {pod.name}: volume {name}: only claims, "
-                                         f"ConfigMaps and emptyDirs run here")
+                                         f"ConfigMaps, Secrets and emptyDirs run here")
             directory.mkdir(parents=True, exist_ok=True)
             mounts.append((mount["mountPath"].rstrip("/"), directory))
         return sorted(mounts, key=lambda m: -len(m[0]))
@@ -289,6 +296,18 @@ class LocalCluster:
         directory.mkdir(parents=True, exist_ok=True)
         for key, text in self.one("ConfigMap", name).get("data", {}).items():
             (directory / key).write_text(self._map_names(text))
+
+    def _write_secret(self, volume: Manifest, directory: Path, pod: Pod) -> None:
+        name = volume["secretName"]
+        data = self.secrets.get(name)
+        if data is None:
+            raise AssertionError(f"pod {pod.name}: Secret {name} is not given to this cluster")
+        items = volume.get("items") or [{"key": key, "path": key} for key in data]
+        directory.mkdir(parents=True, exist_ok=True)
+        for item in items:
+            if item["key"] not in data:
+                raise AssertionError(f"pod {pod.name}: Secret {name} has no key {item['key']}")
+            (directory / item["path"]).write_bytes(data[item["key"]])
 
     def _rewrite(self, pod: Pod, arg: str, mounts: Iterable[tuple[str, Path]]) -> str:
         """One argument with mount paths, its own ports and cluster names made local."""

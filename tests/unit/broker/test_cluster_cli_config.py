@@ -43,6 +43,27 @@ def test_broker_in_a_cluster_needs_no_bookies_and_reads_back(
     assert (code, again) == (0, printed), err
 
 
+def test_broker_in_a_cluster_keeps_its_bookie_security(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--bookie-tls-* and --bookie-token-file apply to the bookies found in ZooKeeper."""
+    code, printed, err = _run(capsys, "broker", "--metadata-url", URL,
+                              "--bookie-tls-ca", "/etc/folio/ca.crt",
+                              "--bookie-tls-cert", "/etc/folio/broker.crt",
+                              "--bookie-tls-key", "/etc/folio/broker.key",
+                              "--bookie-tls-server-name", "bookies.folio",
+                              "--bookie-token-file", "/etc/folio/broker.jwt", "--print-config")
+    assert code == 0, err
+    table = tomllib.loads(printed)["broker"]
+    assert {name: table[name] for name in table if name.startswith("bookie_")} == {
+        "bookie_tls_ca": "/etc/folio/ca.crt", "bookie_tls_cert": "/etc/folio/broker.crt",
+        "bookie_tls_key": "/etc/folio/broker.key", "bookie_tls_server_name": "bookies.folio",
+        "bookie_token_file": "/etc/folio/broker.jwt"}
+    file = tmp_path / "broker.toml"
+    file.write_text(printed)
+    code, again, err = _run(capsys, "broker", "--config", str(file), "--print-config")
+    assert (code, again) == (0, printed), err
+
+
 def test_wildcard_host_with_advertised_address(capsys: pytest.CaptureFixture[str]) -> None:
     code, printed, err = _run(capsys, "broker", "--metadata-url", URL, "--host", "0.0.0.0",
                               "--advertised-address", "broker-1:7070", "--print-config")
@@ -73,6 +94,8 @@ def test_metadata_url_from_the_environment(capsys: pytest.CaptureFixture[str],
     (["bookie", "--data-dir", "/d", "--metadata-url", "zk://h:99999/f"], "port '99999'"),
     (["broker"], "--bookies (or FOLIO_BROKER_BOOKIES) is required"),
     (["broker", "--metadata-url", URL, "--host", "0.0.0.0"], "give --advertised-address"),
+    (["broker", "--metadata-url", URL, "--bookie-tls-cert", "c.pem", "--print-config"],
+     "need bookie_tls_ca"),
     (["bookie", "--data-dir", "/d", "--metadata-url", URL, "--host", "::"],
      "give --advertised-address"),
 ])

@@ -87,56 +87,111 @@ zk://{{ include "folio.zookeeperServers" . }}{{ include "folio.metadataChroot" .
       fieldPath: metadata.namespace
 {{- end -}}
 
-{{/* Flags of the mounted TLS and token files (security.*). */}}
-{{- define "folio.securityArgs" -}}
+{{/* The token verification flag (security.authToken.*), bookies and brokers alike. */}}
+{{- define "folio.tokenKeyArg" -}}
+{{- if .Values.security.authToken.publicKey }}
+- --auth-token-public-key-file=/etc/folio/auth/{{ .Values.security.authToken.key }}
+{{- else }}
+- --auth-token-secret-file=/etc/folio/auth/{{ .Values.security.authToken.key }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Security flags of a bookie: TLS with client certificates required (only holders of
+a certificate of the Secret's CA, the brokers, get in) and, with tokens, only the
+brokers' role (security.authToken.brokerRole) may call.
+*/}}
+{{- define "folio.bookieSecurityArgs" -}}
 {{- if .Values.security.tls.enabled }}
 - --tls-cert=/etc/folio/tls/tls.crt
 - --tls-key=/etc/folio/tls/tls.key
 - --tls-ca=/etc/folio/tls/ca.crt
 {{- end }}
 {{- if .Values.security.authToken.enabled }}
-{{- if .Values.security.authToken.publicKey }}
-- --auth-token-public-key-file=/etc/folio/auth/{{ .Values.security.authToken.key }}
-{{- else }}
-- --auth-token-secret-file=/etc/folio/auth/{{ .Values.security.authToken.key }}
-{{- end }}
+{{- include "folio.tokenKeyArg" . }}
+- --super-users={{ .Values.security.authToken.brokerRole }}
 {{- end }}
 {{- end -}}
 
-{{- define "folio.securityVolumeMounts" -}}
+{{/*
+Security flags of a broker: its API over TLS (client certificates only with
+security.tls.requireClientCert), the bookies it finds in ZooKeeper reached over
+TLS with its certificate and, with tokens, its own token (brokerTokenSecretName).
+*/}}
+{{- define "folio.brokerSecurityArgs" -}}
 {{- if .Values.security.tls.enabled }}
+- --tls-cert=/etc/folio/tls/tls.crt
+- --tls-key=/etc/folio/tls/tls.key
+{{- if .Values.security.tls.requireClientCert }}
+- --tls-ca=/etc/folio/tls/ca.crt
+{{- end }}
+- --bookie-tls-ca=/etc/folio/tls/ca.crt
+- --bookie-tls-cert=/etc/folio/tls/tls.crt
+- --bookie-tls-key=/etc/folio/tls/tls.key
+{{- end }}
+{{- if .Values.security.authToken.enabled }}
+{{- include "folio.tokenKeyArg" . }}
+{{- with .Values.security.authToken.superUsers }}
+- --super-users={{ . }}
+{{- end }}
+- --bookie-token-file=/etc/folio/broker-token/{{ .Values.security.authToken.brokerTokenKey }}
+{{- end }}
+{{- end -}}
+
+{{/* Mounts of the security Secrets; call with (dict "root" $ "broker" true|false). */}}
+{{- define "folio.securityVolumeMounts" -}}
+{{- if .root.Values.security.tls.enabled }}
 - name: tls
   mountPath: /etc/folio/tls
   readOnly: true
 {{- end }}
-{{- if .Values.security.authToken.enabled }}
+{{- if .root.Values.security.authToken.enabled }}
 - name: auth-token
   mountPath: /etc/folio/auth
   readOnly: true
+{{- if .broker }}
+- name: broker-token
+  mountPath: /etc/folio/broker-token
+  readOnly: true
+{{- end }}
 {{- end }}
 {{- end -}}
 
+{{/* Volumes of the security Secrets; call with (dict "root" $ "broker" true|false). */}}
 {{- define "folio.securityVolumes" -}}
-{{- if .Values.security.tls.enabled }}
-{{- if not .Values.security.tls.secretName }}
+{{- $security := .root.Values.security -}}
+{{- if $security.tls.enabled }}
+{{- if not $security.tls.secretName }}
 {{- fail "security.tls.enabled: set security.tls.secretName (a Secret with tls.crt, tls.key, ca.crt)" }}
 {{- end }}
 - name: tls
   secret:
-    secretName: {{ .Values.security.tls.secretName }}
+    secretName: {{ $security.tls.secretName }}
     defaultMode: 0440
 {{- end }}
-{{- if .Values.security.authToken.enabled }}
-{{- if not .Values.security.authToken.secretName }}
+{{- if $security.authToken.enabled }}
+{{- if not $security.authToken.secretName }}
 {{- fail "security.authToken.enabled: set security.authToken.secretName" }}
+{{- end }}
+{{- if not $security.authToken.brokerTokenSecretName }}
+{{- fail "security.authToken.enabled: set security.authToken.brokerTokenSecretName (a Secret with the brokers' token for the bookies, role security.authToken.brokerRole)" }}
 {{- end }}
 - name: auth-token
   secret:
-    secretName: {{ .Values.security.authToken.secretName }}
+    secretName: {{ $security.authToken.secretName }}
     defaultMode: 0440
     items:
-      - key: {{ .Values.security.authToken.key }}
-        path: {{ .Values.security.authToken.key }}
+      - key: {{ $security.authToken.key }}
+        path: {{ $security.authToken.key }}
+{{- if .broker }}
+- name: broker-token
+  secret:
+    secretName: {{ $security.authToken.brokerTokenSecretName }}
+    defaultMode: 0440
+    items:
+      - key: {{ $security.authToken.brokerTokenKey }}
+        path: {{ $security.authToken.brokerTokenKey }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
