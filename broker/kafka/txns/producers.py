@@ -63,10 +63,13 @@ _COMMITTED = frozenset({TxnState.COMMITTING, TxnState.COMMITTED})
 _ABORTED = frozenset({TxnState.ABORTING, TxnState.ABORTED, TxnState.TIMED_OUT})
 
 
-class OffsetsNotWrittenError(BrokerError):
-    """A committed transaction's offsets could not all be written yet (kept for a retry)."""
+class OffsetsNotWrittenError(Exception):
+    """A committed transaction's offsets could not all be written yet (kept for a retry).
 
-    retriable = True
+    Internal to the Kafka front-end (answered as COORDINATOR_NOT_AVAILABLE, which
+    clients retry), so not a ``BrokerError``: those all cross the gRPC API with
+    a number of their own (``broker/status.py``).
+    """
 
     def __init__(self, group_id: str, partitions: int) -> None:
         super().__init__(f"the offsets of {partitions} partitions of group {group_id!r} "
@@ -109,7 +112,7 @@ class TxnProducers:
                     await self._finish(producer, "commit")
                 elif state is None or state in _ABORTED:
                     await self._finish(producer, "abort")
-            except (BrokerError, LedgerError) as error:
+            except (BrokerError, LedgerError, OffsetsNotWrittenError) as error:
                 # Kept as it is: its next EndTxn, InitProducerId or start finishes it.
                 log.error("kafka transactions: finishing %s after a restart failed: %s",
                           producer.transactional_id, error)
@@ -179,6 +182,8 @@ class TxnProducers:
                     producer = TxnProducer(transactional_id, producer.producer_id,
                                            producer.epoch + 1, timeout_ms)
                 await self._log.write(producer.key, producer.encode())
+            except OffsetsNotWrittenError:
+                return ErrorCode.coordinator_not_available, -1, -1
             except (BrokerError, LedgerError) as error:
                 return _retriable(error), -1, -1
             self._producers[transactional_id] = producer
@@ -291,6 +296,8 @@ class TxnProducers:
                 await self._finish(producer, decided)
             except TxnStateError:
                 return ErrorCode.invalid_txn_state
+            except OffsetsNotWrittenError:
+                return ErrorCode.coordinator_not_available
             except (BrokerError, LedgerError) as error:
                 return _retriable(error)
             return ErrorCode.none
