@@ -2,7 +2,8 @@
 
 ``BrokerConfig`` is the broker's own (``StandaloneConfig`` adds its bookie's
 durability); ``RemoteBookies`` the ledger service of ``folio bookie``
-processes named by ``--bookies``; ``BookieSecurity`` the TLS and token the
+processes named by ``--bookies``; ``BookieSecurity`` (from
+``ledger.bookie.client_security``) the TLS and token the
 broker uses towards bookies, whether named or found in a cluster.
 ``ledger.settings`` layers them from defaults, a TOML file, the environment
 and flags.
@@ -10,15 +11,14 @@ and flags.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
 from broker.txn.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
-from ledger.bookie.remote import GrpcBookieClient, bookie_client_factory
+from ledger.bookie.client_security import BookieSecurity
 from ledger.client.directory import BookieDirectory
 from ledger.config import check_port, check_quorums, split_roles
-from ledger.security.tls import ClientTls, ServerTls
+from ledger.security.tls import ServerTls
 from txnbuffer.api import SnapshotPolicy
 from txnbuffer.snapshot import chunk_capacity
 
@@ -130,54 +130,6 @@ class BrokerConfig:
         """The transaction buffers' snapshot policy these settings make."""
         return SnapshotPolicy(self.txn_snapshot_every_changes, self.txn_snapshot_every_ms,
                               self.txn_snapshot_chunk_bytes)
-
-
-@dataclass(frozen=True)
-class BookieSecurity:
-    """How the broker reaches its bookies securely, however it finds them.
-
-    The same settings with ``--bookies`` (``RemoteBookies``) and in a cluster
-    (``--metadata-url``, bookies found in ZooKeeper): both make their clients
-    through ``connector``.
-
-    Attributes:
-        bookie_tls_ca: PEM CA the bookies' certificates must chain to; set:
-            the broker talks TLS to its bookies.
-        bookie_tls_cert: PEM client certificate the broker presents to
-            bookies that require one (mutual TLS).
-        bookie_tls_key: its PEM private key.
-        bookie_tls_server_name: the name checked in the bookies' certificates
-            instead of their host (empty: the host).
-        bookie_token_file: a file holding the JWT the broker sends to bookies
-            with token authentication (re-read when it changes).
-    """
-
-    bookie_tls_ca: str = ""
-    bookie_tls_cert: str = ""
-    bookie_tls_key: str = ""
-    bookie_tls_server_name: str = ""
-    bookie_token_file: str = ""
-
-    def __post_init__(self) -> None:
-        if (self.bookie_tls_cert or self.bookie_tls_server_name) and not self.bookie_tls_ca:
-            raise ValueError("bookie_tls_cert and bookie_tls_server_name need bookie_tls_ca "
-                             "(the CA of the bookies' certificates)")
-        self.client_tls()
-
-    def client_tls(self) -> ClientTls | None:
-        """The broker's TLS towards its bookies; None: plain text."""
-        if not self.bookie_tls_ca:
-            return None
-        return ClientTls(self.bookie_tls_ca, self.bookie_tls_cert, self.bookie_tls_key,
-                         self.bookie_tls_server_name)
-
-    def connector(self) -> Callable[[str], GrpcBookieClient]:
-        """Makes a client of a bookie by address, with these TLS files and token.
-
-        Raises:
-            ValueError: a TLS or token file cannot be read or is not valid.
-        """
-        return bookie_client_factory(self.client_tls(), self.bookie_token_file)
 
 
 @dataclass(frozen=True)

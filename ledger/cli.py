@@ -16,17 +16,21 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ledger.api import MetadataStore
 from ledger.autorecovery.config import AutoRecoveryConfig, AutoRecoveryListenConfig
+from ledger.bookie.client_security import BookieSecurity
 from ledger.bookie.main import ClusterService, run_bookie
+from ledger.bookie.remote import GrpcBookieClient
 from ledger.config import BookieConfig, BookieListenConfig
 from ledger.metadata.cluster_config import ClusterConfig
 from ledger.settings import Layers, add_arguments, to_toml
 
 __all__ = ["autorecovery_command", "bookie_command", "resolve_bookie_settings",
            "setup_logging"]
+
+log = logging.getLogger(__name__)
 
 COMPONENT = "bookie"
 BOOKIE_ENV_PREFIX = "FOLIO_BOOKIE_"
@@ -72,7 +76,24 @@ _FIELD_HELP = {
         "restart)",
         "auto_recovery_interval_ms": "how often the auto-recovery worker audits and looks for "
         "under-replicated ledgers (default 5000)",
+        "auto_recovery_token_file": "file with the JWT the auto-recovery worker sends to the "
+        "other bookies when they check tokens (its role must be in their --super-users); "
+        "re-read when it changes. The worker also trusts --tls-ca and presents "
+        "--tls-cert/--tls-key as its client certificate. Without it on a bookie that checks "
+        "tokens, a WARNING at start: the worker would be refused (docs/security.md)",
     },
+}
+
+#: Help of ``folio autorecovery``'s bookie-client flags (as ``folio broker``'s).
+_BOOKIE_CLIENT_HELP = {
+    "bookie_tls_ca": "PEM CA of the bookies' certificates: set, the worker talks TLS to "
+    "the bookies (found through --metadata-url)",
+    "bookie_tls_cert": "PEM client certificate for bookies that require one (mutual TLS)",
+    "bookie_tls_key": "PEM private key of --bookie-tls-cert",
+    "bookie_tls_server_name": "name checked in the bookies' certificates instead of their "
+    "host",
+    "bookie_token_file": "file with the JWT sent to bookies with token authentication "
+    "(its role must be in their --super-users); re-read when it changes",
 }
 
 
@@ -91,15 +112,14 @@ def resolve_bookie_settings(
     return layers.build(BookieConfig), listen, cluster, layers.build(AutoRecoveryConfig)
 
 
-def auto_recovery_service(config: AutoRecoveryConfig) -> ClusterService:
+def auto_recovery_service(config: AutoRecoveryConfig,
+                          connect: Callable[[str], GrpcBookieClient]) -> ClusterService:
     """The auto-recovery worker as a cluster bookie's background work."""
     async def run(store: MetadataStore, bookie_id: str) -> None:
-        # Imported here: the gRPC bookie client is needed only in a cluster.
+        # Imported here: the worker is needed only in a cluster.
         from ledger.autorecovery.worker import AutoRecoveryWorker  # noqa: PLC0415
-        from ledger.bookie.remote import GrpcBookieClient  # noqa: PLC0415
 
-        await AutoRecoveryWorker(store, bookie_id, connect=GrpcBookieClient,
-                                 config=config).run()
+        await AutoRecoveryWorker(store, bookie_id, connect=connect, config=config).run()
 
     return run
 
@@ -137,7 +157,22 @@ def _run_bookie(args: argparse.Namespace) -> int:
                 + (", auto-recovery on" if cluster.enabled and recovery.auto_recovery else "")
                 + ")")
 
-    service = auto_recovery_service(recovery) if recovery.auto_recovery else None
+    service = None
+    if cluster.enabled and recovery.auto_recovery:
+        # Imported here: the gRPC bookie client is needed only in a cluster.
+        from ledger.autorecovery.security import (  # noqa: PLC0415
+            in_bookie_connector,
+            in_bookie_warnings,
+        )
+        try:
+            connect = in_bookie_connector(listen, recovery)
+        except ValueError as error:
+            print(f"folio bookie: error: auto-recovery: {error}",
+                  file=sys.stderr)
+            return 2
+        for warning in in_bookie_warnings(listen, recovery):
+            log.warning("%s", warning)
+        service = auto_recovery_service(recovery, connect)
     return run_bookie(config, host, listen.port, prog="folio bookie", announce=announce,
                       metrics_port=listen.metrics_port, listen=listen, cluster=cluster,
                       service=service)
@@ -164,9 +199,11 @@ def bookie_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 AUTORECOVERY = "autorecovery"
-_AUTORECOVERY_CLASSES = (ClusterConfig, AutoRecoveryConfig, AutoRecoveryListenConfig)
-#: Settings of the bookie's that mean nothing to a worker of its own.
-_AUTORECOVERY_SKIP = ("advertised_address", "auto_recovery")
+_AUTORECOVERY_CLASSES = (ClusterConfig, AutoRecoveryConfig, AutoRecoveryListenConfig,
+                         BookieSecurity)
+#: Settings of the bookie's that mean nothing to a worker of its own (it takes
+#: ``--bookie-token-file`` as a broker does).
+_AUTORECOVERY_SKIP = ("advertised_address", "auto_recovery", "auto_recovery_token_file")
 
 
 def _run_autorecovery(args: argparse.Namespace) -> int:
@@ -177,23 +214,33 @@ def _run_autorecovery(args: argparse.Namespace) -> int:
                                required=("metadata_url",))
         recovery = layers.build(AutoRecoveryConfig, skip=_AUTORECOVERY_SKIP)
         listen = layers.build(AutoRecoveryListenConfig)
+        security = layers.build(BookieSecurity)
     except ValueError as error:
         print(f"folio autorecovery: error: {error}", file=sys.stderr)
         return 2
     if args.print_config:
-        print(to_toml(AUTORECOVERY, cluster, recovery, listen, skip=_AUTORECOVERY_SKIP), end="")
+        print(to_toml(AUTORECOVERY, cluster, recovery, listen, security,
+                      skip=_AUTORECOVERY_SKIP), end="")
         return 0
+    try:
+        connect = security.connector()
+    except ValueError as error:
+        print(f"folio autorecovery: error: {error}", file=sys.stderr)
+        return 2
     setup_logging()
     # Imported here: the worker and its gRPC clients are not needed for --help.
     from ledger.autorecovery.main import run_autorecovery  # noqa: PLC0415
 
     def announce(worker_id: str, metrics_port: int) -> str:
         return (f"folio autorecovery running as {worker_id} in {cluster.url()} (grace "
-                f"{recovery.auto_recovery_grace_ms} ms), metrics listening on "
+                f"{recovery.auto_recovery_grace_ms} ms"
+                + (", TLS to bookies" if security.bookie_tls_ca else "")
+                + (", token to bookies" if security.bookie_token_file else "")
+                + "), metrics listening on "
                 f"{listen.host}:{metrics_port} (/metrics)")
 
     return run_autorecovery(cluster, recovery, listen, prog="folio autorecovery",
-                            announce=announce)
+                            announce=announce, connect=connect)
 
 
 def autorecovery_command(
@@ -206,12 +253,14 @@ def autorecovery_command(
         "it re-replicates the ledgers of bookies gone for longer than the grace period until "
         "each has its write quorum again (docs/cluster.md, Auto-recovery). Once working it "
         "prints one line 'folio autorecovery running as ID ... metrics listening on HOST:PORT "
-        "(/metrics)'; SIGTERM or SIGINT stop it. "
+        "(/metrics)'; SIGTERM or SIGINT stop it. In a secured cluster give it the "
+        "--bookie-tls-* and --bookie-token-file a broker has (docs/security.md). "
         "Every option can also be set by an environment variable FOLIO_AUTORECOVERY_<OPTION> "
         "or in the [autorecovery] table of a --config TOML file.")
     add_arguments(parser, _AUTORECOVERY_CLASSES, component=AUTORECOVERY,
                   skip=_AUTORECOVERY_SKIP, help={
                       **_FIELD_HELP,
+                      **_BOOKIE_CLIENT_HELP,
                       "metadata_url": "the cluster's ZooKeeper chroot, "
                       "zk://HOST:PORT[,HOST:PORT...]/CHROOT (required)",
                       "metadata_session_timeout_ms": "ZooKeeper session timeout: locks of a "

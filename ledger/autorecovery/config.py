@@ -4,8 +4,10 @@ Layered by ``ledger.settings`` like every other setting (``folio
 autorecovery`` reads ``FOLIO_AUTORECOVERY_*`` and an ``[autorecovery]`` table
 instead): ``--auto-recovery`` /
 ``--no-auto-recovery``, ``--auto-recovery-grace-ms``,
-``--auto-recovery-interval-ms``, ``FOLIO_BOOKIE_AUTO_RECOVERY_GRACE_MS``, or the
-same keys in the ``[bookie]`` table of a ``--config`` file.
+``--auto-recovery-interval-ms``, ``--auto-recovery-token-file``,
+``FOLIO_BOOKIE_AUTO_RECOVERY_GRACE_MS``, or the same keys in the ``[bookie]``
+table of a ``--config`` file. How the worker reaches the other bookies
+securely is in ``ledger.autorecovery.security``.
 """
 
 from __future__ import annotations
@@ -34,11 +36,16 @@ class AutoRecoveryConfig:
             from the live ones before its ledgers are re-replicated.
         auto_recovery_interval_ms: the worker's period: one audit (by the
             elected auditor) and one look at the marked ledgers per period.
+        auto_recovery_token_file: the JWT the in-bookie worker sends to the
+            other bookies when they check tokens (its role must be in their
+            ``super_users``); ``folio autorecovery`` takes
+            ``--bookie-token-file`` instead.
     """
 
     auto_recovery: bool = True
     auto_recovery_grace_ms: int = DEFAULT_GRACE_MS
     auto_recovery_interval_ms: int = DEFAULT_INTERVAL_MS
+    auto_recovery_token_file: str = ""
 
     def __post_init__(self) -> None:
         if self.auto_recovery_grace_ms < 0:

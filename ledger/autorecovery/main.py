@@ -38,17 +38,21 @@ def _fail(prog: str, message: str) -> int:
 
 def run_autorecovery(cluster: ClusterConfig, config: AutoRecoveryConfig,
                      listen: AutoRecoveryListenConfig, *, prog: str,
-                     announce: Callable[[str, int], str]) -> int:
+                     announce: Callable[[str, int], str],
+                     connect: Callable[[str], GrpcBookieClient] = GrpcBookieClient) -> int:
     """Run the worker until SIGTERM or SIGINT; 0 after a clean stop, 1 on a failure.
 
-    ``announce(worker_id, metrics_port)`` builds the ready line.
+    ``announce(worker_id, metrics_port)`` builds the ready line; ``connect``
+    makes its clients of the bookies (``BookieSecurity.connector`` in a
+    secured cluster).
     """
-    return asyncio.run(_run(cluster, config, listen, prog, announce))
+    return asyncio.run(_run(cluster, config, listen, prog, announce, connect))
 
 
 async def _run(cluster: ClusterConfig, config: AutoRecoveryConfig,
                listen: AutoRecoveryListenConfig, prog: str,
-               announce: Callable[[str, int], str]) -> int:
+               announce: Callable[[str, int], str],
+               connect: Callable[[str], GrpcBookieClient]) -> int:
     try:
         # Imported here: kazoo (the `cluster` extra) is needed only in a cluster.
         from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore  # noqa: PLC0415
@@ -76,7 +80,7 @@ async def _run(cluster: ClusterConfig, config: AutoRecoveryConfig,
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         worker = asyncio.create_task(AutoRecoveryWorker(
-            store, worker_id, connect=GrpcBookieClient, config=config).run())
+            store, worker_id, connect=connect, config=config).run())
         try:
             print(announce(worker_id, metrics.server_port), flush=True)
             await stop.wait()
