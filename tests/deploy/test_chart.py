@@ -154,15 +154,18 @@ def test_secure_values_mount_the_secrets_and_probe_over_tcp() -> None:
     assert {m["mountPath"] for m in container["volumeMounts"]} >= {
         "/etc/folio/tls", "/etc/folio/auth", "/etc/folio/broker-token"}
     assert container["readinessProbe"]["tcpSocket"] == {"port": 7070}
-    # Bookies: client certificates required, only the brokers' role; no broker token.
+    # Bookies: client certificates required, only the brokers' role; their auto-recovery
+    # worker reaches the other bookies with the brokers' token.
     bookie = _one(manifests, "StatefulSet", "folio-bookie")
     args = _container(bookie)["args"]
     assert {"--tls-cert=/etc/folio/tls/tls.crt", "--tls-key=/etc/folio/tls/tls.key",
             "--tls-ca=/etc/folio/tls/ca.crt",
             "--auth-token-public-key-file=/etc/folio/auth/public.pem",
-            "--super-users=broker"} <= set(args)
+            "--super-users=broker",
+            "--auto-recovery-token-file=/etc/folio/broker-token/token"} <= set(args)
     assert not [arg for arg in args if arg.startswith("--bookie-")]
-    assert "broker-token" not in {v["name"] for v in bookie["spec"]["template"]["spec"]["volumes"]}
+    bookie_volumes = {v["name"]: v for v in bookie["spec"]["template"]["spec"]["volumes"]}
+    assert bookie_volumes["broker-token"]["secret"]["secretName"] == "folio-broker-token"
     # The init Job talks to ZooKeeper only: no security flags.
     init = [m for m in manifests if m["kind"] == "Job"]
     assert init and not [arg for arg in _container(init[0])["args"] if "/etc/folio/" in arg]

@@ -99,7 +99,9 @@ zk://{{ include "folio.zookeeperServers" . }}{{ include "folio.metadataChroot" .
 {{/*
 Security flags of a bookie: TLS with client certificates required (only holders of
 a certificate of the Secret's CA, the brokers, get in) and, with tokens, only the
-brokers' role (security.authToken.brokerRole) may call.
+brokers' role (security.authToken.brokerRole) may call. Its auto-recovery worker
+reaches the other bookies as a broker does: with its certificate and the brokers'
+token (brokerTokenSecretName, mounted in bookies too).
 */}}
 {{- define "folio.bookieSecurityArgs" -}}
 {{- if .Values.security.tls.enabled }}
@@ -110,6 +112,7 @@ brokers' role (security.authToken.brokerRole) may call.
 {{- if .Values.security.authToken.enabled }}
 {{- include "folio.tokenKeyArg" . }}
 - --super-users={{ .Values.security.authToken.brokerRole }}
+- --auto-recovery-token-file=/etc/folio/broker-token/{{ .Values.security.authToken.brokerTokenKey }}
 {{- end }}
 {{- end -}}
 
@@ -149,11 +152,9 @@ TLS with its certificate and, with tokens, its own token (brokerTokenSecretName)
 - name: auth-token
   mountPath: /etc/folio/auth
   readOnly: true
-{{- if .broker }}
 - name: broker-token
   mountPath: /etc/folio/broker-token
   readOnly: true
-{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -183,7 +184,6 @@ TLS with its certificate and, with tokens, its own token (brokerTokenSecretName)
     items:
       - key: {{ $security.authToken.key }}
         path: {{ $security.authToken.key }}
-{{- if .broker }}
 - name: broker-token
   secret:
     secretName: {{ $security.authToken.brokerTokenSecretName }}
@@ -191,7 +191,6 @@ TLS with its certificate and, with tokens, its own token (brokerTokenSecretName)
     items:
       - key: {{ $security.authToken.brokerTokenKey }}
         path: {{ $security.authToken.brokerTokenKey }}
-{{- end }}
 {{- end }}
 {{- end -}}
 
