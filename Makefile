@@ -4,8 +4,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Two stamps: the runtime (`pip install -e .`, what `folio standalone` needs) and
-# the full set on top of it (extras dev and spark: what `make test` runs).
+# Two stamps: the runtime (`pip install -e '.[cluster]'`: what `folio standalone`
+# needs, plus kazoo so that `folio broker|bookie --metadata-url zk://...` and
+# `make cluster` work from the same venv) and the full set on top of it (extras
+# dev and spark: what `make test` runs).
 RUNTIME_STAMP := $(VENV)/.folio-runtime
 STAMP := $(VENV)/.folio-installed
 
@@ -26,7 +28,7 @@ endif
 $(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[cluster]'
 	@touch $(RUNTIME_STAMP)
 
 $(STAMP): $(RUNTIME_STAMP)

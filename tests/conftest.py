@@ -8,6 +8,9 @@ import pytest
 
 from tests.support.bookies import BookieProcesses
 
+# A real ZooKeeper: the `zookeeper`, `zk_url` and `make_zookeeper` fixtures.
+pytest_plugins = ["tests.support.zookeeper"]
+
 
 @pytest.fixture
 def bookie_processes() -> Iterator[BookieProcesses]:
