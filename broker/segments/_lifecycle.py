@@ -58,6 +58,44 @@ class SegmentLifecycle(SegmentChain):
                              last.ledger_id, error)
             self._life = SegmentLife.CLOSED
 
+    async def hand_over(self) -> None:
+        """Another broker takes the segment: finish appends under way, close, refuse the rest.
+
+        From the call on, new appends and reads fail ``WrongHostError``; the
+        appends already handed to the ledger finish and are acknowledged, then
+        the writer table is saved and the ledger closed, so the next owner's
+        recovery finds it closed.
+        """
+        if self._life is not SegmentLife.OPEN:
+            return
+        self._life = SegmentLife.CLOSING
+        self._moved = True
+        self._wake()
+        async with self._chain_lock:
+            with contextlib.suppress(Exception):
+                await self._drain()
+            await self._save_snapshot()
+            last = self._spans[-1] if self._spans else None
+            if last is not None and last.writing and last.handle is not None:
+                try:
+                    await last.handle.close()
+                except LedgerError as error:
+                    log.info("segment %s: ledger %d not closed on hand-over: %s", self._name,
+                             last.ledger_id, error)
+            self._life = SegmentLife.CLOSED
+
+    def abandon(self) -> None:
+        """This broker lost the segment (session lost): refuse everything now, touch nothing.
+
+        Appends not yet handed to the ledger fail ``WrongHostError``, and so do
+        reads; the ledger stays open for the next owner to fence. An append
+        already sent to the bookies may still complete: it is then durable, and
+        the next owner's recovery keeps it.
+        """
+        self._moved = True
+        self._life = SegmentLife.CLOSED
+        self._wake()
+
     async def _save_snapshot(self) -> None:
         """On a clean close, once drained: record the writer table if it changed."""
         if self._failure is not None or self._unconfirmed or not self._spans:

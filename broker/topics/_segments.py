@@ -8,7 +8,9 @@ what it holds keep working. A segment another broker took is never reloaded
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 
 from broker.api import SegmentState
 from broker.errors import (
@@ -39,14 +41,14 @@ class TopicSegments(TopicsCore):
         """The segment, loaded (and recovered) on first use. ``NoSuchSegmentError``."""
         self._check_open()
         segment = self._segments.get(name)
-        if segment is not None and not needs_reload(segment):
+        if segment is not None and not needs_reload(segment, self._reload_fenced):
             return segment
         topic, number = parse_segment_name(name)
         async with self._lock(f"segment:{name}"):
             self._check_open()
             failed = self._segments.get(name)
             if failed is not None:
-                if not needs_reload(failed):
+                if not needs_reload(failed, self._reload_fenced):
                     return failed
                 log.info("segment %s failed (%s); loading it again", name, failed.failure)
             try:
@@ -96,6 +98,26 @@ class TopicSegments(TopicsCore):
             await segment.seal()  # a scale whose seal a crash cut short
         return segment
 
+    async def release_segments(self, moving: Callable[[str], bool]) -> None:
+        """Hand over every loaded segment whose name ``moving`` accepts, and forget it.
+
+        Each waits for its load lock (a load under way finishes first), then
+        finishes its appends under way and closes its ledger (``hand_over``).
+        """
+        names = [name for name in list(self._segments) if moving(name)]
+
+        async def one(name: str) -> None:
+            async with self._lock(f"segment:{name}"):
+                segment = self._segments.pop(name, None)
+                if segment is not None:
+                    await segment.hand_over()
+        await asyncio.gather(*(one(name) for name in names))
+
+    def drop_segments(self, moving: Callable[[str], bool]) -> None:
+        """Forget every loaded segment ``moving`` accepts, at once, touching no store."""
+        for name in [name for name in list(self._segments) if moving(name)]:
+            self._segments.pop(name).abandon()
+
     def loaded_segments(self) -> list[LedgerSegment]:
         """The segments loaded on this broker now (a copy; ``broker.metrics`` reads it)."""
         return list(self._segments.values())
@@ -104,7 +126,7 @@ class TopicSegments(TopicsCore):
         """Seal the segment in the ledger service unless it is sealed already."""
         name = make_segment_name(topic, number)
         loaded = self._segments.get(name)
-        if loaded is not None and not needs_reload(loaded):
+        if loaded is not None and not needs_reload(loaded, self._reload_fenced):
             if not loaded.sealed:
                 await loaded.seal()
             return
