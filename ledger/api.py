@@ -240,6 +240,28 @@ class EventType(Enum):
 WatchCallback = Callable[[EventType, str], None]
 
 
+class SessionState(Enum):
+    """The state of a metadata store's session, as its session listeners see it.
+
+    ``CONNECTED``: connected, the session and its ephemeral nodes alive.
+    ``SUSPENDED``: the connection was lost; the session may still be alive
+    (ZooKeeper keeps it for the session timeout) and calls wait or fail with
+    ``MetadataUnavailableError``. Another process cannot yet have taken over
+    what this session's ephemeral nodes hold, but may do so at any moment.
+    ``LOST``: the session expired: its ephemeral nodes and watches are gone
+    (pending watches never fire). The store goes on with a new session
+    (``CONNECTED`` follows once it reconnects); ephemeral nodes must be
+    created again.
+    """
+
+    CONNECTED = "CONNECTED"
+    SUSPENDED = "SUSPENDED"
+    LOST = "LOST"
+
+
+SessionListener = Callable[[SessionState], None]
+
+
 class MetadataStore(Protocol):
     """A ZooKeeper-shaped store: slash-separated paths, versioned nodes, one-shot watches.
 
@@ -298,4 +320,17 @@ class MetadataStore(Protocol):
 
     async def close(self) -> None:
         """Close the session; its ephemeral nodes are deleted."""
+        ...
+
+    def add_session_listener(self, listener: SessionListener) -> None:
+        """Call ``listener(state)`` on every change of the session's state.
+
+        Called on the event loop the store runs on, in order; it must not block.
+        A deliberate ``close`` reports nothing. The embedded store's session
+        lives as long as the store: its listeners are never called.
+        """
+        ...
+
+    def remove_session_listener(self, listener: SessionListener) -> None:
+        """Stop calling ``listener``; nothing if it was not added."""
         ...

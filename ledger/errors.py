@@ -104,3 +104,21 @@ class BadVersionError(MetadataError):
 
 class NotEmptyError(MetadataError):
     """A node with children cannot be deleted."""
+
+
+class MetadataUnavailableError(MetadataError):
+    """The metadata service (ZooKeeper) cannot be reached now: connection lost, no answer in time.
+
+    A change that raised this may or may not have been applied (the request may
+    have reached ZooKeeper before the connection was lost): read before retrying.
+    """
+
+    retriable = True
+
+
+class MetadataSessionExpiredError(MetadataUnavailableError):
+    """The ZooKeeper session expired: its ephemeral nodes and watches are gone.
+
+    The store reconnects with a new session by itself; whoever owned ephemeral
+    nodes (registrations, ownership) must create them again.
+    """

@@ -37,6 +37,8 @@ from ledger.errors import (
     LedgerError,
     LedgerFencedError,
     LedgerRecoveryError,
+    MetadataSessionExpiredError,
+    MetadataUnavailableError,
     NodeExistsError,
     NoNodeError,
     NoSuchEntryError,
@@ -109,6 +111,9 @@ STATUS_TABLE: Final[tuple[StatusRow, ...]] = (
     StatusRow(StorageError, _Code.UNAVAILABLE),
     StatusRow(LedgerRecoveryError, _Code.UNAVAILABLE),
     StatusRow(DataLossError, _Code.DATA_LOSS),
+    # ZooKeeper out of reach (cluster mode): a retry may work once it is back.
+    StatusRow(MetadataUnavailableError, _Code.UNAVAILABLE),
+    StatusRow(MetadataSessionExpiredError, _Code.UNAVAILABLE),
 )
 
 _Number = bookie_pb2.LedgerErrorCode
@@ -132,6 +137,8 @@ ERROR_NUMBERS: Final[Mapping[type[LedgerError], int]] = {
     StorageError: _Number.LEDGER_ERROR_CODE_STORAGE,
     LedgerRecoveryError: _Number.LEDGER_ERROR_CODE_LEDGER_RECOVERY,
     DataLossError: _Number.LEDGER_ERROR_CODE_DATA_LOSS,
+    MetadataUnavailableError: _Number.LEDGER_ERROR_CODE_METADATA_UNAVAILABLE,
+    MetadataSessionExpiredError: _Number.LEDGER_ERROR_CODE_METADATA_SESSION_EXPIRED,
 }
 
 _BY_CLASS: Final = {row.error: row for row in STATUS_TABLE}

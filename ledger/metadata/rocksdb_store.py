@@ -29,7 +29,7 @@ from typing import Any
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
-from ledger.api import EventType, Versioned, WatchCallback
+from ledger.api import EventType, SessionListener, Versioned, WatchCallback
 from ledger.errors import (
     BadVersionError,
     InvalidArgumentError,
@@ -347,6 +347,12 @@ class RocksDBMetadataStore:
                 self._child_watches.clear()
                 self._db.close()
         _deliver(notifications)
+
+    def add_session_listener(self, listener: SessionListener) -> None:
+        """Nothing to report: the store is its own session, alive until ``close``."""
+
+    def remove_session_listener(self, listener: SessionListener) -> None:
+        """Nothing to remove (``add_session_listener`` keeps nothing)."""
 
     # -- internals (the caller holds self._lock) ---------------------------------------
 

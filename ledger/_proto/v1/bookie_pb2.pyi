@@ -59,6 +59,8 @@ class _LedgerErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Ledge
     LEDGER_ERROR_CODE_STORAGE: _LedgerErrorCode.ValueType  # 13
     LEDGER_ERROR_CODE_LEDGER_RECOVERY: _LedgerErrorCode.ValueType  # 14
     LEDGER_ERROR_CODE_DATA_LOSS: _LedgerErrorCode.ValueType  # 15
+    LEDGER_ERROR_CODE_METADATA_UNAVAILABLE: _LedgerErrorCode.ValueType  # 16
+    LEDGER_ERROR_CODE_METADATA_SESSION_EXPIRED: _LedgerErrorCode.ValueType  # 17
 
 class LedgerErrorCode(_LedgerErrorCode, metaclass=_LedgerErrorCodeEnumTypeWrapper):
     """Stable numbers of the ledger errors (ledger/errors.py), so that renaming a
@@ -83,6 +85,8 @@ LEDGER_ERROR_CODE_NOT_ENOUGH_BOOKIES: LedgerErrorCode.ValueType  # 12
 LEDGER_ERROR_CODE_STORAGE: LedgerErrorCode.ValueType  # 13
 LEDGER_ERROR_CODE_LEDGER_RECOVERY: LedgerErrorCode.ValueType  # 14
 LEDGER_ERROR_CODE_DATA_LOSS: LedgerErrorCode.ValueType  # 15
+LEDGER_ERROR_CODE_METADATA_UNAVAILABLE: LedgerErrorCode.ValueType  # 16
+LEDGER_ERROR_CODE_METADATA_SESSION_EXPIRED: LedgerErrorCode.ValueType  # 17
 Global___LedgerErrorCode: _TypeAlias = LedgerErrorCode  # noqa: Y015
 
 @_typing.final

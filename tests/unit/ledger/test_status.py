@@ -59,6 +59,8 @@ EXPECTED_CODES: dict[type[LedgerError], grpc.StatusCode] = {
     StorageError: Code.UNAVAILABLE,
     LedgerRecoveryError: Code.UNAVAILABLE,
     DataLossError: Code.DATA_LOSS,
+    errors.MetadataUnavailableError: Code.UNAVAILABLE,
+    errors.MetadataSessionExpiredError: Code.UNAVAILABLE,
 }
 
 #: One instance of every row's class, with typed context where it has some.
@@ -78,6 +80,10 @@ SAMPLES: dict[type[LedgerError], LedgerError] = {
     StorageError: StorageError("bookie storage write failed: disk full"),
     LedgerRecoveryError: LedgerRecoveryError("no quorum answered", ledger_id=4),
     DataLossError: DataLossError("entry 3 found on no bookie", ledger_id=4),
+    errors.MetadataUnavailableError: errors.MetadataUnavailableError(
+        "/ledgers/idgen: connection to ZooKeeper lost"),
+    errors.MetadataSessionExpiredError: errors.MetadataSessionExpiredError(
+        "/ledgers/idgen: the ZooKeeper session expired"),
 }
 
 #: Attributes every rebuilt error must carry over.
