@@ -61,7 +61,7 @@ def plan(me: str, members: Sequence[str], owners: Mapping[int, str], count: int)
     unowned = [c for c in range(count) if c not in owners]
     if not unowned or me not in ordered:
         return Plan()
-    held = {member: 0 for member in ordered}
+    held = dict.fromkeys(ordered, 0)
     for owner in owners.values():
         if owner in held:
             held[owner] += 1

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "CONTAINERS_PATH",
-    "MEMBERS_PATH",
     "COORDINATOR_SEGMENT",
+    "MEMBERS_PATH",
     "OwnerRecord",
     "container_of",
     "member_path",

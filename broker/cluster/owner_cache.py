@@ -14,6 +14,7 @@ through the event loop's ``call_soon_threadsafe``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -100,10 +101,8 @@ class OwnerCache:
         except NoNodeError:
             names = []
             # A watch on the missing parent: its creation (the first member) wakes us.
-            try:
+            with contextlib.suppress(NoNodeError):
                 await self._store.get(MEMBERS_PATH, watch=self._watch(_MEMBERS))
-            except NoNodeError:
-                pass
         members: dict[str, OwnerRecord] = {}
         for name in names:
             known = self.members.get(name)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import uuid
 from typing import Protocol
@@ -42,23 +41,15 @@ from broker.cluster.containers import OwnerRecord, container_of, member_path, ow
 from broker.cluster.owner_cache import OwnerCache
 from broker.cluster.owners import BrokerInfo
 from broker.errors import WrongHostError
-from ledger.api import MetadataStore
-from ledger.errors import BadVersionError, NodeExistsError, NoNodeError
+from ledger.api import MetadataStore, SessionState
+from ledger.errors import BadVersionError, LedgerError, NodeExistsError, NoNodeError
 
-__all__ = ["ContainerHandover", "SessionState", "ZooKeeperOwners"]
+__all__ = ["ContainerHandover", "ZooKeeperOwners"]
 
 log = logging.getLogger(__name__)
 
 #: How long a graceful release waits for a container's segments to close.
 DEFAULT_RELEASE_TIMEOUT_S = 10.0
-
-
-class SessionState(enum.Enum):
-    """The metadata session's state, as kazoo reports it."""
-
-    CONNECTED = "CONNECTED"
-    SUSPENDED = "SUSPENDED"
-    LOST = "LOST"
 
 
 class ContainerHandover(Protocol):
@@ -168,26 +159,29 @@ class ZooKeeperOwners:
     def start(self) -> None:
         """Join the balance and keep moving towards the target in the background."""
         if self._task is None:
+            self._store.add_session_listener(self.session_changed)
             self._task = asyncio.create_task(self._run(), name=f"ownership {self._id}")
 
     async def stop(self) -> None:
         """Leave the balance, hand every container over, then stop."""
         self._leaving = True
-        if self._member:
-            with contextlib.suppress(Exception):
-                await self._store.delete(member_path(self._id))
-            self._member = False
-        held = frozenset(self._held)
-        if held and self._connected:
-            await self._release(held)
+        self._store.remove_session_listener(self.session_changed)
         if self._task is not None:
+            # First: no step of the balance may claim or join while we leave.
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._member:
+            with contextlib.suppress(Exception):
+                await self._delete_own(member_path(self._id))
+            self._member = False
+        held = frozenset(self._held)
+        if held and self._connected:
+            await self._release(held)
 
     def session_changed(self, state: SessionState) -> None:
-        """The store's session listener (call on the loop: ``call_soon_threadsafe``)."""
+        """The store's session listener (the store calls it on the loop)."""
         log.info("broker %s: metadata session %s", self._id, state.value)
         if state is SessionState.CONNECTED:
             self._connected = True
@@ -219,6 +213,8 @@ class ZooKeeperOwners:
                 await self._store.delete(path, node.version)
         except (NoNodeError, BadVersionError):
             pass
+        except LedgerError as error:  # unreachable or closed: the node goes with the session
+            log.info("broker %s: %s not deleted: %s", self._id, path, error)
 
     async def _run(self) -> None:
         while True:
@@ -244,8 +240,13 @@ class ZooKeeperOwners:
         self._resume_held()
         owners = {container: self._owner_key(record)
                   for container, (record, _v) in self._cache.owners.items()}
-        moves = plan(self._id, list(self._cache.members), owners, self._count)
+        members = set(self._cache.members)
+        if self._member:
+            members.add(self._id)  # our own node exists even if a read missed it
+        moves = plan(self._id, sorted(members), owners, self._count)
         if moves.release:
+            log.info("broker %s: members %s, releasing %s", self._id, sorted(members),
+                     list(moves.release))
             await self._release(frozenset(moves.release))
         for container in moves.claim:
             await self._claim(container)
