@@ -1,6 +1,7 @@
 # Two commands on a fresh machine (python3 >= 3.11 with venv, make and a C compiler):
 #   make run    set up .venv with what the broker needs and start `folio standalone`
 #   make test   set up .venv with everything (dev tools, Spark) and run every check
+# and `make cluster` / `make cluster-down`: a cluster on ZooKeeper on loopback.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -23,7 +24,7 @@ $(error $(PYTHON) cannot set up $(VENV) (see above))
 endif
 endif
 
-.PHONY: run test check-stubs lint typecheck imports pytest stubs bench clean
+.PHONY: run cluster cluster-down test check-stubs lint typecheck imports pytest stubs bench clean
 
 $(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +38,16 @@ $(STAMP): $(RUNTIME_STAMP)
 
 run: $(RUNTIME_STAMP)
 	$(BIN)/folio standalone
+
+# A cluster on one machine (docs/cluster.md): ZooKeeper, 3 bookies and 3 brokers on
+# loopback under ./folio-cluster/, left running; `make cluster-down` stops them.
+# CLUSTER_FLAGS passes options to `scripts/cluster.py up` (e.g. --brokers 1 --zk-port 2182).
+CLUSTER_FLAGS ?=
+cluster: $(RUNTIME_STAMP)
+	$(BIN)/python scripts/cluster.py up $(CLUSTER_FLAGS)
+
+cluster-down:
+	$(PYTHON) scripts/cluster.py down
 
 test: $(STAMP) check-stubs lint typecheck imports pytest
 

@@ -28,7 +28,11 @@ Layout (the import-linter contracts in ``pyproject.toml`` keep it):
   starter), ``remote`` (``GrpcBookieClient``, the protocol's client end),
   ``main`` (the ``folio bookie`` process).
 - ``metadata/``: ``rocksdb_store`` (the embedded ``MetadataStore``) with its
-  ``_layout`` and ``paths``; ``ledger_metadata`` (the persisted ledger record).
+  ``_layout`` and ``paths``; ``zookeeper_store`` (the cluster's, on ZooKeeper)
+  with ``metadata_url``; ``cluster_layout`` (every path of a cluster),
+  ``registration``, ``cluster_config``; ``ledger_metadata`` (the persisted
+  ledger record). ``client/registry_directory`` places ledgers on the bookies
+  registered there, ``bookie/membership`` registers a bookie.
 - ``_proto/v1/``: the generated bookie and metadata stubs (internal: the SDK
   does not ship them); ``errors``, ``status`` (errors <-> gRPC status, as
   data), ``config``, ``metrics``, ``cli`` (``folio bookie``).

@@ -52,6 +52,7 @@ START_TIMEOUT_S = 90.0
 #: Deadline for the server to exit after SIGTERM before it gets SIGKILL.
 STOP_TIMEOUT_S = 20.0
 _MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+_SLF4J_SIMPLE = "/usr/share/java/slf4j-simple.jar"
 
 
 class ZooKeeperStartError(RuntimeError):
@@ -169,9 +170,15 @@ class ZooKeeperServer:
             raise ZooKeeperStartError(
                 f"no ZooKeeper jar at {jar}: apt-get install zookeeper (.ci/run does), "
                 "or set FOLIO_ZOOKEEPER_JAR")
+        # Debian's libslf4j-java (a dependency of zookeeper) ships slf4j-simple: with
+        # it on the class path the server logs to stderr (our log file); without a
+        # binding slf4j drops every line.
+        classpath = [jar, *(binding for binding in [_SLF4J_SIMPLE] if Path(binding).is_file())]
         return [java, f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC",
                 "-Dzookeeper.admin.enableServer=false",
-                "-cp", jar, _MAIN_CLASS, str(self.config_path)]
+                "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS",
+                "-cp", os.pathsep.join(classpath), _MAIN_CLASS, str(self.config_path)]
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
         """Start the server and wait until it answers ``ruok`` with ``imok``.

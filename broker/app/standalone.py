@@ -32,6 +32,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from pathlib import Path
 
@@ -52,6 +53,7 @@ from broker.txn.commit_keys import CommitKeys
 from broker.txn.coordinator import TxnCoordinator
 from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 from broker.txn.held import MAX_TXN_BYTES
+from ledger.api import MetadataStore
 from ledger.bookie.bookie import Bookie
 from ledger.client.directory import BookieDirectory
 from ledger.client.ledger_client import LedgerClient
@@ -59,7 +61,8 @@ from ledger.config import BookieConfig, Durability, LedgerConfig
 from ledger.errors import LedgerError, StorageError
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 
-__all__ = ["MAX_ENTRY_BYTES", "run_standalone"]
+__all__ = ["MAX_ENTRY_BYTES", "run_standalone", "serve_ledgers", "serve_until_signal",
+           "set_running"]
 
 log = logging.getLogger(__name__)
 
@@ -86,21 +89,24 @@ def run_standalone(config: BrokerConfig, remote: RemoteBookies | None = None, *,
     ``txn_faults``: hooks into the coordinator's crash windows, for a test's own
     process (``broker.txn.faults``); the commands never pass any.
     """
-    _RUNNING.set(("folio broker", f"bookies {remote.bookies}") if remote is not None
-                 else ("folio standalone", f"durability {_durability(config).value}"))
+    _RUNNING.set(("folio broker", f"data dir {config.data_dir}, bookies {remote.bookies}")
+                 if remote is not None else
+                 ("folio standalone",
+                  f"data dir {config.data_dir}, durability {_durability(config).value}"))
     try:
         os.makedirs(config.data_dir, exist_ok=True)
     except OSError as error:
         return _fail(f"cannot create data dir {config.data_dir}: {error}")
-    return asyncio.run(_serve(config, remote, txn_faults))
+    return asyncio.run(serve_until_signal(
+        lambda stop: _serve_with(config, stop, remote, txn_faults)))
 
 
 def _durability(config: BrokerConfig) -> Durability:
     return config.durability if isinstance(config, StandaloneConfig) else Durability.SYNC
 
 
-async def _serve(config: BrokerConfig, remote: RemoteBookies | None,
-                 txn_faults: TxnFaults) -> int:
+async def serve_until_signal(body: Callable[[asyncio.Event], Awaitable[int]]) -> int:
+    """Run ``body(stop)``; SIGTERM or SIGINT set ``stop`` (a second one only logs)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -115,7 +121,7 @@ async def _serve(config: BrokerConfig, remote: RemoteBookies | None,
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
     try:
-        return await _serve_with(config, stop, remote, txn_faults)
+        return await body(stop)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
@@ -142,41 +148,8 @@ async def _serve_with(config: BrokerConfig, stop: asyncio.Event,
             except StorageError as error:
                 return _fail(f"{error} (is another folio process using {root}?)")
             directory, quorums = BookieDirectory([bookie]), {}
-        ledgers = LedgerClient(store, directory, LedgerConfig(
-            max_entry_bytes=MAX_ENTRY_BYTES,
-            max_add_request_bytes=max(MAX_ENTRY_BYTES, LedgerConfig.max_add_request_bytes),
-            **quorums))
-        topics = TopicManager(ledgers, store, txn_store_factory=snapshot_store,
-                              defaults=TopicConfig(),
-                              retention_interval_s=config.retention_interval_s,
-                              writer_expiry_ms=config.writer_expiry_ms,
-                              txn_snapshots=config.txn_snapshots())
-        limit = topics.txn_snapshot_store().max_record_bytes
-        if config.txn_snapshot_chunk_bytes > limit:
-            await ledgers.close()
-            return _fail(f"txn_snapshot_chunk_bytes={config.txn_snapshot_chunk_bytes} exceeds "
-                         f"the largest snapshot record, {limit} bytes")
-        await topics.start()
-        try:
-            # Replays the transaction log, finishing commits and aborts a crash cut short.
-            coordinator = TxnCoordinator(topics, faults=txn_faults)
-            await coordinator.start()
-            topics.add_maintenance_hook(coordinator.tick)
-            watch_broker(topics, coordinator)
-            groups = ReaderGroupStore(store)
-            # Declares reader group members silent for their session timeout offline.
-            liveness = GroupLiveness(groups)
-            liveness.start()
-            topics.add_maintenance_hook(GroupBacklog(groups, topics, liveness).update)
-            try:
-                return await _serve_topics(config, topics, stop, coordinator, groups, liveness,
-                                           bookie, directory if bookie is not None else None)
-            finally:
-                await liveness.close()
-                await coordinator.close()
-        finally:
-            await topics.close()
-            await ledgers.close()
+        return await serve_ledgers(config, store, directory, quorums, stop, bookie=bookie,
+                                   txn_faults=txn_faults)
     finally:
         if bookie is not None:
             bookie.shutdown()
@@ -184,10 +157,70 @@ async def _serve_with(config: BrokerConfig, stop: asyncio.Event,
         log.info("%s stopped", _RUNNING.get()[0])
 
 
+def set_running(command: str, where: str) -> None:
+    """Name the command and where its data lives, for its error messages and ready line."""
+    _RUNNING.set((command, where))
+
+
+async def serve_ledgers(
+    config: BrokerConfig, store: MetadataStore, directory: BookieDirectory,
+    quorums: dict[str, int], stop: asyncio.Event, *, bookie: Bookie | None = None,
+    txn_faults: TxnFaults = NO_TXN_FAULTS,
+    on_serving: Callable[[int], Awaitable[str | None]] | None = None,
+    on_stopping: Callable[[], Awaitable[None]] | None = None,
+) -> int:
+    """Serve the broker on ``store`` and the bookies of ``directory`` until ``stop``.
+
+    ``on_serving(port)`` runs once the API is bound, before the ready line; an
+    error message it returns fails the start (``folio broker`` in a cluster
+    registers there). ``on_stopping()`` runs once ``stop`` is set, before the
+    server stops taking calls (a cluster broker unregisters there). The caller
+    closes ``store``; the ledger client closes ``directory``.
+    """
+    ledgers = LedgerClient(store, directory, LedgerConfig(
+        max_entry_bytes=MAX_ENTRY_BYTES,
+        max_add_request_bytes=max(MAX_ENTRY_BYTES, LedgerConfig.max_add_request_bytes),
+        **quorums))
+    topics = TopicManager(ledgers, store, txn_store_factory=snapshot_store,
+                          defaults=TopicConfig(),
+                          retention_interval_s=config.retention_interval_s,
+                          writer_expiry_ms=config.writer_expiry_ms,
+                          txn_snapshots=config.txn_snapshots())
+    limit = topics.txn_snapshot_store().max_record_bytes
+    if config.txn_snapshot_chunk_bytes > limit:
+        await ledgers.close()
+        return _fail(f"txn_snapshot_chunk_bytes={config.txn_snapshot_chunk_bytes} exceeds "
+                     f"the largest snapshot record, {limit} bytes")
+    await topics.start()
+    try:
+        # Replays the transaction log, finishing commits and aborts a crash cut short.
+        coordinator = TxnCoordinator(topics, faults=txn_faults)
+        await coordinator.start()
+        topics.add_maintenance_hook(coordinator.tick)
+        watch_broker(topics, coordinator)
+        groups = ReaderGroupStore(store)
+        # Declares reader group members silent for their session timeout offline.
+        liveness = GroupLiveness(groups)
+        liveness.start()
+        topics.add_maintenance_hook(GroupBacklog(groups, topics, liveness).update)
+        try:
+            return await _serve_topics(config, topics, stop, coordinator, groups, liveness,
+                                       bookie, directory if bookie is not None else None,
+                                       on_serving, on_stopping)
+        finally:
+            await liveness.close()
+            await coordinator.close()
+    finally:
+        await topics.close()
+        await ledgers.close()
+
+
 async def _serve_topics(
     config: BrokerConfig, topics: TopicManager, stop: asyncio.Event,
     coordinator: TxnCoordinator, groups: ReaderGroupStore, liveness: GroupLiveness,
     bookie: Bookie | None, directory: BookieDirectory | None,
+    on_serving: Callable[[int], Awaitable[str | None]] | None,
+    on_stopping: Callable[[], Awaitable[None]] | None,
 ) -> int:
     commit_keys = CommitKeys(topics, coordinator)
     await commit_keys.start()  # settles the idempotent commits a crash cut short
@@ -210,11 +243,16 @@ async def _serve_topics(
     if watch is not None:
         watch.start()
     try:
-        command, ledgers = _RUNNING.get()
-        print(f"{command} listening on {config.host}:{server.port} (data dir "
-              f"{config.data_dir}, {ledgers}, metrics on "
+        if on_serving is not None:
+            failure = await on_serving(server.port)
+            if failure is not None:
+                return _fail(failure)
+        command, where = _RUNNING.get()
+        print(f"{command} listening on {config.host}:{server.port} ({where}, metrics on "
               f"http://{config.host}:{metrics.server_port}/metrics)", flush=True)
         await stop.wait()
+        if on_stopping is not None:
+            await on_stopping()
         log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)
     finally:
         if watch is not None:

@@ -21,13 +21,18 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from prometheus_client import start_http_server
 
 from ledger.bookie.bookie import Bookie
 from ledger.bookie.service import start_bookie_server
 from ledger.config import BookieConfig
-from ledger.errors import StorageError
+from ledger.errors import MetadataError, StorageError
+from ledger.metadata.cluster_config import ClusterConfig
+
+if TYPE_CHECKING:
+    from ledger.bookie.membership import BookieMembership
 
 __all__ = ["STOP_GRACE_S", "run_bookie"]
 
@@ -46,7 +51,8 @@ def _fail(prog: str, message: str) -> int:
 
 
 def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
-               announce: Announce, metrics_port: int | None = None) -> int:
+               announce: Announce, metrics_port: int | None = None,
+               cluster: ClusterConfig | None = None) -> int:
     """Serve one bookie until SIGTERM or SIGINT; return the process exit code.
 
     Args:
@@ -57,6 +63,8 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
         announce: the line printed to stdout (and flushed) once serving.
         metrics_port: port of Prometheus ``/metrics`` on ``host``, 0 for any
             free one; None serves no metrics.
+        cluster: with a metadata URL, join that cluster: refuse to start if
+            it is not initialised, register once serving (``membership``).
 
     Returns:
         0 after a clean stop; 1, with one line on stderr and no traceback, if
@@ -67,11 +75,34 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
         os.makedirs(config.data_dir, exist_ok=True)
     except OSError as error:
         return _fail(prog, f"cannot create data dir {config.data_dir}: {error}")
-    return asyncio.run(_serve(config, host, port, prog, announce, metrics_port))
+    return asyncio.run(_serve(config, host, port, prog, announce, metrics_port, cluster))
 
 
 async def _serve(config: BookieConfig, host: str, port: int, prog: str,
-                 announce: Announce, metrics_port: int | None) -> int:
+                 announce: Announce, metrics_port: int | None,
+                 cluster: ClusterConfig | None) -> int:
+    membership: BookieMembership | None = None
+    if cluster is not None and cluster.enabled:
+        try:
+            # Imported here: kazoo (the `cluster` extra) is needed only in a cluster.
+            from ledger.bookie.membership import BookieMembership  # noqa: PLC0415
+        except ImportError as error:
+            return _fail(prog, f"--metadata-url needs the ZooKeeper client kazoo ({error}): "
+                               "pip install 'folio[cluster]'")
+        try:
+            membership = await BookieMembership.connect(cluster)
+        except MetadataError as error:
+            return _fail(prog, str(error))
+    try:
+        return await _serve_bookie(config, host, port, prog, announce, metrics_port, membership)
+    finally:
+        if membership is not None:
+            await membership.close()
+
+
+async def _serve_bookie(config: BookieConfig, host: str, port: int, prog: str,
+                        announce: Announce, metrics_port: int | None,
+                        membership: BookieMembership | None) -> int:
     try:
         bookie = Bookie(config, bookie_id=f"{host}:{port}")
     except StorageError as error:
@@ -96,8 +127,16 @@ async def _serve(config: BookieConfig, host: str, port: int, prog: str,
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         try:
+            if membership is not None:
+                try:
+                    await membership.register(host, bound)
+                except MetadataError as error:
+                    return _fail(prog, f"cannot register in the cluster: {error}")
             print(announce(bound, None if metrics is None else metrics.server_port), flush=True)
             await stop.wait()
+            if membership is not None:
+                # Unregistered first: brokers place no new ledgers here while it stops.
+                await membership.close()
             log.info("stopping: no new RPCs, %.0f s for those in flight", STOP_GRACE_S)
         finally:
             for signum in (signal.SIGTERM, signal.SIGINT):

@@ -1,9 +1,9 @@
 """BookieDirectory: the bookies a ledger client may place ledgers on, and how to reach any bookie.
 
-Standalone passes the one in-process bookie; a cluster passes gRPC clients
-(and, with the cluster issue, learns them from bookie registrations in the
-metadata store). A bookie that failed an add is left out of new placements
-for a quarantine period.
+Standalone passes the one in-process bookie; ``folio broker --bookies``
+passes gRPC clients; in a cluster ``registry_directory.RegistryBookieDirectory``
+learns them from the bookies' registrations in the metadata store. A bookie
+that failed an add is left out of new placements for a quarantine period.
 """
 
 from __future__ import annotations
@@ -49,6 +49,14 @@ class BookieDirectory:
         self._clients[bookie.bookie_id] = bookie
         if bookie.bookie_id not in self._available:
             self._available.append(bookie.bookie_id)
+
+    def set_available(self, bookie_ids: Iterable[str]) -> None:
+        """Make exactly ``bookie_ids`` available for placements (a registry's live bookies).
+
+        Clients of bookies no longer available are kept: ledgers placed on
+        them are still read (or recovered) through them.
+        """
+        self._available = list(dict.fromkeys(bookie_ids))
 
     def bookie(self, bookie_id: str) -> BookieClient:
         """The client for ``bookie_id`` (the same object every time)."""

@@ -1,0 +1,1 @@
+"""Cluster tests: a real ZooKeeper, real bookie and broker processes (docs/cluster.md)."""

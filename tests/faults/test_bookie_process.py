@@ -170,6 +170,9 @@ def test_print_config_layers_defaults_env_and_flags(tmp_path: Path) -> None:
         "host": "127.0.0.1",
         "port": 0,                               # flag over env
         "metrics_port": 8000,                    # default
+        "metadata_url": "",                      # default: not in a cluster
+        "advertised_address": "",
+        "metadata_session_timeout_ms": 6000,
     }
     assert not (tmp_path / "from-env").exists()  # printing opens nothing
 

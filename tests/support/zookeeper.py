@@ -32,12 +32,13 @@ _ROOT = Path(__file__).resolve().parents[2]
 if str(_ROOT / "scripts") not in sys.path:
     sys.path.insert(0, str(_ROOT / "scripts"))
 
-from zookeeper_server import ZooKeeperServer, four_letter_word  # noqa: E402
+from zookeeper_server import ZooKeeperServer, four_letter_word, free_port  # noqa: E402
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "ZooKeeperServer",
     "four_letter_word",
+    "free_port",
     "make_chroot",
     "make_zookeeper",
     "zk_client",

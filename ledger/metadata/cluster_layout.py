@@ -1,0 +1,231 @@
+"""A cluster's metadata layout: every path under the chroot, and the ``/cluster`` record.
+
+In cluster mode every process shares one ZooKeeper chroot (``--metadata-url
+zk://HOST:PORT/CHROOT``). These are all the paths under it; use the names
+below, never spell a path out elsewhere.
+
+=========================  ========================================  ==============  ==========
+path                       holds                                     written by      kind
+=========================  ========================================  ==============  ==========
+``/cluster``               ``ClusterLayout`` (JSON, format 1)        cluster init    persistent
+``/ledgers/L<id>``         a ledger's metadata (``ledger_metadata``) brokers         persistent
+``/ledgers/idgen``         the last ledger id given out              brokers         persistent
+``/bookies/available/<id>``  ``Registration`` of a live bookie       the bookie      ephemeral
+``/bookies/all/<id>``      ``Registration`` of every bookie that     the bookie, at  persistent
+                           ever registered (in all, not available:   each start
+                           the bookie is gone)
+``/brokers/<id>``          ``Registration`` of a live broker (the    the broker      ephemeral
+                           address clients should use)
+``/folio/topics/...``      topic records (``broker.segments.names``) brokers         persistent
+``/folio/segments/...``    segment records                           brokers         persistent
+``/folio/groups/...``      reader groups (``broker.groups.store``)   brokers         persistent
+=========================  ========================================  ==============  ==========
+
+A bookie's and a broker's ``<id>`` is its advertised ``host:port`` (a bookie's
+is also its id in ledger metadata, so it must stay the same across restarts).
+``folio cluster init`` creates ``/cluster`` and the parents above (``/ledgers``,
+``/bookies/available``, ``/bookies/all``, ``/brokers``, ``/folio``); brokers and
+bookies refuse to start on a chroot without ``/cluster``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import asdict, dataclass, fields
+
+from ledger.api import MetadataStore
+from ledger.config import check_quorums
+from ledger.errors import MetadataError, NodeExistsError, NoNodeError
+from ledger.metadata.ledger_metadata import LEDGERS_PATH
+
+__all__ = [
+    "BOOKIES_ALL_PATH",
+    "BOOKIES_AVAILABLE_PATH",
+    "BROKERS_PATH",
+    "CLUSTER_PATH",
+    "DEFAULT_CONTAINER_COUNT",
+    "FOLIO_PATH",
+    "LAYOUT_FORMAT_VERSION",
+    "LEDGERS_PATH",
+    "PARENT_PATHS",
+    "ClusterLayout",
+    "ClusterNotInitialisedError",
+    "Registration",
+    "bookie_all_path",
+    "bookie_available_path",
+    "broker_path",
+    "init_cluster",
+    "read_layout",
+]
+
+#: The cluster's layout record.
+CLUSTER_PATH = "/cluster"
+#: Live bookies: one ephemeral child per bookie, named by its id.
+BOOKIES_AVAILABLE_PATH = "/bookies/available"
+#: Every bookie that ever registered: one persistent child per bookie.
+BOOKIES_ALL_PATH = "/bookies/all"
+#: Live brokers: one ephemeral child per broker, named by its id.
+BROKERS_PATH = "/brokers"
+#: The broker's records (topics, segments, reader groups) live under it.
+FOLIO_PATH = "/folio"
+#: Created by ``folio cluster init`` besides ``/cluster``.
+PARENT_PATHS = (LEDGERS_PATH, BOOKIES_AVAILABLE_PATH, BOOKIES_ALL_PATH, BROKERS_PATH,
+                FOLIO_PATH)
+#: The ``/cluster`` record's format.
+LAYOUT_FORMAT_VERSION = 1
+#: Segment containers of a cluster unless ``folio cluster init`` says otherwise.
+DEFAULT_CONTAINER_COUNT = 16
+
+
+class ClusterNotInitialisedError(MetadataError):
+    """The chroot has no ``/cluster`` record: ``folio cluster init`` was never run there."""
+
+
+def bookie_available_path(bookie_id: str) -> str:
+    """``/bookies/available/<id>``."""
+    return f"{BOOKIES_AVAILABLE_PATH}/{_check_id(bookie_id)}"
+
+
+def bookie_all_path(bookie_id: str) -> str:
+    """``/bookies/all/<id>``."""
+    return f"{BOOKIES_ALL_PATH}/{_check_id(bookie_id)}"
+
+
+def broker_path(broker_id: str) -> str:
+    """``/brokers/<id>``."""
+    return f"{BROKERS_PATH}/{_check_id(broker_id)}"
+
+
+def _check_id(node_id: str) -> str:
+    if not node_id or "/" in node_id or node_id in (".", ".."):
+        raise ValueError(f"bad registration id {node_id!r}: non-empty, no '/'")
+    return node_id
+
+
+def _decode_json(path: str, data: bytes) -> dict[str, object]:
+    try:
+        record = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise MetadataError(f"{path}: not a JSON record: {error}") from None
+    if not isinstance(record, dict):
+        raise MetadataError(f"{path}: not a JSON object")
+    version = record.get("format_version")
+    if version != LAYOUT_FORMAT_VERSION:
+        raise MetadataError(f"{path}: unknown format version {version!r} "
+                            f"(this Folio reads {LAYOUT_FORMAT_VERSION})")
+    return record
+
+
+@dataclass(frozen=True)
+class ClusterLayout:
+    """What ``folio cluster init`` fixes for the cluster's life.
+
+    Attributes:
+        container_count: segment containers (a segment belongs to the one its
+            name hashes to); cannot change once set.
+        ensemble_size: default E of new ledgers.
+        write_quorum: default Qw.
+        ack_quorum: default Qa.
+    """
+
+    container_count: int = DEFAULT_CONTAINER_COUNT
+    ensemble_size: int = 3
+    write_quorum: int = 2
+    ack_quorum: int = 2
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.container_count <= 65536:
+            raise ValueError(f"container_count must be in [1, 65536], got {self.container_count}")
+        check_quorums(self.ensemble_size, self.write_quorum, self.ack_quorum)
+
+    def encode(self) -> bytes:
+        """The ``/cluster`` node's data."""
+        return json.dumps({"format_version": LAYOUT_FORMAT_VERSION, **asdict(self)},
+                          sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> ClusterLayout:
+        """Read a ``/cluster`` record. Raises ``MetadataError`` on a bad or unknown one."""
+        record = _decode_json(CLUSTER_PATH, data)
+        try:
+            return cls(**{field.name: int(record[field.name])  # type: ignore[call-overload]
+                          for field in fields(cls)})
+        except (KeyError, TypeError, ValueError) as error:
+            raise MetadataError(f"{CLUSTER_PATH}: bad layout record: {error}") from None
+
+    def differences(self, other: ClusterLayout) -> list[str]:
+        """``name: mine != theirs`` for each field that differs."""
+        return [f"{field.name}: {getattr(self, field.name)} != {getattr(other, field.name)}"
+                for field in fields(self)
+                if getattr(self, field.name) != getattr(other, field.name)]
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A live bookie's or broker's record (``/bookies/...``, ``/brokers/<id>``).
+
+    Attributes:
+        address: ``host:port`` others reach it on.
+        started_at_ms: wall-clock time the process registered (for operators).
+        version: the Folio version it runs.
+    """
+
+    address: str
+    started_at_ms: int
+    version: str = ""
+
+    def encode(self) -> bytes:
+        """The node's data."""
+        return json.dumps({"format_version": LAYOUT_FORMAT_VERSION, **asdict(self)},
+                          sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, path: str, data: bytes) -> Registration:
+        """Read a registration. Raises ``MetadataError`` on a bad one."""
+        record = _decode_json(path, data)
+        address, started = record.get("address"), record.get("started_at_ms")
+        if not isinstance(address, str) or not isinstance(started, int):
+            raise MetadataError(f"{path}: bad registration record")
+        version = record.get("version", "")
+        return cls(address=address, started_at_ms=started,
+                   version=version if isinstance(version, str) else "")
+
+
+async def read_layout(store: MetadataStore) -> ClusterLayout:
+    """The cluster's layout.
+
+    Raises:
+        ClusterNotInitialisedError: no ``/cluster`` record (run ``folio cluster init``).
+        MetadataError: a bad record, or the store failed.
+    """
+    try:
+        found = await store.get(CLUSTER_PATH)
+    except NoNodeError:
+        raise ClusterNotInitialisedError(
+            f"no cluster here ({CLUSTER_PATH} is missing): run `folio cluster init "
+            "--metadata-url URL` first") from None
+    return ClusterLayout.decode(found.data)
+
+
+async def init_cluster(store: MetadataStore, layout: ClusterLayout) -> tuple[bool, ClusterLayout]:
+    """Write ``layout`` as the cluster's, once, and create the base paths.
+
+    Idempotent: the base paths are created if missing whatever happens, and a
+    second run finds the record there (or loses the race to a concurrent
+    init: ``create`` is atomic, so exactly one writes it).
+
+    Returns:
+        ``(True, layout)`` if this call wrote the record, else ``(False,
+        the existing layout)``, which may differ from ``layout``: the caller
+        decides whether that is an error.
+    """
+    try:
+        await store.create(CLUSTER_PATH, layout.encode())
+        created = True
+    except NodeExistsError:
+        created = False
+    for path in PARENT_PATHS:
+        with contextlib.suppress(NodeExistsError):
+            await store.create(path, make_parents=True)
+    return created, (layout if created else await read_layout(store))
