@@ -39,6 +39,7 @@ from pathlib import Path
 from prometheus_client import start_http_server
 
 from broker.api import TopicConfig
+from broker.app.cluster_ownership import ClusterOwnership
 from broker.app.storage_watch import StorageWatch
 from broker.broker_config import BrokerConfig, RemoteBookies
 from broker.groups.backlog import GroupBacklog
@@ -168,8 +169,12 @@ async def serve_ledgers(
     txn_faults: TxnFaults = NO_TXN_FAULTS,
     on_serving: Callable[[int], Awaitable[str | None]] | None = None,
     on_stopping: Callable[[], Awaitable[None]] | None = None,
+    ownership: ClusterOwnership | None = None,
 ) -> int:
     """Serve the broker on ``store`` and the bookies of ``directory`` until ``stop``.
+
+    ``ownership`` (a cluster broker): the services serve only the segments of
+    the containers this broker owns (``broker.app.cluster_ownership``).
 
     ``on_serving(port)`` runs once the API is bound, before the ready line; an
     error message it returns fails the start (``folio broker`` in a cluster
@@ -185,7 +190,8 @@ async def serve_ledgers(
                           defaults=TopicConfig(),
                           retention_interval_s=config.retention_interval_s,
                           writer_expiry_ms=config.writer_expiry_ms,
-                          txn_snapshots=config.txn_snapshots())
+                          txn_snapshots=config.txn_snapshots(),
+                          reload_fenced=ownership is not None)
     limit = topics.txn_snapshot_store().max_record_bytes
     if config.txn_snapshot_chunk_bytes > limit:
         await ledgers.close()
@@ -206,7 +212,7 @@ async def serve_ledgers(
         try:
             return await _serve_topics(config, topics, stop, coordinator, groups, liveness,
                                        bookie, directory if bookie is not None else None,
-                                       on_serving, on_stopping)
+                                       on_serving, on_stopping, ownership)
         finally:
             await liveness.close()
             await coordinator.close()
@@ -221,15 +227,19 @@ async def _serve_topics(
     bookie: Bookie | None, directory: BookieDirectory | None,
     on_serving: Callable[[int], Awaitable[str | None]] | None,
     on_stopping: Callable[[], Awaitable[None]] | None,
+    ownership: ClusterOwnership | None = None,
 ) -> int:
     commit_keys = CommitKeys(topics, coordinator)
     await commit_keys.start()  # settles the idempotent commits a crash cut short
     try:
-        server = await start_broker_server(topics, config.host, config.port,
+        served = topics if ownership is None else ownership.attach(topics)
+        server = await start_broker_server(served, config.host, config.port,
                                            max_held_bytes=config.max_held_bytes,
                                            max_held_ms=config.max_held_ms,
                                            coordinator=coordinator, commit_keys=commit_keys,
-                                           groups=groups, group_liveness=liveness)
+                                           groups=groups, group_liveness=liveness,
+                                           owners=None if ownership is None
+                                           else ownership.owners)
     except OSError as error:
         return _fail(str(error))
     try:
@@ -251,6 +261,9 @@ async def _serve_topics(
         print(f"{command} listening on {config.host}:{server.port} ({where}, metrics on "
               f"http://{config.host}:{metrics.server_port}/metrics)", flush=True)
         await stop.wait()
+        if ownership is not None:
+            # Hand the containers over while still answering (WrongHost).
+            await ownership.stop()
         if on_stopping is not None:
             await on_stopping()
         log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)

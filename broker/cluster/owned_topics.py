@@ -23,10 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from broker.api import ScaleOutcome, SegmentHandle, SegmentRange, TopicConfig, TopicInfo
+from broker.cluster.containers import container_of
 from broker.errors import WrongHostError
+from broker.segments.names import is_system_topic, parse_segment_name
 from broker.topics.manager import TopicManager
 
-__all__ = ["OwnedTopics"]
+__all__ = ["OwnedTopics", "TopicsHandover"]
 
 
 class OwnedTopics:
@@ -101,4 +103,30 @@ class OwnedTopics:
         """Close the segments a scale or seal loaded here without owning them."""
         owns = self._owns
         await self._topics.release_segments(
-            lambda name: not owns(name) and not name.startswith("_"))
+            lambda name: not owns(name) and not is_system_topic(parse_segment_name(name)[0]))
+
+
+class TopicsHandover:
+    """``ContainerHandover`` on a ``TopicManager``: unload the user segments of containers.
+
+    System topics' segments are the broker's own components' (coordinator,
+    snapshots), reached without the ownership gate: they are left alone.
+    """
+
+    def __init__(self, topics: TopicManager, container_count: int) -> None:
+        self._topics = topics
+        self._count = container_count
+
+    def _in(self, containers: frozenset[int]) -> Callable[[str], bool]:
+        count = self._count
+
+        def moving(name: str) -> bool:
+            topic, _number = parse_segment_name(name)
+            return not is_system_topic(topic) and container_of(name, count) in containers
+        return moving
+
+    async def release(self, containers: frozenset[int]) -> None:
+        await self._topics.release_segments(self._in(containers))
+
+    def drop(self, containers: frozenset[int]) -> None:
+        self._topics.drop_segments(self._in(containers))

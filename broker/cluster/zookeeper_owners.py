@@ -142,6 +142,13 @@ class ZooKeeperOwners:
         if not self.owns(segment):
             raise WrongHostError(segment, self.owner_of(segment))
 
+    def bind(self, broker_id: str, address: str) -> None:
+        """Set this broker's id and client address (known once the server is bound)."""
+        if self._task is not None:
+            raise RuntimeError("bind before start")
+        self._id, self._address = broker_id, address
+        self._record = OwnerRecord(broker_id, address, self._record.incarnation)
+
     @property
     def broker_id(self) -> str:
         return self._id
@@ -156,10 +163,18 @@ class ZooKeeperOwners:
 
     # -- life -----------------------------------------------------------------
 
-    def start(self) -> None:
-        """Join the balance and keep moving towards the target in the background."""
+    async def start(self) -> None:
+        """Join the balance, take a first step, and go on in the background.
+
+        The first step is taken before returning, so a broker alone owns every
+        container once started (a ready line printed after it is true).
+        """
         if self._task is None:
             self._store.add_session_listener(self.session_changed)
+            try:
+                await self._step()
+            except Exception as error:  # the background loop tries again
+                log.info("broker %s: first ownership step failed: %s", self._id, error)
             self._task = asyncio.create_task(self._run(), name=f"ownership {self._id}")
 
     async def stop(self) -> None:

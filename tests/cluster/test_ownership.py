@@ -50,7 +50,7 @@ async def brokers(zk_url: str, *names: str) -> AsyncIterator[list[Broker]]:
         for name in names:
             store = await ZooKeeperMetadataStore.connect(zk_url)
             broker = Broker(store, name)
-            broker.owners.start()
+            await broker.owners.start()
             started.append(broker)
         yield started
     finally:
@@ -111,7 +111,7 @@ async def test_join_and_graceful_leave_move_containers_with_a_handover(zk_url: s
         before = {b.owners.broker_id: b.owners.served_containers() for b in group}
         store = await ZooKeeperMetadataStore.connect(zk_url)
         fourth = Broker(store, "b4")
-        fourth.owners.start()
+        await fourth.owners.start()
         try:
             await settled([*group, fourth], [4, 4, 4, 4])
             # What the newcomer serves was handed over by its owner first.
@@ -135,7 +135,7 @@ async def test_a_dead_session_s_containers_are_taken_by_the_others(zk_url: str) 
         await settled(group, [8, 8])
         store = await ZooKeeperMetadataStore.connect(zk_url, session_timeout_ms=2000)
         third = Broker(store, "b3")
-        third.owners.start()
+        await third.owners.start()
         await settled([*group, third], [5, 5, 6])
         # The session ends without a handover (as a crash ends it, only sooner).
         await store.close()
