@@ -146,7 +146,8 @@ async def _serve(config: BrokerConfig, cluster: ClusterConfig, overrides: dict[s
                 await registration.close()
 
         # Containers: served only while owned (broker.app.cluster_ownership).
-        ownership = ClusterOwnership(store, layout.container_count)
+        ownership = ClusterOwnership(store, layout.container_count,
+                                     cluster.metadata_session_timeout_ms)
         return await serve_ledgers(config, store, directory, quorums, stop,
                                    on_serving=on_serving, on_stopping=on_stopping,
                                    ownership=ownership)

@@ -28,11 +28,15 @@ class ClusterOwnership:
     Args:
         store: the cluster's metadata store.
         container_count: the cluster's number of containers (its layout).
+        session_timeout_ms: the metadata session timeout: a broker cut off
+            from ZooKeeper stops serving once it has passed.
     """
 
-    def __init__(self, store: MetadataStore, container_count: int) -> None:
+    def __init__(self, store: MetadataStore, container_count: int,
+                 session_timeout_ms: int) -> None:
         self._store = store
         self._count = container_count
+        self._session_timeout_ms = session_timeout_ms
         self._owners: ZooKeeperOwners | None = None
 
     @property
@@ -44,7 +48,8 @@ class ClusterOwnership:
     def attach(self, topics: TopicManager) -> Topics:
         """The topics as the public services must see them (``OwnedTopics``)."""
         owners = ZooKeeperOwners(self._store, self._count, "", "",
-                                 TopicsHandover(topics, self._count))
+                                 TopicsHandover(topics, self._count),
+                                 suspended_grace_s=self._session_timeout_ms / 1000)
         self._owners = owners
         return OwnedTopics(topics, owners.owns, owners.owner_of)
 

@@ -16,13 +16,17 @@ round trip per call) and moves this broker towards the target assignment
   WrongHost with owner ""), let the segments finish the appends under way and
   close their ledgers (``ContainerHandover.release``), then delete the node.
   The next owner's recovery then finds closed ledgers: nothing to fence.
-- **Session**: SUSPENDED (the connection is gone, the session may still be
-  alive) and LOST (it expired, its ephemeral nodes are gone) both stop serving
+- **Session**: LOST (it expired, its ephemeral nodes are gone) stops serving
   every container at once, and the loaded segments are dropped without
-  touching the store (``ContainerHandover.drop``): this broker cannot know
-  whether another took over. After a reconnection within the session the
-  containers whose nodes are still ours are served again (segments reload,
-  fencing our own old ledgers); after LOST the broker joins the balance anew.
+  touching the store (``ContainerHandover.drop``): another broker may own
+  them now. SUSPENDED (the connection is gone, the session perhaps alive)
+  does the same once ``suspended_grace_s`` has passed without a
+  reconnection: kazoo reports LOST only after reconnecting, so a broker cut
+  off from ZooKeeper must decide alone. Appends made meanwhile are safe
+  either way: a new owner fences the ledger before it appends, and a fenced
+  append is answered WrongHost. After a reconnection within the session the
+  containers whose nodes are still ours are served again; after LOST the
+  broker joins the balance anew.
 
 ``stop`` leaves the balance (deletes its member node first, so the others
 count it out) and hands every container over before returning.
@@ -83,11 +87,16 @@ class ZooKeeperOwners:
         handover: unloads segments when containers go.
         tick_s: plan again at least this often.
         release_timeout_s: the longest a graceful release waits for segments.
+        suspended_grace_s: how long a SUSPENDED session (connection lost, the
+            session perhaps alive) goes on serving; 0: stop at once. The
+            broker sets it to the session timeout: by then the session has
+            surely expired, and kazoo cannot report LOST before it reconnects.
     """
 
     def __init__(self, store: MetadataStore, container_count: int, broker_id: str,
                  address: str, handover: ContainerHandover, *, tick_s: float = 1.0,
-                 release_timeout_s: float = DEFAULT_RELEASE_TIMEOUT_S) -> None:
+                 release_timeout_s: float = DEFAULT_RELEASE_TIMEOUT_S,
+                 suspended_grace_s: float = 0.0) -> None:
         if container_count <= 0:
             raise ValueError(f"container_count must be positive, got {container_count}")
         self._store = store
@@ -97,6 +106,8 @@ class ZooKeeperOwners:
         self._handover = handover
         self._tick_s = tick_s
         self._release_timeout_s = release_timeout_s
+        self._suspended_grace_s = suspended_grace_s
+        self._suspension: asyncio.TimerHandle | None = None
         self._record = OwnerRecord(broker_id, address, uuid.uuid4().hex)
         self._wake = asyncio.Event()
         self._cache = OwnerCache(store, container_count, self._wake.set)
@@ -198,22 +209,36 @@ class ZooKeeperOwners:
     def session_changed(self, state: SessionState) -> None:
         """The store's session listener (the store calls it on the loop)."""
         log.info("broker %s: metadata session %s", self._id, state.value)
+        if self._suspension is not None:
+            self._suspension.cancel()
+            self._suspension = None
         if state is SessionState.CONNECTED:
             self._connected = True
             self._cache.mark_all_dirty()
             self._wake.set()
             return
         self._connected = False
-        dropped = frozenset(self._active)
-        self._active.clear()
+        if state is SessionState.SUSPENDED and self._suspended_grace_s > 0:
+            # The session may still be alive: nobody can have taken our
+            # containers yet. Serve on, but not past the point where the
+            # session surely expired (kazoo reports LOST only once reconnected).
+            self._suspension = asyncio.get_running_loop().call_later(
+                self._suspended_grace_s, self._stop_serving, "SUSPENDED too long")
+            return
         if state is SessionState.LOST:
             # Our ephemeral nodes are gone with the session.
             self._held.clear()
             self._member = False
             self._cache.forget()
+        self._stop_serving(state.value)
+
+    def _stop_serving(self, why: str) -> None:
+        self._suspension = None
+        dropped = frozenset(self._active)
+        self._active.clear()
         if dropped:
             log.warning("broker %s: stopped serving containers %s (session %s)", self._id,
-                        sorted(dropped), state.value)
+                        sorted(dropped), why)
             self._handover.drop(dropped)
         self.changes += 1
 
