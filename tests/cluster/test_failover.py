@@ -17,15 +17,15 @@ import grpc
 import pytest
 
 import folio
-from folio.api.v1 import append_pb2, append_pb2_grpc, events_pb2
-from tests.support.bookies import BookieProcess, BookieProcesses
-from tests.support.cluster import LocalCluster
-from tests.support.cluster_client import (
+from bench._cluster_client import (
     SegmentWriter,
     list_brokers,
     lookup_owner,
     read_segment,
 )
+from folio.api.v1 import append_pb2, append_pb2_grpc, events_pb2
+from tests.support.bookies import BookieProcess, BookieProcesses
+from tests.support.cluster import LocalCluster
 from tests.support.wait import wait_for
 
 COUNT = 12
@@ -107,7 +107,7 @@ def _create_topic(address: str) -> None:
 @pytest.mark.timeout(300)
 def test_sigkill_of_an_owner_moves_its_segments_and_loses_nothing(
         zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
-    _cluster_, brokers = _cluster(bookie_processes, zk_url, tmp_path)
+    _, brokers = _cluster(bookie_processes, zk_url, tmp_path)
     addresses = [b.address for b in brokers]
     _create_topic(addresses[0])
     writers = Writers(addresses, "orders")
@@ -128,7 +128,7 @@ def test_sigkill_of_an_owner_moves_its_segments_and_loses_nothing(
 @pytest.mark.timeout(300)
 def test_split_brain_a_stopped_owner_acknowledges_nothing_after_takeover(
         zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
-    _cluster_, brokers = _cluster(bookie_processes, zk_url, tmp_path)
+    _, brokers = _cluster(bookie_processes, zk_url, tmp_path)
     addresses = [b.address for b in brokers]
     _create_topic(addresses[0])
     writers = Writers(addresses, "orders")

@@ -1,4 +1,4 @@
-"""Raw gRPC clients of a cluster that follow WrongHost, for failover tests.
+"""Raw gRPC clients of a cluster that follow WrongHost (bench.failover and the failover tests).
 
 ``SegmentWriter`` appends numbered one-event blocks to ONE segment, as any
 gRPC client following admin.proto "Cluster" would: it asks LookupSegment (on
@@ -15,6 +15,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import grpc
 
@@ -68,8 +69,8 @@ class _Stream:
         self.address = address
         self.channel = _channel(address)
         self.requests: queue.Queue[append_pb2.AppendCommand | None] = queue.Queue()
-        self.replies: Iterator[append_pb2.AppendReply] = append_pb2_grpc.AppendStub(
-            self.channel).Append(self._commands(), timeout=_STREAM_DEADLINE_S * 100)
+        self.replies: Any = append_pb2_grpc.AppendStub(self.channel).Append(
+            self._commands(), timeout=_STREAM_DEADLINE_S * 100)
 
     def _commands(self) -> Iterator[append_pb2.AppendCommand]:
         while (command := self.requests.get()) is not None:
@@ -109,6 +110,8 @@ class SegmentWriter:
         self.segment = segment
         self.writer_id = writer_id
         self.acknowledged = -1  # the highest event number acknowledged
+        #: time.monotonic() of the latest acknowledgement.
+        self.acknowledged_at = 0.0
         self.owners_seen: list[str] = []
         self.wrong_hosts = 0
         self._stream: _Stream | None = None
@@ -146,7 +149,7 @@ class SegmentWriter:
             if self._stream is None:
                 self._stream = self._connect()
                 if self._stored >= number:  # stored before the stream broke
-                    self.acknowledged = number
+                    self.acknowledged, self.acknowledged_at = number, time.monotonic()
                     return
             sequence += 1
             block = events_pb2.EventBlock(format_version=1, payloads=[self.payload(number)])
@@ -158,7 +161,7 @@ class SegmentWriter:
             except (grpc.RpcError, TimeoutError):
                 reply = None
             if reply is not None and reply.WhichOneof("reply") == "data_appended":
-                self.acknowledged = number
+                self.acknowledged, self.acknowledged_at = number, time.monotonic()
                 return
             if reply is not None and reply.WhichOneof("reply") == "wrong_host":
                 self.wrong_hosts += 1
@@ -181,7 +184,7 @@ def read_segment(brokers: Sequence[str], segment: str) -> list[bytes]:
         stub = read_pb2_grpc.ReadStub(channel)
         offset = 0
         while True:
-            responses = stub.Read(read_pb2.ReadRequest(
+            responses: Any = stub.Read(read_pb2.ReadRequest(
                 segment=segment, offset=offset, max_wait_ms=1,
                 isolation=read_pb2.ReadRequest.READ_UNCOMMITTED), timeout=30)
             end = None
