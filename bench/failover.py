@@ -83,6 +83,7 @@ def run(kills: int, session_timeout_ms: int, base: Path) -> list[float]:
         session = ["--metadata-session-timeout-ms", str(session_timeout_ms)]
         for n in range(3):
             processes.append(Process(["bookie", "--metadata-url", url, "--port", "0",
+                                      "--metrics-port", "0",
                                       "--data-dir", str(base / f"bookie-{n}"),
                                       "--durability", "async", *session],
                                      base / f"bookie-{n}.log"))
