@@ -110,8 +110,9 @@ class SegmentWriter:
         self.segment = segment
         self.writer_id = writer_id
         self.acknowledged = -1  # the highest event number acknowledged
-        #: time.monotonic() of the latest acknowledgement.
+        #: time.monotonic() of the latest acknowledgement, and the broker that gave it.
         self.acknowledged_at = 0.0
+        self.acknowledged_by = ""
         self.owners_seen: list[str] = []
         self.wrong_hosts = 0
         self._stream: _Stream | None = None
@@ -149,7 +150,7 @@ class SegmentWriter:
             if self._stream is None:
                 self._stream = self._connect()
                 if self._stored >= number:  # stored before the stream broke
-                    self.acknowledged, self.acknowledged_at = number, time.monotonic()
+                    self._acknowledge(number)
                     return
             sequence += 1
             block = events_pb2.EventBlock(format_version=1, payloads=[self.payload(number)])
@@ -161,7 +162,7 @@ class SegmentWriter:
             except (grpc.RpcError, TimeoutError):
                 reply = None
             if reply is not None and reply.WhichOneof("reply") == "data_appended":
-                self.acknowledged, self.acknowledged_at = number, time.monotonic()
+                self._acknowledge(number)
                 return
             if reply is not None and reply.WhichOneof("reply") == "wrong_host":
                 self.wrong_hosts += 1
@@ -169,6 +170,11 @@ class SegmentWriter:
             self._stream = None
         raise AssertionError(f"{self.writer_id}: event {number} not acknowledged in "
                              f"{deadline_s} s (owners seen {self.owners_seen})")
+
+    def _acknowledge(self, number: int) -> None:
+        assert self._stream is not None
+        self.acknowledged_by = self._stream.address
+        self.acknowledged, self.acknowledged_at = number, time.monotonic()
 
     def close(self) -> None:
         if self._stream is not None:

@@ -120,7 +120,10 @@ def run(kills: int, session_timeout_ms: int, base: Path) -> list[float]:
             victim = next(b for b in brokers if b.address == owner)
             killed_at = time.monotonic()
             victim.kill()
-            _wait(lambda k=killed_at: writer.acknowledged_at > k or bool(failures))  # type: ignore[misc]
+            # The first append acknowledged by another broker after the kill (a
+            # reply the victim sent just before dying does not count).
+            _wait(lambda k=killed_at, v=victim.address: (  # type: ignore[misc]
+                writer.acknowledged_at > k and writer.acknowledged_by != v) or bool(failures))
             if failures:
                 raise failures[0]
             times.append(writer.acknowledged_at - killed_at)
@@ -130,7 +133,9 @@ def run(kills: int, session_timeout_ms: int, base: Path) -> list[float]:
             replacement = broker()
             brokers.append(replacement)
             writer.brokers = [b.address for b in brokers]
-            _wait(lambda r=replacement: len(list_brokers(r.address).brokers) == 3)  # type: ignore[misc]
+            # The next kill only once the newcomer has its share (handovers done).
+            _wait(lambda r=replacement: sorted(  # type: ignore[misc]
+                len(b.containers) for b in list_brokers(r.address).brokers) == [5, 5, 6])
         stop.set()
         thread.join(120)
         writer.close()
