@@ -52,11 +52,23 @@ class OwnedTopics:
 
     async def segment(self, name: str) -> SegmentHandle:
         self._check(name)
-        return await self._topics.segment(name)
+        return await self._still_owned(name, await self._topics.segment(name))
 
     async def writable_segment(self, name: str, action: str) -> SegmentHandle:
         self._check(name)
-        return await self._topics.writable_segment(name, action)
+        return await self._still_owned(name, await self._topics.writable_segment(name, action))
+
+    async def _still_owned(self, name: str, segment: SegmentHandle) -> SegmentHandle:
+        """``segment`` if its container is still ours after the load, else WrongHost.
+
+        A load (recovery) takes round trips; the container may have been
+        released meanwhile, after the handover had unloaded what was loaded
+        then. The segment just loaded is handed over too, not left behind.
+        """
+        if self._owns(name):
+            return segment
+        await self._topics.release_segments(lambda loaded: loaded == name)
+        raise WrongHostError(name, self._owner_of(name))
 
     async def create_topic(self, name: str, segment_count: int,
                            config: TopicConfig) -> TopicInfo:
