@@ -24,7 +24,7 @@ async def test_hand_over_finishes_appends_closes_the_ledger_and_refuses_the_rest
     # ledger closed and the writer table: the resend of event 2 is a duplicate.
     again = await topics.segment("t/0")
     assert again is not segment
-    assert [ledger.closed for ledger in again.info().ledgers][0] is True
+    assert again.info().ledgers[0].closed
     duplicate = await again.append([block(0, 3)], "w", 2)
     assert duplicate.duplicate
     result = await again.append([block(1, 1)], "w", 3)
