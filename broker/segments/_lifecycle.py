@@ -6,6 +6,7 @@ import contextlib
 import logging
 
 from broker.api import SegmentInfo
+from broker.errors import WrongHostError
 from broker.segments._chain import SegmentChain
 from broker.segments._core import SegmentLife
 from ledger.errors import LedgerError, NoNodeError
@@ -95,6 +96,23 @@ class SegmentLifecycle(SegmentChain):
         self._moved = True
         self._life = SegmentLife.CLOSED
         self._wake()
+
+    def deleted_elsewhere(self) -> None:
+        """Another broker deleted the segment (its record is gone): refuse everything now."""
+        self._life = SegmentLife.DELETED
+        self._wake()
+
+    def record_changed(self, version: int) -> None:
+        """The segment record is at ``version`` now: if another broker wrote it, give up.
+
+        This broker's own writes leave the record at the version it keeps;
+        another's (a takeover, a seal by a scale elsewhere) fail the segment
+        WrongHost, to be loaded again by the owner.
+        """
+        if version != self._record_version and self._failure is None:
+            log.info("segment %s: record changed by another broker; giving it up", self._name)
+            self._failure = WrongHostError(self._name)
+            self._wake()
 
     async def _save_snapshot(self) -> None:
         """On a clean close, once drained: record the writer table if it changed."""

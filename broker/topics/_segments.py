@@ -64,6 +64,8 @@ class TopicSegments(TopicsCore):
             if failed is not None:
                 await failed.close()
             self._segments[name] = segment
+            if self._reload_fenced:
+                await self._watch_record(name, segment)
             return segment
 
     async def writable_segment(self, name: str, action: str) -> LedgerSegment:
@@ -97,6 +99,39 @@ class TopicSegments(TopicsCore):
         if entry.state is SegmentState.SEALED and not segment.sealed:
             await segment.seal()  # a scale whose seal a crash cut short
         return segment
+
+    async def _watch_record(self, name: str, segment: LedgerSegment) -> None:
+        """In a cluster: follow the loaded segment's record (one watch, no read per append).
+
+        Another broker deleting the topic, or writing the record (a takeover,
+        a seal by a scale elsewhere), must not leave this copy taking appends:
+        a deletion makes it refuse everything (NoSuchSegment) and forgets it; a
+        foreign write fails it WrongHost (``record_changed``), so it is loaded
+        again on its next use.
+        """
+        topic, number = parse_segment_name(name)
+        path = segment_path(topic, number)
+        loop = asyncio.get_running_loop()
+
+        def fired(_event: object, _path: str) -> None:
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(check()))
+
+        async def check() -> None:
+            if self._segments.get(name) is not segment:
+                return  # unloaded or replaced: its watch ends here
+            try:
+                node = await self._store.get(path, watch=fired)
+            except NoNodeError:
+                if self._segments.get(name) is segment:
+                    del self._segments[name]
+                segment.deleted_elsewhere()
+                return
+            except LedgerError as error:  # unreachable: the next change or use tells
+                log.info("segment %s: record not watched: %s", name, error)
+                return
+            segment.record_changed(node.version)
+
+        await check()
 
     async def release_segments(self, moving: Callable[[str], bool]) -> None:
         """Hand over every loaded segment whose name ``moving`` accepts, and forget it.

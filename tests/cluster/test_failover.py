@@ -196,3 +196,34 @@ def test_graceful_handover_when_a_broker_joins_and_when_one_stops(
     _spread(remaining[0], [4, 4, 4])
     writers.advance(20, "20 more events per segment after the leave")
     writers.stop_and_check(remaining)
+
+
+@pytest.mark.timeout(300)
+def test_a_topic_deleted_on_another_broker_takes_no_more_appends_on_its_owner(
+        zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+    _, brokers = _cluster(bookie_processes, zk_url, tmp_path, brokers=2)
+    addresses = [b.address for b in brokers]
+    _create_topic(addresses[0])
+    owner = lookup_owner(addresses, "orders/0")
+    other = next(a for a in addresses if a != owner)
+    channel = grpc.insecure_channel(owner)
+    stub = append_pb2_grpc.AppendStub(channel)
+
+    def append(number: int) -> str:
+        block = events_pb2.EventBlock(format_version=1, payloads=[b"%d" % number])
+        replies = stub.Append(iter([
+            append_pb2.AppendCommand(request_id=1 << 32, setup_append=append_pb2.SetupAppend(
+                segment="orders/0", writer_id="w")),
+            append_pb2.AppendCommand(request_id=(1 << 32) | 1, append_block=append_pb2.AppendBlock(
+                data=block.SerializeToString(), event_count=1, last_event_number=number,
+                end=True))]), timeout=30)
+        kinds = [reply.WhichOneof("reply") for reply in replies]
+        return kinds[-1]
+
+    assert append(0) == "data_appended"
+    with folio.Client(other, timeout_s=30) as client:
+        client.delete_topic("orders")
+    # The owner's loaded segment meets the fence and finds its record gone.
+    assert append(1) in ("no_such_segment", "wrong_host")
+    assert append(1) == "no_such_segment"
+    channel.close()
