@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -97,6 +98,23 @@ class Writers:
             # Exactly once, in order: an event resent after a failover may have
             # been stored once before (then AppendSetup said so), never twice.
             assert payloads == expected, (writer.segment, len(payloads), len(expected))
+
+
+def _raw_appender(channel: grpc.Channel) -> Callable[[int], str]:
+    """``append(number)``: SetupAppend on orders/0 as writer "w", one block; the last reply kind."""
+    stub = append_pb2_grpc.AppendStub(channel)
+
+    def append(number: int) -> str:
+        block = events_pb2.EventBlock(format_version=1, payloads=[b"%d" % number])
+        replies = stub.Append(iter([
+            append_pb2.AppendCommand(request_id=1 << 32, setup_append=append_pb2.SetupAppend(
+                segment="orders/0", writer_id="w")),
+            append_pb2.AppendCommand(request_id=(1 << 32) | 1, append_block=append_pb2.AppendBlock(
+                data=block.SerializeToString(), event_count=1, last_event_number=number,
+                end=True))]), timeout=30)
+        return [reply.WhichOneof("reply") for reply in replies][-1]
+
+    return append
 
 
 def _create_topic(address: str) -> None:
@@ -207,18 +225,7 @@ def test_a_topic_deleted_on_another_broker_takes_no_more_appends_on_its_owner(
     owner = lookup_owner(addresses, "orders/0")
     other = next(a for a in addresses if a != owner)
     channel = grpc.insecure_channel(owner)
-    stub = append_pb2_grpc.AppendStub(channel)
-
-    def append(number: int) -> str:
-        block = events_pb2.EventBlock(format_version=1, payloads=[b"%d" % number])
-        replies = stub.Append(iter([
-            append_pb2.AppendCommand(request_id=1 << 32, setup_append=append_pb2.SetupAppend(
-                segment="orders/0", writer_id="w")),
-            append_pb2.AppendCommand(request_id=(1 << 32) | 1, append_block=append_pb2.AppendBlock(
-                data=block.SerializeToString(), event_count=1, last_event_number=number,
-                end=True))]), timeout=30)
-        kinds = [reply.WhichOneof("reply") for reply in replies]
-        return kinds[-1]
+    append = _raw_appender(channel)
 
     assert append(0) == "data_appended"
     with folio.Client(other, timeout_s=30) as client:
@@ -227,3 +234,26 @@ def test_a_topic_deleted_on_another_broker_takes_no_more_appends_on_its_owner(
     assert append(1) in ("no_such_segment", "wrong_host")
     assert append(1) == "no_such_segment"
     channel.close()
+
+
+@pytest.mark.timeout(300)
+def test_a_scale_on_another_broker_seals_the_owner_s_segment(
+        zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+    _, brokers = _cluster(bookie_processes, zk_url, tmp_path, brokers=2)
+    addresses = [b.address for b in brokers]
+    _create_topic(addresses[0])
+    owner = lookup_owner(addresses, "orders/0")
+    other = next(a for a in addresses if a != owner)
+    channel = grpc.insecure_channel(owner)
+    append = _raw_appender(channel)
+    assert append(0) == "data_appended"
+    with folio.Client(other, timeout_s=30) as client:
+        low, high = next((s.key_low, s.key_high) for s in client.get_topic("orders").segments
+                         if s.name == "orders/0")
+        client.scale_topic("orders", ["orders/0"], [(low, (low + high) / 2),
+                                                    ((low + high) / 2, high)])
+    # The owner's copy met the fence (or the record's change) and loads it again, sealed.
+    assert append(1) in ("segment_is_sealed", "wrong_host")
+    assert append(1) == "segment_is_sealed"
+    channel.close()
+    assert read_segment(addresses, "orders/0") == [b"0"]
