@@ -16,10 +16,15 @@ from __future__ import annotations
 from broker.api import Topics
 from broker.cluster.owned_topics import OwnedTopics, TopicsHandover
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
+from broker.groups.heartbeats import HeartbeatBoard
+from broker.groups.liveness import GroupLiveness
 from broker.topics.manager import TopicManager
 from ledger.api import MetadataStore
 
-__all__ = ["ClusterOwnership"]
+__all__ = ["GROUP_KEY_PREFIX", "ClusterOwnership"]
+
+#: A reader group is swept by the owner of the container of this prefix + its name.
+GROUP_KEY_PREFIX = "_readergroup/"
 
 
 class ClusterOwnership:
@@ -52,6 +57,16 @@ class ClusterOwnership:
                                  suspended_grace_s=self._session_timeout_ms / 1000)
         self._owners = owners
         return OwnedTopics(topics, owners.owns, owners.owner_of)
+
+    def share_liveness(self, liveness: GroupLiveness) -> None:
+        """Reader group liveness across brokers: heartbeats in the store, one sweeper per group.
+
+        A group is swept by the owner of the container of ``_readergroup/<name>``
+        (``broker.groups.heartbeats``).
+        """
+        owners = self.owners
+        liveness.share(HeartbeatBoard(self._store),
+                       lambda group: owners.owns(f"{GROUP_KEY_PREFIX}{group}"))
 
     async def start(self, address: str) -> None:
         """Join the balance as ``address`` (the broker's id and client address)."""

@@ -233,6 +233,8 @@ async def _serve_topics(
     await commit_keys.start()  # settles the idempotent commits a crash cut short
     try:
         served = topics if ownership is None else ownership.attach(topics)
+        if ownership is not None:
+            ownership.share_liveness(liveness)
         server = await start_broker_server(served, config.host, config.port,
                                            max_held_bytes=config.max_held_bytes,
                                            max_held_ms=config.max_held_ms,
