@@ -264,6 +264,8 @@ class GroupLiveness:
         for reader_id in silent:
             members.pop(reader_id, None)
             count_member_offline(name)
+        if self._board is not None:
+            await self._board.forget_others(name, set(members))
         return [(name, reader_id) for reader_id in silent]
 
     async def _heard_elsewhere(self, name: str, state: groups_pb2.ReaderGroupState,
