@@ -64,7 +64,10 @@ class TopicSegments(TopicsCore):
             if failed is not None:
                 await failed.close()
             self._segments[name] = segment
-            if self._reload_fenced:
+            if self._reload_fenced and not is_system_topic(topic):
+                # System topics are reached by every broker's own components
+                # without ownership (docs/cluster.md, "What is not done yet"):
+                # a watch would make them reload each other's copies in turn.
                 await self._watch_record(name, segment)
             return segment
 
