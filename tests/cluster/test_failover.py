@@ -9,6 +9,7 @@ a few seconds.
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from collections.abc import Callable
@@ -24,7 +25,16 @@ from bench._cluster_client import (
     lookup_owner,
     read_segment,
 )
-from folio.api.v1 import append_pb2, append_pb2_grpc, events_pb2
+from folio.api.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    append_pb2,
+    append_pb2_grpc,
+    errors_pb2,
+    events_pb2,
+    read_pb2,
+    read_pb2_grpc,
+)
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.cluster import LocalCluster
 from tests.support.wait import wait_for
@@ -257,3 +267,29 @@ def test_a_scale_on_another_broker_seals_the_owner_s_segment(
     assert append(1) == "segment_is_sealed"
     channel.close()
     assert read_segment(addresses, "orders/0") == [b"0"]
+
+
+@pytest.mark.timeout(300)
+def test_unary_calls_and_reads_on_a_non_owner_are_wrong_host_with_the_owner(
+        zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+    _, brokers = _cluster(bookie_processes, zk_url, tmp_path, brokers=2)
+    addresses = [b.address for b in brokers]
+    _create_topic(addresses[0])
+    owner = lookup_owner(addresses, "orders/0")
+    other = next(a for a in addresses if a != owner)
+    with grpc.insecure_channel(other) as channel:
+        calls = {
+            "GetSegmentInfo": lambda: admin_pb2_grpc.AdminStub(channel).GetSegmentInfo(
+                admin_pb2.GetSegmentInfoRequest(segment="orders/0"), timeout=10),
+            "Read": lambda: list(read_pb2_grpc.ReadStub(channel).Read(
+                read_pb2.ReadRequest(segment="orders/0", max_wait_ms=1), timeout=10)),
+        }
+        for name, call in calls.items():
+            with pytest.raises(grpc.RpcError) as refused:
+                call()
+            error = refused.value
+            assert error.code() == grpc.StatusCode.UNAVAILABLE, name
+            trailers = dict(error.trailing_metadata() or ())
+            assert trailers["folio-error-code"] == str(errors_pb2.ERROR_CODE_WRONG_HOST), name
+            assert json.loads(trailers["folio-error-context"]) == {
+                "segment": "orders/0", "owner": owner}, name
