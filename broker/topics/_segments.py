@@ -97,7 +97,7 @@ class TopicSegments(TopicsCore):
             key_low=entry.key_low, key_high=entry.key_high, config=record.config,
             clock=self._clock, writer_expiry_ms=self._writer_expiry_ms,
             txn_store=None if is_system_topic(topic) else self.txn_snapshot_store(),
-            txn_snapshots=self._txn_snapshots,
+            txn_snapshots=self._txn_snapshots, delete_empty=not self._reload_fenced,
         )
         if entry.state is SegmentState.SEALED and not segment.sealed:
             await segment.seal()  # a scale whose seal a crash cut short

@@ -7,7 +7,7 @@ import pytest
 from broker.api import SegmentState
 from broker.errors import WrongHostError
 from broker.topics.manager import TopicManager
-from tests.unit.broker.conftest import SMALL, block
+from tests.unit.broker.conftest import SMALL, BrokerEnv, block
 
 
 async def test_hand_over_finishes_appends_closes_the_ledger_and_refuses_the_rest(
@@ -44,3 +44,22 @@ async def test_abandon_refuses_at_once_and_the_next_owner_fences(
     again = await topics.segment("t/0")
     assert again.info().segment.end_offset == 2
     assert (await again.append([block(1, 1)], "w", 2)).offset == 2
+
+
+async def test_a_taken_over_segment_s_empty_ledger_refuses_the_old_owner(
+        env: BrokerEnv) -> None:
+    """Two cluster brokers (two managers on one stack): B takes a segment A loaded, never wrote.
+
+    Recovery sets A's empty ledger aside. Deleting it would drop its fence on the
+    bookies (they would then take A's late append into a ledger nobody reads);
+    a cluster keeps it, fenced, and A's append is refused.
+    """
+    first = env.manager(reload_fenced=True)
+    await first.create_topic("t", 1, SMALL)
+    stale = await first.segment("t/0")  # loaded: a fresh, empty ledger
+    second = env.manager(reload_fenced=True)
+    taken = await second.segment("t/0")  # recovery fences that ledger, sets it aside
+    with pytest.raises(WrongHostError):
+        await stale.append([block(0, 1)], "w", 0)
+    assert taken.info().segment.end_offset == 0
+    assert (await taken.append([block(0, 1)], "w", 0)).offset == 0
