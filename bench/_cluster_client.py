@@ -182,8 +182,10 @@ class SegmentWriter:
             self._stream = None
 
 
-def read_segment(brokers: Sequence[str], segment: str) -> list[bytes]:
-    """Every payload of ``segment`` (read_uncommitted), from its owner, to its end now."""
+def read_segment(brokers: Sequence[str], segment: str, *,
+                 committed: bool = False) -> list[bytes]:
+    """Every payload of ``segment`` from its owner, to its end now (read_uncommitted
+    unless ``committed``: then up to the committed end, transactions committed only)."""
     owner = lookup_owner(brokers, segment)
     payloads: list[bytes] = []
     with _channel(owner) as channel:
@@ -192,7 +194,8 @@ def read_segment(brokers: Sequence[str], segment: str) -> list[bytes]:
         while True:
             responses: Any = stub.Read(read_pb2.ReadRequest(
                 segment=segment, offset=offset, max_wait_ms=1,
-                isolation=read_pb2.ReadRequest.READ_UNCOMMITTED), timeout=30)
+                isolation=read_pb2.ReadRequest.READ_COMMITTED if committed
+                else read_pb2.ReadRequest.READ_UNCOMMITTED), timeout=30)
             end = None
             for response in responses:
                 for block in response.blocks:

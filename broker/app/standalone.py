@@ -38,7 +38,7 @@ from pathlib import Path
 
 from prometheus_client import start_http_server
 
-from broker.api import TopicConfig
+from broker.api import TopicConfig, Topics
 from broker.app.cluster_ownership import ClusterOwnership
 from broker.app.storage_watch import StorageWatch
 from broker.broker_config import BrokerConfig, RemoteBookies
@@ -201,7 +201,11 @@ async def serve_ledgers(
     try:
         # Replays the transaction log, finishing commits and aborts a crash cut short.
         coordinator = TxnCoordinator(topics, faults=txn_faults)
-        await coordinator.start()
+        if ownership is None:
+            # A cluster broker replays only once it owns the coordinator's container
+            # (broker.app.cluster_ownership): a replay here would fence the log of
+            # the coordinator running elsewhere.
+            await coordinator.start()
         topics.add_maintenance_hook(coordinator.tick)
         watch_broker(topics, coordinator)
         groups = ReaderGroupStore(store)
@@ -230,10 +234,12 @@ async def _serve_topics(
     ownership: ClusterOwnership | None = None,
 ) -> int:
     commit_keys = CommitKeys(topics, coordinator)
-    await commit_keys.start()  # settles the idempotent commits a crash cut short
+    if ownership is None:  # a cluster broker: on taking the coordinator over
+        await commit_keys.start()  # settles the idempotent commits a crash cut short
     try:
-        served = topics if ownership is None else ownership.attach(topics)
+        served: Topics = topics
         if ownership is not None:
+            served = await ownership.attach(topics, coordinator, commit_keys)
             ownership.share_liveness(liveness)
         server = await start_broker_server(served, config.host, config.port,
                                            max_held_bytes=config.max_held_bytes,
@@ -241,7 +247,9 @@ async def _serve_topics(
                                            coordinator=coordinator, commit_keys=commit_keys,
                                            groups=groups, group_liveness=liveness,
                                            owners=None if ownership is None
-                                           else ownership.owners)
+                                           else ownership.owners,
+                                           transactions_gate=None if ownership is None
+                                           else ownership.transactions_gate)
     except OSError as error:
         return _fail(str(error))
     try:

@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from broker.cluster.balance import plan
@@ -91,12 +92,15 @@ class ZooKeeperOwners:
             session perhaps alive) goes on serving; 0: stop at once. The
             broker sets it to the session timeout: by then the session has
             surely expired, and kazoo cannot report LOST before it reconnects.
+        on_claimed: awaited after each claim (the container is served already),
+            e.g. to move the transaction coordinator here.
     """
 
     def __init__(self, store: MetadataStore, container_count: int, broker_id: str,
                  address: str, handover: ContainerHandover, *, tick_s: float = 1.0,
                  release_timeout_s: float = DEFAULT_RELEASE_TIMEOUT_S,
-                 suspended_grace_s: float = 0.0) -> None:
+                 suspended_grace_s: float = 0.0,
+                 on_claimed: Callable[[int], Awaitable[None]] | None = None) -> None:
         if container_count <= 0:
             raise ValueError(f"container_count must be positive, got {container_count}")
         self._store = store
@@ -107,6 +111,7 @@ class ZooKeeperOwners:
         self._tick_s = tick_s
         self._release_timeout_s = release_timeout_s
         self._suspended_grace_s = suspended_grace_s
+        self._on_claimed = on_claimed
         self._suspension: asyncio.TimerHandle | None = None
         self._record = OwnerRecord(broker_id, address, uuid.uuid4().hex)
         self._wake = asyncio.Event()
@@ -335,6 +340,12 @@ class ZooKeeperOwners:
         self._cache.set_owner(container, self._record)
         self.changes += 1
         log.info("broker %s owns container %d", self._id, container)
+        if self._on_claimed is not None:
+            try:
+                await self._on_claimed(container)
+            except Exception:  # logged; the container stays ours (its segments load lazily)
+                log.exception("broker %s: taking over container %d failed", self._id,
+                              container)
 
     async def _release(self, containers: frozenset[int]) -> None:
         self._active.difference_update(containers)  # WrongHost from now on

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -23,14 +24,18 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
     """Begin, commit, abort and describe transactions."""
 
     def __init__(self, coordinator: TxnCoordinator,
-                 commit_keys: CommitKeys | None = None) -> None:
+                 commit_keys: CommitKeys | None = None,
+                 gate: Callable[[], None] | None = None) -> None:
         self._coordinator = coordinator
         self._commit_keys = commit_keys
+        #: A cluster broker's check that the coordinator runs here (WrongHostError).
+        self._gate = gate or (lambda: None)
 
     async def BeginTxn(
         self, request: transactions_pb2.BeginTxnRequest, context: _Context
     ) -> transactions_pb2.BeginTxnResponse:
         try:
+            self._gate()
             txn_id = await self._coordinator.begin(request.timeout_ms, request.label)
         except _Refusals as error:
             await abort_with(context, error)
@@ -40,6 +45,7 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         self, request: transactions_pb2.CommitTxnRequest, context: _Context
     ) -> transactions_pb2.CommitTxnResponse:
         try:
+            self._gate()
             if request.commit_key:
                 if self._commit_keys is None:
                     raise InvalidArgumentError("this broker does not keep commit keys")
@@ -55,6 +61,7 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         self, request: transactions_pb2.AbortTxnRequest, context: _Context
     ) -> transactions_pb2.AbortTxnResponse:
         try:
+            self._gate()
             await self._coordinator.abort(request.txn_id)
         except _Refusals as error:
             await abort_with(context, error)
@@ -64,6 +71,7 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         self, request: transactions_pb2.AbortTxnsRequest, context: _Context
     ) -> transactions_pb2.AbortTxnsResponse:
         try:
+            self._gate()
             aborted = await self._coordinator.abort_labelled(request.label, list(request.keep),
                                                              close=request.close)
         except _Refusals as error:
@@ -74,6 +82,7 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         self, request: transactions_pb2.GetTxnStatusRequest, context: _Context
     ) -> transactions_pb2.GetTxnStatusResponse:
         try:
+            self._gate()
             status = self._coordinator.status(request.txn_id)
         except _Refusals as error:
             await abort_with(context, error)

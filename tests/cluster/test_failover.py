@@ -127,9 +127,13 @@ def _raw_appender(channel: grpc.Channel) -> Callable[[int], str]:
     return append
 
 
-def _create_topic(address: str) -> None:
+def _create_topic_named(address: str, name: str, segments: int) -> None:
     with folio.Client(address, timeout_s=30) as client:
-        client.create_topic("orders", SEGMENTS)
+        client.create_topic(name, segments)
+
+
+def _create_topic(address: str) -> None:
+    _create_topic_named(address, "orders", SEGMENTS)
 
 
 @pytest.mark.timeout(300)
