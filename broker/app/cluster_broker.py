@@ -30,6 +30,7 @@ import logging
 import sys
 import time
 
+from broker.app.cluster_ownership import ClusterOwnership
 from broker.app.standalone import serve_ledgers, serve_until_signal, set_running
 from broker.broker_config import BookieSecurity, BrokerConfig
 from ledger.client.registry_directory import RegistryBookieDirectory
@@ -144,6 +145,7 @@ async def _serve(config: BrokerConfig, cluster: ClusterConfig, overrides: dict[s
                 await registration.start()
             except MetadataError as error:
                 return f"cannot register as {address}: {error}"
+            await ownership.start(address)
             set_running(_PROG, f"metadata {store.url}, registered as {address}, "
                                f"E={quorums['ensemble_size']} Qw={quorums['write_quorum']} "
                                f"Qa={quorums['ack_quorum']}")
@@ -154,8 +156,12 @@ async def _serve(config: BrokerConfig, cluster: ClusterConfig, overrides: dict[s
             if registration is not None:
                 await registration.close()
 
+        # Containers: served only while owned (broker.app.cluster_ownership).
+        ownership = ClusterOwnership(store, layout.container_count,
+                                     cluster.metadata_session_timeout_ms)
         return await serve_ledgers(config, store, directory, quorums, stop,
-                                   on_serving=on_serving, on_stopping=on_stopping)
+                                   on_serving=on_serving, on_stopping=on_stopping,
+                                   ownership=ownership)
     finally:
         if registration is not None:
             await registration.close()

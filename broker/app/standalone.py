@@ -41,7 +41,8 @@ from typing import Any
 import grpc
 from prometheus_client import start_http_server
 
-from broker.api import TopicConfig
+from broker.api import TopicConfig, Topics
+from broker.app.cluster_ownership import ClusterOwnership
 from broker.app.kafka_listener import KafkaUnavailableError, start_kafka
 from broker.app.storage_watch import StorageWatch
 from broker.auth import AclStore, Authorizer
@@ -183,8 +184,12 @@ async def serve_ledgers(
     txn_faults: TxnFaults = NO_TXN_FAULTS,
     on_serving: Callable[[int], Awaitable[str | None]] | None = None,
     on_stopping: Callable[[], Awaitable[None]] | None = None,
+    ownership: ClusterOwnership | None = None,
 ) -> int:
     """Serve the broker on ``store`` and the bookies of ``directory`` until ``stop``.
+
+    ``ownership`` (a cluster broker): the services serve only the segments of
+    the containers this broker owns (``broker.app.cluster_ownership``).
 
     ``on_serving(port)`` runs once the API is bound, before the ready line; an
     error message it returns fails the start (``folio broker`` in a cluster
@@ -200,7 +205,8 @@ async def serve_ledgers(
                           defaults=TopicConfig(),
                           retention_interval_s=config.retention_interval_s,
                           writer_expiry_ms=config.writer_expiry_ms,
-                          txn_snapshots=config.txn_snapshots())
+                          txn_snapshots=config.txn_snapshots(),
+                          reload_fenced=ownership is not None)
     limit = topics.txn_snapshot_store().max_record_bytes
     if config.txn_snapshot_chunk_bytes > limit:
         await ledgers.close()
@@ -210,7 +216,11 @@ async def serve_ledgers(
     try:
         # Replays the transaction log, finishing commits and aborts a crash cut short.
         coordinator = TxnCoordinator(topics, faults=txn_faults)
-        await coordinator.start()
+        if ownership is None:
+            # A cluster broker replays only once it owns the coordinator's container
+            # (broker.app.cluster_ownership): a replay here would fence the log of
+            # the coordinator running elsewhere.
+            await coordinator.start()
         topics.add_maintenance_hook(coordinator.tick)
         watch_broker(topics, coordinator)
         groups = ReaderGroupStore(store)
@@ -221,7 +231,7 @@ async def serve_ledgers(
         try:
             return await _serve_topics(config, topics, stop, coordinator, groups, liveness,
                                        bookie, directory if bookie is not None else None,
-                                       store, on_serving, on_stopping)
+                                       store, on_serving, on_stopping, ownership)
         finally:
             await liveness.close()
             await coordinator.close()
@@ -236,9 +246,11 @@ async def _serve_topics(
     bookie: Bookie | None, directory: BookieDirectory | None, store: MetadataStore,
     on_serving: Callable[[int], Awaitable[str | None]] | None,
     on_stopping: Callable[[], Awaitable[None]] | None,
+    ownership: ClusterOwnership | None = None,
 ) -> int:
     commit_keys = CommitKeys(topics, coordinator)
-    await commit_keys.start()  # settles the idempotent commits a crash cut short
+    if ownership is None:  # a cluster broker: on taking the coordinator over
+        await commit_keys.start()  # settles the idempotent commits a crash cut short
     acls = AclStore(store)
     await acls.start()
     try:
@@ -249,7 +261,7 @@ async def _serve_topics(
     try:
         return await _serve_api(config, topics, stop, coordinator, commit_keys, groups,
                                 liveness, bookie, directory, store, acls, interceptors,
-                                on_serving, on_stopping)
+                                on_serving, on_stopping, ownership)
     finally:
         await acls.close()
 
@@ -272,15 +284,24 @@ async def _serve_api(
     store: MetadataStore, acls: AclStore, interceptors: list[grpc.aio.ServerInterceptor[Any, Any]],
     on_serving: Callable[[int], Awaitable[str | None]] | None,
     on_stopping: Callable[[], Awaitable[None]] | None,
+    ownership: ClusterOwnership | None,
 ) -> int:
     try:
-        server = await start_broker_server(topics, config.host, config.port,
+        served: Topics = topics
+        if ownership is not None:
+            served = await ownership.attach(topics, coordinator, commit_keys)
+            ownership.share_liveness(liveness)
+        server = await start_broker_server(served, config.host, config.port,
                                            max_held_bytes=config.max_held_bytes,
                                            max_held_ms=config.max_held_ms,
                                            coordinator=coordinator, commit_keys=commit_keys,
                                            groups=groups, group_liveness=liveness,
                                            tls=config.server_tls(), acls=acls,
-                                           interceptors=interceptors)
+                                           interceptors=interceptors,
+                                           owners=None if ownership is None
+                                           else ownership.owners,
+                                           transactions_gate=None if ownership is None
+                                           else ownership.transactions_gate)
     except (OSError, TlsConfigError) as error:
         return _fail(str(error))
     try:
@@ -315,6 +336,9 @@ async def _serve_api(
               f"metrics on {scheme}://{config.host}:{metrics.server_port}/metrics{kafka_line})",
               flush=True)
         await stop.wait()
+        if ownership is not None:
+            # Hand the containers over while still answering (WrongHost).
+            await ownership.stop()
         if on_stopping is not None:
             await on_stopping()
         log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from broker.errors import BrokerError, GroupStateConflictError, ReaderGroupNotFoundError
+from broker.groups.heartbeats import HeartbeatBoard
 from broker.groups.store import ReaderGroupStore, session_timeout_ms
 from broker.metrics import count_member_offline
 from folio.api.v1 import groups_pb2
@@ -118,6 +119,8 @@ class _Heard:
     heard_s: float
     heartbeated: bool = False
     offsets: dict[str, int] = field(default_factory=dict)
+    #: The version of its shared heartbeat node last seen (cluster), -1: none.
+    shared_version: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +150,17 @@ class GroupLiveness:
         #: could pass its timeout (a group is not read every round).
         self._next_check: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
+        self._board: HeartbeatBoard | None = None
+        self._sweeps: Callable[[str], bool] = lambda group: True
+
+    def share(self, board: HeartbeatBoard, sweeps: Callable[[str], bool]) -> None:
+        """Cluster mode: heartbeats go to ``board`` too; sweep only the groups ``sweeps`` names.
+
+        Exactly one broker should sweep a group (the owner of its container), and
+        it learns of heartbeats other brokers received from the board.
+        """
+        self._board = board
+        self._sweeps = sweeps
 
     def _entry(self, group: str, member: groups_pb2.ReaderAssignment, now: float) -> _Heard:
         """The member's entry; a new session (or a first sight) starts its clock now."""
@@ -172,6 +186,8 @@ class GroupLiveness:
         entry.heartbeated = True
         held = {s.segment for s in member.segments}
         entry.offsets = {s: o for s, o in offsets.items() if s in held}
+        if self._board is not None:
+            await self._board.write(group, reader_id, session_id, entry.offsets)
         return True, timeout_ms
 
     def reported(self, group: str, state: groups_pb2.ReaderGroupState) -> dict[str, int]:
@@ -207,7 +223,7 @@ class GroupLiveness:
             del self._next_check[gone]
         now = self._clock()
         for name in names:
-            if self._next_check.get(name, now) > now:
+            if self._next_check.get(name, now) > now or not self._sweeps(name):
                 continue
             try:
                 declared += await self._sweep_group(name)
@@ -224,6 +240,8 @@ class GroupLiveness:
         timeout_s = session_timeout_ms(record.state) / 1000
         members = {m.reader_id: self._entry(name, m, now) for m in record.state.readers}
         self._heard[name] = members  # forgets members that left
+        if self._board is not None:
+            await self._heard_elsewhere(name, record.state, members, now)
         silent = sorted(r for r, entry in members.items() if now - entry.heard_s > timeout_s)
         # Read it again when the first live member could pass its timeout (a
         # heartbeat meanwhile only makes that read early). A member that joins
@@ -246,7 +264,25 @@ class GroupLiveness:
         for reader_id in silent:
             members.pop(reader_id, None)
             count_member_offline(name)
+        if self._board is not None:
+            await self._board.forget_others(name, set(members))
         return [(name, reader_id) for reader_id in silent]
+
+    async def _heard_elsewhere(self, name: str, state: groups_pb2.ReaderGroupState,
+                               members: dict[str, _Heard], now: float) -> None:
+        """Cluster: count heartbeats any broker received (their node's version moved)."""
+        assert self._board is not None
+        for member in state.readers:
+            shared = await self._board.read(name, member.reader_id)
+            entry = members[member.reader_id]
+            if (shared is not None and shared.session_id == member.session_id
+                    and shared.version != entry.shared_version):
+                entry.shared_version = shared.version
+                entry.heard_s = now
+                entry.heartbeated = True
+                held = {s.segment for s in member.segments}
+                entry.offsets = {s: o for s, o in shared.offsets.items() if s in held}
+        await self._board.forget_others(name, set(members))
 
     # -- the background task ------------------------------------------------
 

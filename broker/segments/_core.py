@@ -101,6 +101,9 @@ class SegmentCore:
         self._snapshot: Mapping[str, WriterState] = record.writers
         self._unconfirmed: deque[PendingEntry] = deque()
         self._failure: Exception | None = None
+        #: Set when this broker hands the segment over or loses it (cluster):
+        #: calls then fail WrongHost rather than "closed".
+        self._moved = False
         self._life = SegmentLife.OPEN
         self._chain_lock = asyncio.Lock()
         self._open_lock = asyncio.Lock()
@@ -196,7 +199,9 @@ class SegmentCore:
     def _check_readable(self) -> None:
         if self._life is SegmentLife.DELETED:
             raise NoSuchSegmentError(self._name)
-        if self._life is not SegmentLife.OPEN:
+        if self._life is not SegmentLife.OPEN or self._moved:
+            if self._moved:
+                raise WrongHostError(self._name)
             raise BrokerShuttingDownError(f"segment {self._name} is closed")
 
     def _check_appendable(self) -> None:

@@ -6,6 +6,7 @@ import contextlib
 import logging
 
 from broker.api import SegmentInfo
+from broker.errors import WrongHostError
 from broker.segments._chain import SegmentChain
 from broker.segments._core import SegmentLife
 from ledger.errors import LedgerError, NoNodeError
@@ -57,6 +58,61 @@ class SegmentLifecycle(SegmentChain):
                     log.info("segment %s: ledger %d not closed: %s", self._name,
                              last.ledger_id, error)
             self._life = SegmentLife.CLOSED
+
+    async def hand_over(self) -> None:
+        """Another broker takes the segment: finish appends under way, close, refuse the rest.
+
+        From the call on, new appends and reads fail ``WrongHostError``; the
+        appends already handed to the ledger finish and are acknowledged, then
+        the writer table is saved and the ledger closed, so the next owner's
+        recovery finds it closed.
+        """
+        if self._life is not SegmentLife.OPEN:
+            return
+        self._life = SegmentLife.CLOSING
+        self._moved = True
+        self._wake()
+        async with self._chain_lock:
+            with contextlib.suppress(Exception):
+                await self._drain()
+            await self._save_snapshot()
+            last = self._spans[-1] if self._spans else None
+            if last is not None and last.writing and last.handle is not None:
+                try:
+                    await last.handle.close()
+                except LedgerError as error:
+                    log.info("segment %s: ledger %d not closed on hand-over: %s", self._name,
+                             last.ledger_id, error)
+            self._life = SegmentLife.CLOSED
+
+    def abandon(self) -> None:
+        """This broker lost the segment (session lost): refuse everything now, touch nothing.
+
+        Appends not yet handed to the ledger fail ``WrongHostError``, and so do
+        reads; the ledger stays open for the next owner to fence. An append
+        already sent to the bookies may still complete: it is then durable, and
+        the next owner's recovery keeps it.
+        """
+        self._moved = True
+        self._life = SegmentLife.CLOSED
+        self._wake()
+
+    def deleted_elsewhere(self) -> None:
+        """Another broker deleted the segment (its record is gone): refuse everything now."""
+        self._life = SegmentLife.DELETED
+        self._wake()
+
+    def record_changed(self, version: int) -> None:
+        """The segment record is at ``version`` now: if another broker wrote it, give up.
+
+        This broker's own writes leave the record at the version it keeps;
+        another's (a takeover, a seal by a scale elsewhere) fail the segment
+        WrongHost, to be loaded again by the owner.
+        """
+        if version != self._record_version and self._failure is None:
+            log.info("segment %s: record changed by another broker; giving it up", self._name)
+            self._failure = WrongHostError(self._name)
+            self._wake()
 
     async def _save_snapshot(self) -> None:
         """On a clean close, once drained: record the writer table if it changed."""

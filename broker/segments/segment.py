@@ -79,12 +79,19 @@ class LedgerSegment(SegmentMarkers, SegmentReads, SegmentHead, SegmentLifecycle)
         key_low: float, key_high: float, config: TopicConfig,
         clock: Callable[[], float], writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
         txn_store: SnapshotStore | None = None, txn_snapshots: SnapshotPolicy | None = None,
+        delete_empty: bool = True,
     ) -> LedgerSegment:
         """Recover the segment from its record and start a fresh ledger for appends.
 
         With ``txn_store`` the segment takes transactional appends and owns a
         transaction buffer, recovered here (its snapshot, then a replay of the
         ledgers after it) before the segment is returned.
+
+        ``delete_empty=False`` (a cluster) keeps the empty ledgers recovery set
+        aside instead of deleting them: a previous owner may still hold one
+        open, and a deleted ledger loses its fence on the bookies, so that
+        owner's late appends would be accepted into a ledger nobody reads.
+        Kept, the fenced ledger refuses them (the owner answers WrongHost).
 
         Raises ``NoSuchSegmentError`` if it has no record, ``WrongHostError`` if
         another broker changed the record meanwhile, ``LedgerError`` if the
@@ -98,7 +105,7 @@ class LedgerSegment(SegmentMarkers, SegmentReads, SegmentHead, SegmentLifecycle)
             writer_expiry_ms=writer_expiry_ms, txn_store=txn_store, txn_snapshots=txn_snapshots,
         )
         if not chain.record.sealed:
-            await segment._start_ledger(replacing=chain.empty)
+            await segment._start_ledger(replacing=chain.empty if delete_empty else [])
         if segment._buffer is not None:
             started = time.perf_counter()
             await segment._buffer.recover(

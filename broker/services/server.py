@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +92,7 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
                               tls: ServerTls | None = None,
                               acls: AclStore | None = None,
                               interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
+                              transactions_gate: Callable[[], None] | None = None,
                               ) -> BrokerServer:
     """Serve ``topics`` over the public gRPC API and start.
 
@@ -107,6 +108,8 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
 
     ``owners`` says which broker serves each segment (``broker.cluster``);
     without, this broker owns every segment under the address it binds.
+    ``transactions_gate`` (a cluster broker) raises ``WrongHostError`` naming
+    the coordinator's broker unless the transaction coordinator runs here.
 
     ``max_held_bytes`` and ``max_held_ms`` bound the blocks of uncommitted
     transactions (see ``broker.txn.held``).
@@ -135,7 +138,7 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
         add_servicer(server, service, servicer)
     if coordinator is not None:
         add_servicer(server, transactions_pb2.DESCRIPTOR.services_by_name["Transactions"],
-                     TransactionsServicer(coordinator, commit_keys))
+                     TransactionsServicer(coordinator, commit_keys, transactions_gate))
     if groups is not None:
         add_servicer(server, groups_pb2.DESCRIPTOR.services_by_name["ReaderGroups"],
                      ReaderGroupsServicer(topics, groups, group_liveness))

@@ -6,6 +6,7 @@ Txn ids cross here: the request's 16 bytes become a ``TxnId``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -29,14 +30,18 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
     """Begin, commit, abort and describe transactions."""
 
     def __init__(self, coordinator: TxnCoordinator,
-                 commit_keys: CommitKeys | None = None) -> None:
+                 commit_keys: CommitKeys | None = None,
+                 gate: Callable[[], None] | None = None) -> None:
         self._coordinator = coordinator
         self._commit_keys = commit_keys
+        #: A cluster broker's check that the coordinator runs here (WrongHostError).
+        self._gate = gate or (lambda: None)
 
     async def BeginTxn(
         self, request: transactions_pb2.BeginTxnRequest, context: _Context
     ) -> transactions_pb2.BeginTxnResponse:
         try:
+            self._gate()
             txn_id = await self._coordinator.begin(request.timeout_ms, request.label)
         except _Refusals as error:
             await abort_with(context, error)
@@ -46,6 +51,7 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         self, request: transactions_pb2.CommitTxnRequest, context: _Context
     ) -> transactions_pb2.CommitTxnResponse:
         try:
+            self._gate()
             txn_ids = [check_txn_id(raw) for raw in request.txn_ids]
             if request.commit_key:
                 if self._commit_keys is None:
@@ -62,6 +68,7 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         self, request: transactions_pb2.AbortTxnRequest, context: _Context
     ) -> transactions_pb2.AbortTxnResponse:
         try:
+            self._gate()
             await self._coordinator.abort(check_txn_id(request.txn_id))
         except _Refusals as error:
             await abort_with(context, error)
@@ -71,6 +78,7 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         self, request: transactions_pb2.AbortTxnsRequest, context: _Context
     ) -> transactions_pb2.AbortTxnsResponse:
         try:
+            self._gate()
             keep = [check_txn_id(raw) for raw in request.keep]
             aborted = await self._coordinator.abort_labelled(request.label, keep,
                                                              close=request.close)
@@ -83,6 +91,7 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         self, request: transactions_pb2.GetTxnStatusRequest, context: _Context
     ) -> transactions_pb2.GetTxnStatusResponse:
         try:
+            self._gate()
             status = self._coordinator.status(check_txn_id(request.txn_id))
         except _Refusals as error:
             await abort_with(context, error)

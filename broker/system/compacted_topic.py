@@ -290,6 +290,10 @@ class CompactedTopic:
                  len(self._index), segment.start_offset, offset)
         return segment
 
+    def forget(self) -> None:
+        """Rebuild the index from the segment on next use (another broker may have written it)."""
+        self._loaded = False
+
     def _skip(self, offset: int, data: bytes, error: CorruptDataError) -> None:
         """Leave out a block that is no record: it names no key, so no key's state changes.
 

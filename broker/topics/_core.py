@@ -61,6 +61,7 @@ class TopicsCore:
         clock: Callable[[], float] = time.time,
         writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
         txn_snapshots: SnapshotPolicy | None = None,
+        reload_fenced: bool = False,
     ) -> None:
         if writer_expiry_ms <= 0:
             raise ValueError(f"writer_expiry_ms must be positive, got {writer_expiry_ms}")
@@ -81,6 +82,7 @@ class TopicsCore:
             txn_store_factory, self)
         self._txn_store: SnapshotStore | None = None
         self._rates = RateMeter()
+        self._reload_fenced = reload_fenced
 
     async def close(self) -> None:
         """Stop background work and close every loaded segment's ledger cleanly."""
@@ -181,9 +183,17 @@ class TopicsCore:
                             start, end)
 
 
-def needs_reload(segment: LedgerSegment) -> bool:
-    """Whether a failed segment should be loaded again."""
-    # A segment another broker took (WrongHostError) stays failed: loading it
-    # again would fence the new owner.
+def needs_reload(segment: LedgerSegment, reload_fenced: bool = False) -> bool:
+    """Whether a failed segment should be loaded again.
+
+    A segment another broker took (``WrongHostError``) stays failed: loading
+    it again would fence the new owner. In a cluster (``reload_fenced``) the
+    services only ask for segments this broker owns, so a fenced one was
+    fenced by a broker that wrote to it without owning it (a scale, seal or
+    transaction marker of another broker): it is loaded again, and sees what
+    that broker wrote.
+    """
     failure = segment.failure
-    return failure is not None and not isinstance(failure, WrongHostError)
+    if failure is None:
+        return False
+    return reload_fenced or not isinstance(failure, WrongHostError)

@@ -139,7 +139,17 @@ class TopicCrud(TopicsCore):
             node = await self._store.get(path)
         except NoNodeError:
             return
-        for ledger in SegmentRecord.from_bytes(node.data).ledgers:
+        ledgers = SegmentRecord.from_bytes(node.data).ledgers
+        if self._reload_fenced and ledgers:
+            # In a cluster another broker may have the segment loaded: fence its
+            # ledger first, so its appends fail (and it finds the segment gone)
+            # rather than land in a ledger about to be deleted.
+            try:
+                await self._ledgers.open(ledgers[-1].ledger_id, recovery=True)
+            except LedgerError as error:
+                log.info("topic %s: ledger %d not fenced before deletion: %s", topic,
+                         ledgers[-1].ledger_id, error)
+        for ledger in ledgers:
             try:
                 await self._ledgers.delete(ledger.ledger_id)
             except LedgerError as error:

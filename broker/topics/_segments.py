@@ -8,7 +8,9 @@ what it holds keep working. A segment another broker took is never reloaded
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 
 from broker.api import SegmentState
 from broker.errors import (
@@ -39,14 +41,14 @@ class TopicSegments(TopicsCore):
         """The segment, loaded (and recovered) on first use. ``NoSuchSegmentError``."""
         self._check_open()
         segment = self._segments.get(name)
-        if segment is not None and not needs_reload(segment):
+        if segment is not None and not needs_reload(segment, self._reload_fenced):
             return segment
         topic, number = parse_segment_name(name)
         async with self._lock(f"segment:{name}"):
             self._check_open()
             failed = self._segments.get(name)
             if failed is not None:
-                if not needs_reload(failed):
+                if not needs_reload(failed, self._reload_fenced):
                     return failed
                 log.info("segment %s failed (%s); loading it again", name, failed.failure)
             try:
@@ -62,6 +64,11 @@ class TopicSegments(TopicsCore):
             if failed is not None:
                 await failed.close()
             self._segments[name] = segment
+            if self._reload_fenced and not is_system_topic(topic):
+                # System topics are reached by every broker's own components
+                # without ownership (docs/cluster.md, "What is not done yet"):
+                # a watch would make them reload each other's copies in turn.
+                await self._watch_record(name, segment)
             return segment
 
     async def writable_segment(self, name: str, action: str) -> LedgerSegment:
@@ -90,11 +97,64 @@ class TopicSegments(TopicsCore):
             key_low=entry.key_low, key_high=entry.key_high, config=record.config,
             clock=self._clock, writer_expiry_ms=self._writer_expiry_ms,
             txn_store=None if is_system_topic(topic) else self.txn_snapshot_store(),
-            txn_snapshots=self._txn_snapshots,
+            txn_snapshots=self._txn_snapshots, delete_empty=not self._reload_fenced,
         )
         if entry.state is SegmentState.SEALED and not segment.sealed:
             await segment.seal()  # a scale whose seal a crash cut short
         return segment
+
+    async def _watch_record(self, name: str, segment: LedgerSegment) -> None:
+        """In a cluster: follow the loaded segment's record (one watch, no read per append).
+
+        Another broker deleting the topic, or writing the record (a takeover,
+        a seal by a scale elsewhere), must not leave this copy taking appends:
+        a deletion makes it refuse everything (NoSuchSegment) and forgets it; a
+        foreign write fails it WrongHost (``record_changed``), so it is loaded
+        again on its next use.
+        """
+        topic, number = parse_segment_name(name)
+        path = segment_path(topic, number)
+        loop = asyncio.get_running_loop()
+
+        def fired(_event: object, _path: str) -> None:
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(check()))
+
+        async def check() -> None:
+            if self._segments.get(name) is not segment:
+                return  # unloaded or replaced: its watch ends here
+            try:
+                node = await self._store.get(path, watch=fired)
+            except NoNodeError:
+                if self._segments.get(name) is segment:
+                    del self._segments[name]
+                segment.deleted_elsewhere()
+                return
+            except LedgerError as error:  # unreachable: the next change or use tells
+                log.info("segment %s: record not watched: %s", name, error)
+                return
+            segment.record_changed(node.version)
+
+        await check()
+
+    async def release_segments(self, moving: Callable[[str], bool]) -> None:
+        """Hand over every loaded segment whose name ``moving`` accepts, and forget it.
+
+        Each waits for its load lock (a load under way finishes first), then
+        finishes its appends under way and closes its ledger (``hand_over``).
+        """
+        names = [name for name in list(self._segments) if moving(name)]
+
+        async def one(name: str) -> None:
+            async with self._lock(f"segment:{name}"):
+                segment = self._segments.pop(name, None)
+                if segment is not None:
+                    await segment.hand_over()
+        await asyncio.gather(*(one(name) for name in names))
+
+    def drop_segments(self, moving: Callable[[str], bool]) -> None:
+        """Forget every loaded segment ``moving`` accepts, at once, touching no store."""
+        for name in [name for name in list(self._segments) if moving(name)]:
+            self._segments.pop(name).abandon()
 
     def loaded_segments(self) -> list[LedgerSegment]:
         """The segments loaded on this broker now (a copy; ``broker.metrics`` reads it)."""
@@ -104,7 +164,7 @@ class TopicSegments(TopicsCore):
         """Seal the segment in the ledger service unless it is sealed already."""
         name = make_segment_name(topic, number)
         loaded = self._segments.get(name)
-        if loaded is not None and not needs_reload(loaded):
+        if loaded is not None and not needs_reload(loaded, self._reload_fenced):
             if not loaded.sealed:
                 await loaded.seal()
             return

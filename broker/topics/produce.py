@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from broker.api import AppendResult, Block, SegmentRange, Topics
+from broker.api import Block, Topics
 from broker.errors import EventTooLargeError, InvalidArgumentError, TopicSealedError
 from broker.segments.block_limits import BLOCK_FORMAT_VERSION, check_block_size
 from broker.topics.routing import segment_for_key
@@ -92,19 +92,20 @@ class Producer:
         now_ms = int(time.time() * 1000)
         # Packed (and size-checked) before anything is written: a refusal writes nothing.
         packed = [_blocks([events[i] for i in indexes], now_ms) for indexes in groups.values()]
+        # Every target segment first (in a cluster: WrongHost unless this broker
+        # serves them all), so that a refusal still writes nothing.
+        loaded = await asyncio.gather(*(
+            self._topics.writable_segment(segments[target].name, "Produce")
+            for target in groups))
         results = await asyncio.gather(*(
-            self._append(segments[target], blocks)
-            for target, blocks in zip(groups, packed, strict=True)))
+            segment.append(blocks, "", -1)
+            for segment, blocks in zip(loaded, packed, strict=True)))
         placed: list[tuple[str, int]] = [("", 0)] * len(events)
         for (target, indexes), result in zip(groups.items(), results, strict=True):
             name = segments[target].name
             for delta, index in enumerate(indexes):
                 placed[index] = (name, result.offset + delta)
         return placed
-
-    async def _append(self, target: SegmentRange, blocks: list[Block]) -> AppendResult:
-        segment = await self._topics.writable_segment(target.name, "Produce")
-        return await segment.append(blocks, "", -1)
 
 
 def _blocks(events: list[ProduceEvent], now_ms: int) -> list[Block]:

@@ -120,6 +120,15 @@ class CommitKeys:
                          key)
                 await self._write(key, _Record(record.sequence, record.txns, True))
 
+    async def take_over(self) -> None:
+        """Forget the records and load them again (cluster: the coordinator moved here)."""
+        async with self._load_lock:
+            self._records.clear()
+            self._quarantined.clear()
+            self._loaded = False
+            self._log.forget()
+            await self.start()
+
     async def commit(self, key: str, sequence: int, txn_ids: Sequence[TxnId]) -> bool:
         """Commit ``txn_ids`` as ``(key, sequence)``; False when that was committed before."""
         if len(key.encode()) > MAX_COMMIT_KEY_BYTES:

@@ -99,6 +99,28 @@ class TxnCoordinator(CoordinatorReplay):
         faults: hooks at the crash windows (tests only; ``broker.txn.faults``).
     """
 
+    async def take_over(self) -> None:
+        """Forget everything in memory and replay the log again (cluster: the coordinator moved).
+
+        The caller has unloaded the log's segment first, so it is loaded
+        afresh (recovery fences the previous coordinator's ledger) and every
+        record the previous coordinator wrote is replayed, as at startup.
+        """
+        await self.stand_down()
+        await self.start()
+
+    async def stand_down(self) -> None:
+        """Stop and forget every transaction in memory (cluster: the coordinator runs elsewhere).
+
+        No timeout fires here any more, so this broker writes nothing to the
+        log; ``take_over`` brings the state back from the log.
+        """
+        await self.close()
+        self._txns.clear()
+        self._labelled.clear()
+        self._closed_labels.clear()
+        self._log.forget()
+
     async def close(self) -> None:
         """Stop the timeout timers; wait out the aborts and log writes under way."""
         for txn in self._txns.values():

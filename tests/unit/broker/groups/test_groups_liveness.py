@@ -14,6 +14,7 @@ from prometheus_client import REGISTRY
 
 from broker.errors import InvalidArgumentError, ReaderGroupNotFoundError
 from broker.groups.backlog import backlog_of
+from broker.groups.heartbeats import HeartbeatBoard
 from broker.groups.liveness import GroupLiveness, declare_offline
 from broker.groups.store import ReaderGroupStore, session_timeout_ms
 from folio.api.v1 import groups_pb2
@@ -218,3 +219,34 @@ async def test_backlog_counts_from_the_reported_offsets(store: ReaderGroupStore)
     ends = {"t/0": 100, "t/1": 50, "t/2": 3}
     assert backlog_of(record.state, ends, reported) == 60 + 45 + 2
     assert backlog_of(record.state, ends) == 90 + 45 + 2
+
+
+async def test_in_a_cluster_one_broker_sweeps_from_heartbeats_any_broker_received(
+        tmp_path: Path) -> None:
+    """Two brokers' liveness on one metadata store: heartbeats reach the one that does
+    not sweep the group; the sweeper learns of them from the shared board."""
+    metadata = RocksDBMetadataStore(tmp_path / "metadata")
+    try:
+        store = ReaderGroupStore(metadata)
+        board = HeartbeatBoard(metadata)
+        clock = Clock()
+        sweeper = GroupLiveness(store, clock=clock)
+        sweeper.share(board, lambda group: True)
+        receiver = GroupLiveness(store, clock=clock)
+        receiver.share(board, lambda group: False)
+        await store.create("g", _state({"a": {"t/0": 10}, "b": {"t/1": 20}}))
+        assert await sweeper.sweep() == []
+        assert await receiver.heartbeat("g", "a", "s-a", {"t/0": 15}) == (True, 2000)
+        clock.advance_ms(2100)  # a heartbeated (elsewhere), b did not
+        assert await receiver.sweep() == []  # not its group to sweep
+        assert await sweeper.sweep() == [("g", "b")]
+        assert await receiver.heartbeat("g", "a", "s-a", {"t/0": 30}) == (True, 2000)
+        clock.advance_ms(2100)
+        assert await sweeper.sweep() == []  # a's node moved since the last look
+        clock.advance_ms(2100)  # silent since
+        assert await sweeper.sweep() == [("g", "a")]
+        record = await store.get("g")
+        assert _free(record.state) == {"t/0": 30, "t/1": 20}  # a's last report, via the board
+        assert await board.read("g", "a") is None  # forgotten with the member
+    finally:
+        await metadata.close()

@@ -1,0 +1,173 @@
+"""A cluster broker's ownership wiring: containers claimed, segments gated, handed over.
+
+``serve_ledgers`` gets a ``ClusterOwnership`` in cluster mode (``folio broker
+--metadata-url``). It makes the topic manager reload segments fenced by
+another broker (``reload_fenced``), wraps the topics the public services see
+in ``OwnedTopics`` (WrongHost for segments of containers this broker does not
+serve), and answers ``SegmentOwners`` from ``ZooKeeperOwners``. Once the
+server is bound and registered (``start``), the broker joins the balance of
+containers; asked to stop, it hands every container over (``stop``) before
+the server stops taking calls, so clients move to the new owners while this
+broker still answers them with WrongHost.
+
+**The transaction coordinator** runs on the owner of the container of
+``_txnlog/0`` (which also holds ``_txncommitkeys``): every broker's
+coordinator stands down once attached (no timers, nothing in memory); the
+broker that claims that container unloads the two log segments, so they are
+loaded afresh (recovery fences the previous coordinator's ledgers), and
+replays them (``TxnCoordinator.take_over``, ``CommitKeys.take_over``), as at
+startup. Transactions calls elsewhere answer WrongHost with segment
+``_txnlog/0`` and the coordinator's broker. Appends of a transaction go to
+the segments' owners; a segment owned by another broker than the
+coordinator's cannot take transactional appends yet (docs/cluster.md).
+
+**Reader group liveness**: heartbeats are shared through the store, and each
+group is swept by the owner of the container of ``_readergroup/<name>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from broker.api import Topics
+from broker.cluster.containers import COORDINATOR_SEGMENT, container_of
+from broker.cluster.owned_topics import OwnedTopics, TopicsHandover
+from broker.cluster.zookeeper_owners import ZooKeeperOwners
+from broker.errors import WrongHostError
+from broker.groups.heartbeats import HeartbeatBoard
+from broker.groups.liveness import GroupLiveness
+from broker.segments.names import make_segment_name
+from broker.topics.manager import TopicManager
+from broker.txn.commit_keys import COMMIT_KEYS_TOPIC, CommitKeys
+from broker.txn.coordinator import TxnCoordinator
+from ledger.api import MetadataStore
+
+__all__ = ["GROUP_KEY_PREFIX", "ClusterOwnership"]
+
+#: A reader group is swept by the owner of the container of this prefix + its name.
+GROUP_KEY_PREFIX = "_readergroup/"
+_COORDINATOR_SEGMENTS = (COORDINATOR_SEGMENT, make_segment_name(COMMIT_KEYS_TOPIC, 0))
+
+
+class _Handover(TopicsHandover):
+    """``TopicsHandover`` that also stands the coordinator down when its container goes."""
+
+    def __init__(self, ownership: ClusterOwnership, topics: TopicManager,
+                 container_count: int) -> None:
+        super().__init__(topics, container_count)
+        self._ownership = ownership
+
+    async def release(self, containers: frozenset[int]) -> None:
+        await super().release(containers)
+        if self._ownership.coordinator_container in containers:
+            await self._ownership.stand_down()
+
+    def drop(self, containers: frozenset[int]) -> None:
+        super().drop(containers)
+        # (A claim drops stale segments too; the coordinator is not seated then.)
+        if self._ownership.coordinator_container in containers and self._ownership.seated:
+            self._ownership.stand_down_soon()
+
+
+class ClusterOwnership:
+    """Container ownership of one cluster broker (see the module docstring).
+
+    Args:
+        store: the cluster's metadata store.
+        container_count: the cluster's number of containers (its layout).
+        session_timeout_ms: the metadata session timeout: a broker cut off
+            from ZooKeeper stops serving once it has passed.
+    """
+
+    def __init__(self, store: MetadataStore, container_count: int,
+                 session_timeout_ms: int) -> None:
+        self._store = store
+        self._count = container_count
+        self._session_timeout_ms = session_timeout_ms
+        self._owners: ZooKeeperOwners | None = None
+        self._topics: TopicManager | None = None
+        self._coordinator: TxnCoordinator | None = None
+        self._commit_keys: CommitKeys | None = None
+        self._seated = False
+        self._background: set[asyncio.Task[None]] = set()
+        self.coordinator_container = container_of(COORDINATOR_SEGMENT, container_count)
+
+    @property
+    def owners(self) -> ZooKeeperOwners:
+        if self._owners is None:
+            raise RuntimeError("ClusterOwnership.attach first")
+        return self._owners
+
+    async def attach(self, topics: TopicManager, coordinator: TxnCoordinator,
+                     commit_keys: CommitKeys) -> Topics:
+        """The topics as the public services must see them; the coordinator stands down."""
+        self._topics, self._coordinator, self._commit_keys = topics, coordinator, commit_keys
+        await coordinator.stand_down()
+        owners = ZooKeeperOwners(self._store, self._count, "", "",
+                                 _Handover(self, topics, self._count),
+                                 suspended_grace_s=self._session_timeout_ms / 1000,
+                                 on_claimed=self._claimed)
+        self._owners = owners
+        return OwnedTopics(topics, owners.owns, owners.owner_of)
+
+    @property
+    def seated(self) -> bool:
+        """Whether the transaction coordinator runs on this broker now."""
+        return self._seated
+
+    def transactions_gate(self) -> None:
+        """Raise ``WrongHostError`` unless the coordinator runs on this broker now."""
+        owners = self.owners
+        if not (self._seated and owners.owns(COORDINATOR_SEGMENT)):
+            raise WrongHostError(COORDINATOR_SEGMENT, owners.owner_of(COORDINATOR_SEGMENT))
+
+    async def _claimed(self, container: int) -> None:
+        if container != self.coordinator_container:
+            return
+        assert self._topics is not None and self._coordinator is not None
+        assert self._commit_keys is not None
+        for task in list(self._background):  # a stand-down from a lost session first
+            with contextlib.suppress(Exception):
+                await task
+        # Stale copies (loaded at startup, or in an earlier ownership) go first,
+        # so the replay loads the logs afresh, fencing the previous coordinator.
+        await self._topics.release_segments(lambda name: name in _COORDINATOR_SEGMENTS)
+        await self._coordinator.take_over()
+        await self._commit_keys.take_over()
+        self._seated = self.owners.owns(COORDINATOR_SEGMENT)
+
+    async def stand_down(self) -> None:
+        self._seated = False
+        if self._coordinator is not None:
+            await self._coordinator.stand_down()
+
+    def stand_down_soon(self) -> None:
+        """``stand_down`` from a synchronous caller (a session lost)."""
+        self._seated = False
+        task = asyncio.ensure_future(self.stand_down())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def share_liveness(self, liveness: GroupLiveness) -> None:
+        """Reader group liveness across brokers: heartbeats in the store, one sweeper per group.
+
+        A group is swept by the owner of the container of ``_readergroup/<name>``
+        (``broker.groups.heartbeats``).
+        """
+        owners = self.owners
+        liveness.share(HeartbeatBoard(self._store),
+                       lambda group: owners.owns(f"{GROUP_KEY_PREFIX}{group}"))
+
+    async def start(self, address: str) -> None:
+        """Join the balance as ``address`` (the broker's id and client address)."""
+        self.owners.bind(address, address)
+        await self.owners.start()
+
+    async def stop(self) -> None:
+        """Hand every container over and leave the balance."""
+        if self._owners is not None:
+            await self._owners.stop()
+        for task in list(self._background):
+            with contextlib.suppress(Exception):
+                await task

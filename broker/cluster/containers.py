@@ -1,0 +1,98 @@
+"""Segment containers: which container a segment belongs to, and the ownership nodes.
+
+A cluster has a fixed number of segment containers, ``container_count``,
+written once by ``folio cluster init`` in ``/cluster``. A segment belongs to
+container ``crc32(segment name as UTF-8) mod container_count`` (CRC-32 of
+zlib, IEEE 802.3, the one ``binascii.crc32``, Java's ``java.util.zip.CRC32``
+and Go's ``hash/crc32.ChecksumIEEE`` compute), so any client can compute it
+too (admin.proto, "Cluster"). System topics follow the same rule, with one
+exception: the transaction coordinator's own topics (``_txnlog`` and
+``_txncommitkeys``) all belong to the container of ``_txnlog/0``, so that
+the broker owning it holds every segment the coordinator writes.
+
+Ownership of container ``n`` is the ephemeral node ``/containers/<n>/owner``
+holding an ``OwnerRecord`` (JSON ``{"version": 1, "id": ..., "address": ...,
+"incarnation": ...}``): whoever creates it owns the container until it
+deletes the node or its session ends. ``incarnation`` is random per broker
+process: a broker restarted under the same id within the session timeout
+sees its predecessor's nodes as someone else's (they vanish with that session).
+
+The brokers taking part in the balance (``broker.cluster.balance``) hold an
+ephemeral node ``/balance/<broker id>`` with the same record. It is apart
+from the broker's registration (``/brokers/<id>``) because a broker leaves
+the balance before it stops serving: it hands its containers over first.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass
+
+__all__ = [
+    "CONTAINERS_PATH",
+    "COORDINATOR_SEGMENT",
+    "MEMBERS_PATH",
+    "OwnerRecord",
+    "container_of",
+    "member_path",
+    "owner_path",
+]
+
+#: Parent of the containers' nodes.
+CONTAINERS_PATH = "/containers"
+#: Parent of the balance members' nodes.
+MEMBERS_PATH = "/balance"
+#: The segment whose container holds the transaction coordinator and its topics.
+COORDINATOR_SEGMENT = "_txnlog/0"
+#: Topics placed with the coordinator (``broker.txn`` names them; repeated here
+#: because this rule is protocol, documented in admin.proto).
+_COORDINATOR_TOPICS = ("_txnlog/", "_txncommitkeys/")
+_RECORD_VERSION = 1
+
+
+def container_of(segment: str, container_count: int) -> int:
+    """The container of ``segment`` ("<topic>/<number>"): CRC-32 of its name mod the count.
+
+    Raises:
+        ValueError: ``container_count`` is not positive.
+    """
+    if container_count <= 0:
+        raise ValueError(f"container_count must be positive, got {container_count}")
+    if segment.startswith(_COORDINATOR_TOPICS):
+        segment = COORDINATOR_SEGMENT
+    return zlib.crc32(segment.encode("utf-8")) % container_count
+
+
+def owner_path(container: int) -> str:
+    """The ephemeral node that proves ownership of ``container``."""
+    return f"{CONTAINERS_PATH}/{container}/owner"
+
+
+def member_path(broker_id: str) -> str:
+    """The ephemeral node of a broker taking part in the balance."""
+    return f"{MEMBERS_PATH}/{broker_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRecord:
+    """The data of an ownership or member node: broker id, client address, incarnation."""
+
+    broker_id: str
+    address: str
+    incarnation: str = ""
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"version": _RECORD_VERSION, "id": self.broker_id,
+                           "address": self.address,
+                           "incarnation": self.incarnation}).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> OwnerRecord:
+        """Decode; an unreadable record is an owner with no known address (never a crash)."""
+        try:
+            fields = json.loads(data)
+            return cls(str(fields["id"]), str(fields.get("address", "")),
+                       str(fields.get("incarnation", "")))
+        except (ValueError, KeyError, TypeError):
+            return cls("", "")

@@ -1,0 +1,144 @@
+"""``OwnedTopics``: the topics as the public services of a cluster broker see them.
+
+The calls on one segment's data (``segment``, ``writable_segment``: the
+Append stream's SetupAppend, Read, GetSegmentInfo, TruncateSegment, Produce)
+are served only while this broker owns the segment's container; elsewhere
+they raise ``WrongHostError`` carrying the owner when known. The ownership
+check is a set lookup in memory, made once per call or SetupAppend, never
+per block: a segment that moves while a stream is bound to it fails that
+stream's next block itself (``LedgerSegment.hand_over`` / ``abandon``).
+
+Topic-level calls (create, get, list, configure, scale, seal, delete) are
+answered by any broker from the shared metadata store. Scaling and sealing
+may seal segments another broker owns: this broker loads them (recovery
+fences the owner's ledger), seals them, and lets them go again; the owner's
+next append meets the fence and it loads the segment again, sealed.
+
+The broker's own components (coordinator, system topics, snapshots) use the
+``TopicManager`` itself, not this view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from broker.api import ScaleOutcome, SegmentHandle, SegmentRange, TopicConfig, TopicInfo
+from broker.cluster.containers import container_of
+from broker.errors import WrongHostError
+from broker.segments.names import is_system_topic, parse_segment_name
+from broker.topics.manager import TopicManager
+
+__all__ = ["OwnedTopics", "TopicsHandover"]
+
+
+class OwnedTopics:
+    """``Topics`` restricted to the segments ``owns`` accepts (see the module docstring).
+
+    Args:
+        topics: the broker's topic manager.
+        owns: whether this broker serves a segment now.
+        owner_of: the owner's address, "" when unknown.
+    """
+
+    def __init__(self, topics: TopicManager, owns: Callable[[str], bool],
+                 owner_of: Callable[[str], str]) -> None:
+        self._topics = topics
+        self._owns = owns
+        self._owner_of = owner_of
+
+    def _check(self, name: str) -> None:
+        if not self._owns(name):
+            raise WrongHostError(name, self._owner_of(name))
+
+    async def segment(self, name: str) -> SegmentHandle:
+        self._check(name)
+        return await self._still_owned(name, await self._topics.segment(name))
+
+    async def writable_segment(self, name: str, action: str) -> SegmentHandle:
+        self._check(name)
+        return await self._still_owned(name, await self._topics.writable_segment(name, action))
+
+    async def _still_owned(self, name: str, segment: SegmentHandle) -> SegmentHandle:
+        """``segment`` if its container is still ours after the load, else WrongHost.
+
+        A load (recovery) takes round trips; the container may have been
+        released meanwhile, after the handover had unloaded what was loaded
+        then. The segment just loaded is handed over too, not left behind.
+        """
+        if self._owns(name):
+            return segment
+        await self._topics.release_segments(lambda loaded: loaded == name)
+        raise WrongHostError(name, self._owner_of(name))
+
+    async def create_topic(self, name: str, segment_count: int,
+                           config: TopicConfig) -> TopicInfo:
+        return await self._topics.create_topic(name, segment_count, config)
+
+    async def get_topic(self, name: str) -> TopicInfo:
+        return await self._topics.get_topic(name)
+
+    async def list_topics(self, *, include_internal: bool = False) -> list[TopicInfo]:
+        return await self._topics.list_topics(include_internal=include_internal)
+
+    async def delete_topic(self, name: str) -> None:
+        await self._topics.delete_topic(name)
+
+    async def update_topic_config(self, name: str, changes: Mapping[str, int]) -> TopicInfo:
+        return await self._topics.update_topic_config(name, changes)
+
+    def default_config(self) -> TopicConfig:
+        return self._topics.default_config()
+
+    async def list_segments(self, topic: str, *, include_sealed: bool) -> list[SegmentRange]:
+        return await self._topics.list_segments(topic, include_sealed=include_sealed)
+
+    async def scale_topic(self, topic: str, seal: Sequence[str],
+                          new_ranges: Sequence[tuple[float, float]]) -> ScaleOutcome:
+        try:
+            return await self._topics.scale_topic(topic, seal, new_ranges)
+        finally:
+            await self._let_go()
+
+    async def get_successors(self, segment: str) -> tuple[SegmentRange, list[SegmentRange]]:
+        return await self._topics.get_successors(segment)
+
+    async def seal_topic(self, topic: str) -> TopicInfo:
+        try:
+            return await self._topics.seal_topic(topic)
+        finally:
+            await self._let_go()
+
+    async def close(self) -> None:
+        await self._topics.close()
+
+    async def _let_go(self) -> None:
+        """Close the segments a scale or seal loaded here without owning them."""
+        owns = self._owns
+        await self._topics.release_segments(
+            lambda name: not owns(name) and not is_system_topic(parse_segment_name(name)[0]))
+
+
+class TopicsHandover:
+    """``ContainerHandover`` on a ``TopicManager``: unload the user segments of containers.
+
+    System topics' segments are the broker's own components' (coordinator,
+    snapshots), reached without the ownership gate: they are left alone.
+    """
+
+    def __init__(self, topics: TopicManager, container_count: int) -> None:
+        self._topics = topics
+        self._count = container_count
+
+    def _in(self, containers: frozenset[int]) -> Callable[[str], bool]:
+        count = self._count
+
+        def moving(name: str) -> bool:
+            topic, _number = parse_segment_name(name)
+            return not is_system_topic(topic) and container_of(name, count) in containers
+        return moving
+
+    async def release(self, containers: frozenset[int]) -> None:
+        await self._topics.release_segments(self._in(containers))
+
+    def drop(self, containers: frozenset[int]) -> None:
+        self._topics.drop_segments(self._in(containers))

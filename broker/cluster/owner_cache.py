@@ -1,0 +1,138 @@
+"""A watched cache of who owns each container and which brokers take part in the balance.
+
+Every answer the services need (``owns``, ``owner_of``, ``brokers``) comes
+from here, from memory: the metadata store is read only when a watch says a
+node changed (one-shot watches, as in ZooKeeper: a fired watch marks the
+node dirty, and the next ``refresh`` reads it again and sets a new watch).
+After a session loss or a reconnection everything is marked dirty, because
+watches may have been lost with the connection.
+
+Watch callbacks may run on another thread (kazoo's); they only mark and wake,
+through the event loop's ``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from broker.cluster.containers import MEMBERS_PATH, OwnerRecord, member_path, owner_path
+from ledger.api import EventType, MetadataStore
+from ledger.errors import NoNodeError
+
+__all__ = ["OwnerCache"]
+
+log = logging.getLogger(__name__)
+
+_MEMBERS = "members"
+
+
+class OwnerCache:
+    """Container owners and balance members, kept by watches.
+
+    Args:
+        store: the shared metadata store.
+        container_count: the cluster's number of containers.
+        on_change: called (on the loop) after a watch marked something dirty.
+    """
+
+    def __init__(self, store: MetadataStore, container_count: int,
+                 on_change: Callable[[], None]) -> None:
+        self._store = store
+        self._count = container_count
+        self._on_change = on_change
+        self._loop = asyncio.get_running_loop()
+        #: container -> (record, node version) of its ownership node.
+        self.owners: dict[int, tuple[OwnerRecord, int]] = {}
+        #: broker id -> its member record.
+        self.members: dict[str, OwnerRecord] = {}
+        self._dirty_containers: set[int] = set(range(container_count))
+        self._members_dirty = True
+
+    @property
+    def container_count(self) -> int:
+        return self._count
+
+    def mark_all_dirty(self) -> None:
+        """Read everything again on the next refresh (watches may be lost)."""
+        self._dirty_containers = set(range(self._count))
+        self._members_dirty = True
+
+    def forget(self) -> None:
+        """Drop what is cached (the session is lost: it all may be stale)."""
+        self.owners.clear()
+        self.members.clear()
+        self.mark_all_dirty()
+
+    def set_owner(self, container: int, record: OwnerRecord | None, version: int = 0) -> None:
+        """Record an ownership change this broker made itself (its watch follows)."""
+        if record is None:
+            self.owners.pop(container, None)
+        else:
+            self.owners[container] = (record, version)
+
+    async def refresh(self) -> bool:
+        """Read what watches marked dirty, setting new watches. Whether anything was read."""
+        read = False
+        if self._members_dirty:
+            self._members_dirty = False
+            read = True
+            try:
+                await self._read_members()
+            except BaseException:
+                self._members_dirty = True
+                raise
+        while self._dirty_containers:
+            container = min(self._dirty_containers)
+            self._dirty_containers.discard(container)
+            read = True
+            try:
+                await self._read_owner(container)
+            except BaseException:
+                self._dirty_containers.add(container)
+                raise
+        return read
+
+    async def _read_members(self) -> None:
+        try:
+            names = await self._store.children(MEMBERS_PATH, watch=self._watch(_MEMBERS))
+        except NoNodeError:
+            names = []
+            # A watch on the missing parent: its creation (the first member) wakes us.
+            with contextlib.suppress(NoNodeError):
+                await self._store.get(MEMBERS_PATH, watch=self._watch(_MEMBERS))
+        members: dict[str, OwnerRecord] = {}
+        for name in names:
+            known = self.members.get(name)
+            if known is not None:
+                members[name] = known
+                continue
+            try:
+                node = await self._store.get(member_path(name))
+            except NoNodeError:
+                continue
+            members[name] = OwnerRecord.from_bytes(node.data)
+        self.members = members
+
+    async def _read_owner(self, container: int) -> None:
+        try:
+            node = await self._store.get(owner_path(container),
+                                         watch=self._watch(container))
+        except NoNodeError:
+            self.owners.pop(container, None)
+            return
+        self.owners[container] = (OwnerRecord.from_bytes(node.data), node.version)
+
+    def _watch(self, what: int | str) -> Callable[[EventType, str], None]:
+        def fired(event: EventType, path: str) -> None:
+            self._loop.call_soon_threadsafe(self._mark, what)
+        return fired
+
+    def _mark(self, what: int | str) -> None:
+        if what == _MEMBERS:
+            self._members_dirty = True
+        elif isinstance(what, int):
+            self._dirty_containers.add(what)
+        self._on_change()
