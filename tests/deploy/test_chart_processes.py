@@ -21,13 +21,9 @@ The ``secure`` value set runs too (one broker), its Secrets (certificates made
 by trustme, an ES256 key pair, the brokers' token) written where the pods mount
 them; every value set's server commands pass ``--print-config``.
 
-State (this branch, the cluster work in progress): ``minimal`` (one broker)
-passes. ``default`` (two brokers) needs segment containers shared among brokers,
-which are not built yet: about half the runs fail (one broker exits at start
-with ``WrongHostError`` on ``_txnlog/0``, the other having taken it), and a pass
-shows the wiring only, as nothing yet keeps two brokers from serving the same
-segment. Once brokers share containers, assert here that both own some of the
-topic's segments (Admin LookupSegment).
+With several brokers (``default``) each must own some of the segment
+containers (Admin ListBrokers) before the topic is written, so the produce and
+the consumes through each broker cross brokers (WrongHost followed by the SDK).
 """
 
 from __future__ import annotations
@@ -46,6 +42,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import folio
+from folio.api.v1 import admin_pb2, admin_pb2_grpc
 from ledger.security.tokens import create_token
 from tests.support.bookies import START_TIMEOUT_S, BookieProcess, folio_env, wait_for_ready_line
 from tests.support.certs import Pki
@@ -134,6 +131,10 @@ def test_chart_runs_a_cluster_that_produces_and_consumes(
             "write_quorum": int(_flag(init.argv, "write-quorum")),
             "ack_quorum": int(_flag(init.argv, "ack-quorum"))}
 
+        if len(brokers) > 1:
+            # The brokers share the segment containers: each owns some.
+            wait_for(lambda: _every_broker_owns_containers(advertised[brokers[0]], len(brokers)),
+                     "every broker owning segment containers", timeout_s=60)
         expected = sorted(f"event-{i}".encode() for i in range(EVENTS))
         with folio.Client(cluster.service_address(RELEASE)) as client:
             client.create_topic("orders", segments=4)
@@ -340,3 +341,14 @@ def test_secure_chart_runs_a_secured_cluster(zookeeper: ZooKeeperServer,
     finally:
         _stop(processes, [*brokers, *bookies], logs)
         cluster.close()
+
+
+def _every_broker_owns_containers(address: str, brokers: int) -> bool:
+    """Whether ``brokers`` live brokers each own at least one container (ListBrokers)."""
+    with grpc.insecure_channel(address) as channel:
+        try:
+            answer = admin_pb2_grpc.AdminStub(channel).ListBrokers(
+                admin_pb2.ListBrokersRequest(), timeout=5)
+        except grpc.RpcError:
+            return False
+    return len(answer.brokers) == brokers and all(b.containers for b in answer.brokers)
