@@ -183,6 +183,7 @@ def test_print_config_layers_defaults_env_and_flags(tmp_path: Path) -> None:
         "auto_recovery": True,                   # default: on (only acts in a cluster)
         "auto_recovery_grace_ms": 30000,
         "auto_recovery_interval_ms": 5000,
+        "auto_recovery_token_file": "",          # default: bookies check no tokens
     }
     assert not (tmp_path / "from-env").exists()  # printing opens nothing
 
