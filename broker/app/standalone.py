@@ -75,6 +75,9 @@ __all__ = ["MAX_ENTRY_BYTES", "run_standalone", "serve_ledgers", "serve_until_si
 
 log = logging.getLogger(__name__)
 
+#: Longest a stopping cluster broker spends handing its containers over.
+HANDOVER_TIMEOUT_S = 15.0
+
 #: Largest ledger entry: a whole transaction (``MAX_TXN_BYTES``) plus headroom.
 MAX_ENTRY_BYTES = MAX_TXN_BYTES + 1024 * 1024
 
@@ -337,8 +340,15 @@ async def _serve_api(
               flush=True)
         await stop.wait()
         if ownership is not None:
-            # Hand the containers over while still answering (WrongHost).
-            await ownership.stop()
+            # Hand the containers over while still answering (WrongHost). Bounded: a
+            # hand-over stuck on the metadata store must not keep the process from
+            # stopping; what is not released goes with the session, and the next
+            # owner fences the ledgers (docs/cluster.md, "Handover").
+            try:
+                await asyncio.wait_for(ownership.stop(), HANDOVER_TIMEOUT_S)
+            except TimeoutError:
+                log.warning("stopping: the containers' hand-over took over %.0f s; the rest "
+                            "goes with the ZooKeeper session", HANDOVER_TIMEOUT_S)
         if on_stopping is not None:
             await on_stopping()
         log.info("stopping: no new calls, %.0f s for those in flight", config.stop_grace_s)
