@@ -8,7 +8,6 @@ appends to segments of other brokers are not supported yet, docs/cluster.md).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import grpc
@@ -77,17 +76,20 @@ def test_a_transaction_survives_the_sigkill_of_its_coordinator(
     wait_for(lambda: _coordinator(survivors[0]) in survivors, "a new coordinator", 60)
     successor = _coordinator(survivors[0])
     # The successor replayed the log: the transaction is still OPEN and takes more.
-    deadline = time.monotonic() + 60
-    while True:
+    answers: list[transactions_pb2.GetTxnStatusResponse] = []
+
+    def answered() -> bool:
         with grpc.insecure_channel(successor) as channel:
             try:
-                status = transactions_pb2_grpc.TransactionsStub(channel).GetTxnStatus(
-                    transactions_pb2.GetTxnStatusRequest(txn_id=txn_id), timeout=10)
-                break
+                answers.append(transactions_pb2_grpc.TransactionsStub(channel).GetTxnStatus(
+                    transactions_pb2.GetTxnStatusRequest(txn_id=txn_id), timeout=10))
             except grpc.RpcError as error:  # still taking over: WrongHost
                 assert error.code() == grpc.StatusCode.UNAVAILABLE, error
-                assert time.monotonic() < deadline, "the successor never took over"
-                time.sleep(0.1)
+                return False
+        return True
+
+    wait_for(answered, "the successor took the transactions over", 60)
+    status = answers[-1]
     assert status.state == transactions_pb2.TxnState.Value("OPEN")
     assert _append(successor, segment, txn_id, 1) == "data_appended"
     with grpc.insecure_channel(successor) as channel:
