@@ -389,10 +389,11 @@ class Brokers:
         is made again on another broker's channel to fail over or to follow
         WrongHost (GetSegmentInfo, TruncateSegment on a segment another broker
         owns). With one known broker, UNAVAILABLE is retried a few times when
-        ``retry`` (read-only calls), as it always was. With several, a broker
-        that cannot be reached hands the call to the next candidate: read-only
-        calls always, others only when gRPC says it could not connect (nothing
-        was sent, so nothing is done twice).
+        ``retry`` (read-only calls), and any call whose connection failed (it
+        answered at bootstrap, so it is restarting) until the deadline. With
+        several, a broker that cannot be reached hands the call to the next
+        candidate: read-only calls always, others only when gRPC says it could
+        not connect (nothing was sent, so nothing is done twice).
 
         Raises:
             NoBrokerAvailableError: every candidate failed (several known).
@@ -437,10 +438,13 @@ class Brokers:
                 method = rebind(method, connection, self.pool(following).admin)
                 continue
             delay = backoff.next_delay()
-            if retries <= 0 or not isinstance(error, FolioUnavailableError) or \
+            # A broker that answered at bootstrap and now cannot be reached is
+            # restarting: nothing was sent, so any call waits for it until the
+            # deadline (as Kafka clients do). Other UNAVAILABLE: a few retries.
+            if not (retries > 0 or unsent) or not isinstance(error, FolioUnavailableError) or \
                     time.monotonic() + delay >= deadline:
                 raise error
-            retries -= 1
+            retries -= 0 if unsent else 1
             log.info("admin call failed (%s); trying again in %.2f s", error, delay)
             await asyncio.sleep(delay)
 
