@@ -188,3 +188,25 @@ async def test_one_container_is_the_standalone_layout(env: BrokerEnv) -> None:
         assert len((await manager.get_topic(SNAPSHOT_TOPIC)).segments) == 1
     finally:
         await manager.close()
+
+
+async def test_a_fenced_snapshot_write_is_counted(env: BrokerEnv) -> None:
+    """What the counter catches: two brokers writing one snapshot segment fence each other.
+
+    Ownership never allows it (each container has one owner); here both
+    believe they own container 1, as the single snapshot topic made every
+    broker do before snapshots were placed with their segments.
+    """
+    segment = segments_by_container()[1]
+    first, first_store = broker(env, Owner({1}))
+    second, second_store = broker(env, Owner({1}))
+    try:
+        await first_store.write(f"{segment}-end", b"first")
+        await second_store.write(f"{segment}-end", b"second")  # loads it: fences the first
+        fenced = SNAPSHOT_FENCED_WRITES.labels("1")._value.get()
+        with pytest.raises(WrongHostError):
+            await first_store.write(f"{segment}-end", b"first again")
+        assert SNAPSHOT_FENCED_WRITES.labels("1")._value.get() == fenced + 1
+    finally:
+        await first.close()
+        await second.close()
