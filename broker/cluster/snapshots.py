@@ -26,17 +26,28 @@ whole segment: slower, never wrong) and writes none (``write`` raises
 
 Each container's keyed log is its own ``CompactedTopic`` (index, group
 commits, compaction): compaction runs only for the containers served here.
+
+**A cluster from an older build** has a one-segment ``_txnbuffer_snapshots``
+(every broker wrote its segment 0). Snapshots are only a shortcut (a buffer
+without one replays its segment), so the topic is replaced rather than
+converted: the owner of container 0, which alone uses segment 0 now, checks
+the layout at its first maintenance round after claiming container 0 and
+deletes a topic with fewer segments than containers; the next snapshot write
+creates it again with one segment per container. Meanwhile reads of the
+missing segments answer nothing (replay) and writes fail (logged, retried at
+the next snapshot).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 
 from prometheus_client import Counter
 
 from broker.cluster.containers import SNAPSHOT_TOPIC, container_of
-from broker.errors import BrokerError, NoSuchSegmentError, WrongHostError
+from broker.errors import BrokerError, NoSuchSegmentError, TopicNotFoundError, WrongHostError
 from broker.segments.names import make_segment_name
 from broker.system.compacted_topic import CompactedTopic
 from broker.system.compaction import CompactionResult
@@ -95,7 +106,9 @@ class ContainerSnapshotStore:
                                        segment_count=container_count)
                         for n in range(container_count)]
         self._opened: set[int] = set()
-        topics.add_maintenance_hook(self.maybe_compact)
+        self._manager = topics
+        self._layout_checked = False
+        topics.add_maintenance_hook(self.maintain)
 
     @property
     def container_count(self) -> int:
@@ -147,8 +160,7 @@ class ContainerSnapshotStore:
 
         Empty for a segment of a container not served here (the buffer then
         replays its whole segment), and for a container whose snapshot
-        segment is missing (a topic created by an older build with fewer
-        segments: logged; snapshots are then not kept for that container).
+        segment is missing (a topic of an older build, being replaced).
         """
         topic = self._served(prefix, "read")
         if topic is None:
@@ -159,9 +171,9 @@ class ContainerSnapshotStore:
         try:
             return await topic.read_prefix(prefix)
         except NoSuchSegmentError:
-            log.warning("snapshot segment %s is missing (%s has fewer segments than the "
-                        "cluster's %d containers?): replaying %s whole", topic.segment_name,
-                        SNAPSHOT_TOPIC, self._count, _segment_of_key(prefix))
+            log.warning("snapshot segment %s is missing (%s from an older build, being "
+                        "replaced): replaying %s whole", topic.segment_name,
+                        SNAPSHOT_TOPIC, _segment_of_key(prefix))
             return {}
 
     def forget(self, containers: frozenset[int]) -> None:
@@ -174,9 +186,43 @@ class ContainerSnapshotStore:
             if 0 <= container < self._count:
                 self._topics[container].forget()
                 self._opened.discard(container)
+        if 0 in containers:
+            self._layout_checked = False
+
+    async def maintain(self) -> list[CompactionResult]:
+        """The maintenance round: replace an outdated topic, compact what is due."""
+        if not self._layout_checked and self._owns(self._topics[0].segment_name):
+            try:
+                await self._replace_outdated_topic()
+                self._layout_checked = True
+            except (BrokerError, LedgerError) as error:  # the next round tries again
+                log.warning("%s: layout not checked: %s", SNAPSHOT_TOPIC, error)
+        return await self.maybe_compact()
+
+    async def _replace_outdated_topic(self) -> None:
+        """Delete a snapshot topic with fewer segments than containers (module docstring).
+
+        Only the owner of container 0 deletes, and only a short topic: the
+        topic recreated by a write (with every segment) is never deleted.
+        """
+        try:
+            info = await self._manager.get_topic(SNAPSHOT_TOPIC)
+        except TopicNotFoundError:
+            return  # created by the first snapshot write
+        if len(info.segments) >= self._count:
+            return
+        log.warning("%s has %d segment(s), from an older build; the cluster has %d "
+                    "containers: deleting it (its snapshots are replaced as segments "
+                    "snapshot again; until then their buffers replay)", SNAPSHOT_TOPIC,
+                    len(info.segments), self._count)
+        with contextlib.suppress(TopicNotFoundError):  # (only we delete it, but be safe)
+            await self._manager.delete_topic(SNAPSHOT_TOPIC, internal=True)
+        self.forget(frozenset(range(1, self._count)))
+        self._topics[0].forget()
+        self._opened.discard(0)
 
     async def maybe_compact(self) -> list[CompactionResult]:
-        """Compact the served containers' snapshot segments that are due (maintenance)."""
+        """Compact the served containers' snapshot segments that are due."""
         results = []
         for container in sorted(self._opened):
             topic = self._topics[container]

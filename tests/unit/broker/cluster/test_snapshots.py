@@ -20,7 +20,7 @@ from broker.cluster.snapshots import (
     ContainerSnapshotStore,
     snapshot_segment_of,
 )
-from broker.errors import WrongHostError
+from broker.errors import NoSuchSegmentError, TopicNotFoundError, WrongHostError
 from broker.system.snapshot_store import SNAPSHOT_TOPIC as STANDALONE_TOPIC
 from broker.topics.manager import TopicManager
 from tests.unit.broker.conftest import BrokerEnv
@@ -210,3 +210,37 @@ async def test_a_fenced_snapshot_write_is_counted(env: BrokerEnv) -> None:
     finally:
         await first.close()
         await second.close()
+
+
+async def test_a_one_segment_topic_of_an_older_build_is_replaced_by_container_0s_owner(
+        env: BrokerEnv) -> None:
+    named = segments_by_container()
+    old = env.manager()  # an older cluster build: the one-segment (standalone) layout
+    await old.txn_snapshot_store().write(f"{named[2]}-end", b"old layout")
+    await old.close()
+    not_zero, not_zero_store = broker(env, Owner({1, 2, 3}))
+    owner, owner_store = broker(env, Owner({0}))
+    try:
+        # Until it is replaced: no snapshot read (replay), writes fail, nothing deleted
+        # by a broker that does not own container 0.
+        assert await not_zero_store.read_prefix(f"{named[2]}-") == {}
+        with pytest.raises(NoSuchSegmentError):
+            await not_zero_store.write(f"{named[2]}-end", b"new")
+        await not_zero_store.maintain()
+        assert len((await not_zero.get_topic(SNAPSHOT_TOPIC)).segments) == 1
+        await owner_store.maintain()  # the owner of container 0 replaces it
+        with pytest.raises(TopicNotFoundError):
+            await owner.get_topic(SNAPSHOT_TOPIC)
+        await not_zero_store.write(f"{named[2]}-end", b"new")
+        assert len((await not_zero.get_topic(SNAPSHOT_TOPIC)).segments) == COUNT
+        assert await not_zero_store.read_prefix(f"{named[2]}-") == {
+            f"{named[2]}-end": b"new"}
+        await owner_store.maintain()  # checked once per claim: never deletes the new one
+        TopicsHandover(owner, COUNT, owner_store).drop(frozenset({0}))
+        await owner_store.maintain()
+        assert len((await owner.get_topic(SNAPSHOT_TOPIC)).segments) == COUNT
+        await owner_store.write(f"{named[0]}-end", b"zero")
+        assert await owner_store.read_prefix(f"{named[0]}-") == {f"{named[0]}-end": b"zero"}
+    finally:
+        await not_zero.close()
+        await owner.close()
