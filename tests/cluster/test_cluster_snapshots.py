@@ -7,9 +7,10 @@ containers (``_txnbuffer_snapshots/<n>`` is in container ``n``). A segment
 next to the coordinator takes an aborted and a committed transaction
 (transactions reach only the coordinator's broker's segments for now,
 docs/cluster.md); its owner is SIGKILLed, and the new owner recovers the
-aborted set from the snapshot it now owns. No snapshot write was ever refused
-for a fence (the counters each broker exports), and each broker opened only
-the snapshot segments of containers it owned.
+aborted set from the snapshot it now owns; then that owner stops (SIGTERM) and
+the last broker, handed the container, recovers from it too. No snapshot write
+was ever refused for a fence (the counters each broker exports), and each
+broker opened only the snapshot segments of containers it owned.
 """
 
 from __future__ import annotations
@@ -187,3 +188,13 @@ def test_each_owner_writes_its_snapshots_and_a_new_owner_recovers_from_them(
                      r"[\d.]+ s: 1 aborts from the snapshot", new_owner.log()), new_owner.log()
     opened = _check_only_owners_wrote(survivors)
     assert container_of(segment, COUNT) in opened[new_owner.address]
+
+    # A graceful handover (SIGTERM): the last broker takes the container, snapshot and all.
+    new_owner.terminate()
+    last = next(b for b in survivors if b is not new_owner)
+    wait_for(lambda: lookup_owner([last.address], segment) == last.address,
+             f"{last.address} owns {segment}", 60)
+    assert read_segment([last.address], segment, committed=True) == [b"kept"]
+    assert re.search(rf"segment {re.escape(segment)}: transaction buffer recovered in "
+                     r"[\d.]+ s: 1 aborts from the snapshot", last.log()), last.log()
+    assert container_of(segment, COUNT) in _check_only_owners_wrote([last])[last.address]
