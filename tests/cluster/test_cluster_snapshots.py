@@ -45,7 +45,8 @@ COORDINATOR = container_of("_txnlog/0", COUNT)
 #: Snapshot after every change, and look for due snapshots often.
 SNAPSHOT_FLAGS = ("--txn-snapshot-every-changes", "1", "--txn-snapshot-every-ms", "100",
                   "--retention-interval-s", "0.2")
-PLAIN_SEGMENTS = 6
+#: Plain (non-transactional) segments per broker: their buffers snapshot too.
+PLAIN_PER_BROKER = 2
 
 
 def _append(address: str, segment: str, writer: str, number: int, payload: bytes,
@@ -144,12 +145,17 @@ def test_each_owner_writes_its_snapshots_and_a_new_owner_recovers_from_them(
     brokers = [cluster.start_broker(*SNAPSHOT_FLAGS) for _ in range(3)]
     addresses = [b.address for b in brokers]
     _spread(addresses[0], [COUNT // 3] * 3)
-    # A segment in the coordinator's container; plain segments spread over the brokers.
+    # A segment in the coordinator's container; plain segments on every broker.
     topic = next(f"tx{i}" for i in range(1000) if container_of(f"tx{i}/0", COUNT) == COORDINATOR)
     _create_topic_named(addresses[0], topic, 1)
-    _create_topic_named(addresses[0], "plain", PLAIN_SEGMENTS)
     segment = f"{topic}/0"
-    plain = [f"plain/{n}" for n in range(PLAIN_SEGMENTS)]
+    plain = []
+    for listed in list_brokers(addresses[0]).brokers:
+        for container in list(listed.containers)[:PLAIN_PER_BROKER]:
+            name = next(f"plain{i}" for i in range(10_000)
+                        if container_of(f"plain{i}/0", COUNT) == container)
+            _create_topic_named(addresses[0], name, 1)
+            plain.append(f"{name}/0")
     owners = {name: lookup_owner(addresses, name) for name in [segment, *plain]}
     coordinator = owners[segment]
     assert len(set(owners.values())) == 3, owners  # snapshots on every broker
