@@ -21,6 +21,10 @@ startup. Transactions calls elsewhere answer WrongHost with segment
 the segments' owners; a segment owned by another broker than the
 coordinator's cannot take transactional appends yet (docs/cluster.md).
 
+**Transaction-buffer snapshots** go to the snapshot segment of the
+container of the segment they describe, written only by its owner
+(``broker.cluster.snapshots``); it moves with the container.
+
 **Reader group liveness**: heartbeats are shared through the store, and each
 group is swept by the owner of the container of ``_readergroup/<name>``.
 """
@@ -33,6 +37,7 @@ import contextlib
 from broker.api import Topics
 from broker.cluster.containers import COORDINATOR_SEGMENT, container_of
 from broker.cluster.owned_topics import OwnedTopics, TopicsHandover
+from broker.cluster.snapshots import ContainerSnapshotStore
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
 from broker.errors import WrongHostError
 from broker.groups.heartbeats import HeartbeatBoard
@@ -42,6 +47,7 @@ from broker.topics.manager import TopicManager
 from broker.txn.commit_keys import COMMIT_KEYS_TOPIC, CommitKeys
 from broker.txn.coordinator import TxnCoordinator
 from ledger.api import MetadataStore
+from txnbuffer.api import SnapshotStore
 
 __all__ = ["GROUP_KEY_PREFIX", "ClusterOwnership"]
 
@@ -54,8 +60,8 @@ class _Handover(TopicsHandover):
     """``TopicsHandover`` that also stands the coordinator down when its container goes."""
 
     def __init__(self, ownership: ClusterOwnership, topics: TopicManager,
-                 container_count: int) -> None:
-        super().__init__(topics, container_count)
+                 container_count: int, snapshots: ContainerSnapshotStore | None) -> None:
+        super().__init__(topics, container_count, snapshots)
         self._ownership = ownership
 
     async def release(self, containers: frozenset[int]) -> None:
@@ -90,6 +96,7 @@ class ClusterOwnership:
         self._coordinator: TxnCoordinator | None = None
         self._commit_keys: CommitKeys | None = None
         self._seated = False
+        self._snapshots: ContainerSnapshotStore | None = None
         self._background: set[asyncio.Task[None]] = set()
         self.coordinator_container = container_of(COORDINATOR_SEGMENT, container_count)
 
@@ -99,13 +106,25 @@ class ClusterOwnership:
             raise RuntimeError("ClusterOwnership.attach first")
         return self._owners
 
+    def snapshot_store(self, topics: TopicManager) -> SnapshotStore:
+        """The transaction buffers' snapshot store (``TopicManager``'s ``txn_store_factory``).
+
+        One snapshot segment per container, written only while this broker
+        serves the container (``broker.cluster.snapshots``).
+        """
+        def owns(segment: str) -> bool:
+            return self._owners is not None and self._owners.owns(segment)
+
+        self._snapshots = ContainerSnapshotStore(topics, self._count, owns)
+        return self._snapshots
+
     async def attach(self, topics: TopicManager, coordinator: TxnCoordinator,
                      commit_keys: CommitKeys) -> Topics:
         """The topics as the public services must see them; the coordinator stands down."""
         self._topics, self._coordinator, self._commit_keys = topics, coordinator, commit_keys
         await coordinator.stand_down()
         owners = ZooKeeperOwners(self._store, self._count, "", "",
-                                 _Handover(self, topics, self._count),
+                                 _Handover(self, topics, self._count, self._snapshots),
                                  suspended_grace_s=self._session_timeout_ms / 1000,
                                  on_claimed=self._claimed)
         self._owners = owners

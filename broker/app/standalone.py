@@ -204,7 +204,9 @@ async def serve_ledgers(
         max_entry_bytes=MAX_ENTRY_BYTES,
         max_add_request_bytes=max(MAX_ENTRY_BYTES, LedgerConfig.max_add_request_bytes),
         **quorums))
-    topics = TopicManager(ledgers, store, txn_store_factory=snapshot_store,
+    topics = TopicManager(ledgers, store,
+                          txn_store_factory=snapshot_store if ownership is None
+                          else ownership.snapshot_store,
                           defaults=TopicConfig(),
                           retention_interval_s=config.retention_interval_s,
                           writer_expiry_ms=config.writer_expiry_ms,

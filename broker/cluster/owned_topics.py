@@ -15,7 +15,8 @@ fences the owner's ledger), seals them, and lets them go again; the owner's
 next append meets the fence and it loads the segment again, sealed.
 
 The broker's own components (coordinator, system topics, snapshots) use the
-``TopicManager`` itself, not this view.
+``TopicManager`` itself, not this view; the snapshot store checks ownership
+itself (``broker.cluster.snapshots``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from broker.api import ScaleOutcome, SegmentHandle, SegmentRange, TopicConfig, TopicInfo
-from broker.cluster.containers import container_of
+from broker.cluster.containers import SNAPSHOT_TOPIC, container_of
+from broker.cluster.snapshots import ContainerSnapshotStore
 from broker.errors import WrongHostError
 from broker.segments.names import is_system_topic, parse_segment_name
 from broker.topics.manager import TopicManager
@@ -119,26 +121,34 @@ class OwnedTopics:
 
 
 class TopicsHandover:
-    """``ContainerHandover`` on a ``TopicManager``: unload the user segments of containers.
+    """``ContainerHandover`` on a ``TopicManager``: unload the segments of containers.
 
-    System topics' segments are the broker's own components' (coordinator,
-    snapshots), reached without the ownership gate: they are left alone.
+    User segments and the snapshot segments (``broker.cluster.snapshots``)
+    move with their containers. The other system topics' segments are the
+    coordinator's, moved by ``broker.app.cluster_ownership``: left alone here.
     """
 
-    def __init__(self, topics: TopicManager, container_count: int) -> None:
+    def __init__(self, topics: TopicManager, container_count: int,
+                 snapshots: ContainerSnapshotStore | None = None) -> None:
         self._topics = topics
         self._count = container_count
+        self._snapshots = snapshots
 
     def _in(self, containers: frozenset[int]) -> Callable[[str], bool]:
         count = self._count
 
         def moving(name: str) -> bool:
             topic, _number = parse_segment_name(name)
-            return not is_system_topic(topic) and container_of(name, count) in containers
+            return ((not is_system_topic(topic) or topic == SNAPSHOT_TOPIC)
+                    and container_of(name, count) in containers)
         return moving
 
     async def release(self, containers: frozenset[int]) -> None:
         await self._topics.release_segments(self._in(containers))
+        if self._snapshots is not None:
+            self._snapshots.forget(containers)
 
     def drop(self, containers: frozenset[int]) -> None:
         self._topics.drop_segments(self._in(containers))
+        if self._snapshots is not None:
+            self._snapshots.forget(containers)
