@@ -83,6 +83,8 @@ class _Writing:
     registered_for: object = None
     registered_ms: int = 0
     in_flight: int = 0
+    #: Appends inside ``writing`` (waiting for the lock, registering or in flight).
+    users: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -139,23 +141,31 @@ class TxnParticipant:
         entry = self._writing.get(key)
         if entry is None:
             entry = self._writing[key] = _Writing()
-        # FIFO, and taking a free lock does not yield: appends keep their order.
-        async with entry.lock:
-            if not entry.registered or entry.registered_for is not loaded:
-                await self._register(txn_id, segment)
-                entry.registered, entry.registered_for = True, loaded
-                entry.registered_ms = self._now_ms()
-            # From here to the count, no await: a marker that arrived while the
-            # registration was answered has closed the transaction already.
-            self._check_not_closed(key)
-            entry.in_flight += 1
-            entry.idle.clear()
+        entry.users += 1  # never forgotten while an append holds or waits for it
         try:
-            yield
+            # FIFO, and taking a free lock does not yield: appends keep their order.
+            async with entry.lock:
+                if not entry.registered or entry.registered_for is not loaded:
+                    await self._register(txn_id, segment)
+                    entry.registered, entry.registered_for = True, loaded
+                    entry.registered_ms = self._now_ms()
+                # From here to the count, no await: a marker that arrived while the
+                # registration was answered has closed the transaction already.
+                self._check_not_closed(key)
+                entry.in_flight += 1
+                entry.idle.clear()
+            try:
+                yield
+            finally:
+                entry.in_flight -= 1
+                if entry.in_flight == 0:
+                    entry.idle.set()
         finally:
-            entry.in_flight -= 1
-            if entry.in_flight == 0:
-                entry.idle.set()
+            entry.users -= 1
+            if entry.users == 0 and (not entry.registered or key in self._closed) \
+                    and self._writing.get(key) is entry:
+                # A refused registration, or a closed transaction: nothing to keep.
+                del self._writing[key]
 
     async def write_marker(self, segment: str, txn_id: TxnId, kind: EntryKind) -> None:
         """Close ``txn_id`` for ``segment``, wait for its appends in flight, write ``kind``.
@@ -176,7 +186,7 @@ class TxnParticipant:
         entry = self._writing.get(key)
         if entry is not None:
             await entry.idle.wait()
-            if entry.in_flight == 0 and self._writing.get(key) is entry:
+            if entry.users == 0 and self._writing.get(key) is entry:
                 del self._writing[key]
         target = await self._segment_of(segment)
         await target.write_marker(kind, txn_id)
@@ -188,6 +198,10 @@ class TxnParticipant:
         """Appends of ``txn_id`` to ``segment`` under way here (for tests and metrics)."""
         entry = self._writing.get((txn_id, segment))
         return 0 if entry is None else entry.in_flight
+
+    def tracked(self) -> int:
+        """How many (transaction, segment) pairs are held in memory (closed ones apart)."""
+        return len(self._writing)
 
     def _check_not_closed(self, key: tuple[TxnId, str]) -> None:
         closed = self._closed.get(key)
@@ -211,8 +225,7 @@ class TxnParticipant:
             del self._closed[key]
         stale = horizon - MAX_TXN_TIMEOUT_MS
         for key in [key for key, entry in self._writing.items()
-                    if entry.in_flight == 0 and not entry.lock.locked()
-                    and entry.registered and entry.registered_ms <= stale]:
+                    if entry.users == 0 and entry.registered_ms <= stale]:
             del self._writing[key]
 
     def _now_ms(self) -> int:

@@ -122,6 +122,21 @@ def test_a_transaction_over_all_brokers_commits_and_an_abort_shows_nothing(
         # Every segment (each on its own broker) holds its share of both transactions.
         assert [s.end_offset for s in client.get_segments(topic)] == [6, 6, 6]
 
+    # A timeout aborts through the same markers: later commits are visible past it.
+    with folio.Client(",".join(addresses), timeout_s=30) as client, \
+            client.transactional_writer(topic, txn_timeout_ms=2_000) as short:
+        expired = short.begin()
+        for key in keys:
+            expired.write_event(b"expired", routing_key=key)
+        expired.flush()
+        wait_for(lambda: expired.status() == "TIMED_OUT", "the timeout's abort", 60)
+        with short.begin() as last:
+            for key in keys:
+                last.write_event(b"last", routing_key=key)
+        committed_now = sorted([*payloads, *[b"last"] * len(keys)])
+        assert sorted(_read(client, topic, "read_committed", len(committed_now))) == \
+            committed_now
+
 
 @pytest.mark.timeout(300)
 def test_sigkill_of_a_participant_broker_mid_transaction_then_commit(

@@ -227,3 +227,18 @@ async def test_coordinator_registers_for_owners_and_routes_its_markers(env: Brok
     with pytest.raises(TxnStateError):
         await coordinator.register_segment(txn, "t/0")
     await coordinator.close()
+
+
+async def test_nothing_is_kept_for_refused_or_finished_appends() -> None:
+    coordinator, segment = _Coordinator(), _Segment()
+    participant = _participant(coordinator, segment)
+    coordinator.refuse = TxnStateError("t", "OPEN", "ABORTED")
+    for _ in range(3):
+        with pytest.raises(TxnStateError):
+            async with participant.writing(T1, "s/0"):
+                pass
+    coordinator.refuse = None
+    async with participant.writing(T2, "s/0"):
+        pass
+    await participant.write_marker("s/0", T2, EntryKind.COMMIT_MARKER)
+    assert participant.tracked() == 0
