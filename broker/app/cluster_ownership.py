@@ -185,10 +185,14 @@ class ClusterOwnership:
 
     async def stop(self) -> None:
         """Hand every container over and leave the balance."""
-        if self._owners is not None:
-            await self._owners.stop()
-        for task in list(self._background):
-            with contextlib.suppress(Exception):
-                await task
-        if self._peers is not None:
-            await self._peers.close()
+        try:
+            if self._owners is not None:
+                await self._owners.stop()
+            for task in list(self._background):
+                with contextlib.suppress(Exception):
+                    await task
+        finally:  # also when the hand-over is cut short: no retry may outlive the broker
+            if self._routes is not None:
+                self._routes.stop()
+            if self._peers is not None:
+                await self._peers.close()

@@ -76,31 +76,49 @@ class ClusterTxnRoutes:
         register_here: the local coordinator's ``register_segment``.
         load_segment: this broker's ``TopicManager.segment``.
         finished_retention_ms: how long the participant remembers a closed transaction.
+        register_timeout_s: how long a registration is retried.
     """
 
     def __init__(self, owners: SegmentOwners, peers: PeerClients,
                  coordinator_here: Callable[[], bool], register_here: LocalRegister,
                  load_segment: LoadSegment, *,
-                 finished_retention_ms: int = DEFAULT_FINISHED_RETENTION_MS) -> None:
+                 finished_retention_ms: int = DEFAULT_FINISHED_RETENTION_MS,
+                 register_timeout_s: float = REGISTER_TIMEOUT_S) -> None:
         self._owners = owners
         self._peers = peers
         self._coordinator_here = coordinator_here
         self._register_here = register_here
         self._load_segment = load_segment
+        self._register_timeout_s = register_timeout_s
         #: The segment owner's side; the Append streams and WriteTxnMarker use it.
         self.participant = TxnParticipant(self.register, self._served_segment,
                                           finished_retention_ms=finished_retention_ms)
+        self._stopped = False
+
+    def stop(self) -> None:
+        """The broker is stopping: retries end (``BrokerShuttingDownError``).
+
+        A commit cut short so is finished by the next coordinator from its log.
+        """
+        self._stopped = True
+
+    def _check_running(self) -> None:
+        if self._stopped:
+            raise BrokerShuttingDownError(
+                "the broker is stopping; the next transaction coordinator finishes what is "
+                "decided")
 
     async def register(self, txn_id: TxnId, segment: str) -> None:
         """Log ``segment`` in ``txn_id`` at the coordinator, wherever it runs.
 
         Raises:
             TxnNotFoundError, TxnStateError, InternalTopicError: the coordinator's refusal.
-            BrokerShuttingDownError: no coordinator answered within ``REGISTER_TIMEOUT_S``.
+            BrokerShuttingDownError: no coordinator answered within ``register_timeout_s``.
         """
-        deadline = time.monotonic() + REGISTER_TIMEOUT_S
+        deadline = time.monotonic() + self._register_timeout_s
         delay_s = _FIRST_DELAY_S
         while True:
+            self._check_running()
             try:
                 if self._coordinator_here():
                     await self._register_here(txn_id, segment)
@@ -116,7 +134,7 @@ class ClusterTxnRoutes:
                 raise BrokerShuttingDownError(
                     f"the transaction coordinator (the owner of {COORDINATOR_SEGMENT}) did not "
                     f"take segment {segment!r} of transaction {txn_id_hex(txn_id)} within "
-                    f"{REGISTER_TIMEOUT_S:.0f} s: {failure}")
+                    f"{self._register_timeout_s:g} s: {failure}")
             await asyncio.sleep(delay_s)
             delay_s = min(delay_s * 2, _MAX_DELAY_S)
 
@@ -133,6 +151,7 @@ class ClusterTxnRoutes:
         hint = ""
         attempt = 0
         while True:
+            self._check_running()
             if not self._owners.owns(COORDINATOR_SEGMENT):
                 raise WrongHostError(COORDINATOR_SEGMENT,
                                      self._owners.owner_of(COORDINATOR_SEGMENT))
