@@ -16,6 +16,7 @@ from broker.errors import TxnStateError
 from broker.segments.entry import EntryKind
 from broker.txn.coordinator import TxnCoordinator, TxnState
 from broker.txn.participant import MarkableSegment, TxnParticipant
+from tests.support.wait import wait_for_async
 from tests.unit.broker.conftest import BrokerEnv, block, read_all
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_from_bytes
@@ -242,3 +243,37 @@ async def test_nothing_is_kept_for_refused_or_finished_appends() -> None:
         pass
     await participant.write_marker("s/0", T2, EntryKind.COMMIT_MARKER)
     assert participant.tracked() == 0
+
+
+async def test_a_cluster_take_over_serves_before_the_markers_of_decided_ones_land(
+        env: BrokerEnv) -> None:
+    """Replay with routed markers: decided transactions finish in the background."""
+    topics = env.manager()
+    await topics.create_topic("t", 1, TopicConfig())
+    released = asyncio.Event()
+    routed: list[str] = []
+
+    async def blocked_route(name: str, txn_id: TxnId, kind: EntryKind) -> None:
+        routed.append(name)
+        await released.wait()  # the owner cannot be reached yet
+        await (await topics.segment(name)).write_marker(kind, txn_id)
+
+    first = TxnCoordinator(topics, clock=env.clock)
+    first.route_markers(blocked_route)
+    await first.start()
+    txn = await first.begin(60_000)
+    await first.register_segment(txn, "t/0")
+    committing = asyncio.create_task(first.commit([txn]))
+
+    async def marker_asked() -> bool:  # COMMITTING is logged once the marker is asked for
+        return bool(routed)
+
+    await wait_for_async(marker_asked, "the commit asks for its marker")
+    successor = TxnCoordinator(topics, clock=env.clock)
+    successor.route_markers(blocked_route)
+    await successor.start()  # returns with the marker still pending
+    assert successor.status(txn).state is TxnState.COMMITTING
+    released.set()
+    await committing
+    await successor.close()  # waits for its background finishing
+    assert successor.status(txn).state is TxnState.COMMITTED
