@@ -18,8 +18,8 @@ loaded afresh (recovery fences the previous coordinator's ledgers), and
 replays them (``TxnCoordinator.take_over``, ``CommitKeys.take_over``), as at
 startup. Transactions calls elsewhere answer WrongHost with segment
 ``_txnlog/0`` and the coordinator's broker. Appends of a transaction go to
-the segments' owners; a segment owned by another broker than the
-coordinator's cannot take transactional appends yet (docs/cluster.md).
+the segments' owners, which register each segment with the coordinator and
+take its markers over the internal protocol (``broker.cluster.txn_routes``).
 
 **Transaction-buffer snapshots** go to the snapshot segment of the
 container of the segment they describe, written only by its owner
@@ -37,7 +37,9 @@ import contextlib
 from broker.api import Topics
 from broker.cluster.containers import COORDINATOR_SEGMENT, container_of
 from broker.cluster.owned_topics import OwnedTopics, TopicsHandover
+from broker.cluster.peers import PeerClients, PeerSecurity
 from broker.cluster.snapshots import ContainerSnapshotStore
+from broker.cluster.txn_routes import ClusterTxnRoutes
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
 from broker.errors import WrongHostError
 from broker.groups.heartbeats import HeartbeatBoard
@@ -84,10 +86,11 @@ class ClusterOwnership:
         container_count: the cluster's number of containers (its layout).
         session_timeout_ms: the metadata session timeout: a broker cut off
             from ZooKeeper stops serving once it has passed.
+        peers: TLS and token of the internal calls to the other brokers.
     """
 
     def __init__(self, store: MetadataStore, container_count: int,
-                 session_timeout_ms: int) -> None:
+                 session_timeout_ms: int, peers: PeerSecurity | None = None) -> None:
         self._store = store
         self._count = container_count
         self._session_timeout_ms = session_timeout_ms
@@ -95,6 +98,9 @@ class ClusterOwnership:
         self._topics: TopicManager | None = None
         self._coordinator: TxnCoordinator | None = None
         self._commit_keys: CommitKeys | None = None
+        self._peer_security = peers or PeerSecurity()
+        self._peers: PeerClients | None = None
+        self._routes: ClusterTxnRoutes | None = None
         self._seated = False
         self._snapshots: ContainerSnapshotStore | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -128,7 +134,20 @@ class ClusterOwnership:
                                  suspended_grace_s=self._session_timeout_ms / 1000,
                                  on_claimed=self._claimed)
         self._owners = owners
+        # Transactions across brokers: registrations and markers cross over here.
+        self._peers = PeerClients(self._peer_security)
+        self._routes = ClusterTxnRoutes(
+            owners, self._peers, lambda: self._seated and owners.owns(COORDINATOR_SEGMENT),
+            coordinator.register_segment, topics.segment)
+        coordinator.route_markers(self._routes.write_marker)
         return OwnedTopics(topics, owners.owns, owners.owner_of)
+
+    @property
+    def routes(self) -> ClusterTxnRoutes:
+        """Where transactional registrations and markers go (after ``attach``)."""
+        if self._routes is None:
+            raise RuntimeError("ClusterOwnership.attach first")
+        return self._routes
 
     @property
     def seated(self) -> bool:
@@ -185,8 +204,14 @@ class ClusterOwnership:
 
     async def stop(self) -> None:
         """Hand every container over and leave the balance."""
-        if self._owners is not None:
-            await self._owners.stop()
-        for task in list(self._background):
-            with contextlib.suppress(Exception):
-                await task
+        try:
+            if self._owners is not None:
+                await self._owners.stop()
+            for task in list(self._background):
+                with contextlib.suppress(Exception):
+                    await task
+        finally:  # also when the hand-over is cut short: no retry may outlive the broker
+            if self._routes is not None:
+                self._routes.stop()
+            if self._peers is not None:
+                await self._peers.close()

@@ -306,7 +306,9 @@ async def _serve_api(
                                            owners=None if ownership is None
                                            else ownership.owners,
                                            transactions_gate=None if ownership is None
-                                           else ownership.transactions_gate)
+                                           else ownership.transactions_gate,
+                                           txn_routes=None if ownership is None
+                                           else ownership.routes)
     except (OSError, TlsConfigError) as error:
         return _fail(str(error))
     try:
