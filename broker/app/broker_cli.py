@@ -113,6 +113,13 @@ def resolve_broker_settings(
         if found:
             overrides[name] = int(value)  # type: ignore[call-overload]
     _check_partial_quorums(overrides)
+    if config.kafka_port != -1:
+        # The listener answers as the only broker (it leads every partition and
+        # coordinates every group): among several it would write segments it
+        # does not own. Refused until it follows ownership (docs/kafka.md).
+        raise ValueError("--kafka-port is not served by a cluster broker yet (the Kafka "
+                         "listener is not ownership-aware; docs/kafka.md, \"Clusters\"); "
+                         "use it on `folio standalone` or `folio broker --bookies`")
     peers = layers.build(PeerSettings)
     peers.security(config)  # checked now: a bad combination is a usage error
     return BrokerSettings(config, None, security, cluster, overrides, peers)

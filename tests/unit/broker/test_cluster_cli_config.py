@@ -118,6 +118,8 @@ def test_metadata_url_from_the_environment(capsys: pytest.CaptureFixture[str],
      "need bookie_tls_ca"),
     (["broker", "--metadata-url", URL, "--peer-tls-ca", "ca.pem", "--print-config"],
      "peer_tls_ca and peer_tls_server_name need tls_cert"),
+    (["broker", "--metadata-url", URL, "--kafka-port", "9092", "--print-config"],
+     "--kafka-port is not served by a cluster broker yet"),
     (["bookie", "--data-dir", "/d", "--metadata-url", URL, "--host", "::"],
      "give --advertised-address"),
 ])
