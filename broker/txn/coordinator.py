@@ -203,16 +203,8 @@ class TxnCoordinator(CoordinatorReplay):
             TxnNotFoundError, TxnStateError: unknown, or not OPEN.
             InternalTopicError: a segment of a system topic.
         """
-        txn = self._get(txn_id)
-        self._check_open(txn)
-        txn.in_flight += 1
-        txn.idle.clear()
-        try:
-            await self._register(txn, segment)
-        finally:
-            txn.in_flight -= 1
-            if txn.in_flight == 0:
-                txn.idle.set()
+        async with self.writing(txn_id, segment):  # counted while logged, nothing appended
+            pass
 
     async def _register(self, txn: Txn, segment: str) -> None:
         """Log ``segment`` as touched by ``txn`` before its first entry there.
