@@ -77,7 +77,8 @@ class ClusterOwnership:
         store: the cluster's metadata store.
         container_count: the cluster's number of containers (its layout).
         session_timeout_ms: the metadata session timeout: a broker cut off
-            from ZooKeeper stops serving once it has passed.
+            from ZooKeeper pauses its writes at once and gives its containers
+            up once it has passed (``broker.cluster.session_gate``).
     """
 
     def __init__(self, store: MetadataStore, container_count: int,
@@ -109,7 +110,7 @@ class ClusterOwnership:
                                  suspended_grace_s=self._session_timeout_ms / 1000,
                                  on_claimed=self._claimed)
         self._owners = owners
-        return OwnedTopics(topics, owners.owns, owners.owner_of)
+        return OwnedTopics(topics, owners.owns, owners.owner_of, owners.check_writable)
 
     @property
     def seated(self) -> bool:
@@ -117,10 +118,15 @@ class ClusterOwnership:
         return self._seated
 
     def transactions_gate(self) -> None:
-        """Raise ``WrongHostError`` unless the coordinator runs on this broker now."""
+        """Raise ``WrongHostError`` unless the coordinator runs on this broker now.
+
+        ``OwnershipSuspendedError`` (a WrongHost without owner) while the
+        metadata session is SUSPENDED: the coordinator writes nothing new then.
+        """
         owners = self.owners
         if not (self._seated and owners.owns(COORDINATOR_SEGMENT)):
             raise WrongHostError(COORDINATOR_SEGMENT, owners.owner_of(COORDINATOR_SEGMENT))
+        owners.check_writable(COORDINATOR_SEGMENT)
 
     async def _claimed(self, container: int) -> None:
         if container != self.coordinator_container:
