@@ -170,7 +170,9 @@ def test_zookeeper_down_and_restarted_under_load_loses_nothing(
         assert not writer_thread.is_alive()
         assert failures == []
         assert written_in["after"] >= 50
-        assert "writes resumed, nothing reloaded" in broker.log()
+        log = broker.log()
+        if "containers given up" not in log:  # (ZooKeeper back within the session timeout)
+            assert "writes resumed, nothing reloaded" in log
         # The broker is registered (in the same session, or again in a new one should
         # the old one have expired while it reconnected) and serves metadata calls again.
         zk = zk_client(server.address + url.removeprefix(f"zk://{server.address}"))
