@@ -154,40 +154,22 @@ class InvalidEventNumberError(BrokerError):
 
 
 class WrongHostError(BrokerError):
-    """This broker does not own the segment (any more)."""
+    """This broker does not own the segment (any more), or cannot write it now.
+
+    ``message`` replaces the default text: a cluster broker that lost its
+    metadata-store connection says so (``broker.cluster.session_gate``).
+    """
 
     retriable = True
 
-    def __init__(self, segment: str, owner: str = "") -> None:
-        super().__init__(f"segment {segment!r} is not owned by this broker"
+    def __init__(self, segment: str, owner: str = "", *, message: str = "") -> None:
+        super().__init__(message or f"segment {segment!r} is not owned by this broker"
                          + (f"; its owner is {owner}" if owner else ""))
         self.segment = segment
         self.owner = owner
 
     def context(self) -> dict[str, object]:
         return {"segment": self.segment, "owner": self.owner}
-
-
-class OwnershipSuspendedError(WrongHostError):
-    """A cluster broker lost its metadata-store connection: it writes nothing until it knows.
-
-    Its session may still be alive (it then resumes) or may have expired (another
-    broker then owns the segment). A ``WrongHostError`` without an owner (code
-    WRONG_HOST): clients look the owner up and try again with backoff, on this
-    broker while others still name it, elsewhere once another broker took over.
-    """
-
-    def __init__(self, segment: str, broker_id: str) -> None:
-        BrokerError.__init__(
-            self, f"broker {broker_id} lost its metadata-store connection; retry (it takes no "
-            f"writes for segment {segment!r} until it reconnects or another broker takes the "
-            "segment over)")
-        self.segment = segment
-        self.owner = ""
-        self.broker_id = broker_id
-
-    def context(self) -> dict[str, object]:
-        return {"segment": self.segment, "owner": "", "broker": self.broker_id}
 
 
 class BrokerShuttingDownError(BrokerError):

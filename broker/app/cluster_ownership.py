@@ -120,7 +120,7 @@ class ClusterOwnership:
     def transactions_gate(self) -> None:
         """Raise ``WrongHostError`` unless the coordinator runs on this broker now.
 
-        ``OwnershipSuspendedError`` (a WrongHost without owner) while the
+        A WrongHost without owner (``check_writable``) while the
         metadata session is SUSPENDED: the coordinator writes nothing new then.
         """
         owners = self.owners

@@ -9,9 +9,9 @@ per block: a segment that moves while a stream is bound to it fails that
 stream's next block itself (``LedgerSegment.hand_over`` / ``abandon``).
 
 **Writes pause** while the broker's metadata session is SUSPENDED
-(``check_writable`` raises ``OwnershipSuspendedError``, a WrongHost without
-an owner): a SetupAppend, Produce or TruncateSegment is refused, and so is
-every block of a stream bound before (the segment handles given out check it
+(``check_writable`` raises a WrongHost without an owner, saying why): a
+SetupAppend, Produce or TruncateSegment is refused, and so is every block of
+a stream bound before (the segment handles given out check it
 before each append: one call per block, constant work). Appends already
 handed to a segment finish. Reads are not gated (docs/cluster.md, "Session
 loss"). ScaleTopic and SealTopic, which write ledgers and the metadata store
@@ -44,7 +44,7 @@ from broker.api import (
     TopicInfo,
 )
 from broker.cluster.containers import container_of
-from broker.errors import OwnershipSuspendedError, WrongHostError
+from broker.errors import WrongHostError
 from broker.segments.names import is_system_topic, parse_segment_name
 from broker.topics.manager import TopicManager
 from ledger.errors import MetadataUnavailableError
@@ -60,7 +60,7 @@ class OwnedTopics:
         topics: the broker's topic manager.
         owns: whether this broker serves a segment now.
         owner_of: the owner's address, "" when unknown.
-        check_writable: raises ``OwnershipSuspendedError`` while writes are
+        check_writable: raises ``WrongHostError`` (no owner) while writes are
             paused (the metadata session is SUSPENDED); default: never.
     """
 
@@ -91,9 +91,8 @@ class OwnedTopics:
         """Scale and seal write ledgers and metadata: refused at once while paused."""
         try:
             self._check_writable(topic)
-        except OwnershipSuspendedError as error:
-            raise MetadataUnavailableError(
-                f"broker {error.broker_id} lost its metadata-store connection; retry") from None
+        except WrongHostError as error:  # (raised only while paused)
+            raise MetadataUnavailableError(str(error)) from None
 
     async def _still_owned(self, name: str, segment: SegmentHandle) -> SegmentHandle:
         """``segment`` if its container is still ours after the load, else WrongHost.

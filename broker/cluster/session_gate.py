@@ -8,9 +8,9 @@ and raises ``SessionGateError``):
 
 - ``SERVING``: connected; the containers held are served, reads and writes.
 - ``PAUSED`` (``SUSPENDED``: the connection is gone, the session perhaps
-  alive): writes are refused at once with ``OwnershipSuspendedError``, a
-  ``WrongHostError`` without an owner, which clients retry after a lookup
-  (with backoff). Nothing is unloaded: segments, ledgers and ownership nodes
+  alive): writes are refused at once with ``refusal``: a ``WrongHostError``
+  without an owner and with a message saying why, which clients retry after
+  a lookup (with backoff). Nothing is unloaded: segments, ledgers and ownership nodes
   stay as they are, appends already handed to a ledger finish, and reads of
   loaded segments go on. Why at once: kazoo notices a lost connection up to
   about two thirds of the session timeout after ZooKeeper last heard from it,
@@ -40,6 +40,7 @@ import logging
 from enum import Enum
 from typing import Final
 
+from broker.errors import WrongHostError
 from broker.metrics import OWNERSHIP_PHASE
 from ledger.api import SessionState
 
@@ -92,6 +93,12 @@ class SessionGate:
     def paused(self) -> bool:
         """Whether writes must be refused now (one attribute read: per block is fine)."""
         return self.phase is OwnershipPhase.PAUSED
+
+    def refusal(self, name: str) -> WrongHostError:
+        """The answer to a write of segment (or topic) ``name`` while paused."""
+        return WrongHostError(name, "", message=(
+            f"broker {self.broker_id} lost its metadata-store connection; retry (it writes "
+            f"nothing until it reconnects, or another broker takes {name!r} over)"))
 
     def move(self, event: SessionState | str) -> OwnershipPhase:
         """The phase after ``event`` (a store report or ``GRACE_PASSED``); logs a change.

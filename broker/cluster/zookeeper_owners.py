@@ -18,7 +18,7 @@ round trip per call) and moves this broker towards the target assignment
   The next owner's recovery then finds closed ledgers: nothing to fence.
 - **Session** (``broker.cluster.session_gate``): SUSPENDED (the connection
   is gone, the session perhaps alive) pauses writes at once (``check_writable``
-  raises ``OwnershipSuspendedError``) and unloads nothing; CONNECTED again
+  raises a WrongHost without owner) and unloads nothing; CONNECTED again
   within the session resumes them at once. LOST (it expired, its ephemeral
   nodes are gone), or SUSPENDED for ``suspended_grace_s`` without a
   reconnection (kazoo reports LOST only after reconnecting, so a broker cut
@@ -46,7 +46,7 @@ from broker.cluster.containers import OwnerRecord, container_of, member_path, ow
 from broker.cluster.owner_cache import OwnerCache
 from broker.cluster.owners import BrokerInfo
 from broker.cluster.session_gate import GRACE_PASSED, OwnershipPhase, SessionGate
-from broker.errors import OwnershipSuspendedError, WrongHostError
+from broker.errors import WrongHostError
 from ledger.api import MetadataStore, SessionState
 from ledger.errors import BadVersionError, LedgerError, NodeExistsError, NoNodeError
 
@@ -163,12 +163,12 @@ class ZooKeeperOwners:
             raise WrongHostError(segment, self.owner_of(segment))
 
     def check_writable(self, segment: str) -> None:
-        """Raise ``OwnershipSuspendedError`` while writes are paused (session SUSPENDED).
+        """Raise ``WrongHostError`` (no owner) while writes are paused (session SUSPENDED).
 
         Constant work (one attribute read): it guards every block.
         """
         if self._gate.paused:
-            raise OwnershipSuspendedError(segment, self._id)
+            raise self._gate.refusal(segment)
 
     @property
     def phase(self) -> OwnershipPhase:

@@ -9,7 +9,8 @@ import pytest
 
 from broker.cluster.containers import container_of
 from broker.cluster.owned_topics import OwnedTopics, TopicsHandover
-from broker.errors import OwnershipSuspendedError, WrongHostError
+from broker.cluster.session_gate import SessionGate
+from broker.errors import WrongHostError
 from ledger.errors import MetadataUnavailableError
 
 
@@ -112,7 +113,7 @@ async def test_paused_writes_are_refused_and_resume_on_the_same_handle() -> None
 
     def check_writable(segment: str) -> None:
         if paused["now"]:
-            raise OwnershipSuspendedError(segment, "b1:7070")
+            raise SessionGate("b1:7070").refusal(segment)
 
     topics = SegmentTopics()
     view = OwnedTopics(topics, lambda name: True, lambda name: "b1:7070",  # type: ignore[arg-type]
@@ -121,12 +122,12 @@ async def test_paused_writes_are_refused_and_resume_on_the_same_handle() -> None
     assert await handle.append([], "w", 0) == "appended"
     paused["now"] = True
     # A stream bound before: its next block is refused; a new setup too.
-    with pytest.raises(OwnershipSuspendedError) as caught:
+    with pytest.raises(WrongHostError, match="b1:7070 lost its metadata-store") as caught:
         await handle.append([], "w", 1)
-    assert caught.value.context() == {"segment": "orders/0", "owner": "", "broker": "b1:7070"}
-    with pytest.raises(OwnershipSuspendedError):
+    assert caught.value.context() == {"segment": "orders/0", "owner": ""}
+    with pytest.raises(WrongHostError):
         await handle.truncate(3)
-    with pytest.raises(OwnershipSuspendedError):
+    with pytest.raises(WrongHostError):
         await view.writable_segment("orders/0", "Produce")
     with pytest.raises(MetadataUnavailableError, match="b1:7070 lost its metadata-store"):
         await view.scale_topic("orders", ["orders/0"], [(0.0, 0.5), (0.5, 1.0)])

@@ -13,7 +13,7 @@ from broker.cluster.session_gate import (
     SessionGate,
     SessionGateError,
 )
-from broker.errors import OwnershipSuspendedError, WrongHostError
+from broker.errors import WrongHostError
 from broker.status import is_retriable, status_for, trailing_metadata_for
 from folio import _status
 from folio import errors as e
@@ -73,14 +73,15 @@ def test_every_store_report_is_allowed_in_every_phase() -> None:
 
 
 def test_the_refusal_is_a_retriable_wrong_host_without_owner_for_the_sdk() -> None:
-    error = OwnershipSuspendedError("orders/3", "10.0.0.1:7070")
-    assert isinstance(error, WrongHostError) and is_retriable(error)
+    error = SessionGate("10.0.0.1:7070").refusal("orders/3")
+    assert type(error) is WrongHostError and is_retriable(error)
+    assert error.context() == {"segment": "orders/3", "owner": ""}
     code, message = status_for(error)
     assert code is grpc.StatusCode.UNAVAILABLE
     assert message.startswith("broker 10.0.0.1:7070 lost its metadata-store connection; retry")
     metadata = dict(trailing_metadata_for(error))
     assert metadata["folio-error-code"] == str(ErrorCode.ERROR_CODE_WRONG_HOST)
-    assert metadata["folio-error"] == "OwnershipSuspendedError"
+    assert metadata["folio-error"] == "WrongHostError"
     sdk_error = _status.error_from_status(code, message, tuple(metadata.items()))
     # The SDK looks the owner up (none named) and tries again with backoff.
     assert type(sdk_error) is e.WrongHostError and sdk_error.retriable
