@@ -10,16 +10,17 @@ and raises ``SessionGateError``):
 - ``PAUSED`` (``SUSPENDED``: the connection is gone, the session perhaps
   alive): writes are refused at once with ``refusal``: a ``WrongHostError``
   without an owner and with a message saying why, which clients retry after
-  a lookup (with backoff). Nothing is unloaded: segments, ledgers and ownership nodes
-  stay as they are, appends already handed to a ledger finish, and reads of
-  loaded segments go on. Why at once: kazoo notices a lost connection up to
-  about two thirds of the session timeout after ZooKeeper last heard from it,
-  so by then the session may have expired on the server and another broker
-  may own the containers. An append of ours would then meet the new owner's
-  fence (safe), or, before the new owner loaded the segment, land in the old
-  ledger and be acknowledged while the new owner's recovery races it: safe
-  too, but the issue asks a broker that cannot know to stop, as Curator's
-  leader latch does on SUSPENDED.
+  a lookup (with backoff). Nothing is unloaded: segments, ledgers and
+  ownership nodes stay as they are, appends already handed to a ledger
+  finish, and reads of loaded segments go on. Why at once: kazoo notices a
+  lost connection up to about two thirds of the session timeout after
+  ZooKeeper last heard from it, so by then the session may have expired on
+  the server and another broker may own the containers. An append of ours
+  would then meet the new owner's fence, or (before the new owner loaded the
+  segment) be acknowledged by a broker that no longer owns the segment: its
+  recovery keeps the entry, so nothing is lost, but only an owner may serve
+  a segment. A broker that cannot know stops writing, as Curator's leader
+  latch does on SUSPENDED.
 - ``STOPPED`` (``LOST``, or ``PAUSED`` for longer than the grace, the session
   timeout: by then the session has expired on the server, and kazoo reports
   ``LOST`` only once reconnected): every container stops being served and its
@@ -76,6 +77,7 @@ TRANSITIONS: Final[dict[tuple[OwnershipPhase, SessionState | str], OwnershipPhas
     # one that outlived the grace: either way the balance runs anew).
     (_X, _C): _S, (_X, _SU): _X, (_X, _L): _X,
 }
+
 
 class SessionGate:
     """The phase of one broker's ownership (see the module docstring).
