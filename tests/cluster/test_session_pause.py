@@ -30,7 +30,7 @@ from folio.api.v1 import (
 )
 from folio.api.v1.errors_pb2 import ErrorCode
 from tests.cluster.test_cluster_broker import _read_exactly, ownership_phase
-from tests.support.bookies import BookieProcesses
+from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.cluster import LocalCluster
 from tests.support.proxy import TcpProxy
 from tests.support.wait import wait_for
@@ -82,40 +82,74 @@ def _ledgers(client: folio.Client) -> dict[str, list[tuple[int, bool]]]:
             for segment in SEGMENTS}
 
 
+class _Load:
+    """One writer thread appending numbered events to ``load`` until stopped."""
+
+    def __init__(self, client: folio.Client) -> None:
+        self.acknowledged: list[int] = []
+        self.failures: list[BaseException] = []
+        self._client = client
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._write)
+
+    def _write(self) -> None:
+        number = 0
+        try:
+            with self._client.writer("load", linger_ms=1) as writer:
+                while not self._stop.is_set():
+                    writer.write_event(b"%d" % number, f"k{number % 7}").result(timeout=120)
+                    self.acknowledged.append(number)
+                    number += 1
+        except BaseException as error:  # reported by the test
+            self.failures.append(error)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wait_more(self, count: int, what: str) -> None:
+        """Wait for ``count`` more acknowledgements (or a failure)."""
+        target = len(self.acknowledged) + count
+        wait_for(lambda: len(self.acknowledged) >= target or bool(self.failures), what)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(120)
+        assert not self._thread.is_alive()
+        assert self.failures == []
+
+
+def _proxied_broker(bookie_processes: BookieProcesses, zookeeper: ZooKeeperServer,
+                    zk_url: str, base: Path, proxy: TcpProxy,
+                    session_timeout_ms: int) -> BookieProcess:
+    """Cluster init and 3 bookies on ``zk_url``; one broker reaching ZooKeeper via ``proxy``."""
+    cluster = LocalCluster(bookie_processes, zk_url, base)
+    cluster.init(container_count=COUNT, ensemble_size=3, write_quorum=2, ack_quorum=2)
+    for _ in range(3):
+        cluster.start_bookie()
+    chroot = zk_url.removeprefix(f"zk://{zookeeper.address}")
+    proxied = LocalCluster(bookie_processes, f"zk://{proxy.address}{chroot}", base)
+    return proxied.start_broker(session_timeout_ms=session_timeout_ms)
+
+
+def _proxy_for(zookeeper: ZooKeeperServer) -> TcpProxy:
+    host, port = zookeeper.address.rsplit(":", 1)
+    return TcpProxy(host, int(port))
+
+
 @pytest.mark.timeout(300)
 def test_a_broker_cut_from_zookeeper_refuses_writes_and_resumes_within_its_session(
         zookeeper: ZooKeeperServer, zk_url: str, bookie_processes: BookieProcesses,
         tmp_path: Path) -> None:
     chroot = zk_url.removeprefix(f"zk://{zookeeper.address}")
-    cluster = LocalCluster(bookie_processes, zk_url, tmp_path)
-    cluster.init(container_count=COUNT, ensemble_size=3, write_quorum=2, ack_quorum=2)
-    for _ in range(3):
-        cluster.start_bookie()
-    host, port = zookeeper.address.rsplit(":", 1)
-    with TcpProxy(host, int(port)) as proxy:
-        proxied = LocalCluster(bookie_processes, f"zk://{proxy.address}{chroot}", tmp_path)
-        broker = proxied.start_broker(session_timeout_ms=SESSION_TIMEOUT_MS)
-        acknowledged: list[int] = []
-        failures: list[BaseException] = []
-        stop = threading.Event()
-
-        def write(client: folio.Client) -> None:
-            number = 0
-            try:
-                with client.writer("load", linger_ms=1) as writer:
-                    while not stop.is_set():
-                        writer.write_event(b"%d" % number, f"k{number % 7}").result(timeout=120)
-                        acknowledged.append(number)
-                        number += 1
-            except BaseException as error:  # reported by the test below
-                failures.append(error)
-
+    with _proxy_for(zookeeper) as proxy:
+        broker = _proxied_broker(bookie_processes, zookeeper, zk_url, tmp_path, proxy,
+                                 SESSION_TIMEOUT_MS)
         with folio.Client(broker.address, timeout_s=30) as client:
             client.create_topic("load", 2)
-            writer_thread = threading.Thread(target=write, args=(client,))
-            writer_thread.start()
+            load = _Load(client)
+            load.start()
             try:
-                wait_for(lambda: len(acknowledged) >= 50 or bool(failures), "50 appends")
+                load.wait_more(50, "50 appends")
                 owners_before = _ownership(zookeeper.address, chroot)
                 ledgers_before = _ledgers(client)
                 assert ownership_phase(broker) == "serving"
@@ -157,25 +191,63 @@ def test_a_broker_cut_from_zookeeper_refuses_writes_and_resumes_within_its_sessi
                 wait_for(lambda: ownership_phase(broker) == "serving", "the broker serving again")
                 assert late.result(timeout=120).offset >= 0
                 late_writer.close()
-                count = len(acknowledged)
-                wait_for(lambda: len(acknowledged) >= count + 50 or bool(failures),
-                         "50 appends after the reconnection")
+                load.wait_more(50, "50 appends after the reconnection")
             finally:
-                stop.set()
-                writer_thread.join(120)
-            assert not writer_thread.is_alive()
-            assert failures == []
+                load.stop()
             # Same session, same ownership nodes; same ledgers, still open: no recovery.
             assert _ownership(zookeeper.address, chroot) == owners_before
             ledgers_after = _ledgers(client)
             for segment in SEGMENTS:
                 assert ledgers_after[segment] == ledgers_before[segment], segment
                 assert not ledgers_after[segment][-1][1], f"{segment}'s ledger was closed"
-            events = _read_exactly(client, "load", len(acknowledged) + 2)
+            events = _read_exactly(client, "load", len(load.acknowledged) + 2)
             payloads = sorted(event.payload for event in events)
-            assert payloads == sorted([b"early", b"late", *(b"%d" % n for n in acknowledged)])
+            assert payloads == sorted(
+                [b"early", b"late", *(b"%d" % n for n in load.acknowledged)])
         log = broker.log()
         assert "writes paused, containers kept" in log
         assert "writes resumed, nothing reloaded" in log
         assert "stopped serving containers" not in log
+        assert broker.running()
+
+
+@pytest.mark.timeout(300)
+def test_a_broker_cut_past_its_session_timeout_gives_its_containers_up_then_recovers(
+        zookeeper: ZooKeeperServer, zk_url: str, bookie_processes: BookieProcesses,
+        tmp_path: Path) -> None:
+    with _proxy_for(zookeeper) as proxy:
+        broker = _proxied_broker(bookie_processes, zookeeper, zk_url, tmp_path, proxy, 3_000)
+        with folio.Client(broker.address, timeout_s=30) as client:
+            client.create_topic("load", 2)
+            load = _Load(client)
+            load.start()
+            try:
+                load.wait_more(50, "50 appends")
+                ledgers_before = _ledgers(client)
+                proxy.pause()
+                proxy.cut()
+                wait_for(lambda: ownership_phase(broker) in ("paused", "stopped"),
+                         "the broker paused its writes")
+                # Still cut off once the session timeout has passed: the session
+                # has surely expired; the broker gives its containers up.
+                wait_for(lambda: ownership_phase(broker) == "stopped",
+                         "the broker gave its containers up", timeout_s=60)
+                proxy.resume()
+                wait_for(lambda: ownership_phase(broker) == "serving", "the broker serving again",
+                         timeout_s=60)
+                load.wait_more(50, "50 appends after the broker came back")
+            finally:
+                load.stop()
+            # The segments were loaded afresh: recovery closed the old ledger (fenced)
+            # and each went on in a new one.
+            ledgers_after = _ledgers(client)
+            for segment in SEGMENTS:
+                before, after = ledgers_before[segment], ledgers_after[segment]
+                assert len(after) > len(before), (segment, before, after)
+                assert after[len(before) - 1] == (before[-1][0], True), (segment, after)
+            events = _read_exactly(client, "load", len(load.acknowledged))
+            assert sorted(event.payload for event in events) == sorted(
+                b"%d" % n for n in load.acknowledged)
+        log = broker.log()
+        assert "stayed lost for the session timeout: containers given up" in log
         assert broker.running()
