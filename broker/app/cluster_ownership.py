@@ -85,7 +85,8 @@ class ClusterOwnership:
         store: the cluster's metadata store.
         container_count: the cluster's number of containers (its layout).
         session_timeout_ms: the metadata session timeout: a broker cut off
-            from ZooKeeper stops serving once it has passed.
+            from ZooKeeper pauses its writes at once and gives its containers
+            up once it has passed (``broker.cluster.session_gate``).
         peers: TLS and token of the internal calls to the other brokers.
     """
 
@@ -140,7 +141,7 @@ class ClusterOwnership:
             owners, self._peers, lambda: self._seated and owners.owns(COORDINATOR_SEGMENT),
             coordinator.register_segment, topics.segment)
         coordinator.route_markers(self._routes.write_marker)
-        return OwnedTopics(topics, owners.owns, owners.owner_of)
+        return OwnedTopics(topics, owners.owns, owners.owner_of, owners.check_writable)
 
     @property
     def routes(self) -> ClusterTxnRoutes:
@@ -155,10 +156,15 @@ class ClusterOwnership:
         return self._seated
 
     def transactions_gate(self) -> None:
-        """Raise ``WrongHostError`` unless the coordinator runs on this broker now."""
+        """Raise ``WrongHostError`` unless the coordinator runs on this broker now.
+
+        A WrongHost without owner (``check_writable``) while the
+        metadata session is SUSPENDED: the coordinator writes nothing new then.
+        """
         owners = self.owners
         if not (self._seated and owners.owns(COORDINATOR_SEGMENT)):
             raise WrongHostError(COORDINATOR_SEGMENT, owners.owner_of(COORDINATOR_SEGMENT))
+        owners.check_writable(COORDINATOR_SEGMENT)
 
     async def _claimed(self, container: int) -> None:
         if container != self.coordinator_container:

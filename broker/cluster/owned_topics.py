@@ -8,6 +8,15 @@ check is a set lookup in memory, made once per call or SetupAppend, never
 per block: a segment that moves while a stream is bound to it fails that
 stream's next block itself (``LedgerSegment.hand_over`` / ``abandon``).
 
+**Writes pause** while the broker's metadata session is SUSPENDED
+(``check_writable`` raises a WrongHost without an owner, saying why): a
+SetupAppend, Produce or TruncateSegment is refused, and so is every block of
+a stream bound before (the segment handles given out check it
+before each append: one call per block, constant work). Appends already
+handed to a segment finish. Reads are not gated (docs/cluster.md, "Session
+loss"). ScaleTopic and SealTopic, which write ledgers and the metadata store
+the broker cannot reach, are refused with ``MetadataUnavailableError``.
+
 Topic-level calls (create, get, list, configure, scale, seal, delete) are
 answered by any broker from the shared metadata store. Scaling and sealing
 may seal segments another broker owns: this broker loads them (recovery
@@ -23,12 +32,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from broker.api import ScaleOutcome, SegmentHandle, SegmentRange, TopicConfig, TopicInfo
+from broker.api import (
+    AppendResult,
+    Block,
+    Isolation,
+    ReadBatch,
+    ScaleOutcome,
+    SegmentHandle,
+    SegmentInfo,
+    SegmentRange,
+    TopicConfig,
+    TopicInfo,
+)
 from broker.cluster.containers import SNAPSHOT_TOPIC, container_of
 from broker.cluster.snapshots import ContainerSnapshotStore
 from broker.errors import WrongHostError
 from broker.segments.names import is_system_topic, parse_segment_name
 from broker.topics.manager import TopicManager
+from ledger.errors import MetadataUnavailableError
+from txnbuffer.api import TxnId
 
 __all__ = ["OwnedTopics", "TopicsHandover"]
 
@@ -40,13 +62,17 @@ class OwnedTopics:
         topics: the broker's topic manager.
         owns: whether this broker serves a segment now.
         owner_of: the owner's address, "" when unknown.
+        check_writable: raises ``WrongHostError`` (no owner) while writes are
+            paused (the metadata session is SUSPENDED); default: never.
     """
 
     def __init__(self, topics: TopicManager, owns: Callable[[str], bool],
-                 owner_of: Callable[[str], str]) -> None:
+                 owner_of: Callable[[str], str],
+                 check_writable: Callable[[str], None] = lambda _segment: None) -> None:
         self._topics = topics
         self._owns = owns
         self._owner_of = owner_of
+        self._check_writable = check_writable
 
     def _check(self, name: str) -> None:
         if not self._owns(name):
@@ -58,7 +84,17 @@ class OwnedTopics:
 
     async def writable_segment(self, name: str, action: str) -> SegmentHandle:
         self._check(name)
-        return await self._still_owned(name, await self._topics.writable_segment(name, action))
+        self._check_writable(name)
+        segment = await self._still_owned(name,
+                                          await self._topics.writable_segment(name, action))
+        return _GatedSegment(segment, self._check_writable)
+
+    def _check_topic_writable(self, topic: str) -> None:
+        """Scale and seal write ledgers and metadata: refused at once while paused."""
+        try:
+            self._check_writable(topic)
+        except WrongHostError as error:  # (raised only while paused)
+            raise MetadataUnavailableError(str(error)) from None
 
     async def _still_owned(self, name: str, segment: SegmentHandle) -> SegmentHandle:
         """``segment`` if its container is still ours after the load, else WrongHost.
@@ -96,6 +132,7 @@ class OwnedTopics:
 
     async def scale_topic(self, topic: str, seal: Sequence[str],
                           new_ranges: Sequence[tuple[float, float]]) -> ScaleOutcome:
+        self._check_topic_writable(topic)
         try:
             return await self._topics.scale_topic(topic, seal, new_ranges)
         finally:
@@ -105,6 +142,7 @@ class OwnedTopics:
         return await self._topics.get_successors(segment)
 
     async def seal_topic(self, topic: str) -> TopicInfo:
+        self._check_topic_writable(topic)
         try:
             return await self._topics.seal_topic(topic)
         finally:
@@ -118,6 +156,55 @@ class OwnedTopics:
         owns = self._owns
         await self._topics.release_segments(
             lambda name: not owns(name) and not is_system_topic(parse_segment_name(name)[0]))
+
+
+class _GatedSegment:
+    """A writable segment whose writes pass ``check_writable`` first (see the module docstring).
+
+    A stream bound before the pause keeps its handle: the check is here, not
+    at the setup alone. Reads pass through.
+    """
+
+    __slots__ = ("_check", "_segment")
+
+    def __init__(self, segment: SegmentHandle, check: Callable[[str], None]) -> None:
+        self._segment = segment
+        self._check = check
+
+    @property
+    def name(self) -> str:
+        return self._segment.name
+
+    @property
+    def config(self) -> TopicConfig:
+        return self._segment.config
+
+    async def last_event_number(self, writer_id: str) -> int:
+        return await self._segment.last_event_number(writer_id)
+
+    async def append(self, blocks: Sequence[Block], writer_id: str, last_event_number: int,
+                     *, txn_id: TxnId | None = None) -> AppendResult:
+        self._check(self._segment.name)
+        return await self._segment.append(blocks, writer_id, last_event_number, txn_id=txn_id)
+
+    async def read(self, offset: int, max_bytes: int,
+                   isolation: Isolation = Isolation.READ_COMMITTED) -> ReadBatch:
+        return await self._segment.read(offset, max_bytes, isolation)
+
+    @property
+    def committed_end(self) -> int:
+        return self._segment.committed_end
+
+    async def wait_for_data(self, offset: int, timeout_s: float,
+                            isolation: Isolation = Isolation.READ_COMMITTED) -> bool:
+        return await self._segment.wait_for_data(offset, timeout_s, isolation)
+
+    def info(self) -> SegmentInfo:
+        return self._segment.info()
+
+    async def truncate(self, offset: int) -> SegmentInfo:
+        self._check(self._segment.name)
+        return await self._segment.truncate(offset)
 
 
 class TopicsHandover:
