@@ -94,6 +94,10 @@ class ClusterKafka:
             return self._this()  # transactional ids: refused here, clearly (module docstring)
         return _node(self._owners.container_owner(container_of(key_type, key, self._count)))
 
+    def writable(self, segment: str) -> bool:
+        """Whether this broker may write ``segment`` now (owned, session not paused)."""
+        return self._owners.owns(segment) and self._owners.phase is OwnershipPhase.SERVING
+
     def is_local(self, key_type: int, key: str) -> bool:
         if key_type != GROUP_KEY:
             return True

@@ -76,7 +76,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         topics, txn_coordinator if ownership is None else None, context.producer_ids,
         lambda: Node(NODE_ID, context.host, context.advertised_port or context.port),
         context.stopping, cluster=None if ownership is None or cluster is None
-        else ClusterGroups(ownership.container_count, ownership.owners.owns, cluster))
+        else ClusterGroups(ownership.container_count, cluster.writable, cluster))
     if cluster is not None:
         cluster.attach(context.coordinators.groups)
     if context.coordinators.txns is not None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from broker.api import Topics
-from broker.errors import BrokerError
+from broker.errors import BrokerError, WrongHostError
 from broker.kafka.error_codes import error_code
 from broker.kafka.groups.members import Group, JoinResult, SyncResult
 from broker.kafka.groups.membership import GroupConfig, GroupMembership
@@ -209,7 +209,9 @@ class GroupCoordinator(GroupMembership):
             except (BrokerError, LedgerError) as failure:
                 code = error_code(failure)
                 log.warning("kafka group %s: offset commit failed: %s", group_id, failure)
-                if code is ErrorCode.unknown_server_error or code is ErrorCode.kafka_storage_error:
+                if isinstance(failure, WrongHostError):  # the group's container moved
+                    code = ErrorCode.not_coordinator
+                elif code in (ErrorCode.unknown_server_error, ErrorCode.kafka_storage_error):
                     # Kafka answers a failed log append so: clients retry it.
                     code = ErrorCode.coordinator_not_available
                 for item in good:

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from broker.errors import WrongHostError
 from broker.system.compacted_topic import CompactedTopic
 from broker.system.compaction import CompactionResult
 from broker.topics.manager import TopicManager
@@ -111,7 +112,7 @@ class OffsetStore:
     ``container_count`` > 0: one segment per container (see the module
     docstring); ``container_of(group id)`` is the group's container
     (``broker.kafka.locator.container_of``) and ``owns(segment)`` whether this
-    broker serves a segment now (only those are compacted).
+    broker may write a segment now (only those are written and compacted).
     """
 
     def __init__(self, topics: TopicManager, container_count: int = 0,
@@ -135,7 +136,16 @@ class OffsetStore:
         return self._container_of(group_id) if self._count > 0 else 0
 
     def _topic_of(self, group_id: str) -> CompactedTopic:
-        return self._parts[self.container_of(group_id)]
+        """The group's keyed log, to write: ``WrongHostError`` unless this broker may write it.
+
+        In a cluster a write may come late (a background record of a
+        generation) after the container went: it must never load the
+        segment here, which would fence its new owner.
+        """
+        part = self._parts[self.container_of(group_id)]
+        if self._count > 0 and not self._owns(part.segment_name):
+            raise WrongHostError(part.segment_name, "")
+        return part
 
     async def _maintain(self) -> list[CompactionResult]:
         """Compact the served containers' segments only (never load another broker's)."""
