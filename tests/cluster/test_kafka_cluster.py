@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaPythonPartition
 from kio.schema.errors import ErrorCode
 
 from bench._cluster_client import list_brokers, lookup_owner
@@ -187,6 +189,24 @@ def test_partitions_led_by_their_owners_and_a_group_across_brokers(
     _consume(consumer, first, seen, "the group consumed every record")
     consumer.close()
     assert sorted(seen) == sorted(first)  # once each: one member, no rebalance
+
+    # kafka-python too: a group of its own across the three brokers, offsets committed.
+    python_consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap.split(","),
+                                    group_id="kp", auto_offset_reset="earliest",
+                                    enable_auto_commit=False, session_timeout_ms=10_000,
+                                    heartbeat_interval_ms=500)
+    assert python_consumer.partitions_for_topic(topic) == set(range(PARTITIONS))
+    by_python: list[bytes] = []
+
+    def python_got_all() -> bool:
+        for records in python_consumer.poll(500).values():
+            by_python.extend(record.value for record in records)
+        return first <= set(by_python)
+    wait_for(python_got_all, "kafka-python's group consumed every record", timeout_s=60)
+    python_consumer.commit()
+    assert python_consumer.committed(KafkaPythonPartition(topic, 0)) is not None
+    python_consumer.close()
+    assert sorted(by_python) == sorted(first)
 
     producing = _Producing(bootstrap, topic)
     wait_for(lambda: len(producing.acked) >= 40, "40 more records acknowledged")
