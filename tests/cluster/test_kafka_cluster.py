@@ -286,3 +286,51 @@ def test_sigkill_of_a_broker_producer_and_group_go_on_nothing_lost_or_doubled(
     contents = _topic_contents(",".join(kafka[a] for a in survivors), topic)
     assert set(contents) >= acked
     assert len(contents) == len(set(contents)), "a record is in the topic twice"
+
+
+@pytest.mark.timeout(240)
+def test_a_joining_broker_takes_groups_over_gracefully(
+        zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+    cluster = LocalCluster(bookie_processes, zk_url, tmp_path)
+    cluster.init(container_count=COUNT, ensemble_size=3, write_quorum=2, ack_quorum=2)
+    for _ in range(3):
+        cluster.start_bookie()
+    brokers = [cluster.start_broker("--kafka-port", "0") for _ in range(2)]
+    _spread(brokers[0].address, [COUNT // 2] * 2)
+    kafka = {b.address: "{}:{}".format(*kafka_address(b)) for b in brokers}
+    bootstrap = ",".join(kafka.values())
+    topic = "moving"
+    create_topic(bootstrap, topic, PARTITIONS)
+    # A broker keeps its lowest containers when a newcomer joins: the highest one moves.
+    held = next(b.containers for b in list_brokers(brokers[0].address).brokers
+                if b.address == brokers[0].address)
+    moving = max(held)
+    group = next(f"g{i}" for i in range(10_000)
+                 if kafka_container_of(GROUP_KEY, f"g{i}", COUNT) == moving)
+    producing = _Producing(bootstrap, topic)
+    consumer = _group_consumer(bootstrap, group, topic)
+    seen: list[bytes] = []
+    wait_for(lambda: len(producing.acked) >= 100, "100 records acknowledged")
+    _consume(consumer, set(list(producing.acked)[:50]), seen, "the group consumes")
+
+    newcomer = cluster.start_broker("--kafka-port", "0")
+    _spread(brokers[0].address, [COUNT // 3] * 3)
+    owner = next(b.address for b in list_brokers(brokers[0].address).brokers
+                 if moving in b.containers)
+    assert owner == newcomer.address
+    before = len(producing.acked)
+    wait_for(lambda: len(producing.acked) >= before + 100, "100 more records acknowledged")
+    producing.stop()
+    assert producing.errors == []
+    # The group went on at the new coordinator, committing there.
+    _consume(consumer, producing.acked, seen, "the group consumed every record")
+    consumer.close()
+    # A new member starts from what was committed at the new coordinator.
+    producing = _Producing(bootstrap, topic)
+    wait_for(lambda: len(producing.acked) >= 20, "20 more records acknowledged")
+    producing.stop()
+    later = _group_consumer(bootstrap, group, topic)
+    after: list[bytes] = []
+    _consume(later, producing.acked, after, "the new member consumed the new records")
+    later.close()
+    assert set(after) == producing.acked
