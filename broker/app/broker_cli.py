@@ -113,13 +113,11 @@ def resolve_broker_settings(
         if found:
             overrides[name] = int(value)  # type: ignore[call-overload]
     _check_partial_quorums(overrides)
-    if config.kafka_port != -1:
-        # The listener answers as the only broker (it leads every partition and
-        # coordinates every group): among several it would write segments it
-        # does not own. Refused until it follows ownership (docs/kafka.md).
-        raise ValueError("--kafka-port is not served by a cluster broker yet (the Kafka "
-                         "listener is not ownership-aware; docs/kafka.md, \"Clusters\"); "
-                         "use it on `folio standalone` or `folio broker --bookies`")
+    if (config.kafka_port != -1 and not config.kafka_advertised_host
+            and config.host in ("0.0.0.0", "::", "")):
+        # Other brokers publish this host to Kafka clients (Metadata leaders).
+        raise ValueError("--kafka-port on a broker listening on every interface needs "
+                         "--kafka-advertised-host: the host Kafka clients are told to use")
     peers = layers.build(PeerSettings)
     peers.security(config)  # checked now: a bad combination is a usage error
     return BrokerSettings(config, None, security, cluster, overrides, peers)

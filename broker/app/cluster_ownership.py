@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 from broker.api import Topics
 from broker.cluster.containers import COORDINATOR_SEGMENT, container_of
@@ -67,11 +68,13 @@ class _Handover(TopicsHandover):
         self._ownership = ownership
 
     async def release(self, containers: frozenset[int]) -> None:
+        self._ownership.tell_released(containers)
         await super().release(containers)
         if self._ownership.coordinator_container in containers:
             await self._ownership.stand_down()
 
     def drop(self, containers: frozenset[int]) -> None:
+        self._ownership.tell_released(containers)
         super().drop(containers)
         # (A claim drops stale segments too; the coordinator is not seated then.)
         if self._ownership.coordinator_container in containers and self._ownership.seated:
@@ -105,7 +108,27 @@ class ClusterOwnership:
         self._seated = False
         self._snapshots: ContainerSnapshotStore | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self._claim_listeners: list[Callable[[int], Awaitable[None]]] = []
+        self._release_listeners: list[Callable[[frozenset[int]], None]] = []
         self.coordinator_container = container_of(COORDINATOR_SEGMENT, container_count)
+        #: This broker's Kafka listener as clients reach it, "host:port" ("": none);
+        #: set before ``start``, published with the ownership records.
+        self.kafka_address = ""
+
+    @property
+    def container_count(self) -> int:
+        return self._count
+
+    def add_container_listener(self, claimed: Callable[[int], Awaitable[None]],
+                               released: Callable[[frozenset[int]], None]) -> None:
+        """Tell ``claimed`` each container claimed (it is served already), ``released``
+        the containers given up or dropped (before their segments are unloaded)."""
+        self._claim_listeners.append(claimed)
+        self._release_listeners.append(released)
+
+    def tell_released(self, containers: frozenset[int]) -> None:
+        for released in self._release_listeners:
+            released(containers)
 
     @property
     def owners(self) -> ZooKeeperOwners:
@@ -167,6 +190,8 @@ class ClusterOwnership:
         owners.check_writable(COORDINATOR_SEGMENT)
 
     async def _claimed(self, container: int) -> None:
+        for claimed in self._claim_listeners:
+            await claimed(container)
         if container != self.coordinator_container:
             return
         assert self._topics is not None and self._coordinator is not None
@@ -205,7 +230,7 @@ class ClusterOwnership:
 
     async def start(self, address: str) -> None:
         """Join the balance as ``address`` (the broker's id and client address)."""
-        self.owners.bind(address, address)
+        self.owners.bind(address, address, self.kafka_address)
         await self.owners.start()
 
     async def stop(self) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.api import Topics
+from broker.app.cluster_ownership import ClusterOwnership
 from broker.broker_config import BrokerConfig
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator
@@ -26,11 +28,19 @@ class KafkaUnavailableError(Exception):
 
 async def start_kafka(config: BrokerConfig, topics: TopicManager,
                       store: MetadataStore,
-                      txn_coordinator: TxnCoordinator | None = None) -> KafkaServer | None:
+                      txn_coordinator: TxnCoordinator | None = None, *,
+                      ownership: ClusterOwnership | None = None,
+                      served: Topics | None = None) -> KafkaServer | None:
     """The started Kafka listener, or None when ``kafka_port`` is -1 (off).
 
     Consumer groups are served with it; transactional producers too when
-    ``txn_coordinator`` is given (their transactions are Folio's).
+    ``txn_coordinator`` is given (their transactions are Folio's) and the
+    broker is not a cluster member. A cluster broker (``ownership``, after
+    its ``attach``) serves partitions through ``served`` (its ``OwnedTopics``:
+    NOT_LEADER_OR_FOLLOWER for segments it does not own, writes paused with
+    its session), names every broker and each partition's owner in Metadata,
+    and coordinates the groups of its containers (``broker.app.kafka_cluster``);
+    its Kafka address is set on ``ownership`` for its records.
 
     Raises ``OSError`` if the port is taken, ``KafkaUnavailableError`` without
     the ``kafka`` extra.
@@ -39,23 +49,36 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         return None
     try:
         # Imported here: only a broker that serves Kafka needs kio.
+        from broker.app.kafka_cluster import ClusterKafka, kafka_address  # noqa: PLC0415
         from broker.kafka.context import NODE_ID, KafkaContext  # noqa: PLC0415
-        from broker.kafka.coordinators import start_coordinators  # noqa: PLC0415
+        from broker.kafka.coordinators import ClusterGroups, start_coordinators  # noqa: PLC0415
         from broker.kafka.handlers.transactions import install  # noqa: PLC0415
         from broker.kafka.locator import Node  # noqa: PLC0415
+        from broker.kafka.nodes import node_id_of  # noqa: PLC0415
         from broker.kafka.producer_ids import ProducerIds  # noqa: PLC0415
         from broker.kafka.server import KafkaServer  # noqa: PLC0415
     except ImportError as error:
         raise KafkaUnavailableError(
             f"--kafka-port needs the kafka extra (pip install 'folio[kafka]'): {error}"
         ) from None
-    context = KafkaContext(topics, config.kafka_advertised_host or config.host,
+    context = KafkaContext(served or topics, config.kafka_advertised_host or config.host,
                            ProducerIds(store), advertised_port=config.kafka_advertised_port)
+    cluster = None
+    if ownership is not None:
+        owners = ownership.owners
+        # The broker id (its address) is bound once its API is: asked when needed.
+        cluster = ClusterKafka(owners, lambda: Node(
+            node_id_of(owners.broker_id), context.host, context.advertised_port or context.port))
+        context.nodes = cluster
+        ownership.add_container_listener(cluster.claimed, cluster.released)
     # Offsets, group records and transactional ids are loaded before serving.
     context.coordinators = await start_coordinators(
-        topics, txn_coordinator, context.producer_ids,
+        topics, txn_coordinator if ownership is None else None, context.producer_ids,
         lambda: Node(NODE_ID, context.host, context.advertised_port or context.port),
-        context.stopping)
+        context.stopping, cluster=None if ownership is None or cluster is None
+        else ClusterGroups(ownership.container_count, cluster.writable, cluster))
+    if cluster is not None:
+        cluster.attach(context.coordinators.groups)
     if context.coordinators.txns is not None:
         install(context)
     server = KafkaServer(context, config.host, config.kafka_port)
@@ -64,4 +87,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     except OSError as error:
         raise OSError(f"cannot serve Kafka on {config.host}:{config.kafka_port}: "
                       f"{error}") from None
+    if ownership is not None:  # published with its ownership records (``ownership.start``)
+        ownership.kafka_address = kafka_address(
+            context.host, context.advertised_port or context.port)
     return server

@@ -319,7 +319,8 @@ async def _serve_api(
         await server.stop(0)
         return _fail(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error}")
     try:
-        kafka = await start_kafka(config, topics, store, coordinator)
+        kafka = await start_kafka(config, topics, store, coordinator, ownership=ownership,
+                                  served=served)
     except (OSError, KafkaUnavailableError) as error:
         await server.stop(0)
         metrics.shutdown()

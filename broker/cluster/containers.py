@@ -12,12 +12,15 @@ the broker owning it holds every segment the coordinator writes; and the
 transaction buffers' snapshot topic has one segment per container, segment
 ``_txnbuffer_snapshots/<n>`` in container ``n``, so that the snapshots of a
 container's segments are written by that container's owner only
-(``broker.cluster.snapshots``).
+(``broker.cluster.snapshots``). The Kafka listener's committed offsets
+(``_kafka_offsets``) follow the same rule, so the broker coordinating a
+consumer group owns the segment holding its offsets (docs/kafka.md).
 
 Ownership of container ``n`` is the ephemeral node ``/containers/<n>/owner``
 holding an ``OwnerRecord`` (JSON ``{"version": 1, "id": ..., "address": ...,
-"incarnation": ...}``): whoever creates it owns the container until it
-deletes the node or its session ends. ``incarnation`` is random per broker
+"incarnation": ..., "kafka": ...}``, ``kafka`` only when the broker serves
+Kafka): whoever creates it owns the container until it deletes the node or
+its session ends. ``incarnation`` is random per broker
 process: a broker restarted under the same id within the session timeout
 sees its predecessor's nodes as someone else's (they vanish with that session).
 
@@ -37,6 +40,7 @@ __all__ = [
     "CONTAINERS_PATH",
     "COORDINATOR_SEGMENT",
     "MEMBERS_PATH",
+    "PER_CONTAINER_TOPICS",
     "SNAPSHOT_TOPIC",
     "OwnerRecord",
     "container_of",
@@ -56,7 +60,11 @@ _COORDINATOR_TOPICS = ("_txnlog/", "_txncommitkeys/")
 #: The snapshot topic: its segment ``n`` is in container ``n`` (``broker.system``
 #: names it; repeated here for the same reason).
 SNAPSHOT_TOPIC = "_txnbuffer_snapshots"
-_SNAPSHOT_PREFIX = SNAPSHOT_TOPIC + "/"
+#: The Kafka listener's committed offsets (``broker.kafka.groups.offsets``), placed the same way.
+KAFKA_OFFSETS_TOPIC = "_kafka_offsets"
+#: Topics whose segment ``n`` is in container ``n``: they move with their containers.
+PER_CONTAINER_TOPICS = (SNAPSHOT_TOPIC, KAFKA_OFFSETS_TOPIC)
+_PER_CONTAINER_PREFIXES = tuple(topic + "/" for topic in PER_CONTAINER_TOPICS)
 _RECORD_VERSION = 1
 
 
@@ -64,7 +72,8 @@ def container_of(segment: str, container_count: int) -> int:
     """The container of ``segment`` ("<topic>/<number>"): CRC-32 of its name mod the count.
 
     Two placement exceptions: the coordinator's topics go to the container of
-    ``_txnlog/0``; segment ``_txnbuffer_snapshots/<n>`` goes to container
+    ``_txnlog/0``; segment ``<topic>/<n>`` of a ``PER_CONTAINER_TOPICS`` topic
+    (``_txnbuffer_snapshots``, ``_kafka_offsets``) goes to container
     ``n mod container_count``.
 
     Raises:
@@ -74,8 +83,8 @@ def container_of(segment: str, container_count: int) -> int:
         raise ValueError(f"container_count must be positive, got {container_count}")
     if segment.startswith(_COORDINATOR_TOPICS):
         segment = COORDINATOR_SEGMENT
-    elif segment.startswith(_SNAPSHOT_PREFIX):
-        number = segment[len(_SNAPSHOT_PREFIX):]
+    elif segment.startswith(_PER_CONTAINER_PREFIXES):
+        number = segment[segment.index("/") + 1:]
         if number.isascii() and number.isdigit():
             return int(number) % container_count
     return zlib.crc32(segment.encode("utf-8")) % container_count
@@ -93,16 +102,23 @@ def member_path(broker_id: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class OwnerRecord:
-    """The data of an ownership or member node: broker id, client address, incarnation."""
+    """The data of an ownership or member node: broker id, client address, incarnation.
+
+    ``kafka``: the broker's Kafka listener as Kafka clients reach it
+    (``host:port``), "" when it serves none (docs/kafka.md, "Clusters").
+    """
 
     broker_id: str
     address: str
     incarnation: str = ""
+    kafka: str = ""
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"version": _RECORD_VERSION, "id": self.broker_id,
-                           "address": self.address,
-                           "incarnation": self.incarnation}).encode()
+        fields = {"version": _RECORD_VERSION, "id": self.broker_id, "address": self.address,
+                  "incarnation": self.incarnation}
+        if self.kafka:
+            fields["kafka"] = self.kafka
+        return json.dumps(fields).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> OwnerRecord:
@@ -110,6 +126,6 @@ class OwnerRecord:
         try:
             fields = json.loads(data)
             return cls(str(fields["id"]), str(fields.get("address", "")),
-                       str(fields.get("incarnation", "")))
+                       str(fields.get("incarnation", "")), str(fields.get("kafka", "")))
         except (ValueError, KeyError, TypeError):
             return cls("", "")

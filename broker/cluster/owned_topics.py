@@ -44,7 +44,7 @@ from broker.api import (
     TopicConfig,
     TopicInfo,
 )
-from broker.cluster.containers import SNAPSHOT_TOPIC, container_of
+from broker.cluster.containers import PER_CONTAINER_TOPICS, container_of
 from broker.cluster.snapshots import ContainerSnapshotStore
 from broker.errors import WrongHostError
 from broker.segments.names import is_system_topic, parse_segment_name
@@ -210,8 +210,9 @@ class _GatedSegment:
 class TopicsHandover:
     """``ContainerHandover`` on a ``TopicManager``: unload the segments of containers.
 
-    User segments and the snapshot segments (``broker.cluster.snapshots``)
-    move with their containers. The other system topics' segments are the
+    User segments and the per-container system segments (snapshots,
+    ``broker.cluster.snapshots``; the Kafka listener's offsets) move with
+    their containers. The other system topics' segments are the
     coordinator's, moved by ``broker.app.cluster_ownership``: left alone here.
     """
 
@@ -226,7 +227,7 @@ class TopicsHandover:
 
         def moving(name: str) -> bool:
             topic, _number = parse_segment_name(name)
-            return ((not is_system_topic(topic) or topic == SNAPSHOT_TOPIC)
+            return ((not is_system_topic(topic) or topic in PER_CONTAINER_TOPICS)
                     and container_of(name, count) in containers)
         return moving
 

@@ -175,13 +175,39 @@ class ZooKeeperOwners:
         """Serving, paused (SUSPENDED) or stopped (``broker.cluster.session_gate``)."""
         return self._gate.phase
 
-    def bind(self, broker_id: str, address: str) -> None:
-        """Set this broker's id and client address (known once the server is bound)."""
+    def bind(self, broker_id: str, address: str, kafka: str = "") -> None:
+        """Set this broker's id, client address and Kafka address ("": none; known once bound)."""
         if self._task is not None:
             raise RuntimeError("bind before start")
         self._id, self._address = broker_id, address
         self._gate.broker_id = broker_id
-        self._record = OwnerRecord(broker_id, address, self._record.incarnation)
+        self._record = OwnerRecord(broker_id, address, self._record.incarnation, kafka)
+
+    def owner_record(self, segment: str) -> OwnerRecord | None:
+        """The record of the broker serving ``segment`` now, None while none is known.
+
+        From memory (the cache), as ``owner_of``: this broker's own record
+        when it serves the segment.
+        """
+        return self.container_owner(container_of(segment, self._count))
+
+    def container_owner(self, container: int) -> OwnerRecord | None:
+        """``owner_record`` of a container."""
+        if container in self._active:
+            return self._record
+        found = self._cache.owners.get(container)
+        if found is None or found[0].incarnation == self._record.incarnation:
+            return None
+        return found[0]
+
+    def member_records(self) -> list[OwnerRecord]:
+        """The records of the brokers taking part in the balance (from memory), by id."""
+        return [record for _member, record in sorted(self._cache.members.items())]
+
+    @property
+    def record(self) -> OwnerRecord:
+        """This broker's own record."""
+        return self._record
 
     @property
     def broker_id(self) -> str:

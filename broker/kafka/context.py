@@ -9,6 +9,7 @@ from typing import Any
 
 from broker.api import Topics
 from broker.kafka.coordinators import KafkaCoordinators
+from broker.kafka.nodes import ClusterNodes
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.sequences import RecentBatches
 
@@ -48,6 +49,8 @@ class KafkaContext:
             transaction handlers; None: such batches are refused).
         coordinators: consumer groups and transactional ids (None: group and
             transaction requests answer COORDINATOR_NOT_AVAILABLE).
+        nodes: the cluster's brokers and partition leaders (None: this
+            broker alone, node ``NODE_ID``, leads every partition).
     """
 
     topics: Topics
@@ -62,3 +65,4 @@ class KafkaContext:
     transactional_append: TransactionalAppend | None = None
     transactional_producer_id: TransactionalProducerId | None = None
     coordinators: KafkaCoordinators | None = None
+    nodes: ClusterNodes | None = None

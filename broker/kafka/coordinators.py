@@ -16,13 +16,34 @@ from dataclasses import dataclass, field
 from broker.kafka.groups.coordinator import GroupCoordinator
 from broker.kafka.groups.membership import GroupConfig
 from broker.kafka.groups.offsets import OffsetStore
-from broker.kafka.locator import CoordinatorLocator, LocalLocator, Node
+from broker.kafka.locator import (
+    GROUP_KEY,
+    CoordinatorLocator,
+    LocalLocator,
+    Node,
+    container_of,
+)
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.txns.producers import TxnProducers
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator
 
-__all__ = ["KafkaCoordinators", "start_coordinators"]
+__all__ = ["ClusterGroups", "KafkaCoordinators", "start_coordinators"]
+
+
+@dataclass(frozen=True)
+class ClusterGroups:
+    """How a cluster broker's groups follow its containers (``broker.app.kafka_cluster``).
+
+    Attributes:
+        container_count: the cluster's containers: one ``_kafka_offsets`` segment each.
+        owns: whether this broker serves a segment now.
+        locator: which broker coordinates a key.
+    """
+
+    container_count: int
+    owns: Callable[[str], bool]
+    locator: CoordinatorLocator
 
 
 @dataclass
@@ -55,18 +76,31 @@ class KafkaCoordinators:
 async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinator | None,
                              producer_ids: ProducerIds, node: Callable[[], Node],
                              stopping: asyncio.Event,
-                             config: GroupConfig | None = None) -> KafkaCoordinators:
+                             config: GroupConfig | None = None, *,
+                             cluster: ClusterGroups | None = None) -> KafkaCoordinators:
     """Load the groups' offsets and the transactional ids; raises what the topics raise.
 
     Their timers are cancelled once ``stopping`` (the listener's) is set.
+    With ``cluster`` (a cluster broker) nothing is loaded here: the groups of
+    each container load when this broker claims it, ``cluster`` is the
+    locator, and transactional ids are not served (``txn_coordinator`` unused).
     """
+    if cluster is not None:
+        count = cluster.container_count
+        groups = GroupCoordinator(topics, OffsetStore(
+            topics, count, cluster.owns, lambda group: container_of(GROUP_KEY, group, count)),
+            config)
+        return _closing(KafkaCoordinators(groups, None, cluster.locator), stopping)
     groups = GroupCoordinator(topics, OffsetStore(topics), config)
     await groups.start()
     txns = None
     if txn_coordinator is not None:
         txns = TxnProducers(topics, txn_coordinator, producer_ids, groups)
         await txns.start()
-    coordinators = KafkaCoordinators(groups, txns, LocalLocator(node))
+    return _closing(KafkaCoordinators(groups, txns, LocalLocator(node)), stopping)
+
+
+def _closing(coordinators: KafkaCoordinators, stopping: asyncio.Event) -> KafkaCoordinators:
     coordinators.closer = asyncio.get_running_loop().create_task(
         coordinators.close_on(stopping))
     return coordinators

@@ -19,6 +19,8 @@ path                       holds                                     written by 
 ``/folio/topics/...``      topic records (``broker.segments.names``) brokers         persistent
 ``/folio/segments/...``    segment records                           brokers         persistent
 ``/folio/groups/...``      reader groups (``broker.groups.store``)   brokers         persistent
+``/folio/kafka/...``       Kafka producer id blocks                  brokers serving persistent
+                           (``broker.kafka.producer_ids``)           Kafka
 =========================  ========================================  ==============  ==========
 
 Auto-recovery keeps its marks, locks and auditor under ``/autorecovery``

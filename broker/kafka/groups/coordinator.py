@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from broker.api import Topics
-from broker.errors import BrokerError
+from broker.errors import BrokerError, WrongHostError
 from broker.kafka.error_codes import error_code
-from broker.kafka.groups.members import Group
+from broker.kafka.groups.members import Group, JoinResult, SyncResult
 from broker.kafka.groups.membership import GroupConfig, GroupMembership
 from broker.kafka.groups.offsets import (
     CommittedOffset,
@@ -88,7 +88,38 @@ class GroupCoordinator(GroupMembership):
     async def start(self) -> None:
         """Load offsets and group records; groups known only from them are Empty."""
         await self.store.load()
-        for group_id in self.store.group_ids():
+        self._add_stored_groups(self.store.group_ids())
+
+    async def load_container(self, container: int) -> None:
+        """Coordinate the groups of ``container`` (a cluster broker claimed it): load them."""
+        self.drop_container(container)  # anything left from an earlier ownership is stale
+        await self.store.load_container(container)
+        self._add_stored_groups(g for g in self.store.group_ids()
+                                if self.store.container_of(g) == container)
+
+    def drop_container(self, container: int) -> None:
+        """Stop coordinating the groups of ``container``: their members and timers go.
+
+        Their members get NOT_COORDINATOR from here on and find the new
+        coordinator, where they join again from their committed offsets.
+        """
+        for group_id in [g for g in self.groups() if self.store.container_of(g) == container]:
+            group = self.groups().pop(group_id)
+            self._cancel_rebalance_timer(group)
+            for handle in group.pending.values():
+                handle.cancel()
+            for member in group.members.values():
+                if member.expiry is not None:
+                    member.expiry.cancel()
+                if member.join_waiter is not None and not member.join_waiter.done():
+                    member.join_waiter.set_result(
+                        JoinResult(ErrorCode.not_coordinator, member.member_id))
+                if member.sync_waiter is not None and not member.sync_waiter.done():
+                    member.sync_waiter.set_result(SyncResult(ErrorCode.not_coordinator))
+        self.store.forget_container(container)
+
+    def _add_stored_groups(self, group_ids: Iterable[str]) -> None:
+        for group_id in group_ids:
             group = Group(group_id)
             record = self.store.group_record(group_id)
             if record is not None:
@@ -178,7 +209,9 @@ class GroupCoordinator(GroupMembership):
             except (BrokerError, LedgerError) as failure:
                 code = error_code(failure)
                 log.warning("kafka group %s: offset commit failed: %s", group_id, failure)
-                if code is ErrorCode.unknown_server_error or code is ErrorCode.kafka_storage_error:
+                if isinstance(failure, WrongHostError):  # the group's container moved
+                    code = ErrorCode.not_coordinator
+                elif code in (ErrorCode.unknown_server_error, ErrorCode.kafka_storage_error):
                     # Kafka answers a failed log append so: clients retry it.
                     code = ErrorCode.coordinator_not_available
                 for item in good:

@@ -13,6 +13,14 @@ Commits are per partition, as in Kafka: a commit of N partitions writes N
 records, in one durable append (``CompactedTopic.write`` calls made together
 are group-committed), and updates the in-memory view only once durable.
 Everything is loaded once, at start; fetches answer from memory.
+
+**In a cluster** (``container_count`` > 0) the topic has one segment per
+segment container: the records of group ``g`` are in segment
+``_kafka_offsets/<container_of(GROUP_KEY, g)>``, which is placed in that
+container (``broker.cluster.containers``), so the broker coordinating ``g``
+owns the segment it writes. Nothing is loaded at start: a container's records
+are loaded when this broker claims it (``load_container``) and forgotten when
+it gives it up (``forget_container``).
 """
 
 from __future__ import annotations
@@ -21,10 +29,12 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from broker.errors import WrongHostError
 from broker.system.compacted_topic import CompactedTopic
+from broker.system.compaction import CompactionResult
 from broker.topics.manager import TopicManager
 
 __all__ = ["OFFSETS_TOPIC", "CommittedOffset", "GroupRecord", "OffsetStore", "TopicPartition"]
@@ -97,23 +107,79 @@ def _group_key(group_id: str) -> str:
 
 
 class OffsetStore:
-    """The committed offsets and group records of every group, on ``_kafka_offsets``."""
+    """The committed offsets and group records of every group, on ``_kafka_offsets``.
 
-    def __init__(self, topics: TopicManager) -> None:
-        self._topic = CompactedTopic(topics, OFFSETS_TOPIC)
+    ``container_count`` > 0: one segment per container (see the module
+    docstring); ``container_of(group id)`` is the group's container
+    (``broker.kafka.locator.container_of``) and ``owns(segment)`` whether this
+    broker may write a segment now (only those are written and compacted).
+    """
+
+    def __init__(self, topics: TopicManager, container_count: int = 0,
+                 owns: Callable[[str], bool] = lambda _segment: True,
+                 container_of: Callable[[str], int] = lambda _group: 0) -> None:
+        self._count = container_count
+        self._owns = owns
+        self._container_of = container_of
+        if container_count > 0:
+            self._parts = [CompactedTopic(topics, OFFSETS_TOPIC, maintain=False, number=n,
+                                          segment_count=container_count)
+                           for n in range(container_count)]
+            topics.add_maintenance_hook(self._maintain)
+        else:
+            self._parts = [CompactedTopic(topics, OFFSETS_TOPIC)]
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self._groups: dict[str, GroupRecord] = {}
 
+    def container_of(self, group_id: str) -> int:
+        """The container (segment number) holding ``group_id``'s records; 0 on one broker."""
+        return self._container_of(group_id) if self._count > 0 else 0
+
+    def _topic_of(self, group_id: str) -> CompactedTopic:
+        """The group's keyed log, to write: ``WrongHostError`` unless this broker may write it.
+
+        In a cluster a write may come late (a background record of a
+        generation) after the container went: it must never load the
+        segment here, which would fence its new owner.
+        """
+        part = self._parts[self.container_of(group_id)]
+        if self._count > 0 and not self._owns(part.segment_name):
+            raise WrongHostError(part.segment_name, "")
+        return part
+
+    async def _maintain(self) -> list[CompactionResult]:
+        """Compact the served containers' segments only (never load another broker's)."""
+        done = []
+        for part in self._parts:
+            if self._owns(part.segment_name):
+                result = await part.maybe_compact()
+                if result is not None:
+                    done.append(result)
+        return done
+
     async def load(self) -> None:
-        """Read every record (once, at start); one that does not decode is logged, left out."""
-        for key, value in (await self._topic.read_prefix("")).items():
+        """Read every record (once, at start, one broker only); see ``load_container``."""
+        await self.load_container(0)
+
+    async def load_container(self, container: int) -> None:
+        """Read ``container``'s records afresh; one that does not decode is logged, left out."""
+        part = self._parts[container]
+        part.forget()  # another broker may have written it since we last had it
+        for key, value in (await part.read_prefix("")).items():
             try:
                 self._load_one(key, value)
             except (ValueError, KeyError, TypeError) as error:
                 log.error("kafka groups: record %r of %s is unreadable (%s: %s); left out",
                           key[:128], OFFSETS_TOPIC, type(error).__name__, error)
         log.info("kafka groups: loaded %d groups' offsets and %d group records from %s",
-                 len(self._offsets), len(self._groups), OFFSETS_TOPIC)
+                 len(self._offsets), len(self._groups), part.segment_name)
+
+    def forget_container(self, container: int) -> None:
+        """Forget the records of the groups of ``container`` (another broker has it now)."""
+        for group_id in [g for g in self.group_ids() if self.container_of(g) == container]:
+            self._offsets.pop(group_id, None)
+            self._groups.pop(group_id, None)
+        self._parts[container].forget()
 
     def _load_one(self, key: str, value: bytes) -> None:
         kind, _, rest = key.partition("/")
@@ -157,7 +223,8 @@ class OffsetStore:
         now_ms = int(time.time() * 1000)
         items = [(tp, value if value.commit_time_ms else CommittedOffset(
             value.offset, value.leader_epoch, value.metadata, now_ms)) for tp, value in items]
-        await asyncio.gather(*(self._topic.write(offset_key(group_id, *tp), value.encode())
+        topic = self._topic_of(group_id)
+        await asyncio.gather(*(topic.write(offset_key(group_id, *tp), value.encode())
                                for tp, value in items))
         stored = self._offsets.setdefault(group_id, {})
         for tp, value in items:
@@ -167,11 +234,12 @@ class OffsetStore:
         """Write tombstones for the group's offsets and record (one append), then forget them."""
         keys = [offset_key(group_id, *tp) for tp in self._offsets.get(group_id, {})]
         keys.append(_group_key(group_id))
-        await asyncio.gather(*(self._topic.write(key, None) for key in keys))
+        topic = self._topic_of(group_id)
+        await asyncio.gather(*(topic.write(key, None) for key in keys))
         self._offsets.pop(group_id, None)
         self._groups.pop(group_id, None)
 
     async def write_group(self, group_id: str, record: GroupRecord) -> None:
         """Write the group's record durably."""
-        await self._topic.write(_group_key(group_id), record.encode())
+        await self._topic_of(group_id).write(_group_key(group_id), record.encode())
         self._groups[group_id] = record

@@ -1,4 +1,10 @@
-"""Metadata (key 3), v0-v12: one broker (this one) leading every partition of the topics asked.
+"""Metadata (key 3), v0-v12: the brokers and the leader of each partition of the topics asked.
+
+On a standalone this broker (node 0) leads every partition. In a cluster
+(``KafkaContext.nodes``) every live broker is a node and a partition's leader
+is the node of its segment's owner, from the owner cache (no metadata-store
+read per request); while no owner is known the partition answers
+LEADER_NOT_AVAILABLE with leader -1, and clients ask again.
 
 A topic's partitions are its segments by number (``broker.kafka.partitions``),
 sealed ones included. No topic is created by Metadata
@@ -19,8 +25,10 @@ from broker.errors import BrokerError
 from broker.kafka.context import NODE_ID, KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
+from broker.kafka.locator import Node
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import partition_segments
+from broker.segments.names import make_segment_name
 
 __all__ = ["METADATA_KEY", "ROWS"]
 
@@ -39,10 +47,28 @@ async def handle_metadata(context: KafkaContext, call: Call) -> Any:
     else:
         names = [topic.name for topic in asked if topic.name is not None]
     topics = [await _topic(cls, context, name) for name in names]
-    broker = build(nested(cls, "MetadataResponseBroker"), node_id=NODE_ID, host=context.host,
-                   port=context.advertised_port or context.port, rack=None)
-    return build(cls, throttle_time=_ZERO, brokers=(broker,), cluster_id=context.cluster_id,
-                 controller_id=NODE_ID, topics=tuple(topics), cluster_authorized_operations=0)
+    if context.nodes is None:
+        this = Node(NODE_ID, context.host, context.advertised_port or context.port)
+        nodes = [this]
+    else:
+        this = context.nodes.this_node()
+        nodes = context.nodes.nodes()
+        if all(node.node_id != this.node_id for node in nodes):
+            nodes.append(this)  # (its own registration not yet seen in the cache)
+    broker_cls = nested(cls, "MetadataResponseBroker")
+    brokers = tuple(build(broker_cls, node_id=node.node_id, host=node.host, port=node.port,
+                          rack=None) for node in nodes)
+    return build(cls, throttle_time=_ZERO, brokers=brokers, cluster_id=context.cluster_id,
+                 controller_id=this.node_id, topics=tuple(topics),
+                 cluster_authorized_operations=0)
+
+
+def _leader(context: KafkaContext, topic: str, number: int) -> int:
+    """The leader's node id of partition ``number``; -1 while its owner is not known."""
+    if context.nodes is None:
+        return NODE_ID
+    node = context.nodes.leader_of(make_segment_name(topic, number))
+    return -1 if node is None else node.node_id
 
 
 async def _topic(cls: Any, context: KafkaContext, name: str) -> Any:
@@ -53,13 +79,16 @@ async def _topic(cls: Any, context: KafkaContext, name: str) -> Any:
         return build(topic_cls, error_code=error_code(error), name=name, topic_id=_NO_TOPIC_ID,
                      is_internal=False, partitions=(), topic_authorized_operations=0)
     partition_cls = nested(cls, "MetadataResponsePartition")
-    partitions = tuple(
-        build(partition_cls, error_code=ErrorCode.none, partition_index=segment.number,
-              leader_id=NODE_ID, leader_epoch=0, replica_nodes=(NODE_ID,),
-              isr_nodes=(NODE_ID,), offline_replicas=())
-        for segment in segments)
+    partitions = []
+    for segment in segments:
+        leader = _leader(context, name, segment.number)
+        replicas = (leader,) if leader >= 0 else ()
+        partitions.append(build(
+            partition_cls, partition_index=segment.number, leader_id=leader, leader_epoch=0,
+            error_code=ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
+            replica_nodes=replicas, isr_nodes=replicas, offline_replicas=()))
     return build(topic_cls, error_code=ErrorCode.none, name=name, topic_id=_NO_TOPIC_ID,
-                 is_internal=False, partitions=partitions, topic_authorized_operations=0)
+                 is_internal=False, partitions=tuple(partitions), topic_authorized_operations=0)
 
 
 ROWS = (Api(METADATA_KEY, "Metadata", 0, 12, handle_metadata),)

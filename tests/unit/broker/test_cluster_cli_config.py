@@ -91,6 +91,13 @@ def test_wildcard_host_with_advertised_address(capsys: pytest.CaptureFixture[str
     assert tomllib.loads(printed)["broker"]["host"] == "0.0.0.0"
 
 
+def test_cluster_broker_serves_kafka(capsys: pytest.CaptureFixture[str]) -> None:
+    code, printed, err = _run(capsys, "broker", "--metadata-url", URL, "--kafka-port", "9092",
+                              "--print-config")
+    assert code == 0, err
+    assert tomllib.loads(printed)["broker"]["kafka_port"] == 9092
+
+
 def test_metadata_url_from_the_environment(capsys: pytest.CaptureFixture[str],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FOLIO_BROKER_METADATA_URL", URL)
@@ -118,8 +125,8 @@ def test_metadata_url_from_the_environment(capsys: pytest.CaptureFixture[str],
      "need bookie_tls_ca"),
     (["broker", "--metadata-url", URL, "--peer-tls-ca", "ca.pem", "--print-config"],
      "peer_tls_ca and peer_tls_server_name need tls_cert"),
-    (["broker", "--metadata-url", URL, "--kafka-port", "9092", "--print-config"],
-     "--kafka-port is not served by a cluster broker yet"),
+    (["broker", "--metadata-url", URL, "--kafka-port", "9092", "--host", "0.0.0.0",
+      "--advertised-address", "b1:7070", "--print-config"], "needs --kafka-advertised-host"),
     (["bookie", "--data-dir", "/d", "--metadata-url", URL, "--host", "::"],
      "give --advertised-address"),
 ])

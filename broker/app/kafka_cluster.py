@@ -1,0 +1,147 @@
+"""The Kafka listener of a cluster broker: nodes, leaders and group coordinators from ownership.
+
+``ClusterKafka`` is what a cluster broker (``folio broker --metadata-url``)
+gives its Kafka listener (docs/kafka.md, "Clusters"):
+
+- **Nodes** (``broker.kafka.nodes.ClusterNodes``): every broker publishes its
+  Kafka address in its balance and ownership records (``OwnerRecord.kafka``);
+  each live broker is a node (id: ``node_id_of(broker id)``) and a partition's
+  leader is the node of its segment's owner, read from the owner cache.
+- **Group coordinators** (``broker.kafka.locator.CoordinatorLocator``): group
+  ``g`` is coordinated by the owner of container ``container_of(0, g, count)``,
+  whose segment ``_kafka_offsets/<container>`` holds the group's offsets. When
+  this broker claims a container it loads that container's groups (in the
+  background, retried while it still serves the container); until they are
+  loaded, and once it gives the container up or pauses (metadata session
+  SUSPENDED), requests for them answer NOT_COORDINATOR, so clients look the
+  coordinator up again.
+- **Transactional ids** are not served in a cluster: FindCoordinator names
+  this broker, and InitProducerId with a transactional id (and any
+  transactional batch) answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, fatal to
+  the producer, with nothing written (docs/kafka.md says why).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from broker.cluster.containers import OwnerRecord
+from broker.cluster.session_gate import OwnershipPhase
+from broker.cluster.zookeeper_owners import ZooKeeperOwners
+from broker.kafka.groups.coordinator import GroupCoordinator
+from broker.kafka.locator import GROUP_KEY, Node, container_of
+from broker.kafka.nodes import parse_node
+
+__all__ = ["ClusterKafka", "kafka_address"]
+
+log = logging.getLogger(__name__)
+
+#: Backoff between attempts to load a claimed container's groups.
+_LOAD_RETRY_S = 1.0
+
+
+def kafka_address(host: str, port: int) -> str:
+    """``host:port``, an IPv6 host in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _node(record: OwnerRecord | None) -> Node | None:
+    if record is None or not record.kafka:
+        return None
+    return parse_node(record.broker_id, record.kafka)
+
+
+class ClusterKafka:
+    """Nodes, leaders and the group locator of one cluster broker (see the module docstring).
+
+    Args:
+        owners: the broker's container ownership (its owner cache).
+        this_node: this broker's node as clients reach it (asked each time:
+            its id is known once the broker is bound).
+    """
+
+    def __init__(self, owners: ZooKeeperOwners, this_node: Callable[[], Node]) -> None:
+        self._owners = owners
+        self._this = this_node
+        self._count = owners.container_count
+        self._groups: GroupCoordinator | None = None
+        #: Containers whose groups are loaded and coordinated here.
+        self._loaded: set[int] = set()
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+
+    def attach(self, groups: GroupCoordinator) -> None:
+        """The group coordinator whose groups follow the containers."""
+        self._groups = groups
+
+    # -- ClusterNodes -------------------------------------------------------------
+
+    def this_node(self) -> Node:
+        return self._this()
+
+    def nodes(self) -> list[Node]:
+        found = (_node(record) for record in self._owners.member_records())
+        return [node for node in found if node is not None]
+
+    def leader_of(self, segment: str) -> Node | None:
+        return _node(self._owners.owner_record(segment))
+
+    # -- CoordinatorLocator -------------------------------------------------------
+
+    def coordinator_of(self, key_type: int, key: str) -> Node | None:
+        if key_type != GROUP_KEY:
+            return self._this()  # transactional ids: refused here, clearly (module docstring)
+        return _node(self._owners.container_owner(container_of(key_type, key, self._count)))
+
+    def writable(self, segment: str) -> bool:
+        """Whether this broker may write ``segment`` now (owned, session not paused)."""
+        return self._owners.owns(segment) and self._owners.phase is OwnershipPhase.SERVING
+
+    def is_local(self, key_type: int, key: str) -> bool:
+        if key_type != GROUP_KEY:
+            return True
+        container = container_of(key_type, key, self._count)
+        return (container in self._loaded
+                and container in self._owners.served_containers()
+                and self._owners.phase is OwnershipPhase.SERVING)
+
+    # -- container listener (``ClusterOwnership.add_container_listener``) ----------
+
+    async def claimed(self, container: int) -> None:
+        """Load the container's groups in the background (never raises)."""
+        running = self._tasks.pop(container, None)
+        if running is not None:
+            running.cancel()
+        self._tasks[container] = asyncio.get_running_loop().create_task(self._load(container))
+
+    def released(self, containers: frozenset[int]) -> None:
+        """Stop coordinating the containers' groups at once."""
+        for container in containers:
+            task = self._tasks.pop(container, None)
+            if task is not None:
+                task.cancel()
+            self._loaded.discard(container)
+            if self._groups is not None:
+                self._groups.drop_container(container)
+
+    async def _load(self, container: int) -> None:
+        while container in self._owners.served_containers() and self._groups is not None:
+            try:
+                await self._groups.load_container(container)
+            except Exception as error:  # retried: the container is ours, its groups must load
+                log.warning("kafka groups of container %d not loaded (%s: %s); retrying",
+                            container, type(error).__name__, error)
+                await asyncio.sleep(_LOAD_RETRY_S)
+                continue
+            if container in self._owners.served_containers():
+                self._loaded.add(container)
+            else:  # given up meanwhile: what was loaded is not ours to keep
+                self._groups.drop_container(container)
+            return
+
+    def close(self) -> None:
+        """Cancel the loads under way (the listener stops)."""
+        for task in self._tasks.values():
+            task.cancel()
+        self._tasks.clear()

@@ -1,0 +1,336 @@
+"""The Kafka listener on a 3-broker cluster, with real Kafka clients.
+
+Real processes (ZooKeeper, 3 bookies E=3/Qw=2/Qa=2, 3 brokers each with
+``--kafka-port 0``). The topic is named so that its partitions' segments are
+owned by all three brokers: Metadata must name every broker and each
+partition's owner as leader, librdkafka's idempotent producer and a consumer
+group must work across them, with committed offsets; after a SIGKILL of a
+broker the producer and the group go on against the new owners, and every
+acknowledged record is in the topic once (docs/kafka.md, "Clusters").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaPythonPartition
+from kio.schema.errors import ErrorCode
+
+from bench._cluster_client import list_brokers, lookup_owner
+from broker.cluster.containers import container_of
+from broker.kafka.locator import GROUP_KEY
+from broker.kafka.locator import container_of as kafka_container_of
+from tests.cluster.test_failover import COUNT, _spread
+from tests.integration.kafka.test_kafka_bad_input import _batch, _produce, _request_class
+from tests.integration.kafka.test_kafka_clients import create_topic
+from tests.support.bookies import BookieProcess, BookieProcesses
+from tests.support.cluster import LocalCluster
+from tests.support.kafka import kafka_address, raw_request, read_response
+from tests.support.wait import wait_for
+
+PARTITIONS = 4
+
+
+def _kafka_cluster(processes: BookieProcesses, url: str,
+                   base: Path) -> tuple[list[BookieProcess], dict[str, str]]:
+    """3 brokers serving Kafka; (brokers, gRPC address -> Kafka ``host:port``)."""
+    cluster = LocalCluster(processes, url, base)
+    cluster.init(container_count=COUNT, ensemble_size=3, write_quorum=2, ack_quorum=2)
+    for _ in range(3):
+        cluster.start_bookie()
+    brokers = [cluster.start_broker("--kafka-port", "0") for _ in range(3)]
+    _spread(brokers[0].address, [COUNT // 3] * 3)
+    kafka = {b.address: "{}:{}".format(*kafka_address(b)) for b in brokers}
+    return brokers, kafka
+
+
+def _spread_topic(address: str) -> str:
+    """A topic name whose partitions' segments are owned by all three brokers."""
+    owners = {container: b.address for b in list_brokers(address).brokers
+              for container in b.containers}
+    for i in range(10_000):
+        name = f"k{i}"
+        held = [owners.get(container_of(f"{name}/{n}", COUNT)) for n in range(PARTITIONS)]
+        if len(set(held)) == 3 and None not in held:
+            return name
+    raise AssertionError("no topic name spreads over the three brokers")
+
+
+def _group_on(owner: str, address: str) -> str:
+    """A group id whose container (its coordinator) is owned by ``owner``."""
+    held = next(b.containers for b in list_brokers(address).brokers if b.address == owner)
+    return next(f"g{i}" for i in range(10_000)
+                if kafka_container_of(GROUP_KEY, f"g{i}", COUNT) in held)
+
+
+def _leaders(bootstrap: str, topic: str) -> tuple[int, dict[int, str]]:
+    """(number of brokers, partition -> ``host:port`` of its leader) from Metadata."""
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    nodes = {node_id: f"{b.host}:{b.port}" for node_id, b in metadata.brokers.items()}
+    partitions = metadata.topics[topic].partitions
+    return len(nodes), {p: nodes.get(partitions[p].leader, "") for p in partitions}
+
+
+class _Producing:
+    """librdkafka's idempotent producer writing ``p-i`` to partition ``p`` in a thread."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self._producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                                   "linger.ms": 5, "message.timeout.ms": 120_000})
+        self._topic = topic
+        self.acked: set[bytes] = set()
+        self.errors: list[KafkaError] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _delivered(self, error: KafkaError | None, message: Any) -> None:
+        if error is not None:
+            self.errors.append(error)
+        else:
+            self.acked.add(message.value())
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            for p in range(PARTITIONS):
+                self._producer.produce(self._topic, value=b"%d-%d" % (p, i), partition=p,
+                                       on_delivery=self._delivered)
+            i += 1
+            self._producer.poll(0.02)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert self._producer.flush(120) == 0, "records left undelivered"
+
+
+def _group_consumer(bootstrap: str, group: str, topic: str) -> Consumer:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "session.timeout.ms": 10_000, "heartbeat.interval.ms": 500})
+    consumer.subscribe([topic])
+    return consumer
+
+
+def _consume(consumer: Consumer, want: set[bytes], seen: list[bytes], what: str,
+             timeout_s: float = 60.0) -> None:
+    """Poll (committing what was got) until every record of ``want`` is in ``seen``."""
+    def done() -> bool:
+        for message in consumer.consume(500, 0.2):
+            if message.error() is None:
+                seen.append(message.value() or b"")
+        # (Nothing to commit yet, or the coordinator moves: the next round commits.)
+        with contextlib.suppress(KafkaException):
+            consumer.commit(asynchronous=False)
+        return want <= set(seen)
+
+    wait_for(done, what, timeout_s=timeout_s)
+
+
+def _topic_contents(bootstrap: str, topic: str) -> list[bytes]:
+    """Every record of the topic, read from offset 0 of each partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
+                         "enable.auto.commit": False})
+    ends = {}
+    for p in range(PARTITIONS):
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+        ends[p] = high
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    got: list[bytes] = []
+    positions = dict.fromkeys(range(PARTITIONS), 0)
+
+    def read_all() -> bool:
+        for message in consumer.consume(1000, 0.2):
+            partition, offset, value = message.partition(), message.offset(), message.value()
+            if message.error() is None and partition is not None and offset is not None:
+                got.append(value or b"")
+                positions[partition] = offset + 1
+        return all(positions[p] >= ends[p] for p in range(PARTITIONS))
+
+    wait_for(read_all, "the whole topic read back", timeout_s=60)
+    consumer.close()
+    return got
+
+
+@pytest.mark.timeout(240)
+def test_partitions_led_by_their_owners_and_a_group_across_brokers(
+        zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+    brokers, kafka = _kafka_cluster(bookie_processes, zk_url, tmp_path)
+    bootstrap = ",".join(kafka.values())
+    topic = _spread_topic(brokers[0].address)
+    create_topic(kafka[brokers[0].address], topic, PARTITIONS)
+    addresses = list(kafka)
+    owners = {p: kafka[lookup_owner(addresses, f"{topic}/{p}")] for p in range(PARTITIONS)}
+    assert len(set(owners.values())) == 3
+
+    def leaders_are_owners() -> bool:
+        count, leaders = _leaders(bootstrap, topic)
+        return count == 3 and leaders == owners
+    wait_for(leaders_are_owners, "Metadata names 3 brokers and each partition's owner")
+
+    producing = _Producing(bootstrap, topic)
+    wait_for(lambda: len(producing.acked) >= 200, "200 records acknowledged")
+    producing.stop()
+    assert producing.errors == []
+    first = set(producing.acked)
+
+    consumer = _group_consumer(bootstrap, "g1", topic)
+    seen: list[bytes] = []
+    _consume(consumer, first, seen, "the group consumed every record")
+    consumer.close()
+    assert sorted(seen) == sorted(first)  # once each: one member, no rebalance
+
+    # kafka-python too: a group of its own across the three brokers, offsets committed.
+    python_consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap.split(","),
+                                    group_id="kp", auto_offset_reset="earliest",
+                                    enable_auto_commit=False, session_timeout_ms=10_000,
+                                    heartbeat_interval_ms=500)
+    assert python_consumer.partitions_for_topic(topic) == set(range(PARTITIONS))
+    by_python: list[bytes] = []
+
+    def python_got_all() -> bool:
+        for records in python_consumer.poll(500).values():
+            by_python.extend(record.value for record in records)
+        return first <= set(by_python)
+    wait_for(python_got_all, "kafka-python's group consumed every record", timeout_s=60)
+    python_consumer.commit()
+    assert python_consumer.committed(KafkaPythonPartition(topic, 0)) is not None
+    python_consumer.close()
+    assert sorted(by_python) == sorted(first)
+
+    producing = _Producing(bootstrap, topic)
+    wait_for(lambda: len(producing.acked) >= 40, "40 more records acknowledged")
+    producing.stop()
+    assert producing.errors == []
+    second = producing.acked
+    # A new member starts from the committed offsets: only the new records.
+    consumer = _group_consumer(bootstrap, "g1", topic)
+    again: list[bytes] = []
+    _consume(consumer, second, again, "the group consumed the new records")
+    consumer.close()
+    assert set(again) == second
+
+    # A broker that does not own partition 0 names its owner and refuses its data.
+    stranger = next(k for k in kafka.values() if k != owners[0])
+    assert _leaders(stranger, topic)[1][0] == owners[0]
+    host, port = stranger.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        written = _produce(sock, topic, bytes(_batch([b"stray"])), 1)
+        assert written.error_code == ErrorCode.not_leader_or_follower
+        assert _list_offsets_error(sock, topic) == ErrorCode.not_leader_or_follower
+    assert b"stray" not in _topic_contents(bootstrap, topic)
+
+    # Kafka transactions are not served in a cluster: refused at once, fatally.
+    transactional = Producer({"bootstrap.servers": bootstrap, "transactional.id": "t1"})
+    with pytest.raises(KafkaException) as refused:
+        transactional.init_transactions(30)
+    assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def _list_offsets_error(sock: socket.socket, topic: str) -> ErrorCode:
+    cls = _request_class(2, 5)
+    module = sys.modules[cls.__module__]
+    request = cls(replica_id=-1, isolation_level=0, topics=(module.ListOffsetsTopic(
+        name=topic, partitions=(module.ListOffsetsPartition(
+            partition_index=0, current_leader_epoch=-1, timestamp=-1),)),))
+    sock.sendall(raw_request(2, 5, 7, request))
+    _, response = read_response(sock, 2, 5)
+    return ErrorCode(response.topics[0].partitions[0].error_code)
+
+
+@pytest.mark.timeout(300)
+def test_sigkill_of_a_broker_producer_and_group_go_on_nothing_lost_or_doubled(
+        zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+    brokers, kafka = _kafka_cluster(bookie_processes, zk_url, tmp_path)
+    bootstrap = ",".join(kafka.values())
+    topic = _spread_topic(brokers[0].address)
+    create_topic(kafka[brokers[0].address], topic, PARTITIONS)
+    addresses = list(kafka)
+    victim_address = lookup_owner(addresses, f"{topic}/0")
+    # The group's coordinator is the victim too: the group must move with its container.
+    group = _group_on(victim_address, brokers[0].address)
+    producing = _Producing(bootstrap, topic)
+    consumer = _group_consumer(bootstrap, group, topic)
+    seen: list[bytes] = []
+    wait_for(lambda: len(producing.acked) >= 100, "100 records acknowledged")
+    _consume(consumer, set(list(producing.acked)[:50]), seen, "the group consumes")
+
+    victim = next(b for b in brokers if b.address == victim_address)
+    victim.kill()
+    survivors = [a for a in addresses if a != victim_address]
+    def on_victim() -> int:  # records acknowledged in partition 0 (the victim's)
+        return sum(1 for value in list(producing.acked) if value.startswith(b"0-"))
+
+    before = on_victim()
+    wait_for(lambda: on_victim() >= before + 50,
+             "50 more records of partition 0 acknowledged after the SIGKILL", timeout_s=60)
+    assert lookup_owner(survivors, f"{topic}/0") in survivors
+    producing.stop()
+    assert producing.errors == []
+    acked = producing.acked
+    # The group goes on against the new coordinator and leaders: it gets everything
+    # (a record consumed but not committed before the kill may come twice to it).
+    _consume(consumer, acked, seen, "the group consumed every acknowledged record",
+             timeout_s=90)
+    consumer.close()
+    contents = _topic_contents(",".join(kafka[a] for a in survivors), topic)
+    assert set(contents) >= acked
+    assert len(contents) == len(set(contents)), "a record is in the topic twice"
+
+
+@pytest.mark.timeout(240)
+def test_a_joining_broker_takes_groups_over_gracefully(
+        zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+    cluster = LocalCluster(bookie_processes, zk_url, tmp_path)
+    cluster.init(container_count=COUNT, ensemble_size=3, write_quorum=2, ack_quorum=2)
+    for _ in range(3):
+        cluster.start_bookie()
+    brokers = [cluster.start_broker("--kafka-port", "0") for _ in range(2)]
+    _spread(brokers[0].address, [COUNT // 2] * 2)
+    kafka = {b.address: "{}:{}".format(*kafka_address(b)) for b in brokers}
+    bootstrap = ",".join(kafka.values())
+    topic = "moving"
+    create_topic(bootstrap, topic, PARTITIONS)
+    # A broker keeps its lowest containers when a newcomer joins: the highest one moves.
+    held = next(b.containers for b in list_brokers(brokers[0].address).brokers
+                if b.address == brokers[0].address)
+    moving = max(held)
+    group = next(f"g{i}" for i in range(10_000)
+                 if kafka_container_of(GROUP_KEY, f"g{i}", COUNT) == moving)
+    producing = _Producing(bootstrap, topic)
+    consumer = _group_consumer(bootstrap, group, topic)
+    seen: list[bytes] = []
+    wait_for(lambda: len(producing.acked) >= 100, "100 records acknowledged")
+    _consume(consumer, set(list(producing.acked)[:50]), seen, "the group consumes")
+
+    newcomer = cluster.start_broker("--kafka-port", "0")
+    _spread(brokers[0].address, [COUNT // 3] * 3)
+    owner = next(b.address for b in list_brokers(brokers[0].address).brokers
+                 if moving in b.containers)
+    assert owner == newcomer.address
+    before = len(producing.acked)
+    wait_for(lambda: len(producing.acked) >= before + 100, "100 more records acknowledged")
+    producing.stop()
+    assert producing.errors == []
+    # The group went on at the new coordinator, committing there.
+    _consume(consumer, producing.acked, seen, "the group consumed every record")
+    consumer.close()
+    # A new member starts from what was committed at the new coordinator.
+    producing = _Producing(bootstrap, topic)
+    wait_for(lambda: len(producing.acked) >= 20, "20 more records acknowledged")
+    producing.stop()
+    later = _group_consumer(bootstrap, group, topic)
+    after: list[bytes] = []
+    _consume(later, producing.acked, after, "the new member consumed the new records")
+    later.close()
+    assert set(after) == producing.acked

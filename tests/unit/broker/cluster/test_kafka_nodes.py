@@ -1,0 +1,130 @@
+"""The Kafka listener's view of a cluster: node ids, Kafka addresses in ownership records,
+placement of ``_kafka_offsets``, leaders and group coordinators from the owner cache."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from broker.app.kafka_cluster import ClusterKafka, kafka_address
+from broker.cluster.containers import OwnerRecord, container_of
+from broker.cluster.session_gate import OwnershipPhase
+from broker.kafka.locator import GROUP_KEY, TRANSACTION_KEY, Node
+from broker.kafka.locator import container_of as key_container_of
+from broker.kafka.nodes import node_id_of, parse_node
+
+COUNT = 8
+
+
+def test_node_ids_are_stable_non_negative_and_distinct() -> None:
+    ids = {node_id_of(f"127.0.0.1:{port}") for port in range(7000, 7100)}
+    assert len(ids) == 100
+    assert all(0 <= i < 2**31 for i in ids)
+    assert node_id_of("b1:7070") == node_id_of("b1:7070")
+
+
+def test_parse_node() -> None:
+    assert parse_node("b1", "h:9092") == Node(node_id_of("b1"), "h", 9092)
+    assert parse_node("b1", "[::1]:9092") == Node(node_id_of("b1"), "::1", 9092)
+    assert parse_node("b1", "") is None
+    assert parse_node("b1", "nohost") is None
+    assert parse_node("b1", "h:port") is None
+    assert kafka_address("::1", 9092) == "[::1]:9092"
+    assert kafka_address("h", 9092) == "h:9092"
+
+
+def test_owner_record_carries_the_kafka_address_and_reads_older_records() -> None:
+    record = OwnerRecord("b1:7070", "b1:7070", "inc", "b1:9092")
+    assert OwnerRecord.from_bytes(record.to_bytes()) == record
+    old = json.dumps({"version": 1, "id": "b2", "address": "b2:7070",
+                      "incarnation": "x"}).encode()
+    assert OwnerRecord.from_bytes(old).kafka == ""
+    assert "kafka" not in json.loads(OwnerRecord("b3", "b3:1").to_bytes())
+
+
+def test_kafka_offsets_segment_n_is_in_container_n() -> None:
+    for n in range(COUNT):
+        assert container_of(f"_kafka_offsets/{n}", COUNT) == n
+        assert container_of(f"_txnbuffer_snapshots/{n}", COUNT) == n
+
+
+class _Owners:
+    """The owner cache as ``ClusterKafka`` asks it."""
+
+    def __init__(self) -> None:
+        self.container_count = COUNT
+        self.phase = OwnershipPhase.SERVING
+        self.served: set[int] = set()
+        self.by_container: dict[int, OwnerRecord] = {}
+        self.members: list[OwnerRecord] = []
+
+    def member_records(self) -> list[OwnerRecord]:
+        return self.members
+
+    def container_owner(self, container: int) -> OwnerRecord | None:
+        return self.by_container.get(container)
+
+    def owner_record(self, segment: str) -> OwnerRecord | None:
+        return self.by_container.get(container_of(segment, COUNT))
+
+    def served_containers(self) -> frozenset[int]:
+        return frozenset(self.served)
+
+    def owns(self, segment: str) -> bool:
+        return container_of(segment, COUNT) in self.served
+
+
+class _Groups:
+    def __init__(self) -> None:
+        self.loaded: list[int] = []
+        self.dropped: list[int] = []
+
+    async def load_container(self, container: int) -> None:
+        self.loaded.append(container)
+
+    def drop_container(self, container: int) -> None:
+        self.dropped.append(container)
+
+
+def test_nodes_leaders_and_group_coordinators() -> None:
+    async def run() -> None:
+        owners = _Owners()
+        me = OwnerRecord("a:1", "a:1", "i", "a:9092")
+        other = OwnerRecord("b:1", "b:1", "j", "b:9092")
+        quiet = OwnerRecord("c:1", "c:1", "k")  # serves no Kafka
+        owners.members = [me, other, quiet]
+        cluster = ClusterKafka(owners, lambda: Node(node_id_of("a:1"), "a", 9092))  # type: ignore[arg-type]
+        groups = _Groups()
+        cluster.attach(groups)  # type: ignore[arg-type]
+        assert [n.port for n in cluster.nodes()] == [9092, 9092]
+        segment = "orders/0"
+        assert cluster.leader_of(segment) is None  # no owner known: LEADER_NOT_AVAILABLE
+        owners.by_container[container_of(segment, COUNT)] = other
+        assert cluster.leader_of(segment) == Node(node_id_of("b:1"), "b", 9092)
+
+        group = "g"
+        container = key_container_of(GROUP_KEY, group, COUNT)
+        owners.by_container[container] = me
+        assert cluster.coordinator_of(GROUP_KEY, group) == cluster.this_node()
+        assert not cluster.is_local(GROUP_KEY, group)  # claimed, not loaded yet
+        owners.served.add(container)
+        await cluster.claimed(container)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert groups.loaded == [container]
+        assert cluster.is_local(GROUP_KEY, group)
+        owners.phase = OwnershipPhase.PAUSED
+        assert not cluster.is_local(GROUP_KEY, group)
+        assert not cluster.writable(f"_kafka_offsets/{container}")
+        owners.phase = OwnershipPhase.SERVING
+        assert cluster.writable(f"_kafka_offsets/{container}")
+        owners.served.discard(container)
+        cluster.released(frozenset({container}))
+        assert groups.dropped == [container]
+        assert not cluster.is_local(GROUP_KEY, group)
+        # Transactional ids: this broker answers, and refuses them (not served in a cluster).
+        assert cluster.coordinator_of(TRANSACTION_KEY, "t") == cluster.this_node()
+        assert cluster.is_local(TRANSACTION_KEY, "t")
+        cluster.close()
+
+    asyncio.run(run())
