@@ -120,7 +120,7 @@ class KeyedWriters:
         wait_for(lambda: bool(self.errors) or all(
             len(a) >= t for a, t in zip(self.acked, targets, strict=True)), what,
             timeout_s=timeout_s)
-        assert self.errors == []
+        assert self.errors == [], self.errors
 
     def stop_writing(self) -> None:
         """Ask every writer to stop after its round (a test's cleanup; ``stop`` checks)."""
