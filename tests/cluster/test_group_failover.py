@@ -105,17 +105,19 @@ def test_a_group_goes_on_when_its_sweeping_broker_and_a_member_are_killed_togeth
     endpoint = ",".join(addresses)
     timeout_ms = 4000
     zk = zk_client(zookeeper.address + zk_url.removeprefix(f"zk://{zookeeper.address}"))
+    sweeper_address = container_owner(addresses[0], "_readergroup/g-fo")
+    assert sweeper_address in addresses
+    survivors = [a for a in addresses if a != sweeper_address]
     with folio.Client(endpoint, timeout_s=30) as client:
         client.create_topic("rg", 4)
         client.reader_group("g-fo", ["rg"], "earliest", session_timeout_ms=timeout_ms)
-        members = [MemberProcess(tmp_path, endpoint, "g-fo", "rg", f"m{i}", timeout_ms)
-                   for i in range(2)]
+        # The sweeper first: the members' admin broker, where their heartbeats go
+        # until it dies (then to another broker).
+        members = [MemberProcess(tmp_path, ",".join([sweeper_address, *survivors]), "g-fo",
+                                 "rg", f"m{i}", timeout_ms) for i in range(2)]
         live, dead = members
         writers = KeyedWriters(endpoint, "rg", writers=2)
         try:
-            sweeper_address = container_owner(addresses[0], "_readergroup/g-fo")
-            assert sweeper_address in addresses
-            survivors = [a for a in addresses if a != sweeper_address]
             with folio.Client(",".join(survivors), timeout_s=30) as watcher:
                 group = watcher.reader_group("g-fo")
                 wait_for(lambda: all(len(group.assignment().get(m.reader_id, [])) == 2
