@@ -53,10 +53,17 @@ def test_writers_and_a_group_lose_and_double_nothing_when_the_busiest_owner_is_k
     endpoint = ",".join(addresses)
     with folio.Client(endpoint, timeout_s=30) as client:
         client.create_topic("load", SEGMENTS)
+        # The victim: the broker owning the most segments (all equally busy).
+        owners = segment_owners(addresses, "load", SEGMENTS)
+        victim_address = max(addresses, key=lambda a: list(owners.values()).count(a))
+        busy = sorted(s for s, owner in owners.items() if owner == victim_address)
+        assert busy
+        survivors = [a for a in addresses if a != victim_address]
         # A long group session: only a crash may free a member's segments here.
         group = client.reader_group("g-load", ["load"], "earliest", session_timeout_ms=6000)
-        members = [MemberProcess(tmp_path, endpoint, "g-load", "load", f"m{i}", 6000)
-                   for i in range(2)]
+        # The victim first: the members' admin broker (their heartbeats) too.
+        members = [MemberProcess(tmp_path, ",".join([victim_address, *survivors]), "g-load",
+                                 "load", f"m{i}", 6000) for i in range(2)]
         writers = KeyedWriters(endpoint, "load")
         try:
             wait_for(lambda: all(len(group.assignment().get(m.reader_id, [])) == 3
@@ -64,13 +71,8 @@ def test_writers_and_a_group_lose_and_double_nothing_when_the_busiest_owner_is_k
             writers.advance(40, "40 events per writer")
             wait_for(lambda: all(len(m.events()) >= 20 for m in members),
                      "both members reading", 60)
-            owners = segment_owners(addresses, "load", SEGMENTS)
-            victim_address = max(addresses, key=lambda a: list(owners.values()).count(a))
-            busy = sorted(s for s, owner in owners.items() if owner == victim_address)
-            assert busy
             victim = next(b for b in brokers if b.address == victim_address)
             assert victim.kill() == -signal.SIGKILL
-            survivors = [a for a in addresses if a != victim_address]
             # Every round writes every key, so each writer's progress needs the
             # killed broker's segments written on another broker.
             writers.advance(80, "80 more events per writer after the SIGKILL")

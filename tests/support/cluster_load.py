@@ -110,6 +110,10 @@ class KeyedWriters:
         except BaseException as error:  # any error a writer sees fails the test
             self.errors.append(error)
 
+    def _check(self) -> None:
+        assert self.errors == [], [(error, getattr(error, "error_name", None),
+                                    getattr(error, "retriable", None)) for error in self.errors]
+
     def count(self) -> int:
         """Events acknowledged so far, all writers together."""
         return sum(len(a) for a in self.acked)
@@ -120,7 +124,7 @@ class KeyedWriters:
         wait_for(lambda: bool(self.errors) or all(
             len(a) >= t for a, t in zip(self.acked, targets, strict=True)), what,
             timeout_s=timeout_s)
-        assert self.errors == [], self.errors
+        self._check()
 
     def stop_writing(self) -> None:
         """Ask every writer to stop after its round (a test's cleanup; ``stop`` checks)."""
@@ -132,7 +136,7 @@ class KeyedWriters:
         for thread in self._threads:
             thread.join(150)
             assert not thread.is_alive(), "a writer did not finish its round"
-        assert self.errors == [], self.errors
+        self._check()
         acked = {payload for a in self.acked for payload in a}
         assert len(acked) == self.count()
         return acked
