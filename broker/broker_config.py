@@ -4,7 +4,8 @@
 durability); ``RemoteBookies`` the ledger service of ``folio bookie``
 processes named by ``--bookies``; ``BookieSecurity`` (from
 ``ledger.bookie.client_security``) the TLS and token the
-broker uses towards bookies, whether named or found in a cluster.
+broker uses towards bookies, whether named or found in a cluster; ``PeerSettings``
+how a cluster broker reaches the other brokers (the internal protocol).
 ``ledger.settings`` layers them from defaults, a TOML file, the environment
 and flags.
 """
@@ -13,16 +14,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.cluster.peers import PeerSecurity
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
 from broker.txn.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from ledger.bookie.client_security import BookieSecurity
 from ledger.client.directory import BookieDirectory
 from ledger.config import check_port, check_quorums, split_roles
-from ledger.security.tls import ServerTls
+from ledger.security.tls import ClientTls, ServerTls
 from txnbuffer.api import SnapshotPolicy
 from txnbuffer.snapshot import chunk_capacity
 
-__all__ = ["BookieSecurity", "BrokerConfig", "RemoteBookies"]
+__all__ = ["BookieSecurity", "BrokerConfig", "PeerSettings", "RemoteBookies"]
 
 _DEFAULT_SNAPSHOTS = SnapshotPolicy()
 
@@ -176,3 +178,40 @@ class RemoteBookies:
         connect = security.connector()
         return BookieDirectory([connect(address) for address in self.addresses()],
                                connect=connect)
+
+
+@dataclass(frozen=True)
+class PeerSettings:
+    """How a cluster broker calls the other brokers (``proto/broker/v1/internal.proto``).
+
+    The internal calls go to the other brokers' normal port, so they take the
+    same TLS as clients: when this broker serves TLS (``tls_cert``) it calls
+    its peers over TLS, trusting ``peer_tls_ca`` (default: its own
+    ``tls_ca``, else the system's roots) and presenting its own certificate
+    when it has a ``tls_ca`` (the brokers then require client certificates).
+
+    Attributes:
+        peer_tls_ca: PEM CA of the other brokers' certificates.
+        peer_tls_server_name: the name checked in their certificates instead
+            of their host (empty: the host).
+        peer_token_file: a file holding the JWT sent to the other brokers
+            when they check tokens: its role must be in their ``super_users``
+            (re-read when it changes).
+    """
+
+    peer_tls_ca: str = ""
+    peer_tls_server_name: str = ""
+    peer_token_file: str = ""
+
+    def security(self, config: BrokerConfig) -> PeerSecurity:
+        """The TLS and token towards the peers, given this broker's own ``config``."""
+        if not config.tls_cert:
+            if self.peer_tls_ca or self.peer_tls_server_name:
+                raise ValueError("peer_tls_ca and peer_tls_server_name need tls_cert: the "
+                                 "brokers of a cluster serve their peers on the TLS port")
+            return PeerSecurity(None, self.peer_token_file)
+        mutual = bool(config.tls_ca)
+        tls = ClientTls(self.peer_tls_ca or config.tls_ca,
+                        config.tls_cert if mutual else "", config.tls_key if mutual else "",
+                        self.peer_tls_server_name)
+        return PeerSecurity(tls, self.peer_token_file)

@@ -154,12 +154,16 @@ class InvalidEventNumberError(BrokerError):
 
 
 class WrongHostError(BrokerError):
-    """This broker does not own the segment (any more)."""
+    """This broker does not own the segment (any more), or cannot write it now.
+
+    ``message`` replaces the default text: a cluster broker that lost its
+    metadata-store connection says so (``broker.cluster.session_gate``).
+    """
 
     retriable = True
 
-    def __init__(self, segment: str, owner: str = "") -> None:
-        super().__init__(f"segment {segment!r} is not owned by this broker"
+    def __init__(self, segment: str, owner: str = "", *, message: str = "") -> None:
+        super().__init__(message or f"segment {segment!r} is not owned by this broker"
                          + (f"; its owner is {owner}" if owner else ""))
         self.segment = segment
         self.owner = owner

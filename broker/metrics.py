@@ -33,6 +33,7 @@ from ledger.metrics import LATENCY_BUCKETS_S
 
 __all__ = [
     "APPEND_SECONDS",
+    "OWNERSHIP_PHASE",
     "count_member_offline",
     "count_unexpected",
     "forget_reader_group",
@@ -75,6 +76,14 @@ ACTIVE_CONNECTIONS = Gauge(
     "folio_active_connections", "Client connections (distinct peers) with an open stream.")
 APPEND_FLOWS = Gauge(
     "folio_append_flows", "Writer flows (SetupAppend) bound on open Append streams.")
+# Set by broker.cluster.session_gate (docs/cluster.md, "Session loss").
+OWNERSHIP_PHASE = Gauge(
+    "folio_broker_ownership_phase",
+    "A cluster broker's phase by its metadata (ZooKeeper) session, 1 for the phase now: "
+    "serving (connected), paused (connection lost: writes refused with a retriable WrongHost, "
+    "nothing unloaded), stopped (session expired or lost for the session timeout: "
+    "containers given up).",
+    ["phase"])
 SNAPSHOT_WRITE_SECONDS = Histogram(
     "folio_txn_buffer_snapshot_write_seconds",
     "Seconds to write one transaction-buffer snapshot of a segment.",

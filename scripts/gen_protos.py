@@ -2,7 +2,9 @@
 
 ``proto/folio/v1/x.proto`` becomes ``folio/api/v1/x_pb2.py`` (the public API the
 SDK ships) and ``proto/ledger/v1/x.proto`` becomes ``ledger/_proto/v1/x_pb2.py``
-(the internal bookie and metadata protocol, which only the server packages use):
+(the internal bookie and metadata protocol, which only the server packages use),
+and ``proto/broker/v1/x.proto`` becomes ``broker/_proto/v1/x_pb2.py`` (the
+brokers' internal protocol, broker to broker, never in the SDK's stubs):
 the stubs live in a project package, never in a top-level ``proto`` or
 ``ledger.v1`` package, so protoc's imports are rewritten to match.
 
@@ -25,9 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTO = ROOT / "proto"
 
 # proto path prefix -> python package, most specific first.
-PACKAGES = [("folio/v1", "folio.api.v1"), ("ledger/v1", "ledger._proto.v1")]
+PACKAGES = [("folio/v1", "folio.api.v1"), ("ledger/v1", "ledger._proto.v1"),
+            ("broker/v1", "broker._proto.v1")]
 # The directories that hold generated stubs; __init__.py files are made up to each.
-OUTS = [ROOT / "folio" / "api", ROOT / "ledger" / "_proto"]
+OUTS = [ROOT / "folio" / "api", ROOT / "ledger" / "_proto", ROOT / "broker" / "_proto"]
 
 
 def _target(relative: Path) -> Path:

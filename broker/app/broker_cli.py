@@ -16,10 +16,10 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker.app.standalone_cli import _HELP as STANDALONE_HELP
-from broker.broker_config import BookieSecurity, BrokerConfig, RemoteBookies
+from broker.broker_config import BookieSecurity, BrokerConfig, PeerSettings, RemoteBookies
 from ledger.cli import setup_logging
 from ledger.metadata.cluster_config import ClusterConfig
 from ledger.settings import Layers, add_arguments, to_toml
@@ -28,7 +28,7 @@ __all__ = ["BrokerSettings", "broker_command", "resolve_broker_settings"]
 
 COMPONENT = "broker"
 ENV_PREFIX = "FOLIO_BROKER_"
-_CLASSES = (BrokerConfig, RemoteBookies, BookieSecurity, ClusterConfig)
+_CLASSES = (BrokerConfig, RemoteBookies, BookieSecurity, ClusterConfig, PeerSettings)
 _QUORUMS = ("ensemble_size", "write_quorum", "ack_quorum")
 
 _HELP = {
@@ -57,6 +57,14 @@ _HELP = {
     "host",
     "bookie_token_file": "file with the JWT sent to bookies with token authentication "
     "(its role must be in their --super-users); re-read when it changes",
+    "peer_tls_ca": "with --metadata-url and --tls-cert: PEM CA of the other brokers' "
+    "certificates, for the internal calls between brokers (default: --tls-ca, else the "
+    "system's roots)",
+    "peer_tls_server_name": "name checked in the other brokers' certificates instead of "
+    "their host",
+    "peer_token_file": "with --metadata-url: file with the JWT sent to the other brokers "
+    "when they check tokens (its role must be in their --super-users; transactions across "
+    "brokers need it); re-read when it changes",
 }
 
 
@@ -79,6 +87,8 @@ class BrokerSettings:
     bookie_security: BookieSecurity
     cluster: ClusterConfig
     quorum_overrides: dict[str, int]
+    #: How a cluster broker reaches the other brokers.
+    peers: PeerSettings = field(default_factory=PeerSettings)
 
 
 def resolve_broker_settings(
@@ -103,7 +113,16 @@ def resolve_broker_settings(
         if found:
             overrides[name] = int(value)  # type: ignore[call-overload]
     _check_partial_quorums(overrides)
-    return BrokerSettings(config, None, security, cluster, overrides)
+    if config.kafka_port != -1:
+        # The listener answers as the only broker (it leads every partition and
+        # coordinates every group): among several it would write segments it
+        # does not own. Refused until it follows ownership (docs/kafka.md).
+        raise ValueError("--kafka-port is not served by a cluster broker yet (the Kafka "
+                         "listener is not ownership-aware; docs/kafka.md, \"Clusters\"); "
+                         "use it on `folio standalone` or `folio broker --bookies`")
+    peers = layers.build(PeerSettings)
+    peers.security(config)  # checked now: a bad combination is a usage error
+    return BrokerSettings(config, None, security, cluster, overrides, peers)
 
 
 def _check_partial_quorums(overrides: dict[str, int]) -> None:
@@ -130,7 +149,7 @@ def _run(args: argparse.Namespace) -> int:
                           settings.cluster), end="")
         else:
             print(to_toml(COMPONENT, settings.config, settings.bookie_security,
-                          settings.cluster), end="")
+                          settings.cluster, settings.peers), end="")
             for name, value in settings.quorum_overrides.items():
                 print(f"{name} = {value}")
         return 0
@@ -144,7 +163,7 @@ def _run(args: argparse.Namespace) -> int:
                   f"({error}): pip install 'folio[cluster]'", file=sys.stderr, flush=True)
             return 2
         return run_cluster_broker(settings.config, settings.cluster, settings.quorum_overrides,
-                                  settings.bookie_security)
+                                  settings.bookie_security, settings.peers)
     # Imported here so `folio --help` stays fast.
     from broker.app.standalone import run_standalone  # noqa: PLC0415
 

@@ -32,7 +32,7 @@ import time
 
 from broker.app.cluster_ownership import ClusterOwnership
 from broker.app.standalone import serve_ledgers, serve_until_signal, set_running
-from broker.broker_config import BookieSecurity, BrokerConfig
+from broker.broker_config import BookieSecurity, BrokerConfig, PeerSettings
 from ledger.client.registry_directory import RegistryBookieDirectory
 from ledger.config import check_quorums
 from ledger.errors import MetadataError
@@ -62,7 +62,8 @@ def _fail(message: str) -> int:
 
 def run_cluster_broker(config: BrokerConfig, cluster: ClusterConfig,
                        quorum_overrides: dict[str, int],
-                       bookie_security: BookieSecurity | None = None) -> int:
+                       bookie_security: BookieSecurity | None = None,
+                       peers: PeerSettings | None = None) -> int:
     """Serve as a cluster member until SIGTERM or SIGINT; the exit code.
 
     Args:
@@ -73,11 +74,13 @@ def run_cluster_broker(config: BrokerConfig, cluster: ClusterConfig,
         bookie_security: TLS and token towards the bookies found in the
             registry (``--bookie-tls-*``, ``--bookie-token-file``); default:
             plain text, no token.
+        peers: TLS and token towards the other brokers (``--peer-*``).
     """
     set_running(_PROG, f"metadata {cluster.url()}")
     return asyncio.run(serve_until_signal(
         lambda stop: _serve(config, cluster, quorum_overrides,
-                            bookie_security or BookieSecurity(), stop)))
+                            bookie_security or BookieSecurity(), peers or PeerSettings(),
+                            stop)))
 
 
 def _quorums(layout: ClusterLayout, overrides: dict[str, int]) -> dict[str, int]:
@@ -105,12 +108,17 @@ async def _wait_for_bookies(directory: RegistryBookieDirectory, count: int,
 
 
 async def _serve(config: BrokerConfig, cluster: ClusterConfig, overrides: dict[str, int],
-                 security: BookieSecurity, stop: asyncio.Event) -> int:
+                 security: BookieSecurity, peers: PeerSettings, stop: asyncio.Event) -> int:
     try:
         # Checked before ZooKeeper is touched: a bad file is the operator's to fix.
         connect = security.connector()
+        peer_security = peers.security(config)
     except ValueError as error:
         return _fail(str(error))
+    if config.token_auth and not peer_security.token_file:
+        log.warning("tokens are checked but no --peer-token-file is given: the other brokers "
+                    "will refuse this broker's internal calls (transactions across brokers "
+                    "fail)")
     try:
         store = await ZooKeeperMetadataStore.connect(
             cluster.url(), session_timeout_ms=cluster.metadata_session_timeout_ms)
@@ -158,7 +166,7 @@ async def _serve(config: BrokerConfig, cluster: ClusterConfig, overrides: dict[s
 
         # Containers: served only while owned (broker.app.cluster_ownership).
         ownership = ClusterOwnership(store, layout.container_count,
-                                     cluster.metadata_session_timeout_ms)
+                                     cluster.metadata_session_timeout_ms, peer_security)
         return await serve_ledgers(config, store, directory, quorums, stop,
                                    on_serving=on_serving, on_stopping=on_stopping,
                                    ownership=ownership)

@@ -18,8 +18,12 @@ loaded afresh (recovery fences the previous coordinator's ledgers), and
 replays them (``TxnCoordinator.take_over``, ``CommitKeys.take_over``), as at
 startup. Transactions calls elsewhere answer WrongHost with segment
 ``_txnlog/0`` and the coordinator's broker. Appends of a transaction go to
-the segments' owners; a segment owned by another broker than the
-coordinator's cannot take transactional appends yet (docs/cluster.md).
+the segments' owners, which register each segment with the coordinator and
+take its markers over the internal protocol (``broker.cluster.txn_routes``).
+
+**Transaction-buffer snapshots** go to the snapshot segment of the
+container of the segment they describe, written only by its owner
+(``broker.cluster.snapshots``); it moves with the container.
 
 **Reader group liveness**: heartbeats are shared through the store, and each
 group is swept by the owner of the container of ``_readergroup/<name>``.
@@ -33,6 +37,9 @@ import contextlib
 from broker.api import Topics
 from broker.cluster.containers import COORDINATOR_SEGMENT, container_of
 from broker.cluster.owned_topics import OwnedTopics, TopicsHandover
+from broker.cluster.peers import PeerClients, PeerSecurity
+from broker.cluster.snapshots import ContainerSnapshotStore
+from broker.cluster.txn_routes import ClusterTxnRoutes
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
 from broker.errors import WrongHostError
 from broker.groups.heartbeats import HeartbeatBoard
@@ -42,6 +49,7 @@ from broker.topics.manager import TopicManager
 from broker.txn.commit_keys import COMMIT_KEYS_TOPIC, CommitKeys
 from broker.txn.coordinator import TxnCoordinator
 from ledger.api import MetadataStore
+from txnbuffer.api import SnapshotStore
 
 __all__ = ["GROUP_KEY_PREFIX", "ClusterOwnership"]
 
@@ -54,8 +62,8 @@ class _Handover(TopicsHandover):
     """``TopicsHandover`` that also stands the coordinator down when its container goes."""
 
     def __init__(self, ownership: ClusterOwnership, topics: TopicManager,
-                 container_count: int) -> None:
-        super().__init__(topics, container_count)
+                 container_count: int, snapshots: ContainerSnapshotStore | None) -> None:
+        super().__init__(topics, container_count, snapshots)
         self._ownership = ownership
 
     async def release(self, containers: frozenset[int]) -> None:
@@ -77,11 +85,13 @@ class ClusterOwnership:
         store: the cluster's metadata store.
         container_count: the cluster's number of containers (its layout).
         session_timeout_ms: the metadata session timeout: a broker cut off
-            from ZooKeeper stops serving once it has passed.
+            from ZooKeeper pauses its writes at once and gives its containers
+            up once it has passed (``broker.cluster.session_gate``).
+        peers: TLS and token of the internal calls to the other brokers.
     """
 
     def __init__(self, store: MetadataStore, container_count: int,
-                 session_timeout_ms: int) -> None:
+                 session_timeout_ms: int, peers: PeerSecurity | None = None) -> None:
         self._store = store
         self._count = container_count
         self._session_timeout_ms = session_timeout_ms
@@ -89,7 +99,11 @@ class ClusterOwnership:
         self._topics: TopicManager | None = None
         self._coordinator: TxnCoordinator | None = None
         self._commit_keys: CommitKeys | None = None
+        self._peer_security = peers or PeerSecurity()
+        self._peers: PeerClients | None = None
+        self._routes: ClusterTxnRoutes | None = None
         self._seated = False
+        self._snapshots: ContainerSnapshotStore | None = None
         self._background: set[asyncio.Task[None]] = set()
         self.coordinator_container = container_of(COORDINATOR_SEGMENT, container_count)
 
@@ -99,17 +113,42 @@ class ClusterOwnership:
             raise RuntimeError("ClusterOwnership.attach first")
         return self._owners
 
+    def snapshot_store(self, topics: TopicManager) -> SnapshotStore:
+        """The transaction buffers' snapshot store (``TopicManager``'s ``txn_store_factory``).
+
+        One snapshot segment per container, written only while this broker
+        serves the container (``broker.cluster.snapshots``).
+        """
+        def owns(segment: str) -> bool:
+            return self._owners is not None and self._owners.owns(segment)
+
+        self._snapshots = ContainerSnapshotStore(topics, self._count, owns)
+        return self._snapshots
+
     async def attach(self, topics: TopicManager, coordinator: TxnCoordinator,
                      commit_keys: CommitKeys) -> Topics:
         """The topics as the public services must see them; the coordinator stands down."""
         self._topics, self._coordinator, self._commit_keys = topics, coordinator, commit_keys
         await coordinator.stand_down()
         owners = ZooKeeperOwners(self._store, self._count, "", "",
-                                 _Handover(self, topics, self._count),
+                                 _Handover(self, topics, self._count, self._snapshots),
                                  suspended_grace_s=self._session_timeout_ms / 1000,
                                  on_claimed=self._claimed)
         self._owners = owners
-        return OwnedTopics(topics, owners.owns, owners.owner_of)
+        # Transactions across brokers: registrations and markers cross over here.
+        self._peers = PeerClients(self._peer_security)
+        self._routes = ClusterTxnRoutes(
+            owners, self._peers, lambda: self._seated and owners.owns(COORDINATOR_SEGMENT),
+            coordinator.register_segment, topics.segment)
+        coordinator.route_markers(self._routes.write_marker)
+        return OwnedTopics(topics, owners.owns, owners.owner_of, owners.check_writable)
+
+    @property
+    def routes(self) -> ClusterTxnRoutes:
+        """Where transactional registrations and markers go (after ``attach``)."""
+        if self._routes is None:
+            raise RuntimeError("ClusterOwnership.attach first")
+        return self._routes
 
     @property
     def seated(self) -> bool:
@@ -117,10 +156,15 @@ class ClusterOwnership:
         return self._seated
 
     def transactions_gate(self) -> None:
-        """Raise ``WrongHostError`` unless the coordinator runs on this broker now."""
+        """Raise ``WrongHostError`` unless the coordinator runs on this broker now.
+
+        A WrongHost without owner (``check_writable``) while the
+        metadata session is SUSPENDED: the coordinator writes nothing new then.
+        """
         owners = self.owners
         if not (self._seated and owners.owns(COORDINATOR_SEGMENT)):
             raise WrongHostError(COORDINATOR_SEGMENT, owners.owner_of(COORDINATOR_SEGMENT))
+        owners.check_writable(COORDINATOR_SEGMENT)
 
     async def _claimed(self, container: int) -> None:
         if container != self.coordinator_container:
@@ -166,8 +210,14 @@ class ClusterOwnership:
 
     async def stop(self) -> None:
         """Hand every container over and leave the balance."""
-        if self._owners is not None:
-            await self._owners.stop()
-        for task in list(self._background):
-            with contextlib.suppress(Exception):
-                await task
+        try:
+            if self._owners is not None:
+                await self._owners.stop()
+            for task in list(self._background):
+                with contextlib.suppress(Exception):
+                    await task
+        finally:  # also when the hand-over is cut short: no retry may outlive the broker
+            if self._routes is not None:
+                self._routes.stop()
+            if self._peers is not None:
+                await self._peers.close()

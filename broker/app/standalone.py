@@ -204,7 +204,9 @@ async def serve_ledgers(
         max_entry_bytes=MAX_ENTRY_BYTES,
         max_add_request_bytes=max(MAX_ENTRY_BYTES, LedgerConfig.max_add_request_bytes),
         **quorums))
-    topics = TopicManager(ledgers, store, txn_store_factory=snapshot_store,
+    topics = TopicManager(ledgers, store,
+                          txn_store_factory=snapshot_store if ownership is None
+                          else ownership.snapshot_store,
                           defaults=TopicConfig(),
                           retention_interval_s=config.retention_interval_s,
                           writer_expiry_ms=config.writer_expiry_ms,
@@ -304,7 +306,9 @@ async def _serve_api(
                                            owners=None if ownership is None
                                            else ownership.owners,
                                            transactions_gate=None if ownership is None
-                                           else ownership.transactions_gate)
+                                           else ownership.transactions_gate,
+                                           txn_routes=None if ownership is None
+                                           else ownership.routes)
     except (OSError, TlsConfigError) as error:
         return _fail(str(error))
     try:

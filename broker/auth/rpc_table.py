@@ -1,4 +1,4 @@
-"""THE table: every RPC of the public API and the permission it needs on which resource.
+"""THE table: every RPC the broker serves and the permission it needs on which resource.
 
 One row per RPC, keyed by its full gRPC method name. A row says what the
 caller needs (``Need``) and how to find the resources in the request
@@ -17,6 +17,11 @@ Why the rows that need only authentication:
   browse; the topics' contents, configs and segments still need a permission.
 - ``ListBrokers``: the cluster's broker addresses, which every client needs
   to bootstrap (they are the addresses it may connect to anyway).
+- ``BrokerInternal`` (proto/broker/v1/internal.proto, not public): only other
+  brokers of the cluster call it, with a super-user role's token
+  (``--peer-token-file``); any other role gets PERMISSION_DENIED. A client
+  that could register segments or write markers could commit or abort
+  others' transactions.
 - ``Transactions``: a transaction has no topic of its own. Every write in it
   is an Append with its txn id, which needs ``produce`` on that topic
   (so a role needs produce on every topic it writes in a transaction), and a
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final
 
+from broker._proto.v1 import internal_pb2
 from broker.auth.permissions import Action, ResourceKind
 from broker.errors import NoSuchSegmentError
 from broker.segments.names import parse_segment_name
@@ -123,8 +129,9 @@ def _method(module: Any, service: str, method: str) -> str:
 _ADMIN = admin_pb2, "Admin"
 _GROUPS = groups_pb2, "ReaderGroups"
 _TXN = transactions_pb2, "Transactions"
+_INTERNAL = internal_pb2, "BrokerInternal"
 
-#: Every public RPC, by full method name.
+#: Every RPC the broker serves (public, and the brokers' internal ones), by full method name.
 RPC_TABLE: Final[dict[str, Rule]] = {
     _method(*_ADMIN, "CreateTopic"): Rule(Need.ADMIN, _topic("name")),
     _method(*_ADMIN, "GetTopic"): Rule(Need.LOOKUP, _topic("name")),
@@ -158,6 +165,8 @@ RPC_TABLE: Final[dict[str, Rule]] = {
     _method(*_GROUPS, "ListReaderGroups"): Rule(Need.AUTHENTICATED),
     _method(*_GROUPS, "Heartbeat"): Rule(Need.CONSUME, _group),
     _method(*_GROUPS, "GetMembers"): Rule(Need.CONSUME, _group),
+    _method(*_INTERNAL, "RegisterTxnSegment"): Rule(Need.SUPER_USER),
+    _method(*_INTERNAL, "WriteTxnMarker"): Rule(Need.SUPER_USER),
 }
 
 #: What a method the table does not know needs: a super-user (fail closed).

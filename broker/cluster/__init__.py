@@ -6,6 +6,8 @@
 - ``balance``: the target assignment every broker computes alike.
 - ``owner_cache``: who owns what, kept in memory by watches.
 - ``zookeeper_owners``: this broker's claims, releases and session handling.
+- ``session_gate``: serving, paused (connection lost: writes refused) or stopped,
+  by the metadata session.
 - ``owned_topics``: the services' view of the topics (WrongHost for segments
   not served here) and the handover of loaded segments.
 

@@ -8,7 +8,11 @@ and Go's ``hash/crc32.ChecksumIEEE`` compute), so any client can compute it
 too (admin.proto, "Cluster"). System topics follow the same rule, with one
 exception: the transaction coordinator's own topics (``_txnlog`` and
 ``_txncommitkeys``) all belong to the container of ``_txnlog/0``, so that
-the broker owning it holds every segment the coordinator writes.
+the broker owning it holds every segment the coordinator writes; and the
+transaction buffers' snapshot topic has one segment per container, segment
+``_txnbuffer_snapshots/<n>`` in container ``n``, so that the snapshots of a
+container's segments are written by that container's owner only
+(``broker.cluster.snapshots``).
 
 Ownership of container ``n`` is the ephemeral node ``/containers/<n>/owner``
 holding an ``OwnerRecord`` (JSON ``{"version": 1, "id": ..., "address": ...,
@@ -33,6 +37,7 @@ __all__ = [
     "CONTAINERS_PATH",
     "COORDINATOR_SEGMENT",
     "MEMBERS_PATH",
+    "SNAPSHOT_TOPIC",
     "OwnerRecord",
     "container_of",
     "member_path",
@@ -48,11 +53,19 @@ COORDINATOR_SEGMENT = "_txnlog/0"
 #: Topics placed with the coordinator (``broker.txn`` names them; repeated here
 #: because this rule is protocol, documented in admin.proto).
 _COORDINATOR_TOPICS = ("_txnlog/", "_txncommitkeys/")
+#: The snapshot topic: its segment ``n`` is in container ``n`` (``broker.system``
+#: names it; repeated here for the same reason).
+SNAPSHOT_TOPIC = "_txnbuffer_snapshots"
+_SNAPSHOT_PREFIX = SNAPSHOT_TOPIC + "/"
 _RECORD_VERSION = 1
 
 
 def container_of(segment: str, container_count: int) -> int:
     """The container of ``segment`` ("<topic>/<number>"): CRC-32 of its name mod the count.
+
+    Two placement exceptions: the coordinator's topics go to the container of
+    ``_txnlog/0``; segment ``_txnbuffer_snapshots/<n>`` goes to container
+    ``n mod container_count``.
 
     Raises:
         ValueError: ``container_count`` is not positive.
@@ -61,6 +74,10 @@ def container_of(segment: str, container_count: int) -> int:
         raise ValueError(f"container_count must be positive, got {container_count}")
     if segment.startswith(_COORDINATOR_TOPICS):
         segment = COORDINATOR_SEGMENT
+    elif segment.startswith(_SNAPSHOT_PREFIX):
+        number = segment[len(_SNAPSHOT_PREFIX):]
+        if number.isascii() and number.isdigit():
+            return int(number) % container_count
     return zlib.crc32(segment.encode("utf-8")) % container_count
 
 

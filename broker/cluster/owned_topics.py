@@ -8,6 +8,15 @@ check is a set lookup in memory, made once per call or SetupAppend, never
 per block: a segment that moves while a stream is bound to it fails that
 stream's next block itself (``LedgerSegment.hand_over`` / ``abandon``).
 
+**Writes pause** while the broker's metadata session is SUSPENDED
+(``check_writable`` raises a WrongHost without an owner, saying why): a
+SetupAppend, Produce or TruncateSegment is refused, and so is every block of
+a stream bound before (the segment handles given out check it
+before each append: one call per block, constant work). Appends already
+handed to a segment finish. Reads are not gated (docs/cluster.md, "Session
+loss"). ScaleTopic and SealTopic, which write ledgers and the metadata store
+the broker cannot reach, are refused with ``MetadataUnavailableError``.
+
 Topic-level calls (create, get, list, configure, scale, seal, delete) are
 answered by any broker from the shared metadata store. Scaling and sealing
 may seal segments another broker owns: this broker loads them (recovery
@@ -15,18 +24,33 @@ fences the owner's ledger), seals them, and lets them go again; the owner's
 next append meets the fence and it loads the segment again, sealed.
 
 The broker's own components (coordinator, system topics, snapshots) use the
-``TopicManager`` itself, not this view.
+``TopicManager`` itself, not this view; the snapshot store checks ownership
+itself (``broker.cluster.snapshots``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from broker.api import ScaleOutcome, SegmentHandle, SegmentRange, TopicConfig, TopicInfo
-from broker.cluster.containers import container_of
+from broker.api import (
+    AppendResult,
+    Block,
+    Isolation,
+    ReadBatch,
+    ScaleOutcome,
+    SegmentHandle,
+    SegmentInfo,
+    SegmentRange,
+    TopicConfig,
+    TopicInfo,
+)
+from broker.cluster.containers import SNAPSHOT_TOPIC, container_of
+from broker.cluster.snapshots import ContainerSnapshotStore
 from broker.errors import WrongHostError
 from broker.segments.names import is_system_topic, parse_segment_name
 from broker.topics.manager import TopicManager
+from ledger.errors import MetadataUnavailableError
+from txnbuffer.api import TxnId
 
 __all__ = ["OwnedTopics", "TopicsHandover"]
 
@@ -38,13 +62,17 @@ class OwnedTopics:
         topics: the broker's topic manager.
         owns: whether this broker serves a segment now.
         owner_of: the owner's address, "" when unknown.
+        check_writable: raises ``WrongHostError`` (no owner) while writes are
+            paused (the metadata session is SUSPENDED); default: never.
     """
 
     def __init__(self, topics: TopicManager, owns: Callable[[str], bool],
-                 owner_of: Callable[[str], str]) -> None:
+                 owner_of: Callable[[str], str],
+                 check_writable: Callable[[str], None] = lambda _segment: None) -> None:
         self._topics = topics
         self._owns = owns
         self._owner_of = owner_of
+        self._check_writable = check_writable
 
     def _check(self, name: str) -> None:
         if not self._owns(name):
@@ -56,7 +84,17 @@ class OwnedTopics:
 
     async def writable_segment(self, name: str, action: str) -> SegmentHandle:
         self._check(name)
-        return await self._still_owned(name, await self._topics.writable_segment(name, action))
+        self._check_writable(name)
+        segment = await self._still_owned(name,
+                                          await self._topics.writable_segment(name, action))
+        return _GatedSegment(segment, self._check_writable)
+
+    def _check_topic_writable(self, topic: str) -> None:
+        """Scale and seal write ledgers and metadata: refused at once while paused."""
+        try:
+            self._check_writable(topic)
+        except WrongHostError as error:  # (raised only while paused)
+            raise MetadataUnavailableError(str(error)) from None
 
     async def _still_owned(self, name: str, segment: SegmentHandle) -> SegmentHandle:
         """``segment`` if its container is still ours after the load, else WrongHost.
@@ -94,6 +132,7 @@ class OwnedTopics:
 
     async def scale_topic(self, topic: str, seal: Sequence[str],
                           new_ranges: Sequence[tuple[float, float]]) -> ScaleOutcome:
+        self._check_topic_writable(topic)
         try:
             return await self._topics.scale_topic(topic, seal, new_ranges)
         finally:
@@ -103,6 +142,7 @@ class OwnedTopics:
         return await self._topics.get_successors(segment)
 
     async def seal_topic(self, topic: str) -> TopicInfo:
+        self._check_topic_writable(topic)
         try:
             return await self._topics.seal_topic(topic)
         finally:
@@ -118,27 +158,84 @@ class OwnedTopics:
             lambda name: not owns(name) and not is_system_topic(parse_segment_name(name)[0]))
 
 
-class TopicsHandover:
-    """``ContainerHandover`` on a ``TopicManager``: unload the user segments of containers.
+class _GatedSegment:
+    """A writable segment whose writes pass ``check_writable`` first (see the module docstring).
 
-    System topics' segments are the broker's own components' (coordinator,
-    snapshots), reached without the ownership gate: they are left alone.
+    A stream bound before the pause keeps its handle: the check is here, not
+    at the setup alone. Reads pass through.
     """
 
-    def __init__(self, topics: TopicManager, container_count: int) -> None:
+    __slots__ = ("_check", "_segment")
+
+    def __init__(self, segment: SegmentHandle, check: Callable[[str], None]) -> None:
+        self._segment = segment
+        self._check = check
+
+    @property
+    def name(self) -> str:
+        return self._segment.name
+
+    @property
+    def config(self) -> TopicConfig:
+        return self._segment.config
+
+    async def last_event_number(self, writer_id: str) -> int:
+        return await self._segment.last_event_number(writer_id)
+
+    async def append(self, blocks: Sequence[Block], writer_id: str, last_event_number: int,
+                     *, txn_id: TxnId | None = None) -> AppendResult:
+        self._check(self._segment.name)
+        return await self._segment.append(blocks, writer_id, last_event_number, txn_id=txn_id)
+
+    async def read(self, offset: int, max_bytes: int,
+                   isolation: Isolation = Isolation.READ_COMMITTED) -> ReadBatch:
+        return await self._segment.read(offset, max_bytes, isolation)
+
+    @property
+    def committed_end(self) -> int:
+        return self._segment.committed_end
+
+    async def wait_for_data(self, offset: int, timeout_s: float,
+                            isolation: Isolation = Isolation.READ_COMMITTED) -> bool:
+        return await self._segment.wait_for_data(offset, timeout_s, isolation)
+
+    def info(self) -> SegmentInfo:
+        return self._segment.info()
+
+    async def truncate(self, offset: int) -> SegmentInfo:
+        self._check(self._segment.name)
+        return await self._segment.truncate(offset)
+
+
+class TopicsHandover:
+    """``ContainerHandover`` on a ``TopicManager``: unload the segments of containers.
+
+    User segments and the snapshot segments (``broker.cluster.snapshots``)
+    move with their containers. The other system topics' segments are the
+    coordinator's, moved by ``broker.app.cluster_ownership``: left alone here.
+    """
+
+    def __init__(self, topics: TopicManager, container_count: int,
+                 snapshots: ContainerSnapshotStore | None = None) -> None:
         self._topics = topics
         self._count = container_count
+        self._snapshots = snapshots
 
     def _in(self, containers: frozenset[int]) -> Callable[[str], bool]:
         count = self._count
 
         def moving(name: str) -> bool:
             topic, _number = parse_segment_name(name)
-            return not is_system_topic(topic) and container_of(name, count) in containers
+            return ((not is_system_topic(topic) or topic == SNAPSHOT_TOPIC)
+                    and container_of(name, count) in containers)
         return moving
 
     async def release(self, containers: frozenset[int]) -> None:
         await self._topics.release_segments(self._in(containers))
+        if self._snapshots is not None:
+            self._snapshots.forget(containers)
 
     def drop(self, containers: frozenset[int]) -> None:
         self._topics.drop_segments(self._in(containers))
+        if self._snapshots is not None:
+            self._snapshots.forget(containers)

@@ -16,17 +16,17 @@ round trip per call) and moves this broker towards the target assignment
   WrongHost with owner ""), let the segments finish the appends under way and
   close their ledgers (``ContainerHandover.release``), then delete the node.
   The next owner's recovery then finds closed ledgers: nothing to fence.
-- **Session**: LOST (it expired, its ephemeral nodes are gone) stops serving
-  every container at once, and the loaded segments are dropped without
-  touching the store (``ContainerHandover.drop``): another broker may own
-  them now. SUSPENDED (the connection is gone, the session perhaps alive)
-  does the same once ``suspended_grace_s`` has passed without a
-  reconnection: kazoo reports LOST only after reconnecting, so a broker cut
-  off from ZooKeeper must decide alone. Appends made meanwhile are safe
-  either way: a new owner fences the ledger before it appends, and a fenced
-  append is answered WrongHost. After a reconnection within the session the
-  containers whose nodes are still ours are served again; after LOST the
-  broker joins the balance anew.
+- **Session** (``broker.cluster.session_gate``): SUSPENDED (the connection
+  is gone, the session perhaps alive) pauses writes at once (``check_writable``
+  raises a WrongHost without owner) and unloads nothing; CONNECTED again
+  within the session resumes them at once. LOST (it expired, its ephemeral
+  nodes are gone), or SUSPENDED for ``suspended_grace_s`` without a
+  reconnection (kazoo reports LOST only after reconnecting, so a broker cut
+  off from ZooKeeper must decide alone), stops serving every container, and
+  the loaded segments are dropped without touching the store
+  (``ContainerHandover.drop``): another broker may own them now. After a
+  reconnection the containers whose nodes are still ours are served again;
+  after LOST the broker joins the balance anew.
 
 ``stop`` leaves the balance (deletes its member node first, so the others
 count it out) and hands every container over before returning.
@@ -45,6 +45,7 @@ from broker.cluster.balance import plan
 from broker.cluster.containers import OwnerRecord, container_of, member_path, owner_path
 from broker.cluster.owner_cache import OwnerCache
 from broker.cluster.owners import BrokerInfo
+from broker.cluster.session_gate import GRACE_PASSED, OwnershipPhase, SessionGate
 from broker.errors import WrongHostError
 from ledger.api import MetadataStore, SessionState
 from ledger.errors import BadVersionError, LedgerError, NodeExistsError, NoNodeError
@@ -89,9 +90,11 @@ class ZooKeeperOwners:
         tick_s: plan again at least this often.
         release_timeout_s: the longest a graceful release waits for segments.
         suspended_grace_s: how long a SUSPENDED session (connection lost, the
-            session perhaps alive) goes on serving; 0: stop at once. The
-            broker sets it to the session timeout: by then the session has
-            surely expired, and kazoo cannot report LOST before it reconnects.
+            session perhaps alive) stays paused (writes refused, nothing
+            unloaded) before the containers are given up as for LOST; 0: give
+            them up at once. The broker sets it to the session timeout: by
+            then the session has surely expired, and kazoo cannot report LOST
+            before it reconnects.
         on_claimed: awaited after each claim (the container is served already),
             e.g. to move the transaction coordinator here.
     """
@@ -113,6 +116,7 @@ class ZooKeeperOwners:
         self._suspended_grace_s = suspended_grace_s
         self._on_claimed = on_claimed
         self._suspension: asyncio.TimerHandle | None = None
+        self._gate = SessionGate(broker_id)
         self._record = OwnerRecord(broker_id, address, uuid.uuid4().hex)
         self._wake = asyncio.Event()
         self._cache = OwnerCache(store, container_count, self._wake.set)
@@ -158,11 +162,25 @@ class ZooKeeperOwners:
         if not self.owns(segment):
             raise WrongHostError(segment, self.owner_of(segment))
 
+    def check_writable(self, segment: str) -> None:
+        """Raise ``WrongHostError`` (no owner) while writes are paused (session SUSPENDED).
+
+        Constant work (one attribute read): it guards every block.
+        """
+        if self._gate.paused:
+            raise self._gate.refusal(segment)
+
+    @property
+    def phase(self) -> OwnershipPhase:
+        """Serving, paused (SUSPENDED) or stopped (``broker.cluster.session_gate``)."""
+        return self._gate.phase
+
     def bind(self, broker_id: str, address: str) -> None:
         """Set this broker's id and client address (known once the server is bound)."""
         if self._task is not None:
             raise RuntimeError("bind before start")
         self._id, self._address = broker_id, address
+        self._gate.broker_id = broker_id
         self._record = OwnerRecord(broker_id, address, self._record.incarnation)
 
     @property
@@ -214,22 +232,31 @@ class ZooKeeperOwners:
     def session_changed(self, state: SessionState) -> None:
         """The store's session listener (the store calls it on the loop)."""
         log.info("broker %s: metadata session %s", self._id, state.value)
+        before = self._gate.phase
+        phase = self._gate.move(state)
+        if phase is OwnershipPhase.PAUSED and before is OwnershipPhase.PAUSED:
+            return  # reported again: the grace still counts from the first report
         if self._suspension is not None:
             self._suspension.cancel()
             self._suspension = None
         if state is SessionState.CONNECTED:
+            # Within the session (PAUSED before) the containers were kept: writes
+            # resume now. After STOPPED the next step serves again the held
+            # containers whose nodes are still ours, or joins the balance anew.
             self._connected = True
             self._cache.mark_all_dirty()
             self._wake.set()
             return
         self._connected = False
-        if state is SessionState.SUSPENDED and self._suspended_grace_s > 0:
-            # The session may still be alive: nobody can have taken our
-            # containers yet. Serve on, but not past the point where the
-            # session surely expired (kazoo reports LOST only once reconnected).
-            self._suspension = asyncio.get_running_loop().call_later(
-                self._suspended_grace_s, self._stop_serving, "SUSPENDED too long")
-            return
+        if phase is OwnershipPhase.PAUSED:
+            if self._suspended_grace_s > 0:
+                # The session may still be alive: nobody can have taken our
+                # containers yet, but we cannot know (kazoo noticed late), so
+                # writes wait. Past the grace the session surely expired.
+                self._suspension = asyncio.get_running_loop().call_later(
+                    self._suspended_grace_s, self._grace_passed)
+                return
+            self._gate.move(GRACE_PASSED)  # no grace: give the containers up at once
         if state is SessionState.LOST:
             # Our ephemeral nodes are gone with the session.
             self._held.clear()
@@ -237,8 +264,12 @@ class ZooKeeperOwners:
             self._cache.forget()
         self._stop_serving(state.value)
 
-    def _stop_serving(self, why: str) -> None:
+    def _grace_passed(self) -> None:
         self._suspension = None
+        self._gate.move(GRACE_PASSED)
+        self._stop_serving("SUSPENDED for the session timeout")
+
+    def _stop_serving(self, why: str) -> None:
         dropped = frozenset(self._active)
         self._active.clear()
         if dropped:

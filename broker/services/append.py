@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
@@ -49,13 +49,11 @@ from broker.txn.append_stream import (
     Refused,
     SetupCommand,
     SetupDone,
+    TxnWrites,
 )
 from broker.txn.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS, HeldBudget
 from folio.api.v1 import append_pb2, append_pb2_grpc
 from txnbuffer.api import TxnId
-
-if TYPE_CHECKING:
-    from broker.txn.coordinator import TxnCoordinator
 
 __all__ = ["AppendServicer"]
 
@@ -78,7 +76,7 @@ class AppendServicer(append_pb2_grpc.AppendServicer):
                  max_held_bytes: int = DEFAULT_MAX_HELD_BYTES,
                  max_held_ms: int = DEFAULT_MAX_HELD_MS,
                  clock: Callable[[], float] = time.monotonic,
-                 coordinator: TxnCoordinator | None = None) -> None:
+                 coordinator: TxnWrites | None = None) -> None:
         self._topics = topics
         self._stopping = stopping
         self._coordinator = coordinator

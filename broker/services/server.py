@@ -21,15 +21,18 @@ from grpc_health.v1 import health_pb2
 # The asyncio health servicer (grpc_health exposes it as ``health.aio``).
 from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 
+from broker._proto.v1 import internal_pb2
 from broker.api import Topics
 from broker.auth.acl_store import AclStore
 from broker.cluster.owners import SegmentOwners, SingleBroker
+from broker.cluster.txn_routes import ClusterTxnRoutes
 from broker.groups.liveness import GroupLiveness
 from broker.groups.store import ReaderGroupStore
 from broker.services._handlers import add_servicer
 from broker.services.admin import AdminServicer
 from broker.services.append import AppendServicer
 from broker.services.groups import ReaderGroupsServicer
+from broker.services.internal import BrokerInternalServicer
 from broker.services.introspection import HEALTH_SERVICE_NAME, serve_health, serve_reflection
 from broker.services.produce import ProduceServicer
 from broker.services.read import ReadServicer
@@ -93,6 +96,7 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
                               acls: AclStore | None = None,
                               interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
                               transactions_gate: Callable[[], None] | None = None,
+                              txn_routes: ClusterTxnRoutes | None = None,
                               ) -> BrokerServer:
     """Serve ``topics`` over the public gRPC API and start.
 
@@ -110,6 +114,10 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
     without, this broker owns every segment under the address it binds.
     ``transactions_gate`` (a cluster broker) raises ``WrongHostError`` naming
     the coordinator's broker unless the transaction coordinator runs here.
+    ``txn_routes`` (a cluster broker, with ``coordinator`` and the gate):
+    transactional appends go through the segment owner's participant, and
+    the internal ``BrokerInternal`` service (proto/broker/v1) is served for
+    the other brokers; without, appends use the coordinator in process.
 
     ``max_held_bytes`` and ``max_held_ms`` bound the blocks of uncommitted
     transactions (see ``broker.txn.held``).
@@ -131,7 +139,7 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
             topics, owners if owners is not None else single, acls)),
         (append_pb2.DESCRIPTOR.services_by_name["Append"], AppendServicer(
             topics, stopping, max_held_bytes=max_held_bytes, max_held_ms=max_held_ms,
-            coordinator=coordinator)),
+            coordinator=coordinator if txn_routes is None else txn_routes.participant)),
         (append_pb2.DESCRIPTOR.services_by_name["Produce"], ProduceServicer(topics)),
         (read_pb2.DESCRIPTOR.services_by_name["Read"], ReadServicer(topics, stopping)),
     ):
@@ -139,6 +147,10 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
     if coordinator is not None:
         add_servicer(server, transactions_pb2.DESCRIPTOR.services_by_name["Transactions"],
                      TransactionsServicer(coordinator, commit_keys, transactions_gate))
+    if txn_routes is not None and coordinator is not None and transactions_gate is not None:
+        add_servicer(server, internal_pb2.DESCRIPTOR.services_by_name["BrokerInternal"],
+                     BrokerInternalServicer(coordinator, transactions_gate,
+                                            txn_routes.participant.write_marker))
     if groups is not None:
         add_servicer(server, groups_pb2.DESCRIPTOR.services_by_name["ReaderGroups"],
                      ReaderGroupsServicer(topics, groups, group_liveness))

@@ -100,17 +100,26 @@ class CompactedTopic:
         maintain: run ``maybe_compact`` at each maintenance round of ``topics``.
         batch_bytes: most bytes of records compaction copies per entry
             (default: as much as one entry holds).
+        number: the segment this instance keeps (default 0). A topic of
+            several segments (``segment_count``) is several independent keyed
+            logs, one instance each: the cluster's snapshot topic has one per
+            segment container (``broker.cluster.snapshots``).
+        segment_count: the segments the topic is created with, if it is missing.
     """
 
     def __init__(self, topics: TopicManager, name: str, *,
                  policy: CompactionPolicy | None = None, maintain: bool = True,
-                 batch_bytes: int | None = None) -> None:
+                 batch_bytes: int | None = None, number: int = 0,
+                 segment_count: int = 1) -> None:
         check_topic_name(name, internal=True)
         if not is_system_topic(name):
             raise ValueError(f"system topic name must start with '_', got {name!r}")
         self._topics = topics
         self._name = name
-        self._segment_name = make_segment_name(name, 0)
+        if not 0 <= number < segment_count:
+            raise ValueError(f"segment number {number} not in [0, {segment_count})")
+        self._segment_name = make_segment_name(name, number)
+        self._segment_count = segment_count
         self._policy = policy or CompactionPolicy()
         entry_room = topics.max_entry_bytes - HEADER_BYTES
         self._batch_bytes = min(batch_bytes or entry_room, entry_room)
@@ -314,7 +323,7 @@ class CompactedTopic:
 
     @property
     def segment_name(self) -> str:
-        """The topic's one segment, ``"<topic>/0"``."""
+        """The segment this instance keeps, ``"<topic>/<number>"`` (``"<topic>/0"``)."""
         return self._segment_name
 
     def _config(self) -> TopicConfig:
@@ -327,7 +336,8 @@ class CompactedTopic:
         except NoSuchSegmentError:
             pass  # the topic is not there yet
         with contextlib.suppress(TopicExistsError):  # created meanwhile
-            await self._topics.create_topic(self._name, 1, self._config(), internal=True)
+            await self._topics.create_topic(self._name, self._segment_count, self._config(),
+                                            internal=True)
         return await self._topics.segment(self._segment_name)
 
     async def _restore_config(self) -> None:

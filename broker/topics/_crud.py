@@ -107,14 +107,16 @@ class TopicCrud(TopicsCore):
                 topics.append(await self.get_topic(name))
         return topics
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, *, internal: bool = False) -> None:
         """Delete the topic, its segments and their ledgers. ``TopicNotFoundError``.
 
         Loaded segments are closed first; their handles then fail every call
-        with ``NoSuchSegmentError``. ``InternalTopicError`` for a system topic.
+        with ``NoSuchSegmentError``. ``InternalTopicError`` for a system topic
+        unless ``internal`` (the broker's own components only).
         """
         self._check_open()
-        refuse_internal_topic(name, "DeleteTopic")
+        if not internal:
+            refuse_internal_topic(name, "DeleteTopic")
         async with self._lock(f"topic:{name}"):
             record, _ = await self._read_topic(name)
             for entry in record.segments:

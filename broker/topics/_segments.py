@@ -65,9 +65,10 @@ class TopicSegments(TopicsCore):
                 await failed.close()
             self._segments[name] = segment
             if self._reload_fenced and not is_system_topic(topic):
-                # System topics are reached by every broker's own components
-                # without ownership (docs/cluster.md, "What is not done yet"):
-                # a watch would make them reload each other's copies in turn.
+                # Some system topics are reached by every broker's own components
+                # (docs/cluster.md, "Segment containers and ownership"; the
+                # snapshot and coordinator segments are owned): a watch would make
+                # those reload each other's copies in turn.
                 await self._watch_record(name, segment)
             return segment
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from broker.errors import TxnLabelClosedError, TxnNotFoundError, TxnStateError
+from broker.segments.entry import EntryKind
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
 from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
@@ -21,9 +22,13 @@ from broker.txn.states import DEFAULT_FINISHED_RETENTION_MS, TXN_LOG_TOPIC, Txn,
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_hex
 
-__all__ = ["CoordinatorCore"]
+__all__ = ["CoordinatorCore", "MarkerWriter"]
 
 T = TypeVar("T")
+
+#: Writes one marker (segment name, txn id, kind) wherever the segment is served,
+#: returning once it is durable (a cluster: ``broker.txn.markers.ClusterMarkers``).
+MarkerWriter = Callable[[str, TxnId, EntryKind], Awaitable[None]]
 
 
 class CoordinatorCore:
@@ -32,12 +37,15 @@ class CoordinatorCore:
     def __init__(self, topics: TopicManager, *,
                  clock: Callable[[], float] = time.time,
                  finished_retention_ms: int = DEFAULT_FINISHED_RETENTION_MS,
-                 faults: TxnFaults = NO_TXN_FAULTS) -> None:
+                 faults: TxnFaults = NO_TXN_FAULTS,
+                 markers: MarkerWriter | None = None) -> None:
         if finished_retention_ms < 0:
             raise ValueError(f"finished_retention_ms must be >= 0, got {finished_retention_ms}")
         self._finished_retention_ms = finished_retention_ms
         self._topics = topics
         self._faults = faults
+        #: None: markers go to this broker's own segments (standalone).
+        self._marker_writer = markers
         self._log = CompactedTopic(topics, TXN_LOG_TOPIC)
         self._clock = clock
         self._txns: dict[TxnId, Txn] = {}

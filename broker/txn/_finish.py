@@ -80,6 +80,9 @@ class CoordinatorFinish(CoordinatorCore):
         """The marker in every touched segment, written in parallel."""
 
         async def mark(name: str) -> None:
+            if self._marker_writer is not None:  # a cluster: the segment's owner writes it
+                await self._marker_writer(name, txn.txn_id, kind)
+                return
             segment = await self._topics.segment(name)
             await segment.write_marker(kind, txn.txn_id)
 

@@ -7,8 +7,11 @@ so nothing is made visible for it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 from broker.errors import InvalidArgumentError
 from broker.segments.names import is_system_topic
@@ -41,6 +44,7 @@ class CoordinatorReplay(CoordinatorTimeouts):
                 continue
             if group is not None:
                 groups.append((key, group))
+        finishing: list[Coroutine[Any, Any, None]] = []
         for key, group in groups:
             # A transaction already COMMITTED (or forgotten) needs nothing more.
             known = [txn_id for txn_id in group if txn_id in self._txns
@@ -48,15 +52,41 @@ class CoordinatorReplay(CoordinatorTimeouts):
             for txn_id in known:
                 self._txns[txn_id].state = TxnState.COMMITTING
             log.info("finishing the commit of %d transactions after a restart", len(known))
-            await self._finish_commit(known, key)
+            finishing.append(self._finish_commit(known, key))
         for txn in list(self._txns.values()):
-            if txn.state is TxnState.COMMITTING:  # its group record is gone: finish anyway
-                await self._finish_commit([txn.txn_id], None)
+            if txn.state is TxnState.COMMITTING and not any(
+                    txn.txn_id in group for _key, group in groups):
+                # Its group record is gone: finish anyway.
+                finishing.append(self._finish_commit([txn.txn_id], None))
             elif txn.state is TxnState.ABORTING:
                 log.info("finishing the abort of transaction %s after a restart", txn.name)
-                await self._finish_abort(txn, TxnState.ABORTED)
+                finishing.append(self._finish_abort(txn, TxnState.ABORTED))
             elif txn.state is TxnState.OPEN:
                 self._schedule_timeout(txn)
+        if self._marker_writer is None:
+            try:
+                for work in finishing:  # markers in this broker's own segments: done here
+                    await work
+            finally:
+                for work in finishing:  # those not reached after a failure: never started
+                    work.close()
+            return
+        # A cluster: markers go to other brokers, and one that cannot be reached yet
+        # (its segments moving after a crash) must not keep the coordinator from
+        # serving. The decided transactions stay COMMITTING/ABORTING (GetTxnStatus
+        # says so: decided) until their markers land; a later stand_down waits.
+        for work in finishing:
+            task = asyncio.ensure_future(self._finish_quietly(work))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    @staticmethod
+    async def _finish_quietly(work: Coroutine[Any, Any, None]) -> None:
+        try:
+            await work
+        except Exception as error:  # the next coordinator (or restart) finishes it
+            log.warning("a decided transaction was not finished after the take-over "
+                        "(finished again by the next coordinator): %s", error)
 
     def _replay_record(self, key: str, value: bytes) -> list[TxnId] | None:
         """Take one log record in: a transaction, or (returned) a commit group's txn ids.

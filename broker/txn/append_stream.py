@@ -50,9 +50,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from broker.api import AppendResult, Block, SegmentHandle, Topics
 from broker.clip import clip
@@ -76,8 +77,14 @@ from broker.txn.held import HeldBudget, HeldRun
 from ledger.errors import LedgerError, LedgerFencedError
 from txnbuffer.api import TxnId
 
-if TYPE_CHECKING:
-    from broker.txn.coordinator import TxnCoordinator
+
+class TxnWrites(Protocol):
+    """Around each transactional append (``TxnCoordinator``; a cluster: ``TxnParticipant``)."""
+
+    def writing(self, txn_id: TxnId, segment: str,
+                loaded: object = None) -> AbstractAsyncContextManager[None]:
+        """Refuses unless the transaction may write ``segment``; counts the append in flight."""
+        ...
 
 __all__ = [
     "MAX_COMMANDS_IN_FLIGHT",
@@ -93,6 +100,7 @@ __all__ = [
     "Refused",
     "SetupCommand",
     "SetupDone",
+    "TxnWrites",
     "refusal_kind",
 ]
 
@@ -224,14 +232,15 @@ class AppendStream:
         topics: the broker's topics.
         stopping: set when the broker shuts down; the stream then winds down.
         held: the broker-wide budget of held blocks.
-        coordinator: the transaction coordinator; None: no transactional flows.
+        coordinator: the transaction coordinator (in a cluster the segment
+            owner's ``TxnParticipant``); None: no transactional flows.
         authorize: checks each SetupAppend's segment (``broker.auth``: produce
             on its topic), raising ``PermissionDeniedError``; once per flow
             setup, never per block. None: no check.
     """
 
     def __init__(self, topics: Topics, stopping: asyncio.Event, held: HeldBudget,
-                 coordinator: TxnCoordinator | None = None, *,
+                 coordinator: TxnWrites | None = None, *,
                  authorize: Callable[[str], None] | None = None) -> None:
         self._coordinator = coordinator
         self._authorize = authorize
@@ -427,7 +436,7 @@ class AppendStream:
                                          blocks, last_event_number)
 
     async def _append_in_txn(
-        self, request_id: int, flow: _Flow, txn_id: TxnId, coordinator: TxnCoordinator,
+        self, request_id: int, flow: _Flow, txn_id: TxnId, coordinator: TxnWrites,
         blocks: list[Block], last_event_number: int,
     ) -> Outcome:
         """A transactional block: refused once an earlier block of the flow failed."""
@@ -436,7 +445,7 @@ class AppendStream:
             segment = await flow.segment
             check_blocks(blocks, segment.config.max_event_bytes)
             # Registers the segment with the transaction before writing to it.
-            async with coordinator.writing(txn_id, flow.segment_name):
+            async with coordinator.writing(txn_id, flow.segment_name, segment):
                 _check_txn_flow(flow)  # an earlier block failed while this one waited
                 result = await segment.append(blocks, flow.writer_id, last_event_number,
                                               txn_id=txn_id)

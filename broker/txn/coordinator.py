@@ -56,6 +56,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from broker.errors import InvalidArgumentError, TxnStateError
 from broker.topics.internal import refuse_internal_segment
+from broker.txn._core import MarkerWriter
 from broker.txn._replay import CoordinatorReplay
 from broker.txn.states import (
     DEFAULT_FINISHED_RETENTION_MS,
@@ -97,7 +98,13 @@ class TxnCoordinator(CoordinatorReplay):
         clock: seconds since the epoch (for timeouts).
         finished_retention_ms: how long a finished transaction's status is kept.
         faults: hooks at the crash windows (tests only; ``broker.txn.faults``).
+        markers: writes a marker where its segment is served (a cluster);
+            None: in this broker's own segments.
     """
+
+    def route_markers(self, markers: MarkerWriter) -> None:
+        """Write markers through ``markers`` (a cluster: the segments' owners write them)."""
+        self._marker_writer = markers
 
     async def take_over(self) -> None:
         """Forget everything in memory and replay the log again (cluster: the coordinator moved).
@@ -164,8 +171,13 @@ class TxnCoordinator(CoordinatorReplay):
         return counts
 
     @contextlib.asynccontextmanager
-    async def writing(self, txn_id: TxnId, segment: str) -> AsyncIterator[None]:
-        """Around one transactional append: OPEN only, ``segment`` registered (logged) first."""
+    async def writing(self, txn_id: TxnId, segment: str,
+                      loaded: object = None) -> AsyncIterator[None]:
+        """Around one transactional append: OPEN only, ``segment`` registered (logged) first.
+
+        ``loaded`` (the segment object written to) is not needed here: on one
+        broker a segment never moves (``broker.txn.participant`` needs it).
+        """
         txn = self._get(txn_id)
         self._check_open(txn)
         # Counted at once: a commit from now on waits for this append.
@@ -178,6 +190,21 @@ class TxnCoordinator(CoordinatorReplay):
             txn.in_flight -= 1
             if txn.in_flight == 0:
                 txn.idle.set()
+
+    async def register_segment(self, txn_id: TxnId, segment: str) -> None:
+        """Log ``segment`` as touched by the OPEN transaction ``txn_id`` (a cluster's owner asks).
+
+        The segment's owner (``broker.txn.participant``) counts the appends in
+        flight itself; here the registration counts while it is logged, so a
+        commit or abort decided meanwhile waits for it and then marks the
+        segment. Once this returns the segment is in the log record.
+
+        Raises:
+            TxnNotFoundError, TxnStateError: unknown, or not OPEN.
+            InternalTopicError: a segment of a system topic.
+        """
+        async with self.writing(txn_id, segment):  # counted while logged, nothing appended
+            pass
 
     async def _register(self, txn: Txn, segment: str) -> None:
         """Log ``segment`` as touched by ``txn`` before its first entry there.

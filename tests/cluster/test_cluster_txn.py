@@ -2,8 +2,9 @@
 
 Real processes (ZooKeeper, 3 bookies E=3/Qw=2/Qa=2, 3 brokers), raw gRPC stubs.
 The coordinator runs on the owner of the container of ``_txnlog/0``; the topic
-here is named so that its segment is in that same container (transactional
-appends to segments of other brokers are not supported yet, docs/cluster.md).
+here is named so that its segment is in that same container (it moves with the
+coordinator). Transactions over segments of several brokers:
+``tests/cluster/test_cluster_txn_brokers.py``.
 """
 
 from __future__ import annotations

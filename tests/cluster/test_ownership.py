@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from broker.cluster.containers import container_of
+from broker.cluster.session_gate import OwnershipPhase
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
 from broker.errors import WrongHostError
 from ledger.api import SessionState
@@ -143,7 +144,8 @@ async def test_a_dead_session_s_containers_are_taken_by_the_others(zk_url: str) 
         await third.owners.stop()
 
 
-async def test_session_trouble_stops_serving_at_once_and_resumes(zk_url: str) -> None:
+async def test_session_trouble_without_grace_stops_serving_at_once_and_resumes(
+        zk_url: str) -> None:
     async with brokers(zk_url, "b1") as group:
         (broker,) = group
         await settled(group, [16])
@@ -158,3 +160,48 @@ async def test_session_trouble_stops_serving_at_once_and_resumes(zk_url: str) ->
         await settled(group, [16])
         assert broker.owners.owns(segment)
         assert container_of(segment, COUNT) in broker.owners.served_containers()
+
+
+async def test_suspended_pauses_writes_keeps_containers_and_resumes(zk_url: str) -> None:
+    store = await ZooKeeperMetadataStore.connect(zk_url)
+    broker = Broker(store, "b1")
+    broker.owners = ZooKeeperOwners(store, COUNT, "b1", "b1:7070", broker.handover,
+                                    tick_s=0.2, suspended_grace_s=0.5)
+    owners, segment = broker.owners, "orders/0"
+    await owners.start()
+    try:
+        await settled([broker], [16])
+        broker.handover.dropped.clear()  # (each claim drops stale copies)
+        owners.session_changed(SessionState.SUSPENDED)
+        # Paused: writes refused, retriable, no owner named; nothing given up.
+        assert owners.phase is OwnershipPhase.PAUSED
+        try:
+            owners.check_writable(segment)
+        except WrongHostError as error:
+            assert error.owner == "" and error.retriable
+            assert "lost its metadata-store connection" in str(error)
+        else:
+            raise AssertionError("a paused broker took a write")
+        assert owners.owns(segment) and owners.owner_of(segment) == "b1:7070"
+        assert len(owners.served_containers()) == COUNT
+        assert broker.handover.dropped == [] and broker.handover.released == []
+        # Reconnected within the session: writes resume at once, nothing reloaded.
+        owners.session_changed(SessionState.CONNECTED)
+        assert owners.phase is OwnershipPhase.SERVING
+        owners.check_writable(segment)
+        await settled([broker], [16])
+        assert broker.handover.dropped == [] and broker.handover.released == []
+        # Suspended past the grace (the session timeout in a broker): given up as for LOST.
+        owners.session_changed(SessionState.SUSPENDED)
+
+        async def stopped() -> bool:
+            return owners.phase is OwnershipPhase.STOPPED
+
+        await wait_for_async(stopped, "the containers given up after the grace")
+        assert not owners.owns(segment)
+        assert sorted(broker.handover.dropped) == list(range(COUNT))
+        owners.session_changed(SessionState.CONNECTED)  # the same session after all
+        await settled([broker], [16])
+    finally:
+        await asyncio.wait_for(owners.stop(), 30)
+        await asyncio.wait_for(store.close(), 30)

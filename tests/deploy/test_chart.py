@@ -144,8 +144,11 @@ def test_secure_values_mount_the_secrets_and_probe_over_tcp() -> None:
             "--bookie-tls-ca=/etc/folio/tls/ca.crt", "--bookie-tls-cert=/etc/folio/tls/tls.crt",
             "--bookie-tls-key=/etc/folio/tls/tls.key",
             "--auth-token-public-key-file=/etc/folio/auth/public.pem",
-            "--super-users=admin,ops",
-            "--bookie-token-file=/etc/folio/broker-token/token"} <= set(container["args"])
+            "--super-users=admin,ops,broker",
+            "--bookie-token-file=/etc/folio/broker-token/token",
+            # The other brokers: the same CA and token (transactions across brokers).
+            "--peer-tls-ca=/etc/folio/tls/ca.crt",
+            "--peer-token-file=/etc/folio/broker-token/token"} <= set(container["args"])
     assert "--tls-ca=/etc/folio/tls/ca.crt" not in container["args"]
     volumes = {v["name"]: v for v in broker["spec"]["template"]["spec"]["volumes"]}
     assert volumes["tls"]["secret"]["secretName"] == "folio-tls"

@@ -21,13 +21,14 @@ from google.protobuf.message_factory import GetMessageClass
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import folio
+from broker._proto.v1 import internal_pb2
 from broker.auth.rpc_table import RPC_TABLE, Need
 from folio.api.v1 import admin_pb2, append_pb2, groups_pb2, read_pb2, transactions_pb2
 from ledger.security.tokens import create_token
 from tests.support.bookies import BookieProcess, BookieProcesses, run_folio
 from tests.support.standalone import start_standalone
 
-_MODULES = (admin_pb2, append_pb2, groups_pb2, read_pb2, transactions_pb2)
+_MODULES = (admin_pb2, append_pb2, groups_pb2, read_pb2, transactions_pb2, internal_pb2)
 _SECRET = b"test-secret-made-for-this-module-0123456789"
 
 
@@ -154,6 +155,11 @@ _SAMPLES: dict[str, Callable[[str, str], Any]] = {
     "ListReaderGroups": lambda t, g: groups_pb2.ListReaderGroupsRequest(),
     "Heartbeat": lambda t, g: groups_pb2.HeartbeatRequest(name=g, reader_id="r", session_id="s"),
     "GetMembers": lambda t, g: groups_pb2.GetMembersRequest(name=g),
+    # The brokers' internal calls (served by cluster brokers only).
+    "RegisterTxnSegment": lambda t, g: internal_pb2.RegisterTxnSegmentRequest(
+        txn_id=b"\1" * 16, segment=f"{t}/0"),
+    "WriteTxnMarker": lambda t, g: internal_pb2.WriteTxnMarkerRequest(
+        segment=f"{t}/0", txn_id=b"\1" * 16, outcome=internal_pb2.TXN_OUTCOME_ABORT),
 }
 
 _ROWS = sorted(RPC_TABLE)
@@ -201,6 +207,13 @@ def test_each_rpc_needs_its_permission(secured: BookieProcess, admin: folio.Clie
     request = _SAMPLES[name](topic, group)
 
     stranger = f"stranger-{name.lower()}"
+    if method.startswith("/folio.broker.v1."):
+        # Internal: a standalone does not serve them to anyone (cluster brokers do, to
+        # super-users only: tests/cluster/test_secured_cluster_txn.py).
+        for role in (stranger, "admin"):
+            assert _call(secured.address, method, request, _token(role)) \
+                is grpc.StatusCode.UNIMPLEMENTED
+        return
     refused = _call(secured.address, method, request, _token(stranger))
     if rule.need is Need.AUTHENTICATED:
         assert refused not in (grpc.StatusCode.PERMISSION_DENIED,

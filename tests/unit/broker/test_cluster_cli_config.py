@@ -64,6 +64,26 @@ def test_broker_in_a_cluster_keeps_its_bookie_security(
     assert (code, again) == (0, printed), err
 
 
+def test_broker_in_a_cluster_takes_its_peer_security(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--peer-tls-ca, --peer-tls-server-name, --peer-token-file: calls to the other brokers."""
+    cert, key = tmp_path / "b.crt", tmp_path / "b.key"
+    code, printed, err = _run(capsys, "broker", "--metadata-url", URL,
+                              "--tls-cert", str(cert), "--tls-key", str(key),
+                              "--peer-tls-ca", "/etc/folio/ca.crt",
+                              "--peer-tls-server-name", "brokers.folio",
+                              "--peer-token-file", "/etc/folio/peer.jwt", "--print-config")
+    assert code == 0, err
+    table = tomllib.loads(printed)["broker"]
+    assert {name: table[name] for name in table if name.startswith("peer_")} == {
+        "peer_tls_ca": "/etc/folio/ca.crt", "peer_tls_server_name": "brokers.folio",
+        "peer_token_file": "/etc/folio/peer.jwt"}
+    file = tmp_path / "broker.toml"
+    file.write_text(printed)
+    code, again, err = _run(capsys, "broker", "--config", str(file), "--print-config")
+    assert (code, again) == (0, printed), err
+
+
 def test_wildcard_host_with_advertised_address(capsys: pytest.CaptureFixture[str]) -> None:
     code, printed, err = _run(capsys, "broker", "--metadata-url", URL, "--host", "0.0.0.0",
                               "--advertised-address", "broker-1:7070", "--print-config")
@@ -96,6 +116,10 @@ def test_metadata_url_from_the_environment(capsys: pytest.CaptureFixture[str],
     (["broker", "--metadata-url", URL, "--host", "0.0.0.0"], "give --advertised-address"),
     (["broker", "--metadata-url", URL, "--bookie-tls-cert", "c.pem", "--print-config"],
      "need bookie_tls_ca"),
+    (["broker", "--metadata-url", URL, "--peer-tls-ca", "ca.pem", "--print-config"],
+     "peer_tls_ca and peer_tls_server_name need tls_cert"),
+    (["broker", "--metadata-url", URL, "--kafka-port", "9092", "--print-config"],
+     "--kafka-port is not served by a cluster broker yet"),
     (["bookie", "--data-dir", "/d", "--metadata-url", URL, "--host", "::"],
      "give --advertised-address"),
 ])

@@ -119,7 +119,9 @@ token (brokerTokenSecretName, mounted in bookies too).
 {{/*
 Security flags of a broker: its API over TLS (client certificates only with
 security.tls.requireClientCert), the bookies it finds in ZooKeeper reached over
-TLS with its certificate and, with tokens, its own token (brokerTokenSecretName).
+TLS with its certificate and, with tokens, its own token (brokerTokenSecretName);
+the other brokers are called the same way (--peer-*: transactions across brokers),
+so the brokers' role is one of their super-users.
 */}}
 {{- define "folio.brokerSecurityArgs" -}}
 {{- if .Values.security.tls.enabled }}
@@ -131,13 +133,14 @@ TLS with its certificate and, with tokens, its own token (brokerTokenSecretName)
 - --bookie-tls-ca=/etc/folio/tls/ca.crt
 - --bookie-tls-cert=/etc/folio/tls/tls.crt
 - --bookie-tls-key=/etc/folio/tls/tls.key
+- --peer-tls-ca=/etc/folio/tls/ca.crt
 {{- end }}
 {{- if .Values.security.authToken.enabled }}
 {{- include "folio.tokenKeyArg" . }}
-{{- with .Values.security.authToken.superUsers }}
-- --super-users={{ . }}
-{{- end }}
+{{- /* The brokers' role calls the other brokers (transactions across brokers). */}}
+- --super-users={{ with .Values.security.authToken.superUsers }}{{ . }},{{ end }}{{ .Values.security.authToken.brokerRole }}
 - --bookie-token-file=/etc/folio/broker-token/{{ .Values.security.authToken.brokerTokenKey }}
+- --peer-token-file=/etc/folio/broker-token/{{ .Values.security.authToken.brokerTokenKey }}
 {{- end }}
 {{- end -}}
 

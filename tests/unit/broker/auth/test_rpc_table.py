@@ -1,4 +1,7 @@
-"""The permission table: every public RPC has a row, and each row is enforced as it says."""
+"""The permission table: every RPC the broker serves has a row, and each row is enforced as it says.
+
+The public protos (folio/api) and the brokers' internal one (broker/_proto) are enumerated.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from typing import Any
 import pytest
 from google.protobuf.message_factory import GetMessageClass
 
+import broker._proto.v1
 import folio.api.v1
 from broker.auth.acl_store import AclStore
 from broker.auth.authorizer import Authorizer
@@ -18,15 +22,16 @@ from broker.errors import PermissionDeniedError
 
 
 def _public_methods() -> dict[str, Any]:
-    """Every RPC of every service of every public proto, from the descriptors."""
+    """Every RPC of every service of every public and internal proto, from the descriptors."""
     methods = {}
-    for info in pkgutil.iter_modules(folio.api.v1.__path__):
-        if not info.name.endswith("_pb2"):
-            continue
-        module = importlib.import_module(f"folio.api.v1.{info.name}")
-        for service in module.DESCRIPTOR.services_by_name.values():
-            for method in service.methods:
-                methods[f"/{service.full_name}/{method.name}"] = method
+    for package in (folio.api.v1, broker._proto.v1):
+        for info in pkgutil.iter_modules(package.__path__):
+            if not info.name.endswith("_pb2"):
+                continue
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            for service in module.DESCRIPTOR.services_by_name.values():
+                for method in service.methods:
+                    methods[f"/{service.full_name}/{method.name}"] = method
     return methods
 
 
@@ -36,6 +41,13 @@ def test_every_public_rpc_is_classified_and_nothing_else() -> None:
     missing = sorted(set(methods) - set(RPC_TABLE))
     assert missing == [], f"RPCs without a row in broker/auth/rpc_table.py: {missing}"
     assert sorted(set(RPC_TABLE) - set(methods)) == []
+
+
+def test_the_internal_rpcs_need_a_super_user() -> None:
+    internal = [method for method in RPC_TABLE if "/folio.broker.v1.BrokerInternal/" in method]
+    assert sorted(m.rsplit("/", 1)[1] for m in internal) == ["RegisterTxnSegment",
+                                                            "WriteTxnMarker"]
+    assert all(RPC_TABLE[method].need is Need.SUPER_USER for method in internal)
 
 
 def test_an_unknown_method_needs_a_super_user() -> None:

@@ -9,7 +9,9 @@ import pytest
 
 from broker.cluster.containers import container_of
 from broker.cluster.owned_topics import OwnedTopics, TopicsHandover
+from broker.cluster.session_gate import SessionGate
 from broker.errors import WrongHostError
+from ledger.errors import MetadataUnavailableError
 
 
 class FakeTopics:
@@ -66,3 +68,73 @@ async def test_handover_moves_user_segments_of_the_containers_only() -> None:
     expected = [n for n in ("orders/0", "orders/1")
                 if container_of(n, 16) in containers]
     assert topics.released == expected and topics.dropped == expected
+
+
+class FakeSegment:
+    """A loaded segment: counts appends and truncations."""
+
+    name = "orders/0"
+    config = None
+    committed_end = 7
+
+    def __init__(self) -> None:
+        self.appends = 0
+        self.truncations = 0
+
+    async def append(self, blocks: Any, writer_id: str, last_event_number: int, *,
+                     txn_id: Any = None) -> str:
+        self.appends += 1
+        return "appended"
+
+    async def truncate(self, offset: int) -> str:
+        self.truncations += 1
+        return "truncated"
+
+    def info(self) -> str:
+        return "info"
+
+
+class SegmentTopics(FakeTopics):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loaded_segment = FakeSegment()
+        self.scaled = 0
+
+    async def writable_segment(self, name: str, action: str) -> Any:
+        return self.loaded_segment
+
+    async def scale_topic(self, topic: str, seal: Any, new_ranges: Any) -> str:
+        self.scaled += 1
+        return "scaled"
+
+
+async def test_paused_writes_are_refused_and_resume_on_the_same_handle() -> None:
+    paused = {"now": False}
+
+    def check_writable(segment: str) -> None:
+        if paused["now"]:
+            raise SessionGate("b1:7070").refusal(segment)
+
+    topics = SegmentTopics()
+    view = OwnedTopics(topics, lambda name: True, lambda name: "b1:7070",  # type: ignore[arg-type]
+                       check_writable)
+    handle = await view.writable_segment("orders/0", "Append")  # bound before the pause
+    assert await handle.append([], "w", 0) == "appended"
+    paused["now"] = True
+    # A stream bound before: its next block is refused; a new setup too.
+    with pytest.raises(WrongHostError, match="b1:7070 lost its metadata-store") as caught:
+        await handle.append([], "w", 1)
+    assert caught.value.context() == {"segment": "orders/0", "owner": ""}
+    with pytest.raises(WrongHostError):
+        await handle.truncate(3)
+    with pytest.raises(WrongHostError):
+        await view.writable_segment("orders/0", "Produce")
+    with pytest.raises(MetadataUnavailableError, match="b1:7070 lost its metadata-store"):
+        await view.scale_topic("orders", ["orders/0"], [(0.0, 0.5), (0.5, 1.0)])
+    # Reads are not gated.
+    assert handle.info() == "info" and handle.committed_end == 7
+    assert topics.loaded_segment.appends == 1 and topics.loaded_segment.truncations == 0
+    assert topics.scaled == 0 and topics.released == [] and topics.dropped == []
+    paused["now"] = False  # reconnected within the session: the same handle goes on
+    assert await handle.append([], "w", 1) == "appended"
+    assert await handle.truncate(3) == "truncated"

@@ -71,7 +71,8 @@ class _Coordinator:
         self.second_waits = asyncio.Event()
 
     @contextlib.asynccontextmanager
-    async def writing(self, txn_id: TxnId, segment: str) -> AsyncIterator[None]:
+    async def writing(self, txn_id: TxnId, segment: str,
+                      loaded: object = None) -> AsyncIterator[None]:
         self.entered += 1
         first = self.entered == 1
         if not first:

@@ -1,0 +1,1 @@
+"""Generated protocol stubs (scripts/gen_protos.py)."""
