@@ -129,6 +129,10 @@ CODE_CLASSES: Final[dict[grpc.StatusCode, type[e.FolioError]]] = {
     _Code.OUT_OF_RANGE: e.OffsetOutOfRangeError,
     _Code.RESOURCE_EXHAUSTED: e.ResourceExhaustedError,
     _Code.UNAVAILABLE: e.FolioUnavailableError,
+    # Not the client's own cancellation (grpc.aio raises CancelledError for that):
+    # a broker that stops cancels the calls still running on it. Retriable, as
+    # UNAVAILABLE: a reader looking a segment's owner up must not give up on it.
+    _Code.CANCELLED: e.FolioUnavailableError,
     _Code.DEADLINE_EXCEEDED: e.TimeoutError,
     _Code.PERMISSION_DENIED: e.PermissionDeniedError,
     _Code.UNAUTHENTICATED: e.UnauthenticatedError,

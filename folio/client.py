@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Awaitable, Collection, Mapping
 from types import TracebackType
 from typing import Any, Literal, TypeVar, cast, overload
 
@@ -216,8 +216,13 @@ class Client(AdminCalls):
         return BatchClient(self, io=self._io, channels=self._flow_pool())
 
     def _groups(self) -> _GroupClient:
+        def heartbeat(request: groups_pb2.HeartbeatRequest,
+                      timeout_s: float) -> Awaitable[groups_pb2.HeartbeatResponse]:
+            return self._brokers.unary(self._connection.groups.Heartbeat, request,
+                                       timeout_s=timeout_s, retry=True)
+
         return _GroupClient(self, self._call, self._unary, self._io, self._flow_pool(),
-                            self._connection.groups)
+                            lambda: self._connection.groups, heartbeat)
 
     # -- writers and readers ----------------------------------------------------
 

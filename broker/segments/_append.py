@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from broker.api import AppendResult, Block
 from broker.errors import (
+    BrokerError,
     EventTooLargeError,
     InvalidArgumentError,
     InvalidEventNumberError,
@@ -102,8 +103,15 @@ class SegmentAppends(SegmentRollover):
             # every later call queues behind them: a later block overtaking an
             # earlier one would take its offset, or make it look a duplicate.
             self._queued += 1
+            failures = self._roll_failures
             try:
                 async with self._gate:
+                    if self._roll_failures != failures and self._roll_error is not None:
+                        # A rollover failed while this append waited, failing the
+                        # appends queued before it: landing this one would put a
+                        # writer's later block after an earlier one that did not
+                        # land (a flow's blocks land as a prefix of those sent).
+                        raise self._roll_error
                     await self._until_writable()
                     self._check_appendable()  # closing or sealing: no more entries
                     submitted = self._submit(blocks, writer_id, last_event_number,
@@ -129,7 +137,12 @@ class SegmentAppends(SegmentRollover):
             if self._switching is not None:
                 await asyncio.shield(self._switching)
             elif self._should_roll(self._now_ms()):
-                await self._roll_over()
+                try:
+                    await self._roll_over()
+                except (BrokerError, LedgerError) as error:
+                    self._roll_failures += 1
+                    self._roll_error = error
+                    raise
             else:
                 return
             self._check_appendable()

@@ -111,6 +111,10 @@ class SegmentCore:
         # Appends waiting, in call order, behind a rollover (see ``append``).
         self._gate = asyncio.Lock()
         self._queued = 0
+        # Rollovers that failed so far, and the last one's error: an append
+        # queued behind a failed rollover fails with it (see ``append``).
+        self._roll_failures = 0
+        self._roll_error: Exception | None = None
         self._data_event = asyncio.Event()
         self._hints = ReadHints()
         # The transaction buffer (user topics only; system topics take no transactions).

@@ -83,8 +83,14 @@ class TopicMaintenance(TopicScaling):
                 log.warning("topic %s: auto-scaling failed: %s", topic, error)
 
     async def _maintain_forever(self) -> None:
-        while True:
+        # Until closed, not only until cancelled: a cancellation swallowed by
+        # code under a hook (a CancelledError turned into an error the round
+        # logs) would leave close() awaiting this task for ever, and the
+        # broker would not exit on SIGTERM (seen in the cluster tests).
+        while not self._closed:
             await asyncio.sleep(self._interval_s)
+            if self._closed:
+                return
             try:
                 await self.run_maintenance()
             except Exception:

@@ -28,6 +28,10 @@ landed over an earlier missing one would make it count the missing one as
 written (a committed transaction without those events). So the first
 failure of a transactional flow refuses every later block of the flow with
 that same failure, until a new ``SetupAppend`` (append.proto says so).
+A plain flow does the same after a retriable refusal (a failed ledger, a
+failed rollover): the writer resends the refused block after a new setup,
+and counts a refused block at or below ``AppendSetup.last_event_number`` as
+stored, which holds only if nothing landed over it.
 
 **Refusals.** A failed command's outcome is a ``Refused`` naming its
 ``RefusalKind``: the protocol has a reply for a missing segment, a sealed
@@ -68,6 +72,7 @@ from broker.errors import (
 from broker.metrics import flows_bound, observe_error
 from broker.segments.block_limits import check_block_size, check_blocks
 from broker.segments.names import MAX_SEGMENT_NAME_CHARS
+from broker.status import is_retriable
 from broker.txn.held import HeldBudget, HeldRun
 from ledger.errors import LedgerError, LedgerFencedError
 from txnbuffer.api import TxnId
@@ -214,6 +219,8 @@ class _Flow:
     # A transactional flow's first failed append: every later block gets it
     # too, so the blocks that land are a prefix of those sent (module docstring).
     txn_failed: BrokerError | LedgerError | None = None
+    # A plain flow's first retriable refusal: the same for its later blocks.
+    refused: BrokerError | LedgerError | None = None
     # Done once the flow's latest outcome is queued: the next one waits on it.
     tail: asyncio.Future[None] | None = None
 
@@ -413,10 +420,16 @@ class AppendStream:
     ) -> Outcome:
         if flow.txn_id is None or self._coordinator is None:
             try:
+                if flow.refused is not None:
+                    raise flow.refused
                 segment = await flow.segment
                 check_blocks(blocks, segment.config.max_event_bytes)
                 result = await segment.append(blocks, flow.writer_id, last_event_number)
             except (BrokerError, LedgerError) as error:
+                if flow.refused is None and is_retriable(error):
+                    # The writer resends it after a new setup: a later block must
+                    # not land before it does (module docstring).
+                    flow.refused = error
                 return _refused(request_id, flow.segment_name, error)
             return Appended(request_id, result)
         return await self._append_in_txn(request_id, flow, flow.txn_id, self._coordinator,

@@ -27,13 +27,24 @@ class _GroupClient:
 
     def __init__(self, client: SegmentCatalog, call: Callable[..., Any],
                  unary: Callable[..., Awaitable[Any]], io: IoThread,
-                 channels: ReadChannels, stub: ReaderGroupsAsyncStub) -> None:
+                 channels: ReadChannels, stub: Callable[[], ReaderGroupsAsyncStub],
+                 heartbeat: Callable[[groups_pb2.HeartbeatRequest, float],
+                                     Awaitable[groups_pb2.HeartbeatResponse]]) -> None:
         self.client = client
         self.call = call
         self.unary = unary
         self.io = io
         self.channels = channels
-        self.stub = stub
+        self._stub = stub
+        #: ``heartbeat(request, timeout_s)``: one heartbeat, failing over to
+        #: another broker when the admin broker cannot be reached.
+        self.heartbeat = heartbeat
+
+    @property
+    def stub(self) -> ReaderGroupsAsyncStub:
+        """The admin broker's stub now: it changes at bootstrap and on failover, and a
+        pool left behind is closed (its stubs would fail "Channel is closed")."""
+        return self._stub()
 
     def get(self, name: str) -> tuple[int, GroupState]:
         reply = self.call(self.stub.GetReaderGroup, groups_pb2.GetReaderGroupRequest(name=name),

@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
-import grpc
-
-from folio._status import error_from_rpc
 from folio.api.v1 import groups_pb2
 from folio.errors import FolioError, ReaderGroupNotFoundError
 
 if TYPE_CHECKING:
     from folio._transport.io_thread import IoThread
-    from folio.api.v1.groups_pb2_grpc import ReaderGroupsAsyncStub
 
 __all__ = ["Heartbeat"]
 
@@ -40,9 +37,11 @@ _FIRST_INTERVAL_S: Final = 10.0 / 3
 class Heartbeat:
     """Heartbeats of one member until ``close`` or until the broker says it is not one."""
 
-    def __init__(self, io: IoThread, stub: ReaderGroupsAsyncStub, group: str, reader_id: str,
-                 session_id: str, session_timeout_ms: int) -> None:
-        self._stub = stub
+    def __init__(self, io: IoThread,
+                 send: Callable[[groups_pb2.HeartbeatRequest, float],
+                                Awaitable[groups_pb2.HeartbeatResponse]],
+                 group: str, reader_id: str, session_id: str, session_timeout_ms: int) -> None:
+        self._send = send
         self._group = group
         self._reader_id = reader_id
         self._session_id = session_id
@@ -73,9 +72,10 @@ class Heartbeat:
                            for s, o in self._acknowledged.items()])
             delay = self._interval_s
             try:
-                reply = await self._stub.Heartbeat(request, timeout=self._interval_s)
-            except grpc.RpcError as rpc_error:
-                error: FolioError = error_from_rpc(rpc_error)
+                # To the admin broker, or the next one if it cannot be reached (its
+                # broker SIGKILLed): heartbeats must not stop with one broker.
+                reply = await self._send(request, self._interval_s)
+            except FolioError as error:
                 if isinstance(error, ReaderGroupNotFoundError):
                     self.lost = True
                     return

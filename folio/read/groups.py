@@ -313,7 +313,7 @@ class GroupReader(Generic[T]):
         calls = group._calls
         self._calls = calls
         self._session = session_id
-        self._heartbeat = Heartbeat(calls.io, calls.stub, group.name, reader_id, session_id,
+        self._heartbeat = Heartbeat(calls.io, calls.heartbeat, group.name, reader_id, session_id,
                                     session_timeout_ms)
         #: The positions after the last event returned (the dict its EventRead
         #: carries, so acknowledging costs no copy), acknowledged at the next call.

@@ -272,13 +272,14 @@ class SegmentFlow:
         for block in list(self._unacked):
             number = block.last_event_number
             if number is not None and number <= last_event_number:
-                # Written already: its ack was lost, or a later block was
-                # written after this one failed (then it is lost, out of order).
+                # Written already: its ack was lost, or it was refused while its
+                # entry still reached the bookies (a ledger that failed under it:
+                # the next load's recovery keeps every entry a bookie holds). The
+                # broker lands a flow's blocks as a prefix of those sent (after a
+                # refusal it refuses the flow's later blocks until a new setup),
+                # so a block at or below the writer's last number is stored.
                 self._remove(block)
-                if block.rejected is not None:
-                    self._complete(block, error=block.rejected)
-                else:
-                    self._complete(block, offset=-1)
+                self._complete(block, offset=-1)
             elif self._sealing:
                 continue  # not written before the seal: handed over to a successor
             else:

@@ -34,6 +34,13 @@ _CLIENT_OPTIONS: Final[tuple[tuple[str, Any], ...]] = (
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
+    # Try a bookie that refused a connection again within a second, not after
+    # gRPC's default backoff (1 s growing to 120 s): calls fail fast meanwhile,
+    # so a bookie restarted in a rolling restart would be refused adds (and
+    # its ledgers reads) for many seconds after it is back.
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
 )
 
 

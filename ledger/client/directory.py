@@ -3,7 +3,8 @@
 Standalone passes the one in-process bookie; ``folio broker --bookies``
 passes gRPC clients; in a cluster ``registry_directory.RegistryBookieDirectory``
 learns them from the bookies' registrations in the metadata store. A bookie
-that failed an add is left out of new placements for a quarantine period.
+that failed an add is left out of new placements for a quarantine period,
+unless too few others are left.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class BookieDirectory:
         connect: makes a client for a bookie id met in ledger metadata but not
             in ``bookies`` (e.g. ``GrpcBookieClient``); without it such ids are
             unreachable.
-        quarantine_ms: how long a failed bookie is left out of placements.
+        quarantine_ms: how long a failed bookie is chosen last for placements.
         clock: monotonic seconds; injectable for tests.
     """
 
@@ -82,7 +83,7 @@ class BookieDirectory:
         return client
 
     def mark_failed(self, bookie_id: str) -> None:
-        """Leave ``bookie_id`` out of placements for the quarantine period."""
+        """Choose ``bookie_id`` last for placements, for the quarantine period."""
         self._failed_at[bookie_id] = self._clock()
 
     def mark_recovered(self, bookie_id: str) -> None:
@@ -98,9 +99,22 @@ class BookieDirectory:
         ]
 
     def choose(self, count: int, *, exclude: set[str] | frozenset[str] = frozenset()) -> list[str]:
-        """Up to ``count`` distinct available bookies not in ``exclude``, at random."""
-        candidates = [bookie_id for bookie_id in self.available() if bookie_id not in exclude]
-        return random.sample(candidates, min(count, len(candidates)))
+        """Up to ``count`` distinct registered bookies not in ``exclude``, at random.
+
+        Bookies out of quarantine first; quarantined ones only to make up the
+        count when too few others are left, as BookKeeper's ``newEnsemble``
+        does: with E bookies in all, one that failed an add while it restarted
+        (a rolling restart) must be usable again as soon as it is back, not a
+        whole quarantine period later.
+        """
+        healthy = set(self.available())
+        candidates = [bookie_id for bookie_id in self._available if bookie_id not in exclude]
+        first = [bookie_id for bookie_id in candidates if bookie_id in healthy]
+        chosen = random.sample(first, min(count, len(first)))
+        if len(chosen) < count:
+            rest = [bookie_id for bookie_id in candidates if bookie_id not in healthy]
+            chosen += random.sample(rest, min(count - len(chosen), len(rest)))
+        return chosen
 
     async def close(self) -> None:
         """Close every client."""

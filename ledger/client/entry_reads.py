@@ -32,8 +32,9 @@ async def fetch_entries(client: LedgerSession, metadata: LedgerMetadata, cursor:
     ``last_entry_id`` in the same ensemble segment) into ``found``.
 
     Raises:
-        BookieUnavailableError: no bookie of the entry's write set answered.
-        DataLossError: those that answered do not hold it.
+        BookieUnavailableError: a bookie of the entry's write set did not
+            answer, and those that did do not hold it.
+        DataLossError: every bookie of its write set answered without it.
     """
     ledger_id = metadata.ledger_id
     segment_last, bookie_ids = ensemble_span(metadata.ensembles, cursor)
@@ -57,6 +58,14 @@ async def fetch_entries(client: LedgerSession, metadata: LedgerMetadata, cursor:
         raise BookieUnavailableError(
             f"no bookie of entry {cursor}'s write set answered: {unavailable}",
             ledger_id=ledger_id,
+        )
+    if unavailable:
+        # Not lost while a bookie that may hold it is away: an entry can have
+        # one copy only (recovered while the other bookie of its write set was
+        # down), and that bookie may be restarting. Retriable.
+        raise BookieUnavailableError(
+            f"entry {cursor} of ledger {ledger_id} is not on the bookies of its write set "
+            f"that answered; the others did not: {unavailable}", ledger_id=ledger_id,
         )
     raise DataLossError(
         f"entry {cursor} of ledger {ledger_id} is on no bookie of its write set "

@@ -21,7 +21,6 @@ import pytest
 import folio
 from bench._cluster_client import (
     SegmentWriter,
-    list_brokers,
     lookup_owner,
     read_segment,
 )
@@ -35,35 +34,13 @@ from folio.api.v1 import (
     read_pb2,
     read_pb2_grpc,
 )
-from tests.support.bookies import BookieProcess, BookieProcesses
-from tests.support.cluster import LocalCluster
+from tests.support.bookies import BookieProcesses
+from tests.support.cluster_load import COUNT
+from tests.support.cluster_load import start_cluster as _cluster
+from tests.support.cluster_load import wait_spread as _spread
 from tests.support.wait import wait_for
 
-COUNT = 12
 SEGMENTS = 4
-
-
-def _spread(broker: str, expected: list[int]) -> None:
-    def even() -> bool:
-        try:
-            listed = list_brokers(broker)
-        except grpc.RpcError:
-            return False
-        return sorted(len(b.containers) for b in listed.brokers) == expected and sum(
-            len(b.containers) for b in listed.brokers) == COUNT
-
-    wait_for(even, f"containers spread {expected}", timeout_s=60)
-
-
-def _cluster(processes: BookieProcesses, url: str, base: Path,
-             brokers: int = 3) -> tuple[LocalCluster, list[BookieProcess]]:
-    cluster = LocalCluster(processes, url, base)
-    cluster.init(container_count=COUNT, ensemble_size=3, write_quorum=2, ack_quorum=2)
-    for _ in range(3):
-        cluster.start_bookie()
-    started = [cluster.start_broker() for _ in range(brokers)]
-    _spread(started[0].address, [COUNT // brokers] * brokers)
-    return cluster, started
 
 
 class Writers:

@@ -17,66 +17,17 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
-from typing import IO
 
 import folio
 from tests.support.bookies import BookieProcess, BookieProcesses, folio_argv, folio_env
+from tests.support.member_process import MemberProcess, OutputLines
 from tests.support.proxy import TcpProxy
 from tests.support.standalone import start_standalone
 from tests.support.wait import wait_for
 
-_REPO = Path(__file__).resolve().parents[2]
 _TIMEOUT_MS = 2000
-
-
-class _Lines:
-    """Collects a process's stdout lines on a thread."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self.lines: list[str] = []
-        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _pump(self, stream: IO[bytes]) -> None:
-        with stream:
-            for line in stream:
-                self.lines.append(line.decode().rstrip("\n"))
-
-    def join(self) -> None:
-        self._thread.join(30)
-
-
-class _Member:
-    """A group member process."""
-
-    def __init__(self, tmp: Path, endpoint: str, group: str, topic: str, reader_id: str,
-                 timeout_ms: int = _TIMEOUT_MS) -> None:
-        self.reader_id = reader_id
-        self.log = tmp / f"{reader_id}-{id(self)}.log"
-        with self.log.open("wb") as stderr:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.support.group_member", endpoint, group, topic,
-                 reader_id, str(timeout_ms)],
-                cwd=_REPO, env=folio_env(), stdout=subprocess.PIPE, stderr=stderr)
-        assert self.process.stdout is not None
-        self.out = _Lines(self.process.stdout)
-
-    @property
-    def joined(self) -> bool:
-        assert self.process.poll() is None, self.log.read_text()
-        return "joined" in self.out.lines[:1]
-
-    def events(self) -> list[str]:
-        return [line for line in self.out.lines if line != "joined"]
-
-    def stop(self, signum: signal.Signals) -> int:
-        self.process.send_signal(signum)
-        code = self.process.wait(30)
-        self.out.join()
-        return code
 
 
 def _write_until(client: folio.Client, topic: str, stop: threading.Event,
@@ -107,8 +58,8 @@ def test_sigkilled_member_is_declared_offline_and_the_others_read_everything(
         writer = threading.Thread(target=_write_until,
                                   args=(client, "load", stop, written, errors))
         writer.start()
-        members = [_Member(tmp_path, server.address, "g-kill", "load", f"m{i}")
-                   for i in range(3)]
+        members = [MemberProcess(tmp_path, server.address, "g-kill", "load", f"m{i}",
+                                 _TIMEOUT_MS) for i in range(3)]
         try:
             wait_for(lambda: all(m.joined for m in members), "three members joined", 60)
             wait_for(lambda: all(len(group.assignment().get(m.reader_id, [])) == 2
@@ -135,21 +86,19 @@ def test_sigkilled_member_is_declared_offline_and_the_others_read_everything(
             wait_for(lambda: expected <= printed(), "every written event printed", 120)
             assert printed() == expected  # nothing that was not written
             # The dead member's id is free again: a new process takes it over.
-            members.append(_Member(tmp_path, server.address, "g-kill", "load", "m1"))
+            members.append(MemberProcess(tmp_path, server.address, "g-kill", "load", "m1",
+                                         _TIMEOUT_MS))
             wait_for(lambda: members[-1].joined, "m1 joined again", 60)
             wait_for(lambda: len(group.assignment()["m1"]) == 2, "m1 got its share back", 60)
             for member in (members[0], members[2], members[3]):
-                assert member.stop(signal.SIGTERM) == 0, member.log.read_text()
+                assert member.stop(signal.SIGTERM) == 0, member.log()
             assert group.online_readers() == []
             assert sorted(group.assignment()[""]) == [f"load/{i}" for i in range(6)]
         finally:
             stop.set()
             writer.join(120)
             for member in members:
-                if member.process.poll() is None:
-                    member.process.kill()
-                    member.process.wait(30)
-                member.out.join()
+                member.reap()
 
 
 def test_sigterm_makes_folio_consume_group_leave_cleanly(server: BookieProcess) -> None:
@@ -164,7 +113,7 @@ def test_sigterm_makes_folio_consume_group_leave_cleanly(server: BookieProcess) 
                        "--reader-id", "c1", "--endpoint", server.address),
             env=folio_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert process.stdout is not None
-        out = _Lines(process.stdout)
+        out = OutputLines(process.stdout)
         try:
             wait_for(lambda: len(out.lines) == 30, "30 events printed", 60)
             group = client.reader_group("g-term")
@@ -204,8 +153,8 @@ def test_after_a_broker_restart_live_members_stay_and_dead_ones_are_freed(
             writer.flush()
         group = client.reader_group("g-restart", ["restart"], "earliest",
                                     session_timeout_ms=timeout_ms)
-        members = [_Member(tmp_path, proxy.address, "g-restart", "restart", reader_id,
-                           timeout_ms) for reader_id in ("live", "dead")]
+        members = [MemberProcess(tmp_path, proxy.address, "g-restart", "restart", reader_id,
+                                 timeout_ms) for reader_id in ("live", "dead")]
         try:
             wait_for(lambda: all(len(group.assignment().get(m.reader_id, [])) == 2
                                  for m in members), "two segments each", 60)
@@ -222,16 +171,13 @@ def test_after_a_broker_restart_live_members_stay_and_dead_ones_are_freed(
                          60)
             except AssertionError as failed:
                 raise AssertionError(f"{failed}: {group.describe()}; live member's log: "
-                                     f"{live.log.read_text()}") from None
+                                     f"{live.log()}") from None
             wait_for(lambda: len(group.assignment()["live"]) == 4, "live took all four", 60)
             wait_for(lambda: {e for m in members for e in m.events()} >=
                      {f"e{n}" for n in range(40)}, "every event printed", 60)
-            assert "rejoining" not in live.log.read_text()  # never declared offline itself
-            assert live.stop(signal.SIGTERM) == 0, live.log.read_text()
+            assert "rejoining" not in live.log()  # never declared offline itself
+            assert live.stop(signal.SIGTERM) == 0, live.log()
             assert group.online_readers() == []
         finally:
             for member in members:
-                if member.process.poll() is None:
-                    member.process.kill()
-                    member.process.wait(30)
-                member.out.join()
+                member.reap()

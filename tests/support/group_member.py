@@ -2,7 +2,8 @@
 
 ``python -m tests.support.group_member ENDPOINT GROUP TOPIC READER_ID SESSION_TIMEOUT_MS``
 joins GROUP (created at earliest if missing), prints ``joined`` and then each
-event's payload on a line of its own, flushed before the next ``read_next``:
+event on a line of its own (``PAYLOAD<TAB>SEGMENT<TAB>OFFSET``, read by
+``tests/support/member_process.py``), flushed before the next ``read_next``:
 so every event it acknowledged (returned before its latest read call) was
 printed, and a test comparing what all members printed with what was written
 checks at-least-once with nothing skipped. SIGTERM leaves the group cleanly.
@@ -30,7 +31,8 @@ def _member(group: folio.ReaderGroup, reader_id: str, out: TextIO) -> None:
         while True:
             read = reader.read_next(100)
             if read is not None and read.event is not None:
-                out.write(read.event.payload.decode() + "\n")
+                event = read.event
+                out.write(f"{event.payload.decode()}\t{event.segment}\t{event.offset}\n")
                 out.flush()
 
 

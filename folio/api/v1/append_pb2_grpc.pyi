@@ -85,6 +85,13 @@ those sent: once one of its blocks fails, every later block of the flow is
 answered with that same failure and not written, until a new SetupAppend.
 So after a broken stream, AppendSetup's last_event_number tells exactly
 which blocks landed: those numbered up to it, and no later one.
+A plain flow lands a prefix too: once one of its blocks is answered with a
+retriable AppendFailed, every later block of the flow gets that same
+failure and is not written, until a new SetupAppend. A block so refused may
+still have been stored (its ledger failed after the entry reached a bookie,
+and the segment's next load recovers every entry a bookie holds): after the
+new SetupAppend, a refused block numbered up to last_event_number is stored
+(do not send it again), one above it is not.
 
 Message sizes. The server accepts messages of up to 16 MiB, so that a block
 above the 4 MiB - 1 KiB limit (up to 16 MiB) is answered with the precise

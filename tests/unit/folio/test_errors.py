@@ -92,6 +92,7 @@ def test_code_table_is_the_documented_one() -> None:
         Code.OUT_OF_RANGE: e.OffsetOutOfRangeError,
         Code.RESOURCE_EXHAUSTED: e.ResourceExhaustedError,
         Code.UNAVAILABLE: e.FolioUnavailableError,
+        Code.CANCELLED: e.FolioUnavailableError,  # by a stopping broker
         Code.DEADLINE_EXCEEDED: e.TimeoutError,
         Code.PERMISSION_DENIED: e.PermissionDeniedError,
         Code.UNAUTHENTICATED: e.UnauthenticatedError,

@@ -15,8 +15,10 @@ from broker.errors import (
     SegmentSealedError,
 )
 from broker.segments.block_limits import MAX_BLOCK_BYTES
+from broker.segments.offset_index import LedgerSpan
 from broker.segments.segment import LedgerSegment
 from broker.topics.manager import TopicManager
+from ledger.errors import NotEnoughBookiesError
 from tests.unit.broker.conftest import MAX_ENTRY_BYTES, SMALL, block, read_all
 
 
@@ -164,6 +166,38 @@ async def test_one_writer_keeps_its_order_across_rollovers(topics: TopicManager)
     assert len(segment.info().ledgers) > 3
     blocks = await read_all(segment, 0)
     assert [b.data for b in blocks] == [block(i, size=64).data for i in range(300)]
+
+
+async def test_appends_queued_behind_a_failed_rollover_fail_with_it(
+        topics: TopicManager, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A writer's blocks land as a prefix of those sent: when the rollover an
+    # append waits for fails (no bookies for the next ledger), the appends
+    # queued behind it fail too rather than roll over again and land after it.
+    segment = await _segment(topics, TopicConfig(ledger_rollover_bytes=4096))
+    number = 0
+    while not segment._should_roll(segment._now_ms()):
+        await segment.append([block(number, size=64)], "writer", number)
+        number += 1
+    start_ledger = segment._start_ledger
+    failures = [NotEnoughBookiesError("a ledger of ensemble size 3 needs 3 bookies, 2 available")]
+
+    async def failing_once(replacing: list[LedgerSpan]) -> None:
+        if failures:
+            await asyncio.sleep(0)  # the next append queues meanwhile
+            raise failures.pop()
+        await start_ledger(replacing)
+
+    monkeypatch.setattr(segment, "_start_ledger", failing_once)
+    first = asyncio.create_task(segment.append([block(number, size=64)], "writer", number))
+    second = asyncio.create_task(
+        segment.append([block(number + 1, size=64)], "writer", number + 1))
+    results = await asyncio.gather(first, second, return_exceptions=True)
+    assert [type(r) for r in results] == [NotEnoughBookiesError] * 2
+    # Resent after the failure, in order, they land.
+    for resent in (number, number + 1):
+        assert not (await segment.append([block(resent, size=64)], "writer", resent)).duplicate
+    blocks = await read_all(segment, 0)
+    assert [b.data for b in blocks] == [block(i, size=64).data for i in range(number + 2)]
 
 
 async def test_concurrent_duplicates_detected(topics: TopicManager) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -182,3 +183,21 @@ async def test_closed_manager_refuses(env: BrokerEnv) -> None:
     await manager.close()
     with pytest.raises(Exception, match="shutting down"):
         await manager.get_topic("t")
+
+
+async def test_close_ends_maintenance_even_when_a_hook_swallows_the_cancellation(
+        env: BrokerEnv) -> None:
+    # Code under a hook may turn the CancelledError of close() into an error the
+    # round logs; close() must still return (a broker then hung on SIGTERM).
+    topics = env.manager(retention_interval_s=0.01)
+    entered = asyncio.Event()
+
+    async def swallowing_hook() -> None:
+        entered.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+
+    topics.add_maintenance_hook(swallowing_hook)
+    await topics.start()
+    await asyncio.wait_for(entered.wait(), 30)
+    await asyncio.wait_for(topics.close(), 30)

@@ -85,7 +85,9 @@ def test_a_failed_bookie_is_quarantined_until_the_period_ends() -> None:
     clock.now = 100.0
     directory.mark_failed("b")
     assert directory.available() == ["a", "c"]
-    assert sorted(directory.choose(3)) == ["a", "c"]
+    for _ in range(20):  # chosen last: only when the others are not enough
+        assert sorted(directory.choose(2)) == ["a", "c"]
+        assert sorted(directory.choose(1, exclude={"a"})) == ["c"]
     clock.now = 104.999
     assert directory.available() == ["a", "c"]
     clock.now = 105.0
@@ -97,6 +99,22 @@ def test_a_failed_bookie_is_quarantined_until_the_period_ends() -> None:
     assert directory.available() == ["a"]
     clock.now = 110.0
     assert directory.available() == ["a", "b", "c"]
+
+
+def test_quarantined_bookies_make_up_the_count_when_too_few_others_are_left() -> None:
+    # As BookKeeper's newEnsemble: E=3 on 3 bookies, one of which failed an add
+    # while it restarted, must place ledgers again once it is back.
+    clock = Clock(0.0)
+    directory = directory_of("a", "b", "c", "d", quarantine_ms=5_000, clock=clock)
+    directory.mark_failed("b")
+    directory.mark_failed("c")
+    for _ in range(20):
+        chosen = directory.choose(3)
+        assert len(chosen) == 3 and "a" in chosen and "d" in chosen
+    assert sorted(directory.choose(3, exclude={"d"})) == ["a", "b", "c"]
+    assert directory.choose(1, exclude={"a", "d"}) in (["b"], ["c"])
+    directory.set_available(["a", "b"])  # only registered bookies, quarantined or not
+    assert sorted(directory.choose(3)) == ["a", "b"]
 
 
 def test_a_quarantined_bookie_can_still_be_reached() -> None:
