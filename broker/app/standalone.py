@@ -69,6 +69,7 @@ from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 from ledger.security.interceptor import AuthInterceptor
 from ledger.security.tls import TlsConfigError, metrics_tls_arguments
 from ledger.security.tokens import TokenVerifier
+from ledger.stack_dump import DUMP_SIGNAL, install_stack_dump
 
 __all__ = ["MAX_ENTRY_BYTES", "run_standalone", "serve_ledgers", "serve_until_signal",
            "set_running"]
@@ -121,7 +122,10 @@ def _durability(config: BrokerConfig) -> Durability:
 
 
 async def serve_until_signal(body: Callable[[asyncio.Event], Awaitable[int]]) -> int:
-    """Run ``body(stop)``; SIGTERM or SIGINT set ``stop`` (a second one only logs)."""
+    """Run ``body(stop)``; SIGTERM or SIGINT set ``stop`` (a second one only logs).
+
+    SIGUSR2 writes every task's and thread's stack to stderr (``ledger.stack_dump``).
+    """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -135,10 +139,11 @@ async def serve_until_signal(body: Callable[[asyncio.Event], Awaitable[int]]) ->
     # graceful stop the first one started (ledgers close at the very end).
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
+    install_stack_dump(loop)  # kill -USR2: the tasks' and threads' stacks on stderr
     try:
         return await body(stop)
     finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in (signal.SIGTERM, signal.SIGINT, DUMP_SIGNAL):
             loop.remove_signal_handler(signum)
 
 

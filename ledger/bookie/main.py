@@ -36,6 +36,7 @@ from ledger.metadata.cluster_config import ClusterConfig
 from ledger.security.interceptor import AuthInterceptor
 from ledger.security.tls import TlsConfigError, metrics_tls_arguments
 from ledger.security.tokens import TokenVerifier
+from ledger.stack_dump import install_stack_dump
 
 if TYPE_CHECKING:
     from ledger.bookie.membership import BookieMembership
@@ -163,6 +164,7 @@ async def _serve_bookie(config: BookieConfig, host: str, port: int, prog: str,
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
+        install_stack_dump(loop)  # kill -USR2: the tasks' and threads' stacks on stderr
         background: asyncio.Task[None] | None = None
         try:
             if membership is not None:

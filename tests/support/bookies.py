@@ -16,6 +16,7 @@ Typical use, through the ``bookie_processes`` fixture of ``tests/conftest.py``::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import selectors
@@ -136,6 +137,10 @@ class BookieProcess:
         try:
             code = self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
+            # Its stacks into the log first (ledger.stack_dump), to see what it waits on.
+            self.process.send_signal(signal.SIGUSR2)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(2)
             self.process.kill()
             self.process.wait()
             raise AssertionError(
