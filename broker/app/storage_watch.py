@@ -26,6 +26,7 @@ from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 from ledger.bookie.bookie import Bookie
 from ledger.client.directory import BookieDirectory
 from ledger.errors import StorageError
+from ledger.tasks import cancel_and_wait
 
 __all__ = ["StorageWatch"]
 
@@ -55,9 +56,7 @@ class StorageWatch:
     async def close(self) -> None:
         """Stop polling; health is left as it is (the server's stop sets it)."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
 
     async def _run(self) -> None:
         while True:

@@ -49,6 +49,7 @@ from broker.cluster.session_gate import GRACE_PASSED, OwnershipPhase, SessionGat
 from broker.errors import WrongHostError
 from ledger.api import MetadataStore, SessionState
 from ledger.errors import BadVersionError, LedgerError, NodeExistsError, NoNodeError
+from ledger.tasks import cancel_and_wait
 
 __all__ = ["ContainerHandover", "ZooKeeperOwners"]
 
@@ -243,9 +244,7 @@ class ZooKeeperOwners:
         self._store.remove_session_listener(self.session_changed)
         if self._task is not None:
             # First: no step of the balance may claim or join while we leave.
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
         if self._member:
             with contextlib.suppress(Exception):

@@ -39,7 +39,6 @@ its compare-and-set to a client's update is simply tried again next round.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -52,6 +51,7 @@ from broker.groups.store import ReaderGroupStore, session_timeout_ms
 from broker.metrics import count_member_offline
 from folio.api.v1 import groups_pb2
 from ledger.errors import LedgerError
+from ledger.tasks import cancel_and_wait
 
 __all__ = ["MAX_COMPLETED_CHECKPOINTS", "GroupLiveness", "MemberView", "declare_offline"]
 
@@ -295,9 +295,7 @@ class GroupLiveness:
         """Stop sweeping."""
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     async def _sweep_forever(self) -> None:
         while True:

@@ -10,7 +10,6 @@ topic's ``TopicInfo``. The parts (``_segments``, ``_crud``, ``_scale``,
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
@@ -41,6 +40,7 @@ from broker.topics.scaling import RateMeter
 from ledger.api import MetadataStore
 from ledger.client.ledger_client import LedgerClient
 from ledger.errors import NodeExistsError, NoNodeError
+from ledger.tasks import cancel_and_wait
 from txnbuffer.api import SnapshotPolicy, SnapshotStore
 
 __all__ = ["CAS_ATTEMPTS", "TopicsCore", "needs_reload"]
@@ -88,9 +88,7 @@ class TopicsCore:
         """Stop background work and close every loaded segment's ledger cleanly."""
         self._closed = True
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
         segments, self._segments = list(self._segments.values()), {}
         await asyncio.gather(*(segment.close() for segment in segments))

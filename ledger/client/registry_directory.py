@@ -24,6 +24,7 @@ from ledger.api import BookieClient, EventType, MetadataStore, SessionState
 from ledger.client.directory import BookieDirectory
 from ledger.errors import LedgerError
 from ledger.metadata.cluster_layout import BOOKIES_AVAILABLE_PATH
+from ledger.tasks import cancel_and_wait
 
 __all__ = ["RegistryBookieDirectory"]
 
@@ -99,7 +100,6 @@ class RegistryBookieDirectory(BookieDirectory):
         self._closed = True
         self._store.remove_session_listener(self._on_session)
         if self._refresh_task is not None:
-            self._refresh_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, LedgerError):
-                await self._refresh_task
+            with contextlib.suppress(LedgerError):
+                await cancel_and_wait(self._refresh_task)
         await super().close()

@@ -27,6 +27,7 @@ from ledger.errors import (
     NoNodeError,
 )
 from ledger.metadata.cluster_layout import Registration
+from ledger.tasks import cancel_and_wait
 
 __all__ = ["EphemeralRegistration", "RegistrationConflictError", "live_registrations"]
 
@@ -125,9 +126,8 @@ class EphemeralRegistration:
         self._closed = True
         self._store.remove_session_listener(self._on_session)
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, LedgerError):
-                await self._task
+            with contextlib.suppress(LedgerError):
+                await cancel_and_wait(self._task)
         # Best effort and bounded: with ZooKeeper out of reach the node goes anyway
         # when the session ends, and a stopping process must not wait for it.
         with contextlib.suppress(NoNodeError, MetadataError, TimeoutError):
