@@ -73,6 +73,17 @@ class Container:
         config: dict[str, Any] = json.loads(result.stdout)["OCIv1"]["config"]
         return config
 
+    def drop_image_volumes(self) -> None:
+        """Forget the image's ``VOLUME`` paths in this container (``buildah config --volume P-``).
+
+        With both the image's anonymous volume and a ``--volume HOST:PATH`` at one
+        path, ``buildah run`` mounts them in no fixed order, so the process may
+        write into the anonymous one; a pod's volume mount replaces it instead.
+        """
+        for path in self.config().get("Volumes") or {}:
+            result = self.buildah.run("config", "--volume", f"{path}-", self.name)
+            assert result.returncode == 0, result.stderr.decode()
+
     def run_argv(self, argv: Sequence[str], options: Sequence[str] = ()) -> list[str]:
         """The ``buildah run`` command line of ``argv`` in this container.
 
