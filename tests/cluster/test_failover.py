@@ -212,16 +212,25 @@ def test_graceful_handover_when_a_broker_joins_and_when_one_stops(
     writers.stop_and_check(remaining)
 
 
-@pytest.mark.timeout(300)
-def test_a_topic_deleted_on_another_broker_takes_no_more_appends_on_its_owner(
-        zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+def _two_brokers_and_an_appender_on_the_owner(
+        bookie_processes: BookieProcesses, zk_url: str, tmp_path: Path,
+) -> tuple[list[str], str, grpc.Channel, Callable[[int], str]]:
+    """Two brokers, topic ``orders``: their addresses, the one not owning ``orders/0``,
+    and a raw appender (with its channel) on ``orders/0``'s owner."""
     _, brokers = _cluster(bookie_processes, zk_url, tmp_path, brokers=2)
     addresses = [b.address for b in brokers]
     _create_topic(addresses[0])
     owner = lookup_owner(addresses, "orders/0")
     other = next(a for a in addresses if a != owner)
     channel = grpc.insecure_channel(owner)
-    append = _raw_appender(channel)
+    return addresses, other, channel, _raw_appender(channel)
+
+
+@pytest.mark.timeout(300)
+def test_a_topic_deleted_on_another_broker_takes_no_more_appends_on_its_owner(
+        zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+    _, other, channel, append = _two_brokers_and_an_appender_on_the_owner(
+        bookie_processes, zk_url, tmp_path)
 
     assert append(0) == "data_appended"
     with folio.Client(other, timeout_s=30) as client:
@@ -235,13 +244,8 @@ def test_a_topic_deleted_on_another_broker_takes_no_more_appends_on_its_owner(
 @pytest.mark.timeout(300)
 def test_a_scale_on_another_broker_seals_the_owner_s_segment(
         zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
-    _, brokers = _cluster(bookie_processes, zk_url, tmp_path, brokers=2)
-    addresses = [b.address for b in brokers]
-    _create_topic(addresses[0])
-    owner = lookup_owner(addresses, "orders/0")
-    other = next(a for a in addresses if a != owner)
-    channel = grpc.insecure_channel(owner)
-    append = _raw_appender(channel)
+    addresses, other, channel, append = _two_brokers_and_an_appender_on_the_owner(
+        bookie_processes, zk_url, tmp_path)
     assert append(0) == "data_appended"
     with folio.Client(other, timeout_s=30) as client:
         low, high = next((s.key_low, s.key_high) for s in client.get_topic("orders").segments

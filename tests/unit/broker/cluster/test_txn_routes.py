@@ -15,6 +15,7 @@ from broker.cluster.containers import COORDINATOR_SEGMENT
 from broker.cluster.txn_routes import ClusterTxnRoutes
 from broker.errors import BrokerShuttingDownError, NoSuchSegmentError, WrongHostError
 from broker.segments.entry import EntryKind
+from tests.support.wait import wait_for_async
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_from_bytes
 
@@ -26,12 +27,18 @@ SELF = "self:1"
 class _Owners:
     def __init__(self, owners: dict[str, str]) -> None:
         self.map = owners
+        self.lookups = 0
 
     def owns(self, segment: str) -> bool:
         return self.map.get(segment) == SELF
 
     def owner_of(self, segment: str) -> str:
+        self.lookups += 1
         return self.map.get(segment, "")
+
+    async def looked_up_again(self, since: int) -> bool:
+        """Whether a retry looked an owner up after ``since`` lookups."""
+        return self.lookups > since + 1
 
 
 class _Peers:
@@ -115,7 +122,7 @@ async def test_marker_retries_end_when_the_coordinator_moves_or_the_broker_stops
     owners = _Owners({COORDINATOR_SEGMENT: SELF})  # b/0: no owner known yet
     routes, _ = _routes(owners, _Peers())
     writing = asyncio.create_task(routes.write_marker("b/0", T, EntryKind.COMMIT_MARKER))
-    await asyncio.sleep(0.2)
+    await wait_for_async(lambda: owners.looked_up_again(0), "the marker retried")
     assert not writing.done()
     owners.map[COORDINATOR_SEGMENT] = "next:4"
     with pytest.raises(WrongHostError) as moved:
@@ -123,7 +130,8 @@ async def test_marker_retries_end_when_the_coordinator_moves_or_the_broker_stops
     assert (moved.value.segment, moved.value.owner) == (COORDINATOR_SEGMENT, "next:4")
     owners.map[COORDINATOR_SEGMENT] = SELF
     writing = asyncio.create_task(routes.write_marker("b/0", T, EntryKind.COMMIT_MARKER))
-    await asyncio.sleep(0.1)
+    since = owners.lookups
+    await wait_for_async(lambda: owners.looked_up_again(since), "the marker retried")
     routes.stop()
     with pytest.raises(BrokerShuttingDownError):
         await writing
