@@ -42,22 +42,7 @@ class SegmentLifecycle(SegmentChain):
 
     async def close(self) -> None:
         """Finish the appends under way and close the open ledger (graceful shutdown)."""
-        if self._life is not SegmentLife.OPEN:
-            return
-        self._life = SegmentLife.CLOSING
-        self._wake()
-        async with self._chain_lock:
-            with contextlib.suppress(Exception):
-                await self._drain()
-            await self._save_snapshot()
-            last = self._spans[-1] if self._spans else None
-            if last is not None and last.writing and last.handle is not None:
-                try:
-                    await last.handle.close()
-                except LedgerError as error:
-                    log.info("segment %s: ledger %d not closed: %s", self._name,
-                             last.ledger_id, error)
-            self._life = SegmentLife.CLOSED
+        await self._close_gracefully("")
 
     async def hand_over(self) -> None:
         """Another broker takes the segment: finish appends under way, close, refuse the rest.
@@ -67,10 +52,13 @@ class SegmentLifecycle(SegmentChain):
         the writer table is saved and the ledger closed, so the next owner's
         recovery finds it closed.
         """
+        await self._close_gracefully(" on hand-over", moved=True)
+
+    async def _close_gracefully(self, why: str, *, moved: bool = False) -> None:
         if self._life is not SegmentLife.OPEN:
             return
         self._life = SegmentLife.CLOSING
-        self._moved = True
+        self._moved = self._moved or moved
         self._wake()
         async with self._chain_lock:
             with contextlib.suppress(Exception):
@@ -81,8 +69,8 @@ class SegmentLifecycle(SegmentChain):
                 try:
                     await last.handle.close()
                 except LedgerError as error:
-                    log.info("segment %s: ledger %d not closed on hand-over: %s", self._name,
-                             last.ledger_id, error)
+                    log.info("segment %s: ledger %d not closed%s: %s", self._name,
+                             last.ledger_id, why, error)
             self._life = SegmentLife.CLOSED
 
     def abandon(self) -> None:
