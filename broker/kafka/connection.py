@@ -43,6 +43,7 @@ from broker.kafka.messages import (
     request_class,
     response_class,
 )
+from ledger.security.tokens import Principal
 
 __all__ = ["KafkaConnection", "ProtocolError"]
 
@@ -73,6 +74,8 @@ class KafkaConnection:
         self._max_frame_bytes = max_frame_bytes
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        #: Who this connection authenticated as; None: the listener authenticates no one.
+        self.principal: Principal | None = None
 
     async def serve(self) -> None:
         """Answer requests until the peer closes, breaks the protocol, or the task is cancelled."""
@@ -168,7 +171,8 @@ class KafkaConnection:
             # clients rely on it (librdkafka's Metadata v12 sends 3 bytes more).
             log.debug("kafka: api_key %d version %d from %s: %d bytes after the request",
                       api_key, version, self.peer, len(data) - used - size)
-        return Call(api_key, version, header.correlation_id, header.client_id, request)
+        return Call(api_key, version, header.correlation_id, header.client_id, request,
+                    self.principal)
 
     @staticmethod
     def _encode(api_key: int, version: int, correlation_id: int, response: Any) -> bytes:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.kafka.context import KafkaContext
+from ledger.security.tokens import Principal
 
 __all__ = ["Api", "Call", "Deferred", "DispatchTable", "Handler"]
 
@@ -31,6 +32,8 @@ class Call:
         correlation_id: echoed in the response header.
         client_id: the client's id (may be None).
         request: the kio request entity of that API and version.
+        principal: who the connection authenticated as (SASL or a TLS client
+            certificate); None while the listener authenticates no one.
     """
 
     api_key: int
@@ -38,6 +41,7 @@ class Call:
     correlation_id: int
     client_id: str | None
     request: Any
+    principal: Principal | None = None
 
 
 @dataclass(frozen=True, slots=True)
