@@ -95,6 +95,7 @@ def test_commit_abort_and_illegal_transition(
         assert replies[-1].append_failed.error == "TxnStateError"
 
 
+@pytest.mark.faults
 def test_crash_after_committing_is_finished_on_restart(
     bookie_processes: BookieProcesses, tmp_path: Path
 ) -> None:

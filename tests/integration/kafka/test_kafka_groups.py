@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaConsumer
@@ -215,6 +216,7 @@ while True:
 """
 
 
+@pytest.mark.faults
 def test_a_killed_member_is_dropped_after_its_session_timeout(bootstrap: str) -> None:
     group = "rd-killed"
     fill(bootstrap, group, 1)

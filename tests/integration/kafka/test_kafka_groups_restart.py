@@ -45,6 +45,7 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[i
     return [tp.offset for tp in found]
 
 
+@pytest.mark.faults
 def test_offsets_generations_and_transactional_ids_survive_a_crash(
         processes: BookieProcesses, tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
