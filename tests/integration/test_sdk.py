@@ -17,6 +17,7 @@ import pytest
 import folio
 from folio.api.v1.routing import routing_point
 from tests.support.bookies import BookieProcess
+from tests.support.catch_up import read_to_sentinels
 
 
 def _read_all(reader: folio.EventReader[Any], count: int,
@@ -114,7 +115,8 @@ def test_write_with_and_without_keys_then_read_back(client: folio.Client) -> Non
 
     reader = client.reader("rw", serializer=folio.JsonSerializer())
     events = _read_all(reader, 2000)
-    assert reader.read_next(timeout=0.3) is None
+    assert read_to_sentinels(client, "rw", reader, {"sentinel": True},
+                             folio.JsonSerializer()) == []  # nothing more, nothing twice
     reader.close()
 
     # Every event once, where the write future said it went, attributes intact.
@@ -173,7 +175,7 @@ def test_latest_sees_only_new_events(client: folio.Client) -> None:
             writer.write_event(b"new-%d" % i, routing_key=str(i))
     new = _read_all(reader, 30)
     assert sorted(e.payload for e in new) == sorted(b"new-%d" % i for i in range(30))
-    assert reader.read_next(timeout=0.3) is None
+    assert read_to_sentinels(client, "latest", reader, b"sentinel") == []
     reader.close()
 
 
@@ -188,9 +190,12 @@ def test_explicit_start_offsets_inside_a_block(client: folio.Client) -> None:
         events = _read_all(reader, 7)
         assert [e.offset for e in events] == list(range(3, 10))
         assert [e.payload for e in events] == [b"e%d" % i for i in range(3, 10)]
-        assert reader.read_next(timeout=0.2) is None
-    with client.reader("explicit", {"explicit/0": 10}) as at_end:
-        assert at_end.read_next(timeout=0.2) is None
+        with client.reader("explicit", {"explicit/0": 10}) as at_end:
+            # One sentinel at offset 10: the first reader has nothing before
+            # it, the one started at the end reads nothing but it.
+            assert read_to_sentinels(client, "explicit", reader, b"sentinel") == []
+            first = at_end.read_next(timeout=30)
+            assert first is not None and (first.offset, first.payload) == (10, b"sentinel")
     with pytest.raises(folio.InvalidArgumentError):
         client.reader("explicit", {"other/0": 0})
 
