@@ -27,8 +27,10 @@ from tests.support.cluster_load import (
     KeyedWriters,
     check_read_once,
     container_owner,
+    segment_ends,
     segment_owners,
     start_cluster,
+    wait_read_to_ends,
     wait_spread,
 )
 from tests.support.member_process import MemberProcess
@@ -81,7 +83,9 @@ def test_writers_and_a_group_lose_and_double_nothing_when_the_busiest_owner_is_k
             wait_spread(survivors[0], [COUNT // 2] * 2)
             acked = writers.stop()
             _members_read_all(members, acked)
-            check_read_once(acked, [m.reads() for m in members])
+            ends = segment_ends(endpoint, "load")
+            wait_read_to_ends(lambda: [m.reads() for m in members], ends)
+            check_read_once(acked, [m.reads() for m in members], ends)
             for member in members:
                 assert "rejoining" not in member.log(), member.log()
                 assert member.stop(signal.SIGTERM) == 0, member.log()
@@ -161,7 +165,9 @@ def test_a_group_goes_on_when_its_sweeping_broker_and_a_member_are_killed_togeth
                     assert resumed == recorded[segment], (segment, resumed, recorded)
                     past = [o for _, s, o in dead.reads() if s == segment and o >= resumed]
                     reread[segment] = range(resumed, max(past, default=resumed - 1) + 1)
-                check_read_once(acked, [m.reads() for m in members], reread)
+                ends = segment_ends(endpoint, "rg")
+                wait_read_to_ends(lambda: [m.reads() for m in members], ends)
+                check_read_once(acked, [m.reads() for m in members], ends, reread)
                 assert "rejoining" not in live.log(), live.log()
                 assert live.stop(signal.SIGTERM) == 0, live.log()
                 assert group.online_readers() == []

@@ -26,7 +26,9 @@ from tests.support.cluster_load import (
     COUNT,
     KeyedWriters,
     check_read_once,
+    segment_ends,
     start_cluster,
+    wait_read_to_ends,
     wait_spread,
 )
 from tests.support.member_process import MemberProcess
@@ -66,7 +68,9 @@ def test_a_rolling_restart_of_every_broker_and_bookie_loses_and_doubles_nothing(
             writers.advance(20, f"20 more events per writer after bookie {index} restarted")
         acked = writers.stop()
         wait_for(lambda: acked <= set(reader.events()), "the reader read every event", 90)
-        check_read_once(acked, [reader.reads()])
+        ends = segment_ends(endpoint, "roll")
+        wait_read_to_ends(lambda: [reader.reads()], ends)
+        check_read_once(acked, [reader.reads()], ends)
         assert "rejoining" not in reader.log(), reader.log()
         assert reader.stop(signal.SIGTERM) == 0, reader.log()
     finally:

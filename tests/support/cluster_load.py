@@ -9,15 +9,18 @@ writing rounds of one event per key (payload ``w<i>:k<j>:<n>``, routing key
 every acknowledged payload is known and any error a writer sees is kept.
 ``check_read_once`` compares what reader group members read (``(payload,
 segment, offset)``, ``tests/support/member_process.py``) with what was
-acknowledged: every event once, in per-key order, each offset of each
-segment read once.
+acknowledged and with the segments' end offsets, read back independently
+(``segment_ends``; ``wait_read_to_ends`` waits until the members reached
+them): every event once, in per-key order, each offset of each segment up
+to its end read once, so a duplicate stored after the last acknowledged
+event is seen too.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import grpc
@@ -29,8 +32,11 @@ from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.cluster import LocalCluster
 from tests.support.wait import wait_for
 
-__all__ = ["COUNT", "KeyedWriters", "check_read_once", "container_owner", "segment_owners",
-           "start_cluster", "wait_spread"]
+__all__ = ["COUNT", "KeyedWriters", "check_read_once", "container_owner", "segment_ends",
+           "segment_owners", "start_cluster", "wait_read_to_ends", "wait_spread"]
+
+#: One member's reads: ``(payload, segment, offset)`` in its order.
+Reads = list[tuple[str, str, int]]
 
 #: Segment containers of the test clusters.
 COUNT = 12
@@ -142,13 +148,35 @@ class KeyedWriters:
         return acked
 
 
-def check_read_once(acked: set[str], members: Iterable[list[tuple[str, str, int]]],
+def segment_ends(endpoint: str, topic: str) -> dict[str, int]:
+    """``{segment: end offset}`` of every segment ``topic`` ever had, as the brokers say."""
+    with folio.Client(endpoint, timeout_s=30) as client:
+        return {s.name: s.end_offset
+                for s in client.get_segments(topic, include_sealed=True)}
+
+
+def wait_read_to_ends(reads: Callable[[], Iterable[Reads]], ends: Mapping[str, int],
+                      timeout_s: float = 90) -> None:
+    """Wait until the members have read every segment up to its end offset."""
+    def reached() -> bool:
+        last: dict[str, int] = defaultdict(lambda: -1)
+        for member in reads():
+            for _, segment, offset in member:
+                last[segment] = max(last[segment], offset)
+        return all(last[segment] + 1 >= end for segment, end in ends.items())
+
+    wait_for(reached, "the group read every segment to its end offset", timeout_s)
+
+
+def check_read_once(acked: set[str], members: Iterable[Reads], ends: Mapping[str, int],
                     reread: Mapping[str, range] | None = None) -> None:
     """Every acknowledged event read exactly once by the group, in per-key order.
 
     Args:
         acked: every acknowledged payload.
         members: each member's reads, ``(payload, segment, offset)`` in its order.
+        ends: every segment's end offset (``segment_ends``), read after the
+            writers stopped: every offset below it must have been read.
         reread: offsets of a segment that may be read twice (``{segment:
             range}``: what a member that crashed read after the position it last
             reported, which its successor reads again: at-least-once).
@@ -172,6 +200,8 @@ def check_read_once(acked: set[str], members: Iterable[list[tuple[str, str, int]
     assert len(read) == len(set(read)), "an event is stored twice"
     assert set(read) == acked, (f"{len(acked - set(read))} acknowledged events not read",
                                 sorted(set(read) - acked)[:5])
-    for segment, offsets in stored.items():
-        # Nothing skipped: every offset of the segment up to its end was read.
-        assert sorted(offsets) == list(range(len(offsets))), f"{segment}: offsets not 0..n-1"
+    assert set(stored) <= set(ends), sorted(set(stored) - set(ends))
+    for segment, end in ends.items():
+        # Nothing skipped, nothing stored unseen: every offset up to the end was read.
+        assert sorted(stored[segment]) == list(range(end)), (
+            f"{segment}: read {len(stored[segment])} offsets of 0..{end - 1}")
