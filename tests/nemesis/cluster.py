@@ -22,6 +22,8 @@ __all__ = ["Member", "NemesisCluster"]
 
 #: Session timeout of brokers and bookies (as the independent fault run had).
 SESSION_TIMEOUT_MS = 4_000
+#: Deadline for a process's ready line: generous, the machine is loaded by the run itself.
+START_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -80,7 +82,8 @@ class NemesisCluster:
         bookie.process = self.processes.start(
             bookie.data_dir, "--metadata-url", self.url, "--durability", "async",
             "--advertised-address", bookie.proxy.address,
-            "--metadata-session-timeout-ms", str(SESSION_TIMEOUT_MS), port=bookie.port)
+            "--metadata-session-timeout-ms", str(SESSION_TIMEOUT_MS), port=bookie.port,
+            timeout_s=START_TIMEOUT_S)
         bookie.stopped = False
 
     def start_broker(self, broker: Member) -> None:
@@ -88,7 +91,7 @@ class NemesisCluster:
         broker.process = self.processes.start_folio(
             ["broker", "--metadata-url", url, "--port", str(broker.port), "--metrics-port",
              "0", "--metadata-session-timeout-ms", str(SESSION_TIMEOUT_MS)],
-            broker.data_dir)
+            broker.data_dir, timeout_s=START_TIMEOUT_S)
         broker.stopped = False
 
     def kill(self, member: Member) -> None:
