@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strict-errors", action="store_true",
                         help="also fail when an error reached the application")
     args = parser.parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the cluster's processes are stopped too.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     base = args.dir or Path(tempfile.mkdtemp(prefix=f"nemesis-{seed}-"))
     report = run(seed, args.duration, base)

@@ -53,13 +53,16 @@ class Report:
     coverage: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     stalls_ms: dict[str, float] = field(default_factory=dict)
+    kafka_delivered: int = 0
+    kafka_failures: dict[str, list[str]] = field(default_factory=dict)
 
     def failures(self) -> dict[str, list[str]]:
         found = {"lost": self.lost, "misplaced": self.misplaced, "doubled": self.doubled,
                  "disorder": self.disorder, "stuck transactions": self.stuck,
                  "transactions": self.txn_broken, "progress": self.progress,
                  "coverage": self.coverage}
-        return {name: items[:10] for name, items in found.items() if items}
+        return {**{name: items[:10] for name, items in found.items() if items},
+                **self.kafka_failures}
 
 
 def _final_status(client: folio.Client, record: TxnRecord, timeout_s: float) -> str:

@@ -36,6 +36,7 @@ class Member:
     data_dir: Path
     process: BookieProcess | None = None
     stopped: bool = False  # SIGSTOPped
+    kafka_port: int = 0  # brokers: the Kafka listener's port
 
     @property
     def running(self) -> bool:
@@ -71,12 +72,16 @@ class NemesisCluster:
         for index in range(brokers):
             self.brokers.append(Member(f"broker-{index}", free_port(),
                                        LossyProxy(host, int(port)),
-                                       self.base / f"broker-{index}"))
+                                       self.base / f"broker-{index}", kafka_port=free_port()))
             self.start_broker(self.brokers[-1])
 
     @property
     def endpoint(self) -> str:
         return ",".join(f"127.0.0.1:{broker.port}" for broker in self.brokers)
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{broker.kafka_port}" for broker in self.brokers)
 
     def start_bookie(self, bookie: Member) -> None:
         bookie.process = self.processes.start(
@@ -90,7 +95,8 @@ class NemesisCluster:
         url = f"zk://{broker.proxy.address}/{self.chroot}"
         broker.process = self.processes.start_folio(
             ["broker", "--metadata-url", url, "--port", str(broker.port), "--metrics-port",
-             "0", "--metadata-session-timeout-ms", str(SESSION_TIMEOUT_MS)],
+             "0", "--metadata-session-timeout-ms", str(SESSION_TIMEOUT_MS),
+             "--kafka-port", str(broker.kafka_port), "--kafka-advertised-host", "127.0.0.1"],
             broker.data_dir, timeout_s=START_TIMEOUT_S)
         broker.stopped = False
 

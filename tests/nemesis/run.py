@@ -20,6 +20,8 @@ from bench._cluster_client import list_brokers
 from tests.nemesis.checks import Report, check
 from tests.nemesis.cluster import NemesisCluster
 from tests.nemesis.faults import Nemesis
+from tests.nemesis.kafka_workload import PARTITIONS, KafkaWorkload, check_kafka
+from tests.nemesis.kafka_workload import TOPIC as KAFKA_TOPIC
 from tests.nemesis.workload import TxnWriter, Writers
 from tests.support.member_process import MemberProcess
 
@@ -85,13 +87,16 @@ def run(seed: int, duration_s: float, base: Path) -> Report:
     members: _Members | None = None
     writers: Writers | None = None
     txns: TxnWriter | None = None
+    kafka: KafkaWorkload | None = None
     try:
         print(f"nemesis: seed {seed}, {duration_s:.0f} s, in {base}", flush=True)
         cluster.start(containers=CONTAINERS)
         _wait_owned(cluster)
         with folio.Client(cluster.endpoint, timeout_s=60) as client:
             client.create_topic(TOPIC, SEGMENTS)
+            client.create_topic(KAFKA_TOPIC, PARTITIONS)
         members = _Members(base, cluster.endpoint)
+        kafka = KafkaWorkload(cluster.kafka_bootstrap)
         writers = Writers(cluster.endpoint, TOPIC)
         txns = TxnWriter(cluster.endpoint, TOPIC)
         stop = threading.Event()
@@ -110,12 +115,17 @@ def run(seed: int, duration_s: float, base: Path) -> Report:
         _wait_owned(cluster)
         writers.stop()
         txns.stop()
+        kafka.stop_producing()
         stop.set()
         watcher.join(10)
         print(f"nemesis: checking {len(writers.acked)} acknowledged events, "
               f"{len(txns.records)} transactions", flush=True)
         report = check(cluster.endpoint, TOPIC, writers, txns, members.payloads)
         report.errors += members.restarts
+        report.kafka_delivered = len(kafka.delivered)
+        report.kafka_failures = check_kafka(kafka, cluster.kafka_bootstrap)
+        kafka.stop_consuming()
+        report.errors += kafka.errors
         (base / "faults.log").write_text("\n".join(nemesis.log) + "\n")
         return report
     finally:
@@ -123,6 +133,9 @@ def run(seed: int, duration_s: float, base: Path) -> Report:
             writers.stop()
         if txns is not None:
             txns.stop()
+        if kafka is not None:
+            kafka.stop_producing()
+            kafka.stop_consuming()
         if members is not None:
             members.stop()
         cluster.close()
@@ -138,6 +151,7 @@ def summary(report: Report) -> dict[str, Any]:
     return {
         "acknowledged": report.acknowledged, "uncertain": report.uncertain,
         "committed_txns": report.committed, "aborted_txns": report.aborted,
+        "kafka_delivered": report.kafka_delivered,
         "failures": report.failures(),
         "application_errors": len(report.errors),
         "error_kinds": sorted({e.split(":")[1].strip() if ":" in e else e
