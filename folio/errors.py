@@ -501,19 +501,10 @@ class DeserializationError(FolioError):
     (``on_deserialization_error="raw"``). Not retriable: the bytes stay the same.
     """
 
-    def __init__(self, message: str, *, topic: str, segment: str, offset: int,
-                 payload: bytes, cause: BaseException) -> None:
+    def __init__(self, message: str = "", *, topic: str = "", segment: str = "",
+                 offset: int = -1, payload: bytes = b"", cause: BaseException | None = None,
+                 ) -> None:  # defaults: unpickled from ``message`` and then its ``__dict__``
         super().__init__(message, topic=topic, segment=segment, offset=offset)
         self.topic, self.segment, self.offset = topic, segment, offset
         self.payload, self.cause = payload, cause
         self.__cause__ = cause
-
-    def __reduce__(self) -> tuple[object, ...]:  # keyword-only arguments: pickle them
-        return (_deserialization_error, (self.message, self.topic, self.segment, self.offset,
-                                         self.payload, self.cause))
-
-
-def _deserialization_error(message: str, topic: str, segment: str, offset: int,
-                           payload: bytes, cause: BaseException) -> DeserializationError:
-    return DeserializationError(message, topic=topic, segment=segment, offset=offset,
-                                payload=payload, cause=cause)

@@ -16,7 +16,7 @@ policy, and every event around it is kept in order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import repeat
 from typing import Any, TypeVar
 
@@ -61,7 +61,7 @@ def unpack_events(segment: str, position: int, response: read_pb2.ReadResponse,
             continue
         if skip:
             payloads = payloads[skip:]
-        failed: list[tuple[int, Exception]] = []
+        failed: Sequence[tuple[int, Exception]] = ()
         if deserialize is None:
             values: list[Any] = payloads
         else:
