@@ -40,7 +40,7 @@ import queue
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, NoReturn, TypeVar
 
 import grpc
 
@@ -53,6 +53,7 @@ from folio.errors import (
     FolioError,
     FolioUnavailableError,
     InvalidArgumentError,
+    InvalidBlockError,
     WrongHostError,
 )
 from folio.models import DeserializationPolicy, Event, UndecodedEvent
@@ -206,7 +207,10 @@ class SegmentStreams(Generic[T]):
                 (policy ``"raise"``); the streams stay on it: the next call
                 raises again until ``skip``.
             FolioError: a segment's stream failed for good (e.g. NOT_FOUND,
-                OUT_OF_RANGE); the segment is dropped from the set.
+                OUT_OF_RANGE), or its response held an invalid block
+                (``InvalidBlockError``); the segment is dropped from the set,
+                ``dropped`` saying at which offset (none of the response's
+                events returned: nothing skipped).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -240,18 +244,20 @@ class SegmentStreams(Generic[T]):
         if stream is None or stream.token != token:
             return False  # queued by a stream of a removed segment
         if error is not None:
-            del self._streams[segment]
-            self.dropped = (segment, stream.position)
-            if self._metrics is not None:
-                self._metrics.failed(error)
-            raise error
+            self._drop(segment, stream, error)
         if stream.credit is not None:
             self._io.call_soon(stream.credit.release)
         if response is None:
             return False
         if response.blocks:
-            events, stream.position, undecoded = unpack_events(
-                segment, stream.position, response, self._deserialize)
+            try:
+                events, stream.position, undecoded = unpack_events(
+                    segment, stream.position, response, self._deserialize)
+            except InvalidBlockError as invalid:
+                # Its stream has read on past this response: reading on from the
+                # next one would skip the response's events. Stop the segment at
+                # the offset before them instead, as a stream failed for good.
+                self._drop(segment, stream, invalid)
             self._set_events(events, undecoded)
             if self._metrics is not None:
                 self._metrics.received(len(self._events),
@@ -273,6 +279,16 @@ class SegmentStreams(Generic[T]):
             self.ended = True
             return not self._events[self._index:]
         return skipped  # the caller may be waiting for that offset
+
+    def _drop(self, segment: str, stream: _Stream, error: FolioError) -> NoReturn:
+        """Stops reading ``segment`` at its position (``dropped``) and raises ``error``."""
+        del self._streams[segment]
+        self.dropped = (segment, stream.position)
+        if stream.task is not None:
+            stream.task.cancel()
+        if self._metrics is not None:
+            self._metrics.failed(error)
+        raise error
 
     # -- undecodable payloads -------------------------------------------------
 

@@ -24,7 +24,7 @@ from folio._transport.io_thread import IoThread
 from folio._transport.segment_streams import SegmentStreams
 from folio.api.v1 import read_pb2
 from folio.api.v1.block import encode_block
-from folio.errors import DeserializationError, InvalidArgumentError
+from folio.errors import DeserializationError, InvalidArgumentError, InvalidBlockError
 from folio.models import DeserializationPolicy
 from folio.serializers import JsonSerializer
 
@@ -213,3 +213,22 @@ def test_buffered_events_are_returned_after_close_the_bad_one_included(io: IoThr
             if e is not None] == [4, 5]
     assert streams.next_event(0) is None
     assert streams.positions() == {"t/0": 6}
+
+
+def test_an_invalid_block_stops_its_segment_before_the_response(io: IoThread) -> None:
+    """The stream read on past the response: its segment stops at the offset before it."""
+    broken = read_pb2.ReadResponse(blocks=[
+        read_pb2.ReadBlock(offset=2, event_count=1, data=encode_block([b"2"])),
+        read_pb2.ReadBlock(offset=3, event_count=5, data=encode_block([b"3", b"4"]))],
+        next_offset=8)
+    stub = _Stub(([_response(0, 2, 2), broken, _response(8, 2, 10)], False))
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=stub, deserialize=None)
+    streams.add("t/0", 0)
+    try:
+        assert _read(streams, 2) == [0, 1]
+        with pytest.raises(InvalidBlockError, match="segment t/0 offset 3"):
+            streams.next_event(WAIT_S)
+        assert streams.dropped == ("t/0", 2)
+        assert streams.segments == []
+    finally:
+        streams.close()
