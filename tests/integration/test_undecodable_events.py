@@ -150,7 +150,7 @@ def test_group_member_stays_on_the_event_and_its_checkpoint_names_it(
         client: folio.Client) -> None:
     segment = _write_scenario(client, "ud-group")
     group = client.reader_group("ud-g", ["ud-group"], sync_interval_ms=50,
-                                session_timeout_ms=1500)
+                                session_timeout_ms=6000)
     member = group.reader("a", folio.JsonSerializer())
     assert [e.offset for e in _group_read(member, BAD_OFFSET)] == GOOD[:BAD_OFFSET]
     with pytest.raises(folio.DeserializationError) as caught:
