@@ -82,6 +82,7 @@ from folio.errors import (
     AlreadyExistsError,
     DataLossError,
     DeliveryTimeoutError,
+    DeserializationError,
     EventTooLargeError,
     FolioError,
     FolioUnavailableError,
@@ -117,6 +118,7 @@ from folio.errors import (
     WrongHostError,
 )
 from folio.models import (
+    DeserializationPolicy,
     Event,
     ScaleResult,
     SegmentInfo,
@@ -124,9 +126,10 @@ from folio.models import (
     SegmentRange,
     TopicConfig,
     TopicInfo,
+    UndecodedEvent,
     WriteResult,
 )
-from folio.read.batch import BatchClient, SegmentSlice
+from folio.read.batch import BatchClient, SegmentEvents, SegmentSlice
 from folio.read.cuts import Checkpoint, Position, StreamCut
 from folio.read.groups import EventRead, GroupReader, ReaderGroup
 from folio.read.reader import EventReader
@@ -153,6 +156,8 @@ __all__ = [
     "ConnectionStats",
     "DataLossError",
     "DeliveryTimeoutError",
+    "DeserializationError",
+    "DeserializationPolicy",
     "Event",
     "EventRead",
     "EventReader",
@@ -185,6 +190,7 @@ __all__ = [
     "ReaderNotInGroupError",
     "ResourceExhaustedError",
     "ScaleResult",
+    "SegmentEvents",
     "SegmentInfo",
     "SegmentLedger",
     "SegmentRange",
@@ -210,6 +216,7 @@ __all__ = [
     "TxnStateError",
     "TxnStatus",
     "UnauthenticatedError",
+    "UndecodedEvent",
     "WriteFuture",
     "WriteResult",
     "WriterClosedError",

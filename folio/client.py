@@ -31,7 +31,7 @@ from folio.api.v1 import groups_pb2
 from folio.config import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT_S, ENDPOINT_ENV, ClientConfig
 from folio.errors import FolioError, InvalidArgumentError
 from folio.metrics import client_metrics
-from folio.models import SegmentRange
+from folio.models import DeserializationPolicy, SegmentRange
 from folio.read._group_calls import _GroupClient
 from folio.read.batch import BatchClient
 from folio.read.groups import GroupStart, ReaderGroup
@@ -349,19 +349,23 @@ class Client(AdminCalls):
 
     @overload
     def reader(self, topic: str, start: Start = ..., *,
-               isolation: Isolation = ...) -> EventReader[bytes]: ...
+               isolation: Isolation = ...,
+               on_deserialization_error: DeserializationPolicy = ...) -> EventReader[bytes]: ...
 
     @overload
     def reader(self, topic: str, start: Start = ..., *,
-               serializer: Serializer[T], isolation: Isolation = ...) -> EventReader[T]: ...
+               serializer: Serializer[T], isolation: Isolation = ...,
+               on_deserialization_error: DeserializationPolicy = ...) -> EventReader[T]: ...
 
     @overload
     def reader(self, topic: str, start: Start, serializer: Serializer[T], *,
-               isolation: Isolation = ...) -> EventReader[T]: ...
+               isolation: Isolation = ...,
+               on_deserialization_error: DeserializationPolicy = ...) -> EventReader[T]: ...
 
     def reader(self, topic: str, start: Start = "earliest",
                serializer: Serializer[Any] | None = None, *,
-               isolation: Isolation = "read_committed") -> EventReader[Any]:
+               isolation: Isolation = "read_committed",
+               on_deserialization_error: DeserializationPolicy = "raise") -> EventReader[Any]:
         """A reader of ``topic``, following its segments across scaling.
 
         A segment read to the end of its seal is followed by its successors,
@@ -381,11 +385,17 @@ class Client(AdminCalls):
                 transactions are served once committed, never when aborted;
                 a segment's stream waits before an open transaction's first
                 event) or ``"read_uncommitted"`` (every event, as written).
+            on_deserialization_error: a payload ``serializer`` cannot decode:
+                ``"raise"`` (the default: ``read_next`` raises
+                ``DeserializationError`` and the reader stays on the event until
+                ``reader.skip(error)``), ``"skip"`` (logged, stepped over) or
+                ``"raw"`` (returned as an ``UndecodedEvent`` of its bytes).
 
         Raises:
             TopicNotFoundError: no such topic.
-            InvalidArgumentError: a bad ``start`` or ``isolation``, or a
-                mapping naming a segment of another topic.
+            InvalidArgumentError: a bad ``start``, ``isolation`` or
+                ``on_deserialization_error``, or a mapping naming a segment of
+                another topic.
         """
         every = self.get_segments(topic, include_sealed=True)
         segments = [s for s in every if not s.sealed]
@@ -412,7 +422,8 @@ class Client(AdminCalls):
             topic, positions, serializer if serializer is not None else BytesSerializer(),
             io=self._io, channels=pool, on_close=self._forget_reader, isolation=isolation,
             successors=self._successors_async, metrics=self._metrics.for_topic(topic),
-            read_before=_ancestors(every, positions))
+            read_before=_ancestors(every, positions),
+            on_deserialization_error=on_deserialization_error)
         with self._lock:
             self._readers.append(made)
         return made

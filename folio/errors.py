@@ -17,6 +17,7 @@ __all__ = [
     "AlreadyExistsError",
     "DataLossError",
     "DeliveryTimeoutError",
+    "DeserializationError",
     "EventTooLargeError",
     "FolioError",
     "FolioUnavailableError",
@@ -488,3 +489,22 @@ class ReaderGroupNotEmptyError(FolioError):
         """The members found."""
         value = self.context.get("members")
         return [str(m) for m in value] if isinstance(value, list) else []
+
+
+class DeserializationError(FolioError):
+    """A reader's serializer could not decode an event's payload; nothing was skipped.
+
+    ``topic``, ``segment`` and ``offset`` name the event, ``payload`` holds its
+    raw bytes and ``__cause__`` (also ``cause``) what the serializer raised.
+    The reader stays on the event: reading again raises again, until the
+    application skips it (``reader.skip(error)``) or reads it as raw bytes
+    (``on_deserialization_error="raw"``). Not retriable: the bytes stay the same.
+    """
+
+    def __init__(self, message: str = "", *, topic: str = "", segment: str = "",
+                 offset: int = -1, payload: bytes = b"", cause: BaseException | None = None,
+                 ) -> None:  # defaults: unpickled from ``message`` and then its ``__dict__``
+        super().__init__(message, topic=topic, segment=segment, offset=offset)
+        self.topic, self.segment, self.offset = topic, segment, offset
+        self.payload, self.cause = payload, cause
+        self.__cause__ = cause

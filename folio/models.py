@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 from folio.api.v1 import admin_pb2
+from folio.errors import DeserializationError
 
 __all__ = [
     "NO_HEADERS",
+    "DeserializationPolicy",
     "Event",
     "ScaleResult",
     "SegmentInfo",
@@ -24,6 +26,7 @@ __all__ = [
     "SegmentRange",
     "TopicConfig",
     "TopicInfo",
+    "UndecodedEvent",
     "WriteResult",
     "scale_result_from_proto",
     "segment_info_from_proto",
@@ -236,6 +239,32 @@ class Event(Generic[T]):
                 and self.timestamp == other.timestamp and self.headers == other.headers)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+
+
+#: What a reader does with a payload its serializer cannot decode: ``"raise"``
+#: ``DeserializationError`` and stay on the event (the default), ``"skip"`` it
+#: (logged at WARNING, the error with it), or return it ``"raw"``: an
+#: :class:`UndecodedEvent` whose payload is the bytes.
+DeserializationPolicy = Literal["raise", "skip", "raw"]
+
+
+class UndecodedEvent(Event[bytes]):
+    """An event whose payload the reader's serializer could not decode, handed over raw.
+
+    Returned instead of raising with ``on_deserialization_error="raw"``:
+    ``payload`` is the bytes as stored, ``error`` the ``DeserializationError``
+    the serializer's failure became (it names the topic, segment and offset).
+    """
+
+    __slots__ = ("error",)
+
+    def __init__(self, event: Event[bytes], error: DeserializationError) -> None:
+        super().__init__(event.payload, event.routing_key, event.segment, event.offset,
+                         event.timestamp, event.headers)
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"Undecoded{super().__repr__()}"
 
 
 def topic_config_from_proto(config: admin_pb2.TopicConfig) -> TopicConfig:

@@ -18,8 +18,10 @@ T = TypeVar("T")
 class Serializer(Protocol[T]):
     """Turns values of type ``T`` into payload bytes and back.
 
-    ``deserialize(serialize(v))`` must equal ``v``. Errors raised by either
-    method reach the caller of ``write_event`` or ``read_next`` unchanged.
+    ``deserialize(serialize(v))`` must equal ``v``. An error ``serialize``
+    raises reaches the caller of ``write_event`` unchanged; one ``deserialize``
+    raises (any ``Exception``) becomes the reader's ``DeserializationError``
+    naming the event (topic, segment, offset, raw bytes), its ``__cause__``.
     """
 
     def serialize(self, value: T) -> bytes:

@@ -11,6 +11,16 @@ had queued are recognised by their stale token and dropped, so nothing is
 returned twice or out of order. A segment whose last response carried
 ``end_of_segment`` is *finished* once all its events were returned.
 
+A payload the serializer cannot decode is an ``UndecodedEvent`` among the
+unpacked events (``folio._transport.unpack``). The fast path returns events
+only up to the next one of those (``_clean``); there the reader's policy
+decides: ``"raise"`` raises its ``DeserializationError`` and stays on it (the
+positions name its offset, the next call raises again, the events after it
+stay buffered) until ``skip(error)``; ``"skip"`` logs it and steps over;
+``"raw"`` returns it. The response it came in is never dropped: its credit was
+given back and the stream read on past it, so dropping it would lose the
+events after it for good.
+
 A stream that breaks is opened again from the next offset after backoff; a
 status the broker did not give (gRPC's own, e.g. from a cut connection) gets
 a few retries too. In a cluster, each stream runs on a channel of its
@@ -30,7 +40,7 @@ import queue
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, NoReturn, TypeVar
 
 import grpc
 
@@ -38,8 +48,15 @@ from folio._status import error_from_rpc
 from folio._transport.append_stream import Backoff
 from folio._transport.unpack import unpack_events
 from folio.api.v1 import read_pb2
-from folio.errors import FolioError, FolioUnavailableError, WrongHostError
-from folio.models import Event
+from folio.errors import (
+    DeserializationError,
+    FolioError,
+    FolioUnavailableError,
+    InvalidArgumentError,
+    InvalidBlockError,
+    WrongHostError,
+)
+from folio.models import DeserializationPolicy, Event, UndecodedEvent
 
 if TYPE_CHECKING:
     from folio._transport.io_thread import IoThread
@@ -47,7 +64,7 @@ if TYPE_CHECKING:
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
     from folio.metrics import TopicMetrics
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_WAIT_MS", "SegmentStreams"]
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_WAIT_MS", "POLICIES", "SegmentStreams"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +78,8 @@ DEFAULT_MAX_WAIT_MS: Final = 500
 _BUFFERED_RESPONSES: Final = 4
 #: Retries of a read stream failing with statuses the broker did not give.
 _UNEXPLAINED_RETRIES: Final = 5
+#: The values of ``on_deserialization_error``.
+POLICIES: Final = ("raise", "skip", "raw")
 
 # (segment, token, response, error); segment None wakes the caller.
 _Item = tuple[str | None, int, read_pb2.ReadResponse | None, FolioError | None]
@@ -86,10 +105,13 @@ class SegmentStreams(Generic[T]):
                  isolation: read_pb2.ReadRequest.Isolation.ValueType = (
                      read_pb2.ReadRequest.READ_COMMITTED),
                  max_bytes: int = DEFAULT_MAX_BYTES, max_wait_ms: int = DEFAULT_MAX_WAIT_MS,
-                 metrics: TopicMetrics | None = None) -> None:
+                 metrics: TopicMetrics | None = None,
+                 on_deserialization_error: DeserializationPolicy = "raise") -> None:
         """Streams take a channel of ``channels`` (the client's pool) each, or use ``stub``."""
         if (channels is None) == (stub is None):
             raise ValueError("give the streams either channels or a stub")
+        check_policy(on_deserialization_error)
+        self._policy = on_deserialization_error
         self._io = io
         self._channels = channels
         self._stub = stub
@@ -103,6 +125,10 @@ class SegmentStreams(Generic[T]):
         self._tokens = itertools.count(1)
         self._events: list[Event[T]] = []
         self._index = 0
+        #: Indexes of the undecoded events at or after ``_index``, and the first
+        #: of them (else the end): events before it are returned without a look.
+        self._undecoded: list[int] = []
+        self._clean = 0
         self._closed = False
         #: Set when a segment's last response came; cleared by ``finished``.
         self.ended = False
@@ -126,7 +152,7 @@ class SegmentStreams(Generic[T]):
         position = stream.position
         if self._index < len(self._events) and self._events[self._index].segment == segment:
             position = self._events[self._index].offset
-            self._events, self._index = [], 0
+            self._set_events([], [])
         if stream.task is not None:
             stream.task.cancel()
         return position
@@ -151,12 +177,6 @@ class SegmentStreams(Generic[T]):
             positions[pending.segment] = pending.offset
         return positions
 
-    def take_pending(self) -> list[Event[T]]:
-        """Removes and returns the events unpacked but not yet returned."""
-        pending = self._events[self._index:]
-        self._events, self._index = [], 0
-        return pending
-
     def finished(self) -> list[str]:
         """Segments read to their end: sealed, and every event returned."""
         pending = (self._events[self._index].segment
@@ -171,7 +191,7 @@ class SegmentStreams(Generic[T]):
     def next_buffered(self) -> Event[T] | None:
         """The next event already unpacked, or None: no wait, no lock, no clock (the hot path)."""
         index = self._index
-        if index < len(self._events):
+        if index < self._clean:
             self._index = index + 1
             return self._events[index]
         return None
@@ -180,17 +200,29 @@ class SegmentStreams(Generic[T]):
         """The next event, waiting up to ``timeout`` seconds; None on timeout, close or an end.
 
         Returns None early when a segment finished, so the caller can act on it.
+        After ``close``, returns the events unpacked before it, then None.
 
         Raises:
+            DeserializationError: the next event's payload cannot be decoded
+                (policy ``"raise"``); the streams stay on it: the next call
+                raises again until ``skip``.
             FolioError: a segment's stream failed for good (e.g. NOT_FOUND,
-                OUT_OF_RANGE); the segment is dropped from the set.
+                OUT_OF_RANGE), or its response held an invalid block
+                (``InvalidBlockError``); the segment is dropped from the set,
+                ``dropped`` saying at which offset (none of the response's
+                events returned: nothing skipped).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             index = self._index
-            if index < len(self._events):
+            if index < self._clean:
                 self._index = index + 1
                 return self._events[index]
+            if index < len(self._events):
+                undecoded = self._at_undecoded(index)
+                if undecoded is not None:
+                    return undecoded
+                continue
             if self._closed:
                 return None
             try:
@@ -212,21 +244,26 @@ class SegmentStreams(Generic[T]):
         if stream is None or stream.token != token:
             return False  # queued by a stream of a removed segment
         if error is not None:
-            del self._streams[segment]
-            self.dropped = (segment, stream.position)
-            if self._metrics is not None:
-                self._metrics.failed(error)
-            raise error
+            self._drop(segment, stream, error)
         if stream.credit is not None:
             self._io.call_soon(stream.credit.release)
         if response is None:
             return False
         if response.blocks:
-            self._events = self._unpack(segment, stream, response)
-            self._index = 0
+            try:
+                events, stream.position, undecoded = unpack_events(
+                    segment, stream.position, response, self._deserialize)
+            except InvalidBlockError as invalid:
+                # Its stream has read on past this response: reading on from the
+                # next one would skip the response's events. Stop the segment at
+                # the offset before them instead, as a stream failed for good.
+                self._drop(segment, stream, invalid)
+            self._set_events(events, undecoded)
             if self._metrics is not None:
                 self._metrics.received(len(self._events),
                                        sum(len(block.data) for block in response.blocks))
+                for index in undecoded:  # counted once each, whatever the policy
+                    self._metrics.failed(self._error_at(index))
         # Only a response without blocks moves past left-out entries (aborted
         # transactions, markers). This broker follows read.proto (a split read
         # step's earlier responses claim no offset a later one serves), but
@@ -243,23 +280,79 @@ class SegmentStreams(Generic[T]):
             return not self._events[self._index:]
         return skipped  # the caller may be waiting for that offset
 
-    def _unpack(self, segment: str, stream: _Stream,
-                response: read_pb2.ReadResponse) -> list[Event[T]]:
-        events, stream.position = unpack_events(segment, stream.position, response,
-                                                self._deserialize)
-        return events
+    def _drop(self, segment: str, stream: _Stream, error: FolioError) -> NoReturn:
+        """Stops reading ``segment`` at its position (``dropped``) and raises ``error``."""
+        del self._streams[segment]
+        self.dropped = (segment, stream.position)
+        if stream.task is not None:
+            stream.task.cancel()
+        if self._metrics is not None:
+            self._metrics.failed(error)
+        raise error
+
+    # -- undecodable payloads -------------------------------------------------
+
+    def _set_events(self, events: list[Event[T]], undecoded: list[int]) -> None:
+        self._events, self._index, self._undecoded = events, 0, undecoded
+        self._clean = undecoded[0] if undecoded else len(events)
+
+    def _error_at(self, index: int) -> DeserializationError:
+        event = self._events[index]
+        if not isinstance(event, UndecodedEvent):  # _undecoded lists only those
+            raise TypeError(f"event {index} of the buffer is decoded")
+        return event.error
+
+    def _step_over(self, index: int) -> None:
+        """Past the undecoded event at ``index`` (the first one left), to the next one."""
+        self._index = index + 1
+        self._undecoded.pop(0)
+        self._clean = self._undecoded[0] if self._undecoded else len(self._events)
+
+    def _at_undecoded(self, index: int) -> Event[T] | None:
+        """The policy at the undecoded event ``index``: raise, or step over it (None), or
+        return it."""
+        error = self._error_at(index)
+        if self._policy == "raise":
+            # A fresh traceback each time: raised again on every call until skipped.
+            raise error.with_traceback(None)
+        self._step_over(index)
+        if self._policy == "skip":
+            log.warning("skipped an event the serializer cannot decode: %s", error)
+            return None
+        return self._events[index]
+
+    def skip(self, error: DeserializationError) -> None:
+        """Step over the undecoded event ``error`` names: the one the streams are on.
+
+        Raises:
+            InvalidArgumentError: the streams are not on that event (it was
+                skipped already, or its segment was handed over meanwhile).
+        """
+        index = self._index
+        event = self._events[index] if index == self._clean < len(self._events) else None
+        if event is None or (event.segment, event.offset) != (error.segment, error.offset):
+            raise InvalidArgumentError(
+                f"the reader is not on the event at segment {error.segment} offset "
+                f"{error.offset} (skipped already, or its segment is no longer read here): "
+                f"skip takes the DeserializationError the last read raised")
+        self._step_over(index)
 
     def wake(self) -> None:
         """Make a waiting ``next_event`` return None now (any thread)."""
         self._queue.put((None, 0, None, None))
 
     def close(self) -> None:
-        """Stop every stream. Idempotent."""
+        """Stop every stream; the events unpacked already are still returned. Idempotent.
+
+        ``positions`` goes on saying where each segment is, as those are returned.
+        """
         if self._closed:
             return
         self._closed = True
-        for segment in list(self._streams):
-            self.remove(segment)
+        for stream in self._streams.values():
+            if stream.task is not None:
+                stream.task.cancel()
+                stream.task = None
         self.wake()
 
     # -- the IO side --------------------------------------------------------
@@ -357,3 +450,10 @@ class SegmentStreams(Generic[T]):
             finally:
                 call.cancel()
             await asyncio.sleep(backoff.next_delay())
+
+
+def check_policy(policy: object) -> None:
+    """``InvalidArgumentError`` unless ``policy`` is one of ``POLICIES``."""
+    if policy not in POLICIES:
+        raise InvalidArgumentError(
+            f"on_deserialization_error must be 'raise', 'skip' or 'raw', not {policy!r}")

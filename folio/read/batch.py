@@ -8,18 +8,25 @@ read), and ``read_segment(slice)`` iterates its events. Slices are plain
 values: read them one after another, on several threads of one client, or
 hand them (``to_dict``) to other processes that each open their own client.
 The events of one segment come in offset order; nothing orders segments.
+
+``read_segment`` returns a :class:`SegmentEvents` iterator. A payload the
+serializer cannot decode raises ``DeserializationError`` from ``next`` (by
+default) and the iterator stays on it: ``next`` raises again, ``position``
+names it, ``skip(error)`` steps over it and the range goes on; or choose
+``on_deserialization_error="skip"`` or ``"raw"`` when reading.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from folio._transport.segment_streams import SegmentStreams
+from folio._transport.segment_streams import SegmentStreams, check_policy
 from folio.api.v1 import read_pb2
-from folio.errors import InvalidArgumentError
-from folio.models import Event, SegmentRange
+from folio.errors import DeserializationError, InvalidArgumentError
+from folio.models import DeserializationPolicy, Event, SegmentRange
 from folio.read.cuts import StreamCut
 from folio.serializers import BytesSerializer, Serializer
 
@@ -28,7 +35,7 @@ if TYPE_CHECKING:
     from folio._transport.pool import ReadChannels
     from folio.read.catalog import SegmentCatalog
 
-__all__ = ["BatchClient", "SegmentSlice"]
+__all__ = ["BatchClient", "SegmentEvents", "SegmentSlice"]
 
 _ISOLATIONS: Final = {
     "read_committed": read_pb2.ReadRequest.READ_COMMITTED,
@@ -132,7 +139,9 @@ class BatchClient:
 
     def read_segment(self, segment: SegmentSlice | str, start: int | None = None,
                      end: int | None = None, serializer: Serializer[Any] | None = None, *,
-                     isolation: str = "read_committed") -> Iterator[Event[Any]]:
+                     isolation: str = "read_committed",
+                     on_deserialization_error: DeserializationPolicy = "raise",
+                     ) -> SegmentEvents:
         """The events of one segment from ``start`` up to (not including) ``end``.
 
         Args:
@@ -143,6 +152,10 @@ class BatchClient:
                 the segment's end offset now).
             serializer: turns payloads into values (bytes by default).
             isolation: ``"read_committed"`` or ``"read_uncommitted"``.
+            on_deserialization_error: a payload ``serializer`` cannot decode:
+                ``"raise"`` (``next`` raises ``DeserializationError`` and the
+                iterator stays on it until ``skip(error)``), ``"skip"``
+                (logged, stepped over) or ``"raw"`` (an ``UndecodedEvent``).
 
         The iterator ends at ``end`` or at the end of a sealed segment;
         leaving it early (``break``, ``close()``) stops the stream.
@@ -154,6 +167,7 @@ class BatchClient:
         if isolation not in _ISOLATIONS:
             raise InvalidArgumentError(
                 f"isolation must be 'read_committed' or 'read_uncommitted', not {isolation!r}")
+        check_policy(on_deserialization_error)
         if isinstance(segment, SegmentSlice):
             name, first, stop = segment.name, segment.start_offset, segment.end_offset
         else:
@@ -165,29 +179,75 @@ class BatchClient:
             raise InvalidArgumentError(f"bad range [{first}, {stop}) of {name!r}")
         deserialize = None if serializer is None or isinstance(serializer, BytesSerializer) \
             else serializer.deserialize
-        return self._events(name, first, stop, deserialize, _ISOLATIONS[isolation])
-
-    def _events(self, name: str, first: int, stop: int, deserialize: Any,
-                isolation: read_pb2.ReadRequest.Isolation.ValueType) -> Iterator[Event[Any]]:
-        if first >= stop:
-            return
         streams: SegmentStreams[Any] = SegmentStreams(
-            io=self._io, channels=self._channels, deserialize=deserialize, isolation=isolation)
-        streams.add(name, first)
-        try:
-            while True:
+            io=self._io, channels=self._channels, deserialize=deserialize,
+            isolation=_ISOLATIONS[isolation], on_deserialization_error=on_deserialization_error)
+        return SegmentEvents(streams, name, first, stop)
+
+
+class SegmentEvents(Iterator[Event[Any]]):
+    """The events of one segment range ``[start, stop)``, from ``BatchClient.read_segment``.
+
+    An iterator that outlives a ``DeserializationError``: ``next`` raises it
+    and stays on that event (``position`` is its offset, ``next`` raises
+    again) until ``skip(error)``; the events after it are kept. Leaving it
+    early: ``close()`` (also when it is garbage-collected).
+    """
+
+    def __init__(self, streams: SegmentStreams[Any], name: str, start: int, stop: int) -> None:
+        self._streams = streams
+        self._name = name
+        self._start = start
+        self._stop = stop
+        self._done = start >= stop
+        if not self._done:
+            streams.add(name, start)
+        self._finalizer = weakref.finalize(self, streams.close)
+        self._finalizer.atexit = False
+
+    @property
+    def position(self) -> int:
+        """The offset of the next event to return (an undecodable one stays here)."""
+        position = self._streams.position(self._name)
+        return self._start if position < 0 else min(position, self._stop)
+
+    def __iter__(self) -> SegmentEvents:
+        return self
+
+    def __next__(self) -> Event[Any]:
+        streams, name, stop = self._streams, self._name, self._stop
+        while not self._done:
+            if streams.position(name) >= stop:
+                break  # (past trailing entries left out, e.g. aborted events)
+            try:
                 event = streams.next_event(None)
-                if event is None:
-                    if name in streams.finished() or streams.position(name) >= stop:
-                        return  # (past trailing entries left out, e.g. aborted events)
-                    continue
-                if event.offset >= stop:
-                    return
-                yield event
-                if event.offset + 1 >= stop or streams.position(name) >= stop:
-                    return
-        finally:
-            streams.close()
+            except DeserializationError as error:
+                if error.offset >= stop:  # after the range: not this range's to decide
+                    break
+                raise
+            if event is None:
+                if name in streams.finished():
+                    break
+                continue
+            if event.offset >= stop:
+                break
+            if event.offset + 1 >= stop:
+                self.close()
+            return event
+        self.close()
+        raise StopIteration
+
+    def skip(self, error: DeserializationError) -> None:
+        """Steps over the one event ``error`` names, which the iterator is on.
+
+        ``InvalidArgumentError`` if it is not on that event.
+        """
+        self._streams.skip(error)
+
+    def close(self) -> None:
+        """Stops the stream; ``next`` then ends the iteration. Idempotent."""
+        self._done = True
+        self._finalizer()
 
 
 def _closure(start: Sequence[str] | Mapping[str, int],

@@ -23,6 +23,8 @@ their application has processed; one silent for the group's session timeout
 (``session_timeout_ms``, default 10 s) is declared offline by the broker and
 its segments go to the others from those offsets: at-least-once, nothing
 skipped.
+
+A member stays on an undecodable event (``DeserializationError``) until it decides.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from folio._transport.segment_streams import SegmentStreams
+from folio._transport.segment_streams import SegmentStreams, check_policy
 from folio.api.v1 import groups_pb2, read_pb2
 from folio.errors import (
+    DeserializationError,
     FolioError,
     FolioUnavailableError,
     InvalidArgumentError,
@@ -50,7 +53,7 @@ from folio.errors import (
     ReaderNotInGroupError,
     TimeoutError,
 )
-from folio.models import SegmentRange
+from folio.models import DeserializationPolicy, SegmentRange
 from folio.read._event_read import EventRead
 from folio.read._group_admin import (
     GroupDescription,
@@ -144,22 +147,25 @@ class ReaderGroup:
     # -- readers ------------------------------------------------------------
 
     def reader(self, reader_id: str, serializer: Serializer[Any] | None = None, *,
-               isolation: str = "read_committed") -> GroupReader[Any]:
+               isolation: str = "read_committed",
+               on_deserialization_error: DeserializationPolicy = "raise") -> GroupReader[Any]:
         """A new member of the group, reading its share of the segments.
 
         It heartbeats to the broker until closed; if its process dies, the
         broker declares it offline after the group's session timeout.
+        ``on_deserialization_error``: ``"raise"``, ``"skip"`` or ``"raw"`` (see ``Client.reader``).
 
         Raises:
             ReaderIdInUseError: ``reader_id`` is a member already (a crashed
                 member keeps its id until the broker declares it offline, after
                 the session timeout: the error says how long is left).
-            InvalidArgumentError: an empty id or a bad isolation.
+            InvalidArgumentError: an empty id, a bad isolation or policy.
             ReaderGroupNotFoundError: the group was deleted.
         """
         if isolation not in _ISOLATIONS:
             raise InvalidArgumentError(
                 f"isolation must be 'read_committed' or 'read_uncommitted', not {isolation!r}")
+        check_policy(on_deserialization_error)
         session = uuid.uuid4().hex
         try:
             timeout_ms = self._calls.cas(self.name, lambda state: _join(state, reader_id,
@@ -168,7 +174,7 @@ class ReaderGroup:
             raise id_in_use_error(self._calls, self.name, reader_id, error) from None
         return GroupReader(self, reader_id, serializer or BytesSerializer(),
                            _ISOLATIONS[isolation], self._sync_interval_ms, session,
-                           timeout_ms or _DEFAULT_SESSION_MS)
+                           timeout_ms or _DEFAULT_SESSION_MS, on_deserialization_error)
 
     def reader_offline(self, reader_id: str, last_position: Position | None = None) -> None:
         """Declares a reader gone; its segments go back to the pool.
@@ -307,7 +313,8 @@ class GroupReader(Generic[T]):
 
     def __init__(self, group: ReaderGroup, reader_id: str, serializer: Serializer[T],
                  isolation: read_pb2.ReadRequest.Isolation.ValueType,
-                 sync_interval_ms: int, session_id: str, session_timeout_ms: int) -> None:
+                 sync_interval_ms: int, session_id: str, session_timeout_ms: int,
+                 on_deserialization_error: DeserializationPolicy = "raise") -> None:
         self.group = group
         self.reader_id = reader_id
         calls = group._calls
@@ -321,7 +328,8 @@ class GroupReader(Generic[T]):
         self._streams: SegmentStreams[T] = SegmentStreams(
             io=calls.io, channels=calls.channels,
             deserialize=None if isinstance(serializer, BytesSerializer) else
-            serializer.deserialize, isolation=isolation)
+            serializer.deserialize, isolation=isolation,
+            on_deserialization_error=on_deserialization_error)
         self._interval_s = sync_interval_ms / 1000
         self._next_sync = 0.0
         self._checkpoint: str | None = None
@@ -353,6 +361,8 @@ class GroupReader(Generic[T]):
             ReaderNotInGroupError: the reader was declared offline, or the
                 group reset; it holds nothing any more.
             ReaderGroupNotFoundError: the group was deleted.
+            DeserializationError: an undecodable payload (policy ``"raise"``):
+                the reader stays on it until ``skip(error)``.
             FolioError: a segment's stream failed for good.
         """
         deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
@@ -393,6 +403,11 @@ class GroupReader(Generic[T]):
                 self._returned = streams.positions()
                 return EventRead(event, self.reader_id, self._returned)
         return None
+
+    def skip(self, error: DeserializationError) -> None:
+        """Steps over the event ``error`` names (``InvalidArgumentError``: not on it)."""
+        self._streams.skip(error)
+        self._returned = self._streams.positions()
 
     def _sync(self) -> None:
         streams = self._streams

@@ -16,6 +16,13 @@ them yet) and starts each one once every predecessor is finished
 finished: it never reads them). A successor starts only after its
 predecessors' last events were returned, so the events of one routing key come
 in the order they were written, across splits and merges.
+
+A payload the serializer cannot decode never skips anything by itself: with
+the default policy ``read_next`` raises ``DeserializationError`` (topic,
+segment, offset, raw bytes) and the reader stays on that event — its
+``positions`` name it, the next ``read_next`` raises again — until the
+application calls ``skip(error)``; ``on_deserialization_error="skip"`` steps
+over such events with a warning, ``"raw"`` returns them as ``UndecodedEvent``.
 """
 
 from __future__ import annotations
@@ -37,8 +44,8 @@ from folio._transport.segment_streams import (
     SegmentStreams,
 )
 from folio.api.v1 import read_pb2
-from folio.errors import FolioError, InvalidArgumentError
-from folio.models import Event, SegmentRange
+from folio.errors import DeserializationError, FolioError, InvalidArgumentError
+from folio.models import DeserializationPolicy, Event, SegmentRange
 from folio.serializers import BytesSerializer, Serializer
 
 if TYPE_CHECKING:
@@ -80,7 +87,8 @@ class EventReader(Generic[T]):
                  isolation: Isolation = "read_committed",
                  successors: SuccessorLookup | None = None,
                  metrics: TopicMetrics | None = None,
-                 read_before: Collection[str] = ()) -> None:
+                 read_before: Collection[str] = (),
+                 on_deserialization_error: DeserializationPolicy = "raise") -> None:
         """Made by ``Client.reader``; ``positions`` maps each segment to read to its offset.
 
         Each segment's stream takes a channel from ``channels`` (the client's
@@ -91,6 +99,8 @@ class EventReader(Generic[T]):
         segment's successors (None: a sealed segment's stream just ends);
         ``read_before`` names the segments before the start (the ancestors of
         ``positions``' segments), which count as read to their end.
+        ``on_deserialization_error`` is what a payload the serializer cannot
+        decode does: ``"raise"`` (stay on it), ``"skip"`` or ``"raw"``.
         """
         if (channels is None) == (stub is None):
             raise ValueError("give the reader either channels or a stub")
@@ -109,7 +119,7 @@ class EventReader(Generic[T]):
             deserialize=None if isinstance(serializer, BytesSerializer) else
             serializer.deserialize,
             isolation=_ISOLATIONS[isolation], max_bytes=max_bytes, max_wait_ms=max_wait_ms,
-            metrics=metrics)
+            metrics=metrics, on_deserialization_error=on_deserialization_error)
         #: Segments read to their end, or before the start.
         self._finished: set[str] = set(read_before)
         #: Every segment started, held or not.
@@ -119,20 +129,16 @@ class EventReader(Generic[T]):
         #: Successor lookups running on the IO thread, and what they found.
         self._lookups: set[Future[None]] = set()
         self._found: collections.deque[_Found] = collections.deque()
-        #: After ``close``: the events unpacked but not returned, and the positions.
-        self._leftover: list[Event[T]] = []
-        self._closed_positions: dict[str, int] = {}
         for segment, offset in positions.items():
             self._streams.add(segment, offset)
 
     @property
     def positions(self) -> dict[str, int]:
-        """The offset of the next event to return, per segment."""
-        if self._closed:
-            positions = dict(self._closed_positions)
-            if self._leftover:
-                positions[self._leftover[0].segment] = self._leftover[0].offset
-            return positions
+        """The offset of the next event to return, per segment.
+
+        After a ``DeserializationError`` it names the undecodable event: a
+        reader started there reads it again.
+        """
         return {**self._done, **self._streams.positions()}
 
     def read_next(self, timeout: float | None = None) -> Event[T] | None:
@@ -150,14 +156,16 @@ class EventReader(Generic[T]):
                 or deleted by retention; ``start_offset`` says where the
                 segment now begins). Other segments go on being read.
             NoSuchSegmentError: a segment (or the topic) was deleted.
+            DeserializationError: the next event's payload cannot be decoded
+                (the default policy): the reader stays on it, and raises again
+                until ``skip(error)``. Other segments' events buffered are kept.
             FolioError: another failure of one segment's stream.
         """
         streams = self._streams
-        if not self._closed:
-            # Most calls find an event already unpacked: return it at once.
-            event = streams.next_buffered()
-            if event is not None:
-                return event
+        # Most calls find an event already unpacked: return it at once.
+        event = streams.next_buffered()
+        if event is not None:
+            return event
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._closed:
             if streams.ended:
@@ -177,7 +185,20 @@ class EventReader(Generic[T]):
             if deadline is not None and time.monotonic() >= deadline:
                 return None
         # Closed: what was unpacked before still comes out, then nothing.
-        return self._leftover.pop(0) if self._leftover else None
+        return streams.next_event(0)
+
+    def skip(self, error: DeserializationError) -> None:
+        """Steps over the one event ``error`` names, which the reader is on.
+
+        The application decided (logged it, stored its ``payload`` aside):
+        the next ``read_next`` returns the event after it, and ``positions``
+        move past it.
+
+        Raises:
+            InvalidArgumentError: the reader is not on that event (skipped
+                already, or the error is another reader's).
+        """
+        self._streams.skip(error)
 
     def __iter__(self) -> Iterator[Event[T]]:
         """Every event from the start positions on; ends only when the reader is closed."""
@@ -198,8 +219,6 @@ class EventReader(Generic[T]):
         """Stops every stream; ``read_next`` returns None and iteration ends. Idempotent."""
         if self._closed:
             return
-        self._leftover = self._streams.take_pending()
-        self._closed_positions = {**self._done, **self._streams.positions()}
         self._closed = True
         for lookup in list(self._lookups):
             lookup.cancel()

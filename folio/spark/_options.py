@@ -16,8 +16,10 @@ from typing import Any, Final, Literal
 from folio.config import DEFAULT_ENDPOINT, ENDPOINT_ENV, ClientConfig
 from folio.errors import InvalidArgumentError
 from folio.read.reader import Isolation
+from folio.spark._values import ERROR_POLICIES, VALUE_FORMATS, ErrorPolicy, ValueFormat
 
-__all__ = ["DEFAULT_MAX_EVENTS_PER_PARTITION", "Positions", "ReadOptions", "WriteOptions"]
+__all__ = ["DEFAULT_MAX_EVENTS_PER_PARTITION", "Positions", "ReadOptions", "WriteOptions",
+           "value_format"]
 
 #: Events per input partition at most: a longer segment range is split.
 DEFAULT_MAX_EVENTS_PER_PARTITION: Final = 500_000
@@ -46,6 +48,20 @@ def _client(options: Mapping[str, str]) -> ClientConfig:
     given: dict[str, Any] = {field: options.get(key, "")
                              for key, field in _SECURITY_OPTIONS.items()}
     return dataclasses.replace(ClientConfig(endpoint=_endpoint(options)), **given)
+
+
+def _choice(options: Mapping[str, str], key: str, name: str, allowed: tuple[str, ...]) -> Any:
+    text = options.get(key) or allowed[0]
+    if text not in allowed:
+        raise InvalidArgumentError(f"option {name!r} must be {', '.join(map(repr, allowed))}, "
+                                   f"not {text!r}")
+    return text
+
+
+def value_format(options: Mapping[str, str]) -> ValueFormat:
+    """Option ``valueFormat`` (``binary`` by default); ``InvalidArgumentError`` naming it."""
+    chosen: ValueFormat = _choice(options, "valueformat", "valueFormat", VALUE_FORMATS)
+    return chosen
 
 
 def _topic(options: Mapping[str, str]) -> str:
@@ -113,6 +129,11 @@ class ReadOptions:
         client: the client settings: the endpoint, TLS and token (options
             ``tlsCa``, ``tlsCert``, ``tlsKey``, ``tlsServerName``, ``token``,
             ``tokenFile``; the files must be readable where the tasks run).
+        value_format: ``binary`` (default: no decoding), ``string`` or
+            ``json``: a ``value`` column (``valueFormat``).
+        on_deserialization_error: a payload that does not decode: ``fail``
+            the task (default), ``skip`` its row or keep it ``raw``
+            (``onDeserializationError``; ``folio.spark._values``).
     """
 
     endpoint: str
@@ -123,6 +144,8 @@ class ReadOptions:
     max_events_per_partition: int
     max_events_per_trigger: int | None
     client: ClientConfig
+    value_format: ValueFormat = "binary"
+    on_deserialization_error: ErrorPolicy = "fail"
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
@@ -146,6 +169,9 @@ class ReadOptions:
             max_events_per_trigger=_positive(options, "maxeventspertrigger",
                                              "maxEventsPerTrigger", None),
             client=_client(options),
+            value_format=value_format(options),
+            on_deserialization_error=_choice(options, "ondeserializationerror",
+                                             "onDeserializationError", ERROR_POLICIES),
         )
 
 

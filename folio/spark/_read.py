@@ -7,6 +7,11 @@ into Arrow arrays in one call per column, never an object per event. The
 slice is done once the stream's ``next_offset`` (or the last event) reaches
 ``end``, so a slice ending in events of aborted transactions ends too. A
 broken stream is opened again from the next offset (a few times, with backoff).
+
+With a ``valueFormat`` the payloads are also decoded into a ``value`` column
+(``folio.spark._values``: per event, the one per-event step, only when asked
+for); an undecodable payload fails the task (the default), or its row is left
+out or kept with ``value_error`` set.
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ from folio.api.v1.block import decode_block
 from folio.config import ClientConfig
 from folio.read.reader import Isolation
 from folio.spark._plan import Slice
+from folio.spark._values import VALUE_COLUMNS_DDL, ErrorPolicy, ValueDecoder, ValueFormat
 
-__all__ = ["ARROW_SCHEMA", "SCHEMA_DDL", "open_channel", "read_slice"]
+__all__ = ["ARROW_SCHEMA", "SCHEMA_DDL", "VALUE_ARROW_SCHEMA", "open_channel", "read_slice",
+           "schema_ddl"]
 
 #: The DataFrame's columns (``DataSource.schema``).
 SCHEMA_DDL: Final = ("topic string, segment string, offset bigint, routing_key string, "
@@ -37,6 +44,9 @@ ARROW_SCHEMA: Final = pa.schema([
     ("routing_key", pa.string()), ("payload", pa.binary()),
     ("timestamp", pa.timestamp("us", tz="UTC")), ("headers", _HEADERS_TYPE),
 ])
+#: With a ``valueFormat`` other than ``binary``: two more columns.
+VALUE_ARROW_SCHEMA: Final = ARROW_SCHEMA.append(pa.field("value", pa.string())).append(
+    pa.field("value_error", pa.string()))
 _MAX_BYTES: Final = 4 * 1024 * 1024
 _MAX_WAIT_MS: Final = 500
 _RETRIES: Final = 5
@@ -44,6 +54,11 @@ _ISOLATIONS: Final = {"read_committed": read_pb2.ReadRequest.READ_COMMITTED,
                       "read_uncommitted": read_pb2.ReadRequest.READ_UNCOMMITTED}
 _CHANNEL_OPTIONS: Final = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
                            ("grpc.max_send_message_length", 64 * 1024 * 1024)]
+
+
+def schema_ddl(value_format: ValueFormat) -> str:
+    """The DataFrame's columns for ``value_format``."""
+    return SCHEMA_DDL if value_format == "binary" else f"{SCHEMA_DDL}, {VALUE_COLUMNS_DDL}"
 
 
 def open_channel(client: ClientConfig) -> grpc.Channel:
@@ -54,36 +69,58 @@ def open_channel(client: ClientConfig) -> grpc.Channel:
 class _Columns:
     """The columns of one batch being gathered from blocks."""
 
-    def __init__(self) -> None:
+    def __init__(self, values: ValueDecoder | None = None) -> None:
         self.payloads: list[bytes] = []
         self.keys: list[str | None] = []
         self.stamps: list[int | None] = []
         self.headers: list[dict[str, bytes]] | None = None
         self.first_offsets: list[tuple[int, int]] = []  # (offset, count) runs
+        self._decoder = values
+        self.values: list[str | None] = []
+        self.value_errors: list[str | None] = []
 
     def add(self, data: bytes, block_offset: int, low: int, high: int) -> None:
         """Events ``low`` to ``high`` (indexes in the block) of the block at ``block_offset``."""
         decoded = decode_block(data)
         whole = low == 0 and high == len(decoded.payloads)
-        count = high - low
-        had = len(self.payloads)
-        self.payloads += decoded.payloads if whole else decoded.payloads[low:high]
+        payloads = decoded.payloads if whole else decoded.payloads[low:high]
+        keys: list[str | None] = [None] * (high - low)
         if decoded.routing_keys:
-            self.keys += decoded.routing_keys if whole else decoded.routing_keys[low:high]
-        else:
-            self.keys += [None] * count
+            keys = list(decoded.routing_keys if whole else decoded.routing_keys[low:high])
+        stamps: list[int | None] = [None] * (high - low)
         if decoded.timestamps_ms:
-            stamps = decoded.timestamps_ms if whole else decoded.timestamps_ms[low:high]
-            self.stamps += [stamp * 1000 for stamp in stamps]
+            stamps = [stamp * 1000 for stamp in decoded.timestamps_ms[low:high]]
+        headers = decoded.headers[low:high] if decoded.headers else None
+        if self._decoder is None:
+            self._extend(payloads, keys, stamps, headers, [(block_offset + low, high - low)])
+            return
+        values, errors, keep = self._decoder.decode(payloads, block_offset + low)
+        if keep is not None:  # rows left out ("skip"): every column follows
+            payloads = [payloads[i] for i in keep]
+            keys, stamps = [keys[i] for i in keep], [stamps[i] for i in keep]
+            values, errors = [values[i] for i in keep], [errors[i] for i in keep]
+            headers = None if headers is None else [headers[i] for i in keep]
+            runs = [(block_offset + low + i, 1) for i in keep]
         else:
-            self.stamps += [None] * count
-        if decoded.headers:
+            runs = [(block_offset + low, high - low)]
+        self.values += values
+        self.value_errors += errors
+        self._extend(payloads, keys, stamps, headers, runs)
+
+    def _extend(self, payloads: list[bytes], keys: list[str | None],
+                stamps: list[int | None], headers: list[dict[str, bytes]] | None,
+                runs: list[tuple[int, int]]) -> None:
+        had = len(self.payloads)
+        self.payloads += payloads
+        self.keys += keys
+        self.stamps += stamps
+        if headers is not None:
             if self.headers is None:
                 self.headers = [{} for _ in range(had)]
-            self.headers += decoded.headers[low:high]
+            self.headers += headers
         elif self.headers is not None:
-            self.headers += [{} for _ in range(count)]
-        self.first_offsets.append((block_offset + low, count))
+            self.headers += [{} for _ in range(len(payloads))]
+        self.first_offsets += runs
 
     def batch(self, topic: str, segment: str) -> pa.RecordBatch:
         count = len(self.payloads)
@@ -95,7 +132,7 @@ class _Columns:
                 pa.array([], pa.binary()))
         else:
             headers = pa.array([list(h.items()) for h in self.headers], _HEADERS_TYPE)
-        return pa.RecordBatch.from_arrays([
+        columns = [
             pa.array([topic] * count, pa.string()),
             pa.array([segment] * count, pa.string()),
             pa.array(offsets, pa.int64()),
@@ -103,17 +140,27 @@ class _Columns:
             pa.array(self.payloads, pa.binary()),
             pa.array(self.stamps, pa.timestamp("us", tz="UTC")),
             headers,
-        ], schema=ARROW_SCHEMA)
+        ]
+        if self._decoder is None:
+            return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+        columns += [pa.array(self.values, pa.string()), pa.array(self.value_errors, pa.string())]
+        return pa.RecordBatch.from_arrays(columns, schema=VALUE_ARROW_SCHEMA)
 
 
 def read_slice(channel: grpc.Channel, topic: str, piece: Slice,
-               isolation: Isolation = "read_committed") -> Iterator[pa.RecordBatch]:
+               isolation: Isolation = "read_committed", value_format: ValueFormat = "binary",
+               on_deserialization_error: ErrorPolicy = "fail") -> Iterator[pa.RecordBatch]:
     """The events of ``piece`` in offset order, one batch per Read response with events.
 
     With ``read_committed`` the stream waits at a transaction still open
     inside the slice until it commits or aborts (its timeout aborts it).
+    ``value_format`` other than ``binary`` adds the ``value`` columns
+    (``folio.spark._values``).
 
     Raises:
+        DeserializationError: a payload does not decode as ``value_format``
+            and ``on_deserialization_error`` is ``fail``: it names the segment
+            and offset.
         OffsetOutOfRangeError: the slice begins before the segment's start
             (truncated, or deleted by retention).
         NoSuchSegmentError: the segment (or topic) is gone.
@@ -121,6 +168,8 @@ def read_slice(channel: grpc.Channel, topic: str, piece: Slice,
     """
     stub = read_pb2_grpc.ReadStub(channel)
     position, end = piece.start, piece.end
+    decoder = None if value_format == "binary" else ValueDecoder(
+        topic, piece.segment, value_format, on_deserialization_error)
     retries = 0
     while position < end:
         call = stub.Read(read_pb2.ReadRequest(
@@ -129,7 +178,7 @@ def read_slice(channel: grpc.Channel, topic: str, piece: Slice,
         try:
             for response in call:
                 retries = 0
-                columns = _Columns()
+                columns = _Columns(decoder)
                 for block in response.blocks:
                     offset, count = block.offset, block.event_count
                     if offset + count <= position:
@@ -140,7 +189,7 @@ def read_slice(channel: grpc.Channel, topic: str, piece: Slice,
                     high = min(count, end - offset)
                     columns.add(block.data, offset, low, high)
                     position = offset + high
-                if columns.payloads:
+                if columns.first_offsets:
                     yield columns.batch(topic, piece.segment)
                 if response.next_offset > position:
                     position = min(response.next_offset, end)  # left-out events skipped

@@ -50,6 +50,7 @@ class FolioBatchReader(DataSourceReader):
         channel = open_channel(self.options.client)
         try:
             yield from read_slice(channel, self.options.topic, partition.piece,
-                                  self.options.isolation)
+                                  self.options.isolation, self.options.value_format,
+                                  self.options.on_deserialization_error)
         finally:
             channel.close()

@@ -17,8 +17,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from folio.errors import InvalidArgumentError
-from folio.spark._options import ReadOptions, WriteOptions
-from folio.spark._read import SCHEMA_DDL
+from folio.spark._options import ReadOptions, WriteOptions, value_format
+from folio.spark._read import schema_ddl
 from folio.spark.batch import FolioBatchReader
 from folio.spark.sink import FolioStreamWriter, FolioWriter
 from folio.spark.stream import FolioStreamReader
@@ -37,7 +37,7 @@ class FolioDataSource(DataSource):
         return "folio"
 
     def schema(self) -> str:
-        return SCHEMA_DDL
+        return schema_ddl(value_format(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return FolioBatchReader(ReadOptions.parse(self.options))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import grpc
 import pytest
@@ -237,3 +238,16 @@ def test_a_failed_tls_handshake_is_a_tls_error() -> None:
     assert "--tls-ca" in str(error)
     plain = _status.error_from_status(Code.UNAVAILABLE, "Connection refused")
     assert type(plain) is e.FolioUnavailableError
+
+
+def test_deserialization_error_is_typed_not_retriable_and_pickles_whole() -> None:
+    cause = ValueError("bad")
+    error = folio.DeserializationError("segment t/0 offset 3: ...", topic="t", segment="t/0",
+                                       offset=3, payload=b"x", cause=cause)
+    assert isinstance(error, folio.FolioError) and not error.retriable
+    assert error.__cause__ is cause and error.context == {"topic": "t", "segment": "t/0",
+                                                          "offset": 3}
+    copy = pickle.loads(pickle.dumps(error))  # as a Spark executor's error travels
+    assert (copy.message, copy.topic, copy.segment, copy.offset, copy.payload) == (
+        error.message, "t", "t/0", 3, b"x")
+    assert repr(copy.cause) == repr(cause)

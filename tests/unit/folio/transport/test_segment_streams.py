@@ -6,6 +6,9 @@
   both, events of the later responses are still returned, and a stream broken
   after the first one reopens at the end of what it got.
 - A response without blocks moves the position past left-out entries.
+- A payload the serializer cannot decode: raised (and raised again) until
+  skipped, or skipped, or returned raw; nothing around it is lost; events
+  buffered at ``close`` are still returned.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from folio._transport.io_thread import IoThread
 from folio._transport.segment_streams import SegmentStreams
 from folio.api.v1 import read_pb2
 from folio.api.v1.block import encode_block
+from folio.errors import DeserializationError, InvalidArgumentError, InvalidBlockError
+from folio.models import DeserializationPolicy
+from folio.serializers import JsonSerializer
 
 WAIT_S = 30.0
 
@@ -138,5 +144,91 @@ def test_a_split_step_as_read_proto_says_then_a_left_out_tail(io: IoThread) -> N
         assert _read(streams, 6) == [0, 1, 2, 3, 4, 5]
         assert streams.next_event(WAIT_S) is None  # woken by the blockless response
         assert streams.position("t/0") == 9
+    finally:
+        streams.close()
+
+
+# -- payloads the serializer cannot decode ------------------------------------
+
+def _json_response(offset: int, payloads: list[bytes]) -> read_pb2.ReadResponse:
+    return read_pb2.ReadResponse(blocks=[read_pb2.ReadBlock(
+        offset=offset, event_count=len(payloads), data=encode_block(payloads))],
+        next_offset=offset + len(payloads))
+
+
+def _scenario() -> _Stub:
+    """Offsets 0-2 good, 3 bad, 4-5 good in one response; 6-7 good in the next."""
+    return _Stub(([_json_response(0, [b"0", b"1", b"2", b"x", b"4", b"5"]),
+                   _json_response(6, [b"6", b"7"])], False))
+
+
+def test_an_undecodable_event_raises_and_stays_until_skipped(io: IoThread) -> None:
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_scenario(),
+                                                  deserialize=JsonSerializer().deserialize)
+    streams.add("t/0", 0)
+    try:
+        assert _read(streams, 3) == [0, 1, 2]
+        for _ in range(3):  # raises again and again, the position on the event
+            assert streams.next_buffered() is None
+            with pytest.raises(DeserializationError) as raised:
+                streams.next_event(WAIT_S)
+            assert (raised.value.segment, raised.value.offset) == ("t/0", 3)
+            assert streams.positions() == {"t/0": 3}
+        streams.skip(raised.value)
+        with pytest.raises(InvalidArgumentError):
+            streams.skip(raised.value)
+        assert streams.positions() == {"t/0": 4}
+        assert _read(streams, 4) == [4, 5, 6, 7]  # the buffered events after it were kept
+    finally:
+        streams.close()
+
+
+@pytest.mark.parametrize("policy", ["skip", "raw"])
+def test_the_skip_and_raw_policies(io: IoThread, policy: DeserializationPolicy) -> None:
+    streams: SegmentStreams[Any] = SegmentStreams(
+        io=io, stub=_scenario(), deserialize=JsonSerializer().deserialize,
+        on_deserialization_error=policy)
+    streams.add("t/0", 0)
+    try:
+        expected = [0, 1, 2, 4, 5, 6, 7] if policy == "skip" else list(range(8))
+        assert _read(streams, len(expected)) == expected
+    finally:
+        streams.close()
+
+
+def test_buffered_events_are_returned_after_close_the_bad_one_included(io: IoThread) -> None:
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_scenario(),
+                                                  deserialize=JsonSerializer().deserialize)
+    streams.add("t/0", 0)
+    assert _read(streams, 1) == [0]
+    streams.close()
+    assert [e.offset for e in (streams.next_event(0), streams.next_event(0))
+            if e is not None] == [1, 2]
+    with pytest.raises(DeserializationError):
+        streams.next_event(0)
+    assert streams.positions() == {"t/0": 3}
+    streams.skip(DeserializationError("", topic="t", segment="t/0", offset=3, payload=b"x",
+                                      cause=ValueError()))
+    assert [e.offset for e in (streams.next_event(0), streams.next_event(0))
+            if e is not None] == [4, 5]
+    assert streams.next_event(0) is None
+    assert streams.positions() == {"t/0": 6}
+
+
+def test_an_invalid_block_stops_its_segment_before_the_response(io: IoThread) -> None:
+    """The stream read on past the response: its segment stops at the offset before it."""
+    broken = read_pb2.ReadResponse(blocks=[
+        read_pb2.ReadBlock(offset=2, event_count=1, data=encode_block([b"2"])),
+        read_pb2.ReadBlock(offset=3, event_count=5, data=encode_block([b"3", b"4"]))],
+        next_offset=8)
+    stub = _Stub(([_response(0, 2, 2), broken, _response(8, 2, 10)], False))
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=stub, deserialize=None)
+    streams.add("t/0", 0)
+    try:
+        assert _read(streams, 2) == [0, 1]
+        with pytest.raises(InvalidBlockError, match="segment t/0 offset 3"):
+            streams.next_event(WAIT_S)
+        assert streams.dropped == ("t/0", 2)
+        assert streams.segments == []
     finally:
         streams.close()
