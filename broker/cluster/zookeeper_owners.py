@@ -338,7 +338,7 @@ class ZooKeeperOwners:
         if not self._member:
             await self._join()
             await self._cache.refresh()
-        self._resume_held()
+        await self._resume_held()
         owners = {container: self._owner_key(record)
                   for container, (record, _v) in self._cache.owners.items()}
         members = set(self._cache.members)
@@ -357,15 +357,32 @@ class ZooKeeperOwners:
             return f"{record.broker_id} (a previous process)"
         return record.broker_id
 
-    def _resume_held(self) -> None:
-        """After a reconnection within the session: serve again what is still ours."""
+    async def _resume_held(self) -> None:
+        """After a reconnection within the session: serve again what is still ours.
+
+        A container is in ``_held`` but not ``_active`` only after
+        ``_stop_serving`` dropped its segments (and stood a coordinator down):
+        serving it again is a take-over like a claim, so ``on_claimed`` runs
+        for it too (else the coordinator of a resumed container is never
+        seated again, and every transaction call is WrongHost to this broker).
+        """
         for container in sorted(self._held - self._active):
             found = self._cache.owners.get(container)
             if found is not None and found[0].incarnation == self._record.incarnation:
                 self._active.add(container)
+                self.changes += 1
                 log.info("broker %s: serving container %d again", self._id, container)
+                await self._taken_over(container)
             elif found is None:
                 self._held.discard(container)
+
+    async def _taken_over(self, container: int) -> None:
+        if self._on_claimed is not None:
+            try:
+                await self._on_claimed(container)
+            except Exception:  # logged; the container stays ours (its segments load lazily)
+                log.exception("broker %s: taking over container %d failed", self._id,
+                              container)
 
     async def _join(self) -> None:
         try:
@@ -396,12 +413,7 @@ class ZooKeeperOwners:
         self._cache.set_owner(container, self._record)
         self.changes += 1
         log.info("broker %s owns container %d", self._id, container)
-        if self._on_claimed is not None:
-            try:
-                await self._on_claimed(container)
-            except Exception:  # logged; the container stays ours (its segments load lazily)
-                log.exception("broker %s: taking over container %d failed", self._id,
-                              container)
+        await self._taken_over(container)
 
     async def _release(self, containers: frozenset[int]) -> None:
         self._active.difference_update(containers)  # WrongHost from now on
