@@ -14,9 +14,10 @@ snapshot also keeps each writer's last appends (``writer_appends``: first
 and last event number and base offset of each, at most ``RECENT_APPENDS``),
 so that a resend is answered with the offset its first copy got after a
 restart or a move, as a Kafka broker keeps its producers' last five batches
-with the log. A key of its own, not a new format: a broker that does not
-know it reads the record and leaves the appends out (their resends are then
-answered without an offset).
+with the log; only for writers active within ``RECENT_APPENDS_KEPT_MS`` of
+the newest one, as no producer resends later than that. A key of its own,
+not a new format: a broker that does not know it reads the record and leaves
+the appends out (their resends are then answered without an offset).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from broker.errors import CorruptDataError
 
 __all__ = [
     "RECENT_APPENDS",
+    "RECENT_APPENDS_KEPT_MS",
     "SEGMENT_FORMAT_VERSION",
     "LedgerRecord",
     "RecentAppend",
@@ -47,6 +49,12 @@ _SEGMENT_FORMATS = (1, SEGMENT_FORMAT_VERSION)
 RECENT_APPENDS = 5
 #: One remembered append: (first event number, last event number, base offset).
 RecentAppend = tuple[int, int, int]
+#: The record keeps the last appends only of writers that appended within this
+#: long before the newest writer did: a producer resends a batch only within its
+#: delivery timeout (librdkafka's ``message.timeout.ms``: 5 min, Java's
+#: ``delivery.timeout.ms``: 2 min, by default), and the record stays small with
+#: many idle writers (~60 bytes a writer instead of ~215).
+RECENT_APPENDS_KEPT_MS = 15 * 60 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +112,8 @@ class SegmentRecord:
 
     def to_bytes(self) -> bytes:
         """The record as stored (format 2)."""
+        newest = max((s.last_update_ms for s in self.writers.values()), default=0)
+        kept_from = newest - RECENT_APPENDS_KEPT_MS
         return dump_record({
             "format_version": SEGMENT_FORMAT_VERSION,
             "topic": self.topic,
@@ -117,7 +127,8 @@ class SegmentRecord:
             "writers": {w: [s.last_event_number, s.last_update_ms]
                         for w, s in self.writers.items()},
             "writer_appends": {w: [list(append) for append in s.recent]
-                               for w, s in self.writers.items() if s.recent},
+                               for w, s in self.writers.items()
+                               if s.recent and s.last_update_ms >= kept_from},
         })
 
     @classmethod

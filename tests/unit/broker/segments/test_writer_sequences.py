@@ -16,7 +16,12 @@ import pytest
 from broker.api import TopicConfig
 from broker.errors import InvalidEventNumberError
 from broker.segments.names import segment_path
-from broker.segments.records import RECENT_APPENDS, SegmentRecord, WriterState
+from broker.segments.records import (
+    RECENT_APPENDS,
+    RECENT_APPENDS_KEPT_MS,
+    SegmentRecord,
+    WriterState,
+)
 from broker.segments.writers import WriterTable
 from broker.topics.manager import TopicManager
 from tests.unit.broker.conftest import BrokerEnv, block, read_all
@@ -133,6 +138,29 @@ async def test_a_record_without_writer_appends_is_read(env: BrokerEnv) -> None:
     assert (resend.duplicate, resend.offset) == (True, -1)
     assert (await again.append([block(1)], "k", 2, contiguous=True)).offset == 14
     assert [b.offset for b in await read_all(again, 0, max_bytes=1 << 20)][-2:] == [13, 14]
+
+
+async def test_the_record_keeps_last_appends_of_recently_active_writers_only(
+        env: BrokerEnv) -> None:
+    manager = env.manager()
+    await manager.create_topic("t", 1, ROLL)
+    segment = await manager.segment("t/0")
+    await segment.append([block(0, 2)], "idle", 1, contiguous=True)
+    env.clock.advance_ms(RECENT_APPENDS_KEPT_MS + 1)
+    await segment.append([block(1, 2)], "busy", 1, contiguous=True)
+    for i in range(12):  # rollovers: neither entry is in the last ledger
+        await segment.append([block(i, size=200)], "other", i)
+    await manager.close()
+    stored = json.loads((await env.store.get(segment_path("t", 0))).data)
+    assert set(stored["writer_appends"]) == {"busy", "other"}
+    assert set(stored["writers"]) == {"idle", "busy", "other"}
+    await env.restart()
+    again = await env.manager().segment("t/0")
+    # Long past any delivery timeout: written before, offset unknown; the numbers stay.
+    assert (await again.append([block(0, 2)], "idle", 1, contiguous=True)).offset == -1
+    assert (await again.append([block(1, 2)], "busy", 1, contiguous=True)).offset == 2
+    with pytest.raises(InvalidEventNumberError, match="skip past 2"):
+        await again.append([block(2)], "idle", 5, contiguous=True)
 
 
 def test_writer_table_keeps_the_last_appends() -> None:
