@@ -171,7 +171,10 @@ class ReadBlock:
 
 @dataclass(frozen=True, slots=True)
 class AppendResult:
-    """What an append did: the first offset written (-1 for a duplicate)."""
+    """What an append did: the first offset written.
+
+    For a duplicate: the offset its first copy got, -1 if no longer remembered.
+    """
 
     offset: int
     event_count: int
@@ -217,11 +220,13 @@ class SegmentHandle(Protocol):
 
     async def append(
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int, *,
-        txn_id: TxnId | None = None,
+        txn_id: TxnId | None = None, contiguous: bool = False,
     ) -> AppendResult:
         """Append ``blocks`` as ONE ledger entry, atomically, once durable.
 
-        With ``txn_id`` the entry belongs to that transaction.
+        With ``txn_id`` the entry belongs to that transaction. ``contiguous``:
+        the writer's numbers have no gaps (Kafka sequences), so a call that
+        skips numbers is refused (``InvalidEventNumberError``).
 
         Constant work per block: the blocks are not parsed (the Append
         service checks a client's blocks first: ``broker.segments.block_limits``). Appends are
@@ -229,7 +234,8 @@ class SegmentHandle(Protocol):
         group-committed by the ledger). Events are numbered consecutively (the
         first is ``last_event_number - (events - 1)``); a call whose
         ``last_event_number`` is not above the writer's recorded one returns a
-        duplicate result and writes nothing.
+        duplicate result and writes nothing; its offset is the first copy's
+        if it is one of the writer's last appends, else -1.
 
         Raises:
             SegmentSealedError: the segment is sealed.

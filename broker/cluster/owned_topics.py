@@ -183,9 +183,10 @@ class _GatedSegment:
         return await self._segment.last_event_number(writer_id)
 
     async def append(self, blocks: Sequence[Block], writer_id: str, last_event_number: int,
-                     *, txn_id: TxnId | None = None) -> AppendResult:
+                     *, txn_id: TxnId | None = None, contiguous: bool = False) -> AppendResult:
         self._check(self._segment.name)
-        return await self._segment.append(blocks, writer_id, last_event_number, txn_id=txn_id)
+        return await self._segment.append(blocks, writer_id, last_event_number, txn_id=txn_id,
+                                          contiguous=contiguous)
 
     async def read(self, offset: int, max_bytes: int,
                    isolation: Isolation = Isolation.READ_COMMITTED) -> ReadBatch:

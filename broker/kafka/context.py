@@ -11,7 +11,6 @@ from broker.api import Topics
 from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.nodes import ClusterNodes
 from broker.kafka.producer_ids import ProducerIds
-from broker.kafka.sequences import RecentBatches
 
 #: One served API: (api_key, min_version, max_version), what ApiVersions lists.
 ServedApi = tuple[int, int, int]
@@ -41,8 +40,6 @@ class KafkaContext:
         advertised_port: the port Metadata tells clients; 0: ``port``.
         cluster_id: the cluster id Metadata reports.
         producer_ids: gives out idempotent producer ids (InitProducerId).
-        recent_batches: the offsets of each idempotent producer's last
-            batches, to answer a retried batch with its original offset.
         stopping: set when the listener stops: long polls end at once.
         served: the dispatch table's rows as ApiVersions lists them.
         transactional_append: writes a Kafka transactional batch (set by the
@@ -59,7 +56,6 @@ class KafkaContext:
     port: int = 0
     advertised_port: int = 0
     cluster_id: str = "folio"
-    recent_batches: RecentBatches = field(default_factory=RecentBatches)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     served: tuple[ServedApi, ...] = ()
     transactional_append: TransactionalAppend | None = None

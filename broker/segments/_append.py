@@ -60,7 +60,7 @@ class SegmentAppends(SegmentRollover):
 
     async def append(
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int, *,
-        txn_id: TxnId | None = None,
+        txn_id: TxnId | None = None, contiguous: bool = False,
     ) -> AppendResult:
         """See ``SegmentHandle.append``.
 
@@ -70,7 +70,16 @@ class SegmentAppends(SegmentRollover):
         ``last_event_number - (events - 1)``: a call whose last number is not
         above the writer's recorded one is a duplicate; one whose numbers
         begin at or below it and end above it overlaps what was written and
-        raises ``InvalidEventNumberError``.
+        raises ``InvalidEventNumberError``. A duplicate's result carries the
+        offset its first copy got if it is one of the writer's last appends
+        (``broker.segments.writers``), else -1.
+
+        ``contiguous``: the writer numbers its events without gaps (a Kafka
+        idempotent producer); a call that does not begin right after the
+        writer's recorded number (at 0 for a new writer) raises
+        ``InvalidEventNumberError`` and writes nothing. The check is made
+        when the entry is numbered, against the segment's own (persisted)
+        table, so it holds across reloads, restarts and moves.
 
         A ``txn_id`` writes a ``TXN_DATA`` entry of that
         transaction: ``read_committed`` readers see it only once a commit
@@ -85,7 +94,7 @@ class SegmentAppends(SegmentRollover):
             kind = EntryKind.TXN_DATA
         started = time.perf_counter()
         result = await self._append_entry(blocks, writer_id, last_event_number, event_count,
-                                          kind, txn_id)
+                                          kind, txn_id, contiguous)
         if not result.duplicate:
             observe_append(self._topic, event_count, data_bytes, time.perf_counter() - started)
         return result
@@ -96,7 +105,7 @@ class SegmentAppends(SegmentRollover):
 
     async def _append_entry(
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int,
-        event_count: int, kind: EntryKind, txn_id: TxnId | None,
+        event_count: int, kind: EntryKind, txn_id: TxnId | None, contiguous: bool = False,
     ) -> AppendResult:
         if self._queued or self._switching is not None or self._should_roll(self._now_ms()):
             # Appends that must wait (for a rollover) wait in call order, and
@@ -115,12 +124,12 @@ class SegmentAppends(SegmentRollover):
                     await self._until_writable()
                     self._check_appendable()  # closing or sealing: no more entries
                     submitted = self._submit(blocks, writer_id, last_event_number,
-                                             event_count, kind, txn_id)
+                                             event_count, kind, txn_id, contiguous)
             finally:
                 self._queued -= 1
         else:
             submitted = self._submit(blocks, writer_id, last_event_number, event_count,
-                                     kind, txn_id)
+                                     kind, txn_id, contiguous)
         if isinstance(submitted, AppendResult):
             await self._settle()  # the first copy may still be on its way
             return submitted
@@ -150,13 +159,16 @@ class SegmentAppends(SegmentRollover):
     def _submit(
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int, event_count: int,
         kind: EntryKind = EntryKind.DATA, txn_id: TxnId | None = None,
+        contiguous: bool = False,
     ) -> AppendResult | tuple[int, asyncio.Future[int]]:
         """Hand the entry to the ledger, without awaiting: offsets follow the call order.
 
         Returns a duplicate's result, or the base offset and the add's future.
         """
-        if self._writers.is_duplicate(writer_id, last_event_number, event_count):
-            return AppendResult(-1, 0, last_event_number, duplicate=True)
+        first_offset = self._writers.duplicate_of(writer_id, last_event_number, event_count,
+                                                  contiguous=contiguous)
+        if first_offset is not None:
+            return AppendResult(first_offset, 0, last_event_number, duplicate=True)
         span = self._spans[-1]
         handle = span.handle
         if handle is None:  # pragma: no cover - the open span always has its writer
@@ -174,7 +186,8 @@ class SegmentAppends(SegmentRollover):
         self._next_offset = base + event_count
         span.submitted_bytes += len(data)
         span.note_entry(len(span.bases), base, base + event_count)
-        self._writers.note(writer_id, last_event_number, time_ms)
+        self._writers.note(writer_id, last_event_number, time_ms, base_offset=base,
+                           event_count=event_count)
         self._unconfirmed.append(PendingEntry(span, base, event_count, time_ms, future, kind,
                                           txn_id))
         future.add_done_callback(self._on_confirmed)  # before shield's: end moves first

@@ -15,7 +15,7 @@ from broker.api import ReadBlock
 from broker.errors import CorruptDataError
 from broker.segments.entry import EntryKind, decode_entry_header, split_frames
 from broker.segments.offset_index import LedgerSpan, ReadHints
-from broker.segments.records import SegmentRecord, WriterState
+from broker.segments.records import RECENT_APPENDS, SegmentRecord, WriterState
 from ledger.api import LedgerState, LedgerTail
 from ledger.errors import BookieUnavailableError, NoSuchLedgerError
 from txnbuffer.api import Position
@@ -129,7 +129,8 @@ class LedgerScan:
         bases: the base offset of each entry.
         end_offset: the offset after the last event (the first offset if empty).
         last_entry_ms: the newest entry's time (-1 if empty).
-        writers: each writer's state after its last entry in the ledger.
+        writers: each writer's state after its last entry in the ledger, with
+            its appends in the ledger (the last ``RECENT_APPENDS``) as recent.
     """
 
     bases: array[int]
@@ -157,9 +158,15 @@ async def scan_ledger(handle: LedgerHandle, first_offset: int) -> LedgerScan:
             scan.last_entry_ms = header.time_ms
             if header.last_event_number >= 0:
                 # Numbers of one writer only grow (the segment refuses the
-                # rest), so its last entry is its state.
-                writers[header.writer_id] = WriterState(header.last_event_number,
-                                                        header.time_ms)
+                # rest), so its last entry is its state; its last few entries
+                # are its recent appends.
+                number = header.last_event_number
+                before = writers.get(header.writer_id)
+                recent = () if before is None else before.recent
+                if header.event_count > 0:
+                    recent = (*recent, (number - header.event_count + 1, number,
+                                        header.base_offset))[-RECENT_APPENDS:]
+                writers[header.writer_id] = WriterState(number, header.time_ms, recent)
             entry_id += 1
     return scan
 

@@ -9,7 +9,15 @@ The topic record is ``broker.topics.records``.
 Segment records are written in format 2, which adds the writer snapshot
 (``writers_ledger``, ``writers``: each writer's last event number and last
 append time, covering at least every entry before ledger
-``writers_ledger``); format 1 records (no snapshot) are still read.
+``writers_ledger``); format 1 records (no snapshot) are still read. The
+snapshot also keeps each writer's last appends (``writer_appends``: first
+and last event number and base offset of each, at most ``RECENT_APPENDS``),
+so that a resend is answered with the offset its first copy got after a
+restart or a move, as a Kafka broker keeps its producers' last five batches
+with the log; only for writers active within ``RECENT_APPENDS_KEPT_MS`` of
+the newest one, as no producer resends later than that. A key of its own,
+not a new format: a broker that does not know it reads the record and leaves
+the appends out (their resends are then answered without an offset).
 """
 
 from __future__ import annotations
@@ -22,8 +30,11 @@ from typing import Any
 from broker.errors import CorruptDataError
 
 __all__ = [
+    "RECENT_APPENDS",
+    "RECENT_APPENDS_KEPT_MS",
     "SEGMENT_FORMAT_VERSION",
     "LedgerRecord",
+    "RecentAppend",
     "SegmentRecord",
     "WriterState",
     "dump_record",
@@ -33,6 +44,17 @@ __all__ = [
 #: The segment record format written (1 is still read: no writer snapshot).
 SEGMENT_FORMAT_VERSION = 2
 _SEGMENT_FORMATS = (1, SEGMENT_FORMAT_VERSION)
+#: The appends remembered per writer (Kafka's broker keeps 5 batches per producer,
+#: as many as a producer may have in flight).
+RECENT_APPENDS = 5
+#: One remembered append: (first event number, last event number, base offset).
+RecentAppend = tuple[int, int, int]
+#: The record keeps the last appends only of writers that appended within this
+#: long before the newest writer did: a producer resends a batch only within its
+#: delivery timeout (librdkafka's ``message.timeout.ms``: 5 min, Java's
+#: ``delivery.timeout.ms``: 2 min, by default), and the record stays small with
+#: many idle writers (~60 bytes a writer instead of ~215).
+RECENT_APPENDS_KEPT_MS = 15 * 60 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +79,15 @@ class LedgerRecord:
 
 @dataclass(frozen=True, slots=True)
 class WriterState:
-    """A writer's attribute on a segment: its last event number and when it last appended."""
+    """A writer's attribute on a segment: its last event number and when it last appended.
+
+    ``recent``: its last appends (at most ``RECENT_APPENDS``, oldest first),
+    each (first event number, last event number, base offset).
+    """
 
     last_event_number: int
     last_update_ms: int
+    recent: tuple[RecentAppend, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +112,8 @@ class SegmentRecord:
 
     def to_bytes(self) -> bytes:
         """The record as stored (format 2)."""
+        newest = max((s.last_update_ms for s in self.writers.values()), default=0)
+        kept_from = newest - RECENT_APPENDS_KEPT_MS
         return dump_record({
             "format_version": SEGMENT_FORMAT_VERSION,
             "topic": self.topic,
@@ -97,6 +126,9 @@ class SegmentRecord:
             "writers_ledger": self.writers_ledger,
             "writers": {w: [s.last_event_number, s.last_update_ms]
                         for w, s in self.writers.items()},
+            "writer_appends": {w: [list(append) for append in s.recent]
+                               for w, s in self.writers.items()
+                               if s.recent and s.last_update_ms >= kept_from},
         })
 
     @classmethod
@@ -105,8 +137,9 @@ class SegmentRecord:
         record = load_record(data, "segment record", _SEGMENT_FORMATS)
         try:
             writers = record.get("writers", {})
-            if not isinstance(writers, dict):
-                raise TypeError("writers must be an object")
+            appends = record.get("writer_appends", {})
+            if not isinstance(writers, dict) or not isinstance(appends, dict):
+                raise TypeError("writers and writer_appends must be objects")
             return cls(
                 topic=str(record["topic"]),
                 number=int(record["number"]),
@@ -116,11 +149,18 @@ class SegmentRecord:
                 sealed=bool(record["sealed"]),
                 end_offset=int(record["end_offset"]),
                 writers_ledger=int(record.get("writers_ledger", -1)),
-                writers={str(w): WriterState(int(n), int(t)) for w, (n, t) in writers.items()},
+                writers={str(w): WriterState(int(n), int(t), _recent(appends.get(w, ())))
+                         for w, (n, t) in writers.items()},
             )
         except (KeyError, TypeError, ValueError) as error:
             raise CorruptDataError(f"segment record is malformed: {error!r}",
                                    what="segment record") from None
+
+
+def _recent(appends: Any) -> tuple[RecentAppend, ...]:
+    """A writer's ``writer_appends`` entry as stored: a list of 3-number lists."""
+    return tuple((int(first), int(last), int(base))
+                 for first, last, base in appends)[-RECENT_APPENDS:]
 
 
 def dump_record(record: dict[str, Any]) -> bytes:

@@ -16,6 +16,9 @@ write that adds a ledger writes a fresh snapshot for it). So the writers'
 state is the snapshot, updated by the headers of that ledger if it has
 entries; if it was empty (set aside above), the snapshot alone. A format 1
 record has no snapshot: the headers of the newest non-empty ledger only.
+A writer's recent appends (``broker.segments.writers``) are those of the
+snapshot followed by those of the headers, the last ``RECENT_APPENDS`` of
+them.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from broker.errors import NoSuchSegmentError
 from broker.segments.names import make_segment_name, segment_path
 from broker.segments.offset_index import LedgerSpan
 from broker.segments.reads import scan_ledger
-from broker.segments.records import SegmentRecord, WriterState
+from broker.segments.records import RECENT_APPENDS, SegmentRecord, WriterState
 from ledger.api import MetadataStore
 from ledger.client.ledger_client import LedgerClient
 from ledger.errors import NoNodeError
@@ -88,9 +91,26 @@ async def recover_chain(
             # Unless the snapshot was taken at the start of an empty ledger
             # after this one: then it already covers this ledger.
             if all(span.ledger_id != record.writers_ledger for span in chain.empty):
-                chain.writers.update(scan.writers)
+                _apply(chain.writers, scan.writers)
             break
         chain.empty.append(spans.pop())
     if record.sealed:
         chain.end_offset = record.end_offset
     return chain
+
+
+def _apply(writers: dict[str, WriterState], scanned: dict[str, WriterState]) -> None:
+    """Update the snapshot's ``writers`` by the states a ledger's headers gave."""
+    for writer_id, state in scanned.items():
+        before = writers.get(writer_id)
+        if before is None:
+            writers[writer_id] = state
+            continue
+        # The snapshot covers entries before the scanned ledger: its appends
+        # come first (any at or after the scan's first are left out rather
+        # than counted twice).
+        first = state.recent[0][2] if state.recent else None
+        older = tuple(append for append in before.recent
+                      if first is None or append[2] < first)
+        writers[writer_id] = WriterState(state.last_event_number, state.last_update_ms,
+                                         (*older, *state.recent)[-RECENT_APPENDS:])

@@ -136,8 +136,10 @@ def _encode(outcome: Outcome) -> _Reply:
     request_id = outcome.request_id
     if isinstance(outcome, Appended):
         result = outcome.result
+        # The wire says -1 for a duplicate (append.proto), whatever the segment
+        # remembers of the first copy's offset (that is for Kafka producers).
         return _Reply(request_id=request_id, data_appended=append_pb2.DataAppended(
-            event_number=result.event_number, offset=result.offset,
+            event_number=result.event_number, offset=-1 if result.duplicate else result.offset,
             event_count=result.event_count, duplicate=result.duplicate))
     if isinstance(outcome, SetupDone):
         return _Reply(request_id=request_id, append_setup=append_pb2.AppendSetup(

@@ -7,11 +7,13 @@ as one ledger entry: constant work per batch, compressed or not.
 
 Idempotent producers (a producer id and a base sequence in the batch) append
 as writer ``kafka:<producer id>:<epoch>`` with the last record's sequence as
-the last event number, so the segment drops a resent batch as a duplicate;
-the answer is then success with the offset the first copy got
-(``broker.kafka.sequences``), -1 if no longer remembered. A batch whose
-sequences overlap what was written without matching it, or skip past the
-next one expected, is OUT_OF_ORDER_SEQUENCE_NUMBER.
+the last event number, their numbers contiguous (``broker.kafka.sequences``):
+the segment checks them against its own persisted writer table, whichever
+broker or load of the segment took the earlier batches. A resent batch is
+dropped as a duplicate and answered with the offset its first copy got if it
+is one of the producer's last five, else DUPLICATE_SEQUENCE_NUMBER (written
+before, offset unknown); a batch that overlaps what was written without
+matching it, or skips past the next sequence, is OUT_OF_ORDER_SEQUENCE_NUMBER.
 
 acks: 1 and -1 (all) both answer once the entry is durable on the ledger's
 ack quorum (there is no weaker acknowledgement in Folio); acks=0 sends no
@@ -38,6 +40,7 @@ from broker.kafka.dispatch import Api, Call, Deferred
 from broker.kafka.error_codes import error_code
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
+from broker.kafka.sequences import answer_of
 from broker.segments.block_limits import check_block_size
 from ledger.errors import LedgerError
 
@@ -130,34 +133,19 @@ async def _start(context: KafkaContext, topic: str, partition: int,
     except (BrokerError, LedgerError) as error:
         return error_code(error), -1, str(error)
     writer, last = writer_of(header)
-    if writer:
-        expected = context.recent_batches.gap(writer, name, header.base_sequence)
-        if expected is not None:
-            return (ErrorCode.out_of_order_sequence_number, -1,
-                    f"sequence {header.base_sequence} skips past {expected}, the next one "
-                    f"expected on {name}")
-        context.recent_batches.submitted(writer, name, last)
     # A task: its first step (the segment's numbering and submit) runs before
     # any later request's, in the order the tasks are made.
-    return asyncio.ensure_future(_append(context, segment, name, header, data, writer, last))
+    return asyncio.ensure_future(_append(segment, name, header, data, writer, last))
 
 
-async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
-                  header: BatchHeader, data: bytes, writer: str, last: int) -> _Outcome:
+async def _append(segment: SegmentHandle, name: str, header: BatchHeader, data: bytes,
+                  writer: str, last: int) -> _Outcome:
     try:
-        result = await segment.append([Block(data, header.records_count)], writer, last)
+        result = await segment.append([Block(data, header.records_count)], writer, last,
+                                      contiguous=bool(writer))
     except (BrokerError, LedgerError) as error:
-        if writer:
-            context.recent_batches.forget(writer, name)
         return error_code(error), -1, str(error)
-    if result.duplicate:
-        offset = context.recent_batches.offset_of(writer, name, last)
-        log.info("kafka: producer %s resent a batch %s already holds (last sequence %d); "
-                 "answered with its offset %d", writer, name, last, offset)
-        return ErrorCode.none, offset, None
-    if writer:
-        context.recent_batches.note(writer, name, last, result.offset)
-    return ErrorCode.none, result.offset, None
+    return answer_of(result, writer, name)
 
 
 ROWS = (Api(PRODUCE_KEY, "Produce", 3, 9, handle_produce),)

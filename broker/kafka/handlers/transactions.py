@@ -28,6 +28,7 @@ from broker.kafka.handlers.produce import writer_of
 from broker.kafka.locator import TRANSACTION_KEY
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import partition_segments
+from broker.kafka.sequences import answer_of
 from broker.kafka.txns.producers import TxnProducers
 from broker.segments.names import is_system_topic
 from ledger.errors import LedgerError
@@ -167,17 +168,13 @@ async def transactional_append(context: KafkaContext, transactional_id: str | No
         segment = await context.topics.writable_segment(segment_name, "Kafka Produce")
         async with producers.coordinator.writing(txn_id, segment_name):
             result = await segment.append([Block(data, header.records_count)], writer, last,
-                                          txn_id=txn_id)
+                                          txn_id=txn_id, contiguous=bool(writer))
     except (TxnStateError, TxnNotFoundError) as error:
         # Its timeout aborted the transaction: the producer must abort it.
         return ErrorCode.invalid_txn_state, -1, str(error)
     except (BrokerError, LedgerError) as error:
         return error_code(error), -1, str(error)
-    if result.duplicate:
-        return ErrorCode.none, context.recent_batches.offset_of(writer, segment_name, last), None
-    if writer:
-        context.recent_batches.note(writer, segment_name, last, result.offset)
-    return ErrorCode.none, result.offset, None
+    return answer_of(result, writer, segment_name)
 
 
 def install(context: KafkaContext) -> None:

@@ -82,7 +82,7 @@ class FakeSegment:
         self.truncations = 0
 
     async def append(self, blocks: Any, writer_id: str, last_event_number: int, *,
-                     txn_id: Any = None) -> str:
+                     txn_id: Any = None, contiguous: bool = False) -> str:
         self.appends += 1
         return "appended"
 

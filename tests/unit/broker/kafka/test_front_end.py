@@ -7,14 +7,15 @@ import struct
 from pathlib import Path
 
 import pytest
+from kio.schema.errors import ErrorCode
 
-from broker.api import TopicConfig
+from broker.api import AppendResult, TopicConfig
 from broker.broker_config import BrokerConfig
 from broker.kafka.apis import dispatch_table
 from broker.kafka.dispatch import Api, Call, DispatchTable
 from broker.kafka.framing import FrameError, frame, read_frame
 from broker.kafka.producer_ids import BLOCK_SIZE, ProducerIds
-from broker.kafka.sequences import BATCHES_PER_PRODUCER, RecentBatches
+from broker.kafka.sequences import BATCHES_PER_PRODUCER, answer_of
 from broker.kafka.topic_configs import UnknownConfigError, config_changes, kafka_configs
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 
@@ -88,17 +89,17 @@ async def test_producer_ids_are_unique_across_instances_and_restarts(tmp_path: P
     assert ids == [0, 1, 2, BLOCK_SIZE, 2 * BLOCK_SIZE]
 
 
-def test_recent_batches_keep_the_last_few_per_producer() -> None:
-    recent = RecentBatches(max_producers=2)
-    for sequence in range(BATCHES_PER_PRODUCER + 2):
-        recent.note("w", "t/0", sequence, sequence * 10)
-    assert recent.offset_of("w", "t/0", 0) == -1
-    assert recent.offset_of("w", "t/0", BATCHES_PER_PRODUCER + 1) == (
-        (BATCHES_PER_PRODUCER + 1) * 10)
-    recent.note("x", "t/0", 0, 5)
-    recent.note("y", "t/0", 0, 6)  # the least recently used producer goes
-    assert recent.offset_of("w", "t/0", BATCHES_PER_PRODUCER + 1) == -1
-    assert (recent.offset_of("x", "t/0", 0), recent.offset_of("y", "t/0", 0)) == (5, 6)
+def test_answers_to_appended_and_resent_batches() -> None:
+    assert BATCHES_PER_PRODUCER == 5  # as Kafka's broker
+    assert answer_of(AppendResult(7, 3, 9), "kafka:1:0", "t/0") == (ErrorCode.none, 7, None)
+    # A resend of one of the producer's last batches: the first copy's offset.
+    assert answer_of(AppendResult(7, 0, 9, duplicate=True), "kafka:1:0", "t/0") == (
+        ErrorCode.none, 7, None)
+    # An older one: written before, offset unknown (never a made-up -1 with success).
+    code, offset, message = answer_of(AppendResult(-1, 0, 9, duplicate=True), "kafka:1:0",
+                                      "t/0")
+    assert (code, offset) == (ErrorCode.duplicate_sequence_number, -1)
+    assert message is not None and "sequence 9" in message
 
 
 def test_kafka_port_settings() -> None:
@@ -107,14 +108,3 @@ def test_kafka_port_settings() -> None:
     for bad in ({"kafka_port": -2}, {"kafka_port": 70000}, {"kafka_advertised_port": -1}):
         with pytest.raises(ValueError, match="kafka"):
             BrokerConfig(**bad)  # type: ignore[arg-type]
-
-
-def test_gaps_in_submitted_sequences() -> None:
-    recent = RecentBatches()
-    assert recent.gap("w", "t/0", 7) is None  # unknown producer: not checked
-    recent.submitted("w", "t/0", 4)
-    assert recent.gap("w", "t/0", 5) is None
-    assert recent.gap("w", "t/0", 3) is None  # a resend: the segment decides
-    assert recent.gap("w", "t/0", 6) == 5
-    recent.forget("w", "t/0")
-    assert recent.gap("w", "t/0", 6) is None
