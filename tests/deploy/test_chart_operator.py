@@ -115,6 +115,27 @@ def test_bookies_take_api_calls_only_from_brokers_and_bookies() -> None:
                                                                 "grpc"))
 
 
+@pytest.mark.parametrize("value_set", [ValueSet("default", None), OPERATOR,
+                                       ValueSet("secure", CHART / "ci" / "secure-values.yaml")],
+                         ids=lambda v: v.name)
+def test_every_connection_the_commands_make_is_allowed(value_set: ValueSet) -> None:
+    """From the rendered commands: each pod given --metadata-url may reach ZooKeeper's
+    client port; brokers (they write ledgers) and bookies (auto-recovery) may reach the
+    bookies' API."""
+    manifests = manifests_of(value_set)
+    pods = _pods(manifests)
+    client_port = _port_number(pods["zookeeper"], "client")
+    bookie_api = _port_number(pods["bookie"], "grpc")
+    for component, template in pods.items():
+        if component in ("client", "zookeeper"):
+            continue
+        args = " ".join(template["spec"]["containers"][0].get("args", []))
+        assert "--metadata-url=zk://" in args, component
+        assert _allowed(manifests, component, "zookeeper", client_port), component
+        if component in ("broker", "bookie"):
+            assert _allowed(manifests, component, "bookie", bookie_api), component
+
+
 def test_metrics_from_restricts_scrapes_and_policies_turn_off() -> None:
     restricted = manifests_of(OPERATOR)
     bookie = _one(restricted, "NetworkPolicy", "folio-bookie")
