@@ -98,3 +98,27 @@ def test_the_commands_of_a_doc_run_as_written(doc_run: DocRun,
             doc_run.run_python(block, client if shared else None)
         ran.append(block)
     assert [b.line for b in ran] == [b.line for b in blocks]
+
+
+def test_a_failure_names_the_file_line_and_command(tmp_path: Path) -> None:
+    """What a drifted block reports: file, fence line, the command and its error; and a
+    documented output that differs shows both lines."""
+    run = DocRun(tmp_path / "work", shared_standalone=False)
+    try:
+        failing = Block(ROOT / "docs" / "example.md", 12, "sh",
+                        "echo first\nfolio topic list --no-such-flag\necho never\n")
+        with pytest.raises(AssertionError) as raised:
+            run.run_sh(failing)
+        message = str(raised.value)
+        assert message.startswith("docs/example.md:12 (sh block): command 2 of the block failed")
+        assert "$ folio topic list --no-such-flag" in message
+        assert "unrecognized arguments: --no-such-flag" in message
+        drifted = Block(ROOT / "docs" / "example.md", 30, "sh",
+                        "echo 'topic orders'\n# topic payments\n", compare=True)
+        with pytest.raises(AssertionError) as differs:
+            run.run_sh(drifted)
+        assert "docs/example.md:30 (sh block): `echo 'topic orders'`: documented output line 1" \
+            in str(differs.value)
+        assert "documented: topic payments" in str(differs.value)
+    finally:
+        run.close()
