@@ -6,8 +6,9 @@
 #      <key> being a hash of the mmdebstrap arguments, so it is made again only
 #      when they change (`rm build/image/base-rootfs-*` forces it);
 #   2. build/image/wheels/: the folio wheel (built from this tree) and the wheels
-#      of its runtime dependencies and of its `cluster` extra (kazoo, for
-#      --metadata-url zk://...) for CPython 3.11 on glibc Linux x86_64 (the
+#      of its runtime dependencies and of every runtime extra a chart value can
+#      turn on (FOLIO_EXTRAS: cluster for --metadata-url zk://..., security for
+#      tokens, kafka for --kafka-port; deploy/Containerfile installs the same) for CPython 3.11 on glibc Linux x86_64 (the
 #      base's Python), downloaded from PyPI on the host: the image build itself
 #      needs no network and no compiler;
 #   3. buildah (vfs storage and chroot isolation, so it runs as a plain process in a
@@ -27,6 +28,9 @@ STORE=build/containers
 ARCHIVE=build/folio-image.tar
 SUITE=bookworm
 MIRROR=http://deb.debian.org/debian
+# The extras the image installs: keep in step with deploy/Containerfile's RUN
+# (tests/image/test_image.py checks both against pyproject.toml).
+FOLIO_EXTRAS=cluster,security,kafka
 
 for tool in buildah mmdebstrap; do
     command -v "$tool" >/dev/null || {
@@ -81,7 +85,7 @@ for minor in $(seq 36 -1 17); do PLATFORMS+=(--platform "manylinux_2_${minor}_x8
 PLATFORMS+=(--platform manylinux2014_x86_64 --platform linux_x86_64)
 "$PYTHON" -m pip download --quiet --dest "$OUT/wheels" --only-binary=:all: \
     --python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none \
-    "${PLATFORMS[@]}" "folio[cluster] @ file://$PWD/$(ls "$OUT"/wheels/folio-"$VERSION"-*.whl)"
+    "${PLATFORMS[@]}" "folio[$FOLIO_EXTRAS] @ file://$PWD/$(ls "$OUT"/wheels/folio-"$VERSION"-*.whl)"
 
 # 3. The image.
 export BUILDAH_ISOLATION=chroot

@@ -6,14 +6,16 @@ For the default values and for each value set under ``deploy/helm/folio/ci/``:
 2. ``helm template --kube-version 1.30.0``, written to ``build/chart/<set>.yaml``
    (the values are checked against the chart's values.schema.json first);
 3. every rendered object validated against the Kubernetes 1.30 OpenAPI schemas
-   (``kubernetes-validate``, strict: unknown fields are errors). The only kind
-   without a bundled schema is the Prometheus Operator's ServiceMonitor, checked
-   here by hand instead;
+   (``kubernetes-validate``, strict: unknown fields are errors). The kinds
+   without a bundled schema, the Prometheus Operator's ServiceMonitor and
+   PrometheusRule, are checked here by hand instead;
 4. the chart's wiring: each StatefulSet's ``serviceName`` is a rendered headless
    Service; every Service, PodDisruptionBudget and ServiceMonitor selects a
    rendered pod template (or Service); every Service ``targetPort`` and probe
    port is a port of a selected container; every volume mount names a volume or
-   a claim template; every ``$(VAR)`` in arguments is a variable of the container.
+   a claim template; every ``$(VAR)`` in arguments is a variable of the container;
+   every NetworkPolicy selects rendered pods, each of its ``from`` pod selectors
+   selects rendered pods and each of its ports is a port of the pods it guards.
 
 Exit 0 when all pass, else 1 with every problem listed. ``load_manifests`` and
 ``render`` are shared with ``tests/deploy`` (which runs the rendered processes).
@@ -44,7 +46,8 @@ NAMESPACE = "folio-ci"
 Manifest = dict[str, Any]
 
 #: Kinds with no schema in kubernetes-validate (CRDs), checked by ``_check_service_monitor``.
-_CUSTOM_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+_CUSTOM_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"),
+                 ("monitoring.coreos.com/v1", "PrometheusRule")}
 _WORKLOADS = ("StatefulSet", "Deployment", "Job", "DaemonSet")
 _VAR_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -170,8 +173,9 @@ def check_wiring(manifests: Sequence[Manifest]) -> list[str]:
                 problems.append(f"{_name(workload)}: its headless Service does not select it")
         problems.extend(_check_pod(workload, template))
     for service in services.values():
-        selected = [t for _, t in templates
-                    if _selects(service["spec"].get("selector", {}), t["metadata"]["labels"])]
+        selected = [t for w, t in templates
+                    if any(_selects(service["spec"].get("selector", {}), labels)
+                           for labels in _pod_labels(w, t))]
         if not selected:
             problems.append(f"{_name(service)}: selects no rendered pod")
         for port in service["spec"]["ports"]:
@@ -184,6 +188,56 @@ def check_wiring(manifests: Sequence[Manifest]) -> list[str]:
             problems.append(f"{_name(budget)}: selects no rendered pod")
     for monitor in (m for m in manifests if m["kind"] == "ServiceMonitor"):
         problems.extend(_check_service_monitor(monitor, list(services.values())))
+    for policy in (m for m in manifests if m["kind"] == "NetworkPolicy"):
+        problems.extend(_check_network_policy(policy, [t for _, t in templates]))
+    for rule in (m for m in manifests if m["kind"] == "PrometheusRule"):
+        problems.extend(_check_prometheus_rule(rule))
+    return problems
+
+
+def _pod_labels(workload: Manifest, template: Manifest) -> list[dict[str, str]]:
+    """The labels of each pod of a workload: a StatefulSet's pods also carry their name."""
+    labels: dict[str, str] = template["metadata"].get("labels", {})
+    if workload["kind"] != "StatefulSet":
+        return [labels]
+    name = workload["metadata"]["name"]
+    return [{**labels, "statefulset.kubernetes.io/pod-name": f"{name}-{ordinal}"}
+            for ordinal in range(int(workload["spec"].get("replicas", 1)))]
+
+
+def _check_network_policy(policy: Manifest, templates: Sequence[Manifest]) -> list[str]:
+    """The policy guards rendered pods; its peers and ports exist among them."""
+    def selected(selector: Mapping[str, Any]) -> list[Manifest]:
+        return [t for t in templates
+                if _selects(selector.get("matchLabels", {}), t["metadata"]["labels"])]
+
+    guarded = selected(policy["spec"]["podSelector"])
+    if not guarded:
+        return [f"{_name(policy)}: selects no rendered pod"]
+    problems = []
+    for rule in policy["spec"].get("ingress", []):
+        for peer in rule.get("from", []):
+            if "podSelector" in peer and not selected(peer["podSelector"]):
+                problems.append(f"{_name(policy)}: from {peer['podSelector']} selects no "
+                                "rendered pod")
+        for port in rule.get("ports", []):
+            if any(port["port"] not in _container_ports(t) for t in guarded):
+                problems.append(f"{_name(policy)}: port {port['port']} is not a port of the "
+                                "pods it guards")
+    return problems
+
+
+def _check_prometheus_rule(rule: Manifest) -> list[str]:
+    """A PrometheusRule by hand: named groups of rules, each an alert or a record with an expr."""
+    groups = rule.get("spec", {}).get("groups") or []
+    if not groups:
+        return [f"{_name(rule)}: no rule groups"]
+    problems = []
+    for group in groups:
+        for item in group.get("rules") or [{}]:
+            if not item.get("expr") or not (item.get("alert") or item.get("record")):
+                problems.append(f"{_name(rule)}: group {group.get('name')}: a rule without "
+                                f"alert/record and expr: {item}")
     return problems
 
 

@@ -9,12 +9,15 @@
   ``up`` finds the cluster there and keeps it);
 - 3 bookies (``folio bookie --metadata-url ...``) on ports 3181-3183, data in
   ``bookie-N/`` (the cluster's ledgers: E=3, Qw=2, Qa=2; fewer with fewer bookies);
-- 3 brokers (``folio broker --metadata-url ...``) on ports 7071-7073;
+- 3 brokers (``folio broker --metadata-url ...``) on ports 7081-7083 (metrics
+  9101-9103: the port plan of docs/cluster.md, which deploy/prometheus/
+  prometheus-cluster.yml scrapes; API and metrics ports never overlap, and none
+  is ``make run``'s 7070/7071);
 
 each started in its own session (they outlive this script), waited for (its
 ready line) with a deadline, its stdout in ``NAME.out`` and log in
 ``NAME.log``, its pid in ``pids``. Then it prints the endpoints, the client
-one first: ``127.0.0.1:7071,127.0.0.1:7072,127.0.0.1:7073``.
+one first: ``127.0.0.1:7081,127.0.0.1:7082,127.0.0.1:7083``.
 
 ``python scripts/cluster.py down`` stops what ``pids`` lists, brokers first,
 then bookies, then ZooKeeper: SIGTERM, then SIGKILL after a deadline. The
@@ -43,6 +46,15 @@ START_TIMEOUT_S = 90.0
 #: Deadline for one process to exit after SIGTERM, before SIGKILL.
 STOP_TIMEOUT_S = 20.0
 CHROOT = "/folio"
+# The port plan (docs/cluster.md, "Ports"): process N of a kind takes first + N - 1.
+# API and metrics ranges never overlap, and none is `make run`'s 7070/7071, so a
+# standalone and this cluster run side by side; deploy/prometheus/
+# prometheus-cluster.yml scrapes these metrics ports.
+ZK_PORT = 2181
+BOOKIE_PORT = 3181
+BOOKIE_METRICS_PORT = 8001
+BROKER_PORT = 7081
+BROKER_METRICS_PORT = 9101
 
 
 @dataclass
@@ -227,11 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     start.add_argument("--brokers", type=int, default=3)
     start.add_argument("--containers", type=int, default=16,
                        help="segment containers (folio cluster init --container-count)")
-    start.add_argument("--zk-port", type=int, default=2181)
-    start.add_argument("--bookie-port", type=int, default=3181, help="first bookie's port")
-    start.add_argument("--bookie-metrics-port", type=int, default=8001)
-    start.add_argument("--broker-port", type=int, default=7071, help="first broker's port")
-    start.add_argument("--broker-metrics-port", type=int, default=9101)
+    start.add_argument("--zk-port", type=int, default=ZK_PORT)
+    start.add_argument("--bookie-port", type=int, default=BOOKIE_PORT, help="first bookie's port")
+    start.add_argument("--bookie-metrics-port", type=int, default=BOOKIE_METRICS_PORT)
+    start.add_argument("--broker-port", type=int, default=BROKER_PORT, help="first broker's port")
+    start.add_argument("--broker-metrics-port", type=int, default=BROKER_METRICS_PORT)
     start.set_defaults(func=up)
     stop = commands.add_parser("down", help="stop them (SIGTERM, then SIGKILL)")
     stop.set_defaults(func=down)

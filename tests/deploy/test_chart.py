@@ -69,7 +69,7 @@ def test_brokers_advertise_their_pod_name_on_the_headless_service() -> None:
 
 def test_folio_servers_have_grpc_probes_resources_and_scrape_annotations() -> None:
     manifests = load()
-    for name, port, metrics in (("folio-broker", 7070, "8080"), ("folio-bookie", 3181, "8000")):
+    for name, port, metrics in (("folio-broker", 7070, "7071"), ("folio-bookie", 3181, "8000")):
         workload = _one(manifests, "StatefulSet", name)
         container = _container(workload)
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
@@ -208,11 +208,11 @@ def test_wiring_check_catches_a_wrong_service_name_and_port() -> None:
     manifests = copy.deepcopy(load())
     broker = _one(manifests, "StatefulSet", "folio-broker")
     broker["spec"]["serviceName"] = "folio-brokers"
-    _container(broker)["readinessProbe"]["grpc"]["port"] = 7071
+    _container(broker)["readinessProbe"]["grpc"]["port"] = 7072
     problems = checks.check_wiring(manifests)
     assert ("StatefulSet/folio-broker: serviceName folio-brokers is no rendered headless "
             "Service") in problems
-    assert ("StatefulSet/folio-broker container broker: readinessProbe port 7071 is not a "
+    assert ("StatefulSet/folio-broker container broker: readinessProbe port 7072 is not a "
             "container port") in problems
 
 

@@ -45,8 +45,8 @@ import folio
 from folio.api.v1 import admin_pb2, admin_pb2_grpc
 from ledger.security.tokens import create_token
 from tests.support.bookies import START_TIMEOUT_S, BookieProcess, folio_env, wait_for_ready_line
-from tests.support.certs import Pki
 from tests.support.chart import CHART, NAMESPACE, ValueSet, check_chart, manifests_of
+from tests.support.chart_secrets import secure_secrets
 from tests.support.kube_local import FOLIO_ENTRYPOINT, Command, LocalCluster
 from tests.support.wait import wait_for
 from tests.support.zookeeper import ZooKeeperServer
@@ -227,7 +227,7 @@ def test_rendered_folio_commands_are_accepted(value_set: ValueSet, tmp_path: Pat
     local = LocalCluster(manifests_of(value_set), tmp_path, namespace=NAMESPACE,
                          cluster_domain=_domain(value_set),
                          external={f"{RELEASE}-zookeeper": {2181: "127.0.0.1:2181"}},
-                         secrets=_secure_secrets(tmp_path / "secrets").secrets)
+                         secrets=secure_secrets(tmp_path / "secrets").secrets)
     try:
         checked = 0
         for pod in local.pods.values():
@@ -253,44 +253,13 @@ def _domain(value_set: ValueSet) -> str:
 
 
 
-@dataclasses.dataclass(frozen=True)
-class _SecureFiles:
-    """The Secrets of ci/secure-values.yaml, made for one test, and what clients need."""
-
-    secrets: dict[str, dict[str, bytes]]
-    ca: Path
-    token_key: bytes
-
-
-def _secure_secrets(directory: Path) -> _SecureFiles:
-    """A CA and one certificate for every pod (127.0.0.1: names are mapped to loopback),
-    an ES256 key pair (the public key for the servers) and the brokers' token."""
-    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
-    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
-
-    pki = Pki(directory)
-    served = pki.server("folio")
-    private = ec.generate_private_key(ec.SECP256R1())
-    private_pem = private.private_bytes(serialization.Encoding.PEM,
-                                        serialization.PrivateFormat.PKCS8,
-                                        serialization.NoEncryption())
-    public_pem = private.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    return _SecureFiles({
-        "folio-tls": {"tls.crt": served.cert.read_bytes(), "tls.key": served.key.read_bytes(),
-                      "ca.crt": pki.ca.read_bytes()},
-        "folio-token-key": {"public.pem": public_pem},
-        "folio-broker-token": {"token": create_token("broker", private_pem, "ES256").encode()},
-    }, pki.ca, private_pem)
-
-
 def test_secure_chart_runs_a_secured_cluster(zookeeper: ZooKeeperServer,
                                              tmp_path: Path) -> None:
     """ci/secure-values.yaml as processes, its Secrets made by trustme and written where
     the pods mount them: bookies take only the brokers (mutual TLS, brokers' token),
     a TLS client with a super-user's token produces and consumes through the client
     Service; without a token it is refused. One broker (two race: see the module)."""
-    files = _secure_secrets(tmp_path / "secrets")
+    files = secure_secrets(tmp_path / "secrets")
     chroot = f"/t-{uuid.uuid4().hex[:12]}"
     value_set = ValueSet("secure", CHART / "ci" / "secure-values.yaml")
     manifests = manifests_of(value_set, extra=["--set", f"metadataChroot={chroot}",

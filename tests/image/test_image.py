@@ -65,6 +65,21 @@ def test_cluster_commands_are_there(container: Container) -> None:
     assert kazoo.returncode == 0, kazoo.stderr.decode()
 
 
+def test_every_runtime_extra_is_installed(container: Container) -> None:
+    """What a chart value can turn on imports in the image: kazoo (cluster), PyJWT with
+    its crypto (security: tokens), kio and the codecs (kafka: --kafka-port); the extras
+    the Containerfile, scripts/build_image.sh and `make run` install are the same."""
+    script = ("import kazoo.client, jwt, cryptography, kio, kafka.record, crc32c, snappy, "
+              "lz4.frame, zstandard; print('ok')")
+    result = container.exec(["python3", "-c", script])
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode().strip() == "ok"
+    extras = "cluster,security,kafka"
+    assert f"'folio[{extras}]'" in (ROOT / "deploy" / "Containerfile").read_text()
+    assert f"FOLIO_EXTRAS={extras}\n" in (ROOT / "scripts" / "build_image.sh").read_text()
+    assert f"-e '.[{extras}]'" in (ROOT / "Makefile").read_text()
+
+
 def test_runtime_only_and_not_root(container: Container) -> None:
     """No compiler in the image; its processes run as uid 10001; /data is theirs."""
     script = ("for tool in gcc cc c++ make; do command -v $tool && exit 1; done; "

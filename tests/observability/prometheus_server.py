@@ -45,10 +45,13 @@ class PrometheusServer:
         workdir: where its config, data and log go.
         targets: ``host:port`` of ``/metrics`` endpoints (job ``folio``).
         rule_files: alert rule files to load (evaluated every second).
+        scrape_configs: Prometheus ``scrape_configs`` to use instead of the one
+            job ``folio`` of ``targets`` (e.g. a shipped config's, retargeted).
     """
 
     def __init__(self, workdir: Path, targets: Sequence[str],
-                 rule_files: Sequence[Path] = ()) -> None:
+                 rule_files: Sequence[Path] = (),
+                 scrape_configs: Sequence[dict[str, Any]] | None = None) -> None:
         binary = prometheus_path()
         if binary is None:
             raise RuntimeError(PROMETHEUS_MISSING)
@@ -59,8 +62,8 @@ class PrometheusServer:
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s",
                        "scrape_timeout": "1s"},
             "rule_files": [str(path) for path in rule_files],
-            "scrape_configs": [{"job_name": "folio",
-                                "static_configs": [{"targets": list(targets)}]}],
+            "scrape_configs": list(scrape_configs) if scrape_configs is not None else [
+                {"job_name": "folio", "static_configs": [{"targets": list(targets)}]}],
         }))
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"

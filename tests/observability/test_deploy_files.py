@@ -19,6 +19,7 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "folio.json"
 ALERTS = DEPLOY / "prometheus" / "folio-alerts.yml"
 SCRAPE_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
+CLUSTER_SCRAPE_CONFIG = DEPLOY / "prometheus" / "prometheus-cluster.yml"
 
 _METRIC = re.compile(r"\bfolio_[a-z0-9_]+")
 _PROMTOOL_MISSING = ("promtool is not on PATH (Debian package `prometheus`, which .ci/run "
@@ -40,8 +41,9 @@ def test_promtool_accepts_the_alert_rules() -> None:
     assert "SUCCESS: 8 rules found" in checked.stdout
 
 
-def test_promtool_accepts_the_scrape_config() -> None:
-    checked = _promtool("check", "config", str(SCRAPE_CONFIG))
+@pytest.mark.parametrize("config", [SCRAPE_CONFIG, CLUSTER_SCRAPE_CONFIG], ids=lambda p: p.name)
+def test_promtool_accepts_the_scrape_config(config: Path) -> None:
+    checked = _promtool("check", "config", str(config))
 
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "is valid prometheus config file syntax" in checked.stdout

@@ -7,7 +7,9 @@ chart's wiring depends on, from the rendered objects only:
   a Job's pod ``<job>-0``; a container's command is its ``command`` or the image's
   entry point (``folio``, run here as ``python -m folio.cli``) plus its ``args``;
 - **environment**: ``value`` and the downward API's ``metadata.name`` /
-  ``metadata.namespace``; ``$(VAR)`` in arguments expanded as the kubelet does;
+  ``metadata.namespace`` / ``status.hostIP`` (127.0.0.1); ``$(VAR)`` in
+  arguments expanded as the kubelet does; a container whose command runs the
+  image's ``folio`` through a shell finds this checkout's on its ``PATH``;
 - **volumes**: each mount is a directory of this test (a claim template's
   directory per pod; a ConfigMap's files written out; a Secret's keys, given
   by the test as ``secrets``, written out, ``items`` followed; emptyDir), and
@@ -16,7 +18,8 @@ chart's wiring depends on, from the rendered objects only:
   ``.<namespace>``, ``.svc``, ``.svc.<cluster domain>``; ``<service>...``) with
   each of its ports maps to a port on 127.0.0.1: a pod's container ports to
   free ports its process listens on (its ``--port=N``-style arguments
-  rewritten, ``0.0.0.0`` made ``127.0.0.1``), a ClusterIP Service's port to a real
+  rewritten, ``0.0.0.0`` made ``127.0.0.1``, a ``--...-host=`` naming a pod
+  made ``127.0.0.1``), a ClusterIP Service's port to a real
   TCP proxy (tests/support/proxy.py) in front of a selected pod, and the pods of
   ``external`` workloads (ZooKeeper, played by the test's server) to a proxy
   each in front of the address given. An argument still naming a cluster DNS name after the
@@ -25,6 +28,7 @@ chart's wiring depends on, from the rendered objects only:
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import sys
@@ -44,6 +48,7 @@ FOLIO_ENTRYPOINT = [sys.executable, "-m", "folio.cli"]
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$\$")
 _HOST_PORT = re.compile(r"(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):(?P<port>\d{1,5})\b")
 _PORT_FLAG = re.compile(r"^(?P<flag>--[a-z-]*port)=(?P<port>\d+)$")
+_HOST_FLAG = re.compile(r"^(?P<flag>--[a-z-]*host)=(?P<host>[A-Za-z0-9.-]+)$")
 
 
 class UnmappedNameError(AssertionError):
@@ -70,7 +75,10 @@ class Pod:
 
     @property
     def labels(self) -> dict[str, str]:
-        labels: dict[str, str] = self.template["metadata"].get("labels", {})
+        """The template's labels, and the pod-name label a StatefulSet's pods get."""
+        labels: dict[str, str] = dict(self.template["metadata"].get("labels", {}))
+        if self.workload["kind"] == "StatefulSet":
+            labels["statefulset.kubernetes.io/pod-name"] = self.name
         return labels
 
     @property
@@ -247,11 +255,15 @@ class LocalCluster:
         args = [self._rewrite(pod, arg, rewritten) for arg in args]
         env = {key: self._rewrite(pod, value, rewritten) for key, value in env.items()}
         argv = args if container.get("command") else [*FOLIO_ENTRYPOINT, *args]
+        if "folio" in container.get("command", []):
+            # The image's `folio` named by a shell command: this checkout's.
+            env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
         return Command(pod.name, container["name"], argv, env, args, mounts)
 
     def _env(self, pod: Pod, container: Manifest) -> dict[str, str]:
         env: dict[str, str] = {}
-        fields = {"metadata.name": pod.name, "metadata.namespace": self.namespace}
+        fields = {"metadata.name": pod.name, "metadata.namespace": self.namespace,
+                  "status.hostIP": "127.0.0.1"}
         for item in container.get("env", []):
             if "value" in item:
                 env[item["name"]] = self._expand(str(item["value"]), env)
@@ -314,6 +326,9 @@ class LocalCluster:
         flag = _PORT_FLAG.match(arg)
         if flag and int(flag["port"]) in pod.ports:
             return f"{flag['flag']}={pod.ports[int(flag['port'])]}"
+        host = _HOST_FLAG.match(arg)
+        if host and any(name == host["host"] for name, _ in self.names):
+            return f"{host['flag']}=127.0.0.1"
         arg = arg.replace("0.0.0.0", "127.0.0.1")
         # One pass over every mount path (longest first), so a replaced path is
         # never matched again by a shorter mount (/tmp after /etc/... -> /tmp/...).
