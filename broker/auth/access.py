@@ -1,12 +1,20 @@
-"""What a call needs: ``Need``, shared by the permission tables of the front ends."""
+"""The transport-neutral check: may role R do what ``Need`` says on resource X?
+
+Both front ends ask it: the gRPC rows (``rpc_table``, enforced by
+``authorizer``) and every Kafka handler (``broker.kafka.access``). It reads
+only ``AclStore.table`` (in memory) and the super-users.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from enum import Enum
+from typing import Protocol
 
-from broker.auth.permissions import Action
+from broker.auth.permissions import AclTable, Action, Grant, ResourceKind
+from broker.clip import clip
 
-__all__ = ["Need"]
+__all__ = ["Access", "Grants", "Need"]
 
 
 class Need(Enum):
@@ -28,3 +36,75 @@ class Need(Enum):
         return {Need.PRODUCE: Action.PRODUCE, Need.CONSUME: Action.CONSUME,
                 Need.ADMIN: Action.ADMIN}.get(self)
 
+
+class Grants(Protocol):
+    """What the check reads and ACL admin changes: ``broker.auth.acl_store.AclStore``."""
+
+    @property
+    def table(self) -> AclTable:
+        """The grants now."""
+        ...
+
+    async def grant(self, grant: Grant) -> AclTable:
+        """Add ``grant``'s actions."""
+        ...
+
+    async def revoke(self, role: str, kind: ResourceKind, pattern: str,
+                     actions: frozenset[Action]) -> AclTable:
+        """Take ``actions`` from the role's grant on exactly ``pattern``."""
+        ...
+
+
+class Access:
+    """Answers "may ``role`` do ``need`` on ``kind`` ``name``?" from the grants and super-users.
+
+    Args:
+        acls: the grants (its ``table`` is read on each check, never the store).
+        super_users: roles that may do everything.
+    """
+
+    def __init__(self, acls: Grants, super_users: Collection[str] = ()) -> None:
+        self.acls = acls
+        self.super_users = frozenset(super_users)
+
+    @property
+    def table(self) -> AclTable:
+        """The grants now."""
+        return self.acls.table
+
+    def is_super_user(self, role: str) -> bool:
+        """Whether ``role`` may do everything."""
+        return role in self.super_users
+
+    def denial(self, role: str, need: Need, kind: ResourceKind, name: str) -> str | None:
+        """Why ``role`` may not do ``need`` on ``kind`` ``name``; None if it may.
+
+        A ``name`` ending in ``*`` (a grant's pattern) needs a grant covering
+        every name it matches.
+        """
+        if role in self.super_users or need is Need.AUTHENTICATED:
+            return None
+        if need is Need.SUPER_USER:
+            return f"role {clip(role)!r} is not a super-user"
+        table = self.acls.table
+        action = need.action
+        if action is None:  # LOOKUP: any permission on it
+            if table.allows_any(role, kind, name):
+                return None
+            return (f"role {clip(role)!r} has no permission on {kind.value} {clip(name)!r} "
+                    "(any of produce, consume, admin lets it look the topic up)")
+        allowed = (table.covers(role, kind, name, action) if name.endswith("*")
+                   else table.allows(role, kind, name, action))
+        if allowed:
+            return None
+        return f"role {clip(role)!r} lacks {action.value} permission on {kind.value} {clip(name)!r}"
+
+    def allows(self, role: str, need: Need, kind: ResourceKind, name: str) -> bool:
+        """Whether ``role`` may do ``need`` on ``kind`` ``name``."""
+        return self.denial(role, need, kind, name) is None
+
+    def has_any(self, role: str, kind: ResourceKind, action: Action) -> bool:
+        """Whether ``role`` may do ``action`` on at least one ``kind`` resource."""
+        return role in self.super_users or any(
+            grant.role == role and grant.kind is kind and action in grant.actions
+            for grant in self.acls.table.grants)
