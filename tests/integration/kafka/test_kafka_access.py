@@ -1,0 +1,237 @@
+"""Kafka permissions: every row of ``broker.kafka.access.KAFKA_TABLE`` over a real socket.
+
+One secured standalone (token authentication, super-user ``admin``) started
+through ``tests.support.kafka_roles``: each Kafka request is the role its
+client id names (TEST ONLY: SASL sets the principal for real). For each
+requirement of each row, the API is called by a role holding every other
+permission of the row but that one (the row's Kafka error code comes back)
+and by a role granted all of them (no authorisation error). The grants are
+made over gRPC, so the same grants are seen by both front ends.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+import pytest
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+
+import folio
+from broker.kafka import access
+from broker.kafka.access import KAFKA_TABLE, Requirement
+from broker.kafka.apis import dispatch_table
+from ledger.security.tokens import create_token
+from tests.support.bookies import BookieProcess, BookieProcesses
+from tests.support.kafka import kafka_address, raw_request, read_response
+from tests.support.standalone import start_standalone
+
+SECRET = b"kafka-access-test-secret-0123456789abcdef"
+TOPIC = "acc.t"
+GROUP = "acc.g"
+TXN_ID = "acc.x"
+_AUTH_FAILED = {ErrorCode.topic_authorization_failed, ErrorCode.group_authorization_failed,
+                ErrorCode.cluster_authorization_failed,
+                ErrorCode.transactional_id_authorization_failed}
+_SECOND = datetime.timedelta(seconds=1)
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BookieProcess]:
+    root = tmp_path_factory.mktemp("kafka-access")
+    secret = root / "secret"
+    secret.write_bytes(SECRET + b"\n")
+    processes = BookieProcesses()
+    started = start_standalone(processes, root / "data", "--auth-token-secret-file",
+                               str(secret), "--super-users", "admin", "--kafka-port", "0",
+                               module="tests.support.kafka_roles")
+    yield started
+    try:
+        started.terminate()
+    finally:
+        processes.kill_all()
+
+
+@pytest.fixture(scope="module")
+def admin(secured: BookieProcess) -> Iterator[folio.Client]:
+    token = create_token("admin", SECRET, "HS256")
+    with folio.Client(secured.address, token=token, timeout_s=30) as made:
+        made.create_topic(TOPIC)
+        yield made
+
+
+# ------------------------------------------------------------------ requests
+
+
+def _make(api_key: int, version: int, struct: str | None = None, /, **values: Any) -> Any:
+    """The request of ``api_key`` at ``version``, or its nested ``struct``, of ``values``."""
+    cls: Any = load_request_schema(api_key, version)
+    if struct is not None:
+        cls = getattr(sys.modules[cls.__module__], struct)
+    return cls(**values)
+
+
+def _records() -> bytes:
+    return b""  # no batch: a permitted role gets INVALID_RECORD, never an authorisation code
+
+
+def _produce(requirement: Requirement) -> Any:
+    part = _make(0, 7, "PartitionProduceData", index=0, records=_records())
+    txn = TXN_ID if requirement is access.TXN_PRODUCE else None
+    return _make(0, 7, transactional_id=txn, acks=-1, timeout=_SECOND, topic_data=(
+        _make(0, 7, "TopicProduceData", name=TOPIC, partition_data=(part,)),))
+
+
+def _topic_offsets(api_key: int, version: int, topic_cls: str, partition_cls: str) -> Any:
+    return (_make(api_key, version, topic_cls, name=TOPIC, partitions=(
+        _make(api_key, version, partition_cls, partition_index=0, committed_offset=0,
+              committed_metadata=None),)),)
+
+
+#: Per API: (api key, version, the request exercising ``requirement``).
+REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
+    "ApiVersions": (18, 3, lambda _r: _make(18, 3, client_software_name="t",
+                                            client_software_version="1")),
+    "Produce": (0, 7, _produce),
+    "Fetch": (1, 11, lambda _r: _make(1, 11, max_wait=datetime.timedelta(0), min_bytes=1,
+                                      topics=(_make(1, 11, "FetchTopic", topic=TOPIC,
+                                                    partitions=(_make(
+                                                        1, 11, "FetchPartition", partition=0,
+                                                        fetch_offset=0,
+                                                        partition_max_bytes=1024),)),),
+                                      forgotten_topics_data=())),
+    "ListOffsets": (2, 5, lambda _r: _make(2, 5, replica_id=-1, isolation_level=0, topics=(
+        _make(2, 5, "ListOffsetsTopic", name=TOPIC, partitions=(
+            _make(2, 5, "ListOffsetsPartition", partition_index=0, timestamp=-1),)),))),
+    "Metadata": (3, 9, lambda _r: _make(3, 9, topics=(
+        _make(3, 9, "MetadataRequestTopic", name=TOPIC),),
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False)),
+    "OffsetCommit": (8, 8, lambda _r: _make(8, 8, group_id=GROUP, member_id="",
+                                            topics=_topic_offsets(
+                                                8, 8, "OffsetCommitRequestTopic",
+                                                "OffsetCommitRequestPartition"))),
+    "OffsetFetch": (9, 7, lambda _r: _make(9, 7, group_id=GROUP, topics=(
+        _make(9, 7, "OffsetFetchRequestTopic", name=TOPIC, partition_indexes=(0,)),))),
+    "FindCoordinator": (10, 3, lambda r: _make(
+        10, 3, key=TXN_ID if r is access.TXN_PRODUCE else GROUP,
+        key_type=1 if r is access.TXN_PRODUCE else 0)),
+    "JoinGroup": (11, 7, lambda _r: _make(
+        11, 7, group_id=GROUP, session_timeout=datetime.timedelta(seconds=10), member_id="",
+        protocol_type="consumer", protocols=(
+            _make(11, 7, "JoinGroupRequestProtocol", name="range", metadata=b""),))),
+    "Heartbeat": (12, 4, lambda _r: _make(12, 4, group_id=GROUP, generation_id=1,
+                                          member_id="m")),
+    "LeaveGroup": (13, 3, lambda _r: _make(13, 3, group_id=GROUP, members=(
+        _make(13, 3, "MemberIdentity", member_id="m"),))),
+    "SyncGroup": (14, 5, lambda _r: _make(14, 5, group_id=GROUP, generation_id=1,
+                                          member_id="m", assignments=())),
+    "DescribeGroups": (15, 5, lambda _r: _make(15, 5, groups=(GROUP,),
+                                               include_authorized_operations=False)),
+    "ListGroups": (16, 4, lambda _r: _make(16, 4)),
+    "CreateTopics": (19, 5, lambda _r: _make(19, 5, validate_only=True, topics=(
+        _make(19, 5, "CreatableTopic", name="acc.new", num_partitions=1, replication_factor=1,
+              assignments=(), configs=()),))),
+    "DeleteTopics": (20, 4, lambda _r: _make(20, 4, topic_names=("acc.never.made",),
+                                             timeout=_SECOND)),
+    "InitProducerId": (22, 4, lambda r: _make(
+        22, 4, transactional_id=TXN_ID if r is access.TXN_PRODUCE else None,
+        transaction_timeout=datetime.timedelta(seconds=60))),
+    "AddPartitionsToTxn": (24, 3, lambda _r: _make(
+        24, 3, v3_and_below_transactional_id=TXN_ID, v3_and_below_producer_id=999_999,
+        v3_and_below_producer_epoch=0, v3_and_below_topics=(
+            _make(24, 3, "AddPartitionsToTxnTopic", name=TOPIC, partitions=(0,)),))),
+    "AddOffsetsToTxn": (25, 3, lambda _r: _make(25, 3, transactional_id=TXN_ID,
+                                                producer_id=999_999, producer_epoch=0,
+                                                group_id=GROUP)),
+    "EndTxn": (26, 3, lambda _r: _make(26, 3, transactional_id=TXN_ID, producer_id=999_999,
+                                       producer_epoch=0, committed=False)),
+    "TxnOffsetCommit": (28, 3, lambda _r: _make(
+        28, 3, transactional_id=TXN_ID, group_id=GROUP, producer_id=999_999,
+        producer_epoch=0, topics=_topic_offsets(28, 3, "TxnOffsetCommitRequestTopic",
+                                                "TxnOffsetCommitRequestPartition"))),
+    "DescribeConfigs": (32, 4, lambda r: _make(32, 4, resources=(_make(
+        32, 4, "DescribeConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
+        resource_name="0" if r is access.CLUSTER else TOPIC),))),
+    "DeleteGroups": (42, 2, lambda _r: _make(42, 2, groups_names=(GROUP,))),
+}
+
+#: What a role is granted to meet each requirement: (kind, resource, action); None: a super-user.
+GRANTS: dict[Requirement, tuple[str, str, str] | None] = {
+    access.TOPIC_PRODUCE: ("topic", TOPIC, "produce"),
+    access.TOPIC_CONSUME: ("topic", TOPIC, "consume"),
+    access.TOPIC_LOOKUP: ("topic", TOPIC, "consume"),
+    access.TOPIC_ADMIN: ("topic", "acc.*", "admin"),
+    access.GROUP_CONSUME: ("group", GROUP, "consume"),
+    access.GROUP_LOOKUP: ("group", GROUP, "consume"),
+    access.GROUP_ADMIN: ("group", GROUP, "admin"),
+    access.TXN_PRODUCE: ("group", TXN_ID, "produce"),
+    access.IDEMPOTENT: ("topic", TOPIC, "produce"),
+    access.CLUSTER: None,
+}
+
+_ROLES = itertools.count()
+
+
+def _codes(value: Any) -> set[ErrorCode]:
+    """Every error code anywhere in a decoded response."""
+    if isinstance(value, ErrorCode):
+        return {value}
+    if isinstance(value, tuple):
+        return set().union(*(_codes(item) for item in value)) if value else set()
+    if is_dataclass(value):
+        return set().union(*(_codes(getattr(value, f.name)) for f in fields(value)))
+    return set()
+
+
+def _call(address: tuple[str, int], role: str, api: str, requirement: Requirement) -> Any:
+    api_key, version, make = REQUESTS[api]
+    with socket.create_connection(address, timeout=30) as sock:
+        sock.sendall(raw_request(api_key, version, 7, make(requirement), client_id=role))
+        correlation_id, response = read_response(sock, api_key, version)
+    assert correlation_id == 7
+    return response
+
+
+def _role_with(client: folio.Client, requirements: list[Requirement]) -> str:
+    """A new role granted ``requirements`` (the super-user if one needs the cluster)."""
+    if any(GRANTS[r] is None for r in requirements):
+        return "admin"
+    role = f"role-{next(_ROLES)}"
+    for requirement in requirements:
+        grant = GRANTS[requirement]
+        assert grant is not None
+        kind, resource, action = grant
+        client.grant_permission(role, resource, [action], kind=kind)  # type: ignore[arg-type]
+    return role
+
+
+def test_every_served_api_has_a_row_and_a_request() -> None:
+    served = {row.name for row in dispatch_table().rows()}
+    assert served == set(KAFKA_TABLE), "rows missing from broker/kafka/access.py's KAFKA_TABLE"
+    assert served == set(REQUESTS)
+    assert {r for row in KAFKA_TABLE.values() for r in row} <= set(GRANTS)
+
+
+_CASES = [(api, requirement) for api, row in sorted(KAFKA_TABLE.items())
+          for requirement in row]
+
+
+@pytest.mark.parametrize(("api", "requirement"), _CASES,
+                         ids=[f"{api}-{r.need.value}-{r.resource.value}" for api, r in _CASES])
+def test_each_row_refuses_without_and_allows_with_its_permission(
+        secured: BookieProcess, admin: folio.Client, api: str, requirement: Requirement) -> None:
+    address = kafka_address(secured)
+    others = [r for r in KAFKA_TABLE[api] if r is not requirement and GRANTS[r] is not None]
+    without = _role_with(admin, others)
+    refused = _codes(_call(address, without, api, requirement))
+    assert requirement.refused in refused, (api, requirement, refused)
+    allowed = _codes(_call(address, _role_with(admin, list(KAFKA_TABLE[api])), api,
+                           requirement))
+    assert not allowed & _AUTH_FAILED, (api, requirement, allowed)
