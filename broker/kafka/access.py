@@ -96,6 +96,8 @@ TXN_PRODUCE: Final = Requirement(Need.PRODUCE, KafkaResource.TRANSACTIONAL_ID,
 #: IdempotentWrite: ``produce`` on any one topic (checked by ``may_produce_somewhere``).
 IDEMPOTENT: Final = Requirement(Need.PRODUCE, KafkaResource.CLUSTER, "produce on any topic")
 CLUSTER: Final = Requirement(Need.SUPER_USER, KafkaResource.CLUSTER, "the cluster")
+ACL_ADMIN: Final = Requirement(Need.ADMIN, KafkaResource.CLUSTER,
+                               "admin covering each ACL's topic or group pattern")
 
 #: Every served API (by its dispatch row's name) and what it checks. Lists
 #: (ListGroups, Metadata of all topics) show only what the role may see.
@@ -121,6 +123,9 @@ KAFKA_TABLE: Final[dict[str, tuple[Requirement, ...]]] = {
     "AddOffsetsToTxn": (TXN_PRODUCE, GROUP_CONSUME),
     "EndTxn": (TXN_PRODUCE,),
     "TxnOffsetCommit": (GROUP_CONSUME, TOPIC_CONSUME),
+    "DescribeAcls": (CLUSTER,),
+    "CreateAcls": (ACL_ADMIN,),
+    "DeleteAcls": (ACL_ADMIN,),
     "DescribeConfigs": (TOPIC_LOOKUP, CLUSTER),
     "DeleteGroups": (GROUP_ADMIN,),
 }

@@ -94,6 +94,12 @@ def _topic_offsets(api_key: int, version: int, topic_cls: str, partition_cls: st
               committed_metadata=None),)),)
 
 
+def _acl_filter(cls: str | None) -> dict[str, Any]:
+    return {"resource_type_filter": 2, "resource_name_filter": TOPIC, "pattern_type_filter": 3,
+            "principal_filter": "User:someone", "host_filter": None, "operation": 1,
+            "permission_type": 1}
+
+
 #: Per API: (api key, version, the request exercising ``requirement``).
 REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
     "ApiVersions": (18, 3, lambda _r: _make(18, 3, client_software_name="t",
@@ -156,6 +162,12 @@ REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
         28, 3, transactional_id=TXN_ID, group_id=GROUP, producer_id=999_999,
         producer_epoch=0, topics=_topic_offsets(28, 3, "TxnOffsetCommitRequestTopic",
                                                 "TxnOffsetCommitRequestPartition"))),
+    "DescribeAcls": (29, 2, lambda _r: _make(29, 2, **_acl_filter(None))),
+    "CreateAcls": (30, 2, lambda _r: _make(30, 2, creations=(_make(
+        30, 2, "AclCreation", resource_type=2, resource_name=TOPIC, resource_pattern_type=3,
+        principal="User:someone", host="*", operation=3, permission_type=3),))),
+    "DeleteAcls": (31, 2, lambda _r: _make(31, 2, filters=(
+        _make(31, 2, "DeleteAclsFilter", **_acl_filter(None)),))),
     "DescribeConfigs": (32, 4, lambda r: _make(32, 4, resources=(_make(
         32, 4, "DescribeConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
         resource_name="0" if r is access.CLUSTER else TOPIC),))),
@@ -173,6 +185,7 @@ GRANTS: dict[Requirement, tuple[str, str, str] | None] = {
     access.GROUP_ADMIN: ("group", GROUP, "admin"),
     access.TXN_PRODUCE: ("group", TXN_ID, "produce"),
     access.IDEMPOTENT: ("topic", TOPIC, "produce"),
+    access.ACL_ADMIN: ("topic", TOPIC, "admin"),
     access.CLUSTER: None,
 }
 
