@@ -6,7 +6,10 @@ client id names (TEST ONLY: SASL sets the principal for real). For each
 requirement of each row, the API is called by a role holding every other
 permission of the row but that one (the row's Kafka error code comes back)
 and by a role granted all of them (no authorisation error). The grants are
-made over gRPC, so the same grants are seen by both front ends.
+made over gRPC, so the same grants are seen by both front ends. Then: lists
+(Metadata of all topics, ListGroups) show only what the role may see and an
+unauthenticated connection sees nothing; librdkafka's idempotent and
+transactional producers are refused, then allowed, as Kafka's ACL model says.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ import datetime
 import itertools
 import socket
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import fields, is_dataclass
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
@@ -248,3 +253,127 @@ def test_each_row_refuses_without_and_allows_with_its_permission(
     allowed = _codes(_call(address, _role_with(admin, list(KAFKA_TABLE[api])), api,
                            requirement))
     assert not allowed & _AUTH_FAILED, (api, requirement, allowed)
+    # A super-user passes every check.
+    assert not _codes(_call(address, "admin", api, requirement)) & _AUTH_FAILED
+
+
+def _metadata(address: tuple[str, int], role: str | None, names: list[str] | None) -> Any:
+    request = _make(3, 9, topics=None if names is None else tuple(
+        _make(3, 9, "MetadataRequestTopic", name=name) for name in names),
+        include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+    with socket.create_connection(address, timeout=30) as sock:
+        sock.sendall(raw_request(3, 9, 1, request, client_id=role))  # type: ignore[arg-type]
+        return read_response(sock, 3, 9)[1]
+
+
+def test_lists_show_only_what_the_role_may_see_and_names_do_not_leak(
+        secured: BookieProcess, admin: folio.Client) -> None:
+    address = kafka_address(secured)
+    admin.create_topic("seen.a")
+    admin.create_topic("hidden.b")
+    admin.grant_permission("browser", "seen.*", ["consume"])
+    listed = {topic.name for topic in _metadata(address, "browser", None).topics}
+    assert listed == {"seen.a"}
+    assert {"seen.a", "hidden.b", TOPIC} <= {t.name for t in _metadata(address, "admin",
+                                                                       None).topics}
+    named = {topic.name: topic.error_code for topic in _metadata(
+        address, "browser", ["seen.a", "hidden.b", "never.made", "seen.never"]).topics}
+    # An unknown topic is refused like a hidden one (as Kafka answers an unauthorized
+    # role), unless the role may see that name: then it is unknown, and not created.
+    assert named == {"seen.a": ErrorCode.none,
+                     "hidden.b": ErrorCode.topic_authorization_failed,
+                     "never.made": ErrorCode.topic_authorization_failed,
+                     "seen.never": ErrorCode.unknown_topic_or_partition}
+    # An unauthenticated connection (no principal) has no role: it sees nothing.
+    assert _metadata(address, None, None).topics == ()
+
+
+def test_list_groups_shows_only_the_groups_the_role_has_a_permission_on(
+        secured: BookieProcess, admin: folio.Client) -> None:
+    address = kafka_address(secured)
+    admin.grant_permission("joiner", "team.*", ["consume"], kind="group")
+    for group in ("team.one", "other.two"):  # a commit without members makes the group
+        commit = _make(8, 8, group_id=group, member_id="", topics=_topic_offsets(
+            8, 8, "OffsetCommitRequestTopic", "OffsetCommitRequestPartition"))
+        with socket.create_connection(address, timeout=30) as sock:
+            sock.sendall(raw_request(8, 8, 1, commit, client_id="admin"))
+            assert _codes(read_response(sock, 8, 8)[1]) == {ErrorCode.none}
+
+    def listed(role: str) -> set[str]:
+        with socket.create_connection(address, timeout=30) as sock:
+            sock.sendall(raw_request(16, 4, 1, _make(16, 4), client_id=role))
+            return {group.group_id for group in read_response(sock, 16, 4)[1].groups}
+
+    assert {"team.one", "other.two"} <= listed("admin")
+    assert listed("joiner") == {"team.one"}
+    assert listed("stranger") == set()
+
+
+def _bootstrap(secured: BookieProcess) -> str:
+    host, port = kafka_address(secured)
+    return f"{host}:{port}"
+
+
+def _idempotent_produce(bootstrap: str, role: str, topic: str) -> list[int]:
+    """Produce one record idempotently as ``role``: the Kafka error codes seen (none: written).
+
+    No delivery callback: librdkafka raises a fatal error (no producer id) through the
+    next call, and a Python callback would run with that exception pending.
+    """
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": role,
+                         "enable.idempotence": True, "message.timeout.ms": 15_000})
+    try:
+        producer.produce(topic, value=b"once", partition=0)
+        left = producer.flush(30)
+    except KafkaException as error:
+        return [error.args[0].code()]
+    finally:
+        del producer
+    assert left == 0, "the record was neither written nor refused"
+    return []
+
+
+def test_librdkafka_idempotent_producer_needs_produce_on_some_topic(
+        secured: BookieProcess, admin: folio.Client) -> None:
+    admin.create_topic("idem.t")
+    bootstrap = _bootstrap(secured)
+    # It may see the topic (consume), but produce nowhere: no producer id.
+    admin.grant_permission("idem-none", "idem.t", ["consume"])
+    assert KafkaError.CLUSTER_AUTHORIZATION_FAILED in _idempotent_produce(
+        bootstrap, "idem-none", "idem.t")
+    admin.grant_permission("idem-ok", "idem.t", ["produce"])
+    assert _idempotent_produce(bootstrap, "idem-ok", "idem.t") == []
+
+
+def test_librdkafka_transactional_producer_needs_produce_on_its_transactional_id(
+        secured: BookieProcess, admin: folio.Client) -> None:
+    admin.create_topic("txp.t")
+    bootstrap = _bootstrap(secured)
+    for role in ("tx-none", "tx-ok"):
+        admin.grant_permission(role, "txp.t", ["produce"])
+    settings = {"bootstrap.servers": bootstrap, "transactional.id": "txp.app",
+                "transaction.timeout.ms": 30_000}
+    refused = Producer({**settings, "client.id": "tx-none"})
+    with pytest.raises(KafkaException) as failed:
+        refused.init_transactions(30)
+    assert failed.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    admin.grant_permission("tx-ok", "txp.app", ["produce"], kind="group")
+    producer = Producer({**settings, "client.id": "tx-ok"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("txp.t", value=b"committed", partition=0)
+    producer.commit_transaction(30)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": "admin",
+                         "group.id": "txp.check", "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("txp.t", 0, 0)])
+    try:
+        deadline = time.monotonic() + 30
+        message = None
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+        assert message is not None and message.error() is None
+        assert message.value() == b"committed"
+    finally:
+        consumer.close()
+        del refused, producer  # librdkafka handles: gone before the broker stops
