@@ -14,7 +14,13 @@ from typing import Protocol
 from broker.auth.permissions import AclTable, Action, Grant, ResourceKind
 from broker.clip import clip
 
-__all__ = ["Access", "Grants", "Need"]
+__all__ = ["MAX_ANSWERS", "Access", "Grants", "Need"]
+
+#: Answers remembered per table (role x need x resource); emptied when full.
+MAX_ANSWERS = 4096
+#: Longest role and name (together) whose answer is kept: names are at most 256
+#: characters in grants, 249 in Kafka; longer ones are refused anyway.
+_MAX_CACHED_CHARS = 1024
 
 
 class Need(Enum):
@@ -66,6 +72,11 @@ class Access:
     def __init__(self, acls: Grants, super_users: Collection[str] = ()) -> None:
         self.acls = acls
         self.super_users = frozenset(super_users)
+        # Answers for the table they were made from: a Kafka Produce checks each
+        # partition, and scanning a role's grants costs ~1 us per grant; a change
+        # of the grants replaces the table, which empties the cache.
+        self._answers: dict[tuple[str, Need, ResourceKind, str], str | None] = {}
+        self._answered: AclTable | None = None
 
     @property
     def table(self) -> AclTable:
@@ -87,17 +98,20 @@ class Access:
         if need is Need.SUPER_USER:
             return f"role {clip(role)!r} is not a super-user"
         table = self.acls.table
-        action = need.action
-        if action is None:  # LOOKUP: any permission on it
-            if table.allows_any(role, kind, name):
-                return None
-            return (f"role {clip(role)!r} has no permission on {kind.value} {clip(name)!r} "
-                    "(any of produce, consume, admin lets it look the topic up)")
-        allowed = (table.covers(role, kind, name, action) if name.endswith("*")
-                   else table.allows(role, kind, name, action))
-        if allowed:
-            return None
-        return f"role {clip(role)!r} lacks {action.value} permission on {kind.value} {clip(name)!r}"
+        if table is not self._answered:
+            self._answers.clear()
+            self._answered = table
+        key = (role, need, kind, name)
+        try:
+            return self._answers[key]
+        except KeyError:
+            pass
+        why = _denial(table, role, need, kind, name)
+        if len(name) + len(role) <= _MAX_CACHED_CHARS:  # a long name is not kept
+            if len(self._answers) >= MAX_ANSWERS:
+                self._answers.clear()
+            self._answers[key] = why
+        return why
 
     def allows(self, role: str, need: Need, kind: ResourceKind, name: str) -> bool:
         """Whether ``role`` may do ``need`` on ``kind`` ``name``."""
@@ -108,3 +122,18 @@ class Access:
         return role in self.super_users or any(
             grant.role == role and grant.kind is kind and action in grant.actions
             for grant in self.acls.table.grants)
+
+
+def _denial(table: AclTable, role: str, need: Need, kind: ResourceKind, name: str) -> str | None:
+    action = need.action
+    if action is None:  # LOOKUP: any permission on it
+        if table.allows_any(role, kind, name):
+            return None
+        return (f"role {clip(role)!r} has no permission on {kind.value} {clip(name)!r} "
+                "(any of produce, consume, admin lets it look the topic up)")
+    allowed = (table.covers(role, kind, name, action) if name.endswith("*")
+               else table.allows(role, kind, name, action))
+    if allowed:
+        return None
+    return f"role {clip(role)!r} lacks {action.value} permission on {kind.value} {clip(name)!r}"
+

@@ -51,3 +51,16 @@ def test_has_any_is_a_grant_of_the_action_on_some_resource_of_the_kind() -> None
     assert access.has_any("app", GROUP, Action.PRODUCE)
     assert access.has_any("root", TOPIC, Action.PRODUCE)
     assert not access.has_any("nobody", TOPIC, Action.CONSUME)
+
+
+def test_answers_follow_the_grants_when_they_change() -> None:
+    grants = _Grants()
+    access = Access(grants)
+    assert not access.allows("app", Need.CONSUME, TOPIC, "orders")
+    grants.table = AclTable([Grant("app", TOPIC, "orders", frozenset({Action.CONSUME}))])
+    assert access.allows("app", Need.CONSUME, TOPIC, "orders")
+    grants.table = AclTable()
+    assert not access.allows("app", Need.CONSUME, TOPIC, "orders")
+    long_name = "o" * 100_000  # checked, never kept
+    assert not access.allows("app", Need.CONSUME, TOPIC, long_name)
+    assert all(len(key[3]) < 1024 for key in access._answers)
