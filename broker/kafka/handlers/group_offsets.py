@@ -64,18 +64,17 @@ async def handle_offset_commit(context: KafkaContext, call: Call) -> Any:
     """Commit each partition's offset for the group."""
     cls = response_class(OFFSET_COMMIT_KEY, call.version)
     request = call.request
-    items, refused = split_refused(context, call, commit_items(request))
+    every = commit_items(request)
     code, coordinators = checked_coordinators(context, call, GROUP_CONSUME, GROUP_KEY,
                                               request.group_id)
-    if coordinators is None:
-        errors = {(item.topic, item.partition): code for item in items}
-    elif items:
-        errors = await coordinators.groups.commit(
-            request.group_id, request.generation_id_or_member_epoch, request.member_id, items,
-            getattr(request, "group_instance_id", None))
+    if coordinators is None:  # the group's error (its authorisation first) on every partition
+        errors = {(item.topic, item.partition): code for item in every}
     else:
-        errors = {}
-    errors.update(refused)
+        items, errors = split_refused(context, call, every)
+        if items:
+            errors.update(await coordinators.groups.commit(
+                request.group_id, request.generation_id_or_member_epoch, request.member_id,
+                items, getattr(request, "group_instance_id", None)))
     return build(cls, throttle_time=ZERO, topics=topic_answers(
         cls, "OffsetCommitResponseTopic", "OffsetCommitResponsePartition", errors))
 

@@ -136,21 +136,20 @@ async def handle_txn_offset_commit(context: KafkaContext, call: Call) -> Any:
     """Keep the offsets with the producer's transaction (written when it commits)."""
     cls = response_class(TXN_OFFSET_COMMIT_KEY, call.version)
     request = call.request
-    items, refused = split_refused(context, call, commit_items(request))
+    every = commit_items(request)
     code, producers = _producers(context, None, request.transactional_id)
     if not allowed(context, call, GROUP_CONSUME, request.group_id):
         code, producers = GROUP_CONSUME.refused, None
-    if producers is None:
-        errors = {(item.topic, item.partition): code for item in items}
-    elif items:
-        errors = await producers.add_offsets(
-            request.transactional_id, request.producer_id, request.producer_epoch,
-            request.group_id, getattr(request, "generation_id", -1),
-            getattr(request, "member_id", ""), items,
-            getattr(request, "group_instance_id", None))
+    if producers is None:  # the group's (or coordinator's) error on every partition
+        errors = {(item.topic, item.partition): code for item in every}
     else:
-        errors = {}
-    errors.update(refused)
+        items, errors = split_refused(context, call, every)
+        if items:
+            errors.update(await producers.add_offsets(
+                request.transactional_id, request.producer_id, request.producer_epoch,
+                request.group_id, getattr(request, "generation_id", -1),
+                getattr(request, "member_id", ""), items,
+                getattr(request, "group_instance_id", None)))
     return build(cls, throttle_time=ZERO, topics=topic_answers(
         cls, "TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition", errors))
 
