@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from broker.api import Topics
 from broker.app.cluster_ownership import ClusterOwnership
+from broker.auth.access import Access
 from broker.broker_config import BrokerConfig
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator
@@ -30,7 +31,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
                       store: MetadataStore,
                       txn_coordinator: TxnCoordinator | None = None, *,
                       ownership: ClusterOwnership | None = None,
-                      served: Topics | None = None) -> KafkaServer | None:
+                      served: Topics | None = None,
+                      access: Access | None = None) -> KafkaServer | None:
     """The started Kafka listener, or None when ``kafka_port`` is -1 (off).
 
     Consumer groups are served with it; transactional producers too when
@@ -41,6 +43,9 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     its session), names every broker and each partition's owner in Metadata,
     and coordinates the groups of its containers (``broker.app.kafka_cluster``);
     its Kafka address is set on ``ownership`` for its records.
+
+    ``access``: the grants' check every Kafka call is authorised by
+    (``broker.kafka.access``); None (no token authentication): none is.
 
     Raises ``OSError`` if the port is taken, ``KafkaUnavailableError`` without
     the ``kafka`` extra.
@@ -62,7 +67,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
             f"--kafka-port needs the kafka extra (pip install 'folio[kafka]'): {error}"
         ) from None
     context = KafkaContext(served or topics, config.kafka_advertised_host or config.host,
-                           ProducerIds(store), advertised_port=config.kafka_advertised_port)
+                           ProducerIds(store), advertised_port=config.kafka_advertised_port,
+                           authorizer=access)
     cluster = None
     if ownership is not None:
         owners = ownership.owners

@@ -45,7 +45,7 @@ from broker.api import TopicConfig, Topics
 from broker.app.cluster_ownership import ClusterOwnership
 from broker.app.kafka_listener import KafkaUnavailableError, start_kafka
 from broker.app.storage_watch import StorageWatch
-from broker.auth import AclStore, Authorizer
+from broker.auth import Access, AclStore, Authorizer
 from broker.broker_config import BookieSecurity, BrokerConfig, RemoteBookies
 from broker.groups.backlog import GroupBacklog
 from broker.groups.liveness import GroupLiveness
@@ -325,7 +325,8 @@ async def _serve_api(
         return _fail(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error}")
     try:
         kafka = await start_kafka(config, topics, store, coordinator, ownership=ownership,
-                                  served=served)
+                                  served=served, access=Access(acls, config.super_user_roles())
+                                  if config.token_auth else None)
     except (OSError, KafkaUnavailableError) as error:
         await server.stop(0)
         metrics.shutdown()

@@ -14,6 +14,9 @@ the authenticated role may do:
 - ``rpc_table``: THE table: every RPC of the public API and the permission it
   needs on which resource. A test enumerates the services from the proto
   descriptors and fails on any RPC missing here.
+- ``access``: THE check, transport-neutral: may role R do what a ``Need``
+  says on topic or group X? The gRPC rows and the Kafka handlers
+  (``broker.kafka.access``) both ask it.
 - ``authorizer``: wraps each call's handler to enforce its row; the Append
   stream is checked once per flow (at its ``SetupAppend``), never per block.
 
@@ -21,9 +24,10 @@ Super-users (``--super-users``) may do everything. Without token
 authentication none of this runs.
 """
 
+from broker.auth.access import Access, Need
 from broker.auth.acl_store import AclStore
 from broker.auth.authorizer import Authorizer, setup_check
 from broker.auth.permissions import AclTable, Action, Grant, ResourceKind
 
-__all__ = ["AclStore", "AclTable", "Action", "Authorizer", "Grant", "ResourceKind",
-           "setup_check"]
+__all__ = ["Access", "AclStore", "AclTable", "Action", "Authorizer", "Grant", "Need",
+           "ResourceKind", "setup_check"]

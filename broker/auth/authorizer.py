@@ -24,10 +24,10 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
+from broker.auth.access import Access
 from broker.auth.acl_store import AclStore
 from broker.auth.permissions import ResourceKind
 from broker.auth.rpc_table import Need, Rule, rule_for, topic_of
-from broker.clip import clip
 from broker.errors import PermissionDeniedError
 from ledger.security.interceptor import refusing_handler
 from ledger.security.tokens import Principal
@@ -61,44 +61,28 @@ class Authorizer:
     """
 
     def __init__(self, acls: AclStore, super_users: Collection[str] = ()) -> None:
-        self._acls = acls
-        self._super_users = frozenset(super_users)
+        #: The transport-neutral check, which the Kafka front end asks too.
+        self.access = Access(acls, super_users)
         # (method, role) -> (the handler wrapped, the wrapper): a wrapper depends
         # only on those, so calls after the first reuse it (bounded).
         self._wrapped: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     def denial(self, role: str, rule: Rule, request: Any) -> str | None:
         """Why ``role`` may not make this call; None if it may."""
-        if role in self._super_users or rule.need is Need.AUTHENTICATED:
-            return None
-        if rule.need is Need.SUPER_USER:
-            return f"role {clip(role)!r} is not a super-user"
-        table = self._acls.table
+        if rule.need in (Need.AUTHENTICATED, Need.SUPER_USER):
+            return self.access.denial(role, rule.need, ResourceKind.TOPIC, "")
         for kind, name in rule.resources(request):
-            action = rule.need.action
-            if action is None:  # LOOKUP: any permission on it
-                if not table.allows_any(role, kind, name):
-                    return (f"role {clip(role)!r} has no permission on {kind.value} "
-                            f"{clip(name)!r} (any of produce, consume, admin lets it look "
-                            "the topic up)")
-                continue
-            allowed = (table.covers(role, kind, name, action) if name.endswith("*")
-                       else table.allows(role, kind, name, action))
-            if not allowed:
-                return (f"role {clip(role)!r} lacks {action.value} permission on {kind.value} "
-                        f"{clip(name)!r}")
+            why = self.access.denial(role, rule.need, kind, name)
+            if why is not None:
+                return why
         return None
 
     def setup_check(self, role: str, rule: Rule) -> SetupCheck:
         """The per-flow check of an Append stream by ``role``."""
         def check(segment: str) -> None:
-            if role in self._super_users:
-                return
-            name = topic_of(segment)
-            if not self._acls.table.allows(role, ResourceKind.TOPIC, name,
-                                           rule.need.action):  # type: ignore[arg-type]
-                raise PermissionDeniedError(
-                    f"role {clip(role)!r} lacks produce permission on topic {clip(name)!r}")
+            why = self.access.denial(role, rule.need, ResourceKind.TOPIC, topic_of(segment))
+            if why is not None:
+                raise PermissionDeniedError(why)
         return check
 
     def wrap(self, method: str, principal: Principal, handler: Any) -> Any:
@@ -117,7 +101,7 @@ class Authorizer:
         rule = rule_for(method)
         if rule.per_flow:
             return _per_flow(handler, self.setup_check(role, rule))
-        if role in self._super_users or rule.need is Need.AUTHENTICATED:
+        if self.access.is_super_user(role) or rule.need is Need.AUTHENTICATED:
             return handler
 
         async def refuse_if_denied(request: Any, context: _Context) -> None:

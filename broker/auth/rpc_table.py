@@ -32,36 +32,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Final
 
 from broker._proto.v1 import internal_pb2
-from broker.auth.permissions import Action, ResourceKind
+from broker.auth.access import Need
+from broker.auth.permissions import ResourceKind
 from broker.errors import NoSuchSegmentError
 from broker.segments.names import parse_segment_name
 from folio.api.v1 import admin_pb2, append_pb2, groups_pb2, read_pb2, transactions_pb2
 
 __all__ = ["RPC_TABLE", "Need", "Rule", "rule_for"]
-
-
-class Need(Enum):
-    """What a call needs, beyond a valid token."""
-
-    PRODUCE = "produce"
-    CONSUME = "consume"
-    ADMIN = "admin"
-    #: Any permission on the resource (look a topic up before writing or reading it).
-    LOOKUP = "lookup"
-    #: Nothing more (see the module docstring for which and why).
-    AUTHENTICATED = "authenticated"
-    #: A super-user role.
-    SUPER_USER = "super-user"
-
-    @property
-    def action(self) -> Action | None:
-        """The grant action this need is, if it is one."""
-        return {Need.PRODUCE: Action.PRODUCE, Need.CONSUME: Action.CONSUME,
-                Need.ADMIN: Action.ADMIN}.get(self)
 
 
 Resources = Callable[[Any], list[tuple[ResourceKind, str]]]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from broker.kafka.dispatch import Api, DispatchTable
 from broker.kafka.handlers import (
+    acls,
     api_versions,
     configs,
     fetch,
@@ -40,6 +41,8 @@ HANDLER_MODULES = (
     group_offsets,
     group_admin,
     transactions,
+    # ACL admin on Folio's grants (docs/kafka.md, "Permissions").
+    acls,
 )
 
 

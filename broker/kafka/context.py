@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.api import Topics
+from broker.auth.access import Access
 from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.nodes import ClusterNodes
 from broker.kafka.producer_ids import ProducerIds
@@ -48,6 +49,8 @@ class KafkaContext:
             transaction requests answer COORDINATOR_NOT_AVAILABLE).
         nodes: the cluster's brokers and partition leaders (None: this
             broker alone, node ``NODE_ID``, leads every partition).
+        authorizer: checks each call's principal against the grants
+            (``broker.kafka.access``); None: no authorisation, all allowed.
     """
 
     topics: Topics
@@ -62,3 +65,4 @@ class KafkaContext:
     transactional_producer_id: TransactionalProducerId | None = None
     coordinators: KafkaCoordinators | None = None
     nodes: ClusterNodes | None = None
+    authorizer: Access | None = None

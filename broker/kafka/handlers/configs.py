@@ -13,6 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import BrokerError
+from broker.kafka.access import CLUSTER, TOPIC_LOOKUP, allowed
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
@@ -39,7 +40,13 @@ async def handle_describe_configs(context: KafkaContext, call: Call) -> Any:
     results = []
     for resource in call.request.resources:
         code, message, configs = ErrorCode.none, None, {}
-        if resource.resource_type == _TOPIC:
+        if resource.resource_type == _TOPIC and not allowed(context, call, TOPIC_LOOKUP,
+                                                            resource.resource_name):
+            code = TOPIC_LOOKUP.refused
+            message = f"no permission on topic {resource.resource_name!r}"
+        elif resource.resource_type == _BROKER and not allowed(context, call, CLUSTER, ""):
+            code, message = CLUSTER.refused, "a broker's configs are a super-user's"
+        elif resource.resource_type == _TOPIC:
             try:
                 check_served(resource.resource_name)
                 info = await context.topics.get_topic(resource.resource_name)

@@ -30,6 +30,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.api import Isolation, SegmentHandle
 from broker.errors import BrokerError
+from broker.kafka.access import TOPIC_CONSUME, allowed
 from broker.kafka.blocks import batch_of_block
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
@@ -87,7 +88,10 @@ async def handle_fetch(context: KafkaContext, call: Call) -> Any:
     wait_s = min(max(request.max_wait.total_seconds(), 0.0), MAX_WAIT_S)
     deadline = loop.time() + wait_s
     for part in parts:
-        await _open(context, part)
+        if allowed(context, call, TOPIC_CONSUME, part.topic):
+            await _open(context, part)
+        else:
+            part.error = TOPIC_CONSUME.refused
     while True:
         total = 0
         for part in parts:

@@ -11,6 +11,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.kafka.access import GROUP_LOOKUP, TXN_PRODUCE, allowed
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.handlers.coordination import ZERO
@@ -22,9 +23,13 @@ __all__ = ["FIND_COORDINATOR_KEY", "ROWS"]
 FIND_COORDINATOR_KEY = 10
 
 
-def _find(context: KafkaContext, key_type: int, key: str) -> tuple[ErrorCode, Node | None]:
+def _find(context: KafkaContext, call: Call, key_type: int,
+          key: str) -> tuple[ErrorCode, Node | None]:
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         return ErrorCode.invalid_request, None
+    requirement = GROUP_LOOKUP if key_type == GROUP_KEY else TXN_PRODUCE
+    if not allowed(context, call, requirement, key):
+        return requirement.refused, None
     if context.coordinators is None:
         return ErrorCode.coordinator_not_available, None
     node = context.coordinators.locator.coordinator_of(key_type, key)
@@ -42,12 +47,12 @@ async def handle_find_coordinator(context: KafkaContext, call: Call) -> Any:
         entry_cls = nested(cls, "Coordinator")
         entries = []
         for key in request.coordinator_keys:
-            code, node = _find(context, key_type, key)
+            code, node = _find(context, call, key_type, key)
             entries.append(build(entry_cls, key=key, node_id=node.node_id if node else -1,
                                  host=node.host if node else "", port=node.port if node else -1,
                                  error_code=code, error_message=_message(code)))
         return build(cls, throttle_time=ZERO, coordinators=tuple(entries))
-    code, node = _find(context, key_type, request.key)
+    code, node = _find(context, call, key_type, request.key)
     return build(cls, throttle_time=ZERO, error_code=code, error_message=_message(code),
                  node_id=node.node_id if node else -1, host=node.host if node else "",
                  port=node.port if node else -1)

@@ -14,10 +14,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.kafka.access import GROUP_ADMIN, GROUP_LOOKUP, allowed
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.groups.states import GroupState, by_name
-from broker.kafka.handlers.coordination import ZERO, coordinators_for
+from broker.kafka.handlers.coordination import ZERO, checked_coordinators
 from broker.kafka.locator import GROUP_KEY
 from broker.kafka.messages import build, nested, response_class
 
@@ -37,7 +38,8 @@ async def handle_describe_groups(context: KafkaContext, call: Call) -> Any:
     member_cls = nested(cls, "DescribedGroupMember")
     described = []
     for group_id in call.request.groups:
-        code, coordinators = coordinators_for(context, GROUP_KEY, group_id)
+        code, coordinators = checked_coordinators(context, call, GROUP_LOOKUP, GROUP_KEY,
+                                                  group_id)
         if coordinators is None:
             described.append(build(group_cls, error_code=code, group_id=group_id,
                                    group_state="", protocol_type="", protocol_data="",
@@ -75,7 +77,9 @@ async def handle_list_groups(context: KafkaContext, call: Call) -> Any:
     groups = tuple(build(listed_cls, group_id=summary.group_id,
                          protocol_type=summary.protocol_type,
                          group_state=summary.state.value, group_type="classic")
-                   for summary in coordinators.groups.list_groups(states, None))
+                   for summary in coordinators.groups.list_groups(states, None)
+                   # Only the groups the role may see, as Kafka lists them.
+                   if allowed(context, call, GROUP_LOOKUP, summary.group_id))
     return build(cls, throttle_time=ZERO, error_code=ErrorCode.none, groups=groups)
 
 
@@ -85,7 +89,8 @@ async def handle_delete_groups(context: KafkaContext, call: Call) -> Any:
     result_cls = nested(cls, "DeletableGroupResult")
     results = []
     for group_id in call.request.groups_names:
-        code, coordinators = coordinators_for(context, GROUP_KEY, group_id)
+        code, coordinators = checked_coordinators(context, call, GROUP_ADMIN, GROUP_KEY,
+                                                  group_id)
         if coordinators is not None:
             code = await coordinators.groups.delete_group(group_id)
         results.append(build(result_cls, group_id=group_id, error_code=code))

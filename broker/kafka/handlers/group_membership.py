@@ -13,10 +13,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.kafka.access import GROUP_CONSUME
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.groups.membership import JoinRequest
-from broker.kafka.handlers.coordination import ZERO, coordinators_for
+from broker.kafka.handlers.coordination import ZERO, checked_coordinators
 from broker.kafka.locator import GROUP_KEY
 from broker.kafka.messages import build, nested, response_class
 
@@ -37,7 +38,8 @@ async def handle_join_group(context: KafkaContext, call: Call) -> Any:
     """Join (or rejoin) a group; answered once the rebalance completes."""
     cls = response_class(JOIN_GROUP_KEY, call.version)
     request = call.request
-    code, coordinators = coordinators_for(context, GROUP_KEY, request.group_id)
+    code, coordinators = checked_coordinators(context, call, GROUP_CONSUME, GROUP_KEY,
+                                             request.group_id)
     if coordinators is None:
         return build(cls, throttle_time=ZERO, error_code=code, generation_id=-1,
                      protocol_type=None, protocol_name=None, leader="", skip_assignment=False,
@@ -70,7 +72,8 @@ async def handle_sync_group(context: KafkaContext, call: Call) -> Any:
     """The member's assignment of this generation (the leader's request brings them all)."""
     cls = response_class(SYNC_GROUP_KEY, call.version)
     request = call.request
-    code, coordinators = coordinators_for(context, GROUP_KEY, request.group_id)
+    code, coordinators = checked_coordinators(context, call, GROUP_CONSUME, GROUP_KEY,
+                                             request.group_id)
     if coordinators is None:
         return build(cls, throttle_time=ZERO, error_code=code, protocol_type=None,
                      protocol_name=None, assignment=b"")
@@ -88,7 +91,8 @@ async def handle_heartbeat(context: KafkaContext, call: Call) -> Any:
     """NONE, or what the member must do (rejoin, ...)."""
     cls = response_class(HEARTBEAT_KEY, call.version)
     request = call.request
-    code, coordinators = coordinators_for(context, GROUP_KEY, request.group_id)
+    code, coordinators = checked_coordinators(context, call, GROUP_CONSUME, GROUP_KEY,
+                                             request.group_id)
     if coordinators is not None:
         code = coordinators.groups.heartbeat(request.group_id, request.generation_id,
                                              request.member_id,
@@ -104,7 +108,8 @@ async def handle_leave_group(context: KafkaContext, call: Call) -> Any:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         leaving = [(request.member_id, None)]
-    code, coordinators = coordinators_for(context, GROUP_KEY, request.group_id)
+    code, coordinators = checked_coordinators(context, call, GROUP_CONSUME, GROUP_KEY,
+                                             request.group_id)
     if coordinators is None:
         errors = [code] * len(leaving)
     else:

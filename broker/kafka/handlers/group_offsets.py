@@ -14,15 +14,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.kafka.access import GROUP_CONSUME, TOPIC_CONSUME, allowed
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.groups.coordinator import OffsetCommitItem
 from broker.kafka.groups.offsets import CommittedOffset, TopicPartition
-from broker.kafka.handlers.coordination import ZERO, coordinators_for
+from broker.kafka.handlers.coordination import ZERO, checked_coordinators
 from broker.kafka.locator import GROUP_KEY
 from broker.kafka.messages import build, nested, response_class
 
-__all__ = ["OFFSET_COMMIT_KEY", "OFFSET_FETCH_KEY", "ROWS", "commit_items", "topic_answers"]
+__all__ = ["OFFSET_COMMIT_KEY", "OFFSET_FETCH_KEY", "ROWS", "commit_items", "split_refused",
+           "topic_answers"]
 
 OFFSET_COMMIT_KEY = 8
 OFFSET_FETCH_KEY = 9
@@ -34,6 +36,15 @@ def commit_items(request: Any) -> list[OffsetCommitItem]:
         partition.committed_offset, getattr(partition, "committed_leader_epoch", -1),
         partition.committed_metadata))
         for topic in request.topics for partition in topic.partitions]
+
+
+def split_refused(context: KafkaContext, call: Call, items: list[OffsetCommitItem],
+                  ) -> tuple[list[OffsetCommitItem], dict[TopicPartition, ErrorCode]]:
+    """The items of topics the role may read, and the others' TOPIC_AUTHORIZATION_FAILED."""
+    kept = [item for item in items if allowed(context, call, TOPIC_CONSUME, item.topic)]
+    refused = {(item.topic, item.partition): TOPIC_CONSUME.refused for item in items
+               if not allowed(context, call, TOPIC_CONSUME, item.topic)}
+    return kept, refused
 
 
 def topic_answers(cls: Any, topic_name: str, partition_name: str,
@@ -53,14 +64,17 @@ async def handle_offset_commit(context: KafkaContext, call: Call) -> Any:
     """Commit each partition's offset for the group."""
     cls = response_class(OFFSET_COMMIT_KEY, call.version)
     request = call.request
-    items = commit_items(request)
-    code, coordinators = coordinators_for(context, GROUP_KEY, request.group_id)
-    if coordinators is None:
-        errors = {(item.topic, item.partition): code for item in items}
+    every = commit_items(request)
+    code, coordinators = checked_coordinators(context, call, GROUP_CONSUME, GROUP_KEY,
+                                              request.group_id)
+    if coordinators is None:  # the group's error (its authorisation first) on every partition
+        errors = {(item.topic, item.partition): code for item in every}
     else:
-        errors = await coordinators.groups.commit(
-            request.group_id, request.generation_id_or_member_epoch, request.member_id, items,
-            getattr(request, "group_instance_id", None))
+        items, errors = split_refused(context, call, every)
+        if items:
+            errors.update(await coordinators.groups.commit(
+                request.group_id, request.generation_id_or_member_epoch, request.member_id,
+                items, getattr(request, "group_instance_id", None)))
     return build(cls, throttle_time=ZERO, topics=topic_answers(
         cls, "OffsetCommitResponseTopic", "OffsetCommitResponsePartition", errors))
 
@@ -74,30 +88,35 @@ async def handle_offset_fetch(context: KafkaContext, call: Call) -> Any:
         group_cls = nested(cls, "OffsetFetchResponseGroup")
         groups = []
         for group in request.groups:
-            code, topics = _fetch_group(context, cls, call.version, group.group_id,
-                                        group.topics, stable)
+            code, topics = _fetch_group(context, call, cls, group.group_id, group.topics,
+                                        stable)
             groups.append(build(group_cls, group_id=group.group_id, topics=topics,
                                 error_code=code))
         return build(cls, throttle_time=ZERO, groups=tuple(groups))
-    code, topics = _fetch_group(context, cls, call.version, request.group_id, request.topics,
-                                stable)
+    code, topics = _fetch_group(context, call, cls, request.group_id, request.topics, stable)
     return build(cls, throttle_time=ZERO, topics=topics, error_code=code)
 
 
-def _fetch_group(context: KafkaContext, cls: Any, version: int, group_id: str,
+def _fetch_group(context: KafkaContext, call: Call, cls: Any, group_id: str,
                  asked: Any, stable: bool) -> tuple[ErrorCode, tuple[Any, ...]]:
+    version = call.version
     suffix = "s" if version >= 8 else ""
     topic_cls = nested(cls, "OffsetFetchResponseTopic" + suffix)
     partition_cls = nested(cls, "OffsetFetchResponsePartition" + suffix)
     partitions = None if asked is None else [
         (topic.name, index) for topic in asked for index in topic.partition_indexes]
-    code, coordinators = coordinators_for(context, GROUP_KEY, group_id)
+    code, coordinators = checked_coordinators(context, call, GROUP_CONSUME, GROUP_KEY, group_id)
     if coordinators is None:
         if version < 2:  # no group-level error: every partition carries it
             refused: list[_Answer] = [(tp, None, code) for tp in partitions or []]
             return ErrorCode.none, _topics(topic_cls, partition_cls, refused)
         return code, ()
     code, answers = coordinators.groups.fetch(group_id, partitions, stable)
+    if context.authorizer is not None:
+        # Topics the role may not read: left out of "all", refused when named.
+        answers = [answer if allowed(context, call, TOPIC_CONSUME, answer[0][0])
+                   else (answer[0], None, TOPIC_CONSUME.refused) for answer in answers
+                   if asked is not None or allowed(context, call, TOPIC_CONSUME, answer[0][0])]
     return code, _topics(topic_cls, partition_cls, answers)
 
 

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.api import Isolation
 from broker.errors import BrokerError
+from broker.kafka.access import TOPIC_CONSUME, allowed
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
@@ -43,8 +44,12 @@ async def handle_list_offsets(context: KafkaContext, call: Call) -> Any:
     for topic in call.request.topics:
         partitions = []
         for partition in topic.partitions:
-            code, offset, stamp = await _lookup(context, topic.name, partition.partition_index,
-                                                partition.timestamp, isolation)
+            if allowed(context, call, TOPIC_CONSUME, topic.name):
+                code, offset, stamp = await _lookup(context, topic.name,
+                                                    partition.partition_index,
+                                                    partition.timestamp, isolation)
+            else:
+                code, offset, stamp = TOPIC_CONSUME.refused, -1, -1
             partitions.append(build(partition_cls, partition_index=partition.partition_index,
                                     error_code=code, timestamp=stamp, offset=offset,
                                     leader_epoch=0))

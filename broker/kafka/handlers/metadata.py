@@ -11,6 +11,11 @@ sealed ones included. No topic is created by Metadata
 (``allow_auto_topic_creation`` is ignored: create topics with CreateTopics or
 ``folio topic create``); an unknown topic, or a system one (``_`` name), is
 UNKNOWN_TOPIC_OR_PARTITION.
+
+With authorisation (``broker.kafka.access``), all topics means those the role
+has any permission on; a topic asked by name without one is
+TOPIC_AUTHORIZATION_FAILED whether it exists or not (as Kafka answers, so
+names do not leak).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import BrokerError
+from broker.kafka.access import TOPIC_LOOKUP, allowed
 from broker.kafka.context import NODE_ID, KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
@@ -43,10 +49,14 @@ async def handle_metadata(context: KafkaContext, call: Call) -> Any:
     cls = response_class(METADATA_KEY, call.version)
     asked = call.request.topics
     if asked is None or (call.version == 0 and not asked):
-        names = [info.name for info in await context.topics.list_topics()]
+        # All topics: only those the role may see, as Kafka lists them.
+        names = [info.name for info in await context.topics.list_topics()
+                 if allowed(context, call, TOPIC_LOOKUP, info.name)]
     else:
         names = [topic.name for topic in asked if topic.name is not None]
-    topics = [await _topic(cls, context, name) for name in names]
+    topics = [await _topic(cls, context, name)
+              if allowed(context, call, TOPIC_LOOKUP, name) else _refused(cls, name)
+              for name in names]
     if context.nodes is None:
         this = Node(NODE_ID, context.host, context.advertised_port or context.port)
         nodes = [this]
@@ -69,6 +79,13 @@ def _leader(context: KafkaContext, topic: str, number: int) -> int:
         return NODE_ID
     node = context.nodes.leader_of(make_segment_name(topic, number))
     return -1 if node is None else node.node_id
+
+
+def _refused(cls: Any, name: str) -> Any:
+    """A topic asked by name that the role may not see (whether it exists or not)."""
+    return build(nested(cls, "MetadataResponseTopic"), error_code=TOPIC_LOOKUP.refused,
+                 name=name, topic_id=_NO_TOPIC_ID, is_internal=False, partitions=(),
+                 topic_authorized_operations=0)
 
 
 async def _topic(cls: Any, context: KafkaContext, name: str) -> Any:

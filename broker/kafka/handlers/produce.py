@@ -33,6 +33,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.api import Block, SegmentHandle
 from broker.errors import BrokerError
+from broker.kafka.access import refused_partitions
 from broker.kafka.batches import BatchHeader, InvalidBatchError, parse_batch, split_batches
 from broker.kafka.blocks import block_of_batch
 from broker.kafka.context import KafkaContext
@@ -68,7 +69,9 @@ async def handle_produce(context: KafkaContext, call: Call) -> Deferred:
     request = call.request
     parts = [(topic.name, partition.index, partition.records)
              for topic in request.topic_data for partition in topic.partition_data]
-    started = [await _start(context, name, index, records, request.transactional_id)
+    refused = refused_partitions(context, call, parts)
+    started = [refused.get(name) or await _start(context, name, index, records,
+                                                 request.transactional_id)
                for name, index, records in parts]
     return Deferred(_answer(call, [(name, index) for name, index, _ in parts], started))
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.kafka.access import IDEMPOTENT, TXN_PRODUCE, allowed, may_produce_somewhere
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
@@ -36,6 +37,9 @@ async def handle_init_producer_id(context: KafkaContext, call: Call) -> Any:
     cls = response_class(INIT_PRODUCER_ID_KEY, call.version)
     request = call.request
     if request.transactional_id is not None:
+        if not allowed(context, call, TXN_PRODUCE, request.transactional_id):
+            return build(cls, throttle_time=_ZERO, error_code=TXN_PRODUCE.refused,
+                         producer_id=-1, producer_epoch=-1)
         if context.transactional_producer_id is None:
             return build(cls, throttle_time=_ZERO,
                          error_code=ErrorCode.transactional_id_authorization_failed,
@@ -43,6 +47,9 @@ async def handle_init_producer_id(context: KafkaContext, call: Call) -> Any:
         code, producer_id, epoch = await context.transactional_producer_id(context, call)
         return build(cls, throttle_time=_ZERO, error_code=code, producer_id=producer_id,
                      producer_epoch=epoch)
+    if not may_produce_somewhere(context, call):  # Kafka's IdempotentWrite
+        return build(cls, throttle_time=_ZERO, error_code=IDEMPOTENT.refused, producer_id=-1,
+                     producer_epoch=-1)
     producer_id = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
     try:

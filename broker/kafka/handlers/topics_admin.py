@@ -18,6 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import BrokerError, InvalidArgumentError
+from broker.kafka.access import TOPIC_ADMIN, allowed
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
@@ -41,7 +42,10 @@ async def handle_create_topics(context: KafkaContext, call: Call) -> Any:
     validate_only = bool(getattr(call.request, "validate_only", False))
     results = []
     for topic in call.request.topics:
-        code, message = await _create(context, topic, validate_only)
+        if allowed(context, call, TOPIC_ADMIN, topic.name):
+            code, message = await _create(context, topic, validate_only)
+        else:
+            code, message = TOPIC_ADMIN.refused, f"admin permission on topic {topic.name!r} needed"
         results.append(build(result_cls, name=topic.name, error_code=code,
                              error_message=message, topic_config_error_code=ErrorCode.none,
                              num_partitions=topic.num_partitions,
@@ -85,7 +89,10 @@ async def handle_delete_topics(context: KafkaContext, call: Call) -> Any:
         code = ErrorCode.none
         message = None
         try:
-            await context.topics.delete_topic(name)
+            if not allowed(context, call, TOPIC_ADMIN, name):
+                code, message = TOPIC_ADMIN.refused, f"admin permission on topic {name!r} needed"
+            else:
+                await context.topics.delete_topic(name)
         except (BrokerError, LedgerError) as error:
             code, message = error_code(error), str(error)
         results.append(build(result_cls, name=name, error_code=code, error_message=message,

@@ -18,12 +18,13 @@ from kio.schema.errors import ErrorCode
 
 from broker.api import Block
 from broker.errors import BrokerError, TxnNotFoundError, TxnStateError
+from broker.kafka.access import GROUP_CONSUME, TOPIC_PRODUCE, TXN_PRODUCE, allowed
 from broker.kafka.batches import BatchHeader
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
-from broker.kafka.handlers.coordination import ZERO, coordinators_for
-from broker.kafka.handlers.group_offsets import commit_items, topic_answers
+from broker.kafka.handlers.coordination import ZERO, checked_coordinators, coordinators_for
+from broker.kafka.handlers.group_offsets import commit_items, split_refused, topic_answers
 from broker.kafka.handlers.produce import writer_of
 from broker.kafka.locator import TRANSACTION_KEY
 from broker.kafka.messages import build, nested, response_class
@@ -43,9 +44,17 @@ END_TXN_KEY = 26
 TXN_OFFSET_COMMIT_KEY = 28
 
 
-def _producers(context: KafkaContext, transactional_id: str | None,
+def _producers(context: KafkaContext, call: Call | None, transactional_id: str | None,
                ) -> tuple[ErrorCode, TxnProducers | None]:
-    code, coordinators = coordinators_for(context, TRANSACTION_KEY, transactional_id)
+    """The transactional producers, if this broker coordinates the id and the role may use it.
+
+    ``call`` None: checked already (Produce's transactional batches).
+    """
+    if call is None:
+        code, coordinators = coordinators_for(context, TRANSACTION_KEY, transactional_id)
+    else:
+        code, coordinators = checked_coordinators(context, call, TXN_PRODUCE, TRANSACTION_KEY,
+                                                  transactional_id)
     if coordinators is None:
         return code, None
     if coordinators.txns is None:
@@ -60,10 +69,10 @@ async def handle_add_partitions(context: KafkaContext, call: Call) -> Any:
     transactional_id = request.v3_and_below_transactional_id
     asked = [(topic.name, partition) for topic in request.v3_and_below_topics
              for partition in topic.partitions]
-    code, producers = _producers(context, transactional_id)
+    code, producers = _producers(context, call, transactional_id)
     errors = dict.fromkeys(asked, code)
     if producers is not None:
-        errors = {tp: await _partition_error(context, *tp) for tp in asked}
+        errors = {tp: await _partition_error(context, call, *tp) for tp in asked}
         if any(value is not ErrorCode.none for value in errors.values()):
             # Kafka adds all or none: the good ones were not attempted.
             errors = {tp: ErrorCode.operation_not_attempted if value is ErrorCode.none
@@ -83,7 +92,10 @@ async def handle_add_partitions(context: KafkaContext, call: Call) -> Any:
         for name, parts in by_topic.items()))
 
 
-async def _partition_error(context: KafkaContext, topic: str, partition: int) -> ErrorCode:
+async def _partition_error(context: KafkaContext, call: Call, topic: str,
+                           partition: int) -> ErrorCode:
+    if not allowed(context, call, TOPIC_PRODUCE, topic):
+        return TOPIC_PRODUCE.refused
     if is_system_topic(topic):  # not served through Kafka (docs/kafka.md)
         return ErrorCode.unknown_topic_or_partition
     try:
@@ -98,7 +110,9 @@ async def handle_add_offsets(context: KafkaContext, call: Call) -> Any:
     """Open the producer's Folio transaction for offsets of ``group_id``."""
     cls = response_class(ADD_OFFSETS_TO_TXN_KEY, call.version)
     request = call.request
-    code, producers = _producers(context, request.transactional_id)
+    code, producers = _producers(context, call, request.transactional_id)
+    if producers is not None and not allowed(context, call, GROUP_CONSUME, request.group_id):
+        code, producers = GROUP_CONSUME.refused, None
     if producers is not None:
         if not request.group_id:
             code = ErrorCode.invalid_group_id
@@ -112,7 +126,7 @@ async def handle_end_txn(context: KafkaContext, call: Call) -> Any:
     """Commit or abort the producer's transaction."""
     cls = response_class(END_TXN_KEY, call.version)
     request = call.request
-    code, producers = _producers(context, request.transactional_id)
+    code, producers = _producers(context, call, request.transactional_id)
     if producers is not None:
         code = await producers.end(request.transactional_id, request.producer_id,
                                    request.producer_epoch, request.committed)
@@ -123,16 +137,20 @@ async def handle_txn_offset_commit(context: KafkaContext, call: Call) -> Any:
     """Keep the offsets with the producer's transaction (written when it commits)."""
     cls = response_class(TXN_OFFSET_COMMIT_KEY, call.version)
     request = call.request
-    items = commit_items(request)
-    code, producers = _producers(context, request.transactional_id)
-    if producers is None:
-        errors = {(item.topic, item.partition): code for item in items}
+    every = commit_items(request)
+    code, producers = _producers(context, None, request.transactional_id)
+    if not allowed(context, call, GROUP_CONSUME, request.group_id):
+        code, producers = GROUP_CONSUME.refused, None
+    if producers is None:  # the group's (or coordinator's) error on every partition
+        errors = {(item.topic, item.partition): code for item in every}
     else:
-        errors = await producers.add_offsets(
-            request.transactional_id, request.producer_id, request.producer_epoch,
-            request.group_id, getattr(request, "generation_id", -1),
-            getattr(request, "member_id", ""), items,
-            getattr(request, "group_instance_id", None))
+        items, errors = split_refused(context, call, every)
+        if items:
+            errors.update(await producers.add_offsets(
+                request.transactional_id, request.producer_id, request.producer_epoch,
+                request.group_id, getattr(request, "generation_id", -1),
+                getattr(request, "member_id", ""), items,
+                getattr(request, "group_instance_id", None)))
     return build(cls, throttle_time=ZERO, topics=topic_answers(
         cls, "TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition", errors))
 
@@ -143,7 +161,7 @@ async def transactional_producer_id(context: KafkaContext, call: Call,
                                     ) -> tuple[ErrorCode, int, int]:
     """InitProducerId with a transactional id: (error, producer id, epoch)."""
     request = call.request
-    code, producers = _producers(context, request.transactional_id)
+    code, producers = _producers(context, call, request.transactional_id)
     if producers is None:
         return code, -1, -1
     return await producers.init(request.transactional_id,
@@ -156,7 +174,7 @@ async def transactional_append(context: KafkaContext, transactional_id: str | No
                                segment_name: str, header: BatchHeader, data: bytes,
                                ) -> tuple[ErrorCode, int, str | None]:
     """Append a transactional batch to its producer's open Folio transaction."""
-    code, producers = _producers(context, transactional_id)
+    code, producers = _producers(context, None, transactional_id)
     if producers is None:
         return code, -1, "no transaction coordinator for this transactional id"
     code, txn_id = producers.append_check(transactional_id, header.producer_id,

@@ -62,7 +62,9 @@ def test_the_served_apis() -> None:
         "OffsetFetch": (9, 1, 8), "DescribeGroups": (15, 0, 5), "ListGroups": (16, 0, 5),
         "DeleteGroups": (42, 0, 2),
         "AddPartitionsToTxn": (24, 0, 3), "AddOffsetsToTxn": (25, 0, 3), "EndTxn": (26, 0, 3),
-        "TxnOffsetCommit": (28, 0, 3)}
+        "TxnOffsetCommit": (28, 0, 3),
+        # ACL admin on Folio's grants.
+        "DescribeAcls": (29, 1, 3), "CreateAcls": (30, 1, 3), "DeleteAcls": (31, 1, 3)}
     assert dispatch_table().get(18) is not None and dispatch_table().get(999) is None
 
 

@@ -1,0 +1,379 @@
+"""Kafka permissions: every row of ``broker.kafka.access.KAFKA_TABLE`` over a real socket.
+
+One secured standalone (token authentication, super-user ``admin``) started
+through ``tests.support.kafka_roles``: each Kafka request is the role its
+client id names (TEST ONLY: SASL sets the principal for real). For each
+requirement of each row, the API is called by a role holding every other
+permission of the row but that one (the row's Kafka error code comes back)
+and by a role granted all of them (no authorisation error). The grants are
+made over gRPC, so the same grants are seen by both front ends. Then: lists
+(Metadata of all topics, ListGroups) show only what the role may see and an
+unauthenticated connection sees nothing; librdkafka's idempotent and
+transactional producers are refused, then allowed, as Kafka's ACL model says.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+
+import folio
+from broker.kafka import access
+from broker.kafka.access import KAFKA_TABLE, Requirement
+from broker.kafka.apis import dispatch_table
+from ledger.security.tokens import create_token
+from tests.support.bookies import BookieProcess, BookieProcesses
+from tests.support.kafka import kafka_address, raw_request, read_response
+from tests.support.standalone import start_standalone
+
+SECRET = b"kafka-access-test-secret-0123456789abcdef"
+TOPIC = "acc.t"
+GROUP = "acc.g"
+TXN_ID = "acc.x"
+_AUTH_FAILED = {ErrorCode.topic_authorization_failed, ErrorCode.group_authorization_failed,
+                ErrorCode.cluster_authorization_failed,
+                ErrorCode.transactional_id_authorization_failed}
+_SECOND = datetime.timedelta(seconds=1)
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BookieProcess]:
+    root = tmp_path_factory.mktemp("kafka-access")
+    secret = root / "secret"
+    secret.write_bytes(SECRET + b"\n")
+    processes = BookieProcesses()
+    started = start_standalone(processes, root / "data", "--auth-token-secret-file",
+                               str(secret), "--super-users", "admin", "--kafka-port", "0",
+                               module="tests.support.kafka_roles")
+    yield started
+    try:
+        started.terminate()
+    finally:
+        processes.kill_all()
+
+
+@pytest.fixture(scope="module")
+def admin(secured: BookieProcess) -> Iterator[folio.Client]:
+    token = create_token("admin", SECRET, "HS256")
+    with folio.Client(secured.address, token=token, timeout_s=30) as made:
+        made.create_topic(TOPIC)
+        yield made
+
+
+# ------------------------------------------------------------------ requests
+
+
+def _make(api_key: int, version: int, struct: str | None = None, /, **values: Any) -> Any:
+    """The request of ``api_key`` at ``version``, or its nested ``struct``, of ``values``."""
+    cls: Any = load_request_schema(api_key, version)
+    if struct is not None:
+        cls = getattr(sys.modules[cls.__module__], struct)
+    return cls(**values)
+
+
+def _records() -> bytes:
+    return b""  # no batch: a permitted role gets INVALID_RECORD, never an authorisation code
+
+
+def _produce(requirement: Requirement) -> Any:
+    part = _make(0, 7, "PartitionProduceData", index=0, records=_records())
+    txn = TXN_ID if requirement is access.TXN_PRODUCE else None
+    return _make(0, 7, transactional_id=txn, acks=-1, timeout=_SECOND, topic_data=(
+        _make(0, 7, "TopicProduceData", name=TOPIC, partition_data=(part,)),))
+
+
+def _topic_offsets(api_key: int, version: int, topic_cls: str, partition_cls: str) -> Any:
+    return (_make(api_key, version, topic_cls, name=TOPIC, partitions=(
+        _make(api_key, version, partition_cls, partition_index=0, committed_offset=0,
+              committed_metadata=None),)),)
+
+
+def _acl_filter(cls: str | None) -> dict[str, Any]:
+    return {"resource_type_filter": 2, "resource_name_filter": TOPIC, "pattern_type_filter": 3,
+            "principal_filter": "User:someone", "host_filter": None, "operation": 1,
+            "permission_type": 1}
+
+
+#: Per API: (api key, version, the request exercising ``requirement``).
+REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
+    "ApiVersions": (18, 3, lambda _r: _make(18, 3, client_software_name="t",
+                                            client_software_version="1")),
+    "Produce": (0, 7, _produce),
+    "Fetch": (1, 11, lambda _r: _make(1, 11, max_wait=datetime.timedelta(0), min_bytes=1,
+                                      topics=(_make(1, 11, "FetchTopic", topic=TOPIC,
+                                                    partitions=(_make(
+                                                        1, 11, "FetchPartition", partition=0,
+                                                        fetch_offset=0,
+                                                        partition_max_bytes=1024),)),),
+                                      forgotten_topics_data=())),
+    "ListOffsets": (2, 5, lambda _r: _make(2, 5, replica_id=-1, isolation_level=0, topics=(
+        _make(2, 5, "ListOffsetsTopic", name=TOPIC, partitions=(
+            _make(2, 5, "ListOffsetsPartition", partition_index=0, timestamp=-1),)),))),
+    "Metadata": (3, 9, lambda _r: _make(3, 9, topics=(
+        _make(3, 9, "MetadataRequestTopic", name=TOPIC),),
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False)),
+    "OffsetCommit": (8, 8, lambda _r: _make(8, 8, group_id=GROUP, member_id="",
+                                            topics=_topic_offsets(
+                                                8, 8, "OffsetCommitRequestTopic",
+                                                "OffsetCommitRequestPartition"))),
+    "OffsetFetch": (9, 7, lambda _r: _make(9, 7, group_id=GROUP, topics=(
+        _make(9, 7, "OffsetFetchRequestTopic", name=TOPIC, partition_indexes=(0,)),))),
+    "FindCoordinator": (10, 3, lambda r: _make(
+        10, 3, key=TXN_ID if r is access.TXN_PRODUCE else GROUP,
+        key_type=1 if r is access.TXN_PRODUCE else 0)),
+    "JoinGroup": (11, 7, lambda _r: _make(
+        11, 7, group_id=GROUP, session_timeout=datetime.timedelta(seconds=10), member_id="",
+        protocol_type="consumer", protocols=(
+            _make(11, 7, "JoinGroupRequestProtocol", name="range", metadata=b""),))),
+    "Heartbeat": (12, 4, lambda _r: _make(12, 4, group_id=GROUP, generation_id=1,
+                                          member_id="m")),
+    "LeaveGroup": (13, 3, lambda _r: _make(13, 3, group_id=GROUP, members=(
+        _make(13, 3, "MemberIdentity", member_id="m"),))),
+    "SyncGroup": (14, 5, lambda _r: _make(14, 5, group_id=GROUP, generation_id=1,
+                                          member_id="m", assignments=())),
+    "DescribeGroups": (15, 5, lambda _r: _make(15, 5, groups=(GROUP,),
+                                               include_authorized_operations=False)),
+    "ListGroups": (16, 4, lambda _r: _make(16, 4)),
+    "CreateTopics": (19, 5, lambda _r: _make(19, 5, validate_only=True, topics=(
+        _make(19, 5, "CreatableTopic", name="acc.new", num_partitions=1, replication_factor=1,
+              assignments=(), configs=()),))),
+    "DeleteTopics": (20, 4, lambda _r: _make(20, 4, topic_names=("acc.never.made",),
+                                             timeout=_SECOND)),
+    "InitProducerId": (22, 4, lambda r: _make(
+        22, 4, transactional_id=TXN_ID if r is access.TXN_PRODUCE else None,
+        transaction_timeout=datetime.timedelta(seconds=60))),
+    "AddPartitionsToTxn": (24, 3, lambda _r: _make(
+        24, 3, v3_and_below_transactional_id=TXN_ID, v3_and_below_producer_id=999_999,
+        v3_and_below_producer_epoch=0, v3_and_below_topics=(
+            _make(24, 3, "AddPartitionsToTxnTopic", name=TOPIC, partitions=(0,)),))),
+    "AddOffsetsToTxn": (25, 3, lambda _r: _make(25, 3, transactional_id=TXN_ID,
+                                                producer_id=999_999, producer_epoch=0,
+                                                group_id=GROUP)),
+    "EndTxn": (26, 3, lambda _r: _make(26, 3, transactional_id=TXN_ID, producer_id=999_999,
+                                       producer_epoch=0, committed=False)),
+    "TxnOffsetCommit": (28, 3, lambda _r: _make(
+        28, 3, transactional_id=TXN_ID, group_id=GROUP, producer_id=999_999,
+        producer_epoch=0, topics=_topic_offsets(28, 3, "TxnOffsetCommitRequestTopic",
+                                                "TxnOffsetCommitRequestPartition"))),
+    "DescribeAcls": (29, 2, lambda _r: _make(29, 2, **_acl_filter(None))),
+    "CreateAcls": (30, 2, lambda _r: _make(30, 2, creations=(_make(
+        30, 2, "AclCreation", resource_type=2, resource_name=TOPIC, resource_pattern_type=3,
+        principal="User:someone", host="*", operation=3, permission_type=3),))),
+    "DeleteAcls": (31, 2, lambda _r: _make(31, 2, filters=(
+        _make(31, 2, "DeleteAclsFilter", **_acl_filter(None)),))),
+    "DescribeConfigs": (32, 4, lambda r: _make(32, 4, resources=(_make(
+        32, 4, "DescribeConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
+        resource_name="0" if r is access.CLUSTER else TOPIC),))),
+    "DeleteGroups": (42, 2, lambda _r: _make(42, 2, groups_names=(GROUP,))),
+}
+
+#: What a role is granted to meet each requirement: (kind, resource, action); None: a super-user.
+GRANTS: dict[Requirement, tuple[str, str, str] | None] = {
+    access.TOPIC_PRODUCE: ("topic", TOPIC, "produce"),
+    access.TOPIC_CONSUME: ("topic", TOPIC, "consume"),
+    access.TOPIC_LOOKUP: ("topic", TOPIC, "consume"),
+    access.TOPIC_ADMIN: ("topic", "acc.*", "admin"),
+    access.GROUP_CONSUME: ("group", GROUP, "consume"),
+    access.GROUP_LOOKUP: ("group", GROUP, "consume"),
+    access.GROUP_ADMIN: ("group", GROUP, "admin"),
+    access.TXN_PRODUCE: ("group", TXN_ID, "produce"),
+    access.IDEMPOTENT: ("topic", TOPIC, "produce"),
+    access.ACL_ADMIN: ("topic", TOPIC, "admin"),
+    access.CLUSTER: None,
+}
+
+_ROLES = itertools.count()
+
+
+def _codes(value: Any) -> set[ErrorCode]:
+    """Every error code anywhere in a decoded response."""
+    if isinstance(value, ErrorCode):
+        return {value}
+    if isinstance(value, tuple):
+        return set().union(*(_codes(item) for item in value)) if value else set()
+    if is_dataclass(value):
+        return set().union(*(_codes(getattr(value, f.name)) for f in fields(value)))
+    return set()
+
+
+def _call(address: tuple[str, int], role: str, api: str, requirement: Requirement) -> Any:
+    api_key, version, make = REQUESTS[api]
+    with socket.create_connection(address, timeout=30) as sock:
+        sock.sendall(raw_request(api_key, version, 7, make(requirement), client_id=role))
+        correlation_id, response = read_response(sock, api_key, version)
+    assert correlation_id == 7
+    return response
+
+
+def _role_with(client: folio.Client, requirements: list[Requirement]) -> str:
+    """A new role granted ``requirements`` (the super-user if one needs the cluster)."""
+    if any(GRANTS[r] is None for r in requirements):
+        return "admin"
+    role = f"role-{next(_ROLES)}"
+    for requirement in requirements:
+        grant = GRANTS[requirement]
+        assert grant is not None
+        kind, resource, action = grant
+        client.grant_permission(role, resource, [action], kind=kind)  # type: ignore[arg-type]
+    return role
+
+
+def test_every_served_api_has_a_row_and_a_request() -> None:
+    served = {row.name for row in dispatch_table().rows()}
+    assert served == set(KAFKA_TABLE), "rows missing from broker/kafka/access.py's KAFKA_TABLE"
+    assert served == set(REQUESTS)
+    assert {r for row in KAFKA_TABLE.values() for r in row} <= set(GRANTS)
+
+
+_CASES = [(api, requirement) for api, row in sorted(KAFKA_TABLE.items())
+          for requirement in row]
+
+
+@pytest.mark.parametrize(("api", "requirement"), _CASES,
+                         ids=[f"{api}-{r.need.value}-{r.resource.value}" for api, r in _CASES])
+def test_each_row_refuses_without_and_allows_with_its_permission(
+        secured: BookieProcess, admin: folio.Client, api: str, requirement: Requirement) -> None:
+    address = kafka_address(secured)
+    others = [r for r in KAFKA_TABLE[api] if r is not requirement and GRANTS[r] is not None]
+    without = _role_with(admin, others)
+    refused = _codes(_call(address, without, api, requirement))
+    assert requirement.refused in refused, (api, requirement, refused)
+    allowed = _codes(_call(address, _role_with(admin, list(KAFKA_TABLE[api])), api,
+                           requirement))
+    assert not allowed & _AUTH_FAILED, (api, requirement, allowed)
+    # A super-user passes every check.
+    assert not _codes(_call(address, "admin", api, requirement)) & _AUTH_FAILED
+
+
+def _metadata(address: tuple[str, int], role: str | None, names: list[str] | None) -> Any:
+    request = _make(3, 9, topics=None if names is None else tuple(
+        _make(3, 9, "MetadataRequestTopic", name=name) for name in names),
+        include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+    with socket.create_connection(address, timeout=30) as sock:
+        sock.sendall(raw_request(3, 9, 1, request, client_id=role))  # type: ignore[arg-type]
+        return read_response(sock, 3, 9)[1]
+
+
+def test_lists_show_only_what_the_role_may_see_and_names_do_not_leak(
+        secured: BookieProcess, admin: folio.Client) -> None:
+    address = kafka_address(secured)
+    admin.create_topic("seen.a")
+    admin.create_topic("hidden.b")
+    admin.grant_permission("browser", "seen.*", ["consume"])
+    listed = {topic.name for topic in _metadata(address, "browser", None).topics}
+    assert listed == {"seen.a"}
+    assert {"seen.a", "hidden.b", TOPIC} <= {t.name for t in _metadata(address, "admin",
+                                                                       None).topics}
+    named = {topic.name: topic.error_code for topic in _metadata(
+        address, "browser", ["seen.a", "hidden.b", "never.made", "seen.never"]).topics}
+    # An unknown topic is refused like a hidden one (as Kafka answers an unauthorized
+    # role), unless the role may see that name: then it is unknown, and not created.
+    assert named == {"seen.a": ErrorCode.none,
+                     "hidden.b": ErrorCode.topic_authorization_failed,
+                     "never.made": ErrorCode.topic_authorization_failed,
+                     "seen.never": ErrorCode.unknown_topic_or_partition}
+    # An unauthenticated connection (no principal) has no role: it sees nothing.
+    assert _metadata(address, None, None).topics == ()
+
+
+def test_list_groups_shows_only_the_groups_the_role_has_a_permission_on(
+        secured: BookieProcess, admin: folio.Client) -> None:
+    address = kafka_address(secured)
+    admin.grant_permission("joiner", "team.*", ["consume"], kind="group")
+    for group in ("team.one", "other.two"):  # a commit without members makes the group
+        commit = _make(8, 8, group_id=group, member_id="", topics=_topic_offsets(
+            8, 8, "OffsetCommitRequestTopic", "OffsetCommitRequestPartition"))
+        with socket.create_connection(address, timeout=30) as sock:
+            sock.sendall(raw_request(8, 8, 1, commit, client_id="admin"))
+            assert _codes(read_response(sock, 8, 8)[1]) == {ErrorCode.none}
+
+    def listed(role: str) -> set[str]:
+        with socket.create_connection(address, timeout=30) as sock:
+            sock.sendall(raw_request(16, 4, 1, _make(16, 4), client_id=role))
+            return {group.group_id for group in read_response(sock, 16, 4)[1].groups}
+
+    assert {"team.one", "other.two"} <= listed("admin")
+    assert listed("joiner") == {"team.one"}
+    assert listed("stranger") == set()
+
+
+def _bootstrap(secured: BookieProcess) -> str:
+    host, port = kafka_address(secured)
+    return f"{host}:{port}"
+
+
+def _idempotent_produce(bootstrap: str, role: str, topic: str) -> list[int]:
+    """Produce one record idempotently as ``role``: the Kafka error codes seen (none: written).
+
+    No delivery callback: librdkafka raises a fatal error (no producer id) through the
+    next call, and a Python callback would run with that exception pending.
+    """
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": role,
+                         "enable.idempotence": True, "message.timeout.ms": 15_000})
+    try:
+        producer.produce(topic, value=b"once", partition=0)
+        left = producer.flush(30)
+    except KafkaException as error:
+        return [error.args[0].code()]
+    finally:
+        del producer
+    assert left == 0, "the record was neither written nor refused"
+    return []
+
+
+def test_librdkafka_idempotent_producer_needs_produce_on_some_topic(
+        secured: BookieProcess, admin: folio.Client) -> None:
+    admin.create_topic("idem.t")
+    bootstrap = _bootstrap(secured)
+    # It may see the topic (consume), but produce nowhere: no producer id.
+    admin.grant_permission("idem-none", "idem.t", ["consume"])
+    assert KafkaError.CLUSTER_AUTHORIZATION_FAILED in _idempotent_produce(
+        bootstrap, "idem-none", "idem.t")
+    admin.grant_permission("idem-ok", "idem.t", ["produce"])
+    assert _idempotent_produce(bootstrap, "idem-ok", "idem.t") == []
+
+
+def test_librdkafka_transactional_producer_needs_produce_on_its_transactional_id(
+        secured: BookieProcess, admin: folio.Client) -> None:
+    admin.create_topic("txp.t")
+    bootstrap = _bootstrap(secured)
+    for role in ("tx-none", "tx-ok"):
+        admin.grant_permission(role, "txp.t", ["produce"])
+    settings = {"bootstrap.servers": bootstrap, "transactional.id": "txp.app",
+                "transaction.timeout.ms": 30_000}
+    refused = Producer({**settings, "client.id": "tx-none"})
+    with pytest.raises(KafkaException) as failed:
+        refused.init_transactions(30)
+    assert failed.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    admin.grant_permission("tx-ok", "txp.app", ["produce"], kind="group")
+    producer = Producer({**settings, "client.id": "tx-ok"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("txp.t", value=b"committed", partition=0)
+    producer.commit_transaction(30)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": "admin",
+                         "group.id": "txp.check", "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("txp.t", 0, 0)])
+    try:
+        deadline = time.monotonic() + 30
+        message = None
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+        assert message is not None and message.error() is None
+        assert message.value() == b"committed"
+    finally:
+        consumer.close()
+        del refused, producer  # librdkafka handles: gone before the broker stops
