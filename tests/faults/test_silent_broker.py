@@ -1,0 +1,62 @@
+"""A broker that is up but silent (SIGSTOPped): the SDK's keepalive leaves it (issue 22).
+
+A stopped process keeps its TCP connections up: the kernel acknowledges what
+the client sends, nothing answers. Before keepalive the SDK's streams waited on
+such a connection for as long as the broker was stopped. Here the writer is
+idle when the broker stops (every block acknowledged), so no progress deadline
+is running: only a keepalive PING that is not acknowledged can cut its Append
+stream. Once cut, the writer's next events wait (the stream reconnects with
+backoff; a connection to a stopped process fails before its HTTP/2 handshake),
+and when the broker resumes they are written, once, after the earlier ones.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import grpc
+import pytest
+
+import folio
+from tests.support.bookies import BookieProcesses
+from tests.support.standalone import read_payloads, start_standalone
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.faults
+
+TOPIC = "silent"
+SEGMENT = f"{TOPIC}/0"
+
+
+def _restarts(client: folio.Client) -> int:
+    return sum(connection.stream_restarts for connection in client.pool_stats().connections)
+
+
+def test_keepalive_cuts_an_idle_stream_to_a_stopped_broker_and_writes_resume_once(
+        tmp_path: Path, bookie_processes: BookieProcesses) -> None:
+    server = start_standalone(bookie_processes, tmp_path / "standalone")
+    first = [b"a%d" % n for n in range(10)]
+    then = [b"b%d" % n for n in range(10)]
+    with folio.Client(server.address, timeout_s=60) as client:
+        client.create_topic(TOPIC)
+        with client.writer(TOPIC, linger_ms=1) as writer:
+            for future in [writer.write_event(p, routing_key="k") for p in first]:
+                future.result(60)
+            before = _restarts(client)
+            assert before == 0
+            os.kill(server.pid, signal.SIGSTOP)
+            try:
+                wait_for(lambda: _restarts(client) > before,
+                         "the idle append stream to the stopped broker cut by keepalive",
+                         timeout_s=60)
+                pending = [writer.write_event(p, routing_key="k") for p in then]
+            finally:
+                os.kill(server.pid, signal.SIGCONT)
+            results = [future.result(60) for future in pending]
+        assert [r.segment for r in results] == [SEGMENT] * len(then)
+        end = client.get_segments(TOPIC)[0].end_offset
+    assert end == len(first) + len(then)
+    with grpc.insecure_channel(server.address) as channel:
+        assert read_payloads(channel, SEGMENT, until_offset=end) == first + then
