@@ -95,8 +95,8 @@ BOOTSTRAP_ATTEMPT_S: Final = 5.0
 _LOOKUP_ATTEMPT_S: Final = 5.0
 #: Retries of a read-only admin call on UNAVAILABLE with one broker (as before clusters).
 _ADMIN_RETRIES: Final = 3
-#: WrongHost hops one admin call follows before giving up (owners moving under it).
-_MAX_HOPS: Final = 8
+#: WrongHost hops one admin call follows at once; later ones wait a backoff first.
+_QUICK_HOPS: Final = 2
 #: A segment that moves again within this long waits a backoff before its flow follows.
 _QUICK_MOVE_S: Final = 2 * BACKOFF_MAX_S
 
@@ -388,7 +388,8 @@ class Brokers:
         ``method`` is a stub method of the admin channel (``self.admin``); it
         is made again on another broker's channel to fail over or to follow
         WrongHost (GetSegmentInfo, TruncateSegment on a segment another broker
-        owns). With one known broker, UNAVAILABLE is retried a few times when
+        owns; the transaction calls, to the coordinator's broker) until the
+        deadline. With one known broker, UNAVAILABLE is retried a few times when
         ``retry`` (read-only calls), and any call whose connection failed (it
         answered at bootstrap, so it is restarting) until the deadline. With
         several, a broker that cannot be reached hands the call to the next
@@ -405,6 +406,7 @@ class Brokers:
             await self.bootstrap(deadline)
             method = rebind(method, before, self.admin)
         backoff = Backoff()
+        moves = Backoff()  # between WrongHost hops (see _follow_wrong_host)
         retries = _ADMIN_RETRIES if retry else 0
         hops = 0
         tried: set[str] = set()
@@ -416,11 +418,16 @@ class Brokers:
                 error = error_from_rpc(rpc_error)
                 unsent = "failed to connect" in (rpc_error.details() or "").lower()
             connection = self._connection_of(method)  # (only on a failure: a search)
-            if isinstance(error, WrongHostError) and error.segment and hops < _MAX_HOPS:
+            wrong_host = isinstance(error, WrongHostError) and bool(error.segment)
+            # After a hop: the owner named could not be reached (or is restarting).
+            owner_away = bool(hops) and connection is not None and \
+                connection is not self.admin and isinstance(error, FolioUnavailableError) \
+                and not isinstance(error, WrongHostError | LedgerUnavailableError) \
+                and (retry or unsent)
+            if wrong_host or owner_away:
                 hops += 1
-                self.moved(error.segment, error.owner)
-                owner = error.owner or await self.find_owner(error.segment, deadline)
-                method = rebind(method, connection, self.pool(owner).admin)
+                method = await self._follow_wrong_host(method, connection, error, hops,
+                                                       moves, deadline)
                 continue
             if isinstance(error, FolioUnavailableError) and connection is not None and \
                     not isinstance(error, WrongHostError | LedgerUnavailableError) and \
@@ -447,6 +454,34 @@ class Brokers:
             retries -= 0 if unsent else 1
             log.info("admin call failed (%s); trying again in %.2f s", error, delay)
             await asyncio.sleep(delay)
+
+    async def _follow_wrong_host(self, method: aio.UnaryUnaryMultiCallable[Req, Resp],
+                                 connection: Connection | None, error: FolioError, hops: int,
+                                 moves: Backoff, deadline: float,
+                                 ) -> aio.UnaryUnaryMultiCallable[Req, Resp]:
+        """The call's next target after a WrongHost, with backoff, until ``deadline``.
+
+        To the owner named, else looked up. An owner named but unreachable
+        (dead or stopped: the metadata names it until its session expires)
+        sends the call back to the admin broker to ask again. The first hops
+        go at once, later ones after a backoff (50 ms doubling to 2 s): a
+        coordinator or segment move of a few seconds is waited out.
+
+        Raises:
+            FolioError: ``error`` when ``deadline`` comes first.
+        """
+        delay = 0.0 if hops <= _QUICK_HOPS else moves.next_delay()
+        if time.monotonic() + delay >= deadline:
+            raise error
+        if delay:
+            log.info("call not served yet (%s); following its owner in %.2f s", error, delay)
+            await asyncio.sleep(delay)
+        if not isinstance(error, WrongHostError):
+            return rebind(method, connection, self.admin)  # ask again who owns it
+        segment = error.segment or ""
+        self.moved(segment, error.owner)
+        owner = error.owner or await self.find_owner(segment, deadline)
+        return rebind(method, connection, self.pool(owner).admin)
 
     def _connection_of(self, method: object) -> Connection | None:
         """The pooled admin channel ``method`` belongs to (None: not one of ours)."""
