@@ -60,17 +60,18 @@ _MAX_FLOW_ID: Final = (1 << 32) - 1
 
 
 class Backoff:
-    """Delays that double from ``BACKOFF_MIN_S`` to ``BACKOFF_MAX_S``; ``reset`` starts over."""
+    """Delays that double from ``BACKOFF_MIN_S`` to ``max_s``; ``reset`` starts over."""
 
-    __slots__ = ("_next",)
+    __slots__ = ("_max_s", "_next")
 
-    def __init__(self) -> None:
+    def __init__(self, max_s: float = BACKOFF_MAX_S) -> None:
         self._next = BACKOFF_MIN_S
+        self._max_s = max_s
 
     def next_delay(self) -> float:
         """The delay to wait now; the next one is twice as long (up to the cap)."""
         delay = self._next
-        self._next = min(delay * 2, BACKOFF_MAX_S)
+        self._next = min(delay * 2, self._max_s)
         return delay
 
     def reset(self) -> None:
@@ -160,7 +161,8 @@ class AppendStream:
         self._sequences[flow_id] = 0
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
-            self._ticker = asyncio.get_running_loop().create_task(self._tick())
+            if self._ticker is None:
+                self._ticker = asyncio.get_running_loop().create_task(self._tick())
         elif self.connected:
             asyncio.get_running_loop().call_soon(flow.on_stream_ready)
         return flow_id
@@ -246,6 +248,11 @@ class AppendStream:
             self.restarts += 1
             for flow in list(self._flows.values()):
                 flow.on_stream_lost(error)
+            if not self._flows:
+                # Every flow left (in a cluster, for their segments' owners): no
+                # redialling a broker that may be gone; the next flow opens it again.
+                self._task = None
+                return
             await asyncio.sleep(backoff.next_delay())
 
     @staticmethod

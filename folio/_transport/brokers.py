@@ -9,7 +9,7 @@ client of a standalone always did). With a list, the first call asks
 ``BOOTSTRAP_ATTEMPT_S`` each, within the call's deadline); when none does it
 raises ``NoBrokerAvailableError`` naming every endpoint, and the next call
 tries them all again. The broker that answered carries the admin calls; the
-brokers it lists are failover candidates after the endpoints.
+brokers it lists, and any named later as an owner, are failover candidates.
 
 **Pools.** One ``ConnectionPool`` per broker, made on the IO thread when a
 flow or a call first needs that broker; each keeps its PDP-36 bound
@@ -40,7 +40,7 @@ of a block: a flow picks its broker when it opens or moves.
 **WrongHost.** :meth:`Brokers.follow` moves an append flow: it leaves its
 stream; when the answer named the owner it is registered on the owner's
 stream at once, else ``LookupSegment`` is asked (any broker, backoff doubling
-to 2 s) until an owner is known or the flow's deadline passes. The flow then
+to 0.5 s) until an owner is known or the flow's deadline passes. The flow then
 sets up there as after a reconnect: ``AppendSetup`` tells which unacknowledged
 blocks were stored and the others are sent again, so nothing is lost or
 doubled. A segment that moves again within a short time waits a backoff
@@ -99,6 +99,8 @@ _ADMIN_RETRIES: Final = 3
 _QUICK_HOPS: Final = 2
 #: A segment that moves again within this long waits a backoff before its flow follows.
 _QUICK_MOVE_S: Final = 2 * BACKOFF_MAX_S
+#: Longest wait between lookups of a moving segment's owner (be there soon after a claim).
+MOVE_BACKOFF_MAX_S: Final = 0.5
 
 
 class MovingFlow(AppendFlow, Protocol):
@@ -161,6 +163,9 @@ class Brokers:
                 raise FolioUnavailableError("the client's connections are closed")
             pool = self._pools[key] = ConnectionPool(address, self.max_connections,
                                                             self._security)
+            # A broker named (an owner): admin calls may fail over to it (newcomers too).
+            if all(self._key(known) != key for known in self._candidates):
+                self._candidates.append(address)
         return pool
 
     @property
@@ -235,7 +240,7 @@ class Brokers:
             FolioUnavailableError: no owner known by ``deadline``.
             FolioError: the broker's refusal (``NoSuchSegmentError`` ...).
         """
-        backoff = Backoff()
+        backoff = Backoff(MOVE_BACKOFF_MAX_S)
         request = admin_pb2.LookupSegmentRequest(segment=segment)
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -274,7 +279,7 @@ class Brokers:
         segment = flow.segment
         self.moved(segment, error.owner)
         now = time.monotonic()
-        backoff, last = self._moves.get(segment, (Backoff(), 0.0))
+        backoff, last = self._moves.get(segment, (Backoff(MOVE_BACKOFF_MAX_S), 0.0))
         if now - last > _QUICK_MOVE_S:
             backoff.reset()
             delay = 0.0
@@ -418,13 +423,12 @@ class Brokers:
                 error = error_from_rpc(rpc_error)
                 unsent = "failed to connect" in (rpc_error.details() or "").lower()
             connection = self._connection_of(method)  # (only on a failure: a search)
-            wrong_host = isinstance(error, WrongHostError) and bool(error.segment)
             # After a hop: the owner named could not be reached (or is restarting).
             owner_away = bool(hops) and connection is not None and \
                 connection is not self.admin and isinstance(error, FolioUnavailableError) \
                 and not isinstance(error, WrongHostError | LedgerUnavailableError) \
                 and (retry or unsent)
-            if wrong_host or owner_away:
+            if (isinstance(error, WrongHostError) and error.segment) or owner_away:
                 hops += 1
                 method = await self._follow_wrong_host(method, connection, error, hops,
                                                        moves, deadline)
@@ -461,14 +465,10 @@ class Brokers:
                                  ) -> aio.UnaryUnaryMultiCallable[Req, Resp]:
         """The call's next target after a WrongHost, with backoff, until ``deadline``.
 
-        To the owner named, else looked up. An owner named but unreachable
-        (dead or stopped: the metadata names it until its session expires)
-        sends the call back to the admin broker to ask again. The first hops
-        go at once, later ones after a backoff (50 ms doubling to 2 s): a
-        coordinator or segment move of a few seconds is waited out.
-
-        Raises:
-            FolioError: ``error`` when ``deadline`` comes first.
+        To the owner named, else looked up; an owner named but unreachable (dead
+        or stopped, named until its session expires) sends the call back to the
+        admin broker. Hops after the first two wait a backoff (to 2 s). Raises
+        ``error`` when ``deadline`` comes first.
         """
         delay = 0.0 if hops <= _QUICK_HOPS else moves.next_delay()
         if time.monotonic() + delay >= deadline:
