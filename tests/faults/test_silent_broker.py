@@ -60,3 +60,32 @@ def test_keepalive_cuts_an_idle_stream_to_a_stopped_broker_and_writes_resume_onc
     assert end == len(first) + len(then)
     with grpc.insecure_channel(server.address) as channel:
         assert read_payloads(channel, SEGMENT, until_offset=end) == first + then
+
+
+def test_a_delivery_timeout_that_passes_is_the_typed_unknown_outcome_error(
+        tmp_path: Path, bookie_processes: BookieProcesses) -> None:
+    server = start_standalone(bookie_processes, tmp_path / "standalone")
+    with folio.Client(server.address, timeout_s=60) as client:
+        client.create_topic(TOPIC)
+        with client.writer(TOPIC, linger_ms=1, delivery_timeout_ms=2_000) as writer:
+            writer.write_event(b"first", routing_key="k").result(60)
+            os.kill(server.pid, signal.SIGSTOP)
+            try:
+                future = writer.write_event(b"maybe", routing_key="k")
+                error = future.exception(60)
+            finally:
+                os.kill(server.pid, signal.SIGCONT)
+            assert isinstance(error, folio.DeliveryTimeoutError)
+            # Unknown, not failed: the broker may have stored it (it had the bytes).
+            assert not error.retriable
+            assert error.segment == SEGMENT
+            assert "outcome is unknown" in str(error)
+            assert error.last_error is not None and error.__cause__ is not None
+            with pytest.raises(folio.DeliveryTimeoutError):
+                writer.flush()  # the first failure since the last flush
+            writer.write_event(b"after", routing_key="k").result(60)
+        end = client.get_segments(TOPIC)[0].end_offset
+    with grpc.insecure_channel(server.address) as channel:
+        stored = read_payloads(channel, SEGMENT, until_offset=end)
+    # Stored once or not at all, never twice; the writer's later event after it.
+    assert stored in ([b"first", b"maybe", b"after"], [b"first", b"after"])
