@@ -291,9 +291,8 @@ class LedgerUnavailableError(FolioUnavailableError):
     """The broker is up, but its ledger service (the bookies) cannot store or serve data now.
 
     The message names the bookies and what failed (unreachable, disk full ...).
-    A writer fails its blocks with it once the broker has said so for
-    ``LEDGER_UNAVAILABLE_GIVE_UP_S`` (5 s) rather than retrying until
-    ``delivery_timeout_ms``: the operator must act.
+    A writer retries it, as any retriable refusal, until ``delivery_timeout_ms``;
+    then the events fail with ``DeliveryTimeoutError`` caused by this error.
     """
 
 
@@ -347,11 +346,33 @@ class TimeoutError(FolioError, builtins.TimeoutError):
 
 
 class DeliveryTimeoutError(TimeoutError):
-    """The writer gave up on a block after ``delivery_timeout_ms`` of retries.
+    """The writer gave up on a block after ``delivery_timeout_ms``: its outcome is unknown.
 
-    The events may or may not have been written: the broker may have stored
-    the block and lost only the acknowledgement.
+    Within its delivery timeout a writer retries whatever is retriable (a lost
+    connection, a silent broker, WrongHost and segment moves,
+    ``LedgerUnavailableError``, any UNAVAILABLE); a write fails only when the
+    broker refused it for good (then with that error: not written) or when
+    the timeout passed, with this error. The events may or may not have been
+    written then: the broker may have stored the block and lost only the
+    acknowledgement, so sending them again (under another writer id) may
+    store them twice. Hence not ``retriable``: read back (the segment's end,
+    ``segment``) and reconcile before resending.
+
+    The last retriable error the writer met is ``__cause__`` (and its class
+    name ``last_error``).
     """
+
+    retriable = False
+
+    @property
+    def segment(self) -> str | None:
+        """The segment the events were written to."""
+        return self._str("segment")
+
+    @property
+    def last_error(self) -> str | None:
+        """The class name of the last error the writer retried, if any."""
+        return self._str("last_error")
 
 
 class WriterClosedError(FolioError):

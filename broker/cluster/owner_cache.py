@@ -66,6 +66,20 @@ class OwnerCache:
         self.members.clear()
         self.mark_all_dirty()
 
+    def owner(self, container: int) -> OwnerRecord | None:
+        """The container's owner to name to a client; None when unowned or unknown now.
+
+        Unknown while a watch has said the node changed and it is not read
+        again yet (the ownership loop may be busy with a handover for seconds):
+        the metadata knows better than the cache then, and a WrongHost naming
+        the owner read before (a broker that may be gone) would send clients
+        to it. They look the owner up instead (``LookupSegment``, with backoff).
+        """
+        if container in self._dirty_containers:
+            return None
+        found = self.owners.get(container)
+        return None if found is None else found[0]
+
     def set_owner(self, container: int, record: OwnerRecord | None, version: int = 0) -> None:
         """Record an ownership change this broker made itself (its watch follows)."""
         if record is None:

@@ -140,10 +140,10 @@ class ZooKeeperOwners:
         container = container_of(segment, self._count)
         if container in self._active:
             return self._address
-        found = self._cache.owners.get(container)
-        if found is None or found[0].incarnation == self._record.incarnation:
+        found = self._cache.owner(container)  # None while a watch says it changed
+        if found is None or found.incarnation == self._record.incarnation:
             return ""  # unowned, or ours but not served (released, session trouble)
-        return found[0].address
+        return found.address
 
     def brokers(self) -> list[BrokerInfo]:
         owned: dict[str, list[int]] = {}

@@ -62,6 +62,20 @@ _MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 _SERVER_OPTIONS = (
     ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+    # Keepalive, both ways (docs/cluster.md, "Silent brokers"). The SDK PINGs every
+    # 1 s to find a stopped broker (folio._transport.liveness): accept PINGs every
+    # 0.5 s without data between them and never answer them with GOAWAY
+    # "too_many_pings" (0 strikes: no limit), which would cut the clients off.
+    ("grpc.http2.min_ping_interval_without_data_ms", 500),
+    ("grpc.http2.max_ping_strikes", 0),
+    # This side PINGs its clients too, so the streams of a client that vanished
+    # (held transaction blocks, reads at the tail) end within ~15 s, not hours.
+    # gRPC waits ``ping_timeout_ms`` (default 1 min) for the acknowledgement.
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.http2.ping_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
     # Two brokers must never share a port by accident (gRPC sets it on Linux).
     ("grpc.so_reuseport", 0),
 )

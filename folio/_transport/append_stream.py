@@ -11,6 +11,13 @@ upon which each flow sets itself up again and resends what was not
 acknowledged. A ticker calls every flow's ``on_tick`` ten times a second so
 flows can give up on blocks past their delivery deadline.
 
+**Progress.** The stream knows which commands await a reply (a
+``SetupAppend``, a block with ``end``: the broker answers each, the others only
+when it refuses them). When some do and no reply at all has come for
+``PROGRESS_TIMEOUT_S``, the broker is taken as silent (up, but answering
+nothing: ``folio._transport.liveness``): the ticker cuts the stream, every flow
+hears ``on_stream_lost`` and the stream opens again, as after any break.
+
 Flow ids are unique per stream (a connection of the client's pool, see
 ``folio._transport.pool``): they count up from 1, wrap below 2**32 and skip ids still in
 use. Sequences are the low 32 bits, masked whole, and wrap to 0.
@@ -28,6 +35,7 @@ import grpc
 from grpc import aio
 
 from folio._status import error_from_rpc
+from folio._transport.liveness import PROGRESS_TIMEOUT_S
 from folio.api.v1 import append_pb2
 from folio.errors import FolioError, FolioUnavailableError
 
@@ -52,17 +60,18 @@ _MAX_FLOW_ID: Final = (1 << 32) - 1
 
 
 class Backoff:
-    """Delays that double from ``BACKOFF_MIN_S`` to ``BACKOFF_MAX_S``; ``reset`` starts over."""
+    """Delays that double from ``BACKOFF_MIN_S`` to ``max_s``; ``reset`` starts over."""
 
-    __slots__ = ("_next",)
+    __slots__ = ("_max_s", "_next")
 
-    def __init__(self) -> None:
+    def __init__(self, max_s: float = BACKOFF_MAX_S) -> None:
         self._next = BACKOFF_MIN_S
+        self._max_s = max_s
 
     def next_delay(self) -> float:
         """The delay to wait now; the next one is twice as long (up to the cap)."""
         delay = self._next
-        self._next = min(delay * 2, BACKOFF_MAX_S)
+        self._next = min(delay * 2, self._max_s)
         return delay
 
     def reset(self) -> None:
@@ -99,9 +108,21 @@ class FlowSource(Protocol):
 class AppendStream:
     """The shared Append stream of one connection. IO thread only."""
 
-    def __init__(self, stub: AppendAsyncStub) -> None:
-        """Makes the stream object; the gRPC stream opens with the first flow."""
+    def __init__(self, stub: AppendAsyncStub,
+                 progress_timeout_s: float = PROGRESS_TIMEOUT_S) -> None:
+        """Makes the stream object; the gRPC stream opens with the first flow.
+
+        ``progress_timeout_s``: cut the stream after this long without any
+        reply while commands await one (see "Progress").
+        """
         self._stub = stub
+        self._progress_timeout_s = progress_timeout_s
+        #: Request ids of the commands sent on this stream that await a reply.
+        self._awaiting: set[int] = set()
+        #: ``time.monotonic()`` of the last reply, or of the first command awaited since.
+        self._progress_at = 0.0
+        #: Why the ticker cut the stream (None: it did not).
+        self._stalled: FolioUnavailableError | None = None
         self._flows: dict[int, AppendFlow] = {}
         self._sequences: dict[int, int] = {}
         self._next_flow_id = 1
@@ -109,6 +130,8 @@ class AppendStream:
         self._task: asyncio.Task[None] | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._closed = False
+        self._call: aio.StreamStreamCall[append_pb2.AppendCommand,
+                                         append_pb2.AppendReply] | None = None
         self.connected = False
         #: How many times the stream broke (and was opened again) so far.
         self.restarts = 0
@@ -138,7 +161,8 @@ class AppendStream:
         self._sequences[flow_id] = 0
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
-            self._ticker = asyncio.get_running_loop().create_task(self._tick())
+            if self._ticker is None:
+                self._ticker = asyncio.get_running_loop().create_task(self._tick())
         elif self.connected:
             asyncio.get_running_loop().call_soon(flow.on_stream_ready)
         return flow_id
@@ -163,6 +187,10 @@ class AppendStream:
         sequence = (previous + 1) & _SEQUENCE_MASK
         self._sequences[flow_id] = sequence
         command.request_id = flow_id << 32 | sequence
+        if command.HasField("setup_append") or command.append_block.end:
+            if not self._awaiting:
+                self._progress_at = time.monotonic()
+            self._awaiting.add(command.request_id)
         self._queue.put_nowait(command)
         return sequence
 
@@ -175,6 +203,9 @@ class AppendStream:
             queue: asyncio.Queue[append_pb2.AppendCommand] = asyncio.Queue()
             writer = asyncio.get_running_loop().create_task(self._write(call, queue))
             self._queue = queue
+            self._call = call
+            self._awaiting.clear()
+            self._stalled = None
             self.connected = True
             for flow in list(self._flows.values()):
                 flow.on_stream_ready()
@@ -182,22 +213,32 @@ class AppendStream:
             try:
                 async for reply in call:
                     backoff.reset()
+                    self._awaiting.discard(reply.request_id)
+                    self._progress_at = time.monotonic()
                     target = self._flows.get(reply.request_id >> 32)
                     if target is not None:
                         target.on_reply(reply)
                 error = FolioUnavailableError("the broker ended the append stream")
             except grpc.RpcError as rpc_error:
-                error = error_from_rpc(rpc_error)
+                error = self._stalled or error_from_rpc(rpc_error)
                 if not isinstance(rpc_error, aio.AioRpcError) or \
-                        rpc_error.code() != grpc.StatusCode.CANCELLED:
+                        rpc_error.code() != grpc.StatusCode.CANCELLED or self._stalled:
                     log.info("append stream to the broker broke: %s", error)
             except asyncio.CancelledError:
-                writer.cancel()
-                call.cancel()
-                raise
+                # The ticker cancels the call of a silent broker (the read then
+                # raises CancelledError, the task itself is not cancelled).
+                stalled = self._stalled
+                task = asyncio.current_task()
+                if stalled is None or self._closed or (task is not None and task.cancelling()):
+                    writer.cancel()
+                    call.cancel()
+                    raise
+                error = stalled
+                log.info("append stream to the broker cut: %s", error)
             finally:
                 self.connected = False
                 self._queue = None
+                self._call = None
             writer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await writer
@@ -207,6 +248,11 @@ class AppendStream:
             self.restarts += 1
             for flow in list(self._flows.values()):
                 flow.on_stream_lost(error)
+            if not self._flows:
+                # Every flow left (in a cluster, for their segments' owners): no
+                # redialling a broker that may be gone; the next flow opens it again.
+                self._task = None
+                return
             await asyncio.sleep(backoff.next_delay())
 
     @staticmethod
@@ -224,6 +270,12 @@ class AppendStream:
         while not self._closed:
             await asyncio.sleep(TICK_S)
             now = time.monotonic()
+            if self._awaiting and self._call is not None and self._stalled is None and \
+                    now - self._progress_at > self._progress_timeout_s:
+                self._stalled = FolioUnavailableError(
+                    f"no reply from the broker for {self._progress_timeout_s:g} s while "
+                    f"{len(self._awaiting)} commands awaited one (it is up but silent)")
+                self._call.cancel()
             for flow in list(self._flows.values()):
                 try:
                     flow.on_tick(now)

@@ -9,7 +9,7 @@ client of a standalone always did). With a list, the first call asks
 ``BOOTSTRAP_ATTEMPT_S`` each, within the call's deadline); when none does it
 raises ``NoBrokerAvailableError`` naming every endpoint, and the next call
 tries them all again. The broker that answered carries the admin calls; the
-brokers it lists are failover candidates after the endpoints.
+brokers it lists, and any named later as an owner, are failover candidates.
 
 **Pools.** One ``ConnectionPool`` per broker, made on the IO thread when a
 flow or a call first needs that broker; each keeps its PDP-36 bound
@@ -40,7 +40,7 @@ of a block: a flow picks its broker when it opens or moves.
 **WrongHost.** :meth:`Brokers.follow` moves an append flow: it leaves its
 stream; when the answer named the owner it is registered on the owner's
 stream at once, else ``LookupSegment`` is asked (any broker, backoff doubling
-to 2 s) until an owner is known or the flow's deadline passes. The flow then
+to 0.5 s) until an owner is known or the flow's deadline passes. The flow then
 sets up there as after a reconnect: ``AppendSetup`` tells which unacknowledged
 blocks were stored and the others are sent again, so nothing is lost or
 doubled. A segment that moves again within a short time waits a backoff
@@ -95,10 +95,12 @@ BOOTSTRAP_ATTEMPT_S: Final = 5.0
 _LOOKUP_ATTEMPT_S: Final = 5.0
 #: Retries of a read-only admin call on UNAVAILABLE with one broker (as before clusters).
 _ADMIN_RETRIES: Final = 3
-#: WrongHost hops one admin call follows before giving up (owners moving under it).
-_MAX_HOPS: Final = 8
+#: WrongHost hops one admin call follows at once; later ones wait a backoff first.
+_QUICK_HOPS: Final = 2
 #: A segment that moves again within this long waits a backoff before its flow follows.
 _QUICK_MOVE_S: Final = 2 * BACKOFF_MAX_S
+#: Longest wait between lookups of a moving segment's owner (be there soon after a claim).
+MOVE_BACKOFF_MAX_S: Final = 0.5
 
 
 class MovingFlow(AppendFlow, Protocol):
@@ -161,6 +163,9 @@ class Brokers:
                 raise FolioUnavailableError("the client's connections are closed")
             pool = self._pools[key] = ConnectionPool(address, self.max_connections,
                                                             self._security)
+            # A broker named (an owner): admin calls may fail over to it (newcomers too).
+            if all(self._key(known) != key for known in self._candidates):
+                self._candidates.append(address)
         return pool
 
     @property
@@ -235,7 +240,7 @@ class Brokers:
             FolioUnavailableError: no owner known by ``deadline``.
             FolioError: the broker's refusal (``NoSuchSegmentError`` ...).
         """
-        backoff = Backoff()
+        backoff = Backoff(MOVE_BACKOFF_MAX_S)
         request = admin_pb2.LookupSegmentRequest(segment=segment)
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -274,7 +279,7 @@ class Brokers:
         segment = flow.segment
         self.moved(segment, error.owner)
         now = time.monotonic()
-        backoff, last = self._moves.get(segment, (Backoff(), 0.0))
+        backoff, last = self._moves.get(segment, (Backoff(MOVE_BACKOFF_MAX_S), 0.0))
         if now - last > _QUICK_MOVE_S:
             backoff.reset()
             delay = 0.0
@@ -388,7 +393,8 @@ class Brokers:
         ``method`` is a stub method of the admin channel (``self.admin``); it
         is made again on another broker's channel to fail over or to follow
         WrongHost (GetSegmentInfo, TruncateSegment on a segment another broker
-        owns). With one known broker, UNAVAILABLE is retried a few times when
+        owns; the transaction calls, to the coordinator's broker) until the
+        deadline. With one known broker, UNAVAILABLE is retried a few times when
         ``retry`` (read-only calls), and any call whose connection failed (it
         answered at bootstrap, so it is restarting) until the deadline. With
         several, a broker that cannot be reached hands the call to the next
@@ -405,6 +411,7 @@ class Brokers:
             await self.bootstrap(deadline)
             method = rebind(method, before, self.admin)
         backoff = Backoff()
+        moves = Backoff()  # between WrongHost hops (see _follow_wrong_host)
         retries = _ADMIN_RETRIES if retry else 0
         hops = 0
         tried: set[str] = set()
@@ -416,11 +423,15 @@ class Brokers:
                 error = error_from_rpc(rpc_error)
                 unsent = "failed to connect" in (rpc_error.details() or "").lower()
             connection = self._connection_of(method)  # (only on a failure: a search)
-            if isinstance(error, WrongHostError) and error.segment and hops < _MAX_HOPS:
+            # After a hop: the owner named could not be reached (or is restarting).
+            owner_away = bool(hops) and connection is not None and \
+                connection is not self.admin and isinstance(error, FolioUnavailableError) \
+                and not isinstance(error, WrongHostError | LedgerUnavailableError) \
+                and (retry or unsent)
+            if (isinstance(error, WrongHostError) and error.segment) or owner_away:
                 hops += 1
-                self.moved(error.segment, error.owner)
-                owner = error.owner or await self.find_owner(error.segment, deadline)
-                method = rebind(method, connection, self.pool(owner).admin)
+                method = await self._follow_wrong_host(method, connection, error, hops,
+                                                       moves, deadline)
                 continue
             if isinstance(error, FolioUnavailableError) and connection is not None and \
                     not isinstance(error, WrongHostError | LedgerUnavailableError) and \
@@ -447,6 +458,30 @@ class Brokers:
             retries -= 0 if unsent else 1
             log.info("admin call failed (%s); trying again in %.2f s", error, delay)
             await asyncio.sleep(delay)
+
+    async def _follow_wrong_host(self, method: aio.UnaryUnaryMultiCallable[Req, Resp],
+                                 connection: Connection | None, error: FolioError, hops: int,
+                                 moves: Backoff, deadline: float,
+                                 ) -> aio.UnaryUnaryMultiCallable[Req, Resp]:
+        """The call's next target after a WrongHost, with backoff, until ``deadline``.
+
+        To the owner named, else looked up; an owner named but unreachable (dead
+        or stopped, named until its session expires) sends the call back to the
+        admin broker. Hops after the first two wait a backoff (to 2 s). Raises
+        ``error`` when ``deadline`` comes first.
+        """
+        delay = 0.0 if hops <= _QUICK_HOPS else moves.next_delay()
+        if time.monotonic() + delay >= deadline:
+            raise error
+        if delay:
+            log.info("call not served yet (%s); following its owner in %.2f s", error, delay)
+            await asyncio.sleep(delay)
+        if not isinstance(error, WrongHostError):
+            return rebind(method, connection, self.admin)  # ask again who owns it
+        segment = error.segment or ""
+        self.moved(segment, error.owner)
+        owner = error.owner or await self.find_owner(segment, deadline)
+        return rebind(method, connection, self.pool(owner).admin)
 
     def _connection_of(self, method: object) -> Connection | None:
         """The pooled admin channel ``method`` belongs to (None: not one of ours)."""

@@ -23,6 +23,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
 from folio._transport.append_stream import AppendStream
+from folio._transport.liveness import CHANNEL_KEEPALIVE
 from folio.api.v1 import (
     admin_pb2_grpc,
     append_pb2_grpc,
@@ -44,14 +45,19 @@ R = TypeVar("R")
 #: otherwise share one connection between channels with the same target and
 #: options, and a pool of N channels would be one connection. Redialling backs
 #: off like the SDK's own retries (at most 2 s, not gRPC's default 120 s), so a
-#: restarted broker is found again soon.
+#: restarted broker is found again soon; a connection attempt may take 1 s to
+#: its HTTP/2 handshake (gRPC's minimum connect timeout is the minimum backoff:
+#: 100 ms failed busy brokers' handshakes on a loaded host). Keepalive PINGs
+#: find a broker that is up but silent (stopped) within a few seconds
+#: (``folio._transport.liveness``).
 CHANNEL_OPTIONS: Final = (
     ("grpc.max_send_message_length", 16 * 1024 * 1024),
     ("grpc.max_receive_message_length", 16 * 1024 * 1024),
     ("grpc.use_local_subchannel_pool", 1),
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 1000),
     ("grpc.max_reconnect_backoff_ms", 2000),
+    *CHANNEL_KEEPALIVE,
 )
 
 

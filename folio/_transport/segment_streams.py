@@ -21,7 +21,10 @@ stay buffered) until ``skip(error)``; ``"skip"`` logs it and steps over;
 given back and the stream read on past it, so dropping it would lose the
 events after it for good.
 
-A stream that breaks is opened again from the next offset after backoff; a
+A stream that breaks, or that hears nothing from its broker (not even the
+empty response due every ``max_wait_ms`` at the tail) for ``max_wait_ms`` plus
+the progress deadline (``folio._transport.liveness``), is opened again from the
+next offset after backoff; a
 status the broker did not give (gRPC's own, e.g. from a cut connection) gets
 a few retries too. In a cluster, each stream runs on a channel of its
 segment's owner (``folio._transport.brokers``); a WrongHost answer moves it
@@ -46,6 +49,7 @@ import grpc
 
 from folio._status import error_from_rpc
 from folio._transport.append_stream import Backoff
+from folio._transport.liveness import PROGRESS_TIMEOUT_S, with_progress_deadline
 from folio._transport.unpack import unpack_events
 from folio.api.v1 import read_pb2
 from folio.errors import (
@@ -407,7 +411,9 @@ class SegmentStreams(Generic[T]):
                 segment=segment, offset=next_offset, max_bytes=self._max_bytes,
                 max_wait_ms=self._max_wait_ms, isolation=self._isolation))
             try:
-                async for response in call:
+                async for response in with_progress_deadline(
+                        call, f"Read stream of {segment}",
+                        PROGRESS_TIMEOUT_S + self._max_wait_ms / 1000):
                     backoff.reset()
                     unexplained = 0
                     if moves is not None and not served:

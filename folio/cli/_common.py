@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 import folio
 from folio.config import CONFIG_ENV, DEFAULT_ENDPOINT, ENDPOINT_ENV, ClientConfig
 from folio.errors import (
+    DeliveryTimeoutError,
     FolioError,
     FolioUnavailableError,
     LedgerUnavailableError,
@@ -202,6 +203,9 @@ def fail(prog: str, message: str) -> int:
 def describe_error(error: BaseException, endpoint: str) -> str:
     """A one-line message for ``error``; an unreachable broker gets a how-to-start hint."""
     text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, DeliveryTimeoutError) and \
+            isinstance(error.__cause__, LedgerUnavailableError):
+        error = error.__cause__  # what the writer retried until it gave up
     if isinstance(error, LedgerUnavailableError):
         return f"the broker at {endpoint} is up but its ledger service is unavailable: {text}"
     if isinstance(error, TlsError):

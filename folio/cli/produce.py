@@ -77,7 +77,10 @@ def _produce(args: argparse.Namespace) -> int:
     interrupted = False
     try:
         with connect(args, endpoint) as client:
-            writer = client.writer(args.topic)
+            # An event not acknowledged within the client's timeout_s fails
+            # (DeliveryTimeoutError, its cause the last error retried).
+            writer = client.writer(args.topic,
+                                   delivery_timeout_ms=max(1, int(client.timeout_s * 1000)))
             try:
                 write = writer.write_event
                 for number, line in enumerate(lines_of(sys.stdin.buffer), start=1):
@@ -133,7 +136,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "and 'N events acknowledged' is printed to stderr; exit 0 when every event read "
         "was acknowledged. A line that cannot be made into an event stops the run: "
         "'folio produce: error: line N: ... (A of W events acknowledged)' and exit 1, as "
-        "on any other failure (no broker, unknown topic, an event too large, ...).",
+        "on any other failure (no broker, unknown topic, an event too large, an event "
+        "not acknowledged within the client's timeout_s, $FOLIO_CLIENT_TIMEOUT_S, "
+        "default 30 s, while transient failures were retried, ...).",
     )
     parser.add_argument("topic", metavar="TOPIC", help="the topic to write to")
     keys = parser.add_mutually_exclusive_group()

@@ -9,6 +9,7 @@ the IO thread only.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import time
@@ -16,6 +17,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Final
 
 from folio._status import error_from_reply
+from folio._transport.append_stream import Backoff
 from folio._transport.brokers import Brokers
 from folio._transport.flow_state import FlowState, move
 from folio.api.v1 import append_pb2
@@ -46,8 +48,10 @@ class SegmentFlow:
     (same writer id and transaction) and the broker answers the last event
     number it has of this writer: blocks up to it landed (their batches
     resolve), the others are sent again, so none is lost or written twice.
-    A broker refusal (the transaction is no longer open, say) fails every
-    batch, and so does a stream down for longer than ``give_up_s``.
+    A retriable refusal (the ledger service unavailable a moment) sets the
+    flow up again after a backoff, as after a break; a refusal for good (the
+    transaction is no longer open, say) fails every batch, and so does a
+    stream down (or refused) for longer than ``give_up_s``.
 
     In a cluster, WrongHost (or a stream lost to a broker) moves the flow to
     the segment's owner (``Brokers.follow``) as if its stream had broken:
@@ -73,6 +77,7 @@ class SegmentFlow:
         self._sent: dict[int, _Block] = {}
         self._setup_sequence: int | None = None
         self._down_since: float | None = None
+        self._backoff: Backoff | None = None  # made by the first retriable refusal
         self._error: FolioError | None = None
         #: Counters (tests, logs): blocks sent again after a reconnect, and
         #: blocks a setup answer showed had landed (their acknowledgement lost).
@@ -174,6 +179,8 @@ class SegmentFlow:
                 return
             self._state = move(self._state, FlowState.READY, self.segment)
             self._down_since = None
+            if self._backoff is not None:
+                self._backoff.reset()
             self._settle(reply.append_setup.last_event_number)
             self._pump()
             return
@@ -192,8 +199,25 @@ class SegmentFlow:
     def _refused(self, error: FolioError) -> None:
         if isinstance(error, WrongHostError) and isinstance(self._source, Brokers):
             self._follow_owner(self._source, error)
+        elif error.retriable and self._state in (FlowState.READY, FlowState.SETTING_UP):
+            # Transient (the ledger service or the coordinator unavailable for a
+            # moment): set up again after a backoff and resend what the setup's
+            # answer says did not land, until ``give_up_s`` (``on_tick``).
+            # Replies to the other blocks in flight are ignored from now on.
+            self._requeue()
+            self._state = move(self._state, FlowState.RESETTING, self.segment)
+            if self._backoff is None:
+                self._backoff = Backoff()
+            delay = self._backoff.next_delay()
+            log.info("transactional append to %s refused (%s); setting up again in %.2f s",
+                     self.segment, error, delay)
+            asyncio.get_running_loop().call_later(delay, self._retry_setup)
         else:
             self._die(error)
+
+    def _retry_setup(self) -> None:
+        if self._state is FlowState.RESETTING:
+            self._send_setup()
 
     def _settle(self, last: int) -> None:
         """After (re)setup: queued blocks up to ``last`` landed; number from there on."""

@@ -17,6 +17,14 @@ stream lost to a broker — moves the flow (state MOVING) to the segment's
 owner, named in the answer or looked up; it is then registered on the
 owner's stream and goes on exactly as after a reconnect: set up, and resend
 what ``AppendSetup`` says was not stored.
+
+**Transient means retried.** Everything retriable — a lost or silent stream,
+WrongHost and moves, ``LedgerUnavailableError`` and any other UNAVAILABLE — is
+retried until the block's delivery deadline; resending is safe because the
+writer id and event numbers de-duplicate on the broker. A block fails only
+when its outcome is known to be failure (a refusal for good: not written) or
+when the deadline passed: then with ``DeliveryTimeoutError`` (outcome unknown,
+not retriable), caused by the last error retried.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from folio._status import error_from_reply
 from folio._transport.append_stream import Backoff
@@ -35,7 +43,6 @@ from folio.api.v1 import append_pb2
 from folio.errors import (
     DeliveryTimeoutError,
     FolioError,
-    LedgerUnavailableError,
     NoSuchSegmentError,
     PermissionDeniedError,
     SegmentSealedError,
@@ -48,13 +55,9 @@ if TYPE_CHECKING:
     from folio._transport.append_stream import AppendStream, FlowSource
     from folio._transport.io_thread import IoThread
 
-__all__ = ["LEDGER_UNAVAILABLE_GIVE_UP_S", "Block", "SegmentFlow"]
+__all__ = ["Block", "SegmentFlow"]
 
 log = logging.getLogger(__name__)
-
-#: How long a writer retries while the broker says its ledger service (bookies)
-#: is unavailable before failing the unacknowledged blocks with that message.
-LEDGER_UNAVAILABLE_GIVE_UP_S: Final = 5.0
 
 
 class Block:
@@ -82,9 +85,8 @@ class SegmentFlow:
     ``__init__`` and provides ``_complete``.
     """
 
-    __slots__ = ("_backoff", "_dead", "_flow_id", "_last_error", "_ledger_down_since",
-                 "_next_event_number", "_notified", "_pending", "_sealing", "_state", "_stream",
-                 "_unacked")
+    __slots__ = ("_backoff", "_dead", "_flow_id", "_last_error", "_next_event_number",
+                 "_notified", "_pending", "_sealing", "_state", "_stream", "_unacked")
 
     segment: str
     _writer_id: str
@@ -100,7 +102,6 @@ class SegmentFlow:
     _dead: FolioError | None
     _backoff: Backoff | None
     _last_error: FolioError | None
-    _ledger_down_since: float | None
     _delivery_timeout_s: float
     _sealing: bool
     _notified: bool
@@ -231,14 +232,19 @@ class SegmentFlow:
         if not self._unacked or self._unacked[0].deadline > now:
             return
         expired = [block for block in self._unacked if block.deadline <= now]
+        last = self._last_error
         for block in expired:
             self._unacked.remove(block)
-            why = f"; last error: {self._last_error}" if self._last_error else ""
-            self._complete(block, error=DeliveryTimeoutError(
+            why = f"; last error: {last}" if last else ""
+            error = DeliveryTimeoutError(
                 f"a block of {block.event_count} events to segment {self.segment!r} was not "
                 f"acknowledged within delivery_timeout_ms "
-                f"({self._delivery_timeout_s * 1000:.0f} ms); it may or may not have been "
-                f"written{why}", segment=self.segment))
+                f"({self._delivery_timeout_s * 1000:.0f} ms): the outcome is unknown, the "
+                f"events may or may not have been written (read the segment back before "
+                f"sending them again){why}", segment=self.segment,
+                last_error=type(last).__name__ if last else None)
+            error.__cause__ = last
+            self._complete(block, error=error)
 
     def on_reply(self, reply: append_pb2.AppendReply) -> None:
         """Routes a reply to the command it answers (replies come in command order)."""
@@ -258,7 +264,6 @@ class SegmentFlow:
                 if self._backoff is not None:
                     self._backoff.reset()
                 self._last_error = None
-                self._ledger_down_since = None
                 self._remove(block)
                 self._complete(block, offset=-1 if appended.duplicate else appended.offset)
         else:
@@ -288,15 +293,6 @@ class SegmentFlow:
                     return
         if self._sealing:
             self._notify_sealed()
-
-    def _ledger_down_too_long(self, error: FolioError) -> bool:
-        if not isinstance(error, LedgerUnavailableError):
-            self._ledger_down_since = None
-            return False
-        now = time.monotonic()
-        if self._ledger_down_since is None:
-            self._ledger_down_since = now
-        return now - self._ledger_down_since >= LEDGER_UNAVAILABLE_GIVE_UP_S
 
     def _failure(self, reply: append_pb2.AppendReply) -> FolioError:
         return error_from_reply(reply, self.segment)
@@ -334,19 +330,12 @@ class SegmentFlow:
                 self._complete(pending, error=error)
             self._unacked.clear()
             return
-        if error.retriable and self._ledger_down_too_long(error):
-            # The broker is up and says its ledger service is not: tell the
-            # application in seconds, not after delivery_timeout_ms of silence.
-            # Later writes try again (the bookies may be back by then).
-            failure = LedgerUnavailableError(
-                f"{error} (the broker said so for {LEDGER_UNAVAILABLE_GIVE_UP_S:.0f} s; "
-                "unacknowledged events may or may not have been written)",
-                error_name=error.error_name, context=error.context, error_code=error.error_code)
-            for pending in list(self._unacked):
-                self._complete(pending, error=failure)
-            self._unacked.clear()
-            self._ledger_down_since = None
         if error.retriable:
+            # Transient (LedgerUnavailableError, a broker shutting down, any
+            # UNAVAILABLE): set up again and resend until the blocks' deadline.
+            # The setup's answer tells which blocks the broker stored (a block
+            # refused while its entry reached the bookies may be), so nothing
+            # is written twice.
             if block is not None:
                 block.rejected = error
             if self._state in (FlowState.READY, FlowState.SETTING_UP):

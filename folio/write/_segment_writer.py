@@ -26,10 +26,9 @@ writer; blocks are numbered from there, sent in order, and kept in
 answers a retriable failure, the flow stops sending, sets up again (after
 backoff) and resends in order every unacknowledged block numbered above what
 the broker recorded; those at or below it were written (the broker answers
-duplicates the same way). A block that failed retriably while a later block
-of the flow was written cannot be resent without breaking the order: it fails
-with its error. Blocks still unacknowledged ``delivery_timeout_s`` after they
-were made fail with ``DeliveryTimeoutError``. ``NoSuchSegment`` ends the
+duplicates the same way). Every retriable failure is retried so; blocks still
+unacknowledged ``delivery_timeout_s`` after they were made fail with
+``DeliveryTimeoutError`` (outcome unknown). ``NoSuchSegment`` ends the
 flow: its blocks fail, and later ones at once.
 
 **Sealed segment** (scaling). With an ``on_sealed`` callback, ``SegmentIsSealed``
@@ -59,7 +58,7 @@ from folio.errors import (
     FolioError,
     WriterClosedError,
 )
-from folio.write._segment_flow import LEDGER_UNAVAILABLE_GIVE_UP_S, Block, SegmentFlow
+from folio.write._segment_flow import Block, SegmentFlow
 from folio.write._write_future import BlockOutcome, WriteFuture
 
 if TYPE_CHECKING:
@@ -67,7 +66,7 @@ if TYPE_CHECKING:
     from folio._transport.io_thread import IoThread
     from folio.metrics import TopicMetrics
 
-__all__ = ["LEDGER_UNAVAILABLE_GIVE_UP_S", "MAX_BATCH_BYTES", "Forward", "SegmentWriter"]
+__all__ = ["MAX_BATCH_BYTES", "Forward", "SegmentWriter"]
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +163,6 @@ class SegmentWriter(SegmentFlow):
         self._dead: FolioError | None = None
         self._backoff: Backoff | None = None  # made by the first retry
         self._last_error: FolioError | None = None
-        self._ledger_down_since: float | None = None
         self._sealing = False
         self._notified = False
 

@@ -152,10 +152,12 @@ def test_missing_and_bad_context_give_none() -> None:
 
 def test_retriable_flags() -> None:
     assert e.FolioUnavailableError.retriable and e.WrongHostError.retriable
-    assert e.TimeoutError.retriable and e.DeliveryTimeoutError.retriable
+    assert e.TimeoutError.retriable
+    # The outcome is unknown (maybe written): resending may duplicate, so not retriable.
     for cls in (e.FolioError, e.InvalidArgumentError, e.NotFoundError, e.TopicExistsError,
                 e.SegmentSealedError, e.OffsetOutOfRangeError, e.EventTooLargeError,
-                e.InvalidEventNumberError, e.WriterClosedError, e.InvalidBlockError):
+                e.InvalidEventNumberError, e.WriterClosedError, e.InvalidBlockError,
+                e.DeliveryTimeoutError):
         assert not cls.retriable, cls
 
 

@@ -129,6 +129,19 @@ def test_a_cluster_listing_is_learnt_as_failover_candidates(io: IoThread) -> Non
     io.run(brokers.close(), timeout=10)
 
 
+def test_a_broker_named_later_as_an_owner_is_a_failover_candidate_too(io: IoThread) -> None:
+    # A newcomer that joined after bootstrap: once a WrongHost or a lookup names
+    # it (its pool is made), admin calls may fail over to it, so a client whose
+    # bootstrap brokers all died since can still look owners up.
+    brokers = brokers_of(io, "a:1", "b:1")
+    on_io(io, brokers.moved, "t/0", "localhost:7")
+    on_io(io, brokers.owner_pool, "t/0")
+    on_io(io, brokers.pool, "127.0.0.1:7")  # the same broker spelt otherwise: once
+    assert brokers._candidates == ["a:1", "b:1", "localhost:7"]
+    assert brokers._next_admin({address_key("a:1"), address_key("b:1")}) == "localhost:7"
+    io.run(brokers.close(), timeout=10)
+
+
 class MovingRecorder:
     """A flow that records how it was moved."""
 

@@ -24,6 +24,7 @@ from folio.api.v1.block import decode_block
 from folio.errors import (
     DeliveryTimeoutError,
     FolioUnavailableError,
+    LedgerUnavailableError,
     SegmentSealedError,
     WriterClosedError,
 )
@@ -300,6 +301,31 @@ def test_a_sealed_segment_fails_this_and_every_later_block(io: IoThread) -> None
     with pytest.raises(SegmentSealedError):
         later.result(timeout=1)
     assert len(h.errors) == 2 and len(h.commands("append_block")) == 1
+
+
+def test_the_unavailable_ledger_service_is_retried_until_the_deadline_then_unknown(
+        io: IoThread) -> None:
+    # LedgerUnavailableError (BookieUnavailableError on the wire) is transient:
+    # set up again and resend, however often, until the block's deadline; then
+    # the outcome is unknown (the refused block may have reached a bookie).
+    h = Harness(io, delivery_timeout_s=60.0)
+    future = h.append(b"a")
+    h.cut()
+    for attempt in range(1, 4):
+        h.stream.wait_for("setup_append", attempt)
+        h.sync()
+        h.setup(last_event_number=-1)
+        block = h.commands("append_block")[-1]
+        assert block.append_block.last_event_number == 0  # the same block, again
+        h.reply(block, append_failed=_append_failed(retriable=True))
+        h.on_io(h.writer.on_tick, time.monotonic())  # a tick before the deadline
+        assert not future.done()
+    h.on_io(h.writer.on_tick, time.monotonic() + 61)  # a tick past the delivery deadline
+    error = future.exception(timeout=5)
+    assert isinstance(error, DeliveryTimeoutError) and not error.retriable
+    assert error.segment == SEGMENT and "outcome is unknown" in str(error)
+    assert isinstance(error.__cause__, LedgerUnavailableError)
+    assert error.last_error == "LedgerUnavailableError"
 
 
 def test_blocks_past_the_delivery_timeout_fail(io: IoThread) -> None:

@@ -1,0 +1,44 @@
+"""The owner cache on a real ZooKeeper: a changed owner is never named from a stale read.
+
+Issue 22: WrongHost named a broker that was gone while the metadata already
+knew better. The cache reads an ownership node again only on its next
+refresh, which the ownership loop may take seconds to reach (a handover in
+progress); between the watch and that read the owner it holds may be the
+dead one. ``OwnerCache.owner`` (what ``owner_of``, WrongHost and LookupSegment
+answer from) says "unknown" then, so clients look the owner up instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.cluster.containers import OwnerRecord, owner_path
+from broker.cluster.owner_cache import OwnerCache
+from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore
+
+COUNT = 4
+CONTAINER = 2
+
+
+async def test_an_owner_a_watch_says_changed_is_unknown_until_read_again(zk_url: str) -> None:
+    store = await ZooKeeperMetadataStore.connect(zk_url)
+    try:
+        gone = OwnerRecord("b1", "127.0.0.1:7071", "first")
+        await store.create(owner_path(CONTAINER), gone.to_bytes(), make_parents=True)
+        changed = asyncio.Event()
+        cache = OwnerCache(store, COUNT, changed.set)
+        await cache.refresh()
+        assert cache.owner(CONTAINER) == gone
+
+        successor = OwnerRecord("b2", "127.0.0.1:7072", "second")
+        node = await store.get(owner_path(CONTAINER))
+        await store.set(owner_path(CONTAINER), successor.to_bytes(), node.version)
+        await asyncio.wait_for(changed.wait(), 30)  # the watch fired; not read again yet
+        assert cache.owners[CONTAINER][0] == gone  # what the cache last read
+        assert cache.owner(CONTAINER) is None      # ... is not named
+
+        await cache.refresh()
+        assert cache.owner(CONTAINER) == successor
+        assert cache.owner(CONTAINER + 1) is None  # never owned
+    finally:
+        await store.close()

@@ -1,0 +1,91 @@
+"""A broker that is up but silent (SIGSTOPped): the SDK's keepalive leaves it (issue 22).
+
+A stopped process keeps its TCP connections up: the kernel acknowledges what
+the client sends, nothing answers. Before keepalive the SDK's streams waited on
+such a connection for as long as the broker was stopped. Here the writer is
+idle when the broker stops (every block acknowledged), so no progress deadline
+is running: only a keepalive PING that is not acknowledged can cut its Append
+stream. Once cut, the writer's next events wait (the stream reconnects with
+backoff; a connection to a stopped process fails before its HTTP/2 handshake),
+and when the broker resumes they are written, once, after the earlier ones.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import grpc
+import pytest
+
+import folio
+from tests.support.bookies import BookieProcesses
+from tests.support.standalone import read_payloads, start_standalone
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.faults
+
+TOPIC = "silent"
+SEGMENT = f"{TOPIC}/0"
+
+
+def _restarts(client: folio.Client) -> int:
+    return sum(connection.stream_restarts for connection in client.pool_stats().connections)
+
+
+def test_keepalive_cuts_an_idle_stream_to_a_stopped_broker_and_writes_resume_once(
+        tmp_path: Path, bookie_processes: BookieProcesses) -> None:
+    server = start_standalone(bookie_processes, tmp_path / "standalone")
+    first = [b"a%d" % n for n in range(10)]
+    then = [b"b%d" % n for n in range(10)]
+    with folio.Client(server.address, timeout_s=60) as client:
+        client.create_topic(TOPIC)
+        with client.writer(TOPIC, linger_ms=1) as writer:
+            for future in [writer.write_event(p, routing_key="k") for p in first]:
+                future.result(60)
+            before = _restarts(client)
+            assert before == 0
+            os.kill(server.pid, signal.SIGSTOP)
+            try:
+                wait_for(lambda: _restarts(client) > before,
+                         "the idle append stream to the stopped broker cut by keepalive",
+                         timeout_s=60)
+                pending = [writer.write_event(p, routing_key="k") for p in then]
+            finally:
+                os.kill(server.pid, signal.SIGCONT)
+            results = [future.result(60) for future in pending]
+        assert [r.segment for r in results] == [SEGMENT] * len(then)
+        end = client.get_segments(TOPIC)[0].end_offset
+    assert end == len(first) + len(then)
+    with grpc.insecure_channel(server.address) as channel:
+        assert read_payloads(channel, SEGMENT, until_offset=end) == first + then
+
+
+def test_a_delivery_timeout_that_passes_is_the_typed_unknown_outcome_error(
+        tmp_path: Path, bookie_processes: BookieProcesses) -> None:
+    server = start_standalone(bookie_processes, tmp_path / "standalone")
+    with folio.Client(server.address, timeout_s=60) as client:
+        client.create_topic(TOPIC)
+        with client.writer(TOPIC, linger_ms=1, delivery_timeout_ms=2_000) as writer:
+            writer.write_event(b"first", routing_key="k").result(60)
+            os.kill(server.pid, signal.SIGSTOP)
+            try:
+                future = writer.write_event(b"maybe", routing_key="k")
+                error = future.exception(60)
+            finally:
+                os.kill(server.pid, signal.SIGCONT)
+            assert isinstance(error, folio.DeliveryTimeoutError)
+            # Unknown, not failed: the broker may have stored it (it had the bytes).
+            assert not error.retriable
+            assert error.segment == SEGMENT
+            assert "outcome is unknown" in str(error)
+            assert error.last_error is not None and error.__cause__ is not None
+            with pytest.raises(folio.DeliveryTimeoutError):
+                writer.flush()  # the first failure since the last flush
+            writer.write_event(b"after", routing_key="k").result(60)
+        end = client.get_segments(TOPIC)[0].end_offset
+    with grpc.insecure_channel(server.address) as channel:
+        stored = read_payloads(channel, SEGMENT, until_offset=end)
+    # Stored once or not at all, never twice; the writer's later event after it.
+    assert stored in ([b"first", b"maybe", b"after"], [b"first", b"after"])
