@@ -53,6 +53,9 @@ CALL_TIMEOUT_S: Final = 15.0
 _OPTIONS: Final[tuple[tuple[str, Any], ...]] = (
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
+    # The ping's answer is awaited for http2.ping_timeout_ms (one minute by
+    # default), not keepalive_timeout_ms: a silent peer is left after 10 s.
+    ("grpc.http2.ping_timeout_ms", 10_000),
 )
 
 

@@ -32,6 +32,9 @@ _CLIENT_OPTIONS: Final[tuple[tuple[str, Any], ...]] = (
     # when the handle is idle, rather than at the next add's deadline only.
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
+    # This gRPC waits for a ping's answer for http2.ping_timeout_ms (one
+    # minute by default), not keepalive_timeout_ms: set both.
+    ("grpc.http2.ping_timeout_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
     # Try a bookie that refused a connection again within a second, not after
