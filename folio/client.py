@@ -28,7 +28,13 @@ from folio._transport.io_thread import IoThread
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, PoolStats
 from folio.admin import AdminCalls
 from folio.api.v1 import groups_pb2
-from folio.config import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT_S, ENDPOINT_ENV, ClientConfig
+from folio.config import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_ENDPOINT,
+    DEFAULT_TIMEOUT_S,
+    ENDPOINT_ENV,
+    ClientConfig,
+)
 from folio.errors import FolioError, InvalidArgumentError
 from folio.metrics import client_metrics
 from folio.models import SegmentRange
@@ -65,6 +71,7 @@ class Client(AdminCalls):
     """
 
     def __init__(self, endpoint: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
                  max_connections_per_endpoint: int = DEFAULT_MAX_CONNECTIONS,
                  registry: CollectorRegistry | None = None,
                  config: ClientConfig | None = None, tls: TLS | None = None,
@@ -79,6 +86,10 @@ class Client(AdminCalls):
                 else ``$FOLIO_ENDPOINT``, else ``localhost:7070``. With one
                 endpoint nothing is sent before the first call.
             timeout_s: deadline of each admin call, in seconds.
+            connect_timeout_s: longest wait for the first connection to a
+                broker, in seconds: nothing listening, another service or a
+                TLS refusal fails within it with the reason
+                (``FolioUnavailableError``, ``WrongEndpointError``, ``TlsError``).
             max_connections_per_endpoint: most channels (TCP connections)
                 to each broker, shared by every writer and reader of this
                 client; more are opened only as flows need them.
@@ -105,7 +116,7 @@ class Client(AdminCalls):
                                        "not both")
         #: The settings, resolved and checked (``folio.config``).
         self.config = config if config is not None else ClientConfig.resolve(
-            endpoint, timeout_s=timeout_s,
+            endpoint, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s,
             max_connections_per_endpoint=max_connections_per_endpoint, tls=tls,
             token=token, token_file=token_file)
         self._security = self.config.security()
@@ -129,7 +140,8 @@ class Client(AdminCalls):
         return cls(registry=registry, config=config)
 
     async def _open(self) -> Brokers:
-        return Brokers(self.endpoints, self.max_connections_per_endpoint, self._security)
+        return Brokers(self.endpoints, self.max_connections_per_endpoint, self._security,
+                       connect_timeout_s=self.config.connect_timeout_s)
 
     def _flow_pool(self) -> Brokers:
         """Where new flows and Read streams take their channels (their segment's broker)."""

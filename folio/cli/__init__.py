@@ -5,19 +5,22 @@ in its own module with a ``register`` function, registered directly below);
 server commands (``bookie``, ``standalone``,
 ``broker``) are plugged in by the server packages through the
 ``folio.commands`` entry-point group, so this package imports none of them.
+
+Start-up: ``folio --version`` imports nothing but this module (no gRPC); the
+commands' modules are imported when the parser is built. gRPC core's own log
+lines (``Handshake failed`` ...) are off unless ``--verbose`` is given or
+``GRPC_VERBOSITY`` is set: the CLI's one-line errors say what failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, entry_points, version
-
-from folio.cli import acl, consume, group, perf, produce, topic
-from folio.cli._common import add_global_endpoint_option, client_config
-from folio.errors import InvalidArgumentError
+from typing import Final
 
 __all__ = ["main"]
 
@@ -33,8 +36,29 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+#: The global flag that turns on the SDK's INFO logs and gRPC core's own logging.
+VERBOSE_FLAG: Final = "--verbose"
+
+
+def _quiet_grpc(argv: Sequence[str]) -> None:
+    """Silences gRPC core's logging unless ``--verbose`` or ``GRPC_VERBOSITY`` asks for it.
+
+    gRPC core reads ``GRPC_VERBOSITY`` when it is first imported, so this runs
+    before any command module is.
+    """
+    if VERBOSE_FLAG in argv:
+        os.environ.setdefault("GRPC_VERBOSITY", "INFO")
+        logging.basicConfig(level=logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    else:
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full ``folio`` parser with every installed command."""
+    from folio.cli import acl, consume, group, perf, produce, topic  # noqa: PLC0415
+    from folio.cli._common import add_global_endpoint_option  # noqa: PLC0415
+
     parser = argparse.ArgumentParser(
         prog="folio",
         # Sub-command flags (group reset --to) must not read as abbreviations of
@@ -47,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
         "client settings that result.",
     )
     parser.add_argument("--version", action="version", version=f"folio {_version()}")
+    parser.add_argument(VERBOSE_FLAG, action="store_true",
+                        help="log what the client does (INFO) and gRPC core's own messages "
+                        "(quiet otherwise; GRPC_VERBOSITY and GRPC_TRACE, when set, win)")
     add_global_endpoint_option(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for client_command in (topic, produce, consume, perf, group, acl):
@@ -59,8 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments == ["--version"]:  # without importing the commands (no gRPC)
+        print(f"folio {_version()}")
+        raise SystemExit(0)  # as argparse's version action does
+    _quiet_grpc(arguments)
+    from folio.cli._common import client_config  # noqa: PLC0415
+    from folio.errors import InvalidArgumentError  # noqa: PLC0415
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
     if args.print_client_config or getattr(args, "uses_client_config", False):
         # A bad --config file or FOLIO_CLIENT_* value is bad usage (exit 2), as
         # for the server commands; checked once here, before any connection.

@@ -27,6 +27,7 @@ from folio.errors import (
     LedgerUnavailableError,
     NoBrokerAvailableError,
     TlsError,
+    WrongEndpointError,
 )
 
 __all__ = [
@@ -204,11 +205,13 @@ def describe_error(error: BaseException, endpoint: str) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
     if isinstance(error, LedgerUnavailableError):
         return f"the broker at {endpoint} is up but its ledger service is unavailable: {text}"
-    if isinstance(error, TlsError):
-        return f"{endpoint}: {text}"
+    if isinstance(error, TlsError | WrongEndpointError):
+        return text if endpoint in text else f"{endpoint}: {text}"
     if isinstance(error, NoBrokerAvailableError):
         return f"{text}; {START_HINT}"
     if isinstance(error, FolioUnavailableError):
+        if error.context.get("reason"):  # the connect probe said why (it names the endpoint)
+            return f"no broker: {text}; {START_HINT}"
         return f"no broker at {endpoint} ({text}); {START_HINT}"
     return text
 
