@@ -54,6 +54,42 @@ def _quiet_grpc(argv: Sequence[str]) -> None:
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 
+#: Options users bring from Kafka's tools, and Folio's word for each.
+_KAFKA_WORDS: Final = {"--partitions": "--segments", "--bootstrap-server": "--endpoint"}
+
+
+def _command_parser(parser: argparse.ArgumentParser,
+                    arguments: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub-)command ``arguments`` name, so an error shows its usage."""
+    current = parser
+    for word in arguments:
+        choices = next((action.choices for action in current._actions
+                        if isinstance(action, argparse._SubParsersAction)), None)
+        if not isinstance(choices, dict):
+            break
+        if word in choices:
+            current = choices[word]
+    return current
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
+    """``"; did you mean --segments?"`` for the first unknown option with a near one."""
+    import difflib  # noqa: PLC0415
+
+    known = [flag for action in parser._actions for flag in action.option_strings]
+    for word in unknown:
+        flag = word.split("=", 1)[0]
+        if not flag.startswith("--"):
+            continue
+        ours = _KAFKA_WORDS.get(flag)
+        if ours is not None and ours.split()[0] in known:
+            return f"; did you mean {ours}?"
+        near = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+        if near:
+            return f"; did you mean {near[0]}?"
+    return ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full ``folio`` parser with every installed command."""
     from folio.cli import acl, consume, group, perf, produce, topic  # noqa: PLC0415
@@ -95,7 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from folio.errors import InvalidArgumentError  # noqa: PLC0415
 
     parser = build_parser()
-    args = parser.parse_args(arguments)
+    args, unknown = parser.parse_known_args(arguments)
+    if unknown:
+        command = _command_parser(parser, arguments)
+        command.error(f"unrecognized arguments: {' '.join(unknown)}"
+                      f"{_did_you_mean(command, unknown)}")
     if args.print_client_config or getattr(args, "uses_client_config", False):
         # A bad --config file or FOLIO_CLIENT_* value is bad usage (exit 2), as
         # for the server commands; checked once here, before any connection.
