@@ -122,6 +122,8 @@ if TYPE_CHECKING:
         WrongHostError,
     )
     from folio.models import (
+        BrokerInfo,
+        ClusterInfo,
         Event,
         ScaleResult,
         SegmentInfo,
@@ -150,6 +152,8 @@ if TYPE_CHECKING:
 #: Where each public name is defined: imported on first use (PEP 562), so that
 #: ``import folio`` (and ``folio --version``, ``--help``) loads no gRPC.
 _EXPORTS: dict[str, str] = {
+    "BrokerInfo": "folio.models",
+    "ClusterInfo": "folio.models",
     "ConnectionStats": "folio._transport.pool",
     "PoolStats": "folio._transport.pool",
     "PermissionGrant": "folio.acl",
@@ -228,10 +232,12 @@ __all__ = [
     "TLS",
     "AlreadyExistsError",
     "BatchClient",
+    "BrokerInfo",
     "BytesSerializer",
     "Checkpoint",
     "Client",
     "ClientConfig",
+    "ClusterInfo",
     "ConnectionStats",
     "DataLossError",
     "DeliveryTimeoutError",
