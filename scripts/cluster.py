@@ -32,96 +32,22 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from cluster_processes import (
+    ROOT,
+    START_TIMEOUT_S,
+    Started,
+    alive,
+    read_pids,
+    record,
+    start,
+)
 from zookeeper_server import ZooKeeperServer, ZooKeeperStartError
 
-ROOT = Path(__file__).resolve().parents[1]
-#: Deadline for one process to print its ready line.
-START_TIMEOUT_S = 90.0
 #: Deadline for one process to exit after SIGTERM, before SIGKILL.
 STOP_TIMEOUT_S = 20.0
 CHROOT = "/folio"
-
-
-@dataclass
-class Started:
-    """One process of the cluster: its role, name and pid."""
-
-    name: str
-    pid: int
-    address: str
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not reaped by its parent) counts as gone.
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state != "Z"
-
-
-def _start_time(pid: int) -> str:
-    """The process's start time in clock ticks since boot ('' if gone): tells a reused pid."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return ""
-
-
-def _read_pids(directory: Path) -> list[tuple[str, int]]:
-    """The processes ``pids`` lists that are still the very processes started (not reused)."""
-    path = directory / "pids"
-    if not path.exists():
-        return []
-    entries = []
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[1].isdigit():
-            name, pid, started = parts[0], int(parts[1]), parts[2]
-            if _alive(pid) and _start_time(pid) == started:
-                entries.append((name, pid))
-    return entries
-
-
-def _wait_ready(name: str, process: subprocess.Popen[bytes], out_path: Path,
-                log_path: Path) -> str:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        text = out_path.read_text(errors="replace") if out_path.exists() else ""
-        if "\n" in text:
-            return text.split("\n", 1)[0]
-        if process.poll() is not None:
-            log = log_path.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"{name} exited with {process.returncode}; its log:\n{log}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{name} printed no ready line within {START_TIMEOUT_S} s; "
-                               f"see {log_path}")
-        threading.Event().wait(0.1)
-
-
-def _start(directory: Path, name: str, args: list[str]) -> Started:
-    out_path, log_path = directory / f"{name}.out", directory / f"{name}.log"
-    with out_path.open("wb") as out, log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "folio.cli", *args], stdin=subprocess.DEVNULL,
-            stdout=out, stderr=log, cwd=ROOT, start_new_session=True)
-    line = _wait_ready(name, process, out_path, log_path)
-    address = line.split(" listening on ", 1)[1].split(" ", 1)[0]
-    return Started(name, process.pid, address)
-
-
-def _record(directory: Path, started: Started) -> None:
-    with (directory / "pids").open("a") as pids:
-        pids.write(f"{started.name} {started.pid} {_start_time(started.pid)}\n")
 
 
 def _quorum_args(bookies: int) -> list[str]:
@@ -135,7 +61,7 @@ def _quorum_args(bookies: int) -> list[str]:
 def up(args: argparse.Namespace) -> int:
     """Start the cluster; print its endpoints."""
     directory = Path(args.dir).resolve()
-    running = _read_pids(directory)
+    running = read_pids(directory)
     if running:
         print(f"cluster: already running under {directory} "
               f"({', '.join(name for name, _ in running)}): `make cluster-down` first",
@@ -151,7 +77,7 @@ def up(args: argparse.Namespace) -> int:
         if zookeeper.process is None:
             raise RuntimeError("ZooKeeper did not start")
         started.append(Started("zookeeper", zookeeper.process.pid, zookeeper.address))
-        _record(directory, started[-1])
+        record(directory, started[-1])
         init = subprocess.run(
             [sys.executable, "-m", "folio.cli", "cluster", "init", "--metadata-url", url,
              "--container-count", str(args.containers), *_quorum_args(args.bookies)],
@@ -160,18 +86,18 @@ def up(args: argparse.Namespace) -> int:
             raise RuntimeError(f"folio cluster init failed:\n{init.stderr}")
         print(init.stdout.strip())
         for index in range(args.bookies):
-            started.append(_start(directory, f"bookie-{index + 1}", [
+            started.append(start(directory, f"bookie-{index + 1}", [
                 "bookie", "--data-dir", str(directory / f"bookie-{index + 1}"),
                 "--port", str(args.bookie_port + index),
                 "--metrics-port", str(args.bookie_metrics_port + index),
                 "--metadata-url", url]))
-            _record(directory, started[-1])
+            record(directory, started[-1])
         for index in range(args.brokers):
-            started.append(_start(directory, f"broker-{index + 1}", [
+            started.append(start(directory, f"broker-{index + 1}", [
                 "broker", "--port", str(args.broker_port + index),
                 "--metrics-port", str(args.broker_metrics_port + index),
                 "--metadata-url", url]))
-            _record(directory, started[-1])
+            record(directory, started[-1])
     except (ZooKeeperStartError, RuntimeError, OSError, subprocess.TimeoutExpired) as error:
         print(f"cluster: {error}", file=sys.stderr)
         print("cluster: stopping what was started", file=sys.stderr)
@@ -193,7 +119,7 @@ def up(args: argparse.Namespace) -> int:
 def down(args: argparse.Namespace) -> int:
     """Stop every process ``pids`` lists: brokers, bookies, then ZooKeeper."""
     directory = Path(args.dir).resolve()
-    entries = _read_pids(directory)
+    entries = read_pids(directory)
     if not entries:
         print(f"cluster: nothing running under {directory}")
         return 0
@@ -204,10 +130,10 @@ def down(args: argparse.Namespace) -> int:
         for _name, pid in members:
             os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_TIMEOUT_S
-        while any(_alive(pid) for _, pid in members) and time.monotonic() < deadline:
+        while any(alive(pid) for _, pid in members) and time.monotonic() < deadline:
             threading.Event().wait(0.1)
         for name, pid in members:
-            if _alive(pid):
+            if alive(pid):
                 print(f"cluster: {name} (pid {pid}) still running {STOP_TIMEOUT_S:g} s after "
                       "SIGTERM: SIGKILL", file=sys.stderr)
                 os.kill(pid, signal.SIGKILL)
