@@ -71,8 +71,6 @@ async def _init(url_text: str, url: str, layout: Any, connect_timeout_ms: int) -
     from ledger.metadata.cluster_layout import init_cluster  # noqa: PLC0415
     from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore  # noqa: PLC0415
 
-    from broker.app.cluster_containers import container_owners, describe_owners  # noqa: PLC0415
-
     try:
         store = await ZooKeeperMetadataStore.connect(
             url_text, create_chroot=True, connect_timeout_ms=connect_timeout_ms)
@@ -110,6 +108,7 @@ def _run_describe(args: argparse.Namespace) -> int:
 
 
 async def _describe(url_text: str, as_json: bool, connect_timeout_ms: int) -> int:
+    from broker.app.cluster_containers import container_owners, describe_owners  # noqa: PLC0415
     from ledger.autorecovery.marks import UnderReplicationMarks  # noqa: PLC0415
     from ledger.errors import MetadataError  # noqa: PLC0415
     from ledger.metadata.cluster_layout import (  # noqa: PLC0415
