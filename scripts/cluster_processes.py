@@ -7,11 +7,15 @@ since boot) tells a pid the system reused from the process it was.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,3 +101,78 @@ def start(directory: Path, name: str, args: list[str]) -> Started:
 def record(directory: Path, started: Started) -> None:
     with (directory / "pids").open("a") as pids:
         pids.write(f"{started.name} {started.pid} {start_time(started.pid)}\n")
+
+
+def forget(directory: Path, name: str) -> None:
+    """Drops ``name``'s line from ``pids`` (it was stopped, or is started again)."""
+    path = directory / "pids"
+    if not path.exists():
+        return
+    kept = [line for line in path.read_text().splitlines()
+            if line.split(" ", 1)[0] != name]
+    path.write_text("".join(f"{line}\n" for line in kept))
+
+
+def stop(entries: list[tuple[str, int]], timeout_s: float,
+         warn: Callable[[str], None]) -> None:
+    """SIGTERM ``entries`` together, wait up to ``timeout_s``, then SIGKILL what still runs."""
+    for _name, pid in entries:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while any(alive(pid) for _, pid in entries) and time.monotonic() < deadline:
+        threading.Event().wait(0.1)
+    for name, pid in entries:
+        if alive(pid):
+            warn(f"cluster: {name} (pid {pid}) still running {timeout_s:g} s after "
+                 "SIGTERM: SIGKILL")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+#: The file recording how each process of the cluster is started (``up`` writes it).
+LAYOUT_FILE = "cluster.json"
+
+
+@dataclass
+class Layout:
+    """How the cluster's processes start: ZooKeeper's port and each folio command.
+
+    ``commands`` maps each name (``bookie-1``, ``broker-2`` ...) to its
+    ``folio`` arguments, in start order (bookies before brokers); ZooKeeper,
+    always first, is started from ``zk_port``.
+    """
+
+    metadata_url: str
+    zk_port: int
+    commands: dict[str, list[str]]
+
+    @property
+    def names(self) -> list[str]:
+        """Every process, in start order."""
+        return ["zookeeper", *self.commands]
+
+    def save(self, directory: Path) -> None:
+        (directory / LAYOUT_FILE).write_text(json.dumps(
+            {"metadata_url": self.metadata_url, "zk_port": self.zk_port,
+             "commands": self.commands}, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, directory: Path) -> Layout | None:
+        """The recorded layout, None when ``up`` never wrote one (or it is unreadable)."""
+        try:
+            fields = json.loads((directory / LAYOUT_FILE).read_text())
+            return cls(str(fields["metadata_url"]), int(fields["zk_port"]),
+                       {str(k): [str(a) for a in v] for k, v in fields["commands"].items()})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+def ready_address(directory: Path, name: str) -> str:
+    """The address ``name``'s last ready line named ('' if none)."""
+    try:
+        line = (directory / f"{name}.out").read_text(errors="replace").split("\n", 1)[0]
+    except OSError:
+        return ""
+    return line.split(" listening on ", 1)[1].split(" ", 1)[0] if " listening on " in line \
+        else ""
