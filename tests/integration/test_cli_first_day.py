@@ -159,3 +159,13 @@ def test_standalone_leaves_no_hypothesis_directory(tmp_path: Path) -> None:
         if process.stdout is not None:
             process.stdout.close()
     assert list(work.iterdir()) == []
+
+
+def test_a_standalone_describes_itself_as_its_one_broker(server: BookieProcess) -> None:
+    with folio.Client(server.address, timeout_s=30) as client:
+        cluster = client.describe_cluster()
+        client.create_topic("first-day.owned", segments=2)
+        owners = {s.owner for s in client.get_segments("first-day.owned")}
+    assert cluster.container_count == 0 and cluster.unowned_containers == ()
+    assert [(b.address, b.containers) for b in cluster.brokers] == [(server.address, ())]
+    assert owners == {server.address}
