@@ -38,12 +38,14 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from folio._transport.brokers import parse_endpoints
-from folio._transport.pool import DEFAULT_MAX_CONNECTIONS
+from folio._transport.addresses import parse_endpoints
+from folio._transport.defaults import DEFAULT_MAX_CONNECTIONS
 from folio.errors import InvalidArgumentError
-from folio.security import TLS, ChannelSecurity, TokenSource
+
+if TYPE_CHECKING:  # folio.security loads gRPC: imported where a channel is made
+    from folio.security import TLS, ChannelSecurity
 
 __all__ = [
     "CONFIG_ENV",
@@ -137,6 +139,8 @@ class ClientConfig:
 
     def tls(self) -> TLS | None:
         """The TLS settings, None for plain text."""
+        from folio.security import TLS  # noqa: PLC0415
+
         if not (self.tls_ca or self.tls_cert or self.tls_server_name):
             return None
         return TLS(ca=self.tls_ca or None, cert=self.tls_cert or None,
@@ -148,6 +152,8 @@ class ClientConfig:
         Raises:
             InvalidArgumentError: a TLS or token file cannot be read.
         """
+        from folio.security import ChannelSecurity, TokenSource  # noqa: PLC0415
+
         token = (TokenSource(self.token or None, self.token_file or None)
                  if self.token or self.token_file else None)
         return ChannelSecurity(self.tls(), token)

@@ -90,8 +90,41 @@ def _did_you_mean(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> st
     return ""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``folio`` parser with every installed command."""
+#: One-line help of the server commands, for ``folio --help`` without importing them
+#: (the server packages take most of a start-up); each command's module is loaded
+#: when it is the one run. A command not listed here is loaded always.
+#: tests/unit/folio/cli/test_cli_startup.py holds each to the command's own help.
+SERVER_HELP: Final = {
+    "autorecovery": "run an auto-recovery worker on its own (cluster mode)",
+    "bookie": "run one bookie of the ledger service (cluster mode)",
+    "broker": "run the broker alone, its ledgers on `folio bookie` processes",
+    "cluster": "initialise or describe a cluster on ZooKeeper",
+    "standalone": "run all of Folio in one process (what `make run` starts)",
+    "token": "create JWT tokens (and HS256 secrets) for token authentication",
+}
+
+
+def _command_word(parser: argparse.ArgumentParser, arguments: Sequence[str]) -> str | None:
+    """The command ``arguments`` run (the first word that is no global option or value)."""
+    takes_value = {flag for action in parser._actions if action.nargs != 0
+                   for flag in action.option_strings}
+    skip = False
+    for word in arguments:
+        if skip:
+            skip = False
+        elif word.startswith("-"):
+            skip = word in takes_value
+        else:
+            return word
+    return None
+
+
+def build_parser(arguments: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``folio`` parser with every installed command.
+
+    Given the ``arguments`` to parse, the server commands other than the one
+    they run are listed by name and help only (``SERVER_HELP``), not imported.
+    """
     from folio.cli import acl, consume, group, perf, produce, topic  # noqa: PLC0415
     from folio.cli._common import add_global_endpoint_option  # noqa: PLC0415
 
@@ -114,7 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for client_command in (topic, produce, consume, perf, group, acl):
         client_command.register(commands)
+    chosen = None if arguments is None else _command_word(parser, arguments)
     for point in sorted(entry_points(group="folio.commands"), key=lambda p: p.name):
+        if arguments is not None and point.name != chosen and point.name in SERVER_HELP:
+            commands.add_parser(point.name, help=SERVER_HELP[point.name])
+            continue
         register: Register = point.load()
         register(commands)
     return parser
@@ -130,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from folio.cli._common import client_config  # noqa: PLC0415
     from folio.errors import InvalidArgumentError  # noqa: PLC0415
 
-    parser = build_parser()
+    parser = build_parser(arguments)
     args, unknown = parser.parse_known_args(arguments)
     if unknown:
         command = _command_parser(parser, arguments)

@@ -12,11 +12,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import folio
 from folio.cli._common import add_endpoint_option, run_with_client
 from folio.errors import InvalidArgumentError, ReaderGroupNotEmptyError
-from folio.read.groups import GroupDescription, GroupStart, SegmentLag
+
+if TYPE_CHECKING:  # folio.read loads gRPC: not needed to build the parser
+    from folio.read.groups import GroupDescription, GroupStart, SegmentLag
 
 __all__ = ["register"]
 
