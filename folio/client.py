@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Collection, Mapping
 from types import TracebackType
-from typing import Any, Literal, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 from prometheus_client import CollectorRegistry
 
@@ -38,15 +38,19 @@ from folio.config import (
 from folio.errors import FolioError, InvalidArgumentError
 from folio.metrics import client_metrics
 from folio.models import SegmentRange
-from folio.read._group_calls import _GroupClient
-from folio.read.batch import BatchClient
-from folio.read.groups import GroupStart, ReaderGroup
-from folio.read.reader import EventReader, Isolation
 from folio.security import TLS
 from folio.serializers import BytesSerializer, Serializer
-from folio.txn.txn import SingleRoutingKeyTransactionWriter
-from folio.txn.txn_full import TransactionalWriter
-from folio.write.writer import EventWriter
+
+if TYPE_CHECKING:
+    # Imported where made (below): a client that only makes admin calls (the CLI's
+    # `topic list`) loads no reader, writer or transaction code.
+    from folio.read._group_calls import _GroupClient
+    from folio.read.batch import BatchClient
+    from folio.read.groups import GroupStart, ReaderGroup
+    from folio.read.reader import EventReader, Isolation
+    from folio.txn.txn import SingleRoutingKeyTransactionWriter
+    from folio.txn.txn_full import TransactionalWriter
+    from folio.write.writer import EventWriter
 
 __all__ = ["DEFAULT_ENDPOINT", "ENDPOINT_ENV", "Client"]
 
@@ -209,6 +213,8 @@ class Client(AdminCalls):
             TopicNotFoundError: a topic does not exist.
             InvalidArgumentError: a bad name, start or topic list.
         """
+        from folio.read.groups import ReaderGroup  # noqa: PLC0415
+
         return ReaderGroup.open(name, self._groups(), topics, start, sync_interval_ms,
                                 session_timeout_ms)
 
@@ -225,6 +231,8 @@ class Client(AdminCalls):
 
     def batch_client(self) -> BatchClient:
         """Lists segments (sealed too) between cuts and reads any of them; ``folio.read.batch``."""
+        from folio.read.batch import BatchClient  # noqa: PLC0415
+
         return BatchClient(self, io=self._io, channels=self._flow_pool())
 
     def _groups(self) -> _GroupClient:
@@ -232,6 +240,8 @@ class Client(AdminCalls):
                       timeout_s: float) -> Awaitable[groups_pb2.HeartbeatResponse]:
             return self._brokers.unary(self._connection.groups.Heartbeat, request,
                                        timeout_s=timeout_s, retry=True)
+
+        from folio.read._group_calls import _GroupClient  # noqa: PLC0415
 
         return _GroupClient(self, self._call, self._unary, self._io, self._flow_pool(),
                             lambda: self._connection.groups, heartbeat)
@@ -273,6 +283,8 @@ class Client(AdminCalls):
         """
         info = self.get_topic(topic)
         pool = self._flow_pool()
+        from folio.write.writer import EventWriter  # noqa: PLC0415
+
         made: EventWriter[Any] = EventWriter(
             info, serializer if serializer is not None else BytesSerializer(), io=self._io,
             stream=pool, linger_ms=linger_ms,
@@ -315,6 +327,8 @@ class Client(AdminCalls):
             InvalidArgumentError: a bad option value.
         """
         info = self.get_topic(topic)
+        from folio.txn.txn import SingleRoutingKeyTransactionWriter  # noqa: PLC0415
+
         made: SingleRoutingKeyTransactionWriter[Any] = SingleRoutingKeyTransactionWriter(
             info, routing_key, serializer if serializer is not None else BytesSerializer(),
             io=self._io, source=self._flow_pool(), txn_timeout_ms=txn_timeout_ms,
@@ -348,6 +362,8 @@ class Client(AdminCalls):
             InvalidArgumentError: a bad option value.
         """
         info = self.get_topic(topic)
+        from folio.txn.txn_full import TransactionalWriter  # noqa: PLC0415
+
         made: TransactionalWriter[Any] = TransactionalWriter(
             info, serializer if serializer is not None else BytesSerializer(), io=self._io,
             source=self._flow_pool(), stub=self._connection.transactions, call=self._call,
@@ -420,6 +436,8 @@ class Client(AdminCalls):
                 f"start must be 'earliest', 'latest' or a mapping of segment to offset, "
                 f"not {start!r}")
         pool = self._flow_pool()
+        from folio.read.reader import EventReader  # noqa: PLC0415
+
         made: EventReader[Any] = EventReader(
             topic, positions, serializer if serializer is not None else BytesSerializer(),
             io=self._io, channels=pool, on_close=self._forget_reader, isolation=isolation,

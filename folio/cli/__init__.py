@@ -19,7 +19,6 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import Final
 
 __all__ = ["main"]
@@ -30,10 +29,25 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
     try:
         return version("folio")
     except PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown (not installed)"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default,
+                         help=help or "show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        parser.exit(message=f"folio {_version()}\n")
 
 
 #: The global flag that turns on the SDK's INFO logs and gRPC core's own logging.
@@ -139,7 +153,7 @@ def build_parser(arguments: Sequence[str] | None = None) -> argparse.ArgumentPar
         "or after a client command; `folio --config FILE --print-config` shows the "
         "client settings that result.",
     )
-    parser.add_argument("--version", action="version", version=f"folio {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     parser.add_argument(VERBOSE_FLAG, action="store_true",
                         help="log what the client does (INFO) and gRPC core's own messages "
                         "(quiet otherwise; GRPC_VERBOSITY and GRPC_TRACE, when set, win)")
@@ -147,7 +161,11 @@ def build_parser(arguments: Sequence[str] | None = None) -> argparse.ArgumentPar
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for client_command in (topic, produce, consume, perf, group, acl):
         client_command.register(commands)
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
     chosen = None if arguments is None else _command_word(parser, arguments)
+    if chosen is not None and chosen in commands.choices:
+        return parser  # a client command: the server commands' entry points are not read
     for point in sorted(entry_points(group="folio.commands"), key=lambda p: p.name):
         if arguments is not None and point.name != chosen and point.name in SERVER_HELP:
             commands.add_parser(point.name, help=SERVER_HELP[point.name])

@@ -210,8 +210,8 @@ def describe_error(error: BaseException, endpoint: str) -> str:
     if isinstance(error, NoBrokerAvailableError):
         return f"{text}; {START_HINT}"
     if isinstance(error, FolioUnavailableError):
-        if error.context.get("reason"):  # the connect probe said why (it names the endpoint)
-            return f"no broker: {text}; {START_HINT}"
+        if error.context.get("reason"):  # the connect probe said why
+            return f"no broker at {endpoint}: {text}; {START_HINT}"
         return f"no broker at {endpoint} ({text}); {START_HINT}"
     return text
 
