@@ -342,7 +342,8 @@ class Brokers:
                 continue
             try:
                 await reach(self.pool(endpoint).admin,
-                            min(remaining, self._connect_timeout_s), self._security.tls)
+                            min(remaining, self._connect_timeout_s), self._security.tls,
+                            patient=False)
             except FolioUnavailableError as unreached:
                 failures.append(f"{endpoint}: {unreached}")
                 continue

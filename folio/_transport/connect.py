@@ -7,7 +7,8 @@ call's deadline (30 s): a wrong endpoint fails fast. When gRPC reports a
 failure the endpoint is probed (``folio._transport.probe``): a TLS refusal or
 another service (HTTP, Kafka) is raised at once, as it will not go away;
 nothing listening is waited out until the connect deadline (a broker
-starting now is found), then raised with the reason.
+starting now is found), then raised with the reason; when bootstrapping from
+a list it is raised at once, so the next endpoint is tried without delay.
 
 After the first contact, a broker that cannot be reached is restarting, and
 calls wait for it until their own deadline (``Brokers.unary``).
@@ -39,8 +40,13 @@ def _certain(error: FolioError) -> bool:
         isinstance(error, WrongEndpointError) and error.found in ("http", "kafka"))
 
 
-async def reach(connection: Connection, timeout_s: float, tls: TLS | None) -> None:
+async def reach(connection: Connection, timeout_s: float, tls: TLS | None, *,
+                patient: bool = True) -> None:
     """Waits until ``connection``'s channel is READY, at most ``timeout_s``.
+
+    ``patient``: nothing listening is waited out until ``timeout_s`` (one
+    endpoint: a broker starting now is found); not patient (bootstrapping
+    from a list, with other endpoints to try), any finding is raised at once.
 
     Raises:
         TlsError: the TLS handshake is refused (wrong CA, host name, plain text).
@@ -58,7 +64,7 @@ async def reach(connection: Connection, timeout_s: float, tls: TLS | None) -> No
         if state in _FAILED and not probed:
             probed = True
             finding = await diagnose(connection.endpoint, tls)
-            if finding is not None and _certain(finding):
+            if finding is not None and (_certain(finding) or not patient):
                 raise finding
         remaining = deadline - loop.time()
         if remaining <= 0:

@@ -157,3 +157,17 @@ def test_cli_says_why_in_one_line(tls: BookieProcess, tmp_path: Path) -> None:
                     "topic", "list")
     assert result.returncode == 1
     assert "andshake" in result.stderr  # gRPC core's log, asked for
+
+
+def test_a_list_moves_past_a_refusing_endpoint_at_once(plain: BookieProcess) -> None:
+    # With a connect timeout beyond the test's own, only moving on at once passes.
+    dead = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
+    with folio.Client(",".join(dead), timeout_s=_CALL_DEADLINE_S,
+                      connect_timeout_s=_CALL_DEADLINE_S) as client, \
+            pytest.raises(folio.NoBrokerAvailableError) as raised:
+        client.list_topics()
+    assert all(f"{endpoint}: nothing is listening at {endpoint}" in str(raised.value)
+               for endpoint in dead)
+    with folio.Client(",".join([*dead, plain.address]), timeout_s=_CALL_DEADLINE_S,
+                      connect_timeout_s=_CALL_DEADLINE_S) as client:
+        assert isinstance(client.list_topics(), list)
