@@ -60,8 +60,7 @@ def _quiet_grpc(argv: Sequence[str]) -> None:
     gRPC core reads ``GRPC_VERBOSITY`` when it is first imported, so this runs
     before any command module is.
     """
-    if VERBOSE_FLAG in argv:
-        os.environ.setdefault("GRPC_VERBOSITY", "INFO")
+    if VERBOSE_FLAG in argv:  # gRPC's own default level (ERROR): handshake failures ...
         logging.basicConfig(level=logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     else:
@@ -155,8 +154,9 @@ def build_parser(arguments: Sequence[str] | None = None) -> argparse.ArgumentPar
     )
     parser.add_argument("--version", action=_VersionAction)
     parser.add_argument(VERBOSE_FLAG, action="store_true",
-                        help="log what the client does (INFO) and gRPC core's own messages "
-                        "(quiet otherwise; GRPC_VERBOSITY and GRPC_TRACE, when set, win)")
+                        help="log what the client does (INFO) and gRPC core's own errors "
+                        "(handshake failures ...; quiet otherwise; GRPC_VERBOSITY and "
+                        "GRPC_TRACE, when set, win)")
     add_global_endpoint_option(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for client_command in (topic, produce, consume, perf, group, acl):
