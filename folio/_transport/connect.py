@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["reach"]
 
+#: Findings that mean no server at all (as opposed to one the probes could not name).
+_NOTHING_THERE = ("refused", "unresolved", "unreachable")
 _READY = grpc.ChannelConnectivity.READY
 _FAILED = (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN)
 
@@ -46,7 +48,7 @@ async def reach(connection: Connection, timeout_s: float, tls: TLS | None, *,
 
     ``patient``: nothing listening is waited out until ``timeout_s`` (one
     endpoint: a broker starting now is found); not patient (bootstrapping
-    from a list, with other endpoints to try), any finding is raised at once.
+    from a list, with other endpoints to try), nothing there is raised at once too.
 
     Raises:
         TlsError: the TLS handshake is refused (wrong CA, host name, plain text).
@@ -64,7 +66,8 @@ async def reach(connection: Connection, timeout_s: float, tls: TLS | None, *,
         if state in _FAILED and not probed:
             probed = True
             finding = await diagnose(connection.endpoint, tls)
-            if finding is not None and (_certain(finding) or not patient):
+            if finding is not None and (_certain(finding) or (
+                    not patient and finding.context.get("reason") in _NOTHING_THERE)):
                 raise finding
         remaining = deadline - loop.time()
         if remaining <= 0:
