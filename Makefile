@@ -1,7 +1,8 @@
 # Two commands on a fresh machine (python3 >= 3.11 with venv, make and a C compiler):
 #   make run    set up .venv with what the broker needs and start `folio standalone`
 #   make test   set up .venv with everything (dev tools, Spark) and run every check
-# and `make cluster` / `make cluster-down`: a cluster on ZooKeeper on loopback.
+# and `make cluster` / `make cluster-down` / `make cluster-status`: a cluster on ZooKeeper
+# on loopback (`scripts/cluster.py stop|restart NAME` for one process of it).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -25,7 +26,7 @@ $(error $(PYTHON) cannot set up $(VENV) (see above))
 endif
 endif
 
-.PHONY: chaos run cluster cluster-down test check-stubs lint typecheck imports pytest stubs bench clean image test-image chart
+.PHONY: chaos run cluster cluster-down cluster-status test check-stubs lint typecheck imports pytest stubs bench clean image test-image chart
 
 $(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,7 +49,9 @@ run: $(RUNTIME_STAMP)
 	$(BIN)/folio standalone
 
 # A cluster on one machine (docs/cluster.md): ZooKeeper, 3 bookies and 3 brokers on
-# loopback under ./folio-cluster/, left running; `make cluster-down` stops them.
+# loopback under ./folio-cluster/, left running; `make cluster-down` stops them. Run
+# while some are up, `make cluster` starts only the missing ones; `make cluster-status`
+# shows each process.
 # CLUSTER_FLAGS passes options to `scripts/cluster.py up` (e.g. --brokers 1 --zk-port 2182).
 CLUSTER_FLAGS ?=
 cluster: $(RUNTIME_STAMP)
@@ -56,6 +59,9 @@ cluster: $(RUNTIME_STAMP)
 
 cluster-down:
 	$(PYTHON) scripts/cluster.py down
+
+cluster-status:
+	$(PYTHON) scripts/cluster.py status
 
 test: $(STAMP) check-stubs lint typecheck imports chart pytest
 

@@ -74,85 +74,177 @@ Where this differs from the layout first sketched, and why:
   ``_transport.flow_state`` (``FlowState`` and its transition table).
 """
 
-from folio._transport.pool import ConnectionStats, PoolStats
-from folio.acl import PermissionGrant
-from folio.client import Client
-from folio.config import ClientConfig
-from folio.errors import (
-    AlreadyExistsError,
-    DataLossError,
-    DeliveryTimeoutError,
-    DeserializationError,
-    EventTooLargeError,
-    FolioError,
-    FolioUnavailableError,
-    GroupStateConflictError,
-    InternalTopicError,
-    InvalidArgumentError,
-    InvalidBlockError,
-    InvalidEventNumberError,
-    LedgerUnavailableError,
-    MaxTransactionSizeExceededError,
-    NoBrokerAvailableError,
-    NoSuchSegmentError,
-    NotFoundError,
-    OffsetOutOfRangeError,
-    PermissionDeniedError,
-    ReaderGroupExistsError,
-    ReaderGroupNotEmptyError,
-    ReaderGroupNotFoundError,
-    ReaderIdInUseError,
-    ReaderNotInGroupError,
-    ResourceExhaustedError,
-    SegmentSealedError,
-    TimeoutError,
-    TlsError,
-    TopicExistsError,
-    TopicNameError,
-    TopicNotFoundError,
-    TxnFailedError,
-    TxnNotFoundError,
-    TxnStateError,
-    UnauthenticatedError,
-    WriterClosedError,
-    WrongHostError,
-)
-from folio.models import (
-    DeserializationPolicy,
-    Event,
-    ScaleResult,
-    SegmentInfo,
-    SegmentLedger,
-    SegmentRange,
-    TopicConfig,
-    TopicInfo,
-    UndecodedEvent,
-    WriteResult,
-)
-from folio.read.batch import BatchClient, SegmentEvents, SegmentSlice
-from folio.read.cuts import Checkpoint, Position, StreamCut
-from folio.read.groups import EventRead, GroupReader, ReaderGroup
-from folio.read.reader import EventReader
-from folio.security import TLS
-from folio.serializers import BytesSerializer, JsonSerializer, Serializer, StringSerializer
-from folio.txn.txn import (
-    SingleRoutingKeyTransaction,
-    SingleRoutingKeyTransactionWriter,
-    TransactionResult,
-)
-from folio.txn.txn_full import Transaction, TransactionalWriter
-from folio.txn.txn_status import TxnStatus
-from folio.write._write_future import WriteFuture
-from folio.write.writer import EventWriter
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from folio._transport.pool import ConnectionStats, PoolStats
+    from folio.acl import PermissionGrant
+    from folio.client import Client
+    from folio.config import ClientConfig
+    from folio.errors import (
+        AlreadyExistsError,
+        DataLossError,
+        DeliveryTimeoutError,
+        DeserializationError,
+        EventTooLargeError,
+        FolioError,
+        FolioUnavailableError,
+        GroupStateConflictError,
+        InternalTopicError,
+        InvalidArgumentError,
+        InvalidBlockError,
+        InvalidEventNumberError,
+        LedgerUnavailableError,
+        MaxTransactionSizeExceededError,
+        NoBrokerAvailableError,
+        NoSuchSegmentError,
+        NotFoundError,
+        OffsetOutOfRangeError,
+        PermissionDeniedError,
+        ReaderGroupExistsError,
+        ReaderGroupNotEmptyError,
+        ReaderGroupNotFoundError,
+        ReaderIdInUseError,
+        ReaderNotInGroupError,
+        ResourceExhaustedError,
+        SegmentSealedError,
+        TimeoutError,
+        TlsError,
+        TopicExistsError,
+        TopicNameError,
+        TopicNotFoundError,
+        TxnFailedError,
+        TxnNotFoundError,
+        TxnStateError,
+        UnauthenticatedError,
+        WriterClosedError,
+        WrongEndpointError,
+        WrongHostError,
+    )
+    from folio.models import (
+        BrokerInfo,
+        ClusterInfo,
+        DeserializationPolicy,
+        Event,
+        ScaleResult,
+        SegmentInfo,
+        SegmentLedger,
+        SegmentRange,
+        TopicConfig,
+        TopicInfo,
+        UndecodedEvent,
+        WriteResult,
+    )
+    from folio.read.batch import BatchClient, SegmentEvents, SegmentSlice
+    from folio.read.cuts import Checkpoint, Position, StreamCut
+    from folio.read.groups import EventRead, GroupReader, ReaderGroup
+    from folio.read.reader import EventReader
+    from folio.security import TLS
+    from folio.serializers import BytesSerializer, JsonSerializer, Serializer, StringSerializer
+    from folio.txn.txn import (
+        SingleRoutingKeyTransaction,
+        SingleRoutingKeyTransactionWriter,
+        TransactionResult,
+    )
+    from folio.txn.txn_full import Transaction, TransactionalWriter
+    from folio.txn.txn_status import TxnStatus
+    from folio.write._write_future import WriteFuture
+    from folio.write.writer import EventWriter
+
+#: Where each public name is defined: imported on first use (PEP 562), so that
+#: ``import folio`` (and ``folio --version``, ``--help``) loads no gRPC.
+_EXPORTS: dict[str, str] = {
+    "BrokerInfo": "folio.models",
+    "ClusterInfo": "folio.models",
+    "ConnectionStats": "folio._transport.pool",
+    "PoolStats": "folio._transport.pool",
+    "PermissionGrant": "folio.acl",
+    "Client": "folio.client",
+    "ClientConfig": "folio.config",
+    "AlreadyExistsError": "folio.errors",
+    "DataLossError": "folio.errors",
+    "DeliveryTimeoutError": "folio.errors",
+    "DeserializationError": "folio.errors",
+    "EventTooLargeError": "folio.errors",
+    "FolioError": "folio.errors",
+    "FolioUnavailableError": "folio.errors",
+    "GroupStateConflictError": "folio.errors",
+    "InternalTopicError": "folio.errors",
+    "InvalidArgumentError": "folio.errors",
+    "InvalidBlockError": "folio.errors",
+    "InvalidEventNumberError": "folio.errors",
+    "LedgerUnavailableError": "folio.errors",
+    "MaxTransactionSizeExceededError": "folio.errors",
+    "NoBrokerAvailableError": "folio.errors",
+    "NoSuchSegmentError": "folio.errors",
+    "NotFoundError": "folio.errors",
+    "OffsetOutOfRangeError": "folio.errors",
+    "PermissionDeniedError": "folio.errors",
+    "ReaderGroupExistsError": "folio.errors",
+    "ReaderGroupNotEmptyError": "folio.errors",
+    "ReaderGroupNotFoundError": "folio.errors",
+    "ReaderIdInUseError": "folio.errors",
+    "ReaderNotInGroupError": "folio.errors",
+    "ResourceExhaustedError": "folio.errors",
+    "SegmentSealedError": "folio.errors",
+    "TimeoutError": "folio.errors",
+    "TlsError": "folio.errors",
+    "TopicExistsError": "folio.errors",
+    "TopicNameError": "folio.errors",
+    "TopicNotFoundError": "folio.errors",
+    "TxnFailedError": "folio.errors",
+    "TxnNotFoundError": "folio.errors",
+    "TxnStateError": "folio.errors",
+    "UnauthenticatedError": "folio.errors",
+    "WriterClosedError": "folio.errors",
+    "WrongEndpointError": "folio.errors",
+    "WrongHostError": "folio.errors",
+    "Event": "folio.models",
+    "ScaleResult": "folio.models",
+    "SegmentInfo": "folio.models",
+    "SegmentLedger": "folio.models",
+    "SegmentRange": "folio.models",
+    "TopicConfig": "folio.models",
+    "TopicInfo": "folio.models",
+    "WriteResult": "folio.models",
+    "DeserializationPolicy": "folio.models",
+    "UndecodedEvent": "folio.models",
+    "BatchClient": "folio.read.batch",
+    "SegmentSlice": "folio.read.batch",
+    "SegmentEvents": "folio.read.batch",
+    "Checkpoint": "folio.read.cuts",
+    "Position": "folio.read.cuts",
+    "StreamCut": "folio.read.cuts",
+    "EventRead": "folio.read.groups",
+    "GroupReader": "folio.read.groups",
+    "ReaderGroup": "folio.read.groups",
+    "EventReader": "folio.read.reader",
+    "TLS": "folio.security",
+    "BytesSerializer": "folio.serializers",
+    "JsonSerializer": "folio.serializers",
+    "Serializer": "folio.serializers",
+    "StringSerializer": "folio.serializers",
+    "SingleRoutingKeyTransaction": "folio.txn.txn",
+    "SingleRoutingKeyTransactionWriter": "folio.txn.txn",
+    "TransactionResult": "folio.txn.txn",
+    "Transaction": "folio.txn.txn_full",
+    "TransactionalWriter": "folio.txn.txn_full",
+    "TxnStatus": "folio.txn.txn_status",
+    "WriteFuture": "folio.write._write_future",
+    "EventWriter": "folio.write.writer",
+}
 
 __all__ = [
     "TLS",
     "AlreadyExistsError",
     "BatchClient",
+    "BrokerInfo",
     "BytesSerializer",
     "Checkpoint",
     "Client",
     "ClientConfig",
+    "ClusterInfo",
     "ConnectionStats",
     "DataLossError",
     "DeliveryTimeoutError",
@@ -220,5 +312,25 @@ __all__ = [
     "WriteFuture",
     "WriteResult",
     "WriterClosedError",
+    "WrongEndpointError",
     "WrongHostError",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """A public name, imported from its module on first use (then cached here)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        if name.startswith("__"):
+            raise AttributeError(f"module 'folio' has no attribute {name!r}")
+        try:  # a submodule (``folio.errors``), as when every module was imported eagerly
+            return importlib.import_module(f"folio.{name}")
+        except ModuleNotFoundError:
+            raise AttributeError(f"module 'folio' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from folio.api.v1 import admin_pb2
 from folio.errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # the stubs load protobuf: imported where a grant is converted
+    from folio.api.v1 import admin_pb2
 
 __all__ = ["ACTIONS", "PermissionGrant", "grant_from_proto", "grant_to_proto"]
 
@@ -22,10 +24,22 @@ ACTIONS: Final = ("produce", "consume", "admin")
 
 Kind = Literal["topic", "group"]
 
-_KINDS: Final = {"topic": admin_pb2.RESOURCE_KIND_TOPIC, "group": admin_pb2.RESOURCE_KIND_GROUP}
-_ACTION_NUMBERS: Final = {"produce": admin_pb2.PERMISSION_PRODUCE,
-                          "consume": admin_pb2.PERMISSION_CONSUME,
-                          "admin": admin_pb2.PERMISSION_ADMIN}
+
+def _stubs() -> Any:
+    from folio.api.v1 import admin_pb2  # noqa: PLC0415
+
+    return admin_pb2
+
+
+def _kinds() -> dict[str, admin_pb2.ResourceKind.ValueType]:
+    stubs = _stubs()
+    return {"topic": stubs.RESOURCE_KIND_TOPIC, "group": stubs.RESOURCE_KIND_GROUP}
+
+
+def _action_numbers() -> dict[str, admin_pb2.Permission.ValueType]:
+    stubs = _stubs()
+    return {"produce": stubs.PERMISSION_PRODUCE, "consume": stubs.PERMISSION_CONSUME,
+            "admin": stubs.PERMISSION_ADMIN}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +61,9 @@ class PermissionGrant:
 
 def _actions(actions: Iterable[str]) -> list[admin_pb2.Permission.ValueType]:
     numbers: list[admin_pb2.Permission.ValueType] = []
+    known = _action_numbers()
     for action in actions:
-        number = _ACTION_NUMBERS.get(action.strip().lower())
+        number = known.get(action.strip().lower())
         if number is None:
             raise InvalidArgumentError(f"unknown action {action!r}: use {', '.join(ACTIONS)}")
         numbers.append(number)
@@ -60,16 +75,17 @@ def _actions(actions: Iterable[str]) -> list[admin_pb2.Permission.ValueType]:
 def grant_to_proto(role: str, kind: Kind, resource: str,
                    actions: Iterable[str]) -> admin_pb2.PermissionGrant:
     """The wire form. Raises ``InvalidArgumentError`` for an unknown kind or action."""
-    number = _KINDS.get(kind)
+    number = _kinds().get(kind)
     if number is None:
         raise InvalidArgumentError(f"kind must be 'topic' or 'group', not {kind!r}")
-    return admin_pb2.PermissionGrant(role=role, kind=number, resource=resource,
-                                     permissions=_actions(actions))
+    message: admin_pb2.PermissionGrant = _stubs().PermissionGrant(
+        role=role, kind=number, resource=resource, permissions=_actions(actions))
+    return message
 
 
 def grant_from_proto(message: admin_pb2.PermissionGrant) -> PermissionGrant:
     """From the wire form."""
-    kind: Kind = "group" if message.kind == admin_pb2.RESOURCE_KIND_GROUP else "topic"
-    names = {number: name for name, number in _ACTION_NUMBERS.items()}
+    kind: Kind = "group" if message.kind == _stubs().RESOURCE_KIND_GROUP else "topic"
+    names = {number: name for name, number in _action_numbers().items()}
     actions = tuple(sorted(names[number] for number in message.permissions if number in names))
     return PermissionGrant(message.role, kind, message.resource, actions)

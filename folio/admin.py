@@ -26,10 +26,12 @@ from folio.api.v1 import admin_pb2, transactions_pb2
 from folio.errors import InvalidArgumentError, TopicExistsError
 from folio.models import (
     TOPIC_CONFIG_FIELDS,
+    ClusterInfo,
     ScaleResult,
     SegmentInfo,
     SegmentRange,
     TopicInfo,
+    cluster_info_from_proto,
     scale_result_from_proto,
     segment_info_from_proto,
     segment_range_from_proto,
@@ -158,6 +160,17 @@ class AdminCalls:
         request = admin_pb2.ListTopicsRequest(include_internal=include_internal)
         response = self._call(self._connection.admin.ListTopics, request, retry=True)
         return [topic_info_from_proto(topic) for topic in response.topics]
+
+    def describe_cluster(self) -> ClusterInfo:
+        """Who serves what: the live brokers with the segment containers each serves.
+
+        A standalone answers itself alone, with no containers (it serves every
+        segment). Each segment's owner is also on ``SegmentRange.owner``
+        (``get_topic``, ``get_segments``).
+        """
+        response = self._call(self._connection.admin.ListBrokers,
+                              admin_pb2.ListBrokersRequest(), retry=True)
+        return cluster_info_from_proto(response)
 
     def delete_topic(self, name: str) -> None:
         """Deletes the topic with all its events.

@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Collection, Mapping
 from types import TracebackType
-from typing import Any, Literal, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 from prometheus_client import CollectorRegistry
 
@@ -28,19 +28,29 @@ from folio._transport.io_thread import IoThread
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, PoolStats
 from folio.admin import AdminCalls
 from folio.api.v1 import groups_pb2
-from folio.config import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT_S, ENDPOINT_ENV, ClientConfig
+from folio.config import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_ENDPOINT,
+    DEFAULT_TIMEOUT_S,
+    ENDPOINT_ENV,
+    ClientConfig,
+)
 from folio.errors import FolioError, InvalidArgumentError
 from folio.metrics import client_metrics
 from folio.models import DeserializationPolicy, SegmentRange
-from folio.read._group_calls import _GroupClient
-from folio.read.batch import BatchClient
-from folio.read.groups import GroupStart, ReaderGroup
-from folio.read.reader import EventReader, Isolation
 from folio.security import TLS
 from folio.serializers import BytesSerializer, Serializer
-from folio.txn.txn import SingleRoutingKeyTransactionWriter
-from folio.txn.txn_full import TransactionalWriter
-from folio.write.writer import EventWriter
+
+if TYPE_CHECKING:
+    # Imported where made (below): a client that only makes admin calls (the CLI's
+    # `topic list`) loads no reader, writer or transaction code.
+    from folio.read._group_calls import _GroupClient
+    from folio.read.batch import BatchClient
+    from folio.read.groups import GroupStart, ReaderGroup
+    from folio.read.reader import EventReader, Isolation
+    from folio.txn.txn import SingleRoutingKeyTransactionWriter
+    from folio.txn.txn_full import TransactionalWriter
+    from folio.write.writer import EventWriter
 
 __all__ = ["DEFAULT_ENDPOINT", "ENDPOINT_ENV", "Client"]
 
@@ -65,6 +75,7 @@ class Client(AdminCalls):
     """
 
     def __init__(self, endpoint: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
                  max_connections_per_endpoint: int = DEFAULT_MAX_CONNECTIONS,
                  registry: CollectorRegistry | None = None,
                  config: ClientConfig | None = None, tls: TLS | None = None,
@@ -79,6 +90,10 @@ class Client(AdminCalls):
                 else ``$FOLIO_ENDPOINT``, else ``localhost:7070``. With one
                 endpoint nothing is sent before the first call.
             timeout_s: deadline of each admin call, in seconds.
+            connect_timeout_s: longest wait for the first connection to a
+                broker, in seconds: nothing listening, another service or a
+                TLS refusal fails within it with the reason
+                (``FolioUnavailableError``, ``WrongEndpointError``, ``TlsError``).
             max_connections_per_endpoint: most channels (TCP connections)
                 to each broker, shared by every writer and reader of this
                 client; more are opened only as flows need them.
@@ -105,7 +120,7 @@ class Client(AdminCalls):
                                        "not both")
         #: The settings, resolved and checked (``folio.config``).
         self.config = config if config is not None else ClientConfig.resolve(
-            endpoint, timeout_s=timeout_s,
+            endpoint, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s,
             max_connections_per_endpoint=max_connections_per_endpoint, tls=tls,
             token=token, token_file=token_file)
         self._security = self.config.security()
@@ -129,7 +144,8 @@ class Client(AdminCalls):
         return cls(registry=registry, config=config)
 
     async def _open(self) -> Brokers:
-        return Brokers(self.endpoints, self.max_connections_per_endpoint, self._security)
+        return Brokers(self.endpoints, self.max_connections_per_endpoint, self._security,
+                       connect_timeout_s=self.config.connect_timeout_s)
 
     def _flow_pool(self) -> Brokers:
         """Where new flows and Read streams take their channels (their segment's broker)."""
@@ -197,6 +213,8 @@ class Client(AdminCalls):
             TopicNotFoundError: a topic does not exist.
             InvalidArgumentError: a bad name, start or topic list.
         """
+        from folio.read.groups import ReaderGroup  # noqa: PLC0415
+
         return ReaderGroup.open(name, self._groups(), topics, start, sync_interval_ms,
                                 session_timeout_ms)
 
@@ -213,6 +231,8 @@ class Client(AdminCalls):
 
     def batch_client(self) -> BatchClient:
         """Lists segments (sealed too) between cuts and reads any of them; ``folio.read.batch``."""
+        from folio.read.batch import BatchClient  # noqa: PLC0415
+
         return BatchClient(self, io=self._io, channels=self._flow_pool())
 
     def _groups(self) -> _GroupClient:
@@ -220,6 +240,8 @@ class Client(AdminCalls):
                       timeout_s: float) -> Awaitable[groups_pb2.HeartbeatResponse]:
             return self._brokers.unary(self._connection.groups.Heartbeat, request,
                                        timeout_s=timeout_s, retry=True)
+
+        from folio.read._group_calls import _GroupClient  # noqa: PLC0415
 
         return _GroupClient(self, self._call, self._unary, self._io, self._flow_pool(),
                             lambda: self._connection.groups, heartbeat)
@@ -261,6 +283,8 @@ class Client(AdminCalls):
         """
         info = self.get_topic(topic)
         pool = self._flow_pool()
+        from folio.write.writer import EventWriter  # noqa: PLC0415
+
         made: EventWriter[Any] = EventWriter(
             info, serializer if serializer is not None else BytesSerializer(), io=self._io,
             stream=pool, linger_ms=linger_ms,
@@ -303,6 +327,8 @@ class Client(AdminCalls):
             InvalidArgumentError: a bad option value.
         """
         info = self.get_topic(topic)
+        from folio.txn.txn import SingleRoutingKeyTransactionWriter  # noqa: PLC0415
+
         made: SingleRoutingKeyTransactionWriter[Any] = SingleRoutingKeyTransactionWriter(
             info, routing_key, serializer if serializer is not None else BytesSerializer(),
             io=self._io, source=self._flow_pool(), txn_timeout_ms=txn_timeout_ms,
@@ -336,6 +362,8 @@ class Client(AdminCalls):
             InvalidArgumentError: a bad option value.
         """
         info = self.get_topic(topic)
+        from folio.txn.txn_full import TransactionalWriter  # noqa: PLC0415
+
         made: TransactionalWriter[Any] = TransactionalWriter(
             info, serializer if serializer is not None else BytesSerializer(), io=self._io,
             source=self._flow_pool(), stub=self._connection.transactions, call=self._call,
@@ -418,6 +446,8 @@ class Client(AdminCalls):
                 f"start must be 'earliest', 'latest' or a mapping of segment to offset, "
                 f"not {start!r}")
         pool = self._flow_pool()
+        from folio.read.reader import EventReader  # noqa: PLC0415
+
         made: EventReader[Any] = EventReader(
             topic, positions, serializer if serializer is not None else BytesSerializer(),
             io=self._io, channels=pool, on_close=self._forget_reader, isolation=isolation,

@@ -38,15 +38,18 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from folio._transport.brokers import parse_endpoints
-from folio._transport.pool import DEFAULT_MAX_CONNECTIONS
+from folio._transport.addresses import parse_endpoints
+from folio._transport.defaults import DEFAULT_MAX_CONNECTIONS
 from folio.errors import InvalidArgumentError
-from folio.security import TLS, ChannelSecurity, TokenSource
+
+if TYPE_CHECKING:  # folio.security loads gRPC: imported where a channel is made
+    from folio.security import TLS, ChannelSecurity
 
 __all__ = [
     "CONFIG_ENV",
+    "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_ENDPOINT",
     "DEFAULT_TIMEOUT_S",
     "ENDPOINT_ENV",
@@ -62,6 +65,10 @@ DEFAULT_ENDPOINT: Final = "localhost:7070"
 ENDPOINT_ENV: Final = "FOLIO_ENDPOINT"
 #: Deadline of each admin call, in seconds, unless given.
 DEFAULT_TIMEOUT_S: Final = 30.0
+#: Longest wait for the first connection to a broker, in seconds, unless given
+#: (``folio._transport.connect``): a wrong endpoint fails in this long, not in
+#: ``timeout_s``.
+DEFAULT_CONNECT_TIMEOUT_S: Final = 3.0
 #: The environment variable holding a token (alias of ``FOLIO_CLIENT_TOKEN``).
 TOKEN_ENV: Final = "FOLIO_TOKEN"
 #: The TOML table of the client's settings.
@@ -86,6 +93,10 @@ class ClientConfig:
         timeout_s: deadline of each admin call, in seconds (> 0).
         max_connections_per_endpoint: most channels (TCP connections) to each
             broker, shared by every writer and reader of the client (>= 1).
+        connect_timeout_s: longest wait for the first connection to a broker
+            (and to each endpoint bootstrapped from), in seconds (> 0; at
+            most ``timeout_s`` counts). Nothing listening, another service
+            (HTTP, Kafka) or a TLS refusal fails within it, with the reason.
         tls_ca: PEM CA the broker's certificate must chain to; set (or any
             ``tls_*``): the client speaks TLS. Empty: plain text, unless a
             ``tls_cert`` is given (then the system's roots are trusted).
@@ -101,6 +112,7 @@ class ClientConfig:
     endpoint: str = DEFAULT_ENDPOINT
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_connections_per_endpoint: int = DEFAULT_MAX_CONNECTIONS
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     tls_ca: str = ""
     tls_cert: str = ""
     tls_key: str = ""
@@ -114,6 +126,9 @@ class ClientConfig:
         parse_endpoints(self.endpoint)  # raises on a list naming no endpoint
         if self.timeout_s <= 0:
             raise InvalidArgumentError(f"timeout_s must be > 0, not {self.timeout_s}")
+        if self.connect_timeout_s <= 0:
+            raise InvalidArgumentError(
+                f"connect_timeout_s must be > 0, not {self.connect_timeout_s}")
         if self.max_connections_per_endpoint < 1:
             raise InvalidArgumentError(f"max_connections_per_endpoint must be >= 1, "
                                        f"not {self.max_connections_per_endpoint}")
@@ -124,6 +139,8 @@ class ClientConfig:
 
     def tls(self) -> TLS | None:
         """The TLS settings, None for plain text."""
+        from folio.security import TLS  # noqa: PLC0415
+
         if not (self.tls_ca or self.tls_cert or self.tls_server_name):
             return None
         return TLS(ca=self.tls_ca or None, cert=self.tls_cert or None,
@@ -135,12 +152,15 @@ class ClientConfig:
         Raises:
             InvalidArgumentError: a TLS or token file cannot be read.
         """
+        from folio.security import ChannelSecurity, TokenSource  # noqa: PLC0415
+
         token = (TokenSource(self.token or None, self.token_file or None)
                  if self.token or self.token_file else None)
         return ChannelSecurity(self.tls(), token)
 
     @classmethod
     def resolve(cls, endpoint: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
                 max_connections_per_endpoint: int = DEFAULT_MAX_CONNECTIONS,
                 environ: Mapping[str, str] | None = None, tls: TLS | None = None,
                 token: str | None = None, token_file: str | None = None) -> ClientConfig:
@@ -155,7 +175,7 @@ class ClientConfig:
         """
         env = os.environ if environ is None else environ
         return cls(endpoint=endpoint or _env_endpoint(env) or DEFAULT_ENDPOINT,
-                   timeout_s=timeout_s,
+                   timeout_s=timeout_s, connect_timeout_s=connect_timeout_s,
                    max_connections_per_endpoint=max_connections_per_endpoint,
                    tls_ca=(tls.ca or "") if tls else "",
                    tls_cert=(tls.cert or "") if tls else "",
@@ -225,6 +245,7 @@ class ClientConfig:
 #: Each field's type (the dataclass's annotations are strings, by ``__future__``).
 _KINDS: Final[dict[str, type]] = {
     "endpoint": str, "timeout_s": float, "max_connections_per_endpoint": int,
+    "connect_timeout_s": float,
     "tls_ca": str, "tls_cert": str, "tls_key": str, "tls_server_name": str,
     "token": str, "token_file": str}
 

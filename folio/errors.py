@@ -50,6 +50,7 @@ __all__ = [
     "TxnStateError",
     "UnauthenticatedError",
     "WriterClosedError",
+    "WrongEndpointError",
     "WrongHostError",
 ]
 
@@ -306,6 +307,22 @@ class TlsError(FolioUnavailableError):
     """
 
     retriable = False
+
+
+class WrongEndpointError(FolioUnavailableError):
+    """Something that is not a Folio broker's gRPC API answers at the endpoint.
+
+    An HTTP server (a metrics port), a Kafka listener (Folio's own Kafka port)
+    or a service the SDK cannot name: ``context["found"]`` says which
+    (``http``, ``kafka``, ``unknown``). Not retriable: the endpoint is wrong.
+    """
+
+    retriable = False
+
+    @property
+    def found(self) -> str | None:
+        """What answers there: ``http``, ``kafka`` or ``unknown``."""
+        return self._str("found")
 
 
 class NoBrokerAvailableError(FolioUnavailableError):

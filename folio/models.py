@@ -18,6 +18,8 @@ from folio.errors import DeserializationError
 
 __all__ = [
     "NO_HEADERS",
+    "BrokerInfo",
+    "ClusterInfo",
     "DeserializationPolicy",
     "Event",
     "ScaleResult",
@@ -28,6 +30,7 @@ __all__ = [
     "TopicInfo",
     "UndecodedEvent",
     "WriteResult",
+    "cluster_info_from_proto",
     "scale_result_from_proto",
     "segment_info_from_proto",
     "segment_range_from_proto",
@@ -184,6 +187,49 @@ class SegmentInfo:
     def sealed(self) -> bool:
         """Whether the segment is sealed."""
         return self.segment.sealed
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """One live broker of a cluster (``Client.describe_cluster``).
+
+    Attributes:
+        broker_id: its stable identity (its registration name).
+        address: where clients reach it, ``host:port``.
+        containers: the segment containers it serves now, ascending (a
+            standalone: none; it serves every segment).
+    """
+
+    broker_id: str
+    address: str
+    containers: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    """Who serves what: the live brokers and their segment containers.
+
+    Attributes:
+        brokers: the live brokers, by id.
+        container_count: the cluster's number of segment containers (a
+            standalone: 0). A segment belongs to the container its name
+            hashes to; each segment's owner is also on ``SegmentRange.owner``.
+    """
+
+    brokers: tuple[BrokerInfo, ...]
+    container_count: int
+
+    @property
+    def unowned_containers(self) -> tuple[int, ...]:
+        """Containers no live broker serves now (being handed over, or no broker up)."""
+        owned = {c for broker in self.brokers for c in broker.containers}
+        return tuple(c for c in range(self.container_count) if c not in owned)
+
+
+def cluster_info_from_proto(answer: admin_pb2.ListBrokersResponse) -> ClusterInfo:
+    """The SDK model of a ``ListBrokersResponse``."""
+    return ClusterInfo(tuple(BrokerInfo(b.id, b.address, tuple(b.containers))
+                             for b in answer.brokers), answer.container_count)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,26 +23,37 @@ one first: ``127.0.0.1:7081,127.0.0.1:7082,127.0.0.1:7083``.
 then bookies, then ZooKeeper: SIGTERM, then SIGKILL after a deadline. The
 data stays; ``rm -rf folio-cluster`` forgets the cluster.
 
+``up`` also writes ``cluster.json``, how each process is started, so that
+``status`` shows every process (running with its pid and address, or
+stopped), ``stop NAME`` and ``restart NAME`` act on one, and an ``up`` run
+while some are up starts only the missing ones (from the record, not the
+flags) instead of refusing.
+
 Options (``up --help``) change the counts and ports, e.g. when 2181 is taken.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import subprocess
 import sys
-import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from cluster_processes import (
+    LAYOUT_FILE,
+    ROOT,
+    START_TIMEOUT_S,
+    Layout,
+    Started,
+    forget,
+    read_pids,
+    ready_address,
+    record,
+    start,
+    stop,
+)
 from zookeeper_server import ZooKeeperServer, ZooKeeperStartError
 
-ROOT = Path(__file__).resolve().parents[1]
-#: Deadline for one process to print its ready line.
-START_TIMEOUT_S = 90.0
 #: Deadline for one process to exit after SIGTERM, before SIGKILL.
 STOP_TIMEOUT_S = 20.0
 CHROOT = "/folio"
@@ -57,85 +68,6 @@ BROKER_PORT = 7081
 BROKER_METRICS_PORT = 9101
 
 
-@dataclass
-class Started:
-    """One process of the cluster: its role, name and pid."""
-
-    name: str
-    pid: int
-    address: str
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not reaped by its parent) counts as gone.
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state != "Z"
-
-
-def _start_time(pid: int) -> str:
-    """The process's start time in clock ticks since boot ('' if gone): tells a reused pid."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return ""
-
-
-def _read_pids(directory: Path) -> list[tuple[str, int]]:
-    """The processes ``pids`` lists that are still the very processes started (not reused)."""
-    path = directory / "pids"
-    if not path.exists():
-        return []
-    entries = []
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[1].isdigit():
-            name, pid, started = parts[0], int(parts[1]), parts[2]
-            if _alive(pid) and _start_time(pid) == started:
-                entries.append((name, pid))
-    return entries
-
-
-def _wait_ready(name: str, process: subprocess.Popen[bytes], out_path: Path,
-                log_path: Path) -> str:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        text = out_path.read_text(errors="replace") if out_path.exists() else ""
-        if "\n" in text:
-            return text.split("\n", 1)[0]
-        if process.poll() is not None:
-            log = log_path.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"{name} exited with {process.returncode}; its log:\n{log}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{name} printed no ready line within {START_TIMEOUT_S} s; "
-                               f"see {log_path}")
-        threading.Event().wait(0.1)
-
-
-def _start(directory: Path, name: str, args: list[str]) -> Started:
-    out_path, log_path = directory / f"{name}.out", directory / f"{name}.log"
-    with out_path.open("wb") as out, log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "folio.cli", *args], stdin=subprocess.DEVNULL,
-            stdout=out, stderr=log, cwd=ROOT, start_new_session=True)
-    line = _wait_ready(name, process, out_path, log_path)
-    address = line.split(" listening on ", 1)[1].split(" ", 1)[0]
-    return Started(name, process.pid, address)
-
-
-def _record(directory: Path, started: Started) -> None:
-    with (directory / "pids").open("a") as pids:
-        pids.write(f"{started.name} {started.pid} {_start_time(started.pid)}\n")
-
-
 def _quorum_args(bookies: int) -> list[str]:
     """``cluster init`` quorums: E=3 Qw=2 Qa=2, less when fewer bookies run."""
     ensemble = max(1, min(3, bookies))
@@ -144,68 +76,114 @@ def _quorum_args(bookies: int) -> list[str]:
             "--ack-quorum", str(write)]
 
 
-def up(args: argparse.Namespace) -> int:
-    """Start the cluster; print its endpoints."""
-    directory = Path(args.dir).resolve()
-    running = _read_pids(directory)
-    if running:
-        print(f"cluster: already running under {directory} "
-              f"({', '.join(name for name, _ in running)}): `make cluster-down` first",
-              file=sys.stderr)
-        return 1
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "pids").write_text("")
-    zookeeper = ZooKeeperServer(directory / "zk", port=args.zk_port, tick_time_ms=2000)
+def _layout(args: argparse.Namespace, directory: Path) -> Layout:
+    """The processes the flags ask for, with their ``folio`` arguments."""
     url = f"zk://127.0.0.1:{args.zk_port}{CHROOT}"
-    started: list[Started] = []
-    try:
+    commands: dict[str, list[str]] = {}
+    for index in range(args.bookies):
+        commands[f"bookie-{index + 1}"] = [
+            "bookie", "--data-dir", str(directory / f"bookie-{index + 1}"),
+            "--port", str(args.bookie_port + index),
+            "--metrics-port", str(args.bookie_metrics_port + index), "--metadata-url", url]
+    for index in range(args.brokers):
+        commands[f"broker-{index + 1}"] = [
+            "broker", "--port", str(args.broker_port + index),
+            "--metrics-port", str(args.broker_metrics_port + index), "--metadata-url", url]
+    return Layout(url, args.zk_port, commands)
+
+
+def _start_one(directory: Path, layout: Layout, name: str) -> Started:
+    """Starts ``name`` of ``layout`` and records its pid."""
+    if name == "zookeeper":
+        zookeeper = ZooKeeperServer(directory / "zk", port=layout.zk_port, tick_time_ms=2000)
         zookeeper.start(START_TIMEOUT_S)
         if zookeeper.process is None:
             raise RuntimeError("ZooKeeper did not start")
-        started.append(Started("zookeeper", zookeeper.process.pid, zookeeper.address))
-        _record(directory, started[-1])
-        init = subprocess.run(
-            [sys.executable, "-m", "folio.cli", "cluster", "init", "--metadata-url", url,
-             "--container-count", str(args.containers), *_quorum_args(args.bookies)],
-            capture_output=True, text=True, cwd=ROOT, check=False, timeout=START_TIMEOUT_S)
-        if init.returncode != 0:
-            raise RuntimeError(f"folio cluster init failed:\n{init.stderr}")
-        print(init.stdout.strip())
-        for index in range(args.bookies):
-            started.append(_start(directory, f"bookie-{index + 1}", [
-                "bookie", "--data-dir", str(directory / f"bookie-{index + 1}"),
-                "--port", str(args.bookie_port + index),
-                "--metrics-port", str(args.bookie_metrics_port + index),
-                "--metadata-url", url]))
-            _record(directory, started[-1])
-        for index in range(args.brokers):
-            started.append(_start(directory, f"broker-{index + 1}", [
-                "broker", "--port", str(args.broker_port + index),
-                "--metrics-port", str(args.broker_metrics_port + index),
-                "--metadata-url", url]))
-            _record(directory, started[-1])
-    except (ZooKeeperStartError, RuntimeError, OSError, subprocess.TimeoutExpired) as error:
-        print(f"cluster: {error}", file=sys.stderr)
-        print("cluster: stopping what was started", file=sys.stderr)
-        down(args)
-        return 1
-    brokers = [s.address for s in started if s.name.startswith("broker")]
-    bookies = [s.address for s in started if s.name.startswith("bookie")]
+        started = Started("zookeeper", zookeeper.process.pid, zookeeper.address)
+    else:
+        started = start(directory, name, layout.commands[name])
+    forget(directory, name)
+    record(directory, started)
+    return started
+
+
+def _init(layout: Layout, bookies: int, containers: int) -> None:
+    init = subprocess.run(
+        [sys.executable, "-m", "folio.cli", "cluster", "init", "--metadata-url",
+         layout.metadata_url, "--container-count", str(containers), *_quorum_args(bookies)],
+        capture_output=True, text=True, cwd=ROOT, check=False, timeout=START_TIMEOUT_S)
+    if init.returncode != 0:
+        raise RuntimeError(f"folio cluster init failed:\n{init.stderr}")
+    print(init.stdout.strip())
+
+
+def _print_endpoints(directory: Path, layout: Layout) -> None:
+    def addresses(role: str) -> list[str]:
+        return [ready_address(directory, name) or "?" for name in layout.commands
+                if name.startswith(role)]
+    brokers, url = addresses("broker"), layout.metadata_url
     print(f"Folio cluster running under {directory}:")
-    print(f"  zookeeper  {zookeeper.address}  (metadata {url})")
-    print(f"  bookies    {', '.join(bookies)}")
+    print(f"  zookeeper  127.0.0.1:{layout.zk_port}  (metadata {url})")
+    print(f"  bookies    {', '.join(addresses('bookie'))}")
     print(f"  brokers    {', '.join(brokers)}")
     print(f"client endpoints: {','.join(brokers)}")
     print(f"  e.g. .venv/bin/folio --endpoint {','.join(brokers)} topic create demo")
     print(f"  .venv/bin/folio cluster describe --metadata-url {url}")
-    print(f"logs: {directory}/*.log; stop: make cluster-down")
+    print(f"logs: {directory}/*.log; status: scripts/cluster.py status; stop: make cluster-down")
+
+
+def up(args: argparse.Namespace) -> int:
+    """Start the cluster, or what is missing of a running one; print its endpoints.
+
+    Nothing running: a new start from the flags (ZooKeeper, ``cluster init``,
+    bookies, brokers; the data of an earlier run is kept). Something running:
+    the recorded layout (``cluster.json``) is kept, the flags are not used, and
+    each process that is not running is started again, in order.
+    """
+    directory = Path(args.dir).resolve()
+    running = dict(read_pids(directory))
+    layout = Layout.load(directory) if running else None
+    if running and layout is None:
+        print(f"cluster: already running under {directory} "
+              f"({', '.join(running)}) without a {LAYOUT_FILE} to restart the others from: "
+              "`make cluster-down` first", file=sys.stderr)
+        return 1
+    fresh = layout is None
+    if layout is None:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "pids").write_text("")
+        layout = _layout(args, directory)
+        layout.save(directory)
+    missing = [name for name in layout.names if name not in running]
+    if not fresh:
+        print(f"cluster: running under {directory}: {', '.join(running)}; "
+              + (f"starting {', '.join(missing)}" if missing else "nothing is missing"))
+    try:
+        for name in missing:
+            started = _start_one(directory, layout, name)
+            if not fresh:
+                print(f"started {name} (pid {started.pid}) at {started.address}")
+            if fresh and name == "zookeeper":
+                _init(layout, args.bookies, args.containers)
+    except (ZooKeeperStartError, RuntimeError, OSError, subprocess.TimeoutExpired) as error:
+        print(f"cluster: {error}", file=sys.stderr)
+        if fresh:
+            print("cluster: stopping what was started", file=sys.stderr)
+            down(args)
+        else:
+            print("cluster: `scripts/cluster.py status` shows what runs", file=sys.stderr)
+        return 1
+    _print_endpoints(directory, layout)
     return 0
 
 
 def down(args: argparse.Namespace) -> int:
     """Stop every process ``pids`` lists: brokers, bookies, then ZooKeeper."""
     directory = Path(args.dir).resolve()
-    entries = _read_pids(directory)
+    entries = read_pids(directory)
+    layout = Layout.load(directory)
+    gone = [name for name in (layout.names if layout else [])
+            if name not in dict(entries)]
     if not entries:
         print(f"cluster: nothing running under {directory}")
         return 0
@@ -213,28 +191,97 @@ def down(args: argparse.Namespace) -> int:
     for group in sorted({order.get(name.split("-")[0], 3) for name, _ in entries}):
         members = [(name, pid) for name, pid in entries
                    if order.get(name.split("-")[0], 3) == group]
-        for _name, pid in members:
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        while any(_alive(pid) for _, pid in members) and time.monotonic() < deadline:
-            threading.Event().wait(0.1)
+        stop(members, STOP_TIMEOUT_S, _warn)
         for name, pid in members:
-            if _alive(pid):
-                print(f"cluster: {name} (pid {pid}) still running {STOP_TIMEOUT_S:g} s after "
-                      "SIGTERM: SIGKILL", file=sys.stderr)
-                os.kill(pid, signal.SIGKILL)
             print(f"stopped {name} (pid {pid})")
+    for name in gone:
+        print(f"{name} was not running")
     (directory / "pids").write_text("")
     return 0
 
 
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def status(args: argparse.Namespace) -> int:
+    """One line per process of the layout: running (pid, address) or not; exit 1 if any is not."""
+    directory = Path(args.dir).resolve()
+    layout = Layout.load(directory)
+    if layout is None:
+        print(f"cluster: no cluster under {directory} (`make cluster` starts one)")
+        return 1
+    running = dict(read_pids(directory))
+    for name in layout.names:
+        address = (f"127.0.0.1:{layout.zk_port}" if name == "zookeeper"
+                   else ready_address(directory, name) or "-")
+        state = f"running  pid {running[name]}" if name in running else "stopped"
+        print(f"{name:<10} {state:<18} {address}")
+    down_count = sum(name not in running for name in layout.names)
+    if down_count:
+        print(f"{down_count} of {len(layout.names)} not running: `scripts/cluster.py up` "
+              "starts them again (or `restart NAME`)")
+    return 1 if down_count else 0
+
+
+def _named(args: argparse.Namespace) -> tuple[Path, Layout] | None:
+    directory = Path(args.dir).resolve()
+    layout = Layout.load(directory)
+    if layout is None:
+        print(f"cluster: no cluster under {directory}", file=sys.stderr)
+        return None
+    if args.name not in layout.names:
+        print(f"cluster: no process {args.name!r}; the cluster has "
+              f"{', '.join(layout.names)}", file=sys.stderr)
+        return None
+    return directory, layout
+
+
+def stop_one(args: argparse.Namespace) -> int:
+    """Stop one process (SIGTERM, then SIGKILL after a deadline)."""
+    named = _named(args)
+    if named is None:
+        return 2
+    directory = named[0]
+    pid = dict(read_pids(directory)).get(args.name)
+    if pid is None:
+        print(f"{args.name} is not running")
+        return 0
+    stop([(args.name, pid)], STOP_TIMEOUT_S, _warn)
+    forget(directory, args.name)
+    print(f"stopped {args.name} (pid {pid})")
+    return 0
+
+
+def restart(args: argparse.Namespace) -> int:
+    """Stop one process if it runs, then start it again with its recorded arguments."""
+    named = _named(args)
+    if named is None:
+        return 2
+    directory, layout = named
+    pid = dict(read_pids(directory)).get(args.name)
+    if pid is not None:
+        stop([(args.name, pid)], STOP_TIMEOUT_S, _warn)
+        forget(directory, args.name)
+        print(f"stopped {args.name} (pid {pid})")
+    try:
+        started = _start_one(directory, layout, args.name)
+    except (ZooKeeperStartError, RuntimeError, OSError, subprocess.TimeoutExpired) as error:
+        print(f"cluster: {error}", file=sys.stderr)
+        return 1
+    print(f"started {args.name} (pid {started.pid}) at {started.address}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``up`` or ``down``."""
+    """``up``, ``down``, ``status``, ``stop NAME`` or ``restart NAME``."""
     parser = argparse.ArgumentParser(description="A Folio cluster on one machine.")
     parser.add_argument("--dir", default="folio-cluster",
                         help="where data, logs and pids go (default ./folio-cluster)")
     commands = parser.add_subparsers(dest="command", required=True)
-    start = commands.add_parser("up", help="start ZooKeeper, bookies and brokers")
+    start = commands.add_parser(
+        "up", help="start ZooKeeper, bookies and brokers; with some running, start the "
+        "missing ones (as recorded in cluster.json; the flags then do not apply)")
     start.add_argument("--bookies", type=int, default=3)
     start.add_argument("--brokers", type=int, default=3)
     start.add_argument("--containers", type=int, default=16,
@@ -245,8 +292,18 @@ def main(argv: list[str] | None = None) -> int:
     start.add_argument("--broker-port", type=int, default=BROKER_PORT, help="first broker's port")
     start.add_argument("--broker-metrics-port", type=int, default=BROKER_METRICS_PORT)
     start.set_defaults(func=up)
-    stop = commands.add_parser("down", help="stop them (SIGTERM, then SIGKILL)")
-    stop.set_defaults(func=down)
+    commands.add_parser("down", help="stop them all (SIGTERM, then SIGKILL)").set_defaults(
+        func=down)
+    commands.add_parser(
+        "status", help="show each process: running (pid, address) or stopped; exit 1 if "
+        "any is stopped").set_defaults(func=status)
+    for verb, func, text in (("stop", stop_one, "stop one process (SIGTERM, then SIGKILL)"),
+                             ("restart", restart, "stop one process if it runs and start it "
+                              "again with the same arguments")):
+        one = commands.add_parser(verb, help=text)
+        one.add_argument("name", metavar="NAME",
+                         help="zookeeper, bookie-N or broker-N (as `status` lists them)")
+        one.set_defaults(func=func)
     args = parser.parse_args(argv)
     result: int = args.func(args)
     return result

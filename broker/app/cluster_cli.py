@@ -7,7 +7,8 @@ and the base paths of ``ledger.metadata.cluster_layout``. It is idempotent:
 run again with the same values it says the cluster exists and exits 0; with
 other values it exits 1 naming each difference (the layout never changes
 once written). ``describe`` prints the layout, the live bookies (and those
-registered once but gone), the live brokers and the ledgers auto-recovery
+registered once but gone), the live brokers, which broker owns each segment
+container (``broker.app.cluster_containers``) and the ledgers auto-recovery
 has yet to re-replicate; ``--json`` prints the same as one JSON object.
 
 ``folio.cli`` loads ``cluster_command`` through the ``folio.commands``
@@ -107,6 +108,7 @@ def _run_describe(args: argparse.Namespace) -> int:
 
 
 async def _describe(url_text: str, as_json: bool, connect_timeout_ms: int) -> int:
+    from broker.app.cluster_containers import container_owners, describe_owners  # noqa: PLC0415
     from ledger.autorecovery.marks import UnderReplicationMarks  # noqa: PLC0415
     from ledger.errors import MetadataError  # noqa: PLC0415
     from ledger.metadata.cluster_layout import (  # noqa: PLC0415
@@ -129,6 +131,7 @@ async def _describe(url_text: str, as_json: bool, connect_timeout_ms: int) -> in
         known = await live_registrations(store, BOOKIES_ALL_PATH)
         brokers = await live_registrations(store, BROKERS_PATH)
         under_replicated = await UnderReplicationMarks(store).ledger_ids()
+        owners = await container_owners(store, layout.container_count)
     except MetadataError as error:
         return _error("describe", str(error))
     finally:
@@ -144,6 +147,9 @@ async def _describe(url_text: str, as_json: bool, connect_timeout_ms: int) -> in
                         "gone": gone},
             "brokers": {name: reg.address for name, reg in sorted(brokers.items())},
             "under_replicated_ledgers": under_replicated,
+            "containers": [{"container": n, "owner": o.broker_id if o else None,
+                            "address": o.address if o else None}
+                           for n, o in enumerate(owners)],
         }, indent=2))
         return 0
     print(f"cluster at {store.url}: {_describe_layout(layout)}")
@@ -153,6 +159,8 @@ async def _describe(url_text: str, as_json: bool, connect_timeout_ms: int) -> in
         print(f"gone bookies ({len(gone)}, registered once, not live): {', '.join(gone)}")
     print(f"live brokers ({len(brokers)}): "
           + (", ".join(reg.address for _, reg in sorted(brokers.items())) or "none"))
+    for line in describe_owners(owners):
+        print(line)
     if under_replicated:
         shown = ", ".join(str(ledger_id) for ledger_id in under_replicated[:20])
         more = f" and {len(under_replicated) - 20} more" if len(under_replicated) > 20 else ""

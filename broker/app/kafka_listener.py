@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from broker.api import Topics
 from broker.app.cluster_ownership import ClusterOwnership
+from broker.app.no_hypothesis import hide_hypothesis
 from broker.auth.access import Access
 from broker.broker_config import BrokerConfig
 from broker.topics.manager import TopicManager
@@ -52,6 +53,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     """
     if config.kafka_port == -1:
         return None
+    hidden = hide_hypothesis()
     try:
         # Imported here: only a broker that serves Kafka needs kio.
         from broker.app.kafka_cluster import ClusterKafka, kafka_address  # noqa: PLC0415
@@ -66,6 +68,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         raise KafkaUnavailableError(
             f"--kafka-port needs the kafka extra (pip install 'folio[kafka]'): {error}"
         ) from None
+    finally:
+        hidden.restore()
     context = KafkaContext(served or topics, config.kafka_advertised_host or config.host,
                            ProducerIds(store), advertised_port=config.kafka_advertised_port,
                            authorizer=access)

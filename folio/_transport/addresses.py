@@ -12,18 +12,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from google.protobuf.message import Message
-from grpc import aio
-
 from folio.errors import InvalidArgumentError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: parsing endpoints (folio.config) loads no gRPC
+    from google.protobuf.message import Message
+    from grpc import aio
+
     from folio._transport.io_thread import Connection
 
 __all__ = ["address_key", "parse_endpoints", "rebind", "stub_method_of"]
 
-Req = TypeVar("Req", bound=Message)
-Resp = TypeVar("Resp", bound=Message)
+Req = TypeVar("Req", bound="Message")
+Resp = TypeVar("Resp", bound="Message")
 
 _LOOPBACK: Final = frozenset({"localhost", "ip6-localhost", "::1", "0.0.0.0", "::", ""})
 

@@ -4,12 +4,16 @@ A client is given one endpoint or a list of them (``"host1:7070,host2:7070"``);
 see "Cluster" in ``proto/folio/v1/admin.proto`` for the protocol followed here.
 
 **Bootstrap.** With one endpoint nothing is sent before the first call (as a
-client of a standalone always did). With a list, the first call asks
-``ListBrokers`` of each endpoint in order until one answers (at most
-``BOOTSTRAP_ATTEMPT_S`` each, within the call's deadline); when none does it
-raises ``NoBrokerAvailableError`` naming every endpoint, and the next call
-tries them all again. The broker that answered carries the admin calls; the
-brokers it lists, and any named later as an owner, are failover candidates.
+client of a standalone always did); the first call waits for a connection at
+most ``connect_timeout_s`` (``folio._transport.connect``: a wrong endpoint
+fails in seconds, saying why). With a list, the first call connects to each
+endpoint in order (at most ``connect_timeout_s`` each) and asks
+``ListBrokers`` until one answers (at most ``BOOTSTRAP_ATTEMPT_S`` each,
+within the call's deadline); when none does it raises
+``NoBrokerAvailableError`` naming every endpoint and why it failed, and the
+next call tries them all again. The broker that answered carries the admin calls; the
+brokers it lists, and any named later as an owner, are failover candidates
+after the endpoints.
 
 **Pools.** One ``ConnectionPool`` per broker, made on the IO thread when a
 flow or a call first needs that broker; each keeps its PDP-36 bound
@@ -65,6 +69,7 @@ from grpc import aio
 from folio._status import error_from_rpc
 from folio._transport.addresses import address_key, parse_endpoints, rebind, stub_method_of
 from folio._transport.append_stream import BACKOFF_MAX_S, AppendFlow, AppendStream, Backoff
+from folio._transport.connect import reach
 from folio._transport.pool import ConnectionPool, PoolStats, ReadLease
 from folio.api.v1 import admin_pb2
 from folio.errors import (
@@ -117,10 +122,12 @@ class Brokers:
     """The brokers a client talks to (see the module docstring). Made on the IO thread."""
 
     def __init__(self, endpoints: Sequence[str], max_connections: int,
-                 security: ChannelSecurity = PLAIN) -> None:
+                 security: ChannelSecurity = PLAIN, *,
+                 connect_timeout_s: float = BOOTSTRAP_ATTEMPT_S) -> None:
         """Opens the first endpoint's pool (connecting lazily).
 
-        ``security`` (TLS and token) is the same for every broker's channels.
+        ``security`` (TLS and token) is the same for every broker's channels;
+        ``connect_timeout_s`` bounds the first connection (see "Bootstrap").
 
         Raises:
             InvalidArgumentError: no endpoint, or ``max_connections`` below 1.
@@ -143,6 +150,9 @@ class Brokers:
         #: Whether segments are routed to their owners (see "Routing").
         self.cluster = False
         self._bootstrapped = len(self.endpoints) == 1
+        self._connect_timeout_s = connect_timeout_s
+        #: Whether a broker was ever connected to (then one that fails is restarting).
+        self._reached = False
 
     # -- pools ------------------------------------------------------------------
 
@@ -337,6 +347,13 @@ class Brokers:
                 failures.append(f"{endpoint}: not tried before the deadline")
                 continue
             try:
+                await reach(self.pool(endpoint).admin,
+                            min(remaining, self._connect_timeout_s), self._security.tls,
+                            patient=False)
+            except FolioUnavailableError as unreached:
+                failures.append(f"{endpoint}: {unreached}")
+                continue
+            try:
                 answer = await self.pool(endpoint).admin.admin.ListBrokers(
                     admin_pb2.ListBrokersRequest(),
                     timeout=min(remaining, BOOTSTRAP_ATTEMPT_S))
@@ -346,7 +363,7 @@ class Brokers:
                     failures.append(f"{endpoint}: {error}")
                     continue
                 answer = admin_pb2.ListBrokersResponse()  # answered (an older broker)
-            self._bootstrapped = True
+            self._bootstrapped = self._reached = True
             self._admin = endpoint
             self._learn_brokers(endpoint, answer)
             for dead in self.endpoints[:self.endpoints.index(endpoint)]:
@@ -410,6 +427,9 @@ class Brokers:
             before = self.admin  # what ``method`` was made on (the first endpoint's channel)
             await self.bootstrap(deadline)
             method = rebind(method, before, self.admin)
+        elif not self._reached:
+            await reach(self.admin, min(timeout_s, self._connect_timeout_s), self._security.tls)
+            self._reached = True
         backoff = Backoff()
         moves = Backoff()  # between WrongHost hops (see _follow_wrong_host)
         retries = _ADMIN_RETRIES if retry else 0

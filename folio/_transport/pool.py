@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from folio._transport.defaults import DEFAULT_MAX_CONNECTIONS
 from folio._transport.io_thread import Connection
 from folio.errors import FolioUnavailableError, InvalidArgumentError
 from folio.security import PLAIN, ChannelSecurity
@@ -43,8 +44,6 @@ __all__ = [
     "ReadLease",
 ]
 
-#: Channels per broker endpoint unless the client says otherwise.
-DEFAULT_MAX_CONNECTIONS = 2
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,19 +5,21 @@ in its own module with a ``register`` function, registered directly below);
 server commands (``bookie``, ``standalone``,
 ``broker``) are plugged in by the server packages through the
 ``folio.commands`` entry-point group, so this package imports none of them.
+
+Start-up: ``folio --version`` imports nothing but this module (no gRPC); the
+commands' modules are imported when the parser is built. gRPC core's own log
+lines (``Handshake failed`` ...) are off unless ``--verbose`` is given or
+``GRPC_VERBOSITY`` is set: the CLI's one-line errors say what failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import PackageNotFoundError, entry_points, version
-
-from folio.cli import acl, consume, group, perf, produce, topic
-from folio.cli._common import add_global_endpoint_option, client_config
-from folio.errors import InvalidArgumentError
+from typing import Final
 
 __all__ = ["main"]
 
@@ -27,14 +29,118 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
     try:
         return version("folio")
     except PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown (not installed)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``folio`` parser with every installed command."""
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default,
+                         help=help or "show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        parser.exit(message=f"folio {_version()}\n")
+
+
+#: The global flag that turns on the SDK's INFO logs and gRPC core's own logging.
+VERBOSE_FLAG: Final = "--verbose"
+
+
+def _quiet_grpc(argv: Sequence[str]) -> None:
+    """Silences gRPC core's logging unless ``--verbose`` or ``GRPC_VERBOSITY`` asks for it.
+
+    gRPC core reads ``GRPC_VERBOSITY`` when it is first imported, so this runs
+    before any command module is.
+    """
+    if VERBOSE_FLAG in argv:  # gRPC's own default level (ERROR): handshake failures ...
+        logging.basicConfig(level=logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    else:
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
+
+#: Options users bring from Kafka's tools, and Folio's word for each.
+_KAFKA_WORDS: Final = {"--partitions": "--segments", "--bootstrap-server": "--endpoint"}
+
+
+def _command_parser(parser: argparse.ArgumentParser,
+                    arguments: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub-)command ``arguments`` name, so an error shows its usage."""
+    current = parser
+    for word in arguments:
+        choices = next((action.choices for action in current._actions
+                        if isinstance(action, argparse._SubParsersAction)), None)
+        if not isinstance(choices, dict):
+            break
+        if word in choices:
+            current = choices[word]
+    return current
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
+    """``"; did you mean --segments?"`` for the first unknown option with a near one."""
+    import difflib  # noqa: PLC0415
+
+    known = [flag for action in parser._actions for flag in action.option_strings]
+    for word in unknown:
+        flag = word.split("=", 1)[0]
+        if not flag.startswith("--"):
+            continue
+        ours = _KAFKA_WORDS.get(flag)
+        if ours is not None and ours.split()[0] in known:
+            return f"; did you mean {ours}?"
+        near = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+        if near:
+            return f"; did you mean {near[0]}?"
+    return ""
+
+
+#: One-line help of the server commands, for ``folio --help`` without importing them
+#: (the server packages take most of a start-up); each command's module is loaded
+#: when it is the one run. A command not listed here is loaded always.
+#: tests/unit/folio/cli/test_cli_startup.py holds each to the command's own help.
+SERVER_HELP: Final = {
+    "autorecovery": "run an auto-recovery worker on its own (cluster mode)",
+    "bookie": "run one bookie of the ledger service (cluster mode)",
+    "broker": "run the broker alone, its ledgers on `folio bookie` processes",
+    "cluster": "initialise or describe a cluster on ZooKeeper",
+    "standalone": "run all of Folio in one process (what `make run` starts)",
+    "token": "create JWT tokens (and HS256 secrets) for token authentication",
+}
+
+
+def _command_word(parser: argparse.ArgumentParser, arguments: Sequence[str]) -> str | None:
+    """The command ``arguments`` run (the first word that is no global option or value)."""
+    takes_value = {flag for action in parser._actions if action.nargs != 0
+                   for flag in action.option_strings}
+    skip = False
+    for word in arguments:
+        if skip:
+            skip = False
+        elif word.startswith("-"):
+            skip = word in takes_value
+        else:
+            return word
+    return None
+
+
+def build_parser(arguments: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``folio`` parser with every installed command.
+
+    Given the ``arguments`` to parse, the server commands other than the one
+    they run are listed by name and help only (``SERVER_HELP``), not imported.
+    """
+    from folio.cli import acl, consume, group, perf, produce, topic  # noqa: PLC0415
+    from folio.cli._common import add_global_endpoint_option  # noqa: PLC0415
+
     parser = argparse.ArgumentParser(
         prog="folio",
         # Sub-command flags (group reset --to) must not read as abbreviations of
@@ -46,12 +152,24 @@ def build_parser() -> argparse.ArgumentParser:
         "or after a client command; `folio --config FILE --print-config` shows the "
         "client settings that result.",
     )
-    parser.add_argument("--version", action="version", version=f"folio {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
+    parser.add_argument(VERBOSE_FLAG, action="store_true",
+                        help="log what the client does (INFO) and gRPC core's own errors "
+                        "(handshake failures ...; quiet otherwise; GRPC_VERBOSITY and "
+                        "GRPC_TRACE, when set, win)")
     add_global_endpoint_option(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for client_command in (topic, produce, consume, perf, group, acl):
         client_command.register(commands)
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
+    chosen = None if arguments is None else _command_word(parser, arguments)
+    if chosen is not None and chosen in commands.choices:
+        return parser  # a client command: the server commands' entry points are not read
     for point in sorted(entry_points(group="folio.commands"), key=lambda p: p.name):
+        if arguments is not None and point.name != chosen and point.name in SERVER_HELP:
+            commands.add_parser(point.name, help=SERVER_HELP[point.name])
+            continue
         register: Register = point.load()
         register(commands)
     return parser
@@ -59,8 +177,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments == ["--version"]:  # without importing the commands (no gRPC)
+        print(f"folio {_version()}")
+        raise SystemExit(0)  # as argparse's version action does
+    _quiet_grpc(arguments)
+    from folio.cli._common import client_config  # noqa: PLC0415
+    from folio.errors import InvalidArgumentError  # noqa: PLC0415
+
+    parser = build_parser(arguments)
+    args, unknown = parser.parse_known_args(arguments)
+    if unknown:
+        command = _command_parser(parser, arguments)
+        command.error(f"unrecognized arguments: {' '.join(unknown)}"
+                      f"{_did_you_mean(command, unknown)}")
     if args.print_client_config or getattr(args, "uses_client_config", False):
         # A bad --config file or FOLIO_CLIENT_* value is bad usage (exit 2), as
         # for the server commands; checked once here, before any connection.

@@ -28,6 +28,7 @@ from folio.errors import (
     LedgerUnavailableError,
     NoBrokerAvailableError,
     TlsError,
+    WrongEndpointError,
 )
 
 __all__ = [
@@ -208,11 +209,13 @@ def describe_error(error: BaseException, endpoint: str) -> str:
         error = error.__cause__  # what the writer retried until it gave up
     if isinstance(error, LedgerUnavailableError):
         return f"the broker at {endpoint} is up but its ledger service is unavailable: {text}"
-    if isinstance(error, TlsError):
-        return f"{endpoint}: {text}"
+    if isinstance(error, TlsError | WrongEndpointError):
+        return text if endpoint in text else f"{endpoint}: {text}"
     if isinstance(error, NoBrokerAvailableError):
         return f"{text}; {START_HINT}"
     if isinstance(error, FolioUnavailableError):
+        if error.context.get("reason"):  # the connect probe said why
+            return f"no broker at {endpoint}: {text}; {START_HINT}"
         return f"no broker at {endpoint} ({text}); {START_HINT}"
     return text
 

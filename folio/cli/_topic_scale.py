@@ -137,12 +137,18 @@ def _numbers(names: Sequence[str]) -> str:
 
 
 def print_segments(segments: Sequence[folio.SegmentRange], *, indent: str = "  ") -> None:
-    """A table of segments with exact key ranges (shared with ``topic describe``)."""
+    """A table of segments with exact key ranges (shared with ``topic describe``).
+
+    OWNER is the broker serving the segment as the answer said (Kafka's
+    Leader column), ``-`` when none does (a sealed segment, a container being
+    handed over).
+    """
     rows = [("SEGMENT", "KEY RANGE", "STATE", "START OFFSET", "END OFFSET", "LENGTH",
-             "PREDECESSORS", "SUCCESSORS")]
+             "PREDECESSORS", "SUCCESSORS", "OWNER")]
     rows += [(s.name, format_range(s.key_low, s.key_high),
               "sealed" if s.sealed else "open", str(s.start_offset), str(s.end_offset),
-              str(s.length), _numbers(s.predecessors), _numbers(s.successors))
+              str(s.length), _numbers(s.predecessors), _numbers(s.successors),
+              s.owner or "-")
              for s in segments]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:

@@ -12,11 +12,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import folio
 from folio.cli._common import add_endpoint_option, run_with_client
 from folio.errors import InvalidArgumentError, ReaderGroupNotEmptyError
-from folio.read.groups import GroupDescription, GroupStart, SegmentLag
+
+if TYPE_CHECKING:  # folio.read loads gRPC: not needed to build the parser
+    from folio.read.groups import GroupDescription, GroupStart, SegmentLag
 
 __all__ = ["register"]
 
@@ -44,7 +47,7 @@ def _list(args: argparse.Namespace) -> int:
             json.dump([{"name": g.name, "topics": list(g.topics), "members": len(g.members),
                         "lag": g.lag} for g in found], sys.stdout, indent=2)
             print()
-        elif found:
+        else:  # the header even with no group, so an empty list reads as one
             _table([("GROUP", "TOPICS", "MEMBERS", "LAG")] +
                    [(g.name, ",".join(g.topics), str(len(g.members)), str(g.lag))
                     for g in found])
@@ -110,7 +113,17 @@ def _reset(args: argparse.Namespace) -> int:
             start = kept[-1]
         elif args.checkpoint is not None:
             raise InvalidArgumentError("--checkpoint goes with --to checkpoint")
-        group.reset(start, only_if_empty=True)
+        try:
+            group.reset(start, only_if_empty=True)
+        except ReaderGroupNotEmptyError as error:
+            members = error.context.get("members")
+            names = ", ".join(map(str, members)) if isinstance(members, list) else "some"
+            first = members[0] if isinstance(members, list) and members else "READER"
+            raise ReaderGroupNotEmptyError(
+                f"reader group {args.name!r} has members online: {names}; stop them first "
+                f"(a dead member is declared offline after the session timeout), or declare "
+                f"one offline now: `folio group offline {args.name} {first}`",
+                context=error.context) from None
         where = start.name if isinstance(start, folio.Checkpoint) else start
         print(f"reader group {args.name} reset to {where}")
         return 0

@@ -47,6 +47,7 @@ def segment_json(segment: folio.SegmentRange) -> dict[str, Any]:
         "length": segment.end_offset - segment.start_offset,
         "predecessors": list(segment.predecessors),
         "successors": list(segment.successors),
+        "owner": segment.owner or None,
     }
 
 
@@ -230,7 +231,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "as Python's repr of the float, so it can be pasted into `topic scale --ranges`), "
         "its state (open or "
         "sealed), start offset (first retained), end offset (next to be written; final once "
-        "sealed), length (end - start) and its predecessors and successors across scaling.",
+        "sealed), length (end - start), its predecessors and successors across scaling, "
+        "and its owner: the broker serving it (as Kafka's Leader; '-' for none).",
     )
     describe.add_argument("name", metavar="NAME", help="the topic's name")
     describe.add_argument("--json", action="store_true",
@@ -239,7 +241,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                           "ledger_rollover_bytes, ledger_rollover_ms, "
                           "scale_target_events_per_s, scale_min_segments, scale_cooldown_ms}, "
                           "segments [{name, number, key_low, key_high, state, sealed, "
-                          "start_offset, end_offset, length, predecessors, successors}]")
+                          "start_offset, end_offset, length, predecessors, successors, owner "
+                          "(host:port or null)}]")
     add_endpoint_option(describe)
     describe.set_defaults(func=_describe)
 

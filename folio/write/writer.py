@@ -3,7 +3,7 @@
 ``write_event`` is the hot path and does only per-event work that cannot be
 per block: serialize, check the size, pick the segment (the routing-key hash,
 cached per key; keyless events go to one segment at a time, moving on after
-each block, so a whole block goes to one segment), and append to that
+each block, starting at a random one, so a whole block goes to one segment), and append to that
 segment's columns (``folio.write._segment_writer``). Everything that crosses to the
 IO thread crosses per block.
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import threading
 import time
 import uuid
@@ -176,7 +177,10 @@ class EventWriter(Generic[T]):
         #: Segment name -> its writer, made with the segment's first event.
         self._segments: dict[str, SegmentWriter] = {}
         self._routes: dict[str, SegmentWriter] = {}
-        self._keyless_index = 0
+        # Keyless events start at a random segment, so that writers that each send
+        # a few blocks (one `folio produce` run) spread over the topic, not all on
+        # its first segment; then they move on one segment per block.
+        self._keyless_index = random.randrange(len(ranges)) if ranges else 0
         self._keyless: SegmentWriter | None = None
         self._successors = successors
         self._metrics = metrics

@@ -5,18 +5,25 @@ entry-point group (the SDK cannot import the servers' token code).
 
 - ``folio token create-secret-key --output FILE``: a new random HS256
   secret (32 bytes, base64), the file readable by its owner only.
-- ``folio token create --secret-file F --subject ROLE [--expiry 1h]``: a
-  token for ROLE signed with the secret (or ``--private-key-file`` for RS256
-  or ES256), printed on stdout.
+- ``folio token create --secret-file F --subject ROLE [--expiry 1h]
+  [--output FILE]``: a token for ROLE signed with the secret (or
+  ``--private-key-file`` for RS256 or ES256), printed on stdout, or written to
+  FILE readable by its owner only (mode 600, replaced atomically, so a client's
+  ``--token-file`` never reads half a token). A token is a password: printed
+  to a redirected stdout (``> admin.jwt``) it lands in a file of the shell's
+  umask (often 644), so the command warns and names ``--output``.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import os
 import secrets
+import stat
 import sys
+import tempfile
 
 from ledger.security.tokens import create_token, load_signing_key, parse_duration_s
 
@@ -38,8 +45,45 @@ def _create(args: argparse.Namespace) -> int:
         token = create_token(args.subject, key, algorithm, expiry_s=expiry_s)
     except ValueError as error:
         return _fail(str(error))
+    if args.output:
+        try:
+            _write_private(args.output, token.encode("ascii") + b"\n")
+        except OSError as error:
+            return _fail(f"cannot write {args.output}: {error.strerror}")
+        print(f"wrote a token for {args.subject!r} to {args.output} (mode 600)",
+              file=sys.stderr)
+        return 0
+    _warn_if_stdout_is_shared_file()
     print(token)
     return 0
+
+
+def _write_private(path: str, data: bytes) -> None:
+    """Writes ``data`` to ``path``, mode 600, replacing any file there atomically."""
+    directory = os.path.dirname(os.path.abspath(path))
+    descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=".folio-token-")
+    try:
+        with os.fdopen(descriptor, "wb") as file:  # mkstemp makes it mode 600
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _warn_if_stdout_is_shared_file() -> None:
+    """A token redirected into a file others may read gets a warning naming ``--output``."""
+    try:
+        mode = os.fstat(sys.stdout.fileno()).st_mode
+    except (OSError, ValueError):
+        return
+    if stat.S_ISREG(mode) and mode & 0o077:
+        print(f"folio token: warning: stdout is a file readable by others (mode "
+              f"{stat.S_IMODE(mode):o}): the token is a password; use --output FILE "
+              f"(written mode 600) or chmod 600 it", file=sys.stderr)
 
 
 def _create_secret(args: argparse.Namespace) -> int:
@@ -66,8 +110,9 @@ def token_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
     commands = parser.add_subparsers(dest="token_command", metavar="SUBCOMMAND", required=True)
     create = commands.add_parser(
         "create", help="print a new token for a role",
-        description="Print a signed JWT for --subject on stdout. Give the HS256 secret "
-        "(--secret-file) or an RSA/EC private key (--private-key-file, RS256/ES256).")
+        description="Print a signed JWT for --subject on stdout (or write it to --output "
+        "FILE, mode 600: a token is a password). Give the HS256 secret (--secret-file) or an "
+        "RSA/EC private key (--private-key-file, RS256/ES256).")
     keys = create.add_mutually_exclusive_group(required=True)
     keys.add_argument("--secret-file", metavar="FILE",
                       help="HS256 secret, the file the servers' --auth-token-secret-file names")
@@ -78,6 +123,9 @@ def token_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
                         help="the role the token proves (its 'sub' claim)")
     create.add_argument("--expiry", metavar="DURATION", default=None,
                         help="lifetime, e.g. 30m, 1h, 7d, 1y (default: no expiry)")
+    create.add_argument("--output", metavar="FILE", default=None,
+                        help="write the token to FILE, readable by its owner only (mode 600; "
+                        "replaces FILE atomically) instead of printing it")
     create.set_defaults(func=_create)
     secret = commands.add_parser(
         "create-secret-key", help="write a new random HS256 secret to a file",

@@ -210,7 +210,14 @@ def load_signing_key(secret_file: str = "", private_key_file: str = "") -> tuple
     if bool(secret_file) == bool(private_key_file):
         raise ValueError("give one of --secret-file and --private-key-file")
     if secret_file:
-        return _read_key(secret_file, "secret file").strip(), "HS256"
+        secret = _read_key(secret_file, "secret file").strip()
+        if secret.startswith(b"-----BEGIN"):
+            # PyJWT refuses a PEM key as an HMAC secret with a traceback-worthy error.
+            raise ValueError(f"--secret-file {secret_file} holds a PEM key or certificate, "
+                             "not an HS256 secret: give the secret the servers' "
+                             "--auth-token-secret-file names (folio token create-secret-key "
+                             "makes one), or sign with a private key: --private-key-file")
+        return secret, "HS256"
     from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: PLC0415
     from cryptography.hazmat.primitives.serialization import (  # noqa: PLC0415
         load_pem_private_key,

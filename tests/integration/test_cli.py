@@ -71,11 +71,15 @@ def test_topic_create_list_describe_delete(server: BookieProcess) -> None:
                for s in segments)
     assert set(segments[0]) == {"name", "number", "key_low", "key_high", "state", "sealed",
                                 "start_offset", "end_offset", "length", "predecessors",
-                                "successors"}
+                                "successors", "owner"}
 
     human = ok(folio(server, "topic", "describe", "orders"))
     assert human.startswith("topic orders") and "retention_ms" in human
     assert all(s["name"] in human for s in segments)
+    # Who serves each segment (Kafka's Leader column): the standalone itself.
+    assert all(s["owner"] == server.address for s in segments)
+    assert "OWNER" in human.splitlines()[-4]
+    assert all(line.rstrip().endswith(server.address) for line in human.splitlines()[-3:])
 
     duplicate = one_error_line(folio(server, "topic", "create", "orders"),
                                "folio topic create")

@@ -399,7 +399,8 @@ def test_cli_scale_describe_and_seal(server: BookieProcess) -> None:
     assert rows["scale-cli/4"] == {
         "name": "scale-cli/4", "number": 4, "key_low": 0.25, "key_high": 1.0,
         "state": "open", "sealed": False, "start_offset": 0, "end_offset": 0, "length": 0,
-        "predecessors": ["scale-cli/1", "scale-cli/3"], "successors": []}
+        "predecessors": ["scale-cli/1", "scale-cli/3"], "successors": [],
+        "owner": server.address}
     human = folio_cli("topic", "describe", "scale-cli")
     assert "segments (5, 2 open)" in human.stdout and "PREDECESSORS" in human.stdout
 

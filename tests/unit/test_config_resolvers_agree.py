@@ -26,6 +26,7 @@ from ledger.settings import Layers
 _VALUES: dict[str, dict[str, object]] = {
     "endpoint": {"file": "file-host:1", "env": "env-host:2", "flag": "flag-host:3"},
     "timeout_s": {"file": 11.5, "env": 12.5, "flag": 13.5},
+    "connect_timeout_s": {"file": 2.5, "env": 3.5, "flag": 4.5},
     "max_connections_per_endpoint": {"file": 5, "env": 6, "flag": 7},
     "tls_ca": {"file": "file-ca.pem", "env": "env-ca.pem", "flag": "flag-ca.pem"},
     "tls_cert": {"file": "file-cert.pem", "env": "env-cert.pem", "flag": "flag-cert.pem"},

@@ -88,7 +88,8 @@ def test_other_tables_are_ignored(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "environ", "message"), [
     ('[client]\nendpont = "x:1"\n', {},
-     r"--config .*folio.toml: \[client\] has no setting 'endpont'; known: endpoint, "),
+     r"--config .*folio.toml: \[client\] has no setting 'endpont'; known: "
+     r"connect_timeout_s, endpoint, "),
     ('[client]\ntimeout_s = "fast"\n', {},
      r"--config .*folio.toml: \[client\] timeout_s = 'fast': expected a number"),
     ('[client]\nmax_connections_per_endpoint = true\n', {},

@@ -58,6 +58,7 @@ def test_print_config_prints_what_the_file_says(
         config_file: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert _printed(["--config", config_file, "--print-config"], capsys) == {
         "endpoint": "file-broker:7171", "timeout_s": 12.5, "max_connections_per_endpoint": 3,
+        "connect_timeout_s": 3.0,
         **_NO_SECURITY}
 
 
@@ -68,6 +69,7 @@ def test_endpoint_flag_and_environment_override_the_file(
     printed = _printed(["--config", config_file, "--endpoint", "flag:1", "--print-config"],
                        capsys)
     assert printed == {"endpoint": "flag:1", "timeout_s": 2.0, "max_connections_per_endpoint": 3,
+                       "connect_timeout_s": 3.0,
                        **_NO_SECURITY}
     monkeypatch.setenv("FOLIO_ENDPOINT", "old-env:2")
     assert _printed(["--config", config_file, "--print-config"], capsys)["endpoint"] == (

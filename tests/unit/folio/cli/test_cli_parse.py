@@ -282,6 +282,7 @@ def test_describe_json_keys_are_stable() -> None:
         name, number, key_low, key_high = "t/2", 2, 0.0, 1.0
         sealed, start_offset, end_offset = False, 3, 7
         predecessors, successors = ("t/0", "t/1"), ()
+        owner = ""
 
     class Topic:
         name, created_ms, config, segments, sealed = "t", 123, Config(), (Segment(),), False
@@ -295,4 +296,5 @@ def test_describe_json_keys_are_stable() -> None:
     assert document["segments"] == [{"name": "t/2", "number": 2, "key_low": 0.0,
                                      "key_high": 1.0, "state": "open", "sealed": False,
                                      "start_offset": 3, "end_offset": 7, "length": 4,
-                                     "predecessors": ["t/0", "t/1"], "successors": []}]
+                                     "predecessors": ["t/0", "t/1"], "successors": [],
+                                     "owner": None}]
