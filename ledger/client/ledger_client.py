@@ -19,7 +19,7 @@ from ledger import metrics
 from ledger.api import BookieClient, LedgerState, MetadataStore
 from ledger.client.directory import BookieDirectory
 from ledger.client.handle import LedgerHandle
-from ledger.client.ledger_ids import allocate_ledger_id
+from ledger.client.ledger_ids import LedgerIdAllocator
 from ledger.client.recovery import recover
 from ledger.config import LedgerConfig, check_quorums
 from ledger.errors import (
@@ -61,6 +61,7 @@ class LedgerClient:
         self._store = metadata
         self._directory = directory
         self._config = config or LedgerConfig()
+        self._ids = LedgerIdAllocator(metadata)
         # Writers learn of a bookie that left the cluster (``_bookie_left``).
         self._writers: weakref.WeakSet[LedgerHandle] = weakref.WeakSet()
         directory.add_departure_listener(self._bookie_left)
@@ -109,7 +110,7 @@ class LedgerClient:
                 f"a ledger of ensemble size {size} needs {size} bookies, "
                 f"{len(bookie_ids)} available"
             )
-        ledger_id = await allocate_ledger_id(self._store)
+        ledger_id = await self._ids.allocate()
         metadata = LedgerMetadata(
             ledger_id=ledger_id, ensemble_size=size, write_quorum=write, ack_quorum=ack,
             state=LedgerState.OPEN, last_entry_id=-1, length=0,

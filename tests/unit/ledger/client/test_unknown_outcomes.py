@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from ledger.api import LedgerState
 from ledger.client.directory import BookieDirectory
 from ledger.client.ledger_client import LedgerClient
+from ledger.client.ledger_ids import IDGEN_PATH
 from ledger.config import LedgerConfig
 from ledger.errors import MetadataUnavailableError, NoSuchLedgerError
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
@@ -74,3 +76,30 @@ async def test_close_whose_answer_was_lost(
         await handle.close()  # not applied: closing again works
     metadata, _version = await client.read_metadata(handle.ledger_id)
     assert (metadata.state, metadata.last_entry_id) == (LedgerState.CLOSED, 2)
+
+
+async def test_concurrent_creates_share_one_id_reservation(
+        store: RocksDBMetadataStore, make_bookies: Callable[[int], list[FaultyBookie]]) -> None:
+    # Issue 22, item 5: a broker creating many ledgers at once (loading its
+    # segments) raced itself for each id ("ledger id N taken concurrently").
+    sets: list[str] = []
+    faulty = FaultyMetadataStore(store)
+    inner_set = faulty.set
+
+    async def counting(path: str, data: bytes, expected_version: int) -> int:
+        if path == IDGEN_PATH:
+            sets.append(path)
+        return await inner_set(path, data, expected_version)
+
+    faulty.set = counting  # type: ignore[method-assign]
+    client = _client(faulty, make_bookies(2))
+    await client.create()  # the counter exists
+    sets.clear()
+    handles = await asyncio.gather(*(client.create() for _ in range(30)))
+    ids = [handle.ledger_id for handle in handles]
+    assert ids == list(range(2, 32))  # in the order asked, none skipped
+    assert len(sets) == 1  # one compare-and-set for all of them
+    faulty.fail("set", IDGEN_PATH.__eq__, Fault.LOST_ANSWER)
+    with pytest.raises(MetadataUnavailableError):
+        await client.create()
+    assert (await client.create()).ledger_id == 33  # 32 was reserved: skipped, never reused
