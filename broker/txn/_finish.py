@@ -78,7 +78,7 @@ class CoordinatorFinish(CoordinatorCore):
         await self._drive(job)
 
     async def _drive(self, job: Finishing, *, records_in_background: bool = False) -> None:
-        """Take ``job`` as far as it goes; a failure leaves it to the maintenance tick.
+        """Take ``job`` as far as it goes; after a failure a timer (and the tick) tries again.
 
         With ``records_in_background`` the final records are written in the
         background once the markers are durable: the caller is answered then.
@@ -95,8 +95,7 @@ class CoordinatorFinish(CoordinatorCore):
             self._schedule_retry(job, delay)
             if isinstance(error, Exception):
                 log.warning("transaction %s: finishing (%s) failed (%s); tried again in %d ms",
-                            job.key,
-                            job.final.name, error, delay)
+                            job.key, job.final.name, error, delay)
             raise
         finally:
             job.running = False
