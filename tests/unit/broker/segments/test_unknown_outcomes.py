@@ -150,3 +150,21 @@ async def test_lost_answer_of_a_seal_is_a_seal(env: BrokerEnv) -> None:
     assert SegmentRecord.from_bytes(node.data).sealed
     await topics.close()
     await _all_read_back(env, 3)
+
+
+async def test_seal_not_recorded_is_sealed_again_after_a_reload(env: BrokerEnv) -> None:
+    # Sealed in memory but not in the record, the segment answered the next
+    # seal "sealed already", and a reload took appends again.
+    store = FaultyMetadataStore(env.store)
+    topics = _manager(env, store)
+    segment = await _filled(topics, 3)
+    store.fail("set", RECORD.__eq__, Fault.BEFORE)
+    with pytest.raises(MetadataUnavailableError):
+        await segment.seal()
+    again = await topics.segment("t/0")  # failed: loaded again from the record
+    assert again is not segment
+    info = await again.seal()
+    assert info.segment.end_offset == 3
+    assert SegmentRecord.from_bytes((await env.store.get(RECORD)).data).sealed
+    await topics.close()
+    await _all_read_back(env, 3)
