@@ -11,10 +11,15 @@ with the ledger it names, never delete it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kazoo.exceptions import NoNodeError
 
+from broker.cluster.containers import owner_path
+from broker.cluster.zookeeper_owners import ZooKeeperOwners
 from broker.segments.names import segment_path
 from broker.segments.records import SegmentRecord
 from broker.system.snapshot_store import snapshot_store
@@ -53,17 +58,38 @@ class ResetAfterApplied:
     async def set(self, path: str, data: bytes, expected_version: int) -> int:
         if not (self.armed and path == self._path):
             return await self.inner.set(path, data, expected_version)
+        result: int = await self._lose_answer(
+            path, data, self.inner.set(path, data, expected_version))
+        return result
+
+    async def create(self, path: str, data: bytes = b"", *, make_parents: bool = False,
+                     sequential: bool = False, ephemeral: bool = False) -> str:
+        call = self.inner.create(path, data, make_parents=make_parents,
+                                 sequential=sequential, ephemeral=ephemeral)
+        if not (self.armed and path == self._path):
+            return await call
+        result: str = await self._lose_answer(path, data, call)
+        return result
+
+    async def _lose_answer(self, path: str, data: bytes,
+                           call: Coroutine[Any, Any, Any]) -> Any:
         self.armed = False
         self.fired += 1
         await asyncio.to_thread(self._proxy.hold_answers)
-        write = asyncio.ensure_future(self.inner.set(path, data, expected_version))
+        write = asyncio.ensure_future(call)
         observer = await asyncio.to_thread(zk_client, self._observer_address)
         try:
             async def applied() -> bool:
-                found, _stat = await asyncio.to_thread(observer.get, path)
+                try:
+                    found, _stat = await asyncio.to_thread(observer.get, path)
+                except NoNodeError:
+                    return False  # not created yet
                 return bool(found == data)
 
             await wait_for_async(applied, "the write applied in ZooKeeper", 30)
+        except BaseException:
+            write.cancel()
+            raise
         finally:
             await asyncio.to_thread(observer.stop)
             observer.close()
@@ -139,3 +165,41 @@ async def test_registration_whose_answer_was_lost(zk_url: str) -> None:
     finally:
         await registration.close()
         await inner.close()
+
+
+class _Handover:
+    async def release(self, containers: frozenset[int]) -> None:
+        pass
+
+    def drop(self, containers: frozenset[int]) -> None:
+        pass
+
+
+async def test_claim_whose_answer_a_reset_lost(zookeeper: ZooKeeperServer, zk_url: str) -> None:
+    # The ownership node's create is applied, its answer lost to a reset: the
+    # container is this broker's, and it must serve it (before: counted as
+    # held by plan, served by no one until the session changed).
+    chroot = zk_url.removeprefix(f"zk://{zookeeper.address}")
+    with TcpProxy(zookeeper.host, zookeeper.port) as proxy:
+        inner = await ZooKeeperMetadataStore.connect(
+            f"zk://{proxy.address}{chroot}", session_timeout_ms=20_000,
+            operation_timeout_ms=15_000)
+        # The parent first: a create that makes its parents needs their answers.
+        await inner.create(owner_path(2).rpartition("/")[0], make_parents=True)
+        store = ResetAfterApplied(inner, proxy, zookeeper.address + chroot, owner_path(2))
+        store.armed = True
+        owners = ZooKeeperOwners(store, 4, "b1", "b1:7070",  # type: ignore[arg-type]
+                                 _Handover(), tick_s=0.2, suspended_grace_s=20)
+        try:
+            await owners.start()
+
+            async def all_served() -> bool:
+                return owners.served_containers() == frozenset(range(4))
+
+            await wait_for_async(
+                all_served, f"every container served (now {owners.served_containers()})", 30)
+            assert store.fired == 1 and proxy.cut_count >= 1
+            assert (await inner.get(owner_path(2))).data == owners.record.to_bytes()
+        finally:
+            await asyncio.wait_for(owners.stop(), 30)
+            await inner.close()
