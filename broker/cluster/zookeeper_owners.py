@@ -48,7 +48,13 @@ from broker.cluster.owners import BrokerInfo
 from broker.cluster.session_gate import GRACE_PASSED, OwnershipPhase, SessionGate
 from broker.errors import WrongHostError
 from ledger.api import MetadataStore, SessionState
-from ledger.errors import BadVersionError, LedgerError, NodeExistsError, NoNodeError
+from ledger.errors import (
+    BadVersionError,
+    LedgerError,
+    MetadataUnavailableError,
+    NodeExistsError,
+    NoNodeError,
+)
 from ledger.tasks import cancel_and_wait
 
 __all__ = ["ContainerHandover", "ZooKeeperOwners"]
@@ -339,6 +345,7 @@ class ZooKeeperOwners:
             await self._join()
             await self._cache.refresh()
         await self._resume_held()
+        await self._adopt_own()
         owners = {container: self._owner_key(record)
                   for container, (record, _v) in self._cache.owners.items()}
         members = set(self._cache.members)
@@ -400,12 +407,45 @@ class ZooKeeperOwners:
         log.info("broker %s joined the balance of %d containers", self._id, self._count)
 
     async def _claim(self, container: int) -> None:
+        path = owner_path(container)
         try:
-            path = owner_path(container)
             await self._store.create(path, self._record.to_bytes(), make_parents=True,
                                      ephemeral=True)
         except NodeExistsError:
-            return  # another broker was first; its node's watch tells us
+            # Another broker was first, or the node is ours: a create whose
+            # answer was lost, retried. Only the node's incarnation tells.
+            if not await self._is_own(path):
+                return  # another broker's; its node's watch tells us
+        except MetadataUnavailableError:
+            # Unknown: the node may exist. Read it back on the same session (it
+            # sees the create if it was ever applied); a read that fails too
+            # raises, and the next step's refresh adopts the node if it is ours.
+            if not await self._is_own(path):
+                return  # not created: a later step claims it again
+        await self._claimed(container)
+
+    async def _is_own(self, path: str) -> bool:
+        """Whether ``path`` exists and carries this process's incarnation."""
+        try:
+            node = await self._store.get(path)
+        except NoNodeError:
+            return False
+        return OwnerRecord.from_bytes(node.data).incarnation == self._record.incarnation
+
+    async def _adopt_own(self) -> None:
+        """Serve containers whose node is ours although no claim finished (a lost answer).
+
+        ``plan`` counts a node of this incarnation as this broker's, so it
+        never claims the container again: without this, nobody would serve it
+        until the session changed.
+        """
+        for container, (record, _version) in sorted(self._cache.owners.items()):
+            if record.incarnation == self._record.incarnation and container not in self._held:
+                log.info("broker %s: container %d's node is ours (a claim's answer was "
+                         "lost); serving it", self._id, container)
+                await self._claimed(container)
+
+    async def _claimed(self, container: int) -> None:
         # Segments of the container left from an earlier ownership are stale.
         self._handover.drop(frozenset({container}))
         self._held.add(container)

@@ -24,7 +24,8 @@ from broker.errors import (
 )
 from folio.api.v1 import groups_pb2
 from ledger.api import MetadataStore
-from ledger.errors import BadVersionError, NodeExistsError, NoNodeError
+from ledger.errors import BadVersionError, MetadataUnavailableError, NodeExistsError, NoNodeError
+from ledger.metadata.read_back import landed
 
 __all__ = [
     "DEFAULT_SESSION_TIMEOUT_MS",
@@ -121,6 +122,11 @@ class ReaderGroupStore:
             await self._store.create(self._path(name), data, make_parents=True)
         except NodeExistsError:
             raise ReaderGroupExistsError(name) from None
+        except MetadataUnavailableError:
+            # Maybe created: the node holding our bytes at version 0 means it was.
+            node = await landed(self._store, self._path(name), data)
+            if node is None or node.version != 0:
+                raise
         return GroupRecord(name, 0, state)
 
     async def get(self, name: str) -> GroupRecord:
@@ -151,6 +157,13 @@ class ReaderGroupStore:
         except BadVersionError:
             current = await self.get(name)
             raise GroupStateConflictError(name, expected_version, current.version) from None
+        except MetadataUnavailableError:
+            # Maybe applied: our bytes at the next version mean it was; otherwise
+            # the error stands (retriable: the client reads the group again).
+            node = await landed(self._store, self._path(name), data)
+            if node is None or node.version != expected_version + 1:
+                raise
+            version = node.version
         return GroupRecord(name, version, state)
 
     async def delete(self, name: str) -> None:

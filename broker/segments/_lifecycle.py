@@ -32,7 +32,14 @@ class SegmentLifecycle(SegmentChain):
                 await last.handle.close()
                 last.writing = False
                 last.length_bytes = last.handle.length
-            await self._write_record(self._record_of(self._spans, snapshot=True))
+            try:
+                await self._write_record(self._record_of(self._spans, snapshot=True))
+            except Exception as error:
+                # Sealed in memory, not (known) in the record: this copy must not
+                # answer a later seal "sealed already". Failed, it is loaded again
+                # from the record, and sealed then.
+                self._fail(error)
+                raise
             # Only now may readers be told the end: appends accepted before
             # the seal were still landing during the drain.
             self._end_final = True

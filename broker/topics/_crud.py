@@ -34,7 +34,15 @@ from broker.segments.records import SegmentRecord
 from broker.topics._core import CAS_ATTEMPTS, TopicsCore
 from broker.topics.internal import refuse_internal_topic
 from broker.topics.records import TopicRecord, TopicSegment
-from ledger.errors import BadVersionError, LedgerError, NodeExistsError, NoNodeError, NotEmptyError
+from ledger.errors import (
+    BadVersionError,
+    LedgerError,
+    MetadataUnavailableError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
+from ledger.metadata.read_back import landed
 
 __all__ = ["MAX_SEGMENT_COUNT", "TopicCrud"]
 
@@ -83,6 +91,10 @@ class TopicCrud(TopicsCore):
                 await self._store.create(topic_path(name), record.to_bytes(), make_parents=True)
             except NodeExistsError:
                 raise TopicExistsError(name) from None
+            except MetadataUnavailableError:
+                # Maybe created: our record (its creation time in it) means it was.
+                if await landed(self._store, topic_path(name), record.to_bytes()) is None:
+                    raise
         log.info("created topic %s with %d segments", name, segment_count)
         return await self._topic_info(record)
 
@@ -189,6 +201,11 @@ class TopicCrud(TopicsCore):
                     continue
                 except NoNodeError:
                     raise TopicNotFoundError(name) from None
+                except MetadataUnavailableError:
+                    # Maybe applied: read back; not ours (not applied, or changed
+                    # since), the loop reads the record again and retries.
+                    if await landed(self._store, topic_path(name), updated.to_bytes()) is None:
+                        continue
                 break
             else:
                 raise BrokerError(f"topic {name!r} kept changing; config not updated")

@@ -29,7 +29,8 @@ from broker.topics._segments import TopicSegments
 from broker.topics.internal import refuse_internal_topic
 from broker.topics.records import TopicRecord, TopicSegment
 from broker.topics.scaling import plan_scale, successors_of
-from ledger.errors import BadVersionError, LedgerError, NoNodeError
+from ledger.errors import BadVersionError, LedgerError, MetadataUnavailableError, NoNodeError
+from ledger.metadata.read_back import landed
 
 __all__ = ["TopicScaling"]
 
@@ -152,6 +153,10 @@ class TopicScaling(TopicSegments):
             return False
         except NoNodeError:
             raise TopicNotFoundError(topic) from None
+        except MetadataUnavailableError:
+            # Maybe applied: our record there means it was; otherwise (not
+            # applied, or changed since) the caller reads again and retries.
+            return await landed(self._store, topic_path(topic), record.to_bytes()) is not None
         return True
 
     async def _end_offset(self, topic: str, segment: str) -> int:

@@ -18,7 +18,13 @@ from broker.segments.entry import EntryKind
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
 from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
-from broker.txn.states import DEFAULT_FINISHED_RETENTION_MS, TXN_LOG_TOPIC, Txn, TxnState
+from broker.txn.states import (
+    DEFAULT_FINISHED_RETENTION_MS,
+    TXN_LOG_TOPIC,
+    Finishing,
+    Txn,
+    TxnState,
+)
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_hex
 
@@ -53,6 +59,8 @@ class CoordinatorCore:
         self._labelled: dict[str, set[TxnId]] = {}
         #: Labels closed by ``abort_labelled(close=True)``: when (ms since the epoch).
         self._closed_labels: dict[str, int] = {}
+        #: Decided transactions not finished yet, by ``Finishing.key`` (``_finish``).
+        self._finishing: dict[str, Finishing] = {}
         #: Timeout aborts and COMMITTED log writes under way (``close`` waits for them).
         self._background: set[asyncio.Future[Any]] = set()
 

@@ -8,6 +8,7 @@ so nothing is made visible for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Coroutine
@@ -16,7 +17,7 @@ from typing import Any
 from broker.errors import InvalidArgumentError
 from broker.segments.names import is_system_topic
 from broker.txn._timeouts import CoordinatorTimeouts
-from broker.txn.states import GROUP_PREFIX, LOG_FORMAT_VERSION, Txn, TxnState
+from broker.txn.states import GROUP_PREFIX, LOG_FORMAT_VERSION, Finishing, Txn, TxnState
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_from_hex
 
@@ -44,7 +45,7 @@ class CoordinatorReplay(CoordinatorTimeouts):
                 continue
             if group is not None:
                 groups.append((key, group))
-        finishing: list[Coroutine[Any, Any, None]] = []
+        jobs: list[Finishing] = []
         for key, group in groups:
             # A transaction already COMMITTED (or forgotten) needs nothing more.
             known = [txn_id for txn_id in group if txn_id in self._txns
@@ -52,31 +53,33 @@ class CoordinatorReplay(CoordinatorTimeouts):
             for txn_id in known:
                 self._txns[txn_id].state = TxnState.COMMITTING
             log.info("finishing the commit of %d transactions after a restart", len(known))
-            finishing.append(self._finish_commit(known, key))
+            jobs.append(self._decided(known, key, logged=True))
         for txn in list(self._txns.values()):
             if txn.state is TxnState.COMMITTING and not any(
-                    txn.txn_id in group for _key, group in groups):
+                    txn.txn_id in job.txn_ids for job in jobs):
                 # Its group record is gone: finish anyway.
-                finishing.append(self._finish_commit([txn.txn_id], None))
+                jobs.append(self._decided([txn.txn_id], None, logged=True))
             elif txn.state is TxnState.ABORTING:
                 log.info("finishing the abort of transaction %s after a restart", txn.name)
-                finishing.append(self._finish_abort(txn, TxnState.ABORTED))
+                job = Finishing((txn.txn_id,), TxnState.ABORTED, None, logged=True)
+                self._finishing[job.key] = job
+                jobs.append(job)
             elif txn.state is TxnState.OPEN:
                 self._schedule_timeout(txn)
         if self._marker_writer is None:
-            try:
-                for work in finishing:  # markers in this broker's own segments: done here
-                    await work
-            finally:
-                for work in finishing:  # those not reached after a failure: never started
-                    work.close()
+            # Markers in this broker's own segments: done here; one that fails
+            # stays COMMITTING or ABORTING for the maintenance tick to finish.
+            for job in jobs:
+                with contextlib.suppress(Exception):
+                    await self._drive(job)
             return
         # A cluster: markers go to other brokers, and one that cannot be reached yet
         # (its segments moving after a crash) must not keep the coordinator from
         # serving. The decided transactions stay COMMITTING/ABORTING (GetTxnStatus
-        # says so: decided) until their markers land; a later stand_down waits.
-        for work in finishing:
-            task = asyncio.ensure_future(self._finish_quietly(work))
+        # says so: decided) until their markers land; the maintenance tick drives
+        # those that fail; a later stand_down waits.
+        for job in jobs:
+            task = asyncio.ensure_future(self._finish_quietly(self._drive(job)))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 
@@ -84,9 +87,9 @@ class CoordinatorReplay(CoordinatorTimeouts):
     async def _finish_quietly(work: Coroutine[Any, Any, None]) -> None:
         try:
             await work
-        except Exception as error:  # the next coordinator (or restart) finishes it
+        except Exception as error:  # the maintenance tick drives it on
             log.warning("a decided transaction was not finished after the take-over "
-                        "(finished again by the next coordinator): %s", error)
+                        "(the maintenance tick tries again): %s", error)
 
     def _replay_record(self, key: str, value: bytes) -> list[TxnId] | None:
         """Take one log record in: a transaction, or (returned) a commit group's txn ids.

@@ -1,8 +1,8 @@
 """Timeouts: a timer per OPEN transaction aborts it (TIMED_OUT) at its deadline.
 
-The maintenance ``tick`` is the backstop: it aborts what a timer missed (an
-abort that failed, a clock that is not the event loop's) and forgets finished
-transactions.
+The maintenance ``tick`` is the backstop: it finishes what a failure left
+COMMITTING or ABORTING, aborts what a timer missed (a clock that is not the
+event loop's) and forgets finished transactions.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ class CoordinatorTimeouts(CoordinatorFinish):
     async def tick(self) -> int:
         """Abort (TIMED_OUT) every OPEN transaction past its deadline; how many.
 
+        First, every COMMITTING or ABORTING transaction whose last step
+        failed is driven on once its backoff passed (``_finish``).
+
         Each transaction has a timer that aborts it at its deadline; this
         maintenance round is the backstop (an abort that failed, a clock that
         is not the event loop's).
@@ -34,6 +37,9 @@ class CoordinatorTimeouts(CoordinatorFinish):
         a forgotten transaction answers NOT_FOUND.
         """
         now = self._now_ms()
+        # Decided transactions a failure left COMMITTING or ABORTING (their
+        # job kept its place): driven on, with backoff, until they end.
+        await self._drive_due(now)
         await self._forget_finished(now)
         expired = [txn for txn in self._txns.values()
                    if txn.state is TxnState.OPEN and txn.deadline_ms <= now]
@@ -43,6 +49,8 @@ class CoordinatorTimeouts(CoordinatorFinish):
                 log.info("transaction %s timed out and was aborted", txn.name)
             except TxnStateError:
                 continue  # committed or aborted meanwhile
+            except Exception as error:  # ABORTING now: the next ticks finish it
+                log.warning("transaction %s timed out; its abort failed: %s", txn.name, error)
         return len(expired)
 
     def _schedule_timeout(self, txn: Txn) -> None:
@@ -67,7 +75,7 @@ class CoordinatorTimeouts(CoordinatorFinish):
             await self._abort(txn, TxnState.TIMED_OUT)
         except TxnStateError:
             return  # committed or aborted meanwhile
-        except Exception as error:  # the maintenance tick tries again
+        except Exception as error:  # ABORTING now: the maintenance tick finishes it
             log.warning("transaction %s timed out but its abort failed: %s", txn.name, error)
             return
         log.info("transaction %s timed out and was aborted", txn.name)

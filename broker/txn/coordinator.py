@@ -23,8 +23,11 @@ task still running when its job ended cannot leave a transaction open after
 the sweep. Closed labels are kept in memory only, for
 ``finished_retention_ms``.
 
-A crash after the COMMITTING (or ABORTING) record and before the final one is
-finished on the next start (``start`` replays the log): markers are written
+A step that fails (a log write that may or may not have landed, a marker)
+never takes a decision back: the transaction stays COMMITTING or ABORTING and
+is driven on with backoff until it ends (``_finish``). A crash after the
+COMMITTING (or ABORTING) record and before the final one is finished on the
+next start (``start`` replays the log): markers are written
 again, which is harmless (a second commit marker changes nothing in a segment's
 transaction buffer, a second abort marker moves nothing that matters).
 
@@ -49,7 +52,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -123,15 +125,17 @@ class TxnCoordinator(CoordinatorReplay):
         log; ``take_over`` brings the state back from the log.
         """
         await self.close()
+        self._finishing.clear()
         self._txns.clear()
         self._labelled.clear()
         self._closed_labels.clear()
         self._log.forget()
 
     async def close(self) -> None:
-        """Stop the timeout timers; wait out the aborts and log writes under way."""
+        """Stop the timeout and retry timers; wait out the aborts and log writes under way."""
         for txn in self._txns.values():
             self._cancel_timeout(txn)
+        self._stop_retries()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
 
@@ -247,20 +251,13 @@ class TxnCoordinator(CoordinatorReplay):
         for txn in txns:
             txn.state = TxnState.COMMITTING  # later appends are refused from here on
         for txn in txns:
-            await txn.idle.wait()
-        group = json.dumps({"v": LOG_FORMAT_VERSION, "state": TxnState.COMMITTING.name,
-                            "txns": [txn.name for txn in txns]}).encode()
-        try:
-            await self._log.write(GROUP_PREFIX + txns[0].name, group)
-        except BaseException:
-            for txn in txns:
-                txn.state = TxnState.OPEN
-            raise
-        if self._faults.after_committing_logged is not None:
-            # The crash window a restart must close: decided, no marker written yet.
-            self._faults.after_committing_logged()
-        await self._finish_commit([txn.txn_id for txn in txns], GROUP_PREFIX + txns[0].name,
-                                  wait_for_log=False)
+            await txn.idle.wait()  # no marker before the appends in flight land
+        # Decided from here on: a COMMITTING write that fails may still have
+        # landed (a restart would commit), so the maintenance tick finishes the
+        # commit rather than the transactions going back to OPEN (``_finish``).
+        job = self._decided([txn.txn_id for txn in txns], GROUP_PREFIX + txns[0].name,
+                            logged=False)
+        await self._drive(job, records_in_background=True)
 
     async def abort(self, txn_id: TxnId) -> None:
         """Abort an OPEN transaction: ABORTING record, ABORT markers, ABORTED.

@@ -31,6 +31,7 @@ __all__ = [
     "MAX_TXN_LABEL_BYTES",
     "MAX_TXN_TIMEOUT_MS",
     "TXN_LOG_TOPIC",
+    "Finishing",
     "Txn",
     "TxnState",
     "TxnStatus",
@@ -136,3 +137,28 @@ def check_label(label: str) -> None:
         raise InvalidArgumentError(
             f"a transaction label is at most {MAX_TXN_LABEL_BYTES} bytes (UTF-8), got "
             f"{len(label.encode())}")
+
+
+@dataclass(slots=True)
+class Finishing:
+    """A decided transaction, or commit group, on its way to its final records."""
+
+    txn_ids: tuple[TxnId, ...]
+    #: COMMITTED, ABORTED or TIMED_OUT.
+    final: TxnState
+    #: A commit: its group record's key (None: a single transaction's record decides).
+    group_key: str | None
+    #: The COMMITTING or ABORTING record is known durable.
+    logged: bool
+    #: Every marker is known durable (the transactions are in their final state).
+    marked: bool = False
+    failures: int = 0
+    retry_at_ms: int = 0
+    running: bool = False
+    #: The next try, scheduled after a failure.
+    timer: asyncio.TimerHandle | None = None
+
+    @property
+    def key(self) -> str:
+        """The key of its decision record: the group's, or the transaction's."""
+        return self.group_key if self.group_key is not None else txn_id_hex(self.txn_ids[0])

@@ -22,8 +22,15 @@ import time
 from dataclasses import dataclass
 
 from ledger.api import MetadataStore
-from ledger.errors import BadVersionError, MetadataError, NodeExistsError, NoNodeError
+from ledger.errors import (
+    BadVersionError,
+    MetadataError,
+    MetadataUnavailableError,
+    NodeExistsError,
+    NoNodeError,
+)
 from ledger.metadata.ledger_metadata import ledger_id_from_name, ledger_path
+from ledger.metadata.read_back import landed
 
 __all__ = [
     "AUDITOR_PATH",
@@ -142,11 +149,15 @@ class UnderReplicationMarks:
 
     async def claim(self, ledger_id: int, worker_id: str) -> bool:
         """Take the ledger's lock (ephemeral); False if another worker holds it."""
+        path = f"{LOCKS_PATH}/{_name(ledger_id)}"
         try:
-            await self._store.create(f"{LOCKS_PATH}/{_name(ledger_id)}", worker_id.encode(),
-                                     ephemeral=True, make_parents=True)
-        except NodeExistsError:
-            return False
+            await self._store.create(path, worker_id.encode(), ephemeral=True,
+                                     make_parents=True)
+        except (NodeExistsError, MetadataUnavailableError):
+            # Another worker's lock, or ours: a create whose answer was lost
+            # (taken for another's, no one would re-replicate the ledger until
+            # this session ended). The read tells; unreadable, it raises.
+            return await landed(self._store, path, worker_id.encode()) is not None
         return True
 
     async def release(self, ledger_id: int) -> None:

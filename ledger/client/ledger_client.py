@@ -19,12 +19,14 @@ from ledger import metrics
 from ledger.api import BookieClient, LedgerState, MetadataStore
 from ledger.client.directory import BookieDirectory
 from ledger.client.handle import LedgerHandle
-from ledger.client.ledger_ids import allocate_ledger_id
+from ledger.client.ledger_ids import LedgerIdAllocator
 from ledger.client.recovery import recover
 from ledger.config import LedgerConfig, check_quorums
 from ledger.errors import (
+    BadVersionError,
     InvalidArgumentError,
     LedgerError,
+    MetadataUnavailableError,
     NoNodeError,
     NoSuchLedgerError,
     NotEnoughBookiesError,
@@ -59,6 +61,7 @@ class LedgerClient:
         self._store = metadata
         self._directory = directory
         self._config = config or LedgerConfig()
+        self._ids = LedgerIdAllocator(metadata)
         # Writers learn of a bookie that left the cluster (``_bookie_left``).
         self._writers: weakref.WeakSet[LedgerHandle] = weakref.WeakSet()
         directory.add_departure_listener(self._bookie_left)
@@ -107,14 +110,24 @@ class LedgerClient:
                 f"a ledger of ensemble size {size} needs {size} bookies, "
                 f"{len(bookie_ids)} available"
             )
-        ledger_id = await allocate_ledger_id(self._store)
+        ledger_id = await self._ids.allocate()
         metadata = LedgerMetadata(
             ledger_id=ledger_id, ensemble_size=size, write_quorum=write, ack_quorum=ack,
             state=LedgerState.OPEN, last_entry_id=-1, length=0,
             ensembles=((0, tuple(bookie_ids)),), created_ms=int(time.time() * 1000),
             properties=dict(properties or {}),
         )
-        await self._store.create(ledger_path(ledger_id), metadata.to_bytes(), make_parents=True)
+        data = metadata.to_bytes()
+        try:
+            await self._store.create(ledger_path(ledger_id), data, make_parents=True)
+        except MetadataUnavailableError:
+            # Maybe created: read back (the same session answers in order, so
+            # the read sees the create if it was ever applied). Ours: go on.
+            # Not there, or unreadable: fail; at worst an empty orphan ledger
+            # is left, which no record names.
+            if not await self._holds(ledger_id, data):
+                raise
+            log.info("ledger %d: create answer lost, but it was applied", ledger_id)
         log.debug("created ledger %d on %s", ledger_id, bookie_ids)
         handle = LedgerHandle(self, metadata, 0, writable=True)
         metrics.watch_writer(handle)
@@ -175,10 +188,41 @@ class LedgerClient:
         return LedgerMetadata.from_bytes(node.data), node.version
 
     async def write_metadata(self, metadata: LedgerMetadata, expected_version: int) -> int:
-        """Compare-and-set the ledger's metadata; returns the new version (``BadVersionError``)."""
-        return await self._store.set(
-            ledger_path(metadata.ledger_id), metadata.to_bytes(), expected_version
-        )
+        """Compare-and-set the ledger's metadata; returns the new version (``BadVersionError``).
+
+        After a lost answer (``MetadataUnavailableError``) the metadata is read
+        back: our bytes, the write was applied (its version is returned); the
+        version written on, it was not (the error is raised); another version,
+        someone else wrote (``BadVersionError``, as if refused: callers already
+        read and reconcile then). An unreadable node raises the first error.
+        """
+        path = ledger_path(metadata.ledger_id)
+        data = metadata.to_bytes()
+        try:
+            return await self._store.set(path, data, expected_version)
+        except MetadataUnavailableError as error:
+            try:
+                node = await self._store.get(path)
+            except NoNodeError:
+                raise NoSuchLedgerError(f"no ledger {metadata.ledger_id}",
+                                        ledger_id=metadata.ledger_id) from None
+            except LedgerError:
+                raise error from None
+            if node.data == data and node.version > expected_version:
+                log.info("ledger %d: metadata write answer lost, but it was applied",
+                         metadata.ledger_id)
+                return node.version
+            if node.version == expected_version:
+                raise
+            raise BadVersionError(path, expected_version, node.version) from None
+
+    async def _holds(self, ledger_id: int, data: bytes) -> bool:
+        """Whether the ledger's node exists with ``data`` (False if it cannot be read)."""
+        try:
+            node = await self._store.get(ledger_path(ledger_id))
+        except LedgerError:
+            return False
+        return node.data == data
 
     async def close(self) -> None:
         """Close the bookie clients (not the bookies or the metadata store)."""

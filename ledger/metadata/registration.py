@@ -23,6 +23,7 @@ from ledger.api import EventType, MetadataStore, SessionState
 from ledger.errors import (
     LedgerError,
     MetadataError,
+    MetadataUnavailableError,
     NodeExistsError,
     NoNodeError,
 )
@@ -85,12 +86,19 @@ class EphemeralRegistration:
                 log.info("registered %s", self.path)
                 return
             except NodeExistsError:
-                pass
+                pass  # a previous session's, or ours: a create whose answer was lost
+            except MetadataUnavailableError:
+                pass  # maybe created: the read below tells
             vanished.clear()
             try:
-                await self._store.get(self.path, watch=on_change)
+                node = await self._store.get(self.path, watch=on_change)
             except NoNodeError:
-                continue  # gone already: create again
+                continue  # gone already (or never created): create again
+            if node.data == self._data:
+                # Ours: the data holds this process's start time, and a node of an
+                # expired session of ours is gone before CONNECTED reports the new one.
+                log.info("registered %s (the create's answer was lost)", self.path)
+                return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise RegistrationConflictError(

@@ -9,6 +9,7 @@ side that does not read slows the other side down). Point a client at
     proxy.cut()      # reset every live connection, both ways (RST); keeps accepting
     proxy.pause()    # stop relaying bytes and accepting (connections stay open)
     proxy.resume()
+    proxy.hold_answers()         # relay requests, hold the answers (then cut: lost answers)
     proxy.retarget(other_port)   # new connections go there; live ones stay
     proxy.close()
 
@@ -115,6 +116,7 @@ class TcpProxy:
         self._connections: set[_Connection] = set()
         self._by_sock: dict[socket.socket, tuple[_Connection, _Side]] = {}
         self._paused = False
+        self._holding = False
         self._listening = True
         self._commands: queue.Queue[tuple[Callable[[], Any], _Reply[Any]]] = queue.Queue()
         self._error: BaseException | None = None
@@ -150,6 +152,20 @@ class TcpProxy:
     def resume(self) -> None:
         """Relays and accepts again after ``pause``."""
         self._command(lambda: self._set_paused(False))
+
+    def hold_answers(self, hold: bool = True) -> None:
+        """Stop (``hold``) or resume relaying bytes towards the clients; requests still pass.
+
+        With ``cut`` after it, a request the server applied loses its answer
+        (an unknown outcome for the client), deterministically.
+        """
+
+        def apply() -> None:
+            self._holding = hold
+            for connection in self._connections:
+                self._update(connection)  # held bytes go out once writable again
+
+        self._command(apply)
 
     def retarget(self, port: int, host: str | None = None) -> None:
         """Relays new connections to ``host:port`` (same host if None); live ones stay."""
@@ -336,7 +352,7 @@ class TcpProxy:
             self._flush(connection, other)
 
     def _flush(self, connection: _Connection, side: _Side) -> None:
-        if self._paused or not side.outbox:
+        if self._paused or not side.outbox or (self._holding and side is connection.client):
             return
         if connection.connecting and side is connection.upstream:
             return
@@ -370,7 +386,8 @@ class TcpProxy:
             elif not self._paused:
                 if not side.eof and len(other.outbox) < _BUFFER_LIMIT:
                     mask |= selectors.EVENT_READ
-                if side.outbox and not connection.connecting:
+                if side.outbox and not connection.connecting and not (
+                        self._holding and side is connection.client):
                     mask |= selectors.EVENT_WRITE
             self._watch(side.sock, mask)
 

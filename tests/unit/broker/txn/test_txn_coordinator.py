@@ -27,6 +27,7 @@ from broker.txn.coordinator import (
     TxnState,
     check_transition,
 )
+from tests.support.wait import wait_for_async
 from tests.unit.broker.conftest import BrokerEnv, block, read_all
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_from_hex, txn_id_to_bytes
@@ -98,9 +99,17 @@ async def test_finished_transactions_are_forgotten_after_their_retention(
     await coordinator.tick()
     assert coordinator.status(done).state is TxnState.COMMITTED
     env.clock.advance_ms(2_000)
-    await coordinator.tick()
-    with pytest.raises(TxnNotFoundError):
-        coordinator.status(done)
+
+    async def forgotten() -> bool:
+        # Forgotten once its COMMITTED record (written after the answer) is durable.
+        await coordinator.tick()
+        try:
+            coordinator.status(done)
+        except TxnNotFoundError:
+            return True
+        return False
+
+    await wait_for_async(forgotten, "the committed transaction forgotten", timeout_s=20)
     assert coordinator.status(still_open).state is TxnState.OPEN
     await env.restart()  # the log no longer holds it either
     again = TxnCoordinator(env.manager(), clock=env.clock, finished_retention_ms=10_000)

@@ -1,0 +1,81 @@
+"""Claiming a container when ZooKeeper's answer is lost (issue 22): the node may be ours.
+
+A real ZooKeeper under a ``FaultyMetadataStore`` that applies the ownership
+node's create and then raises ``MetadataUnavailableError``, as a connection
+reset right after it would. ``plan`` counts a node of this broker's
+incarnation as held, so a claim that took it for a failure left the container
+served by no one until the session changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.cluster.containers import owner_path
+from broker.cluster.zookeeper_owners import ZooKeeperOwners
+from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore
+from tests.support.faulty_metadata import Fault, FaultyMetadataStore
+from tests.support.wait import wait_for_async
+
+pytestmark = pytest.mark.faults
+
+COUNT = 4
+
+
+class Handover:
+    async def release(self, containers: frozenset[int]) -> None:
+        pass
+
+    def drop(self, containers: frozenset[int]) -> None:
+        pass
+
+
+async def _serves_all(owners: ZooKeeperOwners) -> None:
+    async def all_served() -> bool:
+        return owners.served_containers() == frozenset(range(COUNT))
+
+    await wait_for_async(all_served, "every container served", timeout_s=20)
+
+
+@pytest.mark.parametrize("read_back_fails", [False, True])
+async def test_a_claim_whose_answer_was_lost_is_served(zk_url: str,
+                                                       read_back_fails: bool) -> None:
+    inner = await ZooKeeperMetadataStore.connect(zk_url)
+    store = FaultyMetadataStore(inner)
+    path = owner_path(2)
+    fired = store.fail("create", path.__eq__, Fault.LOST_ANSWER)
+    if read_back_fails:  # the step fails; the next one finds the node ours
+        store.fail_reads(1, path.__eq__)
+    owners = ZooKeeperOwners(store, COUNT, "b1", "b1:7070", Handover(), tick_s=0.2)
+    try:
+        await owners.start()
+        await _serves_all(owners)
+        assert fired == [path]
+        node = await inner.get(path)
+        assert owners.record.to_bytes() == node.data
+    finally:
+        await asyncio.wait_for(owners.stop(), 30)
+        await inner.close()
+
+
+async def test_node_exists_on_a_retried_claim_is_ours(zk_url: str) -> None:
+    # The create of an earlier attempt landed (its answer lost): the retried
+    # create finds the node and must tell ours from another broker's.
+    store = await ZooKeeperMetadataStore.connect(zk_url)
+    other = await ZooKeeperMetadataStore.connect(zk_url)
+    owners = ZooKeeperOwners(store, COUNT, "b1", "b1:7070", Handover(), tick_s=0.2)
+    rival = ZooKeeperOwners(other, COUNT, "b2", "b2:7070", Handover(), tick_s=0.2)
+    try:
+        await store.create(owner_path(1), owners.record.to_bytes(), make_parents=True,
+                           ephemeral=True)
+        await other.create(owner_path(3), rival.record.to_bytes(), make_parents=True,
+                           ephemeral=True)
+        await owners._claim(1)
+        await owners._claim(3)
+        assert owners.served_containers() == frozenset({1})
+    finally:
+        await owners.stop()
+        await store.close()
+        await other.close()
