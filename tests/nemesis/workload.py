@@ -151,11 +151,13 @@ class TxnWriter:
         try:
             for k, payload in enumerate(record.payloads):
                 txn.write_event(payload.encode(), routing_key=f"k{k}")
-            txn.flush()
+            # Bounded waits: a flush or commit that never ends is a hang the
+            # run reports (as an error that reached the application).
+            txn.flush(timeout=120)
             if record.abort:
                 txn.abort()
             else:
-                txn.commit()
+                txn.commit(timeout=120)
         except Exception as error:
             self.errors.append(f"txn {record.txn_id}: {type(error).__name__}: {error}")
         try:
