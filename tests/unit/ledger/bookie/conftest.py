@@ -124,7 +124,7 @@ def open_storage(tmp_path: Path) -> Iterator[OpenStorage]:
     # RocksDB's own WAL by default: these tests gate and fail its writes
     # (``GatedDB``); the journal's own tests pass ``journal=Journal.ON``.
     def open_(durability: Durability = Durability.ASYNC, journal: Journal = Journal.NONE,
-              **config: int) -> RocksDBLedgerStorage:
+              **config: Any) -> RocksDBLedgerStorage:
         storage = RocksDBLedgerStorage(
             BookieConfig(data_dir=str(tmp_path / "bookie"), durability=durability,
                          journal=journal, **config)
