@@ -1,8 +1,9 @@
 """Journaled group commits into RocksDB, in the background, and the checkpoints.
 
 The storage's writer hands each journaled (hence acknowledged) group commit
-here as a RocksDB ``WriteBatch`` with the journal position it ends at. One
-thread writes them in order without RocksDB's WAL (the journal is the log),
+here (its adds and deletes in order, the changed ledger states, the journal
+position it ends at). One thread builds its RocksDB ``WriteBatch`` and writes
+them in order without RocksDB's WAL (the journal is the log),
 releases their entries from the write cache, and checkpoints whenever the
 journal moved on to a new file: RocksDB flush, checkpoint marker, old files
 deleted (``ledger.bookie.checkpoint``).
@@ -25,8 +26,10 @@ from typing import Final
 
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
+from ledger.api import AddRequest
 from ledger.bookie.checkpoint import delete_before, write_checkpoint
 from ledger.bookie.journal import Position
+from ledger.bookie.ops import delete_ledger, put_entries
 from ledger.bookie.write_cache import WriteCache
 from ledger.errors import StorageError
 
@@ -34,7 +37,8 @@ __all__ = ["Flusher"]
 
 log = logging.getLogger(__name__)
 
-_Item = tuple[WriteBatch, Position, int, int]  # batch, end position, cache token, bytes
+# Adds and deleted ledger ids in order, ledger states, end position, cache token, bytes.
+_Item = tuple[list[AddRequest | int], list[tuple[bytes, bytes]], Position, int, int]
 _STOP: Final = object()
 
 
@@ -60,13 +64,14 @@ class Flusher:
         self._thread = threading.Thread(target=self._run, name="bookie-flusher", daemon=True)
         self._thread.start()
 
-    def submit(self, write: WriteBatch, end: Position, token: int, size: int) -> None:
-        """Queue a journaled batch; blocks while too much waits (back-pressure)."""
+    def submit(self, changes: list[AddRequest | int], states: list[tuple[bytes, bytes]],
+               end: Position, token: int, size: int) -> None:
+        """Queue a journaled group commit; blocks while too much waits (back-pressure)."""
         with self._condition:
             while (self._pending > self._max_pending and self.failure is None
                    and not self._stopping):
                 self._condition.wait()
-            self._items.append((write, end, token, size))
+            self._items.append((changes, states, end, token, size))
             self._pending += size
             self._condition.notify_all()
 
@@ -77,9 +82,17 @@ class Flusher:
                     self._condition.wait()
                 if not self._items:
                     return
-                write, end, token, size = self._items[0]
+                changes, states, end, token, size = self._items[0]
             if self.failure is None:
                 try:
+                    write = WriteBatch(raw_mode=True)
+                    for change in changes:
+                        if isinstance(change, int):
+                            delete_ledger(write, change)
+                        else:
+                            put_entries(write, change)
+                    for key, value in states:
+                        write.put(key, value)
                     if not write.is_empty():
                         self._db.write(write, self._options)
                     self._cache.release(token)

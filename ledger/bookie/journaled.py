@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 
-from rocksdict import Rdict, WriteBatch
+from rocksdict import Rdict
 
 from ledger.api import AddRequest
 from ledger.bookie.checkpoint import delete_before, read_checkpoint, write_checkpoint
@@ -62,12 +62,13 @@ class JournaledWrites:
         """Why the background RocksDB writes stopped (the store then refuses changes)."""
         return self._flusher.failure
 
-    def commit(self, records: list[bytes], write: WriteBatch,
-               changes: list[AddRequest | int], data_bytes: int) -> float:
+    def commit(self, records: list[bytes], changes: list[AddRequest | int],
+               states: list[tuple[bytes, bytes]], data_bytes: int) -> float:
         """Journal a group commit durably, then hand it to the background writer.
 
-        ``changes`` are the batch's adds and deleted ledger ids, in order (for
-        the write cache). Returns the seconds the append and sync took.
+        ``records`` are the framed records' pieces; ``changes`` the batch's adds
+        and deleted ledger ids, in order; ``states`` the changed ledger states'
+        keys and values. Returns the seconds the append and sync took.
 
         Raises:
             OSError: the journal write or sync failed: none of it is acknowledged
@@ -84,9 +85,8 @@ class JournaledWrites:
             if isinstance(change, int):
                 cache.drop_ledger(change)
             else:
-                cache.put(token, change.ledger_id, change.entry_ids, change.lengths,
-                          change.datas)
-        self._flusher.submit(write, end, token, data_bytes)
+                cache.put(token, change)
+        self._flusher.submit(changes, states, end, token, data_bytes)
         return elapsed
 
     def rotate(self) -> None:

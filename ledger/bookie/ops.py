@@ -13,11 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from rocksdict import WriteBatch
+
 from ledger.api import NO_ENTRY, AddRequest, LedgerTail
 
 __all__ = [
     "PROBE_INTERVAL_S", "STATE_FORMAT", "STATE_VERSION", "AddOp", "DeleteOp", "Done", "FenceOp",
-    "LedgerState", "Op", "ProbeOp", "entry_key_prefix", "op_bytes", "pack_state", "state_key",
+    "LedgerState", "Op", "ProbeOp", "delete_ledger", "entry_key_prefix", "op_bytes", "pack_state",
+    "put_entries", "state_key",
 ]
 
 ENTRY: Final = b"\x01"
@@ -92,6 +95,23 @@ def entry_key_prefix(ledger_id: int) -> bytes:
 
 def state_key(ledger_id: int) -> bytes:
     return STATE + ledger_id.to_bytes(8, "big")
+
+
+def put_entries(write: WriteBatch, request: AddRequest) -> None:
+    """Put an add's entries into a RocksDB write batch."""
+    prefix = entry_key_prefix(request.ledger_id)
+    put = write.put
+    pack = LENGTH.pack
+    for entry_id, length, data in zip(
+        request.entry_ids, request.lengths, request.datas, strict=True
+    ):
+        put(prefix + entry_id.to_bytes(8, "big"), pack(length) + data)
+
+
+def delete_ledger(write: WriteBatch, ledger_id: int) -> None:
+    """Delete a ledger's entries and state in a RocksDB write batch."""
+    write.delete_range(entry_key_prefix(ledger_id), entry_key_prefix(ledger_id + 1))
+    write.delete(state_key(ledger_id))
 
 
 def pack_state(state: LedgerState) -> bytes:

@@ -58,9 +58,11 @@ from ledger.bookie.ops import (
     LedgerState,
     Op,
     ProbeOp,
+    delete_ledger,
     entry_key_prefix,
     op_bytes,
     pack_state,
+    put_entries,
     state_key,
 )
 from ledger.config import BookieConfig, Durability, Journal
@@ -87,7 +89,8 @@ class _Batch:
     # Entries and their bytes in this batch (for ``ledger.metrics``).
     entries: int = 0
     data_bytes: int = 0
-    # With a journal: its records, and the adds and deleted ledgers for its write cache.
+    # With a journal: its records' pieces, and the adds and deleted ledgers in order
+    # (for its write cache and its background RocksDB writer).
     records: list[bytes] = field(default_factory=list)
     changes: list[AddRequest | int] = field(default_factory=list)
 
@@ -301,24 +304,25 @@ class RocksDBLedgerStorage:
                 state.fenced = True
                 batch.dirty.add(op.ledger_id)
                 if journal is not None:
-                    batch.records.append(frame(encode_ledger_op(FENCE, op.ledger_id)))
+                    batch.records += frame(encode_ledger_op(FENCE, op.ledger_id))
                 # The tail as of the fence's place in the queue: recovery adds
                 # queued after it in the same batch must not be counted.
                 batch.replies.append((op.done, state.tail()))
             else:
                 self._apply_delete(op, batch)
         try:
-            for ledger_id in batch.dirty:
-                state = self._states.get(ledger_id)
-                if state is not None:
-                    batch.write.put(state_key(ledger_id), pack_state(state))
+            states = [(state_key(ledger_id), pack_state(state)) for ledger_id in batch.dirty
+                      if (state := self._states.get(ledger_id)) is not None]
             if journal is not None:
                 if batch.records:
-                    seconds = journal.commit(batch.records, batch.write, batch.changes,
+                    seconds = journal.commit(batch.records, batch.changes, states,
                                              batch.data_bytes)
                     metrics.observe_group_commit(batch.entries, batch.data_bytes,
                                                  seconds if self._synced else None)
-            elif not batch.write.is_empty():
+            else:
+                for key, value in states:
+                    batch.write.put(key, value)
+            if journal is None and not batch.write.is_empty():
                 started = time.perf_counter()
                 self._db.write(batch.write, self._write_options)
                 metrics.observe_group_commit(
@@ -346,36 +350,31 @@ class RocksDBLedgerStorage:
                 (op.done, LedgerFencedError(f"ledger {ledger_id} is fenced", ledger_id=ledger_id))
             )
             return
-        prefix = entry_key_prefix(ledger_id)
-        put = batch.write.put
-        pack = LENGTH.pack
-        for entry_id, length, data in zip(
-            request.entry_ids, request.lengths, request.datas, strict=True
-        ):
-            put(prefix + entry_id.to_bytes(8, "big"), pack(length) + data)
         last = request.entry_ids[-1]
         state.last_entry_id = max(state.last_entry_id, last)
         state.last_add_confirmed = max(state.last_add_confirmed, request.last_add_confirmed)
         batch.dirty.add(ledger_id)
         batch.replies.append((op.done, None))
         if self._journal is not None:
-            batch.records.append(frame(encode_add(
+            # The flusher puts the entries into RocksDB, off this thread's path.
+            batch.records += frame(encode_add(
                 ledger_id, request.last_add_confirmed, request.entry_ids, request.lengths,
-                request.datas)))
+                request.datas))
             batch.changes.append(request)
+        else:
+            put_entries(batch.write, request)
         batch.entries += len(request.datas)
         batch.data_bytes += op_bytes(op)
 
     def _apply_delete(self, op: DeleteOp, batch: _Batch) -> None:
-        prefix = entry_key_prefix(op.ledger_id)
-        batch.write.delete_range(prefix, entry_key_prefix(op.ledger_id + 1))
-        batch.write.delete(state_key(op.ledger_id))
         self._states.pop(op.ledger_id, None)
         batch.dirty.discard(op.ledger_id)
         batch.replies.append((op.done, None))
         if self._journal is not None:
-            batch.records.append(frame(encode_ledger_op(DELETE, op.ledger_id)))
+            batch.records += frame(encode_ledger_op(DELETE, op.ledger_id))
             batch.changes.append(op.ledger_id)
+        else:
+            delete_ledger(batch.write, op.ledger_id)
 
     # ----------------------------------------------------------------- reads
 

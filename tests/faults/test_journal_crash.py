@@ -119,14 +119,8 @@ async def test_acknowledged_adds_survive_sigkills_during_checkpoints(
     assert len(journal_files(str(tmp_path / "bookie" / "journal"))) < 10
 
 
-async def test_acknowledged_adds_survive_sigkill_during_replay(
-        tmp_path: Path, bookie_processes: BookieProcesses) -> None:
-    data_dir = tmp_path / "bookie"
-    writers = [_Writer(ledger_id, 4096, 50) for ledger_id in range(2)]
-    # Large journal files: no checkpoint, the whole journal is replayed at start.
-    await _load_then_kill(bookie_processes, data_dir, writers, 4_000)
-
-    log_path = tmp_path / "replay.log"
+def _kill_while_replaying(data_dir: Path, log_path: Path) -> None:
+    """Start a bookie on ``data_dir`` and SIGKILL it once it says it is replaying."""
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             folio_argv("bookie", "--data-dir", str(data_dir), "--port", "0",
@@ -137,8 +131,18 @@ async def test_acknowledged_adds_survive_sigkill_during_replay(
         while "replaying from file" not in log_path.read_text(errors="replace"):
             assert process.poll() is None, log_path.read_text(errors="replace")
             assert time.monotonic() < deadline, "the bookie never started replaying"
-            await asyncio.sleep(0.005)
+            time.sleep(0.002)  # polling the log, under the deadline above
     finally:
         process.kill()
         process.wait()
+
+
+async def test_acknowledged_adds_survive_sigkill_during_replay(
+        tmp_path: Path, bookie_processes: BookieProcesses) -> None:
+    data_dir = tmp_path / "bookie"
+    writers = [_Writer(ledger_id, 4096, 50) for ledger_id in range(2)]
+    # Large journal files: no checkpoint, the whole journal is replayed at start.
+    await _load_then_kill(bookie_processes, data_dir, writers, 4_000)
+
+    _kill_while_replaying(data_dir, tmp_path / "replay.log")
     await _check(bookie_processes, data_dir, writers)

@@ -26,6 +26,8 @@ from ledger.bookie.replay import read_records
 from ledger.bookie.storage import RocksDBLedgerStorage
 from ledger.config import BookieConfig, Durability, Journal
 from tests.unit.ledger.bookie.conftest import (
+    DEADLINE_S,
+    GatedDB,
     OpenStorage,
     add,
     lengths_of,
@@ -37,7 +39,8 @@ from tests.unit.ledger.bookie.conftest import (
 
 def _add_record(ledger_id: int, first: int, datas: list[bytes]) -> bytes:
     entry_ids = range(first, first + len(datas))
-    return frame(encode_add(ledger_id, first - 1, entry_ids, lengths_of(datas), datas))
+    return b"".join(frame(encode_add(ledger_id, first - 1, entry_ids, lengths_of(datas),
+                                     datas)))
 
 
 def _write_journal(directory: Path, records: list[bytes]) -> list[int]:
@@ -69,9 +72,9 @@ def test_a_torn_last_record_is_dropped_at_every_byte_offset(tmp_path: Path) -> N
                 else original[:cut]
             path.write_bytes(torn)
             read = [payload for _, payload in read_records(str(path))]
-            assert [frame(payload) for payload in read] == records[:-1], (cut, tail)
+            assert [b"".join(frame([payload])) for payload in read] == records[:-1], (cut, tail)
     path.write_bytes(original)
-    assert [frame(payload) for _, payload in read_records(str(path))] == records
+    assert [b"".join(frame([payload])) for _, payload in read_records(str(path))] == records
 
 
 def test_replay_after_a_torn_tail_keeps_exactly_the_complete_records(tmp_path: Path) -> None:
@@ -139,7 +142,7 @@ def test_checkpoints_delete_old_journal_files_and_nothing_is_lost(
 def test_a_fence_is_replayed_in_order_with_the_adds(tmp_path: Path) -> None:
     journal = tmp_path / "bookie" / "journal"
     _write_journal(journal, [_add_record(4, 0, [b"a"]),
-                             frame(encode_ledger_op(FENCE, 4))])
+                             b"".join(frame(encode_ledger_op(FENCE, 4)))])
     storage = RocksDBLedgerStorage(BookieConfig(data_dir=str(tmp_path / "bookie")))
     try:
         assert storage.tail(4).fenced
@@ -149,3 +152,27 @@ def test_a_fence_is_replayed_in_order_with_the_adds(tmp_path: Path) -> None:
         assert journal_files(str(journal)) == [2]
     finally:
         storage.close()
+
+
+def test_acknowledged_entries_are_read_from_the_write_cache_before_rocksdb_has_them(
+        open_storage: OpenStorage) -> None:
+    storage = open_storage(Durability.SYNC, journal=Journal.ON)
+    assert add(storage, 6, [0, 1], [b"in", b"rocksdb"]) is None
+    journal = storage._journal
+    assert journal is not None
+    journal.drain()
+    flusher = journal._flusher
+    held = GatedDB(flusher._db, held=True)
+    flusher._db = held  # type: ignore[assignment]  # hold the background RocksDB write
+    try:
+        assert add(storage, 6, [2, 3], [b"only", b"cached"], 1) is None
+        assert held.entered.wait(DEADLINE_S)
+        # Acknowledged, not in RocksDB yet: served from the cache, merged in order.
+        assert read_all(storage, 6) == ([0, 1, 2, 3], [b"in", b"rocksdb", b"only", b"cached"])
+        assert storage.read(6, 3, 3, 0).datas == [b"cached"]
+        # A byte budget that RocksDB's part fills: the cached entries come next time.
+        assert storage.read(6, 0, 3, 1).entry_ids == [0]
+    finally:
+        held.release.set()
+    journal.drain()
+    assert read_all(storage, 6) == ([0, 1, 2, 3], [b"in", b"rocksdb", b"only", b"cached"])
