@@ -71,7 +71,7 @@ CEILING_BATCHES = (100, 1000)
 #: Ceiling bytes written per second of --duration-s (10^6 100-byte entries for 10 s).
 CEILING_BYTES_PER_S = 10_000_000
 DURABILITY = {
-    "folio": "sync: acknowledged once fsynced (group commit)",
+    "folio": "sync: acknowledged once fdatasynced in the bookie's journal (group commit)",
     "nats": "not durable: acknowledged once in the file store's buffers; nats-server 2.9 "
             "does not fsync them (sync calls counted below)",
     "redis": "appendfsync always: a reply waits for the fsync of the AOF holding it; with "

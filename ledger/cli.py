@@ -50,7 +50,7 @@ _FIELD_HELP = {
     "journal_dir": "directory of the journal files: put it on its own disk if there is one "
     "(default: DATA_DIR/journal)",
     "journal_file_bytes": "preallocated size of each journal file; a full one is rotated and "
-    "deleted after the next checkpoint (default 256 MiB)",
+    "deleted after the next checkpoint (default 64 MiB)",
     "host": "address to listen on (default 127.0.0.1)",
     "port": "port to listen on, 0 for any free one (default 3181)",
     "metrics_port": "port of Prometheus metrics (/metrics), 0 for any free one (default 8000)",

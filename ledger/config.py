@@ -65,7 +65,7 @@ class BookieConfig:
     read_max_bytes: int = 4 * 1024 * 1024
     journal: Journal = Journal.ON
     journal_dir: str = ""
-    journal_file_bytes: int = 256 * 1024 * 1024
+    journal_file_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if not self.data_dir:

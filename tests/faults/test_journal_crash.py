@@ -38,6 +38,8 @@ class _Writer:
         self.per_request = per_request
         self.acknowledged: list[bytes] = []
         self.length = 0
+        self.error: LedgerError | None = None
+        self.killed = False
 
     async def run(self, client: GrpcBookieClient) -> None:
         while True:
@@ -50,10 +52,16 @@ class _Writer:
                 lengths.append(length)
             request = AddRequest(self.ledger_id, range(first, first + len(datas)), lengths,
                                  datas, last_add_confirmed=first - 1)
-            try:
-                await client.add_entries(request)
-            except LedgerError:
-                return  # the kill: this add's outcome is unknown
+            while True:
+                try:
+                    await client.add_entries(request)
+                    break
+                except LedgerError as error:
+                    self.error = error
+                    if self.killed or not error.retriable:
+                        return  # the kill: this add's outcome is unknown
+                    # Not the kill (a deadline on a loaded machine): unknown, so send
+                    # the same entries again (a bookie's puts are idempotent).
             self.acknowledged.extend(datas)
             self.length = length
 
@@ -68,9 +76,12 @@ async def _load_then_kill(bookie_processes: BookieProcesses, data_dir: Path,
         deadline = time.monotonic() + DEADLINE_S
         while sum(len(writer.acknowledged) for writer in writers) < acknowledged:
             assert time.monotonic() < deadline, "the writers made no progress"
-            assert not all(task.done() for task in tasks), bookie.log()
+            assert not all(task.done() for task in tasks), (
+                [repr(writer.error) for writer in writers], bookie.log())
             await asyncio.sleep(0.01)
         # Adds are in flight now: each writer has one outstanding.
+        for writer in writers:
+            writer.killed = True
         assert bookie.kill() == -signal.SIGKILL
         await asyncio.wait_for(asyncio.gather(*tasks), DEADLINE_S)
     finally:
@@ -78,8 +89,8 @@ async def _load_then_kill(bookie_processes: BookieProcesses, data_dir: Path,
 
 
 async def _check(bookie_processes: BookieProcesses, data_dir: Path,
-                 writers: list[_Writer]) -> None:
-    bookie = bookie_processes.start(data_dir)
+                 writers: list[_Writer], *args: str) -> None:
+    bookie = bookie_processes.start(data_dir, *args)
     client = GrpcBookieClient(bookie.address)
     try:
         for writer in writers:
@@ -102,8 +113,12 @@ async def _check(bookie_processes: BookieProcesses, data_dir: Path,
 async def test_acknowledged_adds_survive_sigkill_during_group_commits(
         tmp_path: Path, bookie_processes: BookieProcesses) -> None:
     writers = [_Writer(ledger_id, 100 if ledger_id % 2 else 1024, 20) for ledger_id in range(4)]
-    await _load_then_kill(bookie_processes, tmp_path / "bookie", writers, 2_000)
-    await _check(bookie_processes, tmp_path / "bookie", writers)
+    # The journal in a directory of its own, as on a disk of its own.
+    journal = ("--journal-dir", str(tmp_path / "journal"))
+    await _load_then_kill(bookie_processes, tmp_path / "bookie", writers, 2_000, *journal)
+    assert journal_files(str(tmp_path / "journal"))
+    assert not (tmp_path / "bookie" / "journal").exists()
+    await _check(bookie_processes, tmp_path / "bookie", writers, *journal)
 
 
 async def test_acknowledged_adds_survive_sigkills_during_checkpoints(
