@@ -18,9 +18,11 @@ DEFAULT_MAX_ENTRY_BYTES = 5 * 1024 * 1024
 class Durability(StrEnum):
     """When a bookie acknowledges an add.
 
-    ``sync``: after the write batch holding it is fsynced (the default).
-    ``async``: after it is in RocksDB's write-ahead log, not yet fsynced; a
-    machine crash may lose acknowledged entries. For tests and benchmarks that say so.
+    ``sync``: after the group commit holding it is synced (the default): the
+    journal's ``fdatasync``, or with ``journal = none`` RocksDB's synced WAL.
+    ``async``: after it is written (to the journal file, or RocksDB's
+    write-ahead log), not yet synced; a machine crash may lose acknowledged
+    entries. For tests and benchmarks that say so.
     """
 
     SYNC = "sync"
