@@ -9,6 +9,11 @@ only then completes the operations. rocksdict keeps the GIL through the write
 and its fsync, so the whole process stalls for each one: few, large batches
 from one thread is the only way to be fast.
 
+**Journal.** With ``BookieConfig.journal`` on (the default), a group commit
+is made durable by appending its records to the journal and syncing it
+(``ledger.bookie.journaled``), not by RocksDB's synced WAL; RocksDB gets the
+entries in the background and reads see them in the write cache meanwhile.
+
 **Ordering.** Operations are applied in queue order by that one thread, so a
 fence answers only after every add queued before it is durable, and refuses
 every add queued after it. This is what makes fencing safe: a recovery that
