@@ -106,6 +106,11 @@ def add_ratios(report: dict[str, Any]) -> None:
     report["produce_vs_best_peer"] = headline.get("produce", {}).get("folio_vs_best_peer")
     report["consume_vs_best_peer"] = headline.get("consume", {}).get("folio_vs_best_peer")
     report["produce_vs_ceiling"] = headline.get("produce", {}).get("folio_vs_ceiling")
+    disk = report.get("disk")
+    if disk is not None:
+        kib = folio.get("produce", {}).get("1024", {})
+        fastest = max((float(cell.get("mb_per_s") or 0) for cell in kib.values()), default=0.0)
+        disk["folio_1kib_vs_disk"] = _ratio(fastest, float(disk["mb_per_s"])) if kib else None
     e2e = folio.get("e2e", {}).get("end_to_end_latency_ms", {})
     report["e2e_p99_ms"] = e2e.get("p99")
     report["targets"] = {
@@ -158,6 +163,13 @@ def table(report: dict[str, Any]) -> str:
             lines.append(f"| {LABELS[name]} | {_number(e2e['rate'])} | "
                          f"{_number(end['p50'], 2)} / {_number(end['p99'], 2)} | "
                          f"{_number(publish['p50'], 2)} / {_number(publish['p99'], 2)} |")
+    disk = report.get("disk")
+    if disk is not None:
+        lines += ["", "| disk: synced sequential append | MB/s | ms per append | "
+                  "Folio 1 KiB produce (best) / this |", "|---|---|---|---|",
+                  f"| {disk['append_bytes'] // 1024} KiB appends + fdatasync, same disk | "
+                  f"{_number(disk['mb_per_s'], 1)} | {_number(disk['ms_per_append'], 2)} | "
+                  f"{_number(disk.get('folio_1kib_vs_disk'), 2)} |"]
     lines += ["", "| system | version | durability of an acknowledged write | sync calls "
               "per 1,000 events (strace) |", "|---|---|---|---|"]
     for name, system in systems.items():

@@ -8,6 +8,9 @@ count, for 100-byte and 1 KiB entries:
   ceiling any bookie on this disk can reach with batches of that size.
 * ``inproc``: ``LedgerHandle.add_async`` with ``--in-flight`` adds outstanding,
   on an in-process bookie (no gRPC hop): what a standalone broker gets.
+* ``inproc_wal``: ``inproc`` with ``journal = none``: the bookie makes each group
+  commit durable in RocksDB's own synced WAL instead of its journal (the
+  comparison the journal is measured against, in the same run).
 * ``grpc``: the same through one bookie gRPC server on loopback. The server
   runs in a child process (``folio bookie``), so client and bookie each have a
   core, as in a deployment.
@@ -38,7 +41,7 @@ from ledger.bookie.remote import GrpcBookieClient
 from ledger.client.directory import BookieDirectory
 from ledger.client.handle import LedgerHandle
 from ledger.client.ledger_client import LedgerClient
-from ledger.config import BookieConfig, LedgerConfig
+from ledger.config import BookieConfig, Journal, LedgerConfig
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 
 
@@ -91,9 +94,10 @@ async def _measure(
         await store.close()
 
 
-async def bench_inproc(directory: Path, entries: int, entry_bytes: int, in_flight: int) -> float:
+async def bench_inproc(directory: Path, entries: int, entry_bytes: int, in_flight: int,
+                       journal: Journal = Journal.ON) -> float:
     """Entries/s of LedgerHandle adds on an in-process bookie."""
-    bookie = Bookie(BookieConfig(data_dir=str(directory / "bookie")))
+    bookie = Bookie(BookieConfig(data_dir=str(directory / "bookie"), journal=journal))
     try:
         return await _measure(directory, bookie, entries, entry_bytes, in_flight)
     finally:
@@ -132,7 +136,7 @@ def run(base: Path, entries: int, in_flight: int, progress: bool) -> dict[str, A
                               "durability": "sync", "sizes": {}}
     for entry_bytes in (100, 1024):
         row: dict[str, float] = {}
-        for mode in ("raw", "inproc", "grpc"):
+        for mode in ("raw", "inproc", "inproc_wal", "grpc"):
             directory = Path(tempfile.mkdtemp(prefix=f"{mode}-{entry_bytes}-", dir=base))
             if progress:
                 print(f"ledger_bench: {mode} {entry_bytes} B x {entries} ...", file=sys.stderr)
@@ -140,12 +144,17 @@ def run(base: Path, entries: int, in_flight: int, progress: bool) -> dict[str, A
                 rate = bench_raw(directory, entries, entry_bytes)
             elif mode == "inproc":
                 rate = asyncio.run(bench_inproc(directory, entries, entry_bytes, in_flight))
+            elif mode == "inproc_wal":
+                rate = asyncio.run(bench_inproc(directory, entries, entry_bytes, in_flight,
+                                                Journal.NONE))
             else:
                 rate = asyncio.run(bench_grpc(directory, entries, entry_bytes, in_flight))
             shutil.rmtree(directory, ignore_errors=True)
             row[f"{mode}_entries_per_s"] = round(rate)
             row[f"{mode}_mb_per_s"] = round(rate * entry_bytes / 1e6, 2)
         row["inproc_ratio"] = round(row["inproc_entries_per_s"] / row["raw_entries_per_s"], 3)
+        row["inproc_wal_ratio"] = round(
+            row["inproc_wal_entries_per_s"] / row["raw_entries_per_s"], 3)
         row["grpc_ratio"] = round(row["grpc_entries_per_s"] / row["raw_entries_per_s"], 3)
         report["sizes"][str(entry_bytes)] = row
     return report
@@ -172,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         for size, row in report["sizes"].items():
             print(f"{size:>5} B  raw {row['raw_entries_per_s']:>9,}/s  "
                   f"inproc {row['inproc_entries_per_s']:>9,}/s ({row['inproc_ratio']:.2f})  "
+                  f"inproc_wal {row['inproc_wal_entries_per_s']:>9,}/s "
+                  f"({row['inproc_wal_ratio']:.2f})  "
                   f"grpc {row['grpc_entries_per_s']:>9,}/s ({row['grpc_ratio']:.2f})")
     return 0
 

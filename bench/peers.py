@@ -56,6 +56,7 @@ from bench._peer_common import (
     produce_summary,
     run_jobs,
 )
+from bench._peer_disk import synced_append
 from bench._peer_fsync import count_syncs
 from bench._peer_report import add_ratios, machine, table, write_results
 from bench._peer_servers import Server, missing_peers, nats_server, redis_server
@@ -70,7 +71,7 @@ CEILING_BATCHES = (100, 1000)
 #: Ceiling bytes written per second of --duration-s (10^6 100-byte entries for 10 s).
 CEILING_BYTES_PER_S = 10_000_000
 DURABILITY = {
-    "folio": "sync: acknowledged once fsynced (group commit)",
+    "folio": "sync: acknowledged once fdatasynced in the bookie's journal (group commit)",
     "nats": "not durable: acknowledged once in the file store's buffers; nats-server 2.9 "
             "does not fsync them (sync calls counted below)",
     "redis": "appendfsync always: a reply waits for the fsync of the AOF holding it; with "
@@ -262,8 +263,10 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         "systems": {},
     }
     state = _Run(args, base)
-    # The ceiling first, right before Folio: the disk moves between runs on a shared machine.
+    # The ceilings first, right before Folio: the disk moves between runs on a shared machine.
     _measure_ceiling(state, report)
+    state.say("disk: 1 MiB appends, each fdatasynced")
+    report["disk"] = synced_append(base / "disk", seconds=min(2.0, args.duration_s))
     e2e_rate: float | None = None
     for system in (system for system in SYSTEMS if system.name in args.systems):
         _measure_system(state, system, e2e_rate, report)

@@ -44,6 +44,13 @@ _FIELD_HELP = {
     "max_entry_bytes": "refuse entries larger than this (default 5 MiB)",
     "max_batch_bytes": "cut a group commit at about this many bytes (default 64 MiB)",
     "read_max_bytes": "default byte budget of one read reply (default 4 MiB)",
+    "journal": "on: acknowledge adds once in the bookie's journal (fdatasync of one "
+    "sequential append per group commit; RocksDB is written in the background; default); "
+    "none: once in RocksDB's own write-ahead log (slower, kept for comparison)",
+    "journal_dir": "directory of the journal files: put it on its own disk if there is one "
+    "(default: DATA_DIR/journal)",
+    "journal_file_bytes": "preallocated size of each journal file; a full one is rotated and "
+    "deleted after the next checkpoint (default 64 MiB)",
     "host": "address to listen on (default 127.0.0.1)",
     "port": "port to listen on, 0 for any free one (default 3181)",
     "metrics_port": "port of Prometheus metrics (/metrics), 0 for any free one (default 8000)",

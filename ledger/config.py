@@ -6,6 +6,7 @@ these classes only hold and validate values.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -17,13 +18,28 @@ DEFAULT_MAX_ENTRY_BYTES = 5 * 1024 * 1024
 class Durability(StrEnum):
     """When a bookie acknowledges an add.
 
-    ``sync``: after the write batch holding it is fsynced (the default).
-    ``async``: after it is in RocksDB's write-ahead log, not yet fsynced; a
-    machine crash may lose acknowledged entries. For tests and benchmarks that say so.
+    ``sync``: after the group commit holding it is synced (the default): the
+    journal's ``fdatasync``, or with ``journal = none`` RocksDB's synced WAL.
+    ``async``: after it is written (to the journal file, or RocksDB's
+    write-ahead log), not yet synced; a machine crash may lose acknowledged
+    entries. For tests and benchmarks that say so.
     """
 
     SYNC = "sync"
     ASYNC = "async"
+
+
+class Journal(StrEnum):
+    """Where a bookie makes an add durable before acknowledging it.
+
+    ``on``: in its journal (``ledger.bookie.journal``; the default): one
+    sequential append and ``fdatasync`` per group commit, RocksDB written in
+    the background without its WAL. ``none``: in RocksDB's own synced WAL
+    (kept for comparison, see docs/ledger.md).
+    """
+
+    ON = "on"
+    NONE = "none"
 
 
 @dataclass(frozen=True)
@@ -36,6 +52,12 @@ class BookieConfig:
         max_entry_bytes: adds of larger entries are refused.
         max_batch_bytes: a group commit is cut at about this many bytes.
         read_max_bytes: default byte budget of one ReadEntries reply.
+        journal: see ``Journal``.
+        journal_dir: directory of the journal files (give it its own disk if
+            there is one); empty: ``<data_dir>/journal``.
+        journal_file_bytes: each journal file is preallocated to this size;
+            the journal rotates to a new file when it is full, and a
+            checkpoint then lets the old ones go.
     """
 
     data_dir: str
@@ -43,6 +65,9 @@ class BookieConfig:
     max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES
     max_batch_bytes: int = 64 * 1024 * 1024
     read_max_bytes: int = 4 * 1024 * 1024
+    journal: Journal = Journal.ON
+    journal_dir: str = ""
+    journal_file_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if not self.data_dir:
@@ -53,6 +78,14 @@ class BookieConfig:
             raise ValueError("max_batch_bytes must be at least max_entry_bytes")
         if self.read_max_bytes <= 0:
             raise ValueError(f"read_max_bytes must be positive, got {self.read_max_bytes}")
+        if self.journal_file_bytes < 4096:
+            raise ValueError(
+                f"journal_file_bytes must be at least 4096, got {self.journal_file_bytes}")
+
+    @property
+    def journal_directory(self) -> str:
+        """Where the journal files are: ``journal_dir``, or ``<data_dir>/journal``."""
+        return self.journal_dir or os.path.join(self.data_dir, "journal")
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,6 @@
 """One bookie's store on RocksDB: entries, per-ledger state, and group commit.
 
-Keys are big-endian so a ledger's entries are contiguous and iterate in order:
-
-* entry:  ``0x01 | ledger_id (8) | entry_id (8)`` -> ``length (8) | data``
-* state:  ``0x02 | ledger_id (8)`` -> ``version (1) | fenced (1) | lac (8) | last_entry_id (8)``
+The key layout and the operations are in ``ledger.bookie.ops``.
 
 **Group commit.** Every change (add, fence, delete) is an operation queued to
 one writer thread, which drains the queue, applies everything it found in one
@@ -11,6 +8,11 @@ RocksDB ``WriteBatch`` written once (with fsync under ``sync`` durability), and
 only then completes the operations. rocksdict keeps the GIL through the write
 and its fsync, so the whole process stalls for each one: few, large batches
 from one thread is the only way to be fast.
+
+**Journal.** With ``BookieConfig.journal`` on (the default), a group commit
+is made durable by appending its records to the journal and syncing it
+(``ledger.bookie.journaled``), not by RocksDB's synced WAL; RocksDB gets the
+entries in the background and reads see them in the write cache meanwhile.
 
 **Ordering.** Operations are applied in queue order by that one thread, so a
 fence answers only after every add queued before it is durable, and refuses
@@ -36,18 +38,39 @@ from __future__ import annotations
 
 import logging
 import queue
-import struct
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from ledger import metrics
-from ledger.api import NO_ENTRY, AddRequest, LedgerTail, ReadResult
-from ledger.config import BookieConfig, Durability
+from ledger.api import AddRequest, LedgerTail, ReadResult
+from ledger.bookie.journal import DELETE, FENCE, encode_add, encode_ledger_op, frame
+from ledger.bookie.journaled import JournaledWrites
+from ledger.bookie.ops import (
+    LENGTH,
+    PROBE_INTERVAL_S,
+    PROBE_KEY,
+    STATE,
+    STATE_FORMAT,
+    STATE_VERSION,
+    AddOp,
+    DeleteOp,
+    Done,
+    FenceOp,
+    LedgerState,
+    Op,
+    ProbeOp,
+    delete_ledger,
+    entry_key_prefix,
+    op_bytes,
+    pack_state,
+    put_entries,
+    state_key,
+)
+from ledger.config import BookieConfig, Durability, Journal
 from ledger.errors import (
     InvalidArgumentError,
     LedgerError,
@@ -61,80 +84,6 @@ __all__ = ["PROBE_INTERVAL_S", "AddOp", "DeleteOp", "FenceOp", "ProbeOp", "Rocks
 
 log = logging.getLogger(__name__)
 
-_ENTRY: Final = b"\x01"
-_STATE: Final = b"\x02"
-_STATE_FORMAT: Final = struct.Struct(">BBqq")
-_STATE_VERSION: Final = 1
-_LENGTH: Final = struct.Struct(">Q")
-
-Done = Callable[[object], None]
-"""Completion callback: receives the operation's result or a ``LedgerError``."""
-
-
-@dataclass(slots=True)
-class _LedgerState:
-    fenced: bool = False
-    last_add_confirmed: int = NO_ENTRY
-    last_entry_id: int = NO_ENTRY
-
-    def tail(self) -> LedgerTail:
-        return LedgerTail(self.last_add_confirmed, self.last_entry_id, self.fenced)
-
-
-@dataclass(slots=True)
-class AddOp:
-    """Store ``request``; completes with ``None``."""
-
-    request: AddRequest
-    done: Done
-
-
-@dataclass(slots=True)
-class FenceOp:
-    """Fence a ledger; completes with its ``LedgerTail``."""
-
-    ledger_id: int
-    done: Done
-
-
-@dataclass(slots=True)
-class DeleteOp:
-    """Delete a ledger; completes with ``None``."""
-
-    ledger_id: int
-    done: Done
-
-
-@dataclass(slots=True)
-class ProbeOp:
-    """Probe a failed store (see Failure above); completes with ``None`` or ``StorageError``."""
-
-    done: Done
-
-
-_Op = AddOp | FenceOp | DeleteOp | ProbeOp
-
-#: A failed store probes no more often than this.
-PROBE_INTERVAL_S: Final = 0.5
-_PROBE_KEY: Final = b"\x03probe"
-
-
-def _op_bytes(op: _Op) -> int:
-    """Payload bytes of an operation, from the cumulative lengths (no per-entry work)."""
-    if isinstance(op, AddOp):
-        request = op.request
-        return request.lengths[-1] - request.lengths[0] + len(request.datas[0])
-    return 0
-
-
-def _ledger_prefix(ledger_id: int) -> bytes:
-    return _ENTRY + ledger_id.to_bytes(8, "big")
-
-
-def _state_key(ledger_id: int) -> bytes:
-    return _STATE + ledger_id.to_bytes(8, "big")
-
-
 @dataclass
 class _Batch:
     """What one group commit writes and whom it answers."""
@@ -145,6 +94,10 @@ class _Batch:
     # Entries and their bytes in this batch (for ``ledger.metrics``).
     entries: int = 0
     data_bytes: int = 0
+    # With a journal: its records' pieces, and the adds and deleted ledgers in order
+    # (for its write cache and its background RocksDB writer).
+    records: list[bytes] = field(default_factory=list)
+    changes: list[AddRequest | int] = field(default_factory=list)
 
 
 class RocksDBLedgerStorage:
@@ -176,8 +129,16 @@ class RocksDBLedgerStorage:
         self._write_options = WriteOptions()
         self._synced = config.durability is Durability.SYNC
         self._write_options.sync = self._synced
-        self._states: dict[int, _LedgerState] = self._load_states()
-        self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
+        self._states: dict[int, LedgerState] = self._load_states()
+        self._journal: JournaledWrites | None = None
+        if config.journal is Journal.ON:
+            try:
+                self._journal = JournaledWrites(config, self._db, self._states,
+                                                sync=self._synced)
+            except BaseException:
+                self._db.close()
+                raise
+        self._queue: queue.SimpleQueue[Op | None] = queue.SimpleQueue()
         self._failure: LedgerError | None = None
         self._closed = False
         self._lifecycle = threading.Lock()
@@ -186,21 +147,21 @@ class RocksDBLedgerStorage:
 
     # ----------------------------------------------------------------- state
 
-    def _load_states(self) -> dict[int, _LedgerState]:
-        states: dict[int, _LedgerState] = {}
+    def _load_states(self) -> dict[int, LedgerState]:
+        states: dict[int, LedgerState] = {}
         # A live rocksdict iterator keeps the database locked after close(),
         # so every iterator is dropped in a finally block.
         iterator = self._db.iter()
         try:
-            iterator.seek(_STATE)
+            iterator.seek(STATE)
             while iterator.valid():
                 key: bytes = iterator.key()
-                if not key.startswith(_STATE):
+                if not key.startswith(STATE):
                     break
-                version, fenced, lac, last = _STATE_FORMAT.unpack(iterator.value())
-                if version != _STATE_VERSION:
+                version, fenced, lac, last = STATE_FORMAT.unpack(iterator.value())
+                if version != STATE_VERSION:
                     raise StorageError(f"ledger state format {version} is unknown")
-                states[int.from_bytes(key[1:], "big")] = _LedgerState(bool(fenced), lac, last)
+                states[int.from_bytes(key[1:], "big")] = LedgerState(bool(fenced), lac, last)
                 iterator.next()
         finally:
             del iterator
@@ -225,7 +186,7 @@ class RocksDBLedgerStorage:
 
     # ---------------------------------------------------------------- writes
 
-    def submit(self, op: _Op) -> None:
+    def submit(self, op: Op) -> None:
         """Queue a change for the next group commit; ``op.done`` is called once it is durable."""
         # The lock orders submit against close: an op is either queued before
         # the stop marker (and completed by the writer) or refused here.
@@ -242,8 +203,8 @@ class RocksDBLedgerStorage:
             first = get()
             if first is None:
                 return
-            ops: list[_Op] = [first]
-            size = _op_bytes(first)
+            ops: list[Op] = [first]
+            size = op_bytes(first)
             limit = self._config.max_batch_bytes
             stop = False
             try:
@@ -255,7 +216,7 @@ class RocksDBLedgerStorage:
                         stop = True
                         break
                     ops.append(op)
-                    size += _op_bytes(op)
+                    size += op_bytes(op)
             except queue.Empty:
                 pass
             try:
@@ -274,6 +235,13 @@ class RocksDBLedgerStorage:
         failure = self._failure = StorageError(message)
         self._last_probe = time.monotonic()  # the next probe after the interval
         observe_storage_failure()
+        if self._journal is not None:
+            # RocksDB is behind the journal until the flusher wrote what was
+            # journaled; if the flusher failed, the states in memory are the
+            # best there is (the next start replays the journal).
+            self._journal.drain()
+            if self._journal.failure is not None:
+                return failure
         try:
             with self._db_lock:
                 self._states = self._load_states()
@@ -288,11 +256,15 @@ class RocksDBLedgerStorage:
             return False
         self._last_probe = now
         probe = WriteBatch(raw_mode=True)
-        probe.put(_PROBE_KEY, b"")
-        probe.delete(_PROBE_KEY)
+        probe.put(PROBE_KEY, b"")
+        probe.delete(PROBE_KEY)
         try:
             self._db.write(probe, self._write_options)
+            if self._journal is not None:
+                self._journal.rotate()  # the failed write left its file in doubt
         except Exception:
+            if self._journal is not None:  # its flusher holds this RocksDB: no reopen
+                return False
             try:
                 # A failed write may leave RocksDB read-only until it is reopened.
                 with self._db_lock:
@@ -314,7 +286,12 @@ class RocksDBLedgerStorage:
         observe_storage_recovered()
         return True
 
-    def _commit(self, ops: list[_Op]) -> None:
+    def _commit(self, ops: list[Op]) -> None:
+        journal = self._journal
+        if journal is not None and journal.failure is not None:
+            for op in ops:
+                op.done(journal.failure)
+            return
         if self._failure is not None and not self._recovered():
             for op in ops:
                 op.done(self._failure)
@@ -328,26 +305,29 @@ class RocksDBLedgerStorage:
             elif isinstance(op, FenceOp):
                 state = self._states.get(op.ledger_id)
                 if state is None:
-                    state = self._states[op.ledger_id] = _LedgerState()
+                    state = self._states[op.ledger_id] = LedgerState()
                 state.fenced = True
                 batch.dirty.add(op.ledger_id)
+                if journal is not None:
+                    batch.records += frame(encode_ledger_op(FENCE, op.ledger_id))
                 # The tail as of the fence's place in the queue: recovery adds
                 # queued after it in the same batch must not be counted.
                 batch.replies.append((op.done, state.tail()))
             else:
                 self._apply_delete(op, batch)
         try:
-            for ledger_id in batch.dirty:
-                state = self._states.get(ledger_id)
-                if state is not None:
-                    batch.write.put(
-                        _state_key(ledger_id),
-                        _STATE_FORMAT.pack(
-                            _STATE_VERSION, state.fenced, state.last_add_confirmed,
-                            state.last_entry_id,
-                        ),
-                    )
-            if not batch.write.is_empty():
+            states = [(state_key(ledger_id), pack_state(state)) for ledger_id in batch.dirty
+                      if (state := self._states.get(ledger_id)) is not None]
+            if journal is not None:
+                if batch.records:
+                    seconds = journal.commit(batch.records, batch.changes, states,
+                                             batch.data_bytes)
+                    metrics.observe_group_commit(batch.entries, batch.data_bytes,
+                                                 seconds if self._synced else None)
+            else:
+                for key, value in states:
+                    batch.write.put(key, value)
+            if journal is None and not batch.write.is_empty():
                 started = time.perf_counter()
                 self._db.write(batch.write, self._write_options)
                 metrics.observe_group_commit(
@@ -369,34 +349,37 @@ class RocksDBLedgerStorage:
         ledger_id = request.ledger_id
         state = self._states.get(ledger_id)
         if state is None:
-            state = self._states[ledger_id] = _LedgerState()
+            state = self._states[ledger_id] = LedgerState()
         elif state.fenced and not request.recovery:
             batch.replies.append(
                 (op.done, LedgerFencedError(f"ledger {ledger_id} is fenced", ledger_id=ledger_id))
             )
             return
-        prefix = _ledger_prefix(ledger_id)
-        put = batch.write.put
-        pack = _LENGTH.pack
-        for entry_id, length, data in zip(
-            request.entry_ids, request.lengths, request.datas, strict=True
-        ):
-            put(prefix + entry_id.to_bytes(8, "big"), pack(length) + data)
         last = request.entry_ids[-1]
         state.last_entry_id = max(state.last_entry_id, last)
         state.last_add_confirmed = max(state.last_add_confirmed, request.last_add_confirmed)
         batch.dirty.add(ledger_id)
         batch.replies.append((op.done, None))
+        if self._journal is not None:
+            # The flusher puts the entries into RocksDB, off this thread's path.
+            batch.records += frame(encode_add(
+                ledger_id, request.last_add_confirmed, request.entry_ids, request.lengths,
+                request.datas))
+            batch.changes.append(request)
+        else:
+            put_entries(batch.write, request)
         batch.entries += len(request.datas)
-        batch.data_bytes += _op_bytes(op)
+        batch.data_bytes += op_bytes(op)
 
     def _apply_delete(self, op: DeleteOp, batch: _Batch) -> None:
-        prefix = _ledger_prefix(op.ledger_id)
-        batch.write.delete_range(prefix, _ledger_prefix(op.ledger_id + 1))
-        batch.write.delete(_state_key(op.ledger_id))
         self._states.pop(op.ledger_id, None)
         batch.dirty.discard(op.ledger_id)
         batch.replies.append((op.done, None))
+        if self._journal is not None:
+            batch.records += frame(encode_ledger_op(DELETE, op.ledger_id))
+            batch.changes.append(op.ledger_id)
+        else:
+            delete_ledger(batch.write, op.ledger_id)
 
     # ----------------------------------------------------------------- reads
 
@@ -410,13 +393,22 @@ class RocksDBLedgerStorage:
             raise InvalidArgumentError(
                 f"bad entry range [{first_entry_id}, {last_entry_id}]", ledger_id=ledger_id
             )
-        prefix = _ledger_prefix(ledger_id)
+        prefix = entry_key_prefix(ledger_id)
         end = prefix + last_entry_id.to_bytes(8, "big")
         budget = max_bytes if max_bytes > 0 else self._config.read_max_bytes
+        if self._journal is None:
+            with self._db_lock:
+                return self._read_locked(state, prefix, first_entry_id, end, budget)
+        # The write cache first, RocksDB second: an entry leaves the cache only
+        # after it is in RocksDB, so an acknowledged entry is in one of them.
+        cached = self._journal.cached(ledger_id, first_entry_id, last_entry_id)
         with self._db_lock:
-            return self._read_locked(state, prefix, first_entry_id, end, budget)
+            stored = self._read_locked(state, prefix, first_entry_id, end, budget)
+        if not cached:
+            return stored
+        return _merge(stored, cached, last_entry_id, budget)
 
-    def _read_locked(self, state: _LedgerState, prefix: bytes, first_entry_id: int, end: bytes,
+    def _read_locked(self, state: LedgerState, prefix: bytes, first_entry_id: int, end: bytes,
                      budget: int) -> ReadResult:
         entry_ids: list[int] = []
         lengths: list[int] = []
@@ -434,7 +426,7 @@ class RocksDBLedgerStorage:
                     break
                 value: bytes = iterator.value()
                 entry_ids.append(int.from_bytes(key[9:], "big"))
-                lengths.append(_LENGTH.unpack_from(value)[0])
+                lengths.append(LENGTH.unpack_from(value)[0])
                 datas.append(value[8:])
                 budget -= len(value) - 8
                 if budget <= 0:
@@ -455,4 +447,31 @@ class RocksDBLedgerStorage:
             self._closed = True
             self._queue.put(None)
         self._writer.join()
+        if self._journal is not None:
+            self._journal.close()
         self._db.close()
+
+
+def _merge(stored: ReadResult, cached: list[tuple[int, int, bytes]], last_entry_id: int,
+           budget: int) -> ReadResult:
+    """RocksDB's entries and the write cache's, by entry id (the cache's are as new or newer)."""
+    # RocksDB's reply stopped at its budget: cached entries past it come next time.
+    limit = last_entry_id if sum(map(len, stored.datas)) < budget else stored.entry_ids[-1]
+    merged = {entry_id: (length, data) for entry_id, length, data in
+              zip(stored.entry_ids, stored.lengths, stored.datas, strict=True)}
+    for entry_id, length, data in cached:
+        if entry_id <= limit:
+            merged[entry_id] = (length, data)
+    entry_ids: list[int] = []
+    lengths: list[int] = []
+    datas: list[bytes] = []
+    for entry_id in sorted(merged):
+        length, data = merged[entry_id]
+        entry_ids.append(entry_id)
+        lengths.append(length)
+        datas.append(data)
+        budget -= len(data)
+        if budget <= 0:
+            break
+    return ReadResult(entry_ids, lengths, datas, stored.last_add_confirmed,
+                      stored.last_entry_id)

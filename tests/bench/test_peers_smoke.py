@@ -42,6 +42,10 @@ def test_headline_ratios_are_positive_numbers(report: dict[str, Any]) -> None:
     assert set(report["targets"]) == {"produce_vs_best_peer", "produce_vs_ceiling",
                                       "consume_vs_best_peer", "e2e_p99_ms"}
     assert report["ratios"]["100"]["produce"]["best_peer"] in (*PEERS, "redis_benchmark")
+    # The disk's synced sequential append, measured in the same run (issue 25).
+    disk = report["disk"]
+    assert disk["append_bytes"] == 1 << 20 and disk["appends"] >= 20
+    assert disk["mb_per_s"] > 0 and disk["ms_per_append"] > 0
 
 
 @pytest.mark.timeout(600)
@@ -91,6 +95,7 @@ def test_results_files_hold_the_report_table_and_machine(report: dict[str, Any])
     assert written["produce_vs_best_peer"] == report["produce_vs_best_peer"]
     markdown = markdown_path.read_text()
     assert "| system | event | writers | produce events/s" in markdown
+    assert "| disk: synced sequential append | MB/s |" in markdown
     assert "## Machine" in markdown and "cores" in markdown
     assert report["machine"]["cores"] >= 1
     assert report["machine"]["clients"]["nats-py"] and report["machine"]["clients"]["redis"]

@@ -167,6 +167,9 @@ def test_print_config_layers_defaults_env_and_flags(tmp_path: Path) -> None:
         "max_entry_bytes": 1000,                 # env over default
         "max_batch_bytes": 64 * 1024 * 1024,     # default
         "read_max_bytes": 4 * 1024 * 1024,       # default
+        "journal": "on",                         # default
+        "journal_dir": "",                       # default: DATA_DIR/journal
+        "journal_file_bytes": 64 * 1024 * 1024,   # default
         "host": "127.0.0.1",
         "port": 0,                               # flag over env
         "metrics_port": 8000,                    # default

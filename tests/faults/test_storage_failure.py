@@ -35,7 +35,7 @@ from folio.api.v1.block import decode_block
 from ledger.bookie.bookie import Bookie
 from ledger.client.directory import BookieDirectory
 from ledger.client.ledger_client import LedgerClient
-from ledger.config import BookieConfig, Durability, LedgerConfig
+from ledger.config import BookieConfig, Durability, Journal, LedgerConfig
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 from tests.support.faulty_kv import DISK_FULL, FaultyKV
 from tests.support.wait import wait_for_async
@@ -54,7 +54,10 @@ class _Broker:
 async def broker(tmp_path: Path) -> AsyncIterator[_Broker]:
     faults = FaultyKV()
     store = RocksDBMetadataStore(str(tmp_path / "metadata"))
-    bookie = Bookie(BookieConfig(data_dir=str(tmp_path / "bookie"), durability=Durability.SYNC),
+    # RocksDB's own synced WAL: these tests fail its writes and watch the probes
+    # reopen it (with the journal, a failed background write needs a restart).
+    bookie = Bookie(BookieConfig(data_dir=str(tmp_path / "bookie"), durability=Durability.SYNC,
+                                 journal=Journal.NONE),
                     open_kv=faults.open)
     directory = BookieDirectory([bookie])
     ledgers = LedgerClient(store, directory, LedgerConfig())

@@ -10,7 +10,7 @@ import pytest
 
 from ledger.api import NO_ENTRY, AddRequest, LedgerTail, ReadResult
 from ledger.bookie.bookie import Bookie
-from ledger.config import BookieConfig, Durability
+from ledger.config import BookieConfig, Durability, Journal
 from ledger.errors import (
     EntryTooLargeError,
     InvalidArgumentError,
@@ -23,10 +23,10 @@ from tests.unit.ledger.bookie.conftest import DEADLINE_S, GatedDB, lengths_of
 MAX_ENTRY_BYTES = 1024
 
 
-def make_bookie(path: Path) -> Bookie:
+def make_bookie(path: Path, journal: Journal = Journal.ON) -> Bookie:
     return Bookie(
         BookieConfig(data_dir=str(path), durability=Durability.ASYNC,
-                     max_entry_bytes=MAX_ENTRY_BYTES),
+                     max_entry_bytes=MAX_ENTRY_BYTES, journal=journal),
         bookie_id="bookie-under-test",
     )
 
@@ -192,7 +192,7 @@ def test_a_caller_loop_closed_under_a_pending_add_does_not_break_the_bookie(
     tmp_path: Path,
 ) -> None:
     """The writer thread answers into a loop that is gone; later callers must not notice."""
-    bookie = make_bookie(tmp_path / "bookie")
+    bookie = make_bookie(tmp_path / "bookie", Journal.NONE)  # gates RocksDB's synced write
     try:
         db = GatedDB(bookie._storage._db, held=True)
         bookie._storage._db = db  # type: ignore[assignment]
