@@ -199,15 +199,23 @@ def test_scheduling_and_service_account_values() -> None:
     assert "priorityClassName" not in default and "topologySpreadConstraints" not in default
 
 
-def test_the_journal_volume_is_reserved_until_the_bookie_has_the_flag() -> None:
+def test_the_journal_volume_is_a_claim_of_its_own_passed_as_journal_dir() -> None:
     help_text = subprocess.run(
         [str(ROOT / ".venv" / "bin" / "folio"), "bookie", "--help"], capture_output=True,
         text=True, timeout=60, check=False).stdout
-    assert "--data-dir" in help_text
-    assert "--journal-dir" not in help_text, (
-        "folio bookie has --journal-dir now: mount bookie.journal and pass it")
-    with pytest.raises(RuntimeError, match=r"bookie\.journal is reserved"):
-        render_text(ValueSet("journal", None), extra=["--set", "bookie.journal.enabled=true"])
+    assert "--journal-dir" in help_text
+    objects = manifests_of(ValueSet("journal", None), extra=[
+        "--set", "bookie.journal.enabled=true", "--set", "bookie.journal.size=20Gi"])
+    bookie = _one(objects, "StatefulSet", "folio-bookie")["spec"]
+    container = bookie["template"]["spec"]["containers"][0]
+    assert "--journal-dir=/journal" in container["args"]
+    assert {"name": "journal", "mountPath": "/journal"} in container["volumeMounts"]
+    claims = {c["metadata"]["name"]: c["spec"] for c in bookie["volumeClaimTemplates"]}
+    assert claims["journal"]["resources"]["requests"]["storage"] == "20Gi"
+    default = _one(load(), "StatefulSet", "folio-bookie")["spec"]
+    assert [c["metadata"]["name"] for c in default["volumeClaimTemplates"]] == ["data"]
+    assert not any(a.startswith("--journal-dir")
+                   for a in default["template"]["spec"]["containers"][0]["args"])
 
 
 # --- Kafka listener ------------------------------------------------------------------------
