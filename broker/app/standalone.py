@@ -326,7 +326,7 @@ async def _serve_api(
     try:
         kafka = await start_kafka(config, topics, store, coordinator, ownership=ownership,
                                   served=served)
-    except (OSError, KafkaUnavailableError) as error:
+    except (OSError, ValueError, KafkaUnavailableError) as error:
         await server.stop(0)
         metrics.shutdown()
         return _fail(str(error))

@@ -63,6 +63,16 @@ _HELP = {
     "answers (default: --host)",
     "kafka_advertised_port": "port Kafka clients are told to connect to, when they reach "
     "the broker through a proxy or NAT (default 0: the Kafka port itself)",
+    "kafka_security_protocol": "what a Kafka client must do on --kafka-port: PLAINTEXT "
+    "(nothing; default), SSL (TLS with --tls-cert/--tls-key; with --tls-ca a client "
+    "certificate, its CN the role), SASL_PLAINTEXT or SASL_SSL (authenticate with one of "
+    "--kafka-sasl-mechanisms). With token authentication the Kafka port needs SASL (or SSL "
+    "with --tls-ca); see docs/security.md",
+    "kafka_sasl_mechanisms": "SASL mechanisms served, comma-separated (default "
+    "OAUTHBEARER,PLAIN,SCRAM-SHA-256,SCRAM-SHA-512): OAUTHBEARER and PLAIN (JWT as the "
+    "password) carry a Folio token; SCRAM users are made with `folio kafka-user add`",
+    "kafka_allow_plaintext": "accept a Kafka listener without TLS (PLAINTEXT or "
+    "SASL_PLAINTEXT) while the gRPC API serves TLS (refused otherwise)",
 }
 
 

@@ -19,6 +19,8 @@ from broker.kafka.handlers import (
     metadata,
     produce,
     producer_id,
+    sasl,
+    scram_users,
     topics_admin,
     transactions,
 )
@@ -40,6 +42,9 @@ HANDLER_MODULES = (
     group_offsets,
     group_admin,
     transactions,
+    # Authentication (docs/security.md, "Kafka"): SASL and SCRAM credentials.
+    sasl,
+    scram_users,
 )
 
 

@@ -11,6 +11,7 @@ from broker.api import Topics
 from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.nodes import ClusterNodes
 from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.sasl.security import KafkaSecurity
 from broker.kafka.sequences import RecentBatches
 
 #: One served API: (api_key, min_version, max_version), what ApiVersions lists.
@@ -51,6 +52,8 @@ class KafkaContext:
             transaction requests answer COORDINATOR_NOT_AVAILABLE).
         nodes: the cluster's brokers and partition leaders (None: this
             broker alone, node ``NODE_ID``, leads every partition).
+        security: TLS, SASL and the SCRAM credentials of this listener
+            (None: plain text, no one authenticates, no SCRAM credentials).
     """
 
     topics: Topics
@@ -66,3 +69,4 @@ class KafkaContext:
     transactional_producer_id: TransactionalProducerId | None = None
     coordinators: KafkaCoordinators | None = None
     nodes: ClusterNodes | None = None
+    security: KafkaSecurity | None = None
