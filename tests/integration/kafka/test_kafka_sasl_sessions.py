@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka.net.sasl.scram import ScramClient
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
@@ -158,3 +159,51 @@ def test_plaintext_beside_a_tls_api_needs_the_flag(tmp_path: Path) -> None:
     allowed = run_folio(*base, "--kafka-allow-plaintext")
     assert allowed.returncode == 0, allowed.stderr
     assert "kafka_allow_plaintext = true" in allowed.stdout
+
+
+def _scram(server: BookieProcess, user: str, password: str) -> Any:
+    """SCRAM-SHA-256 over a new connection; the last SaslAuthenticate answer."""
+    client = ScramClient(user, password, "SCRAM-SHA-256")
+    with socket.create_connection(kafka_address(server), timeout=DEADLINE_S) as made:
+        assert _call(made, 17, 1, mechanism="SCRAM-SHA-256").error_code == ErrorCode.none
+        first = _call(made, 36, 2, auth_bytes=client.first_message())
+        if first.error_code != ErrorCode.none:
+            return first
+        client.process_server_first_message(first.auth_bytes)
+        final = _call(made, 36, 2, auth_bytes=client.final_message())
+        if final.error_code == ErrorCode.none:
+            client.process_server_final_message(final.auth_bytes)
+        return final
+
+
+def test_kafka_user_command_manages_scram_users(server: BookieProcess,
+                                                tmp_path: Path) -> None:
+    host, port = kafka_address(server)
+    admin_token, app_token, password = (tmp_path / "admin", tmp_path / "app",
+                                        tmp_path / "password")
+    admin_token.write_text(create_token("admin", _SECRET, "HS256"))
+    app_token.write_text(create_token("app", _SECRET, "HS256"))
+    password.write_text("correct horse\n")
+    where = ("--bootstrap-server", f"{host}:{port}")
+    added = run_folio("kafka-user", "add", *where, "--sasl-token-file", str(admin_token),
+                      "--user", "reporter", "--password-file", str(password))
+    assert added.returncode == 0, added.stderr
+    assert _scram(server, "reporter", "correct horse").error_code == ErrorCode.none
+    wrong = _scram(server, "reporter", "wrong horse")
+    assert wrong.error_code == ErrorCode.sasl_authentication_failed
+    listed = run_folio("kafka-user", "list", *where, "--sasl-token-file", str(admin_token))
+    assert "reporter\tSCRAM-SHA-256\t8192" in listed.stdout
+    assert "reporter\tSCRAM-SHA-512\t8192" in listed.stdout
+    refused = run_folio("kafka-user", "list", *where, "--sasl-token-file", str(app_token))
+    assert refused.returncode == 1
+    assert "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
+    anonymous = run_folio("kafka-user", "list", *where)
+    assert anonymous.returncode == 1 and "closed the connection" in anonymous.stderr
+    deleted = run_folio("kafka-user", "delete", *where, "--sasl-token-file", str(admin_token),
+                        "--user", "reporter")
+    assert deleted.returncode == 0, deleted.stderr
+    assert _scram(server, "reporter", "correct horse").error_code == \
+        ErrorCode.sasl_authentication_failed
+    again = run_folio("kafka-user", "delete", *where, "--sasl-token-file", str(admin_token),
+                      "--user", "reporter")
+    assert again.returncode == 1 and "RESOURCE_NOT_FOUND" in again.stderr
