@@ -161,11 +161,12 @@ def test_plaintext_beside_a_tls_api_needs_the_flag(tmp_path: Path) -> None:
     assert "kafka_allow_plaintext = true" in allowed.stdout
 
 
-def _scram(server: BookieProcess, user: str, password: str) -> Any:
-    """SCRAM-SHA-256 over a new connection; the last SaslAuthenticate answer."""
-    client = ScramClient(user, password, "SCRAM-SHA-256")
+def _scram(server: BookieProcess, user: str, password: str,
+           mechanism: str = "SCRAM-SHA-256") -> Any:
+    """SCRAM over a new connection; the last SaslAuthenticate answer."""
+    client = ScramClient(user, password, mechanism)
     with socket.create_connection(kafka_address(server), timeout=DEADLINE_S) as made:
-        assert _call(made, 17, 1, mechanism="SCRAM-SHA-256").error_code == ErrorCode.none
+        assert _call(made, 17, 1, mechanism=mechanism).error_code == ErrorCode.none
         first = _call(made, 36, 2, auth_bytes=client.first_message())
         if first.error_code != ErrorCode.none:
             return first
