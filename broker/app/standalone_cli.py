@@ -52,8 +52,9 @@ _HELP = {
     "tls_ca": "PEM CA: clients must present a certificate it signed (mutual TLS)",
     "metrics_tls": "serve /metrics over HTTPS with --tls-cert/--tls-key (and --tls-ca); "
     "read at start only",
-    "auth_token_secret_file": "HS256 secret: every call but health and reflection needs a "
-    "JWT signed with it (authorization: Bearer), and per-topic permissions apply",
+    "auth_token_secret_file": "HS256 secret: every gRPC call but health and reflection "
+    "needs a JWT signed with it (authorization: Bearer), and per-topic permissions apply; "
+    "a Kafka port then needs SASL (--kafka-security-protocol SASL_SSL)",
     "auth_token_public_key_file": "RSA or EC public key (RS256, ES256): as "
     "--auth-token-secret-file, for tokens signed with the private key",
     "super_users": "roles allowed everything, comma-separated (e.g. admin,ops)",
