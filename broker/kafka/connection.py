@@ -62,6 +62,8 @@ _NO_SIZE = bytes(_SIZE.size)
 #: Answers (deferred or ready) waiting to be written, per connection.
 MAX_PENDING_RESPONSES = 16
 _WRITE_SLICE_BYTES = 256 * 1024
+#: Seconds a refused authentication's connection stays open after its answer.
+FAILED_AUTHENTICATION_DELAY_S = 0.1
 
 
 class ProtocolError(Exception):
@@ -107,6 +109,11 @@ class KafkaConnection:
             if not sender.done():
                 await _enqueue(pending, None, sender)
             await sender  # the answers still due, then the sender's own failure
+            if self.session is not None and self.session.close_after:
+                # As Kafka's connection.failed.authentication.delay.ms: the client
+                # reads the refusal before the connection ends, and a client
+                # guessing passwords gets no faster than one guess per delay.
+                await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
         except _RefusedError:
             pass  # counted and logged (rate-limited) by the session
         except (FrameError, ProtocolError) as error:

@@ -12,10 +12,12 @@ client shows, and the broker counts the refusal by reason.
 from __future__ import annotations
 
 import contextlib
+import gc
 import re
 import time
 import urllib.request
 import uuid
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +34,7 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPythonPartition
+from kafka.errors import KafkaTimeoutError
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
 from ledger.security.tokens import create_token
@@ -329,3 +332,45 @@ def test_client_certificate_from_another_ca_is_refused(mutual_ssl: Listener,
     assert errors[0].code() in (KafkaError._SSL, KafkaError._TRANSPORT,
                                 KafkaError._ALL_BROKERS_DOWN), errors
     assert mutual_ssl.metric("tls_handshake") > before
+
+
+def _kafka_python_refusal(settings: dict[str, Any]) -> Exception:
+    """What kafka-python raises when it cannot connect with ``settings``."""
+    # A producer that fails to bootstrap leaves its sockets to the garbage collector
+    # (kafka-python 3.0): collected here, their ResourceWarnings are not the test's.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        with pytest.raises(KafkaTimeoutError) as caught:
+            KafkaProducer(**settings, max_block_ms=10000).close()
+        gc.collect()
+    return caught.value
+
+
+@pytest.mark.parametrize(("case", "shown"), [
+    ("wrong_password", "SaslAuthenticationFailedError: authentication failed (SCRAM-SHA-512)"),
+    ("expired_token", "SaslAuthenticationFailedError: authentication failed: the token has "
+     "expired"),
+    ("wrong_ca", "CERTIFICATE_VERIFY_FAILED"),
+    ("no_credentials", "KafkaConnectionError: socket disconnected"),
+])
+def test_kafka_python_refusals(listeners: dict[str, Listener], tmp_path: Path,
+                               case: str, shown: str,
+                               caplog: pytest.LogCaptureFixture) -> None:
+    """kafka-python gives up bootstrapping; its log says why (the broker's reason)."""
+    listener = listeners["SASL_SSL"]
+    if case == "wrong_password":
+        settings = kafka_python_settings(listener, "SCRAM-SHA-512", "app", password="nope")
+    elif case == "expired_token":
+        expired = create_token("app", _SECRET, "HS256", expiry_s=1,
+                               clock=lambda: time.time() - 60)
+        settings = kafka_python_settings(listener, "OAUTHBEARER", "app", token=expired)
+    elif case == "wrong_ca":
+        settings = {**kafka_python_settings(listener, "PLAIN", "app"),
+                    "ssl_cafile": str(Pki(tmp_path / "other", "other").ca)}
+    else:
+        settings = {"bootstrap_servers": listener.bootstrap, "security_protocol": "SSL",
+                    "ssl_cafile": str(listener.pki.ca), "request_timeout_ms": 20000}
+    error = _kafka_python_refusal(settings)
+    assert isinstance(error, KafkaTimeoutError)
+    assert "Unable to bootstrap" in str(error)
+    assert shown in caplog.text
