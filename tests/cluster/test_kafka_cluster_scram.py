@@ -10,6 +10,7 @@ and no wait: the credential is in the metadata store both read
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -19,7 +20,13 @@ from tests.support.bookies import BookieProcesses, run_folio
 from tests.support.cluster import LocalCluster
 from tests.support.kafka import kafka_address
 
+CLI_TIMEOUT_S = 120.0
 _SECRET = b"cluster-scram-test-secret-0123456789abcdef"
+
+
+def _folio(*args: str) -> Any:
+    """``folio ARGS`` to completion, with time for a loaded machine to start Python."""
+    return run_folio(*args, timeout_s=CLI_TIMEOUT_S)
 
 
 def test_scram_user_made_on_one_broker_works_on_the_other(
@@ -40,7 +47,7 @@ def test_scram_user_made_on_one_broker_works_on_the_other(
     assert _scram(second, "orders-app", "cluster wide", "SCRAM-SHA-512").error_code == \
         ErrorCode.sasl_authentication_failed, "no such user yet"
     host, port = kafka_address(first)
-    added = run_folio("kafka-user", "add", "--bootstrap-server", f"{host}:{port}",
+    added = _folio("kafka-user", "add", "--bootstrap-server", f"{host}:{port}",
                       "--sasl-token-file", str(admin_token), "--user", "orders-app",
                       "--mechanism", "SCRAM-SHA-512", "--password-file", str(password))
     assert added.returncode == 0, added.stderr

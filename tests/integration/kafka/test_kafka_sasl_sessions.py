@@ -26,6 +26,7 @@ from tests.support.certs import Pki
 from tests.support.kafka import kafka_address, raw_request, read_frame, read_response
 from tests.support.standalone import start_standalone
 
+CLI_TIMEOUT_S = 120.0
 _SECRET = b"kafka-session-test-secret-0123456789abcdef"
 DEADLINE_S = 30.0
 
@@ -56,6 +57,11 @@ def sock(server: BookieProcess) -> Iterator[socket.socket]:
     made = socket.create_connection(kafka_address(server), timeout=DEADLINE_S)
     yield made
     made.close()
+
+
+def _folio(*args: str) -> Any:
+    """``folio ARGS`` to completion, with time for a loaded machine to start Python."""
+    return run_folio(*args, timeout_s=CLI_TIMEOUT_S)
 
 
 def _request(api_key: int, version: int, **fields: Any) -> Any:
@@ -186,25 +192,25 @@ def test_kafka_user_command_manages_scram_users(server: BookieProcess,
     app_token.write_text(create_token("app", _SECRET, "HS256"))
     password.write_text("correct horse\n")
     where = ("--bootstrap-server", f"{host}:{port}")
-    added = run_folio("kafka-user", "add", *where, "--sasl-token-file", str(admin_token),
+    added = _folio("kafka-user", "add", *where, "--sasl-token-file", str(admin_token),
                       "--user", "reporter", "--password-file", str(password))
     assert added.returncode == 0, added.stderr
     assert _scram(server, "reporter", "correct horse").error_code == ErrorCode.none
     wrong = _scram(server, "reporter", "wrong horse")
     assert wrong.error_code == ErrorCode.sasl_authentication_failed
-    listed = run_folio("kafka-user", "list", *where, "--sasl-token-file", str(admin_token))
+    listed = _folio("kafka-user", "list", *where, "--sasl-token-file", str(admin_token))
     assert "reporter\tSCRAM-SHA-256\t8192" in listed.stdout
     assert "reporter\tSCRAM-SHA-512\t8192" in listed.stdout
-    refused = run_folio("kafka-user", "list", *where, "--sasl-token-file", str(app_token))
+    refused = _folio("kafka-user", "list", *where, "--sasl-token-file", str(app_token))
     assert refused.returncode == 1
     assert "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
-    anonymous = run_folio("kafka-user", "list", *where)
+    anonymous = _folio("kafka-user", "list", *where)
     assert anonymous.returncode == 1 and "closed the connection" in anonymous.stderr
-    deleted = run_folio("kafka-user", "delete", *where, "--sasl-token-file", str(admin_token),
+    deleted = _folio("kafka-user", "delete", *where, "--sasl-token-file", str(admin_token),
                         "--user", "reporter")
     assert deleted.returncode == 0, deleted.stderr
     assert _scram(server, "reporter", "correct horse").error_code == \
         ErrorCode.sasl_authentication_failed
-    again = run_folio("kafka-user", "delete", *where, "--sasl-token-file", str(admin_token),
+    again = _folio("kafka-user", "delete", *where, "--sasl-token-file", str(admin_token),
                       "--user", "reporter")
     assert again.returncode == 1 and "RESOURCE_NOT_FOUND" in again.stderr
