@@ -92,16 +92,20 @@ def sdk_consume(endpoint: str, topic: str, count: int) -> float:
     return count / elapsed
 
 
-def kafka_produce(bootstrap: str, topic: str, size: int,
-                  duration_s: float) -> tuple[float, int]:
-    """(events/s, events) acknowledged by librdkafka's producer in ``duration_s``."""
+def kafka_produce(bootstrap: str, topic: str, size: int, duration_s: float,
+                  settings: dict[str, Any] | None = None) -> tuple[float, int]:
+    """(events/s, events) acknowledged by librdkafka's producer in ``duration_s``.
+
+    ``settings``: more client settings (security: ``bench._kafka_secured``).
+    """
     from confluent_kafka import Producer  # noqa: PLC0415
     from confluent_kafka.admin import (  # type: ignore[attr-defined]  # noqa: PLC0415
         AdminClient,
         NewTopic,
     )
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    extra = settings or {}
+    admin = AdminClient({"bootstrap.servers": bootstrap, **extra})
     admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[
         topic].result(60)
     payload = os.urandom(size)
@@ -116,7 +120,7 @@ def kafka_produce(bootstrap: str, topic: str, size: int,
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                          "delivery.report.only.error": True,
                          "queue.buffering.max.messages": 1_000_000,
-                         "queue.buffering.max.kbytes": 1_048_576})
+                         "queue.buffering.max.kbytes": 1_048_576, **extra})
     count = 0
     started = time.perf_counter()
     deadline = started + duration_s
@@ -137,7 +141,8 @@ def kafka_produce(bootstrap: str, topic: str, size: int,
     return count / elapsed, count
 
 
-def kafka_consume(bootstrap: str, topic: str, count: int) -> float:
+def kafka_consume(bootstrap: str, topic: str, count: int,
+                  settings: dict[str, Any] | None = None) -> float:
     """Events/s reading ``count`` events of partition 0 with librdkafka's consumer."""
     from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
 
@@ -148,7 +153,7 @@ def kafka_consume(bootstrap: str, topic: str, count: int) -> float:
     # read stream does.
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
                          "enable.auto.commit": False, "queued.min.messages": 1_000_000,
-                         "queued.max.messages.kbytes": 1_048_576})
+                         "queued.max.messages.kbytes": 1_048_576, **(settings or {})})
     consumer.assign([TopicPartition(topic, 0, 0)])
     read = 0
     started = time.perf_counter()
@@ -260,8 +265,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs of each measurement; the best is reported, as the "
                         "machine is shared (default 3)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--security", action="store_true",
+                        help="instead: librdkafka over SASL_SSL (TLS, SASL PLAIN with a token) "
+                        "against PLAINTEXT, on two standalones, and their ratio "
+                        "(bench._kafka_secured)")
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",") if size.strip()]
+    if args.security:
+        from bench._kafka_secured import run_secured, secured_table  # noqa: PLC0415
+
+        results = run_secured(sizes, args.duration_s, max(args.rounds, 1))
+        print(json.dumps(results, indent=2) if args.json else secured_table(results))
+        return 0
     results = run(sizes, args.duration_s, max(args.rounds, 1))
     print(json.dumps(results, indent=2) if args.json else table(results))
     return 0

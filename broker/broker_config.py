@@ -13,6 +13,7 @@ and flags.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from broker.cluster.peers import PeerSecurity
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
@@ -24,7 +25,32 @@ from ledger.security.tls import ClientTls, ServerTls
 from txnbuffer.api import SnapshotPolicy
 from txnbuffer.snapshot import chunk_capacity
 
-__all__ = ["BookieSecurity", "BrokerConfig", "PeerSettings", "RemoteBookies"]
+__all__ = ["KAFKA_SASL_MECHANISMS", "BookieSecurity", "BrokerConfig", "KafkaSecurityProtocol",
+           "PeerSettings", "RemoteBookies"]
+
+#: The SASL mechanisms the Kafka listener serves (docs/kafka.md, "Security").
+KAFKA_SASL_MECHANISMS = ("OAUTHBEARER", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: Mechanisms that carry a Folio JWT: they need a token key to verify it.
+_TOKEN_MECHANISMS = frozenset({"OAUTHBEARER", "PLAIN"})
+
+
+class KafkaSecurityProtocol(StrEnum):
+    """What the Kafka listener asks of a connection (Kafka's ``security.protocol``)."""
+
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+    @property
+    def tls(self) -> bool:
+        """Whether connections are TLS."""
+        return self in (KafkaSecurityProtocol.SSL, KafkaSecurityProtocol.SASL_SSL)
+
+    @property
+    def sasl(self) -> bool:
+        """Whether connections authenticate with SASL."""
+        return self in (KafkaSecurityProtocol.SASL_PLAINTEXT, KafkaSecurityProtocol.SASL_SSL)
 
 _DEFAULT_SNAPSHOTS = SnapshotPolicy()
 
@@ -66,6 +92,13 @@ class BrokerConfig:
             (Metadata's broker address); empty: ``host``.
         kafka_advertised_port: the port they are told; 0: the bound Kafka port
             (another one when clients reach the broker through a proxy or NAT).
+        kafka_security_protocol: PLAINTEXT, SSL (the API's ``tls_*`` files;
+            with ``tls_ca`` clients present certificates, whose CN is the
+            role), SASL_PLAINTEXT or SASL_SSL.
+        kafka_sasl_mechanisms: the SASL mechanisms served, comma-separated
+            (OAUTHBEARER and PLAIN carry a JWT and need a token key).
+        kafka_allow_plaintext: allow a Kafka listener without TLS while the
+            API serves TLS (refused otherwise: no silent bypass).
     """
 
     data_dir: str = "./folio-data"
@@ -90,6 +123,9 @@ class BrokerConfig:
     kafka_port: int = -1
     kafka_advertised_host: str = ""
     kafka_advertised_port: int = 0
+    kafka_security_protocol: KafkaSecurityProtocol = KafkaSecurityProtocol.PLAINTEXT
+    kafka_sasl_mechanisms: str = ",".join(KAFKA_SASL_MECHANISMS)
+    kafka_allow_plaintext: bool = False
 
     def __post_init__(self) -> None:
         check_port("port", self.port)
@@ -103,6 +139,8 @@ class BrokerConfig:
         if self.kafka_port != -1:
             check_port("kafka_port (-1: no Kafka listener)", self.kafka_port)
         check_port("kafka_advertised_port", self.kafka_advertised_port)
+        if self.kafka_port != -1:
+            self._check_kafka_security()
         if self.stop_grace_s < 0 or self.retention_interval_s <= 0:
             raise ValueError("stop_grace_s must be >= 0 and retention_interval_s > 0")
         for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms"):
@@ -118,6 +156,46 @@ class BrokerConfig:
     def server_tls(self) -> ServerTls:
         """The API port's TLS files (``ValueError`` if they do not go together)."""
         return ServerTls(self.tls_cert, self.tls_key, self.tls_ca)
+
+    def sasl_mechanisms(self) -> tuple[str, ...]:
+        """The SASL mechanisms the Kafka listener serves (none without SASL).
+
+        OAUTHBEARER and PLAIN carry a JWT: without a token key they are left
+        out (SCRAM users remain).
+        """
+        if not self.kafka_security_protocol.sasl:
+            return ()
+        named = [part.strip().upper() for part in self.kafka_sasl_mechanisms.split(",")
+                 if part.strip()]
+        return tuple(name for name in named
+                     if self.token_auth or name not in _TOKEN_MECHANISMS)
+
+    def _check_kafka_security(self) -> None:
+        """Refuse a Kafka listener less safe than the API port (docs/security.md, "Kafka")."""
+        protocol = self.kafka_security_protocol
+        named = [part.strip().upper() for part in self.kafka_sasl_mechanisms.split(",")
+                 if part.strip()]
+        unknown = sorted(set(named) - set(KAFKA_SASL_MECHANISMS))
+        if unknown or not named:
+            raise ValueError(f"kafka_sasl_mechanisms: {', '.join(unknown) or 'none'} not "
+                             f"served; name some of {', '.join(KAFKA_SASL_MECHANISMS)}")
+        if protocol.tls and not self.tls_cert:
+            raise ValueError(f"--kafka-security-protocol {protocol.value} needs --tls-cert and "
+                             "--tls-key (the Kafka listener serves the API's certificate)")
+        if protocol.sasl and not self.sasl_mechanisms():
+            raise ValueError("--kafka-sasl-mechanisms names only OAUTHBEARER/PLAIN, which "
+                             "carry a JWT: give --auth-token-secret-file (or "
+                             "--auth-token-public-key-file), or add SCRAM-SHA-256/512")
+        authenticated = protocol.sasl or (protocol.tls and bool(self.tls_ca))
+        if self.token_auth and not authenticated:
+            raise ValueError(
+                "token authentication is on but the Kafka listener would let anyone in: add "
+                "--kafka-security-protocol SASL_SSL (or SASL_PLAINTEXT with "
+                "--kafka-allow-plaintext; or SSL with --tls-ca, client certificates)")
+        if self.tls_cert and not protocol.tls and not self.kafka_allow_plaintext:
+            raise ValueError(
+                f"the API serves TLS but --kafka-security-protocol {protocol.value} is plain "
+                "text: use SSL or SASL_SSL, or add --kafka-allow-plaintext to accept it")
 
     @property
     def token_auth(self) -> bool:

@@ -17,8 +17,10 @@ from broker.broker_config import BrokerConfig
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator
 from ledger.api import MetadataStore
+from ledger.security.tokens import TokenVerifier
 
 if TYPE_CHECKING:
+    from broker.kafka.sasl.security import KafkaSecurity
     from broker.kafka.server import KafkaServer
 
 __all__ = ["KafkaUnavailableError", "start_kafka"]
@@ -49,7 +51,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     (``broker.kafka.access``); None (no token authentication): none is.
 
     Raises ``OSError`` if the port is taken, ``KafkaUnavailableError`` without
-    the ``kafka`` extra.
+    the ``kafka`` extra, ``ValueError`` (``TlsConfigError`` among them) when a
+    TLS or token key file does not load.
     """
     if config.kafka_port == -1:
         return None
@@ -72,7 +75,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         hidden.restore()
     context = KafkaContext(served or topics, config.kafka_advertised_host or config.host,
                            ProducerIds(store), advertised_port=config.kafka_advertised_port,
-                           authorizer=access)
+                           authorizer=access, security=kafka_security(config, store))
     cluster = None
     if ownership is not None:
         owners = ownership.owners
@@ -101,3 +104,30 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         ownership.kafka_address = kafka_address(
             context.host, context.advertised_port or context.port)
     return server
+
+
+def kafka_security(config: BrokerConfig, store: MetadataStore) -> KafkaSecurity:
+    """The listener's TLS, SASL mechanisms and SCRAM credentials from ``config``.
+
+    ``BrokerConfig`` has already refused the unsafe combinations (a token
+    broker without SASL, a plain listener beside a TLS API without
+    ``kafka_allow_plaintext``). Raises ``ValueError`` for unreadable files.
+    """
+    from broker.kafka.sasl.credentials import ScramCredentialStore  # noqa: PLC0415
+    from broker.kafka.sasl.mechanisms import Authenticator  # noqa: PLC0415
+    from broker.kafka.sasl.security import KafkaSecurity  # noqa: PLC0415
+    from broker.kafka.sasl.tls import ListenerTls  # noqa: PLC0415
+
+    protocol = config.kafka_security_protocol
+    credentials = ScramCredentialStore(store)
+    tls = ListenerTls(config.server_tls()) if protocol.tls else None
+    authenticator = None
+    if protocol.sasl:
+        verifier = (TokenVerifier.from_files(config.auth_token_secret_file,
+                                             config.auth_token_public_key_file)
+                    if config.token_auth else None)
+        authenticator = Authenticator(config.sasl_mechanisms(), verifier, credentials)
+    return KafkaSecurity(credentials, tls, authenticator,
+                         certificate_roles=protocol.tls and not protocol.sasl
+                         and bool(config.tls_ca),
+                         super_users=config.super_user_roles())

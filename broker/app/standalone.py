@@ -327,7 +327,7 @@ async def _serve_api(
         kafka = await start_kafka(config, topics, store, coordinator, ownership=ownership,
                                   served=served, access=Access(acls, config.super_user_roles())
                                   if config.token_auth else None)
-    except (OSError, KafkaUnavailableError) as error:
+    except (OSError, ValueError, KafkaUnavailableError) as error:
         await server.stop(0)
         metrics.shutdown()
         return _fail(str(error))

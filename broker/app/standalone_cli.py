@@ -52,8 +52,9 @@ _HELP = {
     "tls_ca": "PEM CA: clients must present a certificate it signed (mutual TLS)",
     "metrics_tls": "serve /metrics over HTTPS with --tls-cert/--tls-key (and --tls-ca); "
     "read at start only",
-    "auth_token_secret_file": "HS256 secret: every call but health and reflection needs a "
-    "JWT signed with it (authorization: Bearer), and per-topic permissions apply",
+    "auth_token_secret_file": "HS256 secret: every gRPC call but health and reflection "
+    "needs a JWT signed with it (authorization: Bearer), and per-topic permissions apply; "
+    "a Kafka port then needs SASL (--kafka-security-protocol SASL_SSL)",
     "auth_token_public_key_file": "RSA or EC public key (RS256, ES256): as "
     "--auth-token-secret-file, for tokens signed with the private key",
     "super_users": "roles allowed everything, comma-separated (e.g. admin,ops)",
@@ -63,6 +64,16 @@ _HELP = {
     "answers (default: --host)",
     "kafka_advertised_port": "port Kafka clients are told to connect to, when they reach "
     "the broker through a proxy or NAT (default 0: the Kafka port itself)",
+    "kafka_security_protocol": "what a Kafka client must do on --kafka-port: PLAINTEXT "
+    "(nothing; default), SSL (TLS with --tls-cert/--tls-key; with --tls-ca a client "
+    "certificate, its CN the role), SASL_PLAINTEXT or SASL_SSL (authenticate with one of "
+    "--kafka-sasl-mechanisms). With token authentication the Kafka port needs SASL (or SSL "
+    "with --tls-ca); see docs/security.md",
+    "kafka_sasl_mechanisms": "SASL mechanisms served, comma-separated (default "
+    "OAUTHBEARER,PLAIN,SCRAM-SHA-256,SCRAM-SHA-512): OAUTHBEARER and PLAIN (JWT as the "
+    "password) carry a Folio token; SCRAM users are made with `folio kafka-user add`",
+    "kafka_allow_plaintext": "accept a Kafka listener without TLS (PLAINTEXT or "
+    "SASL_PLAINTEXT) while the gRPC API serves TLS (refused otherwise)",
 }
 
 

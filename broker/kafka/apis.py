@@ -20,6 +20,8 @@ from broker.kafka.handlers import (
     metadata,
     produce,
     producer_id,
+    sasl,
+    scram_users,
     topics_admin,
     transactions,
 )
@@ -43,6 +45,9 @@ HANDLER_MODULES = (
     transactions,
     # ACL admin on Folio's grants (docs/kafka.md, "Permissions").
     acls,
+    # Authentication (docs/security.md, "Kafka"): SASL and SCRAM credentials.
+    sasl,
+    scram_users,
 )
 
 

@@ -28,6 +28,7 @@ import contextlib
 import io
 import logging
 import struct
+import time
 from typing import Any
 
 from kio.index import KioIndexError
@@ -37,6 +38,12 @@ from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Call, Deferred, DispatchTable
 from broker.kafka.framing import FrameError, read_frame
 from broker.kafka.handlers.api_versions import API_VERSIONS_KEY, unsupported_version_answer
+from broker.kafka.handlers.sasl import (
+    OPEN_KEYS,
+    SASL_AUTHENTICATE_KEY,
+    SASL_HANDSHAKE_KEY,
+    SaslSession,
+)
 from broker.kafka.messages import (
     decode_entity,
     encode_entity,
@@ -55,10 +62,16 @@ _NO_SIZE = bytes(_SIZE.size)
 #: Answers (deferred or ready) waiting to be written, per connection.
 MAX_PENDING_RESPONSES = 16
 _WRITE_SLICE_BYTES = 256 * 1024
+#: Seconds a refused authentication's connection stays open after its answer.
+FAILED_AUTHENTICATION_DELAY_S = 0.1
 
 
 class ProtocolError(Exception):
     """A request that breaks the protocol: the connection is closed."""
+
+
+class _RefusedError(Exception):
+    """A connection that did not authenticate (already counted and logged): closed."""
 
 
 class KafkaConnection:
@@ -76,6 +89,9 @@ class KafkaConnection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         #: Who this connection authenticated as; None: the listener authenticates no one.
         self.principal: Principal | None = None
+        #: The connection's SASL state when the listener authenticates (set by the
+        #: server before ``serve``: SASL, or a client certificate's role).
+        self.session: SaslSession | None = None
 
     async def serve(self) -> None:
         """Answer requests until the peer closes, breaks the protocol, or the task is cancelled."""
@@ -84,13 +100,22 @@ class KafkaConnection:
         sender = asyncio.ensure_future(self._send(pending))
         try:
             while not sender.done():
-                data = await read_frame(self._reader, self._max_frame_bytes)
+                data = await self._next_frame()
                 if data is None:
                     break
                 await _enqueue(pending, await self._answer(data), sender)
+                if self.session is not None and self.session.close_after:
+                    break  # a refused authentication: its answer, then the end
             if not sender.done():
                 await _enqueue(pending, None, sender)
             await sender  # the answers still due, then the sender's own failure
+            if self.session is not None and self.session.close_after:
+                # As Kafka's connection.failed.authentication.delay.ms: the client
+                # reads the refusal before the connection ends, and a client
+                # guessing passwords gets no faster than one guess per delay.
+                await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
+        except _RefusedError:
+            pass  # counted and logged (rate-limited) by the session
         except (FrameError, ProtocolError) as error:
             log.warning("kafka: closing connection from %s: %s", self.peer, error)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -128,11 +153,42 @@ class KafkaConnection:
                 self._writer.write(view[start:start + _WRITE_SLICE_BYTES])
                 await self._writer.drain()
 
+    async def _next_frame(self) -> bytes | None:
+        """The next frame; a session whose lifetime passes meanwhile ends the connection."""
+        session = self.session
+        if session is None or session.deadline is None:
+            return await read_frame(self._reader, self._max_frame_bytes)
+        try:
+            return await asyncio.wait_for(read_frame(self._reader, self._max_frame_bytes),
+                                          max(0.0, session.deadline - time.monotonic()))
+        except TimeoutError:
+            session.refuse("session_expired", "the session's token expired and the client "
+                           "did not re-authenticate")
+            raise _RefusedError from None
+
+    def _check_session(self, api_key: int) -> SaslSession | None:
+        """The session if this request is part of authentication; refuse what comes too early."""
+        session = self.session
+        if session is None:
+            return None
+        if session.expired():
+            session.refuse("session_expired", "the session's token expired and the client "
+                           "did not re-authenticate")
+            raise _RefusedError
+        if api_key in (SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY):
+            return session
+        if not session.authenticated and api_key not in OPEN_KEYS:
+            session.refuse("unauthenticated_request",
+                           f"api_key {api_key} before authenticating")
+            raise _RefusedError
+        return None
+
     async def _answer(self, data: bytes) -> asyncio.Future[bytes | None]:
         """The answer to one request (its frame, or None when none is due), maybe later."""
         if len(data) < _PREFIX.size:
             raise ProtocolError(f"request of {len(data)} bytes has no header")
         api_key, version, correlation_id = _PREFIX.unpack_from(data)
+        session = self._check_session(api_key)
         row = self._table.get(api_key)
         if row is None:
             raise ProtocolError(f"unknown api_key {api_key} (version {version})")
@@ -145,6 +201,10 @@ class KafkaConnection:
             raise ProtocolError(f"{row.name} version {version} is not served "
                                 f"(versions {row.min_version}-{row.max_version})")
         call = self._decode(api_key, version, data)
+        if session is not None:
+            response = await session.answer(call)
+            self.principal = session.principal
+            return _ready(self._encode(api_key, version, correlation_id, response))
         response = await row.handler(self._context, call)
         if isinstance(response, Deferred):
             return asyncio.ensure_future(

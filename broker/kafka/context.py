@@ -12,6 +12,7 @@ from broker.auth.access import Access
 from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.nodes import ClusterNodes
 from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.sasl.security import KafkaSecurity
 
 #: One served API: (api_key, min_version, max_version), what ApiVersions lists.
 ServedApi = tuple[int, int, int]
@@ -51,6 +52,8 @@ class KafkaContext:
             broker alone, node ``NODE_ID``, leads every partition).
         authorizer: checks each call's principal against the grants
             (``broker.kafka.access``); None: no authorisation, all allowed.
+        security: TLS, SASL and the SCRAM credentials of this listener
+            (None: plain text, no one authenticates, no SCRAM credentials).
     """
 
     topics: Topics
@@ -66,3 +69,4 @@ class KafkaContext:
     coordinators: KafkaCoordinators | None = None
     nodes: ClusterNodes | None = None
     authorizer: Access | None = None
+    security: KafkaSecurity | None = None

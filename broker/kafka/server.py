@@ -11,16 +11,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 
 from broker.kafka.apis import dispatch_table
 from broker.kafka.connection import KafkaConnection
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import DispatchTable
 from broker.kafka.framing import DEFAULT_MAX_FRAME_BYTES
+from broker.kafka.handlers.sasl import SaslSession
+from broker.kafka.sasl.tls import certificate_role
+from ledger.security.tokens import Principal
 
 __all__ = ["KafkaServer"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds a client has to complete its TLS handshake.
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class KafkaServer:
@@ -54,16 +61,48 @@ class KafkaServer:
                  self._context.advertised_port or self._context.port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connection = KafkaConnection(self._context, self._table, reader, writer,
-                                     self._max_frame_bytes)
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
         try:
+            connection = KafkaConnection(self._context, self._table, reader, writer,
+                                         self._max_frame_bytes)
+            if not await self._secure(connection, writer):
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
+                return
             await connection.serve()
         finally:
             if task is not None:
                 self._tasks.discard(task)
+
+    async def _secure(self, connection: KafkaConnection, writer: asyncio.StreamWriter) -> bool:
+        """TLS first when the listener is SSL; the connection's session. False: refused."""
+        security = self._context.security
+        if security is None:
+            return True
+        if security.tls is not None:
+            try:
+                await writer.start_tls(security.tls.context(),
+                                       ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+            except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as error:
+                security.refusals.refused("tls_handshake", connection.peer,
+                                          f"{type(error).__name__}: {error}")
+                return False
+        principal = None
+        if security.certificate_roles:
+            ssl_object = writer.get_extra_info("ssl_object")
+            role = certificate_role(None if ssl_object is None else ssl_object.getpeercert())
+            if role is None:
+                security.refusals.refused("no_client_certificate", connection.peer,
+                                          "the client certificate has no CN (the role)")
+                return False
+            principal = Principal(role)
+            connection.principal = principal
+        if security.authenticates:
+            connection.session = SaslSession(security, connection.peer, principal)
+        return True
 
     async def stop(self) -> None:
         """Stop listening, end long polls and close every connection."""

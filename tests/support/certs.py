@@ -34,8 +34,8 @@ class Pki:
         self.ca = directory / f"{name}.pem"
         self._ca.cert_pem.write_to_path(str(self.ca))
 
-    def _issue(self, name: str, *identities: str) -> CertFiles:
-        issued = self._ca.issue_cert(*identities)
+    def _issue(self, name: str, *identities: str, common_name: str | None = None) -> CertFiles:
+        issued = self._ca.issue_cert(*identities, common_name=common_name)
         files = CertFiles(self.directory / f"{self.name}-{name}.crt",
                           self.directory / f"{self.name}-{name}.key")
         issued.private_key_pem.write_to_path(str(files.key))
@@ -47,5 +47,5 @@ class Pki:
         return self._issue(name, "127.0.0.1", "localhost")
 
     def client(self, name: str = "client") -> CertFiles:
-        """A client certificate (its name: a DNS-like identity)."""
-        return self._issue(name, f"{name}.folio.test")
+        """A client certificate (its name: a DNS-like identity and the subject's CN)."""
+        return self._issue(name, f"{name}.folio.test", common_name=name)

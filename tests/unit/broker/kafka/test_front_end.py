@@ -64,7 +64,10 @@ def test_the_served_apis() -> None:
         "AddPartitionsToTxn": (24, 0, 3), "AddOffsetsToTxn": (25, 0, 3), "EndTxn": (26, 0, 3),
         "TxnOffsetCommit": (28, 0, 3),
         # ACL admin on Folio's grants.
-        "DescribeAcls": (29, 1, 3), "CreateAcls": (30, 1, 3), "DeleteAcls": (31, 1, 3)}
+        "DescribeAcls": (29, 1, 3), "CreateAcls": (30, 1, 3), "DeleteAcls": (31, 1, 3),
+        # Authentication (docs/kafka.md, "Security").
+        "SaslHandshake": (17, 1, 1), "SaslAuthenticate": (36, 0, 2),
+        "DescribeUserScramCredentials": (50, 0, 0), "AlterUserScramCredentials": (51, 0, 0)}
     assert dispatch_table().get(18) is not None and dispatch_table().get(999) is None
 
 

@@ -1,0 +1,163 @@
+"""The SASL mechanisms: one exchange per mechanism, and the ``Authenticator`` that starts them.
+
+An exchange takes the client's SaslAuthenticate bytes one message at a time
+and answers the server's bytes; once it has authenticated, ``principal`` is
+set. A refusal raises ``SaslRefusedError`` with a reason (the metric's
+label) and a message (what the client is told; it never quotes a token, a
+proof or a key).
+
+- ``PLAIN`` (RFC 4616): ``authzid NUL user NUL password``, the password a
+  Folio JWT (as KoP does); the user name, unless empty, must be the token's
+  role, so a client's configured name cannot claim another role.
+- ``OAUTHBEARER`` (RFC 7628): ``n,,^Aauth=Bearer <jwt>^A^A``; the JWT's
+  ``sub`` is the role.
+- ``SCRAM-SHA-256`` / ``SCRAM-SHA-512``: two round trips
+  (``broker.kafka.sasl.scram``) against the credential read from the store.
+
+Both token mechanisms verify with the gRPC port's ``TokenVerifier``: the
+same keys, the same ``exp`` rule and leeway; the principal keeps the token's
+expiry, which becomes the session lifetime (KIP-368).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from broker.kafka.sasl.credentials import ScramCredentialStore
+from broker.kafka.sasl.scram import SCRAM_HASHES, ScramError, ScramServer
+from ledger.security.tokens import Principal, TokenError, TokenVerifier
+
+__all__ = ["Authenticator", "Exchange", "SaslRefusedError"]
+
+
+class SaslRefusedError(Exception):
+    """Authentication refused: ``reason`` labels the metric, the message goes to the client."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class Exchange(Protocol):
+    """One mechanism's exchange on one connection."""
+
+    principal: Principal | None
+
+    async def step(self, message: bytes) -> bytes:
+        """The answer to the client's next message (``SaslRefusedError`` when refused)."""
+        ...
+
+
+def _verify(verifier: TokenVerifier, token: str) -> Principal:
+    try:
+        return verifier.verify(token)
+    except TokenError as error:
+        reason = "expired_token" if "expired" in str(error) else "bad_token"
+        raise SaslRefusedError(reason, f"authentication failed: {error}") from None
+
+
+class _Plain:
+    def __init__(self, verifier: TokenVerifier) -> None:
+        self._verifier = verifier
+        self.principal: Principal | None = None
+
+    async def step(self, message: bytes) -> bytes:
+        parts = message.split(b"\x00")
+        if len(parts) != 3 or self.principal is not None:
+            raise SaslRefusedError("bad_message", "PLAIN: expected authzid NUL user NUL password")
+        authzid, user, password = (part.decode("utf-8", "replace") for part in parts)
+        principal = _verify(self._verifier, password)
+        for name in (authzid, user):
+            if name and name != principal.role:
+                raise SaslRefusedError(
+                    "bad_credentials", "authentication failed: PLAIN's user name must be the "
+                    "token's role (its 'sub' claim) or empty")
+        self.principal = principal
+        return b""
+
+
+class _OAuthBearer:
+    def __init__(self, verifier: TokenVerifier) -> None:
+        self._verifier = verifier
+        self.principal: Principal | None = None
+
+    async def step(self, message: bytes) -> bytes:
+        text = message.decode("utf-8", "replace")
+        header, sep, rest = text.partition("\x01")
+        if not sep or not header.startswith(("n,", "y,")) or self.principal is not None:
+            raise SaslRefusedError("bad_message",
+                                   "OAUTHBEARER: expected 'n,,\\x01auth=Bearer <token>\\x01\\x01'")
+        token = None
+        for pair in rest.split("\x01"):
+            key, _, value = pair.partition("=")
+            if key == "auth":
+                scheme, _, token = value.strip().partition(" ")
+                if scheme.lower() != "bearer":
+                    token = None
+        if not token:
+            raise SaslRefusedError("bad_message", "OAUTHBEARER: no 'auth=Bearer <token>'")
+        principal = _verify(self._verifier, token.strip())
+        authzid = header.split(",")[1] if header.count(",") >= 1 else ""
+        if authzid.startswith("a=") and authzid[2:] != principal.role:
+            raise SaslRefusedError("bad_credentials", "authentication failed: the "
+                                   "authorization id must be the token's role")
+        self.principal = principal
+        return b""
+
+
+class _Scram:
+    def __init__(self, mechanism: str, credentials: ScramCredentialStore) -> None:
+        self._server = ScramServer(mechanism)
+        self._credentials = credentials
+        self._round = 0
+        self.principal: Principal | None = None
+
+    async def step(self, message: bytes) -> bytes:
+        self._round += 1
+        try:
+            if self._round == 1:
+                user = self._server.first(message)
+                credential = await self._credentials.lookup(user, self._server.mechanism)
+                return self._server.use(credential)
+            if self._round == 2:
+                answer = self._server.final(message)
+                self.principal = Principal(self._server.user)
+                return answer
+        except ScramError as error:
+            reason = ("bad_credentials" if str(error) == "authentication failed"
+                      else "bad_message")
+            raise SaslRefusedError(reason, f"authentication failed ({self._server.mechanism}"
+                                   f"): {error}") from None
+        except UnicodeDecodeError:
+            raise SaslRefusedError("bad_message", "SCRAM messages must be UTF-8") from None
+        raise SaslRefusedError("bad_message", "SCRAM: the exchange is already complete")
+
+
+class Authenticator:
+    """Starts exchanges for the mechanisms a listener serves.
+
+    Args:
+        mechanisms: the mechanisms served, in the order SaslHandshake lists them.
+        verifier: checks JWTs (None: OAUTHBEARER and PLAIN are not served).
+        credentials: the SCRAM credentials.
+    """
+
+    def __init__(self, mechanisms: tuple[str, ...], verifier: TokenVerifier | None,
+                 credentials: ScramCredentialStore) -> None:
+        self.mechanisms = mechanisms
+        self._verifier = verifier
+        self.credentials = credentials
+
+    def start(self, mechanism: str) -> Exchange | None:
+        """A new exchange of ``mechanism``, None if it is not served."""
+        if mechanism not in self.mechanisms:
+            return None
+        if mechanism in SCRAM_HASHES:
+            return _Scram(mechanism, self.credentials)
+        if self._verifier is None:
+            return None
+        if mechanism == "PLAIN":
+            return _Plain(self._verifier)
+        if mechanism == "OAUTHBEARER":
+            return _OAuthBearer(self._verifier)
+        return None

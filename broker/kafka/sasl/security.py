@@ -1,0 +1,47 @@
+"""What the Kafka listener asks of a connection: ``KafkaSecurity``, built from the settings.
+
+``tls``: connections are TLS (SSL, SASL_SSL); ``authenticator``: they must
+authenticate with SASL first (SASL_PLAINTEXT, SASL_SSL); ``certificate_roles``:
+SSL with client certificates and no SASL, the certificate's CN is the role.
+Neither of the last two: the listener authenticates no one (principal None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from broker.kafka.sasl.credentials import ScramCredentialStore
+from broker.kafka.sasl.mechanisms import Authenticator
+from broker.kafka.sasl.refusals import Refusals
+from broker.kafka.sasl.tls import ListenerTls
+
+__all__ = ["KafkaSecurity"]
+
+
+@dataclass
+class KafkaSecurity:
+    """One listener's security (see the module docstring).
+
+    Attributes:
+        credentials: the cluster's SCRAM credentials (AlterUserScramCredentials
+            changes them whatever the listener's protocol).
+        tls: the listener's TLS, None: plain text.
+        authenticator: the SASL mechanisms, None: no SASL.
+        certificate_roles: a client certificate's CN is the role (SSL
+            with ``tls_ca``, no SASL).
+        super_users: roles that may manage SCRAM credentials when the
+            listener authenticates.
+        refusals: counts and logs refused connections.
+    """
+
+    credentials: ScramCredentialStore
+    tls: ListenerTls | None = None
+    authenticator: Authenticator | None = None
+    certificate_roles: bool = False
+    super_users: frozenset[str] = frozenset()
+    refusals: Refusals = field(default_factory=Refusals)
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether every connection must authenticate before any other request."""
+        return self.authenticator is not None or self.certificate_roles
