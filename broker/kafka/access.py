@@ -131,6 +131,12 @@ KAFKA_TABLE: Final[dict[str, tuple[Requirement, ...]]] = {
     "DeleteAcls": (ACL_ADMIN,),
     "DescribeConfigs": (TOPIC_LOOKUP, CLUSTER),
     "DeleteGroups": (GROUP_ADMIN,),
+    # Authentication itself needs nothing (it is what gives the role);
+    # SCRAM credentials are the cluster's: super-users only.
+    "SaslHandshake": (),
+    "SaslAuthenticate": (),
+    "DescribeUserScramCredentials": (CLUSTER,),
+    "AlterUserScramCredentials": (CLUSTER,),
 }
 
 
