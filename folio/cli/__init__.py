@@ -112,6 +112,7 @@ SERVER_HELP: Final = {
     "bookie": "run one bookie of the ledger service (cluster mode)",
     "broker": "run the broker alone, its ledgers on `folio bookie` processes",
     "cluster": "initialise or describe a cluster on ZooKeeper",
+    "kafka-user": "add, delete and list SCRAM users of the Kafka listener",
     "standalone": "run all of Folio in one process (what `make run` starts)",
     "token": "create JWT tokens (and HS256 secrets) for token authentication",
 }

@@ -37,6 +37,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPythonPartition
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
+import folio
 from ledger.security.tokens import create_token
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.certs import Pki
@@ -93,6 +94,14 @@ def _start(processes: BookieProcesses, pki: Pki, root: Path, protocol: str,
         "--auth-token-secret-file", str(secret), "--super-users", "admin",
         "--kafka-port", "0", "--kafka-security-protocol", protocol, *extra)
     host, port = kafka_address(started)
+    # Authentication is what these tests are about; role "app" gets what its
+    # clients do (docs/kafka.md, "Permissions": the same grants as gRPC).
+    admin_cert = pki.client("admin")
+    with folio.Client(started.address, token=_token("admin", expiry_s=3600),
+                      tls=folio.TLS(ca=str(pki.ca), cert=str(admin_cert.cert),
+                                    key=str(admin_cert.key))) as admin:
+        admin.grant_permission("app", "*", ["produce", "consume", "admin"])
+        admin.grant_permission("app", "*", ["consume"], kind="group")
     return Listener(started, f"{host}:{port}", protocol, pki)
 
 
