@@ -23,23 +23,50 @@ state with the log):
 The answers for duplicates are given once every append submitted before is
 durable (the segment's ``_settle``): if the first copy's append then fails,
 so does the answer.
+
+**A failed append is answered only once its outcome is known**
+(``resolve_failed_append``). An entry whose add failed may still have reached
+a bookie, and ledger recovery then keeps it (an add that failed is not an add
+that was not stored). Answering the failure at once (REQUEST_TIMED_OUT,
+KAFKA_STORAGE_ERROR) lets librdkafka treat the batch as not written: it
+retries it, but if its producer's epoch is bumped meanwhile (any partition's
+OUT_OF_ORDER_SEQUENCE_NUMBER does that), the batch's records are numbered
+again from 0 under the new epoch and written a second time (issue 22: 14
+records doubled in a fault run, the first copies recovered from the failed
+ledger). So the batch is asked about again on the segment loaded anew from its
+record, whose recovery fenced the failed ledger and read what it holds: the
+batch stored there is answered as written, with its offset; one that is not
+is answered NOT_ENOUGH_REPLICAS, which clients take as "not written" (it now
+never can be: the ledger is fenced and closed). Only if the segment cannot be
+loaded again within ``RESOLVE_TIMEOUT_S`` is the failure answered as it was,
+its outcome unknown (REQUEST_TIMED_OUT: "possibly written").
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from collections.abc import Sequence
 
 from kio.schema.errors import ErrorCode
 
-from broker.api import AppendResult
+from broker.api import AppendResult, Block, Topics
 from broker.segments.records import RECENT_APPENDS
+from ledger.errors import LedgerError
 
-__all__ = ["BATCHES_PER_PRODUCER", "answer_of"]
+__all__ = ["BATCHES_PER_PRODUCER", "RESOLVE_TIMEOUT_S", "answer_of", "resolve_failed_append"]
 
 log = logging.getLogger(__name__)
 
 #: Kafka's broker remembers 5 batches per producer (max.in.flight is at most 5).
 BATCHES_PER_PRODUCER = RECENT_APPENDS
+
+#: How long a failed idempotent append waits for its segment to load again
+#: (below librdkafka's 30 s ``request.timeout.ms``).
+RESOLVE_TIMEOUT_S = 15.0
+_FIRST_DELAY_S = 0.05
+_MAX_DELAY_S = 1.0
 
 
 def answer_of(result: AppendResult, writer: str,
@@ -59,3 +86,51 @@ def answer_of(result: AppendResult, writer: str,
             f"the batch ending at sequence {result.event_number} was written to "
             f"{segment_name} before the producer's last {BATCHES_PER_PRODUCER}; its offset "
             "is no longer known")
+
+
+async def resolve_failed_append(
+    topics: Topics, segment_name: str, blocks: Sequence[Block], writer: str, last: int,
+    error: LedgerError, *, timeout_s: float = RESOLVE_TIMEOUT_S,
+) -> tuple[ErrorCode, int, str | None]:
+    """The answer to an idempotent batch whose append failed with ``error`` (module docstring).
+
+    Loads the segment again (``writable_segment`` replaces a failed one; its
+    recovery fences the failed ledger) until it answers, then: the batch is
+    stored (its last sequence is at or below the producer's recorded one: the
+    numbers are contiguous) -- appended again, which writes nothing and gives
+    its first offset; not stored -- NOT_ENOUGH_REPLICAS. Nothing is written
+    here: a batch that was not stored is the producer's to resend, in its order.
+
+    Raises ``error`` if the outcome is still unknown at the deadline, and a
+    ``BrokerError`` the segment answers with (moved, gone): the caller answers
+    those as any failed append.
+    """
+    deadline = time.monotonic() + timeout_s
+    delay = _FIRST_DELAY_S
+    while True:
+        try:
+            segment = await topics.writable_segment(segment_name, "Kafka Produce")
+            recorded = await segment.last_event_number(writer)
+            if last > recorded:
+                log.info("kafka: producer %s's batch to %s (last sequence %d) failed and is "
+                         "not stored (the producer's last is %d): NOT_ENOUGH_REPLICAS",
+                         writer, segment_name, last, recorded)
+                return (ErrorCode.not_enough_replicas, -1,
+                        f"not written to {segment_name}: {error}")
+            result = await segment.append(blocks, writer, last, contiguous=True)
+        # A BrokerError (moved, gone) propagates: the new owner's recovery
+        # decides, and the producer's resend there gets the same answer.
+        except LedgerError as again:
+            # Still failing (bookies down, the segment not loaded again yet):
+            # the outcome stays unknown; ask again until the deadline.
+            if time.monotonic() + delay > deadline:
+                log.warning("kafka: producer %s's batch to %s (last sequence %d) failed and "
+                            "its outcome is still unknown after %.0f s: %s", writer,
+                            segment_name, last, timeout_s, again)
+                raise error from again
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MAX_DELAY_S)
+            continue
+        log.info("kafka: producer %s's failed batch to %s (last sequence %d) was stored by "
+                 "the failed ledger (recovered)", writer, segment_name, last)
+        return answer_of(result, writer, segment_name)

@@ -55,6 +55,10 @@ class SegmentAppends(SegmentRollover):
         if self._unconfirmed:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._unconfirmed[-1].future)
+            # An add that failed just now may not have been seen yet (awaiting a
+            # done future does not yield to its callbacks): see it before answering.
+            if self._unconfirmed:
+                self._on_confirmed(self._unconfirmed[0].future)
         if self._failure is not None:
             raise self._failure_error()
 

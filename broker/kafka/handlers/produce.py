@@ -14,6 +14,8 @@ dropped as a duplicate and answered with the offset its first copy got if it
 is one of the producer's last five, else DUPLICATE_SEQUENCE_NUMBER (written
 before, offset unknown); a batch that overlaps what was written without
 matching it, or skips past the next sequence, is OUT_OF_ORDER_SEQUENCE_NUMBER.
+A batch whose append failed is answered once the segment, loaded again, knows
+whether the failed ledger stored it (``resolve_failed_append``).
 
 acks: 1 and -1 (all) both answer once the entry is durable on the ledger's
 ack quorum (there is no weaker acknowledgement in Folio); acks=0 sends no
@@ -41,7 +43,7 @@ from broker.kafka.dispatch import Api, Call, Deferred
 from broker.kafka.error_codes import error_code
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
-from broker.kafka.sequences import answer_of
+from broker.kafka.sequences import answer_of, resolve_failed_append
 from broker.segments.block_limits import check_block_size
 from ledger.errors import LedgerError
 
@@ -138,14 +140,22 @@ async def _start(context: KafkaContext, topic: str, partition: int,
     writer, last = writer_of(header)
     # A task: its first step (the segment's numbering and submit) runs before
     # any later request's, in the order the tasks are made.
-    return asyncio.ensure_future(_append(segment, name, header, data, writer, last))
+    return asyncio.ensure_future(_append(context, segment, name, header, data, writer, last))
 
 
-async def _append(segment: SegmentHandle, name: str, header: BatchHeader, data: bytes,
-                  writer: str, last: int) -> _Outcome:
+async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
+                  header: BatchHeader, data: bytes, writer: str, last: int) -> _Outcome:
+    blocks = [Block(data, header.records_count)]
     try:
-        result = await segment.append([Block(data, header.records_count)], writer, last,
-                                      contiguous=bool(writer))
+        try:
+            result = await segment.append(blocks, writer, last, contiguous=bool(writer))
+        except LedgerError as error:
+            if not writer:
+                raise
+            # Its entry may have reached a bookie: answered once the segment,
+            # loaded again, knows (``broker.kafka.sequences``).
+            return await resolve_failed_append(context.topics, name, blocks, writer, last,
+                                               error)
     except (BrokerError, LedgerError) as error:
         return error_code(error), -1, str(error)
     return answer_of(result, writer, name)
