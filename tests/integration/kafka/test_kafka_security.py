@@ -3,7 +3,9 @@
 Three ``folio standalone`` processes for the module, each with the API on
 TLS (trustme certificates) and token authentication (super-user ``admin``):
 a SASL_SSL listener, a SASL_PLAINTEXT one (``--kafka-allow-plaintext``) and
-an SSL one with client certificates (``--tls-ca``). Every client and
+an SSL one with client certificates (``--tls-ca``). Token authentication
+makes the grants apply on the Kafka port: role ``app`` is granted every action
+on every topic and group (over gRPC, as ``admin``). Every client and
 mechanism produces a record and reads it back; a wrong password, an expired
 token, a wrong CA and no credentials are each refused with the error the
 client shows, and the broker counts the refusal by reason.
@@ -37,6 +39,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPythonPartition
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
+import folio
 from ledger.security.tokens import create_token
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.certs import Pki
@@ -92,8 +95,20 @@ def _start(processes: BookieProcesses, pki: Pki, root: Path, protocol: str,
         processes, root / "data", "--tls-cert", str(cert.cert), "--tls-key", str(cert.key),
         "--auth-token-secret-file", str(secret), "--super-users", "admin",
         "--kafka-port", "0", "--kafka-security-protocol", protocol, *extra)
+    _grant_app(started, pki, mutual="--tls-ca" in extra)
     host, port = kafka_address(started)
     return Listener(started, f"{host}:{port}", protocol, pki)
+
+
+def _grant_app(server: BookieProcess, pki: Pki, *, mutual: bool) -> None:
+    """Every action on every topic and group for role ``app``, granted by ``admin`` over gRPC."""
+    tls = folio.TLS(ca=str(pki.ca))
+    if mutual:  # --tls-ca: the API asks a client certificate too
+        admin_cert = pki.client("admin")
+        tls = folio.TLS(ca=str(pki.ca), cert=str(admin_cert.cert), key=str(admin_cert.key))
+    with folio.Client(server.address, tls=tls, token=_token("admin"), timeout_s=30) as admin:
+        admin.grant_permission("app", "*", ["produce", "consume", "admin"])
+        admin.grant_permission("app", "*", ["consume"], kind="group")
 
 
 @pytest.fixture(scope="module")
