@@ -4,6 +4,8 @@
 a standalone started with ``--kafka-port 0``. ``raw_request`` encodes one
 request (header and body) with kio, as a client would; ``read_response``
 reads a frame back and decodes it, so raw-socket tests need no Kafka client.
+``sasl_plain`` authenticates a raw connection to a SASL listener with PLAIN,
+a Folio JWT as the password (its ``sub`` is the role).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from kio.serial import entity_reader, entity_writer
 
 from tests.support.bookies import BookieProcess
 
-__all__ = ["kafka_address", "raw_request", "read_frame", "read_response"]
+__all__ = ["kafka_address", "raw_request", "read_frame", "read_response", "sasl_plain"]
 
 _KAFKA = re.compile(r"kafka on (?P<host>[^\s:]+):(?P<port>\d+)")
 
@@ -63,6 +65,23 @@ def read_response(sock: socket.socket, api_key: int, version: int) -> tuple[int,
     header, used = entity_reader(cls.__header_schema__)(data, 0)
     response, _ = entity_reader(cls)(data, used)
     return header.correlation_id, response
+
+
+def sasl_plain(sock: socket.socket, token: str) -> None:
+    """Authenticate ``sock`` with SaslHandshake v1 and SaslAuthenticate v2, PLAIN and ``token``.
+
+    The user name is left empty (the broker takes the token's role);
+    AssertionError when the broker refuses.
+    """
+    handshake_cls: Any = load_request_schema(17, 1)
+    sock.sendall(raw_request(17, 1, 0, handshake_cls(mechanism="PLAIN")))
+    _, handshake = read_response(sock, 17, 1)
+    assert handshake.error_code.value == 0, handshake
+    authenticate_cls: Any = load_request_schema(36, 2)
+    sock.sendall(raw_request(36, 2, 0, authenticate_cls(
+        auth_bytes=b"\x00\x00" + token.encode())))
+    _, answer = read_response(sock, 36, 2)
+    assert answer.error_code.value == 0, answer.error_message
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytes | None:

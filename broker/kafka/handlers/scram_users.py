@@ -5,10 +5,13 @@ They read and change the SCRAM credentials in the metadata store
 what one broker changes, every broker of the cluster authenticates with.
 Mechanism numbers are Kafka's: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512.
 
-Who may call them: on a listener that authenticates, only the super-users
-(CLUSTER_AUTHORIZATION_FAILED otherwise, as Kafka asks ALTER/DESCRIBE on the
-cluster); on one that authenticates no one, anyone who can reach the port,
-as every other admin API there. Kafka's rules for a request: a user named
+Who may call them: with token authentication, the rows of
+``broker.kafka.access.KAFKA_TABLE`` (the cluster: super-users;
+CLUSTER_AUTHORIZATION_FAILED otherwise, as Kafka asks ALTER/DESCRIBE on the
+cluster). Without it there are no grants, but a listener that still
+authenticates (SCRAM, client certificates) keeps the credentials to the
+super-users all the same; one that authenticates no one lets anyone who can
+reach the port, as every other admin API there. Kafka's rules for a request: a user named
 twice answers DUPLICATE_RESOURCE for that user, an iteration count outside
 [4096, 16384] or an empty salt UNACCEPTABLE_CREDENTIAL, deleting a credential
 that does not exist RESOURCE_NOT_FOUND; the other users' changes still apply.
@@ -24,6 +27,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.kafka.access import CLUSTER, allowed
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.messages import build, nested, response_class
@@ -45,12 +49,15 @@ def _refusal(context: KafkaContext, call: Call) -> tuple[ErrorCode, str] | None:
     security = context.security
     if security is None:
         return ErrorCode.unsupported_version, "SCRAM credentials are not served here"
-    if call.principal is None and not security.authenticates:
+    if context.authorizer is not None:  # token authentication: the access table's row
+        may = allowed(context, call, CLUSTER, "")
+    elif security.authenticates:  # no grants, yet only super-users (see the module doc)
+        may = call.principal is not None and call.principal.role in security.super_users
+    else:
+        may = True
+    if may:
         return None
-    if call.principal is not None and call.principal.role in security.super_users:
-        return None
-    return (ErrorCode.cluster_authorization_failed,
-            "only super-users may manage SCRAM credentials")
+    return (CLUSTER.refused, "only super-users may manage SCRAM credentials")
 
 
 async def handle_describe(context: KafkaContext, call: Call) -> Any:

@@ -1,14 +1,14 @@
 """Kafka permissions: every row of ``broker.kafka.access.KAFKA_TABLE`` over a real socket.
 
-One secured standalone (token authentication, super-user ``admin``) started
-through ``tests.support.kafka_roles``: each Kafka request is the role its
-client id names (TEST ONLY: SASL sets the principal for real). For each
+One secured standalone (token authentication, super-user ``admin``, a
+SASL_PLAINTEXT Kafka listener): each connection authenticates with SASL PLAIN,
+a JWT of its role as the password, as a client would. For each
 requirement of each row, the API is called by a role holding every other
 permission of the row but that one (the row's Kafka error code comes back)
 and by a role granted all of them (no authorisation error). The grants are
 made over gRPC, so the same grants are seen by both front ends. Then: lists
 (Metadata of all topics, ListGroups) show only what the role may see and an
-unauthenticated connection sees nothing; librdkafka's idempotent and
+unauthenticated connection is closed before it sees anything; librdkafka's idempotent and
 transactional producers are refused, then allowed, as Kafka's ACL model says.
 """
 
@@ -34,7 +34,7 @@ from broker.kafka.access import KAFKA_TABLE, Requirement
 from broker.kafka.apis import dispatch_table
 from ledger.security.tokens import create_token
 from tests.support.bookies import BookieProcess, BookieProcesses
-from tests.support.kafka import kafka_address, raw_request, read_response
+from tests.support.kafka import kafka_address, raw_request, read_frame, read_response, sasl_plain
 from tests.support.standalone import start_standalone
 
 SECRET = b"kafka-access-test-secret-0123456789abcdef"
@@ -55,7 +55,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BookieProcess]
     processes = BookieProcesses()
     started = start_standalone(processes, root / "data", "--auth-token-secret-file",
                                str(secret), "--super-users", "admin", "--kafka-port", "0",
-                               module="tests.support.kafka_roles")
+                               "--kafka-security-protocol", "SASL_PLAINTEXT",
+                               "--kafka-sasl-mechanisms", "PLAIN")
     yield started
     try:
         started.terminate()
@@ -65,10 +66,25 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BookieProcess]
 
 @pytest.fixture(scope="module")
 def admin(secured: BookieProcess) -> Iterator[folio.Client]:
-    token = create_token("admin", SECRET, "HS256")
-    with folio.Client(secured.address, token=token, timeout_s=30) as made:
+    with folio.Client(secured.address, token=_token("admin"), timeout_s=30) as made:
         made.create_topic(TOPIC)
         yield made
+
+
+def _token(role: str) -> str:
+    return create_token(role, SECRET, "HS256")
+
+
+def _connect(address: tuple[str, int], role: str | None) -> socket.socket:
+    """A connection to the Kafka port authenticated as ``role`` (None: not authenticated)."""
+    sock = socket.create_connection(address, timeout=30)
+    if role is not None:
+        try:
+            sasl_plain(sock, _token(role))
+        except BaseException:
+            sock.close()
+            raise
+    return sock
 
 
 # ------------------------------------------------------------------ requests
@@ -177,6 +193,12 @@ REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
         32, 4, "DescribeConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
         resource_name="0" if r is access.CLUSTER else TOPIC),))),
     "DeleteGroups": (42, 2, lambda _r: _make(42, 2, groups_names=(GROUP,))),
+    # Empty rows (authentication gives the role): never called by the row test.
+    "SaslHandshake": (17, 1, lambda _r: _make(17, 1, mechanism="PLAIN")),
+    "SaslAuthenticate": (36, 2, lambda _r: _make(36, 2, auth_bytes=b"")),
+    "DescribeUserScramCredentials": (50, 0, lambda _r: _make(50, 0, users=None)),
+    "AlterUserScramCredentials": (51, 0, lambda _r: _make(51, 0, upsertions=(), deletions=(
+        _make(51, 0, "ScramCredentialDeletion", name="acc.nobody", mechanism=1),))),
 }
 
 #: What a role is granted to meet each requirement: (kind, resource, action); None: a super-user.
@@ -210,8 +232,8 @@ def _codes(value: Any) -> set[ErrorCode]:
 
 def _call(address: tuple[str, int], role: str, api: str, requirement: Requirement) -> Any:
     api_key, version, make = REQUESTS[api]
-    with socket.create_connection(address, timeout=30) as sock:
-        sock.sendall(raw_request(api_key, version, 7, make(requirement), client_id=role))
+    with _connect(address, role) as sock:
+        sock.sendall(raw_request(api_key, version, 7, make(requirement)))
         correlation_id, response = read_response(sock, api_key, version)
     assert correlation_id == 7
     return response
@@ -257,12 +279,15 @@ def test_each_row_refuses_without_and_allows_with_its_permission(
     assert not _codes(_call(address, "admin", api, requirement)) & _AUTH_FAILED
 
 
-def _metadata(address: tuple[str, int], role: str | None, names: list[str] | None) -> Any:
-    request = _make(3, 9, topics=None if names is None else tuple(
+def _metadata_request(names: list[str] | None) -> Any:
+    return _make(3, 9, topics=None if names is None else tuple(
         _make(3, 9, "MetadataRequestTopic", name=name) for name in names),
         include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
-    with socket.create_connection(address, timeout=30) as sock:
-        sock.sendall(raw_request(3, 9, 1, request, client_id=role))  # type: ignore[arg-type]
+
+
+def _metadata(address: tuple[str, int], role: str, names: list[str] | None) -> Any:
+    with _connect(address, role) as sock:
+        sock.sendall(raw_request(3, 9, 1, _metadata_request(names)))
         return read_response(sock, 3, 9)[1]
 
 
@@ -284,8 +309,10 @@ def test_lists_show_only_what_the_role_may_see_and_names_do_not_leak(
                      "hidden.b": ErrorCode.topic_authorization_failed,
                      "never.made": ErrorCode.topic_authorization_failed,
                      "seen.never": ErrorCode.unknown_topic_or_partition}
-    # An unauthenticated connection (no principal) has no role: it sees nothing.
-    assert _metadata(address, None, None).topics == ()
+    # An unauthenticated connection has no role: it is closed, never answered.
+    with _connect(address, None) as sock:
+        sock.sendall(raw_request(3, 9, 1, _metadata_request(None)))
+        assert read_frame(sock) is None
 
 
 def test_list_groups_shows_only_the_groups_the_role_has_a_permission_on(
@@ -295,13 +322,13 @@ def test_list_groups_shows_only_the_groups_the_role_has_a_permission_on(
     for group in ("team.one", "other.two"):  # a commit without members makes the group
         commit = _make(8, 8, group_id=group, member_id="", topics=_topic_offsets(
             8, 8, "OffsetCommitRequestTopic", "OffsetCommitRequestPartition"))
-        with socket.create_connection(address, timeout=30) as sock:
-            sock.sendall(raw_request(8, 8, 1, commit, client_id="admin"))
+        with _connect(address, "admin") as sock:
+            sock.sendall(raw_request(8, 8, 1, commit))
             assert _codes(read_response(sock, 8, 8)[1]) == {ErrorCode.none}
 
     def listed(role: str) -> set[str]:
-        with socket.create_connection(address, timeout=30) as sock:
-            sock.sendall(raw_request(16, 4, 1, _make(16, 4), client_id=role))
+        with _connect(address, role) as sock:
+            sock.sendall(raw_request(16, 4, 1, _make(16, 4)))
             return {group.group_id for group in read_response(sock, 16, 4)[1].groups}
 
     assert {"team.one", "other.two"} <= listed("admin")
@@ -314,13 +341,19 @@ def _bootstrap(secured: BookieProcess) -> str:
     return f"{host}:{port}"
 
 
+def _as(role: str) -> dict[str, str]:
+    """librdkafka settings authenticating as ``role``: SASL PLAIN, its JWT as the password."""
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+            "sasl.username": role, "sasl.password": _token(role)}
+
+
 def _idempotent_produce(bootstrap: str, role: str, topic: str) -> list[int]:
     """Produce one record idempotently as ``role``: the Kafka error codes seen (none: written).
 
     No delivery callback: librdkafka raises a fatal error (no producer id) through the
     next call, and a Python callback would run with that exception pending.
     """
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": role,
+    producer = Producer({"bootstrap.servers": bootstrap, **_as(role),
                          "enable.idempotence": True, "message.timeout.ms": 15_000})
     try:
         producer.produce(topic, value=b"once", partition=0)
@@ -353,17 +386,17 @@ def test_librdkafka_transactional_producer_needs_produce_on_its_transactional_id
         admin.grant_permission(role, "txp.t", ["produce"])
     settings = {"bootstrap.servers": bootstrap, "transactional.id": "txp.app",
                 "transaction.timeout.ms": 30_000}
-    refused = Producer({**settings, "client.id": "tx-none"})
+    refused = Producer({**settings, **_as("tx-none")})
     with pytest.raises(KafkaException) as failed:
         refused.init_transactions(30)
     assert failed.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     admin.grant_permission("tx-ok", "txp.app", ["produce"], kind="group")
-    producer = Producer({**settings, "client.id": "tx-ok"})
+    producer = Producer({**settings, **_as("tx-ok")})
     producer.init_transactions(30)
     producer.begin_transaction()
     producer.produce("txp.t", value=b"committed", partition=0)
     producer.commit_transaction(30)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": "admin",
+    consumer = Consumer({"bootstrap.servers": bootstrap, **_as("admin"),
                          "group.id": "txp.check", "isolation.level": "read_committed",
                          "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition("txp.t", 0, 0)])

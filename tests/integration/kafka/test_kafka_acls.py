@@ -1,8 +1,8 @@
 """ACL admin through Kafka on Folio's grants, and the grants enforced on both ports.
 
-One secured standalone (token authentication, super-user ``admin``) started
-through ``tests.support.kafka_roles`` (TEST ONLY: each Kafka request is the
-role its client id names). kafka-python's ``KafkaAdminClient`` creates,
+One secured standalone (token authentication, super-user ``admin``, a
+SASL_PLAINTEXT Kafka listener where each client authenticates with PLAIN, a
+JWT of its role as the password). kafka-python's ``KafkaAdminClient`` creates,
 describes and deletes ACLs; ``folio acl list`` shows them as grants; the SDK
 over gRPC and librdkafka over Kafka are allowed or refused by them.
 """
@@ -36,7 +36,7 @@ from kio.schema.errors import ErrorCode
 import folio
 from ledger.security.tokens import create_token
 from tests.support.bookies import BookieProcess, BookieProcesses, run_folio
-from tests.support.kafka import kafka_address, raw_request, read_response
+from tests.support.kafka import kafka_address, raw_request, read_response, sasl_plain
 from tests.support.standalone import start_standalone
 
 SECRET = b"kafka-acl-test-secret-0123456789abcdefgh"
@@ -51,7 +51,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BookieProcess]
     processes = BookieProcesses()
     started = start_standalone(processes, root / "data", "--auth-token-secret-file",
                                str(secret), "--super-users", "admin", "--kafka-port", "0",
-                               module="tests.support.kafka_roles")
+                               "--kafka-security-protocol", "SASL_PLAINTEXT",
+                               "--kafka-sasl-mechanisms", "PLAIN")
     yield started
     try:
         started.terminate()
@@ -76,8 +77,15 @@ def bootstrap(secured: BookieProcess) -> str:
 
 
 def _kafka_admin(bootstrap: str, role: str) -> KafkaAdminClient:
-    return KafkaAdminClient(bootstrap_servers=bootstrap, client_id=role,
-                            request_timeout_ms=30_000)
+    return KafkaAdminClient(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT",
+                            sasl_mechanism="PLAIN", sasl_plain_username=role,
+                            sasl_plain_password=_token(role), request_timeout_ms=30_000)
+
+
+def _as(role: str) -> dict[str, str]:
+    """librdkafka settings authenticating as ``role``: SASL PLAIN, its JWT as the password."""
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+            "sasl.username": role, "sasl.password": _token(role)}
 
 
 def _acl(role: str, operation: ACLOperation, resource_type: ResourceType, name: str,
@@ -107,7 +115,7 @@ def _folio_acl_list(secured: BookieProcess, role: str) -> list[str]:
 
 def _produce_error(bootstrap: str, role: str, topic: str) -> KafkaError | None:
     """Produce one record as ``role``; its delivery error (None: written)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": role,
+    producer = Producer({"bootstrap.servers": bootstrap, **_as(role),
                          "message.timeout.ms": 20_000})
     outcome: list[KafkaError | None] = []
     producer.produce(topic, value=b"v", partition=0,
@@ -118,7 +126,7 @@ def _produce_error(bootstrap: str, role: str, topic: str) -> KafkaError | None:
 
 def _consume_one(bootstrap: str, role: str, topic: str, group: str) -> Any:
     """The first message or error a consumer in ``group`` gets as ``role``."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": role, "group.id": group,
+    consumer = Consumer({"bootstrap.servers": bootstrap, **_as(role), "group.id": group,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([topic])
     deadline = time.monotonic() + DEADLINE_S
@@ -213,9 +221,12 @@ def _make(api_key: int, version: int, struct: str | None = None, /, **values: An
     return cls(**values)
 
 
-def _raw(secured: BookieProcess, role: str, api_key: int, request: Any) -> Any:
+def _raw(secured: BookieProcess, role: str | None, api_key: int, request: Any) -> Any:
+    """``request`` at version 2 over a new connection, authenticated as ``role`` if given."""
     with socket.create_connection(kafka_address(secured), timeout=30) as sock:
-        sock.sendall(raw_request(api_key, 2, 1, request, client_id=role))
+        if role is not None:
+            sasl_plain(sock, _token(role))
+        sock.sendall(raw_request(api_key, 2, 1, request))
         return read_response(sock, api_key, 2)[1]
 
 
@@ -278,7 +289,7 @@ def test_without_token_authentication_acl_calls_answer_security_disabled(
     processes = BookieProcesses()
     try:
         plain = start_standalone(processes, tmp_path / "data", "--kafka-port", "0")
-        response = _raw(plain, "anyone", 29, _make(
+        response = _raw(plain, None, 29, _make(
             29, 2, resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
             principal_filter=None, host_filter=None, operation=1, permission_type=1))
         assert response.error_code is ErrorCode.security_disabled
@@ -302,7 +313,7 @@ def test_librdkafka_creates_describes_and_deletes_acls(
     )
     from confluent_kafka.admin import ResourceType as Kind  # noqa: PLC0415
 
-    client = AdminClient({"bootstrap.servers": bootstrap, "client.id": "admin"})
+    client = AdminClient({"bootstrap.servers": bootstrap, **_as("admin")})
     binding = AclBinding(Kind.TOPIC, "acl.rd.", ResourcePatternType.PREFIXED, "User:rd-app",
                          "*", AclOperation.WRITE, AclPermissionType.ALLOW)
     for future in client.create_acls([binding]).values():

@@ -3,7 +3,9 @@
 Three ``folio standalone`` processes for the module, each with the API on
 TLS (trustme certificates) and token authentication (super-user ``admin``):
 a SASL_SSL listener, a SASL_PLAINTEXT one (``--kafka-allow-plaintext``) and
-an SSL one with client certificates (``--tls-ca``). Every client and
+an SSL one with client certificates (``--tls-ca``). Token authentication
+makes the grants apply on the Kafka port: role ``app`` is granted every action
+on every topic and group (over gRPC, as ``admin``). Every client and
 mechanism produces a record and reads it back; a wrong password, an expired
 token, a wrong CA and no credentials are each refused with the error the
 client shows, and the broker counts the refusal by reason.
@@ -93,6 +95,7 @@ def _start(processes: BookieProcesses, pki: Pki, root: Path, protocol: str,
         processes, root / "data", "--tls-cert", str(cert.cert), "--tls-key", str(cert.key),
         "--auth-token-secret-file", str(secret), "--super-users", "admin",
         "--kafka-port", "0", "--kafka-security-protocol", protocol, *extra)
+    _grant_app(started, pki, mutual="--tls-ca" in extra)
     host, port = kafka_address(started)
     # Authentication is what these tests are about; role "app" gets what its
     # clients do (docs/kafka.md, "Permissions": the same grants as gRPC).
@@ -103,6 +106,17 @@ def _start(processes: BookieProcesses, pki: Pki, root: Path, protocol: str,
         admin.grant_permission("app", "*", ["produce", "consume", "admin"])
         admin.grant_permission("app", "*", ["consume"], kind="group")
     return Listener(started, f"{host}:{port}", protocol, pki)
+
+
+def _grant_app(server: BookieProcess, pki: Pki, *, mutual: bool) -> None:
+    """Every action on every topic and group for role ``app``, granted by ``admin`` over gRPC."""
+    tls = folio.TLS(ca=str(pki.ca))
+    if mutual:  # --tls-ca: the API asks a client certificate too
+        admin_cert = pki.client("admin")
+        tls = folio.TLS(ca=str(pki.ca), cert=str(admin_cert.cert), key=str(admin_cert.key))
+    with folio.Client(server.address, tls=tls, token=_token("admin"), timeout_s=30) as admin:
+        admin.grant_permission("app", "*", ["produce", "consume", "admin"])
+        admin.grant_permission("app", "*", ["consume"], kind="group")
 
 
 @pytest.fixture(scope="module")
