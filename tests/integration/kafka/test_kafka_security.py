@@ -97,14 +97,6 @@ def _start(processes: BookieProcesses, pki: Pki, root: Path, protocol: str,
         "--kafka-port", "0", "--kafka-security-protocol", protocol, *extra)
     _grant_app(started, pki, mutual="--tls-ca" in extra)
     host, port = kafka_address(started)
-    # Authentication is what these tests are about; role "app" gets what its
-    # clients do (docs/kafka.md, "Permissions": the same grants as gRPC).
-    admin_cert = pki.client("admin")
-    with folio.Client(started.address, token=_token("admin", expiry_s=3600),
-                      tls=folio.TLS(ca=str(pki.ca), cert=str(admin_cert.cert),
-                                    key=str(admin_cert.key))) as admin:
-        admin.grant_permission("app", "*", ["produce", "consume", "admin"])
-        admin.grant_permission("app", "*", ["consume"], kind="group")
     return Listener(started, f"{host}:{port}", protocol, pki)
 
 
