@@ -54,6 +54,8 @@ def test_init_is_idempotent_and_names_conflicts(zk_url: str) -> None:
         "bookies": {"live": {}, "gone": []},
         "brokers": {},
         "under_replicated_ledgers": [],
+        # No broker yet: every container is unowned.
+        "containers": [{"container": n, "owner": None, "address": None} for n in range(8)],
     }
     text = run_folio("cluster", "describe", "--metadata-url", url)
     assert text.returncode == 0, text.stderr
@@ -61,6 +63,8 @@ def test_init_is_idempotent_and_names_conflicts(zk_url: str) -> None:
         f"cluster at {url}: 8 segment containers, default ledger quorums E=3 Qw=2 Qa=2",
         "live bookies (0): none",
         "live brokers (0): none",
+        "containers (8):",
+        "  no owner now: 8 [0,1,2,3,4,5,6,7]",
     ]
 
 
