@@ -152,7 +152,8 @@ class DocRun:
             str(self.port(int(p))) for p in (m[1], m[3], m[5])), text)
         cluster = (f"{sys.executable} {ROOT / 'scripts' / 'cluster.py'} --dir folio-cluster")
         text = re.sub(r"\bmake cluster-down\b", f"{cluster} down", text)
-        text = re.sub(r"\bmake cluster\b", (
+        text = re.sub(r"\bmake cluster-status\b", f"{cluster} status", text)
+        text = re.sub(r"\bmake cluster\b(?!-)", (
             f"{cluster} up --zk-port {self.port(2181)} --bookie-port {self.port(3181)}"
             f" --bookie-metrics-port {self.port(8001)} --broker-port {self.port(7081)}"
             f" --broker-metrics-port {self.port(9101)}"), text)

@@ -72,7 +72,9 @@ def _produce_once_served(sock: socket.socket, topic: str, records: bytes,
     def served() -> bool:
         answers.append(produce(sock, topic, records))
         return answers[-1][0] not in STORAGE_ERRORS
-    wait_for(served, "a Produce answered by a loaded segment")
+    # A failed append is answered once its outcome is known (the segment loaded
+    # again, up to 15 s: broker.kafka.sequences.resolve_failed_append).
+    wait_for(served, "a Produce answered by a loaded segment", timeout_s=120)
     return answers[-1]
 
 
@@ -188,7 +190,7 @@ def test_librdkafka_through_failing_appends_delivers_every_record_once(
 
     def fault_once(acknowledged: int, failed: int) -> None:
         wait_for(lambda: len(delivered) >= acknowledged + ROUND or stop.is_set(),
-                 "records acknowledged before a fault", timeout_s=DEADLINE_S)
+                 "records acknowledged before a fault", timeout_s=3 * DEADLINE_S)
         _switch(server, signal.SIGUSR1, FAILING)
         wait_for(lambda: server.log().count(FAILED_APPEND) > failed or stop.is_set(),
                  "an append failed", timeout_s=DEADLINE_S)
