@@ -150,6 +150,8 @@ class DocRun:
         # `make cluster 7081,7082` style lists after an address: moved with the range.
         text = re.sub(r"(?<=:)(7081|9101|3181|8001)(,)(\d{4})(,)(\d{4})", lambda m: ",".join(
             str(self.port(int(p))) for p in (m[1], m[3], m[5])), text)
+        # The repository's scripts, run from the block's working directory.
+        text = re.sub(r"(?<![/\w])scripts/", f"{ROOT}/scripts/", text)
         cluster = (f"{sys.executable} {ROOT / 'scripts' / 'cluster.py'} --dir folio-cluster")
         text = re.sub(r"\bmake cluster-down\b", f"{cluster} down", text)
         text = re.sub(r"\bmake cluster-status\b", f"{cluster} status", text)
