@@ -149,10 +149,15 @@ class SegmentChain(SegmentCore):
             current = await asyncio.shield(self._store.get(self._path))
         except NoNodeError:
             current = None
-        except (LedgerError, asyncio.CancelledError) as error:
+        except LedgerError as error:
             log.warning("segment %s: new ledger %d left in place (record not readable: %s)",
                         self._name, ledger_id, error)
             return
+        except asyncio.CancelledError:
+            # Cancelled mid-check: leave the ledger (an orphan is safe) and stop.
+            log.warning("segment %s: new ledger %d left in place (cancelled)",
+                        self._name, ledger_id)
+            raise
         if current is not None:
             try:
                 named = ledger_id in {entry.ledger_id for entry
@@ -165,9 +170,13 @@ class SegmentChain(SegmentCore):
                 return
         try:
             await asyncio.shield(self._ledgers.delete(ledger_id))
-        except (LedgerError, asyncio.CancelledError) as error:
+        except LedgerError as error:
             log.warning("segment %s: unrecorded ledger %d left behind: %s", self._name,
                         ledger_id, error)
+        except asyncio.CancelledError:
+            log.warning("segment %s: unrecorded ledger %d left behind (cancelled)",
+                        self._name, ledger_id)
+            raise
 
     async def _delete_ledgers(self, spans: list[LedgerSpan]) -> None:
         for span in spans:
