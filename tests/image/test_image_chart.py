@@ -207,7 +207,7 @@ def test_image_runs_the_secure_chart(containers: dict[str, Container],
 
 
 def _image_broker_has_kafka_sasl() -> bool:
-    """Whether the image's ``folio broker`` has the SASL flags (the ksasl branch)."""
+    """Whether the image's ``folio broker`` has the Kafka SASL flags."""
     container = Buildah().from_archive()
     try:
         entry: list[str] = container.config()["Entrypoint"]
@@ -224,10 +224,8 @@ def test_image_runs_the_secure_chart_with_a_sasl_ssl_kafka_listener(
     Folio token, as KoP does): a kafka-python client with the CA and the admin token
     produces and reads back; one without SASL is refused."""
     assert ARCHIVE.is_file(), f"{ARCHIVE} is missing: run `make image` (or `make test-image`)"
-    if not _image_broker_has_kafka_sasl():
-        pytest.skip("the image's `folio broker` has no --kafka-security-protocol yet: the "
-                    "SASL flags come from the ksasl branch (issue 23 item 3); this runs once "
-                    "they are merged")
+    assert _image_broker_has_kafka_sasl(), (
+        "the image's `folio broker` has no --kafka-security-protocol: rebuild it (make image)")
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: PLC0415
     from kafka.admin import NewTopic  # noqa: PLC0415
     from kafka.errors import KafkaError  # noqa: PLC0415
