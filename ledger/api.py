@@ -1,10 +1,12 @@
 """Contracts of the ledger service: what each piece promises, apart from how it is built.
 
-``WriteHandle`` and ``ReadHandle`` are what the layers above get from
-``LedgerClient.create`` and ``LedgerClient.open`` (both implemented by
-``ledger.client.handle.LedgerHandle``). ``BookieClient`` is the seam between a
-ledger handle and one bookie, whether the bookie runs in this process
-(``ledger.bookie.bookie.Bookie``) or behind gRPC
+``LedgerService`` is what the layers above hold of the ledger service
+(implemented by ``ledger.client.ledger_client.LedgerClient``); ``WriteHandle``
+and ``ReadHandle`` are what they get from its ``create`` and ``open`` (both
+implemented by ``ledger.client.handle.LedgerHandle``). The broker is typed on
+these contracts only (an import contract keeps it off ``ledger.client``).
+``BookieClient`` is the seam between a ledger handle and one bookie, whether
+the bookie runs in this process (``ledger.bookie.bookie.Bookie``) or behind gRPC
 (``ledger.bookie.remote.GrpcBookieClient``). ``MetadataStore`` is the
 ZooKeeper-shaped store of ledger metadata and bookie registrations: embedded
 on RocksDB for standalone (``ledger.metadata.rocksdb_store``), ZooKeeper for
@@ -17,7 +19,7 @@ docstrings only): every other part of the package may depend on it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -201,6 +203,55 @@ class WriteHandle(ReadHandle, Protocol):
         final in the metadata store. Raises ``LedgerFencedError`` if the ledger
         was recovered by someone else, or the failure that stopped the writer.
         """
+        ...
+
+
+class LedgerService(Protocol):
+    """What the layers above use of the ledger service: make, open, peek at and delete ledgers.
+
+    Implemented by ``ledger.client.ledger_client.LedgerClient`` (BookKeeper's
+    ``BookKeeper`` client object). Every method raises ``ledger.errors`` types.
+    """
+
+    @property
+    def max_entry_bytes(self) -> int:
+        """The largest entry a handle of this service accepts."""
+        ...
+
+    async def create(self, *, properties: Mapping[str, str] | None = None) -> WriteHandle:
+        """A new ledger on a fresh ensemble (the configured quorums), open for writing.
+
+        After a lost answer the ledger's node is read back; at worst an empty
+        orphan ledger is left, which no record names.
+        """
+        ...
+
+    async def open(self, ledger_id: int, *, recovery: bool = True) -> WriteHandle:
+        """A read-only handle of an existing ledger (its adds raise ``InvalidArgumentError``).
+
+        With ``recovery`` an open ledger is fenced and closed at its agreed end
+        (the old writer's next add fails with ``LedgerFencedError``); without
+        it the ledger is left alone and the handle reads up to the LAC the
+        bookies report. ``NoSuchLedgerError`` if it does not exist.
+        """
+        ...
+
+    async def peek_last_entry(self, ledger_id: int) -> bytes | None:
+        """The last entry a writer handed to any bookie, without fencing; None if none.
+
+        A closed ledger answers its last entry; an open one the entry with the
+        greatest id any bookie of its last ensemble holds (possibly ahead of
+        the writer's LAC). Raises ``NoSuchLedgerError``, or
+        ``BookieUnavailableError`` when the entry cannot be read.
+        """
+        ...
+
+    async def delete(self, ledger_id: int) -> None:
+        """Delete the ledger's entries and then its metadata. Idempotent."""
+        ...
+
+    async def close(self) -> None:
+        """Release the service's connections (not the bookies or the metadata store)."""
         ...
 
 

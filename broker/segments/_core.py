@@ -30,8 +30,7 @@ from broker.segments.offset_index import LedgerSpan, ReadHints
 from broker.segments.records import SegmentRecord, WriterState
 from broker.segments.transactions import TxnOffsets
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS, WriterTable
-from ledger.api import MetadataStore
-from ledger.client.ledger_client import LedgerClient
+from ledger.api import LedgerService, MetadataStore
 from ledger.errors import LedgerError, LedgerFencedError
 from txnbuffer.api import Position, SnapshotPolicy, SnapshotStore, TxnId
 from txnbuffer.buffer import TransactionBuffer
@@ -67,7 +66,7 @@ class SegmentCore:
     """The fields of a segment and the helpers its parts share (see ``LedgerSegment``)."""
 
     def __init__(
-        self, ledgers: LedgerClient, store: MetadataStore, *, topic: str, number: int,
+        self, ledgers: LedgerService, store: MetadataStore, *, topic: str, number: int,
         key_low: float, key_high: float, config: TopicConfig, clock: Callable[[], float],
         record: SegmentRecord, record_version: int, spans: list[LedgerSpan], end_offset: int,
         writers: dict[str, WriterState], writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
@@ -84,7 +83,7 @@ class SegmentCore:
         self._key_high = key_high
         self._config = config
         self._clock = clock
-        self._max_entry_bytes = ledgers.config.max_entry_bytes
+        self._max_entry_bytes = ledgers.max_entry_bytes
         self._record_version = record_version
         self._start = record.start_offset
         self._sealed = record.sealed

@@ -15,7 +15,7 @@ from broker.errors import OffsetOutOfRangeError
 from broker.segments._core import SegmentCore
 from broker.segments.offset_index import LedgerSpan
 from broker.segments.reads import find_entry, read_blocks
-from ledger.client.handle import LedgerHandle
+from ledger.api import WriteHandle
 from ledger.errors import NoSuchEntryError, NoSuchLedgerError
 
 __all__ = ["SegmentReads"]
@@ -65,7 +65,7 @@ class SegmentReads(SegmentCore):
         end = self._end
         return ReadBatch(blocks, end, self._end_final and next_offset >= end, next_offset)
 
-    async def _reader(self, span: LedgerSpan) -> LedgerHandle:
+    async def _reader(self, span: LedgerSpan) -> WriteHandle:
         if span.handle is not None:
             return span.handle
         async with self._open_lock:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from broker.segments.records import LedgerRecord
 
 if TYPE_CHECKING:
-    from ledger.client.handle import LedgerHandle
+    from ledger.api import WriteHandle
 
 __all__ = ["LedgerSpan", "ReadHints"]
 
@@ -51,7 +51,7 @@ class LedgerSpan:
     length_bytes: int = -1
     last_entry_ms: int = -1
     created_ms: int = 0
-    handle: LedgerHandle | None = None
+    handle: WriteHandle | None = None
     writing: bool = False
     last_entry_id: int = -1
     submitted_bytes: int = 0

@@ -6,7 +6,6 @@ with ``struct`` and its frames sliced; events are never looked at.
 
 from __future__ import annotations
 
-import asyncio
 from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -16,14 +15,12 @@ from broker.errors import CorruptDataError
 from broker.segments.entry import EntryKind, decode_entry_header, split_frames
 from broker.segments.offset_index import LedgerSpan, ReadHints
 from broker.segments.records import RECENT_APPENDS, SegmentRecord, WriterState
-from ledger.api import LedgerState, LedgerTail
 from ledger.errors import BookieUnavailableError, NoSuchLedgerError
 from txnbuffer.api import Position
 from txnbuffer.buffer import TransactionBuffer
 
 if TYPE_CHECKING:
-    from ledger.client.handle import LedgerHandle
-    from ledger.client.ledger_client import LedgerClient
+    from ledger.api import LedgerService, ReadHandle
 
 __all__ = ["LedgerScan", "find_entry", "peek_end_offset", "read_blocks", "scan_ledger"]
 
@@ -34,7 +31,7 @@ _SCAN_ENTRIES = 256
 
 
 async def find_entry(
-    span: LedgerSpan, handle: LedgerHandle, offset: int, last_entry_id: int, hints: ReadHints,
+    span: LedgerSpan, handle: ReadHandle, offset: int, last_entry_id: int, hints: ReadHints,
 ) -> int:
     """The id of the entry of ``span`` that holds ``offset`` (``offset`` is in the span).
 
@@ -62,7 +59,7 @@ async def find_entry(
 
 
 async def read_blocks(
-    span: LedgerSpan, handle: LedgerHandle, entry_id: int, last_entry_id: int,
+    span: LedgerSpan, handle: ReadHandle, entry_id: int, last_entry_id: int,
     offset: int, max_bytes: int, committed: TransactionBuffer | None = None,
 ) -> tuple[list[ReadBlock], int, int]:
     """Blocks from entry ``entry_id`` (which holds ``offset``) on, about ``max_bytes``.
@@ -139,7 +136,7 @@ class LedgerScan:
     writers: dict[str, WriterState] = field(default_factory=dict)
 
 
-async def scan_ledger(handle: LedgerHandle, first_offset: int) -> LedgerScan:
+async def scan_ledger(handle: ReadHandle, first_offset: int) -> LedgerScan:
     """Read every entry header of a closed ledger (recovery of a segment's last ledger)."""
     scan = LedgerScan(array("q"), first_offset)
     last_entry_id = handle.last_add_confirmed
@@ -171,7 +168,7 @@ async def scan_ledger(handle: LedgerHandle, first_offset: int) -> LedgerScan:
     return scan
 
 
-async def peek_end_offset(ledgers: LedgerClient, record: SegmentRecord) -> int:
+async def peek_end_offset(ledgers: LedgerService, record: SegmentRecord) -> int:
     """The end offset of a segment this broker has not loaded, without fencing anything.
 
     A closed last ledger gives the exact end. For one still open (its writer
@@ -186,25 +183,9 @@ async def peek_end_offset(ledgers: LedgerClient, record: SegmentRecord) -> int:
         return record.start_offset
     last = record.ledgers[-1]
     try:
-        metadata, _ = await ledgers.read_metadata(last.ledger_id)
-        if metadata.state is LedgerState.CLOSED:
-            if metadata.last_entry_id < 0:
-                return last.first_offset
-            handle = await ledgers.open(last.ledger_id, recovery=False)
-            entry = (await handle.read(metadata.last_entry_id, metadata.last_entry_id))[0]
-            return decode_entry_header(entry).end_offset
-        bookie_ids = metadata.ensembles[-1][1]
-        tails = await asyncio.gather(
-            *(ledgers.bookie(b).read_last_add_confirmed(last.ledger_id) for b in bookie_ids),
-            return_exceptions=True)
-        entry_id, bookie_id = max(
-            ((tail.last_entry_id, b) for tail, b in zip(tails, bookie_ids, strict=True)
-             if isinstance(tail, LedgerTail)), default=(-1, ""))
-        if entry_id < 0:
-            return last.first_offset
-        result = await ledgers.bookie(bookie_id).read_entries(last.ledger_id, entry_id, entry_id)
+        entry = await ledgers.peek_last_entry(last.ledger_id)
     except (NoSuchLedgerError, BookieUnavailableError):
         return last.first_offset
-    if not result.datas:
+    if entry is None:
         return last.first_offset
-    return decode_entry_header(result.datas[0]).end_offset
+    return decode_entry_header(entry).end_offset

@@ -30,8 +30,7 @@ from broker.segments.names import make_segment_name, segment_path
 from broker.segments.offset_index import LedgerSpan
 from broker.segments.reads import scan_ledger
 from broker.segments.records import RECENT_APPENDS, SegmentRecord, WriterState
-from ledger.api import MetadataStore
-from ledger.client.ledger_client import LedgerClient
+from ledger.api import LedgerService, MetadataStore
 from ledger.errors import NoNodeError
 
 __all__ = ["RecoveredChain", "recover_chain"]
@@ -60,7 +59,7 @@ class RecoveredChain:
 
 
 async def recover_chain(
-    ledgers: LedgerClient, store: MetadataStore, topic: str, number: int,
+    ledgers: LedgerService, store: MetadataStore, topic: str, number: int,
 ) -> RecoveredChain:
     """Read the segment record and recover its tail (see the module docstring).
 

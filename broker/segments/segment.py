@@ -2,7 +2,7 @@
 
 **Appends** go to one open ledger. Each append is one entry (``broker.segments.entry``)
 whose base offset is the segment's end as submitted so far; it is handed to
-``LedgerHandle.add_async`` without awaiting anything in between, so entries,
+``WriteHandle.add_async`` without awaiting anything in between, so entries,
 offsets and confirmations keep the order of the calls, and concurrent appends
 are group-committed by the ledger layer. The end offset readers see moves only
 as entries are confirmed, contiguously. If an add fails, the ledger fails every
@@ -58,8 +58,7 @@ from broker.segments._reading import SegmentReads
 from broker.segments.recovery import recover_chain
 from broker.segments.transactions import LedgerSegmentLog
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
-from ledger.api import MetadataStore
-from ledger.client.ledger_client import LedgerClient
+from ledger.api import LedgerService, MetadataStore
 from txnbuffer.api import SnapshotPolicy, SnapshotStore
 
 __all__ = ["LedgerSegment"]
@@ -75,7 +74,7 @@ class LedgerSegment(SegmentMarkers, SegmentReads, SegmentHead, SegmentLifecycle)
 
     @classmethod
     async def load(
-        cls, ledgers: LedgerClient, store: MetadataStore, *, topic: str, number: int,
+        cls, ledgers: LedgerService, store: MetadataStore, *, topic: str, number: int,
         key_low: float, key_high: float, config: TopicConfig,
         clock: Callable[[], float], writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
         txn_store: SnapshotStore | None = None, txn_snapshots: SnapshotPolicy | None = None,

@@ -15,7 +15,7 @@ from broker.api import Isolation
 from broker.errors import InvalidArgumentError
 from broker.segments.entry import EntryKind, decode_entry_header
 from broker.segments.offset_index import LedgerSpan
-from ledger.client.handle import LedgerHandle
+from ledger.api import WriteHandle
 from txnbuffer.api import EntryKind as LoggedKind
 from txnbuffer.api import LoggedEntry, Position, TxnId
 from txnbuffer.txn_ids import TXN_ID_BYTES, txn_id_from_bytes
@@ -82,7 +82,7 @@ class LedgerSegmentLog:
     """
 
     def __init__(self, spans: Sequence[LedgerSpan],
-                 reader: Callable[[LedgerSpan], Awaitable[LedgerHandle]],
+                 reader: Callable[[LedgerSpan], Awaitable[WriteHandle]],
                  offsets: TxnOffsets) -> None:
         self._spans = list(spans)
         self._reader = reader

@@ -37,8 +37,7 @@ from broker.segments.segment import LedgerSegment
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
 from broker.topics.records import TopicRecord, TopicSegment
 from broker.topics.scaling import RateMeter
-from ledger.api import MetadataStore
-from ledger.client.ledger_client import LedgerClient
+from ledger.api import LedgerService, MetadataStore
 from ledger.errors import NodeExistsError, NoNodeError
 from ledger.tasks import cancel_and_wait
 from txnbuffer.api import SnapshotPolicy, SnapshotStore
@@ -55,7 +54,7 @@ class TopicsCore:
     """The fields of a topic manager and the helpers its parts share (see ``TopicManager``)."""
 
     def __init__(
-        self, ledgers: LedgerClient, store: MetadataStore, *,
+        self, ledgers: LedgerService, store: MetadataStore, *,
         txn_store_factory: Callable[[Self], SnapshotStore],
         defaults: TopicConfig | None = None, retention_interval_s: float = 60.0,
         clock: Callable[[], float] = time.time,
@@ -96,7 +95,7 @@ class TopicsCore:
     @property
     def max_entry_bytes(self) -> int:
         """The ledger entry limit: one append (header and blocks) is at most this."""
-        return self._ledgers.config.max_entry_bytes
+        return self._ledgers.max_entry_bytes
 
     def add_maintenance_hook(self, hook: Callable[[], Awaitable[object]]) -> None:
         """Run ``hook`` after every maintenance round (e.g. compaction of a system topic)."""

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ledger import metrics
-from ledger.api import BookieClient, LedgerState, MetadataStore
+from ledger.api import BookieClient, LedgerState, LedgerTail, MetadataStore
 from ledger.client.directory import BookieDirectory
 from ledger.client.handle import LedgerHandle
 from ledger.client.ledger_ids import LedgerIdAllocator
@@ -82,6 +82,11 @@ class LedgerClient:
     def directory(self) -> BookieDirectory:
         """The bookies this client knows."""
         return self._directory
+
+    @property
+    def max_entry_bytes(self) -> int:
+        """The largest entry a handle of this client accepts."""
+        return self._config.max_entry_bytes
 
     def bookie(self, bookie_id: str) -> BookieClient:
         """The client of one bookie (the same object for the same id)."""
@@ -153,6 +158,32 @@ class LedgerClient:
         if metadata.state is not LedgerState.CLOSED:
             await handle.read_last_add_confirmed()
         return handle
+
+    async def peek_last_entry(self, ledger_id: int) -> bytes | None:
+        """The last entry a writer handed to any bookie, without fencing; None if none.
+
+        Closed: its last entry. Open: the entry with the greatest id any bookie
+        of the last ensemble reports (bookies that cannot be reached are
+        skipped), possibly ahead of the writer's LAC. Raises
+        ``NoSuchLedgerError`` or ``BookieUnavailableError``.
+        """
+        metadata, _ = await self.read_metadata(ledger_id)
+        if metadata.state is LedgerState.CLOSED:
+            if metadata.last_entry_id < 0:
+                return None
+            handle = await self.open(ledger_id, recovery=False)
+            return (await handle.read(metadata.last_entry_id, metadata.last_entry_id))[0]
+        bookie_ids = metadata.ensembles[-1][1]
+        tails = await asyncio.gather(
+            *(self.bookie(b).read_last_add_confirmed(ledger_id) for b in bookie_ids),
+            return_exceptions=True)
+        entry_id, bookie_id = max(
+            ((tail.last_entry_id, b) for tail, b in zip(tails, bookie_ids, strict=True)
+             if isinstance(tail, LedgerTail)), default=(-1, ""))
+        if entry_id < 0:
+            return None
+        result = await self.bookie(bookie_id).read_entries(ledger_id, entry_id, entry_id)
+        return result.datas[0] if result.datas else None
 
     async def delete(self, ledger_id: int) -> None:
         """Delete a ledger's entries from every bookie that held any, then its metadata.
