@@ -77,14 +77,15 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-# pytest exits 5 when it collected no test: that is a failure here.
+# pytest exits 5 when it collected no test: that is a failure here. The 30
+# slowest tests are listed at the end (the suite must stay under 25 minutes).
 pytest: $(STAMP)
 	@command -v prometheus >/dev/null || echo "make test: prometheus is not on PATH:" \
 		"the real-Prometheus test (tests/observability/test_prometheus.py) is skipped;" \
 		"apt-get install prometheus (.ci/run does)" >&2
 	@command -v promtool >/dev/null || echo "make test: promtool is not on PATH:" \
 		"deploy/prometheus is not checked (Debian package prometheus)" >&2
-	@$(BIN)/python -m pytest -m "not image"; rc=$$?; \
+	@$(BIN)/python -m pytest -m "not image" --durations=30; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest ran no tests" >&2; exit 1; fi; exit $$rc
 
 # A long Jepsen-style fault run against a real cluster (tests/nemesis, docs/cluster.md):
