@@ -2,7 +2,11 @@
 
 Run ``python -m bench.cli_startup [--runs 15] [--json]`` against ``--endpoint
 HOST:PORT``, or without it against a ``folio standalone`` it starts on free
-ports (and stops) itself. Each command runs as its own process, ``--runs``
+ports (and stops) itself. ``--baseline DIR`` also runs each ``folio`` command
+with ``DIR`` first on ``PYTHONPATH`` (an older ``folio`` package, e.g. from
+``git archive main folio | tar -x -C DIR``; run from another directory than
+the repository's, so that it is not on the path first), in the same turns,
+so that before and after meet the same load. Each command runs as its own process, ``--runs``
 times, the commands taking turns (so a burst of load on a shared machine
 hits them alike); the report is each one's median wall time and median CPU
 time (the child's user + system time, from ``getrusage``: steadier than wall
@@ -63,9 +67,12 @@ def commands(endpoint: str) -> dict[str, list[str]]:
     }
 
 
-def _child_environment() -> dict[str, str]:
+def _child_environment(pythonpath: str | None = None) -> dict[str, str]:
     environment = dict(os.environ)
     environment.pop("PYTHONDONTWRITEBYTECODE", None)
+    if pythonpath is not None:
+        environment["PYTHONPATH"] = os.pathsep.join(
+            [pythonpath, *filter(None, [environment.get("PYTHONPATH")])])
     return environment
 
 
@@ -83,16 +90,22 @@ def _run_once(argv: list[str], environment: dict[str, str]) -> tuple[float, floa
     return wall, cpu
 
 
-def measure(endpoint: str, runs: int) -> dict[str, Any]:
-    """Every command of :func:`commands`, ``runs`` times each in turns; the report."""
-    environment = _child_environment()
-    chosen = commands(endpoint)
-    for argv in chosen.values():  # warm-up: writes the .pyc files
+def measure(endpoint: str, runs: int, baseline: str | None = None) -> dict[str, Any]:
+    """Every command of :func:`commands`, ``runs`` times each in turns; the report.
+
+    With ``baseline`` (a directory), each ``folio`` command is run with it on
+    ``PYTHONPATH`` too, as ``NAME [baseline]``.
+    """
+    chosen = {name: (argv, _child_environment()) for name, argv in commands(endpoint).items()}
+    if baseline is not None:
+        chosen.update({f"{name} [baseline]": (argv, _child_environment(baseline))
+                       for name, argv in commands(endpoint).items() if name.startswith("folio")})
+    for argv, environment in chosen.values():  # warm-up: writes the .pyc files
         _run_once(argv, environment)
     walls: dict[str, list[float]] = {name: [] for name in chosen}
     cpus: dict[str, list[float]] = {name: [] for name in chosen}
     for _ in range(runs):
-        for name, argv in chosen.items():
+        for name, (argv, environment) in chosen.items():
             wall, cpu = _run_once(argv, environment)
             walls[name].append(wall)
             cpus[name].append(cpu)
@@ -112,9 +125,9 @@ def measure(endpoint: str, runs: int) -> dict[str, Any]:
 def _print_table(report: dict[str, Any]) -> None:
     print(f"{report['runs']} runs each; load average {report['load_average']} on "
           f"{report['cpus']} CPUs; folio = {report['folio']}")
-    print(f"{'command':<22} {'median wall':>12} {'min wall':>9} {'median CPU':>11}")
+    print(f"{'command':<33} {'median wall':>12} {'min wall':>9} {'median CPU':>11}")
     for name, figures in report["commands"].items():
-        print(f"{name:<22} {figures['median_wall_s']:>10.3f} s {figures['min_wall_s']:>7.3f} s "
+        print(f"{name:<33} {figures['median_wall_s']:>10.3f} s {figures['min_wall_s']:>7.3f} s "
               f"{figures['median_cpu_s']:>9.3f} s")
 
 
@@ -126,14 +139,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--endpoint", help="a running broker; default: start a standalone")
     parser.add_argument("--runs", type=int, default=15, help="runs of each command")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also run each folio command with DIR first on PYTHONPATH "
+                        "(an older folio package), in the same turns")
     args = parser.parse_args(argv)
     if args.endpoint:
-        report = measure(args.endpoint, args.runs)
+        report = measure(args.endpoint, args.runs, args.baseline)
     else:
         with tempfile.TemporaryDirectory(prefix="folio-cli-startup-") as base:
             server, endpoint = start_standalone(Path(base) / "data")
             try:
-                report = measure(endpoint, args.runs)
+                report = measure(endpoint, args.runs, args.baseline)
             finally:
                 server.terminate()
                 try:
