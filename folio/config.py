@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -283,6 +282,8 @@ def _from_toml(kind: type, value: object) -> object:
 
 def _read_table(path: str, types: Mapping[str, type]) -> dict[str, object]:
     """The ``[client]`` table of the TOML file at ``path``, its keys checked."""
+    import tomllib  # noqa: PLC0415 (only with a file: not on every CLI command's start)
+
     try:
         with open(path, "rb") as file:
             document = tomllib.load(file)
