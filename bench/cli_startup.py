@@ -20,7 +20,8 @@ The commands:
 * ``python -S -c pass``: the interpreter without ``site``, for comparison;
 * ``folio --version``, ``folio --help``, ``folio topic --help``: the console
   script ``pip`` installed beside this interpreter (``python -m folio.cli``
-  where there is none);
+  where there is none), and ``python -m folio.cli --version`` beside it
+  (``runpy`` costs a little more than the console script);
 * ``folio topic list``: the first request, connecting to the broker included.
 
 The children run with bytecode caching on (``PYTHONDONTWRITEBYTECODE`` is
@@ -61,6 +62,7 @@ def commands(endpoint: str) -> dict[str, list[str]]:
         "python -c pass": [sys.executable, "-c", "pass"],
         "python -S -c pass": [sys.executable, "-S", "-c", "pass"],
         "folio --version": [*folio, "--version"],
+        "python -m folio.cli --version": [sys.executable, "-m", "folio.cli", "--version"],
         "folio --help": [*folio, "--help"],
         "folio topic --help": [*folio, "topic", "--help"],
         "folio topic list": [*folio, "--endpoint", endpoint, "topic", "list"],
@@ -100,6 +102,7 @@ def measure(endpoint: str, runs: int, baseline: str | None = None) -> dict[str, 
     if baseline is not None:
         chosen.update({f"{name} [baseline]": (argv, _child_environment(baseline))
                        for name, argv in commands(endpoint).items() if name.startswith("folio")})
+    load_before = [round(load, 2) for load in os.getloadavg()]
     for argv, environment in chosen.values():  # warm-up: writes the .pyc files
         _run_once(argv, environment)
     walls: dict[str, list[float]] = {name: [] for name in chosen}
@@ -111,7 +114,8 @@ def measure(endpoint: str, runs: int, baseline: str | None = None) -> dict[str, 
             cpus[name].append(cpu)
     return {
         "runs": runs,
-        "load_average": [round(load, 2) for load in os.getloadavg()],
+        "load_average_before": load_before,
+        "load_average_after": [round(load, 2) for load in os.getloadavg()],
         "cpus": os.cpu_count(),
         "folio": " ".join(_folio()),
         "commands": {
@@ -123,7 +127,8 @@ def measure(endpoint: str, runs: int, baseline: str | None = None) -> dict[str, 
 
 
 def _print_table(report: dict[str, Any]) -> None:
-    print(f"{report['runs']} runs each; load average {report['load_average']} on "
+    print(f"{report['runs']} runs each; load average (1, 5, 15 min) "
+          f"{report['load_average_before']} before, {report['load_average_after']} after, on "
           f"{report['cpus']} CPUs; folio = {report['folio']}")
     print(f"{'command':<33} {'median wall':>12} {'min wall':>9} {'median CPU':>11}")
     for name, figures in report["commands"].items():
