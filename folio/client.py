@@ -21,8 +21,6 @@ from collections.abc import Awaitable, Collection, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
-from prometheus_client import CollectorRegistry
-
 from folio._transport.brokers import Brokers, parse_endpoints
 from folio._transport.io_thread import IoThread
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, PoolStats
@@ -36,14 +34,17 @@ from folio.config import (
     ClientConfig,
 )
 from folio.errors import FolioError, InvalidArgumentError
-from folio.metrics import client_metrics
 from folio.models import DeserializationPolicy, SegmentRange
 from folio.security import TLS
 from folio.serializers import BytesSerializer, Serializer
 
 if TYPE_CHECKING:
     # Imported where made (below): a client that only makes admin calls (the CLI's
-    # `topic list`) loads no reader, writer or transaction code.
+    # `topic list`) loads no reader, writer or transaction code, and no
+    # prometheus_client (the metrics are made with the first writer or reader).
+    from prometheus_client import CollectorRegistry
+
+    from folio.metrics import TopicMetrics
     from folio.read._group_calls import _GroupClient
     from folio.read.batch import BatchClient
     from folio.read.groups import GroupStart, ReaderGroup
@@ -99,7 +100,8 @@ class Client(AdminCalls):
                 client; more are opened only as flows need them.
             registry: the Prometheus registry the SDK's metrics
                 (``folio_client_*``, see ``folio.metrics``) go to; None for
-                ``prometheus_client``'s default one.
+                ``prometheus_client``'s default one. The collectors are
+                registered there with the client's first writer or reader.
             config: every setting at once (``ClientConfig.load()`` reads
                 a ``[client]`` TOML table and ``FOLIO_CLIENT_*``); then
                 ``endpoint``, ``tls`` and the tokens must be None and the
@@ -127,7 +129,7 @@ class Client(AdminCalls):
         self.endpoint = self.config.endpoint
         #: The endpoints given, in order (one unless a list was given).
         self.endpoints = parse_endpoints(self.endpoint)
-        self._metrics = client_metrics(registry)
+        self._registry = registry
         self.timeout_s = self.config.timeout_s
         self.max_connections_per_endpoint = self.config.max_connections_per_endpoint
         self._io = IoThread(f"folio-io-{self.endpoints[0]}")
@@ -142,6 +144,12 @@ class Client(AdminCalls):
                     registry: CollectorRegistry | None = None) -> Client:
         """A client made with ``config`` (see ``__init__`` for ``registry``)."""
         return cls(registry=registry, config=config)
+
+    def _topic_metrics(self, topic: str) -> TopicMetrics:
+        """The SDK's collectors of ``topic`` in the client's registry, made on first use."""
+        from folio.metrics import client_metrics  # noqa: PLC0415
+
+        return client_metrics(self._registry).for_topic(topic)
 
     async def _open(self) -> Brokers:
         return Brokers(self.endpoints, self.max_connections_per_endpoint, self._security,
@@ -291,7 +299,7 @@ class Client(AdminCalls):
             batch_size_bytes=batch_size_bytes, max_in_flight=max_in_flight,
             delivery_timeout_ms=delivery_timeout_ms, writer_id=writer_id,
             on_close=self._forget_writer, successors=self._successors_async,
-            metrics=self._metrics.for_topic(info.name))
+            metrics=self._topic_metrics(info.name))
         with self._lock:
             self._writers.append(made)
         return made
@@ -451,7 +459,7 @@ class Client(AdminCalls):
         made: EventReader[Any] = EventReader(
             topic, positions, serializer if serializer is not None else BytesSerializer(),
             io=self._io, channels=pool, on_close=self._forget_reader, isolation=isolation,
-            successors=self._successors_async, metrics=self._metrics.for_topic(topic),
+            successors=self._successors_async, metrics=self._topic_metrics(topic),
             read_before=_ancestors(every, positions),
             on_deserialization_error=on_deserialization_error)
         with self._lock:

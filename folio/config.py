@@ -35,13 +35,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from folio._transport.addresses import parse_endpoints
-from folio._transport.defaults import DEFAULT_MAX_CONNECTIONS
+from folio._transport.defaults import (
+    CONFIG_ENV,
+    DEFAULT_ENDPOINT,
+    DEFAULT_MAX_CONNECTIONS,
+    ENDPOINT_ENV,
+)
 from folio.errors import InvalidArgumentError
 
 if TYPE_CHECKING:  # folio.security loads gRPC: imported where a channel is made
@@ -59,10 +63,6 @@ __all__ = [
     "env_name",
 ]
 
-#: Where a client connects when given no endpoint and no variable names one.
-DEFAULT_ENDPOINT: Final = "localhost:7070"
-#: The older environment variable naming the endpoint (alias of ``FOLIO_CLIENT_ENDPOINT``).
-ENDPOINT_ENV: Final = "FOLIO_ENDPOINT"
 #: Deadline of each admin call, in seconds, unless given.
 DEFAULT_TIMEOUT_S: Final = 30.0
 #: Longest wait for the first connection to a broker, in seconds, unless given
@@ -73,8 +73,6 @@ DEFAULT_CONNECT_TIMEOUT_S: Final = 3.0
 TOKEN_ENV: Final = "FOLIO_TOKEN"
 #: The TOML table of the client's settings.
 TABLE: Final = "client"
-#: The environment variable naming the TOML file, when ``--config`` is not given.
-CONFIG_ENV: Final = "FOLIO_CLIENT_CONFIG"
 
 
 def env_name(field: str) -> str:
@@ -284,6 +282,8 @@ def _from_toml(kind: type, value: object) -> object:
 
 def _read_table(path: str, types: Mapping[str, type]) -> dict[str, object]:
     """The ``[client]`` table of the TOML file at ``path``, its keys checked."""
+    import tomllib  # noqa: PLC0415 (only with a file: not on every CLI command's start)
+
     try:
         with open(path, "rb") as file:
             document = tomllib.load(file)

@@ -1,25 +1,32 @@
 """The ``folio`` command line.
 
 Client commands live here (``topic``, ``produce``, ``consume``, ``perf``, each
-in its own module with a ``register`` function, registered directly below);
+in its own module with a ``register`` function, listed in ``CLIENT_COMMANDS``);
 server commands (``bookie``, ``standalone``,
 ``broker``) are plugged in by the server packages through the
 ``folio.commands`` entry-point group, so this package imports none of them.
 
-Start-up: ``folio --version`` imports nothing but this module (no gRPC); the
-commands' modules are imported when the parser is built. gRPC core's own log
-lines (``Handshake failed`` ...) are off unless ``--verbose`` is given or
-``GRPC_VERBOSITY`` is set: the CLI's one-line errors say what failed.
+Start-up (docs/cli.md, "Start-up"): the parser is built from two light tables
+(``CLIENT_COMMANDS``, ``SERVER_HELP``): ``folio --help`` lists every command by
+name and one-line help, and only the command run has its module imported and
+its own parser built. ``folio --version`` imports nothing but this module
+(``folio._version``), ``folio --help`` nothing but ``argparse`` and
+``folio.cli._options``: no gRPC, protobuf or ``prometheus_client``, and no
+entry points are read unless the command run is not in either table. gRPC
+core's own log lines (``Handshake failed`` ...) are off unless ``--verbose`` is
+given or ``GRPC_VERBOSITY`` is set: the CLI's one-line errors say what failed.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Final
+
+from folio._version import __version__
 
 __all__ = ["main"]
 
@@ -29,12 +36,9 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
-
-    try:
-        return version("folio")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
+    # From the source (pyproject.toml reads it there too), not importlib.metadata:
+    # looking the distribution up costs more than the rest of ``folio --version``.
+    return __version__
 
 
 class _VersionAction(argparse.Action):
@@ -61,6 +65,8 @@ def _quiet_grpc(argv: Sequence[str]) -> None:
     before any command module is.
     """
     if VERBOSE_FLAG in argv:  # gRPC's own default level (ERROR): handshake failures ...
+        import logging  # noqa: PLC0415
+
         logging.basicConfig(level=logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     else:
@@ -103,10 +109,27 @@ def _did_you_mean(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> st
     return ""
 
 
+#: The client commands in the order ``folio --help`` lists them: the module whose
+#: ``register`` adds the command, and its one-line help, shown without importing
+#: the module (which loads the SDK); a command's module is imported when it is
+#: the one run. tests/unit/folio/cli/test_cli_startup.py holds each help to the
+#: command's own.
+CLIENT_COMMANDS: Final = {
+    "topic": ("folio.cli.topic", "create, list, describe, scale, seal and delete topics"),
+    "produce": ("folio.cli.produce", "write one event per line of stdin to a topic"),
+    "consume": ("folio.cli.consume", "print a topic's events, one payload per line"),
+    "perf": ("folio.cli.perf", "measure throughput and latency with generated load"),
+    "group": ("folio.cli.group",
+              "list, describe, reset, declare offline and delete reader groups"),
+    "acl": ("folio.cli.acl", "grant, revoke and list permissions on topics and reader groups"),
+}
+
 #: One-line help of the server commands, for ``folio --help`` without importing them
-#: (the server packages take most of a start-up); each command's module is loaded
-#: when it is the one run. A command not listed here is loaded always.
-#: tests/unit/folio/cli/test_cli_startup.py holds each to the command's own help.
+#: (the server packages take most of a start-up) nor reading the entry points; each
+#: command's module is loaded when it is the one run. A command of group
+#: ``folio.commands`` not listed here runs, but ``folio --help`` does not list it.
+#: tests/unit/folio/cli/test_cli_startup.py holds each to the command's own help,
+#: and every entry point of this distribution to a row.
 SERVER_HELP: Final = {
     "autorecovery": "run an auto-recovery worker on its own (cluster mode)",
     "bookie": "run one bookie of the ledger service (cluster mode)",
@@ -133,14 +156,45 @@ def _command_word(parser: argparse.ArgumentParser, arguments: Sequence[str]) -> 
     return None
 
 
+def _register_client_command(commands: argparse._SubParsersAction[argparse.ArgumentParser],
+                             name: str) -> None:
+    register: Register = importlib.import_module(CLIENT_COMMANDS[name][0]).register
+    register(commands)
+
+
+def _add_server_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser],
+                         chosen: str | None, load_all: bool) -> None:
+    """The server commands: each listed by ``SERVER_HELP``, the one run (or all) loaded.
+
+    The entry points are read only when a command is to be loaded: the one run
+    (a server command, or one of another distribution), or all of them.
+    """
+    if not load_all and (chosen is None or chosen in CLIENT_COMMANDS):
+        for name, text in SERVER_HELP.items():
+            commands.add_parser(name, help=text)
+        return
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
+    points = {point.name: point for point in entry_points(group="folio.commands")}
+    for name in sorted({*SERVER_HELP, *points}):
+        point = points.get(name)
+        if point is None:  # listed, but not installed (a broken install): say so when run
+            commands.add_parser(name, help=SERVER_HELP[name])
+        elif load_all or name == chosen or name not in SERVER_HELP:
+            register: Register = point.load()
+            register(commands)
+        else:
+            commands.add_parser(name, help=SERVER_HELP[name])
+
+
 def build_parser(arguments: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``folio`` parser with every installed command.
 
-    Given the ``arguments`` to parse, the server commands other than the one
-    they run are listed by name and help only (``SERVER_HELP``), not imported.
+    Given the ``arguments`` to parse, only the command they run is imported
+    and has its own parser; the others are listed by name and one-line help
+    (``CLIENT_COMMANDS``, ``SERVER_HELP``). Without them, every command is.
     """
-    from folio.cli import acl, consume, group, perf, produce, topic  # noqa: PLC0415
-    from folio.cli._common import add_global_endpoint_option  # noqa: PLC0415
+    from folio.cli._options import add_global_endpoint_option  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(
         prog="folio",
@@ -160,19 +214,14 @@ def build_parser(arguments: Sequence[str] | None = None) -> argparse.ArgumentPar
                         "GRPC_TRACE, when set, win)")
     add_global_endpoint_option(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for client_command in (topic, produce, consume, perf, group, acl):
-        client_command.register(commands)
-    from importlib.metadata import entry_points  # noqa: PLC0415
-
+    load_all = arguments is None
     chosen = None if arguments is None else _command_word(parser, arguments)
-    if chosen is not None and chosen in commands.choices:
-        return parser  # a client command: the server commands' entry points are not read
-    for point in sorted(entry_points(group="folio.commands"), key=lambda p: p.name):
-        if arguments is not None and point.name != chosen and point.name in SERVER_HELP:
-            commands.add_parser(point.name, help=SERVER_HELP[point.name])
-            continue
-        register: Register = point.load()
-        register(commands)
+    for name, (_module, text) in CLIENT_COMMANDS.items():
+        if load_all or name == chosen:
+            _register_client_command(commands, name)
+        else:
+            commands.add_parser(name, help=text)
+    _add_server_commands(commands, chosen, load_all)
     return parser
 
 
@@ -183,9 +232,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"folio {_version()}")
         raise SystemExit(0)  # as argparse's version action does
     _quiet_grpc(arguments)
-    from folio.cli._common import client_config  # noqa: PLC0415
-    from folio.errors import InvalidArgumentError  # noqa: PLC0415
-
     parser = build_parser(arguments)
     args, unknown = parser.parse_known_args(arguments)
     if unknown:
@@ -193,6 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.error(f"unrecognized arguments: {' '.join(unknown)}"
                       f"{_did_you_mean(command, unknown)}")
     if args.print_client_config or getattr(args, "uses_client_config", False):
+        from folio.cli._common import client_config  # noqa: PLC0415
+        from folio.errors import InvalidArgumentError  # noqa: PLC0415
+
         # A bad --config file or FOLIO_CLIENT_* value is bad usage (exit 2), as
         # for the server commands; checked once here, before any connection.
         try:

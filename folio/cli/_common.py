@@ -5,7 +5,8 @@ The client settings (``folio.config``: defaults < the ``[client]`` table of
 ``$FOLIO_ENDPOINT``) < ``--endpoint``), ``--config`` and ``--endpoint`` (alias
 ``--bootstrap``) given before or after the sub-command; a comma-separated
 endpoint list goes to ``folio.Client`` whole, which bootstraps from the first
-broker that answers and fails over to the others), argparse value types, and
+broker that answers and fails over to the others; the options themselves are
+added by :mod:`folio.cli._options`, re-exported here), argparse value types, and
 :func:`run_with_client`, which
 turns every :class:`folio.FolioError` into one line ``folio CMD: error: ...``
 on stderr and exit code 1 (argparse keeps exit code 2 for bad usage).
@@ -20,7 +21,8 @@ import sys
 from collections.abc import Callable, Mapping
 
 import folio
-from folio.config import CONFIG_ENV, DEFAULT_ENDPOINT, ENDPOINT_ENV, ClientConfig
+from folio.cli._options import SECURITY_FLAGS, add_endpoint_option, add_global_endpoint_option
+from folio.config import DEFAULT_ENDPOINT, ENDPOINT_ENV, ClientConfig
 from folio.errors import (
     DeliveryTimeoutError,
     FolioError,
@@ -55,73 +57,6 @@ __all__ = [
 START_HINT = "start one with `make run` or `folio standalone`"
 
 
-_ENDPOINT_HELP = (f"the broker's gRPC address; a comma-separated list of brokers of one "
-                  f"cluster (as Kafka's bootstrap servers) starts from the first that "
-                  f"answers and fails over to the others "
-                  f"(default $FOLIO_CLIENT_ENDPOINT, else ${ENDPOINT_ENV}, else the "
-                  f"--config file's, else {DEFAULT_ENDPOINT})")
-
-_CONFIG_HELP = (f"read the client settings from the [client] table of this TOML file "
-                f"(keys endpoint, timeout_s, max_connections_per_endpoint; other tables "
-                f"are ignored; what --print-config prints); FOLIO_CLIENT_* variables and "
-                f"flags override it (also ${CONFIG_ENV})")
-
-
-#: The security flags of every client command: (flag, ClientConfig field, help).
-_SECURITY_FLAGS = (
-    ("--tls-ca", "tls_ca", "PEM CA the broker's certificate must chain to: connect over TLS "
-     "(also $FOLIO_CLIENT_TLS_CA)"),
-    ("--tls-cert", "tls_cert", "PEM client certificate for a broker that requires one "
-     "(mutual TLS; also $FOLIO_CLIENT_TLS_CERT)"),
-    ("--tls-key", "tls_key", "PEM private key of --tls-cert (also $FOLIO_CLIENT_TLS_KEY)"),
-    ("--tls-server-name", "tls_server_name", "name to check the broker's certificate for "
-     "instead of the endpoint's host"),
-    ("--token", "token", "JWT sent as 'authorization: Bearer' (also $FOLIO_TOKEN or "
-     "$FOLIO_CLIENT_TOKEN; prefer --token-file: a flag shows in the process list)"),
-    ("--token-file", "token_file", "file holding the JWT, re-read when it changes "
-     "(also $FOLIO_CLIENT_TOKEN_FILE)"),
-)
-
-
-def _add_security_flags(parser: argparse.ArgumentParser, default: object) -> None:
-    for flag, dest, text in _SECURITY_FLAGS:
-        parser.add_argument(flag, dest=dest, metavar=dest.split("_")[-1].upper(),
-                            default=default, help=text)
-
-
-def add_global_endpoint_option(parser: argparse.ArgumentParser) -> None:
-    """``--endpoint``/``--bootstrap``, ``--config`` and ``--print-config`` before the sub-command.
-
-    ``folio --endpoint X topic list``; ``folio --config f.toml --print-config``.
-    The file's dest is ``client_config``, apart from the server commands' own
-    ``--config`` (given after ``folio broker``).
-    """
-    parser.add_argument("--endpoint", "--bootstrap", dest="endpoint",
-                        metavar="HOST:PORT[,HOST:PORT...]", default=None, help=_ENDPOINT_HELP)
-    parser.add_argument("--config", dest="client_config", metavar="FILE", default=None,
-                        help=_CONFIG_HELP)
-    parser.add_argument("--print-config", dest="print_client_config", action="store_true",
-                        help="print the resolved client settings as TOML (what --config "
-                        "reads back) and exit")
-    _add_security_flags(parser, None)
-
-
-def add_endpoint_option(parser: argparse.ArgumentParser) -> None:
-    """Add ``--endpoint HOST:PORT`` (alias ``--bootstrap``) to a client command.
-
-    Its default is "not given" (``SUPPRESS``), so that a value given before
-    the sub-command is kept when none is given after it.
-    """
-    parser.add_argument("--endpoint", "--bootstrap", dest="endpoint",
-                        metavar="HOST:PORT[,HOST:PORT...]", default=argparse.SUPPRESS,
-                        help=_ENDPOINT_HELP)
-    parser.add_argument("--config", dest="client_config", metavar="FILE",
-                        default=argparse.SUPPRESS, help=_CONFIG_HELP)
-    _add_security_flags(parser, argparse.SUPPRESS)
-    # main() checks the client settings up front (a usage error) for these commands.
-    parser.set_defaults(uses_client_config=True)
-
-
 def endpoint_list(text: str) -> str:
     """The comma-separated endpoint list, stripped and without repeats (the SDK's reading).
 
@@ -140,7 +75,7 @@ def client_config(args: argparse.Namespace,
     Raises:
         InvalidArgumentError: a bad file, key or value (the message names it).
     """
-    security = {dest: getattr(args, dest, None) or None for _flag, dest, _help in _SECURITY_FLAGS}
+    security = {dest: getattr(args, dest, None) or None for _flag, dest, _help in SECURITY_FLAGS}
     return ClientConfig.load(getattr(args, "client_config", None),
                              os.environ if environ is None else environ,
                              endpoint=getattr(args, "endpoint", None) or None, **security)
