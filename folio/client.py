@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Awaitable, Collection, Mapping
+from collections.abc import Awaitable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from folio._transport.brokers import Brokers, parse_endpoints
 from folio._transport.io_thread import IoThread
@@ -34,7 +34,8 @@ from folio.config import (
     ClientConfig,
 )
 from folio.errors import FolioError, InvalidArgumentError
-from folio.models import DeserializationPolicy, SegmentRange
+from folio.models import DeserializationPolicy
+from folio.read.start import Start, ancestors, start_positions
 from folio.security import TLS
 from folio.serializers import BytesSerializer, Serializer
 
@@ -59,9 +60,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-
-#: Where a reader starts: "earliest", "latest", or segment name -> offset.
-Start = Literal["earliest", "latest"] | str | Mapping[str, int]
 
 
 class Client(AdminCalls):
@@ -404,9 +402,8 @@ class Client(AdminCalls):
                on_deserialization_error: DeserializationPolicy = "raise") -> EventReader[Any]:
         """A reader of ``topic``, following its segments across scaling.
 
-        A segment read to the end of its seal is followed by its successors,
-        each started once all its predecessors the reader reads are read to
-        their end, so per routing key events come in write order.
+        A segment read to its seal is followed by its successors, each started once
+        all its predecessors the reader reads are read to their end (write order per key).
 
         Args:
             topic: the topic.
@@ -434,25 +431,7 @@ class Client(AdminCalls):
                 another topic.
         """
         every = self.get_segments(topic, include_sealed=True)
-        segments = [s for s in every if not s.sealed]
-        positions: dict[str, int]
-        if start == "earliest":
-            positions = {s.name: s.start_offset for s in every if not s.predecessors}
-        elif start == "latest":
-            positions = {s.name: s.end_offset for s in segments}
-        elif isinstance(start, Mapping):
-            positions = {s.name: s.start_offset for s in segments}
-            for name, offset in start.items():
-                if not name.startswith(f"{topic}/"):
-                    raise InvalidArgumentError(
-                        f"segment {name!r} is not a segment of topic {topic!r}")
-                if offset < 0:
-                    raise InvalidArgumentError(f"offset {offset} of {name!r} is negative")
-                positions[name] = offset
-        else:
-            raise InvalidArgumentError(
-                f"start must be 'earliest', 'latest' or a mapping of segment to offset, "
-                f"not {start!r}")
+        positions = start_positions(topic, every, start)
         pool = self._flow_pool()
         from folio.read.reader import EventReader  # noqa: PLC0415
 
@@ -460,7 +439,7 @@ class Client(AdminCalls):
             topic, positions, serializer if serializer is not None else BytesSerializer(),
             io=self._io, channels=pool, on_close=self._forget_reader, isolation=isolation,
             successors=self._successors_async, metrics=self._topic_metrics(topic),
-            read_before=_ancestors(every, positions),
+            read_before=ancestors(every, positions),
             on_deserialization_error=on_deserialization_error)
         with self._lock:
             self._readers.append(made)
@@ -518,15 +497,3 @@ class Client(AdminCalls):
     def __repr__(self) -> str:
         return f"<folio.Client {self.endpoint}>"
 
-
-def _ancestors(segments: list[SegmentRange], of: Collection[str]) -> set[str]:
-    """The names of every predecessor, transitively, of the segments named in ``of``."""
-    predecessors = {s.name: s.predecessors for s in segments}
-    found: set[str] = set()
-    todo = [p for name in of for p in predecessors.get(name, ())]
-    while todo:
-        name = todo.pop()
-        if name not in found:
-            found.add(name)
-            todo.extend(predecessors.get(name, ()))
-    return found
