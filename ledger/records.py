@@ -13,7 +13,12 @@ Earlier builds framed some records differently: the version under ``"v"``
 (permissions, ownership records) or not at all (heartbeats, the SCRAM table's
 ``"format"``). Their readers pass ``legacy_key`` (where the old version was) or
 ``unversioned`` (the format of a record with no version), so what an earlier
-build wrote still loads; every writer now writes ``format_version``.
+build wrote still loads; every writer now writes ``format_version``. Where an
+earlier build's reader checked its own key, the writer passes ``legacy_key`` to
+``dump_record`` too, which writes the version under both keys: a broker of the
+earlier build still reads the record during a rolling upgrade (a transaction
+log record it refused would be skipped, and its transaction forgotten). Once
+no such build runs, the second key can go; readers here never look at it.
 
 The records in binary formats keep their own codecs (protobuf or ``struct``,
 each with a ``format_version`` field of its own): the ledger metadata record,
@@ -40,22 +45,36 @@ class RecordFormatError(ValueError):
 
     Attributes:
         what: the record's name, as the reader gave it ("segment record").
+        version: the format version found (None: none, or not a JSON object).
     """
 
-    def __init__(self, message: str, what: str) -> None:
+    def __init__(self, message: str, what: str, version: object = None) -> None:
         super().__init__(message)
         self.what = what
+        self.version = version
 
 
-def dump_record(version: int, fields: Mapping[str, Any]) -> bytes:
+def dump_record(version: int, fields: Mapping[str, Any], *,
+                legacy_key: str | None = None) -> bytes:
     """A record as stored: ``fields`` and ``format_version``, compact JSON, keys sorted, UTF-8.
 
+    Args:
+        version: the record's format.
+        fields: its fields.
+        legacy_key: also write the version under this key, where the build
+            before the shared framing looked for it (``"v"``, ``"version"``), so
+            that a broker of that build still reads the record during a rolling
+            upgrade (docs/cluster.md); readers of this build ignore it. None for
+            records whose earlier readers never checked a version.
+
     Raises:
-        ValueError: ``fields`` has a ``format_version`` of its own.
+        ValueError: ``fields`` holds a version key of its own.
     """
-    if VERSION_KEY in fields:
-        raise ValueError(f"a record's fields may not hold {VERSION_KEY!r}")
-    return json.dumps({VERSION_KEY: version, **fields},
+    keys = {VERSION_KEY} if legacy_key is None else {VERSION_KEY, legacy_key}
+    if keys & set(fields):
+        raise ValueError(f"a record's fields may not hold {sorted(keys & set(fields))}")
+    versions = dict.fromkeys(keys, version)
+    return json.dumps({**versions, **fields},
                       separators=(",", ":"), sort_keys=True).encode("utf-8")
 
 
@@ -69,7 +88,8 @@ def load_record(data: bytes | str, what: str, versions: Collection[int], *,
         what: the record's name, for the error message.
         versions: the formats this reader reads.
         legacy_key: where an earlier build kept the format (``"v"``, ``"version"``),
-            read when ``format_version`` is absent; the key is removed from the fields.
+            read when ``format_version`` is absent; the key is removed from the
+            fields either way (``dump_record`` may write both).
         unversioned: the format of a record with no version at all (an earlier
             build that wrote none); None: such a record is refused.
 
@@ -83,16 +103,17 @@ def load_record(data: bytes | str, what: str, versions: Collection[int], *,
     if not isinstance(record, dict):
         raise RecordFormatError(
             f"{what} is not a JSON object but a {type(record).__name__}", what)
+    legacy = record.pop(legacy_key, None) if legacy_key is not None else None
     if VERSION_KEY in record:
         version = record[VERSION_KEY]
-    elif legacy_key is not None and legacy_key in record:
-        version = record.pop(legacy_key)
+    elif legacy is not None:
+        version = legacy
     else:
         version = unversioned
     if isinstance(version, bool) or version not in versions:
         readable = " and ".join(map(str, versions))
         raise RecordFormatError(
             f"{what} has unknown format version {version!r} (this build reads {readable})",
-            what)
+            what, version)
     record[VERSION_KEY] = version
     return record

@@ -15,12 +15,20 @@ def test_a_record_is_compact_sorted_json_with_its_version() -> None:
         dump_record(1, {VERSION_KEY: 2})
 
 
+def test_a_record_for_earlier_readers_carries_their_key_too() -> None:
+    data = dump_record(1, {"x": 2}, legacy_key="v")
+    assert data == b'{"format_version":1,"v":1,"x":2}'
+    assert load_record(data, "thing", (1,), legacy_key="v") == {"x": 2, VERSION_KEY: 1}
+    with pytest.raises(ValueError, match="'v'"):
+        dump_record(1, {"v": 2}, legacy_key="v")
+
+
 def test_an_earlier_builds_key_still_reads_and_is_renamed() -> None:
     assert load_record(b'{"v": 1, "x": 2}', "thing", (1,), legacy_key="v") \
         == {"x": 2, VERSION_KEY: 1}
-    # format_version wins over a field that happens to share the legacy key's name.
-    assert load_record(b'{"format_version": 1, "version": "0.1"}', "thing", (1,),
-                       legacy_key="version") == {"version": "0.1", VERSION_KEY: 1}
+    # format_version wins over the legacy key, which is dropped either way.
+    assert load_record(b'{"format_version": 1, "version": 2}', "thing", (1,),
+                       legacy_key="version") == {VERSION_KEY: 1}
     assert load_record(b'{"x": 2}', "thing", (1,), unversioned=1) == {"x": 2, VERSION_KEY: 1}
 
 
@@ -38,3 +46,12 @@ def test_unreadable_records_are_refused_with_why(data: bytes, problem: str) -> N
         load_record(data, "thing", (1,))
     assert raised.value.what == "thing"
     assert isinstance(raised.value, ValueError)
+
+
+def test_the_error_names_the_version_found() -> None:
+    with pytest.raises(RecordFormatError) as raised:
+        load_record(b'{"v": 2}', "thing", (1,), legacy_key="v")
+    assert raised.value.version == 2
+    with pytest.raises(RecordFormatError) as raised:
+        load_record(b"[]", "thing", (1,))
+    assert raised.value.version is None
