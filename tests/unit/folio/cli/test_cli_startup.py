@@ -37,12 +37,14 @@ def _loaded_by(*argv: str) -> list[str]:
     return loaded
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["topic", "--help"],
                                   ["topic", "create", "--help"], ["group", "list", "--help"]])
 def test_help_and_version_load_no_grpc_nor_server(argv: list[str]) -> None:
     assert _loaded_by(*argv) == []
 
 
+@pytest.mark.processes
 def test_a_server_command_is_loaded_when_run() -> None:
     loaded = _loaded_by("token", "create", "--help")
     assert "ledger.security.cli" in loaded
