@@ -1,6 +1,7 @@
 # Two commands on a fresh machine (python3 >= 3.11 with venv, make and a C compiler):
 #   make run    set up .venv with what the broker needs and start `folio standalone`
 #   make test   set up .venv with everything (dev tools, Spark) and run every check
+#   make unit   the fast tier: tests/unit in one process, no JVM, no subprocess
 # and `make cluster` / `make cluster-down` / `make cluster-status`: a cluster on ZooKeeper
 # on loopback (`scripts/cluster.py stop|restart NAME` for one process of it).
 PYTHON ?= python3
@@ -26,7 +27,7 @@ $(error $(PYTHON) cannot set up $(VENV) (see above))
 endif
 endif
 
-.PHONY: chaos run cluster cluster-down cluster-status test check-stubs lint typecheck imports pytest stubs bench clean image test-image chart
+.PHONY: chaos run cluster cluster-down cluster-status test unit check-stubs lint typecheck imports pytest stubs bench clean image test-image chart
 
 # compileall: an editable install leaves the sources uncompiled, and where
 # PYTHONDONTWRITEBYTECODE is set (containers often do) every `folio` command would
@@ -91,6 +92,14 @@ pytest: $(STAMP)
 		"deploy/prometheus is not checked (Debian package prometheus)" >&2
 	@$(BIN)/python -m pytest -m "not image" --durations=30; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest ran no tests" >&2; exit 1; fi; exit $$rc
+
+# The fast tier: tests/unit without the tests that start a process (the `processes`
+# marker: a ZooKeeper JVM, a Python subprocess, make), in this one process.
+# --no-processes makes any other test that starts one fail, naming the marker
+# (tests/support/tiers.py), so the tier stays fast. CONTRIBUTING.md, "Run one test".
+unit: $(STAMP)
+	@$(BIN)/python -m pytest -q -m "not processes and not image" --no-processes tests/unit; \
+	rc=$$?; if [ $$rc -eq 5 ]; then echo "make unit: pytest ran no tests" >&2; exit 1; fi; exit $$rc
 
 # A long Jepsen-style fault run against a real cluster (tests/nemesis, docs/cluster.md):
 # SEED picks the fault schedule (default: random, printed), DURATION its seconds.

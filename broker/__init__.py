@@ -51,9 +51,10 @@ Where this differs from the layout first sketched (issue 14), and why:
   instead of importing it (that import was the circle).
 - ``names`` (topic and segment names, record paths) is in ``segments/``, not
   ``topics/``: a segment computes its own name and record path, and
-  ``segments`` is the lowest layer. The JSON framing of every record
-  (``dump_record``, ``load_record``) is in ``segments/records``; the topic
-  record is ``topics/records``.
+  ``segments`` is the lowest layer. The JSON framing of every persisted
+  record (``dump_record``, ``load_record``) is ``ledger.records``, the bottom
+  layer every package may use; ``segments/records`` reads it with the broker's
+  ``CorruptDataError``; the topic record is ``topics/records``.
 - ``internal`` (the system-topic rule) is in ``topics/``, not ``system/``:
   ``TopicManager`` itself refuses public writes to system topics.
 - ``entry`` and ``block_limits`` are in ``segments/``: the segment writes

@@ -1,6 +1,8 @@
-"""Broker errors -> gRPC status codes: one table, as data.
+"""Broker errors -> gRPC status codes, derived from the one error table.
 
-Every refusal a client gets from the broker goes through here: the status
+The rows are ``folio.api.v1.error_table.ERRORS`` (one per error: its number,
+status code, retriability and Kafka code); this module binds each to its class
+and answers with it. Every refusal a client gets from the broker goes through here: the status
 code, the message, and trailing metadata naming the exact error by its stable
 number (``folio-error-code``, an ``ErrorCode`` of proto/folio/v1/errors.proto,
 so renaming a class breaks no client), by its class name (``folio-error``, for
@@ -22,49 +24,17 @@ from typing import Final
 
 import grpc
 
+import broker.errors
+import ledger.errors
 from broker.clip import clip_context, clip_context_json, clip_message
-from broker.errors import (
-    BrokerError,
-    BrokerShuttingDownError,
-    CorruptDataError,
-    EventTooLargeError,
-    GroupStateConflictError,
-    InternalTopicError,
-    InvalidArgumentError,
-    InvalidBlockError,
-    InvalidEventNumberError,
-    NoSuchSegmentError,
-    OffsetOutOfRangeError,
-    PermissionDeniedError,
-    ReaderGroupExistsError,
-    ReaderGroupNotFoundError,
-    SegmentSealedError,
-    TopicExistsError,
-    TopicNameError,
-    TopicNotFoundError,
-    TopicSealedError,
-    TransactionBufferFullError,
-    TransactionExpiredError,
-    TransactionTooLargeError,
-    TxnLabelClosedError,
-    TxnNotFoundError,
-    TxnStateError,
-    WrongHostError,
-)
+from broker.errors import BrokerError, WrongHostError
+from folio.api.v1.error_table import ERRORS, ErrorRow
 from folio.api.v1.errors_pb2 import ErrorCode
 from ledger import status as ledger_status
-from ledger.errors import (
-    BookieUnavailableError,
-    DataLossError,
-    EntryTooLargeError,
-    LedgerError,
-    LedgerFencedError,
-    LedgerRecoveryError,
-    NotEnoughBookiesError,
-    StorageError,
-)
+from ledger.errors import LedgerError, LedgerFencedError
 
 __all__ = [
+    "CLASS_ROWS",
     "LEDGER_ERROR_NUMBERS",
     "STATUS_TABLE",
     "StatusRow",
@@ -95,50 +65,38 @@ class StatusRow:
     number: ErrorCode.ValueType
 
 
-#: The one table (subclasses before their bases: the first match wins).
-STATUS_TABLE: Final[tuple[StatusRow, ...]] = (
-    StatusRow(TopicNameError, _Code.INVALID_ARGUMENT, _N.ERROR_CODE_TOPIC_NAME),
-    StatusRow(InvalidBlockError, _Code.INVALID_ARGUMENT, _N.ERROR_CODE_INVALID_BLOCK),
-    StatusRow(InvalidArgumentError, _Code.INVALID_ARGUMENT, _N.ERROR_CODE_INVALID_ARGUMENT),
-    StatusRow(TopicNotFoundError, _Code.NOT_FOUND, _N.ERROR_CODE_TOPIC_NOT_FOUND),
-    StatusRow(NoSuchSegmentError, _Code.NOT_FOUND, _N.ERROR_CODE_NO_SUCH_SEGMENT),
-    StatusRow(TopicExistsError, _Code.ALREADY_EXISTS, _N.ERROR_CODE_TOPIC_EXISTS),
-    StatusRow(TopicSealedError, _Code.FAILED_PRECONDITION, _N.ERROR_CODE_TOPIC_SEALED),
-    StatusRow(SegmentSealedError, _Code.FAILED_PRECONDITION, _N.ERROR_CODE_SEGMENT_SEALED),
-    StatusRow(InvalidEventNumberError, _Code.INVALID_ARGUMENT, _N.ERROR_CODE_INVALID_EVENT_NUMBER),
-    StatusRow(OffsetOutOfRangeError, _Code.OUT_OF_RANGE, _N.ERROR_CODE_OFFSET_OUT_OF_RANGE),
-    StatusRow(EventTooLargeError, _Code.RESOURCE_EXHAUSTED, _N.ERROR_CODE_EVENT_TOO_LARGE),
-    StatusRow(TransactionTooLargeError, _Code.RESOURCE_EXHAUSTED,
-              _N.ERROR_CODE_TRANSACTION_TOO_LARGE),
-    StatusRow(TransactionBufferFullError, _Code.RESOURCE_EXHAUSTED,
-              _N.ERROR_CODE_TRANSACTION_BUFFER_FULL),
-    StatusRow(TransactionExpiredError, _Code.FAILED_PRECONDITION,
-              _N.ERROR_CODE_TRANSACTION_EXPIRED),
-    StatusRow(TxnNotFoundError, _Code.NOT_FOUND, _N.ERROR_CODE_TXN_NOT_FOUND),
-    StatusRow(TxnStateError, _Code.FAILED_PRECONDITION, _N.ERROR_CODE_TXN_STATE),
-    StatusRow(TxnLabelClosedError, _Code.FAILED_PRECONDITION, _N.ERROR_CODE_TXN_LABEL_CLOSED),
-    StatusRow(WrongHostError, _Code.UNAVAILABLE, _N.ERROR_CODE_WRONG_HOST),
-    StatusRow(BrokerShuttingDownError, _Code.UNAVAILABLE, _N.ERROR_CODE_BROKER_SHUTTING_DOWN),
-    StatusRow(CorruptDataError, _Code.DATA_LOSS, _N.ERROR_CODE_CORRUPT_DATA),
-    StatusRow(ReaderGroupNotFoundError, _Code.NOT_FOUND, _N.ERROR_CODE_READER_GROUP_NOT_FOUND),
-    StatusRow(ReaderGroupExistsError, _Code.ALREADY_EXISTS, _N.ERROR_CODE_READER_GROUP_EXISTS),
-    StatusRow(GroupStateConflictError, _Code.FAILED_PRECONDITION,
-              _N.ERROR_CODE_GROUP_STATE_CONFLICT),
-    StatusRow(InternalTopicError, _Code.PERMISSION_DENIED, _N.ERROR_CODE_INTERNAL_TOPIC),
-    StatusRow(PermissionDeniedError, _Code.PERMISSION_DENIED, _N.ERROR_CODE_PERMISSION_DENIED),
-)
+def _classes(module: object, base: type[Exception]) -> dict[str, type[Exception]]:
+    return {name: value for name, value in vars(module).items()
+            if isinstance(value, type) and issubclass(value, base)}
+
+
+_BROKER_CLASSES: Final = _classes(broker.errors, BrokerError)
+_LEDGER_CLASSES: Final = _classes(ledger.errors, LedgerError)
+
+
+def _class_of(row: ErrorRow) -> type[Exception]:
+    classes = _LEDGER_CLASSES if row.from_ledger else _BROKER_CLASSES
+    cls = classes.get(row.name)
+    if cls is None:  # a row without its class: a bug found at import, by every test
+        raise ImportError(f"error table row {row.number} names {row.name!r}, which "
+                          f"{'ledger' if row.from_ledger else 'broker'}.errors does not define")
+    return cls
+
+
+#: Every row of the one error table (folio/api/v1/error_table.py) by its class.
+CLASS_ROWS: Final[dict[type[Exception], ErrorRow]] = {_class_of(row): row for row in ERRORS}
+
+#: The broker's rows: each ``BrokerError`` class, its status code and number.
+STATUS_TABLE: Final[tuple[StatusRow, ...]] = tuple(
+    StatusRow(cls, row.code, row.number) for cls, row in CLASS_ROWS.items()
+    if issubclass(cls, BrokerError))
 
 #: The public number of each ledger error a client may meet through the broker
 #: (the ledger service failing under it). Other ledger errors reaching a client
-#: are broker bugs: they travel by name and status code only.
+#: are broker bugs: they travel by name and status code only. Their status code
+#: is the ledger table's (ledger/status.py), which the rows repeat (a test checks).
 LEDGER_ERROR_NUMBERS: Final[dict[type[LedgerError], ErrorCode.ValueType]] = {
-    BookieUnavailableError: _N.ERROR_CODE_BOOKIE_UNAVAILABLE,
-    NotEnoughBookiesError: _N.ERROR_CODE_NOT_ENOUGH_BOOKIES,
-    StorageError: _N.ERROR_CODE_LEDGER_STORAGE,
-    LedgerRecoveryError: _N.ERROR_CODE_LEDGER_RECOVERY,
-    EntryTooLargeError: _N.ERROR_CODE_ENTRY_TOO_LARGE,
-    DataLossError: _N.ERROR_CODE_LEDGER_DATA_LOSS,
-}
+    cls: row.number for cls, row in CLASS_ROWS.items() if issubclass(cls, LedgerError)}
 
 _BY_CLASS: Final = {row.error: row for row in STATUS_TABLE}
 

@@ -9,8 +9,9 @@ names the server class it stands for); else a name the SDK knows gives that
 class, and a server class without an SDK twin (the ledger's
 ``BookieUnavailableError``, say) gives its alias below; anything else, or a
 status with no metadata at all (a proxy, a dead connection), falls back to the
-class of the status code. The tables are data, and the unit tests round-trip
-every row.
+class of the status code. The numbers and names come from the one error table
+(``folio.api.v1.error_table``); the aliases are the SDK's own choice, and the
+unit tests round-trip every row.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import grpc
 
 from folio import errors as e
 from folio.api.v1 import append_pb2
-from folio.api.v1.errors_pb2 import ErrorCode
+from folio.api.v1.error_table import ERRORS
 
 __all__ = [
     "CODE_CLASSES",
@@ -47,21 +48,6 @@ ERROR_CONTEXT_KEY: Final = "folio-error-context"
 
 _Code = grpc.StatusCode
 
-#: SDK classes the broker names in ``folio-error``, by name.
-NAME_CLASSES: Final[dict[str, type[e.FolioError]]] = {
-    cls.__name__: cls
-    for cls in (
-        e.TopicNotFoundError, e.TopicExistsError, e.TopicNameError, e.InvalidArgumentError,
-        e.NoSuchSegmentError, e.SegmentSealedError, e.OffsetOutOfRangeError,
-        e.EventTooLargeError, e.InvalidEventNumberError, e.WrongHostError, e.TxnStateError,
-        e.TxnNotFoundError, e.ReaderGroupNotFoundError, e.ReaderGroupExistsError,
-        e.GroupStateConflictError, e.InternalTopicError, e.PermissionDeniedError,
-        e.InvalidBlockError,
-        # The ledger service's name for an entry no bookie holds any more.
-        e.DataLossError,
-    )
-}
-
 #: Server classes with no SDK twin, read back as the SDK class that means the same.
 NAME_ALIASES: Final[dict[str, type[e.FolioError]]] = {
     "BrokerShuttingDownError": e.FolioUnavailableError,
@@ -83,43 +69,14 @@ NAME_ALIASES: Final[dict[str, type[e.FolioError]]] = {
     "CorruptDataError": e.DataLossError,
 }
 
-_N = ErrorCode
+#: SDK classes the broker names in ``folio-error``, by name: every row of the
+#: error table without an alias above (the SDK class of the server's name).
+NAME_CLASSES: Final[dict[str, type[e.FolioError]]] = {
+    row.name: getattr(e, row.name) for row in ERRORS if row.name not in NAME_ALIASES}
 
 #: Every ``ErrorCode`` number -> the server class it stands for, which
 #: ``NAME_CLASSES`` or ``NAME_ALIASES`` turns into the SDK class.
-NUMBER_NAMES: Final[dict[int, str]] = {
-    _N.ERROR_CODE_INVALID_ARGUMENT: "InvalidArgumentError",
-    _N.ERROR_CODE_INVALID_BLOCK: "InvalidBlockError",
-    _N.ERROR_CODE_TOPIC_NAME: "TopicNameError",
-    _N.ERROR_CODE_TOPIC_NOT_FOUND: "TopicNotFoundError",
-    _N.ERROR_CODE_NO_SUCH_SEGMENT: "NoSuchSegmentError",
-    _N.ERROR_CODE_TOPIC_EXISTS: "TopicExistsError",
-    _N.ERROR_CODE_TOPIC_SEALED: "TopicSealedError",
-    _N.ERROR_CODE_SEGMENT_SEALED: "SegmentSealedError",
-    _N.ERROR_CODE_INVALID_EVENT_NUMBER: "InvalidEventNumberError",
-    _N.ERROR_CODE_OFFSET_OUT_OF_RANGE: "OffsetOutOfRangeError",
-    _N.ERROR_CODE_EVENT_TOO_LARGE: "EventTooLargeError",
-    _N.ERROR_CODE_TRANSACTION_TOO_LARGE: "TransactionTooLargeError",
-    _N.ERROR_CODE_TRANSACTION_BUFFER_FULL: "TransactionBufferFullError",
-    _N.ERROR_CODE_TRANSACTION_EXPIRED: "TransactionExpiredError",
-    _N.ERROR_CODE_TXN_NOT_FOUND: "TxnNotFoundError",
-    _N.ERROR_CODE_TXN_STATE: "TxnStateError",
-    _N.ERROR_CODE_TXN_LABEL_CLOSED: "TxnLabelClosedError",
-    _N.ERROR_CODE_WRONG_HOST: "WrongHostError",
-    _N.ERROR_CODE_BROKER_SHUTTING_DOWN: "BrokerShuttingDownError",
-    _N.ERROR_CODE_CORRUPT_DATA: "CorruptDataError",
-    _N.ERROR_CODE_READER_GROUP_NOT_FOUND: "ReaderGroupNotFoundError",
-    _N.ERROR_CODE_READER_GROUP_EXISTS: "ReaderGroupExistsError",
-    _N.ERROR_CODE_GROUP_STATE_CONFLICT: "GroupStateConflictError",
-    _N.ERROR_CODE_INTERNAL_TOPIC: "InternalTopicError",
-    _N.ERROR_CODE_PERMISSION_DENIED: "PermissionDeniedError",
-    _N.ERROR_CODE_BOOKIE_UNAVAILABLE: "BookieUnavailableError",
-    _N.ERROR_CODE_NOT_ENOUGH_BOOKIES: "NotEnoughBookiesError",
-    _N.ERROR_CODE_LEDGER_STORAGE: "StorageError",
-    _N.ERROR_CODE_LEDGER_RECOVERY: "LedgerRecoveryError",
-    _N.ERROR_CODE_ENTRY_TOO_LARGE: "EntryTooLargeError",
-    _N.ERROR_CODE_LEDGER_DATA_LOSS: "DataLossError",
-}
+NUMBER_NAMES: Final[dict[int, str]] = {row.number: row.name for row in ERRORS}
 
 #: The class of a status whose ``folio-error`` is missing or unknown.
 CODE_CLASSES: Final[dict[grpc.StatusCode, type[e.FolioError]]] = {

@@ -8,8 +8,9 @@ import pytest
 
 from tests.support.bookies import BookieProcesses
 
-# A real ZooKeeper: the `zookeeper`, `zk_url` and `make_zookeeper` fixtures.
-pytest_plugins = ["tests.support.zookeeper"]
+# A real ZooKeeper: the `zookeeper`, `zk_url` and `make_zookeeper` fixtures; the
+# `processes` marker and `--no-processes` of the fast tier (`make unit`).
+pytest_plugins = ["tests.support.zookeeper", "tests.support.tiers"]
 
 
 @pytest.fixture

@@ -16,13 +16,13 @@ The stored form is JSON with a format version (``FORMAT_VERSION``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final
 
 from broker.errors import InvalidArgumentError
+from ledger.records import RecordFormatError, dump_record, load_record
 
 __all__ = ["FORMAT_VERSION", "AclTable", "Action", "Grant", "ResourceKind", "check_pattern"]
 
@@ -148,16 +148,19 @@ class AclTable:
         """The stored form: versioned JSON, grants in a stable order."""
         grants = sorted((grant.to_json() for grant in self.grants),
                         key=lambda item: (item["role"], item["kind"], item["pattern"]))
-        return json.dumps({"version": FORMAT_VERSION, "grants": grants},
-                          separators=(",", ":")).encode()
+        # "version": for brokers of earlier builds (ledger.records).
+        return dump_record(FORMAT_VERSION, {"grants": grants}, legacy_key="version")
 
     @classmethod
     def decode(cls, data: bytes, version: int) -> AclTable:
         """From the stored form. Raises ``ValueError`` for an unknown format."""
         if not data:
             return cls((), version)
-        document = json.loads(data)
-        if document.get("version") != FORMAT_VERSION:
-            raise ValueError(f"permissions stored in format {document.get('version')!r}; "
-                             f"this broker reads format {FORMAT_VERSION}")
+        try:
+            # Earlier builds kept the version under "version" (ledger.records).
+            document = load_record(data, "permissions", (FORMAT_VERSION,),
+                                   legacy_key="version")
+        except RecordFormatError as error:
+            raise ValueError(f"permissions stored in format {error.version!r}; "
+                             f"this broker reads format {FORMAT_VERSION} ({error})") from None
         return cls((Grant.from_json(item) for item in document["grants"]), version)

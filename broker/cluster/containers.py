@@ -17,9 +17,10 @@ container's segments are written by that container's owner only
 consumer group owns the segment holding its offsets (docs/kafka.md).
 
 Ownership of container ``n`` is the ephemeral node ``/containers/<n>/owner``
-holding an ``OwnerRecord`` (JSON ``{"version": 1, "id": ..., "address": ...,
+holding an ``OwnerRecord`` (JSON ``{"format_version": 1, "id": ..., "address": ...,
 "incarnation": ..., "kafka": ...}``, ``kafka`` only when the broker serves
-Kafka): whoever creates it owns the container until it deletes the node or
+Kafka; framed by ``ledger.records``, and earlier builds' ``"version": 1`` still
+reads): whoever creates it owns the container until it deletes the node or
 its session ends. ``incarnation`` is random per broker
 process: a broker restarted under the same id within the session timeout
 sees its predecessor's nodes as someone else's (they vanish with that session).
@@ -32,9 +33,10 @@ the balance before it stops serving: it hands its containers over first.
 
 from __future__ import annotations
 
-import json
 import zlib
 from dataclasses import dataclass
+
+from ledger.records import dump_record, load_record
 
 __all__ = [
     "CONTAINERS_PATH",
@@ -114,17 +116,17 @@ class OwnerRecord:
     kafka: str = ""
 
     def to_bytes(self) -> bytes:
-        fields = {"version": _RECORD_VERSION, "id": self.broker_id, "address": self.address,
+        fields = {"id": self.broker_id, "address": self.address,
                   "incarnation": self.incarnation}
         if self.kafka:
             fields["kafka"] = self.kafka
-        return json.dumps(fields).encode()
+        return dump_record(_RECORD_VERSION, fields)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> OwnerRecord:
         """Decode; an unreadable record is an owner with no known address (never a crash)."""
         try:
-            fields = json.loads(data)
+            fields = load_record(data, "owner record", (_RECORD_VERSION,), legacy_key="version")
             return cls(str(fields["id"]), str(fields.get("address", "")),
                        str(fields.get("incarnation", "")), str(fields.get("kafka", "")))
         except (ValueError, KeyError, TypeError):

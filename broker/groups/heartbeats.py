@@ -15,17 +15,19 @@ Cost: one metadata write per heartbeat, one read per member per check.
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass
 from typing import Final
 from urllib.parse import quote, unquote
 
 from ledger.api import MetadataStore
 from ledger.errors import NodeExistsError, NoNodeError
+from ledger.records import dump_record, load_record
 
 __all__ = ["HEARTBEATS_ROOT", "HeartbeatBoard", "SharedHeartbeat"]
 
 HEARTBEATS_ROOT: Final = "/folio/group-heartbeats"
+#: The heartbeat record format (ledger.records; earlier builds wrote none: read as 1).
+_FORMAT: Final = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +52,7 @@ class HeartbeatBoard:
 
     async def write(self, group: str, reader_id: str, session_id: str,
                     offsets: dict[str, int]) -> None:
-        data = json.dumps({"session_id": session_id, "offsets": offsets}).encode()
+        data = dump_record(_FORMAT, {"session_id": session_id, "offsets": offsets})
         path = _path(group, reader_id)
         try:
             await self._store.set(path, data, -1)
@@ -64,7 +66,8 @@ class HeartbeatBoard:
         except NoNodeError:
             return None
         try:
-            fields = json.loads(node.data)
+            # Earlier builds wrote no version: their heartbeats are format 1.
+            fields = load_record(node.data, "heartbeat", (_FORMAT,), unversioned=_FORMAT)
             return SharedHeartbeat(node.version, str(fields["session_id"]),
                                    {str(k): int(v) for k, v in fields["offsets"].items()})
         except (ValueError, KeyError, TypeError, AttributeError):

@@ -1,67 +1,52 @@
 """Folio's domain errors as Kafka error codes, chosen so Kafka clients do the right thing.
 
-One table, as data (like ``broker.status`` for gRPC): retriable conditions map
-to retriable codes (a client retries or refreshes its metadata), refusals to
-the code a Kafka broker would give for the same refusal.
+Derived from the one error table (``folio.api.v1.error_table``, its ``kafka``
+column, bound to the classes by ``broker.status.CLASS_ROWS``): retriable
+conditions map to retriable codes (a client retries or refreshes its
+metadata), refusals to the code a Kafka broker would give for the same refusal.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 from kio.schema.errors import ErrorCode
 
-from broker.errors import (
-    BrokerShuttingDownError,
-    CorruptDataError,
-    EventTooLargeError,
-    InternalTopicError,
-    InvalidArgumentError,
-    InvalidEventNumberError,
-    NoSuchSegmentError,
-    OffsetOutOfRangeError,
-    SegmentSealedError,
-    TopicExistsError,
-    TopicNameError,
-    TopicNotFoundError,
-    WrongHostError,
-)
+from broker.status import CLASS_ROWS
+from folio.api.v1.error_table import LEDGER_KAFKA_FALLBACK
 from ledger.errors import LedgerError
 
 __all__ = ["error_code"]
 
 log = logging.getLogger(__name__)
 
-#: Most specific first: the first class the error is an instance of decides.
-_TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
-    (TopicNotFoundError, ErrorCode.unknown_topic_or_partition),
-    (NoSuchSegmentError, ErrorCode.unknown_topic_or_partition),
-    (TopicExistsError, ErrorCode.topic_already_exists),
-    (TopicNameError, ErrorCode.invalid_topic_exception),
-    (InternalTopicError, ErrorCode.topic_authorization_failed),
-    # A sealed segment takes no appends; its successors do (docs/kafka.md).
-    (SegmentSealedError, ErrorCode.invalid_topic_exception),
-    (OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
-    (EventTooLargeError, ErrorCode.message_too_large),
-    (InvalidEventNumberError, ErrorCode.out_of_order_sequence_number),
-    # Another broker owns the segment: the client refreshes metadata and retries.
-    (WrongHostError, ErrorCode.not_leader_or_follower),
-    (BrokerShuttingDownError, ErrorCode.not_leader_or_follower),
-    (CorruptDataError, ErrorCode.corrupt_message),
-    (InvalidArgumentError, ErrorCode.invalid_request),
-)
+
+def _kafka_code(name: str) -> ErrorCode:
+    return ErrorCode[name.lower()]
+
+
+#: Each class with a Kafka code in its row. A class without one (or not in the
+#: table) takes its nearest base class's: the first class of its MRO here decides.
+_BY_CLASS: Final[dict[type[BaseException], ErrorCode]] = {
+    cls: _kafka_code(row.kafka) for cls, row in CLASS_ROWS.items() if row.kafka is not None}
+_LEDGER_FALLBACK: Final = {
+    retriable: _kafka_code(name) for retriable, name in LEDGER_KAFKA_FALLBACK.items()}
 
 
 def error_code(error: BaseException) -> ErrorCode:
     """The Kafka error code for ``error``; unknown errors are logged and UNKNOWN_SERVER_ERROR."""
-    for kind, code in _TABLE:
-        if isinstance(error, kind):
-            return code
-    if isinstance(error, LedgerError):
+    code: ErrorCode | None = None
+    for cls in type(error).__mro__:
+        code = _BY_CLASS.get(cls)
+        if code is not None:
+            break
+    if code is None and isinstance(error, LedgerError):
         # The ledger service failed; a retriable one may pass (the client retries).
-        if error.retriable:
-            return ErrorCode.request_timed_out
+        code = _LEDGER_FALLBACK[bool(error.retriable)]
+    if code is ErrorCode.kafka_storage_error:
         log.warning("kafka: ledger error answered as KAFKA_STORAGE_ERROR: %s", error)
-        return ErrorCode.kafka_storage_error
-    log.error("kafka: unexpected error answered as UNKNOWN_SERVER_ERROR", exc_info=error)
-    return ErrorCode.unknown_server_error
+    if code is None:
+        log.error("kafka: unexpected error answered as UNKNOWN_SERVER_ERROR", exc_info=error)
+        return ErrorCode.unknown_server_error
+    return code

@@ -1,6 +1,8 @@
-"""The segment's persisted metadata record, and the JSON framing every broker record shares.
+"""The segment's persisted metadata record, and the broker's reader of the shared framing.
 
-Records are JSON objects carrying ``format_version``, stored in the
+Records are JSON objects carrying ``format_version`` (``ledger.records``, the
+framing every persisted record shares; ``load_record`` here answers an
+unreadable one with ``CorruptDataError``), stored in the
 ``MetadataStore`` (a segment's at ``broker.segments.names.segment_path``) and
 changed only by compare-and-set on the node's version, so a broker that lost
 a segment learns it from its failed CAS instead of overwriting its successor.
@@ -22,12 +24,13 @@ the appends out (their resends are then answered without an offset).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from broker.errors import CorruptDataError
+from ledger import records
+from ledger.records import dump_record
 
 __all__ = [
     "RECENT_APPENDS",
@@ -114,8 +117,7 @@ class SegmentRecord:
         """The record as stored (format 2)."""
         newest = max((s.last_update_ms for s in self.writers.values()), default=0)
         kept_from = newest - RECENT_APPENDS_KEPT_MS
-        return dump_record({
-            "format_version": SEGMENT_FORMAT_VERSION,
+        return dump_record(SEGMENT_FORMAT_VERSION, {
             "topic": self.topic,
             "number": self.number,
             "ledgers": [[r.ledger_id, r.first_offset, r.length_bytes, r.last_entry_ms]
@@ -163,23 +165,9 @@ def _recent(appends: Any) -> tuple[RecentAppend, ...]:
                  for first, last, base in appends)[-RECENT_APPENDS:]
 
 
-def dump_record(record: dict[str, Any]) -> bytes:
-    """A record as stored: compact JSON, keys sorted, UTF-8."""
-    return json.dumps(record, separators=(",", ":"), sort_keys=True).encode("utf-8")
-
-
 def load_record(data: bytes, what: str, versions: tuple[int, ...]) -> dict[str, Any]:
-    """A stored record's JSON object; ``CorruptDataError`` unless it is one of ``versions``."""
+    """A stored broker record's fields (``ledger.records``); ``CorruptDataError`` if unreadable."""
     try:
-        record = json.loads(data)
-    except (UnicodeDecodeError, ValueError):
-        raise CorruptDataError(f"{what} is not JSON", what=what) from None
-    if not isinstance(record, dict):
-        raise CorruptDataError(f"{what} is not a JSON object", what=what)
-    version = record.get("format_version")
-    if isinstance(version, bool) or version not in versions:
-        readable = " and ".join(map(str, versions))
-        raise CorruptDataError(
-            f"{what} has format version {version!r}; this broker reads {readable}",
-            what=what)
-    return record
+        return records.load_record(data, what, versions)
+    except records.RecordFormatError as error:
+        raise CorruptDataError(str(error), what=what) from None

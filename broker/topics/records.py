@@ -1,6 +1,6 @@
 """The topic's persisted metadata record: its configuration and every segment ever made.
 
-A JSON object carrying ``format_version`` (framing: ``broker.segments.records``),
+A JSON object carrying ``format_version`` (framing: ``ledger.records``),
 stored at ``broker.segments.names.topic_path`` and changed only by
 compare-and-set on the node's version. Written in format 2, which adds each
 segment's predecessors (scaling), the topic's ``sealed`` flag and when it last
@@ -60,8 +60,7 @@ class TopicRecord:
 
     def to_bytes(self) -> bytes:
         """The record as stored."""
-        return dump_record({
-            "format_version": FORMAT_VERSION,
+        return dump_record(FORMAT_VERSION, {
             "name": self.name,
             "config": asdict(self.config),
             "segments": [

@@ -22,7 +22,6 @@ commit goes on rather than going back to OPEN.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Sequence
 
@@ -36,6 +35,7 @@ from broker.txn.states import (
     TxnState,
     check_transition,
 )
+from ledger.records import dump_record
 from txnbuffer.api import TxnId
 
 __all__ = ["FINISH_RETRY_FIRST_MS", "FINISH_RETRY_MAX_MS", "CoordinatorFinish"]
@@ -131,8 +131,9 @@ class CoordinatorFinish(CoordinatorCore):
         commit = job.final is TxnState.COMMITTED
         if not job.logged:
             if job.group_key is not None:
-                group = json.dumps({"v": LOG_FORMAT_VERSION, "state": TxnState.COMMITTING.name,
-                                    "txns": [txn.name for txn in txns]}).encode()
+                group = dump_record(LOG_FORMAT_VERSION, {"state": TxnState.COMMITTING.name,
+                                                         "txns": [txn.name for txn in txns]},
+                                    legacy_key="v")
                 await self._log.write(job.group_key, group)
             else:
                 await asyncio.gather(*(self._log.write(txn.name, txn.record()) for txn in txns))

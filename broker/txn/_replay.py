@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Coroutine
 from typing import Any
@@ -18,6 +17,7 @@ from broker.errors import InvalidArgumentError
 from broker.segments.names import is_system_topic
 from broker.txn._timeouts import CoordinatorTimeouts
 from broker.txn.states import GROUP_PREFIX, LOG_FORMAT_VERSION, Finishing, Txn, TxnState
+from ledger.records import load_record
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_from_hex
 
@@ -97,11 +97,9 @@ class CoordinatorReplay(CoordinatorTimeouts):
         Raises ValueError, KeyError, TypeError or InvalidArgumentError for a record it
         cannot read.
         """
-        data = json.loads(value)
-        if not isinstance(data, dict):
-            raise TypeError(f"a JSON object was expected, got {type(data).__name__}")
-        if data.get("v") != LOG_FORMAT_VERSION:
-            raise ValueError(f"unknown version {data.get('v')!r}")
+        # Earlier builds kept the version under "v" (ledger.records).
+        data = load_record(value, "transaction log record", (LOG_FORMAT_VERSION,),
+                           legacy_key="v")
         if key.startswith(GROUP_PREFIX):
             return [txn_id_from_hex(t) for t in data["txns"]]
         segments = [str(name) for name in data["segments"]]

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from broker.errors import (
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator, TxnState
+from ledger.records import dump_record, load_record
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_from_hex, txn_id_hex
 
@@ -68,17 +68,14 @@ class _Record:
     done: bool
 
     def encode(self) -> bytes:
-        return json.dumps({"v": _VERSION, "sequence": self.sequence,
-                           "txns": [txn_id_hex(t) for t in self.txns],
-                           "done": self.done}).encode()
+        return dump_record(_VERSION, {"sequence": self.sequence,
+                                      "txns": [txn_id_hex(t) for t in self.txns],
+                                      "done": self.done}, legacy_key="v")
 
     @staticmethod
     def decode(key: str, value: bytes) -> _Record:
-        data = json.loads(value)
-        if not isinstance(data, dict):
-            raise TypeError(f"commit key record {key!r} is not a JSON object")
-        if data.get("v") != _VERSION:
-            raise ValueError(f"commit key record {key!r} has unknown version {data.get('v')}")
+        # Earlier builds kept the version under "v" (ledger.records).
+        data = load_record(value, f"commit key record {key!r}", (_VERSION,), legacy_key="v")
         return _Record(int(data["sequence"]),
                        tuple(txn_id_from_hex(t) for t in data["txns"]), bool(data["done"]))
 

@@ -14,11 +14,11 @@ finished. A commit group's record is keyed ``commit-<first txn id>``.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from enum import Enum
 
 from broker.errors import InvalidArgumentError, TxnStateError
+from ledger.records import dump_record
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_hex
 
@@ -115,10 +115,10 @@ class Txn:
 
     def record(self) -> bytes:
         """The versioned JSON record of the log."""
-        return json.dumps({"v": LOG_FORMAT_VERSION, "state": self.state.name,
-                           "deadline_ms": self.deadline_ms,
-                           "segments": self.segments,
-                           "finished_ms": self.finished_ms, "label": self.label}).encode()
+        return dump_record(LOG_FORMAT_VERSION, {
+            "state": self.state.name, "deadline_ms": self.deadline_ms,
+            "segments": self.segments, "finished_ms": self.finished_ms, "label": self.label,
+        }, legacy_key="v")  # "v": for brokers of earlier builds (ledger.records)
 
 
 @dataclass(frozen=True, slots=True)

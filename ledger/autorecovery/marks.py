@@ -17,7 +17,6 @@ before it re-replicated, so a bookie lost meanwhile is never dropped.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from dataclasses import dataclass
 
@@ -31,6 +30,7 @@ from ledger.errors import (
 )
 from ledger.metadata.ledger_metadata import ledger_id_from_name, ledger_path
 from ledger.metadata.read_back import landed
+from ledger.records import RecordFormatError, dump_record, load_record
 
 __all__ = [
     "AUDITOR_PATH",
@@ -72,20 +72,16 @@ class Mark:
 
     def encode(self) -> bytes:
         """The node's data."""
-        return json.dumps({"format_version": MARK_FORMAT_VERSION,
-                           "lost_bookies": sorted(self.lost_bookies),
-                           "marked_at_ms": self.marked_at_ms}, sort_keys=True).encode()
+        return dump_record(MARK_FORMAT_VERSION, {"lost_bookies": sorted(self.lost_bookies),
+                                                 "marked_at_ms": self.marked_at_ms})
 
     @classmethod
     def decode(cls, ledger_id: int, data: bytes, version: int) -> Mark:
         """Read a mark. Raises ``MetadataError`` on a bad or unknown record."""
         try:
-            record = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise MetadataError(f"mark of ledger {ledger_id}: not JSON: {error}") from None
-        if not isinstance(record, dict) or record.get("format_version") != MARK_FORMAT_VERSION:
-            raise MetadataError(f"mark of ledger {ledger_id}: unknown format "
-                                f"(this Folio reads {MARK_FORMAT_VERSION})")
+            record = load_record(data, f"mark of ledger {ledger_id}", (MARK_FORMAT_VERSION,))
+        except RecordFormatError as error:
+            raise MetadataError(str(error)) from None
         bookies, marked = record.get("lost_bookies"), record.get("marked_at_ms")
         if not isinstance(bookies, list) or not all(isinstance(b, str) for b in bookies) \
                 or not isinstance(marked, int):

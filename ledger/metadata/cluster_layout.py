@@ -36,13 +36,13 @@ bookies refuse to start on a chroot without ``/cluster``.
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import asdict, dataclass, fields
 
 from ledger.api import MetadataStore
 from ledger.config import check_quorums
 from ledger.errors import MetadataError, NodeExistsError, NoNodeError
 from ledger.metadata.ledger_metadata import LEDGERS_PATH
+from ledger.records import RecordFormatError, dump_record, load_record
 
 __all__ = [
     "BOOKIES_ALL_PATH",
@@ -110,16 +110,9 @@ def _check_id(node_id: str) -> str:
 
 def _decode_json(path: str, data: bytes) -> dict[str, object]:
     try:
-        record = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise MetadataError(f"{path}: not a JSON record: {error}") from None
-    if not isinstance(record, dict):
-        raise MetadataError(f"{path}: not a JSON object")
-    version = record.get("format_version")
-    if version != LAYOUT_FORMAT_VERSION:
-        raise MetadataError(f"{path}: unknown format version {version!r} "
-                            f"(this Folio reads {LAYOUT_FORMAT_VERSION})")
-    return record
+        return load_record(data, path, (LAYOUT_FORMAT_VERSION,))
+    except RecordFormatError as error:
+        raise MetadataError(str(error)) from None
 
 
 @dataclass(frozen=True)
@@ -146,8 +139,7 @@ class ClusterLayout:
 
     def encode(self) -> bytes:
         """The ``/cluster`` node's data."""
-        return json.dumps({"format_version": LAYOUT_FORMAT_VERSION, **asdict(self)},
-                          sort_keys=True).encode()
+        return dump_record(LAYOUT_FORMAT_VERSION, asdict(self))
 
     @classmethod
     def decode(cls, data: bytes) -> ClusterLayout:
@@ -182,8 +174,7 @@ class Registration:
 
     def encode(self) -> bytes:
         """The node's data."""
-        return json.dumps({"format_version": LAYOUT_FORMAT_VERSION, **asdict(self)},
-                          sort_keys=True).encode()
+        return dump_record(LAYOUT_FORMAT_VERSION, asdict(self))
 
     @classmethod
     def decode(cls, path: str, data: bytes) -> Registration:

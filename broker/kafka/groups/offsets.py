@@ -26,7 +26,6 @@ it gives it up (``forget_container``).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -36,6 +35,7 @@ from broker.errors import WrongHostError
 from broker.system.compacted_topic import CompactedTopic
 from broker.system.compaction import CompactionResult
 from broker.topics.manager import TopicManager
+from ledger.records import dump_record, load_record
 
 __all__ = ["OFFSETS_TOPIC", "CommittedOffset", "GroupRecord", "OffsetStore", "TopicPartition"]
 
@@ -57,14 +57,14 @@ class CommittedOffset:
     commit_time_ms: int = 0
 
     def encode(self) -> bytes:
-        return json.dumps({"v": _VERSION, "offset": self.offset, "epoch": self.leader_epoch,
-                           "metadata": self.metadata, "time_ms": self.commit_time_ms}).encode()
+        return dump_record(_VERSION, {"offset": self.offset, "epoch": self.leader_epoch,
+                                      "metadata": self.metadata, "time_ms": self.commit_time_ms},
+                           legacy_key="v")
 
     @staticmethod
     def decode(value: bytes) -> CommittedOffset:
-        data = json.loads(value)
-        if not isinstance(data, dict) or data.get("v") != _VERSION:
-            raise ValueError(f"unknown offset record format {value[:32]!s}")
+        # Earlier builds kept the version under "v" (ledger.records).
+        data = load_record(value, "offset record", (_VERSION,), legacy_key="v")
         metadata = data.get("metadata")
         return CommittedOffset(int(data["offset"]), int(data.get("epoch", -1)),
                                None if metadata is None else str(metadata),
@@ -80,15 +80,13 @@ class GroupRecord:
     protocol_name: str | None
 
     def encode(self) -> bytes:
-        return json.dumps({"v": _VERSION, "generation": self.generation,
-                           "protocol_type": self.protocol_type,
-                           "protocol_name": self.protocol_name}).encode()
+        return dump_record(_VERSION, {"generation": self.generation,
+                                      "protocol_type": self.protocol_type,
+                                      "protocol_name": self.protocol_name}, legacy_key="v")
 
     @staticmethod
     def decode(value: bytes) -> GroupRecord:
-        data = json.loads(value)
-        if not isinstance(data, dict) or data.get("v") != _VERSION:
-            raise ValueError(f"unknown group record format {value[:32]!s}")
+        data = load_record(value, "group record", (_VERSION,), legacy_key="v")
         return GroupRecord(int(data["generation"]), data.get("protocol_type"),
                            data.get("protocol_name"))
 

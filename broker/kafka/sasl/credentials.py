@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 from collections.abc import Callable
 from typing import Any, Final
 
 from broker.kafka.sasl.scram import SCRAM_HASHES, ScramCredential
 from ledger.api import MetadataStore
 from ledger.errors import BadVersionError, NodeExistsError, NoNodeError
+from ledger.records import dump_record, load_record
 
 __all__ = ["SCRAM_PATH", "ScramCredentialStore", "ScramTable", "decode_table", "encode_table"]
 
@@ -50,7 +50,7 @@ def encode_table(table: ScramTable) -> bytes:
                                 "server_key": _b64(c.server_key), "iterations": c.iterations}
                     for mechanism, c in sorted(mechanisms.items())}
              for user, mechanisms in sorted(table.items()) if mechanisms}
-    return json.dumps({"format": _FORMAT, "users": users}, sort_keys=True).encode()
+    return dump_record(_FORMAT, {"users": users})
 
 
 def decode_table(data: bytes) -> ScramTable:
@@ -58,7 +58,8 @@ def decode_table(data: bytes) -> ScramTable:
     if not data:
         return {}
     try:
-        raw: Any = json.loads(data)
+        # Earlier builds kept the version under "format" (ledger.records).
+        raw: Any = load_record(data, SCRAM_PATH, (_FORMAT,), legacy_key="format")
         table: ScramTable = {}
         for user, mechanisms in raw["users"].items():
             table[user] = {

@@ -9,10 +9,10 @@ transaction begins, when offsets are added, and when a transaction ends.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from broker.kafka.groups.offsets import CommittedOffset
+from ledger.records import dump_record, load_record
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_from_hex, txn_id_hex
 
@@ -59,23 +59,22 @@ class TxnProducer:
 
     def encode(self) -> bytes:
         """The record's value."""
-        return json.dumps({
-            "v": _VERSION, "producer_id": self.producer_id, "epoch": self.epoch,
+        return dump_record(_VERSION, {
+            "producer_id": self.producer_id, "epoch": self.epoch,
             "timeout_ms": self.timeout_ms,
             "txn_id": None if self.txn_id is None else txn_id_hex(self.txn_id),
             "offsets": [[group, topic, partition, value.offset, value.leader_epoch,
                          value.metadata] for (group, topic, partition), value
                         in self.offsets.items()],
-        }).encode()
+        }, legacy_key="v")  # "v": for brokers of earlier builds (ledger.records)
 
     @staticmethod
     def decode(key: str, value: bytes) -> TxnProducer:
         """The state in a record (``ValueError``, ``KeyError``, ``TypeError`` if unreadable)."""
         if not key.startswith("t/"):
             raise ValueError("not a transactional id record")
-        data = json.loads(value)
-        if not isinstance(data, dict) or data.get("v") != _VERSION:
-            raise ValueError(f"unknown record format {value[:32]!s}")
+        # Earlier builds kept the version under "v" (ledger.records).
+        data = load_record(value, "transactional id record", (_VERSION,), legacy_key="v")
         txn = data.get("txn_id")
         offsets = {(str(group), str(topic), int(partition)):
                    CommittedOffset(int(offset), int(epoch), metadata)

@@ -34,6 +34,7 @@ print(json.dumps({
 PINNED = {"node": 1522221965, "group": 0, "txn": 2, "segment": 2, "spread": list(range(16))}
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("seed", ["0", "1", "4242"])
 def test_the_same_values_in_a_process_with_another_hash_seed(seed: str) -> None:
     env = {**os.environ, "PYTHONHASHSEED": seed}

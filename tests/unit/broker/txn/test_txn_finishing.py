@@ -11,6 +11,7 @@ replaying the log agrees.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -70,14 +71,21 @@ class FailingMarkers:
 
 
 def _state(value: bytes | None) -> str:
-    return "" if value is None else str(value)
+    """The ``state`` of a transaction log record ("" for none or an unreadable one)."""
+    if value is None:
+        return ""
+    try:
+        record = json.loads(value)
+    except ValueError:
+        return ""
+    return str(record.get("state", "")) if isinstance(record, dict) else ""
 
 
 def _log_fault(state: str, *, group: bool | None = None) -> Callable[[str, bytes | None], bool]:
     def matches(key: str, value: bytes | None) -> bool:
         if group is not None and key.startswith("commit-") != group:
             return False
-        return f'"state": "{state}"' in _state(value)
+        return _state(value) == state
     return matches
 
 
@@ -113,7 +121,7 @@ async def _finished(env: BrokerEnv, topics: TopicManager, coordinator: TxnCoordi
         txn_log = CompactedTopic(topics, TXN_LOG_TOPIC, maintain=False)  # read anew
         records = await txn_log.read_prefix("")
         name = txn_id_hex(txn)
-        return (f'"state": "{final.name}"' in _state(records.get(name))
+        return (_state(records.get(name)) == final.name
                 and "commit-" + name not in records)
 
     await wait_for_async(reached, f"the transaction {final.name}", timeout_s=30)

@@ -41,12 +41,14 @@ def _loaded_by(*argv: str) -> list[str]:
     return loaded
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["topic", "--help"],
                                   ["topic", "create", "--help"], ["group", "list", "--help"]])
 def test_help_and_version_load_no_grpc_nor_server(argv: list[str]) -> None:
     assert _loaded_by(*argv) == []
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("entry", ENTRY_POINTS, ids=lambda entry: entry[-1])
 @pytest.mark.parametrize("argv", [["--version"], ["--help"]])
 def test_the_entry_points_import_no_grpc_protobuf_nor_prometheus(entry: tuple[str, ...],
@@ -61,6 +63,7 @@ def test_the_entry_points_import_no_grpc_protobuf_nor_prometheus(entry: tuple[st
     assert not {module for module, _help in CLIENT_COMMANDS.values()} & modules
 
 
+@pytest.mark.processes
 def test_a_client_command_loads_its_own_module_only() -> None:
     loaded_code = ("import sys, contextlib, io\n"
                    "from folio.cli import main\n"
@@ -79,6 +82,7 @@ def test_a_client_command_loads_its_own_module_only() -> None:
     assert "importlib.metadata" not in loaded  # no entry points read for a client command
 
 
+@pytest.mark.processes
 def test_version_is_the_installed_distributions() -> None:
     done = subprocess.run([sys.executable, "-m", "folio.cli", "--version"], capture_output=True,
                           text=True, timeout=120, check=True)
@@ -114,6 +118,7 @@ def test_a_plugin_command_not_listed_still_runs(monkeypatch: pytest.MonkeyPatch)
     assert folio.cli.main(["plugin-x"]) == 7
 
 
+@pytest.mark.processes
 def test_a_server_command_is_loaded_when_run() -> None:
     loaded = _loaded_by("token", "create", "--help")
     assert "ledger.security.cli" in loaded

@@ -238,6 +238,7 @@ async def test_ephemeral_nodes_vanish_at_close(data_dir: str) -> None:
     await store.close()
 
 
+@pytest.mark.processes
 async def test_ephemeral_nodes_of_a_crashed_process_vanish_on_open(data_dir: str) -> None:
     script = (
         "import asyncio, os\n"

@@ -236,6 +236,7 @@ async def test_second_open_in_process_fails_clearly(store: RocksDBMetadataStore)
     assert await store.exists("/still-works")
 
 
+@pytest.mark.processes
 async def test_open_held_by_another_process_fails_clearly(data_dir: str) -> None:
     script = (
         "import sys\n"

@@ -33,7 +33,8 @@ from tests.support.wait import wait_for_async
 from tests.unit.ledger.metadata.conftest import Recorder
 
 
-@pytest.fixture(params=["rocksdb", "zookeeper"])
+# The ZooKeeper case starts a ZooKeeper JVM (zk_url): not in `make unit`.
+@pytest.fixture(params=["rocksdb", pytest.param("zookeeper", marks=pytest.mark.processes)])
 def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
