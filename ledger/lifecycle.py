@@ -67,7 +67,8 @@ class Component(Protocol):
     start, having undone what it did itself: ``stop`` is called only for
     components whose ``start`` returned. ``stop`` is called at most once, and
     releases everything ``start`` acquired, the background tasks it started
-    first.
+    first. Its deadline bounds what it awaits: work it does synchronously
+    (a bookie's final flush) blocks the loop and cannot be abandoned.
     """
 
     @property
@@ -236,7 +237,7 @@ async def serve_stack(prog: str, stack: ComponentStack, ready_line: Callable[[],
         try:
             print(ready_line(), flush=True)
             await stop.wait()
-            log.info("%s: stopping (%d s at most)", prog, round(stack.stop_timeout_s))
+            log.info("%s: stopping", prog)
         finally:
             clean = await stack.stop()
         if not clean:
