@@ -34,11 +34,14 @@ from ledger.bookie.remote import GrpcBookieClient
 from ledger.errors import LedgerError
 from tests.support.bookies import START_TIMEOUT_S, STOP_TIMEOUT_S, BookieProcess, BookieProcesses
 
-pytestmark = pytest.mark.faults
-
 #: Cycles per process kind under ``make test``.
 DEFAULT_CYCLES = 5
 CYCLES = int(os.environ.get("FOLIO_LIFECYCLE_CYCLES", DEFAULT_CYCLES))
+#: A cycle's worst case on a loaded machine: a start, the load, a stop.
+_CYCLE_S = 90
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(120 + _CYCLE_S * CYCLES)]
+
 #: Events (or entries) acknowledged in a cycle before its SIGTERM.
 LOAD_BEFORE_STOP = 200
 BLOCK_EVENTS = 20
