@@ -251,10 +251,3 @@ class ClusterOwnership:
             self._routes.stop()
         if self._peers is not None:
             await self._peers.close()
-
-    async def stop(self) -> None:
-        """``leave``, then ``close`` whatever happened."""
-        try:
-            await self.leave()
-        finally:
-            await self.close()
