@@ -94,8 +94,8 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
         interceptors = _interceptors(security)
     except ValueError as error:
         return _fail(prog, str(error))
-    stack, server, metrics = _stack(config, host, port, security, interceptors, metrics_port,
-                                    cluster, service)
+    stack, server, metrics = _stack(prog, config, host, port, security, interceptors,
+                                    metrics_port, cluster, service)
     return run_process(prog, lambda: stack, lambda: announce(
         server.port, None if metrics is None else metrics.port))
 
@@ -109,7 +109,7 @@ def _interceptors(listen: BookieListenConfig) -> list[grpc.aio.ServerInterceptor
     return [AuthInterceptor(verifier, allowed_roles=listen.allowed_roles())]
 
 
-def _stack(config: BookieConfig, host: str, port: int, listen: BookieListenConfig,
+def _stack(prog: str, config: BookieConfig, host: str, port: int, listen: BookieListenConfig,
            interceptors: list[grpc.aio.ServerInterceptor[Any, Any]], metrics_port: int | None,
            cluster: ClusterConfig | None, service: ClusterService | None,
            ) -> tuple[ComponentStack, _BookieServer, MetricsServer | None]:
@@ -120,7 +120,7 @@ def _stack(config: BookieConfig, host: str, port: int, listen: BookieListenConfi
     get ``STOP_GRACE_S``, including their group commit), the storage, and the
     cluster session last.
     """
-    stack = ComponentStack("folio bookie")
+    stack = ComponentStack(prog)
     membership: _Membership | None = None
     if cluster is not None and cluster.enabled:
         membership = stack.add(_Membership(cluster))
