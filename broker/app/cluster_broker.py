@@ -1,6 +1,6 @@
 """``folio broker --metadata-url zk://...``: the broker as a member of a cluster on ZooKeeper.
 
-The same broker as ``folio broker --bookies`` (``standalone.serve_ledgers``),
+The same broker as ``folio broker --bookies`` (``broker.app.broker_stack``),
 but:
 
 - every piece of metadata (ledgers, topics, segments, reader groups, the
@@ -18,6 +18,15 @@ but:
   (ephemeral; re-created after a session expiry) and only then prints its
   ready line; asked to stop, it unregisters first, then stops serving.
 
+The process is ``folio broker``'s stack (``broker.app.broker_stack``) on
+``ClusterLedgers`` (the ZooKeeper session, the layout, the registry of
+bookies) instead of a store on disk, with two components on top:
+``BrokerRegistration`` and ``ContainerBalance``. They stop first: the broker
+hands its containers over while it still answers (WrongHost), within
+``HANDOVER_TIMEOUT_S`` (what is not released by then goes with the session,
+and the next owner fences the ledgers: docs/cluster.md, "Handover"), then
+unregisters, and only then stops serving.
+
 ZooKeeper is touched at start, at ledger creation, rollover, seal and other
 metadata changes, never per append.
 """
@@ -29,13 +38,18 @@ import contextlib
 import logging
 import sys
 import time
+from collections.abc import Callable
 
+from broker.app.broker_stack import BrokerStack, Running, add_broker
 from broker.app.cluster_ownership import ClusterOwnership
-from broker.app.standalone import serve_ledgers, serve_until_signal, set_running
 from broker.broker_config import BookieSecurity, BrokerConfig, PeerSettings
+from broker.cluster.peers import PeerSecurity
+from ledger.api import BookieClient, MetadataStore
+from ledger.client.directory import BookieDirectory
 from ledger.client.registry_directory import RegistryBookieDirectory
 from ledger.config import check_quorums
 from ledger.errors import MetadataError
+from ledger.lifecycle import ComponentStack, StartError, run_process
 from ledger.metadata.cluster_config import ClusterConfig
 from ledger.metadata.cluster_layout import (
     ClusterLayout,
@@ -46,13 +60,15 @@ from ledger.metadata.cluster_layout import (
 from ledger.metadata.registration import EphemeralRegistration
 from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore
 
-__all__ = ["BOOKIE_WAIT_S", "run_cluster_broker"]
+__all__ = ["BOOKIE_WAIT_S", "HANDOVER_TIMEOUT_S", "run_cluster_broker"]
 
 log = logging.getLogger(__name__)
 
 _PROG = "folio broker"
 #: How long a starting broker waits for E bookies to register.
 BOOKIE_WAIT_S = 60.0
+#: Longest a stopping cluster broker spends handing its containers over.
+HANDOVER_TIMEOUT_S = 15.0
 
 
 def _fail(message: str) -> int:
@@ -76,11 +92,23 @@ def run_cluster_broker(config: BrokerConfig, cluster: ClusterConfig,
             plain text, no token.
         peers: TLS and token towards the other brokers (``--peer-*``).
     """
-    set_running(_PROG, f"metadata {cluster.url()}")
-    return asyncio.run(serve_until_signal(
-        lambda stop: _serve(config, cluster, quorum_overrides,
-                            bookie_security or BookieSecurity(), peers or PeerSettings(),
-                            stop)))
+    try:
+        # Checked before ZooKeeper is touched: a bad file is the operator's to fix.
+        connect = (bookie_security or BookieSecurity()).connector()
+        peer_security = (peers or PeerSettings()).security(config)
+    except ValueError as error:
+        return _fail(str(error))
+    if config.token_auth and not peer_security.token_file:
+        log.warning("tokens are checked but no --peer-token-file is given: the other brokers "
+                    "will refuse this broker's internal calls (transactions across brokers "
+                    "fail)")
+    running = Running(_PROG, f"metadata {cluster.url()}")
+    stack = ComponentStack(_PROG)
+    source = stack.add(ClusterLedgers(cluster, quorum_overrides, connect, peer_security))
+    broker = add_broker(stack, config, source, running, ownership=lambda: source.ownership)
+    registration = stack.add(BrokerRegistration(config, cluster, source, broker))
+    stack.add(ContainerBalance(source, registration), stop_timeout_s=HANDOVER_TIMEOUT_S)
+    return run_process(_PROG, lambda: stack, broker.ready_line)
 
 
 def _quorums(layout: ClusterLayout, overrides: dict[str, int]) -> dict[str, int]:
@@ -107,71 +135,145 @@ async def _wait_for_bookies(directory: RegistryBookieDirectory, count: int,
     return None
 
 
-async def _serve(config: BrokerConfig, cluster: ClusterConfig, overrides: dict[str, int],
-                 security: BookieSecurity, peers: PeerSettings, stop: asyncio.Event) -> int:
-    try:
-        # Checked before ZooKeeper is touched: a bad file is the operator's to fix.
-        connect = security.connector()
-        peer_security = peers.security(config)
-    except ValueError as error:
-        return _fail(str(error))
-    if config.token_auth and not peer_security.token_file:
-        log.warning("tokens are checked but no --peer-token-file is given: the other brokers "
-                    "will refuse this broker's internal calls (transactions across brokers "
-                    "fail)")
-    try:
-        store = await ZooKeeperMetadataStore.connect(
-            cluster.url(), session_timeout_ms=cluster.metadata_session_timeout_ms)
-    except MetadataError as error:
-        return _fail(str(error))
-    registration: EphemeralRegistration | None = None
-    try:
+class ClusterLedgers:
+    """The ZooKeeper session, the cluster's layout and its live bookies (a ``LedgerSource``).
+
+    Started first: refuses a chroot ``folio cluster init`` did not initialise,
+    waits up to ``BOOKIE_WAIT_S`` for E bookies; closed last.
+    """
+
+    name = "cluster metadata and bookies"
+
+    def __init__(self, cluster: ClusterConfig, overrides: dict[str, int],
+                 connect: Callable[[str], BookieClient], peers: PeerSecurity) -> None:
+        self._cluster = cluster
+        self._overrides = overrides
+        self._connect = connect
+        self._peers = peers
+        self._store: ZooKeeperMetadataStore | None = None
+        self._directory: RegistryBookieDirectory | None = None
+        self._ownership: ClusterOwnership | None = None
+        self.quorums: dict[str, int] = {}
+        self.bookie = None
+
+    @property
+    def store(self) -> MetadataStore:
+        return self.zookeeper
+
+    @property
+    def zookeeper(self) -> ZooKeeperMetadataStore:
+        if self._store is None:
+            raise RuntimeError("ClusterLedgers.start first")
+        return self._store
+
+    @property
+    def directory(self) -> BookieDirectory:
+        if self._directory is None:
+            raise RuntimeError("ClusterLedgers.start first")
+        return self._directory
+
+    @property
+    def ownership(self) -> ClusterOwnership:
+        """Containers: served only while owned (``broker.app.cluster_ownership``)."""
+        if self._ownership is None:
+            raise RuntimeError("ClusterLedgers.start first")
+        return self._ownership
+
+    async def start(self) -> None:
+        cluster = self._cluster
+        try:
+            store = await ZooKeeperMetadataStore.connect(
+                cluster.url(), session_timeout_ms=cluster.metadata_session_timeout_ms)
+        except MetadataError as error:
+            raise StartError(str(error)) from None
+        try:
+            await self._open(store)
+        except BaseException:
+            await store.close()
+            raise
+        self._store = store
+
+    async def _open(self, store: ZooKeeperMetadataStore) -> None:
         try:
             layout = await read_layout(store)
-            quorums = _quorums(layout, overrides)
+            self.quorums = _quorums(layout, self._overrides)
         except (MetadataError, ValueError) as error:
-            return _fail(str(error))
+            raise StartError(str(error)) from None
         # The same factory as --bookies: every bookie found gets the TLS and token.
-        directory = RegistryBookieDirectory(store, connect=connect)
+        directory = RegistryBookieDirectory(store, connect=self._connect)
         try:
             await directory.start()
-            failure = await _wait_for_bookies(directory, quorums["ensemble_size"], store)
+            failure = await _wait_for_bookies(directory, self.quorums["ensemble_size"], store)
         except MetadataError as error:
             failure = f"cannot read the live bookies: {error}"
+        except BaseException:
+            await directory.close()
+            raise
         if failure is not None:
             await directory.close()
-            return _fail(failure)
+            raise StartError(failure)
+        self._directory = directory
+        self._ownership = ClusterOwnership(store, layout.container_count,
+                                           self._cluster.metadata_session_timeout_ms,
+                                           self._peers)
 
-        async def on_serving(port: int) -> str | None:
-            nonlocal registration
-            address = cluster.address(config.host, port)
-            record = Registration(address=address, started_at_ms=int(time.time() * 1000))
-            registration = EphemeralRegistration(
-                store, broker_path(address), record.encode(),
-                takeover_timeout_ms=2 * cluster.metadata_session_timeout_ms + 5_000)
-            try:
-                await registration.start()
-            except MetadataError as error:
-                return f"cannot register as {address}: {error}"
-            await ownership.start(address)
-            set_running(_PROG, f"metadata {store.url}, registered as {address}, "
-                               f"E={quorums['ensemble_size']} Qw={quorums['write_quorum']} "
-                               f"Qa={quorums['ack_quorum']}")
-            return None
+    async def stop(self) -> None:
+        await self.directory.close()  # closed by the ledger client already: a no-op then
+        await self.zookeeper.close()
 
-        async def on_stopping() -> None:
-            # Unregistered first: clients and other brokers see it leave at once.
-            if registration is not None:
-                await registration.close()
 
-        # Containers: served only while owned (broker.app.cluster_ownership).
-        ownership = ClusterOwnership(store, layout.container_count,
-                                     cluster.metadata_session_timeout_ms, peer_security)
-        return await serve_ledgers(config, store, directory, quorums, stop,
-                                   on_serving=on_serving, on_stopping=on_stopping,
-                                   ownership=ownership)
-    finally:
-        if registration is not None:
-            await registration.close()
-        await store.close()
-        log.info("%s stopped", _PROG)
+class BrokerRegistration:
+    """``/brokers/<advertised address>`` (ephemeral) once the API is bound."""
+
+    name = "broker registration"
+
+    def __init__(self, config: BrokerConfig, cluster: ClusterConfig, source: ClusterLedgers,
+                 broker: BrokerStack) -> None:
+        self._config = config
+        self._cluster = cluster
+        self._source = source
+        self._broker = broker
+        self._registration: EphemeralRegistration | None = None
+        self.address = ""
+
+    async def start(self) -> None:
+        cluster, store = self._cluster, self._source.zookeeper
+        address = cluster.address(self._config.host, self._broker.port)
+        record = Registration(address=address, started_at_ms=int(time.time() * 1000))
+        registration = EphemeralRegistration(
+            store, broker_path(address), record.encode(),
+            takeover_timeout_ms=2 * cluster.metadata_session_timeout_ms + 5_000)
+        try:
+            await registration.start()
+        except MetadataError as error:
+            # Not closed: the node there may be another process's (a conflict).
+            raise StartError(f"cannot register as {address}: {error}") from None
+        self._registration, self.address = registration, address
+        quorums = self._source.quorums
+        self._broker.running.where = (
+            f"metadata {store.url}, registered as {address}, E={quorums['ensemble_size']} "
+            f"Qw={quorums['write_quorum']} Qa={quorums['ack_quorum']}")
+
+    async def stop(self) -> None:
+        # Unregistered before the server stops: clients and other brokers see it leave at once.
+        if self._registration is not None:
+            await self._registration.close()
+
+
+class ContainerBalance:
+    """This broker's share of the containers: joined once registered, handed over first."""
+
+    name = "container hand-over"
+
+    def __init__(self, source: ClusterLedgers, registration: BrokerRegistration) -> None:
+        self._source = source
+        self._registration = registration
+
+    async def start(self) -> None:
+        await self._source.ownership.start(self._registration.address)
+
+    async def stop(self) -> None:
+        # Bounded by the stack (HANDOVER_TIMEOUT_S): a hand-over stuck on the
+        # metadata store must not keep the process from stopping; what is not
+        # released goes with the session, and the next owner fences the ledgers.
+        await self._source.ownership.leave()

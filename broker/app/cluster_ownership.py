@@ -1,14 +1,15 @@
 """A cluster broker's ownership wiring: containers claimed, segments gated, handed over.
 
-``serve_ledgers`` gets a ``ClusterOwnership`` in cluster mode (``folio broker
---metadata-url``). It makes the topic manager reload segments fenced by
-another broker (``reload_fenced``), wraps the topics the public services see
-in ``OwnedTopics`` (WrongHost for segments of containers this broker does not
-serve), and answers ``SegmentOwners`` from ``ZooKeeperOwners``. Once the
+A cluster broker (``folio broker --metadata-url``, ``broker.app.cluster_broker``)
+has a ``ClusterOwnership``. It makes the topic manager reload segments fenced
+by another broker (``reload_fenced``), wraps the topics the public services
+see in ``OwnedTopics`` (WrongHost for segments of containers this broker does
+not serve), and answers ``SegmentOwners`` from ``ZooKeeperOwners``. Once the
 server is bound and registered (``start``), the broker joins the balance of
-containers; asked to stop, it hands every container over (``stop``) before
+containers; asked to stop, it hands every container over (``leave``) before
 the server stops taking calls, so clients move to the new owners while this
-broker still answers them with WrongHost.
+broker still answers them with WrongHost; ``close`` then ends the routes and
+peer clients.
 
 **The transaction coordinator** runs on the owner of the container of
 ``_txnlog/0`` (which also holds ``_txncommitkeys``): every broker's
@@ -233,16 +234,20 @@ class ClusterOwnership:
         self.owners.bind(address, address, self.kafka_address)
         await self.owners.start()
 
-    async def stop(self) -> None:
-        """Hand every container over and leave the balance."""
-        try:
-            if self._owners is not None:
-                await self._owners.stop()
-            for task in list(self._background):
-                with contextlib.suppress(Exception):
-                    await task
-        finally:  # also when the hand-over is cut short: no retry may outlive the broker
-            if self._routes is not None:
-                self._routes.stop()
-            if self._peers is not None:
-                await self._peers.close()
+    async def leave(self) -> None:
+        """Hand every container over and leave the balance (the stack bounds how long)."""
+        if self._owners is not None:
+            await self._owners.stop()
+        for task in list(self._background):
+            with contextlib.suppress(Exception):
+                await task
+
+    async def close(self) -> None:
+        """Stop the transactions' routes and close the peer clients.
+
+        Also when the hand-over was cut short: no retry may outlive the broker.
+        """
+        if self._routes is not None:
+            self._routes.stop()
+        if self._peers is not None:
+            await self._peers.close()

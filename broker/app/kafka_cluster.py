@@ -62,6 +62,8 @@ class ClusterKafka:
             its id is known once the broker is bound).
     """
 
+    name = "Kafka cluster view"
+
     def __init__(self, owners: ZooKeeperOwners, this_node: Callable[[], Node]) -> None:
         self._owners = owners
         self._this = this_node
@@ -70,6 +72,8 @@ class ClusterKafka:
         #: Containers whose groups are loaded and coordinated here.
         self._loaded: set[int] = set()
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        #: Loads cancelled and maybe still ending (``stop`` waits for them).
+        self._cancelled: set[asyncio.Task[None]] = set()
 
     def attach(self, groups: GroupCoordinator) -> None:
         """The group coordinator whose groups follow the containers."""
@@ -112,7 +116,7 @@ class ClusterKafka:
         """Load the container's groups in the background (never raises)."""
         running = self._tasks.pop(container, None)
         if running is not None:
-            running.cancel()
+            self._cancel(running)
         self._tasks[container] = asyncio.get_running_loop().create_task(self._load(container))
 
     def released(self, containers: frozenset[int]) -> None:
@@ -120,10 +124,16 @@ class ClusterKafka:
         for container in containers:
             task = self._tasks.pop(container, None)
             if task is not None:
-                task.cancel()
+                self._cancel(task)
             self._loaded.discard(container)
             if self._groups is not None:
                 self._groups.drop_container(container)
+
+    def _cancel(self, task: asyncio.Task[None]) -> None:
+        task.cancel()
+        if not task.done():
+            self._cancelled.add(task)
+            task.add_done_callback(self._cancelled.discard)
 
     async def _load(self, container: int) -> None:
         while container in self._owners.served_containers() and self._groups is not None:
@@ -145,3 +155,19 @@ class ClusterKafka:
         for task in self._tasks.values():
             task.cancel()
         self._tasks.clear()
+
+    # -- component of the broker's stack (``broker.app.broker_stack``) -------------
+
+    async def start(self) -> None:
+        """Nothing to start: loads begin as containers are claimed."""
+
+    async def stop(self) -> None:
+        """Cancel the loads under way and wait for them (they own nothing else)."""
+        tasks = list(self._tasks.values())
+        self.close()
+        for task in self._cancelled:  # cancelled by ``released`` or a new claim
+            if not task.done():
+                tasks.append(task)
+        if tasks:
+            # Waited for, not awaited: their cancellations are theirs, not raised here.
+            await asyncio.wait(tasks)

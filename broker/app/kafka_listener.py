@@ -7,6 +7,7 @@ as before and says what to install when asked to serve Kafka.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker.api import Topics
@@ -20,14 +21,27 @@ from ledger.api import MetadataStore
 from ledger.security.tokens import TokenVerifier
 
 if TYPE_CHECKING:
+    from broker.app.kafka_cluster import ClusterKafka
     from broker.kafka.sasl.security import KafkaSecurity
     from broker.kafka.server import KafkaServer
 
-__all__ = ["KafkaUnavailableError", "start_kafka"]
+__all__ = ["KafkaUnavailableError", "StartedKafka", "start_kafka"]
 
 
 class KafkaUnavailableError(Exception):
     """The settings ask for a Kafka listener but its libraries are not installed."""
+
+
+@dataclass(frozen=True)
+class StartedKafka:
+    """The Kafka listener, and a cluster broker's view of nodes and group coordinators.
+
+    The view's loads of claimed containers' groups are its own background
+    tasks: stop it after the server (``ClusterKafka.stop``).
+    """
+
+    server: KafkaServer
+    cluster: ClusterKafka | None
 
 
 async def start_kafka(config: BrokerConfig, topics: TopicManager,
@@ -35,8 +49,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
                       txn_coordinator: TxnCoordinator | None = None, *,
                       ownership: ClusterOwnership | None = None,
                       served: Topics | None = None,
-                      access: Access | None = None) -> KafkaServer | None:
-    """The started Kafka listener, or None when ``kafka_port`` is -1 (off).
+                      access: Access | None = None) -> StartedKafka | None:
+    """The started Kafka listener (and cluster view), or None when ``kafka_port`` is -1 (off).
 
     Consumer groups are served with it; transactional producers too when
     ``txn_coordinator`` is given (their transactions are Folio's) and the
@@ -103,7 +117,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     if ownership is not None:  # published with its ownership records (``ownership.start``)
         ownership.kafka_address = kafka_address(
             context.host, context.advertised_port or context.port)
-    return server
+    return StartedKafka(server, cluster)
 
 
 def kafka_security(config: BrokerConfig, store: MetadataStore) -> KafkaSecurity:

@@ -3,37 +3,31 @@
 For clusters that run their bookies with ``--no-auto-recovery`` (BookKeeper
 offers both too): the same worker as inside ``folio bookie``, on its own
 ZooKeeper session. It checks the cluster is initialised, serves Prometheus
-metrics, prints one ready line on stdout and works until SIGTERM or SIGINT.
+metrics, prints one ready line on stdout and works until SIGTERM or SIGINT
+(a ``ledger.lifecycle`` stack: the session, the metrics server, the worker).
 Its worker id (in the auditor and lock nodes) is ``autorecovery-HOST-PID``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-import signal
 import socket
-import sys
 from collections.abc import Callable
 
-from prometheus_client import start_http_server
-
+from ledger.api import MetadataStore
 from ledger.autorecovery.config import AutoRecoveryConfig, AutoRecoveryListenConfig
 from ledger.autorecovery.worker import AutoRecoveryWorker
 from ledger.bookie.remote import GrpcBookieClient
+from ledger.components import Background, MetricsServer
 from ledger.errors import MetadataError
+from ledger.lifecycle import ComponentStack, StartError, run_process
 from ledger.metadata.cluster_config import ClusterConfig
 from ledger.metadata.cluster_layout import read_layout
 
 __all__ = ["run_autorecovery"]
 
 log = logging.getLogger(__name__)
-
-
-def _fail(prog: str, message: str) -> int:
-    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
-    return 1
 
 
 def run_autorecovery(cluster: ClusterConfig, config: AutoRecoveryConfig,
@@ -46,56 +40,52 @@ def run_autorecovery(cluster: ClusterConfig, config: AutoRecoveryConfig,
     makes its clients of the bookies (``BookieSecurity.connector`` in a
     secured cluster).
     """
-    return asyncio.run(_run(cluster, config, listen, prog, announce, connect))
+    worker_id = f"autorecovery-{socket.gethostname()}-{os.getpid()}"
+    stack = ComponentStack(prog)
+    session = stack.add(_Session(cluster))
+    metrics = stack.add(MetricsServer(listen.host, listen.metrics_port))
+
+    async def work() -> None:
+        await AutoRecoveryWorker(session.store, worker_id, connect=connect,
+                                 config=config).run()
+
+    stack.add(Background("the auto-recovery worker", work))
+    return run_process(prog, lambda: stack, lambda: announce(worker_id, metrics.port))
 
 
-async def _run(cluster: ClusterConfig, config: AutoRecoveryConfig,
-               listen: AutoRecoveryListenConfig, prog: str,
-               announce: Callable[[str, int], str],
-               connect: Callable[[str], GrpcBookieClient]) -> int:
-    try:
-        # Imported here: kazoo (the `cluster` extra) is needed only in a cluster.
-        from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore  # noqa: PLC0415
-    except ImportError as error:
-        return _fail(prog, f"needs the ZooKeeper client kazoo ({error}): "
-                           "pip install 'folio[cluster]'")
-    try:
-        store = await ZooKeeperMetadataStore.connect(
-            cluster.url(), session_timeout_ms=cluster.metadata_session_timeout_ms)
-    except MetadataError as error:
-        return _fail(prog, str(error))
-    try:
+class _Session:
+    """The worker's own ZooKeeper session, on an initialised cluster."""
+
+    name = "metadata session"
+
+    def __init__(self, cluster: ClusterConfig) -> None:
+        self._cluster = cluster
+        self._store: MetadataStore | None = None
+
+    @property
+    def store(self) -> MetadataStore:
+        if self._store is None:
+            raise RuntimeError("not connected")
+        return self._store
+
+    async def start(self) -> None:
+        try:
+            # Imported here: kazoo (the `cluster` extra) is needed only in a cluster.
+            from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore  # noqa: PLC0415
+        except ImportError as error:
+            raise StartError(f"needs the ZooKeeper client kazoo ({error}): "
+                             "pip install 'folio[cluster]'") from None
+        try:
+            store = await ZooKeeperMetadataStore.connect(
+                self._cluster.url(), session_timeout_ms=self._cluster.metadata_session_timeout_ms)
+        except MetadataError as error:
+            raise StartError(str(error)) from None
         try:
             await read_layout(store)
         except MetadataError as error:
-            return _fail(prog, str(error))
-        try:
-            metrics, _thread = start_http_server(listen.metrics_port, addr=listen.host)
-        except OSError as error:
-            return _fail(prog, f"cannot serve metrics on {listen.host}:{listen.metrics_port}: "
-                               f"{error}")
-        worker_id = f"autorecovery-{socket.gethostname()}-{os.getpid()}"
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        worker = asyncio.create_task(AutoRecoveryWorker(
-            store, worker_id, connect=connect, config=config).run())
-        try:
-            print(announce(worker_id, metrics.server_port), flush=True)
-            await stop.wait()
-        finally:
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(signum)
-            worker.cancel()
-            try:
-                await worker
-            except asyncio.CancelledError:
-                pass
-            except Exception:  # a bug ended it: still stop cleanly
-                log.exception("the auto-recovery worker failed")
-            metrics.shutdown()
-    finally:
-        await store.close()
-    log.info("auto-recovery worker stopped")
-    return 0
+            await store.close()
+            raise StartError(str(error)) from None
+        self._store = store
+
+    async def stop(self) -> None:
+        await self.store.close()

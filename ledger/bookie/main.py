@@ -7,36 +7,35 @@ port it bound when asked for port 0; everything else goes to the log (stderr).
 It also serves Prometheus metrics (``ledger.metrics``) on ``/metrics`` of its
 metrics port.
 
-Shutdown order matters: the server stops first (in-flight RPCs get a grace
-period to finish, which includes waiting for their group commit), and only
-then is the storage closed, so no acknowledged add is cut short. A SIGKILL
-skips all of it, which is fine: an add is acknowledged only once durable.
+The process is a ``ledger.lifecycle.ComponentStack`` run by ``run_process``
+(signals, the ready line, the SIGUSR2 stack dump). Shutdown order matters:
+the server stops before the storage (in-flight RPCs get a grace period to
+finish, which includes waiting for their group commit), so no acknowledged
+add is cut short. A SIGKILL skips all of it, which is fine: an add is
+acknowledged only once durable.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-import signal
-import ssl
 import sys
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import grpc
-from prometheus_client import start_http_server
 
 from ledger.api import MetadataStore
 from ledger.bookie.bookie import Bookie
 from ledger.bookie.service import start_bookie_server
+from ledger.components import Background, MetricsServer
 from ledger.config import BookieConfig, BookieListenConfig
 from ledger.errors import MetadataError, StorageError
+from ledger.lifecycle import ComponentStack, StartError, run_process
 from ledger.metadata.cluster_config import ClusterConfig
 from ledger.security.interceptor import AuthInterceptor
 from ledger.security.tls import TlsConfigError, metrics_tls_arguments
 from ledger.security.tokens import TokenVerifier
-from ledger.stack_dump import install_stack_dump
 
 if TYPE_CHECKING:
     from ledger.bookie.membership import BookieMembership
@@ -95,8 +94,10 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
         interceptors = _interceptors(security)
     except ValueError as error:
         return _fail(prog, str(error))
-    return asyncio.run(_serve(config, host, port, prog, announce, metrics_port, security,
-                              interceptors, cluster, service))
+    stack, server, metrics = _stack(prog, config, host, port, security, interceptors,
+                                    metrics_port, cluster, service)
+    return run_process(prog, lambda: stack, lambda: announce(
+        server.port, None if metrics is None else metrics.port))
 
 
 def _interceptors(listen: BookieListenConfig) -> list[grpc.aio.ServerInterceptor[Any, Any]]:
@@ -108,95 +109,149 @@ def _interceptors(listen: BookieListenConfig) -> list[grpc.aio.ServerInterceptor
     return [AuthInterceptor(verifier, allowed_roles=listen.allowed_roles())]
 
 
-async def _serve(config: BookieConfig, host: str, port: int, prog: str,
-                 announce: Announce, metrics_port: int | None, listen: BookieListenConfig,
-                 interceptors: list[grpc.aio.ServerInterceptor[Any, Any]],
-                 cluster: ClusterConfig | None, service: ClusterService | None) -> int:
-    membership: BookieMembership | None = None
+def _stack(prog: str, config: BookieConfig, host: str, port: int, listen: BookieListenConfig,
+           interceptors: list[grpc.aio.ServerInterceptor[Any, Any]], metrics_port: int | None,
+           cluster: ClusterConfig | None, service: ClusterService | None,
+           ) -> tuple[ComponentStack, _BookieServer, MetricsServer | None]:
+    """The bookie's components, in start order (they stop in reverse).
+
+    Stopping: the cluster service, then the registration (brokers place no new
+    ledgers here while it stops), the metrics, the gRPC server (in-flight RPCs
+    get ``STOP_GRACE_S``, including their group commit), the storage, and the
+    cluster session last.
+    """
+    stack = ComponentStack(prog)
+    membership: _Membership | None = None
     if cluster is not None and cluster.enabled:
+        membership = stack.add(_Membership(cluster))
+    storage = stack.add(_Storage(config, f"{host}:{port}"))
+    server = stack.add(_BookieServer(storage, host, port, listen, interceptors),
+                       stop_timeout_s=STOP_GRACE_S + 5)
+    metrics = None
+    if metrics_port is not None:
+        metrics = stack.add(MetricsServer(host, metrics_port, (
+            lambda: metrics_tls_arguments(listen.server_tls())) if listen.metrics_tls else None))
+    if membership is not None:
+        registration = stack.add(_Registration(membership, host, server))
+        if service is not None:
+            async def work() -> None:
+                await service(membership.store, registration.bookie_id)
+
+            stack.add(Background("the bookie's cluster service", work))
+    return stack, server, metrics
+
+
+class _Membership:
+    """The cluster's session: connected first (the cluster must be initialised), closed last."""
+
+    name = "cluster membership"
+
+    def __init__(self, cluster: ClusterConfig) -> None:
+        self._cluster = cluster
+        self._membership: BookieMembership | None = None
+
+    @property
+    def membership(self) -> BookieMembership:
+        if self._membership is None:
+            raise RuntimeError("not connected")
+        return self._membership
+
+    @property
+    def store(self) -> MetadataStore:
+        return self.membership.store
+
+    async def start(self) -> None:
         try:
             # Imported here: kazoo (the `cluster` extra) is needed only in a cluster.
             from ledger.bookie.membership import BookieMembership  # noqa: PLC0415
         except ImportError as error:
-            return _fail(prog, f"--metadata-url needs the ZooKeeper client kazoo ({error}): "
-                               "pip install 'folio[cluster]'")
+            raise StartError(f"--metadata-url needs the ZooKeeper client kazoo ({error}): "
+                             "pip install 'folio[cluster]'") from None
         try:
-            membership = await BookieMembership.connect(cluster)
+            self._membership = await BookieMembership.connect(self._cluster)
         except MetadataError as error:
-            return _fail(prog, str(error))
-    try:
-        return await _serve_bookie(config, host, port, prog, announce, metrics_port, listen,
-                                   interceptors, membership, service)
-    finally:
-        if membership is not None:
-            await membership.close()
+            raise StartError(str(error)) from None
+
+    async def stop(self) -> None:
+        await self.membership.close()
 
 
-async def _serve_bookie(config: BookieConfig, host: str, port: int, prog: str,
-                        announce: Announce, metrics_port: int | None,
-                        listen: BookieListenConfig,
-                        interceptors: list[grpc.aio.ServerInterceptor[Any, Any]],
-                        membership: BookieMembership | None,
-                        service: ClusterService | None) -> int:
-    try:
-        bookie = Bookie(config, bookie_id=f"{host}:{port}")
-    except StorageError as error:
-        hint = ""
-        if "lock" in str(error).lower():
-            hint = " (is another bookie running on this data dir?)"
-        return _fail(prog, f"{error}{hint}")
-    try:
+class _Storage:
+    """The bookie's RocksDB; shut down inside the loop, after the server stopped.
+
+    Inside the loop, so that completions of adds still queued (from RPCs
+    cancelled by the stop) land on a live loop rather than a closed one.
+    """
+
+    name = "bookie storage"
+
+    def __init__(self, config: BookieConfig, bookie_id: str) -> None:
+        self._config = config
+        self._bookie_id = bookie_id
+        self.bookie: Bookie | None = None
+
+    async def start(self) -> None:
         try:
-            server, bound = await start_bookie_server(
-                bookie, host, port, tls=listen.server_tls(), interceptors=interceptors)
+            self.bookie = Bookie(self._config, bookie_id=self._bookie_id)
+        except StorageError as error:
+            hint = ""
+            if "lock" in str(error).lower():
+                hint = " (is another bookie running on this data dir?)"
+            raise StartError(f"{error}{hint}") from None
+
+    async def stop(self) -> None:
+        if self.bookie is not None:
+            self.bookie.shutdown()
+
+
+class _BookieServer:
+    """The bookie's gRPC service; ``port`` once bound."""
+
+    name = "bookie gRPC server"
+
+    def __init__(self, storage: _Storage, host: str, port: int, listen: BookieListenConfig,
+                 interceptors: list[grpc.aio.ServerInterceptor[Any, Any]]) -> None:
+        self._storage = storage
+        self._host = host
+        self._requested = port
+        self._listen = listen
+        self._interceptors = interceptors
+        self._server: grpc.aio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        assert self._storage.bookie is not None
+        try:
+            self._server, self.port = await start_bookie_server(
+                self._storage.bookie, self._host, self._requested, tls=self._listen.server_tls(),
+                interceptors=self._interceptors)
         except (OSError, TlsConfigError) as error:
-            return _fail(prog, str(error))
-        metrics = None
-        if metrics_port is not None:
-            try:
-                metrics, _thread = start_http_server(
-                    metrics_port, addr=host,
-                    **(metrics_tls_arguments(listen.server_tls()) if listen.metrics_tls else {}))
-            except (OSError, ssl.SSLError) as error:
-                await server.stop(0)
-                return _fail(prog, f"cannot serve metrics on {host}:{metrics_port}: {error}")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        install_stack_dump(loop)  # kill -USR2: the tasks' and threads' stacks on stderr
-        background: asyncio.Task[None] | None = None
+            raise StartError(str(error)) from None
+
+    async def stop(self) -> None:
+        log.info("stopping: no new RPCs, %.0f s for those in flight", STOP_GRACE_S)
+        if self._server is not None:
+            await self._server.stop(STOP_GRACE_S)
+
+
+class _Registration:
+    """``/bookies/available/<id>`` while serving (``BookieMembership.register``)."""
+
+    name = "bookie registration"
+
+    def __init__(self, membership: _Membership, host: str, server: _BookieServer) -> None:
+        self._membership = membership
+        self._host = host
+        self._server = server
+        self.bookie_id = ""
+
+    async def start(self) -> None:
         try:
-            if membership is not None:
-                try:
-                    bookie_id = await membership.register(host, bound)
-                except MetadataError as error:
-                    return _fail(prog, f"cannot register in the cluster: {error}")
-                if service is not None:
-                    background = asyncio.create_task(service(membership.store, bookie_id))
-            print(announce(bound, None if metrics is None else metrics.server_port), flush=True)
-            await stop.wait()
-            if background is not None:
-                background.cancel()
-                try:
-                    await background
-                except asyncio.CancelledError:
-                    pass
-                except Exception:  # it ended by itself with a bug: the bookie still stops
-                    log.exception("the bookie's cluster service failed")
-            if membership is not None:
-                # Unregistered first: brokers place no new ledgers here while it stops.
-                await membership.close()
-            log.info("stopping: no new RPCs, %.0f s for those in flight", STOP_GRACE_S)
-        finally:
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(signum)
-            await server.stop(STOP_GRACE_S)
-            if metrics is not None:
-                metrics.shutdown()
-    finally:
-        # Inside the loop, so that completions of adds still queued (from RPCs
-        # cancelled by the stop) land on a live loop rather than a closed one.
-        bookie.shutdown()
-    log.info("bookie stopped")
-    return 0
+            self.bookie_id = await self._membership.membership.register(self._host,
+                                                                         self._server.port)
+        except MetadataError as error:
+            raise StartError(f"cannot register in the cluster: {error}") from None
+
+    async def stop(self) -> None:
+        # Unregistered first: brokers place no new ledgers here while it stops.
+        await self._membership.membership.unregister()

@@ -81,8 +81,12 @@ class BookieMembership:
         log.info("bookie %s registered in %s", bookie_id, self.store.url)
         return bookie_id
 
-    async def close(self) -> None:
-        """Unregister (delete the ephemeral node) and close the session. Idempotent."""
+    async def unregister(self) -> None:
+        """Delete the ephemeral node (the session stays). Idempotent."""
         if self._registration is not None:
             await self._registration.close()
+
+    async def close(self) -> None:
+        """Unregister (delete the ephemeral node) and close the session. Idempotent."""
+        await self.unregister()
         await self.store.close()

@@ -2,7 +2,8 @@
 
 Run as ``python -m tests.support.faulty_bookie_standalone standalone ARGS``
 (the ``module`` argument of ``start_standalone``): the same command and
-arguments, served the same way (``broker.app.standalone.serve_ledgers``), but
+arguments, served by the same stack (``broker.app.standalone.StandaloneLedgers``
+under ``broker.app.broker_stack.add_broker``), but
 the bookie's RocksDB store is a ``FaultyKV`` (``tests/support/faulty_kv.py``):
 ``SIGUSR1`` makes every bookie write fail as a full disk does, ``SIGHUP``
 heals it. Each switch logs a line (``FAILING`` / ``HEALED``) once it is in
@@ -15,25 +16,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
 import sys
-from pathlib import Path
 
-from broker.app.standalone import (
-    MAX_ENTRY_BYTES,
-    serve_ledgers,
-    serve_until_signal,
-    set_running,
-)
+from broker.app.broker_stack import Running, add_broker
+from broker.app.standalone import StandaloneLedgers
 from broker.app.standalone_cli import resolve_standalone_config, standalone_command
-from broker.standalone_config import StandaloneConfig
 from ledger.bookie.bookie import Bookie
 from ledger.cli import setup_logging
-from ledger.client.directory import BookieDirectory
 from ledger.config import BookieConfig, Journal
-from ledger.metadata.rocksdb_store import RocksDBMetadataStore
+from ledger.lifecycle import ComponentStack, Step, run_process
 from tests.support.faulty_kv import FaultyKV
 
 __all__ = ["FAILING", "HEALED", "main"]
@@ -45,9 +40,20 @@ FAILING = "faulty bookie: writes fail from now on"
 HEALED = "faulty bookie: writes succeed again"
 
 
-async def _serve(config: StandaloneConfig, stop: asyncio.Event) -> int:
+def main(argv: list[str]) -> int:
+    """Parse ``standalone ARGS`` as ``folio`` does and serve with the faulty bookie."""
+    parser = argparse.ArgumentParser(prog="folio")
+    standalone_command(parser.add_subparsers(dest="command", required=True))
+    config = resolve_standalone_config(parser.parse_args(argv), os.environ)
+    setup_logging()
+    os.makedirs(config.data_dir, exist_ok=True)
     faults = FaultyKV()
-    loop = asyncio.get_running_loop()
+
+    def open_bookie(bookie_config: BookieConfig) -> Bookie:
+        # RocksDB's own synced WAL: the faults are injected in RocksDB's writes and
+        # healed in place (with the journal, a failed background write needs a restart).
+        return Bookie(dataclasses.replace(bookie_config, journal=Journal.NONE),
+                      open_kv=faults.open)
 
     def fail() -> None:
         faults.fail_now()
@@ -57,32 +63,17 @@ async def _serve(config: StandaloneConfig, stop: asyncio.Event) -> int:
         faults.heal()
         log.warning(HEALED)
 
-    loop.add_signal_handler(signal.SIGUSR1, fail)
-    loop.add_signal_handler(signal.SIGHUP, heal)
-    root = Path(config.data_dir)
-    store = RocksDBMetadataStore(root / "metadata")
-    # RocksDB's own synced WAL: the faults are injected in RocksDB's writes and
-    # healed in place (with the journal, a failed background write needs a restart).
-    bookie = Bookie(BookieConfig(data_dir=str(root / "bookie"), durability=config.durability,
-                                 max_entry_bytes=MAX_ENTRY_BYTES, journal=Journal.NONE),
-                    open_kv=faults.open)
-    try:
-        return await serve_ledgers(config, store, BookieDirectory([bookie]), {}, stop,
-                                   bookie=bookie)
-    finally:
-        bookie.shutdown()
-        await store.close()
+    async def install() -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGUSR1, fail)
+        loop.add_signal_handler(signal.SIGHUP, heal)
 
-
-def main(argv: list[str]) -> int:
-    """Parse ``standalone ARGS`` as ``folio`` does and serve with the faulty bookie."""
-    parser = argparse.ArgumentParser(prog="folio")
-    standalone_command(parser.add_subparsers(dest="command", required=True))
-    config = resolve_standalone_config(parser.parse_args(argv), os.environ)
-    setup_logging()
-    set_running("folio standalone", f"data dir {config.data_dir} (faulty bookie)")
-    os.makedirs(config.data_dir, exist_ok=True)
-    return asyncio.run(serve_until_signal(lambda stop: _serve(config, stop)))
+    running = Running("folio standalone", f"data dir {config.data_dir} (faulty bookie)")
+    stack = ComponentStack(running.command)
+    stack.add(Step("fault signals", install))
+    source = stack.add(StandaloneLedgers(config, open_bookie=open_bookie))
+    broker = add_broker(stack, config, source, running, bookie_in_process=True)
+    return run_process(running.command, lambda: stack, broker.ready_line)
 
 
 if __name__ == "__main__":

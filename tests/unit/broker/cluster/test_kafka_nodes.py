@@ -128,3 +128,40 @@ def test_nodes_leaders_and_group_coordinators() -> None:
         cluster.close()
 
     asyncio.run(run())
+
+
+class _StuckGroups(_Groups):
+    """Loads that never finish until cancelled (a store that does not answer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancelled: list[int] = []
+        self.both_loading = asyncio.Event()
+
+    async def load_container(self, container: int) -> None:
+        self.loaded.append(container)
+        if len(self.loaded) == 2:
+            self.both_loading.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.append(container)
+            raise
+
+
+def test_the_cluster_view_stops_with_its_loads_ended() -> None:
+    async def run() -> None:
+        owners = _Owners()
+        cluster = ClusterKafka(owners, lambda: Node(node_id_of("a:1"), "a", 9092))  # type: ignore[arg-type]
+        groups = _StuckGroups()
+        cluster.attach(groups)  # type: ignore[arg-type]
+        owners.served.update({1, 2})
+        await cluster.claimed(1)
+        await cluster.claimed(2)
+        await asyncio.wait_for(groups.both_loading.wait(), 30)
+        owners.served.discard(1)
+        cluster.released(frozenset({1}))  # cancelled, maybe not ended yet
+        await asyncio.wait_for(cluster.stop(), 30)
+        assert sorted(groups.cancelled) == [1, 2]  # both loads ended before stop returned
+
+    asyncio.run(run())
