@@ -99,14 +99,22 @@ class OwnerCache:
                 self._members_dirty = True
                 raise
         while self._dirty_containers:
-            container = min(self._dirty_containers)
-            self._dirty_containers.discard(container)
+            # Read together (one round trip, not one per node): a broker gone
+            # leaves several nodes, and their new owners wait for this.
+            dirty = sorted(self._dirty_containers)
+            self._dirty_containers.difference_update(dirty)
             read = True
             try:
-                await self._read_owner(container)
-            except BaseException:
-                self._dirty_containers.add(container)
+                results = await asyncio.gather(*(self._read_owner(c) for c in dirty),
+                                               return_exceptions=True)
+            except BaseException:  # cancelled: nothing known was read
+                self._dirty_containers.update(dirty)
                 raise
+            failed = [(c, r) for c, r in zip(dirty, results, strict=True)
+                      if isinstance(r, BaseException)]
+            if failed:
+                self._dirty_containers.update(c for c, _ in failed)
+                raise failed[0][1]
         return read
 
     async def _read_members(self) -> None:
