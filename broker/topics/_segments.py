@@ -38,7 +38,16 @@ class TopicSegments(TopicsCore):
     """The cache of loaded segments (a part of ``TopicManager``)."""
 
     async def segment(self, name: str) -> LedgerSegment:
-        """The segment, loaded (and recovered) on first use. ``NoSuchSegmentError``."""
+        """The segment, loaded (and recovered) on first use. ``NoSuchSegmentError``.
+
+        Its transaction buffer is recovered too (``LedgerSegment.recovered``).
+        """
+        segment = await self._loaded(name)
+        await segment.recovered()
+        return segment
+
+    async def _loaded(self, name: str) -> LedgerSegment:
+        """The segment, loaded on first use; its transaction buffer may still recover."""
         self._check_open()
         segment = self._segments.get(name)
         if segment is not None and not needs_reload(segment, self._reload_fenced):
@@ -79,7 +88,9 @@ class TopicSegments(TopicsCore):
         own components write those, through ``segment``.
         """
         refuse_internal_segment(name, action)
-        return await self.segment(name)
+        # Appends need the ledger chain recovered, not the transaction buffer:
+        # they go on while it replays (a failover's writers wait less).
+        return await self._loaded(name)
 
     async def _load_segment(self, name: str, topic: str, number: int) -> LedgerSegment:
         """Load (recover) the segment from its record; the caller registers it."""
