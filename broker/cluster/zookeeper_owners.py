@@ -151,6 +151,16 @@ class ZooKeeperOwners:
             return ""  # unowned, or ours but not served (released, session trouble)
         return found.address
 
+    async def lookup(self, segment: str) -> str:
+        """``owner_of``, or while memory names none, the owner by a fresh read (LookupSegment)."""
+        known = self.owner_of(segment)
+        if known or self.owns(segment):
+            return known
+        record = await self._cache.read_now(container_of(segment, self._count))
+        if record is None or record.incarnation == self._record.incarnation:
+            return ""  # unowned, or ours but not served (released, session trouble)
+        return record.address
+
     def brokers(self) -> list[BrokerInfo]:
         owned: dict[str, list[int]] = {}
         for container, (record, _version) in self._cache.owners.items():
@@ -344,10 +354,8 @@ class ZooKeeperOwners:
         if not self._member:
             await self._join()
             await self._cache.refresh()
-        # Every container is served (its node created, ``owns`` true) before any
-        # is taken over: a slow take-over (the transaction coordinator replays
-        # its log) must not hold back the claims of the others, whose writers
-        # wait for them (docs/cluster.md, "Failover with fencing").
+        # Every container is served before any is taken over: a slow take-over
+        # (the coordinator replays its log) must not hold back the others' claims.
         taken = self._resume_held()
         taken += self._adopt_own()
         failure: Exception | None = None
@@ -362,12 +370,11 @@ class ZooKeeperOwners:
                 log.info("broker %s: members %s, releasing %s", self._id, sorted(members),
                          list(moves.release))
                 await self._release(frozenset(moves.release))
-            # The creates go out together (one round trip, not one per container).
             claims = await asyncio.gather(*(self._claim(c) for c in moves.claim),
-                                          return_exceptions=True)
+                                          return_exceptions=True)  # (one round trip)
             taken += [c for c, claimed in zip(moves.claim, claims, strict=True) if claimed is True]
             failure = next((e for e in claims if isinstance(e, Exception)), None)
-        except Exception as error:  # those claimed before it are served: take them over
+        except Exception as error:  # those claimed before are served: take them over
             failure = error
         for container in taken:
             if container in self._active:
@@ -386,9 +393,8 @@ class ZooKeeperOwners:
         A container is in ``_held`` but not ``_active`` only after
         ``_stop_serving`` dropped its segments (and stood a coordinator down):
         serving it again is a take-over like a claim, so the caller runs
-        ``on_claimed`` for each container returned (else the coordinator of a
-        resumed container is never seated again, and every transaction call is
-        WrongHost to this broker).
+        ``on_claimed`` for those returned (else a resumed coordinator is never
+        seated again: every transaction call is WrongHost to this broker).
         """
         resumed = []
         for container in sorted(self._held - self._active):
@@ -426,10 +432,7 @@ class ZooKeeperOwners:
         log.info("broker %s joined the balance of %d containers", self._id, self._count)
 
     async def _claim(self, container: int) -> bool:
-        """Create the container's ownership node; whether it is ours (served now).
-
-        The caller takes the container over (``_taken_over``) when it is.
-        """
+        """Create the container's node; whether it is ours (served: take it over)."""
         path = owner_path(container)
         try:
             await self._store.create(path, self._record.to_bytes(), make_parents=True,
@@ -459,9 +462,8 @@ class ZooKeeperOwners:
     def _adopt_own(self) -> list[int]:
         """Serve containers whose node is ours although no claim finished (a lost answer).
 
-        ``plan`` counts a node of this incarnation as this broker's, so it
-        never claims the container again: without this, nobody would serve it
-        until the session changed. Returns them, to be taken over.
+        ``plan`` counts a node of this incarnation as this broker's, so it never
+        claims it again: else nobody serves it until the session changes.
         """
         adopted = []
         for container, (record, _version) in sorted(self._cache.owners.items()):
