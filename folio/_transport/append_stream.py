@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -42,8 +43,8 @@ from folio.errors import FolioError, FolioUnavailableError
 if TYPE_CHECKING:
     from folio.api.v1.append_pb2_grpc import AppendAsyncStub
 
-__all__ = ["BACKOFF_MAX_S", "BACKOFF_MIN_S", "AppendFlow", "AppendStream", "Backoff",
-           "FlowSource"]
+__all__ = ["BACKOFF_MAX_S", "BACKOFF_MIN_S", "MOVE_BACKOFF_MAX_S", "AppendFlow",
+           "AppendStream", "Backoff", "FlowSource"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,9 @@ log = logging.getLogger(__name__)
 BACKOFF_MIN_S: Final = 0.05
 #: Longest reconnect / retry delay.
 BACKOFF_MAX_S: Final = 2.0
+#: Longest wait between lookups of a moving segment's owner, for writers and
+#: readers alike (be there soon after a claim: a lookup is one cheap call).
+MOVE_BACKOFF_MAX_S: Final = 0.5
 #: How often flows are asked to expire blocks past their deadline.
 TICK_S: Final = 0.1
 
@@ -60,7 +64,12 @@ _MAX_FLOW_ID: Final = (1 << 32) - 1
 
 
 class Backoff:
-    """Delays that double from ``BACKOFF_MIN_S`` to ``max_s``; ``reset`` starts over."""
+    """Delays that double from ``BACKOFF_MIN_S`` to ``max_s``; ``reset`` starts over.
+
+    Each delay is drawn between half its step and the whole (equal jitter): the
+    clients of a broker that went away all retry at once otherwise, in step,
+    against the broker that takes its segments over.
+    """
 
     __slots__ = ("_max_s", "_next")
 
@@ -69,10 +78,11 @@ class Backoff:
         self._max_s = max_s
 
     def next_delay(self) -> float:
-        """The delay to wait now; the next one is twice as long (up to the cap)."""
-        delay = self._next
-        self._next = min(delay * 2, self._max_s)
-        return delay
+        """The delay to wait now, in [step / 2, step]; the next step is twice as long
+        (up to the cap)."""
+        step = self._next
+        self._next = min(step * 2, self._max_s)
+        return step * random.uniform(0.5, 1.0)  # jitter, not a secret
 
     def reset(self) -> None:
         """After a success: the next delay is the shortest again."""
