@@ -43,8 +43,8 @@ from folio.errors import FolioError, FolioUnavailableError
 if TYPE_CHECKING:
     from folio.api.v1.append_pb2_grpc import AppendAsyncStub
 
-__all__ = ["BACKOFF_MAX_S", "BACKOFF_MIN_S", "MOVE_BACKOFF_MAX_S", "AppendFlow",
-           "AppendStream", "Backoff", "FlowSource"]
+__all__ = ["BACKOFF_MAX_S", "BACKOFF_MIN_S", "AppendFlow", "AppendStream", "Backoff",
+           "FlowSource"]
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +52,6 @@ log = logging.getLogger(__name__)
 BACKOFF_MIN_S: Final = 0.05
 #: Longest reconnect / retry delay.
 BACKOFF_MAX_S: Final = 2.0
-#: Longest wait between lookups of a moving segment's owner, for writers and
-#: readers alike (be there soon after a claim: a lookup is one cheap call).
-MOVE_BACKOFF_MAX_S: Final = 0.5
 #: How often flows are asked to expire blocks past their deadline.
 TICK_S: Final = 0.1
 

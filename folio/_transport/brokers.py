@@ -68,13 +68,7 @@ from grpc import aio
 
 from folio._status import error_from_rpc
 from folio._transport.addresses import address_key, parse_endpoints, rebind, stub_method_of
-from folio._transport.append_stream import (
-    BACKOFF_MAX_S,
-    MOVE_BACKOFF_MAX_S,
-    AppendFlow,
-    AppendStream,
-    Backoff,
-)
+from folio._transport.append_stream import BACKOFF_MAX_S, AppendFlow, AppendStream, Backoff
 from folio._transport.connect import reach
 from folio._transport.pool import ConnectionPool, PoolStats, ReadLease
 from folio.api.v1 import admin_pb2
@@ -110,6 +104,8 @@ _ADMIN_RETRIES: Final = 3
 _QUICK_HOPS: Final = 2
 #: A segment that moves again within this long waits a backoff before its flow follows.
 _QUICK_MOVE_S: Final = 2 * BACKOFF_MAX_S
+#: Longest wait between lookups of a moving segment's owner (be there soon after a claim).
+MOVE_BACKOFF_MAX_S: Final = 0.5
 
 
 class MovingFlow(AppendFlow, Protocol):

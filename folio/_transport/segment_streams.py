@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Final, Generic, NoReturn, TypeVar
 import grpc
 
 from folio._status import error_from_rpc
-from folio._transport.append_stream import MOVE_BACKOFF_MAX_S, Backoff
+from folio._transport.append_stream import Backoff
+from folio._transport.brokers import MOVE_BACKOFF_MAX_S
 from folio._transport.liveness import PROGRESS_TIMEOUT_S, with_progress_deadline
 from folio._transport.unpack import unpack_events
 from folio.api.v1 import read_pb2
