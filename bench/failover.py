@@ -144,7 +144,7 @@ def run(faults: list[str], rounds: int, segments: int, session_timeout_ms: int,
                 owners = {s: lookup_owner(addresses, s) for s in load.segments}
                 victim = next(b for b in brokers if b.address == owners[target])
                 hit = [s for s, owner in owners.items() if owner == victim.address]
-                at = time.monotonic()
+                at, wall = time.monotonic(), time.time()
                 if fault == "kill":
                     victim.kill()
                 else:
@@ -164,7 +164,9 @@ def run(faults: list[str], rounds: int, segments: int, session_timeout_ms: int,
                 end = time.monotonic()
                 every = {s: load.longest_gap(s, at, end) for s in load.segments}
                 stalls.add(fault, [every[s] for s in hit], list(every.values()))
-                print(f"{fault} {round_number + 1}: {len(hit)} of {len(every)} segments on the "
+                print(f"{fault} {round_number + 1} (of {victim.address} at "
+                      f"{time.strftime('%H:%M:%S', time.localtime(wall))}"
+                      f".{int(wall % 1 * 1000):03d}): {len(hit)} of {len(every)} segments on the "
                       f"victim; their stalls {_seconds(every[s] for s in hit)}, the others' "
                       f"{_seconds(v for s, v in every.items() if s not in hit)}; "
                       f"{len(load.failures)} failed writes so far", flush=True)
@@ -225,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the brokers' ZooKeeper session timeout (default 2000)")
     parser.add_argument("--log", metavar="FILE", default=None,
                         help="write the SDK's log (INFO, with times) to FILE")
+    parser.add_argument("--work-dir", metavar="DIR", default=None,
+                        help="keep ZooKeeper's, the bookies' and the brokers' data and logs "
+                             "(broker-N.log, with times) in DIR, created if missing "
+                             "(default: a temporary directory, removed at the end)")
     args = parser.parse_args(argv)
     if args.log:
         logging.basicConfig(filename=args.log, level=logging.INFO,
@@ -232,9 +238,14 @@ def main(argv: list[str] | None = None) -> int:
     faults = [f for f in args.faults.split(",") if f]
     if not faults or set(faults) - {"kill", "pause"}:
         parser.error("--faults takes kill and/or pause")
-    with tempfile.TemporaryDirectory(prefix="folio-failover-") as base:
-        stalls, load = run(faults, args.rounds, args.segments, args.session_timeout_ms,
-                           Path(base))
+    if args.work_dir is not None:
+        work = Path(args.work_dir)
+        work.mkdir(parents=True, exist_ok=True)
+        stalls, load = run(faults, args.rounds, args.segments, args.session_timeout_ms, work)
+    else:
+        with tempfile.TemporaryDirectory(prefix="folio-failover-") as base:
+            stalls, load = run(faults, args.rounds, args.segments, args.session_timeout_ms,
+                               Path(base))
     session_s = args.session_timeout_ms / 1000
     for fault in faults:
         print(f"{fault}, session timeout {session_s:g} s: per-segment stall, "

@@ -42,6 +42,7 @@ from broker.cluster.owned_topics import OwnedTopics, TopicsHandover
 from broker.cluster.peers import PeerClients, PeerSecurity
 from broker.cluster.snapshots import ContainerSnapshotStore
 from broker.cluster.txn_routes import ClusterTxnRoutes
+from broker.cluster.warmup import SegmentWarmup
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
 from broker.errors import WrongHostError
 from broker.groups.heartbeats import HeartbeatBoard
@@ -108,6 +109,7 @@ class ClusterOwnership:
         self._routes: ClusterTxnRoutes | None = None
         self._seated = False
         self._snapshots: ContainerSnapshotStore | None = None
+        self._warmup: SegmentWarmup | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._claim_listeners: list[Callable[[int], Awaitable[None]]] = []
         self._release_listeners: list[Callable[[frozenset[int]], None]] = []
@@ -159,6 +161,10 @@ class ClusterOwnership:
                                  suspended_grace_s=self._session_timeout_ms / 1000,
                                  on_claimed=self._claimed)
         self._owners = owners
+        # A claimed container's open segments load at once, not at the first call.
+        self._warmup = SegmentWarmup(topics, self._count,
+                                     lambda c: c in owners.served_containers())
+        self.add_container_listener(self._warmup.claimed, self._warmup.released)
         # Transactions across brokers: registrations and markers cross over here.
         self._peers = PeerClients(self._peer_security)
         self._routes = ClusterTxnRoutes(
@@ -245,8 +251,11 @@ class ClusterOwnership:
     async def close(self) -> None:
         """Stop the transactions' routes and close the peer clients.
 
-        Also when the hand-over was cut short: no retry may outlive the broker.
+        Also when the hand-over was cut short: no retry (nor a warm-up load) may
+        outlive the broker.
         """
+        if self._warmup is not None:
+            await self._warmup.close()
         if self._routes is not None:
             self._routes.stop()
         if self._peers is not None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from broker.cluster.containers import MEMBERS_PATH, OwnerRecord, member_path, owner_path
 from ledger.api import EventType, MetadataStore
-from ledger.errors import NoNodeError
+from ledger.errors import LedgerError, NoNodeError
 
 __all__ = ["OwnerCache"]
 
@@ -99,15 +99,37 @@ class OwnerCache:
                 self._members_dirty = True
                 raise
         while self._dirty_containers:
-            container = min(self._dirty_containers)
-            self._dirty_containers.discard(container)
+            # Read together (one round trip, not one per node): a broker gone
+            # leaves several nodes, and their new owners wait for this.
+            dirty = sorted(self._dirty_containers)
+            self._dirty_containers.difference_update(dirty)
             read = True
             try:
-                await self._read_owner(container)
-            except BaseException:
-                self._dirty_containers.add(container)
+                results = await asyncio.gather(*(self._read_owner(c) for c in dirty),
+                                               return_exceptions=True)
+            except BaseException:  # cancelled: nothing known was read
+                self._dirty_containers.update(dirty)
                 raise
+            failed = [(c, r) for c, r in zip(dirty, results, strict=True)
+                      if isinstance(r, BaseException)]
+            if failed:
+                self._dirty_containers.update(c for c, _ in failed)
+                raise failed[0][1]
         return read
+
+    async def read_now(self, container: int) -> OwnerRecord | None:
+        """The container's owner by a fresh read of its node (no watch, cache untouched).
+
+        For a lookup while the cache knows none (``owner`` is None): the
+        ownership loop that refreshes the cache may be busy taking a container
+        over, and a new owner's clients wait for its name. None when unowned or
+        unreadable now (the client asks again).
+        """
+        try:
+            node = await self._store.get(owner_path(container))
+        except LedgerError:  # NoNodeError (unowned) or the store unreachable
+            return None
+        return OwnerRecord.from_bytes(node.data)
 
     async def _read_members(self) -> None:
         try:

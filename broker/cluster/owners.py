@@ -39,6 +39,14 @@ class SegmentOwners(Protocol):
         """The client address "host:port" of the segment's owner, "" when unknown."""
         ...
 
+    async def lookup(self, segment: str) -> str:
+        """``owner_of``, or when it names none, the owner read afresh ("" when unowned).
+
+        For LookupSegment, whose callers wait for a new owner's name: memory
+        may lag a failover while the ownership loop is busy.
+        """
+        ...
+
     def brokers(self) -> list[BrokerInfo]:
         """The live brokers, by id."""
         ...
@@ -63,6 +71,9 @@ class SingleBroker:
         return True
 
     def owner_of(self, segment: str) -> str:
+        return self.address
+
+    async def lookup(self, segment: str) -> str:
         return self.address
 
     def brokers(self) -> list[BrokerInfo]:

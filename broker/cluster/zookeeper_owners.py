@@ -151,6 +151,16 @@ class ZooKeeperOwners:
             return ""  # unowned, or ours but not served (released, session trouble)
         return found.address
 
+    async def lookup(self, segment: str) -> str:
+        """``owner_of``, or while memory names none, the owner by a fresh read (LookupSegment)."""
+        known = self.owner_of(segment)
+        if known or self.owns(segment):
+            return known
+        record = await self._cache.read_now(container_of(segment, self._count))
+        if record is None or record.incarnation == self._record.incarnation:
+            return ""  # unowned, or ours but not served (released, session trouble)
+        return record.address
+
     def brokers(self) -> list[BrokerInfo]:
         owned: dict[str, list[int]] = {}
         for container, (record, _version) in self._cache.owners.items():
@@ -344,44 +354,59 @@ class ZooKeeperOwners:
         if not self._member:
             await self._join()
             await self._cache.refresh()
-        await self._resume_held()
-        await self._adopt_own()
-        owners = {container: self._owner_key(record)
-                  for container, (record, _v) in self._cache.owners.items()}
-        members = set(self._cache.members)
-        if self._member:
-            members.add(self._id)  # our own node exists even if a read missed it
-        moves = plan(self._id, sorted(members), owners, self._count)
-        if moves.release:
-            log.info("broker %s: members %s, releasing %s", self._id, sorted(members),
-                     list(moves.release))
-            await self._release(frozenset(moves.release))
-        for container in moves.claim:
-            await self._claim(container)
+        # Every container is served before any is taken over: a slow take-over
+        # (the coordinator replays its log) must not hold back the others' claims.
+        taken = self._resume_held()
+        taken += self._adopt_own()
+        failure: Exception | None = None
+        try:
+            owners = {container: self._owner_key(record)
+                      for container, (record, _v) in self._cache.owners.items()}
+            members = set(self._cache.members)
+            if self._member:
+                members.add(self._id)  # our own node exists even if a read missed it
+            moves = plan(self._id, sorted(members), owners, self._count)
+            if moves.release:
+                log.info("broker %s: members %s, releasing %s", self._id, sorted(members),
+                         list(moves.release))
+                await self._release(frozenset(moves.release))
+            claims = await asyncio.gather(*(self._claim(c) for c in moves.claim),
+                                          return_exceptions=True)  # (one round trip)
+            taken += [c for c, claimed in zip(moves.claim, claims, strict=True) if claimed is True]
+            failure = next((e for e in claims if isinstance(e, Exception)), None)
+        except Exception as error:  # those claimed before are served: take them over
+            failure = error
+        for container in taken:
+            if container in self._active:
+                await self._taken_over(container)
+        if failure is not None:
+            raise failure
 
     def _owner_key(self, record: OwnerRecord) -> str:
         if record.broker_id == self._id and record.incarnation != self._record.incarnation:
             return f"{record.broker_id} (a previous process)"
         return record.broker_id
 
-    async def _resume_held(self) -> None:
+    def _resume_held(self) -> list[int]:
         """After a reconnection within the session: serve again what is still ours.
 
         A container is in ``_held`` but not ``_active`` only after
         ``_stop_serving`` dropped its segments (and stood a coordinator down):
-        serving it again is a take-over like a claim, so ``on_claimed`` runs
-        for it too (else the coordinator of a resumed container is never
-        seated again, and every transaction call is WrongHost to this broker).
+        serving it again is a take-over like a claim, so the caller runs
+        ``on_claimed`` for those returned (else a resumed coordinator is never
+        seated again: every transaction call is WrongHost to this broker).
         """
+        resumed = []
         for container in sorted(self._held - self._active):
             found = self._cache.owners.get(container)
             if found is not None and found[0].incarnation == self._record.incarnation:
                 self._active.add(container)
                 self.changes += 1
                 log.info("broker %s: serving container %d again", self._id, container)
-                await self._taken_over(container)
+                resumed.append(container)
             elif found is None:
                 self._held.discard(container)
+        return resumed
 
     async def _taken_over(self, container: int) -> None:
         if self._on_claimed is not None:
@@ -406,7 +431,8 @@ class ZooKeeperOwners:
         self._member = True
         log.info("broker %s joined the balance of %d containers", self._id, self._count)
 
-    async def _claim(self, container: int) -> None:
+    async def _claim(self, container: int) -> bool:
+        """Create the container's node; whether it is ours (served: take it over)."""
         path = owner_path(container)
         try:
             await self._store.create(path, self._record.to_bytes(), make_parents=True,
@@ -415,14 +441,15 @@ class ZooKeeperOwners:
             # Another broker was first, or the node is ours: a create whose
             # answer was lost, retried. Only the node's incarnation tells.
             if not await self._is_own(path):
-                return  # another broker's; its node's watch tells us
+                return False  # another broker's; its node's watch tells us
         except MetadataUnavailableError:
             # Unknown: the node may exist. Read it back on the same session (it
             # sees the create if it was ever applied); a read that fails too
             # raises, and the next step's refresh adopts the node if it is ours.
             if not await self._is_own(path):
-                return  # not created: a later step claims it again
-        await self._claimed(container)
+                return False  # not created: a later step claims it again
+        self._claimed(container)
+        return True
 
     async def _is_own(self, path: str) -> bool:
         """Whether ``path`` exists and carries this process's incarnation."""
@@ -432,20 +459,22 @@ class ZooKeeperOwners:
             return False
         return OwnerRecord.from_bytes(node.data).incarnation == self._record.incarnation
 
-    async def _adopt_own(self) -> None:
+    def _adopt_own(self) -> list[int]:
         """Serve containers whose node is ours although no claim finished (a lost answer).
 
-        ``plan`` counts a node of this incarnation as this broker's, so it
-        never claims the container again: without this, nobody would serve it
-        until the session changed.
+        ``plan`` counts a node of this incarnation as this broker's, so it never
+        claims it again: else nobody serves it until the session changes.
         """
+        adopted = []
         for container, (record, _version) in sorted(self._cache.owners.items()):
             if record.incarnation == self._record.incarnation and container not in self._held:
                 log.info("broker %s: container %d's node is ours (a claim's answer was "
                          "lost); serving it", self._id, container)
-                await self._claimed(container)
+                self._claimed(container)
+                adopted.append(container)
+        return adopted
 
-    async def _claimed(self, container: int) -> None:
+    def _claimed(self, container: int) -> None:
         # Segments of the container left from an earlier ownership are stale.
         self._handover.drop(frozenset({container}))
         self._held.add(container)
@@ -453,7 +482,6 @@ class ZooKeeperOwners:
         self._cache.set_owner(container, self._record)
         self.changes += 1
         log.info("broker %s owns container %d", self._id, container)
-        await self._taken_over(container)
 
     async def _release(self, containers: frozenset[int]) -> None:
         self._active.difference_update(containers)  # WrongHost from now on

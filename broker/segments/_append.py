@@ -240,7 +240,11 @@ class SegmentAppends(SegmentRollover):
             buffer = self._buffer
             if buffer is not None:
                 position = Position(head.span.ledger_id, entry_id)
-                self._txn_offsets.note(position, head.kind, head.txn_id, head.base_offset)
+                if self._txn_deferred is not None:  # noted after the recovery's replay
+                    self._txn_deferred.append(
+                        (position, head.kind, head.txn_id, head.base_offset))
+                else:
+                    self._txn_offsets.note(position, head.kind, head.txn_id, head.base_offset)
                 buffer.on_entry(LoggedEntry(position, head.kind, head.txn_id))
             advanced = True
         if advanced:

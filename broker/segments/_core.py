@@ -122,6 +122,13 @@ class SegmentCore:
             self._name, txn_store, snapshot_every_changes=policy.every_changes,
             snapshot_every_ms=policy.every_ms, chunk_bytes=policy.chunk_bytes or None))
         self._txn_offsets = TxnOffsets()
+        # The buffer's recovery, run in the background by ``LedgerSegment.load`` so
+        # appends need not wait for its replay; what it failed with; and the entries
+        # confirmed while it runs, noted in ``_txn_offsets`` once its replay is done
+        # (the replay notes the entries before them: the order must hold).
+        self._recovery: asyncio.Task[None] | None = None
+        self._recovery_error: Exception | None = None
+        self._txn_deferred: list[tuple[Position, EntryKind, TxnId | None, int]] | None = None
 
     @property
     def name(self) -> str:
@@ -165,6 +172,8 @@ class SegmentCore:
         The offset of the earliest open transaction's first entry, or the end.
         """
         buffer = self._buffer
+        if buffer is not None and not buffer.ready:
+            return self._start  # unknown until recovered: nothing is claimed committed
         if buffer is None or buffer.ongoing_count == 0:
             return self._end
         limit = buffer.max_read_position
@@ -198,6 +207,29 @@ class SegmentCore:
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
+
+    async def recovered(self) -> None:
+        """Wait until the transaction buffer is recovered (at once without one).
+
+        ``LedgerSegment.load`` recovers it in the background: appends go on
+        meanwhile (the buffer keeps the entries they report), reads of
+        committed data wait here. Raises what the recovery failed with (the
+        segment failed too: it is loaded again on its next use), or why the
+        segment is gone if it was closed meanwhile.
+        """
+        task = self._recovery
+        if task is not None and not task.done():
+            await asyncio.wait([task])
+        if self._recovery_error is not None:
+            raise self._recovery_error
+        if task is not None and task.cancelled():
+            self._check_readable()
+            raise BrokerShuttingDownError(f"segment {self._name} is closed")
+
+    def _stop_recovery(self) -> None:
+        """The segment leaves this broker: a recovery under way ends (``recovered`` raises)."""
+        if self._recovery is not None and not self._recovery.done():
+            self._recovery.cancel()
 
     def _check_readable(self) -> None:
         if self._life is SegmentLife.DELETED:

@@ -58,7 +58,9 @@ class SegmentHead(SegmentRollover):
     def _keep_open_txns(self, count: int) -> int:
         """``count`` capped so no ledger holding an open transaction's entries is dropped."""
         buffer = self._buffer
-        if buffer is None or buffer.ongoing_count == 0 or not buffer.ready:
+        if buffer is not None and not buffer.ready:
+            return 0  # open transactions unknown until the buffer is recovered: keep all
+        if buffer is None or buffer.ongoing_count == 0:
             return count
         first_open = buffer.max_read_position.ledger_id
         for index, span in enumerate(self._spans[:count]):

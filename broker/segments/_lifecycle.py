@@ -66,6 +66,7 @@ class SegmentLifecycle(SegmentChain):
             return
         self._life = SegmentLife.CLOSING
         self._moved = self._moved or moved
+        self._stop_recovery()
         self._wake()
         async with self._chain_lock:
             with contextlib.suppress(Exception):
@@ -90,11 +91,13 @@ class SegmentLifecycle(SegmentChain):
         """
         self._moved = True
         self._life = SegmentLife.CLOSED
+        self._stop_recovery()
         self._wake()
 
     def deleted_elsewhere(self) -> None:
         """Another broker deleted the segment (its record is gone): refuse everything now."""
         self._life = SegmentLife.DELETED
+        self._stop_recovery()
         self._wake()
 
     def record_changed(self, version: int) -> None:
@@ -125,6 +128,7 @@ class SegmentLifecycle(SegmentChain):
     async def delete(self) -> None:
         """Delete every ledger of the segment, then its record. Later calls: NoSuchSegment."""
         self._life = SegmentLife.DELETED
+        self._stop_recovery()
         self._wake()
         async with self._chain_lock:
             with contextlib.suppress(Exception):

@@ -39,7 +39,7 @@ class SegmentReads(SegmentCore):
         committed = None
         if buffer is not None and isolation is Isolation.READ_COMMITTED:
             if not buffer.ready:
-                await buffer.wait_ready()
+                await self.recovered()
                 self._check_readable()
             committed = buffer
         start, end = self._start, self._end

@@ -87,6 +87,8 @@ class LedgerSegmentLog:
         self._spans = list(spans)
         self._reader = reader
         self._offsets = offsets
+        #: The position of the last entry yielded (and noted), None before the first.
+        self.last_position: Position | None = None
 
     async def entries_after(self, position: Position | None) -> AsyncIterator[LoggedEntry]:
         """Every entry after ``position`` (``(L, -1)`` and ``EARLIEST`` allowed), in order."""
@@ -106,5 +108,6 @@ class LedgerSegmentLog:
                     header = decode_entry_header(data)
                     here = Position(span.ledger_id, entry_id)
                     self._offsets.note(here, header.kind, header.txn_id, header.base_offset)
+                    self.last_position = here
                     yield LoggedEntry(here, LoggedKind(header.kind), header.txn_id)
                     entry_id += 1

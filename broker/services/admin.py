@@ -167,7 +167,7 @@ class AdminServicer(PermissionCalls, admin_pb2_grpc.AdminServicer):
         except _Refusals as error:
             await abort_with(context, error)
         return admin_pb2.LookupSegmentResponse(
-            segment=segment.name, owner=self._owner_of(segment.name))
+            segment=segment.name, owner=await self._owners.lookup(segment.name))
 
     async def ListBrokers(
         self, request: admin_pb2.ListBrokersRequest, context: _Context

@@ -18,6 +18,7 @@ from broker.errors import (
     TopicNotFoundError,
 )
 from broker.segments.names import (
+    TOPICS_ROOT,
     is_system_topic,
     make_segment_name,
     parse_segment_name,
@@ -38,7 +39,16 @@ class TopicSegments(TopicsCore):
     """The cache of loaded segments (a part of ``TopicManager``)."""
 
     async def segment(self, name: str) -> LedgerSegment:
-        """The segment, loaded (and recovered) on first use. ``NoSuchSegmentError``."""
+        """The segment, loaded (and recovered) on first use. ``NoSuchSegmentError``.
+
+        Its transaction buffer is recovered too (``LedgerSegment.recovered``).
+        """
+        segment = await self._loaded(name)
+        await segment.recovered()
+        return segment
+
+    async def _loaded(self, name: str) -> LedgerSegment:
+        """The segment, loaded on first use; its transaction buffer may still recover."""
         self._check_open()
         segment = self._segments.get(name)
         if segment is not None and not needs_reload(segment, self._reload_fenced):
@@ -79,7 +89,9 @@ class TopicSegments(TopicsCore):
         own components write those, through ``segment``.
         """
         refuse_internal_segment(name, action)
-        return await self.segment(name)
+        # Appends need the ledger chain recovered, not the transaction buffer:
+        # they go on while it replays (a failover's writers wait less).
+        return await self._loaded(name)
 
     async def _load_segment(self, name: str, topic: str, number: int) -> LedgerSegment:
         """Load (recover) the segment from its record; the caller registers it."""
@@ -156,6 +168,30 @@ class TopicSegments(TopicsCore):
         """Forget every loaded segment ``moving`` accepts, at once, touching no store."""
         for name in [name for name in list(self._segments) if moving(name)]:
             self._segments.pop(name).abandon()
+
+    async def open_segment_names(self) -> list[str]:
+        """The names of every open (unsealed) segment of the user topics, from their records.
+
+        One read of the topic list and one per topic: for a cluster broker that
+        just claimed containers and loads their segments before clients ask
+        (``broker.cluster.warmup``).
+        """
+        self._check_open()
+        try:
+            topics = await self._store.children(TOPICS_ROOT)
+        except NoNodeError:
+            return []
+        names = []
+        for topic in sorted(topics):
+            if is_system_topic(topic):
+                continue
+            try:
+                record, _ = await self._read_topic(topic)
+            except TopicNotFoundError:  # deleted meanwhile
+                continue
+            names += [make_segment_name(topic, entry.number) for entry in record.segments
+                      if entry.state is not SegmentState.SEALED]
+        return names
 
     def loaded_segments(self) -> list[LedgerSegment]:
         """The segments loaded on this broker now (a copy; ``broker.metrics`` reads it)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -60,7 +61,12 @@ _MAX_FLOW_ID: Final = (1 << 32) - 1
 
 
 class Backoff:
-    """Delays that double from ``BACKOFF_MIN_S`` to ``max_s``; ``reset`` starts over."""
+    """Delays that double from ``BACKOFF_MIN_S`` to ``max_s``; ``reset`` starts over.
+
+    Each delay is drawn between half its step and the whole (equal jitter): the
+    clients of a broker that went away all retry at once otherwise, in step,
+    against the broker that takes its segments over.
+    """
 
     __slots__ = ("_max_s", "_next")
 
@@ -69,10 +75,11 @@ class Backoff:
         self._max_s = max_s
 
     def next_delay(self) -> float:
-        """The delay to wait now; the next one is twice as long (up to the cap)."""
-        delay = self._next
-        self._next = min(delay * 2, self._max_s)
-        return delay
+        """The delay to wait now, in [step / 2, step]; the next step is twice as long
+        (up to the cap)."""
+        step = self._next
+        self._next = min(step * 2, self._max_s)
+        return step * random.uniform(0.5, 1.0)  # jitter, not a secret
 
     def reset(self) -> None:
         """After a success: the next delay is the shortest again."""

@@ -49,6 +49,7 @@ import grpc
 
 from folio._status import error_from_rpc
 from folio._transport.append_stream import Backoff
+from folio._transport.brokers import MOVE_BACKOFF_MAX_S
 from folio._transport.liveness import PROGRESS_TIMEOUT_S, with_progress_deadline
 from folio._transport.unpack import unpack_events
 from folio.api.v1 import read_pb2
@@ -368,7 +369,7 @@ class SegmentStreams(Generic[T]):
             await self._read(self._stub, segment, token, offset, stream)
             return
         next_offset: int | None = offset
-        moves = Backoff()
+        moves = Backoff(MOVE_BACKOFF_MAX_S)
         while next_offset is not None:
             try:
                 lease = channels.lease_read(segment)
@@ -442,7 +443,8 @@ class SegmentStreams(Generic[T]):
                              error, next_offset, owner or "the owner a lookup finds")
                     channels.moved(segment, owner)
                     # Moves without a response between back off (50 ms doubling
-                    # to 2 s): a stale owner named back and forth makes no tight loop.
+                    # to 0.5 s, as writers' lookups): a stale owner named back and
+                    # forth makes no tight loop, and the new owner is found soon.
                     await asyncio.sleep(moves.next_delay())
                     return next_offset
                 # A status the broker did not give (no folio-error: gRPC's own,

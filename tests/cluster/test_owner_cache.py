@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.cluster.containers import OwnerRecord, owner_path
+from broker.cluster.containers import OwnerRecord, container_of, owner_path
 from broker.cluster.owner_cache import OwnerCache
+from broker.cluster.zookeeper_owners import ZooKeeperOwners
 from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore
 
 COUNT = 4
@@ -40,5 +41,34 @@ async def test_an_owner_a_watch_says_changed_is_unknown_until_read_again(zk_url:
         await cache.refresh()
         assert cache.owner(CONTAINER) == successor
         assert cache.owner(CONTAINER + 1) is None  # never owned
+    finally:
+        await store.close()
+
+
+class _Handover:
+    async def release(self, containers: frozenset[int]) -> None:
+        pass
+
+    def drop(self, containers: frozenset[int]) -> None:
+        pass
+
+
+async def test_lookup_names_a_new_owner_before_the_cache_reads_it(zk_url: str) -> None:
+    # After a failover the new owner's clients ask LookupSegment; the broker
+    # they ask may not have refreshed its cache yet (its ownership loop busy
+    # with its own take-overs): a fresh read names the owner instead of "".
+    store = await ZooKeeperMetadataStore.connect(zk_url)
+    owners = ZooKeeperOwners(store, COUNT, "b1", "127.0.0.1:7071", _Handover())
+    try:
+        segment = next(f"t/{n}" for n in range(1000) if container_of(f"t/{n}", COUNT) == 2)
+        other = next(f"t/{n}" for n in range(1000) if container_of(f"t/{n}", COUNT) == 3)
+        mine = next(f"t/{n}" for n in range(1000) if container_of(f"t/{n}", COUNT) == 1)
+        successor = OwnerRecord("b2", "127.0.0.1:7072", "second")
+        await store.create(owner_path(2), successor.to_bytes(), make_parents=True)
+        await store.create(owner_path(1), owners.record.to_bytes(), make_parents=True)
+        assert owners.owner_of(segment) == ""  # never refreshed: memory knows nothing
+        assert await owners.lookup(segment) == "127.0.0.1:7072"
+        assert await owners.lookup(other) == ""  # unowned
+        assert await owners.lookup(mine) == ""   # our node, but not served
     finally:
         await store.close()

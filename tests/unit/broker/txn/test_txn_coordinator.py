@@ -126,6 +126,7 @@ async def test_timer_aborts_at_the_deadline_without_a_maintenance_round(
     await topics.create_topic("t", 1, TopicConfig())
     coordinator = TxnCoordinator(topics)  # the real clock: the timer fires
     await coordinator.start()
+    await topics.segment("t/0")  # loaded first: the 50 ms timer races the append, not a load
     short = await coordinator.begin(50)
     await _write(coordinator, topics, short, 0)
     kept = await coordinator.begin(600_000)
