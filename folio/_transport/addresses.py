@@ -6,6 +6,14 @@ rules are easy to find (and to test): :func:`address_key` says when two
 endpoint list, and :func:`rebind` turns a stub method of one channel into the
 same method on another (admin failover, WrongHost on a unary call), by
 finding it among the channel's stubs rather than by gRPC internals.
+
+**Addresses** are compared by :func:`address_key`: host lower-cased, brackets
+dropped, and every loopback spelling (``localhost``, ``127.*``, ``::1``) and
+the unspecified ``0.0.0.0``/``::`` a broker bound to every interface may
+advertise taken as one host, so ``localhost:7070`` and ``127.0.0.1:7070``
+share one pool (it dials the spelling it was made with). Other names are not
+resolved (no DNS lookup on the IO thread): a broker advertising another name
+than the one in the endpoint list gets a second pool, for its segments' data.
 """
 
 from __future__ import annotations

@@ -19,15 +19,10 @@ after the endpoints.
 flow or a call first needs that broker; each keeps its PDP-36 bound
 (``max_connections_per_endpoint``). Admin calls use the admin broker's pool.
 
-**Addresses** are compared by :func:`address_key`: host lower-cased, brackets
-dropped, and every loopback spelling (``localhost``, ``127.*``, ``::1``) and
-the unspecified ``0.0.0.0``/``::`` a broker bound to every interface may
-advertise taken as one host, so ``localhost:7070`` and ``127.0.0.1:7070``
-share one pool (it dials the spelling it was made with). Other names are not
-resolved (no DNS lookup on the IO thread): a broker advertising another name
-than the one in the endpoint list gets a second pool, for its segments' data.
-A bootstrap broker that lists itself alone (a standalone) is taken as the
-endpoint it was reached at, whatever address it advertises.
+**Addresses** are compared by :func:`address_key` (``folio._transport.addresses``
+says which spellings are one broker), so ``localhost:7070`` and
+``127.0.0.1:7070`` share one pool. A bootstrap broker that lists itself alone
+(a standalone) is taken as the endpoint it was reached at, whatever it advertises.
 
 **Routing.** A client starts in *single* mode: every flow, Read stream and
 call goes to the admin broker, exactly as before clusters existed (no lookup,
@@ -41,15 +36,8 @@ WrongHost or a ``LookupSegment``; while unknown, to the admin broker (which
 answers WrongHost when it is not the owner). Nothing of this is on the path
 of a block: a flow picks its broker when it opens or moves.
 
-**WrongHost.** :meth:`Brokers.follow` moves an append flow: it leaves its
-stream; when the answer named the owner it is registered on the owner's
-stream at once, else ``LookupSegment`` is asked (any broker, backoff doubling
-to 0.5 s) until an owner is known or the flow's deadline passes. The flow then
-sets up there as after a reconnect: ``AppendSetup`` tells which unacknowledged
-blocks were stored and the others are sent again, so nothing is lost or
-doubled. A segment that moves again within a short time waits a backoff
-first, so two brokers that each name the other cannot make a tight loop.
-Readers call :meth:`Brokers.find_owner` and read on from their offset.
+**WrongHost.** :meth:`Brokers.follow` moves an append flow to the segment's owner
+and readers call :meth:`Brokers.find_owner` (``folio._transport.moving`` says how).
 
 IO thread only, except ``admin``, ``pool_stats`` and ``learn`` (see each).
 """
@@ -60,7 +48,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Coroutine, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -68,8 +56,14 @@ from grpc import aio
 
 from folio._status import error_from_rpc
 from folio._transport.addresses import address_key, parse_endpoints, rebind, stub_method_of
-from folio._transport.append_stream import BACKOFF_MAX_S, AppendFlow, AppendStream, Backoff
+from folio._transport.append_stream import AppendFlow, AppendStream, Backoff
 from folio._transport.connect import reach
+from folio._transport.moving import (
+    LOOKUP_ATTEMPT_S,
+    MOVE_BACKOFF_MAX_S,
+    QUICK_MOVE_S,
+    MovingFlow,
+)
 from folio._transport.pool import ConnectionPool, PoolStats, ReadLease
 from folio.api.v1 import admin_pb2
 from folio.errors import (
@@ -96,26 +90,10 @@ Resp = TypeVar("Resp", bound=Message)
 #: Longest wait for one endpoint's answer during bootstrap (a dead port answers
 #: at once; a host that drops packets would otherwise take the whole deadline).
 BOOTSTRAP_ATTEMPT_S: Final = 5.0
-#: Longest wait for one LookupSegment answer.
-_LOOKUP_ATTEMPT_S: Final = 5.0
 #: Retries of a read-only admin call on UNAVAILABLE with one broker (as before clusters).
 _ADMIN_RETRIES: Final = 3
 #: WrongHost hops one admin call follows at once; later ones wait a backoff first.
 _QUICK_HOPS: Final = 2
-#: A segment that moves again within this long waits a backoff before its flow follows.
-_QUICK_MOVE_S: Final = 2 * BACKOFF_MAX_S
-#: Longest wait between lookups of a moving segment's owner (be there soon after a claim).
-MOVE_BACKOFF_MAX_S: Final = 0.5
-
-
-class MovingFlow(AppendFlow, Protocol):
-    """An append flow that can follow WrongHost to another broker's stream."""
-
-    def on_moved(self, stream: AppendStream, flow_id: int) -> bool:
-        """Registered on the owner's stream; False if the flow no longer wants it."""
-
-    def on_move_failed(self, error: FolioError) -> None:
-        """No owner was found before the flow's deadline."""
 
 
 class Brokers:
@@ -254,8 +232,8 @@ class Brokers:
         request = admin_pb2.LookupSegmentRequest(segment=segment)
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
-            attempt = _LOOKUP_ATTEMPT_S if remaining is None else min(remaining,
-                                                                      _LOOKUP_ATTEMPT_S)
+            attempt = LOOKUP_ATTEMPT_S if remaining is None else min(remaining,
+                                                                      LOOKUP_ATTEMPT_S)
             why = "no broker owns it now"
             if attempt > 0:
                 try:
@@ -290,7 +268,7 @@ class Brokers:
         self.moved(segment, error.owner)
         now = time.monotonic()
         backoff, last = self._moves.get(segment, (Backoff(MOVE_BACKOFF_MAX_S), 0.0))
-        if now - last > _QUICK_MOVE_S:
+        if now - last > QUICK_MOVE_S:
             backoff.reset()
             delay = 0.0
         else:

@@ -49,8 +49,8 @@ import grpc
 
 from folio._status import error_from_rpc
 from folio._transport.append_stream import Backoff
-from folio._transport.brokers import MOVE_BACKOFF_MAX_S
 from folio._transport.liveness import PROGRESS_TIMEOUT_S, with_progress_deadline
+from folio._transport.moving import MOVE_BACKOFF_MAX_S
 from folio._transport.unpack import unpack_events
 from folio.api.v1 import read_pb2
 from folio.errors import (

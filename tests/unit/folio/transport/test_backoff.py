@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from folio._transport.append_stream import BACKOFF_MIN_S, Backoff
-from folio._transport.brokers import MOVE_BACKOFF_MAX_S
+from folio._transport.moving import MOVE_BACKOFF_MAX_S
 
 
 def test_delays_double_to_the_cap_jittered_within_each_step() -> None:
