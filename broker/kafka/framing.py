@@ -9,7 +9,8 @@ ahead).
 ``FrameStream`` is one connection's protocol: an ``asyncio.BufferedProtocol``,
 so the transport (the socket, or asyncio's TLS layer after ``start_tls``)
 writes straight into the buffer the stream hands out. Small frames land in a
-256 KiB scratch buffer (one read takes many of them) and are copied out once;
+256 KiB scratch buffer (one read takes many of them; one buffer per thread,
+shared by the connections) and are copied out once;
 a frame larger than ``IN_PLACE_BYTES`` is read into a buffer of its own size
 as soon as its size is known. A ``StreamReader`` copies every byte three or
 four times more (its buffer grows, ``readexactly`` slices and shifts it), and
@@ -28,6 +29,7 @@ import asyncio
 import collections
 import ssl
 import struct
+import threading
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -44,7 +46,7 @@ MIN_FRAME_BYTES: Final = 10
 #: Frames larger than this are read into a buffer of their own, not copied.
 IN_PLACE_BYTES: Final = 64 * 1024
 #: The scratch buffer: the most one read of small frames takes (asyncio's own
-#: read size); a partial frame of at most ``IN_PLACE_BYTES`` always fits.
+#: read size); a partial frame of at most ``IN_PLACE_BYTES`` leaves room for more.
 _SCRATCH_BYTES: Final = 256 * 1024
 #: Bytes of whole frames read ahead beyond which reading pauses.
 QUEUED_FRAME_BYTES: Final = 256 * 1024
@@ -73,11 +75,10 @@ class FrameStream(asyncio.BufferedProtocol):
         self._on_connected = on_connected
         self._transport: asyncio.BaseTransport | None = None
         self._tls = False
-        # Reading: scratch[start:end] is read and not yet taken as frames.
-        self._scratch = bytearray(_SCRATCH_BYTES)
-        self._view = memoryview(self._scratch)
-        self._start = 0
-        self._end = 0
+        # Reading: what was read and is not yet a whole frame (a frame of at most
+        # IN_PLACE_BYTES, or a size), moved to the front of the scratch buffer
+        # before each read.
+        self._carry = b""
         # A large frame read in place: its buffer and how much of it is read.
         self._body: bytearray | None = None
         self._body_view: memoryview | None = None
@@ -118,12 +119,11 @@ class FrameStream(asyncio.BufferedProtocol):
         del sizehint  # the TLS layer's hint is what it holds encrypted, not what is due
         if self._body_view is not None:
             return self._body_view[self._filled:]
-        if self._start and len(self._scratch) - self._end < IN_PLACE_BYTES:
-            # Move the partial frame (at most IN_PLACE_BYTES + 4) to the front.
-            left = self._end - self._start
-            self._scratch[:left] = self._view[self._start:self._end]
-            self._start, self._end = 0, left
-        return self._view[self._end:]
+        view = _scratch()
+        carried = len(self._carry)
+        if carried:
+            view[:carried] = self._carry
+        return view[carried:]
 
     def buffer_updated(self, nbytes: int) -> None:
         """``nbytes`` more were written into the last buffer handed out."""
@@ -134,8 +134,7 @@ class FrameStream(asyncio.BufferedProtocol):
                 self._body = self._body_view = None
                 self._push(data)
             return
-        self._end += nbytes
-        self._split()
+        self._split(len(self._carry) + nbytes)
 
     def eof_received(self) -> bool:
         """The client closed its side: frames already read are still answered."""
@@ -173,9 +172,9 @@ class FrameStream(asyncio.BufferedProtocol):
 
     # Reading frames.
 
-    def _split(self) -> None:
-        """Take the whole frames out of the scratch buffer; start a large one in place."""
-        view, start, end = self._view, self._start, self._end
+    def _split(self, end: int) -> None:
+        """Take the whole frames out of ``scratch[:end]``; start a large one in place."""
+        view, start = _scratch(), 0
         while end - start >= _SIZE.size:
             (size,) = _SIZE.unpack_from(view, start)
             if not MIN_FRAME_BYTES <= size <= self._max_frame_bytes:
@@ -195,9 +194,7 @@ class FrameStream(asyncio.BufferedProtocol):
                 self._body, self._body_view, self._filled = body, memoryview(body), have
                 start = end
             break
-        if start == end:
-            start = end = 0
-        self._start, self._end = start, end
+        self._carry = bytes(view[start:end]) if start < end else b""
 
     def _push(self, data: bytes) -> None:
         self._frames.append(data)
@@ -229,12 +226,12 @@ class FrameStream(asyncio.BufferedProtocol):
         """What a connection ending now would cut, None: nothing."""
         if self._body is not None:
             return f"frame cut after {self._filled} of its {len(self._body)} bytes"
-        left = self._end - self._start
+        left = len(self._carry)
         if not left:
             return None
         if left < _SIZE.size:
             return f"frame size cut after {left} of 4 bytes"
-        (size,) = _SIZE.unpack_from(self._view, self._start)
+        (size,) = _SIZE.unpack_from(self._carry)
         return f"frame cut after {left - _SIZE.size} of its {size} bytes"
 
     async def next_frame(self, timeout_s: float | None = None) -> bytes | None:
@@ -327,6 +324,23 @@ class FrameStream(asyncio.BufferedProtocol):
         """Wait until the connection is closed."""
         if self._closed is not None:
             await asyncio.shield(self._closed)
+
+
+_LOCAL = threading.local()
+
+
+def _scratch() -> memoryview:
+    """The scratch buffer every stream of this thread's event loop reads small frames into.
+
+    One per thread, not per connection: a transport calls ``get_buffer``,
+    fills the buffer and calls ``buffer_updated`` in one go, and the stream
+    keeps what is left (``_carry``) apart, so an idle connection holds no
+    256 KiB of its own.
+    """
+    view: memoryview | None = getattr(_LOCAL, "view", None)
+    if view is None:
+        view = _LOCAL.view = memoryview(bytearray(_SCRATCH_BYTES))
+    return view
 
 
 def _time_out(reader: asyncio.Future[None]) -> None:
