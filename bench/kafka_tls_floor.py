@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import ssl
 import sys
 import tempfile
@@ -172,8 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mib", type=int, default=256, help="MiB each way (default 256)")
     parser.add_argument("--frame-bytes", type=int, default=1024 * 1024,
                         help="size of the frames received (default 1 MiB: a Produce)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    print(table(measure(args.mib, args.frame_bytes)))
+    row = measure(args.mib, args.frame_bytes)
+    print(json.dumps(row, indent=2) if args.json else table(row))
     return 0
 
 
