@@ -1,4 +1,4 @@
-"""``python -m bench.kafka`` (and ``--security``, ``bench.kafka_tls_floor``) end to end, tiny: real servers, real clients.
+"""``python -m bench.kafka``, its ``--security`` run and ``bench.kafka_tls_floor``, tiny.
 
 Checks the report's shape and that every rate was measured (positive);
 it asserts no speed (the machine is shared).
