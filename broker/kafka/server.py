@@ -1,7 +1,8 @@
 """The Kafka listener: an asyncio TCP server whose connections speak the Kafka protocol.
 
 ``KafkaServer.start`` binds (port 0: any free one; ``port`` says which) and
-serves each accepted connection with a ``KafkaConnection``. ``stop`` closes
+serves each accepted connection (its bytes: a ``FrameStream``, upgraded to TLS
+first on an SSL listener) with a ``KafkaConnection`` in a task of its own. ``stop`` closes
 the listening socket, ends long polls, and closes every open connection
 (clients reconnect elsewhere or later, as they do when a Kafka broker stops).
 """
@@ -75,7 +76,12 @@ class KafkaServer:
 
     async def _serve(self, stream: FrameStream) -> None:
         connection = KafkaConnection(self._context, self._table, stream)
-        if not await self._secure(connection, stream):
+        try:
+            secured = await self._secure(connection, stream)
+        except BaseException:  # stopped during the TLS handshake: close, then go on stopping
+            stream.close()
+            raise
+        if not secured:
             stream.close()
             with contextlib.suppress(Exception):
                 await stream.wait_closed()
