@@ -36,7 +36,7 @@ from kio.serial.errors import SerialError
 
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Call, Deferred, DispatchTable
-from broker.kafka.framing import FrameError, read_frame
+from broker.kafka.framing import FrameError, FrameStream
 from broker.kafka.handlers.api_versions import API_VERSIONS_KEY, unsupported_version_answer
 from broker.kafka.handlers.sasl import (
     OPEN_KEYS,
@@ -77,15 +77,11 @@ class _RefusedError(Exception):
 class KafkaConnection:
     """Serves one accepted connection until the client or the listener closes it."""
 
-    def __init__(self, context: KafkaContext, table: DispatchTable,
-                 reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 max_frame_bytes: int) -> None:
+    def __init__(self, context: KafkaContext, table: DispatchTable, stream: FrameStream) -> None:
         self._context = context
         self._table = table
-        self._reader = reader
-        self._writer = writer
-        self._max_frame_bytes = max_frame_bytes
-        peer = writer.get_extra_info("peername")
+        self._stream = stream
+        peer = stream.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         #: Who this connection authenticated as; None: the listener authenticates no one.
         self.principal: Principal | None = None
@@ -118,8 +114,8 @@ class KafkaConnection:
             pass  # counted and logged (rate-limited) by the session
         except (FrameError, ProtocolError) as error:
             log.warning("kafka: closing connection from %s: %s", self.peer, error)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            log.debug("kafka: connection from %s lost", self.peer)
+        except OSError as error:  # ConnectionError, or the TLS layer's SSLError
+            log.debug("kafka: connection from %s lost: %s", self.peer, error)
         except Exception:
             log.exception("kafka: closing connection from %s after an unexpected error",
                           self.peer)
@@ -132,9 +128,9 @@ class KafkaConnection:
                 item = pending.get_nowait()
                 if item is not None and not item.done():
                     item.cancel()
-            self._writer.close()
+            self._stream.close()
             with contextlib.suppress(Exception):
-                await self._writer.wait_closed()
+                await self._stream.wait_closed()
 
     async def _send(self, pending: asyncio.Queue[asyncio.Future[bytes | None] | None]) -> None:
         """Write the answers in request order; a None item ends the connection's answers."""
@@ -147,20 +143,20 @@ class KafkaConnection:
                 continue
             # Large answers (Fetch) go in slices, each drained: asyncio (3.11)
             # keeps what the socket did not take in one buffer and shifts it
-            # after every send, which costs more than the send on large frames.
+            # after every send, which costs more than the send on large frames
+            # (and its TLS layer encrypts each write into one more buffer).
             view = memoryview(answer)
             for start in range(0, len(view), _WRITE_SLICE_BYTES):
-                self._writer.write(view[start:start + _WRITE_SLICE_BYTES])
-                await self._writer.drain()
+                self._stream.write(view[start:start + _WRITE_SLICE_BYTES])
+                await self._stream.drain()
 
     async def _next_frame(self) -> bytes | None:
         """The next frame; a session whose lifetime passes meanwhile ends the connection."""
         session = self.session
         if session is None or session.deadline is None:
-            return await read_frame(self._reader, self._max_frame_bytes)
+            return await self._stream.next_frame()
         try:
-            return await asyncio.wait_for(read_frame(self._reader, self._max_frame_bytes),
-                                          max(0.0, session.deadline - time.monotonic()))
+            return await self._stream.next_frame(session.deadline - time.monotonic())
         except TimeoutError:
             session.refuse("session_expired", "the session's token expired and the client "
                            "did not re-authenticate")

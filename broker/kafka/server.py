@@ -1,7 +1,8 @@
 """The Kafka listener: an asyncio TCP server whose connections speak the Kafka protocol.
 
 ``KafkaServer.start`` binds (port 0: any free one; ``port`` says which) and
-serves each accepted connection with a ``KafkaConnection``. ``stop`` closes
+serves each accepted connection (its bytes: a ``FrameStream``, upgraded to TLS
+first on an SSL listener) with a ``KafkaConnection`` in a task of its own. ``stop`` closes
 the listening socket, ends long polls, and closes every open connection
 (clients reconnect elsewhere or later, as they do when a Kafka broker stops).
 """
@@ -17,7 +18,7 @@ from broker.kafka.apis import dispatch_table
 from broker.kafka.connection import KafkaConnection
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import DispatchTable
-from broker.kafka.framing import DEFAULT_MAX_FRAME_BYTES
+from broker.kafka.framing import DEFAULT_MAX_FRAME_BYTES, FrameStream
 from broker.kafka.handlers.sasl import SaslSession
 from broker.kafka.sasl.tls import certificate_role
 from ledger.security.tokens import Principal
@@ -53,46 +54,55 @@ class KafkaServer:
 
     async def start(self) -> None:
         """Bind and serve. ``OSError`` if the address is taken."""
-        self._server = await asyncio.start_server(self._accept, self._bind_host, self._port)
+        self._server = await asyncio.get_running_loop().create_server(
+            self._stream, self._bind_host, self._port)
         sockets = self._server.sockets
         self._context.port = int(sockets[0].getsockname()[1]) if sockets else self._port
         log.info("kafka: listening on %s:%d (advertised %s:%d)", self._bind_host,
                  self._context.port, self._context.host,
                  self._context.advertised_port or self._context.port)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
-        try:
-            connection = KafkaConnection(self._context, self._table, reader, writer,
-                                         self._max_frame_bytes)
-            if not await self._secure(connection, writer):
-                writer.close()
-                with contextlib.suppress(Exception):
-                    await writer.wait_closed()
-                return
-            await connection.serve()
-        finally:
-            if task is not None:
-                self._tasks.discard(task)
+    def _stream(self) -> FrameStream:
+        return FrameStream(self._max_frame_bytes, self._accepted)
 
-    async def _secure(self, connection: KafkaConnection, writer: asyncio.StreamWriter) -> bool:
+    def _accepted(self, stream: FrameStream) -> None:
+        """A new connection (in the transport's callback): serve it in a task of its own."""
+        security = self._context.security
+        if security is not None and security.tls is not None:
+            stream.hold()  # the client's first bytes are its TLS handshake
+        task = asyncio.ensure_future(self._serve(stream))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, stream: FrameStream) -> None:
+        connection = KafkaConnection(self._context, self._table, stream)
+        try:
+            secured = await self._secure(connection, stream)
+        except BaseException:  # stopped during the TLS handshake: close, then go on stopping
+            stream.close()
+            raise
+        if not secured:
+            stream.close()
+            with contextlib.suppress(Exception):
+                await stream.wait_closed()
+            return
+        await connection.serve()
+
+    async def _secure(self, connection: KafkaConnection, stream: FrameStream) -> bool:
         """TLS first when the listener is SSL; the connection's session. False: refused."""
         security = self._context.security
         if security is None:
             return True
         if security.tls is not None:
             try:
-                await writer.start_tls(security.tls.context(),
-                                       ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+                await stream.start_tls(security.tls.context(), TLS_HANDSHAKE_TIMEOUT_S)
             except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as error:
                 security.refusals.refused("tls_handshake", connection.peer,
                                           f"{type(error).__name__}: {error}")
                 return False
         principal = None
         if security.certificate_roles:
-            ssl_object = writer.get_extra_info("ssl_object")
+            ssl_object = stream.get_extra_info("ssl_object")
             role = certificate_role(None if ssl_object is None else ssl_object.getpeercert())
             if role is None:
                 security.refusals.refused("no_client_certificate", connection.peer,

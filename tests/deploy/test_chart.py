@@ -150,6 +150,8 @@ def test_secure_values_mount_the_secrets_and_probe_over_tcp() -> None:
             "--peer-tls-ca=/etc/folio/tls/ca.crt",
             "--peer-token-file=/etc/folio/broker-token/token"} <= set(container["args"])
     assert "--tls-ca=/etc/folio/tls/ca.crt" not in container["args"]
+    # The Kafka listener: SASL_SSL (tokens allow no other) on the same certificates.
+    assert {"--kafka-port=9092", "--kafka-security-protocol=SASL_SSL"} <= set(container["args"])
     volumes = {v["name"]: v for v in broker["spec"]["template"]["spec"]["volumes"]}
     assert volumes["tls"]["secret"]["secretName"] == "folio-tls"
     assert volumes["auth-token"]["secret"]["secretName"] == "folio-token-key"

@@ -44,6 +44,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 import folio
 from folio.api.v1 import admin_pb2, admin_pb2_grpc
 from ledger.security.tokens import create_token
+from tests.support import chart_kafka
 from tests.support.bookies import START_TIMEOUT_S, BookieProcess, folio_env, wait_for_ready_line
 from tests.support.chart import CHART, NAMESPACE, ValueSet, check_chart, manifests_of
 from tests.support.chart_secrets import secure_secrets
@@ -258,7 +259,9 @@ def test_secure_chart_runs_a_secured_cluster(zookeeper: ZooKeeperServer,
     """ci/secure-values.yaml as processes, its Secrets made by trustme and written where
     the pods mount them: bookies take only the brokers (mutual TLS, brokers' token),
     a TLS client with a super-user's token produces and consumes through the client
-    Service; without a token it is refused. One broker (two race: see the module)."""
+    Service, and so does a SASL_SSL Kafka client (PLAIN carrying the token) through
+    its Kafka port; without a token each is refused. One broker (two race: see the
+    module)."""
     files = secure_secrets(tmp_path / "secrets")
     chroot = f"/t-{uuid.uuid4().hex[:12]}"
     value_set = ValueSet("secure", CHART / "ci" / "secure-values.yaml")
@@ -286,6 +289,8 @@ def test_secure_chart_runs_a_secured_cluster(zookeeper: ZooKeeperServer,
         for pod, process in processes.items():
             line = wait_for_ready_line(process, START_TIMEOUT_S * 3, logs / f"{pod}.log")
             assert "TLS" in line, (pod, line)
+            if pod in brokers:
+                assert "kafka on" in line, (pod, line)
 
         tls = folio.TLS(ca=str(files.ca))
         admin_token = create_token("admin", files.token_key, "ES256")
@@ -298,6 +303,10 @@ def test_secure_chart_runs_a_secured_cluster(zookeeper: ZooKeeperServer,
         with (folio.Client(address, tls=tls, timeout_s=30) as anonymous,
               pytest.raises(folio.UnauthenticatedError)):
             anonymous.list_topics()
+        # The Kafka listener (SASL_SSL): the same token as PLAIN's password; none refused.
+        bootstrap = cluster.resolve(RELEASE, 9092)  # the client Service's kafka port
+        chart_kafka.round_trip(bootstrap, files.ca, "admin", admin_token, "kafka-orders")
+        assert chart_kafka.refuses_anonymous(bootstrap, files.ca)
         # A client with the CA but no client certificate cannot talk to a bookie.
         bookie = cluster.resolve(f"{bookies[0]}.{RELEASE}-bookie-headless",
                                  cluster.pods[bookies[0]].container_port("grpc"))

@@ -10,9 +10,9 @@ paths (``--volume``; owned by the image's user, as ``fsGroup`` would make them),
 names and ports mapped to loopback as in tests/deploy (tests/support/kube_local.py),
 ZooKeeper played by the test's server. A client produces and consumes through
 the client Service's port; with the secure values a TLS client with a token works
-and one without is refused, on the gRPC port and, once the broker has the SASL
-flags (``--kafka-security-protocol``: the ksasl branch), on a SASL_SSL Kafka
-listener too. Marker ``image``: `make test-image` runs it.
+and one without is refused, on the gRPC port and on the SASL_SSL Kafka listener
+the secure values turn on (tests/support/chart_kafka.py). Marker ``image``:
+`make test-image` runs it.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import folio
 from ledger.security.tokens import create_token
+from tests.support import chart_kafka
 from tests.support.bookies import START_TIMEOUT_S, wait_for_ready_line
 from tests.support.buildah import ARCHIVE, ROOT, Buildah, Container
 from tests.support.chart import CHART, NAMESPACE, ValueSet, manifests_of
@@ -171,15 +172,18 @@ def _secure_cluster(zookeeper: ZooKeeperServer, tmp_path: Path, files: SecureFil
 
 def test_image_runs_the_secure_chart(containers: dict[str, Container],
                                      zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
-    """The secure values from the image: PyJWT is there (the security extra), every port
-    serves TLS, a client with the CA and a super-user's token produces and consumes
-    through the client Service, one without a token is refused."""
+    """The secure values from the image: PyJWT and kio are there (the security and kafka
+    extras), every port serves TLS, a client with the CA and a super-user's token
+    produces and consumes through the client Service, and so does a SASL_SSL Kafka
+    client (PLAIN carrying the token) through the Kafka port; without a token each is
+    refused."""
     files = secure_secrets(tmp_path / "secrets")
     cluster = _secure_cluster(zookeeper, tmp_path, files)
     started: list[tuple[str, subprocess.Popen[bytes]]] = []
     try:
         lines = _start_pods(containers, cluster, tmp_path, started)
         assert all("TLS" in line for line in lines), lines
+        assert any("kafka on" in line for line in lines), lines
         tls = folio.TLS(ca=str(files.ca))
         token = create_token("admin", files.token_key, "ES256")
         address = cluster.service_address(RELEASE)
@@ -200,73 +204,9 @@ def test_image_runs_the_secure_chart(containers: dict[str, Container],
         with (folio.Client(address, tls=tls, timeout_s=30) as anonymous,
               pytest.raises(folio.UnauthenticatedError)):
             anonymous.list_topics()
-    finally:
-        codes = {pod: Container.stop(process) for pod, process in reversed(started)}
-        cluster.close()
-    assert codes == {pod: 0 for pod, _ in started}, "a server did not stop cleanly"
-
-
-def _image_broker_has_kafka_sasl() -> bool:
-    """Whether the image's ``folio broker`` has the Kafka SASL flags."""
-    container = Buildah().from_archive()
-    try:
-        entry: list[str] = container.config()["Entrypoint"]
-        result = container.exec([*entry, "broker", "--help"])
-    finally:
-        container.remove()
-    assert result.returncode == 0, result.stderr.decode()
-    return b"--kafka-security-protocol" in result.stdout
-
-
-def test_image_runs_the_secure_chart_with_a_sasl_ssl_kafka_listener(
-        containers: dict[str, Container], zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
-    """The secure values with the chart's Kafka listener as SASL_SSL (PLAIN carrying a
-    Folio token, as KoP does): a kafka-python client with the CA and the admin token
-    produces and reads back; one without SASL is refused."""
-    assert ARCHIVE.is_file(), f"{ARCHIVE} is missing: run `make image` (or `make test-image`)"
-    assert _image_broker_has_kafka_sasl(), (
-        "the image's `folio broker` has no --kafka-security-protocol: rebuild it (make image)")
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: PLC0415
-    from kafka.admin import NewTopic  # noqa: PLC0415
-    from kafka.errors import KafkaError  # noqa: PLC0415
-
-    files = secure_secrets(tmp_path / "secrets")
-    cluster = _secure_cluster(zookeeper, tmp_path, files,
-                              "--set", "broker.kafka.enabled=true",
-                              "--set", "broker.kafka.securityProtocol=SASL_SSL",
-                              "--set-json", 'broker.kafka.saslMechanisms=["PLAIN","OAUTHBEARER"]')
-    started: list[tuple[str, subprocess.Popen[bytes]]] = []
-    try:
-        _start_pods(containers, cluster, tmp_path, started)
-        bootstrap = cluster.resolve(RELEASE, 9092)
-        token = create_token("admin", files.token_key, "ES256")
-        secured = {"bootstrap_servers": bootstrap, "security_protocol": "SASL_SSL",
-                   "sasl_mechanism": "PLAIN", "sasl_plain_username": "admin",
-                   "sasl_plain_password": token, "ssl_cafile": str(files.ca)}
-        admin = KafkaAdminClient(**secured)
-        try:
-            admin.create_topics([NewTopic("kafka-orders", 2, 1)])
-        finally:
-            admin.close()
-        producer = KafkaProducer(**secured)
-        futures = [producer.send("kafka-orders", value=b"v%d" % i, partition=i % 2)
-                   for i in range(EVENTS)]
-        producer.flush(30)
-        assert all(f.get(30).offset >= 0 for f in futures)
-        producer.close()
-        consumer = KafkaConsumer(**secured, auto_offset_reset="earliest",
-                                 enable_auto_commit=False, consumer_timeout_ms=30_000)
-        consumer.assign([TopicPartition("kafka-orders", p) for p in range(2)])
-        got = []
-        for record in consumer:
-            got.append(record.value)
-            if len(got) == EVENTS:
-                break
-        consumer.close()
-        assert sorted(got) == sorted(b"v%d" % i for i in range(EVENTS))
-        with pytest.raises(KafkaError):
-            KafkaAdminClient(bootstrap_servers=bootstrap, security_protocol="SSL",
-                             ssl_cafile=str(files.ca), request_timeout_ms=10_000).list_topics()
+        bootstrap = cluster.resolve(RELEASE, 9092)  # the client Service's kafka port
+        chart_kafka.round_trip(bootstrap, files.ca, "admin", token, "kafka-orders")
+        assert chart_kafka.refuses_anonymous(bootstrap, files.ca)
     finally:
         codes = {pod: Container.stop(process) for pod, process in reversed(started)}
         cluster.close()

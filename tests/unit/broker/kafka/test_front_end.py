@@ -1,9 +1,7 @@
-"""The Kafka front-end's small parts: framing, the dispatch table, configs, ids, sequences."""
+"""The Kafka front-end's small parts: the dispatch table, configs, ids, sequences."""
 
 from __future__ import annotations
 
-import asyncio
-import struct
 from pathlib import Path
 
 import pytest
@@ -13,28 +11,10 @@ from broker.api import AppendResult, TopicConfig
 from broker.broker_config import BrokerConfig
 from broker.kafka.apis import dispatch_table
 from broker.kafka.dispatch import Api, Call, DispatchTable
-from broker.kafka.framing import FrameError, frame, read_frame
 from broker.kafka.producer_ids import BLOCK_SIZE, ProducerIds
 from broker.kafka.sequences import BATCHES_PER_PRODUCER, answer_of
 from broker.kafka.topic_configs import UnknownConfigError, config_changes, kafka_configs
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
-
-
-def reader_of(data: bytes) -> asyncio.StreamReader:
-    reader = asyncio.StreamReader()
-    reader.feed_data(data)
-    reader.feed_eof()
-    return reader
-
-
-async def test_frames_round_trip_and_bad_sizes_raise() -> None:
-    payload = b"x" * 20
-    assert await read_frame(reader_of(frame(payload)), 100) == payload
-    assert await read_frame(reader_of(b""), 100) is None
-    for data in (struct.pack(">i", 101) + b"y" * 101, struct.pack(">i", 9) + b"y" * 9,
-                 struct.pack(">i", 20) + b"short", b"\x00\x00"):
-        with pytest.raises(FrameError):
-            await read_frame(reader_of(data), 100)
 
 
 async def _handler(context: object, call: Call) -> None:
