@@ -117,7 +117,7 @@ def main() -> int:
         expected = {ROOT / p.relative_to(scratch) for p in fresh}
         extra = [
             p.relative_to(ROOT) for out in OUTS for p in out.rglob("*_pb2*.py*")
-            if p not in expected
+            if p not in expected and "__pycache__" not in p.parts  # bytecode is no stub
         ]
     if stale or extra:
         for path in stale:
