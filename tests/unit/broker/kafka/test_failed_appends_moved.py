@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -147,8 +148,8 @@ def test_only_appends_that_may_have_reached_the_ledger_are_resolved() -> None:
     assert not handed_to_ledger(WrongHostError("t/0"))
 
 
-async def _wait_for(condition: object, timeout_s: float = 20.0) -> None:
+async def _wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
-    while not condition():  # type: ignore[operator]
+    while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         await asyncio.sleep(0.01)
