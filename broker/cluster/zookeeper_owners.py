@@ -131,6 +131,9 @@ class ZooKeeperOwners:
         self._held: set[int] = set()
         #: The held containers served now (not being released, session fine).
         self._active: set[int] = set()
+        #: Active containers whose take-over (``on_claimed``) failed: tried again
+        #: every step until it succeeds or the container is no longer served.
+        self._unseated: set[int] = set()
         self._connected = True
         self._leaving = False
         self._member = False
@@ -345,6 +348,7 @@ class ZooKeeperOwners:
             await self._join()
             await self._cache.refresh()
         await self._resume_held()
+        await self._seat_again()
         await self._adopt_own()
         owners = {container: self._owner_key(record)
                   for container, (record, _v) in self._cache.owners.items()}
@@ -384,12 +388,27 @@ class ZooKeeperOwners:
                 self._held.discard(container)
 
     async def _taken_over(self, container: int) -> None:
+        self._unseated.discard(container)
         if self._on_claimed is not None:
             try:
                 await self._on_claimed(container)
-            except Exception:  # logged; the container stays ours (its segments load lazily)
-                log.exception("broker %s: taking over container %d failed", self._id,
-                              container)
+            except Exception as error:
+                # The container stays ours (its segments load lazily), but what
+                # the take-over seats (the transaction coordinator: it replays
+                # its log, which a bookie or ZooKeeper outage can fail) must not
+                # stay unseated for as long as the container is held: every
+                # transaction call would fail until the session changed (the
+                # nemesis, seed 4). Tried again on every step.
+                self._unseated.add(container)
+                log.warning("broker %s: taking over container %d failed (%s: %s); trying "
+                            "again", self._id, container, type(error).__name__, error)
+
+    async def _seat_again(self) -> None:
+        """Take over again the served containers whose take-over failed."""
+        self._unseated &= self._active
+        for container in sorted(self._unseated):
+            log.info("broker %s: taking over container %d again", self._id, container)
+            await self._taken_over(container)
 
     async def _join(self) -> None:
         try:
