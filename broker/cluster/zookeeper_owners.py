@@ -131,6 +131,9 @@ class ZooKeeperOwners:
         self._held: set[int] = set()
         #: The held containers served now (not being released, session fine).
         self._active: set[int] = set()
+        #: Active containers whose take-over (``on_claimed``) failed: tried again
+        #: every step until it succeeds or the container is no longer served.
+        self._unseated: set[int] = set()
         self._connected = True
         self._leaving = False
         self._member = False
@@ -376,7 +379,7 @@ class ZooKeeperOwners:
             failure = next((e for e in claims if isinstance(e, Exception)), None)
         except Exception as error:  # those claimed before are served: take them over
             failure = error
-        for container in taken:
+        for container in [*taken, *self._seat_again(taken)]:
             if container in self._active:
                 await self._taken_over(container)
         if failure is not None:
@@ -409,12 +412,28 @@ class ZooKeeperOwners:
         return resumed
 
     async def _taken_over(self, container: int) -> None:
+        self._unseated.discard(container)
         if self._on_claimed is not None:
             try:
                 await self._on_claimed(container)
-            except Exception:  # logged; the container stays ours (its segments load lazily)
-                log.exception("broker %s: taking over container %d failed", self._id,
-                              container)
+            except Exception as error:
+                # The container stays ours (its segments load lazily), but what
+                # the take-over seats (the transaction coordinator: it replays
+                # its log, which a bookie or ZooKeeper outage can fail) must not
+                # stay unseated for as long as the container is held: every
+                # transaction call would fail until the session changed (the
+                # nemesis, seed 4). Tried again on every step.
+                self._unseated.add(container)
+                log.warning("broker %s: taking over container %d failed (%s: %s); trying "
+                            "again", self._id, container, type(error).__name__, error)
+
+    def _seat_again(self, taken: list[int]) -> list[int]:
+        """The served containers whose take-over failed, to take over again (after ``taken``)."""
+        self._unseated &= self._active
+        again = sorted(self._unseated - set(taken))
+        for container in again:
+            log.info("broker %s: taking over container %d again", self._id, container)
+        return again
 
     async def _join(self) -> None:
         try:
