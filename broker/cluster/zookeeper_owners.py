@@ -46,6 +46,7 @@ from broker.cluster.containers import OwnerRecord, container_of, member_path, ow
 from broker.cluster.owner_cache import OwnerCache
 from broker.cluster.owners import BrokerInfo
 from broker.cluster.session_gate import GRACE_PASSED, OwnershipPhase, SessionGate
+from broker.cluster.takeovers import TakeOvers
 from broker.errors import WrongHostError
 from ledger.api import MetadataStore, SessionState
 from ledger.errors import (
@@ -121,7 +122,7 @@ class ZooKeeperOwners:
         self._tick_s = tick_s
         self._release_timeout_s = release_timeout_s
         self._suspended_grace_s = suspended_grace_s
-        self._on_claimed = on_claimed
+        self._takeovers = TakeOvers(broker_id, on_claimed)
         self._suspension: asyncio.TimerHandle | None = None
         self._gate = SessionGate(broker_id)
         self._record = OwnerRecord(broker_id, address, uuid.uuid4().hex)
@@ -131,9 +132,6 @@ class ZooKeeperOwners:
         self._held: set[int] = set()
         #: The held containers served now (not being released, session fine).
         self._active: set[int] = set()
-        #: Active containers whose take-over (``on_claimed``) failed: tried again
-        #: every step until it succeeds or the container is no longer served.
-        self._unseated: set[int] = set()
         self._connected = True
         self._leaving = False
         self._member = False
@@ -379,9 +377,9 @@ class ZooKeeperOwners:
             failure = next((e for e in claims if isinstance(e, Exception)), None)
         except Exception as error:  # those claimed before are served: take them over
             failure = error
-        for container in [*taken, *self._seat_again(taken)]:
+        for container in [*taken, *self._takeovers.again(self._active, taken)]:
             if container in self._active:
-                await self._taken_over(container)
+                await self._takeovers.run(container)
         if failure is not None:
             raise failure
 
@@ -410,30 +408,6 @@ class ZooKeeperOwners:
             elif found is None:
                 self._held.discard(container)
         return resumed
-
-    async def _taken_over(self, container: int) -> None:
-        self._unseated.discard(container)
-        if self._on_claimed is not None:
-            try:
-                await self._on_claimed(container)
-            except Exception as error:
-                # The container stays ours (its segments load lazily), but what
-                # the take-over seats (the transaction coordinator: it replays
-                # its log, which a bookie or ZooKeeper outage can fail) must not
-                # stay unseated for as long as the container is held: every
-                # transaction call would fail until the session changed (the
-                # nemesis, seed 4). Tried again on every step.
-                self._unseated.add(container)
-                log.warning("broker %s: taking over container %d failed (%s: %s); trying "
-                            "again", self._id, container, type(error).__name__, error)
-
-    def _seat_again(self, taken: list[int]) -> list[int]:
-        """The served containers whose take-over failed, to take over again (after ``taken``)."""
-        self._unseated &= self._active
-        again = sorted(self._unseated - set(taken))
-        for container in again:
-            log.info("broker %s: taking over container %d again", self._id, container)
-        return again
 
     async def _join(self) -> None:
         try:
