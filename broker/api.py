@@ -182,6 +182,23 @@ class AppendResult:
     duplicate: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class StoredWriter:
+    """A writer's state as a segment stores it (``Topics.stored_writer``).
+
+    Attributes:
+        decided: False while the ledger asked about is open: what it holds is
+            not decided yet (the next load of the segment closes it).
+        last_event_number: the writer's last stored number (-1: none).
+        recent: its last appends, oldest first, each (first event number, last
+            event number, base offset) (``broker.segments.records.WriterState``).
+    """
+
+    decided: bool
+    last_event_number: int = -1
+    recent: tuple[tuple[int, int, int], ...] = ()
+
+
 class Isolation(IntEnum):
     """What a reader is served (values as ``folio.v1.ReadRequest.Isolation``)."""
 
@@ -305,6 +322,16 @@ class Topics(Protocol):
 
     async def writable_segment(self, name: str, action: str) -> SegmentHandle:
         """``segment`` for a public write named ``action``; InternalTopicError for a system one."""
+
+    async def stored_writer(self, name: str, writer_id: str,
+                            failed_ledger_id: int) -> StoredWriter:
+        """A writer's state as the segment stores it, read without loading or owning it.
+
+        For an append handed to ledger ``failed_ledger_id`` before that ledger
+        failed or was fenced (``broker.segments.recovery.stored_writer``):
+        ``decided`` is False while that ledger is open and still the last.
+        NoSuchSegmentError; LedgerError if storage fails.
+        """
 
     def default_config(self) -> TopicConfig:
         """The configuration a topic gets for the fields its creator leaves unset."""

@@ -41,6 +41,7 @@ from broker.api import (
     SegmentHandle,
     SegmentInfo,
     SegmentRange,
+    StoredWriter,
     TopicConfig,
     TopicInfo,
 )
@@ -88,6 +89,12 @@ class OwnedTopics:
         segment = await self._still_owned(name,
                                           await self._topics.writable_segment(name, action))
         return _GatedSegment(segment, self._check_writable)
+
+    async def stored_writer(self, name: str, writer_id: str,
+                            failed_ledger_id: int) -> StoredWriter:
+        # A read of the stored state: served whoever owns the segment (that is
+        # what it is for: a failed append's outcome after the segment moved).
+        return await self._topics.stored_writer(name, writer_id, failed_ledger_id)
 
     def _check_topic_writable(self, topic: str) -> None:
         """Scale and seal write ledgers and metadata: refused at once while paused."""

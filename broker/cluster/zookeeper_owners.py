@@ -46,6 +46,7 @@ from broker.cluster.containers import OwnerRecord, container_of, member_path, ow
 from broker.cluster.owner_cache import OwnerCache
 from broker.cluster.owners import BrokerInfo
 from broker.cluster.session_gate import GRACE_PASSED, OwnershipPhase, SessionGate
+from broker.cluster.takeovers import TakeOvers
 from broker.errors import WrongHostError
 from ledger.api import MetadataStore, SessionState
 from ledger.errors import (
@@ -121,7 +122,7 @@ class ZooKeeperOwners:
         self._tick_s = tick_s
         self._release_timeout_s = release_timeout_s
         self._suspended_grace_s = suspended_grace_s
-        self._on_claimed = on_claimed
+        self._takeovers = TakeOvers(broker_id, on_claimed)
         self._suspension: asyncio.TimerHandle | None = None
         self._gate = SessionGate(broker_id)
         self._record = OwnerRecord(broker_id, address, uuid.uuid4().hex)
@@ -376,9 +377,9 @@ class ZooKeeperOwners:
             failure = next((e for e in claims if isinstance(e, Exception)), None)
         except Exception as error:  # those claimed before are served: take them over
             failure = error
-        for container in taken:
+        for container in [*taken, *self._takeovers.again(self._active, taken)]:
             if container in self._active:
-                await self._taken_over(container)
+                await self._takeovers.run(container)
         if failure is not None:
             raise failure
 
@@ -407,14 +408,6 @@ class ZooKeeperOwners:
             elif found is None:
                 self._held.discard(container)
         return resumed
-
-    async def _taken_over(self, container: int) -> None:
-        if self._on_claimed is not None:
-            try:
-                await self._on_claimed(container)
-            except Exception:  # logged; the container stays ours (its segments load lazily)
-                log.exception("broker %s: taking over container %d failed", self._id,
-                              container)
 
     async def _join(self) -> None:
         try:

@@ -18,7 +18,9 @@ answers UNSUPPORTED_VERSION with the served versions, KIP-511), a header or
 body that does not decode (bytes after a decoded body are ignored, as Kafka's
 broker ignores them). A handler that fails
 unexpectedly is logged at ERROR and closes the connection too; the broker
-and every other connection go on.
+and every other connection go on. A ``LedgerError`` a handler has no answer
+for (the metadata store unreachable) closes it after a WARNING: the client
+reconnects and asks again.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from broker.kafka.messages import (
     request_class,
     response_class,
 )
+from ledger.errors import LedgerError
 from ledger.security.tokens import Principal
 
 __all__ = ["KafkaConnection", "ProtocolError"]
@@ -116,6 +119,13 @@ class KafkaConnection:
             log.warning("kafka: closing connection from %s: %s", self.peer, error)
         except OSError as error:  # ConnectionError, or the TLS layer's SSLError
             log.debug("kafka: connection from %s lost: %s", self.peer, error)
+        except LedgerError as error:
+            # A handler with no answer of its own for storage that cannot be
+            # read now (a request for all topics while ZooKeeper is away): the
+            # client reconnects and asks again. Handlers answer what they can
+            # per topic or partition (a retriable code) before it comes to this.
+            log.warning("kafka: closing connection from %s: the metadata store or the "
+                        "ledgers cannot be read (%s); the client reconnects", self.peer, error)
         except Exception:
             log.exception("kafka: closing connection from %s after an unexpected error",
                           self.peer)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from broker.api import StoredWriter
 from broker.errors import NoSuchSegmentError
 from broker.segments.names import make_segment_name, segment_path
 from broker.segments.offset_index import LedgerSpan
@@ -33,7 +34,7 @@ from broker.segments.records import RECENT_APPENDS, SegmentRecord, WriterState
 from ledger.api import LedgerService, MetadataStore
 from ledger.errors import NoNodeError
 
-__all__ = ["RecoveredChain", "recover_chain"]
+__all__ = ["RecoveredChain", "recover_chain", "stored_writer"]
 
 
 @dataclass(slots=True)
@@ -113,3 +114,45 @@ def _apply(writers: dict[str, WriterState], scanned: dict[str, WriterState]) -> 
                       if first is None or append[2] < first)
         writers[writer_id] = WriterState(state.last_event_number, state.last_update_ms,
                                          (*older, *state.recent)[-RECENT_APPENDS:])
+
+
+async def stored_writer(
+    ledgers: LedgerService, store: MetadataStore, topic: str, number: int, writer_id: str,
+    failed_ledger_id: int,
+) -> StoredWriter:
+    """A writer's state as the segment stores it, read without loading the segment.
+
+    For a broker that cannot load the segment (another broker owns it now, or
+    writes are paused) and must know whether an append it handed to ledger
+    ``failed_ledger_id`` before that ledger failed or was fenced is stored
+    (``broker.kafka.sequences``). What a load would recover, read only: the
+    record's writer snapshot, updated by the headers of the record's last
+    ledger (the snapshot covers every ledger before it, the failed one too
+    when the chain has moved past it). Fences nothing: while the failed
+    ledger is still the record's last and not closed (nobody has loaded the
+    segment since), what it holds is not decided (``decided`` False); the next
+    load, here or at the new owner, closes it, and the caller asks again.
+
+    Raises ``NoSuchSegmentError`` without a record, ``LedgerError`` if the
+    metadata store or the bookies fail.
+    """
+    try:
+        node = await store.get(segment_path(topic, number))
+    except NoNodeError:
+        raise NoSuchSegmentError(make_segment_name(topic, number)) from None
+    record = SegmentRecord.from_bytes(node.data)
+    writers = dict(record.writers)
+    if record.ledgers:
+        last = LedgerSpan.from_record(record.ledgers[-1])
+        # Closed: read to its end; another broker's open ledger: to its last
+        # add confirmed (an earlier copy of the append is confirmed long since).
+        handle = await ledgers.open(last.ledger_id, recovery=False)
+        if last.ledger_id == failed_ledger_id and not handle.is_closed:
+            return StoredWriter(decided=False)
+        scan = await scan_ledger(handle, last.first_offset)
+        if record.writers_ledger in (last.ledger_id, -1):
+            _apply(writers, scan.writers)
+    state = writers.get(writer_id)
+    if state is None:
+        return StoredWriter(decided=True)
+    return StoredWriter(True, state.last_event_number, state.recent)

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from broker.api import SegmentState
+from broker.api import SegmentState, StoredWriter
 from broker.errors import (
     NoSuchSegmentError,
     TopicNotFoundError,
@@ -25,6 +25,7 @@ from broker.segments.names import (
     segment_path,
 )
 from broker.segments.records import SegmentRecord
+from broker.segments.recovery import stored_writer
 from broker.segments.segment import LedgerSegment
 from broker.topics._core import TopicsCore, needs_reload
 from broker.topics.internal import refuse_internal_segment
@@ -92,6 +93,19 @@ class TopicSegments(TopicsCore):
         # Appends need the ledger chain recovered, not the transaction buffer:
         # they go on while it replays (a failover's writers wait less).
         return await self._loaded(name)
+
+    async def stored_writer(self, name: str, writer_id: str,
+                            failed_ledger_id: int) -> StoredWriter:
+        """A writer's state as segment ``name`` stores it, without loading it here.
+
+        ``broker.segments.recovery.stored_writer``: for an append handed to
+        ledger ``failed_ledger_id`` before it failed, when the segment cannot
+        be loaded here (it moved, or writes are paused). Reads only.
+        """
+        self._check_open()
+        topic, number = parse_segment_name(name)
+        return await stored_writer(self._ledgers, self._store, topic, number, writer_id,
+                                   failed_ledger_id)
 
     async def _load_segment(self, name: str, topic: str, number: int) -> LedgerSegment:
         """Load (recover) the segment from its record; the caller registers it."""

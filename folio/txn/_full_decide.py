@@ -43,7 +43,7 @@ def decide(call: UnaryCaller, stub: TransactionsAsyncStub, txn_id: bytes, *,
     """
     done = _COMMITTED_STATES if commit else _ABORTED_STATES
     lost: FolioUnavailableError | None = None
-    for attempt in range(_DECIDE_ATTEMPTS):
+    for _attempt in range(_DECIDE_ATTEMPTS):
         try:
             if commit:
                 call(stub.CommitTxn, transactions_pb2.CommitTxnRequest(txn_ids=[txn_id]))
@@ -53,8 +53,13 @@ def decide(call: UnaryCaller, stub: TransactionsAsyncStub, txn_id: bytes, *,
         except FolioUnavailableError as error:
             lost = error
         except TxnStateError as error:
-            if attempt and error.actual in done:
-                return  # the earlier call, whose answer was lost, did it
+            if error.actual in done:
+                # An earlier call whose answer was lost did it: an earlier
+                # attempt here, or the first one on a coordinator that took it
+                # and then moved (WrongHost, which the call follows to the new
+                # coordinator: it replayed the decision). Only this transaction
+                # object decides its transaction, so it is our decision.
+                return
             raise
         # Tried again itself; raises if the broker stays away.
         state = txn_status(call, stub, txn_id)

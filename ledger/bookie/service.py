@@ -58,8 +58,11 @@ _SERVER_OPTIONS: Final[tuple[tuple[str, Any], ...]] = (
     ("grpc.keepalive_timeout_ms", 20_000),
     ("grpc.keepalive_permit_without_calls", 1),
     # Accept the clients' 30 s pings; the default (5 min) would answer them
-    # with GOAWAY "too_many_pings".
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+    # with GOAWAY "too_many_pings". The server-side name of this setting is
+    # ``min_ping_interval_without_data_ms`` (gRPC core's
+    # GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS); an unknown name
+    # would be ignored without a word.
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
     ("grpc.http2.max_ping_strikes", 0),
     # gRPC sets SO_REUSEPORT by default on Linux: a second bookie on the same
     # port would then bind "successfully" and share the traffic. Refuse it.

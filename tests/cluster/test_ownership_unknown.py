@@ -15,6 +15,7 @@ import pytest
 
 from broker.cluster.containers import owner_path
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
+from ledger.errors import MetadataUnavailableError
 from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore
 from tests.support.faulty_metadata import Fault, FaultyMetadataStore
 from tests.support.wait import wait_for_async
@@ -79,3 +80,35 @@ async def test_node_exists_on_a_retried_claim_is_ours(zk_url: str) -> None:
         await owners.stop()
         await store.close()
         await other.close()
+
+
+async def test_a_take_over_that_failed_is_tried_again_while_the_container_is_held(
+        zk_url: str) -> None:
+    # The nemesis (seed 4): the transaction coordinator's take-over replays its
+    # log, which a bookie outage failed; it was logged and never tried again, so
+    # the container stayed held with no coordinator seated, and every
+    # transaction call failed until the session changed.
+    store = await ZooKeeperMetadataStore.connect(zk_url)
+    seated: list[int] = []
+    failures = {1: 2}  # container 1's take-over fails twice
+
+    async def on_claimed(container: int) -> None:
+        if failures.get(container, 0) > 0:
+            failures[container] -= 1
+            raise MetadataUnavailableError("injected: the log cannot be replayed now")
+        seated.append(container)
+
+    owners = ZooKeeperOwners(store, COUNT, "b1", "b1:7070", Handover(), tick_s=0.2,
+                             on_claimed=on_claimed)
+    try:
+        await owners.start()
+        await _serves_all(owners)
+
+        async def all_seated() -> bool:
+            return sorted(seated) == list(range(COUNT))
+
+        await wait_for_async(all_seated, "every container taken over", timeout_s=20)
+        assert failures == {1: 0} and seated.count(1) == 1
+    finally:
+        await asyncio.wait_for(owners.stop(), 30)
+        await store.close()

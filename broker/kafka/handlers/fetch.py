@@ -17,6 +17,11 @@ and leaves out aborted transactions' entries, so a Kafka consumer sees
 offset gaps where aborted data lies, as after compaction, and the list of
 aborted transactions is always empty (``aborted_transactions``: the hook
 where a front-end that served aborted batches would list them).
+
+A partition whose segment cannot be read now (a ``LedgerError``: bookies
+down, ZooKeeper away) answers KAFKA_STORAGE_ERROR, which consumers retry
+after a metadata refresh without telling the application
+(``read_error_code``).
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
 from ledger.errors import LedgerError
 
-__all__ = ["FETCH_KEY", "ROWS", "isolation_of"]
+__all__ = ["FETCH_KEY", "ROWS", "isolation_of", "read_error_code"]
 
 FETCH_KEY = 1
 _ZERO = datetime.timedelta(0)
@@ -52,6 +57,21 @@ MAX_FETCH_BYTES = 55 * 1024 * 1024
 #: Reads past runs of left-out entries per partition and round (each read
 #: skips up to 512 entries).
 _SKIPS_PER_READ = 16
+
+
+def read_error_code(error: BrokerError | LedgerError) -> ErrorCode:
+    """The code of a partition whose segment cannot be opened or read now.
+
+    Storage that fails a read (bookies down, the metadata store away, a
+    segment loading again) is KAFKA_STORAGE_ERROR, as Kafka answers a replica
+    whose log is offline: consumers refresh their metadata and fetch again,
+    quietly. The table's REQUEST_TIMED_OUT (right for an append, whose
+    outcome it says is unknown) is no Fetch answer Kafka gives, and
+    librdkafka hands it to the application as a consumer error.
+    """
+    if isinstance(error, LedgerError):
+        return ErrorCode.kafka_storage_error
+    return error_code(error)
 
 
 def isolation_of(level: int) -> Isolation:
@@ -110,7 +130,7 @@ async def _open(context: KafkaContext, part: _Partition) -> None:
     try:
         part.segment = await context.topics.segment(segment_name(part.topic, part.partition))
     except (BrokerError, LedgerError) as error:
-        part.error = error_code(error)
+        part.error = read_error_code(error)
 
 
 async def _read(part: _Partition, isolation: Isolation) -> None:
@@ -132,7 +152,7 @@ async def _read(part: _Partition, isolation: Isolation) -> None:
                 break
             part.offset = batch.next_offset
     except (BrokerError, LedgerError) as error:
-        part.error = error_code(error)
+        part.error = read_error_code(error)
     part.size = sum(map(len, part.batches))
     _note_offsets(part, segment)
 

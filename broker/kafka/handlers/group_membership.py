@@ -41,9 +41,12 @@ async def handle_join_group(context: KafkaContext, call: Call) -> Any:
     code, coordinators = checked_coordinators(context, call, GROUP_CONSUME, GROUP_KEY,
                                              request.group_id)
     if coordinators is None:
+        # protocol_name is not nullable before v7 (an answer with None failed
+        # to encode and closed the connection while the coordinator moved).
         return build(cls, throttle_time=ZERO, error_code=code, generation_id=-1,
-                     protocol_type=None, protocol_name=None, leader="", skip_assignment=False,
-                     member_id=request.member_id, members=())
+                     protocol_type=None, protocol_name=None if call.version >= 7 else "",
+                     leader="", skip_assignment=False, member_id=request.member_id,
+                     members=())
     session_ms = _ms(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
     result = await coordinators.groups.join(JoinRequest(

@@ -12,6 +12,16 @@ sealed ones included. No topic is created by Metadata
 ``folio topic create``); an unknown topic, or a system one (``_`` name), is
 UNKNOWN_TOPIC_OR_PARTITION.
 
+While the metadata store cannot be read (a ZooKeeper connection loss:
+``MetadataUnavailableError``, or any retriable ``LedgerError``) a topic asked
+answers LEADER_NOT_AVAILABLE with no partitions, as Kafka answers a topic whose
+leaders are not known yet: clients ask again, the connection stays. A request
+for all topics, whose list cannot be read, waits for it up to
+``LIST_WAIT_S``, then fails the way any handler's retriable storage error
+does (``broker.kafka.connection``: the connection is closed with a warning and
+the client reconnects); answering an empty list would tell clients that every
+topic is gone.
+
 With authorisation (``broker.kafka.access``), all topics means those the role
 has any permission on; a topic asked by name without one is
 TOPIC_AUTHORIZATION_FAILED whether it exists or not (as Kafka answers, so
@@ -20,12 +30,16 @@ names do not leak).
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import logging
+import time
 import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.api import TopicInfo
 from broker.errors import BrokerError
 from broker.kafka.access import TOPIC_LOOKUP, allowed
 from broker.kafka.context import NODE_ID, KafkaContext
@@ -35,13 +49,20 @@ from broker.kafka.locator import Node
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import partition_segments
 from broker.segments.names import make_segment_name
+from ledger.errors import LedgerError
 
-__all__ = ["METADATA_KEY", "ROWS"]
+__all__ = ["LIST_WAIT_S", "METADATA_KEY", "ROWS"]
+
+log = logging.getLogger(__name__)
 
 METADATA_KEY = 3
 _ZERO = datetime.timedelta(0)
 #: Kafka's "no topic id" (topic ids are not used: Fetch is served up to v12, by name).
 _NO_TOPIC_ID = uuid.UUID(int=0)
+#: How long a request for all topics waits for a metadata store that cannot be read.
+LIST_WAIT_S = 5.0
+_FIRST_DELAY_S = 0.05
+_MAX_DELAY_S = 0.5
 
 
 async def handle_metadata(context: KafkaContext, call: Call) -> Any:
@@ -50,7 +71,7 @@ async def handle_metadata(context: KafkaContext, call: Call) -> Any:
     asked = call.request.topics
     if asked is None or (call.version == 0 and not asked):
         # All topics: only those the role may see, as Kafka lists them.
-        names = [info.name for info in await context.topics.list_topics()
+        names = [info.name for info in await _list_topics(context)
                  if allowed(context, call, TOPIC_LOOKUP, info.name)]
     else:
         names = [topic.name for topic in asked if topic.name is not None]
@@ -71,6 +92,26 @@ async def handle_metadata(context: KafkaContext, call: Call) -> Any:
     return build(cls, throttle_time=_ZERO, brokers=brokers, cluster_id=context.cluster_id,
                  controller_id=this.node_id, topics=tuple(topics),
                  cluster_authorized_operations=0)
+
+
+async def _list_topics(context: KafkaContext) -> list[TopicInfo]:
+    """Every user topic, asked again while the store cannot be read, up to ``LIST_WAIT_S``.
+
+    Reads only, so asking again is safe whatever the first attempt did.
+    Raises the last retriable ``LedgerError`` at the deadline, any other at once.
+    """
+    deadline = time.monotonic() + LIST_WAIT_S
+    delay = _FIRST_DELAY_S
+    while True:
+        try:
+            return list(await context.topics.list_topics())
+        except LedgerError as error:
+            if not error.retriable or time.monotonic() + delay > deadline:
+                raise
+            log.info("kafka: Metadata for all topics: the topic list cannot be read (%s); "
+                     "asking again", error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MAX_DELAY_S)
 
 
 def _leader(context: KafkaContext, topic: str, number: int) -> int:
@@ -94,6 +135,13 @@ async def _topic(cls: Any, context: KafkaContext, name: str) -> Any:
         segments = await partition_segments(context.topics, name)
     except BrokerError as error:
         return build(topic_cls, error_code=error_code(error), name=name, topic_id=_NO_TOPIC_ID,
+                     is_internal=False, partitions=(), topic_authorized_operations=0)
+    except LedgerError as error:
+        # The topic's record or its ledgers' cannot be read now (a ZooKeeper
+        # connection loss): its leaders are not known, which clients retry.
+        code = ErrorCode.leader_not_available if error.retriable else error_code(error)
+        log.info("kafka: Metadata of topic %s answered %s: %s", name, code.name, error)
+        return build(topic_cls, error_code=code, name=name, topic_id=_NO_TOPIC_ID,
                      is_internal=False, partitions=(), topic_authorized_operations=0)
     partition_cls = nested(cls, "MetadataResponsePartition")
     partitions = []

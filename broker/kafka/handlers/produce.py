@@ -14,8 +14,9 @@ dropped as a duplicate and answered with the offset its first copy got if it
 is one of the producer's last five, else DUPLICATE_SEQUENCE_NUMBER (written
 before, offset unknown); a batch that overlaps what was written without
 matching it, or skips past the next sequence, is OUT_OF_ORDER_SEQUENCE_NUMBER.
-A batch whose append failed is answered once the segment, loaded again, knows
-whether the failed ledger stored it (``resolve_failed_append``).
+A batch whose append failed (its ledger failed, or was fenced under it) is
+answered once the segment, loaded again here or read where it is not served
+here, knows whether the failed ledger stored it (``resolve_failed_append``).
 
 acks: 1 and -1 (all) both answer once the entry is durable on the ledger's
 ack quorum (there is no weaker acknowledgement in Folio); acks=0 sends no
@@ -34,7 +35,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.api import Block, SegmentHandle
-from broker.errors import BrokerError
+from broker.errors import BrokerError, WrongHostError
 from broker.kafka.access import refused_partitions
 from broker.kafka.batches import BatchHeader, InvalidBatchError, parse_batch, split_batches
 from broker.kafka.blocks import block_of_batch
@@ -43,7 +44,7 @@ from broker.kafka.dispatch import Api, Call, Deferred
 from broker.kafka.error_codes import error_code
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
-from broker.kafka.sequences import answer_of, resolve_failed_append
+from broker.kafka.sequences import answer_of, handed_to_ledger, resolve_failed_append
 from broker.segments.block_limits import check_block_size
 from ledger.errors import LedgerError
 
@@ -149,13 +150,24 @@ async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
     try:
         try:
             result = await segment.append(blocks, writer, last, contiguous=bool(writer))
-        except LedgerError as error:
-            if not writer:
+        except (BrokerError, LedgerError) as error:
+            if not writer or not handed_to_ledger(error):
                 raise
             # Its entry may have reached a bookie: answered once the segment,
-            # loaded again, knows (``broker.kafka.sequences``).
-            return await resolve_failed_append(context.topics, name, blocks, writer, last,
-                                               error)
+            # loaded again (or read where it is not served here), knows
+            # (``broker.kafka.sequences``).
+            ledgers = segment.info().ledgers
+            try:
+                return await resolve_failed_append(
+                    context.topics, name, blocks, writer, last, error,
+                    failed_ledger_id=ledgers[-1].ledger_id if ledgers else None)
+            except WrongHostError as unknown:
+                if unknown is not error:
+                    raise
+                # Fenced under the add and still not decided at the deadline:
+                # possibly written (never "not written": NOT_LEADER_OR_FOLLOWER).
+                return (ErrorCode.request_timed_out, -1,
+                        f"the outcome of the append to {name} is unknown: {error}")
     except (BrokerError, LedgerError) as error:
         return error_code(error), -1, str(error)
     return answer_of(result, writer, name)
