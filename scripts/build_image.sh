@@ -41,7 +41,8 @@ for tool in buildah mmdebstrap; do
 done
 [ "$(id -u)" -eq 0 ] || { echo "make image: run as root (buildah and mmdebstrap root modes)" >&2; exit 1; }
 
-VERSION=$("$PYTHON" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+# The version is written once, in folio/_version.py (pyproject.toml reads it there).
+VERSION=$("$PYTHON" -c 'import runpy; print(runpy.run_path("folio/_version.py")["__version__"])')
 mkdir -p "$OUT"
 
 # 1. The base. Docs, man pages and locales are left out (copyright files kept);

@@ -9,18 +9,18 @@ saying to run ``make image``: never a skip.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from folio._version import __version__
 from tests.support.bookies import START_TIMEOUT_S, wait_for_ready_line
 from tests.support.buildah import ARCHIVE, ROOT, Buildah, Container
 
 pytestmark = [pytest.mark.image, pytest.mark.timeout(600)]
 
-VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+VERSION = __version__  # pyproject.toml reads it there
 _LISTENING = re.compile(r"listening on (?P<host>\S+):(?P<port>\d+)\b")
 
 

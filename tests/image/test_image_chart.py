@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import tomllib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,10 +29,11 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import folio
+from folio._version import __version__
 from ledger.security.tokens import create_token
 from tests.support import chart_kafka
 from tests.support.bookies import START_TIMEOUT_S, wait_for_ready_line
-from tests.support.buildah import ARCHIVE, ROOT, Buildah, Container
+from tests.support.buildah import ARCHIVE, Buildah, Container
 from tests.support.chart import CHART, NAMESPACE, ValueSet, manifests_of
 from tests.support.chart_secrets import SecureFiles, secure_secrets
 from tests.support.kube_local import Command, LocalCluster
@@ -81,7 +81,7 @@ def _start_pods(containers: dict[str, Container], cluster: LocalCluster,
                 tmp_path: Path, started: list[tuple[str, subprocess.Popen[bytes]]]) -> list[str]:
     """The init Job to completion, then the bookie and the broker, each from the image
     and ready; ``started`` gets the servers (for the caller to stop). The ready lines."""
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    version = __version__  # pyproject.toml reads it there
     pods = [f"{RELEASE}-init-1-0", f"{RELEASE}-bookie-0", f"{RELEASE}-broker-0"]
     for pod in pods:
         spec = cluster.pods[pod].containers[0]
