@@ -123,8 +123,19 @@ class TxnCoordinator(CoordinatorReplay):
 
         No timeout fires here any more, so this broker writes nothing to the
         log; ``take_over`` brings the state back from the log.
+
+        Finishing under way is cancelled, not waited for: whoever takes the
+        coordinator over (another broker, or this one after a resumed session)
+        replays the decision from the log and drives it to its end. Waiting
+        could deadlock: in a cluster a marker waits for its segment's owner,
+        which this broker learns in its ownership step, and that step waits
+        for this stand-down before it takes the coordinator over again
+        (nemesis seed 11: a transaction ABORTING for good).
         """
+        for task in list(self._background):
+            task.cancel()
         await self.close()
+        self._stop_retries()  # the cancelled drives scheduled retries of their own
         self._finishing.clear()
         self._txns.clear()
         self._labelled.clear()

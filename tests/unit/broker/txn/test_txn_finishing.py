@@ -11,6 +11,7 @@ replaying the log agrees.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -203,3 +204,37 @@ async def test_a_timeout_abort_that_fails_still_finishes(env: BrokerEnv) -> None
     await _finished(env, topics, coordinator, txn, TxnState.TIMED_OUT)
     await _read_committed_passes(topics, committed=False)
     await _replayed(env, coordinator, txn, TxnState.TIMED_OUT)
+
+
+async def test_standing_down_cancels_a_finish_whose_markers_wait_for_an_owner(
+        env: BrokerEnv) -> None:
+    # Nemesis seed 11: a retried abort's markers waited for segment owners the
+    # broker learns only in its ownership step, which waited for this stand-down.
+    topics, coordinator = await _started(env)
+    txn = await _transaction(topics, coordinator)
+    calls = 0
+    no_owner = asyncio.Event()  # never set: no owner is ever known
+
+    async def markers(_name: str, _txn_id: TxnId, _kind: EntryKind) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise BookieUnavailableError("injected: the first marker fails, the retry waits")
+        await no_owner.wait()
+
+    coordinator.route_markers(markers)
+    with pytest.raises(BookieUnavailableError):
+        await coordinator.abort(txn)
+
+    async def retrying() -> bool:
+        # The abort's own two markers (one failed, one waits), then the retry
+        # timer's drive, in the background, waits on a marker too.
+        return calls > len(SEGMENTS)
+
+    await wait_for_async(retrying, "the abort retried in the background", timeout_s=60)
+    await asyncio.wait_for(coordinator.stand_down(), timeout=60)  # returns: nothing waited on
+    successor = TxnCoordinator(topics, clock=env.clock)  # the log decided; markers flow again
+    await successor.start()
+    await _finished(env, topics, successor, txn, TxnState.ABORTED)
+    await _read_committed_passes(topics, committed=False)
+    await successor.stand_down()
