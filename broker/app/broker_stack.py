@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from broker.api import Topics
 from broker.app.broker_parts import (
@@ -44,12 +45,17 @@ from broker.app.kafka_listener import KafkaUnavailableError, StartedKafka, start
 from broker.app.storage_watch import StorageWatch
 from broker.auth import Access
 from broker.broker_config import BrokerConfig
-from broker.kafka.server import KafkaServer
 from broker.services.server import SERVICE_NAMES, BrokerServer, start_broker_server
 from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 from ledger.components import MetricsServer
 from ledger.lifecycle import ComponentStack, StartError
 from ledger.security.tls import TlsConfigError, metrics_tls_arguments
+
+if TYPE_CHECKING:
+    # Only a broker that serves Kafka imports kio, and then without Hypothesis
+    # (``broker.app.no_hypothesis``): a top-level import here loaded both in
+    # every broker and left a .hypothesis/ directory in its working directory.
+    from broker.kafka.server import KafkaServer
 
 __all__ = ["BrokerStack", "Running", "add_broker"]
 
