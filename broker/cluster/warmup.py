@@ -22,7 +22,6 @@ together: one listing of the topics serves them all, and at most
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 from collections.abc import Callable
@@ -99,9 +98,9 @@ class SegmentWarmup:
         self._tasks.clear()
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # Their ends (cancelled, or a load's failure, logged by the task) are
+        # collected; a cancellation of this close itself still propagates.
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _list(self) -> None:
         await asyncio.sleep(0)  # the other claims of the same step join this listing

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -33,6 +31,7 @@ from broker.errors import WrongHostError
 from broker.kafka.sequences import handed_to_ledger, resolve_failed_append
 from broker.topics.manager import TopicManager
 from ledger.errors import LedgerError, LedgerFencedError, NotEnoughBookiesError
+from tests.support.wait import wait_for_async
 from tests.unit.broker.conftest import BrokerEnv, block, read_all
 from tests.unit.broker.kafka.test_failed_appends import _fail_next_add
 
@@ -88,7 +87,10 @@ async def test_a_stored_batch_whose_segment_moved_is_answered_written_at_its_off
     answer = _resolving(old, error, ledger_id)
     # Nobody has loaded the segment since: the failed ledger is open, what it
     # holds is not decided. The old code answered NOT_LEADER_OR_FOLLOWER here.
-    await _wait_for(lambda: ASKING_AGAIN in caplog.text)
+    async def asking_again() -> bool:
+        return ASKING_AGAIN in caplog.text
+
+    await wait_for_async(asking_again, "the failed append asked about again", timeout_s=20)
     assert not answer.done()
     new: TopicManager = env.manager()
     loaded = await new.segment("t/0")  # the new owner's recovery closes the ledger
@@ -146,10 +148,3 @@ def test_only_appends_that_may_have_reached_the_ledger_are_resolved() -> None:
     assert handed_to_ledger(NotEnoughBookiesError("no bookie left (injected)"))
     # Moved or paused before the entry was handed over: that answer is the truth.
     assert not handed_to_ledger(WrongHostError("t/0"))
-
-
-async def _wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
