@@ -14,19 +14,20 @@ through the event loop's ``call_soon_threadsafe``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
 from broker.cluster.containers import MEMBERS_PATH, OwnerRecord, member_path, owner_path
 from ledger.api import EventType, MetadataStore
-from ledger.errors import LedgerError, NoNodeError
+from ledger.errors import LedgerError, MetadataUnavailableError, NoNodeError
 
 __all__ = ["OwnerCache"]
 
 log = logging.getLogger(__name__)
 
 _MEMBERS = "members"
+#: Reads of the members' parent before giving up (it keeps being created and deleted).
+_MEMBERS_ATTEMPTS = 5
 
 
 class OwnerCache:
@@ -132,13 +133,7 @@ class OwnerCache:
         return OwnerRecord.from_bytes(node.data)
 
     async def _read_members(self) -> None:
-        try:
-            names = await self._store.children(MEMBERS_PATH, watch=self._watch(_MEMBERS))
-        except NoNodeError:
-            names = []
-            # A watch on the missing parent: its creation (the first member) wakes us.
-            with contextlib.suppress(NoNodeError):
-                await self._store.get(MEMBERS_PATH, watch=self._watch(_MEMBERS))
+        names = await self._member_names()
         members: dict[str, OwnerRecord] = {}
         for name in names:
             known = self.members.get(name)
@@ -151,6 +146,28 @@ class OwnerCache:
                 continue
             members[name] = OwnerRecord.from_bytes(node.data)
         self.members = members
+
+    async def _member_names(self) -> list[str]:
+        """The members' names, with a child watch set (or a watch on the missing parent).
+
+        The parent may be created between the two reads (a broker joining
+        while this one starts): then ``get`` finds it and sets only a data
+        watch, which no join fires; its children are read again, so a child
+        watch is set and the members already there are seen. (Read once,
+        this broker saw no member for good and kept every container: the
+        chart's Kafka test in CI.)
+        """
+        for _attempt in range(_MEMBERS_ATTEMPTS):
+            try:
+                return await self._store.children(MEMBERS_PATH, watch=self._watch(_MEMBERS))
+            except NoNodeError:
+                pass
+            try:
+                await self._store.get(MEMBERS_PATH, watch=self._watch(_MEMBERS))
+            except NoNodeError:
+                return []  # the watch on the missing parent: its creation wakes us
+        raise MetadataUnavailableError(
+            f"{MEMBERS_PATH}: created and deleted too often to read its children")
 
     async def _read_owner(self, container: int) -> None:
         try:

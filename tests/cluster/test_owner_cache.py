@@ -11,10 +11,18 @@ answer from) says "unknown" then, so clients look the owner up instead.
 from __future__ import annotations
 
 import asyncio
+from typing import Any, cast
 
-from broker.cluster.containers import OwnerRecord, container_of, owner_path
+from broker.cluster.containers import (
+    MEMBERS_PATH,
+    OwnerRecord,
+    container_of,
+    member_path,
+    owner_path,
+)
 from broker.cluster.owner_cache import OwnerCache
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
+from ledger.api import MetadataStore
 from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore
 
 COUNT = 4
@@ -70,5 +78,54 @@ async def test_lookup_names_a_new_owner_before_the_cache_reads_it(zk_url: str) -
         assert await owners.lookup(segment) == "127.0.0.1:7072"
         assert await owners.lookup(other) == ""  # unowned
         assert await owners.lookup(mine) == ""   # our node, but not served
+    finally:
+        await store.close()
+
+
+class _JoinInTheWindow:
+    """A store whose first listing of the members finds no parent, and a broker
+    joins (creating it) before the caller's next read: the race of two brokers
+    starting together."""
+
+    def __init__(self, store: ZooKeeperMetadataStore, joining: OwnerRecord) -> None:
+        self._store = store
+        self._joining = joining
+        self._first = True
+
+    async def children(self, path: str, **kwargs: Any) -> list[str]:
+        if self._first and path == MEMBERS_PATH:
+            self._first = False
+            try:
+                return await self._store.children(path, **kwargs)
+            finally:
+                await self._store.create(member_path(self._joining.broker_id),
+                                         self._joining.to_bytes(), make_parents=True)
+        return await self._store.children(path, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+async def test_a_member_joining_while_the_first_read_finds_no_parent_is_seen(
+        zk_url: str) -> None:
+    # The chart's Kafka test in CI: one broker read "no /balance", the other
+    # created it with its member node, and the first set only a data watch on
+    # the parent (which no join fires): it never saw the other member, kept
+    # all 16 containers, and the other waited for its share for good.
+    store = await ZooKeeperMetadataStore.connect(zk_url)
+    try:
+        first = OwnerRecord("b1", "127.0.0.1:7071", "first")
+        changed = asyncio.Event()
+        cache = OwnerCache(cast(MetadataStore, _JoinInTheWindow(store, first)), COUNT,
+                           changed.set)
+        await cache.refresh()
+        assert set(cache.members) == {"b1"}
+
+        # And a child watch is set: a later join is told.
+        later = OwnerRecord("b2", "127.0.0.1:7072", "second")
+        await store.create(member_path("b2"), later.to_bytes())
+        await asyncio.wait_for(changed.wait(), 30)
+        await cache.refresh()
+        assert set(cache.members) == {"b1", "b2"}
     finally:
         await store.close()
