@@ -128,7 +128,7 @@ def test_paths_and_registrations() -> None:
 def test_cluster_config() -> None:
     assert not ClusterConfig().enabled
     config = ClusterConfig(metadata_url="zk://h:2181/f", advertised_address="pub:7070")
-    assert config.enabled and config.url().chroot == "/f"
+    assert config.enabled and config.url() == "zk://h:2181/f"
     assert config.address("127.0.0.1", 1) == "pub:7070"
     assert ClusterConfig(metadata_url="zk://h/f").address("0.0.0.0", 9) == "0.0.0.0:9"
     with pytest.raises(ValueError, match="no chroot"):
