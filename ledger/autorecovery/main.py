@@ -24,7 +24,7 @@ from ledger.components import Background, MetricsServer
 from ledger.errors import MetadataError
 from ledger.lifecycle import ComponentStack, StartError, run_process
 from ledger.metadata.cluster_config import ClusterConfig
-from ledger.metadata.cluster_layout import read_layout
+from ledger.metadata.cluster_layout import read_ledger_layout
 from ledger.metadata.stores import open_store
 
 __all__ = ["run_autorecovery"]
@@ -78,7 +78,7 @@ class _Session:
         except MetadataError as error:
             raise StartError(str(error)) from None
         try:
-            await read_layout(store)
+            await read_ledger_layout(store)
         except MetadataError as error:
             await store.close()
             raise StartError(str(error)) from None

@@ -25,11 +25,11 @@ from ledger.api import MetadataStore
 from ledger.errors import NodeExistsError
 from ledger.metadata.cluster_config import ClusterConfig
 from ledger.metadata.cluster_layout import (
-    ClusterLayout,
+    LedgerLayout,
     Registration,
     bookie_all_path,
     bookie_available_path,
-    read_layout,
+    read_ledger_layout,
 )
 from ledger.metadata.registration import EphemeralRegistration
 from ledger.metadata.stores import open_store
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 class BookieMembership:
     """A bookie's session with the cluster. ``connect``, ``register``, ``close``."""
 
-    def __init__(self, store: MetadataStore, layout: ClusterLayout,
+    def __init__(self, store: MetadataStore, layout: LedgerLayout,
                  config: ClusterConfig) -> None:
         self.store = store
         self.layout = layout
@@ -61,7 +61,7 @@ class BookieMembership:
         store = await open_store(config.url(),
                                  session_timeout_ms=config.metadata_session_timeout_ms)
         try:
-            layout = await read_layout(store)
+            layout = await read_ledger_layout(store)
         except BaseException:
             await store.close()
             raise

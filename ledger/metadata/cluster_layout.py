@@ -56,12 +56,17 @@ __all__ = [
     "PARENT_PATHS",
     "ClusterLayout",
     "ClusterNotInitialisedError",
+    "LedgerLayout",
     "Registration",
     "bookie_all_path",
     "bookie_available_path",
     "broker_path",
+    "check_registration_id",
+    "decode_layout_record",
     "init_cluster",
     "read_layout",
+    "read_layout_data",
+    "read_ledger_layout",
 ]
 
 #: The cluster's layout record.
@@ -89,26 +94,28 @@ class ClusterNotInitialisedError(MetadataError):
 
 def bookie_available_path(bookie_id: str) -> str:
     """``/bookies/available/<id>``."""
-    return f"{BOOKIES_AVAILABLE_PATH}/{_check_id(bookie_id)}"
+    return f"{BOOKIES_AVAILABLE_PATH}/{check_registration_id(bookie_id)}"
 
 
 def bookie_all_path(bookie_id: str) -> str:
     """``/bookies/all/<id>``."""
-    return f"{BOOKIES_ALL_PATH}/{_check_id(bookie_id)}"
+    return f"{BOOKIES_ALL_PATH}/{check_registration_id(bookie_id)}"
 
 
 def broker_path(broker_id: str) -> str:
     """``/brokers/<id>``."""
-    return f"{BROKERS_PATH}/{_check_id(broker_id)}"
+    return f"{BROKERS_PATH}/{check_registration_id(broker_id)}"
 
 
-def _check_id(node_id: str) -> str:
+def check_registration_id(node_id: str) -> str:
+    """``node_id`` if it can name a registration node, else ``ValueError``."""
     if not node_id or "/" in node_id or node_id in (".", ".."):
         raise ValueError(f"bad registration id {node_id!r}: non-empty, no '/'")
     return node_id
 
 
-def _decode_json(path: str, data: bytes) -> dict[str, object]:
+def decode_layout_record(path: str, data: bytes) -> dict[str, object]:
+    """The fields of a ``/cluster`` or registration record; ``MetadataError`` on a bad one."""
     try:
         return load_record(data, path, (LAYOUT_FORMAT_VERSION,))
     except RecordFormatError as error:
@@ -144,7 +151,7 @@ class ClusterLayout:
     @classmethod
     def decode(cls, data: bytes) -> ClusterLayout:
         """Read a ``/cluster`` record. Raises ``MetadataError`` on a bad or unknown one."""
-        record = _decode_json(CLUSTER_PATH, data)
+        record = decode_layout_record(CLUSTER_PATH, data)
         try:
             return cls(**{field.name: int(record[field.name])  # type: ignore[call-overload]
                           for field in fields(cls)})
@@ -156,6 +163,37 @@ class ClusterLayout:
         return [f"{field.name}: {getattr(self, field.name)} != {getattr(other, field.name)}"
                 for field in fields(self)
                 if getattr(self, field.name) != getattr(other, field.name)]
+
+
+@dataclass(frozen=True)
+class LedgerLayout:
+    """The ledger layer's fields of the ``/cluster`` record: new ledgers' default quorums.
+
+    The record holds other layers' fields too (the broker's ``container_count``,
+    written by ``folio cluster init``); the ledger reads only its own.
+
+    Attributes:
+        ensemble_size: default E of new ledgers.
+        write_quorum: default Qw.
+        ack_quorum: default Qa.
+    """
+
+    ensemble_size: int = 3
+    write_quorum: int = 2
+    ack_quorum: int = 2
+
+    def __post_init__(self) -> None:
+        check_quorums(self.ensemble_size, self.write_quorum, self.ack_quorum)
+
+    @classmethod
+    def decode(cls, data: bytes) -> LedgerLayout:
+        """The ledger's fields of a ``/cluster`` record. ``MetadataError`` on a bad one."""
+        record = decode_layout_record(CLUSTER_PATH, data)
+        try:
+            return cls(**{field.name: int(record[field.name])  # type: ignore[call-overload]
+                          for field in fields(cls)})
+        except (KeyError, TypeError, ValueError) as error:
+            raise MetadataError(f"{CLUSTER_PATH}: bad layout record: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -179,13 +217,39 @@ class Registration:
     @classmethod
     def decode(cls, path: str, data: bytes) -> Registration:
         """Read a registration. Raises ``MetadataError`` on a bad one."""
-        record = _decode_json(path, data)
+        record = decode_layout_record(path, data)
         address, started = record.get("address"), record.get("started_at_ms")
         if not isinstance(address, str) or not isinstance(started, int):
             raise MetadataError(f"{path}: bad registration record")
         version = record.get("version", "")
         return cls(address=address, started_at_ms=started,
                    version=version if isinstance(version, str) else "")
+
+
+async def read_layout_data(store: MetadataStore) -> bytes:
+    """The ``/cluster`` record's bytes.
+
+    Raises:
+        ClusterNotInitialisedError: no ``/cluster`` record (run ``folio cluster init``).
+        MetadataError: the store failed.
+    """
+    try:
+        found = await store.get(CLUSTER_PATH)
+    except NoNodeError:
+        raise ClusterNotInitialisedError(
+            f"no cluster here ({CLUSTER_PATH} is missing): run `folio cluster init "
+            "--metadata-url URL` first") from None
+    return found.data
+
+
+async def read_ledger_layout(store: MetadataStore) -> LedgerLayout:
+    """The ledger's part of the cluster's layout (bookies and auto-recovery check it at start).
+
+    Raises:
+        ClusterNotInitialisedError: no ``/cluster`` record (run ``folio cluster init``).
+        MetadataError: a bad record, or the store failed.
+    """
+    return LedgerLayout.decode(await read_layout_data(store))
 
 
 async def read_layout(store: MetadataStore) -> ClusterLayout:
@@ -195,13 +259,7 @@ async def read_layout(store: MetadataStore) -> ClusterLayout:
         ClusterNotInitialisedError: no ``/cluster`` record (run ``folio cluster init``).
         MetadataError: a bad record, or the store failed.
     """
-    try:
-        found = await store.get(CLUSTER_PATH)
-    except NoNodeError:
-        raise ClusterNotInitialisedError(
-            f"no cluster here ({CLUSTER_PATH} is missing): run `folio cluster init "
-            "--metadata-url URL` first") from None
-    return ClusterLayout.decode(found.data)
+    return ClusterLayout.decode(await read_layout_data(store))
 
 
 async def init_cluster(store: MetadataStore, layout: ClusterLayout) -> tuple[bool, ClusterLayout]:

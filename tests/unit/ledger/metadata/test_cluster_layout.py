@@ -16,6 +16,7 @@ from ledger.metadata.cluster_layout import (
     LEDGERS_PATH,
     PARENT_PATHS,
     ClusterLayout,
+    LedgerLayout,
     Registration,
     bookie_all_path,
     bookie_available_path,
@@ -107,6 +108,19 @@ def test_bad_layouts_are_refused(fields: dict[str, int]) -> None:
 def test_bad_layout_records(data: bytes, problem: str) -> None:
     with pytest.raises(MetadataError, match=problem):
         ClusterLayout.decode(data)
+
+
+def test_the_ledger_reads_its_own_fields_of_the_record() -> None:
+    written = ClusterLayout(container_count=8, ensemble_size=5, write_quorum=3, ack_quorum=2)
+    assert LedgerLayout.decode(written.encode()) == LedgerLayout(5, 3, 2)
+    # Another layer's fields are not the ledger's business; its own must be there.
+    assert LedgerLayout.decode(
+        b'{"format_version": 1, "ensemble_size": 1, "write_quorum": 1, "ack_quorum": 1}'
+    ) == LedgerLayout(1, 1, 1)
+    with pytest.raises(MetadataError, match="bad layout record"):
+        LedgerLayout.decode(b'{"format_version": 1, "container_count": 4}')
+    with pytest.raises(ValueError):
+        LedgerLayout(ensemble_size=2, write_quorum=3)
 
 
 def test_paths_and_registrations() -> None:
