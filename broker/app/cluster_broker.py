@@ -43,6 +43,7 @@ from collections.abc import Callable
 from broker.app.broker_stack import BrokerStack, Running, add_broker
 from broker.app.cluster_ownership import ClusterOwnership
 from broker.broker_config import BookieSecurity, BrokerConfig, PeerSettings
+from broker.cluster.layout import ClusterLayout, broker_path, read_layout
 from broker.cluster.peers import PeerSecurity
 from ledger.api import BookieClient, MetadataStore
 from ledger.client.directory import BookieDirectory
@@ -51,12 +52,7 @@ from ledger.config import check_quorums
 from ledger.errors import MetadataError
 from ledger.lifecycle import ComponentStack, StartError, run_process
 from ledger.metadata.cluster_config import ClusterConfig
-from ledger.metadata.cluster_layout import (
-    ClusterLayout,
-    Registration,
-    broker_path,
-    read_layout,
-)
+from ledger.metadata.cluster_layout import Registration
 from ledger.metadata.registration import EphemeralRegistration
 from ledger.metadata.stores import open_store
 

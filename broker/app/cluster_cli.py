@@ -49,7 +49,7 @@ def _url(args: argparse.Namespace) -> str | None:
 
 def _run_init(args: argparse.Namespace) -> int:
     # Imported here so `folio --help` stays fast and works without kazoo.
-    from ledger.metadata.cluster_layout import ClusterLayout  # noqa: PLC0415
+    from broker.cluster.layout import ClusterLayout  # noqa: PLC0415
     from ledger.metadata.stores import check_store_url  # noqa: PLC0415
 
     url_text = _url(args)
@@ -71,8 +71,8 @@ def _describe_layout(layout: Any) -> str:
 
 
 async def _init(url: str, layout: Any, connect_timeout_ms: int) -> int:
+    from broker.cluster.layout import init_cluster  # noqa: PLC0415
     from ledger.errors import MetadataError  # noqa: PLC0415
-    from ledger.metadata.cluster_layout import init_cluster  # noqa: PLC0415
     from ledger.metadata.stores import open_store  # noqa: PLC0415
 
     try:
@@ -113,13 +113,12 @@ def _run_describe(args: argparse.Namespace) -> int:
 
 async def _describe(url: str, as_json: bool, connect_timeout_ms: int) -> int:
     from broker.app.cluster_containers import container_owners, describe_owners  # noqa: PLC0415
+    from broker.cluster.layout import BROKERS_PATH, read_layout  # noqa: PLC0415
     from ledger.autorecovery.marks import UnderReplicationMarks  # noqa: PLC0415
     from ledger.errors import MetadataError  # noqa: PLC0415
     from ledger.metadata.cluster_layout import (  # noqa: PLC0415
         BOOKIES_ALL_PATH,
         BOOKIES_AVAILABLE_PATH,
-        BROKERS_PATH,
-        read_layout,
     )
     from ledger.metadata.registration import live_registrations  # noqa: PLC0415
     from ledger.metadata.stores import open_store  # noqa: PLC0415

@@ -35,36 +35,27 @@ bookies refuse to start on a chroot without ``/cluster``.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import asdict, dataclass, fields
 
 from ledger.api import MetadataStore
 from ledger.config import check_quorums
-from ledger.errors import MetadataError, NodeExistsError, NoNodeError
+from ledger.errors import MetadataError, NoNodeError
 from ledger.metadata.ledger_metadata import LEDGERS_PATH
 from ledger.records import RecordFormatError, dump_record, load_record
 
 __all__ = [
     "BOOKIES_ALL_PATH",
     "BOOKIES_AVAILABLE_PATH",
-    "BROKERS_PATH",
     "CLUSTER_PATH",
-    "DEFAULT_CONTAINER_COUNT",
-    "FOLIO_PATH",
     "LAYOUT_FORMAT_VERSION",
     "LEDGERS_PATH",
-    "PARENT_PATHS",
-    "ClusterLayout",
     "ClusterNotInitialisedError",
     "LedgerLayout",
     "Registration",
     "bookie_all_path",
     "bookie_available_path",
-    "broker_path",
     "check_registration_id",
     "decode_layout_record",
-    "init_cluster",
-    "read_layout",
     "read_layout_data",
     "read_ledger_layout",
 ]
@@ -75,17 +66,8 @@ CLUSTER_PATH = "/cluster"
 BOOKIES_AVAILABLE_PATH = "/bookies/available"
 #: Every bookie that ever registered: one persistent child per bookie.
 BOOKIES_ALL_PATH = "/bookies/all"
-#: Live brokers: one ephemeral child per broker, named by its id.
-BROKERS_PATH = "/brokers"
-#: The broker's records (topics, segments, reader groups) live under it.
-FOLIO_PATH = "/folio"
-#: Created by ``folio cluster init`` besides ``/cluster``.
-PARENT_PATHS = (LEDGERS_PATH, BOOKIES_AVAILABLE_PATH, BOOKIES_ALL_PATH, BROKERS_PATH,
-                FOLIO_PATH)
 #: The ``/cluster`` record's format.
 LAYOUT_FORMAT_VERSION = 1
-#: Segment containers of a cluster unless ``folio cluster init`` says otherwise.
-DEFAULT_CONTAINER_COUNT = 16
 
 
 class ClusterNotInitialisedError(MetadataError):
@@ -102,11 +84,6 @@ def bookie_all_path(bookie_id: str) -> str:
     return f"{BOOKIES_ALL_PATH}/{check_registration_id(bookie_id)}"
 
 
-def broker_path(broker_id: str) -> str:
-    """``/brokers/<id>``."""
-    return f"{BROKERS_PATH}/{check_registration_id(broker_id)}"
-
-
 def check_registration_id(node_id: str) -> str:
     """``node_id`` if it can name a registration node, else ``ValueError``."""
     if not node_id or "/" in node_id or node_id in (".", ".."):
@@ -120,49 +97,6 @@ def decode_layout_record(path: str, data: bytes) -> dict[str, object]:
         return load_record(data, path, (LAYOUT_FORMAT_VERSION,))
     except RecordFormatError as error:
         raise MetadataError(str(error)) from None
-
-
-@dataclass(frozen=True)
-class ClusterLayout:
-    """What ``folio cluster init`` fixes for the cluster's life.
-
-    Attributes:
-        container_count: segment containers (a segment belongs to the one its
-            name hashes to); cannot change once set.
-        ensemble_size: default E of new ledgers.
-        write_quorum: default Qw.
-        ack_quorum: default Qa.
-    """
-
-    container_count: int = DEFAULT_CONTAINER_COUNT
-    ensemble_size: int = 3
-    write_quorum: int = 2
-    ack_quorum: int = 2
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.container_count <= 65536:
-            raise ValueError(f"container_count must be in [1, 65536], got {self.container_count}")
-        check_quorums(self.ensemble_size, self.write_quorum, self.ack_quorum)
-
-    def encode(self) -> bytes:
-        """The ``/cluster`` node's data."""
-        return dump_record(LAYOUT_FORMAT_VERSION, asdict(self))
-
-    @classmethod
-    def decode(cls, data: bytes) -> ClusterLayout:
-        """Read a ``/cluster`` record. Raises ``MetadataError`` on a bad or unknown one."""
-        record = decode_layout_record(CLUSTER_PATH, data)
-        try:
-            return cls(**{field.name: int(record[field.name])  # type: ignore[call-overload]
-                          for field in fields(cls)})
-        except (KeyError, TypeError, ValueError) as error:
-            raise MetadataError(f"{CLUSTER_PATH}: bad layout record: {error}") from None
-
-    def differences(self, other: ClusterLayout) -> list[str]:
-        """``name: mine != theirs`` for each field that differs."""
-        return [f"{field.name}: {getattr(self, field.name)} != {getattr(other, field.name)}"
-                for field in fields(self)
-                if getattr(self, field.name) != getattr(other, field.name)]
 
 
 @dataclass(frozen=True)
@@ -250,36 +184,3 @@ async def read_ledger_layout(store: MetadataStore) -> LedgerLayout:
         MetadataError: a bad record, or the store failed.
     """
     return LedgerLayout.decode(await read_layout_data(store))
-
-
-async def read_layout(store: MetadataStore) -> ClusterLayout:
-    """The cluster's layout.
-
-    Raises:
-        ClusterNotInitialisedError: no ``/cluster`` record (run ``folio cluster init``).
-        MetadataError: a bad record, or the store failed.
-    """
-    return ClusterLayout.decode(await read_layout_data(store))
-
-
-async def init_cluster(store: MetadataStore, layout: ClusterLayout) -> tuple[bool, ClusterLayout]:
-    """Write ``layout`` as the cluster's, once, and create the base paths.
-
-    Idempotent: the base paths are created if missing whatever happens, and a
-    second run finds the record there (or loses the race to a concurrent
-    init: ``create`` is atomic, so exactly one writes it).
-
-    Returns:
-        ``(True, layout)`` if this call wrote the record, else ``(False,
-        the existing layout)``, which may differ from ``layout``: the caller
-        decides whether that is an error.
-    """
-    try:
-        await store.create(CLUSTER_PATH, layout.encode())
-        created = True
-    except NodeExistsError:
-        created = False
-    for path in PARENT_PATHS:
-        with contextlib.suppress(NodeExistsError):
-            await store.create(path, make_parents=True)
-    return created, (layout if created else await read_layout(store))
