@@ -29,6 +29,12 @@ from ledger.errors import (
     NoNodeError,
 )
 from ledger.metadata.ledger_metadata import ledger_id_from_name, ledger_path
+from ledger.metadata.paths import (
+    AUDITOR_PATH,
+    AUTORECOVERY_PATH,
+    LOCKS_PATH,
+    UNDER_REPLICATED_PATH,
+)
 from ledger.metadata.read_back import landed
 from ledger.records import RecordFormatError, dump_record, load_record
 
@@ -42,10 +48,6 @@ __all__ = [
     "UnderReplicationMarks",
 ]
 
-AUTORECOVERY_PATH = "/autorecovery"
-AUDITOR_PATH = f"{AUTORECOVERY_PATH}/auditor"
-UNDER_REPLICATED_PATH = f"{AUTORECOVERY_PATH}/underreplicated"
-LOCKS_PATH = f"{AUTORECOVERY_PATH}/locks"
 MARK_FORMAT_VERSION = 1
 
 

@@ -41,6 +41,7 @@ from ledger.api import MetadataStore
 from ledger.config import check_quorums
 from ledger.errors import MetadataError, NoNodeError
 from ledger.metadata.ledger_metadata import LEDGERS_PATH
+from ledger.metadata.paths import BOOKIES_ALL_PATH, BOOKIES_AVAILABLE_PATH, CLUSTER_PATH
 from ledger.records import RecordFormatError, dump_record, load_record
 
 __all__ = [
@@ -60,12 +61,6 @@ __all__ = [
     "read_ledger_layout",
 ]
 
-#: The cluster's layout record.
-CLUSTER_PATH = "/cluster"
-#: Live bookies: one ephemeral child per bookie, named by its id.
-BOOKIES_AVAILABLE_PATH = "/bookies/available"
-#: Every bookie that ever registered: one persistent child per bookie.
-BOOKIES_ALL_PATH = "/bookies/all"
 #: The ``/cluster`` record's format.
 LAYOUT_FORMAT_VERSION = 1
 

@@ -4,7 +4,34 @@ from __future__ import annotations
 
 from ledger.errors import InvalidArgumentError
 
-__all__ = ["parent_path", "validate_path"]
+__all__ = [
+    "AUDITOR_PATH",
+    "AUTORECOVERY_PATH",
+    "BOOKIES_ALL_PATH",
+    "BOOKIES_AVAILABLE_PATH",
+    "CLUSTER_PATH",
+    "IDGEN_PATH",
+    "LEDGERS_PATH",
+    "LOCKS_PATH",
+    "UNDER_REPLICATED_PATH",
+    "parent_path",
+    "validate_path",
+]
+
+#: The cluster's layout record.
+CLUSTER_PATH = "/cluster"
+#: Live bookies: one ephemeral child per bookie, named by its id.
+BOOKIES_AVAILABLE_PATH = "/bookies/available"
+#: Every bookie that ever registered: one persistent child per bookie.
+BOOKIES_ALL_PATH = "/bookies/all"
+#: Parent of every ledger's metadata node.
+LEDGERS_PATH = "/ledgers"
+#: The counter node; a child of ``/ledgers``, next to the ``L…`` ledger nodes.
+IDGEN_PATH = "/ledgers/idgen"
+AUTORECOVERY_PATH = "/autorecovery"
+AUDITOR_PATH = f"{AUTORECOVERY_PATH}/auditor"
+UNDER_REPLICATED_PATH = f"{AUTORECOVERY_PATH}/underreplicated"
+LOCKS_PATH = f"{AUTORECOVERY_PATH}/locks"
 
 
 def validate_path(path: str) -> None:
