@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import asdict, dataclass, fields
 
+from broker.metadata_paths import BROKERS_PATH, FOLIO_PATH
 from ledger.api import MetadataStore
 from ledger.config import check_quorums
 from ledger.errors import MetadataError, NodeExistsError
@@ -34,10 +35,6 @@ __all__ = [
     "read_layout",
 ]
 
-#: Live brokers: one ephemeral child per broker, named by its id.
-BROKERS_PATH = "/brokers"
-#: The broker's records (topics, segments, reader groups) live under it.
-FOLIO_PATH = "/folio"
 #: Created by ``folio cluster init`` besides ``/cluster``.
 PARENT_PATHS = (LEDGERS_PATH, BOOKIES_AVAILABLE_PATH, BOOKIES_ALL_PATH, BROKERS_PATH,
                 FOLIO_PATH)
