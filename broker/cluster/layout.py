@@ -1,6 +1,15 @@
-"""The broker's part of a cluster's layout: ``/brokers``, ``/folio`` and the ``/cluster`` record.
+"""The broker's part of a cluster's layout: the whole ``/cluster`` record, init, ``/brokers``.
 
-Moved from ``ledger.metadata.cluster_layout``, which keeps the ledger's paths.
+``folio cluster init`` (BookKeeper's ``initnewcluster``) writes ``/cluster``
+once: ``ClusterLayout``, the broker's ``container_count`` (segment containers,
+``broker.cluster.containers``) beside the ledger's default quorums
+(``ledger.metadata.cluster_layout.LedgerLayout`` reads those). The record's
+bytes are what they were when ``ledger.metadata.cluster_layout`` held all of
+it, so a cluster initialised by an earlier build reads the same. Init also
+creates the parents: the ledger's (``LEDGER_PARENT_PATHS``) and the broker's
+(``/brokers``, ``/folio``). Every broker path's name is in
+``broker.metadata_paths``; brokers refuse to start on a store without
+``/cluster``.
 """
 
 from __future__ import annotations
@@ -13,11 +22,9 @@ from ledger.api import MetadataStore
 from ledger.config import check_quorums
 from ledger.errors import MetadataError, NodeExistsError
 from ledger.metadata.cluster_layout import (
-    BOOKIES_ALL_PATH,
-    BOOKIES_AVAILABLE_PATH,
     CLUSTER_PATH,
     LAYOUT_FORMAT_VERSION,
-    LEDGERS_PATH,
+    LEDGER_PARENT_PATHS,
     check_registration_id,
     decode_layout_record,
     read_layout_data,
@@ -36,8 +43,7 @@ __all__ = [
 ]
 
 #: Created by ``folio cluster init`` besides ``/cluster``.
-PARENT_PATHS = (LEDGERS_PATH, BOOKIES_AVAILABLE_PATH, BOOKIES_ALL_PATH, BROKERS_PATH,
-                FOLIO_PATH)
+PARENT_PATHS = (*LEDGER_PARENT_PATHS, BROKERS_PATH, FOLIO_PATH)
 #: Segment containers of a cluster unless ``folio cluster init`` says otherwise.
 DEFAULT_CONTAINER_COUNT = 16
 

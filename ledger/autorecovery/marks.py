@@ -1,6 +1,6 @@
 """Under-replication marks in the metadata store: what is left to re-replicate, and who does it.
 
-Paths (under the cluster's chroot, beside ``cluster_layout``'s)::
+Paths (named in ``ledger.metadata.paths``)::
 
     /autorecovery/auditor                ephemeral: the id of the worker that audits
     /autorecovery/underreplicated/L<id>  persistent: ledger <id> lacks copies (JSON,

@@ -1,36 +1,20 @@
-"""A cluster's metadata layout: every path under the chroot, and the ``/cluster`` record.
+"""The ledger's part of a cluster's layout: the ``/cluster`` record, bookie registrations.
 
-In cluster mode every process shares one ZooKeeper chroot (``--metadata-url
-zk://HOST:PORT/CHROOT``). These are all the paths under it; use the names
-below, never spell a path out elsewhere.
+In cluster mode every process shares one metadata store (``--metadata-url``,
+``ledger.metadata.stores``). ``ledger.metadata.paths`` names every path the
+ledger layer uses in it (``broker.metadata_paths`` the broker's). Here: the
+``/cluster`` record's ledger fields (``LedgerLayout``: new ledgers' default
+quorums, which a bookie and auto-recovery check for at start), the parents
+the ledger needs (``LEDGER_PARENT_PATHS``) and the ``Registration`` record a
+bookie (and a broker) keeps while it lives.
 
-=========================  ========================================  ==============  ==========
-path                       holds                                     written by      kind
-=========================  ========================================  ==============  ==========
-``/cluster``               ``ClusterLayout`` (JSON, format 1)        cluster init    persistent
-``/ledgers/L<id>``         a ledger's metadata (``ledger_metadata``) brokers         persistent
-``/ledgers/idgen``         the last ledger id given out              brokers         persistent
-``/bookies/available/<id>``  ``Registration`` of a live bookie       the bookie      ephemeral
-``/bookies/all/<id>``      ``Registration`` of every bookie that     the bookie, at  persistent
-                           ever registered (in all, not available:   each start
-                           the bookie is gone)
-``/brokers/<id>``          ``Registration`` of a live broker (the    the broker      ephemeral
-                           address clients should use)
-``/folio/topics/...``      topic records (``broker.segments.names``) brokers         persistent
-``/folio/segments/...``    segment records                           brokers         persistent
-``/folio/groups/...``      reader groups (``broker.groups.store``)   brokers         persistent
-``/folio/kafka/...``       Kafka producer id blocks                  brokers serving persistent
-                           (``broker.kafka.producer_ids``)           Kafka
-=========================  ========================================  ==============  ==========
-
-Auto-recovery keeps its marks, locks and auditor under ``/autorecovery``
-(``ledger.autorecovery.marks`` names those paths).
+The ``/cluster`` record is one JSON object shared by the layers, written once
+by ``folio cluster init`` (``broker.cluster.layout.ClusterLayout``, which adds
+the broker's ``container_count``); each layer reads its own fields.
 
 A bookie's and a broker's ``<id>`` is its advertised ``host:port`` (a bookie's
 is also its id in ledger metadata, so it must stay the same across restarts).
-``folio cluster init`` creates ``/cluster`` and the parents above (``/ledgers``,
-``/bookies/available``, ``/bookies/all``, ``/brokers``, ``/folio``); brokers and
-bookies refuse to start on a chroot without ``/cluster``.
+Bookies refuse to start on a store without ``/cluster``.
 """
 
 from __future__ import annotations
@@ -50,6 +34,7 @@ __all__ = [
     "CLUSTER_PATH",
     "LAYOUT_FORMAT_VERSION",
     "LEDGERS_PATH",
+    "LEDGER_PARENT_PATHS",
     "ClusterNotInitialisedError",
     "LedgerLayout",
     "Registration",
@@ -61,6 +46,8 @@ __all__ = [
     "read_ledger_layout",
 ]
 
+#: The parents the ledger layer needs, created by ``folio cluster init``.
+LEDGER_PARENT_PATHS = (LEDGERS_PATH, BOOKIES_AVAILABLE_PATH, BOOKIES_ALL_PATH)
 #: The ``/cluster`` record's format.
 LAYOUT_FORMAT_VERSION = 1
 
