@@ -29,8 +29,9 @@ Layout (the import-linter contracts in ``pyproject.toml`` keep it):
   ``main`` (the ``folio bookie`` process).
 - ``metadata/``: ``rocksdb_store`` (the embedded ``MetadataStore``) with its
   ``_layout`` and ``paths``; ``zookeeper_store`` (the cluster's, on ZooKeeper)
-  with ``metadata_url``; ``cluster_layout`` (every path of a cluster),
-  ``registration``, ``cluster_config``; ``ledger_metadata`` (the persisted
+  with ``metadata_url``; ``stores`` (``open_store``: a store by URL scheme);
+  ``paths`` (every ledger path's name), ``cluster_layout`` (the ledger's part
+  of ``/cluster``), ``registration``, ``cluster_config``; ``ledger_metadata`` (the persisted
   ledger record). ``client/registry_directory`` places ledgers on the bookies
   registered there, ``bookie/membership`` registers a bookie.
 - ``_proto/v1/``: the generated bookie and metadata stubs (internal: the SDK

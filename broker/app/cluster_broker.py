@@ -5,8 +5,8 @@ but:
 
 - every piece of metadata (ledgers, topics, segments, reader groups, the
   transaction log's system topics) lives in ZooKeeper under the URL's chroot
-  (``ZooKeeperMetadataStore``): nothing is kept on the broker's disk, and
-  ``--data-dir`` is not used;
+  (``ledger.metadata.stores.open_store`` on the ``--metadata-url``): nothing
+  is kept on the broker's disk, and ``--data-dir`` is not used;
 - it refuses to start on a chroot that ``folio cluster init`` did not
   initialise, and takes the default ledger quorums (E, Qw, Qa) from the
   cluster's layout unless ``--ensemble-size`` etc. override them;
@@ -19,7 +19,7 @@ but:
   ready line; asked to stop, it unregisters first, then stops serving.
 
 The process is ``folio broker``'s stack (``broker.app.broker_stack``) on
-``ClusterLedgers`` (the ZooKeeper session, the layout, the registry of
+``ClusterLedgers`` (the metadata session, the layout, the registry of
 bookies) instead of a store on disk, with two components on top:
 ``BrokerRegistration`` and ``ContainerBalance``. They stop first: the broker
 hands its containers over while it still answers (WrongHost), within
@@ -43,6 +43,7 @@ from collections.abc import Callable
 from broker.app.broker_stack import BrokerStack, Running, add_broker
 from broker.app.cluster_ownership import ClusterOwnership
 from broker.broker_config import BookieSecurity, BrokerConfig, PeerSettings
+from broker.cluster.layout import ClusterLayout, broker_path, read_layout
 from broker.cluster.peers import PeerSecurity
 from ledger.api import BookieClient, MetadataStore
 from ledger.client.directory import BookieDirectory
@@ -51,14 +52,9 @@ from ledger.config import check_quorums
 from ledger.errors import MetadataError
 from ledger.lifecycle import ComponentStack, StartError, run_process
 from ledger.metadata.cluster_config import ClusterConfig
-from ledger.metadata.cluster_layout import (
-    ClusterLayout,
-    Registration,
-    broker_path,
-    read_layout,
-)
+from ledger.metadata.cluster_layout import Registration
 from ledger.metadata.registration import EphemeralRegistration
-from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore
+from ledger.metadata.stores import open_store
 
 __all__ = ["BOOKIE_WAIT_S", "HANDOVER_TIMEOUT_S", "run_cluster_broker"]
 
@@ -119,14 +115,14 @@ def _quorums(layout: ClusterLayout, overrides: dict[str, int]) -> dict[str, int]
 
 
 async def _wait_for_bookies(directory: RegistryBookieDirectory, count: int,
-                            store: ZooKeeperMetadataStore) -> str | None:
+                            url: str) -> str | None:
     deadline = time.monotonic() + BOOKIE_WAIT_S
     while len(directory.available_bookies()) < count:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return (f"{len(directory.available_bookies())} bookies registered in {store.url}, "
+            return (f"{len(directory.available_bookies())} bookies registered in {url}, "
                     f"ledgers need {count} (ensemble_size): start more `folio bookie "
-                    f"--metadata-url {store.url}`")
+                    f"--metadata-url {url}`")
         log.info("waiting for %d bookies to register (%d so far)", count,
                  len(directory.available_bookies()))
         directory.changed.clear()
@@ -136,7 +132,7 @@ async def _wait_for_bookies(directory: RegistryBookieDirectory, count: int,
 
 
 class ClusterLedgers:
-    """The ZooKeeper session, the cluster's layout and its live bookies (a ``LedgerSource``).
+    """The metadata session, the cluster's layout and its live bookies (a ``LedgerSource``).
 
     Started first: refuses a chroot ``folio cluster init`` did not initialise,
     waits up to ``BOOKIE_WAIT_S`` for E bookies; closed last.
@@ -150,7 +146,7 @@ class ClusterLedgers:
         self._overrides = overrides
         self._connect = connect
         self._peers = peers
-        self._store: ZooKeeperMetadataStore | None = None
+        self._store: MetadataStore | None = None
         self._directory: RegistryBookieDirectory | None = None
         self._ownership: ClusterOwnership | None = None
         self.quorums: dict[str, int] = {}
@@ -158,10 +154,6 @@ class ClusterLedgers:
 
     @property
     def store(self) -> MetadataStore:
-        return self.zookeeper
-
-    @property
-    def zookeeper(self) -> ZooKeeperMetadataStore:
         if self._store is None:
             raise RuntimeError("ClusterLedgers.start first")
         return self._store
@@ -182,8 +174,8 @@ class ClusterLedgers:
     async def start(self) -> None:
         cluster = self._cluster
         try:
-            store = await ZooKeeperMetadataStore.connect(
-                cluster.url(), session_timeout_ms=cluster.metadata_session_timeout_ms)
+            store = await open_store(cluster.url(),
+                                     session_timeout_ms=cluster.metadata_session_timeout_ms)
         except MetadataError as error:
             raise StartError(str(error)) from None
         try:
@@ -193,7 +185,7 @@ class ClusterLedgers:
             raise
         self._store = store
 
-    async def _open(self, store: ZooKeeperMetadataStore) -> None:
+    async def _open(self, store: MetadataStore) -> None:
         try:
             layout = await read_layout(store)
             self.quorums = _quorums(layout, self._overrides)
@@ -203,7 +195,8 @@ class ClusterLedgers:
         directory = RegistryBookieDirectory(store, connect=self._connect)
         try:
             await directory.start()
-            failure = await _wait_for_bookies(directory, self.quorums["ensemble_size"], store)
+            failure = await _wait_for_bookies(directory, self.quorums["ensemble_size"],
+                                              self._cluster.url())
         except MetadataError as error:
             failure = f"cannot read the live bookies: {error}"
         except BaseException:
@@ -219,7 +212,7 @@ class ClusterLedgers:
 
     async def stop(self) -> None:
         await self.directory.close()  # closed by the ledger client already: a no-op then
-        await self.zookeeper.close()
+        await self.store.close()
 
 
 class BrokerRegistration:
@@ -237,7 +230,7 @@ class BrokerRegistration:
         self.address = ""
 
     async def start(self) -> None:
-        cluster, store = self._cluster, self._source.zookeeper
+        cluster, store = self._cluster, self._source.store
         address = cluster.address(self._config.host, self._broker.port)
         record = Registration(address=address, started_at_ms=int(time.time() * 1000))
         registration = EphemeralRegistration(
@@ -251,7 +244,7 @@ class BrokerRegistration:
         self._registration, self.address = registration, address
         quorums = self._source.quorums
         self._broker.running.where = (
-            f"metadata {store.url}, registered as {address}, E={quorums['ensemble_size']} "
+            f"metadata {cluster.url()}, registered as {address}, E={quorums['ensemble_size']} "
             f"Qw={quorums['write_quorum']} Qa={quorums['ack_quorum']}")
 
     async def stop(self) -> None:

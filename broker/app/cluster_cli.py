@@ -1,7 +1,10 @@
-"""``folio cluster init`` and ``folio cluster describe``: a cluster's layout in ZooKeeper.
+"""``folio cluster init`` and ``folio cluster describe``: a cluster's layout in its metadata.
 
+The metadata URL picks the store (``ledger.metadata.stores``: ``zk://`` for a
+cluster's ZooKeeper chroot, ``rocksdb:///PATH`` for the embedded store of one
+process); an unknown scheme is a usage error naming the known ones.
 ``init`` writes the cluster's layout once under the metadata URL's chroot
-(creating the chroot if needed), as BookKeeper's ``initnewcluster`` does: the
+(creating the chroot, or the directory, if needed), as BookKeeper's ``initnewcluster`` does: the
 ``/cluster`` record (format version, container count, default ledger quorums)
 and the base paths of ``ledger.metadata.cluster_layout``. It is idempotent:
 run again with the same values it says the cluster exists and exits 0; with
@@ -14,7 +17,8 @@ has yet to re-replicate; ``--json`` prints the same as one JSON object.
 ``folio.cli`` loads ``cluster_command`` through the ``folio.commands``
 entry-point group. The metadata URL may also come from
 ``FOLIO_CLUSTER_METADATA_URL``. Exit codes: 0 done, 1 failure (ZooKeeper
-unreachable, conflicting layout, not initialised), 2 bad arguments.
+unreachable, conflicting layout, not initialised), 2 bad arguments (a bad URL
+or an unknown scheme among them).
 """
 
 from __future__ import annotations
@@ -45,20 +49,20 @@ def _url(args: argparse.Namespace) -> str | None:
 
 def _run_init(args: argparse.Namespace) -> int:
     # Imported here so `folio --help` stays fast and works without kazoo.
-    from ledger.metadata.cluster_layout import ClusterLayout  # noqa: PLC0415
-    from ledger.metadata.metadata_url import MetadataUrlError, parse_metadata_url  # noqa: PLC0415
+    from broker.cluster.layout import ClusterLayout  # noqa: PLC0415
+    from ledger.metadata.stores import check_store_url  # noqa: PLC0415
 
     url_text = _url(args)
     if url_text is None:
         return _error("init", f"--metadata-url (or {ENV_METADATA_URL}) is required", 2)
     try:
-        url = parse_metadata_url(url_text)
+        url = check_store_url(url_text)
         layout = ClusterLayout(container_count=args.container_count,
                                ensemble_size=args.ensemble_size,
                                write_quorum=args.write_quorum, ack_quorum=args.ack_quorum)
-    except (MetadataUrlError, ValueError) as error:
+    except ValueError as error:  # MetadataUrlError is one
         return _error("init", str(error), 2)
-    return asyncio.run(_init(url_text, str(url), layout, args.connect_timeout_ms))
+    return asyncio.run(_init(url, layout, args.connect_timeout_ms))
 
 
 def _describe_layout(layout: Any) -> str:
@@ -66,14 +70,13 @@ def _describe_layout(layout: Any) -> str:
             f"E={layout.ensemble_size} Qw={layout.write_quorum} Qa={layout.ack_quorum}")
 
 
-async def _init(url_text: str, url: str, layout: Any, connect_timeout_ms: int) -> int:
+async def _init(url: str, layout: Any, connect_timeout_ms: int) -> int:
+    from broker.cluster.layout import init_cluster  # noqa: PLC0415
     from ledger.errors import MetadataError  # noqa: PLC0415
-    from ledger.metadata.cluster_layout import init_cluster  # noqa: PLC0415
-    from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore  # noqa: PLC0415
+    from ledger.metadata.stores import open_store  # noqa: PLC0415
 
     try:
-        store = await ZooKeeperMetadataStore.connect(
-            url_text, create_chroot=True, connect_timeout_ms=connect_timeout_ms)
+        store = await open_store(url, create=True, connect_timeout_ms=connect_timeout_ms)
     except MetadataError as error:
         return _error("init", str(error))
     try:
@@ -98,31 +101,30 @@ def _run_describe(args: argparse.Namespace) -> int:
     url_text = _url(args)
     if url_text is None:
         return _error("describe", f"--metadata-url (or {ENV_METADATA_URL}) is required", 2)
-    from ledger.metadata.metadata_url import MetadataUrlError, parse_metadata_url  # noqa: PLC0415
+    from ledger.metadata.metadata_url import MetadataUrlError  # noqa: PLC0415
+    from ledger.metadata.stores import check_store_url  # noqa: PLC0415
 
     try:
-        parse_metadata_url(url_text)
+        url = check_store_url(url_text)
     except MetadataUrlError as error:
         return _error("describe", str(error), 2)
-    return asyncio.run(_describe(url_text, args.json, args.connect_timeout_ms))
+    return asyncio.run(_describe(url, args.json, args.connect_timeout_ms))
 
 
-async def _describe(url_text: str, as_json: bool, connect_timeout_ms: int) -> int:
+async def _describe(url: str, as_json: bool, connect_timeout_ms: int) -> int:
     from broker.app.cluster_containers import container_owners, describe_owners  # noqa: PLC0415
+    from broker.cluster.layout import BROKERS_PATH, read_layout  # noqa: PLC0415
     from ledger.autorecovery.marks import UnderReplicationMarks  # noqa: PLC0415
     from ledger.errors import MetadataError  # noqa: PLC0415
     from ledger.metadata.cluster_layout import (  # noqa: PLC0415
         BOOKIES_ALL_PATH,
         BOOKIES_AVAILABLE_PATH,
-        BROKERS_PATH,
-        read_layout,
     )
     from ledger.metadata.registration import live_registrations  # noqa: PLC0415
-    from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore  # noqa: PLC0415
+    from ledger.metadata.stores import open_store  # noqa: PLC0415
 
     try:
-        store = await ZooKeeperMetadataStore.connect(url_text,
-                                                     connect_timeout_ms=connect_timeout_ms)
+        store = await open_store(url, connect_timeout_ms=connect_timeout_ms)
     except MetadataError as error:
         return _error("describe", str(error))
     try:
@@ -139,7 +141,7 @@ async def _describe(url_text: str, as_json: bool, connect_timeout_ms: int) -> in
     gone = sorted(set(known) - set(live))
     if as_json:
         print(json.dumps({
-            "metadata_url": str(store.url),
+            "metadata_url": url,
             "layout": {"container_count": layout.container_count,
                        "ensemble_size": layout.ensemble_size,
                        "write_quorum": layout.write_quorum, "ack_quorum": layout.ack_quorum},
@@ -152,7 +154,7 @@ async def _describe(url_text: str, as_json: bool, connect_timeout_ms: int) -> in
                            for n, o in enumerate(owners)],
         }, indent=2))
         return 0
-    print(f"cluster at {store.url}: {_describe_layout(layout)}")
+    print(f"cluster at {url}: {_describe_layout(layout)}")
     print(f"live bookies ({len(live)}): "
           + (", ".join(reg.address for _, reg in sorted(live.items())) or "none"))
     if gone:
@@ -172,7 +174,8 @@ async def _describe(url_text: str, as_json: bool, connect_timeout_ms: int) -> in
 def _url_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metadata-url", metavar="URL",
-        help="the cluster's ZooKeeper chroot, zk://HOST:PORT[,HOST:PORT...]/CHROOT "
+        help="the cluster's metadata: its ZooKeeper chroot, "
+        "zk://HOST:PORT[,HOST:PORT...]/CHROOT, or an embedded store, rocksdb:///PATH "
         f"(also {ENV_METADATA_URL})")
     parser.add_argument("--connect-timeout-ms", type=int, default=15_000, metavar="MS",
                         help="give up if no ZooKeeper server answers within this (default "

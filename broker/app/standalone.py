@@ -46,7 +46,7 @@ from ledger.client.directory import BookieDirectory
 from ledger.config import BookieConfig, Durability
 from ledger.errors import LedgerError, StorageError
 from ledger.lifecycle import ComponentStack, StartError, run_process
-from ledger.metadata.rocksdb_store import RocksDBMetadataStore
+from ledger.metadata.stores import open_store
 
 __all__ = ["MAX_ENTRY_BYTES", "StandaloneLedgers", "run_standalone", "standalone_running"]
 
@@ -111,7 +111,7 @@ class StandaloneLedgers:
         self._remote = remote
         self._security = security or BookieSecurity()
         self._open_bookie = open_bookie
-        self._store: RocksDBMetadataStore | None = None
+        self._store: MetadataStore | None = None
         self._directory: BookieDirectory | None = None
         self.bookie: Bookie | None = None
         self.quorums: dict[str, int] = {}
@@ -131,7 +131,8 @@ class StandaloneLedgers:
     async def start(self) -> None:
         root = Path(self._config.data_dir)
         try:
-            store = RocksDBMetadataStore(root / "metadata")
+            # The embedded store (rocksdb://), made on first start.
+            store = await open_store(f"rocksdb://{(root / 'metadata').absolute()}", create=True)
         except LedgerError as error:
             raise StartError(f"{error} (is another folio process using {root}?)") from None
         try:

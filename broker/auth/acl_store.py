@@ -23,6 +23,7 @@ from typing import Final
 
 from broker.auth.permissions import AclTable, Action, Grant, ResourceKind, check_pattern
 from broker.errors import InvalidArgumentError
+from broker.metadata_paths import ACL_PATH
 from ledger.api import EventType, MetadataStore
 from ledger.errors import BadVersionError, NodeExistsError, NoNodeError
 
@@ -30,8 +31,6 @@ __all__ = ["ACL_PATH", "AclStore"]
 
 log = logging.getLogger(__name__)
 
-#: The node holding every grant.
-ACL_PATH: Final = "/folio/acl"
 #: Compare-and-set attempts before a change gives up (others changing it meanwhile).
 _MAX_ATTEMPTS: Final = 20
 

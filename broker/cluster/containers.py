@@ -36,6 +36,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+from broker.metadata_paths import CONTAINERS_PATH, MEMBERS_PATH
 from ledger.records import dump_record, load_record
 
 __all__ = [
@@ -50,10 +51,6 @@ __all__ = [
     "owner_path",
 ]
 
-#: Parent of the containers' nodes.
-CONTAINERS_PATH = "/containers"
-#: Parent of the balance members' nodes.
-MEMBERS_PATH = "/balance"
 #: The segment whose container holds the transaction coordinator and its topics.
 COORDINATOR_SEGMENT = "_txnlog/0"
 #: Topics placed with the coordinator (``broker.txn`` names them; repeated here

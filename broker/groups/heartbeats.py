@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import quote, unquote
 
+from broker.metadata_paths import HEARTBEATS_ROOT
 from ledger.api import MetadataStore
 from ledger.errors import NodeExistsError, NoNodeError
 from ledger.records import dump_record, load_record
 
 __all__ = ["HEARTBEATS_ROOT", "HeartbeatBoard", "SharedHeartbeat"]
 
-HEARTBEATS_ROOT: Final = "/folio/group-heartbeats"
 #: The heartbeat record format (ledger.records; earlier builds wrote none: read as 1).
 _FORMAT: Final = 1
 

@@ -22,6 +22,7 @@ from broker.errors import (
     ReaderGroupExistsError,
     ReaderGroupNotFoundError,
 )
+from broker.metadata_paths import GROUPS_ROOT
 from folio.api.v1 import groups_pb2
 from ledger.api import MetadataStore
 from ledger.errors import BadVersionError, MetadataUnavailableError, NodeExistsError, NoNodeError
@@ -39,8 +40,6 @@ __all__ = [
     "session_timeout_ms",
 ]
 
-#: Group records: ``/folio/groups/<name>``.
-GROUPS_ROOT: Final = "/folio/groups"
 #: The largest serialised state accepted.
 MAX_STATE_BYTES: Final = 4 * 1024 * 1024
 #: The state format this broker knows (``ReaderGroupState.format``).

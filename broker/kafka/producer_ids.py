@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 import struct
 
+from broker.metadata_paths import PRODUCER_IDS_PATH
 from ledger.api import MetadataStore
 from ledger.errors import BadVersionError, NodeExistsError, NoNodeError
 
 __all__ = ["BLOCK_SIZE", "PRODUCER_IDS_PATH", "ProducerIds"]
 
-PRODUCER_IDS_PATH = "/folio/kafka/producer_ids"
 BLOCK_SIZE = 1000
 #: Persisted format: version 1, then the next unreserved id.
 _RECORD = struct.Struct(">Bq")

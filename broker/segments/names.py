@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from broker.errors import NoSuchSegmentError, TopicNameError
+from broker.metadata_paths import SEGMENTS_ROOT, TOPICS_ROOT
 
 __all__ = [
     "MAX_SEGMENT_NAME_CHARS",
@@ -29,10 +30,6 @@ __all__ = [
 MAX_TOPIC_NAME_CHARS = 249
 #: ``"<topic>/<number>"``: a topic name, a slash and up to 10 digits.
 MAX_SEGMENT_NAME_CHARS = MAX_TOPIC_NAME_CHARS + 11
-#: Topic records: ``/folio/topics/<topic>``.
-TOPICS_ROOT = "/folio/topics"
-#: Segment records: ``/folio/segments/<topic>/<number>``.
-SEGMENTS_ROOT = "/folio/segments"
 
 _TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]+")
 _SEGMENT_NAME = re.compile(r"([A-Za-z0-9_-][A-Za-z0-9._-]{0,248})/(0|[1-9][0-9]{0,9})")

@@ -2,9 +2,10 @@
 
 For clusters that run their bookies with ``--no-auto-recovery`` (BookKeeper
 offers both too): the same worker as inside ``folio bookie``, on its own
-ZooKeeper session. It checks the cluster is initialised, serves Prometheus
-metrics, prints one ready line on stdout and works until SIGTERM or SIGINT
-(a ``ledger.lifecycle`` stack: the session, the metrics server, the worker).
+metadata session (``ledger.metadata.stores.open_store``). It checks the
+cluster is initialised, serves Prometheus metrics, prints one ready line on
+stdout and works until SIGTERM or SIGINT (a ``ledger.lifecycle`` stack: the
+session, the metrics server, the worker).
 Its worker id (in the auditor and lock nodes) is ``autorecovery-HOST-PID``.
 """
 
@@ -23,7 +24,8 @@ from ledger.components import Background, MetricsServer
 from ledger.errors import MetadataError
 from ledger.lifecycle import ComponentStack, StartError, run_process
 from ledger.metadata.cluster_config import ClusterConfig
-from ledger.metadata.cluster_layout import read_layout
+from ledger.metadata.cluster_layout import read_ledger_layout
+from ledger.metadata.stores import open_store
 
 __all__ = ["run_autorecovery"]
 
@@ -54,7 +56,7 @@ def run_autorecovery(cluster: ClusterConfig, config: AutoRecoveryConfig,
 
 
 class _Session:
-    """The worker's own ZooKeeper session, on an initialised cluster."""
+    """The worker's own metadata session (ZooKeeper's), on an initialised cluster."""
 
     name = "metadata session"
 
@@ -70,18 +72,13 @@ class _Session:
 
     async def start(self) -> None:
         try:
-            # Imported here: kazoo (the `cluster` extra) is needed only in a cluster.
-            from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore  # noqa: PLC0415
-        except ImportError as error:
-            raise StartError(f"needs the ZooKeeper client kazoo ({error}): "
-                             "pip install 'folio[cluster]'") from None
-        try:
-            store = await ZooKeeperMetadataStore.connect(
+            # zk:// without kazoo installed: a MetadataError saying to install it.
+            store = await open_store(
                 self._cluster.url(), session_timeout_ms=self._cluster.metadata_session_timeout_ms)
         except MetadataError as error:
             raise StartError(str(error)) from None
         try:
-            await read_layout(store)
+            await read_ledger_layout(store)
         except MetadataError as error:
             await store.close()
             raise StartError(str(error)) from None

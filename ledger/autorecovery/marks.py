@@ -1,6 +1,6 @@
 """Under-replication marks in the metadata store: what is left to re-replicate, and who does it.
 
-Paths (under the cluster's chroot, beside ``cluster_layout``'s)::
+Paths (named in ``ledger.metadata.paths``)::
 
     /autorecovery/auditor                ephemeral: the id of the worker that audits
     /autorecovery/underreplicated/L<id>  persistent: ledger <id> lacks copies (JSON,
@@ -29,6 +29,12 @@ from ledger.errors import (
     NoNodeError,
 )
 from ledger.metadata.ledger_metadata import ledger_id_from_name, ledger_path
+from ledger.metadata.paths import (
+    AUDITOR_PATH,
+    AUTORECOVERY_PATH,
+    LOCKS_PATH,
+    UNDER_REPLICATED_PATH,
+)
 from ledger.metadata.read_back import landed
 from ledger.records import RecordFormatError, dump_record, load_record
 
@@ -42,10 +48,6 @@ __all__ = [
     "UnderReplicationMarks",
 ]
 
-AUTORECOVERY_PATH = "/autorecovery"
-AUDITOR_PATH = f"{AUTORECOVERY_PATH}/auditor"
-UNDER_REPLICATED_PATH = f"{AUTORECOVERY_PATH}/underreplicated"
-LOCKS_PATH = f"{AUTORECOVERY_PATH}/locks"
 MARK_FORMAT_VERSION = 1
 
 

@@ -1,6 +1,7 @@
 """A bookie's membership of a cluster: check the cluster, register, unregister.
 
-``folio bookie --metadata-url zk://.../CHROOT`` connects to ZooKeeper before it
+``folio bookie --metadata-url zk://.../CHROOT`` opens the cluster's metadata
+store (``ledger.metadata.stores.open_store``: ZooKeeper for ``zk://``) before it
 serves (and refuses to start on a chroot that ``folio cluster init`` never
 initialised), then, once its port is bound, registers:
 
@@ -20,17 +21,18 @@ from __future__ import annotations
 import logging
 import time
 
+from ledger.api import MetadataStore
 from ledger.errors import NodeExistsError
 from ledger.metadata.cluster_config import ClusterConfig
 from ledger.metadata.cluster_layout import (
-    ClusterLayout,
+    LedgerLayout,
     Registration,
     bookie_all_path,
     bookie_available_path,
-    read_layout,
+    read_ledger_layout,
 )
 from ledger.metadata.registration import EphemeralRegistration
-from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore
+from ledger.metadata.stores import open_store
 
 __all__ = ["BookieMembership"]
 
@@ -40,7 +42,7 @@ log = logging.getLogger(__name__)
 class BookieMembership:
     """A bookie's session with the cluster. ``connect``, ``register``, ``close``."""
 
-    def __init__(self, store: ZooKeeperMetadataStore, layout: ClusterLayout,
+    def __init__(self, store: MetadataStore, layout: LedgerLayout,
                  config: ClusterConfig) -> None:
         self.store = store
         self.layout = layout
@@ -52,14 +54,14 @@ class BookieMembership:
         """Connect to the cluster's metadata and read its layout.
 
         Raises:
-            MetadataError: ZooKeeper unreachable, chroot missing or cluster not
+            MetadataError: the store unreachable (ZooKeeper), chroot missing or cluster not
                 initialised (``ClusterNotInitialisedError``), each with a message
                 saying what to do.
         """
-        store = await ZooKeeperMetadataStore.connect(
-            config.url(), session_timeout_ms=config.metadata_session_timeout_ms)
+        store = await open_store(config.url(),
+                                 session_timeout_ms=config.metadata_session_timeout_ms)
         try:
-            layout = await read_layout(store)
+            layout = await read_ledger_layout(store)
         except BaseException:
             await store.close()
             raise
@@ -78,7 +80,7 @@ class BookieMembership:
             self.store, bookie_available_path(bookie_id), record,
             takeover_timeout_ms=2 * self._config.metadata_session_timeout_ms + 5_000)
         await self._registration.start()
-        log.info("bookie %s registered in %s", bookie_id, self.store.url)
+        log.info("bookie %s registered in %s", bookie_id, self._config.url())
         return bookie_id
 
     async def unregister(self) -> None:

@@ -31,13 +31,12 @@ from collections.abc import Callable
 
 from ledger.api import MetadataStore
 from ledger.errors import BadVersionError, MetadataError, NodeExistsError, NoNodeError
+from ledger.metadata.paths import IDGEN_PATH
 
 __all__ = ["FIRST_LEDGER_ID", "IDGEN_PATH", "LedgerIdAllocator", "allocate_ledger_id"]
 
 logger = logging.getLogger(__name__)
 
-#: The counter node; a child of ``/ledgers``, next to the ``L…`` ledger nodes.
-IDGEN_PATH = "/ledgers/idgen"
 #: The first id handed out.
 FIRST_LEDGER_ID = 1
 

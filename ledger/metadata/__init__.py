@@ -1,5 +1,7 @@
 """Ledger metadata: the MetadataStores, the persisted ledger record and a cluster's layout.
 
+``stores.open_store(url)`` opens a store by its URL's scheme (``zk://``,
+``rocksdb:///PATH``); callers hold it as a ``ledger.api.MetadataStore``.
 ``rocksdb_store.RocksDBMetadataStore`` is the standalone ``ledger.api.MetadataStore``
 (ZooKeeper-shaped nodes in one RocksDB directory; ``_layout`` is its on-disk
 format, ``paths`` the path rules any store applies). ``zookeeper_store.ZooKeeperMetadataStore``

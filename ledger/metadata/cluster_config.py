@@ -2,7 +2,8 @@
 
 Without ``metadata_url`` a process runs as before (a bookie alone, a broker
 with its metadata under ``--data-dir`` and ``--bookies``); with it, the
-process joins the cluster whose metadata lives in that ZooKeeper chroot and
+process joins the cluster whose metadata that URL names (``ledger.metadata.stores``:
+a ZooKeeper chroot, ``zk://``, or for one process alone ``rocksdb://``) and
 registers there under ``advertised_address``. ``ledger.settings`` layers
 the fields like every other setting (``--metadata-url``,
 ``FOLIO_BROKER_METADATA_URL`` / ``FOLIO_BOOKIE_METADATA_URL``, TOML key
@@ -13,13 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger.metadata.metadata_url import MetadataUrl, parse_metadata_url
+from ledger.metadata.stores import DEFAULT_SESSION_TIMEOUT_MS, check_store_url
 
 __all__ = ["DEFAULT_SESSION_TIMEOUT_MS", "ClusterConfig", "check_address"]
 
-#: ZooKeeper session timeout: a process that dies is noticed (its ephemeral
-#: registration vanishes) this long after its last heartbeat.
-DEFAULT_SESSION_TIMEOUT_MS = 6_000
 _WILDCARDS = frozenset({"0.0.0.0", "::", "[::]", ""})
 
 
@@ -36,7 +34,8 @@ class ClusterConfig:
     """Where the cluster's metadata is, and how this process is known in it.
 
     Attributes:
-        metadata_url: ``zk://HOST:PORT[,HOST:PORT...]/CHROOT``; empty: not in a cluster.
+        metadata_url: ``zk://HOST:PORT[,HOST:PORT...]/CHROOT`` (or another scheme of
+            ``ledger.metadata.stores``); empty: not in a cluster.
         advertised_address: ``host:port`` others reach this process on
             (registered in ZooKeeper); empty: the host and port it listens on.
         metadata_session_timeout_ms: the ZooKeeper session timeout asked for.
@@ -48,7 +47,7 @@ class ClusterConfig:
 
     def __post_init__(self) -> None:
         if self.metadata_url:
-            parse_metadata_url(self.metadata_url)  # MetadataUrlError is a ValueError
+            check_store_url(self.metadata_url)  # MetadataUrlError is a ValueError
         if self.advertised_address:
             if not self.metadata_url:
                 raise ValueError("advertised_address needs metadata_url (it is registered "
@@ -63,9 +62,9 @@ class ClusterConfig:
         """Whether this process runs in a cluster (a metadata URL is set)."""
         return bool(self.metadata_url)
 
-    def url(self) -> MetadataUrl:
-        """The parsed metadata URL (``enabled`` must be true)."""
-        return parse_metadata_url(self.metadata_url)
+    def url(self) -> str:
+        """The metadata URL in its canonical form (``enabled`` must be true)."""
+        return check_store_url(self.metadata_url)
 
     def check_host(self, host: str) -> None:
         """Raise ``ValueError`` if in a cluster on a wildcard host with no advertised address.

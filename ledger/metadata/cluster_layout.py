@@ -1,86 +1,55 @@
-"""A cluster's metadata layout: every path under the chroot, and the ``/cluster`` record.
+"""The ledger's part of a cluster's layout: the ``/cluster`` record, bookie registrations.
 
-In cluster mode every process shares one ZooKeeper chroot (``--metadata-url
-zk://HOST:PORT/CHROOT``). These are all the paths under it; use the names
-below, never spell a path out elsewhere.
+In cluster mode every process shares one metadata store (``--metadata-url``,
+``ledger.metadata.stores``). ``ledger.metadata.paths`` names every path the
+ledger layer uses in it (``broker.metadata_paths`` the broker's). Here: the
+``/cluster`` record's ledger fields (``LedgerLayout``: new ledgers' default
+quorums, which a bookie and auto-recovery check for at start), the parents
+the ledger needs (``LEDGER_PARENT_PATHS``) and the ``Registration`` record a
+bookie (and a broker) keeps while it lives.
 
-=========================  ========================================  ==============  ==========
-path                       holds                                     written by      kind
-=========================  ========================================  ==============  ==========
-``/cluster``               ``ClusterLayout`` (JSON, format 1)        cluster init    persistent
-``/ledgers/L<id>``         a ledger's metadata (``ledger_metadata``) brokers         persistent
-``/ledgers/idgen``         the last ledger id given out              brokers         persistent
-``/bookies/available/<id>``  ``Registration`` of a live bookie       the bookie      ephemeral
-``/bookies/all/<id>``      ``Registration`` of every bookie that     the bookie, at  persistent
-                           ever registered (in all, not available:   each start
-                           the bookie is gone)
-``/brokers/<id>``          ``Registration`` of a live broker (the    the broker      ephemeral
-                           address clients should use)
-``/folio/topics/...``      topic records (``broker.segments.names``) brokers         persistent
-``/folio/segments/...``    segment records                           brokers         persistent
-``/folio/groups/...``      reader groups (``broker.groups.store``)   brokers         persistent
-``/folio/kafka/...``       Kafka producer id blocks                  brokers serving persistent
-                           (``broker.kafka.producer_ids``)           Kafka
-=========================  ========================================  ==============  ==========
-
-Auto-recovery keeps its marks, locks and auditor under ``/autorecovery``
-(``ledger.autorecovery.marks`` names those paths).
+The ``/cluster`` record is one JSON object shared by the layers, written once
+by ``folio cluster init`` (``broker.cluster.layout.ClusterLayout``, which adds
+the broker's ``container_count``); each layer reads its own fields.
 
 A bookie's and a broker's ``<id>`` is its advertised ``host:port`` (a bookie's
 is also its id in ledger metadata, so it must stay the same across restarts).
-``folio cluster init`` creates ``/cluster`` and the parents above (``/ledgers``,
-``/bookies/available``, ``/bookies/all``, ``/brokers``, ``/folio``); brokers and
-bookies refuse to start on a chroot without ``/cluster``.
+Bookies refuse to start on a store without ``/cluster``.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import asdict, dataclass, fields
 
 from ledger.api import MetadataStore
 from ledger.config import check_quorums
-from ledger.errors import MetadataError, NodeExistsError, NoNodeError
+from ledger.errors import MetadataError, NoNodeError
 from ledger.metadata.ledger_metadata import LEDGERS_PATH
+from ledger.metadata.paths import BOOKIES_ALL_PATH, BOOKIES_AVAILABLE_PATH, CLUSTER_PATH
 from ledger.records import RecordFormatError, dump_record, load_record
 
 __all__ = [
     "BOOKIES_ALL_PATH",
     "BOOKIES_AVAILABLE_PATH",
-    "BROKERS_PATH",
     "CLUSTER_PATH",
-    "DEFAULT_CONTAINER_COUNT",
-    "FOLIO_PATH",
     "LAYOUT_FORMAT_VERSION",
     "LEDGERS_PATH",
-    "PARENT_PATHS",
-    "ClusterLayout",
+    "LEDGER_PARENT_PATHS",
     "ClusterNotInitialisedError",
+    "LedgerLayout",
     "Registration",
     "bookie_all_path",
     "bookie_available_path",
-    "broker_path",
-    "init_cluster",
-    "read_layout",
+    "check_registration_id",
+    "decode_layout_record",
+    "read_layout_data",
+    "read_ledger_layout",
 ]
 
-#: The cluster's layout record.
-CLUSTER_PATH = "/cluster"
-#: Live bookies: one ephemeral child per bookie, named by its id.
-BOOKIES_AVAILABLE_PATH = "/bookies/available"
-#: Every bookie that ever registered: one persistent child per bookie.
-BOOKIES_ALL_PATH = "/bookies/all"
-#: Live brokers: one ephemeral child per broker, named by its id.
-BROKERS_PATH = "/brokers"
-#: The broker's records (topics, segments, reader groups) live under it.
-FOLIO_PATH = "/folio"
-#: Created by ``folio cluster init`` besides ``/cluster``.
-PARENT_PATHS = (LEDGERS_PATH, BOOKIES_AVAILABLE_PATH, BOOKIES_ALL_PATH, BROKERS_PATH,
-                FOLIO_PATH)
+#: The parents the ledger layer needs, created by ``folio cluster init``.
+LEDGER_PARENT_PATHS = (LEDGERS_PATH, BOOKIES_AVAILABLE_PATH, BOOKIES_ALL_PATH)
 #: The ``/cluster`` record's format.
 LAYOUT_FORMAT_VERSION = 1
-#: Segment containers of a cluster unless ``folio cluster init`` says otherwise.
-DEFAULT_CONTAINER_COUNT = 16
 
 
 class ClusterNotInitialisedError(MetadataError):
@@ -89,26 +58,23 @@ class ClusterNotInitialisedError(MetadataError):
 
 def bookie_available_path(bookie_id: str) -> str:
     """``/bookies/available/<id>``."""
-    return f"{BOOKIES_AVAILABLE_PATH}/{_check_id(bookie_id)}"
+    return f"{BOOKIES_AVAILABLE_PATH}/{check_registration_id(bookie_id)}"
 
 
 def bookie_all_path(bookie_id: str) -> str:
     """``/bookies/all/<id>``."""
-    return f"{BOOKIES_ALL_PATH}/{_check_id(bookie_id)}"
+    return f"{BOOKIES_ALL_PATH}/{check_registration_id(bookie_id)}"
 
 
-def broker_path(broker_id: str) -> str:
-    """``/brokers/<id>``."""
-    return f"{BROKERS_PATH}/{_check_id(broker_id)}"
-
-
-def _check_id(node_id: str) -> str:
+def check_registration_id(node_id: str) -> str:
+    """``node_id`` if it can name a registration node, else ``ValueError``."""
     if not node_id or "/" in node_id or node_id in (".", ".."):
         raise ValueError(f"bad registration id {node_id!r}: non-empty, no '/'")
     return node_id
 
 
-def _decode_json(path: str, data: bytes) -> dict[str, object]:
+def decode_layout_record(path: str, data: bytes) -> dict[str, object]:
+    """The fields of a ``/cluster`` or registration record; ``MetadataError`` on a bad one."""
     try:
         return load_record(data, path, (LAYOUT_FORMAT_VERSION,))
     except RecordFormatError as error:
@@ -116,46 +82,34 @@ def _decode_json(path: str, data: bytes) -> dict[str, object]:
 
 
 @dataclass(frozen=True)
-class ClusterLayout:
-    """What ``folio cluster init`` fixes for the cluster's life.
+class LedgerLayout:
+    """The ledger layer's fields of the ``/cluster`` record: new ledgers' default quorums.
+
+    The record holds other layers' fields too (the broker's ``container_count``,
+    written by ``folio cluster init``); the ledger reads only its own.
 
     Attributes:
-        container_count: segment containers (a segment belongs to the one its
-            name hashes to); cannot change once set.
         ensemble_size: default E of new ledgers.
         write_quorum: default Qw.
         ack_quorum: default Qa.
     """
 
-    container_count: int = DEFAULT_CONTAINER_COUNT
     ensemble_size: int = 3
     write_quorum: int = 2
     ack_quorum: int = 2
 
     def __post_init__(self) -> None:
-        if not 1 <= self.container_count <= 65536:
-            raise ValueError(f"container_count must be in [1, 65536], got {self.container_count}")
         check_quorums(self.ensemble_size, self.write_quorum, self.ack_quorum)
 
-    def encode(self) -> bytes:
-        """The ``/cluster`` node's data."""
-        return dump_record(LAYOUT_FORMAT_VERSION, asdict(self))
-
     @classmethod
-    def decode(cls, data: bytes) -> ClusterLayout:
-        """Read a ``/cluster`` record. Raises ``MetadataError`` on a bad or unknown one."""
-        record = _decode_json(CLUSTER_PATH, data)
+    def decode(cls, data: bytes) -> LedgerLayout:
+        """The ledger's fields of a ``/cluster`` record. ``MetadataError`` on a bad one."""
+        record = decode_layout_record(CLUSTER_PATH, data)
         try:
             return cls(**{field.name: int(record[field.name])  # type: ignore[call-overload]
                           for field in fields(cls)})
         except (KeyError, TypeError, ValueError) as error:
             raise MetadataError(f"{CLUSTER_PATH}: bad layout record: {error}") from None
-
-    def differences(self, other: ClusterLayout) -> list[str]:
-        """``name: mine != theirs`` for each field that differs."""
-        return [f"{field.name}: {getattr(self, field.name)} != {getattr(other, field.name)}"
-                for field in fields(self)
-                if getattr(self, field.name) != getattr(other, field.name)]
 
 
 @dataclass(frozen=True)
@@ -179,7 +133,7 @@ class Registration:
     @classmethod
     def decode(cls, path: str, data: bytes) -> Registration:
         """Read a registration. Raises ``MetadataError`` on a bad one."""
-        record = _decode_json(path, data)
+        record = decode_layout_record(path, data)
         address, started = record.get("address"), record.get("started_at_ms")
         if not isinstance(address, str) or not isinstance(started, int):
             raise MetadataError(f"{path}: bad registration record")
@@ -188,12 +142,12 @@ class Registration:
                    version=version if isinstance(version, str) else "")
 
 
-async def read_layout(store: MetadataStore) -> ClusterLayout:
-    """The cluster's layout.
+async def read_layout_data(store: MetadataStore) -> bytes:
+    """The ``/cluster`` record's bytes.
 
     Raises:
         ClusterNotInitialisedError: no ``/cluster`` record (run ``folio cluster init``).
-        MetadataError: a bad record, or the store failed.
+        MetadataError: the store failed.
     """
     try:
         found = await store.get(CLUSTER_PATH)
@@ -201,27 +155,14 @@ async def read_layout(store: MetadataStore) -> ClusterLayout:
         raise ClusterNotInitialisedError(
             f"no cluster here ({CLUSTER_PATH} is missing): run `folio cluster init "
             "--metadata-url URL` first") from None
-    return ClusterLayout.decode(found.data)
+    return found.data
 
 
-async def init_cluster(store: MetadataStore, layout: ClusterLayout) -> tuple[bool, ClusterLayout]:
-    """Write ``layout`` as the cluster's, once, and create the base paths.
+async def read_ledger_layout(store: MetadataStore) -> LedgerLayout:
+    """The ledger's part of the cluster's layout (bookies and auto-recovery check it at start).
 
-    Idempotent: the base paths are created if missing whatever happens, and a
-    second run finds the record there (or loses the race to a concurrent
-    init: ``create`` is atomic, so exactly one writes it).
-
-    Returns:
-        ``(True, layout)`` if this call wrote the record, else ``(False,
-        the existing layout)``, which may differ from ``layout``: the caller
-        decides whether that is an error.
+    Raises:
+        ClusterNotInitialisedError: no ``/cluster`` record (run ``folio cluster init``).
+        MetadataError: a bad record, or the store failed.
     """
-    try:
-        await store.create(CLUSTER_PATH, layout.encode())
-        created = True
-    except NodeExistsError:
-        created = False
-    for path in PARENT_PATHS:
-        with contextlib.suppress(NodeExistsError):
-            await store.create(path, make_parents=True)
-    return created, (layout if created else await read_layout(store))
+    return LedgerLayout.decode(await read_layout_data(store))

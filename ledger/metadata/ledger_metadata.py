@@ -23,6 +23,7 @@ from google.protobuf.message import DecodeError
 from ledger._proto.v1 import metadata_pb2
 from ledger.api import LEDGER_TRANSITIONS, NO_ENTRY, LedgerState
 from ledger.errors import InvalidArgumentError
+from ledger.metadata.paths import LEDGERS_PATH
 
 __all__ = [
     "FORMAT_VERSION",
@@ -38,8 +39,6 @@ logger = logging.getLogger(__name__)
 
 #: The persisted format this code writes and the only one it reads.
 FORMAT_VERSION = 1
-#: Parent of every ledger's metadata node.
-LEDGERS_PATH = "/ledgers"
 
 _LEDGER_NAME_PREFIX = "L"
 _LEDGER_ID_DIGITS = 20

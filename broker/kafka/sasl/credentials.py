@@ -24,14 +24,13 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from broker.kafka.sasl.scram import SCRAM_HASHES, ScramCredential
+from broker.metadata_paths import SCRAM_PATH
 from ledger.api import MetadataStore
 from ledger.errors import BadVersionError, NodeExistsError, NoNodeError
 from ledger.records import dump_record, load_record
 
 __all__ = ["SCRAM_PATH", "ScramCredentialStore", "ScramTable", "decode_table", "encode_table"]
 
-#: The node holding every SCRAM credential.
-SCRAM_PATH: Final = "/folio/kafka/scram"
 _FORMAT: Final = 1
 #: Compare-and-set attempts before a change gives up (others changing it meanwhile).
 _MAX_ATTEMPTS: Final = 20

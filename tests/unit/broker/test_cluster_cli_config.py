@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -113,6 +114,12 @@ def test_metadata_url_from_the_environment(capsys: pytest.CaptureFixture[str],
 @pytest.mark.parametrize(("argv", "message"), [
     (["broker", "--metadata-url", "zk://h:2181"], "no chroot"),
     (["broker", "--metadata-url", "http://h/f"], "unknown scheme 'http'"),
+    (["autorecovery", "--metadata-url", "etcd://h/f"],
+     "unknown scheme 'etcd' (known schemes: zk:// (zk://HOST"),
+    (["cluster", "init", "--metadata-url", "etcd://h/f"],
+     "(known schemes: zk:// (zk://HOST:PORT[,HOST:PORT...]/CHROOT), rocksdb:// "),
+    (["cluster", "describe", "--metadata-url", "file:///m"], "unknown scheme 'file'"),
+    (["cluster", "describe", "--metadata-url", "rocksdb://m"], "must be absolute"),
     (["broker", "--metadata-url", URL, "--bookies", "h:1"], "exclude each other"),
     (["broker", "--metadata-url", URL, "--ensemble-size", "1", "--write-quorum", "2",
       "--print-config"], "quorums must satisfy"),
@@ -135,7 +142,29 @@ def test_bad_cluster_settings_are_usage_errors(
     code, _, err = _run(capsys, *argv)
     assert code == 2
     assert message in err
-    assert err.startswith(f"folio {argv[0]}: error: ")
+    assert err.startswith(f"folio {argv[0]}: error: ") or (
+        argv[0] == "cluster" and err.startswith(f"folio cluster {argv[1]}: error: "))
+
+
+def test_cluster_init_and_describe_on_the_embedded_store(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    url = f"rocksdb://{tmp_path / 'metadata'}"
+    code, _, err = _run(capsys, "cluster", "describe", "--metadata-url", url)
+    assert code == 1
+    assert "no metadata store at" in err and f"folio cluster init --metadata-url {url}" in err
+    code, out, _ = _run(capsys, "cluster", "init", "--metadata-url", url,
+                        "--container-count", "4", "--ensemble-size", "1",
+                        "--write-quorum", "1", "--ack-quorum", "1")
+    assert code == 0
+    assert out == (f"initialised cluster at {url}: 4 segment containers, default ledger "
+                   "quorums E=1 Qw=1 Qa=1\n")
+    code, out, _ = _run(capsys, "cluster", "describe", "--metadata-url", url, "--json")
+    assert code == 0
+    described = json.loads(out)
+    assert described["metadata_url"] == url
+    assert described["layout"] == {"container_count": 4, "ensemble_size": 1,
+                                   "write_quorum": 1, "ack_quorum": 1}
+    assert described["bookies"] == {"live": {}, "gone": []} and described["brokers"] == {}
 
 
 def test_cluster_command_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:

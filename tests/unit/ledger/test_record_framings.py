@@ -10,9 +10,10 @@ import json
 
 import pytest
 
+from broker.cluster.layout import ClusterLayout
 from ledger.autorecovery.marks import Mark
 from ledger.errors import MetadataError
-from ledger.metadata.cluster_layout import ClusterLayout, Registration
+from ledger.metadata.cluster_layout import Registration
 from ledger.records import VERSION_KEY
 
 EARLIER_LAYOUT = (b'{"ack_quorum": 2, "container_count": 8, "ensemble_size": 3, '

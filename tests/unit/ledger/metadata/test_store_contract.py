@@ -1,8 +1,10 @@
-"""The MetadataStore contract (ledger/api.py), run against both stores.
+"""The MetadataStore contract (ledger/api.py), run against every scheme of the registry.
 
-``rocksdb``: the embedded store on real RocksDB in a tmp dir; ``zookeeper``:
-``ZooKeeperMetadataStore`` on the session's real ZooKeeper server, in a fresh
-chroot. Store-specific behaviour (the embedded store's reopen and per-parent
+Each store is opened by URL through ``ledger.metadata.stores.open_store``, as
+the processes open theirs: ``rocksdb``: the embedded store on real RocksDB in
+a tmp dir (``rocksdb:///...``); ``zk``: ``ZooKeeperMetadataStore`` on the
+session's real ZooKeeper server, in a fresh chroot (``zk://...``).
+Store-specific behaviour (the embedded store's reopen and per-parent
 counters, ZooKeeper sessions) is tested in test_rocksdb_store*.py and
 tests/cluster/test_zookeeper_store.py.
 
@@ -28,39 +30,47 @@ from ledger.errors import (
     NotEmptyError,
 )
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
+from ledger.metadata.stores import SCHEMES, open_store
 from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore
 from tests.support.wait import wait_for_async
 from tests.unit.ledger.metadata.conftest import Recorder
 
 
 # The ZooKeeper case starts a ZooKeeper JVM (zk_url): not in `make unit`.
-@pytest.fixture(params=["rocksdb", pytest.param("zookeeper", marks=pytest.mark.processes)])
+@pytest.fixture(params=["rocksdb", pytest.param("zk", marks=pytest.mark.processes)])
 def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+def test_every_scheme_is_covered() -> None:
+    assert sorted(SCHEMES) == ["rocksdb", "zk"]  # a new scheme: add it to store_kind
+
+
 @pytest.fixture
-def open_store(store_kind: str, tmp_path: Path,
-               request: pytest.FixtureRequest) -> Iterator[Callable[[], object]]:
-    """Opens a second session on the same data: a new store (the embedded one reopens)."""
+def store_url(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """The URL of a fresh, empty store; opening it again opens a second session on it."""
     if store_kind == "rocksdb":
-        yield lambda: RocksDBMetadataStore(tmp_path / "metadata")
-    else:
-        url = request.getfixturevalue("zk_url")
-        yield lambda: ZooKeeperMetadataStore.connect(url)
-
-
-async def _open(open_store: Callable[[], object]) -> MetadataStore:
-    made = open_store()
-    if asyncio.iscoroutine(made):
-        made = await made
-    assert isinstance(made, RocksDBMetadataStore | ZooKeeperMetadataStore)
-    return made
+        return f"rocksdb://{tmp_path / 'metadata'}"
+    return str(request.getfixturevalue("zk_url"))
 
 
 @pytest.fixture
-async def store(open_store: Callable[[], object]) -> AsyncIterator[MetadataStore]:
-    opened = await _open(open_store)
+def open_again(store_url: str) -> Iterator[Callable[[], object]]:
+    """Opens a second session on the same data: a new store (the embedded one reopens)."""
+    yield lambda: open_store(store_url, create=True)
+
+
+async def _open(open_again: Callable[[], object]) -> MetadataStore:
+    made = open_again()
+    assert asyncio.iscoroutine(made)
+    opened: MetadataStore = await made
+    assert isinstance(opened, RocksDBMetadataStore | ZooKeeperMetadataStore)
+    return opened
+
+
+@pytest.fixture
+async def store(open_again: Callable[[], object]) -> AsyncIterator[MetadataStore]:
+    opened = await _open(open_again)
     yield opened
     await opened.close()
 
@@ -179,16 +189,16 @@ async def test_sequential_names_increase(store: MetadataStore) -> None:
 
 
 async def test_ephemeral_nodes_vanish_with_the_session(
-    store: MetadataStore, open_store: Callable[[], object], store_kind: str,
+    store: MetadataStore, open_again: Callable[[], object], store_kind: str,
 ) -> None:
     await store.create("/reg", make_parents=True)
-    owner = store if store_kind == "rocksdb" else await _open(open_store)
+    owner = store if store_kind == "rocksdb" else await _open(open_again)
     await owner.create("/reg/me", b"addr", ephemeral=True)
     assert await owner.get("/reg/me") == Versioned(data=b"addr", version=0)
     with pytest.raises(InvalidArgumentError):
         await owner.create("/reg/me/child")
     await owner.close()
-    reader = await _open(open_store) if store_kind == "rocksdb" else store
+    reader = await _open(open_again) if store_kind == "rocksdb" else store
     try:
         assert not await reader.exists("/reg/me")
         assert await reader.exists("/reg")
