@@ -35,9 +35,11 @@ from folio.api.v1 import (
     transactions_pb2,
     transactions_pb2_grpc,
 )
-from tests.cluster.test_failover import COUNT, _create_topic_named, _spread
+from tests.cluster.test_failover import _create_topic_named
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.cluster import LocalCluster
+from tests.support.cluster_load import COUNT
+from tests.support.cluster_load import wait_spread as _spread
 from tests.support.wait import wait_for
 from txnbuffer.snapshot import decode_record as decode_snapshot_record
 
@@ -81,7 +83,7 @@ def _snapshot_records(owner: str, segment: str) -> dict[str, int]:
                 end = response.end_offset
                 if offset >= end:
                     break
-            responses.cancel()
+            responses.cancel()  # type: ignore[no-untyped-call]  # grpc-stubs: cancel() unannotated
             if offset >= end:
                 break
     return {key: decode_snapshot_record(key, value).count for key, value in live.items()

@@ -23,8 +23,10 @@ from folio.api.v1 import (
     transactions_pb2,
     transactions_pb2_grpc,
 )
-from tests.cluster.test_failover import COUNT, _cluster, _create_topic_named
+from tests.cluster.test_failover import _create_topic_named
 from tests.support.bookies import BookieProcesses
+from tests.support.cluster_load import COUNT
+from tests.support.cluster_load import start_cluster as _cluster
 from tests.support.wait import wait_for
 
 COORDINATOR = container_of("_txnlog/0", COUNT)
@@ -40,7 +42,7 @@ def _coordinator(address: str) -> str:
                  if COORDINATOR in b.containers), "")
 
 
-def _append(address: str, segment: str, txn_id: bytes, number: int) -> str:
+def _append(address: str, segment: str, txn_id: bytes, number: int) -> str | None:
     block = events_pb2.EventBlock(format_version=1, payloads=[b"e%d" % number])
     with grpc.insecure_channel(address) as channel:
         replies = append_pb2_grpc.AppendStub(channel).Append(iter([

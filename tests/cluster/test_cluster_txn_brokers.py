@@ -21,8 +21,9 @@ from bench._cluster_client import list_brokers, lookup_owner
 from broker.cluster.containers import container_of
 from folio.api.v1.routing import routing_point
 from folio.read.reader import Isolation
-from tests.cluster.test_failover import COUNT, _cluster
 from tests.support.bookies import BookieProcess, BookieProcesses
+from tests.support.cluster_load import COUNT
+from tests.support.cluster_load import start_cluster as _cluster
 from tests.support.wait import wait_for
 
 COORDINATOR = container_of("_txnlog/0", COUNT)

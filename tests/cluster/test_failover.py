@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -38,6 +38,7 @@ from tests.support.bookies import BookieProcesses
 from tests.support.cluster_load import COUNT
 from tests.support.cluster_load import start_cluster as _cluster
 from tests.support.cluster_load import wait_spread as _spread
+from tests.support.trailers import trailers as trailers_of
 from tests.support.wait import wait_for
 
 SEGMENTS = 4
@@ -87,11 +88,11 @@ class Writers:
             assert payloads == expected, (writer.segment, len(payloads), len(expected))
 
 
-def _raw_appender(channel: grpc.Channel) -> Callable[[int], str]:
+def _raw_appender(channel: grpc.Channel) -> Callable[[int], str | None]:
     """``append(number)``: SetupAppend on orders/0 as writer "w", one block; the last reply kind."""
     stub = append_pb2_grpc.AppendStub(channel)
 
-    def append(number: int) -> str:
+    def append(number: int) -> str | None:
         block = events_pb2.EventBlock(format_version=1, payloads=[b"%d" % number])
         replies = stub.Append(iter([
             append_pb2.AppendCommand(request_id=1 << 32, setup_append=append_pb2.SetupAppend(
@@ -151,12 +152,13 @@ def test_split_brain_a_stopped_owner_acknowledges_nothing_after_takeover(
             segment="orders/0", writer_id="zombie"))]
     gate = threading.Event()
 
-    def command_stream():  # type: ignore[no-untyped-def]
+    def command_stream() -> Iterator[append_pb2.AppendCommand]:
         yield commands[0]
         gate.wait(120)
         yield commands[1]
 
-    replies = append_pb2_grpc.AppendStub(channel).Append(command_stream(), timeout=120)
+    # iter(): the call is its own iterator; grpc-stubs gives CallIterator only __iter__.
+    replies = iter(append_pb2_grpc.AppendStub(channel).Append(command_stream(), timeout=120))
     assert next(replies).WhichOneof("reply") == "append_setup"
     stale.process.send_signal(signal.SIGSTOP)
     try:
@@ -214,7 +216,7 @@ def test_graceful_handover_when_a_broker_joins_and_when_one_stops(
 
 def _two_brokers_and_an_appender_on_the_owner(
         bookie_processes: BookieProcesses, zk_url: str, tmp_path: Path,
-) -> tuple[list[str], str, grpc.Channel, Callable[[int], str]]:
+) -> tuple[list[str], str, grpc.Channel, Callable[[int], str | None]]:
     """Two brokers, topic ``orders``: their addresses, the one not owning ``orders/0``,
     and a raw appender (with its channel) on ``orders/0``'s owner."""
     _, brokers = _cluster(bookie_processes, zk_url, tmp_path, brokers=2)
@@ -268,7 +270,7 @@ def test_unary_calls_and_reads_on_a_non_owner_are_wrong_host_with_the_owner(
     owner = lookup_owner(addresses, "orders/0")
     other = next(a for a in addresses if a != owner)
     with grpc.insecure_channel(other) as channel:
-        calls = {
+        calls: dict[str, Callable[[], object]] = {
             "GetSegmentInfo": lambda: admin_pb2_grpc.AdminStub(channel).GetSegmentInfo(
                 admin_pb2.GetSegmentInfoRequest(segment="orders/0"), timeout=10),
             "Read": lambda: list(read_pb2_grpc.ReadStub(channel).Read(
@@ -279,7 +281,7 @@ def test_unary_calls_and_reads_on_a_non_owner_are_wrong_host_with_the_owner(
                 call()
             error = refused.value
             assert error.code() == grpc.StatusCode.UNAVAILABLE, name
-            trailers = dict(error.trailing_metadata() or ())
+            trailers = trailers_of(error)
             assert trailers["folio-error-code"] == str(errors_pb2.ERROR_CODE_WRONG_HOST), name
             assert json.loads(trailers["folio-error-context"]) == {
                 "segment": "orders/0", "owner": owner}, name

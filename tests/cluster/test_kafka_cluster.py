@@ -29,11 +29,12 @@ from bench._cluster_client import list_brokers, lookup_owner
 from broker.cluster.containers import container_of
 from broker.kafka.locator import GROUP_KEY
 from broker.kafka.locator import container_of as kafka_container_of
-from tests.cluster.test_failover import COUNT, _spread
 from tests.integration.kafka.test_kafka_bad_input import _batch, _produce, _request_class
 from tests.integration.kafka.test_kafka_clients import create_topic
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.cluster import LocalCluster
+from tests.support.cluster_load import COUNT
+from tests.support.cluster_load import wait_spread as _spread
 from tests.support.kafka import kafka_address, raw_request, read_response
 from tests.support.wait import wait_for
 

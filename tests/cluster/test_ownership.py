@@ -187,7 +187,8 @@ async def test_suspended_pauses_writes_keeps_containers_and_resumes(zk_url: str)
         assert broker.handover.dropped == [] and broker.handover.released == []
         # Reconnected within the session: writes resume at once, nothing reloaded.
         owners.session_changed(SessionState.CONNECTED)
-        assert owners.phase is OwnershipPhase.SERVING
+        phase: OwnershipPhase = owners.phase  # not the PAUSED mypy narrowed it to above
+        assert phase is OwnershipPhase.SERVING
         owners.check_writable(segment)
         await settled([broker], [16])
         assert broker.handover.dropped == [] and broker.handover.released == []

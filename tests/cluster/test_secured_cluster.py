@@ -86,7 +86,7 @@ async def test_secured_cluster_serves_tls_token_clients_and_refuses_the_others(
         assert all(future.result(timeout=0).offset >= 0 for future in futures)
         reader = shop.reader("orders.eu", "earliest", folio.StringSerializer())
         try:
-            seen = []
+            seen: list[str] = []
             while len(seen) < 20:
                 event = reader.read_next(timeout=30)
                 assert event is not None, f"only {len(seen)} of 20 events read"

@@ -9,6 +9,7 @@ role that is not a super-user gets PERMISSION_DENIED on the internal calls.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -116,10 +117,11 @@ def test_a_transaction_over_two_secured_brokers_commits_and_clients_cannot_call_
     for broker in brokers:
         with _channel(pki, broker.address) as channel:
             stub = internal_pb2_grpc.BrokerInternalStub(channel)
-            for call, message in ((stub.WriteTxnMarker, request),
-                                  (stub.RegisterTxnSegment,
-                                   internal_pb2.RegisterTxnSegmentRequest(
-                                       txn_id=bytes(range(1, 17)), segment=f"{topic}/0"))):
+            calls: tuple[tuple[Callable[..., object], object], ...] = (
+                (stub.WriteTxnMarker, request),
+                (stub.RegisterTxnSegment, internal_pb2.RegisterTxnSegmentRequest(
+                    txn_id=bytes(range(1, 17)), segment=f"{topic}/0")))
+            for call, message in calls:
                 with pytest.raises(grpc.RpcError) as refused:
                     call(message, timeout=10,
                          metadata=(("authorization", f"Bearer {_token('shop')}"),))

@@ -33,6 +33,7 @@ from tests.cluster.test_cluster_broker import _read_exactly, ownership_phase
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.cluster import LocalCluster
 from tests.support.proxy import TcpProxy
+from tests.support.trailers import trailers as trailers_of
 from tests.support.wait import wait_for
 from tests.support.zookeeper import ZooKeeperServer, zk_client
 
@@ -57,7 +58,7 @@ def _first_read(address: str, segment: str) -> read_pb2.ReadResponse:
         try:
             return next(iter(call))
         finally:
-            call.cancel()
+            call.cancel()  # type: ignore[no-untyped-call]  # grpc-stubs: cancel() unannotated
 
 
 def _ownership(zk_address: str, chroot: str) -> dict[int, tuple[int, int]]:
@@ -176,7 +177,7 @@ def test_a_broker_cut_from_zookeeper_refuses_writes_and_resumes_within_its_sessi
                         admin_pb2.TruncateSegmentRequest(segment=SEGMENTS[1], offset=0),
                         timeout=30)
                 assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
-                trailers = dict(refused.value.trailing_metadata() or ())
+                trailers = trailers_of(refused.value)
                 assert trailers["folio-error-code"] == str(ErrorCode.ERROR_CODE_WRONG_HOST)
                 assert trailers["folio-error"] == "WrongHostError"
                 assert "lost its metadata-store connection; retry" in (

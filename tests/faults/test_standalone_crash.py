@@ -21,6 +21,7 @@ from folio.api.v1 import admin_pb2, admin_pb2_grpc, append_pb2, append_pb2_grpc
 from folio.api.v1.block import encode_block
 from tests.support.bookies import BookieProcesses
 from tests.support.standalone import append_payloads, read_payloads, start_standalone
+from tests.support.trailers import trailers
 
 pytestmark = pytest.mark.faults
 
@@ -72,7 +73,7 @@ def test_sigkill_keeps_every_acknowledged_event_in_order(
             pass  # the kill may cut the stream before the break
         finally:
             stop.set()
-            replies.cancel()
+            replies.cancel()  # type: ignore[no-untyped-call]  # grpc-stubs: cancel() unannotated
     assert acked >= ACKED_BEFORE_KILL
 
     restarted = start_standalone(bookie_processes, data_dir)
@@ -87,8 +88,8 @@ def test_sigkill_keeps_every_acknowledged_event_in_order(
         events = read_payloads(channel, "crash/0", until_offset=end)
         assert events == [_payload(n) for n in range(end)]
         # The writer's next block continues right after the recovered end.
-        replies = append_payloads(channel, "crash/0", "writer-2", [[b"next"]])
-        assert replies[1].data_appended.offset == end
+        answers = append_payloads(channel, "crash/0", "writer-2", [[b"next"]])
+        assert answers[1].data_appended.offset == end
     assert restarted.terminate() == 0
     log = restarted.log()
     assert "never retrieved" not in log  # issue 13: startup after a crash
@@ -136,8 +137,8 @@ def test_sigterm_under_load_answers_started_appends_then_ends_streams(
                     if acked >= ACKED_BEFORE_KILL and not stop.is_set():
                         stop.set()  # the generator sends a few more blocks at most
                         server.process.terminate()
-        assert ended.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
-        metadata = dict(ended.value.trailing_metadata() or ())  # type: ignore[attr-defined]
+        assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
+        metadata = trailers(ended.value)
         assert metadata.get("folio-error") == "BrokerShuttingDownError"
     assert server.terminate() == 0
 

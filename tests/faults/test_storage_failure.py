@@ -71,7 +71,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[_Broker]:
         yield _Broker(faults, server, channel)
     finally:
         faults.heal()
-        await channel.close()
+        await channel.close(None)
         await watch.close()
         await server.stop(0)
         await topics.close()

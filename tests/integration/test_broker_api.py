@@ -27,6 +27,7 @@ from folio.api.v1 import (
 from folio.api.v1.block import encode_block
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.standalone import append_payloads, read_payloads, start_standalone
+from tests.support.trailers import trailers
 
 
 @pytest.fixture
@@ -41,16 +42,18 @@ def channel(server: BookieProcess) -> Iterator[grpc.Channel]:
 
 
 def _error(call_error: grpc.RpcError) -> tuple[grpc.StatusCode, str, dict[str, object]]:
-    metadata = dict(call_error.trailing_metadata() or ())  # type: ignore[attr-defined]
+    metadata = trailers(call_error)
     context = json.loads(metadata.get("folio-error-context", "{}"))
-    return call_error.code(), str(metadata.get("folio-error")), context  # type: ignore[attr-defined]
+    return call_error.code(), str(metadata.get("folio-error")), context
 
 
 def _refusal(call: object, *args: object) -> tuple[grpc.StatusCode, str, dict[str, object], str]:
     with pytest.raises(grpc.RpcError) as caught:
         call(*args, timeout=30)  # type: ignore[operator]
     code, name, context = _error(caught.value)
-    return code, name, context, caught.value.details()  # type: ignore[attr-defined]
+    details = caught.value.details()
+    assert details is not None
+    return code, name, context, details
 
 
 def test_health_and_admin_round_trip(channel: grpc.Channel) -> None:
@@ -204,22 +207,22 @@ def test_garbage_from_a_client_leaves_the_server_serving(
                                      response_deserializer=lambda data: data)
     with pytest.raises(grpc.RpcError) as caught:
         raw_create(b"\xff\xff\xff\xff\x0f garbage", timeout=30)
-    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
-    assert "folio.v1.CreateTopicRequest" in caught.value.details()  # type: ignore[attr-defined]
-    assert dict(caught.value.trailing_metadata())[  # type: ignore[attr-defined]
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "folio.v1.CreateTopicRequest" in (caught.value.details() or "")
+    assert trailers(caught.value)[
         "folio-error-code"] == "1"  # ErrorCode.ERROR_CODE_INVALID_ARGUMENT
     raw_append = channel.stream_stream("/folio.v1.Append/Append",
                                        request_serializer=lambda data: data,
                                        response_deserializer=lambda data: data)
     with pytest.raises(grpc.RpcError) as caught:
         list(raw_append(iter([b"\x0a\xff\xff\xff\xff\xff"]), timeout=30))
-    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
-    assert "folio.v1.AppendCommand" in caught.value.details()  # type: ignore[attr-defined]
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "folio.v1.AppendCommand" in (caught.value.details() or "")
     # An AppendCommand that sets no command ends that stream with INVALID_ARGUMENT.
     stub = append_pb2_grpc.AppendStub(channel)
     with pytest.raises(grpc.RpcError) as caught:
         list(stub.Append(iter([append_pb2.AppendCommand(request_id=1)]), timeout=30))
-    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     # Still serving, and still correct.
     assert server.running()
     append_payloads(channel, "t/0", "w", [[b"after"]])

@@ -9,6 +9,7 @@ the COMMITTING record and the markers is finished on restart, exactly once.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -23,6 +24,7 @@ from folio.api.v1 import (
 )
 from tests.support.bookies import BookieProcesses
 from tests.support.standalone import append_payloads, read_available, start_standalone
+from tests.support.trailers import trailers
 
 SEGMENTS = ("tx/0", "tx/1")
 UNCOMMITTED = read_pb2.ReadRequest.READ_UNCOMMITTED
@@ -86,7 +88,7 @@ def test_commit_abort_and_illegal_transition(
             stub.CommitTxn(transactions_pb2.CommitTxnRequest(txn_ids=[aborted]), timeout=30)
         error = raised.value
         assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
-        metadata = dict(error.trailing_metadata() or ())
+        metadata = trailers(error)
         assert metadata["folio-error"] == "TxnStateError"
         context = json.loads(metadata["folio-error-context"])
         assert (context["expected"], context["actual"]) == ("OPEN", "ABORTED")
@@ -135,7 +137,7 @@ def test_bad_txn_id_bytes_are_invalid_argument_at_every_rpc(
     message = "a txn_id must be 16 bytes and not all zero"
     with grpc.insecure_channel(server.address) as channel:
         stub = _setup(channel)
-        calls = [
+        calls: list[Callable[[], object]] = [
             lambda: stub.CommitTxn(transactions_pb2.CommitTxnRequest(txn_ids=[bad]), timeout=30),
             lambda: stub.AbortTxn(transactions_pb2.AbortTxnRequest(txn_id=bad), timeout=30),
             lambda: stub.GetTxnStatus(transactions_pb2.GetTxnStatusRequest(txn_id=bad),

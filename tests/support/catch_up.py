@@ -37,7 +37,8 @@ def read_to_sentinels(client: folio.Client, topic: str, reader: folio.EventReade
         last sentinel (events after a sentinel in the same segment are not read).
     """
     segments = client.get_segments(topic)
-    with client.writer(topic, serializer) as writer:
+    with (client.writer(topic) if serializer is None
+          else client.writer(topic, serializer)) as writer:
         for segment in segments:
             writer.write_event(sentinel, routing_key=_key_in(segment)).result(timeout_s)
     missing = {segment.name for segment in segments}

@@ -59,7 +59,8 @@ def append_payloads(
 
 
 def read_available(channel: grpc.Channel, segment: str, *,
-                   isolation: int = read_pb2.ReadRequest.READ_COMMITTED,
+                   isolation: read_pb2.ReadRequest.Isolation.ValueType =
+                   read_pb2.ReadRequest.READ_COMMITTED,
                    timeout_s: float = 30.0) -> list[bytes]:
     """The payloads a reader at ``isolation`` is served from offset 0 before it must wait."""
     stub = read_pb2_grpc.ReadStub(channel)

@@ -51,7 +51,7 @@ def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes, bytes | 
         return report
 
     for index, (partition, value, key, headers) in enumerate(records):
-        producer.produce(topic, value=value, key=key, headers=headers, partition=partition,
+        producer.produce(topic, value=value, key=key, headers=list(headers), partition=partition,
                          on_delivery=delivered(index))
         producer.poll(0)
     assert producer.flush(DEADLINE_S) == 0, "messages left undelivered"
@@ -205,9 +205,11 @@ def test_admin_configs_and_delete(bootstrap: str) -> None:
     admin.delete_topics([topic])[topic].result(DEADLINE_S)
     assert topic not in admin.list_topics(timeout=DEADLINE_S).topics
     missing = admin.list_topics(topic="never-made", timeout=DEADLINE_S).topics["never-made"]
+    assert missing.error is not None
     assert missing.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     # The broker's own system topics are not served to Kafka clients.
     internal = admin.list_topics(topic="_txnlog", timeout=DEADLINE_S).topics["_txnlog"]
+    assert internal.error is not None
     assert internal.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     assert not any(name.startswith("_") for name in admin.list_topics(
         timeout=DEADLINE_S).topics)
@@ -227,8 +229,8 @@ def test_scaled_topic_keeps_sealed_partitions_readable_and_refuses_writes(
     assert [(m.offset(), m.value()) for m in messages] == [(0, b"before-0")]
     assert produce(bootstrap, topic, [(2, b"after", None, [])]) == [(2, 0)]
     producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10_000})
-    errors: list[KafkaError] = []
+    errors: list[KafkaError | None] = []
     producer.produce(topic, value=b"refused", partition=0,
                      on_delivery=lambda error, _message: errors.append(error))
     producer.flush(DEADLINE_S)
-    assert [error.code() for error in errors] == [KafkaError.TOPIC_EXCEPTION]
+    assert [error and error.code() for error in errors] == [KafkaError.TOPIC_EXCEPTION]

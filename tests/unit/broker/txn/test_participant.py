@@ -21,9 +21,15 @@ from tests.unit.broker.conftest import BrokerEnv, block, read_all
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_from_bytes
 
-T1 = txn_id_from_bytes(bytes(range(1, 17)))
-T2 = txn_id_from_bytes(bytes(range(2, 18)))
-assert T1 is not None and T2 is not None
+
+def _txn_id(raw: bytes) -> TxnId:
+    txn_id = txn_id_from_bytes(raw)
+    assert txn_id is not None
+    return txn_id
+
+
+T1 = _txn_id(bytes(range(1, 17)))
+T2 = _txn_id(bytes(range(2, 18)))
 
 
 class _Segment:
