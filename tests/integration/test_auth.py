@@ -96,7 +96,7 @@ def _call(address: str, method: str, request: Any, token: str | None) -> grpc.St
             return grpc.StatusCode.OK
         except grpc.RpcError as error:
             _LAST_DETAILS[method] = error.details() or ""
-            return error.code()  # type: ignore[no-any-return]
+            return error.code()
 
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}

@@ -319,8 +319,10 @@ def test_librdkafka_creates_describes_and_deletes_acls(
     for future in client.create_acls([binding]).values():
         assert future.result(timeout=DEADLINE_S) is None
     assert _folio_acl_list(secured, "rd-app") == ["rd-app\ttopic\tacl.rd.*\tproduce"]
-    everything = AclBindingFilter(Kind.ANY, None, ResourcePatternType.ANY, "User:rd-app",
-                                  None, AclOperation.ANY, AclPermissionType.ANY)
+    # None matches any name and any host (confluent-kafka's docs; its annotations say str).
+    everything = AclBindingFilter(
+        Kind.ANY, None, ResourcePatternType.ANY, "User:rd-app", None,  # type: ignore[arg-type]
+        AclOperation.ANY, AclPermissionType.ANY)
     described = client.describe_acls(everything).result(timeout=DEADLINE_S)
     assert [(b.name, b.resource_pattern_type, b.operation) for b in described] == [
         ("acl.rd.", ResourcePatternType.PREFIXED, AclOperation.WRITE)]

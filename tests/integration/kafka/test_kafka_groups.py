@@ -256,8 +256,8 @@ def test_a_static_member_restarting_takes_its_partitions_back_without_a_rebalanc
         revoked_before = revoked.count("b")
         # A static member leaves no group on close (KIP-345): "a" restarts as a new client.
         consumers.pop("a").close()
-        consumers["a"] = group_consumer(bootstrap, group, assigned, "a-again",
-                                        **{"group.instance.id": "a"})
+        static: dict[str, Any] = {"group.instance.id": "a"}
+        consumers["a"] = group_consumer(bootstrap, group, assigned, "a-again", **static)
         poll_until(list(consumers.values()), lambda: assigned["a-again"] == held_by_a,
                    "the restarted member gets its partitions back")
         assert revoked.count("b") == revoked_before  # "b" was never asked to rejoin

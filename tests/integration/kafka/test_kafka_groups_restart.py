@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -56,7 +57,8 @@ def test_offsets_generations_and_transactional_ids_survive_a_crash(
     create_topic(bootstrap, "restart-out", 1)
     produce(bootstrap, topic, [(p, b"%d" % i, None, []) for i in range(8) for p in range(2)])
     assigned: dict[str, set[int]] = {}
-    consumer = group_consumer(bootstrap, topic, assigned, "one", **{"group.id": group})
+    settings: dict[str, Any] = {"group.id": group}
+    consumer = group_consumer(bootstrap, topic, assigned, "one", **settings)
     try:
         poll_until([consumer], lambda: assigned["one"] == {0, 1}, "assignment")
         consumer.commit(offsets=[TopicPartition(topic, 0, 3), TopicPartition(topic, 1, 6)],
@@ -83,7 +85,7 @@ def test_offsets_generations_and_transactional_ids_survive_a_crash(
     assert committed(bootstrap, group, topic, 2) == [3, 6]
     assert committed(bootstrap, "restart-txn-group", topic, 1) == [5]
     assigned = {}
-    again = group_consumer(bootstrap, topic, assigned, "again", **{"group.id": group})
+    again = group_consumer(bootstrap, topic, assigned, "again", **settings)
     try:
         got: list[object] = []
         poll_until([again], lambda: len(got) == (8 - 3) + (8 - 6),

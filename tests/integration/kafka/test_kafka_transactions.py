@@ -25,12 +25,12 @@ from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic,
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, count: int,
-             isolation: str) -> list[tuple[int, int, bytes]]:
+             isolation: str) -> list[tuple[int | None, int | None, bytes | None]]:
     """(partition, offset, value) of the first ``count`` records, read with ``isolation``."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
                          "enable.auto.commit": False, "isolation.level": isolation})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    got: list[tuple[int, int, bytes]] = []
+    got: list[tuple[int | None, int | None, bytes | None]] = []
     deadline = time.monotonic() + DEADLINE_S
     try:
         while len(got) < count:

@@ -83,7 +83,7 @@ class MemorySnapshotStore:
 
     def compact(self) -> None:
         """Rewrite the topic without covered records and tombstones, as compaction does."""
-        self.records = list(self.latest().items())  # type: ignore[arg-type]
+        self.records = list(self.latest().items())
 
     def keys(self) -> list[str]:
         return sorted(self.latest())

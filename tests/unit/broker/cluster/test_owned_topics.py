@@ -44,7 +44,8 @@ def owned(topics: Any, owned_names: set[str]) -> OwnedTopics:
 
 async def test_a_segment_it_does_not_own_is_wrong_host_with_the_owner() -> None:
     view = owned(FakeTopics(), {"orders/0"})
-    assert await view.segment("orders/0") == "segment orders/0"
+    found: object = await view.segment("orders/0")  # FakeTopics answers a string
+    assert found == "segment orders/0"
     with pytest.raises(WrongHostError) as caught:
         await view.writable_segment("orders/1", "Produce")
     assert caught.value.context() == {"segment": "orders/1", "owner": "10.0.0.2:7070"}
@@ -118,7 +119,8 @@ async def test_paused_writes_are_refused_and_resume_on_the_same_handle() -> None
     topics = SegmentTopics()
     view = OwnedTopics(topics, lambda name: True, lambda name: "b1:7070",  # type: ignore[arg-type]
                        check_writable)
-    handle = await view.writable_segment("orders/0", "Append")  # bound before the pause
+    # Any: a handle on SegmentTopics' fake segment, whose calls answer strings.
+    handle: Any = await view.writable_segment("orders/0", "Append")  # bound before the pause
     assert await handle.append([], "w", 0) == "appended"
     paused["now"] = True
     # A stream bound before: its next block is refused; a new setup too.

@@ -15,12 +15,11 @@ from broker.cluster.containers import COORDINATOR_SEGMENT
 from broker.cluster.txn_routes import ClusterTxnRoutes
 from broker.errors import BrokerShuttingDownError, NoSuchSegmentError, WrongHostError
 from broker.segments.entry import EntryKind
+from tests.support.txn_ids import fixed_txn_id
 from tests.support.wait import wait_for_async
 from txnbuffer.api import TxnId
-from txnbuffer.txn_ids import txn_id_from_bytes
 
-T = txn_id_from_bytes(bytes(range(1, 17)))
-assert T is not None
+T = fixed_txn_id(bytes(range(1, 17)))
 SELF = "self:1"
 
 

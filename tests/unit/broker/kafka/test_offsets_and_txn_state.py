@@ -71,6 +71,7 @@ async def test_a_commit_decided_before_a_crash_gets_its_offsets_at_the_next_star
         ErrorCode.unstable_offset_commit)
     # The commit is decided; the broker dies before the offsets are written.
     txn_id = producers.append_check("tid", producer_id, epoch)[1]
+    assert txn_id is not None
     await coordinator.commit([txn_id])
     await coordinator.close()
     await env.restart()
@@ -102,6 +103,7 @@ async def test_an_aborted_transaction_drops_its_offsets(env: BrokerEnv) -> None:
         # A second InitProducerId while a transaction is open aborts it.
         await producers.begin("tid", producer_id, epoch, "g")
         txn_id = producers.append_check("tid", producer_id, epoch)[1]
+        assert txn_id is not None
         assert (await producers.init("tid", 60_000, -1, -1))[2] == epoch + 1
         assert coordinator.status(txn_id).state is TxnState.ABORTED
     finally:
@@ -119,6 +121,7 @@ async def test_a_transaction_aborted_under_the_producer_must_be_aborted_by_it(
                                     [OffsetCommitItem("in", 0, CommittedOffset(3))])
         assert producers.pending_offsets("g") == {("in", 0)}
         txn_id = producers.append_check("tid", producer_id, epoch)[1]
+        assert txn_id is not None
         await coordinator.abort(txn_id)  # as its timeout does
         assert producers.pending_offsets("g") == set()  # never stable: holds no fetch
         assert await producers.begin("tid", producer_id, epoch) == ErrorCode.invalid_txn_state

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import pytest
 
-from broker.api import Block
+from broker.api import AppendResult, Block
 from broker.errors import EventTooLargeError, InvalidArgumentError
 from broker.segments.names import make_segment_name
 from broker.system.compacted_topic import CompactedTopic
@@ -153,9 +154,9 @@ async def test_concurrent_writes_share_durable_appends(env: BrokerEnv) -> None:
     appends: list[int] = []
     real_append = segment.append
 
-    async def counting_append(*args: object, **kwargs: object) -> object:
-        appends.append(len(args[0]))  # type: ignore[arg-type]
-        return await real_append(*args, **kwargs)  # type: ignore[arg-type]
+    async def counting_append(*args: Any, **kwargs: Any) -> AppendResult:
+        appends.append(len(args[0]))
+        return await real_append(*args, **kwargs)
 
     segment.append = counting_append  # type: ignore[method-assign]
     await asyncio.gather(*(topic.write(f"k{i % 16}", f"v{i}".encode()) for i in range(64)))

@@ -16,20 +16,13 @@ from broker.errors import TxnStateError
 from broker.segments.entry import EntryKind
 from broker.txn.coordinator import TxnCoordinator, TxnState
 from broker.txn.participant import MarkableSegment, TxnParticipant
+from tests.support.txn_ids import fixed_txn_id
 from tests.support.wait import wait_for_async
 from tests.unit.broker.conftest import BrokerEnv, block, read_all
 from txnbuffer.api import TxnId
-from txnbuffer.txn_ids import txn_id_from_bytes
 
-
-def _txn_id(raw: bytes) -> TxnId:
-    txn_id = txn_id_from_bytes(raw)
-    assert txn_id is not None
-    return txn_id
-
-
-T1 = _txn_id(bytes(range(1, 17)))
-T2 = _txn_id(bytes(range(2, 18)))
+T1 = fixed_txn_id(bytes(range(1, 17)))
+T2 = fixed_txn_id(bytes(range(2, 18)))
 
 
 class _Segment:

@@ -75,7 +75,7 @@ def test_consume_group_flushes_printed_events_before_it_reads_on() -> None:
     class _Read:
         def __init__(self, payload: bytes) -> None:
             self.event = folio.Event(payload=payload, routing_key=None, headers={},
-                                     segment="t/0", offset=0, timestamp=0.0)
+                                     segment="t/0", offset=0, timestamp=0)
 
     class _Member:
         def __init__(self, out: _Out) -> None:

@@ -127,7 +127,7 @@ async def test_an_append_stream_awaiting_a_reply_from_a_silent_broker_is_reopene
         assert stream.restarts == 1 and servicer.streams == 2
     finally:
         await stream.close()
-        await channel.close()
+        await channel.close(None)
         await server.stop(None)
 
 
@@ -149,5 +149,5 @@ async def test_a_read_stream_from_a_silent_broker_ends_unavailable() -> None:
         assert "no answer from the broker" in str(error)
         assert call.cancelled()
     finally:
-        await channel.close()
+        await channel.close(None)
         await server.stop(None)

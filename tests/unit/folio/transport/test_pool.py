@@ -73,6 +73,7 @@ class ScriptedStub:
 
 class RecordingFlow:
     def __init__(self) -> None:
+        self.segment = "t/0"  # an AppendFlow names its segment; the pool does not read it
         self.replies: list[append_pb2.AppendReply] = []
         self.ready = 0
         self.lost: list[FolioError] = []

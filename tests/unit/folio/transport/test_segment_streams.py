@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 import pytest
@@ -27,6 +27,9 @@ from folio.api.v1.block import encode_block
 from folio.errors import DeserializationError, InvalidArgumentError, InvalidBlockError
 from folio.models import DeserializationPolicy
 from folio.serializers import JsonSerializer
+
+if TYPE_CHECKING:  # only in the .pyi: grpc has no asyncio stub class at run time
+    from folio.api.v1.read_pb2_grpc import ReadAsyncStub
 
 WAIT_S = 30.0
 
@@ -74,6 +77,12 @@ class _Stub:
         return _Call(responses, error)
 
 
+def _read_stub(stub: _Stub) -> ReadAsyncStub:
+    """``stub`` as the generated stub type SegmentStreams takes: it scripts the one
+    method the streams call (``Read``), and the generated class is not a protocol."""
+    return cast("ReadAsyncStub", stub)
+
+
 def _response(offset: int, count: int, next_offset: int) -> read_pb2.ReadResponse:
     data = encode_block([b"e%d" % (offset + i) for i in range(count)])
     return read_pb2.ReadResponse(
@@ -101,7 +110,7 @@ def _read(streams: SegmentStreams[Any], count: int) -> list[int]:
 
 def test_a_step_split_in_responses_returns_every_event(io: IoThread) -> None:
     stub = _Stub(([_response(0, 2, 6), _response(2, 2, 6), _response(4, 2, 6)], False))
-    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=stub, deserialize=None)
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_read_stub(stub), deserialize=None)
     streams.add("t/0", 0)
     try:
         assert _read(streams, 6) == [0, 1, 2, 3, 4, 5]
@@ -112,7 +121,7 @@ def test_a_step_split_in_responses_returns_every_event(io: IoThread) -> None:
 
 def test_a_stream_broken_inside_a_step_reopens_after_what_it_got(io: IoThread) -> None:
     stub = _Stub(([_response(0, 2, 6)], True), ([_response(2, 4, 6)], False))
-    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=stub, deserialize=None)
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_read_stub(stub), deserialize=None)
     streams.add("t/0", 0)
     try:
         assert _read(streams, 6) == [0, 1, 2, 3, 4, 5]
@@ -123,7 +132,7 @@ def test_a_stream_broken_inside_a_step_reopens_after_what_it_got(io: IoThread) -
 
 def test_a_response_without_blocks_moves_past_left_out_entries(io: IoThread) -> None:
     stub = _Stub(([_response(0, 2, 2), read_pb2.ReadResponse(next_offset=5)], False))
-    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=stub, deserialize=None)
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_read_stub(stub), deserialize=None)
     streams.add("t/0", 0)
     try:
         assert _read(streams, 2) == [0, 1]
@@ -138,7 +147,7 @@ def test_a_split_step_as_read_proto_says_then_a_left_out_tail(io: IoThread) -> N
     # last one the step's next_offset (left-out entries 6..8 after its blocks).
     stub = _Stub(([_response(0, 2, 2), _response(2, 2, 4), _response(4, 2, 9),
                    read_pb2.ReadResponse(next_offset=9)], False))
-    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=stub, deserialize=None)
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_read_stub(stub), deserialize=None)
     streams.add("t/0", 0)
     try:
         assert _read(streams, 6) == [0, 1, 2, 3, 4, 5]
@@ -163,7 +172,7 @@ def _scenario() -> _Stub:
 
 
 def test_an_undecodable_event_raises_and_stays_until_skipped(io: IoThread) -> None:
-    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_scenario(),
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_read_stub(_scenario()),
                                                   deserialize=JsonSerializer().deserialize)
     streams.add("t/0", 0)
     try:
@@ -186,7 +195,7 @@ def test_an_undecodable_event_raises_and_stays_until_skipped(io: IoThread) -> No
 @pytest.mark.parametrize("policy", ["skip", "raw"])
 def test_the_skip_and_raw_policies(io: IoThread, policy: DeserializationPolicy) -> None:
     streams: SegmentStreams[Any] = SegmentStreams(
-        io=io, stub=_scenario(), deserialize=JsonSerializer().deserialize,
+        io=io, stub=_read_stub(_scenario()), deserialize=JsonSerializer().deserialize,
         on_deserialization_error=policy)
     streams.add("t/0", 0)
     try:
@@ -197,7 +206,7 @@ def test_the_skip_and_raw_policies(io: IoThread, policy: DeserializationPolicy) 
 
 
 def test_buffered_events_are_returned_after_close_the_bad_one_included(io: IoThread) -> None:
-    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_scenario(),
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_read_stub(_scenario()),
                                                   deserialize=JsonSerializer().deserialize)
     streams.add("t/0", 0)
     assert _read(streams, 1) == [0]
@@ -222,7 +231,7 @@ def test_an_invalid_block_stops_its_segment_before_the_response(io: IoThread) ->
         read_pb2.ReadBlock(offset=3, event_count=5, data=encode_block([b"3", b"4"]))],
         next_offset=8)
     stub = _Stub(([_response(0, 2, 2), broken, _response(8, 2, 10)], False))
-    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=stub, deserialize=None)
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_read_stub(stub), deserialize=None)
     streams.add("t/0", 0)
     try:
         assert _read(streams, 2) == [0, 1]

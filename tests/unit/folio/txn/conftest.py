@@ -75,7 +75,7 @@ class Harness:
         options: dict[str, Any] = {} if clock is None else {"clock": clock}
         self.writer: SingleRoutingKeyTransactionWriter[Any] = SingleRoutingKeyTransactionWriter(
             _topic(), "key", serializer or _Bytes(), io=io,
-            source=self.stream,  # type: ignore[arg-type]
+            source=self.stream,
             txn_timeout_ms=txn_timeout_ms, writer_id="w", **options)
         self.sync()
 

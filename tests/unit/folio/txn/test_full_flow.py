@@ -55,7 +55,7 @@ def _started(io: IoThread) -> tuple[RecordingStream, SegmentFlow,
                                     concurrent.futures.Future[None]]:
     stream = RecordingStream()
     flow = SegmentFlow(SEGMENT, writer_id="w", txn_id=b"t" * 16,
-                       source=stream, give_up_s=60)  # type: ignore[arg-type]
+                       source=stream, give_up_s=60)
     future: concurrent.futures.Future[None] = concurrent.futures.Future()
     _on_io(io, flow.submit, [(b"block", 3)], future)
     stream.wait_for("setup_append", 1)

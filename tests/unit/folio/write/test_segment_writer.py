@@ -82,7 +82,7 @@ class Harness:
                                     "max_in_flight": 5, "delivery_timeout_s": 60.0}
         settings.update(options)
         self.writer = SegmentWriter(SEGMENT, writer_id="w", io=io,
-                                    stream=self.stream,  # type: ignore[arg-type]
+                                    stream=self.stream,
                                     on_error=self.errors.append, **settings)
 
     def sync(self) -> None:

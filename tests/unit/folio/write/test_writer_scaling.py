@@ -142,7 +142,7 @@ class TxnScalingHarness(TxnHarness):
             return successors
 
         self.writer: SingleRoutingKeyTransactionWriter[Any] = SingleRoutingKeyTransactionWriter(
-            _topic(), "key", _Bytes(), io=io, source=self.stream,  # type: ignore[arg-type]
+            _topic(), "key", _Bytes(), io=io, source=self.stream,
             txn_timeout_ms=60_000, writer_id="w", successors=lookup)
         self.sync()
 

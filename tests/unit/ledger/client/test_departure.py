@@ -18,7 +18,7 @@ MakeBookies = Callable[[int], list[FaultyBookie]]
 async def test_idle_writer_replaces_a_departed_bookie(
         make_bookies: MakeBookies, store: RocksDBMetadataStore) -> None:
     bookies = make_bookies(4)
-    directory = BookieDirectory(bookies[:3], connect={b.bookie_id: b for b in bookies}.get)
+    directory = BookieDirectory(bookies[:3], connect={b.bookie_id: b for b in bookies}.__getitem__)
     client = LedgerClient(store, directory, LedgerConfig(max_entry_bytes=1024 * 1024))
     handle = await client.create(ensemble_size=3, write_quorum=2, ack_quorum=2)
     for number in range(5):
