@@ -22,6 +22,7 @@ import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -105,8 +106,7 @@ def _start_pods(containers: dict[str, Container], cluster: LocalCluster,
         lines.append(wait_for_ready_line(process, START_TIMEOUT_S * 3, log_path))
         port = cluster.pods[pod].ports[cluster.pods[pod].container_port("grpc")]
         # A TCP connect (the secure pods serve TLS, which the health probe here does not speak).
-        wait_for(lambda port=port: _accepts(port), f"{pod} accepting on its API port",
-                 timeout_s=60)
+        wait_for(partial(_accepts, port), f"{pod} accepting on its API port", timeout_s=60)
     return lines
 
 
@@ -131,7 +131,7 @@ def test_image_runs_the_minimal_chart(containers: dict[str, Container],
         _start_pods(containers, cluster, tmp_path, started)
         for pod in (f"{RELEASE}-bookie-0", f"{RELEASE}-broker-0"):
             port = cluster.pods[pod].ports[cluster.pods[pod].container_port("grpc")]
-            wait_for(lambda port=port: _serving(f"127.0.0.1:{port}"),
+            wait_for(partial(_serving, f"127.0.0.1:{port}"),
                      f"{pod} ready (gRPC health)", timeout_s=60)
         with folio.Client(cluster.service_address(RELEASE)) as client:
             client.create_topic("orders", segments=2)

@@ -44,8 +44,9 @@ class _Stream:
 
     def __init__(self, channel: grpc.Channel) -> None:
         self._commands: queue.Queue[_Command | None] = queue.Queue()
-        self._replies = append_pb2_grpc.AppendStub(channel).Append(
-            iter(self._commands.get, None), timeout=120)
+        # iter(): the call is its own iterator; grpc-stubs gives CallIterator only __iter__.
+        self._replies = iter(append_pb2_grpc.AppendStub(channel).Append(
+            iter(self._commands.get, None), timeout=120))
 
     def setup(self, flow: int, segment: str, writer_id: str) -> append_pb2.AppendSetup:
         self._commands.put(_Command(request_id=flow << 32, setup_append=append_pb2.SetupAppend(
@@ -130,7 +131,7 @@ def test_a_client_ignoring_the_16_mib_limit(server: BookieProcess,
     replies = append_payloads(channel, "big/0", "other", [[b"x"]])
     assert replies[1].data_appended.offset == 1
     assert read_payloads(channel, "big/0", until_offset=2) == [b"small", b"x"]
-    assert server.running
+    assert server.running()
 
 
 def test_overlapping_event_numbers_are_refused(channel: grpc.Channel) -> None:

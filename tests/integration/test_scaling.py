@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 
@@ -51,6 +52,10 @@ def _read_in_creation_order(client: folio.Client, topic: str) -> list[folio.Even
                 events.append(event)
                 got += 1
     return events
+
+
+def _reached(progress: list[int], target: int) -> bool:
+    return progress[0] >= target
 
 
 def _check_per_key_order(events: list[folio.Event[bytes]],
@@ -306,7 +311,7 @@ def test_writers_through_cut_connections_across_scaling(client: folio.Client,
                      ([f"{topic}/5", f"{topic}/6"], [(0.0, 1.0)])]
             for seal, ranges in plans:
                 target = progress[0] + 1000
-                wait_for(lambda target=target: progress[0] >= target, "writes to go on", DEADLINE_S)
+                wait_for(partial(_reached, progress, target), "writes to go on", DEADLINE_S)
                 client.scale_topic(topic, seal, ranges)
                 proxy.cut()  # every stream breaks while the writers find the seal
             target = progress[0] + 1000

@@ -264,7 +264,7 @@ def test_leaving_a_for_loop_early_loses_no_event(client: folio.Client) -> None:
             if len(first) == 3:
                 break
         assert reader.positions == {"early-break/0": 3}
-        rest = []
-        while len(rest) < 7 and (event := reader.read_next(timeout=10)) is not None:
-            rest.append(event.offset)
+        rest: list[int] = []
+        while len(rest) < 7 and (later := reader.read_next(timeout=10)) is not None:
+            rest.append(later.offset)
     assert (first, rest) == ([0, 1, 2], [3, 4, 5, 6, 7, 8, 9])

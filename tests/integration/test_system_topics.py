@@ -58,7 +58,7 @@ class Broker:
         self.data_dir = data_dir
         self._processes = BookieProcesses()
         self.process: BookieProcess | None = None
-        self.channel: grpc.Channel | None = None
+        self.channel: grpc.Channel  # set by start(), which runs here
         self.start()
 
     def start(self) -> None:
@@ -69,7 +69,7 @@ class Broker:
         self.txns = transactions_pb2_grpc.TransactionsStub(self.channel)
 
     def stop(self) -> None:
-        assert self.process is not None and self.channel is not None
+        assert self.process is not None
         self.channel.close()
         assert self.process.terminate() == 0, self.process.log()[-3000:]
 

@@ -118,7 +118,7 @@ def test_certificate_rotation_without_restart(processes: BookieProcesses,
                 return False
 
     wait_for(new_ca_accepted, "the broker serves the rotated certificate")
-    assert server.running
+    assert server.running()
     with folio.Client(server.address, tls=folio.TLS(ca=str(old.ca)), timeout_s=10) as stale, \
             pytest.raises(folio.TlsError):
         stale.list_topics()

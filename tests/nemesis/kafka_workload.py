@@ -109,8 +109,10 @@ class KafkaWorkload:
                     with self._lock:
                         self.errors.append(f"consumer {index}: {message.error()}")
                     continue
+                value = message.value()
+                assert value is not None, f"consumer {index}: a record without a value"
                 with self._lock:
-                    self.consumed.append(message.value().decode())
+                    self.consumed.append(value.decode())
         finally:
             consumer.close()
 
@@ -142,7 +144,9 @@ def _read_partitions(bootstrap: str, timeout_s: float = 120) -> list[Any]:
             if message is None or message.error() is not None:
                 continue
             messages.append(message)
-            positions[message.partition()] = message.offset() + 1
+            partition, offset = message.partition(), message.offset()
+            assert partition is not None and offset is not None  # set on a consumed record
+            positions[partition] = offset + 1
         return messages
     finally:
         consumer.close()

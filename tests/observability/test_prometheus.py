@@ -92,8 +92,10 @@ def test_prometheus_sees_rates_and_histograms_of_the_load(
         for histogram in ("folio_append_seconds", "folio_ledger_add_seconds",
                           "folio_bookie_fsync_seconds"):
             p99 = f"histogram_quantile(0.99, sum by (le) (rate({histogram}_bucket[5s])))"
-            prometheus.wait_for(lambda p99=p99: _positive(prometheus.scalar(p99)),
-                                f"a finite p99 of {histogram} while writing")
+            def finite(query: str = p99) -> bool:
+                return _positive(prometheus.scalar(query))
+
+            prometheus.wait_for(finite, f"a finite p99 of {histogram} while writing")
         commits = "sum(rate(folio_bookie_group_commit_entries_count[5s]))"
         prometheus.wait_for(lambda: _positive(prometheus.scalar(commits)),
                             "group commits while writing")

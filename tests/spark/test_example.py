@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,7 @@ def test_the_check_finds_wrong_counts(client: folio.Client, wrong: str) -> None:
     topic = f"counts-{wrong.replace(' ', '-')}"
     client.create_topic(topic, segments=2)
     expected = Counter({("/", 1_700_000_000_000): 3, ("/docs", 1_700_000_010_000): 2})
-    rows = [{"page": page, "window_ms": window_ms, "count": count}
+    rows: list[dict[str, Any]] = [{"page": page, "window_ms": window_ms, "count": count}
             for (page, window_ms), count in expected.items()]
     if wrong == "a count off by one":
         rows[1]["count"] += 1

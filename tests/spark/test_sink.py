@@ -147,8 +147,8 @@ def test_a_replayed_micro_batch_commits_nothing(spark: Any, client: folio.Client
     # An attempt before the "crash" left its transaction open (its commit message never
     # reached the driver): the replay's sweep of the query's label aborts it.
     query_id = json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"]
-    with client.transactional_writer("sink-stream-out") as writer:
-        orphan = writer.begin(label=query_label(f"spark-query-{query_id}"))
+    with client.transactional_writer("sink-stream-out") as txn_writer:
+        orphan = txn_writer.begin(label=query_label(f"spark-query-{query_id}"))
         orphan.write_event(b"orphan", routing_key="k0")
         orphan_id = orphan.detach()
     run()

@@ -30,7 +30,7 @@ import struct
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, Self, TypeVar
 
 __all__ = ["COMMAND_TIMEOUT_S", "TcpProxy"]
 
@@ -200,7 +200,7 @@ class TcpProxy:
         if self._error is not None:
             raise AssertionError(f"the proxy's thread failed: {self._error!r}") from self._error
 
-    def __enter__(self) -> TcpProxy:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
