@@ -33,6 +33,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
+    UserScramCredentialAlteration,
     UserScramCredentialUpsertion,
 )
 from kafka import KafkaConsumer, KafkaProducer
@@ -185,9 +186,9 @@ def kafka_python_settings(listener: Listener, mechanism: str, role: str, *,
 def add_scram_user(listener: Listener, user: str, password: str = SCRAM_PASSWORD) -> None:
     """SCRAM-SHA-256 and -512 credentials for ``user``, through AlterUserScramCredentials."""
     admin = AdminClient(confluent_settings(listener, "PLAIN", "admin"))
-    upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096),
-                                            password.encode())
-               for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)]
+    upserts: list[UserScramCredentialAlteration] = [
+        UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), password.encode())
+        for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)]
     for future in admin.alter_user_scram_credentials(upserts).values():
         future.result(DEADLINE_S)
 
@@ -239,7 +240,9 @@ def kafka_python_round_trip(settings: dict[str, Any], topic: str) -> bytes:
 def _errors_of(settings: dict[str, Any]) -> list[KafkaError]:
     """The errors a librdkafka client reports (error_cb) while it tries to reach the broker."""
     errors: list[KafkaError] = []
-    admin = AdminClient({**settings, "error_cb": errors.append})
+    # Any: confluent-kafka types config values as str | int | float; error_cb is a callable.
+    config: dict[str, Any] = {**settings, "error_cb": errors.append}
+    admin = AdminClient(config)
     deadline = time.monotonic() + DEADLINE_S
     while not errors:
         assert time.monotonic() < deadline, "the client reported no error"

@@ -10,6 +10,8 @@ by this manager and by a fresh one loading the segment from its record.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from broker.segments.names import segment_path
@@ -17,6 +19,7 @@ from broker.segments.records import SegmentRecord
 from broker.segments.segment import LedgerSegment
 from broker.system.snapshot_store import snapshot_store
 from broker.topics.manager import TopicManager
+from ledger.client.handle import LedgerHandle
 from ledger.errors import MetadataUnavailableError, NoSuchLedgerError
 from tests.support.faulty_metadata import Fault, FaultyMetadataStore
 from tests.unit.broker.conftest import SMALL, BrokerEnv, block, read_all
@@ -81,8 +84,8 @@ async def test_write_refused_before_applied_deletes_the_unrecorded_ledger(
     created: list[int] = []
     create = env.ledgers.create
 
-    async def remembering(**kwargs: object) -> object:
-        handle = await create(**kwargs)  # type: ignore[arg-type]
+    async def remembering(**kwargs: Any) -> LedgerHandle:
+        handle = await create(**kwargs)
         created.append(handle.ledger_id)
         return handle
 
