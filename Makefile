@@ -76,6 +76,8 @@ check-stubs: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# mypy --strict on what pyproject's [tool.mypy] files lists: the packages, bench/,
+# scripts/, tests/ and examples/ (CONTRIBUTING.md, "What make test type-checks").
 typecheck: $(STAMP)
 	$(BIN)/mypy
 

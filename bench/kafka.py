@@ -99,7 +99,7 @@ def kafka_produce(bootstrap: str, topic: str, size: int, duration_s: float,
     ``settings``: more client settings (security: ``bench._kafka_secured``).
     """
     from confluent_kafka import Producer  # noqa: PLC0415
-    from confluent_kafka.admin import (  # type: ignore[attr-defined]  # noqa: PLC0415
+    from confluent_kafka.admin import (  # noqa: PLC0415
         AdminClient,
         NewTopic,
     )
