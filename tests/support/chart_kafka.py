@@ -54,7 +54,7 @@ def refuses_anonymous(bootstrap: str, ca: Path) -> bool:
     dropped by the broker (its log names a failed bootstrap attempt), not
     merely because no answer came in time. It retries a refused bootstrap
     with backoff for ``bootstrap_timeout_ms`` (default 30 s); the broker drops
-    each attempt within milliseconds, so 5 s.
+    each attempt within milliseconds, so 3 s.
     """
     import logging  # noqa: PLC0415
 
@@ -75,7 +75,7 @@ def refuses_anonymous(bootstrap: str, ca: Path) -> bool:
     try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, security_protocol="SSL",
                                  ssl_cafile=str(ca), request_timeout_ms=10_000,
-                                 bootstrap_timeout_ms=5_000)
+                                 bootstrap_timeout_ms=3_000)
         try:
             admin.list_topics()
         finally:
