@@ -48,17 +48,40 @@ def round_trip(bootstrap: str, ca: Path, role: str, token: str, topic: str) -> N
 
 
 def refuses_anonymous(bootstrap: str, ca: Path) -> bool:
-    """Whether a TLS client without SASL is refused (a Kafka error, not topics)."""
+    """Whether a TLS client without SASL is refused (a Kafka error, not topics).
+
+    Refused: kafka-python gives up bootstrapping after its connections were
+    dropped by the broker (its log names a failed bootstrap attempt), not
+    merely because no answer came in time. It retries a refused bootstrap
+    with backoff for ``bootstrap_timeout_ms`` (default 30 s); the broker drops
+    each attempt within milliseconds, so 3 s.
+    """
+    import logging  # noqa: PLC0415
+
     from kafka import KafkaAdminClient  # noqa: PLC0415
     from kafka.errors import KafkaError  # noqa: PLC0415
 
+    failed: list[str] = []
+
+    class _FailedAttempts(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if message.startswith("Bootstrap") and " failed: " in message:
+                failed.append(message)
+
+    manager_log = logging.getLogger("kafka.net.manager")
+    handler = _FailedAttempts(logging.WARNING)
+    manager_log.addHandler(handler)
     try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, security_protocol="SSL",
-                                 ssl_cafile=str(ca), request_timeout_ms=10_000)
+                                 ssl_cafile=str(ca), request_timeout_ms=10_000,
+                                 bootstrap_timeout_ms=3_000)
         try:
             admin.list_topics()
         finally:
             admin.close()
     except KafkaError:
-        return True
+        return bool(failed)
+    finally:
+        manager_log.removeHandler(handler)
     return False
