@@ -21,6 +21,12 @@ unexpectedly is logged at ERROR and closes the connection too; the broker
 and every other connection go on. A ``LedgerError`` a handler has no answer
 for (the metadata store unreachable) closes it after a WARNING: the client
 reconnects and asks again.
+
+On a SASL listener a frame over ``PRE_AUTHENTICATION_MAX_FRAME_BYTES`` (512
+KiB, Kafka's ``sasl.server.max.receive.size``) before the client has
+authenticated closes the connection on its size alone, counted and logged
+(rate-limited) as a refused authentication; once authenticated the general
+cap applies.
 """
 
 from __future__ import annotations
