@@ -15,7 +15,9 @@ It prints the server's CPU time per byte of each (``time.process_time``:
 only this process, where only the event loop runs) and the difference TLS
 makes, per byte and per 1 KiB event; and OpenSSL's own AES-GCM rate in the
 same process (two ``SSLObject``s over memory BIOs, no sockets), the part of
-that difference no Python code can remove. Both Kafka paths pay the rest of
+that difference no Python code can remove; and the receive through a bare
+``SSLObject`` protocol on the raw socket transport (no asyncio TLS layer,
+no framing), the least a TLS layer of the broker's own could cost. Both Kafka paths pay the rest of
 a broker's work per event on top, so the difference per event over the
 PLAINTEXT broker's CPU per event is the least the SASL_SSL/PLAINTEXT CPU
 ratio can be.
@@ -103,6 +105,70 @@ async def _serve_once(context: ssl.SSLContext | None, mode: str, frame_bytes: in
     return spent
 
 
+class _BareTls(asyncio.BufferedProtocol):
+    """The least a TLS receive can cost in Python: an ``SSLObject`` over memory BIOs, no framing.
+
+    What a TLS layer of the broker's own (instead of asyncio's ``SSLProtocol``)
+    could come down to: each socket read into one buffer, written into the
+    incoming BIO, and decrypted record by record into one plaintext buffer.
+    """
+
+    def __init__(self, context: ssl.SSLContext, total: int,
+                 done: asyncio.Future[float]) -> None:
+        self._incoming, self._outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self._tls = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self._read = memoryview(bytearray(_SLICE_BYTES))
+        self._plain = memoryview(bytearray(1 << 20))
+        self._total, self._done, self._got = total, done, 0
+        self._started: float | None = None
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._read
+
+    def buffer_updated(self, nbytes: int) -> None:
+        assert self._transport is not None
+        self._incoming.write(self._read[:nbytes])
+        if self._started is None:
+            with contextlib.suppress(ssl.SSLWantReadError):
+                self._tls.do_handshake()
+                self._started = time.process_time()
+        else:
+            read_into: Any = self._tls.read  # with a buffer it answers the count
+            with contextlib.suppress(ssl.SSLWantReadError):
+                while got := int(read_into(len(self._plain), self._plain)):
+                    self._got += got
+        answer = self._outgoing.read()
+        if answer:
+            self._transport.write(answer)
+        started = self._started
+        if started is not None and self._got >= self._total and not self._done.done():
+            self._done.set_result(time.process_time() - started)
+            self._tls.write(b"x")
+            self._transport.write(self._outgoing.read())
+
+
+async def _bare_receive(context: ssl.SSLContext, frame_bytes: int, total: int,
+                        ca: Path) -> float:
+    """Server CPU seconds for ``_BareTls`` to receive ``total`` bytes."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[float] = loop.create_future()
+    server = await loop.create_server(lambda: _BareTls(context, total, done), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _CLIENT, str(port), "1", "receive", str(frame_bytes),
+        str(total), str(ca))
+    spent = await asyncio.wait_for(done, 600)
+    await client.wait()
+    server.close()
+    await server.wait_closed()
+    return spent
+
+
 def _openssl_rate(total: int, context: ssl.SSLContext, ca: Path) -> float:
     """Bytes/s through a TLS 1.3 pair of SSLObjects over memory BIOs (encrypt + decrypt)."""
     client_context = ssl.create_default_context(cafile=str(ca))
@@ -146,6 +212,8 @@ def measure(mib: int, frame_bytes: int) -> dict[str, Any]:
                 out[f"{mode}_{name}_ns_per_byte"] = seconds / total * 1e9
             extra = out[f"{mode}_tls_ns_per_byte"] - out[f"{mode}_plaintext_ns_per_byte"]
             out[f"{mode}_tls_extra_us_per_kib_event"] = extra * 1024 / 1000
+        bare = asyncio.run(_bare_receive(context, frame_bytes, total, ca_path))
+        out["receive_bare_tls_ns_per_byte"] = bare / total * 1e9
         out["openssl_encrypt_decrypt_mb_per_s"] = _openssl_rate(total, context, ca_path) / 1e6
     return out
 
@@ -160,6 +228,8 @@ def table(row: dict[str, Any]) -> str:
         tls = row[f"{mode}_tls_ns_per_byte"]
         lines.append(f"| {mode} | {plain:.2f} ns/B | {tls:.2f} ns/B | {tls - plain:.2f} ns/B "
                      f"| {row[f'{mode}_tls_extra_us_per_kib_event']:.2f} µs |")
+    lines += ["", "Receive through a bare SSLObject protocol (no asyncio TLS layer, no "
+              f"framing): {row['receive_bare_tls_ns_per_byte']:.2f} ns/B"]
     rate = row["openssl_encrypt_decrypt_mb_per_s"]
     lines += ["", f"OpenSSL alone (encrypt and decrypt, memory BIOs): {rate:,.0f} MB/s, "
               f"{1e3 / rate / 2:.2f} ns/B each"]

@@ -21,6 +21,12 @@ unexpectedly is logged at ERROR and closes the connection too; the broker
 and every other connection go on. A ``LedgerError`` a handler has no answer
 for (the metadata store unreachable) closes it after a WARNING: the client
 reconnects and asks again.
+
+On a SASL listener a frame over ``PRE_AUTHENTICATION_MAX_FRAME_BYTES`` (512
+KiB, Kafka's ``sasl.server.max.receive.size``) before the client has
+authenticated closes the connection on its size alone, counted and logged
+(rate-limited) as a refused authentication; once authenticated the general
+cap applies.
 """
 
 from __future__ import annotations
@@ -38,7 +44,12 @@ from kio.serial.errors import SerialError
 
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Call, Deferred, DispatchTable
-from broker.kafka.framing import FrameError, FrameStream
+from broker.kafka.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameError,
+    FrameStream,
+    FrameTooLargeError,
+)
 from broker.kafka.handlers.api_versions import API_VERSIONS_KEY, unsupported_version_answer
 from broker.kafka.handlers.sasl import (
     OPEN_KEYS,
@@ -55,7 +66,7 @@ from broker.kafka.messages import (
 from ledger.errors import LedgerError
 from ledger.security.tokens import Principal
 
-__all__ = ["KafkaConnection", "ProtocolError"]
+__all__ = ["PRE_AUTHENTICATION_MAX_FRAME_BYTES", "KafkaConnection", "ProtocolError"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +78,10 @@ MAX_PENDING_RESPONSES = 16
 _WRITE_SLICE_BYTES = 256 * 1024
 #: Seconds a refused authentication's connection stays open after its answer.
 FAILED_AUTHENTICATION_DELAY_S = 0.1
+#: The largest frame a SASL listener reads before the client has authenticated
+#: (Kafka's ``sasl.server.max.receive.size`` default): an anonymous client makes
+#: the broker hold at most this, not the general cap, per connection.
+PRE_AUTHENTICATION_MAX_FRAME_BYTES = 512 * 1024
 
 
 class ProtocolError(Exception):
@@ -80,10 +95,14 @@ class _RefusedError(Exception):
 class KafkaConnection:
     """Serves one accepted connection until the client or the listener closes it."""
 
-    def __init__(self, context: KafkaContext, table: DispatchTable, stream: FrameStream) -> None:
+    def __init__(self, context: KafkaContext, table: DispatchTable, stream: FrameStream, *,
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._context = context
         self._table = table
         self._stream = stream
+        #: The frame size cap once authenticated (before: the stream's own, which
+        #: the server lowers on a SASL listener).
+        self._max_frame_bytes = max_frame_bytes
         peer = stream.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         #: Who this connection authenticated as; None: the listener authenticates no one.
@@ -163,11 +182,19 @@ class KafkaConnection:
     async def _next_frame(self) -> bytes | None:
         """The next frame; a session whose lifetime passes meanwhile ends the connection."""
         session = self.session
-        if session is None or session.deadline is None:
-            return await self._stream.next_frame()
         try:
+            if session is None or session.deadline is None:
+                return await self._stream.next_frame()
             return await self._stream.next_frame(session.deadline - time.monotonic())
+        except FrameTooLargeError as error:
+            if session is None or session.authenticated:
+                raise
+            session.refuse("frame_too_large", f"a frame of {error.size} bytes before "
+                           f"authenticating (at most {error.max_frame_bytes})")
+            raise _RefusedError from None
         except TimeoutError:
+            if session is None:  # no timeout was asked for: not ours
+                raise
             session.refuse("session_expired", "the session's token expired and the client "
                            "did not re-authenticate")
             raise _RefusedError from None
@@ -210,6 +237,8 @@ class KafkaConnection:
         if session is not None:
             response = await session.answer(call)
             self.principal = session.principal
+            if session.authenticated:
+                self._stream.max_frame_bytes = self._max_frame_bytes
             return _ready(self._encode(api_key, version, correlation_id, response))
         response = await row.handler(self._context, call)
         if isinstance(response, Deferred):

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 __all__ = ["DEFAULT_MAX_FRAME_BYTES", "IN_PLACE_BYTES", "MIN_FRAME_BYTES",
-           "QUEUED_FRAME_BYTES", "FrameError", "FrameStream", "frame"]
+           "QUEUED_FRAME_BYTES", "FrameError", "FrameStream", "FrameTooLargeError", "frame"]
 
 _SIZE = struct.Struct(">i")
 #: The largest request a client may send (Kafka's ``socket.request.max.bytes``
@@ -54,6 +54,16 @@ QUEUED_FRAME_BYTES: Final = 256 * 1024
 
 class FrameError(Exception):
     """A frame that breaks the protocol: the connection must be closed."""
+
+
+class FrameTooLargeError(FrameError):
+    """A frame size over the stream's ``max_frame_bytes`` (``size``: the one announced)."""
+
+    def __init__(self, size: int, max_frame_bytes: int) -> None:
+        super().__init__(f"frame of {size} bytes is outside "
+                         f"[{MIN_FRAME_BYTES}, {max_frame_bytes}]")
+        self.size = size
+        self.max_frame_bytes = max_frame_bytes
 
 
 def frame(payload: bytes) -> bytes:
@@ -94,6 +104,22 @@ class FrameStream(asyncio.BufferedProtocol):
         self._drainers: list[asyncio.Future[None]] = []
         self._lost: BaseException | None = None
         self._closed: asyncio.Future[None] | None = None
+
+    @property
+    def max_frame_bytes(self) -> int:
+        """The largest frame accepted; a larger size is a ``FrameTooLargeError``.
+
+        The owner may change it between frames (a SASL listener keeps it at
+        512 KiB until the client has authenticated); it applies to sizes read
+        from then on.
+        """
+        return self._max_frame_bytes
+
+    @max_frame_bytes.setter
+    def max_frame_bytes(self, value: int) -> None:
+        if value < MIN_FRAME_BYTES:
+            raise ValueError(f"max_frame_bytes must be at least {MIN_FRAME_BYTES}, not {value}")
+        self._max_frame_bytes = value
 
     @property
     def queued_bytes(self) -> int:
@@ -177,7 +203,11 @@ class FrameStream(asyncio.BufferedProtocol):
         view, start = _scratch(), 0
         while end - start >= _SIZE.size:
             (size,) = _SIZE.unpack_from(view, start)
-            if not MIN_FRAME_BYTES <= size <= self._max_frame_bytes:
+            if size > self._max_frame_bytes:
+                self._fail(FrameTooLargeError(size, self._max_frame_bytes))
+                start = end
+                break
+            if size < MIN_FRAME_BYTES:
                 self._fail(FrameError(f"frame of {size} bytes is outside "
                                       f"[{MIN_FRAME_BYTES}, {self._max_frame_bytes}]"))
                 start = end

@@ -15,7 +15,7 @@ import logging
 import ssl
 
 from broker.kafka.apis import dispatch_table
-from broker.kafka.connection import KafkaConnection
+from broker.kafka.connection import PRE_AUTHENTICATION_MAX_FRAME_BYTES, KafkaConnection
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import DispatchTable
 from broker.kafka.framing import DEFAULT_MAX_FRAME_BYTES, FrameStream
@@ -70,12 +70,18 @@ class KafkaServer:
         security = self._context.security
         if security is not None and security.tls is not None:
             stream.hold()  # the client's first bytes are its TLS handshake
+        if security is not None and security.authenticator is not None:
+            # Until SASL succeeds (the connection then lifts it), as Kafka's
+            # sasl.server.max.receive.size: set before the first byte is read.
+            stream.max_frame_bytes = min(PRE_AUTHENTICATION_MAX_FRAME_BYTES,
+                                         self._max_frame_bytes)
         task = asyncio.ensure_future(self._serve(stream))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _serve(self, stream: FrameStream) -> None:
-        connection = KafkaConnection(self._context, self._table, stream)
+        connection = KafkaConnection(self._context, self._table, stream,
+                                     max_frame_bytes=self._max_frame_bytes)
         try:
             secured = await self._secure(connection, stream)
         except BaseException:  # stopped during the TLS handshake: close, then go on stopping
@@ -110,6 +116,7 @@ class KafkaServer:
                 return False
             principal = Principal(role)
             connection.principal = principal
+            stream.max_frame_bytes = self._max_frame_bytes
         if security.authenticates:
             connection.session = SaslSession(security, connection.peer, principal)
         return True

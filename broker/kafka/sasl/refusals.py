@@ -2,7 +2,8 @@
 
 Every connection the listener closes because it did not authenticate (a
 failed TLS handshake, a SASL refusal, a request before authentication, a
-session whose lifetime passed) counts once in
+session whose lifetime passed, a frame over the pre-authentication size cap)
+counts once in
 ``folio_kafka_auth_failures_total{reason}`` and is logged at WARNING with the
 client's address, at most ``LOG_EVERY_S`` apart per reason (the lines in
 between are counted and their number given with the next one), so a client
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 #: Bounded labels of the counter.
 REASONS: Final = ("tls_handshake", "bad_credentials", "bad_token", "expired_token",
                   "unsupported_mechanism", "bad_message", "unauthenticated_request",
-                  "session_expired", "no_client_certificate")
+                  "session_expired", "no_client_certificate", "frame_too_large")
 AUTH_FAILURES = Counter(
     "folio_kafka_auth_failures_total",
     "Kafka connections closed because they did not authenticate, by reason.", ["reason"])

@@ -10,6 +10,7 @@ and read its usage error.
 from __future__ import annotations
 
 import socket
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,6 +140,36 @@ def test_reauthentication_may_not_change_the_role(sock: socket.socket) -> None:
     other = _plain(sock, create_token("admin", _SECRET, "HS256"))
     assert other.error_code == ErrorCode.sasl_authentication_failed
     assert _closed(sock)
+
+
+def _padded(api_key: int, version: int, size: int, **fields: Any) -> bytes:
+    """A request frame of ``size`` bytes (after its prefix): the request, then zeros.
+
+    The broker ignores bytes after a decoded request body, as Kafka's does.
+    """
+    data = raw_request(api_key, version, 7, _request(api_key, version, **fields))
+    body = data[4:]
+    return struct.pack(">i", size) + body + bytes(size - len(body))
+
+
+def test_a_large_frame_before_authentication_is_refused(sock: socket.socket) -> None:
+    cap = 512 * 1024  # Kafka's sasl.server.max.receive.size
+    # At the cap: read whole and answered (ApiVersions is served before authenticating).
+    sock.sendall(_padded(18, 3, cap, client_software_name="t", client_software_version="1"))
+    correlation_id, versions = read_response(sock, 18, 3)
+    assert correlation_id == 7 and versions.error_code == ErrorCode.none
+    # One byte over: refused once its size is read, before its body comes.
+    sock.sendall(struct.pack(">i", cap + 1) + raw_request(18, 3, 8, _request(
+        18, 3, client_software_name="t", client_software_version="1"))[4:])
+    assert _closed(sock)
+
+
+def test_large_frames_are_read_once_authenticated(sock: socket.socket) -> None:
+    answer = _plain(sock, create_token("app", _SECRET, "HS256"), user="app")
+    assert answer.error_code == ErrorCode.none
+    sock.sendall(_padded(3, 1, 2 * 1024 * 1024, topics=None))  # Metadata of 2 MiB
+    correlation_id, metadata = read_response(sock, 3, 1)
+    assert correlation_id == 7 and metadata.brokers
 
 
 @pytest.mark.parametrize(("flags", "message"), [

@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from broker.kafka.framing import IN_PLACE_BYTES, QUEUED_FRAME_BYTES, FrameError, FrameStream, frame
+from broker.kafka.framing import (
+    IN_PLACE_BYTES,
+    QUEUED_FRAME_BYTES,
+    FrameError,
+    FrameStream,
+    FrameTooLargeError,
+    frame,
+)
 from tests.support.certs import Pki
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024
@@ -162,6 +169,23 @@ async def test_a_frame_not_come_in_time_times_out(connect: Connect) -> None:
         await stream.next_frame(0.05)
     writer.write(frame(b"late" * 4))
     assert await asyncio.wait_for(stream.next_frame(30), 30) == b"late" * 4
+
+
+async def test_a_lowered_cap_refuses_larger_frames_until_raised(connect: Connect) -> None:
+    stream, _reader, writer = await connect()
+    stream.max_frame_bytes = 1024
+    writer.write(frame(bytes(1024)))
+    assert await asyncio.wait_for(stream.next_frame(), 30) == bytes(1024)
+    stream.max_frame_bytes = MAX_FRAME_BYTES  # raised between frames: a larger one passes
+    writer.write(frame(bytes(4096)))
+    assert await asyncio.wait_for(stream.next_frame(), 30) == bytes(4096)
+    stream.max_frame_bytes = 1024
+    writer.write(struct.pack(">i", 1025))  # refused on its size, no body needed
+    with pytest.raises(FrameTooLargeError) as raised:
+        await asyncio.wait_for(stream.next_frame(), 30)
+    assert (raised.value.size, raised.value.max_frame_bytes) == (1025, 1024)
+    with pytest.raises(ValueError, match="at least 10"):
+        stream.max_frame_bytes = 9
 
 
 async def test_answers_are_written_and_drained(connect: Connect) -> None:
