@@ -38,7 +38,7 @@ class SegmentAppends(SegmentRollover):
 
         Answered once every append submitted so far is durable (see ``_settle``).
         """
-        self._check_readable()
+        self._life.check_readable()
         await self._settle()
         return self._writers.last_event_number(writer_id)
 
@@ -59,8 +59,8 @@ class SegmentAppends(SegmentRollover):
             # done future does not yield to its callbacks): see it before answering.
             if self._unconfirmed:
                 self._on_confirmed(self._unconfirmed[0].future)
-        if self._failure is not None:
-            raise self._failure_error()
+        if self._life.failure is not None:
+            raise self._life.failure_error()
 
     async def append(
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int, *,
@@ -90,7 +90,7 @@ class SegmentAppends(SegmentRollover):
         marker for it is written (``write_marker``). The coordinator checks the
         transaction is open; the segment only writes.
         """
-        self._check_appendable()
+        self._life.check_appendable(self._end)
         event_count, data_bytes = self._check_blocks(blocks, writer_id, last_event_number)
         kind = EntryKind.DATA
         if txn_id is not None:
@@ -126,7 +126,7 @@ class SegmentAppends(SegmentRollover):
                         # land (a flow's blocks land as a prefix of those sent).
                         raise self._roll_error
                     await self._until_writable()
-                    self._check_appendable()  # closing or sealing: no more entries
+                    self._life.check_appendable(self._end)  # closing or sealing: no more entries
                     submitted = self._submit(blocks, writer_id, last_event_number,
                                              event_count, kind, txn_id, contiguous)
             finally:
@@ -158,7 +158,7 @@ class SegmentAppends(SegmentRollover):
                     raise
             else:
                 return
-            self._check_appendable()
+            self._life.check_appendable(self._end)
 
     def _submit(
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int, event_count: int,
@@ -185,8 +185,8 @@ class SegmentAppends(SegmentRollover):
         try:
             future = handle.add_async(data)
         except LedgerError as error:
-            self._fail(error)
-            raise self._failure_error() from error
+            self._life.fail(error)
+            raise self._life.failure_error() from error
         self._next_offset = base + event_count
         span.submitted_bytes += len(data)
         span.note_entry(len(span.bases), base, base + event_count)
@@ -231,7 +231,7 @@ class SegmentAppends(SegmentRollover):
             future = head.future
             error = LedgerError("append cancelled") if future.cancelled() else future.exception()
             if error is not None:
-                self._fail(error)
+                self._life.fail(error)
                 continue
             entry_id = future.result()
             head.span.last_entry_id = entry_id

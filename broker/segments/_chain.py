@@ -26,7 +26,8 @@ import asyncio
 import logging
 
 from broker.errors import NoSuchSegmentError, WrongHostError
-from broker.segments._core import SegmentCore, SegmentLife
+from broker.segments._core import SegmentCore
+from broker.segments.life import ResidenceEvent
 from broker.segments.offset_index import LedgerSpan
 from broker.segments.records import SegmentRecord
 from ledger.errors import BadVersionError, LedgerError, MetadataUnavailableError, NoNodeError
@@ -56,8 +57,8 @@ class SegmentChain(SegmentCore):
             topic=self._topic, number=self._number,
             ledgers=tuple(span.to_record() for span in spans),
             start_offset=self._start if start is None else start,
-            sealed=self._sealed,
-            end_offset=self._end if self._sealed else -1,
+            sealed=self._life.sealed,
+            end_offset=self._end if self._life.sealed else -1,
             writers_ledger=writers_ledger,
             writers=writers,
         )
@@ -83,7 +84,7 @@ class SegmentChain(SegmentCore):
         except asyncio.CancelledError:
             # The call may still be applied: nothing this broker holds about the
             # record can be trusted any more. Loaded again, it is read afresh.
-            self._fail(MetadataUnavailableError(
+            self._life.fail(MetadataUnavailableError(
                 f"segment {self._name}: record write cancelled; its outcome is unknown"))
             raise
         self._record_version = version
@@ -100,7 +101,7 @@ class SegmentChain(SegmentCore):
         except LedgerError as read_error:
             log.warning("segment %s: record write outcome unknown (%s) and not readable "
                         "(%s); the segment loads again", self._name, error, read_error)
-            self._fail(error)
+            self._life.fail(error)
             raise error from None
         if current.data == data and current.version > expected:
             log.info("segment %s: record write answer lost, but it was applied", self._name)
@@ -112,11 +113,10 @@ class SegmentChain(SegmentCore):
 
     def _taken(self) -> WrongHostError:
         log.info("segment %s: record changed by someone else; giving it up", self._name)
-        self._failure = WrongHostError(self._name)
-        return WrongHostError(self._name)
+        return self._life.taken()
 
     def _gone(self) -> NoSuchSegmentError:
-        self._life = SegmentLife.DELETED
+        self._life.move(ResidenceEvent.DELETE)
         self._wake()
         return NoSuchSegmentError(self._name)
 

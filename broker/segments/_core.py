@@ -2,8 +2,8 @@
 
 ``SegmentCore`` holds the fields (the ledger chain as ``LedgerSpan``s, offsets,
 the writer table, the pipeline of unconfirmed entries, locks, the transaction
-buffer) and the small helpers the parts share: the life checks, failing the
-segment, draining the pipeline, waking readers, ``info``. The parts
+buffer, the life cycle as its own part, ``broker.segments.life``) and the small
+helpers the parts share: draining the pipeline, waking readers, ``info``. The parts
 (``_chain``, ``_rollover``, ``_append``, ``_markers``, ``_reading``, ``_head``,
 ``_lifecycle``) are mixins on it, composed in ``broker.segments.segment``.
 """
@@ -15,38 +15,23 @@ import logging
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import Enum
 
 from broker.api import SegmentInfo, SegmentLedger, SegmentRange, SegmentState, TopicConfig
-from broker.errors import (
-    BrokerShuttingDownError,
-    NoSuchSegmentError,
-    SegmentSealedError,
-    WrongHostError,
-)
+from broker.errors import BrokerShuttingDownError
 from broker.segments.entry import EntryKind
+from broker.segments.life import SegmentLife
 from broker.segments.names import make_segment_name, segment_path
 from broker.segments.offset_index import LedgerSpan, ReadHints
 from broker.segments.records import SegmentRecord, WriterState
 from broker.segments.transactions import TxnOffsets
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS, WriterTable
 from ledger.api import LedgerService, MetadataStore
-from ledger.errors import LedgerError, LedgerFencedError
 from txnbuffer.api import Position, SnapshotPolicy, SnapshotStore, TxnId
 from txnbuffer.buffer import TransactionBuffer
 
-__all__ = ["PendingEntry", "SegmentCore", "SegmentLife"]
+__all__ = ["PendingEntry", "SegmentCore"]
 
 log = logging.getLogger(__name__)
-
-
-class SegmentLife(Enum):
-    """Where a loaded segment is in its life on this broker."""
-
-    OPEN = "open"
-    CLOSING = "closing"
-    CLOSED = "closed"
-    DELETED = "deleted"
 
 
 @dataclass(slots=True, eq=False)
@@ -86,9 +71,9 @@ class SegmentCore:
         self._max_entry_bytes = ledgers.max_entry_bytes
         self._record_version = record_version
         self._start = record.start_offset
-        self._sealed = record.sealed
-        #: Sealed and every append accepted before the seal durable: the end is final.
-        self._end_final = record.sealed
+        # Open, closing, moved or deleted; sealed; failed: the one place that says
+        # whether a call may go on, and with which error it fails.
+        self._life = SegmentLife(self._name, sealed=record.sealed)
         self._spans = spans
         self._firsts = [span.first_offset for span in spans]
         self._end = end_offset
@@ -99,11 +84,6 @@ class SegmentCore:
         self._snapshot_ledger = record.writers_ledger
         self._snapshot: Mapping[str, WriterState] = record.writers
         self._unconfirmed: deque[PendingEntry] = deque()
-        self._failure: Exception | None = None
-        #: Set when this broker hands the segment over or loses it (cluster):
-        #: calls then fail WrongHost rather than "closed".
-        self._moved = False
-        self._life = SegmentLife.OPEN
         self._chain_lock = asyncio.Lock()
         self._open_lock = asyncio.Lock()
         self._switching: asyncio.Future[None] | None = None
@@ -148,17 +128,17 @@ class SegmentCore:
     @property
     def sealed(self) -> bool:
         """Whether the segment takes no more appends."""
-        return self._sealed
+        return self._life.sealed
 
     @property
     def usable(self) -> bool:
         """False once closed, deleted, or failed; the owner should load it again."""
-        return self._life is SegmentLife.OPEN and self._failure is None
+        return self._life.usable
 
     @property
     def failure(self) -> Exception | None:
         """Why appends fail for good (``WrongHostError``: another broker took it), or None."""
-        return self._failure
+        return self._life.failure
 
     @property
     def txn_buffer(self) -> TransactionBuffer | None:
@@ -196,7 +176,7 @@ class SegmentCore:
 
     def info(self) -> SegmentInfo:
         """Offsets, state, ledgers and bytes now."""
-        state = SegmentState.SEALED if self._sealed else SegmentState.OPEN
+        state = SegmentState.SEALED if self._life.sealed else SegmentState.OPEN
         return SegmentInfo(
             segment=SegmentRange(self._name, self._number, self._key_low, self._key_high,
                                  state, self._start, self._end),
@@ -223,7 +203,7 @@ class SegmentCore:
         if self._recovery_error is not None:
             raise self._recovery_error
         if task is not None and task.cancelled():
-            self._check_readable()
+            self._life.check_readable()
             raise BrokerShuttingDownError(f"segment {self._name} is closed")
 
     def _stop_recovery(self) -> None:
@@ -231,44 +211,12 @@ class SegmentCore:
         if self._recovery is not None and not self._recovery.done():
             self._recovery.cancel()
 
-    def _check_readable(self) -> None:
-        if self._life is SegmentLife.DELETED:
-            raise NoSuchSegmentError(self._name)
-        if self._life is not SegmentLife.OPEN or self._moved:
-            if self._moved:
-                raise WrongHostError(self._name)
-            raise BrokerShuttingDownError(f"segment {self._name} is closed")
-
-    def _check_appendable(self) -> None:
-        self._check_readable()
-        if self._sealed:
-            raise SegmentSealedError(self._name, self._end)
-        if self._failure is not None:
-            raise self._failure_error()
-
-    def _fail(self, error: BaseException) -> None:
-        if self._failure is not None:
-            return
-        if isinstance(error, LedgerFencedError):
-            log.info("segment %s: its ledger was fenced; another broker owns it", self._name)
-            self._failure = WrongHostError(self._name)
-        else:
-            log.warning("segment %s: ledger write failed, no more appends: %s",
-                        self._name, error)
-            self._failure = error if isinstance(error, Exception) else LedgerError(str(error))
-
-    def _failure_error(self) -> Exception:
-        failure = self._failure
-        if isinstance(failure, WrongHostError):
-            return WrongHostError(self._name)
-        return failure or LedgerError(f"segment {self._name} failed")
-
     async def _drain(self) -> None:
         """Wait until every entry handed to the ledger is confirmed (or failed)."""
         while self._unconfirmed:
             await asyncio.wait([self._unconfirmed[-1].future])
-        if self._failure is not None:
-            raise self._failure_error()
+        if self._life.failure is not None:
+            raise self._life.failure_error()
 
     def _wake(self) -> None:
         self._data_event.set()

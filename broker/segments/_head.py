@@ -24,7 +24,7 @@ class SegmentHead(SegmentRollover):
 
     async def truncate(self, offset: int) -> SegmentInfo:
         """See ``SegmentHandle.truncate``; rolls over first when ``offset`` is the end."""
-        self._check_readable()
+        self._life.check_readable()
         async with self._chain_lock:
             if offset > self._end:
                 raise OffsetOutOfRangeError(self._name, offset, self._start, self._end)
@@ -33,7 +33,7 @@ class SegmentHead(SegmentRollover):
             last = self._spans[-1] if self._spans else None
             if (last is not None and last.writing and last.first_offset < offset
                     and offset >= self._end):
-                self._check_appendable()
+                self._life.check_appendable(self._end)
                 await self._roll_over_locked()
             await self._drop_head_locked(
                 self._keep_open_txns(ledgers_before(self._spans, self._end, offset)))
@@ -49,7 +49,7 @@ class SegmentHead(SegmentRollover):
         config = config or self._config
         if config.retention_ms < 0 and config.retention_bytes < 0:
             return 0
-        self._check_readable()
+        self._life.check_readable()
         async with self._chain_lock:
             count = self._keep_open_txns(ledgers_past_retention(self._spans, now_ms, config))
             await self._drop_head_locked(count)

@@ -31,11 +31,11 @@ class SegmentMarkers(SegmentAppends):
         """
         if kind not in (EntryKind.COMMIT_MARKER, EntryKind.ABORT_MARKER):
             raise InvalidArgumentError(f"{kind.name} is not a marker kind")
-        self._check_readable()
+        self._life.check_readable()
         self._check_txn()
-        if self._sealed:
+        if self._life.sealed:
             return await self._write_marker_after_seal(kind, txn_id)
-        self._check_appendable()
+        self._life.check_appendable(self._end)
         result = await self._append_entry((), "", -1, 0, kind, txn_id)
         return result.offset
 
@@ -47,10 +47,10 @@ class SegmentMarkers(SegmentAppends):
         readers wait for it at ``max_read_position``, and only then reach
         the end of the segment). The segment's end offset does not move.
         """
-        if self._failure is not None:
-            raise self._failure_error()
+        if self._life.failure is not None:
+            raise self._life.failure_error()
         async with self._chain_lock:
-            self._check_readable()
+            self._life.check_readable()
             await self._start_ledger(replacing=[])
             span = self._spans[-1]
             try:

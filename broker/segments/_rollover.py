@@ -26,7 +26,7 @@ class SegmentRollover(SegmentChain):
     """Rolling the open ledger over, and ``tick`` (a part of ``LedgerSegment``)."""
 
     def _should_roll(self, now_ms: int) -> bool:
-        if self._sealed or not self._spans or not self._spans[-1].writing:
+        if self._life.sealed or not self._spans or not self._spans[-1].writing:
             return False
         span = self._spans[-1]
         if span.submitted_bytes == 0:
@@ -56,9 +56,9 @@ class SegmentRollover(SegmentChain):
 
         Every append submitted after this returns lands at or after that offset.
         """
-        self._check_appendable()
+        self._life.check_appendable(self._end)
         async with self._chain_lock:
-            self._check_appendable()
+            self._life.check_appendable(self._end)
             if self._spans[-1].submitted_bytes:
                 await self._roll_over_locked()
             return self._spans[-1].first_offset

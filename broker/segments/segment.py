@@ -136,7 +136,7 @@ class LedgerSegment(SegmentMarkers, SegmentReads, SegmentHead, SegmentLifecycle)
         except Exception as error:  # a bookie or the snapshot store failed
             log.warning("segment %s: transaction buffer not recovered: %s", self._name, error)
             self._recovery_error = error
-            self._fail(error)  # loaded again on its next use
+            self._life.fail(error)  # loaded again on its next use
             self._wake()
             return
         # Nothing was awaited since the replay's last entry: every entry confirmed
