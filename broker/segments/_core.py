@@ -4,7 +4,7 @@
 the writer table, the pipeline of unconfirmed entries, locks, the transaction
 buffer, the life cycle as its own part, ``broker.segments.life``) and the small
 helpers the parts share: draining the pipeline, waking readers, ``info``. The parts
-(``_chain``, ``_rollover``, ``_append``, ``_markers``, ``_reading``, ``_head``,
+(``chain``, ``_rollover``, ``_append``, ``_markers``, ``_reading``, ``_head``,
 ``_lifecycle``) are mixins on it, composed in ``broker.segments.segment``.
 """
 

@@ -6,7 +6,7 @@ import contextlib
 import logging
 
 from broker.api import SegmentInfo
-from broker.segments._chain import SegmentChain
+from broker.segments.chain import SegmentChain
 from broker.segments.life import ResidenceEvent, SealStage
 from ledger.errors import LedgerError, NoNodeError
 

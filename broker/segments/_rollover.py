@@ -14,7 +14,7 @@ import time
 
 from broker.errors import BrokerError
 from broker.metrics import observe_txn_buffer_snapshot
-from broker.segments._chain import SegmentChain
+from broker.segments.chain import SegmentChain
 from ledger.errors import LedgerError
 
 __all__ = ["SegmentRollover"]

@@ -36,7 +36,7 @@ record is changed first, then the ledgers deleted, so a crash in between leaves
 an orphan ledger, never a record naming a deleted one.
 
 **Layout.** ``LedgerSegment`` is composed of parts, one job each, all on the
-fields of ``_core.SegmentCore``: ``_chain`` (the record's compare-and-set, new
+fields of ``_core.SegmentCore``: ``chain`` (the record's compare-and-set, new
 and deleted ledgers), ``_rollover``, ``_append`` (numbering, submit, confirm),
 ``_markers`` (commit and abort markers), ``_reading`` (reads, long polls),
 ``_head`` (truncation, retention) and ``_lifecycle`` (seal, close, delete).
