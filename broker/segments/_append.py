@@ -173,7 +173,7 @@ class SegmentAppends(SegmentRollover):
                                                   contiguous=contiguous)
         if first_offset is not None:
             return AppendResult(first_offset, 0, last_event_number, duplicate=True)
-        span = self._spans[-1]
+        span = self._chain.spans[-1]
         handle = span.handle
         if handle is None:  # pragma: no cover - the open span always has its writer
             raise RuntimeError(f"segment {self._name} has no writer")

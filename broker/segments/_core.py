@@ -1,11 +1,12 @@
 """The state of a ``LedgerSegment`` and what every part of it uses.
 
-``SegmentCore`` holds the fields (the ledger chain as ``LedgerSpan``s, offsets,
-the writer table, the pipeline of unconfirmed entries, locks, the transaction
-buffer, the life cycle as its own part, ``broker.segments.life``) and the small
-helpers the parts share: draining the pipeline, waking readers, ``info``. The parts
-(``chain``, ``_rollover``, ``_append``, ``_markers``, ``_reading``, ``_head``,
-``_lifecycle``) are mixins on it, composed in ``broker.segments.segment``.
+``SegmentCore`` holds the parts that own their state (the life cycle,
+``broker.segments.life``; the ledger chain and its record, ``broker.segments.chain``),
+the fields the rest share (offsets, the writer table, the pipeline of
+unconfirmed entries, locks, the transaction buffer) and the small helpers:
+draining the pipeline, waking readers, the record of a chain, ``info``. The
+parts still written as mixins on it (``_rollover``, ``_append``, ``_markers``,
+``_reading``, ``_head``, ``_lifecycle``) are composed in ``broker.segments.segment``.
 """
 
 from __future__ import annotations
@@ -13,23 +14,25 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.api import SegmentInfo, SegmentLedger, SegmentRange, SegmentState, TopicConfig
 from broker.errors import BrokerShuttingDownError
+from broker.segments.chain import LedgerChain
 from broker.segments.entry import EntryKind
 from broker.segments.life import SegmentLife
-from broker.segments.names import make_segment_name, segment_path
+from broker.segments.names import make_segment_name
 from broker.segments.offset_index import LedgerSpan, ReadHints
-from broker.segments.records import SegmentRecord, WriterState
+from broker.segments.records import SegmentRecord
+from broker.segments.recovery import RecoveredChain
 from broker.segments.transactions import TxnOffsets
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS, WriterTable
 from ledger.api import LedgerService, MetadataStore
 from txnbuffer.api import Position, SnapshotPolicy, SnapshotStore, TxnId
 from txnbuffer.buffer import TransactionBuffer
 
-__all__ = ["PendingEntry", "SegmentCore"]
+__all__ = ["PendingEntry", "SegmentCore", "SegmentSetup"]
 
 log = logging.getLogger(__name__)
 
@@ -47,44 +50,46 @@ class PendingEntry:
     txn_id: TxnId | None = None
 
 
-class SegmentCore:
-    """The fields of a segment and the helpers its parts share (see ``LedgerSegment``)."""
+@dataclass(frozen=True, slots=True)
+class SegmentSetup:
+    """What a loaded segment is and how it runs, besides its topic's configuration."""
 
-    def __init__(
-        self, ledgers: LedgerService, store: MetadataStore, *, topic: str, number: int,
-        key_low: float, key_high: float, config: TopicConfig, clock: Callable[[], float],
-        record: SegmentRecord, record_version: int, spans: list[LedgerSpan], end_offset: int,
-        writers: dict[str, WriterState], writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
-        txn_store: SnapshotStore | None = None,
-        txn_snapshots: SnapshotPolicy | None = None,
-    ) -> None:
+    topic: str
+    number: int
+    key_low: float
+    key_high: float
+    clock: Callable[[], float]
+    writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS
+    #: With a store the segment takes transactions (owns a transaction buffer).
+    txn_store: SnapshotStore | None = None
+    txn_snapshots: SnapshotPolicy | None = None
+
+
+class SegmentCore:
+    """The parts of a segment, the fields the rest share, and helpers (see ``LedgerSegment``)."""
+
+    def __init__(self, ledgers: LedgerService, store: MetadataStore, setup: SegmentSetup,
+                 config: TopicConfig, recovered: RecoveredChain) -> None:
         self._ledgers = ledgers
-        self._store = store
-        self._topic = topic
-        self._number = number
-        self._name = make_segment_name(topic, number)
-        self._path = segment_path(topic, number)
-        self._key_low = key_low
-        self._key_high = key_high
+        self._topic = setup.topic
+        self._number = setup.number
+        self._name = make_segment_name(setup.topic, setup.number)
+        self._key_low = setup.key_low
+        self._key_high = setup.key_high
         self._config = config
-        self._clock = clock
+        self._clock = setup.clock
         self._max_entry_bytes = ledgers.max_entry_bytes
-        self._record_version = record_version
-        self._start = record.start_offset
+        self._start = recovered.record.start_offset
         # Open, closing, moved or deleted; sealed; failed: the one place that says
         # whether a call may go on, and with which error it fails.
-        self._life = SegmentLife(self._name, sealed=record.sealed)
-        self._spans = spans
-        self._firsts = [span.first_offset for span in spans]
-        self._end = end_offset
-        self._next_offset = end_offset
-        self._writers = WriterTable(writers, writer_expiry_ms)
-        # The writer snapshot the record holds now (rewritten as is by record
-        # writes that take no new one).
-        self._snapshot_ledger = record.writers_ledger
-        self._snapshot: Mapping[str, WriterState] = record.writers
+        self._life = SegmentLife(self._name, sealed=recovered.record.sealed)
+        # The ledgers and the record: their compare-and-set, new and deleted ledgers.
+        self._chain = LedgerChain(ledgers, store, setup.topic, setup.number, recovered,
+                                  self._life, self._wake, self._now_ms)
+        self._end = recovered.end_offset
+        self._next_offset = recovered.end_offset
+        self._writers = WriterTable(recovered.writers, setup.writer_expiry_ms)
         self._unconfirmed: deque[PendingEntry] = deque()
-        self._chain_lock = asyncio.Lock()
         self._open_lock = asyncio.Lock()
         self._switching: asyncio.Future[None] | None = None
         # Appends waiting, in call order, behind a rollover (see ``append``).
@@ -97,9 +102,9 @@ class SegmentCore:
         self._data_event = asyncio.Event()
         self._hints = ReadHints()
         # The transaction buffer (user topics only; system topics take no transactions).
-        policy = txn_snapshots or SnapshotPolicy()
-        self._buffer = (None if txn_store is None else TransactionBuffer(
-            self._name, txn_store, snapshot_every_changes=policy.every_changes,
+        policy = setup.txn_snapshots or SnapshotPolicy()
+        self._buffer = (None if setup.txn_store is None else TransactionBuffer(
+            self._name, setup.txn_store, snapshot_every_changes=policy.every_changes,
             snapshot_every_ms=policy.every_ms, chunk_bytes=policy.chunk_bytes or None))
         self._txn_offsets = TxnOffsets()
         # The buffer's recovery, run in the background by ``LedgerSegment.load`` so
@@ -181,8 +186,8 @@ class SegmentCore:
             segment=SegmentRange(self._name, self._number, self._key_low, self._key_high,
                                  state, self._start, self._end),
             ledgers=tuple(SegmentLedger(span.ledger_id, span.first_offset, not span.writing)
-                          for span in self._spans),
-            length_bytes=sum(span.confirmed_length() for span in self._spans),
+                          for span in self._chain.spans),
+            length_bytes=sum(span.confirmed_length() for span in self._chain.spans),
         )
 
     def _now_ms(self) -> int:
@@ -222,9 +227,26 @@ class SegmentCore:
         self._data_event.set()
         self._data_event = asyncio.Event()
 
-    def _set_spans(self, spans: list[LedgerSpan]) -> None:
-        self._spans = spans
-        self._firsts = [span.first_offset for span in spans]
+    def _record_of(self, spans: list[LedgerSpan], *, start: int | None = None,
+                   snapshot: bool = False) -> SegmentRecord:
+        """The record for ``spans``; ``snapshot``: with a fresh writer snapshot.
+
+        Take a snapshot only when nothing is unconfirmed (the table may hold
+        numbers of entries not yet durable otherwise); without one, the
+        record keeps the snapshot it has.
+        """
+        writers = None
+        if snapshot:
+            self._expire_writers(self._now_ms())
+            writers = self._writers.snapshot()
+        return self._chain.record_of(
+            spans, start_offset=self._start if start is None else start,
+            end_offset=self._end, sealed=self._life.sealed, writers=writers)
+
+    async def _start_ledger(self, replacing: list[LedgerSpan]) -> None:
+        """A new ledger from the end, recorded with a writer snapshot (``LedgerChain``)."""
+        await self._chain.start_ledger(
+            replacing, self._end, lambda spans: self._record_of(spans, snapshot=True))
 
     def _expire_writers(self, now_ms: int) -> None:
         """Forget writers idle longer than ``writer_expiry_ms``."""

@@ -49,10 +49,10 @@ class SegmentMarkers(SegmentAppends):
         """
         if self._life.failure is not None:
             raise self._life.failure_error()
-        async with self._chain_lock:
+        async with self._chain.lock:
             self._life.check_readable()
             await self._start_ledger(replacing=[])
-            span = self._spans[-1]
+            span = self._chain.spans[-1]
             try:
                 submitted = self._submit((), "", -1, 0, kind, txn_id)
                 if not isinstance(submitted, AppendResult):
@@ -63,6 +63,6 @@ class SegmentMarkers(SegmentAppends):
                     with contextlib.suppress(LedgerError):
                         await span.handle.close()
                     span.length_bytes = span.handle.length
-                await self._write_record(self._record_of(self._spans, snapshot=True))
+                await self._chain.write_record(self._record_of(self._chain.spans, snapshot=True))
         self._wake()
         return self._end

@@ -48,7 +48,7 @@ class SegmentReads(SegmentCore):
         limit = end if committed is None else self.committed_end
         if offset >= limit:
             return ReadBatch([], end, self._life.end_final and offset >= end, offset)
-        span = self._spans[bisect_right(self._firsts, offset) - 1]
+        span = self._chain.spans[bisect_right(self._chain.firsts, offset) - 1]
         try:
             handle = await self._reader(span)
             last_entry_id = span.last_entry_id if span.writing else handle.last_add_confirmed

@@ -14,7 +14,7 @@ import time
 
 from broker.errors import BrokerError
 from broker.metrics import observe_txn_buffer_snapshot
-from broker.segments.chain import SegmentChain
+from broker.segments._core import SegmentCore
 from ledger.errors import LedgerError
 
 __all__ = ["SegmentRollover"]
@@ -22,13 +22,13 @@ __all__ = ["SegmentRollover"]
 log = logging.getLogger(__name__)
 
 
-class SegmentRollover(SegmentChain):
+class SegmentRollover(SegmentCore):
     """Rolling the open ledger over, and ``tick`` (a part of ``LedgerSegment``)."""
 
     def _should_roll(self, now_ms: int) -> bool:
-        if self._life.sealed or not self._spans or not self._spans[-1].writing:
+        if self._life.sealed or not self._chain.spans or not self._chain.spans[-1].writing:
             return False
-        span = self._spans[-1]
+        span = self._chain.spans[-1]
         if span.submitted_bytes == 0:
             return False
         if span.submitted_bytes >= self._config.ledger_rollover_bytes:
@@ -57,14 +57,14 @@ class SegmentRollover(SegmentChain):
         Every append submitted after this returns lands at or after that offset.
         """
         self._life.check_appendable(self._end)
-        async with self._chain_lock:
+        async with self._chain.lock:
             self._life.check_appendable(self._end)
-            if self._spans[-1].submitted_bytes:
+            if self._chain.spans[-1].submitted_bytes:
                 await self._roll_over_locked()
-            return self._spans[-1].first_offset
+            return self._chain.spans[-1].first_offset
 
     async def _roll_over(self) -> None:
-        async with self._chain_lock:
+        async with self._chain.lock:
             if self.usable and self._should_roll(self._now_ms()):
                 await self._roll_over_locked()
 
@@ -73,7 +73,7 @@ class SegmentRollover(SegmentChain):
         self._switching = switched
         try:
             await self._drain()
-            old = self._spans[-1]
+            old = self._chain.spans[-1]
             old_handle = old.handle
             if old_handle is None:  # pragma: no cover - the open span always has its writer
                 raise RuntimeError(f"segment {self._name} has no writer")
@@ -86,7 +86,7 @@ class SegmentRollover(SegmentChain):
                 old.length_bytes = -1
                 raise
             log.info("segment %s rolled over from ledger %d to %d at offset %d", self._name,
-                     old.ledger_id, self._spans[-1].ledger_id, self._end)
+                     old.ledger_id, self._chain.spans[-1].ledger_id, self._end)
             try:
                 await old_handle.close()
             except LedgerError as error:
