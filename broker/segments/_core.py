@@ -1,10 +1,12 @@
 """The state of a ``LedgerSegment`` and what every part of it uses.
 
 ``SegmentCore`` holds the parts that own their state (the life cycle,
-``broker.segments.life``; the ledger chain and its record, ``broker.segments.chain``),
-the fields the rest share (offsets, the writer table, the pipeline of
-unconfirmed entries, locks, the transaction buffer) and the small helpers:
-draining the pipeline, waking readers, the record of a chain, ``info``. The
+``broker.segments.life``; the ledger chain and its record, ``broker.segments.chain``;
+the append pipeline with the offsets and the writer table,
+``broker.segments.pipeline``), the fields the rest share (the start offset,
+locks, the rollover's gate, the transaction buffer) and the small helpers:
+waking readers, the record of a chain, what a confirmed entry tells the
+transaction buffer, ``info``. The
 parts still written as mixins on it (``_rollover``, ``_append``, ``_markers``,
 ``_reading``, ``_head``, ``_lifecycle``) are composed in ``broker.segments.segment``.
 """
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,30 +25,18 @@ from broker.segments.entry import EntryKind
 from broker.segments.life import SegmentLife
 from broker.segments.names import make_segment_name
 from broker.segments.offset_index import LedgerSpan, ReadHints
+from broker.segments.pipeline import AppendPipeline, PendingEntry
 from broker.segments.records import SegmentRecord
 from broker.segments.recovery import RecoveredChain
 from broker.segments.transactions import TxnOffsets
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS, WriterTable
 from ledger.api import LedgerService, MetadataStore
-from txnbuffer.api import Position, SnapshotPolicy, SnapshotStore, TxnId
+from txnbuffer.api import LoggedEntry, Position, SnapshotPolicy, SnapshotStore, TxnId
 from txnbuffer.buffer import TransactionBuffer
 
-__all__ = ["PendingEntry", "SegmentCore", "SegmentSetup"]
+__all__ = ["SegmentCore", "SegmentSetup"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True, eq=False)
-class PendingEntry:
-    """An entry handed to the ledger and not yet confirmed."""
-
-    span: LedgerSpan
-    base_offset: int
-    event_count: int
-    time_ms: int
-    future: asyncio.Future[int]
-    kind: EntryKind = EntryKind.DATA
-    txn_id: TxnId | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +67,6 @@ class SegmentCore:
         self._key_high = setup.key_high
         self._config = config
         self._clock = setup.clock
-        self._max_entry_bytes = ledgers.max_entry_bytes
         self._start = recovered.record.start_offset
         # Open, closing, moved or deleted; sealed; failed: the one place that says
         # whether a call may go on, and with which error it fails.
@@ -86,10 +74,6 @@ class SegmentCore:
         # The ledgers and the record: their compare-and-set, new and deleted ledgers.
         self._chain = LedgerChain(ledgers, store, setup.topic, setup.number, recovered,
                                   self._life, self._wake, self._now_ms)
-        self._end = recovered.end_offset
-        self._next_offset = recovered.end_offset
-        self._writers = WriterTable(recovered.writers, setup.writer_expiry_ms)
-        self._unconfirmed: deque[PendingEntry] = deque()
         self._open_lock = asyncio.Lock()
         self._switching: asyncio.Future[None] | None = None
         # Appends waiting, in call order, behind a rollover (see ``append``).
@@ -107,6 +91,12 @@ class SegmentCore:
             self._name, setup.txn_store, snapshot_every_changes=policy.every_changes,
             snapshot_every_ms=policy.every_ms, chunk_bytes=policy.chunk_bytes or None))
         self._txn_offsets = TxnOffsets()
+        # The entries on their way to the ledger, the offsets and the writers.
+        self._pipeline = AppendPipeline(
+            self._name, recovered.end_offset,
+            WriterTable(recovered.writers, setup.writer_expiry_ms), ledgers.max_entry_bytes,
+            self._life, self._wake, self._now_ms,
+            None if self._buffer is None else self._note_durable)
         # The buffer's recovery, run in the background by ``LedgerSegment.load`` so
         # appends need not wait for its replay; what it failed with; and the entries
         # confirmed while it runs, noted in ``_txn_offsets`` once its replay is done
@@ -128,7 +118,7 @@ class SegmentCore:
     @property
     def end_offset(self) -> int:
         """The offset the next event will get, as far as readers can see."""
-        return self._end
+        return self._pipeline.end_offset
 
     @property
     def sealed(self) -> bool:
@@ -160,10 +150,11 @@ class SegmentCore:
         if buffer is not None and not buffer.ready:
             return self._start  # unknown until recovered: nothing is claimed committed
         if buffer is None or buffer.ongoing_count == 0:
-            return self._end
+            return self._pipeline.end_offset
         limit = buffer.max_read_position
         offset = self._txn_offsets.offset_at(Position(limit.ledger_id, limit.entry_id + 1))
-        return self._end if offset is None else min(offset, self._end)
+        end = self._pipeline.end_offset
+        return end if offset is None else min(offset, end)
 
     @property
     def config(self) -> TopicConfig:
@@ -177,14 +168,14 @@ class SegmentCore:
     @property
     def writer_count(self) -> int:
         """How many writers the segment remembers."""
-        return len(self._writers)
+        return len(self._pipeline.writers)
 
     def info(self) -> SegmentInfo:
         """Offsets, state, ledgers and bytes now."""
         state = SegmentState.SEALED if self._life.sealed else SegmentState.OPEN
         return SegmentInfo(
             segment=SegmentRange(self._name, self._number, self._key_low, self._key_high,
-                                 state, self._start, self._end),
+                                 state, self._start, self._pipeline.end_offset),
             ledgers=tuple(SegmentLedger(span.ledger_id, span.first_offset, not span.writing)
                           for span in self._chain.spans),
             length_bytes=sum(span.confirmed_length() for span in self._chain.spans),
@@ -216,13 +207,6 @@ class SegmentCore:
         if self._recovery is not None and not self._recovery.done():
             self._recovery.cancel()
 
-    async def _drain(self) -> None:
-        """Wait until every entry handed to the ledger is confirmed (or failed)."""
-        while self._unconfirmed:
-            await asyncio.wait([self._unconfirmed[-1].future])
-        if self._life.failure is not None:
-            raise self._life.failure_error()
-
     def _wake(self) -> None:
         self._data_event.set()
         self._data_event = asyncio.Event()
@@ -237,20 +221,24 @@ class SegmentCore:
         """
         writers = None
         if snapshot:
-            self._expire_writers(self._now_ms())
-            writers = self._writers.snapshot()
+            self._pipeline.expire_writers(self._now_ms())
+            writers = self._pipeline.writers.snapshot()
         return self._chain.record_of(
             spans, start_offset=self._start if start is None else start,
-            end_offset=self._end, sealed=self._life.sealed, writers=writers)
+            end_offset=self._pipeline.end_offset, sealed=self._life.sealed, writers=writers)
 
     async def _start_ledger(self, replacing: list[LedgerSpan]) -> None:
         """A new ledger from the end, recorded with a writer snapshot (``LedgerChain``)."""
-        await self._chain.start_ledger(
-            replacing, self._end, lambda spans: self._record_of(spans, snapshot=True))
+        await self._chain.start_ledger(replacing, self._pipeline.end_offset,
+                                       lambda spans: self._record_of(spans, snapshot=True))
 
-    def _expire_writers(self, now_ms: int) -> None:
-        """Forget writers idle longer than ``writer_expiry_ms``."""
-        expired = self._writers.expire(now_ms)
-        if expired:
-            log.info("segment %s: forgot %d writers idle for over %d ms", self._name,
-                     expired, self._writers.expiry_ms)
+    def _note_durable(self, entry: PendingEntry, entry_id: int) -> None:
+        """A confirmed entry, told to the transaction buffer (segments that have one)."""
+        buffer = self._buffer
+        assert buffer is not None  # (only given to the pipeline with a buffer)
+        position = Position(entry.span.ledger_id, entry_id)
+        if self._txn_deferred is not None:  # noted after the recovery's replay
+            self._txn_deferred.append((position, entry.kind, entry.txn_id, entry.base_offset))
+        else:
+            self._txn_offsets.note(position, entry.kind, entry.txn_id, entry.base_offset)
+        buffer.on_entry(LoggedEntry(position, entry.kind, entry.txn_id))

@@ -26,17 +26,17 @@ class SegmentHead(SegmentRollover):
         """See ``SegmentHandle.truncate``; rolls over first when ``offset`` is the end."""
         self._life.check_readable()
         async with self._chain.lock:
-            if offset > self._end:
-                raise OffsetOutOfRangeError(self._name, offset, self._start, self._end)
+            if offset > self.end_offset:
+                raise OffsetOutOfRangeError(self._name, offset, self._start, self.end_offset)
             if offset <= self._start:
                 return self.info()
             last = self._chain.spans[-1] if self._chain.spans else None
             if (last is not None and last.writing and last.first_offset < offset
-                    and offset >= self._end):
-                self._life.check_appendable(self._end)
+                    and offset >= self.end_offset):
+                self._life.check_appendable(self.end_offset)
                 await self._roll_over_locked()
             await self._drop_head_locked(
-                self._keep_open_txns(ledgers_before(self._chain.spans, self._end, offset)))
+                self._keep_open_txns(ledgers_before(self._chain.spans, self.end_offset, offset)))
             return self.info()
 
     async def apply_retention(self, now_ms: int, config: TopicConfig | None = None) -> int:
@@ -72,7 +72,7 @@ class SegmentHead(SegmentRollover):
         if count == 0:
             return
         dropped, kept = self._chain.spans[:count], self._chain.spans[count:]
-        start = kept[0].first_offset if kept else self._end
+        start = kept[0].first_offset if kept else self.end_offset
         await self._chain.write_record(self._record_of(kept, start=start))
         self._chain.set_spans(kept)
         self._start = start

@@ -25,7 +25,7 @@ class SegmentLifecycle(SegmentCore):
             if self._life.sealed:
                 return self.info()
             self._life.advance_seal(SealStage.SEALING)  # appends from now on fail at once
-            await self._drain()
+            await self._pipeline.drain()
             last = self._chain.spans[-1]
             if last.writing and last.handle is not None:
                 await last.handle.close()
@@ -43,7 +43,7 @@ class SegmentLifecycle(SegmentCore):
             # the seal were still landing during the drain.
             self._life.advance_seal(SealStage.SEALED)
             self._wake()
-            log.info("segment %s sealed at offset %d", self._name, self._end)
+            log.info("segment %s sealed at offset %d", self._name, self.end_offset)
             return self.info()
 
     async def close(self) -> None:
@@ -68,7 +68,7 @@ class SegmentLifecycle(SegmentCore):
         self._wake()
         async with self._chain.lock:
             with contextlib.suppress(Exception):
-                await self._drain()
+                await self._pipeline.drain()
             await self._save_snapshot()
             last = self._chain.spans[-1] if self._chain.spans else None
             if last is not None and last.writing and last.handle is not None:
@@ -111,10 +111,11 @@ class SegmentLifecycle(SegmentCore):
 
     async def _save_snapshot(self) -> None:
         """On a clean close, once drained: record the writer table if it changed."""
-        if self._life.failure is not None or self._unconfirmed or not self._chain.spans:
+        if (self._life.failure is not None or not self._pipeline.idle
+                or not self._chain.spans):
             return
-        self._expire_writers(self._now_ms())
-        if (self._writers.matches(self._chain.snapshot)
+        self._pipeline.expire_writers(self._now_ms())
+        if (self._pipeline.writers.matches(self._chain.snapshot)
                 and self._chain.snapshot_ledger == self._chain.spans[-1].ledger_id):
             return
         try:
@@ -129,7 +130,7 @@ class SegmentLifecycle(SegmentCore):
         self._wake()
         async with self._chain.lock:
             with contextlib.suppress(Exception):
-                await self._drain()
+                await self._pipeline.drain()
             last = self._chain.spans[-1] if self._chain.spans else None
             if last is not None and last.writing and last.handle is not None:
                 with contextlib.suppress(LedgerError):

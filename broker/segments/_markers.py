@@ -35,7 +35,7 @@ class SegmentMarkers(SegmentAppends):
         self._check_txn()
         if self._life.sealed:
             return await self._write_marker_after_seal(kind, txn_id)
-        self._life.check_appendable(self._end)
+        self._life.check_appendable(self.end_offset)
         result = await self._append_entry((), "", -1, 0, kind, txn_id)
         return result.offset
 
@@ -54,7 +54,7 @@ class SegmentMarkers(SegmentAppends):
             await self._start_ledger(replacing=[])
             span = self._chain.spans[-1]
             try:
-                submitted = self._submit((), "", -1, 0, kind, txn_id)
+                submitted = self._pipeline.submit(span, (), "", -1, 0, kind, txn_id)
                 if not isinstance(submitted, AppendResult):
                     await asyncio.shield(submitted[1])
             finally:
@@ -65,4 +65,4 @@ class SegmentMarkers(SegmentAppends):
                     span.length_bytes = span.handle.length
                 await self._chain.write_record(self._record_of(self._chain.spans, snapshot=True))
         self._wake()
-        return self._end
+        return self.end_offset

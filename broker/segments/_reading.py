@@ -42,7 +42,7 @@ class SegmentReads(SegmentCore):
                 await self.recovered()
                 self._life.check_readable()
             committed = buffer
-        start, end = self._start, self._end
+        start, end = self._start, self.end_offset
         if offset < start or offset > end:
             raise OffsetOutOfRangeError(self._name, offset, start, end)
         limit = end if committed is None else self.committed_end
@@ -58,11 +58,12 @@ class SegmentReads(SegmentCore):
         except (NoSuchLedgerError, NoSuchEntryError):
             self._life.check_readable()
             if offset < self._start:  # truncated while we read
-                raise OffsetOutOfRangeError(self._name, offset, self._start, self._end) from None
+                raise OffsetOutOfRangeError(self._name, offset, self._start,
+                                            self.end_offset) from None
             raise
         if next_entry <= last_entry_id:
             self._hints.put(next_offset, span.ledger_id, next_entry)
-        end = self._end
+        end = self.end_offset
         return ReadBatch(blocks, end, self._life.end_final and next_offset >= end, next_offset)
 
     async def _reader(self, span: LedgerSpan) -> WriteHandle:
@@ -86,8 +87,8 @@ class SegmentReads(SegmentCore):
         committed = self._buffer is not None and isolation is Isolation.READ_COMMITTED
         while True:
             self._life.check_readable()
-            end = self.committed_end if committed else self._end
-            if end > offset or (self._life.end_final and end >= self._end):
+            end = self.committed_end if committed else self.end_offset
+            if end > offset or (self._life.end_final and end >= self.end_offset):
                 return True
             remaining = deadline - loop.time()
             if remaining <= 0:

@@ -39,7 +39,7 @@ class SegmentRollover(SegmentCore):
         """Periodic work: forget idle writers; roll the ledger over if too old or too big."""
         if not self.usable:
             return
-        self._expire_writers(now_ms)
+        self._pipeline.expire_writers(now_ms)
         if self._switching is None and self._should_roll(now_ms):
             await self._roll_over()
         if self._buffer is not None:
@@ -56,9 +56,9 @@ class SegmentRollover(SegmentCore):
 
         Every append submitted after this returns lands at or after that offset.
         """
-        self._life.check_appendable(self._end)
+        self._life.check_appendable(self.end_offset)
         async with self._chain.lock:
-            self._life.check_appendable(self._end)
+            self._life.check_appendable(self.end_offset)
             if self._chain.spans[-1].submitted_bytes:
                 await self._roll_over_locked()
             return self._chain.spans[-1].first_offset
@@ -72,7 +72,7 @@ class SegmentRollover(SegmentCore):
         switched: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._switching = switched
         try:
-            await self._drain()
+            await self._pipeline.drain()
             old = self._chain.spans[-1]
             old_handle = old.handle
             if old_handle is None:  # pragma: no cover - the open span always has its writer
@@ -86,7 +86,7 @@ class SegmentRollover(SegmentCore):
                 old.length_bytes = -1
                 raise
             log.info("segment %s rolled over from ledger %d to %d at offset %d", self._name,
-                     old.ledger_id, self._chain.spans[-1].ledger_id, self._end)
+                     old.ledger_id, self._chain.spans[-1].ledger_id, self.end_offset)
             try:
                 await old_handle.close()
             except LedgerError as error:

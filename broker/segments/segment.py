@@ -37,10 +37,12 @@ an orphan ledger, never a record naming a deleted one.
 
 **Layout.** ``LedgerSegment`` holds parts that own their state, each tested
 alone: ``life.SegmentLife`` (open, closing, moved, deleted; sealed; failed,
-and the error each state raises) and ``chain.LedgerChain`` (the ledgers, the
-record's compare-and-set, new and deleted ledgers). The rest is still written
-as mixins on the fields of ``_core.SegmentCore``: ``_rollover``, ``_append``
-(numbering, submit, confirm), ``_markers`` (commit and abort markers),
+and the error each state raises), ``chain.LedgerChain`` (the ledgers, the
+record's compare-and-set, new and deleted ledgers) and
+``pipeline.AppendPipeline`` (numbering, submit, confirm; the offsets and the
+writer table). The rest is still written as mixins on the fields of
+``_core.SegmentCore``: ``_rollover``, ``_append`` (the order of appends around
+a rollover), ``_markers`` (commit and abort markers),
 ``_reading`` (reads, long polls), ``_head`` (truncation, retention) and
 ``_lifecycle`` (seal, close, delete). Each mixin calls only the ones it
 derives from, so they read in that order.
