@@ -73,9 +73,9 @@ Where this differs from the layout first sketched (issue 14), and why:
   holds the fields; each part imports only the parts beneath it), so no
   caller changed when the 900-line files were split. ``LedgerSegment`` is on
   its way to parts that own their state (issue 26): its life cycle
-  (``segments.life``), ledger chain (``segments.chain``) and append pipeline
-  (``segments.pipeline``) are such parts, tested alone; its remaining mixins
-  work through them.
+  (``segments.life``), ledger chain (``segments.chain``), append pipeline
+  (``segments.pipeline``) and rollover gate (``segments.gate``) are such
+  parts, tested alone; its remaining mixins work through them.
 """
 
 __all__: list[str] = []

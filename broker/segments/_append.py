@@ -85,27 +85,17 @@ class SegmentAppends(SegmentRollover):
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int,
         event_count: int, kind: EntryKind, txn_id: TxnId | None, contiguous: bool = False,
     ) -> AppendResult:
-        if self._queued or self._switching is not None or self._should_roll(self._now_ms()):
+        if self._rollover.busy or self._should_roll(self._now_ms()):
             # Appends that must wait (for a rollover) wait in call order, and
             # every later call queues behind them: a later block overtaking an
             # earlier one would take its offset, or make it look a duplicate.
-            self._queued += 1
-            failures = self._roll_failures
-            try:
-                async with self._gate:
-                    if self._roll_failures != failures and self._roll_error is not None:
-                        # A rollover failed while this append waited, failing the
-                        # appends queued before it: landing this one would put a
-                        # writer's later block after an earlier one that did not
-                        # land (a flow's blocks land as a prefix of those sent).
-                        raise self._roll_error
-                    await self._until_writable()
-                    self._life.check_appendable(self._pipeline.end_offset)  # closing or sealing
-                    submitted = self._pipeline.submit(
-                        self._chain.spans[-1], blocks, writer_id, last_event_number,
-                        event_count, kind, txn_id, contiguous)
-            finally:
-                self._queued -= 1
+            # A rollover that fails fails the appends queued before it.
+            async with self._rollover.turn():
+                await self._until_writable()
+                self._life.check_appendable(self._pipeline.end_offset)  # closing or sealing
+                submitted = self._pipeline.submit(
+                    self._chain.spans[-1], blocks, writer_id, last_event_number,
+                    event_count, kind, txn_id, contiguous)
         else:
             submitted = self._pipeline.submit(self._chain.spans[-1], blocks, writer_id,
                                               last_event_number, event_count, kind, txn_id,
@@ -123,15 +113,12 @@ class SegmentAppends(SegmentRollover):
     async def _until_writable(self) -> None:
         """Wait out (or start) a rollover, until the open ledger takes appends."""
         while True:
-            if self._switching is not None:
-                await asyncio.shield(self._switching)
-            elif self._should_roll(self._now_ms()):
+            if not await self._rollover.wait_switch():
+                if not self._should_roll(self._now_ms()):
+                    return
                 try:
                     await self._roll_over()
                 except (BrokerError, LedgerError) as error:
-                    self._roll_failures += 1
-                    self._roll_error = error
+                    self._rollover.failed(error)
                     raise
-            else:
-                return
             self._life.check_appendable(self._pipeline.end_offset)

@@ -3,8 +3,9 @@
 ``SegmentCore`` holds the parts that own their state (the life cycle,
 ``broker.segments.life``; the ledger chain and its record, ``broker.segments.chain``;
 the append pipeline with the offsets and the writer table,
-``broker.segments.pipeline``), the fields the rest share (the start offset,
-locks, the rollover's gate, the transaction buffer) and the small helpers:
+``broker.segments.pipeline``; the queue of appends behind a rollover,
+``broker.segments.gate``), the fields the rest share (the start offset,
+locks, the transaction buffer) and the small helpers:
 waking readers, the record of a chain, what a confirmed entry tells the
 transaction buffer, ``info``. The
 parts still written as mixins on it (``_rollover``, ``_append``, ``_markers``,
@@ -22,6 +23,7 @@ from broker.api import SegmentInfo, SegmentLedger, SegmentRange, SegmentState, T
 from broker.errors import BrokerShuttingDownError
 from broker.segments.chain import LedgerChain
 from broker.segments.entry import EntryKind
+from broker.segments.gate import RolloverGate
 from broker.segments.life import SegmentLife
 from broker.segments.names import make_segment_name
 from broker.segments.offset_index import LedgerSpan, ReadHints
@@ -75,14 +77,8 @@ class SegmentCore:
         self._chain = LedgerChain(ledgers, store, setup.topic, setup.number, recovered,
                                   self._life, self._wake, self._now_ms)
         self._open_lock = asyncio.Lock()
-        self._switching: asyncio.Future[None] | None = None
-        # Appends waiting, in call order, behind a rollover (see ``append``).
-        self._gate = asyncio.Lock()
-        self._queued = 0
-        # Rollovers that failed so far, and the last one's error: an append
-        # queued behind a failed rollover fails with it (see ``append``).
-        self._roll_failures = 0
-        self._roll_error: Exception | None = None
+        # Appends queued, in call order, behind a rollover; the switch under way.
+        self._rollover = RolloverGate()
         self._data_event = asyncio.Event()
         self._hints = ReadHints()
         # The transaction buffer (user topics only; system topics take no transactions).

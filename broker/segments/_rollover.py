@@ -8,7 +8,6 @@ closes them.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -40,7 +39,7 @@ class SegmentRollover(SegmentCore):
         if not self.usable:
             return
         self._pipeline.expire_writers(now_ms)
-        if self._switching is None and self._should_roll(now_ms):
+        if not self._rollover.switching and self._should_roll(now_ms):
             await self._roll_over()
         if self._buffer is not None:
             try:
@@ -69,9 +68,7 @@ class SegmentRollover(SegmentCore):
                 await self._roll_over_locked()
 
     async def _roll_over_locked(self) -> None:
-        switched: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._switching = switched
-        try:
+        with self._rollover.switch():  # appends queue until it is done
             await self._pipeline.drain()
             old = self._chain.spans[-1]
             old_handle = old.handle
@@ -92,6 +89,3 @@ class SegmentRollover(SegmentCore):
             except LedgerError as error:
                 log.warning("segment %s: closing ledger %d failed: %s", self._name,
                             old.ledger_id, error)
-        finally:
-            self._switching = None
-            switched.set_result(None)

@@ -40,7 +40,8 @@ alone: ``life.SegmentLife`` (open, closing, moved, deleted; sealed; failed,
 and the error each state raises), ``chain.LedgerChain`` (the ledgers, the
 record's compare-and-set, new and deleted ledgers) and
 ``pipeline.AppendPipeline`` (numbering, submit, confirm; the offsets and the
-writer table). The rest is still written as mixins on the fields of
+writer table) and ``gate.RolloverGate`` (appends queued in call order behind
+a rollover). The rest is still written as mixins on the fields of
 ``_core.SegmentCore``: ``_rollover``, ``_append`` (the order of appends around
 a rollover), ``_markers`` (commit and abort markers),
 ``_reading`` (reads, long polls), ``_head`` (truncation, retention) and
