@@ -24,19 +24,19 @@ class SegmentHead(SegmentRollover):
 
     async def truncate(self, offset: int) -> SegmentInfo:
         """See ``SegmentHandle.truncate``; rolls over first when ``offset`` is the end."""
-        self._check_readable()
-        async with self._chain_lock:
-            if offset > self._end:
-                raise OffsetOutOfRangeError(self._name, offset, self._start, self._end)
+        self._life.check_readable()
+        async with self._chain.lock:
+            if offset > self.end_offset:
+                raise OffsetOutOfRangeError(self._name, offset, self._start, self.end_offset)
             if offset <= self._start:
                 return self.info()
-            last = self._spans[-1] if self._spans else None
+            last = self._chain.spans[-1] if self._chain.spans else None
             if (last is not None and last.writing and last.first_offset < offset
-                    and offset >= self._end):
-                self._check_appendable()
+                    and offset >= self.end_offset):
+                self._life.check_appendable(self.end_offset)
                 await self._roll_over_locked()
             await self._drop_head_locked(
-                self._keep_open_txns(ledgers_before(self._spans, self._end, offset)))
+                self._keep_open_txns(ledgers_before(self._chain.spans, self.end_offset, offset)))
             return self.info()
 
     async def apply_retention(self, now_ms: int, config: TopicConfig | None = None) -> int:
@@ -49,9 +49,9 @@ class SegmentHead(SegmentRollover):
         config = config or self._config
         if config.retention_ms < 0 and config.retention_bytes < 0:
             return 0
-        self._check_readable()
-        async with self._chain_lock:
-            count = self._keep_open_txns(ledgers_past_retention(self._spans, now_ms, config))
+        self._life.check_readable()
+        async with self._chain.lock:
+            count = self._keep_open_txns(ledgers_past_retention(self._chain.spans, now_ms, config))
             await self._drop_head_locked(count)
             return count
 
@@ -63,7 +63,7 @@ class SegmentHead(SegmentRollover):
         if buffer is None or buffer.ongoing_count == 0:
             return count
         first_open = buffer.max_read_position.ledger_id
-        for index, span in enumerate(self._spans[:count]):
+        for index, span in enumerate(self._chain.spans[:count]):
             if span.ledger_id >= first_open:
                 return index
         return count
@@ -71,13 +71,13 @@ class SegmentHead(SegmentRollover):
     async def _drop_head_locked(self, count: int) -> None:
         if count == 0:
             return
-        dropped, kept = self._spans[:count], self._spans[count:]
-        start = kept[0].first_offset if kept else self._end
-        await self._write_record(self._record_of(kept, start=start))
-        self._set_spans(kept)
+        dropped, kept = self._chain.spans[:count], self._chain.spans[count:]
+        start = kept[0].first_offset if kept else self.end_offset
+        await self._chain.write_record(self._record_of(kept, start=start))
+        self._chain.set_spans(kept)
         self._start = start
         self._hints.clear()
         log.info("segment %s: deleted %d ledgers, start offset now %d", self._name, count, start)
         if self._buffer is not None:
             self._buffer.on_ledger_deleted(dropped[-1].ledger_id)
-        await self._delete_ledgers(dropped)
+        await self._chain.delete_ledgers(dropped)

@@ -6,45 +6,44 @@ import contextlib
 import logging
 
 from broker.api import SegmentInfo
-from broker.errors import WrongHostError
-from broker.segments._chain import SegmentChain
-from broker.segments._core import SegmentLife
-from ledger.errors import LedgerError, NoNodeError
+from broker.segments._core import SegmentCore
+from broker.segments.life import ResidenceEvent, SealStage
+from ledger.errors import LedgerError
 
 __all__ = ["SegmentLifecycle"]
 
 log = logging.getLogger(__name__)
 
 
-class SegmentLifecycle(SegmentChain):
+class SegmentLifecycle(SegmentCore):
     """Sealing, closing and deleting (a part of ``LedgerSegment``)."""
 
     async def seal(self) -> SegmentInfo:
         """Refuse further appends, close the ledger and record the seal. Idempotent."""
-        self._check_readable()
-        async with self._chain_lock:
-            if self._sealed:
+        self._life.check_readable()
+        async with self._chain.lock:
+            if self._life.sealed:
                 return self.info()
-            self._sealed = True  # appends from now on fail at once
-            await self._drain()
-            last = self._spans[-1]
+            self._life.advance_seal(SealStage.SEALING)  # appends from now on fail at once
+            await self._pipeline.drain()
+            last = self._chain.spans[-1]
             if last.writing and last.handle is not None:
                 await last.handle.close()
                 last.writing = False
                 last.length_bytes = last.handle.length
             try:
-                await self._write_record(self._record_of(self._spans, snapshot=True))
+                await self._chain.write_record(self._record_of(self._chain.spans, snapshot=True))
             except Exception as error:
                 # Sealed in memory, not (known) in the record: this copy must not
                 # answer a later seal "sealed already". Failed, it is loaded again
                 # from the record, and sealed then.
-                self._fail(error)
+                self._life.fail(error)
                 raise
             # Only now may readers be told the end: appends accepted before
             # the seal were still landing during the drain.
-            self._end_final = True
+            self._life.advance_seal(SealStage.SEALED)
             self._wake()
-            log.info("segment %s sealed at offset %d", self._name, self._end)
+            log.info("segment %s sealed at offset %d", self._name, self.end_offset)
             return self.info()
 
     async def close(self) -> None:
@@ -62,24 +61,23 @@ class SegmentLifecycle(SegmentChain):
         await self._close_gracefully(" on hand-over", moved=True)
 
     async def _close_gracefully(self, why: str, *, moved: bool = False) -> None:
-        if self._life is not SegmentLife.OPEN:
+        if not self._life.is_open:
             return
-        self._life = SegmentLife.CLOSING
-        self._moved = self._moved or moved
+        self._life.move(ResidenceEvent.HAND_OVER if moved else ResidenceEvent.CLOSE)
         self._stop_recovery()
         self._wake()
-        async with self._chain_lock:
+        async with self._chain.lock:
             with contextlib.suppress(Exception):
-                await self._drain()
+                await self._pipeline.drain()
             await self._save_snapshot()
-            last = self._spans[-1] if self._spans else None
+            last = self._chain.spans[-1] if self._chain.spans else None
             if last is not None and last.writing and last.handle is not None:
                 try:
                     await last.handle.close()
                 except LedgerError as error:
                     log.info("segment %s: ledger %d not closed%s: %s", self._name,
                              last.ledger_id, why, error)
-            self._life = SegmentLife.CLOSED
+            self._life.move(ResidenceEvent.CLOSED)
 
     def abandon(self) -> None:
         """This broker lost the segment (session lost): refuse everything now, touch nothing.
@@ -89,14 +87,13 @@ class SegmentLifecycle(SegmentChain):
         already sent to the bookies may still complete: it is then durable, and
         the next owner's recovery keeps it.
         """
-        self._moved = True
-        self._life = SegmentLife.CLOSED
+        self._life.move(ResidenceEvent.ABANDON)
         self._stop_recovery()
         self._wake()
 
     def deleted_elsewhere(self) -> None:
         """Another broker deleted the segment (its record is gone): refuse everything now."""
-        self._life = SegmentLife.DELETED
+        self._life.move(ResidenceEvent.DELETE)
         self._stop_recovery()
         self._wake()
 
@@ -107,36 +104,36 @@ class SegmentLifecycle(SegmentChain):
         another's (a takeover, a seal by a scale elsewhere) fail the segment
         WrongHost, to be loaded again by the owner.
         """
-        if version != self._record_version and self._failure is None:
+        if version != self._chain.record_version and self._life.failure is None:
             log.info("segment %s: record changed by another broker; giving it up", self._name)
-            self._failure = WrongHostError(self._name)
+            self._life.taken()
             self._wake()
 
     async def _save_snapshot(self) -> None:
         """On a clean close, once drained: record the writer table if it changed."""
-        if self._failure is not None or self._unconfirmed or not self._spans:
+        if (self._life.failure is not None or not self._pipeline.idle
+                or not self._chain.spans):
             return
-        self._expire_writers(self._now_ms())
-        if (self._writers.matches(self._snapshot)
-                and self._snapshot_ledger == self._spans[-1].ledger_id):
+        self._pipeline.expire_writers(self._now_ms())
+        if (self._pipeline.writers.matches(self._chain.snapshot)
+                and self._chain.snapshot_ledger == self._chain.spans[-1].ledger_id):
             return
         try:
-            await self._write_record(self._record_of(self._spans, snapshot=True))
+            await self._chain.write_record(self._record_of(self._chain.spans, snapshot=True))
         except Exception as error:  # the next owner recovers from the headers
             log.info("segment %s: writer snapshot not saved on close: %s", self._name, error)
 
     async def delete(self) -> None:
         """Delete every ledger of the segment, then its record. Later calls: NoSuchSegment."""
-        self._life = SegmentLife.DELETED
+        self._life.move(ResidenceEvent.DELETE)
         self._stop_recovery()
         self._wake()
-        async with self._chain_lock:
+        async with self._chain.lock:
             with contextlib.suppress(Exception):
-                await self._drain()
-            last = self._spans[-1] if self._spans else None
+                await self._pipeline.drain()
+            last = self._chain.spans[-1] if self._chain.spans else None
             if last is not None and last.writing and last.handle is not None:
                 with contextlib.suppress(LedgerError):
                     await last.handle.close()
-            await self._delete_ledgers(self._spans)
-            with contextlib.suppress(NoNodeError):
-                await self._store.delete(self._path)
+            await self._chain.delete_ledgers(self._chain.spans)
+            await self._chain.delete_record()

@@ -31,11 +31,11 @@ class SegmentMarkers(SegmentAppends):
         """
         if kind not in (EntryKind.COMMIT_MARKER, EntryKind.ABORT_MARKER):
             raise InvalidArgumentError(f"{kind.name} is not a marker kind")
-        self._check_readable()
+        self._life.check_readable()
         self._check_txn()
-        if self._sealed:
+        if self._life.sealed:
             return await self._write_marker_after_seal(kind, txn_id)
-        self._check_appendable()
+        self._life.check_appendable(self.end_offset)
         result = await self._append_entry((), "", -1, 0, kind, txn_id)
         return result.offset
 
@@ -47,14 +47,14 @@ class SegmentMarkers(SegmentAppends):
         readers wait for it at ``max_read_position``, and only then reach
         the end of the segment). The segment's end offset does not move.
         """
-        if self._failure is not None:
-            raise self._failure_error()
-        async with self._chain_lock:
-            self._check_readable()
+        if self._life.failure is not None:
+            raise self._life.failure_error()
+        async with self._chain.lock:
+            self._life.check_readable()
             await self._start_ledger(replacing=[])
-            span = self._spans[-1]
+            span = self._chain.spans[-1]
             try:
-                submitted = self._submit((), "", -1, 0, kind, txn_id)
+                submitted = self._pipeline.submit(span, (), "", -1, 0, kind, txn_id)
                 if not isinstance(submitted, AppendResult):
                     await asyncio.shield(submitted[1])
             finally:
@@ -63,6 +63,6 @@ class SegmentMarkers(SegmentAppends):
                     with contextlib.suppress(LedgerError):
                         await span.handle.close()
                     span.length_bytes = span.handle.length
-                await self._write_record(self._record_of(self._spans, snapshot=True))
+                await self._chain.write_record(self._record_of(self._chain.spans, snapshot=True))
         self._wake()
-        return self._end
+        return self.end_offset

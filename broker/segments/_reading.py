@@ -34,21 +34,21 @@ class SegmentReads(SegmentCore):
         data entry. Markers are never served. ``next_offset`` says where the
         next read continues (past entries left out).
         """
-        self._check_readable()
+        self._life.check_readable()
         buffer = self._buffer
         committed = None
         if buffer is not None and isolation is Isolation.READ_COMMITTED:
             if not buffer.ready:
                 await self.recovered()
-                self._check_readable()
+                self._life.check_readable()
             committed = buffer
-        start, end = self._start, self._end
+        start, end = self._start, self.end_offset
         if offset < start or offset > end:
             raise OffsetOutOfRangeError(self._name, offset, start, end)
         limit = end if committed is None else self.committed_end
         if offset >= limit:
-            return ReadBatch([], end, self._end_final and offset >= end, offset)
-        span = self._spans[bisect_right(self._firsts, offset) - 1]
+            return ReadBatch([], end, self._life.end_final and offset >= end, offset)
+        span = self._chain.spans[bisect_right(self._chain.firsts, offset) - 1]
         try:
             handle = await self._reader(span)
             last_entry_id = span.last_entry_id if span.writing else handle.last_add_confirmed
@@ -56,14 +56,15 @@ class SegmentReads(SegmentCore):
             blocks, next_entry, next_offset = await read_blocks(
                 span, handle, entry_id, last_entry_id, offset, max(max_bytes, 1), committed)
         except (NoSuchLedgerError, NoSuchEntryError):
-            self._check_readable()
+            self._life.check_readable()
             if offset < self._start:  # truncated while we read
-                raise OffsetOutOfRangeError(self._name, offset, self._start, self._end) from None
+                raise OffsetOutOfRangeError(self._name, offset, self._start,
+                                            self.end_offset) from None
             raise
         if next_entry <= last_entry_id:
             self._hints.put(next_offset, span.ledger_id, next_entry)
-        end = self._end
-        return ReadBatch(blocks, end, self._end_final and next_offset >= end, next_offset)
+        end = self.end_offset
+        return ReadBatch(blocks, end, self._life.end_final and next_offset >= end, next_offset)
 
     async def _reader(self, span: LedgerSpan) -> WriteHandle:
         if span.handle is not None:
@@ -85,9 +86,9 @@ class SegmentReads(SegmentCore):
         deadline = loop.time() + timeout_s
         committed = self._buffer is not None and isolation is Isolation.READ_COMMITTED
         while True:
-            self._check_readable()
-            end = self.committed_end if committed else self._end
-            if end > offset or (self._end_final and end >= self._end):
+            self._life.check_readable()
+            end = self.committed_end if committed else self.end_offset
+            if end > offset or (self._life.end_final and end >= self.end_offset):
                 return True
             remaining = deadline - loop.time()
             if remaining <= 0:

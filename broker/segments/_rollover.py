@@ -8,13 +8,12 @@ closes them.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
 from broker.errors import BrokerError
 from broker.metrics import observe_txn_buffer_snapshot
-from broker.segments._chain import SegmentChain
+from broker.segments._core import SegmentCore
 from ledger.errors import LedgerError
 
 __all__ = ["SegmentRollover"]
@@ -22,13 +21,13 @@ __all__ = ["SegmentRollover"]
 log = logging.getLogger(__name__)
 
 
-class SegmentRollover(SegmentChain):
+class SegmentRollover(SegmentCore):
     """Rolling the open ledger over, and ``tick`` (a part of ``LedgerSegment``)."""
 
     def _should_roll(self, now_ms: int) -> bool:
-        if self._sealed or not self._spans or not self._spans[-1].writing:
+        if self._life.sealed or not self._chain.spans or not self._chain.spans[-1].writing:
             return False
-        span = self._spans[-1]
+        span = self._chain.spans[-1]
         if span.submitted_bytes == 0:
             return False
         if span.submitted_bytes >= self._config.ledger_rollover_bytes:
@@ -39,8 +38,8 @@ class SegmentRollover(SegmentChain):
         """Periodic work: forget idle writers; roll the ledger over if too old or too big."""
         if not self.usable:
             return
-        self._expire_writers(now_ms)
-        if self._switching is None and self._should_roll(now_ms):
+        self._pipeline.expire_writers(now_ms)
+        if not self._rollover.switching and self._should_roll(now_ms):
             await self._roll_over()
         if self._buffer is not None:
             try:
@@ -56,24 +55,22 @@ class SegmentRollover(SegmentChain):
 
         Every append submitted after this returns lands at or after that offset.
         """
-        self._check_appendable()
-        async with self._chain_lock:
-            self._check_appendable()
-            if self._spans[-1].submitted_bytes:
+        self._life.check_appendable(self.end_offset)
+        async with self._chain.lock:
+            self._life.check_appendable(self.end_offset)
+            if self._chain.spans[-1].submitted_bytes:
                 await self._roll_over_locked()
-            return self._spans[-1].first_offset
+            return self._chain.spans[-1].first_offset
 
     async def _roll_over(self) -> None:
-        async with self._chain_lock:
+        async with self._chain.lock:
             if self.usable and self._should_roll(self._now_ms()):
                 await self._roll_over_locked()
 
     async def _roll_over_locked(self) -> None:
-        switched: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._switching = switched
-        try:
-            await self._drain()
-            old = self._spans[-1]
+        with self._rollover.switch():  # appends queue until it is done
+            await self._pipeline.drain()
+            old = self._chain.spans[-1]
             old_handle = old.handle
             if old_handle is None:  # pragma: no cover - the open span always has its writer
                 raise RuntimeError(f"segment {self._name} has no writer")
@@ -86,12 +83,9 @@ class SegmentRollover(SegmentChain):
                 old.length_bytes = -1
                 raise
             log.info("segment %s rolled over from ledger %d to %d at offset %d", self._name,
-                     old.ledger_id, self._spans[-1].ledger_id, self._end)
+                     old.ledger_id, self._chain.spans[-1].ledger_id, self.end_offset)
             try:
                 await old_handle.close()
             except LedgerError as error:
                 log.warning("segment %s: closing ledger %d failed: %s", self._name,
                             old.ledger_id, error)
-        finally:
-            self._switching = None
-            switched.set_result(None)

@@ -35,12 +35,18 @@ record's last ledger (``broker.segments.recovery``). Writers idle longer than
 record is changed first, then the ledgers deleted, so a crash in between leaves
 an orphan ledger, never a record naming a deleted one.
 
-**Layout.** ``LedgerSegment`` is composed of parts, one job each, all on the
-fields of ``_core.SegmentCore``: ``_chain`` (the record's compare-and-set, new
-and deleted ledgers), ``_rollover``, ``_append`` (numbering, submit, confirm),
-``_markers`` (commit and abort markers), ``_reading`` (reads, long polls),
-``_head`` (truncation, retention) and ``_lifecycle`` (seal, close, delete).
-Each part calls only the parts it derives from, so they read in that order.
+**Layout.** ``LedgerSegment`` holds parts that own their state, each tested
+alone: ``life.SegmentLife`` (open, closing, moved, deleted; sealed; failed,
+and the error each state raises), ``chain.LedgerChain`` (the ledgers, the
+record's compare-and-set, new and deleted ledgers) and
+``pipeline.AppendPipeline`` (numbering, submit, confirm; the offsets and the
+writer table) and ``gate.RolloverGate`` (appends queued in call order behind
+a rollover). The rest is still written as mixins on the fields of
+``_core.SegmentCore``: ``_rollover``, ``_append`` (the order of appends around
+a rollover), ``_markers`` (commit and abort markers),
+``_reading`` (reads, long polls), ``_head`` (truncation, retention) and
+``_lifecycle`` (seal, close, delete). Each mixin calls only the ones it
+derives from, so they read in that order.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from collections.abc import Callable
 
 from broker.api import TopicConfig
 from broker.metrics import observe_txn_buffer_recovery
+from broker.segments._core import SegmentSetup
 from broker.segments._head import SegmentHead
 from broker.segments._lifecycle import SegmentLifecycle
 from broker.segments._markers import SegmentMarkers
@@ -100,12 +107,9 @@ class LedgerSegment(SegmentMarkers, SegmentReads, SegmentHead, SegmentLifecycle)
         started = time.perf_counter()
         chain = await recover_chain(ledgers, store, topic, number)
         recovered = time.perf_counter()
-        segment = cls(
-            ledgers, store, topic=topic, number=number, key_low=key_low, key_high=key_high,
-            config=config, clock=clock, record=chain.record, record_version=chain.version,
-            spans=chain.spans, end_offset=chain.end_offset, writers=chain.writers,
-            writer_expiry_ms=writer_expiry_ms, txn_store=txn_store, txn_snapshots=txn_snapshots,
-        )
+        setup = SegmentSetup(topic, number, key_low, key_high, clock, writer_expiry_ms,
+                             txn_store, txn_snapshots)
+        segment = cls(ledgers, store, setup, config, chain)
         if not chain.record.sealed:
             await segment._start_ledger(replacing=chain.empty if delete_empty else [])
         if segment._buffer is not None:
@@ -130,13 +134,13 @@ class LedgerSegment(SegmentMarkers, SegmentReads, SegmentHead, SegmentLifecycle)
         buffer = self._buffer
         assert buffer is not None  # (only started for a segment with a buffer)
         started = time.perf_counter()
-        replay = LedgerSegmentLog(self._spans, self._reader, self._txn_offsets)
+        replay = LedgerSegmentLog(self._chain.spans, self._reader, self._txn_offsets)
         try:
             await buffer.recover(replay)
         except Exception as error:  # a bookie or the snapshot store failed
             log.warning("segment %s: transaction buffer not recovered: %s", self._name, error)
             self._recovery_error = error
-            self._fail(error)  # loaded again on its next use
+            self._life.fail(error)  # loaded again on its next use
             self._wake()
             return
         # Nothing was awaited since the replay's last entry: every entry confirmed

@@ -171,7 +171,7 @@ def test_resends_after_restarts_are_answered_with_their_first_offsets(
 RECORDS = 3000
 ROUND = 100
 FAULTS = 3
-#: What the broker logs when a segment's append fails (``broker.segments._core``).
+#: What the broker logs when a segment's append fails (``broker.segments.life``).
 FAILED_APPEND = "ledger write failed"
 
 

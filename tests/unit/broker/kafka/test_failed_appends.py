@@ -39,7 +39,7 @@ def _fail_next_add(segment: LedgerSegment, *, stored: bool) -> list[int]:
 
     Returns a list that gets the entry id once the bookie holds the entry.
     """
-    handle = segment._spans[-1].handle  # the seam: the segment's ledger writer
+    handle = segment._chain.spans[-1].handle  # the seam: the segment's ledger writer
     assert handle is not None
     real_add = handle.add_async
     held: list[int] = []

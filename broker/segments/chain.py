@@ -1,5 +1,12 @@
 """The segment's ledger chain and its record: compare-and-set, new ledgers, deletions.
 
+``LedgerChain`` is the part of a ``LedgerSegment`` that owns the chain: its
+``LedgerSpan``s (and their first offsets, for the read path's search), the
+version of the record this broker last wrote, the writer snapshot that record
+holds, and the lock every change of the chain takes. It writes the record, and
+fails the segment through its ``SegmentLife`` (given, not owned) when the
+record shows another owner or is gone.
+
 The record (``broker.segments.records``) changes only by compare-and-set on the
 version this broker last wrote: a failed CAS means another broker took the
 segment (``WrongHostError``), a missing node that it was deleted. A new
@@ -23,46 +30,112 @@ alone. A ledger is deleted only after a read that shows no record names it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Callable, Mapping
 
 from broker.errors import NoSuchSegmentError, WrongHostError
-from broker.segments._core import SegmentCore, SegmentLife
+from broker.segments.life import ResidenceEvent, SegmentLife
+from broker.segments.names import make_segment_name, segment_path
 from broker.segments.offset_index import LedgerSpan
-from broker.segments.records import SegmentRecord
+from broker.segments.records import SegmentRecord, WriterState
+from broker.segments.recovery import RecoveredChain
+from ledger.api import LedgerService, MetadataStore
 from ledger.errors import BadVersionError, LedgerError, MetadataUnavailableError, NoNodeError
 
-__all__ = ["SegmentChain"]
+__all__ = ["LedgerChain"]
 
 log = logging.getLogger(__name__)
 
 
-class SegmentChain(SegmentCore):
-    """Record CAS, starting a ledger, deleting ledgers (a part of ``LedgerSegment``)."""
+class LedgerChain:
+    """The ledgers of one segment and its record (a part of ``LedgerSegment``).
 
-    def _record_of(self, spans: list[LedgerSpan], *, start: int | None = None,
-                   snapshot: bool = False) -> SegmentRecord:
-        """The record for ``spans``; ``snapshot``: with a fresh writer snapshot.
+    Args:
+        ledgers: the ledger service the chain's ledgers live in.
+        store: the metadata store holding the segment record.
+        topic, number: the segment's.
+        recovered: the chain as ``recover_chain`` found it (record, version, spans).
+        life: the segment's life cycle, failed here when the record says so.
+        wake: wakes the segment's readers (a record found gone ends their waits).
+        now_ms: the segment's clock in milliseconds (a new ledger's creation time).
+    """
 
-        Take a snapshot only when nothing is unconfirmed (the table may hold
-        numbers of entries not yet durable otherwise); without one, the
-        record keeps the snapshot it has.
+    def __init__(self, ledgers: LedgerService, store: MetadataStore, topic: str, number: int,
+                 recovered: RecoveredChain, life: SegmentLife, wake: Callable[[], None],
+                 now_ms: Callable[[], int]) -> None:
+        self._ledgers = ledgers
+        self._store = store
+        self._topic = topic
+        self._number = number
+        self._name = make_segment_name(topic, number)
+        self._path = segment_path(topic, number)
+        self._life = life
+        self._wake = wake
+        self._now_ms = now_ms
+        self._spans = recovered.spans
+        self._firsts = [span.first_offset for span in self._spans]
+        self._record_version = recovered.version
+        # The writer snapshot the record holds now (rewritten as is by record
+        # writes that take no new one).
+        self._snapshot_ledger = recovered.record.writers_ledger
+        self._snapshot: Mapping[str, WriterState] = recovered.record.writers
+        #: Taken by every change of the chain (rollover, seal, truncation, close).
+        self.lock = asyncio.Lock()
+
+    @property
+    def spans(self) -> list[LedgerSpan]:
+        """The ledgers, oldest first; the last one is written while the segment is open."""
+        return self._spans
+
+    @property
+    def firsts(self) -> list[int]:
+        """The first offset of each span, for a bisection."""
+        return self._firsts
+
+    @property
+    def record_version(self) -> int:
+        """The version of the record this broker last wrote (or loaded)."""
+        return self._record_version
+
+    @property
+    def snapshot(self) -> Mapping[str, WriterState]:
+        """The writer snapshot the record holds."""
+        return self._snapshot
+
+    @property
+    def snapshot_ledger(self) -> int:
+        """The ledger the record's writer snapshot was taken at (-1: none)."""
+        return self._snapshot_ledger
+
+    def set_spans(self, spans: list[LedgerSpan]) -> None:
+        """The chain is ``spans`` now (their record is written)."""
+        self._spans = spans
+        self._firsts = [span.first_offset for span in spans]
+
+    def record_of(self, spans: list[LedgerSpan], *, start_offset: int, end_offset: int,
+                  sealed: bool, writers: Mapping[str, WriterState] | None) -> SegmentRecord:
+        """The record for ``spans``; with ``writers``, a fresh writer snapshot.
+
+        Give ``writers`` only when nothing is unconfirmed (the table may hold
+        numbers of entries not yet durable otherwise); without, the record
+        keeps the snapshot it has.
         """
-        writers_ledger, writers = self._snapshot_ledger, self._snapshot
-        if snapshot:
-            self._expire_writers(self._now_ms())
+        writers_ledger, snapshot = self._snapshot_ledger, self._snapshot
+        if writers is not None:
             writers_ledger = spans[-1].ledger_id if spans else -1
-            writers = self._writers.snapshot()
+            snapshot = writers
         return SegmentRecord(
             topic=self._topic, number=self._number,
             ledgers=tuple(span.to_record() for span in spans),
-            start_offset=self._start if start is None else start,
-            sealed=self._sealed,
-            end_offset=self._end if self._sealed else -1,
+            start_offset=start_offset,
+            sealed=sealed,
+            end_offset=end_offset if sealed else -1,
             writers_ledger=writers_ledger,
-            writers=writers,
+            writers=snapshot,
         )
 
-    async def _write_record(self, record: SegmentRecord) -> None:
+    async def write_record(self, record: SegmentRecord) -> None:
         """Compare-and-set the segment record on the version this broker last wrote.
 
         Returns once the record is written. Raises ``WrongHostError`` (someone
@@ -83,7 +156,7 @@ class SegmentChain(SegmentCore):
         except asyncio.CancelledError:
             # The call may still be applied: nothing this broker holds about the
             # record can be trusted any more. Loaded again, it is read afresh.
-            self._fail(MetadataUnavailableError(
+            self._life.fail(MetadataUnavailableError(
                 f"segment {self._name}: record write cancelled; its outcome is unknown"))
             raise
         self._record_version = version
@@ -100,7 +173,7 @@ class SegmentChain(SegmentCore):
         except LedgerError as read_error:
             log.warning("segment %s: record write outcome unknown (%s) and not readable "
                         "(%s); the segment loads again", self._name, error, read_error)
-            self._fail(error)
+            self._life.fail(error)
             raise error from None
         if current.data == data and current.version > expected:
             log.info("segment %s: record write answer lost, but it was applied", self._name)
@@ -112,28 +185,34 @@ class SegmentChain(SegmentCore):
 
     def _taken(self) -> WrongHostError:
         log.info("segment %s: record changed by someone else; giving it up", self._name)
-        self._failure = WrongHostError(self._name)
-        return WrongHostError(self._name)
+        return self._life.taken()
 
     def _gone(self) -> NoSuchSegmentError:
-        self._life = SegmentLife.DELETED
+        self._life.move(ResidenceEvent.DELETE)
         self._wake()
         return NoSuchSegmentError(self._name)
 
-    async def _start_ledger(self, replacing: list[LedgerSpan]) -> None:
+    async def start_ledger(self, replacing: list[LedgerSpan], first_offset: int,
+                           record_for: Callable[[list[LedgerSpan]], SegmentRecord]) -> None:
+        """Create a ledger from ``first_offset``, record it, then delete ``replacing``.
+
+        ``record_for`` makes the record naming the new chain (with a writer
+        snapshot: see below). Raises what ``write_record`` raises, after
+        ``_forget_new_ledger``.
+        """
         handle = await self._ledgers.create(properties={"folio.segment": self._name})
-        span = LedgerSpan(handle.ledger_id, self._end, created_ms=self._now_ms(),
-                          handle=handle, writing=True, indexed_end=self._end)
+        span = LedgerSpan(handle.ledger_id, first_offset, created_ms=self._now_ms(),
+                          handle=handle, writing=True, indexed_end=first_offset)
         expected = self._record_version
         try:
             # Nothing is unconfirmed here (a rollover drained the old ledger):
             # the table matches the data, so it is the new ledger's snapshot.
-            await self._write_record(self._record_of([*self._spans, span], snapshot=True))
+            await self.write_record(record_for([*self._spans, span]))
         except BaseException:
             await self._forget_new_ledger(handle.ledger_id, expected)
             raise
-        self._set_spans([*self._spans, span])
-        await self._delete_ledgers(replacing)
+        self.set_spans([*self._spans, span])
+        await self.delete_ledgers(replacing)
 
     async def _forget_new_ledger(self, ledger_id: int, expected: int) -> None:
         """The record write of a new ledger failed: delete the ledger only if no record names it.
@@ -178,10 +257,16 @@ class SegmentChain(SegmentCore):
                         self._name, ledger_id)
             raise
 
-    async def _delete_ledgers(self, spans: list[LedgerSpan]) -> None:
+    async def delete_ledgers(self, spans: list[LedgerSpan]) -> None:
+        """Delete ``spans``' ledgers (no longer in the record); one that fails is left behind."""
         for span in spans:
             try:
                 await self._ledgers.delete(span.ledger_id)
             except LedgerError as error:
                 log.warning("segment %s: ledger %d left behind: %s", self._name,
                             span.ledger_id, error)
+
+    async def delete_record(self) -> None:
+        """Delete the segment record (after its ledgers); gone already is fine."""
+        with contextlib.suppress(NoNodeError):
+            await self._store.delete(self._path)
