@@ -1,4 +1,4 @@
-"""A transactional flow lands a prefix of its blocks (``broker.txn.append_stream``).
+"""A transactional flow lands a prefix of its blocks (``broker.appends.stream``).
 
 Two pipelined blocks of one transactional flow: the first waits for the
 transaction's log record naming the segment and fails there (as when its log
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.api import AppendResult, Block, TopicConfig
-from broker.errors import BrokerShuttingDownError
-from broker.txn.append_stream import (
+from broker.appends.held import HeldBudget
+from broker.appends.stream import (
     Appended,
     AppendStream,
     BlockCommand,
@@ -30,7 +30,7 @@ from broker.txn.append_stream import (
     SetupCommand,
     SetupDone,
 )
-from broker.txn.held import HeldBudget
+from broker.errors import BrokerShuttingDownError
 from folio.api.v1.block import encode_block
 from txnbuffer.api import TxnId
 
