@@ -15,9 +15,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.kafka.access import GROUP_ADMIN, GROUP_LOOKUP, allowed
+from broker.kafka.consumer_groups.states import GroupState, by_name
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
-from broker.kafka.groups.states import GroupState, by_name
 from broker.kafka.handlers.coordination import ZERO, checked_coordinators
 from broker.kafka.locator import GROUP_KEY
 from broker.kafka.messages import build, nested, response_class

@@ -18,7 +18,7 @@ import pytest
 from broker.auth.permissions import AclTable, Action, Grant, ResourceKind
 from broker.cluster.containers import OwnerRecord
 from broker.groups.heartbeats import HeartbeatBoard, _path
-from broker.kafka.groups.offsets import CommittedOffset, GroupRecord
+from broker.kafka.consumer_groups.offsets import CommittedOffset, GroupRecord
 from broker.kafka.sasl.credentials import decode_table, encode_table
 from broker.kafka.sasl.scram import ScramCredential
 from broker.kafka.txns.records import TxnProducer

@@ -12,9 +12,14 @@ import asyncio
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.kafka.groups.members import Group
-from broker.kafka.groups.membership import GroupConfig, GroupMembership, JoinRequest
-from broker.kafka.groups.states import GroupState, GroupStateError, by_name, check_transition
+from broker.kafka.consumer_groups.members import Group
+from broker.kafka.consumer_groups.membership import GroupConfig, GroupMembership, JoinRequest
+from broker.kafka.consumer_groups.states import (
+    GroupState,
+    GroupStateError,
+    by_name,
+    check_transition,
+)
 from broker.kafka.locator import LocalLocator, Node, container_of
 from tests.support.wait import wait_for_async
 

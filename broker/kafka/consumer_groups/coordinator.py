@@ -26,16 +26,16 @@ from kio.schema.errors import ErrorCode
 
 from broker.api import Topics
 from broker.errors import BrokerError, WrongHostError
-from broker.kafka.error_codes import error_code
-from broker.kafka.groups.members import Group, JoinResult, SyncResult
-from broker.kafka.groups.membership import GroupConfig, GroupMembership
-from broker.kafka.groups.offsets import (
+from broker.kafka.consumer_groups.members import Group, JoinResult, SyncResult
+from broker.kafka.consumer_groups.membership import GroupConfig, GroupMembership
+from broker.kafka.consumer_groups.offsets import (
     CommittedOffset,
     GroupRecord,
     OffsetStore,
     TopicPartition,
 )
-from broker.kafka.groups.states import GroupState
+from broker.kafka.consumer_groups.states import GroupState
+from broker.kafka.error_codes import error_code
 from broker.kafka.partitions import partition_segments
 from broker.segments.names import is_system_topic
 from ledger.errors import LedgerError

@@ -40,7 +40,7 @@ from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from broker.kafka.groups.members import (
+from broker.kafka.consumer_groups.members import (
     Group,
     GroupConfig,
     JoinRequest,
@@ -48,7 +48,7 @@ from broker.kafka.groups.members import (
     Member,
     SyncResult,
 )
-from broker.kafka.groups.states import GroupState
+from broker.kafka.consumer_groups.states import GroupState
 
 __all__ = ["GroupConfig", "GroupMembership", "JoinRequest"]
 

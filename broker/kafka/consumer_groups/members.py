@@ -1,6 +1,6 @@
 """A consumer group and its members, what JoinGroup and SyncGroup ask and answer, the limits.
 
-Pure data with small helpers; ``broker.kafka.groups.membership`` changes
+Pure data with small helpers; ``broker.kafka.consumer_groups.membership`` changes
 them (one asyncio loop: every change between two awaits is atomic).
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from broker.kafka.groups.states import GroupState, check_transition
+from broker.kafka.consumer_groups.states import GroupState, check_transition
 
 __all__ = ["Group", "GroupConfig", "JoinRequest", "JoinResult", "Member", "SyncResult"]
 
