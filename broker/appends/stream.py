@@ -90,7 +90,7 @@ __all__ = [
     "MAX_COMMANDS_IN_FLIGHT",
     "MAX_FLOWS",
     "MAX_WRITER_ID_CHARS",
-    "AppendStream",
+    "AppendEngine",
     "Appended",
     "BlockCommand",
     "Command",
@@ -225,8 +225,8 @@ class _Flow:
     tail: asyncio.Future[None] | None = None
 
 
-class AppendStream:
-    """One Append stream: reads commands, starts their work, queues outcomes in flow order.
+class AppendEngine:
+    """The broker end of an Append stream: runs its commands, queues outcomes in flow order.
 
     Args:
         topics: the broker's topics.

@@ -28,7 +28,7 @@ from broker.api import Topics
 from broker.appends.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS, HeldBudget
 from broker.appends.stream import (
     Appended,
-    AppendStream,
+    AppendEngine,
     BlockCommand,
     Command,
     NotBound,
@@ -85,7 +85,7 @@ class AppendServicer(append_pb2_grpc.AppendServicer):
     async def Append(
         self, request_iterator: AsyncIterator[append_pb2.AppendCommand], context: _Context
     ) -> AsyncIterator[_Reply]:
-        stream = AppendStream(self._topics, self._stopping, self.held, self._coordinator,
+        stream = AppendEngine(self._topics, self._stopping, self.held, self._coordinator,
                               authorize=setup_check())
         pump = asyncio.create_task(stream.pump(_decode(request_iterator)))
         try:

@@ -19,7 +19,7 @@ from broker.api import AppendResult, Block, TopicConfig
 from broker.appends.held import HeldBudget
 from broker.appends.stream import (
     Appended,
-    AppendStream,
+    AppendEngine,
     BlockCommand,
     Command,
     Outcome,
@@ -82,7 +82,7 @@ async def _run(segment: _Segment, setup_again: bool) -> list[Outcome]:
             yield _block(5, 1)
 
     topics: Any = _Topics(segment)
-    stream = AppendStream(topics, asyncio.Event(), HeldBudget())
+    stream = AppendEngine(topics, asyncio.Event(), HeldBudget())
     pump = asyncio.ensure_future(stream.pump(commands()))
     outcomes: list[Outcome] = []
     while (outcome := await asyncio.wait_for(stream.next_outcome(), 30)) is not None:

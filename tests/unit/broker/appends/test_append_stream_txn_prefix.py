@@ -22,7 +22,7 @@ from broker.api import AppendResult, Block, TopicConfig
 from broker.appends.held import HeldBudget
 from broker.appends.stream import (
     Appended,
-    AppendStream,
+    AppendEngine,
     BlockCommand,
     Command,
     Outcome,
@@ -101,7 +101,7 @@ async def test_a_failed_block_refuses_the_later_blocks_of_its_flow() -> None:
     segment = _Segment()
     coordinator = _Coordinator()
     topics: Any = _Topics(segment)
-    stream = AppendStream(topics, asyncio.Event(), HeldBudget(), coordinator=coordinator)
+    stream = AppendEngine(topics, asyncio.Event(), HeldBudget(), coordinator=coordinator)
     pump = asyncio.ensure_future(stream.pump(_commands(coordinator)))
     outcomes: list[Outcome] = []
     while (outcome := await asyncio.wait_for(stream.next_outcome(), 30)) is not None:
@@ -128,7 +128,7 @@ async def test_blocks_after_a_new_setup_are_written_again() -> None:
         yield _block(4, 20, 19)
 
     topics: Any = _Topics(segment)
-    stream = AppendStream(topics, asyncio.Event(), HeldBudget(), coordinator=coordinator)
+    stream = AppendEngine(topics, asyncio.Event(), HeldBudget(), coordinator=coordinator)
     pump = asyncio.ensure_future(stream.pump(commands()))
     outcomes: list[Outcome] = []
     while (outcome := await asyncio.wait_for(stream.next_outcome(), 30)) is not None:
