@@ -23,9 +23,11 @@ it: each layer imports only the ones below it, with no ignores):
   ``server`` that registers them with health and reflection, and the checks
   every request passes first (``_handlers``: decodable; ``request_names``).
 - ``txn/``: the ``coordinator`` of full transactions (``states``: the
-  transition table), ``held`` (PDP-44 bounds), ``append_stream`` (one Append
-  stream's flows, held blocks and failure replies), ``commit_keys``
-  (idempotent commits), ``faults`` (crash-window hooks, injected by tests).
+  transition table), ``commit_keys`` (idempotent commits), ``faults``
+  (crash-window hooks, injected by tests).
+- ``appends/``: ``stream`` (one Append stream's flows, held blocks and failure
+  replies: every append, plain or transactional, runs here) and ``held``
+  (PDP-44 bounds).
 - ``groups/``: reader-group ``store`` (conditional updates), member
   ``liveness``, ``backlog`` metrics.
 - ``system/``: ``CompactedTopic`` (the broker's own keyed state: latest record
@@ -44,7 +46,7 @@ it: each layer imports only the ones below it, with no ignores):
 
 Where this differs from the layout first sketched (issue 14), and why:
 
-- The order is ``txn | groups -> system -> topics -> segments``, not
+- The order is ``txn | groups | appends -> system -> topics -> segments``, not
   ``topics -> segments -> system``: a compacted system topic is a topic of the
   ``TopicManager`` (it loads its segment through it), so ``system`` sits above
   ``topics``; the manager is handed the snapshot store's factory by the wiring
@@ -59,14 +61,15 @@ Where this differs from the layout first sketched (issue 14), and why:
   ``TopicManager`` itself refuses public writes to system topics.
 - ``entry`` and ``block_limits`` are in ``segments/``: the segment writes
   the entries and checks the blocks; ``services`` and ``system`` use them.
-- ``append_stream`` is in ``txn/``: it is the PDP-44 flow engine over
-  ``held`` and the coordinator, and the servicer must hold no logic.
+- The Append stream's engine is ``appends/stream``, not in ``txn/`` (where
+  it first was): every plain append runs on it; it reaches the coordinator
+  through its ``TxnWrites`` protocol, and the servicer must hold no logic.
 - ``clip`` stays at the top, beside ``status``, which uses it for every
   message that leaves the broker.
 - ``broker_config`` (``BrokerConfig``, ``RemoteBookies``) and
   ``standalone_config`` (``StandaloneConfig``, which extends it) stay at the
   top with their names, layered just under ``app`` and above the domain:
-  ``BrokerConfig`` gathers the components' defaults (``txn.held``,
+  ``BrokerConfig`` gathers the components' defaults (``appends.held``,
   ``segments.writers``), and ``ledger.settings`` layers it.
 - ``LedgerSegment``, ``TopicManager`` and ``TxnCoordinator`` keep their names
   and behaviour but are composed of mixin parts, one job per file (``_core``

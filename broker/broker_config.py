@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from broker.appends.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from broker.cluster.peers import PeerSecurity
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
-from broker.txn.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from ledger.bookie.client_security import BookieSecurity
 from ledger.client.directory import BookieDirectory
 from ledger.config import check_port, check_quorums, split_roles

@@ -26,6 +26,7 @@ import grpc
 
 from broker.api import TopicConfig
 from broker.app.cluster_ownership import ClusterOwnership
+from broker.appends.held import MAX_TXN_BYTES
 from broker.auth import AclStore, Authorizer
 from broker.broker_config import BrokerConfig
 from broker.groups.backlog import GroupBacklog
@@ -37,7 +38,6 @@ from broker.topics.manager import TopicManager
 from broker.txn.commit_keys import CommitKeys
 from broker.txn.coordinator import TxnCoordinator
 from broker.txn.faults import TxnFaults
-from broker.txn.held import MAX_TXN_BYTES
 from ledger.api import MetadataStore
 from ledger.bookie.bookie import Bookie
 from ledger.client.directory import BookieDirectory

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from broker.cluster.containers import OwnerRecord
 from broker.cluster.session_gate import OwnershipPhase
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
-from broker.kafka.groups.coordinator import GroupCoordinator
+from broker.kafka.consumer_groups.coordinator import GroupCoordinator
 from broker.kafka.locator import GROUP_KEY, Node, container_of
 from broker.kafka.nodes import parse_node
 

@@ -11,7 +11,7 @@ metrics over HTTP.
 
 A ledger entry holds up to ``MAX_ENTRY_BYTES`` (16 MiB + 1 MiB headroom for
 entry and frame headers): a single-routing-key transaction of up to 16 MiB of
-blocks is written as ONE entry (``broker.txn.held``).
+blocks is written as ONE entry (``broker.appends.held``).
 
 Startup prints one line to stdout once everything serves (``folio standalone
 listening on HOST:PORT ...``); scripts and tests read the port from it.

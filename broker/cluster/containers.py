@@ -59,7 +59,7 @@ _COORDINATOR_TOPICS = ("_txnlog/", "_txncommitkeys/")
 #: The snapshot topic: its segment ``n`` is in container ``n`` (``broker.system``
 #: names it; repeated here for the same reason).
 SNAPSHOT_TOPIC = "_txnbuffer_snapshots"
-#: The Kafka listener's committed offsets (``broker.kafka.groups.offsets``), placed the same way.
+#: The Kafka listener's committed offsets (``kafka.consumer_groups.offsets``), placed the same way.
 KAFKA_OFFSETS_TOPIC = "_kafka_offsets"
 #: Topics whose segment ``n`` is in container ``n``: they move with their containers.
 PER_CONTAINER_TOPICS = (SNAPSHOT_TOPIC, KAFKA_OFFSETS_TOPIC)

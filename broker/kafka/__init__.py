@@ -15,7 +15,7 @@ handler with supported versions), ``apis`` (the rows of that table),
 ``error_codes`` (Folio errors -> Kafka error codes), ``batches`` (the record
 batch header: checks and base offset), ``blocks`` (record batches in Folio
 blocks and back), ``context`` (what handlers share). Consumer groups and
-transactions: ``groups/`` (the group coordinator and committed offsets),
+transactions: ``consumer_groups/`` (the group coordinator and committed offsets),
 ``txns/`` (transactional ids on Folio's transaction coordinator),
 ``locator`` (which broker coordinates a key: the cluster hook),
 ``coordinators`` (the three, loaded at the listener's start).

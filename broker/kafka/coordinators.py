@@ -13,9 +13,9 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from broker.kafka.groups.coordinator import GroupCoordinator
-from broker.kafka.groups.membership import GroupConfig
-from broker.kafka.groups.offsets import OffsetStore
+from broker.kafka.consumer_groups.coordinator import GroupCoordinator
+from broker.kafka.consumer_groups.membership import GroupConfig
+from broker.kafka.consumer_groups.offsets import OffsetStore
 from broker.kafka.locator import (
     GROUP_KEY,
     CoordinatorLocator,

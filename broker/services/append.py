@@ -1,7 +1,7 @@
 """The ``folio.v1.Append`` servicer: decode commands, run the stream, encode outcomes.
 
 The stream's work (flows multiplexed, held blocks, outcomes in flow order,
-which failure reply each error gets, shutdown) is ``broker.txn.append_stream``;
+which failure reply each error gets, shutdown) is ``broker.appends.stream``;
 the protocol itself is ``proto/folio/v1/append.proto``. Here each
 ``AppendCommand`` becomes a ``SetupCommand`` or ``BlockCommand`` (a command
 that sets neither ends the stream INVALID_ARGUMENT) and each outcome its
@@ -25,6 +25,20 @@ from typing import Any
 import grpc
 
 from broker.api import Topics
+from broker.appends.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS, HeldBudget
+from broker.appends.stream import (
+    Appended,
+    AppendEngine,
+    BlockCommand,
+    Command,
+    NotBound,
+    Outcome,
+    RefusalKind,
+    Refused,
+    SetupCommand,
+    SetupDone,
+    TxnWrites,
+)
 from broker.auth.authorizer import setup_check
 from broker.clip import clip_message
 from broker.errors import (
@@ -38,20 +52,6 @@ from broker.errors import (
 from broker.segments.transactions import check_txn_id
 from broker.services._servicer import abort_with
 from broker.status import error_number, is_retriable, status_for
-from broker.txn.append_stream import (
-    Appended,
-    AppendStream,
-    BlockCommand,
-    Command,
-    NotBound,
-    Outcome,
-    RefusalKind,
-    Refused,
-    SetupCommand,
-    SetupDone,
-    TxnWrites,
-)
-from broker.txn.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS, HeldBudget
 from folio.api.v1 import append_pb2, append_pb2_grpc
 from txnbuffer.api import TxnId
 
@@ -85,7 +85,7 @@ class AppendServicer(append_pb2_grpc.AppendServicer):
     async def Append(
         self, request_iterator: AsyncIterator[append_pb2.AppendCommand], context: _Context
     ) -> AsyncIterator[_Reply]:
-        stream = AppendStream(self._topics, self._stopping, self.held, self._coordinator,
+        stream = AppendEngine(self._topics, self._stopping, self.held, self._coordinator,
                               authorize=setup_check())
         pump = asyncio.create_task(stream.pump(_decode(request_iterator)))
         try:

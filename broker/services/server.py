@@ -23,6 +23,7 @@ from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 
 from broker._proto.v1 import internal_pb2
 from broker.api import Topics
+from broker.appends.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from broker.auth.acl_store import AclStore
 from broker.cluster.owners import SegmentOwners, SingleBroker
 from broker.cluster.txn_routes import ClusterTxnRoutes
@@ -39,7 +40,6 @@ from broker.services.read import ReadServicer
 from broker.services.transactions import TransactionsServicer
 from broker.txn.commit_keys import CommitKeys
 from broker.txn.coordinator import TxnCoordinator
-from broker.txn.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from folio.api.v1 import admin_pb2, append_pb2, groups_pb2, read_pb2, transactions_pb2
 from ledger.bookie.service import host_port, listen
 from ledger.security.tls import ServerTls
@@ -134,7 +134,7 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
     the other brokers; without, appends use the coordinator in process.
 
     ``max_held_bytes`` and ``max_held_ms`` bound the blocks of uncommitted
-    transactions (see ``broker.txn.held``).
+    transactions (see ``broker.appends.held``).
 
     ``tls``: serve TLS with these files (mutual when they name a CA),
     reloading them when they change. ``interceptors`` run before every call

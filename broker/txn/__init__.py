@@ -1,4 +1,6 @@
-"""Transactions: the coordinator of full transactions, held (PDP-44) blocks, commit keys.
+"""Transactions: the coordinator of full transactions and commit keys.
+
+Held (PDP-44) blocks and the Append stream are ``broker.appends``.
 """
 
 __all__: list[str] = []

@@ -15,9 +15,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.kafka.access import GROUP_ADMIN, GROUP_LOOKUP, allowed
+from broker.kafka.consumer_groups.states import ConsumerGroupState, by_name
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
-from broker.kafka.groups.states import GroupState, by_name
 from broker.kafka.handlers.coordination import ZERO, checked_coordinators
 from broker.kafka.locator import GROUP_KEY
 from broker.kafka.messages import build, nested, response_class
@@ -67,7 +67,7 @@ async def handle_list_groups(context: KafkaContext, call: Call) -> Any:
     if coordinators is None:
         return build(cls, throttle_time=ZERO, error_code=ErrorCode.coordinator_not_available,
                      groups=())
-    states: set[GroupState] | None = None
+    states: set[ConsumerGroupState] | None = None
     asked_states = getattr(call.request, "states_filter", ())
     if asked_states:
         states = {state for state in map(by_name, asked_states) if state is not None}

@@ -1,7 +1,7 @@
 """JoinGroup (11) v0-v9, SyncGroup (14) v0-v5, Heartbeat (12) v0-v4, LeaveGroup (13) v0-v5.
 
 Thin: each request is read whatever its version and handed to the group
-coordinator (``broker.kafka.groups.membership``), whose answer is encoded
+coordinator (``broker.kafka.consumer_groups.membership``), whose answer is encoded
 back. JoinGroup v4+ without a member id is answered MEMBER_ID_REQUIRED with
 the id to join with (KIP-394); v0's session timeout is also its rebalance
 timeout. LeaveGroup v3+ removes several members (KIP-345).
@@ -14,9 +14,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.kafka.access import GROUP_CONSUME
+from broker.kafka.consumer_groups.membership import JoinRequest
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
-from broker.kafka.groups.membership import JoinRequest
 from broker.kafka.handlers.coordination import ZERO, checked_coordinators
 from broker.kafka.locator import GROUP_KEY
 from broker.kafka.messages import build, nested, response_class

@@ -5,7 +5,7 @@ durable append) in ``_kafka_offsets``; a fetch answers from memory, -1 for a
 partition the group never committed. OffsetFetch v8 asks for several groups
 (KIP-709); v7+'s ``require_stable`` answers UNSTABLE_OFFSET_COMMIT while a
 transaction holds offsets of the partition. The rules:
-``broker.kafka.groups.coordinator``.
+``broker.kafka.consumer_groups.coordinator``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.kafka.access import GROUP_CONSUME, TOPIC_CONSUME, allowed
+from broker.kafka.consumer_groups.coordinator import OffsetCommitItem
+from broker.kafka.consumer_groups.offsets import CommittedOffset, TopicPartition
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
-from broker.kafka.groups.coordinator import OffsetCommitItem
-from broker.kafka.groups.offsets import CommittedOffset, TopicPartition
 from broker.kafka.handlers.coordination import ZERO, checked_coordinators
 from broker.kafka.locator import GROUP_KEY
 from broker.kafka.messages import build, nested, response_class

@@ -37,9 +37,9 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from broker.errors import BrokerError, TxnNotFoundError, TxnStateError
+from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCommitItem
+from broker.kafka.consumer_groups.offsets import TopicPartition
 from broker.kafka.error_codes import error_code
-from broker.kafka.groups.coordinator import GroupCoordinator, OffsetCommitItem
-from broker.kafka.groups.offsets import TopicPartition
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.txns.records import (
     MAX_TRANSACTIONAL_ID_BYTES,

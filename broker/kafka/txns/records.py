@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker.kafka.groups.offsets import CommittedOffset
+from broker.kafka.consumer_groups.offsets import CommittedOffset
 from ledger.records import dump_record, load_record
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_from_hex, txn_id_hex

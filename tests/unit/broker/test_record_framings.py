@@ -18,7 +18,7 @@ import pytest
 from broker.auth.permissions import AclTable, Action, Grant, ResourceKind
 from broker.cluster.containers import OwnerRecord
 from broker.groups.heartbeats import HeartbeatBoard, _path
-from broker.kafka.groups.offsets import CommittedOffset, GroupRecord
+from broker.kafka.consumer_groups.offsets import CommittedOffset, ConsumerGroupRecord
 from broker.kafka.sasl.credentials import decode_table, encode_table
 from broker.kafka.sasl.scram import ScramCredential
 from broker.kafka.txns.records import TxnProducer
@@ -68,7 +68,7 @@ def test_records_of_earlier_builds_still_load() -> None:
         == (5, 1, 60000, TXN)
     assert producer.offsets == {("g", "t", 0): CommittedOffset(4, 1, "m")}
     assert CommittedOffset.decode(EARLIER_OFFSET) == CommittedOffset(4, 1, "m", 77)
-    assert GroupRecord.decode(EARLIER_GROUP) == GroupRecord(3, "consumer", "range")
+    assert ConsumerGroupRecord.decode(EARLIER_GROUP) == ConsumerGroupRecord(3, "consumer", "range")
     assert OwnerRecord.from_bytes(EARLIER_OWNER) == OwnerRecord("b1", "h:1", "inc", "h:9")
     assert AclTable.decode(EARLIER_PERMISSIONS, 4).grants == (GRANT,)
     assert decode_table(EARLIER_SCRAM) == SCRAM
@@ -81,9 +81,9 @@ def test_records_are_written_with_format_version_and_read_back() -> None:
     again = TxnProducer.decode("t/tid", producer.encode())  # compared by identity: fields
     assert [getattr(again, f.name) for f in fields(TxnProducer)] \
         == [getattr(producer, f.name) for f in fields(TxnProducer)]
-    offset, group = CommittedOffset(4, 1, "m", 77), GroupRecord(3, "consumer", "range")
+    offset, group = CommittedOffset(4, 1, "m", 77), ConsumerGroupRecord(3, "consumer", "range")
     assert CommittedOffset.decode(offset.encode()) == offset
-    assert GroupRecord.decode(group.encode()) == group
+    assert ConsumerGroupRecord.decode(group.encode()) == group
     owner = OwnerRecord("b1", "h:1", "inc", "h:9")
     assert OwnerRecord.from_bytes(owner.to_bytes()) == owner
     table = AclTable([GRANT], 0)
@@ -102,7 +102,7 @@ def test_records_are_written_with_format_version_and_read_back() -> None:
 def test_unknown_formats_are_refused_as_before() -> None:
     for decode, data in ((lambda d: _Record.decode("k", d), b'{"v": 2, "sequence": 1}'),
                          (CommittedOffset.decode, b'{"format_version": 2, "offset": 1}'),
-                         (GroupRecord.decode, b'{"generation": 1}'),
+                         (ConsumerGroupRecord.decode, b'{"generation": 1}'),
                          (decode_table, b'{"format": 2, "users": {}}')):
         with pytest.raises(ValueError):
             decode(data)

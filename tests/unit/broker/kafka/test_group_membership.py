@@ -12,13 +12,18 @@ import asyncio
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.kafka.groups.members import Group
-from broker.kafka.groups.membership import GroupConfig, GroupMembership, JoinRequest
-from broker.kafka.groups.states import GroupState, GroupStateError, by_name, check_transition
+from broker.kafka.consumer_groups.members import Group
+from broker.kafka.consumer_groups.membership import GroupConfig, GroupMembership, JoinRequest
+from broker.kafka.consumer_groups.states import (
+    ConsumerGroupState,
+    ConsumerGroupStateError,
+    by_name,
+    check_transition,
+)
 from broker.kafka.locator import LocalLocator, Node, container_of
 from tests.support.wait import wait_for_async
 
-S = GroupState
+S = ConsumerGroupState
 
 
 class Records:
@@ -49,7 +54,7 @@ def test_the_transition_table_refuses_moves_kafka_does_not_make() -> None:
     assert check_transition("g", S.COMPLETING_REBALANCE, S.STABLE) is S.STABLE
     for actual, target in [(S.EMPTY, S.STABLE), (S.STABLE, S.COMPLETING_REBALANCE),
                            (S.PREPARING_REBALANCE, S.STABLE), (S.DEAD, S.EMPTY)]:
-        with pytest.raises(GroupStateError):
+        with pytest.raises(ConsumerGroupStateError):
             check_transition("g", actual, target)
     assert by_name("stable") is S.STABLE
     assert by_name("nothing") is None
@@ -171,11 +176,11 @@ async def test_protocol_choice_is_the_most_preferred_common_one() -> None:
     groups.close()
 
 
-async def _state(groups: GroupMembership, state: GroupState) -> bool:
+async def _state(groups: GroupMembership, state: ConsumerGroupState) -> bool:
     return _state_now(groups) is state
 
 
-def _state_now(groups: GroupMembership) -> GroupState | None:
+def _state_now(groups: GroupMembership) -> ConsumerGroupState | None:
     group = groups.group("g")
     return None if group is None else group.state
 

@@ -15,8 +15,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.api import TopicConfig
-from broker.kafka.groups.coordinator import GroupCoordinator, OffsetCommitItem
-from broker.kafka.groups.offsets import OFFSETS_TOPIC, CommittedOffset, OffsetStore
+from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCommitItem
+from broker.kafka.consumer_groups.offsets import OFFSETS_TOPIC, CommittedOffset, OffsetStore
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.txns.producers import TxnProducers
 from broker.system.compacted_topic import CompactedTopic

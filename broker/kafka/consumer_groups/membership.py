@@ -10,7 +10,7 @@ protocol most members prefer among the common ones is chosen, the leader is
 kept if it rejoined (else the first member), and every waiting JoinGroup is
 answered (the leader's with every member's metadata). The group is then
 CompletingRebalance until the leader's SyncGroup brings the assignment, which
-is recorded (``GroupRecord``), handed to every waiting SyncGroup, and the
+is recorded (``ConsumerGroupRecord``), handed to every waiting SyncGroup, and the
 group is Stable.
 
 Each member has a timer (``Member.expiry``) reset by every request of it;
@@ -40,7 +40,7 @@ from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from broker.kafka.groups.members import (
+from broker.kafka.consumer_groups.members import (
     Group,
     GroupConfig,
     JoinRequest,
@@ -48,13 +48,13 @@ from broker.kafka.groups.members import (
     Member,
     SyncResult,
 )
-from broker.kafka.groups.states import GroupState
+from broker.kafka.consumer_groups.states import ConsumerGroupState
 
 __all__ = ["GroupConfig", "GroupMembership", "JoinRequest"]
 
 log = logging.getLogger(__name__)
 
-_S = GroupState
+_S = ConsumerGroupState
 _T = TypeVar("_T")
 
 

@@ -26,16 +26,16 @@ from kio.schema.errors import ErrorCode
 
 from broker.api import Topics
 from broker.errors import BrokerError, WrongHostError
-from broker.kafka.error_codes import error_code
-from broker.kafka.groups.members import Group, JoinResult, SyncResult
-from broker.kafka.groups.membership import GroupConfig, GroupMembership
-from broker.kafka.groups.offsets import (
+from broker.kafka.consumer_groups.members import Group, JoinResult, SyncResult
+from broker.kafka.consumer_groups.membership import GroupConfig, GroupMembership
+from broker.kafka.consumer_groups.offsets import (
     CommittedOffset,
-    GroupRecord,
+    ConsumerGroupRecord,
     OffsetStore,
     TopicPartition,
 )
-from broker.kafka.groups.states import GroupState
+from broker.kafka.consumer_groups.states import ConsumerGroupState
+from broker.kafka.error_codes import error_code
 from broker.kafka.partitions import partition_segments
 from broker.segments.names import is_system_topic
 from ledger.errors import LedgerError
@@ -44,7 +44,7 @@ __all__ = ["GroupCoordinator", "GroupSummary", "OffsetCommitItem"]
 
 log = logging.getLogger(__name__)
 
-_S = GroupState
+_S = ConsumerGroupState
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ class GroupSummary:
     """
 
     group_id: str
-    state: GroupState
+    state: ConsumerGroupState
     protocol_type: str
     protocol_name: str
     members: tuple[tuple[str, str | None, str, str, bytes, bytes], ...] = ()
@@ -128,7 +128,7 @@ class GroupCoordinator(GroupMembership):
             self.groups()[group_id] = group
 
     async def _write_group(self, group: Group) -> None:
-        await self.store.write_group(group.group_id, GroupRecord(
+        await self.store.write_group(group.group_id, ConsumerGroupRecord(
             group.generation, group.protocol_type, group.protocol_name))
 
     # ------------------------------------------------------------ offsets
@@ -282,7 +282,7 @@ class GroupCoordinator(GroupMembership):
         return ErrorCode.none, GroupSummary(group_id, group.state, group.protocol_type or "",
                                             group.protocol_name or "", members)
 
-    def list_groups(self, states: set[GroupState] | None, types: set[str] | None,
+    def list_groups(self, states: set[ConsumerGroupState] | None, types: set[str] | None,
                     ) -> list[GroupSummary]:
         """Every group, filtered by state and protocol type (None: any)."""
         found = []

@@ -1,6 +1,6 @@
 """A consumer group and its members, what JoinGroup and SyncGroup ask and answer, the limits.
 
-Pure data with small helpers; ``broker.kafka.groups.membership`` changes
+Pure data with small helpers; ``broker.kafka.consumer_groups.membership`` changes
 them (one asyncio loop: every change between two awaits is atomic).
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from broker.kafka.groups.states import GroupState, check_transition
+from broker.kafka.consumer_groups.states import ConsumerGroupState, check_transition
 
 __all__ = ["Group", "GroupConfig", "JoinRequest", "JoinResult", "Member", "SyncResult"]
 
@@ -142,7 +142,7 @@ class Group:
     """
 
     group_id: str
-    state: GroupState = GroupState.EMPTY
+    state: ConsumerGroupState = ConsumerGroupState.EMPTY
     generation: int = 0
     protocol_type: str | None = None
     protocol_name: str | None = None
@@ -153,8 +153,8 @@ class Group:
     #: The first rebalance of an empty group is waiting its initial delay.
     delaying: bool = False
 
-    def move(self, target: GroupState) -> None:
-        """Change state (``GroupStateError`` for a move the table forbids)."""
+    def move(self, target: ConsumerGroupState) -> None:
+        """Change state (``ConsumerGroupStateError`` for a move the table forbids)."""
         self.state = check_transition(self.group_id, self.state, target)
 
     @property

@@ -1,4 +1,4 @@
-"""A plain (non-transactional) flow lands a prefix of its blocks too (``broker.txn.append_stream``).
+"""A plain (non-transactional) flow lands a prefix of its blocks too (``broker.appends.stream``).
 
 The first block of a flow is refused with a retriable error (its segment's
 ledger failed); a later block of the same flow, arriving once the segment
@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.api import AppendResult, Block, TopicConfig
-from broker.txn.append_stream import (
+from broker.appends.held import HeldBudget
+from broker.appends.stream import (
     Appended,
-    AppendStream,
+    AppendEngine,
     BlockCommand,
     Command,
     Outcome,
@@ -26,7 +27,6 @@ from broker.txn.append_stream import (
     SetupCommand,
     SetupDone,
 )
-from broker.txn.held import HeldBudget
 from folio.api.v1.block import encode_block
 from ledger.errors import InvalidArgumentError, NotEnoughBookiesError
 from txnbuffer.api import TxnId
@@ -82,7 +82,7 @@ async def _run(segment: _Segment, setup_again: bool) -> list[Outcome]:
             yield _block(5, 1)
 
     topics: Any = _Topics(segment)
-    stream = AppendStream(topics, asyncio.Event(), HeldBudget())
+    stream = AppendEngine(topics, asyncio.Event(), HeldBudget())
     pump = asyncio.ensure_future(stream.pump(commands()))
     outcomes: list[Outcome] = []
     while (outcome := await asyncio.wait_for(stream.next_outcome(), 30)) is not None:

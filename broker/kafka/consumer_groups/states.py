@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["GroupState", "GroupStateError", "by_name", "check_transition"]
+__all__ = ["ConsumerGroupState", "ConsumerGroupStateError", "by_name", "check_transition"]
 
 
-class GroupState(enum.Enum):
+class ConsumerGroupState(enum.Enum):
     """A group's state; the value is the name Kafka's DescribeGroups and ListGroups use."""
 
     EMPTY = "Empty"
@@ -25,19 +25,20 @@ class GroupState(enum.Enum):
     DEAD = "Dead"
 
 
-class GroupStateError(Exception):
+class ConsumerGroupStateError(Exception):
     """A move the state machine does not allow (a bug in the coordinator, never client input)."""
 
-    def __init__(self, group_id: str, actual: GroupState, target: GroupState) -> None:
+    def __init__(self, group_id: str, actual: ConsumerGroupState,
+                 target: ConsumerGroupState) -> None:
         super().__init__(f"group {group_id!r}: no move from {actual.value} to {target.value}")
         self.group_id = group_id
         self.actual = actual
         self.target = target
 
 
-_S = GroupState
+_S = ConsumerGroupState
 #: The states each state may move to (Kafka's GroupMetadata valid previous states, turned round).
-_MOVES: dict[GroupState, frozenset[GroupState]] = {
+_MOVES: dict[ConsumerGroupState, frozenset[ConsumerGroupState]] = {
     _S.EMPTY: frozenset({_S.PREPARING_REBALANCE, _S.DEAD}),
     _S.PREPARING_REBALANCE: frozenset({_S.COMPLETING_REBALANCE, _S.EMPTY, _S.DEAD}),
     _S.COMPLETING_REBALANCE: frozenset({_S.STABLE, _S.PREPARING_REBALANCE, _S.DEAD}),
@@ -46,16 +47,17 @@ _MOVES: dict[GroupState, frozenset[GroupState]] = {
 }
 
 
-def check_transition(group_id: str, actual: GroupState, target: GroupState) -> GroupState:
-    """``target`` if ``actual`` may move to it; ``GroupStateError`` otherwise."""
+def check_transition(group_id: str, actual: ConsumerGroupState,
+                     target: ConsumerGroupState) -> ConsumerGroupState:
+    """``target`` if ``actual`` may move to it; ``ConsumerGroupStateError`` otherwise."""
     if target not in _MOVES[actual]:
-        raise GroupStateError(group_id, actual, target)
+        raise ConsumerGroupStateError(group_id, actual, target)
     return target
 
 
-def by_name(name: str) -> GroupState | None:
+def by_name(name: str) -> ConsumerGroupState | None:
     """The state a ListGroups states filter names (case-insensitive, as Kafka), None if none."""
-    for state in GroupState:
+    for state in ConsumerGroupState:
         if state.value.lower() == name.lower():
             return state
     return None

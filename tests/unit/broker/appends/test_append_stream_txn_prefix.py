@@ -1,4 +1,4 @@
-"""A transactional flow lands a prefix of its blocks (``broker.txn.append_stream``).
+"""A transactional flow lands a prefix of its blocks (``broker.appends.stream``).
 
 Two pipelined blocks of one transactional flow: the first waits for the
 transaction's log record naming the segment and fails there (as when its log
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.api import AppendResult, Block, TopicConfig
-from broker.errors import BrokerShuttingDownError
-from broker.txn.append_stream import (
+from broker.appends.held import HeldBudget
+from broker.appends.stream import (
     Appended,
-    AppendStream,
+    AppendEngine,
     BlockCommand,
     Command,
     Outcome,
@@ -30,7 +30,7 @@ from broker.txn.append_stream import (
     SetupCommand,
     SetupDone,
 )
-from broker.txn.held import HeldBudget
+from broker.errors import BrokerShuttingDownError
 from folio.api.v1.block import encode_block
 from txnbuffer.api import TxnId
 
@@ -101,7 +101,7 @@ async def test_a_failed_block_refuses_the_later_blocks_of_its_flow() -> None:
     segment = _Segment()
     coordinator = _Coordinator()
     topics: Any = _Topics(segment)
-    stream = AppendStream(topics, asyncio.Event(), HeldBudget(), coordinator=coordinator)
+    stream = AppendEngine(topics, asyncio.Event(), HeldBudget(), coordinator=coordinator)
     pump = asyncio.ensure_future(stream.pump(_commands(coordinator)))
     outcomes: list[Outcome] = []
     while (outcome := await asyncio.wait_for(stream.next_outcome(), 30)) is not None:
@@ -128,7 +128,7 @@ async def test_blocks_after_a_new_setup_are_written_again() -> None:
         yield _block(4, 20, 19)
 
     topics: Any = _Topics(segment)
-    stream = AppendStream(topics, asyncio.Event(), HeldBudget(), coordinator=coordinator)
+    stream = AppendEngine(topics, asyncio.Event(), HeldBudget(), coordinator=coordinator)
     pump = asyncio.ensure_future(stream.pump(commands()))
     outcomes: list[Outcome] = []
     while (outcome := await asyncio.wait_for(stream.next_outcome(), 30)) is not None:

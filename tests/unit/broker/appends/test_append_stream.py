@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from broker.appends.stream import RefusalKind, refusal_kind
 from broker.errors import (
     BrokerError,
     InvalidArgumentError,
@@ -14,7 +15,6 @@ from broker.errors import (
     TransactionTooLargeError,
     WrongHostError,
 )
-from broker.txn.append_stream import RefusalKind, refusal_kind
 from ledger.errors import LedgerError, LedgerFencedError, StorageError
 
 

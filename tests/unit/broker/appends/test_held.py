@@ -5,13 +5,19 @@ from __future__ import annotations
 import pytest
 
 from broker.api import Block
+from broker.appends.held import (
+    HELD_BLOCK_OVERHEAD,
+    MAX_TXN_BLOCKS,
+    MAX_TXN_BYTES,
+    HeldBudget,
+    HeldRun,
+)
 from broker.errors import (
     InvalidEventNumberError,
     TransactionBufferFullError,
     TransactionExpiredError,
     TransactionTooLargeError,
 )
-from broker.txn.held import HELD_BLOCK_OVERHEAD, MAX_TXN_BLOCKS, MAX_TXN_BYTES, HeldBudget, HeldRun
 from tests.unit.broker.conftest import FakeClock
 
 MIB = 1024 * 1024

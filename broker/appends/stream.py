@@ -8,7 +8,7 @@ Each command carries a ``request_id`` (flow id << 32 | sequence) and its
 outcome carries the same. ``SetupCommand`` binds a flow to a segment and
 writer (and a transaction); blocks without ``end`` are held per flow and
 written with its next ``end`` block as one entry (a transaction, PDP-44),
-within the bounds of ``broker.txn.held``; a failure in the middle of such a
+within the bounds of ``broker.appends.held``; a failure in the middle of such a
 sequence drops it whole: its later held blocks get no outcome and its ``end``
 block gets the same failure (a new setup on the flow starts afresh). Held
 blocks of a stream that ends are dropped. Work is per block: a block's size
@@ -56,6 +56,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from broker.api import AppendResult, Block, SegmentHandle, Topics
+from broker.appends.held import HeldBudget, HeldRun
 from broker.clip import clip
 from broker.errors import (
     BrokerError,
@@ -73,7 +74,6 @@ from broker.metrics import flows_bound, observe_error
 from broker.segments.block_limits import check_block_size, check_blocks
 from broker.segments.names import MAX_SEGMENT_NAME_CHARS
 from broker.status import is_retriable
-from broker.txn.held import HeldBudget, HeldRun
 from ledger.errors import LedgerError, LedgerFencedError
 from txnbuffer.api import TxnId
 
@@ -90,7 +90,7 @@ __all__ = [
     "MAX_COMMANDS_IN_FLIGHT",
     "MAX_FLOWS",
     "MAX_WRITER_ID_CHARS",
-    "AppendStream",
+    "AppendEngine",
     "Appended",
     "BlockCommand",
     "Command",
@@ -225,8 +225,8 @@ class _Flow:
     tail: asyncio.Future[None] | None = None
 
 
-class AppendStream:
-    """One Append stream: reads commands, starts their work, queues outcomes in flow order.
+class AppendEngine:
+    """The broker end of an Append stream: runs its commands, queues outcomes in flow order.
 
     Args:
         topics: the broker's topics.

@@ -37,7 +37,8 @@ from broker.system.compaction import CompactionResult
 from broker.topics.manager import TopicManager
 from ledger.records import dump_record, load_record
 
-__all__ = ["OFFSETS_TOPIC", "CommittedOffset", "GroupRecord", "OffsetStore", "TopicPartition"]
+__all__ = ["OFFSETS_TOPIC", "CommittedOffset", "ConsumerGroupRecord", "OffsetStore",
+           "TopicPartition"]
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class CommittedOffset:
 
 
 @dataclass(frozen=True, slots=True)
-class GroupRecord:
+class ConsumerGroupRecord:
     """What is kept of a group over restarts: its generation and protocol (not its members)."""
 
     generation: int
@@ -85,9 +86,9 @@ class GroupRecord:
                                       "protocol_name": self.protocol_name}, legacy_key="v")
 
     @staticmethod
-    def decode(value: bytes) -> GroupRecord:
+    def decode(value: bytes) -> ConsumerGroupRecord:
         data = load_record(value, "group record", (_VERSION,), legacy_key="v")
-        return GroupRecord(int(data["generation"]), data.get("protocol_type"),
+        return ConsumerGroupRecord(int(data["generation"]), data.get("protocol_type"),
                            data.get("protocol_name"))
 
 
@@ -127,7 +128,7 @@ class OffsetStore:
         else:
             self._parts = [CompactedTopic(topics, OFFSETS_TOPIC)]
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
-        self._groups: dict[str, GroupRecord] = {}
+        self._groups: dict[str, ConsumerGroupRecord] = {}
 
     def container_of(self, group_id: str) -> int:
         """The container (segment number) holding ``group_id``'s records; 0 on one broker."""
@@ -182,7 +183,7 @@ class OffsetStore:
     def _load_one(self, key: str, value: bytes) -> None:
         kind, _, rest = key.partition("/")
         if kind == "g":
-            self._groups[rest] = GroupRecord.decode(value)
+            self._groups[rest] = ConsumerGroupRecord.decode(value)
             return
         if kind != "o":
             raise ValueError("unknown key kind")
@@ -196,7 +197,7 @@ class OffsetStore:
         """Every group with committed offsets or a group record."""
         return set(self._offsets) | set(self._groups)
 
-    def group_record(self, group_id: str) -> GroupRecord | None:
+    def group_record(self, group_id: str) -> ConsumerGroupRecord | None:
         """The group's record, None if it has none."""
         return self._groups.get(group_id)
 
@@ -237,7 +238,7 @@ class OffsetStore:
         self._offsets.pop(group_id, None)
         self._groups.pop(group_id, None)
 
-    async def write_group(self, group_id: str, record: GroupRecord) -> None:
+    async def write_group(self, group_id: str, record: ConsumerGroupRecord) -> None:
         """Write the group's record durably."""
         await self._topic_of(group_id).write(_group_key(group_id), record.encode())
         self._groups[group_id] = record
