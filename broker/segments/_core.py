@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -115,6 +116,7 @@ class SegmentCore:
         self._roll_failures = 0
         self._roll_error: Exception | None = None
         self._data_event = asyncio.Event()
+        self._woken_at = 0.0  # perf_counter of the last _wake (folio_read_wake_seconds)
         self._hints = ReadHints()
         # The transaction buffer (user topics only; system topics take no transactions).
         policy = txn_snapshots or SnapshotPolicy()
@@ -271,6 +273,7 @@ class SegmentCore:
             raise self._failure_error()
 
     def _wake(self) -> None:
+        self._woken_at = time.perf_counter()
         self._data_event.set()
         self._data_event = asyncio.Event()
 
