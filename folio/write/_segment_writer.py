@@ -7,7 +7,10 @@ the base class of ``SegmentWriter``.
 **Caller side** (any thread, under ``_lock``): ``append`` adds an event to the
 open batch, column by column. The batch becomes a block — encoded whole with
 ``encode_block`` — when it reaches ``batch_size_bytes``, when ``linger_s``
-passes (a timer on the IO thread), when the last block in flight is
+passes (a timer on the IO thread), when it opens with nothing in flight (cut
+as soon as the IO thread runs, i.e. once the caller lets go of the GIL: what
+the caller wrote in one go is in it, and no timer waits when nothing else is
+coming), when the last block in flight is
 acknowledged (nothing else is on its way, so lingering on would only add
 latency: the batch fills while its predecessor is in flight, and batches
 grow with the rate), when a keyless event meets a keyed batch or
@@ -86,7 +89,7 @@ class _Batch:
     """The events of the block being filled, by column."""
 
     __slots__ = ("count", "headers", "keyless", "keys", "lingered", "outcome", "payloads",
-                 "size", "timestamps")
+                 "size", "started", "timestamps")
 
     def __init__(self, segment: str, keyless: bool) -> None:
         self.payloads: list[bytes] = []
@@ -98,22 +101,23 @@ class _Batch:
         self.keyless = keyless
         self.lingered = False
         self.outcome = BlockOutcome(segment)
+        self.started = time.monotonic()
 
 
 class SegmentWriter(SegmentFlow):
     """Batches and sends one writer's events to one segment (see the module docstring)."""
 
     __slots__ = ("_batch", "_batch_size_bytes", "_closed", "_cond", "_delivery_timeout_s",
-                 "_handing", "_in_flight", "_io", "_linger_s", "_lock", "_max_in_flight",
-                 "_metrics", "_on_error", "_on_sealed", "_redirect", "_source", "_waiters",
-                 "_writer_id", "segment")
+                 "_handing", "_idle_cut", "_in_flight", "_io", "_linger_s", "_lock",
+                 "_max_in_flight", "_metrics", "_on_error", "_on_sealed", "_redirect", "_source",
+                 "_waiters", "_writer_id", "segment")
 
     def __init__(self, segment: str, *, writer_id: str, io: IoThread, stream: FlowSource,
                  batch_size_bytes: int, linger_s: float, max_in_flight: int,
                  delivery_timeout_s: float,
                  on_error: Callable[[BaseException], None],
                  on_sealed: Callable[[SegmentWriter], None] | None = None,
-                 metrics: TopicMetrics | None = None) -> None:
+                 metrics: TopicMetrics | None = None, idle_cut: bool = True) -> None:
         """Args:
         segment: the segment's name.
         writer_id: the writer's identity on the broker.
@@ -129,6 +133,9 @@ class SegmentWriter(SegmentFlow):
             and the blocks written before the seal are acknowledged; None:
             a seal fails the blocks.
         metrics: where acknowledged and failed blocks are counted (``folio.metrics``).
+        idle_cut: cut a new batch as soon as the IO thread runs if nothing is in
+            flight (the default); False: only size, linger, acknowledgements and
+            explicit cuts cut (tests that count blocks).
         """
         self.segment = segment
         self._writer_id = writer_id
@@ -142,6 +149,7 @@ class SegmentWriter(SegmentFlow):
         self._on_error = on_error
         self._on_sealed = on_sealed
         self._metrics = metrics
+        self._idle_cut = idle_cut
         #: Where appends go once the segment's events were handed over.
         self._redirect: Forward | None = None
         #: Set (under _lock) once the hand-over is decided: no more blocks are cut.
@@ -311,8 +319,10 @@ class SegmentWriter(SegmentFlow):
             # A header value that is not bytes, say: fail the block's events.
             self._io.call_soon(self._fail_unsent, batch.outcome, error)
             return
-        block = Block(data, batch.count, batch.outcome,
-                       time.monotonic() + self._delivery_timeout_s)
+        now = time.monotonic()
+        if self._metrics is not None:
+            self._metrics.batched(now - batch.started)
+        block = Block(data, batch.count, batch.outcome, now + self._delivery_timeout_s)
         self._in_flight += 1
         # call_soon keeps the order of cuts, whichever thread cut.
         self._io.call_soon(self._enqueue, block)
@@ -320,6 +330,17 @@ class SegmentWriter(SegmentFlow):
     # == on the IO thread: linger, settling blocks, the hand-over ==========
 
     def _arm_linger(self, batch: _Batch) -> None:
+        if self._idle_cut:
+            with self._lock:
+                if self._batch is not batch:
+                    return
+                if not self._in_flight:
+                    # Nothing in flight, so no acknowledgement will come to cut this
+                    # batch: lingering would only add latency. It runs on the IO thread
+                    # once the caller let go of the GIL, so the events the caller wrote
+                    # in one go meanwhile are in it already.
+                    self._cut_locked()
+                    return
         self._io.loop.call_later(self._linger_s, self._linger_expired, batch)
 
     def _linger_expired(self, batch: _Batch) -> None:

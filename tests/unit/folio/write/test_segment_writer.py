@@ -79,7 +79,8 @@ class Harness:
         self.stream = RecordingStream()
         self.errors: list[BaseException] = []
         settings: dict[str, Any] = {"batch_size_bytes": 1 << 20, "linger_s": 60.0,
-                                    "max_in_flight": 5, "delivery_timeout_s": 60.0}
+                                    "max_in_flight": 5, "delivery_timeout_s": 60.0,
+                                    "idle_cut": False}
         settings.update(options)
         self.writer = SegmentWriter(SEGMENT, writer_id="w", io=io,
                                     stream=self.stream,  # type: ignore[arg-type]
@@ -196,6 +197,26 @@ def test_the_last_acknowledgement_in_flight_cuts_the_open_batch(io: IoThread) ->
     assert decode_block(third.append_block.data).payloads == [b"c", b"d"]
     h.ack(third, offset=2)
     assert later.result(timeout=1).offset == 2
+
+
+def test_a_batch_opened_with_nothing_in_flight_is_cut_without_lingering(
+        io: IoThread) -> None:
+    h = Harness(io, idle_cut=True)  # linger 60 s: only the idle cut can send it
+    future = h.append(b"x")
+    h.stream.wait_for("setup_append", 1)
+    h.sync()
+    h.setup()
+    (block,) = h.commands("append_block")
+    assert decode_block(block.append_block.data).payloads == [b"x"]
+    later = h.append(b"y")  # one block in flight: this batch waits for its ack
+    h.sync()
+    assert len(h.commands("append_block")) == 1
+    h.ack(block, offset=0)
+    assert future.result(timeout=1).offset == 0
+    second = h.commands("append_block")[1]
+    assert decode_block(second.append_block.data).payloads == [b"y"]
+    h.ack(second, offset=1)
+    assert later.result(timeout=1).offset == 1
 
 
 def test_linger_cuts_a_block(io: IoThread) -> None:
