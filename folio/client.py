@@ -273,7 +273,8 @@ class Client(AdminCalls):
         Args:
             topic: the topic.
             serializer: turns events into payloads (``BytesSerializer`` by default).
-            linger_ms: send a batch this long after its first event at the latest.
+            linger_ms: send a batch this long after its first event at the latest (sooner
+                with nothing in flight, or when a block in flight is acknowledged).
             batch_size_bytes: send a segment's batch once it holds this many
                 bytes (capped just below the broker's 4 MiB block limit).
             max_in_flight: unacknowledged blocks per segment before

@@ -10,10 +10,11 @@ open batch, column by column. The batch becomes a block — encoded whole with
 passes (a timer on the IO thread), when it opens with nothing in flight (cut
 as soon as the IO thread runs, i.e. once the caller lets go of the GIL: what
 the caller wrote in one go is in it, and no timer waits when nothing else is
-coming), when the last block in flight is
-acknowledged (nothing else is on its way, so lingering on would only add
-latency: the batch fills while its predecessor is in flight, and batches
-grow with the rate), when a keyless event meets a keyed batch or
+coming), when a block in flight is
+acknowledged (there is room in the pipe and the broker is through with it, so
+lingering on would only add latency: the batch fills while its predecessors
+are in flight, batches grow with the rate up to ``batch_size_bytes``, and the
+blocks in flight stay as many as they were), when a keyless event meets a keyed batch or
 the other way round (a block's key column is all or nothing), or on flush.
 The block goes to the IO thread with one ``call_soon`` per block. At most
 ``max_in_flight`` blocks are unacknowledged; a caller whose batch is full then
@@ -88,8 +89,8 @@ Forward = Callable[[bytes, "str | None", "Mapping[str, bytes] | None", int, int,
 class _Batch:
     """The events of the block being filled, by column."""
 
-    __slots__ = ("count", "headers", "keyless", "keys", "lingered", "outcome", "payloads",
-                 "size", "started", "timestamps")
+    __slots__ = ("count", "headers", "keyless", "keys", "outcome", "payloads", "size",
+                 "started", "timestamps")
 
     def __init__(self, segment: str, keyless: bool) -> None:
         self.payloads: list[bytes] = []
@@ -99,7 +100,6 @@ class _Batch:
         self.count = 0
         self.size = 0
         self.keyless = keyless
-        self.lingered = False
         self.outcome = BlockOutcome(segment)
         self.started = time.monotonic()
 
@@ -349,8 +349,7 @@ class SegmentWriter(SegmentFlow):
                 return
             if self._in_flight < self._max_in_flight:
                 self._cut_locked()
-            else:
-                batch.lingered = True  # cut as soon as a block is acknowledged
+            # else: the next acknowledgement cuts it (``_complete``)
 
     def _fail_unsent(self, outcome: BlockOutcome, error: BaseException) -> None:
         self._on_error(error)
@@ -412,9 +411,12 @@ class SegmentWriter(SegmentFlow):
         with self._lock:
             self._in_flight -= 1
             batch = self._batch
-            # With nothing left in flight, lingering only adds latency: cut now.
-            if batch is not None and (batch.lingered or batch.size >= self._batch_size_bytes
-                                      or not self._in_flight):
+            # A block came back, so there is room in the pipe and the broker is through
+            # with its predecessor: lingering on would only add latency. Cutting on
+            # every acknowledgement keeps as many blocks in flight as there were (the
+            # batch fills while they are out), so a block waits about a round trip
+            # over that number, not the linger timer.
+            if batch is not None:
                 self._cut_locked()
             self._notify_locked()
 

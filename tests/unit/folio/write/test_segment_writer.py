@@ -180,7 +180,7 @@ def test_a_full_batch_is_cut_and_backpressure_waits_for_acks(io: IoThread) -> No
     assert len(h.commands("append_block")) == 2
 
 
-def test_the_last_acknowledgement_in_flight_cuts_the_open_batch(io: IoThread) -> None:
+def test_every_acknowledgement_cuts_the_open_batch(io: IoThread) -> None:
     h = Harness(io)  # linger 60 s: only the acknowledgements cut here
     h.append(b"a")
     h.cut()
@@ -189,12 +189,13 @@ def test_the_last_acknowledgement_in_flight_cuts_the_open_batch(io: IoThread) ->
     h.setup()
     first, second = h.commands("append_block")
     later = h.append(b"c")  # a batch opens behind two blocks in flight
-    h.ack(first, offset=0)  # one still in flight: the batch keeps filling
-    assert len(h.commands("append_block")) == 2
     h.append(b"d")
-    h.ack(second, offset=1)  # nothing in flight any more: cut at once
+    assert len(h.commands("append_block")) == 2  # it fills while they are out
+    h.ack(first, offset=0)  # one came back: cut, though the other is still out
     third = h.commands("append_block")[2]
     assert decode_block(third.append_block.data).payloads == [b"c", b"d"]
+    h.ack(second, offset=1)  # no batch open: nothing to cut
+    assert len(h.commands("append_block")) == 3
     h.ack(third, offset=2)
     assert later.result(timeout=1).offset == 2
 
