@@ -200,26 +200,24 @@ def test_every_acknowledgement_cuts_the_open_batch(io: IoThread) -> None:
     assert later.result(timeout=1).offset == 2
 
 
-def test_a_batch_opened_with_room_in_the_pipe_is_cut_without_lingering(
+def test_a_batch_opened_with_nothing_in_flight_is_cut_without_lingering(
         io: IoThread) -> None:
-    h = Harness(io, idle_cut=True, max_in_flight=2)  # linger 60 s: never the timer here
-    first = h.append(b"x")
+    h = Harness(io, idle_cut=True)  # linger 60 s: never the timer here
+    future = h.append(b"x")
     h.stream.wait_for("setup_append", 1)
     h.sync()
     h.setup()
-    second = h.append(b"y")  # one block out of two: cut as well
+    (block,) = h.commands("append_block")
+    assert decode_block(block.append_block.data).payloads == [b"x"]
+    later = h.append(b"y")  # one block in flight: this batch waits for its ack
     h.sync()
-    blocks = h.commands("append_block")
-    assert [decode_block(c.append_block.data).payloads for c in blocks] == [[b"x"], [b"y"]]
-    third = h.append(b"z")  # the pipe is full: this batch waits for an acknowledgement
-    h.sync()
-    assert len(h.commands("append_block")) == 2
-    h.ack(blocks[0], offset=0)
-    last = h.commands("append_block")[2]
-    assert decode_block(last.append_block.data).payloads == [b"z"]
-    h.ack(blocks[1], offset=1)
-    h.ack(last, offset=2)
-    assert [f.result(timeout=1).offset for f in (first, second, third)] == [0, 1, 2]
+    assert len(h.commands("append_block")) == 1
+    h.ack(block, offset=0)
+    assert future.result(timeout=1).offset == 0
+    second = h.commands("append_block")[1]
+    assert decode_block(second.append_block.data).payloads == [b"y"]
+    h.ack(second, offset=1)
+    assert later.result(timeout=1).offset == 1
 
 
 def test_linger_cuts_a_block(io: IoThread) -> None:
