@@ -10,14 +10,24 @@ acknowledged once fsynced), started by ``bench._standalone``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import folio
+from bench._peer_budget import client_stages
 from bench._peer_common import ProduceResult, ReadLoad, ReadResult, WriteLoad
 from folio.cli._perf_consume import ConsumeConfig, run_consume
 from folio.cli._perf_produce import ProduceConfig, run_produce
 
-__all__ = ["create_topic", "produce", "read"]
+__all__ = ["FolioProduceResult", "create_topic", "produce", "read"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FolioProduceResult(ProduceResult):
+    """A Folio writer's result with its SDK's latency-budget histograms (``bench._peer_budget``)."""
+
+    stages: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def create_topic(endpoint: str, topic: str) -> None:
@@ -32,7 +42,9 @@ def produce(load: WriteLoad, ready: Callable[[], None]) -> ProduceResult:
                            event_bytes=load.event_bytes, rate=load.rate,
                            duration_s=load.duration_s)
     with folio.Client(load.endpoint) as client:
-        return run_produce(client, config, ready=ready)
+        result = run_produce(client, config, ready=ready)
+    # This process ran this one writer: its registry holds exactly its blocks.
+    return FolioProduceResult(**dataclasses.asdict(result), stages=client_stages())
 
 
 def read(load: ReadLoad, ready: Callable[[], None]) -> ReadResult:

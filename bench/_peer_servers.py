@@ -32,6 +32,8 @@ class Server:
         self.process = process
         self.address = address
         self.version = version
+        #: Its Prometheus ``/metrics`` URL, when it serves one (Folio: the latency budget).
+        self.metrics_url = ""
         #: The server's last output lines (a thread drains the pipe so it never fills).
         self.log: deque[str] = deque(maxlen=50)
         self._drain = threading.Thread(target=self._read_output, daemon=True)

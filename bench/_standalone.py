@@ -1,4 +1,4 @@
-"""Start a real ``folio standalone`` for a benchmark and learn its endpoint."""
+"""Start a real ``folio standalone`` for a benchmark and learn its endpoint (and metrics)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["start_standalone"]
+__all__ = ["start_standalone", "start_standalone_with_metrics"]
 
 
-def start_standalone(directory: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
-    """``folio standalone`` on ``directory`` (free ports) with ``args``; the process and
-    ``host:port``.
+def start_standalone_with_metrics(directory: Path, *args: str
+                                  ) -> tuple[subprocess.Popen[str], str, str]:
+    """``folio standalone`` on ``directory`` (free ports) with ``args``; the process,
+    ``host:port`` and its ``/metrics`` URL (from the ready line).
 
     The caller stops it (``terminate()`` then ``wait()``).
     """
@@ -25,4 +26,17 @@ def start_standalone(directory: Path, *args: str) -> tuple[subprocess.Popen[str]
         process.kill()
         process.wait()
         raise RuntimeError(f"folio standalone did not start: {line!r}")
-    return process, line.split("listening on ", 1)[1].split()[0]
+    # "... (data in DIR, metrics on http://HOST:PORT/metrics)"
+    metrics_url = line.split("metrics on ", 1)[1].split(")")[0].split(",")[0].strip() \
+        if "metrics on " in line else ""
+    return process, line.split("listening on ", 1)[1].split()[0], metrics_url
+
+
+def start_standalone(directory: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
+    """``folio standalone`` on ``directory`` (free ports) with ``args``; the process and
+    ``host:port``.
+
+    The caller stops it (``terminate()`` then ``wait()``).
+    """
+    process, endpoint, _ = start_standalone_with_metrics(directory, *args)
+    return process, endpoint

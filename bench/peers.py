@@ -6,7 +6,10 @@ count (1 and 4 writer processes) to one stream for ``--duration-s``, with
 durable acknowledgements as each system offers them; then one reader reads
 back everything the single writer wrote (catch-up consume); then one writer
 at a fixed rate (half of Folio's 1-writer, 100 B max) with one reader on new
-events gives end-to-end latency p50/p99. The systems:
+events gives end-to-end latency p50/p99, and again at each fixed rate of
+``--e2e-rates`` (10k and 25k events/s), the same for every system. Folio's
+end-to-end runs also give its latency budget, stage by stage, from the
+histograms of its writer and its server (``bench._peer_budget``). The systems:
 
 * ``folio``: ``folio standalone`` (sync: acknowledged once fsynced), ``folio
   perf``'s load and read loops (``bench._peer_folio``), a 1-segment topic.
@@ -47,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import _peer_folio, _peer_nats, _peer_redis, _peer_redis_benchmark
+from bench._peer_budget import budget, delta, scrape
 from bench._peer_common import (
     Job,
     ProduceResult,
@@ -60,7 +64,7 @@ from bench._peer_disk import synced_append
 from bench._peer_fsync import count_syncs
 from bench._peer_report import add_ratios, machine, table, write_results
 from bench._peer_servers import Server, missing_peers, nats_server, redis_server
-from bench._standalone import start_standalone
+from bench._standalone import start_standalone_with_metrics
 from bench.ledger_bench import bench_raw
 from folio.cli._perf_stats import BYTES_PER_MB, latency_ms, merge_encoded
 
@@ -83,8 +87,9 @@ DURABILITY = {
 
 @contextmanager
 def _folio_server(directory: Path) -> Iterator[Server]:
-    process, endpoint = start_standalone(directory)
+    process, endpoint, metrics_url = start_standalone_with_metrics(directory)
     server = Server(process, endpoint, "folio (this tree)")
+    server.metrics_url = metrics_url
     try:
         yield server
     finally:
@@ -191,19 +196,13 @@ def _measure_system(run: _Run, system: _System, e2e_rate: float | None,
         rate = args.e2e_rate or e2e_rate or own_max / 2
         if system.name != "folio":
             rate = min(rate, own_max / 2)
-        stream = run.stream("e2e")
-        system.create(server.address, stream)
-        run.say(f"{system.name}: end-to-end latency at {rate:,.0f} events/s, "
-                f"{args.e2e_duration_s} s")
-        load = WriteLoad(server.address, stream, args.sizes[0], args.e2e_duration_s, rate,
-                         system.pipeline)
-        read, produced = run_jobs(
-            [(system.read, ReadLoad(server.address, stream, "latest")),
-             (system.produce, load)], run.timeout_s)
-        out["e2e"] = {"rate": round(rate), "event_bytes": args.sizes[0],
-                      "events": produced.events, "events_read": read.events,
-                      "end_to_end_latency_ms": latency_ms(merge_encoded([read.histogram])),
-                      "publish_latency_ms": latency_ms(merge_encoded([produced.histogram]))}
+        out["e2e"] = _end_to_end(run, system, server, rate)
+        # Then every system at the same fixed rates (--e2e-rates), whatever its max.
+        out["e2e_fixed"] = {}
+        for fixed in args.e2e_rates:
+            cell = _end_to_end(run, system, server, fixed)
+            cell["above_half_own_max"] = fixed > own_max / 2
+            out["e2e_fixed"][str(round(fixed))] = cell
         if not args.no_strace:
             run.say(f"{system.name}: counting sync calls (strace)")
             stream = run.stream("sync")
@@ -217,6 +216,35 @@ def _measure_system(run: _Run, system: _System, e2e_rate: float | None,
             _measure_redis_benchmark(run, server, report)
             return
     report["systems"][system.name] = out
+
+
+def _end_to_end(run: _Run, system: _System, server: Server, rate: float) -> dict[str, Any]:
+    """One writer at ``rate`` and one reader of new events; Folio's with its latency budget."""
+    args = run.args
+    stream = run.stream("e2e")
+    system.create(server.address, stream)
+    run.say(f"{system.name}: end-to-end latency at {rate:,.0f} events/s, "
+            f"{args.e2e_duration_s} s")
+    load = WriteLoad(server.address, stream, args.sizes[0], args.e2e_duration_s, rate,
+                     system.pipeline)
+    metrics_url = server.metrics_url
+    before = scrape(metrics_url) if metrics_url else {}
+    read, produced = run_jobs(
+        [(system.read, ReadLoad(server.address, stream, "latest")),
+         (system.produce, load)], run.timeout_s)
+    end_to_end = merge_encoded([read.histogram])
+    cell: dict[str, Any] = {
+        "rate": round(rate), "event_bytes": args.sizes[0], "events": produced.events,
+        "events_read": read.events,
+        "end_to_end_latency_ms": latency_ms(end_to_end),
+        "publish_latency_ms": latency_ms(merge_encoded([produced.histogram]))}
+    if metrics_url:
+        mean = (round(end_to_end.get_mean_value() / 1000, 3)
+                if end_to_end.get_total_count() else None)
+        cell["budget"] = budget(getattr(produced, "stages", {}),
+                                delta(before, scrape(metrics_url)),
+                                {**cell["end_to_end_latency_ms"], "mean": mean})
+    return cell
 
 
 def _measure_redis_benchmark(run: _Run, server: Server, report: dict[str, Any]) -> None:
@@ -256,6 +284,7 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         "started_at": started,
         "command": "python -m bench.peers " + shlex.join(args.argv),
         "settings": {"systems": args.systems, "sizes": args.sizes, "writers": args.writers,
+                     "e2e_rates": args.e2e_rates,
                      "duration_s": args.duration_s, "e2e_duration_s": args.e2e_duration_s,
                      "redis_pipeline": 100, "nats_max_pending_acks": 1000,
                      "ceiling_batches": list(CEILING_BATCHES)},
@@ -307,6 +336,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-rate", type=float, default=0.0,
                         help="events/s of the end-to-end run (default: half of Folio's "
                         "1-writer max; a peer slower than twice that runs at half its own)")
+    parser.add_argument("--e2e-rates", type=lambda text: _list(float, text),
+                        default=[10_000.0, 25_000.0],
+                        help="fixed rates (events/s, comma-separated) at which every system "
+                        "also runs the end-to-end test, side by side (default 10000,25000; "
+                        "empty: none)")
     parser.add_argument("--sizes", type=lambda text: _list(int, text), default=[100, 1024],
                         help="event sizes in bytes, comma-separated, each >= 8 (the first is "
                         "the headline size; default 100,1024)")

@@ -41,6 +41,7 @@ __all__ = [
     "observe_error",
     "observe_error_code",
     "observe_read",
+    "observe_read_wake",
     "observe_txn_buffer_recovery",
     "observe_txn_buffer_snapshot",
     "open_stream",
@@ -58,6 +59,12 @@ APPEND_SECONDS = Histogram(
     "folio_append_seconds",
     "Seconds from a segment taking an append (one block, or one transaction's blocks) "
     "until it is durable and acknowledged.",
+    buckets=LATENCY_BUCKETS_S,
+)
+READ_WAKE_SECONDS = Histogram(
+    "folio_read_wake_seconds",
+    "Seconds from a segment's end moving (an append confirmed, a commit, a seal) until a "
+    "Read stream waiting at the tail ran again: the event loop's queue, no timer.",
     buckets=LATENCY_BUCKETS_S,
 )
 READ_EVENTS = Counter(
@@ -124,6 +131,11 @@ def observe_append(topic: str, events: int, data_bytes: int, seconds: float) -> 
     children[0].inc(events)
     children[1].inc(data_bytes)
     APPEND_SECONDS.observe(seconds)
+
+
+def observe_read_wake(seconds: float) -> None:
+    """Record how long a tailing Read stream took to run after its segment's end moved."""
+    READ_WAKE_SECONDS.observe(seconds)
 
 
 def observe_read(segment: str, events: int, data_bytes: int) -> None:

@@ -273,7 +273,7 @@ class Client(AdminCalls):
         Args:
             topic: the topic.
             serializer: turns events into payloads (``BytesSerializer`` by default).
-            linger_ms: send a batch this long after its first event at the latest.
+            linger_ms: a batch's longest wait after its first event (cut sooner when idle or acked).
             batch_size_bytes: send a segment's batch once it holds this many
                 bytes (capped just below the broker's 4 MiB block limit).
             max_in_flight: unacknowledged blocks per segment before

@@ -32,13 +32,14 @@ _LATENCY_BUCKETS_S = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 
 class TopicMetrics:
     """The children of one topic: what a writer or reader of it records into."""
 
-    __slots__ = ("_errors", "_read_bytes", "_read_events", "_write_seconds",
-                 "_written_bytes", "_written_events")
+    __slots__ = ("_batch_wait_seconds", "_errors", "_read_bytes", "_read_events",
+                 "_write_seconds", "_written_bytes", "_written_events")
 
     def __init__(self, metrics: ClientMetrics, topic: str) -> None:
         self._written_events = metrics.written_events.labels(topic)
         self._written_bytes = metrics.written_bytes.labels(topic)
         self._write_seconds = metrics.write_seconds
+        self._batch_wait_seconds = metrics.batch_wait_seconds
         self._read_events = metrics.read_events.labels(topic)
         self._read_bytes = metrics.read_bytes.labels(topic)
         self._errors = metrics.errors
@@ -48,6 +49,10 @@ class TopicMetrics:
         self._written_events.inc(events)
         self._written_bytes.inc(data_bytes)
         self._write_seconds.observe(seconds)
+
+    def batched(self, seconds: float) -> None:
+        """A block was cut ``seconds`` after its first event joined the batch."""
+        self._batch_wait_seconds.observe(seconds)
 
     def received(self, events: int, data_bytes: int) -> None:
         """A read response delivered ``events`` new events in ``data_bytes`` of blocks."""
@@ -75,6 +80,11 @@ class ClientMetrics:
             "folio_client_write_seconds",
             "Seconds from cutting a block (its events batched) until the broker acknowledged "
             "it, retries included.",
+            buckets=_LATENCY_BUCKETS_S, registry=registry)
+        self.batch_wait_seconds = Histogram(
+            "folio_client_batch_wait_seconds",
+            "Seconds from a block's first event joining its batch until the block was cut "
+            "(linger, size, or nothing in flight).",
             buckets=_LATENCY_BUCKETS_S, registry=registry)
         self.read_events = Counter(
             "folio_client_read_events_total",

@@ -42,7 +42,7 @@ _FIELD_HELP = {
     "durability": "sync: acknowledge adds once fsynced (default); async: once in the "
     "write-ahead log, not fsynced (a machine crash may lose acknowledged adds)",
     "max_entry_bytes": "refuse entries larger than this (default 5 MiB)",
-    "max_batch_bytes": "cut a group commit at about this many bytes (default 64 MiB)",
+    "max_batch_bytes": "cut a group commit at about this many bytes (default 8 MiB)",
     "read_max_bytes": "default byte budget of one read reply (default 4 MiB)",
     "journal": "on: acknowledge adds once in the bookie's journal (fdatasync of one "
     "sequential append per group commit; RocksDB is written in the background; default); "

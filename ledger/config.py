@@ -50,7 +50,10 @@ class BookieConfig:
         data_dir: directory of the bookie's RocksDB.
         durability: see ``Durability``.
         max_entry_bytes: adds of larger entries are refused.
-        max_batch_bytes: a group commit is cut at about this many bytes.
+        max_batch_bytes: a group commit is cut at about this many bytes (8 MiB:
+            about 20 ms of a 400 MB/s disk, so a deep queue under load cannot make
+            one commit, and every add in it, wait longer). An entry larger than
+            this is a group commit of its own.
         read_max_bytes: default byte budget of one ReadEntries reply.
         journal: see ``Journal``.
         journal_dir: directory of the journal files (give it its own disk if
@@ -63,7 +66,7 @@ class BookieConfig:
     data_dir: str
     durability: Durability = Durability.SYNC
     max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES
-    max_batch_bytes: int = 64 * 1024 * 1024
+    max_batch_bytes: int = 8 * 1024 * 1024
     read_max_bytes: int = 4 * 1024 * 1024
     journal: Journal = Journal.ON
     journal_dir: str = ""
@@ -74,8 +77,11 @@ class BookieConfig:
             raise ValueError("BookieConfig.data_dir must be set")
         if self.max_entry_bytes <= 0:
             raise ValueError(f"max_entry_bytes must be positive, got {self.max_entry_bytes}")
-        if self.max_batch_bytes < self.max_entry_bytes:
-            raise ValueError("max_batch_bytes must be at least max_entry_bytes")
+        # A group commit always takes its first operation whatever its size (an
+        # entry larger than max_batch_bytes is a commit of its own), so the two
+        # limits are independent.
+        if self.max_batch_bytes <= 0:
+            raise ValueError(f"max_batch_bytes must be positive, got {self.max_batch_bytes}")
         if self.read_max_bytes <= 0:
             raise ValueError(f"read_max_bytes must be positive, got {self.read_max_bytes}")
         if self.journal_file_bytes < 4096:

@@ -23,8 +23,10 @@ from prometheus_client.registry import Collector
 __all__ = [
     "ADD_SECONDS",
     "LATENCY_BUCKETS_S",
+    "observe_ack",
     "observe_add",
     "observe_group_commit",
+    "observe_journal_wait",
     "observe_rereplicated",
     "set_under_replicated",
     "watch_storage",
@@ -50,8 +52,22 @@ GROUP_COMMIT_BYTES = Histogram(
 )
 FSYNC_SECONDS = Histogram(
     "folio_bookie_fsync_seconds",
-    "Seconds one group commit's RocksDB write took, fsync included "
-    "(observed under sync durability only).",
+    "Seconds one group commit's durable write took: the journal's pwritev and fdatasync "
+    "(or, with journal = none, RocksDB's write and its WAL sync); observed under sync "
+    "durability only.",
+    buckets=LATENCY_BUCKETS_S,
+)
+JOURNAL_WAIT_SECONDS = Histogram(
+    "folio_bookie_journal_wait_seconds",
+    "Seconds the oldest add of a group commit waited in the bookie's queue before its "
+    "group commit began (the previous commit's write and sync, and nothing else: the "
+    "writer takes whatever is queued, up to max_batch_bytes, without a timer).",
+    buckets=LATENCY_BUCKETS_S,
+)
+ACK_SECONDS = Histogram(
+    "folio_bookie_ack_seconds",
+    "Seconds from a group commit's end (durable) until its results were handed to the "
+    "waiting event loop's futures: one thread hop per loop and group commit.",
     buckets=LATENCY_BUCKETS_S,
 )
 ADDED_ENTRIES = Counter(
@@ -122,6 +138,16 @@ def observe_group_commit(entries: int, data_bytes: int, write_s: float | None) -
         ADDED_BYTES.inc(data_bytes)
     if write_s is not None:
         FSYNC_SECONDS.observe(write_s)
+
+
+def observe_journal_wait(seconds: float) -> None:
+    """Record how long a group commit's oldest add waited in the queue."""
+    JOURNAL_WAIT_SECONDS.observe(seconds)
+
+
+def observe_ack(seconds: float) -> None:
+    """Record one hand-over of a group commit's results to an event loop."""
+    ACK_SECONDS.observe(seconds)
 
 
 def observe_add(seconds: float) -> None:

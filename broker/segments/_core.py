@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -80,6 +81,7 @@ class SegmentCore:
         # Appends queued, in call order, behind a rollover; the switch under way.
         self._rollover = RolloverGate()
         self._data_event = asyncio.Event()
+        self._woken_at = 0.0  # perf_counter of the last _wake (folio_read_wake_seconds)
         self._hints = ReadHints()
         # The transaction buffer (user topics only; system topics take no transactions).
         policy = setup.txn_snapshots or SnapshotPolicy()
@@ -204,6 +206,7 @@ class SegmentCore:
             self._recovery.cancel()
 
     def _wake(self) -> None:
+        self._woken_at = time.perf_counter()
         self._data_event.set()
         self._data_event = asyncio.Event()
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from bisect import bisect_right
 
 from broker.api import Isolation, ReadBatch
 from broker.errors import OffsetOutOfRangeError
+from broker.metrics import observe_read_wake
 from broker.segments._core import SegmentCore
 from broker.segments.offset_index import LedgerSpan
 from broker.segments.reads import find_entry, read_blocks
@@ -97,3 +99,4 @@ class SegmentReads(SegmentCore):
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(remaining):
                     await event.wait()
+                    observe_read_wake(time.perf_counter() - self._woken_at)

@@ -10,41 +10,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from rocksdict import Options, Rdict
 
 from ledger import metrics
 from ledger.api import AddRequest, LedgerTail, ReadResult
+from ledger.bookie.replies import LoopReply
 from ledger.bookie.storage import AddOp, DeleteOp, FenceOp, ProbeOp, RocksDBLedgerStorage
 from ledger.config import BookieConfig
-from ledger.errors import EntryTooLargeError, InvalidArgumentError, LedgerError, StorageError
+from ledger.errors import EntryTooLargeError, InvalidArgumentError, StorageError
 
 __all__ = ["Bookie"]
 
 log = logging.getLogger(__name__)
-
-
-def _resolver(future: asyncio.Future[Any]) -> Any:
-    """A storage completion callback that hands the result to the future's loop."""
-    loop = future.get_loop()
-
-    def settle(result: object) -> None:
-        if not future.done():
-            if isinstance(result, LedgerError):
-                future.set_exception(result)
-            else:
-                future.set_result(result)
-
-    def done(result: object) -> None:
-        # Runs on the storage's only writer thread, which must never raise: if
-        # the caller's loop closed meanwhile, nobody awaits the result any more.
-        try:
-            loop.call_soon_threadsafe(settle, result)
-        except RuntimeError:
-            log.debug("dropping a storage result for a closed event loop")
-
-    return done
 
 
 def _check_ledger_id(ledger_id: int) -> None:
@@ -117,7 +95,7 @@ class Bookie:
         if largest > limit:
             raise EntryTooLargeError(largest, limit, ledger_id=request.ledger_id)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._storage.submit(AddOp(request, _resolver(future)))
+        self._storage.submit(AddOp(request, LoopReply(future)))
         await future
 
     async def read_entries(
@@ -146,14 +124,14 @@ class Bookie:
         """See ``BookieClient.fence``."""
         _check_ledger_id(ledger_id)
         future: asyncio.Future[LedgerTail] = asyncio.get_running_loop().create_future()
-        self._storage.submit(FenceOp(ledger_id, _resolver(future)))
+        self._storage.submit(FenceOp(ledger_id, LoopReply(future)))
         return await future
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """See ``BookieClient.delete_ledger``."""
         _check_ledger_id(ledger_id)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._storage.submit(DeleteOp(ledger_id, _resolver(future)))
+        self._storage.submit(DeleteOp(ledger_id, LoopReply(future)))
         await future
 
     @property
@@ -168,7 +146,7 @@ class Bookie:
             StorageError: it still refuses writes.
         """
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._storage.submit(ProbeOp(_resolver(future)))
+        self._storage.submit(ProbeOp(LoopReply(future)))
         await future
 
     async def close(self) -> None:

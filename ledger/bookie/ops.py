@@ -9,8 +9,9 @@ Keys are big-endian so a ledger's entries are contiguous and iterate in order:
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from rocksdict import WriteBatch
@@ -45,10 +46,11 @@ class LedgerState:
 
 @dataclass(slots=True)
 class AddOp:
-    """Store ``request``; completes with ``None``."""
+    """Store ``request``; completes with ``None``. ``queued_at``: when it was submitted."""
 
     request: AddRequest
     done: Done
+    queued_at: float = field(default_factory=time.perf_counter)
 
 
 @dataclass(slots=True)

@@ -70,6 +70,7 @@ from ledger.bookie.ops import (
     put_entries,
     state_key,
 )
+from ledger.bookie.replies import complete
 from ledger.config import BookieConfig, Durability, Journal
 from ledger.errors import (
     InvalidArgumentError,
@@ -297,6 +298,9 @@ class RocksDBLedgerStorage:
                 op.done(self._failure)
             return
         batch = _Batch()
+        oldest = next((op.queued_at for op in ops if isinstance(op, AddOp)), None)
+        if oldest is not None:
+            metrics.observe_journal_wait(time.perf_counter() - oldest)
         for op in ops:
             if isinstance(op, ProbeOp):
                 batch.replies.append((op.done, None))
@@ -338,11 +342,10 @@ class RocksDBLedgerStorage:
                       "succeeds", error)
             failure = self._failed(f"bookie storage at {self._config.data_dir} failed to "
                                    f"write: {error}")
-            for done, _ in batch.replies:
-                done(failure)
+            complete((done, failure) for done, _ in batch.replies)
             return
-        for done, result in batch.replies:
-            done(result)
+        # One hand-over per event loop for the whole group commit (ledger.bookie.replies).
+        complete(batch.replies)
 
     def _apply_add(self, op: AddOp, batch: _Batch) -> None:
         request = op.request

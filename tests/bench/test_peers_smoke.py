@@ -20,6 +20,7 @@ import pytest
 SIZES = ("100",)  # one size keeps the run short; every size takes the same path
 WRITERS = ("1", "2")
 PEERS = ("nats", "redis")
+FIXED_RATE = "2000"
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = tmp_path_factory.mktemp("peers")
     done = subprocess.run(
         [sys.executable, "-m", "bench.peers", "--json", "--quiet", "--duration-s", "0.5",
-         "--e2e-duration-s", "1", "--sizes", ",".join(SIZES), "--writers", ",".join(WRITERS),
+         "--e2e-duration-s", "1", "--e2e-rates", FIXED_RATE, "--sizes", ",".join(SIZES),
+         "--writers", ",".join(WRITERS),
          "--dir", str(base), "--results-dir", str(base / "results")],
         capture_output=True, text=True, timeout=540, check=False)
     assert done.returncode == 0, done.stderr
@@ -40,7 +42,9 @@ def test_headline_ratios_are_positive_numbers(report: dict[str, Any]) -> None:
     for name in ("produce_vs_best_peer", "consume_vs_best_peer", "produce_vs_ceiling"):
         assert isinstance(report[name], float) and report[name] > 0, name
     assert set(report["targets"]) == {"produce_vs_best_peer", "produce_vs_ceiling",
-                                      "consume_vs_best_peer", "e2e_p99_ms"}
+                                      "consume_vs_best_peer", "e2e_p99_ms",
+                                      "produce_1kib_vs_disk", "e2e_10k_p50_vs_redis",
+                                      "e2e_10k_p99_vs_redis"}
     assert report["ratios"]["100"]["produce"]["best_peer"] in (*PEERS, "redis_benchmark")
     # The disk's synced sequential append, measured in the same run (issue 25).
     disk = report["disk"]
@@ -86,6 +90,30 @@ def test_end_to_end_runs_at_a_fixed_rate_and_measures_latency(report: dict[str, 
         assert e2e["publish_latency_ms"]["p99"] is not None
     assert report["e2e_p99_ms"] == report["systems"]["folio"]["e2e"][
         "end_to_end_latency_ms"]["p99"]
+
+
+@pytest.mark.timeout(600)
+def test_every_system_runs_the_same_fixed_rates(report: dict[str, Any]) -> None:
+    for name in ("folio", *PEERS):
+        (cell,) = report["systems"][name]["e2e_fixed"].values()
+        assert cell["rate"] == int(FIXED_RATE), name
+        assert cell["events"] > 0 and 0 < cell["events_read"] <= cell["events"], name
+        assert cell["end_to_end_latency_ms"]["p99"] is not None, name
+
+
+@pytest.mark.timeout(600)
+def test_folio_reports_its_latency_budget_per_stage(report: dict[str, Any]) -> None:
+    folio = report["systems"]["folio"]
+    for cell in (folio["e2e"], folio["e2e_fixed"][FIXED_RATE]):
+        stages = cell["budget"]["stages"]
+        assert list(stages) == ["sdk_batch_wait", "sdk_send_to_ack", "broker_append",
+                                "ledger_add", "journal_wait", "fsync", "ack", "reader_wake",
+                                "end_to_end"]
+        # Every block the writer sent passed these (the reader's wake-ups may be fewer).
+        for stage in ("sdk_batch_wait", "sdk_send_to_ack", "broker_append", "ledger_add",
+                      "journal_wait", "fsync", "ack"):
+            assert stages[stage]["count"] > 0, stage
+            assert stages[stage]["p50_ms"] <= stages[stage]["p99_ms"], stage
 
 
 @pytest.mark.timeout(600)

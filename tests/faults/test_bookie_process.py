@@ -165,7 +165,7 @@ def test_print_config_layers_defaults_env_and_flags(tmp_path: Path) -> None:
         "data_dir": str(tmp_path / "from-env"),  # env over default
         "durability": "sync",                    # flag over env
         "max_entry_bytes": 1000,                 # env over default
-        "max_batch_bytes": 64 * 1024 * 1024,     # default
+        "max_batch_bytes": 8 * 1024 * 1024,      # default
         "read_max_bytes": 4 * 1024 * 1024,       # default
         "journal": "on",                         # default
         "journal_dir": "",                       # default: DATA_DIR/journal

@@ -57,6 +57,11 @@ def test_the_bookie_reports_group_commits_fsyncs_and_adds(client: folio.Client, 
     assert delta("folio_bookie_added_bytes_total") >= 500 * 100
     assert delta("folio_bookie_fsync_seconds_count") >= 1  # sync durability: every commit
     assert delta("folio_ledger_add_seconds_count") >= 1
+    # The latency budget's bookie stages: once per group commit with adds, and one
+    # hand-over to the broker's event loop per group commit (never per add request).
+    assert 1 <= delta("folio_bookie_journal_wait_seconds_count") <= commits
+    assert 1 <= delta("folio_bookie_ack_seconds_count") <= delta(
+        "folio_bookie_fsync_seconds_count")
     assert page.value("folio_bookie_ledgers") >= 1
     assert page.value("folio_ledger_open_ledgers") >= 1
 

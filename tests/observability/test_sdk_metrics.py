@@ -29,6 +29,7 @@ def test_writes_and_reads_are_counted_in_the_given_registry(server: BookieProces
     blocks = sample("folio_client_write_seconds_count")
     assert blocks is not None and 1 <= blocks <= 300
     assert sample("folio_client_write_seconds_bucket", le="+Inf") == blocks
+    assert sample("folio_client_batch_wait_seconds_count") == blocks  # one per block cut
     # Nothing of it in the default registry.
     assert REGISTRY.get_sample_value("folio_client_written_events_total",
                                      {"topic": "sdk-counted"}) is None

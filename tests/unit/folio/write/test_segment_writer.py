@@ -79,7 +79,8 @@ class Harness:
         self.stream = RecordingStream()
         self.errors: list[BaseException] = []
         settings: dict[str, Any] = {"batch_size_bytes": 1 << 20, "linger_s": 60.0,
-                                    "max_in_flight": 5, "delivery_timeout_s": 60.0}
+                                    "max_in_flight": 5, "delivery_timeout_s": 60.0,
+                                    "idle_cut": False}
         settings.update(options)
         self.writer = SegmentWriter(SEGMENT, writer_id="w", io=io,
                                     stream=self.stream,
@@ -179,7 +180,7 @@ def test_a_full_batch_is_cut_and_backpressure_waits_for_acks(io: IoThread) -> No
     assert len(h.commands("append_block")) == 2
 
 
-def test_the_last_acknowledgement_in_flight_cuts_the_open_batch(io: IoThread) -> None:
+def test_every_acknowledgement_cuts_the_open_batch(io: IoThread) -> None:
     h = Harness(io)  # linger 60 s: only the acknowledgements cut here
     h.append(b"a")
     h.cut()
@@ -188,14 +189,35 @@ def test_the_last_acknowledgement_in_flight_cuts_the_open_batch(io: IoThread) ->
     h.setup()
     first, second = h.commands("append_block")
     later = h.append(b"c")  # a batch opens behind two blocks in flight
-    h.ack(first, offset=0)  # one still in flight: the batch keeps filling
-    assert len(h.commands("append_block")) == 2
     h.append(b"d")
-    h.ack(second, offset=1)  # nothing in flight any more: cut at once
+    assert len(h.commands("append_block")) == 2  # it fills while they are out
+    h.ack(first, offset=0)  # one came back: cut, though the other is still out
     third = h.commands("append_block")[2]
     assert decode_block(third.append_block.data).payloads == [b"c", b"d"]
+    h.ack(second, offset=1)  # no batch open: nothing to cut
+    assert len(h.commands("append_block")) == 3
     h.ack(third, offset=2)
     assert later.result(timeout=1).offset == 2
+
+
+def test_a_batch_opened_with_nothing_in_flight_is_cut_without_lingering(
+        io: IoThread) -> None:
+    h = Harness(io, idle_cut=True)  # linger 60 s: never the timer here
+    future = h.append(b"x")
+    h.stream.wait_for("setup_append", 1)
+    h.sync()
+    h.setup()
+    (block,) = h.commands("append_block")
+    assert decode_block(block.append_block.data).payloads == [b"x"]
+    later = h.append(b"y")  # one block in flight: this batch waits for its ack
+    h.sync()
+    assert len(h.commands("append_block")) == 1
+    h.ack(block, offset=0)
+    assert future.result(timeout=1).offset == 0
+    second = h.commands("append_block")[1]
+    assert decode_block(second.append_block.data).payloads == [b"y"]
+    h.ack(second, offset=1)
+    assert later.result(timeout=1).offset == 1
 
 
 def test_linger_cuts_a_block(io: IoThread) -> None:
