@@ -102,9 +102,7 @@ class CoordinatorFinish(CoordinatorCore):
         if records_in_background and self._finishing.get(job.key) is job:
             # The commit is decided and visible (markers are): the caller is
             # answered now, the records follow; if they fail, a retry writes them.
-            task = asyncio.ensure_future(self._log_quietly(self._drive(job)))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._in_background(self._drive(job))
 
     def _schedule_retry(self, job: Finishing, delay_ms: int) -> None:
         """Drive ``job`` again after ``delay_ms`` (the maintenance tick is the backstop)."""
@@ -116,9 +114,7 @@ class CoordinatorFinish(CoordinatorCore):
         job.timer = None
         if self._finishing.get(job.key) is not job or job.running:
             return
-        task = asyncio.ensure_future(self._log_quietly(self._drive(job)))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._in_background(self._drive(job))
 
     def _stop_retries(self) -> None:
         for job in self._finishing.values():
@@ -172,13 +168,17 @@ class CoordinatorFinish(CoordinatorCore):
         except Exception as error:  # the maintenance tick writes them again
             log.warning("final transaction records not logged yet: %s", error)
 
-    async def _drive_due(self, now_ms: int) -> int:
-        """Drive every job not under way whose retry time came; how many ended."""
-        due = [job for job in self._finishing.values()
-               if not job.running and job.retry_at_ms <= now_ms]
-        results = await asyncio.gather(*(self._drive(job) for job in due),
-                                       return_exceptions=True)
-        return sum(1 for result in results if result is None)
+    def _start_due(self, now_ms: int) -> list[asyncio.Task[None]]:
+        """Drive, in the background, every job not under way whose retry time came."""
+        return [self._in_background(self._drive(job)) for job in self._finishing.values()
+                if not job.running and job.retry_at_ms <= now_ms]
+
+    def _in_background(self, work: Awaitable[None]) -> asyncio.Task[None]:
+        """``work`` as a task of this coordinator (``close`` waits for it), failures logged."""
+        task = asyncio.ensure_future(self._log_quietly(work))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
 
     async def _markers(self, txn: Txn, kind: EntryKind) -> None:
         """The marker in every touched segment, written in parallel."""

@@ -2,7 +2,14 @@
 
 The maintenance ``tick`` is the backstop: it finishes what a failure left
 COMMITTING or ABORTING, aborts what a timer missed (a clock that is not the
-event loop's) and forgets finished transactions.
+event loop's) and forgets finished transactions. The finishing it starts runs
+in the background (tasks of the coordinator): the tick waits for it at most
+``TICK_WAIT_S``. In a cluster a marker is retried until its segment's owner
+is known and writes it (``broker.cluster.txn_routes``), which can take a
+session timeout or more; the tick is a maintenance hook of the topics, whose
+round (retention, rollover by age, compaction of system topics) must not wait
+as long. Nothing is cancelled at the bound: an abort cut short before its
+job is registered would stay ABORTING with nothing to drive it on.
 """
 
 from __future__ import annotations
@@ -14,9 +21,13 @@ from broker.errors import TxnStateError
 from broker.txn._finish import CoordinatorFinish
 from broker.txn.states import Txn, TxnState
 
-__all__ = ["CoordinatorTimeouts"]
+__all__ = ["TICK_WAIT_S", "CoordinatorTimeouts"]
 
 log = logging.getLogger(__name__)
+
+#: How long one tick waits for the finishing it started (which goes on after).
+TICK_WAIT_S = 5.0
+
 
 class CoordinatorTimeouts(CoordinatorFinish):
     """Deadlines and the maintenance tick (a part of ``TxnCoordinator``)."""
@@ -25,7 +36,8 @@ class CoordinatorTimeouts(CoordinatorFinish):
         """Abort (TIMED_OUT) every OPEN transaction past its deadline; how many.
 
         First, every COMMITTING or ABORTING transaction whose last step
-        failed is driven on once its backoff passed (``_finish``).
+        failed is driven on once its backoff passed (``_finish``). Both run
+        in the background; the tick waits for them at most ``TICK_WAIT_S``.
 
         Each transaction has a timer that aborts it at its deadline; this
         maintenance round is the backstop (an abort that failed, a clock that
@@ -39,18 +51,15 @@ class CoordinatorTimeouts(CoordinatorFinish):
         now = self._now_ms()
         # Decided transactions a failure left COMMITTING or ABORTING (their
         # job kept its place): driven on, with backoff, until they end.
-        await self._drive_due(now)
+        started = self._start_due(now)
         await self._forget_finished(now)
         expired = [txn for txn in self._txns.values()
                    if txn.state is TxnState.OPEN and txn.deadline_ms <= now]
-        for txn in expired:
-            try:
-                await self._abort(txn, TxnState.TIMED_OUT)
-                log.info("transaction %s timed out and was aborted", txn.name)
-            except TxnStateError:
-                continue  # committed or aborted meanwhile
-            except Exception as error:  # ABORTING now: the next ticks finish it
-                log.warning("transaction %s timed out; its abort failed: %s", txn.name, error)
+        # ``_expire`` makes each ABORTING before its first wait: the next tick
+        # does not abort it again.
+        started += [self._in_background(self._expire(txn)) for txn in expired]
+        if started:
+            await asyncio.wait(started, timeout=TICK_WAIT_S)
         return len(expired)
 
     def _schedule_timeout(self, txn: Txn) -> None:

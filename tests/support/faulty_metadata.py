@@ -52,6 +52,8 @@ class FaultyMetadataStore:
         self._rules: list[_Rule] = []
         self._failing_reads = 0
         self._failing_read_paths: Callable[[str], bool] = _any_path
+        #: The paths of the reads failed so far (to assert a read fault fired).
+        self.failed_reads: list[str] = []
 
     def fail(self, operation: str, matches: Callable[[str], bool], fault: Fault,
              times: int = 1) -> list[str]:
@@ -81,6 +83,7 @@ class FaultyMetadataStore:
     def _check_read(self, path: str) -> None:
         if self._failing_reads > 0 and self._failing_read_paths(path):
             self._failing_reads -= 1
+            self.failed_reads.append(path)
             raise MetadataUnavailableError(f"{path}: injected: no answer to a read")
 
     @staticmethod

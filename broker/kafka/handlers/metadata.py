@@ -13,14 +13,22 @@ sealed ones included. No topic is created by Metadata
 UNKNOWN_TOPIC_OR_PARTITION.
 
 While the metadata store cannot be read (a ZooKeeper connection loss:
-``MetadataUnavailableError``, or any retriable ``LedgerError``) a topic asked
-answers LEADER_NOT_AVAILABLE with no partitions, as Kafka answers a topic whose
-leaders are not known yet: clients ask again, the connection stays. A request
-for all topics, whose list cannot be read, waits for it up to
-``LIST_WAIT_S``, then fails the way any handler's retriable storage error
-does (``broker.kafka.connection``: the connection is closed with a warning and
-the client reconnects); answering an empty list would tell clients that every
-topic is gone.
+``MetadataUnavailableError``, or any retriable ``LedgerError``) the request
+reads again, with backoff, for up to ``READ_WAIT_S`` in all (one budget per
+request: the topic list and every topic asked), so a short outage (a reset
+link, a lost answer, a ZooKeeper restart, a new session) costs the client a
+slower answer and nothing else. Past that, the request fails the way any
+handler's retriable storage error does (``broker.kafka.connection``: the
+connection is closed with a warning, the client reconnects and asks again,
+maybe another broker). Neither outcome names a topic that exists as
+missing, and no topic is answered with an error and no partitions:
+librdkafka keeps no cache entry for such an answer (LEADER_NOT_AVAILABLE
+included), and a consumer whose subscription finds no entry reports
+"Subscribed topic not available: ... Unknown topic or partition" to the
+application (issue 22, nemesis seed 16: a consumer's first Metadata reached
+a broker whose ZooKeeper link was blackholed). An empty list for all topics
+would likewise tell clients that every topic is gone. UNKNOWN_TOPIC_OR_PARTITION
+is answered only when the store says the topic's record does not exist.
 
 With authorisation (``broker.kafka.access``), all topics means those the role
 has any permission on; a topic asked by name without one is
@@ -35,11 +43,11 @@ import datetime
 import logging
 import time
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from broker.api import TopicInfo
 from broker.errors import BrokerError
 from broker.kafka.access import TOPIC_LOOKUP, allowed
 from broker.kafka.context import NODE_ID, KafkaContext
@@ -51,7 +59,7 @@ from broker.kafka.partitions import partition_segments
 from broker.segments.names import make_segment_name
 from ledger.errors import LedgerError
 
-__all__ = ["LIST_WAIT_S", "METADATA_KEY", "ROWS"]
+__all__ = ["METADATA_KEY", "READ_WAIT_S", "ROWS"]
 
 log = logging.getLogger(__name__)
 
@@ -59,23 +67,30 @@ METADATA_KEY = 3
 _ZERO = datetime.timedelta(0)
 #: Kafka's "no topic id" (topic ids are not used: Fetch is served up to v12, by name).
 _NO_TOPIC_ID = uuid.UUID(int=0)
-#: How long a request for all topics waits for a metadata store that cannot be read.
-LIST_WAIT_S = 5.0
+#: How long one request reads again a metadata store that cannot be read, in all.
+READ_WAIT_S = 5.0
 _FIRST_DELAY_S = 0.05
 _MAX_DELAY_S = 0.5
+_T = TypeVar("_T")
 
 
 async def handle_metadata(context: KafkaContext, call: Call) -> Any:
-    """The brokers (this one) and the partitions of the topics asked (all: every user topic)."""
+    """The brokers (this one) and the partitions of the topics asked (all: every user topic).
+
+    Raises the last retriable ``LedgerError`` when the store could not be read
+    within ``READ_WAIT_S`` (the connection is then closed), any other at once.
+    """
     cls = response_class(METADATA_KEY, call.version)
+    deadline = time.monotonic() + READ_WAIT_S
     asked = call.request.topics
     if asked is None or (call.version == 0 and not asked):
         # All topics: only those the role may see, as Kafka lists them.
-        names = [info.name for info in await _list_topics(context)
-                 if allowed(context, call, TOPIC_LOOKUP, info.name)]
+        infos = await _read_again(context.topics.list_topics, deadline,
+                                  "the topic list cannot be read")
+        names = [info.name for info in infos if allowed(context, call, TOPIC_LOOKUP, info.name)]
     else:
         names = [topic.name for topic in asked if topic.name is not None]
-    topics = [await _topic(cls, context, name)
+    topics = [await _topic(cls, context, name, deadline)
               if allowed(context, call, TOPIC_LOOKUP, name) else _refused(cls, name)
               for name in names]
     if context.nodes is None:
@@ -94,22 +109,20 @@ async def handle_metadata(context: KafkaContext, call: Call) -> Any:
                  cluster_authorized_operations=0)
 
 
-async def _list_topics(context: KafkaContext) -> list[TopicInfo]:
-    """Every user topic, asked again while the store cannot be read, up to ``LIST_WAIT_S``.
+async def _read_again(read: Callable[[], Awaitable[_T]], deadline: float, what: str) -> _T:
+    """``read()``, asked again while the store cannot be read, up to ``deadline``.
 
     Reads only, so asking again is safe whatever the first attempt did.
     Raises the last retriable ``LedgerError`` at the deadline, any other at once.
     """
-    deadline = time.monotonic() + LIST_WAIT_S
     delay = _FIRST_DELAY_S
     while True:
         try:
-            return list(await context.topics.list_topics())
+            return await read()
         except LedgerError as error:
             if not error.retriable or time.monotonic() + delay > deadline:
                 raise
-            log.info("kafka: Metadata for all topics: the topic list cannot be read (%s); "
-                     "asking again", error)
+            log.info("kafka: Metadata: %s (%s); asking again", what, error)
             await asyncio.sleep(delay)
             delay = min(delay * 2, _MAX_DELAY_S)
 
@@ -129,19 +142,18 @@ def _refused(cls: Any, name: str) -> Any:
                  topic_authorized_operations=0)
 
 
-async def _topic(cls: Any, context: KafkaContext, name: str) -> Any:
+async def _topic(cls: Any, context: KafkaContext, name: str, deadline: float) -> Any:
     topic_cls = nested(cls, "MetadataResponseTopic")
     try:
-        segments = await partition_segments(context.topics, name)
-    except BrokerError as error:
+        segments = await _read_again(lambda: partition_segments(context.topics, name),
+                                     deadline, f"topic {name} cannot be read")
+    except BrokerError as error:  # no such topic (its record is not there), or stopping
         return build(topic_cls, error_code=error_code(error), name=name, topic_id=_NO_TOPIC_ID,
                      is_internal=False, partitions=(), topic_authorized_operations=0)
     except LedgerError as error:
-        # The topic's record or its ledgers' cannot be read now (a ZooKeeper
-        # connection loss): its leaders are not known, which clients retry.
-        code = ErrorCode.leader_not_available if error.retriable else error_code(error)
-        log.info("kafka: Metadata of topic %s answered %s: %s", name, code.name, error)
-        return build(topic_cls, error_code=code, name=name, topic_id=_NO_TOPIC_ID,
+        if error.retriable:
+            raise  # past the deadline: the connection is closed, the client asks again
+        return build(topic_cls, error_code=error_code(error), name=name, topic_id=_NO_TOPIC_ID,
                      is_internal=False, partitions=(), topic_authorized_operations=0)
     partition_cls = nested(cls, "MetadataResponsePartition")
     partitions = []

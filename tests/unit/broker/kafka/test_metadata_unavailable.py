@@ -2,11 +2,13 @@
 
 Issue 22: in a fault run a ZooKeeper connection loss made
 ``partition_segments`` raise ``MetadataUnavailableError`` inside the Metadata
-handler; it escaped as "unexpected error" and closed the client's connection
-(with the Produce answers still due on it). A topic whose record or ledgers
-cannot be read now answers LEADER_NOT_AVAILABLE, as Kafka answers a topic
-whose leaders are not known: clients ask again. The store is wrapped at its
-seam (``FaultyMetadataStore``: the next reads fail as a lost connection).
+handler; it escaped as "unexpected error" and closed the client's connection.
+A topic whose record or ledgers cannot be read is now read again, with
+backoff, for up to ``READ_WAIT_S`` per request; past that the request fails
+(the connection is closed with a warning, the client asks again). It is never
+answered with an error and no partitions: a librdkafka consumer reports such
+a topic as unknown (``test_metadata_first_answer.py``). The store is wrapped
+at its seam (``FaultyMetadataStore``: the next reads fail as a lost connection).
 
 Fetch: a partition whose segment cannot be loaded answered REQUEST_TIMED_OUT,
 which librdkafka hands to the application as a consumer error (the nemesis,
@@ -26,12 +28,14 @@ from kio.schema.errors import ErrorCode
 from broker.api import TopicConfig
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Call
+from broker.kafka.handlers import metadata
 from broker.kafka.handlers.fetch import FETCH_KEY, handle_fetch
 from broker.kafka.handlers.metadata import METADATA_KEY, handle_metadata
 from broker.kafka.messages import build, nested, request_class
 from broker.kafka.producer_ids import ProducerIds
 from broker.system.snapshot_store import snapshot_store
 from broker.topics.manager import TopicManager
+from ledger.errors import MetadataUnavailableError
 from tests.support.faulty_metadata import FaultyMetadataStore
 from tests.unit.broker.conftest import BrokerEnv
 
@@ -66,16 +70,35 @@ def _topics(answer: Any) -> dict[str, tuple[ErrorCode, list[tuple[int, ErrorCode
             for topic in answer.topics}
 
 
-async def test_a_topic_that_cannot_be_read_answers_leader_not_available(
+async def test_a_topic_that_cannot_be_read_for_a_moment_is_read_again(
         faulty: tuple[FaultyMetadataStore, KafkaContext]) -> None:
     store, context = faulty
-    store.fail_reads(1000)  # ZooKeeper away for this request
+    store.fail_reads(3)  # the topic's first reads fail, then the store answers
     answer = await handle_metadata(context, _metadata(["orders"]))
-    assert _topics(answer) == {"orders": (ErrorCode.leader_not_available, [])}
-    store.fail_reads(0)  # back: the client's next Metadata has the partitions
-    answer = await handle_metadata(context, _metadata(["orders"]))
+    assert store.failed_reads == ["/folio/topics/orders"] * 3
     assert _topics(answer) == {"orders": (ErrorCode.none, [(0, ErrorCode.none),
                                                            (1, ErrorCode.none)])}
+
+
+async def test_a_topic_that_cannot_be_read_at_all_closes_the_connection(
+        faulty: tuple[FaultyMetadataStore, KafkaContext],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # It used to answer LEADER_NOT_AVAILABLE with no partitions, which a
+    # librdkafka consumer with no cache entry for the topic reports to the
+    # application as "Subscribed topic not available: ... Unknown topic or
+    # partition" (test_metadata_first_answer.py). The handler raises instead:
+    # the connection closes and the client asks again, maybe elsewhere.
+    monkeypatch.setattr(metadata, "READ_WAIT_S", 0.3)
+    store, context = faulty
+    store.fail_reads(1000)  # ZooKeeper away for longer than the request waits
+    with pytest.raises(MetadataUnavailableError):
+        await handle_metadata(context, _metadata(["orders"]))
+    assert len(store.failed_reads) >= 2  # read again before giving up
+    store.fail_reads(0)  # back: the client's next Metadata has the partitions
+    answer = await handle_metadata(context, _metadata(["orders", "missing"]))
+    assert _topics(answer) == {
+        "orders": (ErrorCode.none, [(0, ErrorCode.none), (1, ErrorCode.none)]),
+        "missing": (ErrorCode.unknown_topic_or_partition, [])}
 
 
 async def test_all_topics_waits_out_a_short_outage(

@@ -22,6 +22,7 @@ from broker.api import Block, TopicConfig
 from broker.segments.entry import EntryKind
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
+from broker.txn import _timeouts
 from broker.txn.coordinator import TXN_LOG_TOPIC, TxnCoordinator, TxnState
 from ledger.errors import BookieUnavailableError
 from tests.support.wait import wait_for_async
@@ -238,3 +239,35 @@ async def test_standing_down_cancels_a_finish_whose_markers_wait_for_an_owner(
     await _finished(env, topics, successor, txn, TxnState.ABORTED)
     await _read_committed_passes(topics, committed=False)
     await successor.stand_down()
+
+
+async def test_the_tick_does_not_wait_for_markers_whose_owner_is_unknown(
+        env: BrokerEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    # In a cluster a marker is retried until its segment's owner is known and
+    # writes it (broker.cluster.txn_routes). The tick is a maintenance hook:
+    # awaiting a timeout's abort there held up the topics' maintenance round
+    # (retention, rollover by age, compaction of system topics) for as long.
+    monkeypatch.setattr(_timeouts, "TICK_WAIT_S", 0.05)
+    topics, coordinator = await _started(env)
+    txn = await _transaction(topics, coordinator)
+    owner_known = asyncio.Event()
+    waiting: list[str] = []
+
+    async def markers(name: str, txn_id: TxnId, kind: EntryKind) -> None:
+        waiting.append(name)
+        await owner_known.wait()
+        await (await topics.segment(name)).write_marker(kind, txn_id)
+
+    coordinator.route_markers(markers)
+    env.clock.advance_ms(60_001)  # past its deadline: the tick aborts it (TIMED_OUT)
+    tick = asyncio.ensure_future(coordinator.tick())
+    done, _ = await asyncio.wait({tick}, timeout=30)
+    assert tick in done  # the old code waited as long as the markers did
+    assert tick.result() == 1
+    assert sorted(waiting) == list(SEGMENTS)  # the abort is under way, in the background
+    assert coordinator.status(txn).state is TxnState.ABORTING
+    assert await asyncio.wait_for(coordinator.tick(), timeout=30) == 0  # not aborted twice
+    owner_known.set()
+    await _finished(env, topics, coordinator, txn, TxnState.TIMED_OUT)
+    await _read_committed_passes(topics, committed=False)
+    await coordinator.close()
