@@ -42,6 +42,7 @@ from typing import Any
 from kio.index import KioIndexError
 from kio.serial.errors import SerialError
 
+from broker.errors import BrokerShuttingDownError
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Call, Deferred, DispatchTable
 from broker.kafka.framing import (
@@ -145,6 +146,8 @@ class KafkaConnection:
             # per topic or partition (a retriable code) before it comes to this.
             log.warning("kafka: closing connection from %s: the metadata store or the "
                         "ledgers cannot be read (%s); the client reconnects", self.peer, error)
+        except BrokerShuttingDownError:
+            log.info("kafka: closing connection from %s: the broker is stopping", self.peer)
         except Exception:
             log.exception("kafka: closing connection from %s after an unexpected error",
                           self.peer)

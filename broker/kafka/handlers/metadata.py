@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from broker.errors import BrokerError
+from broker.errors import BrokerError, BrokerShuttingDownError
 from broker.kafka.access import TOPIC_LOOKUP, allowed
 from broker.kafka.context import NODE_ID, KafkaContext
 from broker.kafka.dispatch import Api, Call
@@ -147,7 +147,12 @@ async def _topic(cls: Any, context: KafkaContext, name: str, deadline: float) ->
     try:
         segments = await _read_again(lambda: partition_segments(context.topics, name),
                                      deadline, f"topic {name} cannot be read")
-    except BrokerError as error:  # no such topic (its record is not there), or stopping
+    except BrokerShuttingDownError:
+        # Not an answer with an error and no partitions: a librdkafka consumer
+        # reports that topic as unknown to the application. The connection
+        # closes (connection.py) and the client asks another broker.
+        raise
+    except BrokerError as error:  # no such topic (its record is not there)
         return build(topic_cls, error_code=error_code(error), name=name, topic_id=_NO_TOPIC_ID,
                      is_internal=False, partitions=(), topic_authorized_operations=0)
     except LedgerError as error:

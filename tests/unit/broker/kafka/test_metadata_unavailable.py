@@ -26,6 +26,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.api import TopicConfig
+from broker.errors import BrokerShuttingDownError
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Call
 from broker.kafka.handlers import metadata
@@ -135,3 +136,14 @@ async def test_a_partition_that_cannot_be_loaded_answers_kafka_storage_error(
     answer = await handle_fetch(context, _fetch(0))
     [partition] = answer.responses[0].partitions
     assert partition.error_code == ErrorCode.none
+
+
+async def test_a_stopping_broker_closes_the_connection_instead_of_an_empty_topic(
+        faulty: tuple[FaultyMetadataStore, KafkaContext]) -> None:
+    # It answered NOT_LEADER_OR_FOLLOWER with no partitions: a consumer
+    # starting during a SIGTERM reported the topic as unknown to the
+    # application. Raised, the connection closes and the client asks elsewhere.
+    _store, context = faulty
+    await context.topics.close()
+    with pytest.raises(BrokerShuttingDownError):
+        await handle_metadata(context, _metadata(["orders"]))
