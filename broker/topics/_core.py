@@ -4,7 +4,7 @@
 per-name locks, hooks) and the record helpers the parts share: reading a topic
 record, a segment's offsets (from the loaded segment, else its record), a
 topic's ``TopicInfo``. The parts (``_segments``, ``_crud``, ``_scale``,
-``_maintenance``) are mixins on it, composed in ``broker.topics.manager``.
+``maintenance``) are mixins on it, composed in ``broker.topics.manager``.
 """
 
 from __future__ import annotations

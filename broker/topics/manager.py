@@ -17,13 +17,13 @@ applies retention and forgets idle writers of the loaded segments every
 ``TopicManager`` is composed of parts, one job each, on the fields of
 ``_core.TopicsCore``: ``_segments`` (the cache of loaded segments), ``_crud``
 (create, get, list, reconfigure, delete), ``_scale`` (scaling, sealing,
-successors) and ``_maintenance`` (the background round).
+successors) and ``maintenance`` (the background round).
 """
 
 from __future__ import annotations
 
 from broker.topics._crud import MAX_SEGMENT_COUNT, TopicCrud
-from broker.topics._maintenance import TopicMaintenance
+from broker.topics.maintenance import TopicMaintenance
 
 __all__ = ["MAX_SEGMENT_COUNT", "TopicManager"]
 
