@@ -1,10 +1,11 @@
 """The state of a ``TopicManager`` and what every part of it uses.
 
 ``TopicsCore`` holds the fields (ledgers, metadata store, loaded segments,
-per-name locks, hooks) and the record helpers the parts share: reading a topic
+per-name locks) and the record helpers the parts share: reading a topic
 record, a segment's offsets (from the loaded segment, else its record), a
-topic's ``TopicInfo``. The parts (``_segments``, ``_crud``, ``_scale``,
-``maintenance``) are mixins on it, composed in ``broker.topics.manager``.
+topic's ``TopicInfo``. The parts ``_segments``, ``_crud`` and ``_scale`` are
+mixins on it, composed in ``broker.topics.manager``; the maintenance round is
+a part that owns its state (``broker.topics.maintenance``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import functools
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Self
 
@@ -36,10 +37,8 @@ from broker.segments.records import SegmentRecord
 from broker.segments.segment import LedgerSegment
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
 from broker.topics.records import TopicRecord, TopicSegment
-from broker.topics.scaling import RateMeter
 from ledger.api import LedgerService, MetadataStore
 from ledger.errors import NodeExistsError, NoNodeError
-from ledger.tasks import cancel_and_wait
 from txnbuffer.api import SnapshotPolicy, SnapshotStore
 
 __all__ = ["CAS_ATTEMPTS", "TopicsCore", "needs_reload"]
@@ -56,7 +55,7 @@ class TopicsCore:
     def __init__(
         self, ledgers: LedgerService, store: MetadataStore, *,
         txn_store_factory: Callable[[Self], SnapshotStore],
-        defaults: TopicConfig | None = None, retention_interval_s: float = 60.0,
+        defaults: TopicConfig | None = None,
         clock: Callable[[], float] = time.time,
         writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
         txn_snapshots: SnapshotPolicy | None = None,
@@ -67,28 +66,21 @@ class TopicsCore:
         self._ledgers = ledgers
         self._store = store
         self._defaults = defaults or TopicConfig()
-        self._interval_s = retention_interval_s
         self._clock = clock
         self._writer_expiry_ms = writer_expiry_ms
         self._txn_snapshots = txn_snapshots or SnapshotPolicy()
         self._segments: dict[str, LedgerSegment] = {}
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
-        self._task: asyncio.Task[None] | None = None
         self._closed = False
-        self._hooks: list[Callable[[], Awaitable[object]]] = []
         self._make_txn_store: Callable[[], SnapshotStore] = functools.partial(
             txn_store_factory, self)
         self._txn_store: SnapshotStore | None = None
-        self._rates = RateMeter()
         self._reload_fenced = reload_fenced
 
     async def close(self) -> None:
-        """Stop background work and close every loaded segment's ledger cleanly."""
+        """Refuse further calls and close every loaded segment's ledger cleanly."""
         self._closed = True
-        if self._task is not None:
-            await cancel_and_wait(self._task)
-            self._task = None
         segments, self._segments = list(self._segments.values()), {}
         await asyncio.gather(*(segment.close() for segment in segments))
 
@@ -96,10 +88,6 @@ class TopicsCore:
     def max_entry_bytes(self) -> int:
         """The ledger entry limit: one append (header and blocks) is at most this."""
         return self._ledgers.max_entry_bytes
-
-    def add_maintenance_hook(self, hook: Callable[[], Awaitable[object]]) -> None:
-        """Run ``hook`` after every maintenance round (e.g. compaction of a system topic)."""
-        self._hooks.append(hook)
 
     def default_config(self) -> TopicConfig:
         """The configuration a topic gets for the fields its creator leaves unset."""

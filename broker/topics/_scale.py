@@ -144,6 +144,19 @@ class TopicScaling(TopicSegments):
         log.info("sealed topic %s", topic)
         return await self._topic_info(updated)
 
+    async def open_segment_ends(self, topic: str) -> tuple[TopicRecord, dict[int, int | None]]:
+        """The topic's record and the end offsets of its open segments, by number.
+
+        From the loaded segment, else its record (a segment never written).
+        ``TopicNotFoundError``; for auto-scaling (``broker.topics.maintenance``).
+        """
+        record, _ = await self._read_topic(topic)
+        ends: dict[int, int | None] = {}
+        for entry in record.segments:
+            if entry.state is SegmentState.OPEN:
+                ends[entry.number] = (await self._segment_offsets(topic, entry)).end_offset
+        return record, ends
+
     async def _replace_topic(self, topic: str, record: TopicRecord, version: int) -> bool:
         """CAS the topic record; False if it changed meanwhile."""
         try:
