@@ -3,7 +3,7 @@
 ``TopicsCore`` holds the fields (ledgers, metadata store, loaded segments,
 per-name locks) and the record helpers the parts share: reading a topic
 record, a segment's offsets (from the loaded segment, else its record), a
-topic's ``TopicInfo``. The parts ``_segments``, ``_crud`` and ``_scale`` are
+topic's ``TopicInfo``. The parts ``loaded``, ``_crud`` and ``_scale`` are
 mixins on it, composed in ``broker.topics.manager``; the maintenance round is
 a part that owns its state (``broker.topics.maintenance``).
 """

@@ -25,8 +25,8 @@ from broker.segments.names import (
     topic_path,
 )
 from broker.topics._core import CAS_ATTEMPTS
-from broker.topics._segments import TopicSegments
 from broker.topics.internal import refuse_internal_topic
+from broker.topics.loaded import TopicSegments
 from broker.topics.records import TopicRecord, TopicSegment
 from broker.topics.scaling import plan_scale, successors_of
 from ledger.errors import BadVersionError, LedgerError, MetadataUnavailableError, NoNodeError

@@ -15,7 +15,7 @@ applies retention and forgets idle writers of the loaded segments every
 ``retention_interval_s``.
 
 ``TopicManager`` is composed of parts, one job each: on the fields of
-``_core.TopicsCore``, the mixins ``_segments`` (the cache of loaded segments),
+``_core.TopicsCore``, the mixins ``loaded`` (the cache of loaded segments),
 ``_crud`` (create, get, list, reconfigure, delete) and ``_scale`` (scaling,
 sealing, successors); and ``maintenance.TopicMaintenance`` (the background
 round), a part that owns its task, hooks and rate meter.
