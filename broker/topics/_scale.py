@@ -24,9 +24,8 @@ from broker.segments.names import (
     parse_segment_name,
     topic_path,
 )
-from broker.topics._core import CAS_ATTEMPTS
+from broker.topics._core import CAS_ATTEMPTS, TopicsCore
 from broker.topics.internal import refuse_internal_topic
-from broker.topics.loaded import TopicSegments
 from broker.topics.records import TopicRecord, TopicSegment
 from broker.topics.scaling import plan_scale, successors_of
 from ledger.errors import BadVersionError, LedgerError, MetadataUnavailableError, NoNodeError
@@ -37,7 +36,7 @@ __all__ = ["TopicScaling"]
 log = logging.getLogger(__name__)
 
 
-class TopicScaling(TopicSegments):
+class TopicScaling(TopicsCore):
     """Scaling, sealing and successors (a part of ``TopicManager``)."""
 
     async def list_segments(self, topic: str, *, include_sealed: bool) -> list[SegmentRange]:
@@ -90,7 +89,7 @@ class TopicScaling(TopicSegments):
             else:
                 raise BrokerError(f"topic {topic!r} kept changing; not scaled")
             for number in plan.seal:
-                await self._ensure_sealed(topic, number)
+                await self._loaded.ensure_sealed(topic, number)
         log.info("scaled topic %s: sealed %s, created %s", topic, list(plan.seal),
                  [(e.number, e.key_low, e.key_high) for e in plan.created])
         successors = successors_of(updated)
@@ -140,7 +139,7 @@ class TopicScaling(TopicSegments):
             targets = to_seal or [e.number for e in updated.segments
                                   if e.number not in successors_of(updated)]
             for number in targets:
-                await self._ensure_sealed(topic, number)
+                await self._loaded.ensure_sealed(topic, number)
         log.info("sealed topic %s", topic)
         return await self._topic_info(updated)
 

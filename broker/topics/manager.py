@@ -14,11 +14,12 @@ at a time per segment, and cached. A background task rolls ledgers over by age,
 applies retention and forgets idle writers of the loaded segments every
 ``retention_interval_s``.
 
-``TopicManager`` is composed of parts, one job each: on the fields of
-``_core.TopicsCore``, the mixins ``loaded`` (the cache of loaded segments),
-``_crud`` (create, get, list, reconfigure, delete) and ``_scale`` (scaling,
-sealing, successors); and ``maintenance.TopicMaintenance`` (the background
-round), a part that owns its task, hooks and rate meter.
+``TopicManager`` is composed of parts, one job each. Two own their state:
+``loaded.LoadedSegments`` (the table of loaded segments, their load locks and
+the transaction buffers' snapshot store) and ``maintenance.TopicMaintenance``
+(the background round: its task, hooks and rate meter). Two are mixins on
+the fields of ``_core.TopicsCore``: ``_crud`` (create, get, list,
+reconfigure, delete) and ``_scale`` (scaling, sealing, successors).
 """
 
 from __future__ import annotations
