@@ -1,10 +1,12 @@
 """The state of a ``TopicManager`` and what every part of it uses.
 
-``TopicsCore`` holds the fields (ledgers, metadata store, loaded segments,
-per-name locks, hooks) and the record helpers the parts share: reading a topic
+``TopicsCore`` holds the fields (ledgers, metadata store, clock, per-topic
+locks, the table of loaded segments: ``loaded.LoadedSegments``, a part that
+owns its state) and the record helpers the mixins share: reading a topic
 record, a segment's offsets (from the loaded segment, else its record), a
-topic's ``TopicInfo``. The parts (``_segments``, ``_crud``, ``_scale``,
-``_maintenance``) are mixins on it, composed in ``broker.topics.manager``.
+topic's ``TopicInfo``. The mixins ``_crud`` and ``_scale`` are on it, composed
+in ``broker.topics.manager`` with the maintenance round (a part too,
+``broker.topics.maintenance``).
 """
 
 from __future__ import annotations
@@ -14,35 +16,29 @@ import functools
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Self
 
-from broker.api import SegmentRange, SegmentState, TopicConfig, TopicInfo
+from broker.api import SegmentRange, SegmentState, StoredWriter, TopicConfig, TopicInfo
 from broker.errors import (
     BrokerShuttingDownError,
-    TopicNameError,
-    TopicNotFoundError,
-    WrongHostError,
 )
 from broker.segments.names import (
-    check_topic_name,
     make_segment_name,
     segment_path,
-    topic_path,
 )
 from broker.segments.reads import peek_end_offset
 from broker.segments.records import SegmentRecord
 from broker.segments.segment import LedgerSegment
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
+from broker.topics.loaded import LoadedSegments, read_topic
 from broker.topics.records import TopicRecord, TopicSegment
-from broker.topics.scaling import RateMeter
 from ledger.api import LedgerService, MetadataStore
 from ledger.errors import NodeExistsError, NoNodeError
-from ledger.tasks import cancel_and_wait
 from txnbuffer.api import SnapshotPolicy, SnapshotStore
 
-__all__ = ["CAS_ATTEMPTS", "TopicsCore", "needs_reload"]
+__all__ = ["CAS_ATTEMPTS", "TopicsCore"]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +52,7 @@ class TopicsCore:
     def __init__(
         self, ledgers: LedgerService, store: MetadataStore, *,
         txn_store_factory: Callable[[Self], SnapshotStore],
-        defaults: TopicConfig | None = None, retention_interval_s: float = 60.0,
+        defaults: TopicConfig | None = None,
         clock: Callable[[], float] = time.time,
         writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
         txn_snapshots: SnapshotPolicy | None = None,
@@ -67,39 +63,26 @@ class TopicsCore:
         self._ledgers = ledgers
         self._store = store
         self._defaults = defaults or TopicConfig()
-        self._interval_s = retention_interval_s
         self._clock = clock
-        self._writer_expiry_ms = writer_expiry_ms
-        self._txn_snapshots = txn_snapshots or SnapshotPolicy()
-        self._segments: dict[str, LedgerSegment] = {}
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
-        self._task: asyncio.Task[None] | None = None
         self._closed = False
-        self._hooks: list[Callable[[], Awaitable[object]]] = []
-        self._make_txn_store: Callable[[], SnapshotStore] = functools.partial(
-            txn_store_factory, self)
-        self._txn_store: SnapshotStore | None = None
-        self._rates = RateMeter()
-        self._reload_fenced = reload_fenced
+        self._loaded = LoadedSegments(
+            ledgers, store, check_open=self._check_open, clock=clock,
+            writer_expiry_ms=writer_expiry_ms,
+            txn_snapshots=txn_snapshots or SnapshotPolicy(),
+            make_txn_store=functools.partial(txn_store_factory, self),
+            reload_fenced=reload_fenced)
 
     async def close(self) -> None:
-        """Stop background work and close every loaded segment's ledger cleanly."""
+        """Refuse further calls and close every loaded segment's ledger cleanly."""
         self._closed = True
-        if self._task is not None:
-            await cancel_and_wait(self._task)
-            self._task = None
-        segments, self._segments = list(self._segments.values()), {}
-        await asyncio.gather(*(segment.close() for segment in segments))
+        await self._loaded.close()
 
     @property
     def max_entry_bytes(self) -> int:
         """The ledger entry limit: one append (header and blocks) is at most this."""
         return self._ledgers.max_entry_bytes
-
-    def add_maintenance_hook(self, hook: Callable[[], Awaitable[object]]) -> None:
-        """Run ``hook`` after every maintenance round (e.g. compaction of a system topic)."""
-        self._hooks.append(hook)
 
     def default_config(self) -> TopicConfig:
         """The configuration a topic gets for the fields its creator leaves unset."""
@@ -107,9 +90,42 @@ class TopicsCore:
 
     def txn_snapshot_store(self) -> SnapshotStore:
         """The transaction buffers' snapshot store (``_txnbuffer_snapshots``), made once."""
-        if self._txn_store is None:
-            self._txn_store = self._make_txn_store()
-        return self._txn_store
+        return self._loaded.txn_snapshot_store()
+
+    async def segment(self, name: str) -> LedgerSegment:
+        """The segment, loaded (and recovered) on first use. ``NoSuchSegmentError``.
+
+        Its transaction buffer is recovered too (``LedgerSegment.recovered``).
+        """
+        return await self._loaded.segment(name)
+
+    async def writable_segment(self, name: str, action: str) -> LedgerSegment:
+        """``segment(name)`` for a public write (``action``: Append, Produce, TruncateSegment).
+
+        ``InternalTopicError`` for a system topic's segment (``LoadedSegments``).
+        """
+        return await self._loaded.writable_segment(name, action)
+
+    async def stored_writer(self, name: str, writer_id: str,
+                            failed_ledger_id: int) -> StoredWriter:
+        """A writer's state as segment ``name`` stores it, without loading it here."""
+        return await self._loaded.stored_writer(name, writer_id, failed_ledger_id)
+
+    async def release_segments(self, moving: Callable[[str], bool]) -> None:
+        """Hand over every loaded segment whose name ``moving`` accepts, and forget it."""
+        await self._loaded.release_segments(moving)
+
+    def drop_segments(self, moving: Callable[[str], bool]) -> None:
+        """Forget every loaded segment ``moving`` accepts, at once, touching no store."""
+        self._loaded.drop_segments(moving)
+
+    async def open_segment_names(self) -> list[str]:
+        """The names of every open (unsealed) segment of the user topics, from their records."""
+        return await self._loaded.open_segment_names()
+
+    def loaded_segments(self) -> list[LedgerSegment]:
+        """The segments loaded on this broker now (a copy; ``broker.metrics`` reads it)."""
+        return self._loaded.loaded_segments()
 
     async def _create_segment_record(self, topic: str, number: int) -> None:
         data = SegmentRecord(topic, number).to_bytes()
@@ -136,15 +152,7 @@ class TopicsCore:
         return int(self._clock() * 1000)
 
     async def _read_topic(self, name: str) -> tuple[TopicRecord, int]:
-        try:
-            check_topic_name(name, internal=True)
-        except TopicNameError:
-            raise TopicNotFoundError(name) from None
-        try:
-            node = await self._store.get(topic_path(name))
-        except NoNodeError:
-            raise TopicNotFoundError(name) from None
-        return TopicRecord.from_bytes(node.data), node.version
+        return await read_topic(self._store, name)
 
     async def _topic_info(self, record: TopicRecord) -> TopicInfo:
         ranges = [await self._segment_range(record.name, entry)
@@ -166,7 +174,7 @@ class TopicsCore:
 
     async def _segment_offsets(self, topic: str, entry: TopicSegment) -> SegmentRange:
         name = make_segment_name(topic, entry.number)
-        segment = self._segments.get(name)
+        segment = self._loaded.get(name)
         if segment is not None and segment.usable:
             return segment.info().segment
         start = end = 0
@@ -179,18 +187,3 @@ class TopicsCore:
         return SegmentRange(name, entry.number, entry.key_low, entry.key_high, entry.state,
                             start, end)
 
-
-def needs_reload(segment: LedgerSegment, reload_fenced: bool = False) -> bool:
-    """Whether a failed segment should be loaded again.
-
-    A segment another broker took (``WrongHostError``) stays failed: loading
-    it again would fence the new owner. In a cluster (``reload_fenced``) the
-    services only ask for segments this broker owns, so a fenced one was
-    fenced by a broker that wrote to it without owning it (a scale, seal or
-    transaction marker of another broker): it is loaded again, and sees what
-    that broker wrote.
-    """
-    failure = segment.failure
-    if failure is None:
-        return False
-    return reload_fenced or not isinstance(failure, WrongHostError)

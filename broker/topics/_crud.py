@@ -133,8 +133,8 @@ class TopicCrud(TopicsCore):
             record, _ = await self._read_topic(name)
             for entry in record.segments:
                 segment_name = make_segment_name(name, entry.number)
-                async with self._lock(f"segment:{segment_name}"):
-                    segment = self._segments.pop(segment_name, None)
+                async with self._loaded.lock(segment_name):
+                    segment = self._loaded.pop(segment_name)
                     if segment is not None:
                         await segment.delete()
                     else:
@@ -154,7 +154,7 @@ class TopicCrud(TopicsCore):
         except NoNodeError:
             return
         ledgers = SegmentRecord.from_bytes(node.data).ledgers
-        if self._reload_fenced and ledgers:
+        if self._loaded.reload_fenced and ledgers:
             # In a cluster another broker may have the segment loaded: fence its
             # ledger first, so its appends fail (and it finds the segment gone)
             # rather than land in a ledger about to be deleted.
@@ -210,7 +210,7 @@ class TopicCrud(TopicsCore):
             else:
                 raise BrokerError(f"topic {name!r} kept changing; config not updated")
         for entry in updated.segments:
-            segment = self._segments.get(make_segment_name(name, entry.number))
+            segment = self._loaded.get(make_segment_name(name, entry.number))
             if segment is not None:
                 segment.set_config(config)
         return await self._topic_info(updated)

@@ -24,8 +24,7 @@ from broker.segments.names import (
     parse_segment_name,
     topic_path,
 )
-from broker.topics._core import CAS_ATTEMPTS
-from broker.topics._segments import TopicSegments
+from broker.topics._core import CAS_ATTEMPTS, TopicsCore
 from broker.topics.internal import refuse_internal_topic
 from broker.topics.records import TopicRecord, TopicSegment
 from broker.topics.scaling import plan_scale, successors_of
@@ -37,7 +36,7 @@ __all__ = ["TopicScaling"]
 log = logging.getLogger(__name__)
 
 
-class TopicScaling(TopicSegments):
+class TopicScaling(TopicsCore):
     """Scaling, sealing and successors (a part of ``TopicManager``)."""
 
     async def list_segments(self, topic: str, *, include_sealed: bool) -> list[SegmentRange]:
@@ -90,7 +89,7 @@ class TopicScaling(TopicSegments):
             else:
                 raise BrokerError(f"topic {topic!r} kept changing; not scaled")
             for number in plan.seal:
-                await self._ensure_sealed(topic, number)
+                await self._loaded.ensure_sealed(topic, number)
         log.info("scaled topic %s: sealed %s, created %s", topic, list(plan.seal),
                  [(e.number, e.key_low, e.key_high) for e in plan.created])
         successors = successors_of(updated)
@@ -140,9 +139,22 @@ class TopicScaling(TopicSegments):
             targets = to_seal or [e.number for e in updated.segments
                                   if e.number not in successors_of(updated)]
             for number in targets:
-                await self._ensure_sealed(topic, number)
+                await self._loaded.ensure_sealed(topic, number)
         log.info("sealed topic %s", topic)
         return await self._topic_info(updated)
+
+    async def open_segment_ends(self, topic: str) -> tuple[TopicRecord, dict[int, int | None]]:
+        """The topic's record and the end offsets of its open segments, by number.
+
+        From the loaded segment, else its record (a segment never written).
+        ``TopicNotFoundError``; for auto-scaling (``broker.topics.maintenance``).
+        """
+        record, _ = await self._read_topic(topic)
+        ends: dict[int, int | None] = {}
+        for entry in record.segments:
+            if entry.state is SegmentState.OPEN:
+                ends[entry.number] = (await self._segment_offsets(topic, entry)).end_offset
+        return record, ends
 
     async def _replace_topic(self, topic: str, record: TopicRecord, version: int) -> bool:
         """CAS the topic record; False if it changed meanwhile."""

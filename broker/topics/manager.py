@@ -14,21 +14,32 @@ at a time per segment, and cached. A background task rolls ledgers over by age,
 applies retention and forgets idle writers of the loaded segments every
 ``retention_interval_s``.
 
-``TopicManager`` is composed of parts, one job each, on the fields of
-``_core.TopicsCore``: ``_segments`` (the cache of loaded segments), ``_crud``
-(create, get, list, reconfigure, delete), ``_scale`` (scaling, sealing,
-successors) and ``_maintenance`` (the background round).
+``TopicManager`` is composed of parts, one job each. Two own their state:
+``loaded.LoadedSegments`` (the table of loaded segments, their load locks and
+the transaction buffers' snapshot store) and ``maintenance.TopicMaintenance``
+(the background round: its task, hooks and rate meter). Two are mixins on
+the fields of ``_core.TopicsCore``: ``_crud`` (create, get, list,
+reconfigure, delete) and ``_scale`` (scaling, sealing, successors).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Awaitable, Callable
+from typing import Self
+
+from broker.api import TopicConfig
+from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
 from broker.topics._crud import MAX_SEGMENT_COUNT, TopicCrud
-from broker.topics._maintenance import TopicMaintenance
+from broker.topics._scale import TopicScaling
+from broker.topics.maintenance import TopicMaintenance
+from ledger.api import LedgerService, MetadataStore
+from txnbuffer.api import SnapshotPolicy, SnapshotStore
 
 __all__ = ["MAX_SEGMENT_COUNT", "TopicManager"]
 
 
-class TopicManager(TopicMaintenance, TopicCrud):
+class TopicManager(TopicScaling, TopicCrud):
     """Topics and their segments on this broker (standalone: all of them).
 
     Args:
@@ -47,3 +58,42 @@ class TopicManager(TopicMaintenance, TopicCrud):
             make it: ``broker.system.snapshot_store.snapshot_store``; this
             package never imports the system topics above it).
     """
+
+    def __init__(
+        self, ledgers: LedgerService, store: MetadataStore, *,
+        txn_store_factory: Callable[[Self], SnapshotStore],
+        defaults: TopicConfig | None = None, retention_interval_s: float = 60.0,
+        clock: Callable[[], float] = time.time,
+        writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
+        txn_snapshots: SnapshotPolicy | None = None,
+        reload_fenced: bool = False,
+    ) -> None:
+        super().__init__(
+            ledgers, store,
+            txn_store_factory=txn_store_factory,
+            defaults=defaults, clock=clock, writer_expiry_ms=writer_expiry_ms,
+            txn_snapshots=txn_snapshots, reload_fenced=reload_fenced)
+        self._maintenance = TopicMaintenance(self, interval_s=retention_interval_s, clock=clock)
+
+    async def start(self) -> None:
+        """Start the background task (retention, rollover by age)."""
+        if not self._closed:
+            self._maintenance.start()
+
+    async def close(self) -> None:
+        """Stop background work and close every loaded segment's ledger cleanly."""
+        self._closed = True
+        await self._maintenance.stop()
+        await super().close()
+
+    def add_maintenance_hook(self, hook: Callable[[], Awaitable[object]]) -> None:
+        """Run ``hook`` after every maintenance round (e.g. compaction of a system topic)."""
+        self._maintenance.add_hook(hook)
+
+    async def run_maintenance(self) -> None:
+        """One round of background work on every loaded segment.
+
+        Forgets idle writers, rolls ledgers over by age, applies retention,
+        auto-scales, then runs the maintenance hooks.
+        """
+        await self._maintenance.run_round()

@@ -1,5 +1,10 @@
 """Loaded segments: load (recover) on first use, one load at a time, cache, reload failed.
 
+``LoadedSegments`` is a part of ``TopicManager`` that owns its state: the
+table of loaded segments, their load locks, the transaction buffers'
+snapshot store, and what a load needs (ledger service, metadata store, clock,
+writer expiry, snapshot policy, whether fenced segments are loaded again).
+
 A segment whose ledger failed is loaded again on its next use; while that
 fails too (storage or bookies still down) the failed one is kept, so reads of
 what it holds keep working. A segment another broker took is never reloaded
@@ -10,52 +15,154 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Callable
 
 from broker.api import SegmentState, StoredWriter
 from broker.errors import (
     NoSuchSegmentError,
+    TopicNameError,
     TopicNotFoundError,
+    WrongHostError,
 )
 from broker.segments.names import (
     TOPICS_ROOT,
+    check_topic_name,
     is_system_topic,
     make_segment_name,
     parse_segment_name,
     segment_path,
+    topic_path,
 )
 from broker.segments.records import SegmentRecord
 from broker.segments.recovery import stored_writer
 from broker.segments.segment import LedgerSegment
-from broker.topics._core import TopicsCore, needs_reload
 from broker.topics.internal import refuse_internal_segment
+from broker.topics.records import TopicRecord
+from ledger.api import LedgerService, MetadataStore
 from ledger.errors import LedgerError, NoNodeError
+from txnbuffer.api import SnapshotPolicy, SnapshotStore
 
-__all__ = ["TopicSegments"]
+__all__ = ["LoadedSegments", "needs_reload", "read_topic"]
 
 log = logging.getLogger(__name__)
 
 
-class TopicSegments(TopicsCore):
-    """The cache of loaded segments (a part of ``TopicManager``)."""
+async def read_topic(store: MetadataStore, name: str) -> tuple[TopicRecord, int]:
+    """The topic's record and its version. ``TopicNotFoundError`` (a bad name too)."""
+    try:
+        check_topic_name(name, internal=True)
+    except TopicNameError:
+        raise TopicNotFoundError(name) from None
+    try:
+        node = await store.get(topic_path(name))
+    except NoNodeError:
+        raise TopicNotFoundError(name) from None
+    return TopicRecord.from_bytes(node.data), node.version
+
+
+def needs_reload(segment: LedgerSegment, reload_fenced: bool = False) -> bool:
+    """Whether a failed segment should be loaded again.
+
+    A segment another broker took (``WrongHostError``) stays failed: loading
+    it again would fence the new owner. In a cluster (``reload_fenced``) the
+    services only ask for segments this broker owns, so a fenced one was
+    fenced by a broker that wrote to it without owning it (a scale, seal or
+    transaction marker of another broker): it is loaded again, and sees what
+    that broker wrote.
+    """
+    failure = segment.failure
+    if failure is None:
+        return False
+    return reload_fenced or not isinstance(failure, WrongHostError)
+
+
+class LoadedSegments:
+    """The table of loaded segments (a part of ``TopicManager``).
+
+    Args:
+        ledgers: the ledger service.
+        store: where topic and segment records live.
+        check_open: raises ``BrokerShuttingDownError`` once the owner closes.
+        clock: seconds since the epoch.
+        writer_expiry_ms: a segment forgets writers idle longer than this.
+        txn_snapshots: when the segments' transaction buffers snapshot themselves.
+        make_txn_store: makes the transaction buffers' snapshot store, once,
+            when the first user segment loads.
+        reload_fenced: a cluster broker's (``needs_reload``); it also watches
+            the records of the user segments it loads.
+    """
+
+    def __init__(self, ledgers: LedgerService, store: MetadataStore, *,
+                 check_open: Callable[[], None], clock: Callable[[], float],
+                 writer_expiry_ms: int, txn_snapshots: SnapshotPolicy,
+                 make_txn_store: Callable[[], SnapshotStore], reload_fenced: bool) -> None:
+        self._ledgers = ledgers
+        self._store = store
+        self._check_open = check_open
+        self._clock = clock
+        self._writer_expiry_ms = writer_expiry_ms
+        self._txn_snapshots = txn_snapshots
+        self._make_txn_store = make_txn_store
+        self._txn_store: SnapshotStore | None = None
+        self._reload_fenced = reload_fenced
+        self._segments: dict[str, LedgerSegment] = {}
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary())
+
+    @property
+    def reload_fenced(self) -> bool:
+        """Whether this is a cluster broker's table (see ``needs_reload``)."""
+        return self._reload_fenced
+
+    def lock(self, name: str) -> asyncio.Lock:
+        """The segment's load lock: one load, release or deletion of it at a time."""
+        lock = self._locks.get(name)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[name] = lock
+        return lock
+
+    def get(self, name: str) -> LedgerSegment | None:
+        """The segment if it is loaded now (usable or not), without loading it."""
+        return self._segments.get(name)
+
+    def pop(self, name: str) -> LedgerSegment | None:
+        """Forget the loaded segment and return it (the caller holds ``lock(name)``)."""
+        return self._segments.pop(name, None)
+
+    def loaded_segments(self) -> list[LedgerSegment]:
+        """The segments loaded now (a copy)."""
+        return list(self._segments.values())
+
+    async def close(self) -> None:
+        """Forget every loaded segment and close its ledger cleanly."""
+        segments, self._segments = list(self._segments.values()), {}
+        await asyncio.gather(*(segment.close() for segment in segments))
+
+    def txn_snapshot_store(self) -> SnapshotStore:
+        """The transaction buffers' snapshot store (``_txnbuffer_snapshots``), made once."""
+        if self._txn_store is None:
+            self._txn_store = self._make_txn_store()
+        return self._txn_store
 
     async def segment(self, name: str) -> LedgerSegment:
         """The segment, loaded (and recovered) on first use. ``NoSuchSegmentError``.
 
         Its transaction buffer is recovered too (``LedgerSegment.recovered``).
         """
-        segment = await self._loaded(name)
+        segment = await self.loaded(name)
         await segment.recovered()
         return segment
 
-    async def _loaded(self, name: str) -> LedgerSegment:
+    async def loaded(self, name: str) -> LedgerSegment:
         """The segment, loaded on first use; its transaction buffer may still recover."""
         self._check_open()
         segment = self._segments.get(name)
         if segment is not None and not needs_reload(segment, self._reload_fenced):
             return segment
         topic, number = parse_segment_name(name)
-        async with self._lock(f"segment:{name}"):
+        async with self.lock(name):
             self._check_open()
             failed = self._segments.get(name)
             if failed is not None:
@@ -92,7 +199,7 @@ class TopicSegments(TopicsCore):
         refuse_internal_segment(name, action)
         # Appends need the ledger chain recovered, not the transaction buffer:
         # they go on while it replays (a failover's writers wait less).
-        return await self._loaded(name)
+        return await self.loaded(name)
 
     async def stored_writer(self, name: str, writer_id: str,
                             failed_ledger_id: int) -> StoredWriter:
@@ -110,7 +217,7 @@ class TopicSegments(TopicsCore):
     async def _load_segment(self, name: str, topic: str, number: int) -> LedgerSegment:
         """Load (recover) the segment from its record; the caller registers it."""
         try:
-            record, _ = await self._read_topic(topic)
+            record, _ = await read_topic(self._store, topic)
         except TopicNotFoundError:
             raise NoSuchSegmentError(name) from None
         entry = next((s for s in record.segments if s.number == number), None)
@@ -118,7 +225,7 @@ class TopicSegments(TopicsCore):
             raise NoSuchSegmentError(name)
         for predecessor in entry.predecessors:
             # A successor takes no append before all its predecessors are sealed.
-            await self._ensure_sealed(topic, predecessor)
+            await self.ensure_sealed(topic, predecessor)
         segment = await LedgerSegment.load(
             self._ledgers, self._store, topic=topic, number=number,
             key_low=entry.key_low, key_high=entry.key_high, config=record.config,
@@ -172,7 +279,7 @@ class TopicSegments(TopicsCore):
         names = [name for name in list(self._segments) if moving(name)]
 
         async def one(name: str) -> None:
-            async with self._lock(f"segment:{name}"):
+            async with self.lock(name):
                 segment = self._segments.pop(name, None)
                 if segment is not None:
                     await segment.hand_over()
@@ -200,18 +307,14 @@ class TopicSegments(TopicsCore):
             if is_system_topic(topic):
                 continue
             try:
-                record, _ = await self._read_topic(topic)
+                record, _ = await read_topic(self._store, topic)
             except TopicNotFoundError:  # deleted meanwhile
                 continue
             names += [make_segment_name(topic, entry.number) for entry in record.segments
                       if entry.state is not SegmentState.SEALED]
         return names
 
-    def loaded_segments(self) -> list[LedgerSegment]:
-        """The segments loaded on this broker now (a copy; ``broker.metrics`` reads it)."""
-        return list(self._segments.values())
-
-    async def _ensure_sealed(self, topic: str, number: int) -> None:
+    async def ensure_sealed(self, topic: str, number: int) -> None:
         """Seal the segment in the ledger service unless it is sealed already."""
         name = make_segment_name(topic, number)
         loaded = self._segments.get(name)
