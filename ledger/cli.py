@@ -49,8 +49,8 @@ _FIELD_HELP = {
     "none: once in RocksDB's own write-ahead log (slower, kept for comparison)",
     "journal_dir": "directory of the journal files: put it on its own disk if there is one "
     "(default: DATA_DIR/journal)",
-    "journal_file_bytes": "preallocated size of each journal file; a full one is rotated and "
-    "deleted after the next checkpoint (default 64 MiB)",
+    "journal_file_bytes": "size of each journal file (preallocated in 4 MiB steps); a full one is "
+    "rotated and deleted after the next checkpoint (default 64 MiB)",
     "host": "address to listen on (default 127.0.0.1)",
     "port": "port to listen on, 0 for any free one (default 3181)",
     "metrics_port": "port of Prometheus metrics (/metrics), 0 for any free one (default 8000)",

@@ -58,8 +58,8 @@ class BookieConfig:
         journal: see ``Journal``.
         journal_dir: directory of the journal files (give it its own disk if
             there is one); empty: ``<data_dir>/journal``.
-        journal_file_bytes: each journal file is preallocated to this size;
-            the journal rotates to a new file when it is full, and a
+        journal_file_bytes: each journal file grows to this size (preallocated
+            in 4 MiB steps); the journal rotates to a new file when it is full, and a
             checkpoint then lets the old ones go.
     """
 

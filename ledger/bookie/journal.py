@@ -1,12 +1,15 @@
 """The bookie's journal: its record format and the writer that appends and syncs it.
 
 A journal is a directory of files ``journal-<seq>.log`` (``seq``: 16 hex
-digits, increasing). Each file is preallocated (``os.posix_fallocate``) to
-``BookieConfig.journal_file_bytes`` and filled from the start with records::
+digits, increasing). Each file grows to ``BookieConfig.journal_file_bytes``
+(then the next one starts), preallocated (``os.posix_fallocate``) ahead of the
+writes in ``PREALLOC_BYTES`` steps, as BookKeeper's ``journalPreAllocSizeMB``:
+a sync then rarely updates the file's size, and a bookie that writes little
+takes little disk. It is filled from the start with records::
 
     length (4, little-endian) | crc32c(payload) (4) | payload (length bytes)
 
-A length of 0 ends the file (the preallocated rest is zeros); a record whose
+A length of 0 ends the file (the preallocated rest is zeros), and so does its end; a record whose
 checksum does not match, or that runs past the end of the file, is a torn
 write and ends the file too (``ledger.bookie.replay``). Payloads:
 
@@ -63,6 +66,8 @@ _ADD_HEAD: Final = struct.Struct("<qqI")
 _LEDGER: Final = struct.Struct("<q")
 _NAME: Final = re.compile(r"^journal-([0-9a-f]{16})\.log$")
 _SWAP: Final = sys.byteorder != "little"
+#: The steps in which a journal file is preallocated ahead of its writes.
+PREALLOC_BYTES: Final = 4 * 1024 * 1024
 _IOV_MAX: Final = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
 
 
@@ -142,7 +147,8 @@ class JournalWriter:
         self._file_bytes = file_bytes
         self._sync = sync
         self._fd = -1
-        self._size = 0
+        self._size = 0  # allocated so far
+        self._limit = 0  # the size at which the file is full
         self._seq = first_seq - 1
         self._offset = 0
         self._open_next(0)
@@ -158,7 +164,8 @@ class JournalWriter:
             os.close(self._fd)
             self._fd = -1
         seq = self._seq + 1
-        size = max(self._file_bytes, needed + HEADER.size)
+        limit = max(self._file_bytes, needed + HEADER.size)
+        size = min(limit, max(PREALLOC_BYTES, needed + HEADER.size))
         path = os.path.join(self._directory, file_name(seq))
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
@@ -168,7 +175,17 @@ class JournalWriter:
         except BaseException:
             os.close(fd)
             raise
-        self._fd, self._seq, self._offset, self._size = fd, seq, 0, size
+        self._fd, self._seq, self._offset, self._size, self._limit = fd, seq, 0, size, limit
+
+    def _extend(self, end: int) -> None:
+        """Preallocate the current file to at least ``end`` (a step more, up to its limit).
+
+        The next ``fdatasync`` makes the new size durable with the records
+        written into it (the size is metadata a read needs).
+        """
+        size = min(self._limit, max(end, self._size + PREALLOC_BYTES))
+        os.posix_fallocate(self._fd, self._size, size - self._size)
+        self._size = size
 
     def append(self, pieces: list[bytes]) -> Position:
         """Write framed records' ``pieces`` and (under sync durability) fdatasync; the end.
@@ -179,8 +196,10 @@ class JournalWriter:
         """
         size = sum(map(len, pieces))
         # Room for the records and for the zero length that ends the file.
-        if self._offset + size + HEADER.size > self._size:
+        if self._offset + size + HEADER.size > self._limit:
             self._open_next(size)
+        if self._offset + size + HEADER.size > self._size:
+            self._extend(self._offset + size + HEADER.size)
         offset = self._offset
         for first in range(0, len(pieces), _IOV_MAX):
             chunk = pieces[first:first + _IOV_MAX]

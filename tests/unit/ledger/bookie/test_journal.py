@@ -14,6 +14,7 @@ from pathlib import Path
 from ledger.bookie.checkpoint import read_checkpoint
 from ledger.bookie.journal import (
     FENCE,
+    PREALLOC_BYTES,
     JournalWriter,
     Position,
     encode_add,
@@ -176,3 +177,31 @@ def test_acknowledged_entries_are_read_from_the_write_cache_before_rocksdb_has_t
         held.release.set()
     journal.drain()
     assert read_all(storage, 6) == ([0, 1, 2, 3], [b"in", b"rocksdb", b"only", b"cached"])
+
+
+def test_a_file_is_preallocated_in_steps_up_to_its_limit_then_rotated(tmp_path: Path) -> None:
+    # Preallocating the whole file at once (64 MiB by default) made every
+    # bookie take it on disk however little it wrote: a test run's bookies
+    # filled the disk. The file grows in PREALLOC_BYTES steps, as
+    # BookKeeper's journalPreAllocSizeMB, and rotates at journal_file_bytes.
+    limit = 3 * PREALLOC_BYTES
+    writer = JournalWriter(str(tmp_path), 1, limit, sync=True)
+    first = tmp_path / file_name(1)
+    assert first.stat().st_size == PREALLOC_BYTES
+    record = b"".join(frame(encode_ledger_op(FENCE, 7)))
+    per_block = PREALLOC_BYTES // 2 // len(record)
+    block = record * per_block
+    for _ in range(3):  # 1.5 steps written: one more step allocated
+        writer.append([block])
+    assert first.stat().st_size == 2 * PREALLOC_BYTES
+    blocks = 3
+    while writer.position.seq == 1:
+        writer.append([block])
+        blocks += 1
+    writer.close()
+    assert first.stat().st_size == limit  # full: the next file took over
+    assert (tmp_path / file_name(2)).stat().st_size == PREALLOC_BYTES
+    # Every record of the full file replays (it ends at the file's end or a zero length).
+    in_first = (blocks - 1) * per_block
+    assert len(list(read_records(str(first)))) == in_first
+    assert len(list(read_records(str(tmp_path / file_name(2))))) == per_block
