@@ -74,11 +74,15 @@ class CoordinatorCore:
         The caller that is still there gets the result or the error; ``close``
         waits for the work of callers that went away.
         """
+        return await asyncio.shield(self._start_to_end(work))
+
+    def _start_to_end(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """``work`` as a task that runs to its end whoever waits for it (``_run_to_end``)."""
         task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         task.add_done_callback(_retrieve)
-        return await asyncio.shield(task)
+        return task
 
     @staticmethod
     def _cancel_timeout(txn: Txn) -> None:

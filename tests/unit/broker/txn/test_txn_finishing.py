@@ -23,6 +23,7 @@ from broker.segments.entry import EntryKind
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
 from broker.txn import _timeouts
+from broker.txn import coordinator as coordinator_module
 from broker.txn.coordinator import TXN_LOG_TOPIC, TxnCoordinator, TxnState
 from ledger.errors import BookieUnavailableError
 from tests.support.wait import wait_for_async
@@ -269,5 +270,30 @@ async def test_the_tick_does_not_wait_for_markers_whose_owner_is_unknown(
     assert await asyncio.wait_for(coordinator.tick(), timeout=30) == 0  # not aborted twice
     owner_known.set()
     await _finished(env, topics, coordinator, txn, TxnState.TIMED_OUT)
+    await _read_committed_passes(topics, committed=False)
+    await coordinator.close()
+
+
+async def test_an_abort_whose_markers_wait_is_answered_once_decided(
+        env: BrokerEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The nemesis, seed 17: two bookies and two brokers killed within 40 s kept
+    # segments' owners unknown, the abort's markers waited, and the SDK's
+    # abort timed out after 35 s. Once the ABORTING record is logged the abort
+    # is decided: past ABORT_ANSWER_WAIT_S the caller is answered, the markers
+    # follow (as Kafka's EndTxn answers once PREPARE_ABORT is logged).
+    monkeypatch.setattr(coordinator_module, "ABORT_ANSWER_WAIT_S", 0.05)
+    topics, coordinator = await _started(env)
+    txn = await _transaction(topics, coordinator)
+    owner_known = asyncio.Event()
+
+    async def markers(name: str, txn_id: TxnId, kind: EntryKind) -> None:
+        await owner_known.wait()
+        await (await topics.segment(name)).write_marker(kind, txn_id)
+
+    coordinator.route_markers(markers)
+    await asyncio.wait_for(coordinator.abort(txn), timeout=30)  # the old code: never
+    assert coordinator.status(txn).state is TxnState.ABORTING
+    owner_known.set()
+    await _finished(env, topics, coordinator, txn, TxnState.ABORTED)
     await _read_committed_passes(topics, committed=False)
     await coordinator.close()
