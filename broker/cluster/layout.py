@@ -20,13 +20,13 @@ from dataclasses import asdict, dataclass, fields
 from broker.metadata_paths import BROKERS_PATH, FOLIO_PATH
 from ledger.api import MetadataStore
 from ledger.config import check_quorums
-from ledger.errors import MetadataError, NodeExistsError
+from ledger.errors import NodeExistsError
 from ledger.metadata.cluster_layout import (
     CLUSTER_PATH,
     LAYOUT_FORMAT_VERSION,
     LEDGER_PARENT_PATHS,
     check_registration_id,
-    decode_layout_record,
+    decode_layout_fields,
     read_layout_data,
 )
 from ledger.records import dump_record
@@ -82,12 +82,7 @@ class ClusterLayout:
     @classmethod
     def decode(cls, data: bytes) -> ClusterLayout:
         """Read a ``/cluster`` record. Raises ``MetadataError`` on a bad or unknown one."""
-        record = decode_layout_record(CLUSTER_PATH, data)
-        try:
-            return cls(**{field.name: int(record[field.name])  # type: ignore[call-overload]
-                          for field in fields(cls)})
-        except (KeyError, TypeError, ValueError) as error:
-            raise MetadataError(f"{CLUSTER_PATH}: bad layout record: {error}") from None
+        return decode_layout_fields(cls, data)
 
     def differences(self, other: ClusterLayout) -> list[str]:
         """``name: mine != theirs`` for each field that differs."""

@@ -20,6 +20,7 @@ Bookies refuse to start on a store without ``/cluster``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from typing import TypeVar
 
 from ledger.api import MetadataStore
 from ledger.config import check_quorums
@@ -27,6 +28,8 @@ from ledger.errors import MetadataError, NoNodeError
 from ledger.metadata.ledger_metadata import LEDGERS_PATH
 from ledger.metadata.paths import BOOKIES_ALL_PATH, BOOKIES_AVAILABLE_PATH, CLUSTER_PATH
 from ledger.records import RecordFormatError, dump_record, load_record
+
+_Layout = TypeVar("_Layout")
 
 __all__ = [
     "BOOKIES_ALL_PATH",
@@ -41,6 +44,7 @@ __all__ = [
     "bookie_all_path",
     "bookie_available_path",
     "check_registration_id",
+    "decode_layout_fields",
     "decode_layout_record",
     "read_layout_data",
     "read_ledger_layout",
@@ -81,6 +85,19 @@ def decode_layout_record(path: str, data: bytes) -> dict[str, object]:
         raise MetadataError(str(error)) from None
 
 
+def decode_layout_fields(cls: type[_Layout], data: bytes) -> _Layout:
+    """``cls`` (a dataclass of int fields) from the ``/cluster`` record's fields of its names.
+
+    Raises ``MetadataError`` on a bad or unknown record, or a field missing or not an int.
+    """
+    record = decode_layout_record(CLUSTER_PATH, data)
+    try:
+        return cls(**{field.name: int(record[field.name])  # type: ignore[call-overload]
+                      for field in fields(cls)})  # type: ignore[arg-type]
+    except (KeyError, TypeError, ValueError) as error:
+        raise MetadataError(f"{CLUSTER_PATH}: bad layout record: {error}") from None
+
+
 @dataclass(frozen=True)
 class LedgerLayout:
     """The ledger layer's fields of the ``/cluster`` record: new ledgers' default quorums.
@@ -104,12 +121,7 @@ class LedgerLayout:
     @classmethod
     def decode(cls, data: bytes) -> LedgerLayout:
         """The ledger's fields of a ``/cluster`` record. ``MetadataError`` on a bad one."""
-        record = decode_layout_record(CLUSTER_PATH, data)
-        try:
-            return cls(**{field.name: int(record[field.name])  # type: ignore[call-overload]
-                          for field in fields(cls)})
-        except (KeyError, TypeError, ValueError) as error:
-            raise MetadataError(f"{CLUSTER_PATH}: bad layout record: {error}") from None
+        return decode_layout_fields(cls, data)
 
 
 @dataclass(frozen=True)
