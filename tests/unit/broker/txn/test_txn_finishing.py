@@ -242,15 +242,12 @@ async def test_standing_down_cancels_a_finish_whose_markers_wait_for_an_owner(
     await successor.stand_down()
 
 
-async def test_the_tick_does_not_wait_for_markers_whose_owner_is_unknown(
-        env: BrokerEnv, monkeypatch: pytest.MonkeyPatch) -> None:
-    # In a cluster a marker is retried until its segment's owner is known and
-    # writes it (broker.cluster.txn_routes). The tick is a maintenance hook:
-    # awaiting a timeout's abort there held up the topics' maintenance round
-    # (retention, rollover by age, compaction of system topics) for as long.
-    monkeypatch.setattr(_timeouts, "TICK_WAIT_S", 0.05)
-    topics, coordinator = await _started(env)
-    txn = await _transaction(topics, coordinator)
+def _markers_once_owner_known(topics: TopicManager, coordinator: TxnCoordinator
+                               ) -> tuple[asyncio.Event, list[str]]:
+    """Route markers as a cluster does: each waits until its owner is known (the event).
+
+    Returns the event and the segments whose marker has started waiting.
+    """
     owner_known = asyncio.Event()
     waiting: list[str] = []
 
@@ -260,6 +257,19 @@ async def test_the_tick_does_not_wait_for_markers_whose_owner_is_unknown(
         await (await topics.segment(name)).write_marker(kind, txn_id)
 
     coordinator.route_markers(markers)
+    return owner_known, waiting
+
+
+async def test_the_tick_does_not_wait_for_markers_whose_owner_is_unknown(
+        env: BrokerEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    # In a cluster a marker is retried until its segment's owner is known and
+    # writes it (broker.cluster.txn_routes). The tick is a maintenance hook:
+    # awaiting a timeout's abort there held up the topics' maintenance round
+    # (retention, rollover by age, compaction of system topics) for as long.
+    monkeypatch.setattr(_timeouts, "TICK_WAIT_S", 0.05)
+    topics, coordinator = await _started(env)
+    txn = await _transaction(topics, coordinator)
+    owner_known, waiting = _markers_once_owner_known(topics, coordinator)
     env.clock.advance_ms(60_001)  # past its deadline: the tick aborts it (TIMED_OUT)
     tick = asyncio.ensure_future(coordinator.tick())
     done, _ = await asyncio.wait({tick}, timeout=30)
@@ -284,14 +294,9 @@ async def test_an_abort_whose_markers_wait_is_answered_once_decided(
     monkeypatch.setattr(coordinator_module, "ABORT_ANSWER_WAIT_S", 0.05)
     topics, coordinator = await _started(env)
     txn = await _transaction(topics, coordinator)
-    owner_known = asyncio.Event()
-
-    async def markers(name: str, txn_id: TxnId, kind: EntryKind) -> None:
-        await owner_known.wait()
-        await (await topics.segment(name)).write_marker(kind, txn_id)
-
-    coordinator.route_markers(markers)
+    owner_known, waiting = _markers_once_owner_known(topics, coordinator)
     await asyncio.wait_for(coordinator.abort(txn), timeout=30)  # the old code: never
+    assert sorted(waiting) == list(SEGMENTS)  # decided: the markers are under way
     assert coordinator.status(txn).state is TxnState.ABORTING
     owner_known.set()
     await _finished(env, topics, coordinator, txn, TxnState.ABORTED)
