@@ -18,8 +18,8 @@ applies retention and forgets idle writers of the loaded segments every
 ``loaded.LoadedSegments`` (the table of loaded segments, their load locks and
 the transaction buffers' snapshot store) and ``maintenance.TopicMaintenance``
 (the background round: its task, hooks and rate meter). Two are mixins on
-the fields of ``_core.TopicsCore``: ``_crud`` (create, get, list,
-reconfigure, delete) and ``_scale`` (scaling, sealing, successors).
+the fields of ``catalog.TopicsCore``: ``crud`` (create, get, list,
+reconfigure, delete) and ``scale`` (scaling, sealing, successors).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Self
 
 from broker.api import TopicConfig
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
-from broker.topics._crud import MAX_SEGMENT_COUNT, TopicCrud
-from broker.topics._scale import TopicScaling
+from broker.topics.crud import MAX_SEGMENT_COUNT, TopicCrud
 from broker.topics.maintenance import TopicMaintenance
+from broker.topics.scale import TopicScaling
 from ledger.api import LedgerService, MetadataStore
 from txnbuffer.api import SnapshotPolicy, SnapshotStore
 

@@ -4,7 +4,7 @@
 locks, the table of loaded segments: ``loaded.LoadedSegments``, a part that
 owns its state) and the record helpers the mixins share: reading a topic
 record, a segment's offsets (from the loaded segment, else its record), a
-topic's ``TopicInfo``. The mixins ``_crud`` and ``_scale`` are on it, composed
+topic's ``TopicInfo``. The mixins ``crud`` and ``scale`` are on it, composed
 in ``broker.topics.manager`` with the maintenance round (a part too,
 ``broker.topics.maintenance``).
 """

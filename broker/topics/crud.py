@@ -31,7 +31,7 @@ from broker.segments.names import (
     topic_path,
 )
 from broker.segments.records import SegmentRecord
-from broker.topics._core import CAS_ATTEMPTS, TopicsCore
+from broker.topics.catalog import CAS_ATTEMPTS, TopicsCore
 from broker.topics.internal import refuse_internal_topic
 from broker.topics.records import TopicRecord, TopicSegment
 from ledger.errors import (

@@ -24,7 +24,7 @@ from broker.segments.names import (
     parse_segment_name,
     topic_path,
 )
-from broker.topics._core import CAS_ATTEMPTS, TopicsCore
+from broker.topics.catalog import CAS_ATTEMPTS, TopicsCore
 from broker.topics.internal import refuse_internal_topic
 from broker.topics.records import TopicRecord, TopicSegment
 from broker.topics.scaling import plan_scale, successors_of
