@@ -26,17 +26,14 @@ from broker.segments.names import (
     check_topic_name,
     is_system_topic,
     make_segment_name,
-    segment_path,
     segments_path,
     topic_path,
 )
-from broker.segments.records import SegmentRecord
 from broker.topics.catalog import CAS_ATTEMPTS, TopicsCore
 from broker.topics.internal import refuse_internal_topic
 from broker.topics.records import TopicRecord, TopicSegment
 from ledger.errors import (
     BadVersionError,
-    LedgerError,
     MetadataUnavailableError,
     NodeExistsError,
     NoNodeError,
@@ -132,13 +129,7 @@ class TopicCrud(TopicsCore):
         async with self._lock(f"topic:{name}"):
             record, _ = await self._read_topic(name)
             for entry in record.segments:
-                segment_name = make_segment_name(name, entry.number)
-                async with self._loaded.lock(segment_name):
-                    segment = self._loaded.pop(segment_name)
-                    if segment is not None:
-                        await segment.delete()
-                    else:
-                        await self._delete_unloaded_segment(name, entry.number)
+                await self._loaded.delete_segment(name, entry.number)
             with contextlib.suppress(NoNodeError, NotEmptyError):
                 await self._store.delete(segments_path(name))
             try:
@@ -146,30 +137,6 @@ class TopicCrud(TopicsCore):
             except NoNodeError:
                 raise TopicNotFoundError(name) from None
         log.info("deleted topic %s", name)
-
-    async def _delete_unloaded_segment(self, topic: str, number: int) -> None:
-        path = segment_path(topic, number)
-        try:
-            node = await self._store.get(path)
-        except NoNodeError:
-            return
-        ledgers = SegmentRecord.from_bytes(node.data).ledgers
-        if self._loaded.reload_fenced and ledgers:
-            # In a cluster another broker may have the segment loaded: fence its
-            # ledger first, so its appends fail (and it finds the segment gone)
-            # rather than land in a ledger about to be deleted.
-            try:
-                await self._ledgers.open(ledgers[-1].ledger_id, recovery=True)
-            except LedgerError as error:
-                log.info("topic %s: ledger %d not fenced before deletion: %s", topic,
-                         ledgers[-1].ledger_id, error)
-        for ledger in ledgers:
-            try:
-                await self._ledgers.delete(ledger.ledger_id)
-            except LedgerError as error:
-                log.warning("topic %s: ledger %d left behind: %s", topic, ledger.ledger_id, error)
-        with contextlib.suppress(NoNodeError):
-            await self._store.delete(path)
 
     async def update_topic_config(self, name: str, changes: Mapping[str, int], *,
                                   internal: bool = False) -> TopicInfo:
