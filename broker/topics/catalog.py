@@ -1,44 +1,39 @@
-"""The state of a ``TopicManager`` and what every part of it uses.
+"""The topic records as the parts of a ``TopicManager`` read and change them.
 
-``TopicsCore`` holds the fields (ledgers, metadata store, clock, per-topic
-locks, the table of loaded segments: ``loaded.LoadedSegments``, a part that
-owns its state) and the record helpers the mixins share: reading a topic
-record, a segment's offsets (from the loaded segment, else its record), a
-topic's ``TopicInfo``. The mixins ``crud`` and ``scale`` are on it, composed
-in ``broker.topics.manager`` with the maintenance round (a part too,
-``broker.topics.maintenance``).
+``TopicCatalog`` is a part that owns its state: the per-topic locks (one
+change of a topic at a time, whichever part makes it: ``crud`` or
+``scale``). Over its collaborators (the metadata store, the ledger service
+for the end offset of a segment not loaded here, the table of loaded
+segments) it reads a topic record, replaces it by a compare-and-set whose
+unknown outcome it reads back, creates a segment record, and describes a
+topic (``TopicInfo``) and its segments (``SegmentRange``: offsets from the
+loaded segment, else from its record).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Self
 
-from broker.api import SegmentRange, SegmentState, StoredWriter, TopicConfig, TopicInfo
-from broker.errors import (
-    BrokerShuttingDownError,
-)
+from broker.api import SegmentRange, SegmentState, TopicInfo
+from broker.errors import TopicNotFoundError
 from broker.segments.names import (
     make_segment_name,
     segment_path,
+    topic_path,
 )
 from broker.segments.reads import peek_end_offset
 from broker.segments.records import SegmentRecord
-from broker.segments.segment import LedgerSegment
-from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
 from broker.topics.loaded import LoadedSegments, read_topic
 from broker.topics.records import TopicRecord, TopicSegment
 from ledger.api import LedgerService, MetadataStore
-from ledger.errors import NodeExistsError, NoNodeError
-from txnbuffer.api import SnapshotPolicy, SnapshotStore
+from ledger.errors import BadVersionError, MetadataUnavailableError, NodeExistsError, NoNodeError
+from ledger.metadata.read_back import landed
 
-__all__ = ["CAS_ATTEMPTS", "TopicsCore"]
+__all__ = ["CAS_ATTEMPTS", "TopicCatalog"]
 
 log = logging.getLogger(__name__)
 
@@ -46,88 +41,56 @@ log = logging.getLogger(__name__)
 CAS_ATTEMPTS = 100
 
 
-class TopicsCore:
-    """The fields of a topic manager and the helpers its parts share (see ``TopicManager``)."""
+class TopicCatalog:
+    """The topic records, their locks and their descriptions (a part of ``TopicManager``).
 
-    def __init__(
-        self, ledgers: LedgerService, store: MetadataStore, *,
-        txn_store_factory: Callable[[Self], SnapshotStore],
-        defaults: TopicConfig | None = None,
-        clock: Callable[[], float] = time.time,
-        writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
-        txn_snapshots: SnapshotPolicy | None = None,
-        reload_fenced: bool = False,
-    ) -> None:
-        if writer_expiry_ms <= 0:
-            raise ValueError(f"writer_expiry_ms must be positive, got {writer_expiry_ms}")
+    Args:
+        ledgers: the ledger service (end offsets of segments not loaded here).
+        store: where topic and segment records live.
+        loaded: the table of loaded segments (offsets of the loaded ones).
+    """
+
+    def __init__(self, ledgers: LedgerService, store: MetadataStore,
+                 loaded: LoadedSegments) -> None:
         self._ledgers = ledgers
         self._store = store
-        self._defaults = defaults or TopicConfig()
-        self._clock = clock
+        self._loaded = loaded
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
-        self._closed = False
-        self._loaded = LoadedSegments(
-            ledgers, store, check_open=self._check_open, clock=clock,
-            writer_expiry_ms=writer_expiry_ms,
-            txn_snapshots=txn_snapshots or SnapshotPolicy(),
-            make_txn_store=functools.partial(txn_store_factory, self),
-            reload_fenced=reload_fenced)
 
-    async def close(self) -> None:
-        """Refuse further calls and close every loaded segment's ledger cleanly."""
-        self._closed = True
-        await self._loaded.close()
+    def lock(self, topic: str) -> asyncio.Lock:
+        """The topic's lock: one change of its record (create, delete, config, scale) at a time."""
+        lock = self._locks.get(topic)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[topic] = lock
+        return lock
 
-    @property
-    def max_entry_bytes(self) -> int:
-        """The ledger entry limit: one append (header and blocks) is at most this."""
-        return self._ledgers.max_entry_bytes
+    async def read(self, name: str) -> tuple[TopicRecord, int]:
+        """The topic's record and its version. ``TopicNotFoundError`` (a bad name too)."""
+        return await read_topic(self._store, name)
 
-    def default_config(self) -> TopicConfig:
-        """The configuration a topic gets for the fields its creator leaves unset."""
-        return self._defaults
+    async def replace(self, topic: str, record: TopicRecord, version: int, *,
+                      change: str) -> bool:
+        """CAS the topic record; False if it changed meanwhile (``change`` names it in the log).
 
-    def txn_snapshot_store(self) -> SnapshotStore:
-        """The transaction buffers' snapshot store (``_txnbuffer_snapshots``), made once."""
-        return self._loaded.txn_snapshot_store()
-
-    async def segment(self, name: str) -> LedgerSegment:
-        """The segment, loaded (and recovered) on first use. ``NoSuchSegmentError``.
-
-        Its transaction buffer is recovered too (``LedgerSegment.recovered``).
+        ``TopicNotFoundError`` if it is gone.
         """
-        return await self._loaded.segment(name)
+        try:
+            await self._store.set(topic_path(topic), record.to_bytes(), version)
+        except BadVersionError:
+            log.info("topic %s changed %s; retrying", topic, change)
+            return False
+        except NoNodeError:
+            raise TopicNotFoundError(topic) from None
+        except MetadataUnavailableError:
+            # Maybe applied: our record there means it was; otherwise (not
+            # applied, or changed since) the caller reads again and retries.
+            return await landed(self._store, topic_path(topic), record.to_bytes()) is not None
+        return True
 
-    async def writable_segment(self, name: str, action: str) -> LedgerSegment:
-        """``segment(name)`` for a public write (``action``: Append, Produce, TruncateSegment).
-
-        ``InternalTopicError`` for a system topic's segment (``LoadedSegments``).
-        """
-        return await self._loaded.writable_segment(name, action)
-
-    async def stored_writer(self, name: str, writer_id: str,
-                            failed_ledger_id: int) -> StoredWriter:
-        """A writer's state as segment ``name`` stores it, without loading it here."""
-        return await self._loaded.stored_writer(name, writer_id, failed_ledger_id)
-
-    async def release_segments(self, moving: Callable[[str], bool]) -> None:
-        """Hand over every loaded segment whose name ``moving`` accepts, and forget it."""
-        await self._loaded.release_segments(moving)
-
-    def drop_segments(self, moving: Callable[[str], bool]) -> None:
-        """Forget every loaded segment ``moving`` accepts, at once, touching no store."""
-        self._loaded.drop_segments(moving)
-
-    async def open_segment_names(self) -> list[str]:
-        """The names of every open (unsealed) segment of the user topics, from their records."""
-        return await self._loaded.open_segment_names()
-
-    def loaded_segments(self) -> list[LedgerSegment]:
-        """The segments loaded on this broker now (a copy; ``broker.metrics`` reads it)."""
-        return self._loaded.loaded_segments()
-
-    async def _create_segment_record(self, topic: str, number: int) -> None:
+    async def create_segment_record(self, topic: str, number: int) -> None:
+        """Write the record of a new segment (before the topic record that lists it)."""
         data = SegmentRecord(topic, number).to_bytes()
         path = segment_path(topic, number)
         try:
@@ -137,33 +100,18 @@ class TopicsCore:
             # owns it, so it is ours to overwrite.
             await self._store.set(path, data, -1)
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise BrokerShuttingDownError("the broker is shutting down")
-
-    def _lock(self, key: str) -> asyncio.Lock:
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[key] = lock
-        return lock
-
-    def _now_ms(self) -> int:
-        return int(self._clock() * 1000)
-
-    async def _read_topic(self, name: str) -> tuple[TopicRecord, int]:
-        return await read_topic(self._store, name)
-
-    async def _topic_info(self, record: TopicRecord) -> TopicInfo:
-        ranges = [await self._segment_range(record.name, entry)
+    async def info(self, record: TopicRecord) -> TopicInfo:
+        """The topic with its open segments by ``key_low``."""
+        ranges = [await self.segment_range(record.name, entry)
                   for entry in record.segments if entry.state is SegmentState.OPEN]
         ranges.sort(key=lambda r: r.key_low)
         return TopicInfo(record.name, record.config, tuple(ranges), record.created_ms,
                          record.sealed)
 
-    async def _segment_range(self, topic: str, entry: TopicSegment,
-                             successors: Mapping[int, list[int]] | None = None) -> SegmentRange:
-        found = await self._segment_offsets(topic, entry)
+    async def segment_range(self, topic: str, entry: TopicSegment,
+                            successors: Mapping[int, list[int]] | None = None) -> SegmentRange:
+        """The segment as the topic record lists it, with its offsets and neighbours."""
+        found = await self.segment_offsets(topic, entry)
         after = successors.get(entry.number, []) if successors is not None else []
         return replace(
             found,
@@ -172,7 +120,8 @@ class TopicsCore:
             predecessors=tuple(make_segment_name(topic, n) for n in entry.predecessors),
             successors=tuple(make_segment_name(topic, n) for n in after))
 
-    async def _segment_offsets(self, topic: str, entry: TopicSegment) -> SegmentRange:
+    async def segment_offsets(self, topic: str, entry: TopicSegment) -> SegmentRange:
+        """The segment's offsets: from the loaded segment, else its record (0, 0 if gone)."""
         name = make_segment_name(topic, entry.number)
         segment = self._loaded.get(name)
         if segment is not None and segment.usable:
@@ -186,4 +135,3 @@ class TopicsCore:
             pass  # being deleted
         return SegmentRange(name, entry.number, entry.key_low, entry.key_high, entry.state,
                             start, end)
-
