@@ -50,6 +50,10 @@ from txnbuffer.api import SnapshotPolicy, SnapshotStore
 
 __all__ = ["MAX_SEGMENT_COUNT", "TopicManager"]
 
+#: The configuration a topic gets for the fields its creator leaves unset, the
+#: same on every broker.
+_DEFAULTS = TopicConfig()
+
 
 class TopicManager:
     """Topics and their segments on this broker (standalone: all of them).
@@ -57,7 +61,6 @@ class TopicManager:
     Args:
         ledgers: the ledger service.
         store: where topic and segment records live.
-        defaults: the configuration of fields a topic's creator leaves unset.
         retention_interval_s: how often the background task applies retention,
             age rollover and writer expiry.
         clock: seconds since the epoch (injectable for tests).
@@ -75,7 +78,7 @@ class TopicManager:
     def __init__(
         self, ledgers: LedgerService, store: MetadataStore, *,
         txn_store_factory: Callable[[Self], SnapshotStore],
-        defaults: TopicConfig | None = None, retention_interval_s: float = 60.0,
+        retention_interval_s: float = 60.0,
         clock: Callable[[], float] = time.time,
         writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
         txn_snapshots: SnapshotPolicy | None = None,
@@ -85,7 +88,6 @@ class TopicManager:
             raise ValueError(f"writer_expiry_ms must be positive, got {writer_expiry_ms}")
         self._closed = False
         self._ledgers = ledgers
-        self._defaults = defaults or TopicConfig()
         self._loaded = LoadedSegments(
             ledgers, store, check_open=self._check_open, clock=clock,
             writer_expiry_ms=writer_expiry_ms,
@@ -136,7 +138,7 @@ class TopicManager:
 
     def default_config(self) -> TopicConfig:
         """The configuration a topic gets for the fields its creator leaves unset."""
-        return self._defaults
+        return _DEFAULTS
 
     # Loaded segments (``loaded.LoadedSegments``).
 
