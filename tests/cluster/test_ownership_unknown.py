@@ -10,6 +10,7 @@ served by no one until the session changed.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -83,7 +84,7 @@ async def test_node_exists_on_a_retried_claim_is_ours(zk_url: str) -> None:
 
 
 async def test_a_take_over_that_failed_is_tried_again_while_the_container_is_held(
-        zk_url: str) -> None:
+        zk_url: str, caplog: pytest.LogCaptureFixture) -> None:
     # The nemesis (seed 4): the transaction coordinator's take-over replays its
     # log, which a bookie outage failed; it was logged and never tried again, so
     # the container stayed held with no coordinator seated, and every
@@ -98,8 +99,12 @@ async def test_a_take_over_that_failed_is_tried_again_while_the_container_is_hel
             raise MetadataUnavailableError("injected: the log cannot be replayed now")
         seated.append(container)
 
-    owners = ZooKeeperOwners(store, COUNT, "b1", "b1:7070", Handover(), tick_s=0.2,
+    # Made before its id is known and bound later, as a cluster broker does
+    # (``ClusterOwnership``): the failures' log lines named the broker "".
+    owners = ZooKeeperOwners(store, COUNT, "", "", Handover(), tick_s=0.2,
                              on_claimed=on_claimed)
+    owners.bind("b1", "b1:7070")
+    caplog.set_level(logging.INFO, logger="broker.cluster.takeovers")
     try:
         await owners.start()
         await _serves_all(owners)
@@ -109,6 +114,10 @@ async def test_a_take_over_that_failed_is_tried_again_while_the_container_is_hel
 
         await wait_for_async(all_seated, "every container taken over", timeout_s=20)
         assert failures == {1: 0} and seated.count(1) == 1
+        told = [r.getMessage() for r in caplog.records if r.name == "broker.cluster.takeovers"]
+        assert told.count("broker b1: taking over container 1 failed (MetadataUnavailableError: "
+                          "injected: the log cannot be replayed now); trying again") == 2
+        assert told.count("broker b1: taking over container 1 again") == 2
     finally:
         await asyncio.wait_for(owners.stop(), 30)
         await store.close()
