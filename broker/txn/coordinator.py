@@ -274,6 +274,12 @@ class TxnCoordinator(CoordinatorReplay):
 
         Runs to its end even if the caller is cancelled (``_run_to_end``).
         """
+        for txn_id in dict.fromkeys(txn_ids):
+            # A repeated call (its first answer lost) is refused as decided only
+            # once that decision is durable (``durable_status`` says why). Waited
+            # for here, by the caller: ``close`` waits for the work run to its end.
+            if txn_id in self._txns:
+                await self._until_durable(self._txns[txn_id])
         await self._run_to_end(self._commit(txn_ids))
 
     async def _commit(self, txn_ids: Sequence[TxnId]) -> None:
@@ -281,10 +287,6 @@ class TxnCoordinator(CoordinatorReplay):
             raise InvalidArgumentError("CommitTxn needs at least one txn_id")
         unique = list(dict.fromkeys(txn_ids))
         txns = [self._get(txn_id) for txn_id in unique]
-        for txn in txns:
-            # A repeated call (its first answer lost) is refused as decided only
-            # once that decision is durable (``durable_status`` says why).
-            await self._until_durable(txn)
         for txn in txns:
             check_transition(txn.name, txn.state, TxnState.COMMITTING)
         for txn in txns:
