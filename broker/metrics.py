@@ -45,6 +45,7 @@ __all__ = [
     "observe_txn_buffer_recovery",
     "observe_txn_buffer_snapshot",
     "open_stream",
+    "set_group_lags",
     "set_reader_group_backlog",
     "topic_of",
     "watch_broker",
@@ -105,6 +106,13 @@ READER_GROUP_BACKLOG = Gauge(
     "folio_reader_group_backlog_events",
     "Events between a reader group's offsets and the tails of its segments.",
     ["group"],
+)
+GROUP_LAG = Gauge(
+    "folio_group_lag",
+    "Events between a group's offset and the end of a partition (Kafka groups: committed "
+    "offset; reader groups: reader position, partition = segment number). Set on the "
+    "maintenance round.",
+    ["kind", "group", "topic", "partition"],
 )
 READER_GROUP_MEMBERS_OFFLINE = Counter(
     "folio_reader_group_members_declared_offline",
@@ -224,6 +232,22 @@ def observe_txn_buffer_recovery(seconds: float) -> None:
 def set_reader_group_backlog(group: str, events: int) -> None:
     """Set ``group``'s backlog: events between its reader offsets and its segments' tails."""
     READER_GROUP_BACKLOG.labels(group).set(events)
+
+
+def set_group_lags(kind: str, lags: dict[tuple[str, str, str], int],
+                   previous: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+    """Set ``folio_group_lag`` of ``kind`` per (group, topic, partition); drop the rest.
+
+    ``previous``: the keys the last call of this kind set (returned by it);
+    those not in ``lags`` any more (a deleted group, a partition no longer
+    held) lose their series.
+    """
+    for (group, topic, partition), lag in lags.items():
+        GROUP_LAG.labels(kind, group, topic, partition).set(lag)
+    for group, topic, partition in previous - set(lags):
+        with suppress(KeyError):
+            GROUP_LAG.remove(kind, group, topic, partition)
+    return set(lags)
 
 
 def count_member_offline(group: str) -> None:

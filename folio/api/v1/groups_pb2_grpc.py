@@ -69,6 +69,16 @@ class ReaderGroupsStub:
                 request_serializer=folio_dot_v1_dot_groups__pb2.GetMembersRequest.SerializeToString,
                 response_deserializer=folio_dot_v1_dot_groups__pb2.GetMembersResponse.FromString,
                 _registered_method=True)
+        self.ListKafkaGroups = channel.unary_unary(
+                '/folio.v1.ReaderGroups/ListKafkaGroups',
+                request_serializer=folio_dot_v1_dot_groups__pb2.ListKafkaGroupsRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_groups__pb2.ListKafkaGroupsResponse.FromString,
+                _registered_method=True)
+        self.DescribeKafkaGroup = channel.unary_unary(
+                '/folio.v1.ReaderGroups/DescribeKafkaGroup',
+                request_serializer=folio_dot_v1_dot_groups__pb2.DescribeKafkaGroupRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.FromString,
+                _registered_method=True)
 
 
 class ReaderGroupsServicer:
@@ -127,6 +137,30 @@ class ReaderGroupsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListKafkaGroups(self, request, context):
+        """Kafka consumer groups (the Kafka listener's, docs/kafka.md), read-only
+        (reset and delete them with Kafka's tools). Beside reader groups: one
+        name may be both.
+
+        The Kafka groups this broker coordinates, by name (on a standalone every
+        one; no Kafka listener: none). `complete` false (a cluster broker): the
+        others coordinate the rest; ask each live broker (ListBrokers) and merge.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeKafkaGroup(self, request, context):
+        """A Kafka group: state, protocol, members with their assigned partitions,
+        committed offsets, end offsets and lag. NOT_FOUND (ReaderGroupNotFoundError,
+        context group, kind "kafka") for an unknown group; in a cluster, when
+        another broker coordinates it, UNAVAILABLE WrongHostError naming the
+        segment `<offsets topic>/<container>` and its owner (the SDK follows it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReaderGroupsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -164,6 +198,16 @@ def add_ReaderGroupsServicer_to_server(servicer, server):
                     servicer.GetMembers,
                     request_deserializer=folio_dot_v1_dot_groups__pb2.GetMembersRequest.FromString,
                     response_serializer=folio_dot_v1_dot_groups__pb2.GetMembersResponse.SerializeToString,
+            ),
+            'ListKafkaGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListKafkaGroups,
+                    request_deserializer=folio_dot_v1_dot_groups__pb2.ListKafkaGroupsRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_groups__pb2.ListKafkaGroupsResponse.SerializeToString,
+            ),
+            'DescribeKafkaGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeKafkaGroup,
+                    request_deserializer=folio_dot_v1_dot_groups__pb2.DescribeKafkaGroupRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -355,6 +399,60 @@ class ReaderGroups:
             '/folio.v1.ReaderGroups/GetMembers',
             folio_dot_v1_dot_groups__pb2.GetMembersRequest.SerializeToString,
             folio_dot_v1_dot_groups__pb2.GetMembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListKafkaGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.ReaderGroups/ListKafkaGroups',
+            folio_dot_v1_dot_groups__pb2.ListKafkaGroupsRequest.SerializeToString,
+            folio_dot_v1_dot_groups__pb2.ListKafkaGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeKafkaGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.ReaderGroups/DescribeKafkaGroup',
+            folio_dot_v1_dot_groups__pb2.DescribeKafkaGroupRequest.SerializeToString,
+            folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.FromString,
             options,
             channel_credentials,
             insecure,

@@ -103,6 +103,22 @@ class ReaderGroupsStub:
     """
     GetMembers: _grpc.UnaryUnaryMultiCallable[_groups_pb2.GetMembersRequest, _groups_pb2.GetMembersResponse]
     """The members' liveness as this broker sees it (for tools: describe, reset)."""
+    ListKafkaGroups: _grpc.UnaryUnaryMultiCallable[_groups_pb2.ListKafkaGroupsRequest, _groups_pb2.ListKafkaGroupsResponse]
+    """Kafka consumer groups (the Kafka listener's, docs/kafka.md), read-only
+    (reset and delete them with Kafka's tools). Beside reader groups: one
+    name may be both.
+
+    The Kafka groups this broker coordinates, by name (on a standalone every
+    one; no Kafka listener: none). `complete` false (a cluster broker): the
+    others coordinate the rest; ask each live broker (ListBrokers) and merge.
+    """
+    DescribeKafkaGroup: _grpc.UnaryUnaryMultiCallable[_groups_pb2.DescribeKafkaGroupRequest, _groups_pb2.KafkaGroupDescription]
+    """A Kafka group: state, protocol, members with their assigned partitions,
+    committed offsets, end offsets and lag. NOT_FOUND (ReaderGroupNotFoundError,
+    context group, kind "kafka") for an unknown group; in a cluster, when
+    another broker coordinates it, UNAVAILABLE WrongHostError naming the
+    segment `<offsets topic>/<container>` and its owner (the SDK follows it).
+    """
 
 @_typing.type_check_only
 class ReaderGroupsAsyncStub(ReaderGroupsStub):
@@ -127,6 +143,22 @@ class ReaderGroupsAsyncStub(ReaderGroupsStub):
     """
     GetMembers: _aio.UnaryUnaryMultiCallable[_groups_pb2.GetMembersRequest, _groups_pb2.GetMembersResponse]  # type: ignore[assignment]
     """The members' liveness as this broker sees it (for tools: describe, reset)."""
+    ListKafkaGroups: _aio.UnaryUnaryMultiCallable[_groups_pb2.ListKafkaGroupsRequest, _groups_pb2.ListKafkaGroupsResponse]  # type: ignore[assignment]
+    """Kafka consumer groups (the Kafka listener's, docs/kafka.md), read-only
+    (reset and delete them with Kafka's tools). Beside reader groups: one
+    name may be both.
+
+    The Kafka groups this broker coordinates, by name (on a standalone every
+    one; no Kafka listener: none). `complete` false (a cluster broker): the
+    others coordinate the rest; ask each live broker (ListBrokers) and merge.
+    """
+    DescribeKafkaGroup: _aio.UnaryUnaryMultiCallable[_groups_pb2.DescribeKafkaGroupRequest, _groups_pb2.KafkaGroupDescription]  # type: ignore[assignment]
+    """A Kafka group: state, protocol, members with their assigned partitions,
+    committed offsets, end offsets and lag. NOT_FOUND (ReaderGroupNotFoundError,
+    context group, kind "kafka") for an unknown group; in a cluster, when
+    another broker coordinates it, UNAVAILABLE WrongHostError naming the
+    segment `<offsets topic>/<container>` and its owner (the SDK follows it).
+    """
 
 class ReaderGroupsServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -190,5 +222,33 @@ class ReaderGroupsServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_groups_pb2.GetMembersResponse, _abc.Awaitable[_groups_pb2.GetMembersResponse]]:
         """The members' liveness as this broker sees it (for tools: describe, reset)."""
+
+    @_abc_1.abstractmethod
+    def ListKafkaGroups(
+        self,
+        request: _groups_pb2.ListKafkaGroupsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_groups_pb2.ListKafkaGroupsResponse, _abc.Awaitable[_groups_pb2.ListKafkaGroupsResponse]]:
+        """Kafka consumer groups (the Kafka listener's, docs/kafka.md), read-only
+        (reset and delete them with Kafka's tools). Beside reader groups: one
+        name may be both.
+
+        The Kafka groups this broker coordinates, by name (on a standalone every
+        one; no Kafka listener: none). `complete` false (a cluster broker): the
+        others coordinate the rest; ask each live broker (ListBrokers) and merge.
+        """
+
+    @_abc_1.abstractmethod
+    def DescribeKafkaGroup(
+        self,
+        request: _groups_pb2.DescribeKafkaGroupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_groups_pb2.KafkaGroupDescription, _abc.Awaitable[_groups_pb2.KafkaGroupDescription]]:
+        """A Kafka group: state, protocol, members with their assigned partitions,
+        committed offsets, end offsets and lag. NOT_FOUND (ReaderGroupNotFoundError,
+        context group, kind "kafka") for an unknown group; in a cluster, when
+        another broker coordinates it, UNAVAILABLE WrongHostError naming the
+        segment `<offsets topic>/<container>` and its owner (the SDK follows it).
+        """
 
 def add_ReaderGroupsServicer_to_server(servicer: ReaderGroupsServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
