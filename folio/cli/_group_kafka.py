@@ -47,11 +47,12 @@ def find(client: folio.Client, name: str, kind: GroupKind | None,
             found.append(client.describe_kafka_group(name))
         except folio.ReaderGroupNotFoundError as error:
             missing = missing or error
-    if not found:
-        which = {None: "reader group or Kafka consumer group", "reader": "reader group",
-                 "kafka": "Kafka consumer group"}[kind]
+    if missing is not None and not found:
+        if kind is not None:
+            raise missing
         raise folio.ReaderGroupNotFoundError(
-            f"no {which} named {name!r}", context=missing.context if missing else {})
+            f"group {name!r} does not exist (neither a reader group nor a Kafka consumer "
+            "group)", context=missing.context)
     return found
 
 

@@ -23,7 +23,7 @@ from google.protobuf.message import Message
 from folio._status import error_from_rpc
 from folio._transport.addresses import address_key
 from folio.api.v1 import groups_pb2
-from folio.errors import FolioError, NoBrokerAvailableError
+from folio.errors import FolioError, NoBrokerAvailableError, ReaderGroupNotFoundError
 
 if TYPE_CHECKING:
     from grpc import aio
@@ -186,10 +186,22 @@ def description_from_proto(reply: groups_pb2.KafkaGroupDescription) -> KafkaGrou
               for p in reply.partitions))
 
 
+def _older_broker(error: FolioError) -> bool:
+    """Whether ``error`` is an older broker's UNIMPLEMENTED (it has no Kafka group calls)."""
+    return type(error) is FolioError and str(error).startswith("UNIMPLEMENTED")
+
+
 def describe_kafka_group(client: Client, name: str) -> KafkaGroupDescription:
     """``Client.describe_kafka_group``."""
-    reply = client._call(client._connection.groups.DescribeKafkaGroup,
-                         groups_pb2.DescribeKafkaGroupRequest(name=name), retry=True)
+    try:
+        reply = client._call(client._connection.groups.DescribeKafkaGroup,
+                             groups_pb2.DescribeKafkaGroupRequest(name=name), retry=True)
+    except FolioError as error:
+        if not _older_broker(error):
+            raise
+        raise ReaderGroupNotFoundError(
+            f"Kafka consumer group {name!r} does not exist (the broker is too old to show "
+            "Kafka groups)", group=name, kind="kafka") from None
     return description_from_proto(reply)
 
 
@@ -200,8 +212,13 @@ def _listings(reply: groups_pb2.ListKafkaGroupsResponse) -> dict[str, GroupListi
 
 def _kafka_groups(client: Client) -> dict[str, GroupListing]:
     """Every Kafka group: the admin broker's, and in a cluster every other broker's."""
-    first = client._call(client._connection.groups.ListKafkaGroups,
-                         groups_pb2.ListKafkaGroupsRequest(), retry=True)
+    try:
+        first = client._call(client._connection.groups.ListKafkaGroups,
+                             groups_pb2.ListKafkaGroupsRequest(), retry=True)
+    except FolioError as error:
+        if not _older_broker(error):
+            raise
+        return {}  # an older broker: no Kafka group shown
     found = _listings(first)
     if first.complete:
         return found
