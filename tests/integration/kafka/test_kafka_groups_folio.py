@@ -52,8 +52,10 @@ def member(bootstrap: str) -> Iterator[Consumer]:
     """A consumer of GROUP holding both partitions of TOPIC, having read all 16 records
     (10 in partition 0, 6 in partition 1) and committed 7 and 6: lags 3 and 0."""
     create_topic(bootstrap, TOPIC, 2)
-    produce(bootstrap, TOPIC, [(0, b"a%d" % i, None, []) for i in range(10)] +
-            [(1, b"b%d" % i, None, []) for i in range(6)])
+    records: list[tuple[int, bytes, bytes | None, list[tuple[str, bytes]]]] = [
+        (0, b"a%d" % i, None, []) for i in range(10)]
+    records += [(1, b"b%d" % i, None, []) for i in range(6)]
+    produce(bootstrap, TOPIC, records)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
                          "client.id": "kg-client", "auto.offset.reset": "earliest",
                          "enable.auto.commit": False, "session.timeout.ms": 30_000,
