@@ -15,19 +15,13 @@ from typing import Protocol
 
 from broker.errors import ReaderGroupNotFoundError
 
-__all__ = ["KafkaGroupDetail", "KafkaGroupListing", "KafkaGroupMember",
-           "KafkaGroupNotFoundError", "KafkaGroups", "KafkaGroupsSlot", "KafkaPartitionLag"]
+__all__ = ["KafkaGroupDetail", "KafkaGroupListing", "KafkaGroupMember", "KafkaGroups",
+           "KafkaGroupsSlot", "KafkaPartitionLag", "kafka_group_not_found"]
 
 
-class KafkaGroupNotFoundError(ReaderGroupNotFoundError):
-    """No Kafka consumer group of that name (NOT_FOUND, as a reader group's; context kind)."""
-
-    def __init__(self, group: str) -> None:
-        super().__init__(group)
-        self.args = (f"Kafka consumer group {group!r} does not exist",)
-
-    def context(self) -> dict[str, object]:
-        return {"group": self.group, "kind": "kafka"}
+def kafka_group_not_found(group: str) -> ReaderGroupNotFoundError:
+    """No Kafka consumer group ``group``: NOT_FOUND as a reader group's, context kind "kafka"."""
+    return ReaderGroupNotFoundError(group, kind="kafka")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +95,8 @@ class KafkaGroups(Protocol):
         """The group now, with its partitions' end offsets (read from segment records).
 
         Raises:
-            KafkaGroupNotFoundError: no such group (here, on a standalone).
+            ReaderGroupNotFoundError: no such group (kind "kafka";
+                ``kafka_group_not_found``), here or on a standalone.
             WrongHostError: another broker coordinates it (cluster), named
                 when known; the SDK follows it.
         """

@@ -15,8 +15,8 @@ from broker.api import Topics
 from broker.errors import BrokerError
 from broker.groups.kafka_view import (
     KafkaGroupDetail,
-    KafkaGroupNotFoundError,
     KafkaGroupsSlot,
+    kafka_group_not_found,
 )
 from broker.groups.liveness import GroupLiveness
 from broker.groups.store import GroupRecord, ReaderGroupStore
@@ -154,7 +154,7 @@ class ReaderGroupsServicer(groups_pb2_grpc.ReaderGroupsServicer):
         source = self._kafka.source
         try:
             if source is None:
-                raise KafkaGroupNotFoundError(request.name)
+                raise kafka_group_not_found(request.name)
             detail = await source.describe(request.name)
         except _Refusals as error:
             await abort_with(context, error)

@@ -29,8 +29,8 @@ from broker.groups.kafka_view import (
     KafkaGroupDetail,
     KafkaGroupListing,
     KafkaGroupMember,
-    KafkaGroupNotFoundError,
     KafkaPartitionLag,
+    kafka_group_not_found,
 )
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator
 from broker.kafka.consumer_groups.states import ConsumerGroupState
@@ -92,7 +92,7 @@ class GroupReport:
             moved = None if self._where is None else self._where(name)
             if moved is not None:
                 raise moved
-            raise KafkaGroupNotFoundError(name)
+            raise kafka_group_not_found(name)
         stable = group.state is ConsumerGroupState.STABLE
         members = tuple(
             KafkaGroupMember(m.member_id, m.group_instance_id or "", m.client_id, m.client_host,

@@ -108,7 +108,9 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     ERROR_CODE_CORRUPT_DATA: _ErrorCode.ValueType  # 20
     """DATA_LOSS: stored data the broker cannot decode. Context: what."""
     ERROR_CODE_READER_GROUP_NOT_FOUND: _ErrorCode.ValueType  # 21
-    """NOT_FOUND: no reader group of that name. Context: group."""
+    """NOT_FOUND: no reader group of that name. Context: group; kind "kafka"
+    when it was a Kafka consumer group (DescribeKafkaGroup).
+    """
     ERROR_CODE_READER_GROUP_EXISTS: _ErrorCode.ValueType  # 22
     """ALREADY_EXISTS: CreateReaderGroup of a name in use. Context: group."""
     ERROR_CODE_GROUP_STATE_CONFLICT: _ErrorCode.ValueType  # 23
@@ -198,7 +200,9 @@ ERROR_CODE_BROKER_SHUTTING_DOWN: ErrorCode.ValueType  # 19
 ERROR_CODE_CORRUPT_DATA: ErrorCode.ValueType  # 20
 """DATA_LOSS: stored data the broker cannot decode. Context: what."""
 ERROR_CODE_READER_GROUP_NOT_FOUND: ErrorCode.ValueType  # 21
-"""NOT_FOUND: no reader group of that name. Context: group."""
+"""NOT_FOUND: no reader group of that name. Context: group; kind "kafka"
+when it was a Kafka consumer group (DescribeKafkaGroup).
+"""
 ERROR_CODE_READER_GROUP_EXISTS: ErrorCode.ValueType  # 22
 """ALREADY_EXISTS: CreateReaderGroup of a name in use. Context: group."""
 ERROR_CODE_GROUP_STATE_CONFLICT: ErrorCode.ValueType  # 23

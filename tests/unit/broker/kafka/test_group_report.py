@@ -17,8 +17,8 @@ from kio.schema.errors import ErrorCode
 from prometheus_client import REGISTRY
 
 from broker.api import Block, TopicConfig
-from broker.errors import WrongHostError
-from broker.groups.kafka_view import KafkaGroupListing, KafkaGroupNotFoundError
+from broker.errors import ReaderGroupNotFoundError, WrongHostError
+from broker.groups.kafka_view import KafkaGroupListing
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCommitItem
 from broker.kafka.consumer_groups.offsets import CommittedOffset, OffsetStore
 from broker.kafka.consumer_groups.report import GroupReport, decode_assignment
@@ -76,7 +76,7 @@ async def test_a_group_described_with_committed_and_end_offsets_and_its_lag_metr
     assert (described.state, described.members, described.lag) == ("Empty", (), 3)
     assert [(p.topic, p.partition, p.committed_offset, p.end_offset, p.lag, p.metadata)
             for p in described.partitions] == [("rep", 0, 7, 10, 3, "m"), ("rep", 1, 4, 4, 0, "")]
-    with pytest.raises(KafkaGroupNotFoundError) as missing:
+    with pytest.raises(ReaderGroupNotFoundError) as missing:
         await report.describe("rep-nobody")
     assert missing.value.context() == {"group": "rep-nobody", "kind": "kafka"}
     assert str(missing.value) == "Kafka consumer group 'rep-nobody' does not exist"
