@@ -322,6 +322,20 @@ class GroupStateConflictError(BrokerError):
                 "version": self.version}
 
 
+class ReaderGroupNotEmptyError(BrokerError):
+    """A reset or delete of a Kafka consumer group that has members (Kafka: NON_EMPTY_GROUP)."""
+
+    def __init__(self, group: str, members: list[str]) -> None:
+        super().__init__(f"Kafka consumer group {group!r} has {len(members)} member(s) "
+                         f"({', '.join(members[:5])}{', ...' if len(members) > 5 else ''}): "
+                         "stop its consumers first, as Kafka requires")
+        self.group = group
+        self.members = members
+
+    def context(self) -> dict[str, object]:
+        return {"group": self.group, "members": self.members}
+
+
 class TopicSealedError(SegmentSealedError):
     """The topic is sealed (SealTopic): it has no open segment, so nothing can route to one."""
 

@@ -40,7 +40,7 @@ from folio.models import (
 from folio.txn.txn_status import TxnStatus
 
 if TYPE_CHECKING:  # loaded when called
-    from folio.read.kafka_groups import GroupKind, GroupListing, KafkaGroupDescription
+    from folio.read.kafka_groups import GroupKind, GroupListing, KafkaGroup
 
 __all__ = ["AdminCalls"]
 
@@ -463,14 +463,14 @@ class AdminCalls:
 
         return list_groups(self, kind)
 
-    def describe_kafka_group(self, name: str) -> KafkaGroupDescription:
-        """A Kafka consumer group: state, members, assignments, committed offsets, lag.
+    def kafka_group(self, name: str) -> KafkaGroup:
+        """A Kafka consumer group (no call made): ``describe``, ``reset``, ``delete``.
 
-        ``ReaderGroupNotFoundError`` (context kind "kafka") if there is none.
+        Reset and delete are refused while it has members, as Kafka does.
         """
-        from folio.read.kafka_groups import describe_kafka_group  # noqa: PLC0415
+        from folio.read.kafka_groups import KafkaGroup  # noqa: PLC0415
 
-        return describe_kafka_group(self, name)
+        return KafkaGroup(self, name)
 
 
 

@@ -75,6 +75,12 @@ def _new_group(request: Any) -> list[tuple[ResourceKind, str]]:
             *((ResourceKind.TOPIC, topic) for topic in request.state.topics)]
 
 
+def _reset_group(request: Any) -> list[tuple[ResourceKind, str]]:
+    # As a commit of the group's offsets: consume on the group and on each topic named.
+    return [(ResourceKind.GROUP, request.name),
+            *((ResourceKind.TOPIC, topic) for topic in request.topics)]
+
+
 def _granted(request: Any) -> list[tuple[ResourceKind, str]]:
     grant = request.grant
     kind = ResourceKind.GROUP if grant.kind == admin_pb2.RESOURCE_KIND_GROUP \
@@ -151,6 +157,8 @@ RPC_TABLE: Final[dict[str, Rule]] = {
     # (DescribeGroups needs describe, i.e. any permission, on the group).
     _method(*_GROUPS, "ListKafkaGroups"): Rule(Need.AUTHENTICATED),
     _method(*_GROUPS, "DescribeKafkaGroup"): Rule(Need.LOOKUP, _group),
+    _method(*_GROUPS, "DeleteKafkaGroup"): Rule(Need.ADMIN, _group),
+    _method(*_GROUPS, "ResetKafkaGroup"): Rule(Need.CONSUME, _reset_group),
     _method(*_INTERNAL, "RegisterTxnSegment"): Rule(Need.SUPER_USER),
     _method(*_INTERNAL, "WriteTxnMarker"): Rule(Need.SUPER_USER),
 }

@@ -1,5 +1,7 @@
 """Kafka consumer groups as the gRPC API shows them beside reader groups (``folio group``).
 
+Read, and reset or deleted while they have no member (Kafka's rule).
+
 The contract between the ``ReaderGroups`` servicer and the Kafka listener's
 group coordinator (``broker.kafka.consumer_groups.report``), kept here so the
 gRPC side never imports the Kafka front end (nor its wire library, kio: a
@@ -99,6 +101,23 @@ class KafkaGroups(Protocol):
                 ``kafka_group_not_found``), here or on a standalone.
             WrongHostError: another broker coordinates it (cluster), named
                 when known; the SDK follows it.
+        """
+
+    async def delete(self, name: str) -> None:
+        """Delete the group and its committed offsets (Kafka's DeleteGroups).
+
+        Raises:
+            ReaderGroupNotEmptyError: it has members (Kafka's rule).
+            ReaderGroupNotFoundError, WrongHostError: as ``describe``.
+            BrokerError, LedgerError: the write failed; the outcome is unknown.
+        """
+
+    async def reset(self, name: str, earliest: bool, topics: list[str]) -> KafkaGroupDetail:
+        """Commit each partition's start (``earliest``) or end offset; the group after.
+
+        ``topics`` empty: those it committed. Raises as ``delete``, and
+        ``TopicNotFoundError``; after a failed write the same reset may be
+        asked again (offsets are absolute).
         """
 
 

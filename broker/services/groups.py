@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 
 from broker.api import Topics
-from broker.errors import BrokerError
+from broker.errors import BrokerError, InvalidArgumentError
 from broker.groups.kafka_view import (
     KafkaGroupDetail,
     KafkaGroupsSlot,
@@ -28,6 +28,7 @@ __all__ = ["ReaderGroupsServicer"]
 
 _Context = grpc.aio.ServicerContext[Any, Any]
 _Refusals = (BrokerError, LedgerError)
+_TO = groups_pb2.ResetKafkaGroupRequest
 
 
 def _reply(record: GroupRecord) -> groups_pb2.ReaderGroup:
@@ -156,6 +157,33 @@ class ReaderGroupsServicer(groups_pb2_grpc.ReaderGroupsServicer):
             if source is None:
                 raise kafka_group_not_found(request.name)
             detail = await source.describe(request.name)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return _kafka_reply(detail)
+
+    async def DeleteKafkaGroup(
+        self, request: groups_pb2.DeleteKafkaGroupRequest, context: _Context
+    ) -> groups_pb2.DeleteKafkaGroupResponse:
+        source = self._kafka.source
+        try:
+            if source is None:
+                raise kafka_group_not_found(request.name)
+            await source.delete(request.name)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return groups_pb2.DeleteKafkaGroupResponse()
+
+    async def ResetKafkaGroup(
+        self, request: groups_pb2.ResetKafkaGroupRequest, context: _Context
+    ) -> groups_pb2.KafkaGroupDescription:
+        source = self._kafka.source
+        try:
+            if request.to not in (_TO.TO_EARLIEST, _TO.TO_LATEST):
+                raise InvalidArgumentError("ResetKafkaGroup needs `to`: TO_EARLIEST or TO_LATEST")
+            if source is None:
+                raise kafka_group_not_found(request.name)
+            detail = await source.reset(request.name, request.to == _TO.TO_EARLIEST,
+                                        list(request.topics))
         except _Refusals as error:
             await abort_with(context, error)
         return _kafka_reply(detail)

@@ -1,7 +1,8 @@
-"""How ``folio group list|describe`` shows groups of both kinds: tables and JSON.
+"""``folio group`` for groups of both kinds: tables and JSON, and a Kafka group's reset and delete.
 
 A reader group (``kind`` reader) and a Kafka consumer group (``kind``
-kafka) may share a name; ``find`` describes whichever exist.
+kafka) may share a name; ``find`` describes whichever exist, ``kind_of``
+says which one a reset or delete acts on (both: ``--kind`` must say).
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 import folio
+from folio.errors import InvalidArgumentError, ReaderGroupNotEmptyError
 
 if TYPE_CHECKING:  # folio.read loads gRPC: not needed to build the parser
     from folio.read.groups import GroupDescription
     from folio.read.kafka_groups import GroupKind, KafkaGroupDescription
 
-__all__ = ["as_reader", "find", "is_kafka", "list_json", "list_rows", "print_kafka", "table"]
+__all__ = ["as_reader", "delete_kafka", "find", "is_kafka", "kind_of", "list_json",
+           "list_rows", "print_kafka", "reset_kafka", "table"]
 
 def table(rows: Sequence[Sequence[str]], indent: str = "") -> None:
     """Print ``rows`` as left-aligned columns (the first row is the header)."""
@@ -44,7 +47,7 @@ def find(client: folio.Client, name: str, kind: GroupKind | None,
             missing = error
     if kind in (None, "kafka"):
         try:
-            found.append(client.describe_kafka_group(name))
+            found.append(client.kafka_group(name).describe())
         except folio.ReaderGroupNotFoundError as error:
             missing = missing or error
     if missing is not None and not found:
@@ -120,3 +123,54 @@ def print_kafka(described: KafkaGroupDescription) -> None:
               [(p.topic, str(p.partition), _known(p.committed_offset), _known(p.end_offset),
                 _known(p.lag), p.member_id or "-") for p in described.partitions],
               indent="  ")
+
+
+def kind_of(client: folio.Client, name: str, kind: GroupKind | None) -> GroupKind:
+    """The kind of group ``name`` a reset or delete acts on: ``kind``, or the one that exists.
+
+    Without ``kind``: reader when no Kafka group has the name (a missing name
+    is then the reader group's NOT_FOUND, as before Kafka groups were shown);
+    ``InvalidArgumentError`` when both kinds have it.
+    """
+    if kind is not None:
+        return kind
+    kinds = {g.kind for g in client.list_groups() if g.name == name}
+    if kinds == {"reader", "kafka"}:
+        raise InvalidArgumentError(f"{name!r} is both a reader group and a Kafka consumer "
+                                   "group: say which with --kind reader or --kind kafka")
+    return "kafka" if kinds == {"kafka"} else "reader"
+
+
+def _not_empty(name: str, error: ReaderGroupNotEmptyError) -> ReaderGroupNotEmptyError:
+    return ReaderGroupNotEmptyError(
+        f"Kafka consumer group {name!r} has members: {', '.join(error.members) or 'some'}; "
+        "stop its consumers first (Kafka refuses the same; a dead consumer leaves after its "
+        "session timeout)", context=error.context)
+
+
+def reset_kafka(client: folio.Client, name: str, to: str, topics: list[str] | None) -> None:
+    """``folio group reset --kind kafka``: to earliest or latest, refused while it has members."""
+    if to not in ("earliest", "latest"):
+        raise InvalidArgumentError("a Kafka consumer group resets --to earliest or latest "
+                                   "(it has no checkpoints)")
+    try:
+        described = client.kafka_group(name).reset("earliest" if to == "earliest" else "latest",
+                                                   topics)
+    except ReaderGroupNotEmptyError as error:
+        raise _not_empty(name, error) from None
+    print(f"Kafka consumer group {name} reset to {to}:")
+    table([("TOPIC", "PARTITION", "COMMITTED", "END OFFSET", "LAG")] +
+          [(p.topic, str(p.partition), _known(p.committed_offset), _known(p.end_offset),
+            _known(p.lag)) for p in described.partitions], indent="  ")
+
+
+def delete_kafka(client: folio.Client, name: str, force: bool) -> None:
+    """``folio group delete --kind kafka``: refused while it has members, whatever ``force``."""
+    if force:
+        raise InvalidArgumentError("--force does not apply to a Kafka consumer group: Kafka "
+                                   "deletes one only once its consumers have stopped")
+    try:
+        client.kafka_group(name).delete()
+    except ReaderGroupNotEmptyError as error:
+        raise _not_empty(name, error) from None
+    print(f"Kafka consumer group {name} deleted with its committed offsets")

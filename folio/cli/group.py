@@ -1,12 +1,11 @@
 """``folio group list|describe|reset|offline|delete``: reader groups, as kafka-consumer-groups.
 
 Everything goes through the SDK (``Client.list_groups``,
-``ReaderGroup.describe``, ``Client.describe_kafka_group``,
+``ReaderGroup.describe``, ``Client.kafka_group(name)``,
 ``reset(only_if_empty=True)``, ``reader_offline``, ``delete``). Like Kafka, a
 reset or a delete is refused while the group has members: stop them first,
-or declare dead ones offline. ``list`` and ``describe`` show the Kafka
-listener's consumer groups too (KIND kafka; ``_group_kafka``); reset and
-delete them with Kafka's tools.
+or declare dead ones offline. The Kafka listener's consumer groups are
+listed, described, reset and deleted too (KIND kafka; ``_group_kafka``).
 """
 
 from __future__ import annotations
@@ -21,11 +20,14 @@ import folio
 from folio.cli._common import add_endpoint_option, run_with_client
 from folio.cli._group_kafka import (
     as_reader,
+    delete_kafka,
     find,
     is_kafka,
+    kind_of,
     list_json,
     list_rows,
     print_kafka,
+    reset_kafka,
     table,
 )
 from folio.errors import InvalidArgumentError, ReaderGroupNotEmptyError
@@ -48,7 +50,7 @@ def _list(args: argparse.Namespace) -> int:
             try:
                 found.append(client.reader_group(listed.name).describe()
                              if listed.kind == "reader"
-                             else client.describe_kafka_group(listed.name))
+                             else client.kafka_group(listed.name).describe())
             except folio.ReaderGroupNotFoundError:
                 continue  # deleted meanwhile
         if args.json:
@@ -116,6 +118,11 @@ def _describe(args: argparse.Namespace) -> int:
 
 def _reset(args: argparse.Namespace) -> int:
     def body(client: folio.Client) -> int:
+        if kind_of(client, args.name, args.kind) == "kafka":
+            reset_kafka(client, args.name, args.to, args.topic)
+            return 0
+        if args.topic:
+            raise InvalidArgumentError("--topic goes with a Kafka consumer group")
         group = client.reader_group(args.name)
         start: GroupStart = "earliest" if args.to == "earliest" else "latest"
         if args.to == "checkpoint":
@@ -157,6 +164,9 @@ def _offline(args: argparse.Namespace) -> int:
 
 def _delete(args: argparse.Namespace) -> int:
     def body(client: folio.Client) -> int:
+        if kind_of(client, args.name, args.kind) == "kafka":
+            delete_kafka(client, args.name, args.force)
+            return 0
         group = client.reader_group(args.name)
         members = group.online_readers()
         if members and not args.force:
@@ -232,13 +242,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(earliest), at their ends (latest: only new events), or at its latest completed "
         "checkpoint (or --checkpoint NAME). Refused while the group has members, as Kafka "
         "does: stop them first (a dead one is declared offline after the session timeout, "
-        "or at once with `folio group offline`).")
+        "or at once with `folio group offline`). A Kafka consumer group (--kind kafka, or "
+        "the only group of that name) gets its committed offsets set to its partitions' "
+        "starts (earliest) or ends (latest), for --topic or every topic it committed, "
+        "as kafka-consumer-groups --reset-offsets --execute; refused while it has "
+        "consumers.")
     reset.add_argument("name", metavar="NAME", help="the group's name")
     reset.add_argument("--to", required=True, choices=("earliest", "latest", "checkpoint"),
                        help="where the group starts over")
     reset.add_argument("--checkpoint", metavar="CHECKPOINT", default=None,
                        help="with --to checkpoint: this completed checkpoint instead of the "
                        "latest")
+    reset.add_argument("--topic", action="append", metavar="TOPIC", default=None,
+                       help="a Kafka consumer group: reset this topic's partitions (repeat "
+                       "for more; default: every topic it committed)")
+    reset.add_argument("--kind", choices=("reader", "kafka"), default=None,
+                       help="the kind of group NAME is (needed when it is both)")
     add_endpoint_option(reset)
     reset.set_defaults(func=_reset)
 
@@ -254,11 +273,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     offline.set_defaults(func=_offline)
 
     delete = commands.add_parser(
-        "delete", help="delete a reader group",
+        "delete", help="delete a reader group or a Kafka consumer group",
         description="Delete reader group NAME (its positions and checkpoints). Refused while "
-        "it has members unless --force (its members then fail at their next sync).")
+        "it has members unless --force (its members then fail at their next sync). A Kafka "
+        "consumer group (--kind kafka, or the only group of that name) is deleted with its "
+        "committed offsets, only once it has no consumers (as Kafka: no --force).")
     delete.add_argument("name", metavar="NAME", help="the group's name")
     delete.add_argument("--force", action="store_true",
-                        help="delete even with members online")
+                        help="a reader group: delete even with members online")
+    delete.add_argument("--kind", choices=("reader", "kafka"), default=None,
+                        help="the kind of group NAME is (needed when it is both)")
     add_endpoint_option(delete)
     delete.set_defaults(func=_delete)

@@ -1,14 +1,14 @@
-"""Kafka consumer groups beside reader groups: ``Client.list_groups``, ``describe_kafka_group``.
+"""Kafka consumer groups beside reader groups: ``Client.list_groups``, ``Client.kafka_group``.
 
 A broker with a Kafka listener (docs/kafka.md) coordinates Kafka consumer
 groups; ``folio group list`` and ``describe`` show them with reader groups,
 told apart by ``kind`` (``"reader"`` or ``"kafka"``; one name may be both).
-Read-only: reset or delete a Kafka group with Kafka's own tools (which
-refuse while the group has members).
+``KafkaGroup.reset`` and ``delete`` follow Kafka's rule: refused while the
+group has members.
 
 In a cluster each broker coordinates the groups of its segment containers:
 ``list_groups`` asks every live broker (``describe_cluster``) and merges;
-``describe_kafka_group`` is sent to the admin broker, which answers WrongHost
+``KafkaGroup`` calls are sent to the admin broker, which answers WrongHost
 naming the coordinator when it is another, and the SDK follows it.
 """
 
@@ -23,7 +23,12 @@ from google.protobuf.message import Message
 from folio._status import error_from_rpc
 from folio._transport.addresses import address_key
 from folio.api.v1 import groups_pb2
-from folio.errors import FolioError, NoBrokerAvailableError, ReaderGroupNotFoundError
+from folio.errors import (
+    FolioError,
+    InvalidArgumentError,
+    NoBrokerAvailableError,
+    ReaderGroupNotFoundError,
+)
 
 if TYPE_CHECKING:
     from grpc import aio
@@ -32,8 +37,8 @@ if TYPE_CHECKING:
     from folio._transport.io_thread import Connection, IoThread
     from folio.models import ClusterInfo
 
-__all__ = ["GroupKind", "GroupListing", "KafkaGroupDescription", "KafkaGroupMember",
-           "KafkaPartitionLag", "describe_kafka_group", "list_groups"]
+__all__ = ["GroupKind", "GroupListing", "KafkaGroup", "KafkaGroupDescription",
+           "KafkaGroupMember", "KafkaPartitionLag", "list_groups"]
 
 #: A group's kind: a Folio reader group or a Kafka consumer group.
 GroupKind = Literal["reader", "kafka"]
@@ -191,18 +196,69 @@ def _older_broker(error: FolioError) -> bool:
     return type(error) is FolioError and str(error).startswith("UNIMPLEMENTED")
 
 
-def describe_kafka_group(client: Client, name: str) -> KafkaGroupDescription:
-    """``Client.describe_kafka_group``."""
-    try:
-        reply = client._call(client._connection.groups.DescribeKafkaGroup,
-                             groups_pb2.DescribeKafkaGroupRequest(name=name), retry=True)
-    except FolioError as error:
-        if not _older_broker(error):
-            raise
-        raise ReaderGroupNotFoundError(
-            f"Kafka consumer group {name!r} does not exist (the broker is too old to show "
-            "Kafka groups)", group=name, kind="kafka") from None
-    return description_from_proto(reply)
+class KafkaGroup:
+    """A Kafka consumer group by name (``Client.kafka_group``): describe, reset, delete.
+
+    Reset and delete follow Kafka's rule: ``ReaderGroupNotEmptyError`` (its
+    ``members``) while the group has members; stop its consumers first.
+    """
+
+    def __init__(self, client: Client, name: str) -> None:
+        self._client = client
+        self.name = name
+
+    def _call(self, method_name: str, request: Message, *, retry: bool = False) -> Any:
+        client = self._client
+        try:
+            return client._call(getattr(client._connection.groups, method_name), request,
+                                retry=retry)
+        except FolioError as error:
+            if not _older_broker(error):
+                raise
+            raise ReaderGroupNotFoundError(
+                f"Kafka consumer group {self.name!r} does not exist (the broker is too old "
+                "to serve Kafka groups)", group=self.name, kind="kafka") from None
+
+    def describe(self) -> KafkaGroupDescription:
+        """The group now: state, members, assignments, committed offsets, lag.
+
+        Raises:
+            ReaderGroupNotFoundError: no such Kafka group (context kind "kafka").
+        """
+        reply = self._call("DescribeKafkaGroup",
+                           groups_pb2.DescribeKafkaGroupRequest(name=self.name), retry=True)
+        return description_from_proto(reply)
+
+    def reset(self, to: Literal["earliest", "latest"],
+              topics: list[str] | None = None) -> KafkaGroupDescription:
+        """Commit each partition's start (earliest) or end (latest) offset; the group after.
+
+        ``topics``: whose partitions (None: every topic the group committed;
+        a group without offsets needs them). Safe to call again after a
+        ``FolioUnavailableError`` (the offsets are absolute).
+
+        Raises:
+            ReaderGroupNotEmptyError: the group has members.
+            ReaderGroupNotFoundError: no such group, and no ``topics``.
+            TopicNotFoundError: a topic does not exist.
+            InvalidArgumentError: ``to`` is neither.
+        """
+        if to not in ("earliest", "latest"):
+            raise InvalidArgumentError(f"reset to 'earliest' or 'latest', not {to!r}")
+        request = groups_pb2.ResetKafkaGroupRequest(
+            name=self.name, topics=topics or [],
+            to=groups_pb2.ResetKafkaGroupRequest.TO_EARLIEST if to == "earliest"
+            else groups_pb2.ResetKafkaGroupRequest.TO_LATEST)
+        return description_from_proto(self._call("ResetKafkaGroup", request))
+
+    def delete(self) -> None:
+        """Delete the group and its committed offsets (Kafka's DeleteGroups).
+
+        Raises:
+            ReaderGroupNotEmptyError: the group has members.
+            ReaderGroupNotFoundError: no such group.
+        """
+        self._call("DeleteKafkaGroup", groups_pb2.DeleteKafkaGroupRequest(name=self.name))
 
 
 def _listings(reply: groups_pb2.ListKafkaGroupsResponse) -> dict[str, GroupListing]:

@@ -57,13 +57,13 @@ def test_kafka_groups_listed_from_every_broker_and_described_at_their_coordinato
             return set(elsewhere) <= names
         wait_for(listed, "both groups listed through the first broker", timeout_s=60)
         for group, offsets in elsewhere.items():
-            described = client.describe_kafka_group(group)  # WrongHost, followed
+            described = client.kafka_group(group).describe()  # WrongHost, followed
             assert (described.name, described.state) == (group, "Empty")
             assert [(p.partition, p.committed_offset, p.end_offset, p.lag)
                     for p in described.partitions] == [
                 (0, offsets[0], 5, 5 - offsets[0]), (1, offsets[1], 5, 5 - offsets[1])]
         with pytest.raises(folio.ReaderGroupNotFoundError):
-            client.describe_kafka_group("kcg-nobody")
+            client.kafka_group("kcg-nobody").describe()
 
     shown = run_folio("group", "list", "--kind", "kafka", "--json", "--endpoint", first)
     assert shown.returncode == 0, shown.stderr

@@ -8,6 +8,9 @@ partition's committed offset, end offset and lag. End offsets come from the
 topics' segment lists (the loaded segment or its record: nothing is loaded,
 nothing is read from bookies), as the reader groups' backlog does.
 
+``reset`` and ``delete`` follow Kafka's rule: refused while the group has
+members (or members joining), ``ReaderGroupNotEmptyError``.
+
 ``update_lag`` sets ``folio_group_lag{kind="kafka"}`` per group and
 partition with a committed offset; it runs on the broker's maintenance round
 (``TopicManager.add_maintenance_hook``), never per commit or fetch.
@@ -24,7 +27,7 @@ import struct
 from collections.abc import Callable
 
 from broker.api import Topics
-from broker.errors import BrokerError, WrongHostError
+from broker.errors import BrokerError, ReaderGroupNotEmptyError, WrongHostError
 from broker.groups.kafka_view import (
     KafkaGroupDetail,
     KafkaGroupListing,
@@ -33,7 +36,10 @@ from broker.groups.kafka_view import (
     kafka_group_not_found,
 )
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator
+from broker.kafka.consumer_groups.members import Group
+from broker.kafka.consumer_groups.offsets import CommittedOffset
 from broker.kafka.consumer_groups.states import ConsumerGroupState
+from broker.kafka.partitions import partition_segments
 from broker.metrics import set_group_lags
 from ledger.errors import LedgerError
 
@@ -86,13 +92,58 @@ class GroupReport:
                  if group.state is not ConsumerGroupState.DEAD]
         return found, self._where is None
 
-    async def describe(self, name: str) -> KafkaGroupDetail:
+    def _moved(self, name: str) -> None:
+        """Raise the WrongHost of a group another broker coordinates (cluster)."""
+        moved = None if self._where is None else self._where(name)
+        if moved is not None:
+            raise moved
+
+    def _known(self, name: str) -> Group:
         group = self._coordinator.group(name)
         if group is None or group.state is ConsumerGroupState.DEAD:
-            moved = None if self._where is None else self._where(name)
-            if moved is not None:
-                raise moved
+            self._moved(name)
             raise kafka_group_not_found(name)
+        return group
+
+    def _check_empty(self, name: str) -> None:
+        """``ReaderGroupNotEmptyError`` unless the group is Empty with no member joining."""
+        group = self._coordinator.group(name)
+        if group is None:
+            return
+        members = sorted({*group.members, *group.pending})
+        if members or group.state is not ConsumerGroupState.EMPTY:
+            raise ReaderGroupNotEmptyError(name, members or [f"({group.state.value})"])
+
+    async def delete(self, name: str) -> None:
+        self._known(name)
+        self._check_empty(name)
+        await self._coordinator.delete_empty(name)
+
+    async def reset(self, name: str, earliest: bool, topics: list[str]) -> KafkaGroupDetail:
+        group = self._coordinator.group(name)
+        if group is None or group.state is ConsumerGroupState.DEAD:
+            self._moved(name)
+            if not topics:  # a new group's offsets need their topics named (as Kafka's tool)
+                raise kafka_group_not_found(name)
+        self._check_empty(name)
+        chosen = sorted(set(topics) or {t for t, _ in self._coordinator.store.offsets(name)})
+        offsets = []
+        for topic in chosen:
+            for segment in await partition_segments(self._topics, topic):
+                at = segment.start_offset if earliest else segment.end_offset
+                offsets.append(((topic, segment.number), CommittedOffset(at)))
+        self._check_empty(name)  # again: a member may have joined while segments were listed
+        # Window: a member joining during this write may fetch the offsets from
+        # before it (Kafka's tool has the same race, checking then committing).
+        # A failed write may have landed in part: nothing is remembered, and the
+        # same reset may be asked again (absolute offsets; Kafka's rule too).
+        await self._coordinator.store.commit(name, offsets)
+        if self._coordinator.group(name) is None:
+            self._coordinator.groups()[name] = Group(name)  # as a commit without generation
+        return await self.describe(name)
+
+    async def describe(self, name: str) -> KafkaGroupDetail:
+        group = self._known(name)
         stable = group.state is ConsumerGroupState.STABLE
         members = tuple(
             KafkaGroupMember(m.member_id, m.group_instance_id or "", m.client_id, m.client_host,

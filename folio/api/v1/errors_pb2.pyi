@@ -123,6 +123,10 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     """
     ERROR_CODE_PERMISSION_DENIED: _ErrorCode.ValueType  # 25
     """PERMISSION_DENIED: the caller may not do this."""
+    ERROR_CODE_READER_GROUP_NOT_EMPTY: _ErrorCode.ValueType  # 26
+    """FAILED_PRECONDITION: a reset or delete of a Kafka consumer group that has
+    members (Kafka's NON_EMPTY_GROUP). Context: group, members.
+    """
     ERROR_CODE_BOOKIE_UNAVAILABLE: _ErrorCode.ValueType  # 100
     """100 and up: the ledger service behind the broker failed (the broker is
     up). Context: ledger_id (null when no one ledger is concerned).
@@ -215,6 +219,10 @@ Context: topic, action.
 """
 ERROR_CODE_PERMISSION_DENIED: ErrorCode.ValueType  # 25
 """PERMISSION_DENIED: the caller may not do this."""
+ERROR_CODE_READER_GROUP_NOT_EMPTY: ErrorCode.ValueType  # 26
+"""FAILED_PRECONDITION: a reset or delete of a Kafka consumer group that has
+members (Kafka's NON_EMPTY_GROUP). Context: group, members.
+"""
 ERROR_CODE_BOOKIE_UNAVAILABLE: ErrorCode.ValueType  # 100
 """100 and up: the ledger service behind the broker failed (the broker is
 up). Context: ledger_id (null when no one ledger is concerned).

@@ -59,6 +59,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -951,3 +952,86 @@ class KafkaPartitionLag(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___KafkaPartitionLag: _TypeAlias = KafkaPartitionLag  # noqa: Y015
+
+@_typing.final
+class DeleteKafkaGroupRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteKafkaGroupRequest: _TypeAlias = DeleteKafkaGroupRequest  # noqa: Y015
+
+@_typing.final
+class DeleteKafkaGroupResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteKafkaGroupResponse: _TypeAlias = DeleteKafkaGroupResponse  # noqa: Y015
+
+@_typing.final
+class ResetKafkaGroupRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _To:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _ToEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[ResetKafkaGroupRequest._To.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        TO_UNSPECIFIED: ResetKafkaGroupRequest._To.ValueType  # 0
+        TO_EARLIEST: ResetKafkaGroupRequest._To.ValueType  # 1
+        """Each partition's start offset (the first event retained)."""
+        TO_LATEST: ResetKafkaGroupRequest._To.ValueType  # 2
+        """Each partition's end offset (only events written from now on)."""
+
+    class To(_To, metaclass=_ToEnumTypeWrapper): ...
+    TO_UNSPECIFIED: ResetKafkaGroupRequest.To.ValueType  # 0
+    TO_EARLIEST: ResetKafkaGroupRequest.To.ValueType  # 1
+    """Each partition's start offset (the first event retained)."""
+    TO_LATEST: ResetKafkaGroupRequest.To.ValueType  # 2
+    """Each partition's end offset (only events written from now on)."""
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    to: Global___ResetKafkaGroupRequest.To.ValueType
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The topics whose partitions are reset; empty: every topic the group has
+        committed offsets of.
+        """
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        to: Global___ResetKafkaGroupRequest.To.ValueType = ...,
+        topics: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "to", b"to", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetKafkaGroupRequest: _TypeAlias = ResetKafkaGroupRequest  # noqa: Y015

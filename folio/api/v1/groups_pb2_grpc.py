@@ -79,6 +79,16 @@ class ReaderGroupsStub:
                 request_serializer=folio_dot_v1_dot_groups__pb2.DescribeKafkaGroupRequest.SerializeToString,
                 response_deserializer=folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.FromString,
                 _registered_method=True)
+        self.DeleteKafkaGroup = channel.unary_unary(
+                '/folio.v1.ReaderGroups/DeleteKafkaGroup',
+                request_serializer=folio_dot_v1_dot_groups__pb2.DeleteKafkaGroupRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_groups__pb2.DeleteKafkaGroupResponse.FromString,
+                _registered_method=True)
+        self.ResetKafkaGroup = channel.unary_unary(
+                '/folio.v1.ReaderGroups/ResetKafkaGroup',
+                request_serializer=folio_dot_v1_dot_groups__pb2.ResetKafkaGroupRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.FromString,
+                _registered_method=True)
 
 
 class ReaderGroupsServicer:
@@ -138,9 +148,9 @@ class ReaderGroupsServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListKafkaGroups(self, request, context):
-        """Kafka consumer groups (the Kafka listener's, docs/kafka.md), read-only
-        (reset and delete them with Kafka's tools). Beside reader groups: one
-        name may be both.
+        """Kafka consumer groups (the Kafka listener's, docs/kafka.md), beside
+        reader groups: one name may be both. Reset and delete follow Kafka's
+        rule: refused while the group has members.
 
         The Kafka groups this broker coordinates, by name (on a standalone every
         one; no Kafka listener: none). `complete` false (a cluster broker): the
@@ -156,6 +166,29 @@ class ReaderGroupsServicer:
         context group, kind "kafka") for an unknown group; in a cluster, when
         another broker coordinates it, UNAVAILABLE WrongHostError naming the
         segment `<offsets topic>/<container>` and its owner (the SDK follows it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteKafkaGroup(self, request, context):
+        """Deletes a Kafka group with its committed offsets (Kafka's DeleteGroups).
+        FAILED_PRECONDITION (ReaderGroupNotEmptyError, context group, members)
+        while it has members; NOT_FOUND and WrongHost as DescribeKafkaGroup. A
+        failed write (UNAVAILABLE) leaves the outcome unknown: describe it again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetKafkaGroup(self, request, context):
+        """Sets a Kafka group's committed offsets to the start or the end of the
+        partitions of `topics` (empty: every topic it committed), as
+        kafka-consumer-groups --reset-offsets --to-earliest|--to-latest --execute.
+        Refused as DeleteKafkaGroup while it has members; an unknown topic is
+        NOT_FOUND (TopicNotFoundError); a group with no offsets and no `topics`
+        is NOT_FOUND. Offsets are absolute: after an unknown outcome the same
+        request may simply be sent again.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -207,6 +240,16 @@ def add_ReaderGroupsServicer_to_server(servicer, server):
             'DescribeKafkaGroup': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeKafkaGroup,
                     request_deserializer=folio_dot_v1_dot_groups__pb2.DescribeKafkaGroupRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.SerializeToString,
+            ),
+            'DeleteKafkaGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteKafkaGroup,
+                    request_deserializer=folio_dot_v1_dot_groups__pb2.DeleteKafkaGroupRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_groups__pb2.DeleteKafkaGroupResponse.SerializeToString,
+            ),
+            'ResetKafkaGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetKafkaGroup,
+                    request_deserializer=folio_dot_v1_dot_groups__pb2.ResetKafkaGroupRequest.FromString,
                     response_serializer=folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.SerializeToString,
             ),
     }
@@ -452,6 +495,60 @@ class ReaderGroups:
             target,
             '/folio.v1.ReaderGroups/DescribeKafkaGroup',
             folio_dot_v1_dot_groups__pb2.DescribeKafkaGroupRequest.SerializeToString,
+            folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteKafkaGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.ReaderGroups/DeleteKafkaGroup',
+            folio_dot_v1_dot_groups__pb2.DeleteKafkaGroupRequest.SerializeToString,
+            folio_dot_v1_dot_groups__pb2.DeleteKafkaGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetKafkaGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.ReaderGroups/ResetKafkaGroup',
+            folio_dot_v1_dot_groups__pb2.ResetKafkaGroupRequest.SerializeToString,
             folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.FromString,
             options,
             channel_credentials,

@@ -104,9 +104,9 @@ class ReaderGroupsStub:
     GetMembers: _grpc.UnaryUnaryMultiCallable[_groups_pb2.GetMembersRequest, _groups_pb2.GetMembersResponse]
     """The members' liveness as this broker sees it (for tools: describe, reset)."""
     ListKafkaGroups: _grpc.UnaryUnaryMultiCallable[_groups_pb2.ListKafkaGroupsRequest, _groups_pb2.ListKafkaGroupsResponse]
-    """Kafka consumer groups (the Kafka listener's, docs/kafka.md), read-only
-    (reset and delete them with Kafka's tools). Beside reader groups: one
-    name may be both.
+    """Kafka consumer groups (the Kafka listener's, docs/kafka.md), beside
+    reader groups: one name may be both. Reset and delete follow Kafka's
+    rule: refused while the group has members.
 
     The Kafka groups this broker coordinates, by name (on a standalone every
     one; no Kafka listener: none). `complete` false (a cluster broker): the
@@ -118,6 +118,21 @@ class ReaderGroupsStub:
     context group, kind "kafka") for an unknown group; in a cluster, when
     another broker coordinates it, UNAVAILABLE WrongHostError naming the
     segment `<offsets topic>/<container>` and its owner (the SDK follows it).
+    """
+    DeleteKafkaGroup: _grpc.UnaryUnaryMultiCallable[_groups_pb2.DeleteKafkaGroupRequest, _groups_pb2.DeleteKafkaGroupResponse]
+    """Deletes a Kafka group with its committed offsets (Kafka's DeleteGroups).
+    FAILED_PRECONDITION (ReaderGroupNotEmptyError, context group, members)
+    while it has members; NOT_FOUND and WrongHost as DescribeKafkaGroup. A
+    failed write (UNAVAILABLE) leaves the outcome unknown: describe it again.
+    """
+    ResetKafkaGroup: _grpc.UnaryUnaryMultiCallable[_groups_pb2.ResetKafkaGroupRequest, _groups_pb2.KafkaGroupDescription]
+    """Sets a Kafka group's committed offsets to the start or the end of the
+    partitions of `topics` (empty: every topic it committed), as
+    kafka-consumer-groups --reset-offsets --to-earliest|--to-latest --execute.
+    Refused as DeleteKafkaGroup while it has members; an unknown topic is
+    NOT_FOUND (TopicNotFoundError); a group with no offsets and no `topics`
+    is NOT_FOUND. Offsets are absolute: after an unknown outcome the same
+    request may simply be sent again.
     """
 
 @_typing.type_check_only
@@ -144,9 +159,9 @@ class ReaderGroupsAsyncStub(ReaderGroupsStub):
     GetMembers: _aio.UnaryUnaryMultiCallable[_groups_pb2.GetMembersRequest, _groups_pb2.GetMembersResponse]  # type: ignore[assignment]
     """The members' liveness as this broker sees it (for tools: describe, reset)."""
     ListKafkaGroups: _aio.UnaryUnaryMultiCallable[_groups_pb2.ListKafkaGroupsRequest, _groups_pb2.ListKafkaGroupsResponse]  # type: ignore[assignment]
-    """Kafka consumer groups (the Kafka listener's, docs/kafka.md), read-only
-    (reset and delete them with Kafka's tools). Beside reader groups: one
-    name may be both.
+    """Kafka consumer groups (the Kafka listener's, docs/kafka.md), beside
+    reader groups: one name may be both. Reset and delete follow Kafka's
+    rule: refused while the group has members.
 
     The Kafka groups this broker coordinates, by name (on a standalone every
     one; no Kafka listener: none). `complete` false (a cluster broker): the
@@ -158,6 +173,21 @@ class ReaderGroupsAsyncStub(ReaderGroupsStub):
     context group, kind "kafka") for an unknown group; in a cluster, when
     another broker coordinates it, UNAVAILABLE WrongHostError naming the
     segment `<offsets topic>/<container>` and its owner (the SDK follows it).
+    """
+    DeleteKafkaGroup: _aio.UnaryUnaryMultiCallable[_groups_pb2.DeleteKafkaGroupRequest, _groups_pb2.DeleteKafkaGroupResponse]  # type: ignore[assignment]
+    """Deletes a Kafka group with its committed offsets (Kafka's DeleteGroups).
+    FAILED_PRECONDITION (ReaderGroupNotEmptyError, context group, members)
+    while it has members; NOT_FOUND and WrongHost as DescribeKafkaGroup. A
+    failed write (UNAVAILABLE) leaves the outcome unknown: describe it again.
+    """
+    ResetKafkaGroup: _aio.UnaryUnaryMultiCallable[_groups_pb2.ResetKafkaGroupRequest, _groups_pb2.KafkaGroupDescription]  # type: ignore[assignment]
+    """Sets a Kafka group's committed offsets to the start or the end of the
+    partitions of `topics` (empty: every topic it committed), as
+    kafka-consumer-groups --reset-offsets --to-earliest|--to-latest --execute.
+    Refused as DeleteKafkaGroup while it has members; an unknown topic is
+    NOT_FOUND (TopicNotFoundError); a group with no offsets and no `topics`
+    is NOT_FOUND. Offsets are absolute: after an unknown outcome the same
+    request may simply be sent again.
     """
 
 class ReaderGroupsServicer(metaclass=_abc_1.ABCMeta):
@@ -229,9 +259,9 @@ class ReaderGroupsServicer(metaclass=_abc_1.ABCMeta):
         request: _groups_pb2.ListKafkaGroupsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_groups_pb2.ListKafkaGroupsResponse, _abc.Awaitable[_groups_pb2.ListKafkaGroupsResponse]]:
-        """Kafka consumer groups (the Kafka listener's, docs/kafka.md), read-only
-        (reset and delete them with Kafka's tools). Beside reader groups: one
-        name may be both.
+        """Kafka consumer groups (the Kafka listener's, docs/kafka.md), beside
+        reader groups: one name may be both. Reset and delete follow Kafka's
+        rule: refused while the group has members.
 
         The Kafka groups this broker coordinates, by name (on a standalone every
         one; no Kafka listener: none). `complete` false (a cluster broker): the
@@ -249,6 +279,33 @@ class ReaderGroupsServicer(metaclass=_abc_1.ABCMeta):
         context group, kind "kafka") for an unknown group; in a cluster, when
         another broker coordinates it, UNAVAILABLE WrongHostError naming the
         segment `<offsets topic>/<container>` and its owner (the SDK follows it).
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteKafkaGroup(
+        self,
+        request: _groups_pb2.DeleteKafkaGroupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_groups_pb2.DeleteKafkaGroupResponse, _abc.Awaitable[_groups_pb2.DeleteKafkaGroupResponse]]:
+        """Deletes a Kafka group with its committed offsets (Kafka's DeleteGroups).
+        FAILED_PRECONDITION (ReaderGroupNotEmptyError, context group, members)
+        while it has members; NOT_FOUND and WrongHost as DescribeKafkaGroup. A
+        failed write (UNAVAILABLE) leaves the outcome unknown: describe it again.
+        """
+
+    @_abc_1.abstractmethod
+    def ResetKafkaGroup(
+        self,
+        request: _groups_pb2.ResetKafkaGroupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_groups_pb2.KafkaGroupDescription, _abc.Awaitable[_groups_pb2.KafkaGroupDescription]]:
+        """Sets a Kafka group's committed offsets to the start or the end of the
+        partitions of `topics` (empty: every topic it committed), as
+        kafka-consumer-groups --reset-offsets --to-earliest|--to-latest --execute.
+        Refused as DeleteKafkaGroup while it has members; an unknown topic is
+        NOT_FOUND (TopicNotFoundError); a group with no offsets and no `topics`
+        is NOT_FOUND. Offsets are absolute: after an unknown outcome the same
+        request may simply be sent again.
         """
 
 def add_ReaderGroupsServicer_to_server(servicer: ReaderGroupsServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

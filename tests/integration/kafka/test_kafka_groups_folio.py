@@ -146,13 +146,13 @@ def test_the_lag_metric_per_partition_for_both_kinds(
 
 def test_sdk_typed_results_and_errors(server: BookieProcess, member: Consumer) -> None:
     with folio.Client(server.address, timeout_s=30) as client:
-        described = client.describe_kafka_group(GROUP)
+        described = client.kafka_group(GROUP).describe()
         assert isinstance(described, KafkaGroupDescription)
         assert [(p.partition, p.committed_offset, p.end_offset, p.lag)
                 for p in described.partitions] == [(0, 7, 10, 3), (1, 6, 6, 0)]
         assert described.members[0].assigned == ((TOPIC, 0), (TOPIC, 1))
         with pytest.raises(folio.ReaderGroupNotFoundError) as missing:
-            client.describe_kafka_group("kg-nobody")
+            client.kafka_group("kg-nobody").describe()
         assert missing.value.context == {"group": "kg-nobody", "kind": "kafka"}
         assert "Kafka consumer group 'kg-nobody' does not exist" in str(missing.value)
         assert [g for g in client.list_groups("kafka") if g.name == GROUP] == [
