@@ -5,7 +5,8 @@ Real processes (ZooKeeper, 3 bookies, 3 brokers with ``--kafka-port 0``). Two
 librdkafka groups are coordinated by two brokers other than the one the SDK
 and the CLI are pointed at: the list merges every broker's groups, and a
 describe sent to the first broker answers WrongHost naming the coordinator,
-which the SDK follows, with the right committed offsets and lag.
+which the SDK follows, with the right committed offsets and lag; a reset and a
+delete are followed there too.
 """
 
 from __future__ import annotations
@@ -64,6 +65,14 @@ def test_kafka_groups_listed_from_every_broker_and_described_at_their_coordinato
                 (0, offsets[0], 5, 5 - offsets[0]), (1, offsets[1], 5, 5 - offsets[1])]
         with pytest.raises(folio.ReaderGroupNotFoundError):
             client.kafka_group("kcg-nobody").describe()
+        # Reset and delete go to the coordinator the same way.
+        reset, deleted = list(elsewhere)
+        after = client.kafka_group(reset).reset("latest")
+        assert [(p.committed_offset, p.lag) for p in after.partitions] == [(5, 0), (5, 0)]
+        client.kafka_group(deleted).delete()
+        with pytest.raises(folio.ReaderGroupNotFoundError):
+            client.kafka_group(deleted).describe()
+        elsewhere = {reset: [5, 5]}
 
     shown = run_folio("group", "list", "--kind", "kafka", "--json", "--endpoint", first)
     assert shown.returncode == 0, shown.stderr

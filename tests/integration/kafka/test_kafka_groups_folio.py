@@ -162,3 +162,52 @@ def test_sdk_typed_results_and_errors(server: BookieProcess, member: Consumer) -
     assert refused.stderr.startswith("folio group describe: error:")
     assert ("group 'kg-nobody' does not exist (neither a reader group nor a Kafka consumer "
             "group)") in refused.stderr
+
+
+def test_reset_and_delete_refused_while_the_group_has_members_then_done(
+        server: BookieProcess, bootstrap: str, member: Consumer) -> None:
+    group = "kg-reset"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "session.timeout.ms": 30_000, "heartbeat.interval.ms": 500})
+    consumer.subscribe([TOPIC])
+    got: list[object] = []
+    poll_until([consumer], lambda: len(got) == 16, "the 16 records", got)
+    consumer.commit(offsets=[TopicPartition(TOPIC, 0, 4), TopicPartition(TOPIC, 1, 2)],
+                    asynchronous=False)
+    ep = ("--endpoint", server.address)
+    try:
+        for refused in (run_folio("group", "reset", group, "--to", "earliest", *ep),
+                        run_folio("group", "delete", group, *ep)):
+            assert refused.returncode == 1
+            assert f"Kafka consumer group '{group}' has members: " in refused.stderr
+            assert "stop its consumers first" in refused.stderr
+        with folio.Client(server.address, timeout_s=30) as client:
+            with pytest.raises(folio.ReaderGroupNotEmptyError) as not_empty:
+                client.kafka_group(group).reset("latest")
+            assert len(not_empty.value.members) == 1
+            assert [p.committed_offset for p in client.kafka_group(group).describe().partitions
+                    ] == [4, 2]  # nothing changed
+    finally:
+        consumer.close()  # LeaveGroup: Empty at once
+
+    done = run_folio("group", "reset", group, "--to", "earliest", *ep)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"Kafka consumer group {group} reset to earliest:")
+    with folio.Client(server.address, timeout_s=30) as client:
+        kafka = client.kafka_group(group)
+        assert [(p.committed_offset, p.lag) for p in kafka.describe().partitions] == [
+            (0, 10), (0, 6)]
+        after = kafka.reset("latest", [TOPIC])
+        assert [(p.committed_offset, p.lag) for p in after.partitions] == [(10, 0), (6, 0)]
+        with pytest.raises(folio.TopicNotFoundError):
+            kafka.reset("earliest", ["kg-no-such-topic"])
+    forced = run_folio("group", "delete", group, "--force", *ep)
+    assert forced.returncode == 1 and "--force does not apply" in forced.stderr
+    deleted = run_folio("group", "delete", group, *ep)
+    assert deleted.returncode == 0, deleted.stderr
+    listed = json.loads(_cli("list", "--kind", "kafka", "--json", server=server))
+    assert group not in {g["name"] for g in listed}
+    gone = run_folio("group", "delete", group, "--kind", "kafka", *ep)
+    assert gone.returncode == 1
+    assert f"Kafka consumer group '{group}' does not exist" in gone.stderr
