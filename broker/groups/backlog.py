@@ -59,7 +59,6 @@ class GroupBacklog:
         self._topics = topics
         self._liveness = liveness
         self._reported: set[str] = set()
-        self._lags: set[tuple[str, str, str]] = set()
 
     async def update(self) -> None:
         """Set every group's backlog now; forget groups deleted since the last round."""
@@ -92,4 +91,4 @@ class GroupBacklog:
         for gone in self._reported - set(names):
             forget_reader_group(gone)
         self._reported = set(names)
-        self._lags = set_group_lags("reader", lags, self._lags)
+        set_group_lags("reader", lags)
