@@ -236,10 +236,11 @@ def set_group_lags(kind: str, lags: dict[tuple[str, str, str], int]) -> None:
     """Report ``folio_group_lag`` of ``kind`` per (group, topic, partition) from now on.
 
     Replaces the kind's previous series (a deleted group, a partition no
-    longer held are gone); ``lags`` is kept, not copied: the caller gives
-    a fresh dict each time and never changes it after. O(1) here: the series are built when Prometheus
-    scrapes, on its thread, so tens of thousands of them never hold the
-    event loop (a Gauge child per series took ~10 us each to set).
+    longer held are gone); ``lags`` is kept, not copied: the caller gives a
+    fresh dict each time and never changes it after. O(1) here: the series
+    are built when Prometheus scrapes, on its thread, so tens of thousands
+    of them never hold the event loop (a Gauge child per series took ~10 us
+    each to set).
     """
     _group_lags[kind] = lags
 

@@ -28,7 +28,12 @@ import struct
 from collections.abc import Callable
 
 from broker.api import Topics
-from broker.errors import BrokerError, ReaderGroupNotEmptyError, WrongHostError
+from broker.errors import (
+    BrokerError,
+    InvalidArgumentError,
+    ReaderGroupNotEmptyError,
+    WrongHostError,
+)
 from broker.groups.kafka_view import (
     KafkaGroupDetail,
     KafkaGroupListing,
@@ -123,6 +128,8 @@ class GroupReport:
         await self._coordinator.delete_empty(name)
 
     async def reset(self, name: str, earliest: bool, topics: list[str]) -> KafkaGroupDetail:
+        if not name:
+            raise InvalidArgumentError("a Kafka consumer group's id must not be empty")
         group = self._coordinator.group(name)
         if group is None or group.state is ConsumerGroupState.DEAD:
             self._moved(name)
@@ -130,6 +137,9 @@ class GroupReport:
                 raise kafka_group_not_found(name)
         self._check_empty(name)
         chosen = sorted(set(topics) or {t for t, _ in self._coordinator.store.offsets(name)})
+        if not chosen:
+            raise InvalidArgumentError(f"Kafka consumer group {name!r} has no committed "
+                                       "offsets: name the topics to reset")
         offsets = []
         for topic in chosen:
             for segment in await partition_segments(self._topics, topic):

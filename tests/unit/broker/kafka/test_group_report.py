@@ -17,9 +17,15 @@ from kio.schema.errors import ErrorCode
 from prometheus_client import REGISTRY
 
 from broker.api import Block, TopicConfig
-from broker.errors import ReaderGroupNotFoundError, WrongHostError
+from broker.errors import (
+    InvalidArgumentError,
+    ReaderGroupNotFoundError,
+    TopicNotFoundError,
+    WrongHostError,
+)
 from broker.groups.kafka_view import KafkaGroupListing
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCommitItem
+from broker.kafka.consumer_groups.members import Group
 from broker.kafka.consumer_groups.offsets import CommittedOffset, OffsetStore
 from broker.kafka.consumer_groups.report import GroupReport, decode_assignment
 from tests.unit.broker.conftest import BrokerEnv
@@ -96,3 +102,20 @@ async def test_a_group_coordinated_elsewhere_answers_wrong_host(env: BrokerEnv) 
     with pytest.raises(WrongHostError) as answered:
         await report.describe("rep-elsewhere")
     assert answered.value is moved
+
+
+async def test_a_reset_needs_an_id_and_something_to_reset(env: BrokerEnv) -> None:
+    groups = await _groups(env)
+    report = GroupReport(groups, env.manager())
+    with pytest.raises(InvalidArgumentError, match="must not be empty"):
+        await report.reset("", True, ["rep"])
+    with pytest.raises(ReaderGroupNotFoundError):
+        await report.reset("rep-new", True, [])  # no group, no topics named
+    made = await report.reset("rep-new", False, ["rep"])  # a new group's offsets, as Kafka
+    assert [(p.partition, p.committed_offset, p.lag) for p in made.partitions] == [
+        (0, 10, 0), (1, 4, 0)]
+    groups.groups()["rep-bare"] = Group("rep-bare")  # known, no offsets
+    with pytest.raises(InvalidArgumentError, match="name the topics to reset"):
+        await report.reset("rep-bare", True, [])
+    with pytest.raises(TopicNotFoundError):
+        await report.reset("rep-new", True, ["rep-missing"])
