@@ -186,9 +186,11 @@ class ReaderGroupsServicer:
         partitions of `topics` (empty: every topic it committed), as
         kafka-consumer-groups --reset-offsets --to-earliest|--to-latest --execute.
         Refused as DeleteKafkaGroup while it has members; an unknown topic is
-        NOT_FOUND (TopicNotFoundError); a group with no offsets and no `topics`
-        is NOT_FOUND. Offsets are absolute: after an unknown outcome the same
-        request may simply be sent again.
+        NOT_FOUND (TopicNotFoundError); an unknown group with no `topics` is
+        NOT_FOUND (with `topics`, its offsets are made, as Kafka's tool does);
+        INVALID_ARGUMENT: `to` unset, an empty name, a known group with nothing
+        committed and no `topics`. Offsets are absolute: after an unknown outcome
+        the same request may simply be sent again.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -130,9 +130,11 @@ class ReaderGroupsStub:
     partitions of `topics` (empty: every topic it committed), as
     kafka-consumer-groups --reset-offsets --to-earliest|--to-latest --execute.
     Refused as DeleteKafkaGroup while it has members; an unknown topic is
-    NOT_FOUND (TopicNotFoundError); a group with no offsets and no `topics`
-    is NOT_FOUND. Offsets are absolute: after an unknown outcome the same
-    request may simply be sent again.
+    NOT_FOUND (TopicNotFoundError); an unknown group with no `topics` is
+    NOT_FOUND (with `topics`, its offsets are made, as Kafka's tool does);
+    INVALID_ARGUMENT: `to` unset, an empty name, a known group with nothing
+    committed and no `topics`. Offsets are absolute: after an unknown outcome
+    the same request may simply be sent again.
     """
 
 @_typing.type_check_only
@@ -185,9 +187,11 @@ class ReaderGroupsAsyncStub(ReaderGroupsStub):
     partitions of `topics` (empty: every topic it committed), as
     kafka-consumer-groups --reset-offsets --to-earliest|--to-latest --execute.
     Refused as DeleteKafkaGroup while it has members; an unknown topic is
-    NOT_FOUND (TopicNotFoundError); a group with no offsets and no `topics`
-    is NOT_FOUND. Offsets are absolute: after an unknown outcome the same
-    request may simply be sent again.
+    NOT_FOUND (TopicNotFoundError); an unknown group with no `topics` is
+    NOT_FOUND (with `topics`, its offsets are made, as Kafka's tool does);
+    INVALID_ARGUMENT: `to` unset, an empty name, a known group with nothing
+    committed and no `topics`. Offsets are absolute: after an unknown outcome
+    the same request may simply be sent again.
     """
 
 class ReaderGroupsServicer(metaclass=_abc_1.ABCMeta):
@@ -303,9 +307,11 @@ class ReaderGroupsServicer(metaclass=_abc_1.ABCMeta):
         partitions of `topics` (empty: every topic it committed), as
         kafka-consumer-groups --reset-offsets --to-earliest|--to-latest --execute.
         Refused as DeleteKafkaGroup while it has members; an unknown topic is
-        NOT_FOUND (TopicNotFoundError); a group with no offsets and no `topics`
-        is NOT_FOUND. Offsets are absolute: after an unknown outcome the same
-        request may simply be sent again.
+        NOT_FOUND (TopicNotFoundError); an unknown group with no `topics` is
+        NOT_FOUND (with `topics`, its offsets are made, as Kafka's tool does);
+        INVALID_ARGUMENT: `to` unset, an empty name, a known group with nothing
+        committed and no `topics`. Offsets are absolute: after an unknown outcome
+        the same request may simply be sent again.
         """
 
 def add_ReaderGroupsServicer_to_server(servicer: ReaderGroupsServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
