@@ -278,14 +278,17 @@ class TxnLabelClosedError(BrokerError):
 
 
 class ReaderGroupNotFoundError(BrokerError):
-    """No reader group of that name."""
+    """No reader group of that name (``kind`` "kafka": no Kafka consumer group of that name)."""
 
-    def __init__(self, group: str) -> None:
-        super().__init__(f"reader group {group!r} does not exist")
+    def __init__(self, group: str, kind: str = "reader") -> None:
+        what = "Kafka consumer group" if kind == "kafka" else "reader group"
+        super().__init__(f"{what} {group!r} does not exist")
         self.group = group
+        self.kind = kind
 
     def context(self) -> dict[str, object]:
-        return {"group": self.group}
+        return {"group": self.group} if self.kind == "reader" else {
+            "group": self.group, "kind": self.kind}
 
 
 class ReaderGroupExistsError(BrokerError):
@@ -317,6 +320,20 @@ class GroupStateConflictError(BrokerError):
     def context(self) -> dict[str, object]:
         return {"group": self.group, "expected_version": self.expected_version,
                 "version": self.version}
+
+
+class ReaderGroupNotEmptyError(BrokerError):
+    """A reset or delete of a Kafka consumer group that has members (Kafka: NON_EMPTY_GROUP)."""
+
+    def __init__(self, group: str, members: list[str]) -> None:
+        super().__init__(f"Kafka consumer group {group!r} has {len(members)} member(s) "
+                         f"({', '.join(members[:5])}{', ...' if len(members) > 5 else ''}): "
+                         "stop its consumers first, as Kafka requires")
+        self.group = group
+        self.members = members
+
+    def context(self) -> dict[str, object]:
+        return {"group": self.group, "members": self.members}
 
 
 class TopicSealedError(SegmentSealedError):

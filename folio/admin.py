@@ -1,4 +1,4 @@
-"""The admin calls of a client: topics, segments and transactions by id.
+"""The admin calls of a client: topics, segments, transactions by id, group listings.
 
 ``AdminCalls`` is the part of :class:`folio.Client` that is plain unary gRPC:
 each public method is a blocking wrapper (``_call``) over a coroutine
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from google.protobuf.message import Message
 from grpc import aio
@@ -38,6 +38,9 @@ from folio.models import (
     topic_info_from_proto,
 )
 from folio.txn.txn_status import TxnStatus
+
+if TYPE_CHECKING:  # loaded when called
+    from folio.read.kafka_groups import GroupKind, GroupListing, KafkaGroup
 
 __all__ = ["AdminCalls"]
 
@@ -448,6 +451,26 @@ class AdminCalls:
         response = self._call(self._connection.transactions.GetTxnStatus,
                               transactions_pb2.GetTxnStatusRequest(txn_id=txn_id), retry=True)
         return TxnStatus.from_wire(response.state)
+
+    def list_groups(self, kind: GroupKind | None = None) -> list[GroupListing]:
+        """Every group, reader and Kafka consumer groups, by name then kind (or one ``kind``).
+
+        In a cluster every live broker is asked for the Kafka groups it
+        coordinates (``folio.read.kafka_groups``); ``NoBrokerAvailableError``
+        if one does not answer.
+        """
+        from folio.read.kafka_groups import list_groups  # noqa: PLC0415
+
+        return list_groups(self, kind)
+
+    def kafka_group(self, name: str) -> KafkaGroup:
+        """A Kafka consumer group (no call made): ``describe``, ``reset``, ``delete``.
+
+        Reset and delete are refused while it has members, as Kafka does.
+        """
+        from folio.read.kafka_groups import KafkaGroup  # noqa: PLC0415
+
+        return KafkaGroup(self, name)
 
 
 

@@ -29,6 +29,7 @@ from broker.appends.held import MAX_TXN_BYTES
 from broker.auth import AclStore, Authorizer
 from broker.broker_config import BrokerConfig
 from broker.groups.backlog import GroupBacklog
+from broker.groups.kafka_view import KafkaGroupsSlot
 from broker.groups.liveness import GroupLiveness
 from broker.groups.store import ReaderGroupStore
 from broker.metrics import watch_broker
@@ -188,6 +189,8 @@ class GroupsPart:
         self._topics = topics
         self._groups: ReaderGroupStore | None = None
         self._liveness: GroupLiveness | None = None
+        #: The Kafka listener's consumer groups, once it has started (``folio group``).
+        self.kafka_groups = KafkaGroupsSlot()
 
     @property
     def groups(self) -> ReaderGroupStore:

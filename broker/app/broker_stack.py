@@ -125,7 +125,8 @@ class GrpcServer:
                 max_held_bytes=config.max_held_bytes, max_held_ms=config.max_held_ms,
                 coordinator=self._coordinator.coordinator,
                 commit_keys=self._commit_keys.commit_keys, groups=self._groups.groups,
-                group_liveness=self._groups.liveness, tls=config.server_tls(),
+                group_liveness=self._groups.liveness, kafka_groups=self._groups.kafka_groups,
+                tls=config.server_tls(),
                 acls=self._acls.acls, interceptors=self._acls.interceptors,
                 owners=None if ownership is None else ownership.owners,
                 transactions_gate=None if ownership is None else ownership.transactions_gate,
@@ -146,13 +147,15 @@ class KafkaListener:
     name = "Kafka listener"
 
     def __init__(self, config: BrokerConfig, source: LedgerSource, topics: TopicsPart,
-                 coordinator: CoordinatorPart, view: OwnershipView, acls: AclsPart) -> None:
+                 coordinator: CoordinatorPart, view: OwnershipView, acls: AclsPart,
+                 groups: GroupsPart) -> None:
         self._config = config
         self._source = source
         self._topics = topics
         self._coordinator = coordinator
         self._view = view
         self._acls = acls
+        self._groups = groups
         self._started: StartedKafka | None = None
 
     @property
@@ -170,8 +173,11 @@ class KafkaListener:
                 if config.token_auth else None)
         except (OSError, ValueError, KafkaUnavailableError) as error:
             raise StartError(str(error)) from None
+        if self._started is not None:  # ``folio group`` shows its consumer groups now
+            self._groups.kafka_groups.source = self._started.groups
 
     async def stop(self) -> None:
+        self._groups.kafka_groups.source = None
         if self._started is None:
             return
         await self._started.server.stop()
@@ -255,7 +261,7 @@ def add_broker(stack: ComponentStack, config: BrokerConfig, source: LedgerSource
         lambda: metrics_tls_arguments(config.server_tls())) if config.metrics_tls else None))
     grpc = stack.add(GrpcServer(config, view, coordinator, commit_keys, groups, acls),
                      stop_timeout_s=config.stop_grace_s + 10)
-    kafka = stack.add(KafkaListener(config, source, topics, coordinator, view, acls))
+    kafka = stack.add(KafkaListener(config, source, topics, coordinator, view, acls, groups))
     if bookie_in_process:
         stack.add(StorageWatchPart(source, grpc), stop_timeout_s=5)
     return BrokerStack(config, running, view, metrics, grpc, kafka)

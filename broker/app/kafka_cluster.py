@@ -30,7 +30,9 @@ from collections.abc import Callable
 from broker.cluster.containers import OwnerRecord
 from broker.cluster.session_gate import OwnershipPhase
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
+from broker.errors import WrongHostError
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator
+from broker.kafka.consumer_groups.offsets import OFFSETS_TOPIC
 from broker.kafka.locator import GROUP_KEY, Node, container_of
 from broker.kafka.nodes import parse_node
 
@@ -109,6 +111,18 @@ class ClusterKafka:
         return (container in self._loaded
                 and container in self._owners.served_containers()
                 and self._owners.phase is OwnershipPhase.SERVING)
+
+    def where_group(self, group: str) -> WrongHostError | None:
+        """None if this broker coordinates ``group``, else the WrongHost ``folio group`` gets.
+
+        It names the offsets segment of the group's container and its owner
+        ("" while unknown, or while this broker still loads the container).
+        """
+        if self.is_local(GROUP_KEY, group):
+            return None
+        segment = f"{OFFSETS_TOPIC}/{container_of(GROUP_KEY, group, self._count)}"
+        owner = self._owners.owner_of(segment)
+        return WrongHostError(segment, "" if owner == self._owners.address else owner)
 
     # -- container listener (``ClusterOwnership.add_container_listener``) ----------
 

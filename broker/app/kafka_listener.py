@@ -15,6 +15,7 @@ from broker.app.cluster_ownership import ClusterOwnership
 from broker.app.no_hypothesis import hide_hypothesis
 from broker.auth.access import Access
 from broker.broker_config import BrokerConfig
+from broker.groups.kafka_view import KafkaGroups
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator
 from ledger.api import MetadataStore
@@ -37,11 +38,13 @@ class StartedKafka:
     """The Kafka listener, and a cluster broker's view of nodes and group coordinators.
 
     The view's loads of claimed containers' groups are its own background
-    tasks: stop it after the server (``ClusterKafka.stop``).
+    tasks: stop it after the server (``ClusterKafka.stop``). ``groups``: its
+    consumer groups as ``folio group`` shows them.
     """
 
     server: KafkaServer
     cluster: ClusterKafka | None
+    groups: KafkaGroups | None = None
 
 
 async def start_kafka(config: BrokerConfig, topics: TopicManager,
@@ -74,6 +77,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     try:
         # Imported here: only a broker that serves Kafka needs kio.
         from broker.app.kafka_cluster import ClusterKafka, kafka_address  # noqa: PLC0415
+        from broker.kafka.consumer_groups.report import GroupReport  # noqa: PLC0415
         from broker.kafka.context import NODE_ID, KafkaContext  # noqa: PLC0415
         from broker.kafka.coordinators import ClusterGroups, start_coordinators  # noqa: PLC0415
         from broker.kafka.handlers.transactions import install  # noqa: PLC0415
@@ -106,6 +110,10 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         else ClusterGroups(ownership.container_count, cluster.writable, cluster))
     if cluster is not None:
         cluster.attach(context.coordinators.groups)
+    # ``folio group`` and ``folio_group_lag`` (set on the maintenance round).
+    report = GroupReport(context.coordinators.groups, topics,
+                         None if cluster is None else cluster.where_group)
+    topics.add_maintenance_hook(report.update_lag)
     if context.coordinators.txns is not None:
         install(context)
     server = KafkaServer(context, config.host, config.kafka_port)
@@ -117,7 +125,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     if ownership is not None:  # published with its ownership records (``ownership.start``)
         ownership.kafka_address = kafka_address(
             context.host, context.advertised_port or context.port)
-    return StartedKafka(server, cluster)
+    return StartedKafka(server, cluster, report)
 
 
 def kafka_security(config: BrokerConfig, store: MetadataStore) -> KafkaSecurity:

@@ -13,8 +13,10 @@ never per block.
 
 Why the rows that need only authentication:
 
-- ``ListTopics``, ``ListReaderGroups``: names only, so that tools can
-  browse; the topics' contents, configs and segments still need a permission.
+- ``ListTopics``, ``ListReaderGroups``, ``ListKafkaGroups``: names only (a
+  Kafka group's state and member count too), so that tools can browse; the
+  topics' contents, configs and segments, a group's members and offsets still
+  need a permission.
 - ``ListBrokers``: the cluster's broker addresses, which every client needs
   to bootstrap (they are the addresses it may connect to anyway).
 - ``BrokerInternal`` (proto/broker/v1/internal.proto, not public): only other
@@ -71,6 +73,12 @@ def _new_group(request: Any) -> list[tuple[ResourceKind, str]]:
     # Creating a group that reads topics needs consume on each of them too.
     return [(ResourceKind.GROUP, request.name),
             *((ResourceKind.TOPIC, topic) for topic in request.state.topics)]
+
+
+def _reset_group(request: Any) -> list[tuple[ResourceKind, str]]:
+    # As a commit of the group's offsets: consume on the group and on each topic named.
+    return [(ResourceKind.GROUP, request.name),
+            *((ResourceKind.TOPIC, topic) for topic in request.topics)]
 
 
 def _granted(request: Any) -> list[tuple[ResourceKind, str]]:
@@ -145,6 +153,12 @@ RPC_TABLE: Final[dict[str, Rule]] = {
     _method(*_GROUPS, "ListReaderGroups"): Rule(Need.AUTHENTICATED),
     _method(*_GROUPS, "Heartbeat"): Rule(Need.CONSUME, _group),
     _method(*_GROUPS, "GetMembers"): Rule(Need.CONSUME, _group),
+    # Kafka consumer groups: the same group resource the Kafka listener checks
+    # (DescribeGroups needs describe, i.e. any permission, on the group).
+    _method(*_GROUPS, "ListKafkaGroups"): Rule(Need.AUTHENTICATED),
+    _method(*_GROUPS, "DescribeKafkaGroup"): Rule(Need.LOOKUP, _group),
+    _method(*_GROUPS, "DeleteKafkaGroup"): Rule(Need.ADMIN, _group),
+    _method(*_GROUPS, "ResetKafkaGroup"): Rule(Need.CONSUME, _reset_group),
     _method(*_INTERNAL, "RegisterTxnSegment"): Rule(Need.SUPER_USER),
     _method(*_INTERNAL, "WriteTxnMarker"): Rule(Need.SUPER_USER),
 }

@@ -106,6 +106,8 @@ class KafkaConnection:
         self._max_frame_bytes = max_frame_bytes
         peer = stream.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        #: The client's host as Kafka's DescribeGroups shows it ("/<address>").
+        self.client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
         #: Who this connection authenticated as; None: the listener authenticates no one.
         self.principal: Principal | None = None
         #: The connection's SASL state when the listener authenticates (set by the
@@ -270,7 +272,7 @@ class KafkaConnection:
             log.debug("kafka: api_key %d version %d from %s: %d bytes after the request",
                       api_key, version, self.peer, len(data) - used - size)
         return Call(api_key, version, header.correlation_id, header.client_id, request,
-                    self.principal)
+                    self.principal, self.client_host)
 
     @staticmethod
     def _encode(api_key: int, version: int, correlation_id: int, response: Any) -> bytes:

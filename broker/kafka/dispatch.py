@@ -34,6 +34,8 @@ class Call:
         request: the kio request entity of that API and version.
         principal: who the connection authenticated as (SASL or a TLS client
             certificate); None while the listener authenticates no one.
+        client_host: the client's address as Kafka shows it ("/127.0.0.1"),
+            "" when unknown.
     """
 
     api_key: int
@@ -42,6 +44,7 @@ class Call:
     client_id: str | None
     request: Any
     principal: Principal | None = None
+    client_host: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,12 @@ from typing import Any
 import grpc
 
 from broker.api import Topics
-from broker.errors import BrokerError
+from broker.errors import BrokerError, InvalidArgumentError
+from broker.groups.kafka_view import (
+    KafkaGroupDetail,
+    KafkaGroupsSlot,
+    kafka_group_not_found,
+)
 from broker.groups.liveness import GroupLiveness
 from broker.groups.store import GroupRecord, ReaderGroupStore
 from broker.services._servicer import abort_with
@@ -23,19 +28,37 @@ __all__ = ["ReaderGroupsServicer"]
 
 _Context = grpc.aio.ServicerContext[Any, Any]
 _Refusals = (BrokerError, LedgerError)
+_TO = groups_pb2.ResetKafkaGroupRequest
 
 
 def _reply(record: GroupRecord) -> groups_pb2.ReaderGroup:
     return groups_pb2.ReaderGroup(name=record.name, version=record.version, state=record.state)
 
 
+def _kafka_reply(detail: KafkaGroupDetail) -> groups_pb2.KafkaGroupDescription:
+    return groups_pb2.KafkaGroupDescription(
+        name=detail.name, state=detail.state, protocol_type=detail.protocol_type,
+        protocol=detail.protocol, generation=detail.generation, lag=detail.lag,
+        members=[groups_pb2.KafkaGroupMember(
+            member_id=m.member_id, group_instance_id=m.group_instance_id,
+            client_id=m.client_id, client_host=m.client_host,
+            assigned=[groups_pb2.KafkaTopicPartition(topic=t, partition=p)
+                      for t, p in m.assigned]) for m in detail.members],
+        partitions=[groups_pb2.KafkaPartitionLag(
+            topic=p.topic, partition=p.partition, committed_offset=p.committed_offset,
+            end_offset=p.end_offset, lag=p.lag, member_id=p.member_id, metadata=p.metadata)
+            for p in detail.partitions])
+
+
 class ReaderGroupsServicer(groups_pb2_grpc.ReaderGroupsServicer):
     """Create, get, conditionally update, delete and list reader groups."""
 
     def __init__(self, topics: Topics, store: ReaderGroupStore,
-                 liveness: GroupLiveness | None = None) -> None:
+                 liveness: GroupLiveness | None = None,
+                 kafka: KafkaGroupsSlot | None = None) -> None:
         self._topics = topics
         self._store = store
+        self._kafka = kafka or KafkaGroupsSlot()
         # Without one started by the caller, heartbeats are recorded but no
         # member is ever declared offline.
         self._liveness = liveness or GroupLiveness(store)
@@ -113,3 +136,54 @@ class ReaderGroupsServicer(groups_pb2_grpc.ReaderGroupsServicer):
                 reported_positions=[groups_pb2.SegmentOffset(segment=s, offset=o)
                                     for s, o in sorted(m.reported.items())])
             for m in members])
+
+    async def ListKafkaGroups(
+        self, request: groups_pb2.ListKafkaGroupsRequest, context: _Context
+    ) -> groups_pb2.ListKafkaGroupsResponse:
+        source = self._kafka.source
+        if source is None:  # no Kafka listener (yet): no Kafka group anywhere here
+            return groups_pb2.ListKafkaGroupsResponse(complete=True)
+        found, complete = source.listing()
+        return groups_pb2.ListKafkaGroupsResponse(complete=complete, groups=[
+            groups_pb2.KafkaGroupListing(name=g.name, state=g.state,
+                                         protocol_type=g.protocol_type,
+                                         member_count=g.member_count) for g in found])
+
+    async def DescribeKafkaGroup(
+        self, request: groups_pb2.DescribeKafkaGroupRequest, context: _Context
+    ) -> groups_pb2.KafkaGroupDescription:
+        source = self._kafka.source
+        try:
+            if source is None:
+                raise kafka_group_not_found(request.name)
+            detail = await source.describe(request.name)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return _kafka_reply(detail)
+
+    async def DeleteKafkaGroup(
+        self, request: groups_pb2.DeleteKafkaGroupRequest, context: _Context
+    ) -> groups_pb2.DeleteKafkaGroupResponse:
+        source = self._kafka.source
+        try:
+            if source is None:
+                raise kafka_group_not_found(request.name)
+            await source.delete(request.name)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return groups_pb2.DeleteKafkaGroupResponse()
+
+    async def ResetKafkaGroup(
+        self, request: groups_pb2.ResetKafkaGroupRequest, context: _Context
+    ) -> groups_pb2.KafkaGroupDescription:
+        source = self._kafka.source
+        try:
+            if request.to not in (_TO.TO_EARLIEST, _TO.TO_LATEST):
+                raise InvalidArgumentError("ResetKafkaGroup needs `to`: TO_EARLIEST or TO_LATEST")
+            if source is None:
+                raise kafka_group_not_found(request.name)
+            detail = await source.reset(request.name, request.to == _TO.TO_EARLIEST,
+                                        list(request.topics))
+        except _Refusals as error:
+            await abort_with(context, error)
+        return _kafka_reply(detail)

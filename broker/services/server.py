@@ -27,6 +27,7 @@ from broker.appends.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from broker.auth.acl_store import AclStore
 from broker.cluster.owners import SegmentOwners, SingleBroker
 from broker.cluster.txn_routes import ClusterTxnRoutes
+from broker.groups.kafka_view import KafkaGroupsSlot
 from broker.groups.liveness import GroupLiveness
 from broker.groups.store import ReaderGroupStore
 from broker.services._handlers import add_servicer
@@ -105,6 +106,7 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
                               coordinator: TxnCoordinator | None = None,
                               groups: ReaderGroupStore | None = None,
                               group_liveness: GroupLiveness | None = None,
+                              kafka_groups: KafkaGroupsSlot | None = None,
                               owners: SegmentOwners | None = None,
                               tls: ServerTls | None = None,
                               acls: AclStore | None = None,
@@ -123,6 +125,8 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
     states by compare-and-set); without, its calls are UNIMPLEMENTED.
     ``group_liveness`` (started by the caller) declares silent members
     offline; without, heartbeats are recorded but nobody is declared offline.
+    ``kafka_groups``: where the Kafka listener's consumer groups appear once
+    it has started (ListKafkaGroups, DescribeKafkaGroup); without, none.
 
     ``owners`` says which broker serves each segment (``broker.cluster``);
     without, this broker owns every segment under the address it binds.
@@ -167,7 +171,7 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
                                             txn_routes.participant.write_marker))
     if groups is not None:
         add_servicer(server, groups_pb2.DESCRIPTOR.services_by_name["ReaderGroups"],
-                     ReaderGroupsServicer(topics, groups, group_liveness))
+                     ReaderGroupsServicer(topics, groups, group_liveness, kafka_groups))
     health = serve_health(server)
     serve_reflection(server, (*SERVICE_NAMES, HEALTH_SERVICE_NAME))
     bound = await listen(server, host, port, tls)

@@ -1,9 +1,11 @@
 """``folio group list|describe|reset|offline|delete``: reader groups, as kafka-consumer-groups.
 
-Everything goes through the SDK (``Client.list_reader_groups``,
-``ReaderGroup.describe``, ``reset(only_if_empty=True)``, ``reader_offline``,
-``delete``). Like Kafka, a reset or a delete is refused while the group has
-members: stop them first, or declare dead ones offline.
+Everything goes through the SDK (``Client.list_groups``,
+``ReaderGroup.describe``, ``Client.kafka_group(name)``,
+``reset(only_if_empty=True)``, ``reader_offline``, ``delete``). Like Kafka, a
+reset or a delete is refused while the group has members: stop them first,
+or declare dead ones offline. The Kafka listener's consumer groups are
+listed, described, reset and deleted too (KIND kafka; ``_group_kafka``).
 """
 
 from __future__ import annotations
@@ -16,19 +18,25 @@ from typing import TYPE_CHECKING
 
 import folio
 from folio.cli._common import add_endpoint_option, run_with_client
+from folio.cli._group_kafka import (
+    as_reader,
+    delete_kafka,
+    find,
+    is_kafka,
+    kind_of,
+    list_json,
+    list_rows,
+    print_kafka,
+    reset_kafka,
+    table,
+)
 from folio.errors import InvalidArgumentError, ReaderGroupNotEmptyError
 
 if TYPE_CHECKING:  # folio.read loads gRPC: not needed to build the parser
     from folio.read.groups import GroupDescription, GroupStart, SegmentLag
+    from folio.read.kafka_groups import KafkaGroupDescription
 
 __all__ = ["register"]
-
-
-def _table(rows: Sequence[Sequence[str]], indent: str = "") -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print(indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths,
-                                                                          strict=True)).rstrip())
 
 
 def _known(value: int | None) -> str:
@@ -37,20 +45,19 @@ def _known(value: int | None) -> str:
 
 def _list(args: argparse.Namespace) -> int:
     def body(client: folio.Client) -> int:
-        found = []
-        for name in client.list_reader_groups():
+        found: list[GroupDescription | KafkaGroupDescription] = []
+        for listed in client.list_groups(args.kind):
             try:
-                found.append(client.reader_group(name).describe())
+                found.append(client.reader_group(listed.name).describe()
+                             if listed.kind == "reader"
+                             else client.kafka_group(listed.name).describe())
             except folio.ReaderGroupNotFoundError:
                 continue  # deleted meanwhile
         if args.json:
-            json.dump([{"name": g.name, "topics": list(g.topics), "members": len(g.members),
-                        "lag": g.lag} for g in found], sys.stdout, indent=2)
+            json.dump(list_json(found), sys.stdout, indent=2)
             print()
         else:  # the header even with no group, so an empty list reads as one
-            _table([("GROUP", "TOPICS", "MEMBERS", "LAG")] +
-                   [(g.name, ",".join(g.topics), str(len(g.members)), str(g.lag))
-                    for g in found])
+            table(list_rows(found))
         return 0
     return run_with_client("folio group list", args, body)
 
@@ -66,7 +73,7 @@ def _print(described: GroupDescription) -> None:
           f"lag {described.lag}")
     if described.members:
         print("members:")
-        _table([("READER", "HEARTBEAT", "DECLARED OFFLINE IN", "SEGMENTS")] +
+        table([("READER", "HEARTBEAT", "DECLARED OFFLINE IN", "SEGMENTS")] +
                [(m.reader_id,
                  f"{m.silent_ms} ms ago" if m.heartbeated else
                  f"none yet ({m.silent_ms} ms)", f"{m.expires_in_ms} ms if silent",
@@ -77,7 +84,7 @@ def _print(described: GroupDescription) -> None:
     rows += _segment_rows("(free)", described.unassigned)
     if len(rows) > 1:
         print("segments:")
-        _table(rows, indent="  ")
+        table(rows, indent="  ")
     for segment, waiting_for in described.waiting.items():
         print(f"waiting: {segment} until {', '.join(waiting_for)} read to the end")
     if described.checkpoints:
@@ -88,18 +95,34 @@ def _print(described: GroupDescription) -> None:
 
 def _describe(args: argparse.Namespace) -> int:
     def body(client: folio.Client) -> int:
-        described = client.reader_group(args.name).describe()
+        found = find(client, args.name, args.kind)
+        if len(found) > 1:  # one name, both kinds: say so, show both
+            print(f"folio group describe: {args.name!r} is both a reader group and a Kafka "
+                  "consumer group; showing both (--kind picks one)", file=sys.stderr)
         if args.json:
-            json.dump(described.to_json(), sys.stdout, indent=2)
+            shown = [{"kind": "reader", **g.to_json()} if not is_kafka(g) else g.to_json()
+                     for g in found]
+            json.dump(shown[0] if len(shown) == 1 else shown, sys.stdout, indent=2)
             print()
         else:
-            _print(described)
+            for index, described in enumerate(found):
+                if index:
+                    print()
+                if is_kafka(described):
+                    print_kafka(described)
+                else:
+                    _print(as_reader(described))
         return 0
     return run_with_client("folio group describe", args, body)
 
 
 def _reset(args: argparse.Namespace) -> int:
     def body(client: folio.Client) -> int:
+        if kind_of(client, args.name, args.kind) == "kafka":
+            reset_kafka(client, args.name, args.to, args.topic)
+            return 0
+        if args.topic:
+            raise InvalidArgumentError("--topic goes with a Kafka consumer group")
         group = client.reader_group(args.name)
         start: GroupStart = "earliest" if args.to == "earliest" else "latest"
         if args.to == "checkpoint":
@@ -141,6 +164,9 @@ def _offline(args: argparse.Namespace) -> int:
 
 def _delete(args: argparse.Namespace) -> int:
     def body(client: folio.Client) -> int:
+        if kind_of(client, args.name, args.kind) == "kafka":
+            delete_kafka(client, args.name, args.force)
+            return 0
         group = client.reader_group(args.name)
         members = group.online_readers()
         if members and not args.force:
@@ -161,7 +187,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``folio group`` and its sub-commands."""
     parser = subparsers.add_parser(
         "group", help="list, describe, reset, declare offline and delete reader groups",
-        description="Administer reader groups (like kafka-consumer-groups). A member the "
+        description="Administer reader groups (like kafka-consumer-groups); list and "
+        "describe show the Kafka listener's consumer groups too. A member the "
         "broker has not heard from for the group's session timeout is declared offline by "
         "the broker; its segments go to the others. Errors print one line "
         "'folio group CMD: error: ...' and exit 1.",
@@ -169,26 +196,43 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     commands = parser.add_subparsers(dest="group_command", metavar="COMMAND", required=True)
 
     list_ = commands.add_parser(
-        "list", help="list reader groups",
-        description="Print every reader group: its topics, number of members and lag "
-        "(events still to read in the segments it holds or has free).")
-    list_.add_argument("--json", action="store_true",
-                       help=_json_help("a list of {name, topics, members, lag}"))
+        "list", help="list reader groups and Kafka consumer groups",
+        description="Print every group: reader groups (KIND reader) and the Kafka "
+        "listener's consumer groups (KIND kafka; STATE is Kafka's), with their topics, "
+        "number of members and lag (reader groups: events still to read in the segments "
+        "they hold or have free; Kafka groups: end offset - committed offset, summed over "
+        "the partitions they committed). In a cluster every broker is asked.")
+    list_.add_argument("--kind", choices=("reader", "kafka"), default=None,
+                       help="only groups of this kind (default: both)")
+    list_.add_argument("--json", action="store_true", help=_json_help(
+        "a list of {name, kind, state, topics, members, lag} (state: null for a reader "
+        "group)"))
     add_endpoint_option(list_)
     list_.set_defaults(func=_list)
 
     describe = commands.add_parser(
-        "describe", help="show a group's members, segments, positions and lag",
-        description="Show reader group NAME: its members with how long since the broker "
-        "last heard from each (and when it would be declared offline if it stays silent), "
-        "every segment held or free with its position (next offset to read: the later of "
-        "the recorded and the last reported one), end offset and lag (end offset - "
-        "position), successors waiting for predecessors, and checkpoints.")
+        "describe", help="show a group's members, segments or partitions, offsets and lag",
+        description="Show group NAME. A reader group: its members with how long since the "
+        "broker last heard from each (and when it would be declared offline if it stays "
+        "silent), every segment held or free with its position (next offset to read: the "
+        "later of the recorded and the last reported one), end offset and lag (end offset "
+        "- position), successors waiting for predecessors, and checkpoints. A Kafka "
+        "consumer group: its state, protocol and generation, its members (member id, "
+        "client id, host, assigned partitions) and every partition it committed or has "
+        "assigned with its committed offset, end offset and lag. A name that is both "
+        "shows both (a note on stderr) unless --kind picks one.")
     describe.add_argument("name", metavar="NAME", help="the group's name")
+    describe.add_argument("--kind", choices=("reader", "kafka"), default=None,
+                          help="only look for a group of this kind (default: both)")
     describe.add_argument("--json", action="store_true", help=_json_help(
-        "one object {name, topics, session_timeout_ms, lag, members [{reader_id, silent_ms, "
+        "one object (a list of two when the name is both kinds): a reader group's {kind, "
+        "name, topics, session_timeout_ms, lag, members [{reader_id, silent_ms, "
         "heartbeated, expires_in_ms, segments [{segment, position, end_offset, lag}]}], "
-        "unassigned, waiting, checkpoints, pending_checkpoints}"))
+        "unassigned, waiting, checkpoints, pending_checkpoints}; a Kafka group's {kind, "
+        "name, state, protocol_type, protocol, generation, lag, members [{member_id, "
+        "group_instance_id, client_id, client_host, assigned [{topic, partition}]}], "
+        "partitions [{topic, partition, committed_offset, end_offset, lag, member_id, "
+        "metadata}]}"))
     add_endpoint_option(describe)
     describe.set_defaults(func=_describe)
 
@@ -198,13 +242,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(earliest), at their ends (latest: only new events), or at its latest completed "
         "checkpoint (or --checkpoint NAME). Refused while the group has members, as Kafka "
         "does: stop them first (a dead one is declared offline after the session timeout, "
-        "or at once with `folio group offline`).")
+        "or at once with `folio group offline`). A Kafka consumer group (--kind kafka, or "
+        "the only group of that name) gets its committed offsets set to its partitions' "
+        "starts (earliest) or ends (latest), for --topic or every topic it committed, "
+        "as kafka-consumer-groups --reset-offsets --execute; refused while it has "
+        "consumers.")
     reset.add_argument("name", metavar="NAME", help="the group's name")
     reset.add_argument("--to", required=True, choices=("earliest", "latest", "checkpoint"),
                        help="where the group starts over")
     reset.add_argument("--checkpoint", metavar="CHECKPOINT", default=None,
                        help="with --to checkpoint: this completed checkpoint instead of the "
                        "latest")
+    reset.add_argument("--topic", action="append", metavar="TOPIC", default=None,
+                       help="a Kafka consumer group: reset this topic's partitions (repeat "
+                       "for more; default: every topic it committed)")
+    reset.add_argument("--kind", choices=("reader", "kafka"), default=None,
+                       help="the kind of group NAME is (needed when it is both)")
     add_endpoint_option(reset)
     reset.set_defaults(func=_reset)
 
@@ -220,11 +273,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     offline.set_defaults(func=_offline)
 
     delete = commands.add_parser(
-        "delete", help="delete a reader group",
+        "delete", help="delete a reader group or a Kafka consumer group",
         description="Delete reader group NAME (its positions and checkpoints). Refused while "
-        "it has members unless --force (its members then fail at their next sync).")
+        "it has members unless --force (its members then fail at their next sync). A Kafka "
+        "consumer group (--kind kafka, or the only group of that name) is deleted with its "
+        "committed offsets, only once it has no consumers (as Kafka: no --force).")
     delete.add_argument("name", metavar="NAME", help="the group's name")
     delete.add_argument("--force", action="store_true",
-                        help="delete even with members online")
+                        help="a reader group: delete even with members online")
+    delete.add_argument("--kind", choices=("reader", "kafka"), default=None,
+                        help="the kind of group NAME is (needed when it is both)")
     add_endpoint_option(delete)
     delete.set_defaults(func=_delete)

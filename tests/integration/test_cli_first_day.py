@@ -93,7 +93,7 @@ def test_group_list_prints_its_header_with_no_group(server: BookieProcess) -> No
             client.reader_group(name).delete()
     listed = run("group", "list", "--endpoint", server.address)
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.split() == ["GROUP", "TOPICS", "MEMBERS", "LAG"]
+    assert listed.stdout.split() == ["GROUP", "KIND", "STATE", "TOPICS", "MEMBERS", "LAG"]
 
 
 def test_group_reset_names_the_cli_command(server: BookieProcess) -> None:

@@ -152,7 +152,8 @@ def test_folio_group_commands(server: BookieProcess, client: folio.Client) -> No
     listed = run_folio("group", "list", "--json", *ep)
     assert listed.returncode == 0, listed.stderr
     [row] = [g for g in json.loads(listed.stdout) if g["name"] == "g-lv-cli"]
-    assert row == {"name": "g-lv-cli", "topics": ["lv-cli"], "members": 1, "lag": 40}
+    assert row == {"name": "g-lv-cli", "kind": "reader", "state": None, "topics": ["lv-cli"],
+                   "members": 1, "lag": 40}
     table = run_folio("group", "list", *ep)
     assert table.returncode == 0 and "g-lv-cli" in table.stdout
 

@@ -253,17 +253,29 @@ class GroupCoordinator(GroupMembership):
             return ErrorCode.group_id_not_found
         if group.state is not _S.EMPTY or group.pending:
             return ErrorCode.non_empty_group
+        try:
+            await self.delete_empty(group_id)
+        except (BrokerError, LedgerError) as failure:
+            log.warning("kafka group %s: deletion failed: %s", group_id, failure)
+            return ErrorCode.coordinator_not_available
+        return ErrorCode.none
+
+    async def delete_empty(self, group_id: str) -> None:
+        """Delete ``group_id``, known, Empty and with no pending member; raises a failed write.
+
+        After a failure it is Empty again, some of its tombstones maybe
+        written (the outcome is unknown: a deletion may be asked again).
+        """
+        group = self.groups()[group_id]
         group.move(_S.DEAD)
         try:
             await self.store.delete_group(group_id)
-        except (BrokerError, LedgerError) as failure:
-            log.warning("kafka group %s: deletion failed: %s", group_id, failure)
+        except BaseException:
             group.state = _S.EMPTY  # nothing changed for its members: there are none
-            return ErrorCode.coordinator_not_available
+            raise
         if self.groups().get(group_id) is group:
             del self.groups()[group_id]
         log.info("kafka group %s: deleted", group_id)
-        return ErrorCode.none
 
     # ------------------------------------------------------------ listings
 

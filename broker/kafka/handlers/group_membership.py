@@ -51,7 +51,7 @@ async def handle_join_group(context: KafkaContext, call: Call) -> Any:
     rebalance = getattr(request, "rebalance_timeout", None)
     result = await coordinators.groups.join(JoinRequest(
         group_id=request.group_id, member_id=request.member_id,
-        client_id=call.client_id or "", client_host="",
+        client_id=call.client_id or "", client_host=call.client_host,
         session_timeout_ms=session_ms,
         rebalance_timeout_ms=_ms(rebalance) if rebalance is not None else session_ms,
         protocol_type=request.protocol_type,

@@ -137,6 +137,8 @@ ERRORS: Final[tuple[ErrorRow, ...]] = (
              _C.PERMISSION_DENIED, False, "TOPIC_AUTHORIZATION_FAILED"),
     ErrorRow(_N.ERROR_CODE_PERMISSION_DENIED, "PermissionDeniedError",
              _C.PERMISSION_DENIED, False, None),
+    ErrorRow(_N.ERROR_CODE_READER_GROUP_NOT_EMPTY, "ReaderGroupNotEmptyError",
+             _C.FAILED_PRECONDITION, False, "NON_EMPTY_GROUP"),
     # The ledger service behind the broker (its status codes are the ledger
     # table's, ledger/status.py: the bookie protocol answers them the same way).
     ErrorRow(_N.ERROR_CODE_BOOKIE_UNAVAILABLE, "BookieUnavailableError",

@@ -108,7 +108,9 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     ERROR_CODE_CORRUPT_DATA: _ErrorCode.ValueType  # 20
     """DATA_LOSS: stored data the broker cannot decode. Context: what."""
     ERROR_CODE_READER_GROUP_NOT_FOUND: _ErrorCode.ValueType  # 21
-    """NOT_FOUND: no reader group of that name. Context: group."""
+    """NOT_FOUND: no reader group of that name. Context: group; kind "kafka"
+    when it was a Kafka consumer group (DescribeKafkaGroup).
+    """
     ERROR_CODE_READER_GROUP_EXISTS: _ErrorCode.ValueType  # 22
     """ALREADY_EXISTS: CreateReaderGroup of a name in use. Context: group."""
     ERROR_CODE_GROUP_STATE_CONFLICT: _ErrorCode.ValueType  # 23
@@ -121,6 +123,10 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     """
     ERROR_CODE_PERMISSION_DENIED: _ErrorCode.ValueType  # 25
     """PERMISSION_DENIED: the caller may not do this."""
+    ERROR_CODE_READER_GROUP_NOT_EMPTY: _ErrorCode.ValueType  # 26
+    """FAILED_PRECONDITION: a reset or delete of a Kafka consumer group that has
+    members (Kafka's NON_EMPTY_GROUP). Context: group, members.
+    """
     ERROR_CODE_BOOKIE_UNAVAILABLE: _ErrorCode.ValueType  # 100
     """100 and up: the ledger service behind the broker failed (the broker is
     up). Context: ledger_id (null when no one ledger is concerned).
@@ -198,7 +204,9 @@ ERROR_CODE_BROKER_SHUTTING_DOWN: ErrorCode.ValueType  # 19
 ERROR_CODE_CORRUPT_DATA: ErrorCode.ValueType  # 20
 """DATA_LOSS: stored data the broker cannot decode. Context: what."""
 ERROR_CODE_READER_GROUP_NOT_FOUND: ErrorCode.ValueType  # 21
-"""NOT_FOUND: no reader group of that name. Context: group."""
+"""NOT_FOUND: no reader group of that name. Context: group; kind "kafka"
+when it was a Kafka consumer group (DescribeKafkaGroup).
+"""
 ERROR_CODE_READER_GROUP_EXISTS: ErrorCode.ValueType  # 22
 """ALREADY_EXISTS: CreateReaderGroup of a name in use. Context: group."""
 ERROR_CODE_GROUP_STATE_CONFLICT: ErrorCode.ValueType  # 23
@@ -211,6 +219,10 @@ Context: topic, action.
 """
 ERROR_CODE_PERMISSION_DENIED: ErrorCode.ValueType  # 25
 """PERMISSION_DENIED: the caller may not do this."""
+ERROR_CODE_READER_GROUP_NOT_EMPTY: ErrorCode.ValueType  # 26
+"""FAILED_PRECONDITION: a reset or delete of a Kafka consumer group that has
+members (Kafka's NON_EMPTY_GROUP). Context: group, members.
+"""
 ERROR_CODE_BOOKIE_UNAVAILABLE: ErrorCode.ValueType  # 100
 """100 and up: the ledger service behind the broker failed (the broker is
 up). Context: ledger_id (null when no one ledger is concerned).

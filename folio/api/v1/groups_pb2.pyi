@@ -59,6 +59,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -707,3 +708,330 @@ class ReaderPosition(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReaderPosition: _TypeAlias = ReaderPosition  # noqa: Y015
+
+@_typing.final
+class ListKafkaGroupsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListKafkaGroupsRequest: _TypeAlias = ListKafkaGroupsRequest  # noqa: Y015
+
+@_typing.final
+class ListKafkaGroupsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUPS_FIELD_NUMBER: _builtins.int
+    COMPLETE_FIELD_NUMBER: _builtins.int
+    complete: _builtins.bool
+    """Whether this broker coordinates every Kafka group (a standalone, or a
+    broker without Kafka listener: none at all). False on a cluster broker.
+    """
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___KafkaGroupListing]: ...
+    def __init__(
+        self,
+        *,
+        groups: _abc.Iterable[Global___KafkaGroupListing] | None = ...,
+        complete: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["complete", b"complete", "groups", b"groups"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListKafkaGroupsResponse: _TypeAlias = ListKafkaGroupsResponse  # noqa: Y015
+
+@_typing.final
+class KafkaGroupListing(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+    MEMBER_COUNT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    state: _builtins.str
+    """Kafka's state name: Empty, PreparingRebalance, CompletingRebalance, Stable."""
+    protocol_type: _builtins.str
+    """"consumer" for Kafka consumers ("" for a group that only committed offsets)."""
+    member_count: _builtins.int
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        state: _builtins.str = ...,
+        protocol_type: _builtins.str = ...,
+        member_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_count", b"member_count", "name", b"name", "protocol_type", b"protocol_type", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KafkaGroupListing: _TypeAlias = KafkaGroupListing  # noqa: Y015
+
+@_typing.final
+class DescribeKafkaGroupRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeKafkaGroupRequest: _TypeAlias = DescribeKafkaGroupRequest  # noqa: Y015
+
+@_typing.final
+class KafkaGroupDescription(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    LAG_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    state: _builtins.str
+    protocol_type: _builtins.str
+    protocol: _builtins.str
+    """The assignor the group chose (e.g. "range"), "" before a rebalance."""
+    generation: _builtins.int
+    lag: _builtins.int
+    """The sum of the partitions' known lags."""
+    @_builtins.property
+    def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___KafkaGroupMember]: ...
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___KafkaPartitionLag]:
+        """Every partition with a committed offset or assigned to a member, by
+        topic then partition.
+        """
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        state: _builtins.str = ...,
+        protocol_type: _builtins.str = ...,
+        protocol: _builtins.str = ...,
+        generation: _builtins.int = ...,
+        members: _abc.Iterable[Global___KafkaGroupMember] | None = ...,
+        partitions: _abc.Iterable[Global___KafkaPartitionLag] | None = ...,
+        lag: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "lag", b"lag", "members", b"members", "name", b"name", "partitions", b"partitions", "protocol", b"protocol", "protocol_type", b"protocol_type", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KafkaGroupDescription: _TypeAlias = KafkaGroupDescription  # noqa: Y015
+
+@_typing.final
+class KafkaGroupMember(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    CLIENT_ID_FIELD_NUMBER: _builtins.int
+    CLIENT_HOST_FIELD_NUMBER: _builtins.int
+    ASSIGNED_FIELD_NUMBER: _builtins.int
+    member_id: _builtins.str
+    group_instance_id: _builtins.str
+    """The static membership id (group.instance.id), "" if none."""
+    client_id: _builtins.str
+    client_host: _builtins.str
+    """The client's address as the broker saw it ("/127.0.0.1"), "" if unknown."""
+    @_builtins.property
+    def assigned(self) -> _containers.RepeatedCompositeFieldContainer[Global___KafkaTopicPartition]:
+        """Its assigned partitions, decoded from the consumer protocol's assignment
+        (empty while the group rebalances, or for another protocol type).
+        """
+
+    def __init__(
+        self,
+        *,
+        member_id: _builtins.str = ...,
+        group_instance_id: _builtins.str = ...,
+        client_id: _builtins.str = ...,
+        client_host: _builtins.str = ...,
+        assigned: _abc.Iterable[Global___KafkaTopicPartition] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assigned", b"assigned", "client_host", b"client_host", "client_id", b"client_id", "group_instance_id", b"group_instance_id", "member_id", b"member_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KafkaGroupMember: _TypeAlias = KafkaGroupMember  # noqa: Y015
+
+@_typing.final
+class KafkaTopicPartition(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KafkaTopicPartition: _TypeAlias = KafkaTopicPartition  # noqa: Y015
+
+@_typing.final
+class KafkaPartitionLag(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    COMMITTED_OFFSET_FIELD_NUMBER: _builtins.int
+    END_OFFSET_FIELD_NUMBER: _builtins.int
+    LAG_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    committed_offset: _builtins.int
+    """The committed offset (next to read); -1 if none."""
+    end_offset: _builtins.int
+    """The partition's end offset (high watermark); -1 if it cannot be read
+    (the topic is gone, or another broker owns the partition).
+    """
+    lag: _builtins.int
+    """end_offset - committed_offset; -1 when either is unknown (as Kafka's
+    tools show "-" for a partition with no committed offset).
+    """
+    member_id: _builtins.str
+    """The member_id it is assigned to, "" if none."""
+    metadata: _builtins.str
+    """The client's commit metadata string."""
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        committed_offset: _builtins.int = ...,
+        end_offset: _builtins.int = ...,
+        lag: _builtins.int = ...,
+        member_id: _builtins.str = ...,
+        metadata: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["committed_offset", b"committed_offset", "end_offset", b"end_offset", "lag", b"lag", "member_id", b"member_id", "metadata", b"metadata", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KafkaPartitionLag: _TypeAlias = KafkaPartitionLag  # noqa: Y015
+
+@_typing.final
+class DeleteKafkaGroupRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteKafkaGroupRequest: _TypeAlias = DeleteKafkaGroupRequest  # noqa: Y015
+
+@_typing.final
+class DeleteKafkaGroupResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteKafkaGroupResponse: _TypeAlias = DeleteKafkaGroupResponse  # noqa: Y015
+
+@_typing.final
+class ResetKafkaGroupRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _To:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _ToEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[ResetKafkaGroupRequest._To.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        TO_UNSPECIFIED: ResetKafkaGroupRequest._To.ValueType  # 0
+        TO_EARLIEST: ResetKafkaGroupRequest._To.ValueType  # 1
+        """Each partition's start offset (the first event retained)."""
+        TO_LATEST: ResetKafkaGroupRequest._To.ValueType  # 2
+        """Each partition's end offset (only events written from now on)."""
+
+    class To(_To, metaclass=_ToEnumTypeWrapper): ...
+    TO_UNSPECIFIED: ResetKafkaGroupRequest.To.ValueType  # 0
+    TO_EARLIEST: ResetKafkaGroupRequest.To.ValueType  # 1
+    """Each partition's start offset (the first event retained)."""
+    TO_LATEST: ResetKafkaGroupRequest.To.ValueType  # 2
+    """Each partition's end offset (only events written from now on)."""
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    to: Global___ResetKafkaGroupRequest.To.ValueType
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The topics whose partitions are reset; empty: every topic the group has
+        committed offsets of.
+        """
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        to: Global___ResetKafkaGroupRequest.To.ValueType = ...,
+        topics: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "to", b"to", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetKafkaGroupRequest: _TypeAlias = ResetKafkaGroupRequest  # noqa: Y015

@@ -69,6 +69,26 @@ class ReaderGroupsStub:
                 request_serializer=folio_dot_v1_dot_groups__pb2.GetMembersRequest.SerializeToString,
                 response_deserializer=folio_dot_v1_dot_groups__pb2.GetMembersResponse.FromString,
                 _registered_method=True)
+        self.ListKafkaGroups = channel.unary_unary(
+                '/folio.v1.ReaderGroups/ListKafkaGroups',
+                request_serializer=folio_dot_v1_dot_groups__pb2.ListKafkaGroupsRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_groups__pb2.ListKafkaGroupsResponse.FromString,
+                _registered_method=True)
+        self.DescribeKafkaGroup = channel.unary_unary(
+                '/folio.v1.ReaderGroups/DescribeKafkaGroup',
+                request_serializer=folio_dot_v1_dot_groups__pb2.DescribeKafkaGroupRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.FromString,
+                _registered_method=True)
+        self.DeleteKafkaGroup = channel.unary_unary(
+                '/folio.v1.ReaderGroups/DeleteKafkaGroup',
+                request_serializer=folio_dot_v1_dot_groups__pb2.DeleteKafkaGroupRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_groups__pb2.DeleteKafkaGroupResponse.FromString,
+                _registered_method=True)
+        self.ResetKafkaGroup = channel.unary_unary(
+                '/folio.v1.ReaderGroups/ResetKafkaGroup',
+                request_serializer=folio_dot_v1_dot_groups__pb2.ResetKafkaGroupRequest.SerializeToString,
+                response_deserializer=folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.FromString,
+                _registered_method=True)
 
 
 class ReaderGroupsServicer:
@@ -127,6 +147,55 @@ class ReaderGroupsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListKafkaGroups(self, request, context):
+        """Kafka consumer groups (the Kafka listener's, docs/kafka.md), beside
+        reader groups: one name may be both. Reset and delete follow Kafka's
+        rule: refused while the group has members.
+
+        The Kafka groups this broker coordinates, by name (on a standalone every
+        one; no Kafka listener: none). `complete` false (a cluster broker): the
+        others coordinate the rest; ask each live broker (ListBrokers) and merge.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeKafkaGroup(self, request, context):
+        """A Kafka group: state, protocol, members with their assigned partitions,
+        committed offsets, end offsets and lag. NOT_FOUND (ReaderGroupNotFoundError,
+        context group, kind "kafka") for an unknown group; in a cluster, when
+        another broker coordinates it, UNAVAILABLE WrongHostError naming the
+        segment `<offsets topic>/<container>` and its owner (the SDK follows it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteKafkaGroup(self, request, context):
+        """Deletes a Kafka group with its committed offsets (Kafka's DeleteGroups).
+        FAILED_PRECONDITION (ReaderGroupNotEmptyError, context group, members)
+        while it has members; NOT_FOUND and WrongHost as DescribeKafkaGroup. A
+        failed write (UNAVAILABLE) leaves the outcome unknown: describe it again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetKafkaGroup(self, request, context):
+        """Sets a Kafka group's committed offsets to the start or the end of the
+        partitions of `topics` (empty: every topic it committed), as
+        kafka-consumer-groups --reset-offsets --to-earliest|--to-latest --execute.
+        Refused as DeleteKafkaGroup while it has members; an unknown topic is
+        NOT_FOUND (TopicNotFoundError); an unknown group with no `topics` is
+        NOT_FOUND (with `topics`, its offsets are made, as Kafka's tool does);
+        INVALID_ARGUMENT: `to` unset, an empty name, a known group with nothing
+        committed and no `topics`. Offsets are absolute: after an unknown outcome
+        the same request may simply be sent again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReaderGroupsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -164,6 +233,26 @@ def add_ReaderGroupsServicer_to_server(servicer, server):
                     servicer.GetMembers,
                     request_deserializer=folio_dot_v1_dot_groups__pb2.GetMembersRequest.FromString,
                     response_serializer=folio_dot_v1_dot_groups__pb2.GetMembersResponse.SerializeToString,
+            ),
+            'ListKafkaGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListKafkaGroups,
+                    request_deserializer=folio_dot_v1_dot_groups__pb2.ListKafkaGroupsRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_groups__pb2.ListKafkaGroupsResponse.SerializeToString,
+            ),
+            'DescribeKafkaGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeKafkaGroup,
+                    request_deserializer=folio_dot_v1_dot_groups__pb2.DescribeKafkaGroupRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.SerializeToString,
+            ),
+            'DeleteKafkaGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteKafkaGroup,
+                    request_deserializer=folio_dot_v1_dot_groups__pb2.DeleteKafkaGroupRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_groups__pb2.DeleteKafkaGroupResponse.SerializeToString,
+            ),
+            'ResetKafkaGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetKafkaGroup,
+                    request_deserializer=folio_dot_v1_dot_groups__pb2.ResetKafkaGroupRequest.FromString,
+                    response_serializer=folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -355,6 +444,114 @@ class ReaderGroups:
             '/folio.v1.ReaderGroups/GetMembers',
             folio_dot_v1_dot_groups__pb2.GetMembersRequest.SerializeToString,
             folio_dot_v1_dot_groups__pb2.GetMembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListKafkaGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.ReaderGroups/ListKafkaGroups',
+            folio_dot_v1_dot_groups__pb2.ListKafkaGroupsRequest.SerializeToString,
+            folio_dot_v1_dot_groups__pb2.ListKafkaGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeKafkaGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.ReaderGroups/DescribeKafkaGroup',
+            folio_dot_v1_dot_groups__pb2.DescribeKafkaGroupRequest.SerializeToString,
+            folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteKafkaGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.ReaderGroups/DeleteKafkaGroup',
+            folio_dot_v1_dot_groups__pb2.DeleteKafkaGroupRequest.SerializeToString,
+            folio_dot_v1_dot_groups__pb2.DeleteKafkaGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetKafkaGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.v1.ReaderGroups/ResetKafkaGroup',
+            folio_dot_v1_dot_groups__pb2.ResetKafkaGroupRequest.SerializeToString,
+            folio_dot_v1_dot_groups__pb2.KafkaGroupDescription.FromString,
             options,
             channel_credentials,
             insecure,

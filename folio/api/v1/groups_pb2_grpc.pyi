@@ -103,6 +103,39 @@ class ReaderGroupsStub:
     """
     GetMembers: _grpc.UnaryUnaryMultiCallable[_groups_pb2.GetMembersRequest, _groups_pb2.GetMembersResponse]
     """The members' liveness as this broker sees it (for tools: describe, reset)."""
+    ListKafkaGroups: _grpc.UnaryUnaryMultiCallable[_groups_pb2.ListKafkaGroupsRequest, _groups_pb2.ListKafkaGroupsResponse]
+    """Kafka consumer groups (the Kafka listener's, docs/kafka.md), beside
+    reader groups: one name may be both. Reset and delete follow Kafka's
+    rule: refused while the group has members.
+
+    The Kafka groups this broker coordinates, by name (on a standalone every
+    one; no Kafka listener: none). `complete` false (a cluster broker): the
+    others coordinate the rest; ask each live broker (ListBrokers) and merge.
+    """
+    DescribeKafkaGroup: _grpc.UnaryUnaryMultiCallable[_groups_pb2.DescribeKafkaGroupRequest, _groups_pb2.KafkaGroupDescription]
+    """A Kafka group: state, protocol, members with their assigned partitions,
+    committed offsets, end offsets and lag. NOT_FOUND (ReaderGroupNotFoundError,
+    context group, kind "kafka") for an unknown group; in a cluster, when
+    another broker coordinates it, UNAVAILABLE WrongHostError naming the
+    segment `<offsets topic>/<container>` and its owner (the SDK follows it).
+    """
+    DeleteKafkaGroup: _grpc.UnaryUnaryMultiCallable[_groups_pb2.DeleteKafkaGroupRequest, _groups_pb2.DeleteKafkaGroupResponse]
+    """Deletes a Kafka group with its committed offsets (Kafka's DeleteGroups).
+    FAILED_PRECONDITION (ReaderGroupNotEmptyError, context group, members)
+    while it has members; NOT_FOUND and WrongHost as DescribeKafkaGroup. A
+    failed write (UNAVAILABLE) leaves the outcome unknown: describe it again.
+    """
+    ResetKafkaGroup: _grpc.UnaryUnaryMultiCallable[_groups_pb2.ResetKafkaGroupRequest, _groups_pb2.KafkaGroupDescription]
+    """Sets a Kafka group's committed offsets to the start or the end of the
+    partitions of `topics` (empty: every topic it committed), as
+    kafka-consumer-groups --reset-offsets --to-earliest|--to-latest --execute.
+    Refused as DeleteKafkaGroup while it has members; an unknown topic is
+    NOT_FOUND (TopicNotFoundError); an unknown group with no `topics` is
+    NOT_FOUND (with `topics`, its offsets are made, as Kafka's tool does);
+    INVALID_ARGUMENT: `to` unset, an empty name, a known group with nothing
+    committed and no `topics`. Offsets are absolute: after an unknown outcome
+    the same request may simply be sent again.
+    """
 
 @_typing.type_check_only
 class ReaderGroupsAsyncStub(ReaderGroupsStub):
@@ -127,6 +160,39 @@ class ReaderGroupsAsyncStub(ReaderGroupsStub):
     """
     GetMembers: _aio.UnaryUnaryMultiCallable[_groups_pb2.GetMembersRequest, _groups_pb2.GetMembersResponse]  # type: ignore[assignment]
     """The members' liveness as this broker sees it (for tools: describe, reset)."""
+    ListKafkaGroups: _aio.UnaryUnaryMultiCallable[_groups_pb2.ListKafkaGroupsRequest, _groups_pb2.ListKafkaGroupsResponse]  # type: ignore[assignment]
+    """Kafka consumer groups (the Kafka listener's, docs/kafka.md), beside
+    reader groups: one name may be both. Reset and delete follow Kafka's
+    rule: refused while the group has members.
+
+    The Kafka groups this broker coordinates, by name (on a standalone every
+    one; no Kafka listener: none). `complete` false (a cluster broker): the
+    others coordinate the rest; ask each live broker (ListBrokers) and merge.
+    """
+    DescribeKafkaGroup: _aio.UnaryUnaryMultiCallable[_groups_pb2.DescribeKafkaGroupRequest, _groups_pb2.KafkaGroupDescription]  # type: ignore[assignment]
+    """A Kafka group: state, protocol, members with their assigned partitions,
+    committed offsets, end offsets and lag. NOT_FOUND (ReaderGroupNotFoundError,
+    context group, kind "kafka") for an unknown group; in a cluster, when
+    another broker coordinates it, UNAVAILABLE WrongHostError naming the
+    segment `<offsets topic>/<container>` and its owner (the SDK follows it).
+    """
+    DeleteKafkaGroup: _aio.UnaryUnaryMultiCallable[_groups_pb2.DeleteKafkaGroupRequest, _groups_pb2.DeleteKafkaGroupResponse]  # type: ignore[assignment]
+    """Deletes a Kafka group with its committed offsets (Kafka's DeleteGroups).
+    FAILED_PRECONDITION (ReaderGroupNotEmptyError, context group, members)
+    while it has members; NOT_FOUND and WrongHost as DescribeKafkaGroup. A
+    failed write (UNAVAILABLE) leaves the outcome unknown: describe it again.
+    """
+    ResetKafkaGroup: _aio.UnaryUnaryMultiCallable[_groups_pb2.ResetKafkaGroupRequest, _groups_pb2.KafkaGroupDescription]  # type: ignore[assignment]
+    """Sets a Kafka group's committed offsets to the start or the end of the
+    partitions of `topics` (empty: every topic it committed), as
+    kafka-consumer-groups --reset-offsets --to-earliest|--to-latest --execute.
+    Refused as DeleteKafkaGroup while it has members; an unknown topic is
+    NOT_FOUND (TopicNotFoundError); an unknown group with no `topics` is
+    NOT_FOUND (with `topics`, its offsets are made, as Kafka's tool does);
+    INVALID_ARGUMENT: `to` unset, an empty name, a known group with nothing
+    committed and no `topics`. Offsets are absolute: after an unknown outcome
+    the same request may simply be sent again.
+    """
 
 class ReaderGroupsServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -190,5 +256,62 @@ class ReaderGroupsServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_groups_pb2.GetMembersResponse, _abc.Awaitable[_groups_pb2.GetMembersResponse]]:
         """The members' liveness as this broker sees it (for tools: describe, reset)."""
+
+    @_abc_1.abstractmethod
+    def ListKafkaGroups(
+        self,
+        request: _groups_pb2.ListKafkaGroupsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_groups_pb2.ListKafkaGroupsResponse, _abc.Awaitable[_groups_pb2.ListKafkaGroupsResponse]]:
+        """Kafka consumer groups (the Kafka listener's, docs/kafka.md), beside
+        reader groups: one name may be both. Reset and delete follow Kafka's
+        rule: refused while the group has members.
+
+        The Kafka groups this broker coordinates, by name (on a standalone every
+        one; no Kafka listener: none). `complete` false (a cluster broker): the
+        others coordinate the rest; ask each live broker (ListBrokers) and merge.
+        """
+
+    @_abc_1.abstractmethod
+    def DescribeKafkaGroup(
+        self,
+        request: _groups_pb2.DescribeKafkaGroupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_groups_pb2.KafkaGroupDescription, _abc.Awaitable[_groups_pb2.KafkaGroupDescription]]:
+        """A Kafka group: state, protocol, members with their assigned partitions,
+        committed offsets, end offsets and lag. NOT_FOUND (ReaderGroupNotFoundError,
+        context group, kind "kafka") for an unknown group; in a cluster, when
+        another broker coordinates it, UNAVAILABLE WrongHostError naming the
+        segment `<offsets topic>/<container>` and its owner (the SDK follows it).
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteKafkaGroup(
+        self,
+        request: _groups_pb2.DeleteKafkaGroupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_groups_pb2.DeleteKafkaGroupResponse, _abc.Awaitable[_groups_pb2.DeleteKafkaGroupResponse]]:
+        """Deletes a Kafka group with its committed offsets (Kafka's DeleteGroups).
+        FAILED_PRECONDITION (ReaderGroupNotEmptyError, context group, members)
+        while it has members; NOT_FOUND and WrongHost as DescribeKafkaGroup. A
+        failed write (UNAVAILABLE) leaves the outcome unknown: describe it again.
+        """
+
+    @_abc_1.abstractmethod
+    def ResetKafkaGroup(
+        self,
+        request: _groups_pb2.ResetKafkaGroupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_groups_pb2.KafkaGroupDescription, _abc.Awaitable[_groups_pb2.KafkaGroupDescription]]:
+        """Sets a Kafka group's committed offsets to the start or the end of the
+        partitions of `topics` (empty: every topic it committed), as
+        kafka-consumer-groups --reset-offsets --to-earliest|--to-latest --execute.
+        Refused as DeleteKafkaGroup while it has members; an unknown topic is
+        NOT_FOUND (TopicNotFoundError); an unknown group with no `topics` is
+        NOT_FOUND (with `topics`, its offsets are made, as Kafka's tool does);
+        INVALID_ARGUMENT: `to` unset, an empty name, a known group with nothing
+        committed and no `topics`. Offsets are absolute: after an unknown outcome
+        the same request may simply be sent again.
+        """
 
 def add_ReaderGroupsServicer_to_server(servicer: ReaderGroupsServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

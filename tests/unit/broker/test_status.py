@@ -22,6 +22,7 @@ from broker.errors import (
     OffsetOutOfRangeError,
     PermissionDeniedError,
     ReaderGroupExistsError,
+    ReaderGroupNotEmptyError,
     ReaderGroupNotFoundError,
     SegmentSealedError,
     TopicExistsError,
@@ -79,6 +80,8 @@ CASES: list[tuple[BrokerError, grpc.StatusCode, dict[str, object]]] = [
     (ReaderGroupExistsError("g"), _Code.ALREADY_EXISTS, {"group": "g"}),
     (GroupStateConflictError("g", 3, 4), _Code.FAILED_PRECONDITION,
      {"group": "g", "expected_version": 3, "version": 4}),
+    (ReaderGroupNotEmptyError("g", ["m-1"]), _Code.FAILED_PRECONDITION,
+     {"group": "g", "members": ["m-1"]}),
     (InternalTopicError("_txnlog", "DeleteTopic"), _Code.PERMISSION_DENIED,
      {"topic": "_txnlog", "action": "DeleteTopic"}),
     (PermissionDeniedError("no"), _Code.PERMISSION_DENIED, {}),
@@ -168,7 +171,7 @@ def test_numbers_are_the_documented_ones() -> None:
         "TxnStateError": 16, "TxnLabelClosedError": 17, "WrongHostError": 18,
         "BrokerShuttingDownError": 19, "CorruptDataError": 20, "ReaderGroupNotFoundError": 21,
         "ReaderGroupExistsError": 22, "GroupStateConflictError": 23, "InternalTopicError": 24,
-        "PermissionDeniedError": 25,
+        "PermissionDeniedError": 25, "ReaderGroupNotEmptyError": 26,
     }
     assert {cls.__name__: int(n) for cls, n in LEDGER_ERROR_NUMBERS.items()} == {
         "BookieUnavailableError": 100, "NotEnoughBookiesError": 101, "StorageError": 102,

@@ -29,6 +29,7 @@ SDK_CLASSES: dict[str, type[e.FolioError]] = {
     "CorruptDataError": e.DataLossError, "ReaderGroupNotFoundError": e.ReaderGroupNotFoundError,
     "ReaderGroupExistsError": e.ReaderGroupExistsError,
     "GroupStateConflictError": e.GroupStateConflictError,
+    "ReaderGroupNotEmptyError": e.ReaderGroupNotEmptyError,
     "InternalTopicError": e.InternalTopicError, "PermissionDeniedError": e.PermissionDeniedError,
     "BookieUnavailableError": e.LedgerUnavailableError,
     "NotEnoughBookiesError": e.LedgerUnavailableError, "StorageError": e.LedgerUnavailableError,

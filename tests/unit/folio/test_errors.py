@@ -44,6 +44,7 @@ SERVER_ROWS: list[tuple[str, grpc.StatusCode, type[e.FolioError]]] = [
     ("ReaderGroupNotFoundError", Code.NOT_FOUND, e.ReaderGroupNotFoundError),
     ("ReaderGroupExistsError", Code.ALREADY_EXISTS, e.ReaderGroupExistsError),
     ("GroupStateConflictError", Code.FAILED_PRECONDITION, e.GroupStateConflictError),
+    ("ReaderGroupNotEmptyError", Code.FAILED_PRECONDITION, e.ReaderGroupNotEmptyError),
     ("InternalTopicError", Code.PERMISSION_DENIED, e.InternalTopicError),
     ("PermissionDeniedError", Code.PERMISSION_DENIED, e.PermissionDeniedError),
     ("TxnLabelClosedError", Code.FAILED_PRECONDITION, e.TxnFailedError),

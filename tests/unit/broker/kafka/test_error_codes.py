@@ -42,6 +42,7 @@ BROKER_KAFKA_CODES: dict[str, ErrorCode] = {
     "GroupStateConflictError": ErrorCode.unknown_server_error,
     "InternalTopicError": ErrorCode.topic_authorization_failed,
     "PermissionDeniedError": ErrorCode.unknown_server_error,
+    "ReaderGroupNotEmptyError": ErrorCode.non_empty_group,
 }
 
 #: Ledger errors: a retriable one is REQUEST_TIMED_OUT (the client retries), else

@@ -1,0 +1,213 @@
+"""Kafka consumer groups for ``folio group`` and the lag metric: ``GroupReport``.
+
+Implements ``broker.groups.kafka_view.KafkaGroups`` over the
+``GroupCoordinator``: a listing from memory, and a description with each
+member's assigned partitions (decoded from the consumer protocol's
+assignment, as Kafka's ``kafka-consumer-groups --describe`` does), each
+partition's committed offset, end offset and lag. End offsets come from the
+topics' segment lists (the loaded segment or its record: nothing is loaded,
+nothing is read from bookies), as the reader groups' backlog does.
+
+``reset`` and ``delete`` follow Kafka's rule: refused while the group has
+members (or members joining), ``ReaderGroupNotEmptyError``.
+
+``update_lag`` sets ``folio_group_lag{kind="kafka"}`` per group and
+partition with a committed offset; it runs on the broker's maintenance round
+(``TopicManager.add_maintenance_hook``), never per commit or fetch.
+
+In a cluster a group this broker does not coordinate is answered with
+``WrongHostError`` naming the offsets segment of its container and that
+segment's owner (``where``), which the SDK follows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Callable
+
+from broker.api import Topics
+from broker.errors import (
+    BrokerError,
+    InvalidArgumentError,
+    ReaderGroupNotEmptyError,
+    WrongHostError,
+)
+from broker.groups.kafka_view import (
+    KafkaGroupDetail,
+    KafkaGroupListing,
+    KafkaGroupMember,
+    KafkaPartitionLag,
+    kafka_group_not_found,
+)
+from broker.kafka.consumer_groups.coordinator import GroupCoordinator
+from broker.kafka.consumer_groups.members import Group
+from broker.kafka.consumer_groups.offsets import CommittedOffset
+from broker.kafka.consumer_groups.states import ConsumerGroupState
+from broker.kafka.partitions import partition_segments
+from broker.metrics import set_group_lags
+from ledger.errors import LedgerError
+
+__all__ = ["GroupReport", "decode_assignment"]
+
+log = logging.getLogger(__name__)
+
+#: Groups whose lags ``update_lag`` computes before it lets other tasks run.
+_GROUPS_PER_SLICE = 50
+
+#: Where a group is coordinated in a cluster: None here, else the WrongHost to answer.
+Where = Callable[[str], WrongHostError | None]
+
+
+def decode_assignment(data: bytes) -> tuple[tuple[str, int], ...]:
+    """The (topic, partition)s of a consumer protocol assignment; () if it is not one.
+
+    ConsumerProtocolAssignment (every version so far): int16 version, then an
+    array (int32 count) of topics, each a string (int16 length) and an array
+    of int32 partitions, then user data (ignored).
+    """
+    try:
+        (count,) = struct.unpack_from(">i", data, 2)
+        at, found = 6, []
+        for _ in range(count):
+            (length,) = struct.unpack_from(">h", data, at)
+            topic = data[at + 2:at + 2 + length].decode()
+            at += 2 + length
+            (partitions,) = struct.unpack_from(">i", data, at)
+            at += 4
+            found += [(topic, p) for p in struct.unpack_from(f">{partitions}i", data, at)]
+            at += 4 * partitions
+    except (struct.error, UnicodeDecodeError, ValueError):
+        return ()
+    return tuple(sorted(found))
+
+
+class GroupReport:
+    """The coordinator's groups, read-only, with end offsets and lags (module docstring)."""
+
+    def __init__(self, coordinator: GroupCoordinator, topics: Topics,
+                 where: Where | None = None) -> None:
+        self._coordinator = coordinator
+        self._topics = topics
+        self._where = where
+
+    def listing(self) -> tuple[list[KafkaGroupListing], bool]:
+        groups = self._coordinator.groups()
+        found = [KafkaGroupListing(name, group.state.value, group.protocol_type or "",
+                                   len(group.members))
+                 for name, group in sorted(groups.items())
+                 if group.state is not ConsumerGroupState.DEAD]
+        return found, self._where is None
+
+    def _moved(self, name: str) -> None:
+        """Raise the WrongHost of a group another broker coordinates (cluster)."""
+        moved = None if self._where is None else self._where(name)
+        if moved is not None:
+            raise moved
+
+    def _known(self, name: str) -> Group:
+        group = self._coordinator.group(name)
+        if group is None or group.state is ConsumerGroupState.DEAD:
+            self._moved(name)
+            raise kafka_group_not_found(name)
+        return group
+
+    def _check_empty(self, name: str) -> None:
+        """``ReaderGroupNotEmptyError`` unless the group is Empty with no member joining."""
+        group = self._coordinator.group(name)
+        if group is None:
+            return
+        members = sorted({*group.members, *group.pending})
+        if members or group.state is not ConsumerGroupState.EMPTY:
+            raise ReaderGroupNotEmptyError(name, members or [f"({group.state.value})"])
+
+    async def delete(self, name: str) -> None:
+        self._known(name)
+        self._check_empty(name)
+        await self._coordinator.delete_empty(name)
+
+    async def reset(self, name: str, earliest: bool, topics: list[str]) -> KafkaGroupDetail:
+        if not name:
+            raise InvalidArgumentError("a Kafka consumer group's id must not be empty")
+        group = self._coordinator.group(name)
+        if group is None or group.state is ConsumerGroupState.DEAD:
+            self._moved(name)
+            if not topics:  # a new group's offsets need their topics named (as Kafka's tool)
+                raise kafka_group_not_found(name)
+        self._check_empty(name)
+        chosen = sorted(set(topics) or {t for t, _ in self._coordinator.store.offsets(name)})
+        if not chosen:
+            raise InvalidArgumentError(f"Kafka consumer group {name!r} has no committed "
+                                       "offsets: name the topics to reset")
+        offsets = []
+        for topic in chosen:
+            for segment in await partition_segments(self._topics, topic):
+                at = segment.start_offset if earliest else segment.end_offset
+                offsets.append(((topic, segment.number), CommittedOffset(at)))
+        self._check_empty(name)  # again: a member may have joined while segments were listed
+        # Window: a member joining during this write may fetch the offsets from
+        # before it (Kafka's tool has the same race, checking then committing).
+        # A failed write may have landed in part: nothing is remembered, and the
+        # same reset may be asked again (absolute offsets; Kafka's rule too).
+        await self._coordinator.store.commit(name, offsets)
+        if self._coordinator.group(name) is None:
+            self._coordinator.groups()[name] = Group(name)  # as a commit without generation
+        return await self.describe(name)
+
+    async def describe(self, name: str) -> KafkaGroupDetail:
+        group = self._known(name)
+        stable = group.state is ConsumerGroupState.STABLE
+        members = tuple(
+            KafkaGroupMember(m.member_id, m.group_instance_id or "", m.client_id, m.client_host,
+                             decode_assignment(m.assignment)
+                             if stable and group.protocol_type == "consumer" else ())
+            for m in group.members.values())
+        owner = {tp: m.member_id for m in members for tp in m.assigned}
+        committed = self._coordinator.store.offsets(name)
+        ends = await self._end_offsets({topic for topic, _ in (*committed, *owner)})
+        partitions = tuple(
+            KafkaPartitionLag(topic, partition,
+                              committed[(topic, partition)].offset
+                              if (topic, partition) in committed else -1,
+                              ends.get((topic, partition), -1), owner.get((topic, partition), ""),
+                              (committed[(topic, partition)].metadata or "")
+                              if (topic, partition) in committed else "")
+            for topic, partition in sorted({*committed, *owner}))
+        return KafkaGroupDetail(name, group.state.value, group.protocol_type or "",
+                                group.protocol_name or "", group.generation, members,
+                                partitions)
+
+    async def _end_offsets(self, topics: set[str]) -> dict[tuple[str, int], int]:
+        """Each partition's end offset; a topic that cannot be listed is left out (-1)."""
+        ends: dict[tuple[str, int], int] = {}
+        for topic in topics:
+            try:
+                segments = await self._topics.list_segments(topic, include_sealed=True)
+            except (BrokerError, LedgerError) as error:
+                log.debug("kafka group lag: topic %s not listed: %s", topic, error)
+                continue
+            ends.update(((topic, s.number), s.end_offset) for s in segments)
+        return ends
+
+    async def update_lag(self) -> None:
+        """Set ``folio_group_lag{kind="kafka"}`` of every committed partition (maintenance).
+
+        ``python -m bench.group_lag``: ~35 ms of CPU for 32,000 committed
+        partitions (1,000 groups); the loop is given back every
+        ``_GROUPS_PER_SLICE`` groups all the same.
+        """
+        committed = {name: self._coordinator.store.offsets(name)
+                     for name, group in list(self._coordinator.groups().items())
+                     if group.state is not ConsumerGroupState.DEAD}
+        ends = await self._end_offsets({topic for offsets in committed.values()
+                                        for topic, _ in offsets})
+        lags: dict[tuple[str, str, str], int] = {}
+        for index, (name, offsets) in enumerate(committed.items(), start=1):
+            for (topic, partition), offset in offsets.items():
+                end = ends.get((topic, partition))
+                if end is not None:
+                    lags[(name, topic, str(partition))] = max(0, end - offset.offset)
+            if index % _GROUPS_PER_SLICE == 0:
+                await asyncio.sleep(0)  # others' turn: this is background work
+        set_group_lags("kafka", lags)
