@@ -26,9 +26,8 @@ import logging
 from collections.abc import Awaitable, Sequence
 
 from broker.segments.entry import EntryKind
-from broker.txn._core import CoordinatorCore
+from broker.txn._table import CoordinatorCore
 from broker.txn.states import (
-    FINAL_STATES,
     LOG_FORMAT_VERSION,
     Finishing,
     Txn,
@@ -191,16 +190,3 @@ class CoordinatorFinish(CoordinatorCore):
             await segment.write_marker(kind, txn.txn_id)
 
         await asyncio.gather(*(mark(name) for name in txn.segments))
-
-    async def _forget_finished(self, now_ms: int) -> None:
-        horizon = now_ms - self._finished_retention_ms
-        for label in [k for k, closed in self._closed_labels.items() if closed <= horizon]:
-            del self._closed_labels[label]
-        for txn in [t for t in self._txns.values() if t.state in FINAL_STATES]:
-            if any(txn.txn_id in job.txn_ids for job in self._finishing.values()):
-                continue  # its final record is not durable yet
-            if txn.finished_ms < 0:
-                txn.finished_ms = now_ms  # logged before finished_ms existed: from now
-            elif txn.finished_ms <= horizon:
-                await self._log.write(txn.name, None)
-                self._remove(txn)

@@ -19,7 +19,7 @@ import logging
 
 from broker.errors import TxnStateError
 from broker.txn._finish import CoordinatorFinish
-from broker.txn.states import Txn, TxnState
+from broker.txn.states import FINAL_STATES, Txn, TxnState
 
 __all__ = ["TICK_WAIT_S", "CoordinatorTimeouts"]
 
@@ -88,3 +88,16 @@ class CoordinatorTimeouts(CoordinatorFinish):
             log.warning("transaction %s timed out but its abort failed: %s", txn.name, error)
             return
         log.info("transaction %s timed out and was aborted", txn.name)
+
+    async def _forget_finished(self, now_ms: int) -> None:
+        horizon = now_ms - self._finished_retention_ms
+        for label in [k for k, closed in self._closed_labels.items() if closed <= horizon]:
+            del self._closed_labels[label]
+        for txn in [t for t in self._txns.values() if t.state in FINAL_STATES]:
+            if any(txn.txn_id in job.txn_ids for job in self._finishing.values()):
+                continue  # its final record is not durable yet
+            if txn.finished_ms < 0:
+                txn.finished_ms = now_ms  # logged before finished_ms existed: from now
+            elif txn.finished_ms <= horizon:
+                await self._log.write(txn.name, None)
+                self._remove(txn)

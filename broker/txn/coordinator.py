@@ -42,7 +42,7 @@ servicers (``broker.services``) convert from and to the 16 wire bytes, the log
 records spell it in hex (``txnbuffer.txn_ids``).
 
 Layout: ``states`` (the state enum, transition table, in-memory record and
-log format), ``_core`` (fields and shared helpers), ``_finish`` (markers and
+log format), ``_table`` (fields and shared helpers), ``_finish`` (markers and
 final records), ``_timeouts`` (deadlines, the maintenance tick), ``_replay``
 (start) and here the calls the servicers make. Crash windows are tested by
 injection (``broker.txn.faults``), never by a hook of its own.
@@ -57,9 +57,8 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 
 from broker.errors import InvalidArgumentError, TxnStateError
-from broker.topics.internal import refuse_internal_segment
-from broker.txn._core import MarkerWriter
 from broker.txn._replay import CoordinatorReplay
+from broker.txn._table import MarkerWriter
 from broker.txn.states import (
     DEFAULT_FINISHED_RETENTION_MS,
     DEFAULT_TXN_TIMEOUT_MS,
@@ -223,30 +222,6 @@ class TxnCoordinator(CoordinatorReplay):
         """
         async with self.writing(txn_id, segment):  # counted while logged, nothing appended
             pass
-
-    async def _register(self, txn: Txn, segment: str) -> None:
-        """Log ``segment`` as touched by ``txn`` before its first entry there.
-
-        One lock per (transaction, segment): registrations of several segments
-        run at once (their log writes share one append), while appends to one
-        segment pass in their call order (FIFO lock; taking a free lock does
-        not yield), so none overtakes an earlier one of the same flow.
-        """
-        # The broker's own state never joins a transaction (only the public
-        # Append path gets here, and it refuses system segments already).
-        refuse_internal_segment(segment, "a transactional Append")
-        lock = txn.locks.get(segment)
-        if lock is None:
-            lock = txn.locks[segment] = asyncio.Lock()
-        async with lock:
-            if segment in txn.segments:
-                return
-            txn.segments.append(segment)
-            try:
-                await self._log.write(txn.name, txn.record())
-            except BaseException:
-                txn.segments.remove(segment)
-                raise
 
     async def commit(self, txn_ids: Sequence[TxnId]) -> None:
         """Commit the transactions together: one COMMITTING record, markers, COMMITTED.

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from broker.errors import TxnLabelClosedError, TxnNotFoundError, TxnStateError
 from broker.segments.entry import EntryKind
 from broker.system.compacted_topic import CompactedTopic
+from broker.topics.internal import refuse_internal_segment
 from broker.topics.manager import TopicManager
 from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 from broker.txn.states import (
@@ -120,6 +121,30 @@ class CoordinatorCore:
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
+
+    async def _register(self, txn: Txn, segment: str) -> None:
+        """Log ``segment`` as touched by ``txn`` before its first entry there.
+
+        One lock per (transaction, segment): registrations of several segments
+        run at once (their log writes share one append), while appends to one
+        segment pass in their call order (FIFO lock; taking a free lock does
+        not yield), so none overtakes an earlier one of the same flow.
+        """
+        # The broker's own state never joins a transaction (only the public
+        # Append path gets here, and it refuses system segments already).
+        refuse_internal_segment(segment, "a transactional Append")
+        lock = txn.locks.get(segment)
+        if lock is None:
+            lock = txn.locks[segment] = asyncio.Lock()
+        async with lock:
+            if segment in txn.segments:
+                return
+            txn.segments.append(segment)
+            try:
+                await self._log.write(txn.name, txn.record())
+            except BaseException:
+                txn.segments.remove(segment)
+                raise
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
