@@ -1,106 +1,49 @@
-"""The state of a ``TxnCoordinator`` and what every part of it uses.
+"""The transaction table: the coordinator's transactions in memory and their log writes.
 
-``CoordinatorCore`` holds the fields (the transactions by id and by label,
-closed labels, the log on ``_txnlog``, background tasks, the injected faults)
-and the helpers the parts share. The parts (``_finish``, ``_timeouts``,
-``_replay``) are mixins on it, composed in ``broker.txn.coordinator``.
+Kafka's ``TransactionStateManager`` in small. ``TxnTable`` holds the known
+transactions by id and by label and the labels closed by
+``abort_labelled(close=True)``, and writes records to the transaction log
+(``_txnlog``, a ``CompactedTopic`` it is given): a transaction's record, a
+commit group's, a tombstone. Writes given at once share one log append.
+A write that fails may still have landed (unknown outcome): the callers
+(the finisher, ``register_segment`` below) say what that means for them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Coroutine
+from typing import Any
 
-from broker.errors import TxnLabelClosedError, TxnNotFoundError, TxnStateError
-from broker.segments.entry import EntryKind
+from broker.errors import TxnLabelClosedError, TxnNotFoundError
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.internal import refuse_internal_segment
-from broker.topics.manager import TopicManager
-from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
-from broker.txn.states import (
-    DEFAULT_FINISHED_RETENTION_MS,
-    TXN_LOG_TOPIC,
-    Finishing,
-    Txn,
-    TxnState,
-)
+from broker.txn.states import Txn
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_hex
 
-__all__ = ["CoordinatorCore", "MarkerWriter"]
-
-T = TypeVar("T")
-
-#: Writes one marker (segment name, txn id, kind) wherever the segment is served,
-#: returning once it is durable (a cluster: ``broker.txn.markers.ClusterMarkers``).
-MarkerWriter = Callable[[str, TxnId, EntryKind], Awaitable[None]]
+__all__ = ["TxnTable"]
 
 
-class CoordinatorCore:
-    """The fields of a coordinator and the helpers its parts share (see ``TxnCoordinator``)."""
+class TxnTable:
+    """Transactions by id and label, closed labels, and the log they are written to."""
 
-    def __init__(self, topics: TopicManager, *,
-                 clock: Callable[[], float] = time.time,
-                 finished_retention_ms: int = DEFAULT_FINISHED_RETENTION_MS,
-                 faults: TxnFaults = NO_TXN_FAULTS,
-                 markers: MarkerWriter | None = None) -> None:
-        if finished_retention_ms < 0:
-            raise ValueError(f"finished_retention_ms must be >= 0, got {finished_retention_ms}")
-        self._finished_retention_ms = finished_retention_ms
-        self._topics = topics
-        self._faults = faults
-        #: None: markers go to this broker's own segments (standalone).
-        self._marker_writer = markers
-        self._log = CompactedTopic(topics, TXN_LOG_TOPIC)
-        self._clock = clock
+    def __init__(self, log: CompactedTopic) -> None:
+        self._log = log
         self._txns: dict[TxnId, Txn] = {}
         #: Ids of the known transactions of each label.
         self._labelled: dict[str, set[TxnId]] = {}
         #: Labels closed by ``abort_labelled(close=True)``: when (ms since the epoch).
         self._closed_labels: dict[str, int] = {}
-        #: Decided transactions not finished yet, by ``Finishing.key`` (``_finish``).
-        self._finishing: dict[str, Finishing] = {}
-        #: Timeout aborts and COMMITTED log writes under way (``close`` waits for them).
-        self._background: set[asyncio.Future[Any]] = set()
 
-    async def _run_to_end(self, work: Coroutine[Any, Any, T]) -> T:
-        """``work``, run to its end even when the caller is cancelled.
-
-        A commit or abort must not stop halfway because the call that asked
-        for it went away (a connection cut cancels its handler): stopped after
-        its COMMITTING record, the transaction would stay COMMITTING without
-        markers until a restart, and read_committed readers would wait at it.
-        The caller that is still there gets the result or the error; ``close``
-        waits for the work of callers that went away.
-        """
-        return await asyncio.shield(self._start_to_end(work))
-
-    def _start_to_end(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        """``work`` as a task that runs to its end whoever waits for it (``_run_to_end``)."""
-        task = asyncio.ensure_future(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        task.add_done_callback(_retrieve)
-        return task
-
-    @staticmethod
-    def _cancel_timeout(txn: Txn) -> None:
-        if txn.timer is not None:
-            txn.timer.cancel()
-            txn.timer = None
-
-    def _check_not_closed(self, label: str) -> None:
-        if label and label in self._closed_labels:
-            raise TxnLabelClosedError(label)
-
-    def _add(self, txn: Txn) -> None:
+    def add(self, txn: Txn) -> None:
+        """Know ``txn`` (in memory only: its record is written by ``save``)."""
         self._txns[txn.txn_id] = txn
         if txn.label:
             self._labelled.setdefault(txn.label, set()).add(txn.txn_id)
 
-    def _remove(self, txn: Txn) -> None:
+    def remove(self, txn: Txn) -> None:
+        """Forget ``txn`` in memory."""
         del self._txns[txn.txn_id]
         same = self._labelled.get(txn.label)
         if same is not None:
@@ -108,21 +51,58 @@ class CoordinatorCore:
             if not same:
                 del self._labelled[txn.label]
 
-    def _get(self, txn_id: TxnId) -> Txn:
+    def get(self, txn_id: TxnId) -> Txn:
         """The transaction ``txn_id``; ``TxnNotFoundError`` if it is not known."""
         txn = self._txns.get(txn_id)
         if txn is None:
             raise TxnNotFoundError(txn_id_hex(txn_id))
         return txn
 
-    def _check_open(self, txn: Txn) -> None:
-        if txn.state is not TxnState.OPEN:
-            raise TxnStateError(txn.name, TxnState.OPEN.name, txn.state.name)
+    def find(self, txn_id: TxnId) -> Txn | None:
+        """The transaction ``txn_id``, None if it is not known."""
+        return self._txns.get(txn_id)
 
-    def _now_ms(self) -> int:
-        return int(self._clock() * 1000)
+    def transactions(self) -> list[Txn]:
+        """Every known transaction (a copy: the caller may add or remove meanwhile)."""
+        return list(self._txns.values())
 
-    async def _register(self, txn: Txn, segment: str) -> None:
+    def labelled(self, label: str) -> list[Txn]:
+        """The known transactions of ``label``, by txn id."""
+        return [self._txns[txn_id] for txn_id in sorted(self._labelled.get(label, ()))]
+
+    def close_label(self, label: str, now_ms: int) -> None:
+        """Refuse ``label`` from now on (``check_not_closed``); closed first at ``now_ms``."""
+        self._closed_labels.setdefault(label, now_ms)
+
+    def is_closed(self, label: str) -> bool:
+        """Whether ``label`` is closed (``begin`` refuses it)."""
+        return label in self._closed_labels
+
+    def check_not_closed(self, label: str) -> None:
+        """``TxnLabelClosedError`` if ``label`` is closed."""
+        if label and self.is_closed(label):
+            raise TxnLabelClosedError(label)
+
+    def forget_closed_labels(self, horizon_ms: int) -> None:
+        """Open again the labels closed at or before ``horizon_ms``."""
+        for label in [k for k, closed in self._closed_labels.items() if closed <= horizon_ms]:
+            del self._closed_labels[label]
+
+    def clear(self) -> None:
+        """Forget every transaction and closed label (the log keeps them)."""
+        self._txns.clear()
+        self._labelled.clear()
+        self._closed_labels.clear()
+
+    def save(self, txn: Txn) -> Coroutine[Any, Any, None]:
+        """Write ``txn``'s record (durable once awaited; unknown if it raises)."""
+        return self._log.write(txn.name, txn.record())
+
+    def write(self, key: str, value: bytes | None) -> Coroutine[Any, Any, None]:
+        """Write a record of the log by key (a commit group's), None: a tombstone."""
+        return self._log.write(key, value)
+
+    async def register_segment(self, txn: Txn, segment: str) -> None:
         """Log ``segment`` as touched by ``txn`` before its first entry there.
 
         One lock per (transaction, segment): registrations of several segments
@@ -141,13 +121,9 @@ class CoordinatorCore:
                 return
             txn.segments.append(segment)
             try:
-                await self._log.write(txn.name, txn.record())
+                await self.save(txn)
             except BaseException:
+                # Unknown outcome: the record may name the segment. Harmless:
+                # a marker there finds no entry of this transaction.
                 txn.segments.remove(segment)
                 raise
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    """Mark the error of work whose caller went away as seen (the caller still there raises it)."""
-    if not task.cancelled():
-        task.exception()
