@@ -18,10 +18,18 @@ nothing. The decision is never taken back: after a COMMITTING write that
 failed, the record may have landed (a restart would then commit), so the
 commit goes on rather than going back to OPEN.
 
-``TxnFinisher`` owns the jobs and their retry timers; it writes records
-through the ``TxnTable`` and markers through ``TxnMarkers``, and runs its
-background work (records after a commit's answer, retries) as tasks of the
-coordinator's ``BackgroundTasks``.
+A decision is reported only once its record is durable (issue 22): a
+transaction is COMMITTING or ABORTING in memory before its decision record is
+written, and a crash in that window replays it OPEN (its timeout then aborts
+it). So a status read back (``GetTxnStatus``) and the refusal of a repeated
+CommitTxn/AbortTxn wait in ``until_durable`` until the job's decision is
+logged, or answer ``BrokerShuttingDownError`` (retriable) when the
+coordinator forgot the transaction meanwhile (it stood down).
+
+``TxnFinisher`` owns the jobs, their retry timers and the decision waiters;
+it writes records through the ``TxnTable`` and markers through ``TxnMarkers``,
+and runs its background work (records after a commit's answer, retries) as
+tasks of the coordinator's ``BackgroundTasks``.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from broker.errors import BrokerShuttingDownError
 from broker.segments.entry import EntryKind
 from broker.txn._markers import TxnMarkers
 from broker.txn._table import TxnTable
@@ -77,6 +86,9 @@ class TxnFinisher:
         self._faults = faults
         #: Decided transactions not finished yet, by ``Finishing.key``.
         self._jobs: dict[str, Finishing] = {}
+        #: Set (then replaced) when a decision record became durable or the jobs
+        #: were forgotten: callers waiting in ``until_durable`` look again.
+        self._decisions_changed = asyncio.Event()
 
     async def abort(self, txn: Txn, final: TxnState) -> None:
         """Abort the OPEN ``txn``: ABORTING, then (``drive``) markers and ``final``.
@@ -111,6 +123,34 @@ class TxnFinisher:
     def is_finishing(self, txn_id: TxnId) -> bool:
         """Whether a job of ``txn_id`` is not finished yet (its final record not durable)."""
         return any(txn_id in job.txn_ids for job in self._jobs.values())
+
+    def decision_pending(self, txn: Txn) -> bool:
+        """Whether ``txn`` is COMMITTING or ABORTING in memory only: no durable record says so.
+
+        A crash now would take it back (the log replays it OPEN), so neither a
+        status nor a refusal may report it as decided yet.
+        """
+        if txn.state not in (TxnState.COMMITTING, TxnState.ABORTING):
+            return False
+        return not any(job.logged for job in self._jobs.values() if txn.txn_id in job.txn_ids)
+
+    async def until_durable(self, txn: Txn) -> None:
+        """Return once ``txn``'s decision under way, if any, is in the log.
+
+        Raises ``BrokerShuttingDownError`` (retriable) when the table forgot
+        ``txn`` meanwhile (the coordinator stood down: its successor replays
+        the log).
+        """
+        while self.decision_pending(txn) and self._table.find(txn.txn_id) is txn:
+            await self._decisions_changed.wait()
+        if self._table.find(txn.txn_id) is not txn:
+            raise BrokerShuttingDownError(
+                f"transaction {txn.name}: the coordinator stood down before its "
+                f"{txn.state.name} record was logged; ask its successor")
+
+    def _tell_decision_waiters(self) -> None:
+        self._decisions_changed.set()
+        self._decisions_changed = asyncio.Event()
 
     async def drive(self, job: Finishing, *, records_in_background: bool = False) -> None:
         """Take ``job`` as far as it goes; after a failure a timer (and the tick) tries again.
@@ -153,9 +193,14 @@ class TxnFinisher:
                 job.timer = None
 
     def clear(self) -> None:
-        """Stop the retries and forget every job (the log keeps the decisions)."""
+        """Stop the retries and forget every job (the log keeps the decisions).
+
+        Waiters in ``until_durable`` look again: those whose transaction the
+        table forgot too (a stand-down clears it first) answer retriable.
+        """
         self.stop_retries()
         self._jobs.clear()
+        self._tell_decision_waiters()
 
     def _schedule_retry(self, job: Finishing, delay_ms: int) -> None:
         """Drive ``job`` again after ``delay_ms`` (the maintenance tick is the backstop)."""
@@ -181,6 +226,7 @@ class TxnFinisher:
             else:
                 await asyncio.gather(*(self._table.save(txn) for txn in txns))
             job.logged = True
+            self._tell_decision_waiters()  # now a status may say COMMITTING / ABORTING
             if commit and self._faults.after_committing_logged is not None:
                 # The crash window a restart must close: decided, no marker written yet.
                 self._faults.after_committing_logged()

@@ -182,9 +182,11 @@ class TxnCoordinator:
         """
         self._tasks.cancel()
         await self.close()
-        # Stops the retries the cancelled drives scheduled of their own.
-        self._finisher.clear()
         self._table.clear()
+        # Stops the retries the cancelled drives scheduled of their own, and
+        # tells the decision waiters (after the table: they answer retriable,
+        # the successor decides).
+        self._finisher.clear()
         self._log.forget()
 
     async def close(self) -> None:
@@ -216,9 +218,29 @@ class TxnCoordinator:
         return txn_id
 
     def status(self, txn_id: TxnId) -> TxnStatus:
-        """The transaction's state, touched segments and label. ``TxnNotFoundError``."""
+        """The transaction's state, touched segments and label. ``TxnNotFoundError``.
+
+        From memory: COMMITTING or ABORTING may not be durable yet (a client
+        asks ``durable_status``).
+        """
         txn = self._table.get(txn_id)
         return TxnStatus(txn.state, tuple(txn.segments), txn.deadline_ms, txn.label)
+
+    async def durable_status(self, txn_id: TxnId) -> TxnStatus:
+        """``status``, once a commit or abort under way is in the log (``GetTxnStatus``).
+
+        A client reads the status back after a decision call whose outcome is
+        unknown: COMMITTING must mean the commit survives a crash (the log
+        replays it), never a decision still held in memory only, which a
+        crash takes back (replayed OPEN, then timed out: a commit the client
+        counted as done would be lost). So this waits for the decision record.
+
+        Raises:
+            TxnNotFoundError: unknown.
+            BrokerShuttingDownError: the coordinator stood down meanwhile.
+        """
+        await self._finisher.until_durable(self._table.get(txn_id))
+        return self.status(txn_id)
 
     def count_by_state(self) -> dict[str, int]:
         """How many transactions are in each state, by lower-case state name (for metrics)."""
@@ -270,6 +292,13 @@ class TxnCoordinator:
 
         Runs to its end even if the caller is cancelled (``BackgroundTasks.run_to_end``).
         """
+        for txn_id in dict.fromkeys(txn_ids):
+            # A repeated call (its first answer lost) is refused as decided only
+            # once that decision is durable (``durable_status`` says why). Waited
+            # for here, by the caller: ``close`` waits for the work run to its end.
+            txn = self._table.find(txn_id)
+            if txn is not None:
+                await self._finisher.until_durable(txn)
         await self._tasks.run_to_end(self._commit(txn_ids))
 
     async def _commit(self, txn_ids: Sequence[TxnId]) -> None:
@@ -304,6 +333,8 @@ class TxnCoordinator:
         40 s; the SDK's abort timed out after 35 s).
         """
         txn = self._table.get(txn_id)
+        # Refused as decided only once durable (``commit``, ``durable_status``).
+        await self._finisher.until_durable(txn)
         task = self._tasks.start_to_end(self._finisher.abort(txn, TxnState.ABORTED))
         while True:
             done, _pending = await asyncio.wait({task}, timeout=ABORT_ANSWER_WAIT_S)

@@ -6,12 +6,13 @@ broker's segments, or a writer that fails once), real background tasks.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from broker.api import TopicConfig
-from broker.errors import TxnStateError
+from broker.errors import BrokerShuttingDownError, TxnStateError
 from broker.segments.entry import EntryKind
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
@@ -176,3 +177,45 @@ async def test_clear_forgets_the_jobs(env: BrokerEnv) -> None:
     assert parts.finisher.job(txn.name) is None
     assert not parts.finisher.is_finishing(txn.txn_id)
     assert (await parts.logged())[txn.name] == "ABORTING"  # the log keeps the decision
+
+
+async def _yield_often() -> None:
+    for _ in range(50):  # no timing: nothing here can end before the next step
+        await asyncio.sleep(0)
+
+
+async def test_a_decision_waiter_returns_once_the_decision_is_logged(parts: Parts) -> None:
+    txn = await parts.open_txn(1)
+    await parts.finisher.until_durable(txn)  # OPEN: nothing to wait for
+    txn.state = TxnState.COMMITTING
+    assert parts.finisher.decision_pending(txn)  # in memory only, no job yet
+    job = parts.finisher.decided_commit([txn.txn_id], None, logged=False)
+    assert parts.finisher.decision_pending(txn)  # a job, its record not logged
+    waiter = asyncio.ensure_future(parts.finisher.until_durable(txn))
+    await _yield_often()
+    assert not waiter.done()
+    await parts.finisher.drive(job)
+    await waiter
+    assert not parts.finisher.decision_pending(txn)
+    assert (await parts.logged())[txn.name] == "COMMITTED"
+
+
+async def test_a_replayed_decision_is_durable_already(parts: Parts) -> None:
+    txn = await parts.open_txn(1)
+    txn.state = TxnState.ABORTING
+    parts.finisher.decided_abort(txn.txn_id, TxnState.ABORTED, logged=True)
+    assert not parts.finisher.decision_pending(txn)
+    await parts.finisher.until_durable(txn)
+
+
+async def test_a_decision_waiter_answers_retriable_once_forgotten(parts: Parts) -> None:
+    txn = await parts.open_txn(1)
+    txn.state = TxnState.ABORTING
+    parts.finisher.decided_abort(txn.txn_id, TxnState.ABORTED, logged=False)
+    waiter = asyncio.ensure_future(parts.finisher.until_durable(txn))
+    await _yield_often()
+    assert not waiter.done()
+    parts.table.clear()  # a stand-down: the table first, then the jobs
+    parts.finisher.clear()
+    with pytest.raises(BrokerShuttingDownError, match="stood down before its ABORTING"):
+        await waiter
