@@ -59,10 +59,10 @@ from collections.abc import Callable
 from broker.api import TopicConfig
 from broker.metrics import observe_txn_buffer_recovery
 from broker.segments._core import SegmentSetup
-from broker.segments._head import SegmentHead
-from broker.segments._lifecycle import SegmentLifecycle
-from broker.segments._markers import SegmentMarkers
-from broker.segments._reading import SegmentReads
+from broker.segments.head import SegmentHead
+from broker.segments.lifecycle import SegmentLifecycle
+from broker.segments.markers import SegmentMarkers
+from broker.segments.reading import SegmentReads
 from broker.segments.recovery import recover_chain
 from broker.segments.transactions import LedgerSegmentLog
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS

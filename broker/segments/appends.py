@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from broker.api import AppendResult, Block
 from broker.errors import BrokerError, InvalidArgumentError, WrongHostError
 from broker.metrics import observe_append
-from broker.segments._rollover import SegmentRollover
+from broker.segments.rollover import SegmentRollover
 from broker.segments.entry import EntryKind
 from ledger.errors import LedgerError, LedgerFencedError
 from txnbuffer.api import TxnId

@@ -7,7 +7,7 @@ import contextlib
 
 from broker.api import AppendResult
 from broker.errors import InvalidArgumentError
-from broker.segments._append import SegmentAppends
+from broker.segments.appends import SegmentAppends
 from broker.segments.entry import EntryKind
 from ledger.errors import LedgerError
 from txnbuffer.api import TxnId

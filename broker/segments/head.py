@@ -11,7 +11,7 @@ import logging
 
 from broker.api import SegmentInfo, TopicConfig
 from broker.errors import OffsetOutOfRangeError
-from broker.segments._rollover import SegmentRollover
+from broker.segments.rollover import SegmentRollover
 from broker.segments.retention import ledgers_before, ledgers_past_retention
 
 __all__ = ["SegmentHead"]
