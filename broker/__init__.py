@@ -74,11 +74,11 @@ Where this differs from the layout first sketched (issue 14), and why:
 - ``LedgerSegment``, ``TopicManager`` and ``TxnCoordinator`` keep their names
   and behaviour but are composed of mixin parts, one job per file (``_core``
   holds the fields; each part imports only the parts beneath it), so no
-  caller changed when the 900-line files were split. ``LedgerSegment`` is no
-  longer: it holds parts that own their state or one operation (issue 26:
-  ``segments.life``, ``chain``, ``pipeline``, ``txns``, ``wakeup``,
-  ``recorder``, ``rollover`` with its ``gate``, ``appends``, ``markers``,
-  ``reading``, ``head``, ``lifecycle``), each tested alone, and keeps its API.
+  caller changed when the 900-line files were split. ``LedgerSegment`` is on
+  its way to parts that own their state (issue 26): its life cycle
+  (``segments.life``), ledger chain (``segments.chain``), append pipeline
+  (``segments.pipeline``) and rollover gate (``segments.gate``) are such
+  parts, tested alone; its remaining mixins work through them.
 """
 
 __all__: list[str] = []
