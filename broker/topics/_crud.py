@@ -60,7 +60,7 @@ class TopicCrud(TopicsCore):
     ) -> TopicInfo:
         """Create a topic of ``segment_count`` equal key ranges.
 
-        ``internal`` allows a system topic name (``_`` prefix). Raises
+        ``internal`` allows a system topic name (``is_system_topic``). Raises
         ``TopicNameError``, ``InternalTopicError`` (a ``_`` name without
         ``internal``), ``InvalidArgumentError`` (count outside [1, 1024], a bad
         config value), ``TopicExistsError``.
