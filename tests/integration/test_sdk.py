@@ -72,7 +72,8 @@ def test_admin_refusals_are_typed(client: folio.Client) -> None:
     with pytest.raises(folio.TopicExistsError):
         client.create_topic("admin-b")
     with pytest.raises(folio.InternalTopicError):
-        client.create_topic("_reserved")
+        client.create_topic("__folio_reserved")
+    assert client.create_topic("_not_reserved").name == "_not_reserved"
     with pytest.raises(folio.TopicNameError):
         client.create_topic("bad name")
     with pytest.raises(folio.InvalidArgumentError):
