@@ -23,10 +23,12 @@ from typing import Self
 from broker.api import SegmentRange, SegmentState, StoredWriter, TopicConfig, TopicInfo
 from broker.errors import (
     BrokerShuttingDownError,
+    TopicExistsError,
 )
 from broker.segments.names import (
     make_segment_name,
     segment_path,
+    topic_path,
 )
 from broker.segments.reads import peek_end_offset
 from broker.segments.records import SegmentRecord
@@ -35,7 +37,7 @@ from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
 from broker.topics.loaded import LoadedSegments, read_topic
 from broker.topics.records import TopicRecord, TopicSegment
 from ledger.api import LedgerService, MetadataStore
-from ledger.errors import NodeExistsError, NoNodeError
+from ledger.errors import BadVersionError, NodeExistsError, NoNodeError
 from txnbuffer.api import SnapshotPolicy, SnapshotStore
 
 __all__ = ["CAS_ATTEMPTS", "TopicsCore"]
@@ -133,9 +135,20 @@ class TopicsCore:
         try:
             await self._store.create(path, data, make_parents=True)
         except NodeExistsError:
-            # Left by a create that crashed before its topic record: no topic
-            # owns it, so it is ours to overwrite.
-            await self._store.set(path, data, -1)
+            # Left by a create that crashed before its topic record (no topic
+            # owns it: ours to overwrite), or made by a concurrent create of
+            # the same name (another connection's or broker's: Kafka clients
+            # auto-create topics), whose topic may be in use already. So it is
+            # overwritten only while no topic record exists, and only at the
+            # version read: a change since (a ledger recorded by the topic's
+            # first append) makes the set fail, and the topic exists.
+            existing = await self._store.get(path)
+            if await self._store.exists(topic_path(topic)):
+                raise TopicExistsError(topic) from None
+            try:
+                await self._store.set(path, data, existing.version)
+            except BadVersionError:
+                raise TopicExistsError(topic) from None
 
     def _check_open(self) -> None:
         if self._closed:
