@@ -10,13 +10,17 @@
   ``--kafka-num-partitions`` sizes auto-created topics and CreateTopics with -1.
 - CreateTopics' replication factor is checked against the copies Folio keeps
   (the write quorum, 1 on a standalone): 3 is INVALID_REPLICATION_FACTOR.
-- Upgrade: a standalone started again on the data of a run that wrote every
-  system topic (under the names earlier builds gave them, which this build
-  keeps) finds them: committed offsets, transactional state.
+- Upgrade: the build before this change (``EARLIER_BUILD``, taken from the
+  repository's history with ``git archive``) writes a transactional id,
+  committed offsets and its transaction log; this build, started on that data
+  directory, finds them under the names it keeps.
 """
 
 from __future__ import annotations
 
+import io
+import subprocess
+import tarfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,6 +37,11 @@ from tests.integration.kafka.test_kafka_clients import DEADLINE_S, consume
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.kafka import kafka_address
 from tests.support.standalone import start_standalone
+
+#: The commit before issue 27's names (main when it started): its system topics,
+#: under the names every earlier build gave them, are what an upgrade meets.
+EARLIER_BUILD = "21925f6bc32fa6facf5245b1d319d7dfc08b6db0"
+_PACKAGES = ("broker", "folio", "ledger", "txnbuffer")
 
 
 def _bootstrap(server: BookieProcess) -> str:
@@ -158,44 +167,76 @@ def test_with_auto_creation_off_a_missing_topic_fails_fast(refusing: BookieProce
         assert len(client.get_topic("sized").segments) == 3
 
 
-def test_the_system_topics_of_earlier_builds_are_found_after_a_restart(
-        tmp_path: Path) -> None:
+def _earlier_build(into: Path) -> Path:
+    """The packages of ``EARLIER_BUILD`` (from this repository's history) under ``into``."""
+    root = Path(__file__).resolve().parents[3]
+    archive = subprocess.run(["git", "-C", str(root), "archive", EARLIER_BUILD, *_PACKAGES],
+                             capture_output=True, check=False, timeout=60)
+    assert archive.returncode == 0, (
+        f"this test runs the build before issue 27 ({EARLIER_BUILD}) from the repository's "
+        f"history, which git cannot give here: {archive.stderr.decode()}")
+    into.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def _started_in(directory: Path, processes: BookieProcesses, data: Path,
+                monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> BookieProcess:
+    # ``python -m`` puts the working directory first on the path: the build run
+    # is the one in ``directory``.
+    with monkeypatch.context() as patch:
+        patch.chdir(directory)
+        return start_standalone(processes, data, "--kafka-port", "0", env=env)
+
+
+def test_data_of_the_build_before_names_changed_is_found(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A standalone of this build started on an earlier build's data finds its system topics."""
+    earlier = _earlier_build(tmp_path / "earlier")
     processes = BookieProcesses()
     data = tmp_path / "data"
     try:
-        first = start_standalone(processes, data, "--kafka-port", "0")
+        first = _started_in(earlier, processes, data, monkeypatch, {"PYTHONPATH": str(earlier)})
+        with folio.Client(first.address, timeout_s=30) as client:
+            # It is the earlier build: it refused every name starting with '_'.
+            with pytest.raises(folio.InternalTopicError):
+                client.create_topic("_schemas")
+            client.create_topic("orders")
         bootstrap = _bootstrap(first)
-        assert _produce(bootstrap, "_upgrade", [b"a", b"b"], **{
+        assert _produce(bootstrap, "orders", [b"a", b"b"], **{
             "transactional.id": "upgrader"}) == [None, None]
-        consumed = consume(bootstrap, [TopicPartition("_upgrade", 0, 0)], 2,
-                           **{"group.id": "upgrade-group"})
         committer = Consumer({"bootstrap.servers": bootstrap, "group.id": "upgrade-group"})
         try:
-            committer.commit(offsets=[TopicPartition("_upgrade", 0, 2)], asynchronous=False)
+            committer.commit(offsets=[TopicPartition("orders", 0, 2)], asynchronous=False)
         finally:
             committer.close()
-        assert [message.value() for message in consumed] == [b"a", b"b"]
         with folio.Client(first.address, timeout_s=30) as client:
             before = {topic.name for topic in client.list_topics(include_internal=True)}
-        first.terminate()
+        assert first.terminate() == 0
 
-        again = start_standalone(processes, data, "--kafka-port", "0")
+        again = _started_in(Path(__file__).resolve().parents[3], processes, data, monkeypatch,
+                            {})
         with folio.Client(again.address, timeout_s=30) as client:
             after = {topic.name for topic in client.list_topics(include_internal=True)}
-        assert after == before
-        assert {"_txnlog", "_kafka_offsets", "_kafka_txn_state"} <= after
-        assert after - {"_upgrade"} <= LEGACY_SYSTEM_TOPICS
-        assert not any(name.startswith(SYSTEM_TOPIC_PREFIX) for name in after)
+            assert after == before
+            assert {"_txnlog", "_kafka_offsets", "_kafka_txn_state"} <= after
+            assert after - {"orders"} <= LEGACY_SYSTEM_TOPICS
+            assert not any(name.startswith(SYSTEM_TOPIC_PREFIX) for name in after)
+            assert client.create_topic("_schemas").name == "_schemas"
         bootstrap = _bootstrap(again)
         reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "upgrade-group"})
         try:
-            [committed] = reader.committed([TopicPartition("_upgrade", 0)], timeout=DEADLINE_S)
+            [committed] = reader.committed([TopicPartition("orders", 0)], timeout=DEADLINE_S)
         finally:
             reader.close()
         assert committed.offset == 2
-        # The transactional id's producer state was found: the next epoch goes on.
-        assert _produce(bootstrap, "_upgrade", [b"c"], **{
+        # The transactional id's state was found: its next transaction commits.
+        assert _produce(bootstrap, "orders", [b"c"], **{
             "transactional.id": "upgrader"}) == [None]
-        again.terminate()
+        messages = consume(bootstrap, [TopicPartition("orders", 0, 0)], 3,
+                           **{"isolation.level": "read_committed"})
+        assert [message.value() for message in messages] == [b"a", b"b", b"c"]
+        assert again.terminate() == 0
     finally:
         processes.kill_all()
