@@ -76,6 +76,8 @@ def test_admin_refusals_are_typed(client: folio.Client) -> None:
     assert client.create_topic("_not_reserved").name == "_not_reserved"
     with pytest.raises(folio.TopicNameError):
         client.create_topic("bad name")
+    with pytest.raises(folio.TopicNameError, match=r"topic name cannot be '\.\.'"):
+        client.create_topic("..")
     with pytest.raises(folio.InvalidArgumentError):
         client.create_topic("admin-c", 5000)
     with pytest.raises(folio.InvalidArgumentError):

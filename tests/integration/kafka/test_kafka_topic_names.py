@@ -144,6 +144,11 @@ def test_replication_factor_is_checked_against_the_copies_kept(bootstrap: str) -
     futures["rf-one"].result(DEADLINE_S)
     topics = admin.list_topics(timeout=DEADLINE_S).topics
     assert "rf-three" not in topics
+    refused_names = admin.create_topics([NewTopic(name, 1) for name in ("..", "__folio_x")])
+    for name, future in refused_names.items():
+        with pytest.raises(KafkaException) as bad:
+            future.result(DEADLINE_S)
+        assert bad.value.args[0].code() == KafkaError.TOPIC_EXCEPTION, name
     assert sorted(topics["rf-default"].partitions) == [0, 1]
 
 
