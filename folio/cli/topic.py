@@ -216,8 +216,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     list_.add_argument("--internal", action="store_true",
                        help="also list the broker's system topics (names starting with "
-                       "'_': _txnlog, _txncommitkeys, _txnbuffer_snapshots); they can be "
-                       "read for diagnosis, never written")
+                       "__folio_, and _txnlog, _txncommitkeys, _txnbuffer_snapshots, "
+                       "_kafka_offsets, _kafka_txn_state); they can be read for diagnosis, "
+                       "never written")
     list_.add_argument("--json", action="store_true",
                        help="print one JSON array of topics, sorted by name, each as "
                        "`topic describe --json` prints it but with only its active "
