@@ -129,12 +129,23 @@ class TopicsCore:
         """The segments loaded on this broker now (a copy; ``broker.metrics`` reads it)."""
         return self._loaded.loaded_segments()
 
-    async def _create_segment_record(self, topic: str, number: int) -> None:
+    async def _create_segment_record(self, topic: str, number: int, *,
+                                     new_topic: bool = False) -> None:
+        """Write a segment's first record; ``new_topic``: for ``create_topic``.
+
+        ``new_topic`` raises ``TopicExistsError`` when the record exists and
+        the topic's record does too, or changes meanwhile (below).
+        """
         data = SegmentRecord(topic, number).to_bytes()
         path = segment_path(topic, number)
         try:
             await self._store.create(path, data, make_parents=True)
         except NodeExistsError:
+            if not new_topic:
+                # A successor left by a scaling that did not land (the topic
+                # record did not list it): no topic owns it, ours to overwrite.
+                await self._store.set(path, data, -1)
+                return
             # Left by a create that crashed before its topic record (no topic
             # owns it: ours to overwrite), or made by a concurrent create of
             # the same name (another connection's or broker's: Kafka clients

@@ -85,7 +85,7 @@ class TopicCrud(TopicsCore):
                 for i in range(segment_count)
             )
             for segment in segments:
-                await self._create_segment_record(name, segment.number)
+                await self._create_segment_record(name, segment.number, new_topic=True)
             record = TopicRecord(name, config, segments, segment_count, self._now_ms())
             try:
                 await self._store.create(topic_path(name), record.to_bytes(), make_parents=True)
