@@ -32,8 +32,9 @@ it: each layer imports only the ones below it, with no ignores):
   ``liveness``, ``backlog`` metrics.
 - ``system/``: ``CompactedTopic`` (the broker's own keyed state: latest record
   per key, compaction) and the transaction buffers' ``snapshot_store``.
-- ``topics/``: ``TopicManager`` (CRUD, the cache of loaded segments, scaling,
-  maintenance), ``produce`` (unary writes: route, pack, append), the pure
+- ``topics/``: ``TopicManager`` and its parts (``loaded`` segments, the
+  ``catalog`` of topic records, ``crud``, ``scale``, ``maintenance``),
+  ``produce`` (unary writes: route, pack, append), the pure
   ``scaling`` plans, ``routing`` (the routing-key hash),
   ``internal`` (public calls never write system topics), ``records`` (the
   topic record).
@@ -71,14 +72,20 @@ Where this differs from the layout first sketched (issue 14), and why:
   top with their names, layered just under ``app`` and above the domain:
   ``BrokerConfig`` gathers the components' defaults (``appends.held``,
   ``segments.writers``), and ``ledger.settings`` layers it.
-- ``LedgerSegment``, ``TopicManager`` and ``TxnCoordinator`` keep their names
-  and behaviour but are composed of mixin parts, one job per file (``_core``
-  holds the fields; each part imports only the parts beneath it), so no
-  caller changed when the 900-line files were split. ``LedgerSegment`` is on
-  its way to parts that own their state (issue 26): its life cycle
-  (``segments.life``), ledger chain (``segments.chain``), append pipeline
-  (``segments.pipeline``) and rollover gate (``segments.gate``) are such
-  parts, tested alone; its remaining mixins work through them.
+- ``LedgerSegment`` and ``TxnCoordinator`` keep their names and behaviour but
+  are composed of mixin parts, one job per file (``_core`` holds the fields;
+  each part imports only the parts beneath it), so no caller changed when the
+  900-line files were split. ``LedgerSegment`` is on its way to parts that own
+  their state (issue 26): its life cycle (``segments.life``), ledger chain
+  (``segments.chain``), append pipeline (``segments.pipeline``) and rollover
+  gate (``segments.gate``) are such parts, tested alone; its remaining mixins
+  work through them.
+- ``TopicManager`` holds parts that own their state, each tested alone, with
+  their collaborators passed in (issue 26): the table of loaded segments
+  (``topics.loaded``), the catalog of topic records with the per-topic locks
+  (``topics.catalog``), CRUD (``topics.crud``), scaling (``topics.scale``) and
+  the maintenance round (``topics.maintenance``). It owns only whether it is
+  closed and delegates its public calls, whose names and signatures stayed.
 """
 
 __all__: list[str] = []

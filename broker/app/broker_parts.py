@@ -24,7 +24,6 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 
-from broker.api import TopicConfig
 from broker.app.cluster_ownership import ClusterOwnership
 from broker.appends.held import MAX_TXN_BYTES
 from broker.auth import AclStore, Authorizer
@@ -133,7 +132,6 @@ class TopicsPart:
         topics = TopicManager(self._ledgers.client, self._source.store,
                               txn_store_factory=snapshot_store if ownership is None
                               else ownership.snapshot_store,
-                              defaults=TopicConfig(),
                               retention_interval_s=config.retention_interval_s,
                               writer_expiry_ms=config.writer_expiry_ms,
                               txn_snapshots=config.txn_snapshots(),

@@ -209,9 +209,23 @@ class ClusterOwnership:
         # Stale copies (loaded at startup, or in an earlier ownership) go first,
         # so the replay loads the logs afresh, fencing the previous coordinator.
         await self._topics.release_segments(lambda name: name in _COORDINATOR_SEGMENTS)
-        await self._coordinator.take_over()
-        await self._commit_keys.take_over()
+        try:
+            await self._coordinator.take_over()
+            await self._commit_keys.take_over()
+        except Exception:
+            # Half taken over (the commit keys' replay failed: ZooKeeper's
+            # connection lost, a bookie down): the replayed coordinator must not
+            # run unseated. Its timers would abort and log, and its log writes
+            # load ``_txnlog/0`` here, fencing the coordinator that runs where
+            # the container went; nor does a later drop stand it down (it
+            # stands down only a seated one). The next step takes it over again.
+            await self._coordinator.stand_down()
+            raise
         self._seated = self.owners.owns(COORDINATOR_SEGMENT)
+        if not self._seated:
+            # The container went (dropped, released) while the logs replayed:
+            # its drop found nothing seated to stand down, so it is done here.
+            await self._coordinator.stand_down()
 
     async def stand_down(self) -> None:
         self._seated = False

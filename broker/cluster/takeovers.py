@@ -21,11 +21,15 @@ log = logging.getLogger(__name__)
 
 
 class TakeOvers:
-    """Runs ``on_claimed`` per taken container and keeps those whose run failed."""
+    """Runs ``on_claimed`` per taken container and keeps those whose run failed.
+
+    ``broker_id`` names the broker in the log; its owner sets it again once
+    the broker is bound (``ZooKeeperOwners.bind``).
+    """
 
     def __init__(self, broker_id: str,
                  on_claimed: Callable[[int], Awaitable[None]] | None) -> None:
-        self._id = broker_id
+        self.broker_id = broker_id
         self._on_claimed = on_claimed
         #: Served containers whose take-over failed.
         self._unseated: set[int] = set()
@@ -40,12 +44,12 @@ class TakeOvers:
         except Exception as error:
             self._unseated.add(container)
             log.warning("broker %s: taking over container %d failed (%s: %s); trying "
-                        "again", self._id, container, type(error).__name__, error)
+                        "again", self.broker_id, container, type(error).__name__, error)
 
     def again(self, active: Collection[int], taken: Collection[int]) -> list[int]:
         """The ``active`` containers whose take-over failed, to run again (not in ``taken``)."""
         self._unseated &= set(active)
         again = sorted(self._unseated - set(taken))
         for container in again:
-            log.info("broker %s: taking over container %d again", self._id, container)
+            log.info("broker %s: taking over container %d again", self.broker_id, container)
         return again

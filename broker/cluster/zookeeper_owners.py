@@ -199,6 +199,7 @@ class ZooKeeperOwners:
             raise RuntimeError("bind before start")
         self._id, self._address = broker_id, address
         self._gate.broker_id = broker_id
+        self._takeovers.broker_id = broker_id  # (its failures named the broker "" before)
         self._record = OwnerRecord(broker_id, address, self._record.incarnation, kafka)
 
     def owner_record(self, segment: str) -> OwnerRecord | None:

@@ -92,7 +92,7 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
     ) -> transactions_pb2.GetTxnStatusResponse:
         try:
             self._gate()
-            status = self._coordinator.status(check_txn_id(request.txn_id))
+            status = await self._coordinator.durable_status(check_txn_id(request.txn_id))
         except _Refusals as error:
             await abort_with(context, error)
         return transactions_pb2.GetTxnStatusResponse(

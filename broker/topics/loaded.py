@@ -8,12 +8,14 @@ writer expiry, snapshot policy, whether fenced segments are loaded again).
 A segment whose ledger failed is loaded again on its next use; while that
 fails too (storage or bookies still down) the failed one is kept, so reads of
 what it holds keep working. A segment another broker took is never reloaded
-(it would fence the new owner).
+(it would fence the new owner). A topic's deletion deletes its segments here,
+loaded or not (``delete_segment``), each under its load lock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import weakref
 from collections.abc import Callable
@@ -110,11 +112,6 @@ class LoadedSegments:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
 
-    @property
-    def reload_fenced(self) -> bool:
-        """Whether this is a cluster broker's table (see ``needs_reload``)."""
-        return self._reload_fenced
-
     def lock(self, name: str) -> asyncio.Lock:
         """The segment's load lock: one load, release or deletion of it at a time."""
         lock = self._locks.get(name)
@@ -126,10 +123,6 @@ class LoadedSegments:
     def get(self, name: str) -> LedgerSegment | None:
         """The segment if it is loaded now (usable or not), without loading it."""
         return self._segments.get(name)
-
-    def pop(self, name: str) -> LedgerSegment | None:
-        """Forget the loaded segment and return it (the caller holds ``lock(name)``)."""
-        return self._segments.pop(name, None)
 
     def loaded_segments(self) -> list[LedgerSegment]:
         """The segments loaded now (a copy)."""
@@ -329,3 +322,41 @@ class LoadedSegments:
         if not SegmentRecord.from_bytes(node.data).sealed:
             segment = await self.segment(name)  # seals it: its entry is SEALED
             await segment.seal()
+
+    async def delete_segment(self, topic: str, number: int) -> None:
+        """Delete the segment (for its topic's deletion): loaded or not, with its ledgers.
+
+        A loaded one is closed first (its handles then fail every call with
+        ``NoSuchSegmentError``); one not loaded here has its ledgers and
+        record deleted from its record. A crash in between leaves what a
+        deletion of the topic again finishes.
+        """
+        name = make_segment_name(topic, number)
+        async with self.lock(name):
+            segment = self._segments.pop(name, None)
+            if segment is not None:
+                await segment.delete()
+                return
+            path = segment_path(topic, number)
+            try:
+                node = await self._store.get(path)
+            except NoNodeError:
+                return
+            ledgers = SegmentRecord.from_bytes(node.data).ledgers
+            if self._reload_fenced and ledgers:
+                # In a cluster another broker may have the segment loaded: fence its
+                # ledger first, so its appends fail (and it finds the segment gone)
+                # rather than land in a ledger about to be deleted.
+                try:
+                    await self._ledgers.open(ledgers[-1].ledger_id, recovery=True)
+                except LedgerError as error:
+                    log.info("topic %s: ledger %d not fenced before deletion: %s", topic,
+                             ledgers[-1].ledger_id, error)
+            for ledger in ledgers:
+                try:
+                    await self._ledgers.delete(ledger.ledger_id)
+                except LedgerError as error:
+                    log.warning("topic %s: ledger %d left behind: %s", topic,
+                                ledger.ledger_id, error)
+            with contextlib.suppress(NoNodeError):
+                await self._store.delete(path)

@@ -13,7 +13,12 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from broker.errors import TxnLabelClosedError, TxnNotFoundError, TxnStateError
+from broker.errors import (
+    BrokerShuttingDownError,
+    TxnLabelClosedError,
+    TxnNotFoundError,
+    TxnStateError,
+)
 from broker.segments.entry import EntryKind
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
@@ -63,6 +68,9 @@ class CoordinatorCore:
         self._finishing: dict[str, Finishing] = {}
         #: Timeout aborts and COMMITTED log writes under way (``close`` waits for them).
         self._background: set[asyncio.Future[Any]] = set()
+        #: Set (then replaced) when a decision record became durable or everything
+        #: was forgotten: callers waiting in ``_until_durable`` look again.
+        self._decisions_changed = asyncio.Event()
 
     async def _run_to_end(self, work: Coroutine[Any, Any, T]) -> T:
         """``work``, run to its end even when the caller is cancelled.
@@ -83,6 +91,34 @@ class CoordinatorCore:
         task.add_done_callback(self._background.discard)
         task.add_done_callback(_retrieve)
         return task
+
+    def _tell_decision_waiters(self) -> None:
+        self._decisions_changed.set()
+        self._decisions_changed = asyncio.Event()
+
+    def _decision_pending(self, txn: Txn) -> bool:
+        """Whether ``txn`` is COMMITTING or ABORTING in memory only: no durable record says so.
+
+        A crash now would take it back (the log replays it OPEN), so neither a
+        status nor a refusal may report it as decided yet.
+        """
+        if txn.state not in (TxnState.COMMITTING, TxnState.ABORTING):
+            return False
+        return not any(job.logged for job in self._finishing.values()
+                       if txn.txn_id in job.txn_ids)
+
+    async def _until_durable(self, txn: Txn) -> None:
+        """Return once ``txn``'s decision under way, if any, is in the log.
+
+        Raises ``BrokerShuttingDownError`` (retriable) when the coordinator
+        forgot it meanwhile (it stood down: its successor replays the log).
+        """
+        while self._decision_pending(txn) and self._txns.get(txn.txn_id) is txn:
+            await self._decisions_changed.wait()
+        if self._txns.get(txn.txn_id) is not txn:
+            raise BrokerShuttingDownError(
+                f"transaction {txn.name}: the coordinator stood down before its "
+                f"{txn.state.name} record was logged; ask its successor")
 
     @staticmethod
     def _cancel_timeout(txn: Txn) -> None:

@@ -134,6 +134,7 @@ class CoordinatorFinish(CoordinatorCore):
             else:
                 await asyncio.gather(*(self._log.write(txn.name, txn.record()) for txn in txns))
             job.logged = True
+            self._tell_decision_waiters()  # now a status may say COMMITTING / ABORTING
             if commit and self._faults.after_committing_logged is not None:
                 # The crash window a restart must close: decided, no marker written yet.
                 self._faults.after_committing_logged()

@@ -144,6 +144,7 @@ class TxnCoordinator(CoordinatorReplay):
         self._labelled.clear()
         self._closed_labels.clear()
         self._log.forget()
+        self._tell_decision_waiters()  # they answer retriable: the successor decides
 
     async def close(self) -> None:
         """Stop the timeout and retry timers; wait out the aborts and log writes under way."""
@@ -176,9 +177,29 @@ class TxnCoordinator(CoordinatorReplay):
         return txn_id
 
     def status(self, txn_id: TxnId) -> TxnStatus:
-        """The transaction's state, touched segments and label. ``TxnNotFoundError``."""
+        """The transaction's state, touched segments and label. ``TxnNotFoundError``.
+
+        From memory: COMMITTING or ABORTING may not be durable yet (a client
+        asks ``durable_status``).
+        """
         txn = self._get(txn_id)
         return TxnStatus(txn.state, tuple(txn.segments), txn.deadline_ms, txn.label)
+
+    async def durable_status(self, txn_id: TxnId) -> TxnStatus:
+        """``status``, once a commit or abort under way is in the log (``GetTxnStatus``).
+
+        A client reads the status back after a decision call whose outcome is
+        unknown: COMMITTING must mean the commit survives a crash (the log
+        replays it), never a decision still held in memory only, which a
+        crash takes back (replayed OPEN, then timed out: a commit the client
+        counted as done would be lost). So this waits for the decision record.
+
+        Raises:
+            TxnNotFoundError: unknown.
+            BrokerShuttingDownError: the coordinator stood down meanwhile.
+        """
+        await self._until_durable(self._get(txn_id))
+        return self.status(txn_id)
 
     def count_by_state(self) -> dict[str, int]:
         """How many transactions are in each state, by lower-case state name (for metrics)."""
@@ -253,6 +274,12 @@ class TxnCoordinator(CoordinatorReplay):
 
         Runs to its end even if the caller is cancelled (``_run_to_end``).
         """
+        for txn_id in dict.fromkeys(txn_ids):
+            # A repeated call (its first answer lost) is refused as decided only
+            # once that decision is durable (``durable_status`` says why). Waited
+            # for here, by the caller: ``close`` waits for the work run to its end.
+            if txn_id in self._txns:
+                await self._until_durable(self._txns[txn_id])
         await self._run_to_end(self._commit(txn_ids))
 
     async def _commit(self, txn_ids: Sequence[TxnId]) -> None:
@@ -287,6 +314,7 @@ class TxnCoordinator(CoordinatorReplay):
         40 s; the SDK's abort timed out after 35 s).
         """
         txn = self._get(txn_id)
+        await self._until_durable(txn)  # refused as decided only once durable (``_commit``)
         task = self._start_to_end(self._abort(txn, TxnState.ABORTED))
         while True:
             done, _pending = await asyncio.wait({task}, timeout=ABORT_ANSWER_WAIT_S)

@@ -1,28 +1,54 @@
 """Deciding a full transaction: ``CommitTxn``/``AbortTxn`` when answers may be lost.
 
-A broken connection leaves the outcome of a decision unknown: the coordinator
-may have taken the call. ``GetTxnStatus`` tells: COMMITTING/COMMITTED (or
-ABORTING/ABORTED) means it did; OPEN means the call is made again.
+Every decision call has three outcomes: yes, no (the broker's refusal), and
+unknown: a broken connection, a WrongHost or unreachable coordinator the call
+could not follow within its own deadline, ``DEADLINE_EXCEEDED``, or the IO
+thread's own wait that ended first (``TimeoutError: no answer within ...``).
+After an unknown outcome the coordinator may have taken the call, so it is
+never reported as a failure: ``GetTxnStatus`` reads it back.
+COMMITTING/COMMITTED (or ABORTING/ABORTED/TIMED_OUT) means it did; OPEN, or a
+read-back that is unknown too, means the call is made again, with backoff,
+until the decision's deadline (a repeated call is harmless: a coordinator that
+took the first one refuses the second as already decided, which is success).
+Only when the deadline passes with the outcome still unknown does the caller
+get the last error, saying so.
+
+The deadline is the caller's ``timeout``, by default
+``DEFAULT_DECIDE_TIMEOUT_S`` (Kafka's producer blocks ``commitTransaction``
+and ``abortTransaction`` up to ``max.block.ms``, 60 s by default): a
+coordinator moving after a broker was stopped or killed (a session timeout,
+then its log replayed) is followed, not reported.
 """
 
 from __future__ import annotations
 
+import builtins
+import logging
+import time
 from typing import TYPE_CHECKING, Final
 
+from folio._transport.append_stream import Backoff
 from folio.api.v1 import transactions_pb2
-from folio.errors import FolioUnavailableError, TxnStateError
+from folio.errors import FolioError, FolioUnavailableError, TimeoutError, TxnStateError
 from folio.txn.txn_status import TxnStatus
 
 if TYPE_CHECKING:
     from folio._transport.unary import UnaryCaller
     from folio.api.v1.transactions_pb2_grpc import TransactionsAsyncStub
 
-__all__ = ["decide", "txn_status"]
+__all__ = ["DEFAULT_DECIDE_TIMEOUT_S", "decide", "txn_status"]
 
-#: CommitTxn/AbortTxn calls made for one decision when answers are lost.
-_DECIDE_ATTEMPTS: Final = 5
+log = logging.getLogger(__name__)
+
+#: How long a commit or abort goes on deciding after unknown outcomes, by default.
+DEFAULT_DECIDE_TIMEOUT_S: Final = 60.0
+#: The longest wait between two attempts.
+_DECIDE_BACKOFF_MAX_S: Final = 2.0
 _COMMITTED_STATES: Final = ("COMMITTING", "COMMITTED")
 _ABORTED_STATES: Final = ("ABORTING", "ABORTED", "TIMED_OUT")
+#: What leaves a decision call's outcome unknown (``folio.errors.TimeoutError``
+#: is a ``builtins.TimeoutError`` too, as is the IO thread's own).
+_UNKNOWN: Final = (FolioUnavailableError, builtins.TimeoutError)
 
 
 def txn_status(call: UnaryCaller, stub: TransactionsAsyncStub, txn_id: bytes) -> TxnStatus:
@@ -33,25 +59,34 @@ def txn_status(call: UnaryCaller, stub: TransactionsAsyncStub, txn_id: bytes) ->
 
 
 def decide(call: UnaryCaller, stub: TransactionsAsyncStub, txn_id: bytes, *,
-           commit: bool) -> None:
-    """``CommitTxn`` or ``AbortTxn``, tried again when the answer is lost.
+           commit: bool, timeout: float | None = None) -> None:
+    """``CommitTxn`` or ``AbortTxn``; an unknown outcome is read back and tried again.
+
+    Args:
+        timeout: seconds to go on after unknown outcomes (None:
+            ``DEFAULT_DECIDE_TIMEOUT_S``). One attempt is always made, and an
+            attempt under way ends by the client's own call timeout.
 
     Raises:
         TxnStateError: the broker refused (the transaction is not OPEN), or
             it is neither OPEN nor decided the asked way after a lost answer.
-        FolioUnavailableError: every attempt lost its answer.
+        TxnNotFoundError: the broker does not know the transaction.
+        FolioUnavailableError, TimeoutError: the outcome was still unknown
+            when ``timeout`` passed (the message says so; ``status`` tells
+            once the coordinator is back).
     """
     done = _COMMITTED_STATES if commit else _ABORTED_STATES
-    lost: FolioUnavailableError | None = None
-    for _attempt in range(_DECIDE_ATTEMPTS):
+    verb = "CommitTxn" if commit else "AbortTxn"
+    seconds = DEFAULT_DECIDE_TIMEOUT_S if timeout is None else max(0.0, timeout)
+    deadline = time.monotonic() + seconds
+    backoff = Backoff(_DECIDE_BACKOFF_MAX_S)
+    while True:
         try:
             if commit:
                 call(stub.CommitTxn, transactions_pb2.CommitTxnRequest(txn_ids=[txn_id]))
             else:
                 call(stub.AbortTxn, transactions_pb2.AbortTxnRequest(txn_id=txn_id))
             return
-        except FolioUnavailableError as error:
-            lost = error
         except TxnStateError as error:
             if error.actual in done:
                 # An earlier call whose answer was lost did it: an earlier
@@ -61,13 +96,37 @@ def decide(call: UnaryCaller, stub: TransactionsAsyncStub, txn_id: bytes, *,
                 # object decides its transaction, so it is our decision.
                 return
             raise
-        # Tried again itself; raises if the broker stays away.
-        state = txn_status(call, stub, txn_id)
-        if state in done:
-            return
-        if state != "OPEN":
-            raise TxnStateError(
-                f"transaction {txn_id.hex()} is {state}, expected OPEN",
-                txn_id=txn_id.hex(), expected="OPEN", actual=state)
-    assert lost is not None
-    raise lost
+        except _UNKNOWN as error:
+            unknown: Exception = error
+        # Unknown: the coordinator may have taken it. Read it back (itself tried
+        # again on UNAVAILABLE); a read-back that is unknown too decides nothing.
+        try:
+            state = txn_status(call, stub, txn_id)
+        except _UNKNOWN as error:
+            unknown = error
+        else:
+            if state in done:
+                return
+            if state != "OPEN":
+                raise TxnStateError(
+                    f"transaction {txn_id.hex()} is {state}, expected OPEN",
+                    txn_id=txn_id.hex(), expected="OPEN", actual=state)
+        delay = backoff.next_delay()
+        if time.monotonic() + delay >= deadline:
+            raise _still_unknown(verb, txn_id, seconds, unknown)
+        log.info("transaction %s: %s outcome unknown (%s: %s); trying again in %.2f s",
+                 txn_id.hex(), verb, type(unknown).__name__, unknown, delay)
+        time.sleep(delay)
+
+
+def _still_unknown(verb: str, txn_id: bytes, seconds: float, last: Exception) -> Exception:
+    """The error for a decision whose outcome is still unknown after ``seconds``."""
+    if isinstance(last, FolioError):
+        last.add_note(f"{verb} of transaction {txn_id.hex()}: the outcome is unknown after "
+                      f"{seconds:g} s of attempts; ask status() once the broker is back")
+        return last
+    error = TimeoutError(f"{verb} of transaction {txn_id.hex()}: no answer within {seconds:g} s "
+                         f"of attempts ({last}); the outcome is unknown, ask status() once the "
+                         f"broker is back")
+    error.__cause__ = last
+    return error

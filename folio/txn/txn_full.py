@@ -187,28 +187,32 @@ class Transaction(Generic[T]):
     def commit(self, timeout: float | None = None) -> None:
         """Flushes, waits for every block's acknowledgement, then ``CommitTxn``.
 
+        ``timeout`` bounds the whole call (None: no limit for the blocks, 60 s
+        to decide): a ``CommitTxn`` whose outcome is unknown is read back and
+        made again until then (``folio.txn._full_decide``).
+
         Raises:
             TxnFailedError: a block could not be written; the transaction
                 was aborted, nothing of it is visible (see ``flush``).
             TxnStateError: the broker refused the commit (``expected``
                 ``"OPEN"``, ``actual`` e.g. ``"ABORTED"`` or ``"TIMED_OUT"``).
             TxnNotFoundError: the broker does not know the transaction.
-            TimeoutError: ``timeout`` passed while blocks were unacknowledged.
-            FolioUnavailableError: the broker could not be reached to decide,
-                or its answer was lost and it stayed unreachable. The outcome
-                is then unknown: the broker may have committed (a lost answer
-                is asked about with ``GetTxnStatus`` before giving up, but that
-                may fail too). Ask ``status()`` (or
+            TimeoutError: ``timeout`` passed while blocks were unacknowledged,
+                or with the outcome unknown (as below).
+            FolioUnavailableError: the outcome stayed unknown until the
+                deadline (the broker unreachable, its answers lost): it may
+                have committed. Ask ``status()`` (or
                 ``Client.transaction_status(txn_id)``) once it is back:
                 ``status().committed`` means committed; OPEN means nothing was
                 decided and ``commit`` may be called again; ABORTED or
                 TIMED_OUT means nothing of it is visible.
         """
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             futures = self._send_locked() if self._state is _Local.OPEN else []
         self._wait(futures, timeout)
         try:
-            self._decide(commit=True)
+            self._decide(commit=True, deadline=deadline)
         finally:
             self._end(None)
         with self._lock:
@@ -233,18 +237,25 @@ class Transaction(Generic[T]):
         self._end(_Local.DETACHED)
         return self.txn_id
 
-    def abort(self) -> None:
+    def abort(self, timeout: float | None = None) -> None:
         """``AbortTxn``: nothing of the transaction ever becomes visible to read_committed.
+
+        Decides as ``commit`` does (and Kafka's ``abortTransaction``): an
+        unknown outcome is read back and the call made again until ``timeout``
+        (None: 60 s).
 
         Raises:
             TxnStateError: the broker refused (it was committed, say).
             TxnNotFoundError: the broker does not know the transaction.
+            FolioUnavailableError, TimeoutError: the outcome was still unknown
+                when ``timeout`` passed (``status()`` tells).
         """
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             for buffer in self._buffers.values():  # never sent now
                 buffer.payloads, buffer.blocks = [], []
         try:
-            self._decide(commit=False)
+            self._decide(commit=False, deadline=deadline)
         finally:
             self._end(_Local.ABORTED)
 
@@ -253,9 +264,11 @@ class Transaction(Generic[T]):
         """Blocks sent again after reconnects (each landed once all the same)."""
         return sum(flow.resent for flow in self._every_flow)
 
-    def _decide(self, *, commit: bool) -> None:
-        """``CommitTxn`` or ``AbortTxn``, asked about when the answer is lost (``_full_decide``)."""
-        decide(self._writer._call, self._writer._stub, self.txn_id, commit=commit)
+    def _decide(self, *, commit: bool, deadline: float | None) -> None:
+        """``CommitTxn``/``AbortTxn`` until ``deadline`` (monotonic; None: the default)."""
+        timeout = None if deadline is None else deadline - time.monotonic()
+        decide(self._writer._call, self._writer._stub, self.txn_id, commit=commit,
+               timeout=timeout)
 
     def status(self) -> TxnStatus:
         """The coordinator's state (``TxnStatus``, a ``str`` enum: ``"COMMITTED"`` ...).

@@ -243,7 +243,10 @@ class SegmentFlow:
                 f"events may or may not have been written (read the segment back before "
                 f"sending them again){why}", segment=self.segment,
                 last_error=type(last).__name__ if last else None)
-            error.__cause__ = last
+            if last is not None:
+                # Only then: assigning __cause__ (even None) suppresses the context,
+                # and close() may raise this while the caller's own error is handled.
+                error.__cause__ = last
             self._complete(block, error=error)
 
     def on_reply(self, reply: append_pb2.AppendReply) -> None:

@@ -248,8 +248,9 @@ class EventWriter(Generic[T]):
 
         Raises:
             TimeoutError: events still unacknowledged after ``timeout``.
-            FolioError: the first write that failed since the last flush
-                (each failed event's future holds its own error).
+            FolioError: the first write that failed since the last flush,
+                once: a later flush or close does not raise it again (each
+                failed event's future holds its own error, read or not).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -277,6 +278,8 @@ class EventWriter(Generic[T]):
 
         Raises:
             TimeoutError, FolioError: as ``flush``; the writer is closed anyway.
+                (Leaving a ``with`` block whose body raised never raises these in
+                place of the body's exception: see ``__exit__``.)
         """
         if self._closed:
             return
@@ -299,7 +302,21 @@ class EventWriter(Generic[T]):
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        self.close()
+        """Closes the writer; a failure it reports never takes the place of the body's error.
+
+        When the body raised, its exception propagates: a ``FolioError`` that
+        ``close`` reports (the first write that failed since the last flush,
+        already in its events' futures) is added to it as a note, as Java's
+        try-with-resources keeps a failed ``close()`` as a suppressed exception.
+        """
+        if exc is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except FolioError as error:
+            exc.add_note(f"closing the writer of topic {self.topic!r} also reported "
+                         f"{type(error).__name__}: {error}")
 
     def __repr__(self) -> str:
         return f"<EventWriter topic={self.topic!r} writer_id={self.writer_id!r}>"

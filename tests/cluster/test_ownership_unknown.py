@@ -10,15 +10,23 @@ served by no one until the session changed.
 from __future__ import annotations
 
 import asyncio
+import logging
+from pathlib import Path
 
 import pytest
 
+from broker.app.cluster_ownership import ClusterOwnership
 from broker.cluster.containers import owner_path
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
+from broker.errors import TxnNotFoundError
+from broker.txn.commit_keys import CommitKeys
+from broker.txn.coordinator import TxnCoordinator
+from ledger.api import SessionState
 from ledger.errors import MetadataUnavailableError
 from ledger.metadata.zookeeper_store import ZooKeeperMetadataStore
 from tests.support.faulty_metadata import Fault, FaultyMetadataStore
 from tests.support.wait import wait_for_async
+from tests.unit.broker.conftest import BrokerEnv
 
 pytestmark = pytest.mark.faults
 
@@ -83,7 +91,7 @@ async def test_node_exists_on_a_retried_claim_is_ours(zk_url: str) -> None:
 
 
 async def test_a_take_over_that_failed_is_tried_again_while_the_container_is_held(
-        zk_url: str) -> None:
+        zk_url: str, caplog: pytest.LogCaptureFixture) -> None:
     # The nemesis (seed 4): the transaction coordinator's take-over replays its
     # log, which a bookie outage failed; it was logged and never tried again, so
     # the container stayed held with no coordinator seated, and every
@@ -98,8 +106,12 @@ async def test_a_take_over_that_failed_is_tried_again_while_the_container_is_hel
             raise MetadataUnavailableError("injected: the log cannot be replayed now")
         seated.append(container)
 
-    owners = ZooKeeperOwners(store, COUNT, "b1", "b1:7070", Handover(), tick_s=0.2,
+    # Made before its id is known and bound later, as a cluster broker does
+    # (``ClusterOwnership``): the failures' log lines named the broker "".
+    owners = ZooKeeperOwners(store, COUNT, "", "", Handover(), tick_s=0.2,
                              on_claimed=on_claimed)
+    owners.bind("b1", "b1:7070")
+    caplog.set_level(logging.INFO, logger="broker.cluster.takeovers")
     try:
         await owners.start()
         await _serves_all(owners)
@@ -109,6 +121,55 @@ async def test_a_take_over_that_failed_is_tried_again_while_the_container_is_hel
 
         await wait_for_async(all_seated, "every container taken over", timeout_s=20)
         assert failures == {1: 0} and seated.count(1) == 1
+        told = [r.getMessage() for r in caplog.records if r.name == "broker.cluster.takeovers"]
+        assert told.count("broker b1: taking over container 1 failed (MetadataUnavailableError: "
+                          "injected: the log cannot be replayed now); trying again") == 2
+        assert told.count("broker b1: taking over container 1 again") == 2
     finally:
         await asyncio.wait_for(owners.stop(), 30)
+        await store.close()
+
+
+@pytest.mark.parametrize("replay_fails", [True, False], ids=["replay-failed", "replay-done"])
+async def test_a_coordinator_taken_over_while_its_container_went_does_not_run(
+        zk_url: str, tmp_path: Path, replay_fails: bool) -> None:
+    # Issue 22 (the nemesis, seed 25: a take-over of the coordinator's container
+    # failed on a ZooKeeper connection loss). The coordinator's log replayed,
+    # then the container went (the session lost) while the commit keys' log
+    # replayed, which then failed or ended. The coordinator was left running
+    # unseated, with its timers, and no drop stood it down (only a seated one):
+    # its log writes would load _txnlog/0 here and fence the coordinator that
+    # runs where the container went.
+    env = BrokerEnv(tmp_path)
+    topics = env.manager()
+    coordinator = TxnCoordinator(topics)
+    commit_keys = CommitKeys(topics, coordinator)
+    await coordinator.start()
+    txn_id = await coordinator.begin(60_000)  # OPEN in the log: a replay brings it back
+    store = await ZooKeeperMetadataStore.connect(zk_url)
+    ownership = ClusterOwnership(store, COUNT, session_timeout_ms=4_000)
+    await ownership.attach(topics, coordinator, commit_keys)
+    replay = commit_keys.take_over
+    replayed: list[dict[str, int]] = []
+
+    async def container_lost_meanwhile() -> None:
+        replayed.append(coordinator.count_by_state())  # the coordinator's log replayed
+        ownership.owners.session_changed(SessionState.LOST)  # drops every container
+        if replay_fails:
+            raise MetadataUnavailableError("injected: ZooKeeper's connection lost")
+        await replay()
+
+    commit_keys.take_over = container_lost_meanwhile  # type: ignore[method-assign]
+    try:
+        await ownership.start("b1:7070")  # its first step claims and takes over
+        assert replayed == [{"open": 1}]
+        assert not ownership.seated
+        assert ownership.owners.served_containers() == frozenset()
+        assert coordinator.count_by_state() == {}  # stood down: nothing runs here
+        with pytest.raises(TxnNotFoundError):
+            coordinator.status(txn_id)
+    finally:
+        await asyncio.wait_for(ownership.leave(), 30)
+        await ownership.close()
+        await env.stop()
         await store.close()

@@ -67,7 +67,7 @@ def test_a_delivery_timeout_that_passes_is_the_typed_unknown_outcome_error(
     server = start_standalone(bookie_processes, tmp_path / "standalone")
     with folio.Client(server.address, timeout_s=60) as client:
         client.create_topic(TOPIC)
-        with client.writer(TOPIC, linger_ms=1, delivery_timeout_ms=2_000) as writer:
+        with client.writer(TOPIC, linger_ms=1, delivery_timeout_ms=4_000) as writer:
             writer.write_event(b"first", routing_key="k").result(60)
             os.kill(server.pid, signal.SIGSTOP)
             try:
@@ -80,11 +80,24 @@ def test_a_delivery_timeout_that_passes_is_the_typed_unknown_outcome_error(
             assert not error.retriable
             assert error.segment == SEGMENT
             assert "outcome is unknown" in str(error)
-            assert error.last_error is not None and error.__cause__ is not None
-            with pytest.raises(folio.DeliveryTimeoutError):
+            # Caused by the last error retried, if any. Keepalive leaves the
+            # stopped broker about 2 s (at most 3 s) after the block went out,
+            # and the flow then retries until the block's deadline (4 s):
+            # usually the cause is that cut or a failed reconnection. Under a
+            # stall of the IO thread the deadline may come first, with nothing
+            # retried: then there is no cause (both are the SDK's contract; the
+            # cause itself is tested deterministically in
+            # tests/unit/folio/write/test_segment_writer.py).
+            if error.__cause__ is None:
+                assert error.last_error is None and "last error" not in str(error)
+            else:
+                assert error.last_error == type(error.__cause__).__name__
+            with pytest.raises(folio.DeliveryTimeoutError) as flushed:
                 writer.flush()  # the first failure since the last flush
+            assert flushed.value is error
+            writer.flush()  # reported once: neither this flush nor close raises it again
             # The resumed broker answers again (a loaded machine takes a while)
-            # before the next write gets its 2 s delivery timeout.
+            # before the next write gets its delivery timeout.
             client.get_segments(TOPIC)
             writer.write_event(b"after", routing_key="k").result(60)
         end = client.get_segments(TOPIC)[0].end_offset

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_right
+from typing import Any
 
 import pytest
 
 import folio
+from folio.api.v1 import transactions_pb2
 from folio.api.v1.routing import routing_point
 from folio.read.reader import Isolation
 from tests.support.wait import wait_for
@@ -183,3 +185,41 @@ def test_status_is_typed_through_the_lifecycle(client: folio.Client) -> None:
     with pytest.raises(folio.InvalidArgumentError):
         client.transaction_status(b"short")
     assert folio.TxnStatus.from_wire(99) is folio.TxnStatus.UNKNOWN
+
+
+@pytest.mark.parametrize("commit", [False, True], ids=["abort", "commit"])
+def test_a_decision_whose_answer_times_out_is_read_back(client: folio.Client,
+                                                         commit: bool) -> None:
+    # Issue 22, the nemesis (seed 25): AbortTxn's answer did not come within
+    # the IO thread's wait, and the SDK raised "TimeoutError: no answer within
+    # 35.0 s" to the application, though the broker may have taken it (the
+    # outcome was unknown). A fault wrapper at the client's call seam lets the
+    # real broker take the decision, then loses its answer as that wait does.
+    topic = f"txw-lost-{'commit' if commit else 'abort'}"
+    keys = _topic(client, topic)
+    with client.transactional_writer(topic) as writer:
+        real = writer._call
+        lost: list[str] = []
+
+        def losing(method: Any, request: Any, *, retry: bool = False) -> Any:
+            answer = real(method, request, retry=retry)
+            if isinstance(request, transactions_pb2.CommitTxnRequest |
+                          transactions_pb2.AbortTxnRequest) and not lost:
+                lost.append(type(request).__name__)
+                raise TimeoutError("no answer within 35.0 s")
+            return answer
+
+        writer._call = losing
+        txn = writer.begin()
+        for key in keys:
+            txn.write_event(key.encode(), routing_key=key)
+        if commit:
+            txn.commit()
+        else:
+            txn.flush()
+            txn.abort()
+        assert lost == ["CommitTxnRequest" if commit else "AbortTxnRequest"]
+        assert txn.status() is (folio.TxnStatus.COMMITTED if commit else folio.TxnStatus.ABORTED)
+    if commit:
+        assert sorted(_read(client, topic, "read_committed", len(keys))) == sorted(
+            key.encode() for key in keys)

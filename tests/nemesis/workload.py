@@ -155,7 +155,7 @@ class TxnWriter:
             # run reports (as an error that reached the application).
             txn.flush(timeout=120)
             if record.abort:
-                txn.abort()
+                txn.abort(timeout=120)  # as the commit: both decide until their deadline
             else:
                 txn.commit(timeout=120)
         except Exception as error:

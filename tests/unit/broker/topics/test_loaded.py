@@ -15,6 +15,7 @@ import pytest
 
 from broker.api import SegmentState, TopicConfig
 from broker.errors import BrokerShuttingDownError, NoSuchSegmentError, WrongHostError
+from broker.segments.names import segment_path
 from broker.system.snapshot_store import snapshot_store
 from broker.topics.loaded import LoadedSegments
 from broker.topics.manager import TopicManager
@@ -148,3 +149,31 @@ async def test_open_segment_names_and_ensure_sealed(env: BrokerEnv) -> None:
     segment = await table.segments.segment("t/0")
     assert segment.sealed
     assert (await topics.get_topic("t")).segments[0].state is SegmentState.OPEN
+
+
+async def test_delete_segment_loaded_here_or_elsewhere(env: BrokerEnv) -> None:
+    topics = env.manager()
+    await topics.create_topic("t", 2, SMALL)
+    here = Table(env, topics, reload_fenced=True)
+    elsewhere = Table(env, topics, reload_fenced=True)  # another broker
+    mine = await here.segments.segment("t/0")
+    theirs = await elsewhere.segments.segment("t/1")
+    await theirs.append([block(0)], "w", 0)
+    ledger_ids = {ledger.ledger_id for ledger in theirs.info().ledgers}
+    await here.segments.delete_segment("t", 0)
+    assert here.segments.get("t/0") is None
+    with pytest.raises(NoSuchSegmentError):
+        await mine.append([block(0)], "w", 0)
+    # Not loaded here: its ledger is fenced, then deleted with the record; the
+    # other copy's watch sees the record go.
+    await here.segments.delete_segment("t", 1)
+    assert not await env.store.exists(segment_path("t", 1))
+    assert not ledger_ids & set(env.bookie.ledger_ids())
+
+    async def forgotten() -> bool:
+        return elsewhere.segments.get("t/1") is None
+    await wait_for_async(forgotten, "the other table forgets the deleted segment")
+    with pytest.raises(NoSuchSegmentError):
+        await theirs.append([block(1)], "w", 1)
+    await here.segments.delete_segment("t", 1)  # gone already: nothing to do
+    await elsewhere.segments.close()

@@ -1,5 +1,10 @@
 """Applying scaling: seal segments and create their successors by one CAS of the topic record.
 
+``TopicScaling`` is a part of ``TopicManager``. Its collaborators, passed
+in: the ``TopicCatalog`` (topic locks, record reads and compare-and-sets,
+segment records, descriptions), the table of loaded segments (which seals
+them in the ledger service) and the owner's ``check_open``.
+
 The plans are ``broker.topics.scaling`` (pure); here they are applied, the
 sealed segments then sealed in the ledger service (loading a successor seals
 its predecessors first, so a crash in between is rolled forward). Sealing a
@@ -10,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from broker.api import ScaleOutcome, SegmentRange, SegmentState, TopicInfo
@@ -20,33 +25,44 @@ from broker.errors import (
     SegmentSealedError,
     TopicNotFoundError,
 )
-from broker.segments.names import (
-    parse_segment_name,
-    topic_path,
-)
-from broker.topics._core import CAS_ATTEMPTS, TopicsCore
+from broker.segments.names import parse_segment_name
+from broker.topics.catalog import CAS_ATTEMPTS, TopicCatalog
 from broker.topics.internal import refuse_internal_topic
+from broker.topics.loaded import LoadedSegments
 from broker.topics.records import TopicRecord, TopicSegment
 from broker.topics.scaling import plan_scale, successors_of
-from ledger.errors import BadVersionError, LedgerError, MetadataUnavailableError, NoNodeError
-from ledger.metadata.read_back import landed
+from ledger.errors import LedgerError, NoNodeError
 
 __all__ = ["TopicScaling"]
 
 log = logging.getLogger(__name__)
 
+_CHANGE = "under a scaling change"
 
-class TopicScaling(TopicsCore):
-    """Scaling, sealing and successors (a part of ``TopicManager``)."""
+
+class TopicScaling:
+    """Scaling, sealing and successors (a part of ``TopicManager``).
+
+    Args:
+        catalog: the topic locks, records and descriptions.
+        loaded: the table of loaded segments (``ensure_sealed``).
+        check_open: raises ``BrokerShuttingDownError`` once the owner closes.
+    """
+
+    def __init__(self, catalog: TopicCatalog, loaded: LoadedSegments, *,
+                 check_open: Callable[[], None]) -> None:
+        self._catalog = catalog
+        self._loaded = loaded
+        self._check_open = check_open
 
     async def list_segments(self, topic: str, *, include_sealed: bool) -> list[SegmentRange]:
         """Open segments by ``key_low``, or (``include_sealed``) every segment by number."""
         self._check_open()
-        record, _ = await self._read_topic(topic)
+        record, _ = await self._catalog.read(topic)
         successors = successors_of(record)
         entries = [e for e in record.segments
                    if include_sealed or e.state is SegmentState.OPEN]
-        ranges = [await self._segment_range(topic, e, successors) for e in entries]
+        ranges = [await self._catalog.segment_range(topic, e, successors) for e in entries]
         ranges.sort(key=(lambda r: r.number) if include_sealed else (lambda r: r.key_low))
         return ranges
 
@@ -67,16 +83,16 @@ class TopicScaling(TopicsCore):
         """
         self._check_open()
         refuse_internal_topic(topic, "ScaleTopic")
-        async with self._lock(f"topic:{topic}"):
+        async with self._catalog.lock(topic):
             for _ in range(CAS_ATTEMPTS):
-                record, version = await self._read_topic(topic)
+                record, version = await self._catalog.read(topic)
                 try:
                     plan = plan_scale(record, seal, new_ranges)
                 except SegmentSealedError as error:
                     end = await self._end_offset(topic, error.segment)
                     raise SegmentSealedError(error.segment, end) from None
                 for entry in plan.created:
-                    await self._create_segment_record(topic, entry.number)
+                    await self._catalog.create_segment_record(topic, entry.number)
                 updated = replace(
                     record,
                     segments=tuple(
@@ -84,7 +100,7 @@ class TopicScaling(TopicsCore):
                         for s in record.segments) + plan.created,
                     next_segment_number=record.next_segment_number + len(plan.created),
                     scaled_ms=record.scaled_ms if scaled_ms is None else scaled_ms)
-                if await self._replace_topic(topic, updated, version):
+                if await self._catalog.replace(topic, updated, version, change=_CHANGE):
                     break
             else:
                 raise BrokerError(f"topic {topic!r} kept changing; not scaled")
@@ -94,8 +110,10 @@ class TopicScaling(TopicsCore):
                  [(e.number, e.key_low, e.key_high) for e in plan.created])
         successors = successors_of(updated)
         by_number = {e.number: e for e in updated.segments}
-        sealed = [await self._segment_range(topic, by_number[n], successors) for n in plan.seal]
-        created = [await self._segment_range(topic, e, successors) for e in plan.created]
+        sealed = [await self._catalog.segment_range(topic, by_number[n], successors)
+                  for n in plan.seal]
+        created = [await self._catalog.segment_range(topic, e, successors)
+                   for e in plan.created]
         return ScaleOutcome(tuple(sorted(sealed, key=lambda r: r.key_low)),
                             tuple(sorted(created, key=lambda r: r.key_low)))
 
@@ -104,17 +122,17 @@ class TopicScaling(TopicsCore):
         self._check_open()
         topic, number = parse_segment_name(segment)
         try:
-            record, _ = await self._read_topic(topic)
+            record, _ = await self._catalog.read(topic)
         except TopicNotFoundError:
             raise NoSuchSegmentError(segment) from None
         entry = next((s for s in record.segments if s.number == number), None)
         if entry is None:
             raise NoSuchSegmentError(segment)
         successors = successors_of(record)
-        after = [await self._segment_range(topic, e, successors)
+        after = [await self._catalog.segment_range(topic, e, successors)
                  for e in record.segments if number in e.predecessors]
         after.sort(key=lambda r: r.key_low)
-        return await self._segment_range(topic, entry, successors), after
+        return await self._catalog.segment_range(topic, entry, successors), after
 
     async def seal_topic(self, topic: str) -> TopicInfo:
         """Seal every open segment, without successors; the topic takes no more events.
@@ -123,15 +141,15 @@ class TopicScaling(TopicsCore):
         """
         self._check_open()
         refuse_internal_topic(topic, "SealTopic")
-        async with self._lock(f"topic:{topic}"):
+        async with self._catalog.lock(topic):
             for _ in range(CAS_ATTEMPTS):
-                record, version = await self._read_topic(topic)
+                record, version = await self._catalog.read(topic)
                 to_seal = [e.number for e in record.segments if e.state is SegmentState.OPEN]
                 updated = replace(record, sealed=True, segments=tuple(
                     replace(s, state=SegmentState.SEALED) for s in record.segments))
                 if record.sealed and not to_seal:
                     break  # sealed already: finish any seal a crash cut short below
-                if await self._replace_topic(topic, updated, version):
+                if await self._catalog.replace(topic, updated, version, change=_CHANGE):
                     break
             else:
                 raise BrokerError(f"topic {topic!r} kept changing; not sealed")
@@ -141,7 +159,7 @@ class TopicScaling(TopicsCore):
             for number in targets:
                 await self._loaded.ensure_sealed(topic, number)
         log.info("sealed topic %s", topic)
-        return await self._topic_info(updated)
+        return await self._catalog.info(updated)
 
     async def open_segment_ends(self, topic: str) -> tuple[TopicRecord, dict[int, int | None]]:
         """The topic's record and the end offsets of its open segments, by number.
@@ -149,30 +167,16 @@ class TopicScaling(TopicsCore):
         From the loaded segment, else its record (a segment never written).
         ``TopicNotFoundError``; for auto-scaling (``broker.topics.maintenance``).
         """
-        record, _ = await self._read_topic(topic)
+        record, _ = await self._catalog.read(topic)
         ends: dict[int, int | None] = {}
         for entry in record.segments:
             if entry.state is SegmentState.OPEN:
-                ends[entry.number] = (await self._segment_offsets(topic, entry)).end_offset
+                ends[entry.number] = (await self._catalog.segment_offsets(topic, entry)).end_offset
         return record, ends
-
-    async def _replace_topic(self, topic: str, record: TopicRecord, version: int) -> bool:
-        """CAS the topic record; False if it changed meanwhile."""
-        try:
-            await self._store.set(topic_path(topic), record.to_bytes(), version)
-        except BadVersionError:
-            log.info("topic %s changed under a scaling change; retrying", topic)
-            return False
-        except NoNodeError:
-            raise TopicNotFoundError(topic) from None
-        except MetadataUnavailableError:
-            # Maybe applied: our record there means it was; otherwise (not
-            # applied, or changed since) the caller reads again and retries.
-            return await landed(self._store, topic_path(topic), record.to_bytes()) is not None
-        return True
 
     async def _end_offset(self, topic: str, segment: str) -> int:
         _, number = parse_segment_name(segment)
         with contextlib.suppress(BrokerError, LedgerError, NoNodeError):
-            return (await self._segment_range(topic, TopicSegment(number, 0.0, 1.0))).end_offset
+            return (await self._catalog.segment_range(
+                topic, TopicSegment(number, 0.0, 1.0))).end_offset
         return -1

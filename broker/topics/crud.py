@@ -1,5 +1,11 @@
 """Creating, reading, reconfiguring and deleting topics.
 
+``TopicCrud`` is a part of ``TopicManager``. Its collaborators, passed in:
+the metadata store, the ``TopicCatalog`` (topic locks, record reads and
+compare-and-sets, descriptions), the table of loaded segments (closed and
+deleted with their topic, reconfigured with it), the clock (a topic's
+creation time) and the owner's ``check_open``.
+
 Creation writes the segment records first and the topic record last: the
 topic record is the commit point, so a crash in between leaves only segment
 records that a later create of the same name overwrites. Deletion goes the
@@ -11,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
 
 from broker.api import TopicConfig, TopicInfo
@@ -26,17 +32,15 @@ from broker.segments.names import (
     check_topic_name,
     is_system_topic,
     make_segment_name,
-    segment_path,
     segments_path,
     topic_path,
 )
-from broker.segments.records import SegmentRecord
-from broker.topics._core import CAS_ATTEMPTS, TopicsCore
+from broker.topics.catalog import CAS_ATTEMPTS, TopicCatalog
 from broker.topics.internal import refuse_internal_topic
+from broker.topics.loaded import LoadedSegments
 from broker.topics.records import TopicRecord, TopicSegment
+from ledger.api import MetadataStore
 from ledger.errors import (
-    BadVersionError,
-    LedgerError,
     MetadataUnavailableError,
     NodeExistsError,
     NoNodeError,
@@ -52,8 +56,24 @@ MAX_SEGMENT_COUNT = 1024
 _CONFIG_FIELDS = frozenset(f.name for f in fields(TopicConfig))
 
 
-class TopicCrud(TopicsCore):
-    """Topic CRUD (a part of ``TopicManager``)."""
+class TopicCrud:
+    """Topic CRUD (a part of ``TopicManager``).
+
+    Args:
+        store: where topic and segment records live.
+        catalog: the topic locks, record reads and descriptions.
+        loaded: the table of loaded segments.
+        clock: seconds since the epoch (a topic's ``created_ms``).
+        check_open: raises ``BrokerShuttingDownError`` once the owner closes.
+    """
+
+    def __init__(self, store: MetadataStore, catalog: TopicCatalog, loaded: LoadedSegments, *,
+                 clock: Callable[[], float], check_open: Callable[[], None]) -> None:
+        self._store = store
+        self._catalog = catalog
+        self._loaded = loaded
+        self._clock = clock
+        self._check_open = check_open
 
     async def create_topic(
         self, name: str, segment_count: int, config: TopicConfig, *, internal: bool = False,
@@ -76,7 +96,7 @@ class TopicCrud(TopicsCore):
             config = replace(config)  # checks it again: callers may have built it loosely
         except (TypeError, ValueError) as error:
             raise InvalidArgumentError(str(error)) from None
-        async with self._lock(f"topic:{name}"):
+        async with self._catalog.lock(name):
             if await self._store.exists(topic_path(name)):
                 raise TopicExistsError(name)
             segments = tuple(
@@ -85,8 +105,10 @@ class TopicCrud(TopicsCore):
                 for i in range(segment_count)
             )
             for segment in segments:
-                await self._create_segment_record(name, segment.number, new_topic=True)
-            record = TopicRecord(name, config, segments, segment_count, self._now_ms())
+                await self._catalog.create_segment_record(name, segment.number,
+                                                          new_topic=True)
+            record = TopicRecord(name, config, segments, segment_count,
+                                 int(self._clock() * 1000))
             try:
                 await self._store.create(topic_path(name), record.to_bytes(), make_parents=True)
             except NodeExistsError:
@@ -96,13 +118,13 @@ class TopicCrud(TopicsCore):
                 if await landed(self._store, topic_path(name), record.to_bytes()) is None:
                     raise
         log.info("created topic %s with %d segments", name, segment_count)
-        return await self._topic_info(record)
+        return await self._catalog.info(record)
 
     async def get_topic(self, name: str) -> TopicInfo:
         """The topic with its active segments and their offsets. ``TopicNotFoundError``."""
         self._check_open()
-        record, _ = await self._read_topic(name)
-        return await self._topic_info(record)
+        record, _ = await self._catalog.read(name)
+        return await self._catalog.info(record)
 
     async def list_topics(self, *, include_internal: bool = False) -> list[TopicInfo]:
         """Every user topic by name; system topics too with ``include_internal``."""
@@ -129,16 +151,10 @@ class TopicCrud(TopicsCore):
         self._check_open()
         if not internal:
             refuse_internal_topic(name, "DeleteTopic")
-        async with self._lock(f"topic:{name}"):
-            record, _ = await self._read_topic(name)
+        async with self._catalog.lock(name):
+            record, _ = await self._catalog.read(name)
             for entry in record.segments:
-                segment_name = make_segment_name(name, entry.number)
-                async with self._loaded.lock(segment_name):
-                    segment = self._loaded.pop(segment_name)
-                    if segment is not None:
-                        await segment.delete()
-                    else:
-                        await self._delete_unloaded_segment(name, entry.number)
+                await self._loaded.delete_segment(name, entry.number)
             with contextlib.suppress(NoNodeError, NotEmptyError):
                 await self._store.delete(segments_path(name))
             try:
@@ -146,30 +162,6 @@ class TopicCrud(TopicsCore):
             except NoNodeError:
                 raise TopicNotFoundError(name) from None
         log.info("deleted topic %s", name)
-
-    async def _delete_unloaded_segment(self, topic: str, number: int) -> None:
-        path = segment_path(topic, number)
-        try:
-            node = await self._store.get(path)
-        except NoNodeError:
-            return
-        ledgers = SegmentRecord.from_bytes(node.data).ledgers
-        if self._loaded.reload_fenced and ledgers:
-            # In a cluster another broker may have the segment loaded: fence its
-            # ledger first, so its appends fail (and it finds the segment gone)
-            # rather than land in a ledger about to be deleted.
-            try:
-                await self._ledgers.open(ledgers[-1].ledger_id, recovery=True)
-            except LedgerError as error:
-                log.info("topic %s: ledger %d not fenced before deletion: %s", topic,
-                         ledgers[-1].ledger_id, error)
-        for ledger in ledgers:
-            try:
-                await self._ledgers.delete(ledger.ledger_id)
-            except LedgerError as error:
-                log.warning("topic %s: ledger %d left behind: %s", topic, ledger.ledger_id, error)
-        with contextlib.suppress(NoNodeError):
-            await self._store.delete(path)
 
     async def update_topic_config(self, name: str, changes: Mapping[str, int], *,
                                   internal: bool = False) -> TopicInfo:
@@ -186,31 +178,23 @@ class TopicCrud(TopicsCore):
         if unknown:
             raise InvalidArgumentError(f"unknown topic config fields {unknown}; known: "
                                        f"{sorted(_CONFIG_FIELDS)}")
-        async with self._lock(f"topic:{name}"):
+        async with self._catalog.lock(name):
             for _ in range(CAS_ATTEMPTS):
-                record, version = await self._read_topic(name)
+                record, version = await self._catalog.read(name)
                 try:
                     config = replace(record.config, **changes)
                 except (TypeError, ValueError) as error:
                     raise InvalidArgumentError(str(error)) from None
                 updated = record.with_config(config)
-                try:
-                    await self._store.set(topic_path(name), updated.to_bytes(), version)
-                except BadVersionError:
-                    log.info("topic %s changed while updating its config; retrying", name)
-                    continue
-                except NoNodeError:
-                    raise TopicNotFoundError(name) from None
-                except MetadataUnavailableError:
-                    # Maybe applied: read back; not ours (not applied, or changed
-                    # since), the loop reads the record again and retries.
-                    if await landed(self._store, topic_path(name), updated.to_bytes()) is None:
-                        continue
-                break
+                # Maybe applied (unknown outcome): read back; not ours (not
+                # applied, or changed since), the loop reads again and retries.
+                if await self._catalog.replace(name, updated, version,
+                                               change="while updating its config"):
+                    break
             else:
                 raise BrokerError(f"topic {name!r} kept changing; config not updated")
         for entry in updated.segments:
             segment = self._loaded.get(make_segment_name(name, entry.number))
             if segment is not None:
                 segment.set_config(config)
-        return await self._topic_info(updated)
+        return await self._catalog.info(updated)
