@@ -29,7 +29,7 @@ The outcomes of one creation, and what is done after each:
   up first, and created only if it is still missing, where an existing topic
   is success. Creating again is therefore never what is only safe after a
   failure. ``TopicManager.create_topic`` keeps two concurrent creators of one
-  name apart (``broker.topics._core``: a segment record of a concurrent create
+  name apart (``broker.topics.catalog``: a segment record of a concurrent create
   is overwritten only while no topic record exists, at the version read).
 """
 

@@ -6,7 +6,7 @@ refused at once otherwise; a lost answer of the creation is read back; many
 creators of one name on two brokers' topic managers (one metadata store, as
 in a cluster) end with one topic and no error; and a creator whose
 existence check went stale never overwrites the segment records of a topic
-already in use (``broker.topics._core``). Faults are injected at the store's
+already in use (``broker.topics.catalog``). Faults are injected at the store's
 seam (``FaultyMetadataStore``).
 """
 
