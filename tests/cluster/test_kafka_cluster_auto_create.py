@@ -96,8 +96,13 @@ def test_concurrent_auto_creation_on_two_brokers_makes_one_topic(
     for partition in range(PARTITIONS):
         producer.produce(TOPIC, value=b"v", partition=partition, on_delivery=lambda error, _:
                          errors.append(error) if error is not None else None)
+    # A name starting with '.' (a ZooKeeper node name as any other but "." and "..").
+    producer.produce(".hidden", value=b"v", on_delivery=lambda error, _:
+                     errors.append(error) if error is not None else None)
     assert producer.flush(120) == 0
     assert errors == []
+    with folio.Client(brokers[1].address, timeout_s=30) as client:
+        assert sorted(topic.name for topic in client.list_topics()) == [".hidden", TOPIC]
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic("rf-two", 1, replication_factor=2),
