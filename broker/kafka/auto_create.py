@@ -7,8 +7,9 @@ default, as in Kafka): ``kafka_num_partitions`` segments (Kafka's
 ``num.partitions``, default 1) and the broker's default topic config. The
 caller needs the permission to administer the topic (``TOPIC_ADMIN``,
 Kafka's CREATE): without it the topic is TOPIC_AUTHORIZATION_FAILED and
-nothing is made. A name Kafka refuses is INVALID_TOPIC_EXCEPTION (the
-create checks it), a system topic's stays UNKNOWN_TOPIC_OR_PARTITION. With
+nothing is made. A name Kafka refuses is INVALID_TOPIC_EXCEPTION (checked
+before any lookup; without creation it is UNKNOWN_TOPIC_OR_PARTITION, as any
+missing topic), a system topic's stays UNKNOWN_TOPIC_OR_PARTITION. With
 the setting off, a missing topic is UNKNOWN_TOPIC_OR_PARTITION at once.
 
 Produce never creates, as in Kafka: a producer learns a topic's partitions
@@ -38,10 +39,10 @@ from __future__ import annotations
 import logging
 
 from broker.api import SegmentRange
-from broker.errors import TopicExistsError, TopicNotFoundError
+from broker.errors import TopicExistsError, TopicNameError, TopicNotFoundError
 from broker.kafka.context import KafkaContext
 from broker.kafka.partitions import partition_segments
-from broker.segments.names import is_system_topic
+from broker.segments.names import check_topic_name, is_system_topic
 
 __all__ = ["CreateDeniedError", "TopicBeingCreatedError", "segments_or_create"]
 
@@ -66,10 +67,19 @@ async def segments_or_create(context: KafkaContext, name: str, *, create: bool,
     ``TopicBeingCreatedError``, ``TopicNameError`` (a name Kafka refuses), a
     retriable ``LedgerError`` (unknown outcome: look up again).
     """
+    creating = create and context.auto_create_topics
+    try:
+        # Before any lookup: a name no topic can have ("a/../b") is never a
+        # metadata path (ZooKeeper refuses relative ones).
+        check_topic_name(name, internal=True)
+    except TopicNameError:
+        if creating:
+            raise  # INVALID_TOPIC_EXCEPTION, as Kafka's creation answers
+        raise TopicNotFoundError(name) from None
     try:
         return await partition_segments(context.topics, name)
     except TopicNotFoundError:
-        if not (create and context.auto_create_topics) or is_system_topic(name):
+        if not creating or is_system_topic(name):
             raise
         if not permitted:
             raise CreateDeniedError(name) from None

@@ -90,11 +90,16 @@ async def test_nothing_is_created_when_the_request_or_the_broker_says_no(
 async def test_names_kafka_refuses_and_system_topics_are_never_created(
         faulty: tuple[FaultyMetadataStore, KafkaContext]) -> None:
     _, context = faulty
-    assert await _ask(context, ["a b", "..", "_txnlog", "__folio_x"]) == {
+    assert await _ask(context, ["a b", "..", "a/../b", "_txnlog", "__folio_x"]) == {
         "a b": (ErrorCode.invalid_topic_exception, []),
         "..": (ErrorCode.invalid_topic_exception, []),
+        "a/../b": (ErrorCode.invalid_topic_exception, []),
         "_txnlog": (ErrorCode.unknown_topic_or_partition, []),
         "__folio_x": (ErrorCode.unknown_topic_or_partition, [])}
+    # Not creating: a name no topic can have is unknown, as any missing topic.
+    assert await _ask(context, ["a b", "a/../b"], allow=False) == {
+        "a b": (ErrorCode.unknown_topic_or_partition, []),
+        "a/../b": (ErrorCode.unknown_topic_or_partition, [])}
     assert await context.topics.list_topics(include_internal=True) == []
 
 
