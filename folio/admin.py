@@ -99,8 +99,9 @@ class AdminCalls:
         ``update_topic_config`` to change its config.
 
         Args:
-            name: the topic's name (1 to 249 of ``[A-Za-z0-9._-]``, not
-                starting with ``_`` or ``.``).
+            name: the topic's name, Kafka's rule: 1 to 249 of
+                ``[A-Za-z0-9._-]``, not ``.`` or ``..``; not a system topic's
+                (``__folio_...`` and five ``_`` names, docs/kafka.md).
             segments: how many segments, 1 to 1024.
             retention_ms: keep events this long; -1 forever. None: broker default.
             retention_bytes: keep at most this many bytes per segment; -1: no limit.
@@ -156,8 +157,8 @@ class AdminCalls:
         """Every topic, by name.
 
         Args:
-            include_internal: also list the broker's system topics (names
-                starting with ``_``, e.g. ``_txnlog``), which can be read for
+            include_internal: also list the broker's system topics
+                (``__folio_...``, ``_txnlog`` and four more), which can be read for
                 diagnosis but not written (``InternalTopicError``).
         """
         request = admin_pb2.ListTopicsRequest(include_internal=include_internal)

@@ -54,6 +54,12 @@ class KafkaContext:
             (``broker.kafka.access``); None: no authorisation, all allowed.
         security: TLS, SASL and the SCRAM credentials of this listener
             (None: plain text, no one authenticates, no SCRAM credentials).
+        auto_create_topics: Kafka's ``auto.create.topics.enable``
+            (``broker.kafka.auto_create``).
+        num_partitions: Kafka's ``num.partitions``: the segments of an
+            auto-created topic, and of CreateTopics' ``num_partitions`` -1.
+        write_quorum: copies of each entry (Qw) of new ledgers: the largest
+            replication factor CreateTopics accepts (``topics_admin``).
     """
 
     topics: Topics
@@ -70,3 +76,6 @@ class KafkaContext:
     nodes: ClusterNodes | None = None
     authorizer: Access | None = None
     security: KafkaSecurity | None = None
+    auto_create_topics: bool = True
+    num_partitions: int = 1
+    write_quorum: int = 1

@@ -279,15 +279,17 @@ def test_each_row_refuses_without_and_allows_with_its_permission(
     assert not _codes(_call(address, "admin", api, requirement)) & _AUTH_FAILED
 
 
-def _metadata_request(names: list[str] | None) -> Any:
+def _metadata_request(names: list[str] | None, *, auto_create: bool = True) -> Any:
     return _make(3, 9, topics=None if names is None else tuple(
         _make(3, 9, "MetadataRequestTopic", name=name) for name in names),
-        include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+        include_cluster_authorized_operations=False, include_topic_authorized_operations=False,
+        allow_auto_topic_creation=auto_create)
 
 
-def _metadata(address: tuple[str, int], role: str, names: list[str] | None) -> Any:
+def _metadata(address: tuple[str, int], role: str, names: list[str] | None, *,
+              auto_create: bool = True) -> Any:
     with _connect(address, role) as sock:
-        sock.sendall(raw_request(3, 9, 1, _metadata_request(names)))
+        sock.sendall(raw_request(3, 9, 1, _metadata_request(names, auto_create=auto_create)))
         return read_response(sock, 3, 9)[1]
 
 
@@ -304,11 +306,15 @@ def test_lists_show_only_what_the_role_may_see_and_names_do_not_leak(
     named = {topic.name: topic.error_code for topic in _metadata(
         address, "browser", ["seen.a", "hidden.b", "never.made", "seen.never"]).topics}
     # An unknown topic is refused like a hidden one (as Kafka answers an unauthorized
-    # role), unless the role may see that name: then it is unknown, and not created.
+    # role), and so is one the role may see but not create when the request allows
+    # auto-creation (Kafka: no CREATE permission); without that it is unknown.
     assert named == {"seen.a": ErrorCode.none,
                      "hidden.b": ErrorCode.topic_authorization_failed,
                      "never.made": ErrorCode.topic_authorization_failed,
-                     "seen.never": ErrorCode.unknown_topic_or_partition}
+                     "seen.never": ErrorCode.topic_authorization_failed}
+    [unknown] = _metadata(address, "browser", ["seen.never"], auto_create=False).topics
+    assert unknown.error_code == ErrorCode.unknown_topic_or_partition
+    assert "seen.never" not in {t.name for t in admin.list_topics()}
     # An unauthenticated connection has no role: it is closed, never answered.
     with _connect(address, None) as sock:
         sock.sendall(raw_request(3, 9, 1, _metadata_request(None)))
