@@ -18,6 +18,9 @@ A batch whose append failed (its ledger failed, or was fenced under it) is
 answered once the segment, loaded again here or read where it is not served
 here, knows whether the failed ledger stored it (``resolve_failed_append``).
 
+A batch larger than the topic's ``max.message.bytes`` (its ``max_event_bytes``)
+is refused with MESSAGE_TOO_LARGE before anything is written, transactional or not.
+
 acks: 1 and -1 (all) both answer once the entry is durable on the ledger's
 ack quorum (there is no weaker acknowledgement in Folio); acks=0 sends no
 answer at all, as Kafka's broker does. Transactional batches go to
@@ -35,7 +38,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.api import Block, SegmentHandle
-from broker.errors import BrokerError, WrongHostError
+from broker.errors import BrokerError, EventTooLargeError, WrongHostError
 from broker.kafka.access import refused_partitions
 from broker.kafka.batches import BatchHeader, InvalidBatchError, parse_batch, split_batches
 from broker.kafka.blocks import block_of_batch
@@ -129,19 +132,32 @@ async def _start(context: KafkaContext, topic: str, partition: int,
     try:
         check_block_size(len(data))
         name = segment_name(topic, partition)
+        segment = await context.topics.writable_segment(name, "Kafka Produce")
+        _check_max_message_bytes(segment, len(batch))
         if header.transactional:
             if context.transactional_append is None:
                 return (ErrorCode.transactional_id_authorization_failed, -1,
                         "Kafka transactions are not served by this broker yet")
             return await context.transactional_append(
                 context, transactional_id, name, header, data)
-        segment = await context.topics.writable_segment(name, "Kafka Produce")
     except (BrokerError, LedgerError) as error:
         return error_code(error), -1, str(error)
     writer, last = writer_of(header)
     # A task: its first step (the segment's numbering and submit) runs before
     # any later request's, in the order the tasks are made.
     return asyncio.ensure_future(_append(context, segment, name, header, data, writer, last))
+
+
+def _check_max_message_bytes(segment: SegmentHandle, batch_bytes: int) -> None:
+    """``EventTooLargeError`` (MESSAGE_TOO_LARGE): a batch above the topic's ``max.message.bytes``.
+
+    Kafka's ``max.message.bytes`` bounds a record batch as sent (after
+    compression); DescribeConfigs reports it as the topic's ``max_event_bytes``.
+    """
+    limit = segment.config.max_event_bytes
+    if batch_bytes > limit:
+        raise EventTooLargeError(batch_bytes, limit,
+                                 f"record batch (max.message.bytes of {segment.name})")
 
 
 async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
