@@ -8,9 +8,10 @@ bounds. All are read-only: Folio's broker settings are flags and a config
 file read at start (docs/configuration.md), not dynamic configs, so
 AlterConfigs of a broker answers INVALID_REQUEST.
 
-Partitions of a topic created without a count: 1 (CreateTopics with -1).
-Folio does not create topics on first use yet, so ``auto.create.topics.enable``
-is false.
+``num.partitions`` and ``auto.create.topics.enable`` are the listener's
+auto-creation settings where the context has them (issue 27's auto-creation
+adds ``KafkaContext.num_partitions`` and ``auto_create_topics``); without them
+a topic created with -1 partitions gets 1 and none is created on first use.
 """
 
 from __future__ import annotations
@@ -61,9 +62,12 @@ def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]
         ("group.min.session.timeout.ms", str(groups.min_session_timeout_ms), INT),
         ("group.max.session.timeout.ms", str(groups.max_session_timeout_ms), INT),
     ]
+    # getattr: the auto-creation settings are another change of issue 27 (see above).
+    num_partitions = int(getattr(context, "num_partitions", 1))
+    auto_create = bool(getattr(context, "auto_create_topics", False))
     fixed = [
-        ("num.partitions", "1", INT),
-        ("auto.create.topics.enable", "false", BOOLEAN),
+        ("num.partitions", str(num_partitions), INT),
+        ("auto.create.topics.enable", str(auto_create).lower(), BOOLEAN),
         ("log.cleanup.policy", "delete", LIST),
         ("transaction.max.timeout.ms", str(MAX_KAFKA_TXN_TIMEOUT_MS), INT),
         ("security.inter.broker.protocol", protocol, STRING),
