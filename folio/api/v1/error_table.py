@@ -87,8 +87,8 @@ LEDGER_KAFKA_FALLBACK: Final[dict[bool, str]] = {True: _TIMED_OUT, False: _STORA
 
 # Rows no Kafka API raises today still name a code on purpose (issue 27): the
 # transaction errors the Kafka refusal of the same condition (a batch set too big:
-# RECORD_LIST_TOO_LARGE; state or expiry: INVALID_TXN_STATE; an unknown
-# transaction: INVALID_PRODUCER_ID_MAPPING; the buffer full, retriable:
+# RECORD_LIST_TOO_LARGE; state, expiry or a transaction no longer known (its
+# timeout ended it): INVALID_TXN_STATE, the producer must abort; the buffer full, retriable:
 # CONCURRENT_TRANSACTIONS, which producers retry); reader groups the group codes
 # (a state conflict is retriable: REBALANCE_IN_PROGRESS makes a member rejoin);
 # a permission refused TOPIC_AUTHORIZATION_FAILED (the Kafka handlers check
@@ -126,7 +126,7 @@ ERRORS: Final[tuple[ErrorRow, ...]] = (
     ErrorRow(_N.ERROR_CODE_TRANSACTION_EXPIRED, "TransactionExpiredError",
              _C.FAILED_PRECONDITION, False, "INVALID_TXN_STATE"),
     ErrorRow(_N.ERROR_CODE_TXN_NOT_FOUND, "TxnNotFoundError",
-             _C.NOT_FOUND, False, "INVALID_PRODUCER_ID_MAPPING"),
+             _C.NOT_FOUND, False, "INVALID_TXN_STATE"),
     ErrorRow(_N.ERROR_CODE_TXN_STATE, "TxnStateError",
              _C.FAILED_PRECONDITION, False, "INVALID_TXN_STATE"),
     ErrorRow(_N.ERROR_CODE_TXN_LABEL_CLOSED, "TxnLabelClosedError",

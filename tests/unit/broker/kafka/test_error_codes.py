@@ -34,7 +34,7 @@ BROKER_KAFKA_CODES: dict[str, ErrorCode] = {
     "TransactionTooLargeError": ErrorCode.record_list_too_large,
     "TransactionBufferFullError": ErrorCode.concurrent_transactions,
     "TransactionExpiredError": ErrorCode.invalid_txn_state,
-    "TxnNotFoundError": ErrorCode.invalid_producer_id_mapping,
+    "TxnNotFoundError": ErrorCode.invalid_txn_state,
     "TxnStateError": ErrorCode.invalid_txn_state,
     "TxnLabelClosedError": ErrorCode.invalid_txn_state,
     "WrongHostError": ErrorCode.not_leader_or_follower,
