@@ -121,6 +121,9 @@ def _incremental_changes(configs: Any, defaults: Any) -> dict[str, int]:
     changes: dict[str, int] = {}
     for entry in configs:
         if entry.config_operation == _SET:
+            if entry.value is None:
+                raise UnknownConfigError(f"SET of {entry.name!r} without a value (DELETE "
+                                         "puts a config back to its default)")
             changes.update(config_changes({entry.name: entry.value}))
         elif entry.config_operation == _DELETE:
             changes.update(reset_changes([entry.name], defaults))
