@@ -14,6 +14,7 @@ import datetime
 import itertools
 import socket
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -277,6 +278,32 @@ def test_offset_delete_removes_a_groups_offsets(admin: AdminClient,
     assert {tp.partition: error.__name__ for tp, error in answers.items()} == {0: "NoError"}
     after = py_admin.list_group_offsets({group: None})[group]
     assert {tp.partition: value.offset for tp, value in after.items()} == {1: 4}
+
+
+def test_offset_delete_refuses_a_topic_a_member_subscribes_to(
+        admin: AdminClient, py_admin: KafkaAdminClient, bootstrap: str) -> None:
+    used, other = _name("used"), _name("other")
+    group = _name("group")
+    _create(admin, used, 1)
+    _create(admin, other, 1)
+    member = KafkaConsumer(used, bootstrap_servers=bootstrap, group_id=group,
+                           enable_auto_commit=False, session_timeout_ms=10_000,
+                           heartbeat_interval_ms=500)
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not member.assignment():
+            assert time.monotonic() < deadline, "the member got no partition"
+            member.poll(200)
+        member.commit({PyPartition(used, 0): OffsetAndMetadata(1, "", -1),
+                       PyPartition(other, 0): OffsetAndMetadata(2, "", -1)})
+        answers = py_admin.delete_group_offsets(group, [PyPartition(used, 0),
+                                                        PyPartition(other, 0)])
+        assert {tp.topic: error.__name__ for tp, error in answers.items()} == {
+            used: "GroupSubscribedToTopicError", other: "NoError"}
+        left = py_admin.list_group_offsets({group: None})[group]
+        assert {tp.topic: value.offset for tp, value in left.items()} == {used: 1}
+    finally:
+        member.close()
 
 
 # ------------------------------------------------------------------ producers, transactions
