@@ -286,11 +286,17 @@ def test_offset_delete_refuses_a_topic_a_member_subscribes_to(
     group = _name("group")
     _create(admin, used, 1)
     _create(admin, other, 1)
-    member = KafkaConsumer(used, bootstrap_servers=bootstrap, group_id=group,
+    member = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
                            enable_auto_commit=False, session_timeout_ms=10_000,
                            heartbeat_interval_ms=500)
     try:
         deadline = time.monotonic() + DEADLINE_S
+        # Its metadata knows the topic first: a leader that assigns before it does
+        # gives itself nothing ("No partition metadata") and keeps that.
+        while not member.partitions_for_topic(used):
+            assert time.monotonic() < deadline, "the member never saw the topic"
+            time.sleep(0.1)
+        member.subscribe([used])
         while not member.assignment():
             assert time.monotonic() < deadline, "the member got no partition"
             member.poll(200)
