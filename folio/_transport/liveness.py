@@ -34,10 +34,10 @@ Cutting a stream is always safe: an append flow sets up again and resends what
 was not acknowledged (the writer id and event numbers de-duplicate), and a read
 stream reads on from the next offset it did not receive.
 
-**Back as soon as the channel is.** A stream that broke is opened again after
-a backoff (``Backoff``: 50 ms doubling to 2 s), but the wait ends early when
-its channel turns READY (``wait_to_reconnect``), as gRPC's own connection
-backoff starts over on a READY transition: while a broker is stopped or
+**Back as soon as the channel is.** An Append or Read stream that broke is
+opened again after a backoff (``Backoff``: 50 ms doubling to 2 s), but the
+wait ends early when its channel turns READY (``wait_to_reconnect``), as
+gRPC's own connection backoff starts over on a READY transition: while a broker is stopped or
 unreachable every attempt fails and the backoff grows to its cap, and without
 this the first attempt after it comes back would wait up to that cap for
 nothing. A channel that is READY when the wait begins does not shorten it:

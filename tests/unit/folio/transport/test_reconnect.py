@@ -1,4 +1,4 @@
-"""The Append stream opens again once its channel is back; a refusing broker gets a backoff.
+"""Streams open again once their channel is back; a refusing broker gets a backoff.
 
 Against real gRPC servers on loopback, behind a real TCP proxy
 (``tests/support/proxy.py``) where a connection must fail: the proxy relays
@@ -7,14 +7,15 @@ every attempt fails and the channel goes to TRANSIENT_FAILURE), then to the
 server again. The reconnect backoff is given 300 to 600 s: a stream that
 waited it out would miss every deadline here, so a test that passes shows
 the stream was opened by the channel's READY, not by the backoff's end.
-The same with a real ``folio standalone`` and an ``EventWriter``:
-``tests/faults/test_append_reconnect.py``.
+Append streams, and at the end a Read stream. The same with a real ``folio
+standalone`` and an ``EventWriter``: ``tests/faults/test_append_reconnect.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -23,10 +24,14 @@ import pytest
 from grpc import aio
 
 from folio._transport.append_stream import AppendStream, Backoff
-from folio._transport.io_thread import CHANNEL_OPTIONS
-from folio.api.v1 import append_pb2, append_pb2_grpc
+from folio._transport.io_thread import CHANNEL_OPTIONS, IoThread
+from folio._transport.pool import ConnectionPool, ReadLease
+from folio._transport.segment_streams import SegmentStreams
+from folio.api.v1 import append_pb2, append_pb2_grpc, read_pb2, read_pb2_grpc
+from folio.api.v1.block import encode_block
 from folio.errors import FolioError
 from tests.support.proxy import TcpProxy
+from tests.support.wait import wait_for
 from tests.unit.folio.transport.test_liveness import SEGMENT, _serve
 
 WAIT_S = 30.0
@@ -216,3 +221,99 @@ async def test_a_stream_the_channel_woke_that_breaks_before_any_answer_waits_the
                      "the stream waiting out its backoff")
         assert (rig.stream.attempts, rig.stream.restarts) == (2, 2)
         assert len(rig.flow.lost) == 2 and rig.flow.setups == 1
+
+
+# -- Read streams ------------------------------------------------------------------
+
+
+class Tail(read_pb2_grpc.ReadServicer):
+    """Serves ``payloads`` from the offset asked, then an empty response every 50 ms (the tail)."""
+
+    def __init__(self) -> None:
+        self.payloads = [b"e0"]
+        self.streams = 0
+
+    async def Read(self, request: read_pb2.ReadRequest,
+                   context: Any) -> AsyncIterator[read_pb2.ReadResponse]:
+        self.streams += 1
+        offset = request.offset
+        while True:
+            end = len(self.payloads)
+            if offset < end:
+                yield read_pb2.ReadResponse(blocks=[read_pb2.ReadBlock(
+                    offset=offset, event_count=end - offset,
+                    data=encode_block(self.payloads[offset:end]))], next_offset=end,
+                    end_offset=end)
+                offset = end
+            else:
+                yield read_pb2.ReadResponse(next_offset=offset, end_offset=end)
+            await asyncio.sleep(0.05)
+
+
+class _OnePool:
+    """``ReadChannels`` of one broker (not a cluster): the streams lease its pool's channels."""
+
+    cluster = False
+
+    def __init__(self, pool: ConnectionPool) -> None:
+        self.pool = pool
+
+    def lease_read(self, segment: str) -> ReadLease:
+        return self.pool.lease_read(segment)
+
+    def owner_of(self, segment: str) -> str | None:
+        return self.pool.endpoint
+
+    def moved(self, segment: str, owner: str | None) -> None:
+        raise AssertionError("a single broker never moves a segment")
+
+    async def find_owner(self, segment: str, deadline: float | None) -> str:
+        raise AssertionError("a single broker never moves a segment")
+
+
+def _next_offset(streams: SegmentStreams[Any]) -> int:
+    deadline = time.monotonic() + WAIT_S
+    while (left := deadline - time.monotonic()) > 0:
+        event = streams.next_event(left)
+        if event is not None:
+            return event.offset
+    raise AssertionError(f"no event within {WAIT_S} s")
+
+
+def test_a_read_stream_cut_off_its_broker_reads_on_as_soon_as_the_channel_is_back(
+        refusing_port: int) -> None:
+    io = IoThread("test-reconnect-read")
+    tail = Tail()
+    server, address = io.run(_serve(tail, read_pb2_grpc.add_ReadServicer_to_server), WAIT_S)
+    port = int(address.rsplit(":", 1)[1])
+    proxy = TcpProxy("127.0.0.1", port)
+
+    async def make_pool() -> ConnectionPool:
+        return ConnectionPool(proxy.address, max_connections=1)
+
+    async def channel_state() -> grpc.ChannelConnectivity:
+        return pool.admin.channel.get_state(try_to_connect=True)
+
+    pool = io.run(make_pool(), WAIT_S)
+    streams: SegmentStreams[Any] = SegmentStreams(
+        io=io, channels=_OnePool(pool), deserialize=None,
+        backoff=lambda: Backoff(LONG_S, min_s=LONG_S))
+    try:
+        streams.add(SEGMENT, 0)
+        assert _next_offset(streams) == 0
+        proxy.retarget(refusing_port)
+        assert proxy.cut() == 1
+        wait_for(lambda: io.run(channel_state(), WAIT_S)
+                 is grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+                 "the channel failing to reach the broker", WAIT_S)
+        tail.payloads.append(b"e1")
+        proxy.retarget(port)
+        # Read on from offset 1 once the channel is back, not after 300 s or more.
+        assert _next_offset(streams) == 1
+        assert streams.ready_wakeups == 1 and tail.streams == 2
+    finally:
+        streams.close()
+        io.run(pool.close(), WAIT_S)
+        proxy.close()
+        io.run(server.stop(None), WAIT_S)
+        io.close()
