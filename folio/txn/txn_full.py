@@ -276,12 +276,7 @@ class Transaction(Generic[T]):
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        """Commits if the body ended normally, else aborts without hiding the body's error.
-
-        A failure of the abort (the broker unreachable, say: the transaction
-        then stays open until its timeout aborts it) is added to the body's
-        exception as a note (``folio._exits``), never raised in its place.
-        """
+        """Commits, or aborts if the body raised: an abort's failure is a note on its error."""
         if self._state is not _Local.OPEN:
             return
         if exc is None:
@@ -449,7 +444,6 @@ class TransactionalWriter(Generic[T]):
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        """Closes the writer; a failure of ``close`` never takes the place of the body's error."""
         clean_up(exc, self.close, f"closing the transactional writer of topic {self.topic!r}")
 
     def __repr__(self) -> str:

@@ -20,7 +20,7 @@ import pytest
 
 from folio._transport.io_thread import IoThread
 from folio.api.v1 import transactions_pb2
-from folio.errors import FolioUnavailableError
+from folio.errors import TxnNotFoundError
 from folio.txn.txn_full import Transaction, TransactionalWriter
 from tests.unit.folio.txn.conftest import Harness, RecordingStream, _Bytes, _topic
 
@@ -118,9 +118,11 @@ def test_a_transaction_left_by_an_error_is_aborted_and_the_error_kept(
 
 
 @pytest.mark.parametrize("failure", [
-    # The broker unreachable: the abort was silently dropped, and the
-    # application never learnt that its transaction stays open until its timeout.
-    FolioUnavailableError("the broker cannot be reached"),
+    # A FolioError (here the broker no longer knows the transaction; as well
+    # an outcome still unknown when the abort gives up): it was dropped without
+    # a word, and the application never learnt that the transaction may stay
+    # open until its timeout.
+    TxnNotFoundError(f"no transaction {TXN_ID.hex()}", txn_id=TXN_ID.hex()),
     # The client's IO thread closed: the abort's RuntimeError replaced the body's error.
     RuntimeError("the client's IO thread is closed"),
 ])
@@ -155,7 +157,7 @@ def test_a_transactional_writer_whose_close_fails_keeps_the_body_error(
 def test_a_transaction_left_normally_still_raises_its_commit_failure(
         writer: TransactionalWriter[bytes], coordinator: _Coordinator) -> None:
     # No body error to keep: the commit's own failure is what the caller sees.
-    coordinator.failure = FolioUnavailableError("the broker cannot be reached")
-    with pytest.raises(FolioUnavailableError), writer.begin():
+    coordinator.failure = TxnNotFoundError(f"no transaction {TXN_ID.hex()}")
+    with pytest.raises(TxnNotFoundError), writer.begin():
         pass
     assert coordinator.calls[:2] == ["BeginTxn", "CommitTxn"]
