@@ -129,7 +129,7 @@ class ReaderGroup:
         state.session_timeout_ms = session_timeout_ms or 0
         request = groups_pb2.CreateReaderGroupRequest(name=name, state=state.to_proto())
         try:
-            calls.call(calls.stub.CreateReaderGroup, request)
+            calls.create(request)  # an unknown outcome is reconciled (_group_calls)
         except ReaderGroupExistsError:
             _, existing = calls.get(name)
             if sorted(existing.topics) != sorted(set(topics)):
@@ -289,8 +289,7 @@ class ReaderGroup:
 
     def delete(self) -> None:
         """Deletes the group. ``ReaderGroupNotFoundError``."""
-        self._calls.call(self._calls.stub.DeleteReaderGroup,
-                         groups_pb2.DeleteReaderGroupRequest(name=self.name))
+        self._calls.delete(self.name)
 
     def __repr__(self) -> str:
         return f"<ReaderGroup {self.name!r}>"

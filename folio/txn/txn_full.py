@@ -65,6 +65,7 @@ from enum import Enum
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from folio._unknown import settle
 from folio.api.v1 import transactions_pb2
 from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES
 from folio.api.v1.routing import segment_index
@@ -347,9 +348,9 @@ class Transaction(Generic[T]):
         with self._lock:
             if self._state is _Local.OPEN:
                 self._state = _Local.FAILED
-        with contextlib.suppress(FolioError):
-            self._writer._call(self._writer._stub.AbortTxn,
-                               transactions_pb2.AbortTxnRequest(txn_id=self.txn_id))
+        with contextlib.suppress(FolioError):  # unknown until its timeout: the broker aborts it
+            decide(self._writer._call, self._writer._stub, self.txn_id, commit=False,
+                   timeout=self._writer.txn_timeout_ms / 1000)
         self._end(None)
         error = TxnFailedError(
             f"transaction {self.txn_id.hex()} failed and was aborted (nothing of it is "
@@ -418,16 +419,15 @@ class TransactionalWriter(Generic[T]):
             WriterClosedError: the writer is closed.
             InvalidArgumentError: the label is too long.
             TxnFailedError: the label was closed (``abort_transactions(close=True)``).
-            FolioUnavailableError: the broker cannot be reached.
+            OutcomeUnknownError: no answer for 60 s (an unused transaction may be open).
         """
         if self._closed:
             raise WriterClosedError("the transactional writer is closed")
-        # Tried again on a lost answer: a transaction begun by a lost call is
-        # never written to, and its timeout (or a sweep of its label) aborts it.
-        response = self._call(self._stub.BeginTxn,
-                              transactions_pb2.BeginTxnRequest(timeout_ms=self.txn_timeout_ms,
-                                                               label=label),
-                              retry=True)
+        # Made again after an unknown outcome (folio._unknown): a transaction begun by a lost
+        # call is never written to, and its timeout (or a sweep of its label) aborts it.
+        request = transactions_pb2.BeginTxnRequest(timeout_ms=self.txn_timeout_ms, label=label)
+        response = settle("BeginTxn", lambda _after: self._call(self._stub.BeginTxn, request,
+                                                                 retry=True))
         txn: Transaction[T] = Transaction(self, response.txn_id)
         with self._lock:
             self._open.add(txn)
