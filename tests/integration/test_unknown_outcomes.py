@@ -224,3 +224,4 @@ def test_a_change_under_another_is_reported_unknown(client: folio.Client) -> Non
         group.reader("r1")
     assert raised.value.operation == "UpdateReaderGroup unk-g2"
     assert isinstance(raised.value, folio.FolioUnavailableError | TimeoutError)
+
