@@ -19,7 +19,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from folio._unknown import settle
+from folio._unknown import DEFAULT_SETTLE_TIMEOUT_S, settle
 from folio.api.v1 import groups_pb2
 from folio.errors import (
     GroupStateConflictError,
@@ -95,8 +95,15 @@ class _GroupClient:
                     raise
         settle(f"DeleteReaderGroup {name}", attempt)
 
-    def cas(self, name: str, change: Callable[[GroupState], R]) -> R:
-        """Apply ``change`` to the latest state and write it back by compare-and-set."""
+    def cas(self, name: str, change: Callable[[GroupState], R], *,
+            settle_s: float = DEFAULT_SETTLE_TIMEOUT_S) -> R:
+        """Apply ``change`` to the latest state and write it back by compare-and-set.
+
+        An update whose outcome is unknown is reconciled for ``settle_s``
+        (``_update``); 0: one attempt, then ``OutcomeUnknownError``, for a
+        caller that reconciles by itself (``GroupReader``'s sync reads what the
+        state says it holds at its next sync, and keeps reading meanwhile).
+        """
         for _ in range(_CAS_ATTEMPTS):
             version, state = self.get(name)
             changed = state.copy()
@@ -106,8 +113,8 @@ class _GroupClient:
             request = groups_pb2.UpdateReaderGroupRequest(
                 name=name, expected_version=version, state=changed.to_proto())
             try:
-                settle(f"UpdateReaderGroup {name}", functools.partial(self._update, request,
-                                                                      changed))
+                settle(f"UpdateReaderGroup {name}",
+                       functools.partial(self._update, request, changed), timeout_s=settle_s)
             except GroupStateConflictError:
                 continue
             return result

@@ -446,7 +446,7 @@ class GroupReader(Generic[T]):
                 synced.released = state.rebalance(me, positions)
             return synced
 
-        synced = self._calls.cas(self.group.name, change)
+        synced = self._calls.cas(self.group.name, change, settle_s=0.0)  # see _reconcile
         self._reconcile = False
         self._finished.difference_update(synced.finished, synced.released, synced.extra)
         for segment in (*synced.released, *synced.finished, *synced.extra):
@@ -475,7 +475,7 @@ class GroupReader(Generic[T]):
             state.remove_reader(self.reader_id, positions)
 
         try:
-            self._calls.cas(self.group.name, leave)
+            self._calls.cas(self.group.name, leave, settle_s=0.0)  # else the session ends
         except (ReaderNotInGroupError, ReaderGroupNotFoundError):
             pass  # declared offline, or the group is gone: nothing to hand back
         except FolioError as error:

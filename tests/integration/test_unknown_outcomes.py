@@ -13,6 +13,7 @@ back and reconciles (``folio._unknown``, ``folio._admin_unknown``,
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any
 
 import pytest
@@ -225,3 +226,26 @@ def test_a_change_under_another_is_reported_unknown(client: folio.Client) -> Non
     assert raised.value.operation == "UpdateReaderGroup unk-g2"
     assert isinstance(raised.value, folio.FolioUnavailableError | TimeoutError)
 
+
+
+def test_a_group_readers_lost_sync_is_reconciled_at_the_next(client: folio.Client) -> None:
+    # GroupReader's sync reconciles by itself (it reads what the state says it
+    # holds at its next sync, reading on meanwhile), so its compare-and-set
+    # makes one attempt: its acquiring update is applied, the answer lost.
+    client.create_topic("unk-sync", segments=2)
+    with client.writer("unk-sync") as writer:
+        for n in range(20):
+            writer.write_event(b"%d" % n, routing_key=f"k{n}")
+        writer.flush()
+    group = client.reader_group("unk-gs", topics=["unk-sync"], sync_interval_ms=100)
+    with group.reader("r1") as reader:
+        lost = _lose(group._calls, groups_pb2.UpdateReaderGroupRequest, attr="call")
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 20 and time.monotonic() < deadline:
+            event = reader.read_next(timeout_ms=500)
+            if event is not None and event.event is not None:
+                got.append(event.event.payload)
+        assert lost == ["UpdateReaderGroupRequest"]
+        assert sorted(got) == sorted(b"%d" % n for n in range(20))
+        assert sorted(group.assignment()["r1"]) == ["unk-sync/0", "unk-sync/1"]
