@@ -59,6 +59,7 @@ from folio.api.v1 import append_pb2
 from folio.errors import (
     FolioError,
     NoSuchSegmentError,
+    OutcomeUnknownError,
     SegmentSealedError,
     TxnFailedError,
     WriterClosedError,
@@ -461,7 +462,13 @@ class TxnFlow:
         self._in_flight = None
         while self._queue:
             commit = self._queue.popleft()
-            self._fail(commit, TxnFailedError(
+            # Numbered: sent, unsettled since: may be written, unless the segment is gone.
+            sent = commit.last_event_number is not None and \
+                not isinstance(error, NoSuchSegmentError)
+            self._fail(commit, OutcomeUnknownError(
+                f"the transaction to {self.segment} may or may not have been written (sent, "
+                f"its answer lost, then: {error}); read the segment before writing it again",
+                operation=f"Append {self.segment}") if sent else TxnFailedError(
                 f"the transaction to {self.segment} was not committed: {error}",
                 segment=self.segment), cause=error)
         self._unregister()
