@@ -423,8 +423,7 @@ class TransactionalWriter(Generic[T]):
         """
         if self._closed:
             raise WriterClosedError("the transactional writer is closed")
-        # Made again after an unknown outcome (folio._unknown): a transaction begun by a lost
-        # call is never written to, and its timeout (or a sweep of its label) aborts it.
+        # Made again after an unknown outcome: a lost call's transaction is unused, times out.
         request = transactions_pb2.BeginTxnRequest(timeout_ms=self.txn_timeout_ms, label=label)
         response = settle("BeginTxn", lambda _after: self._call(self._stub.BeginTxn, request,
                                                                  retry=True))
@@ -434,15 +433,16 @@ class TransactionalWriter(Generic[T]):
         return txn
 
     def close(self, timeout: float | None = None) -> None:
-        """Aborts the transactions still open (best effort). Idempotent."""
+        """Aborts those still open, best effort, within ``timeout`` (None: txn_timeout_ms)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             still_open = list(self._open)
-        for txn in still_open:
+        deadline = time.monotonic() + (self.txn_timeout_ms / 1000 if timeout is None else timeout)
+        for txn in still_open:  # unknown at the deadline: their timeout aborts them
             with contextlib.suppress(FolioError):
-                txn.abort()
+                txn.abort(max(0.0, deadline - time.monotonic()))
         if self._on_close is not None:
             self._on_close(self)
 

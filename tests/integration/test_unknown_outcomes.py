@@ -249,3 +249,18 @@ def test_a_group_readers_lost_sync_is_reconciled_at_the_next(client: folio.Clien
         assert lost == ["UpdateReaderGroupRequest"]
         assert sorted(got) == sorted(b"%d" % n for n in range(20))
         assert sorted(group.assignment()["r1"]) == ["unk-sync/0", "unk-sync/1"]
+
+
+def test_closing_a_writer_bounds_its_best_effort_aborts(client: folio.Client) -> None:
+    # close(timeout) aborts the open transactions within timeout (None: the
+    # transaction timeout, after which the broker aborts them anyway), not 60 s
+    # of read-backs per transaction (decide's default).
+    client.create_topic("unk-close")
+    writer = client.transactional_writer("unk-close")
+    txn = writer.begin()
+    lost = _lose(writer, transactions_pb2.AbortTxnRequest, applied=False, times=1000)
+    writer.close(timeout=0)  # one attempt, whose outcome is unknown; old: 60 s of them
+    assert lost == ["AbortTxnRequest"]
+    assert client.transaction_status(txn.txn_id) is folio.TxnStatus.OPEN
+    client.abort_transaction(txn.txn_id)
+    assert client.transaction_status(txn.txn_id) is folio.TxnStatus.ABORTED
