@@ -102,6 +102,27 @@ def test_scale_topic_whose_answer_is_lost(client: folio.Client) -> None:
     assert [s.name for s in result.created] == [s.name for s in client.get_segments("unk-scale")]
 
 
+def test_scale_after_an_unknown_outcome_is_not_taken_for_another(client: folio.Client) -> None:
+    # The ScaleTopic never arrived; meanwhile the topic was sealed by another
+    # client: the repeat's SegmentSealedError is not ours (no successors).
+    (segment,) = client.create_topic("unk-scale2").segments
+    real = client._call
+
+    def lost_then_sealed(method: Any, request: Any, *, retry: bool = False) -> Any:
+        if isinstance(request, admin_pb2.ScaleTopicRequest) and not sealed:
+            sealed.append(real(client._connection.admin.SealTopic,
+                               admin_pb2.SealTopicRequest(name="unk-scale2")))
+            raise TimeoutError("no answer within 35.0 s")
+        return real(method, request, retry=retry)
+
+    sealed: list[Any] = []
+    client._call = lost_then_sealed  # type: ignore[method-assign]
+    with pytest.raises(folio.SegmentSealedError):
+        client.scale_topic("unk-scale2", [segment.name], [(0.0, 0.5), (0.5, 1.0)])
+    assert len(sealed) == 1
+    assert client.get_successors(segment.name) == []
+
+
 def _open_txn(client: folio.Client, topic: str) -> bytes:
     client.create_topic(topic)
     with client.transactional_writer(topic) as writer:
@@ -127,6 +148,27 @@ def test_keyed_commit_whose_answer_is_lost_is_ours(client: folio.Client) -> None
     assert client.transaction_status(txn_id) is folio.TxnStatus.COMMITTED
     other = _open_txn(client, "unk-commit-key2")
     assert client.commit_transactions([other], commit_key="unk-q", commit_sequence=1) is False
+
+
+def test_keyed_commit_taken_by_another_committer_is_false(client: folio.Client) -> None:
+    # Ours never arrived; another committer committed the key's sequence
+    # meanwhile: the repeat is a duplicate, and ours is not committed.
+    ours, theirs = _open_txn(client, "unk-key-a"), _open_txn(client, "unk-key-b")
+    real = client._call
+    other: list[bool] = []
+
+    def lost(method: Any, request: Any, *, retry: bool = False) -> Any:
+        if isinstance(request, transactions_pb2.CommitTxnRequest) and not other:
+            other.append(real(method, transactions_pb2.CommitTxnRequest(
+                txn_ids=[theirs], commit_key="unk-q2", commit_sequence=4)).duplicate)
+            raise TimeoutError("no answer within 35.0 s")
+        return real(method, request, retry=retry)
+
+    client._call = lost  # type: ignore[method-assign]
+    assert client.commit_transactions([ours], commit_key="unk-q2", commit_sequence=4) is False
+    assert other == [False]
+    assert client.transaction_status(theirs) is folio.TxnStatus.COMMITTED
+    assert not client.transaction_status(ours).committed
 
 
 def test_abort_transaction_whose_answer_is_lost(client: folio.Client) -> None:
