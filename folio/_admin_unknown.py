@@ -10,7 +10,9 @@ back as that call's success:
   create when the topic has the segment count asked for (else another
   client's topic: the error is raised).
 - ``DeleteTopic``: ``TopicNotFoundError`` after an unknown outcome: deleted.
-- ``UpdateTopicConfig``, ``SealTopic``: idempotent, made again.
+- ``UpdateTopicConfig``, ``SealTopic``, ``TruncateSegment`` (to an offset: a
+  repeat truncates nothing more), ``GrantPermission`` (merges),
+  ``RevokePermission`` (a no-op when absent): idempotent, made again.
 - ``ScaleTopic``: ``SegmentSealedError`` after an unknown outcome is our
   scale when the first sealed segment's successors are exactly the ranges
   asked for; the result is then read back (``get_segments`` with sealed ones).
@@ -30,8 +32,8 @@ broker applied, read it back later.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from folio._unknown import settle
 from folio.api.v1 import admin_pb2, transactions_pb2
@@ -47,8 +49,10 @@ from folio.models import (
 if TYPE_CHECKING:
     from folio.admin import AdminCalls
 
-__all__ = ["abort_txn", "abort_txns", "commit_txns", "create_topic", "delete_topic", "scale_topic",
-           "seal_topic", "update_topic_config"]
+__all__ = ["abort_txn", "abort_txns", "again", "commit_txns", "create_topic", "delete_topic",
+           "scale_topic", "seal_topic", "update_topic_config"]
+
+R = TypeVar("R")
 
 _COMMITTED: Final = ("COMMITTING", "COMMITTED")
 _ABORTED: Final = ("ABORTING", "ABORTED", "TIMED_OUT")
@@ -89,6 +93,12 @@ def update_topic_config(admin: AdminCalls,
     """``UpdateTopicConfig``: sets the given values, so made again as it is."""
     return settle(f"UpdateTopicConfig {request.name}", lambda _after: topic_info_from_proto(
         admin._call(admin._connection.admin.UpdateTopicConfig, request)))
+
+
+def again(operation: str, call: Callable[[], R]) -> R:
+    """An idempotent admin call (``call`` makes it on the admin connection of the
+    moment), made again after an unknown outcome."""
+    return settle(operation, lambda _after: call())
 
 
 def seal_topic(admin: AdminCalls, name: str) -> TopicInfo:

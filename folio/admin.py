@@ -60,8 +60,8 @@ class AdminCalls:
     ``FolioUnavailableError`` when the broker cannot be reached, and
     ``TimeoutError`` after ``timeout_s``.
     The calls that change state (create, delete, scale, seal a topic, update
-    its config, commit or abort transactions) never raise at once on an
-    unknown outcome: they read back and reconcile (``folio._admin_unknown``)
+    its config, truncate, grant, revoke, commit or abort transactions) never
+    raise at once on an unknown outcome: they read back and reconcile (``folio._admin_unknown``)
     for up to 60 s, then raise ``OutcomeUnknownError``.
     """
 
@@ -318,8 +318,8 @@ class AdminCalls:
             InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
         """
         request = admin_pb2.TruncateSegmentRequest(segment=segment, offset=offset)
-        return segment_info_from_proto(self._call(self._connection.admin.TruncateSegment,
-                                                  request))
+        return settled.again(f"TruncateSegment {segment}", lambda: segment_info_from_proto(
+            self._call(self._connection.admin.TruncateSegment, request)))
 
     def grant_permission(self, role: str, resource: str, actions: Sequence[str], *,
                          kind: Kind = "topic") -> PermissionGrant:
@@ -335,14 +335,16 @@ class AdminCalls:
         """
         request = admin_pb2.GrantPermissionRequest(
             grant=grant_to_proto(role, kind, resource, actions))
-        return grant_from_proto(self._call(self._connection.admin.GrantPermission, request))
+        return settled.again(f"GrantPermission {role}", lambda: grant_from_proto(
+            self._call(self._connection.admin.GrantPermission, request)))
 
     def revoke_permission(self, role: str, resource: str, actions: Sequence[str], *,
                           kind: Kind = "topic") -> None:
         """Takes ``actions`` from ``role``'s grant on exactly ``resource`` (no-op if absent)."""
         request = admin_pb2.RevokePermissionRequest(
             grant=grant_to_proto(role, kind, resource, actions))
-        self._call(self._connection.admin.RevokePermission, request)
+        settled.again(f"RevokePermission {role}",
+                      lambda: self._call(self._connection.admin.RevokePermission, request))
 
     def list_permissions(self, role: str | None = None) -> list[PermissionGrant]:
         """Every grant (or ``role``'s), ordered by role, kind, resource. Needs a super-user."""

@@ -123,6 +123,20 @@ def test_scale_after_an_unknown_outcome_is_not_taken_for_another(client: folio.C
     assert client.get_successors(segment.name) == []
 
 
+def test_truncate_segment_whose_answer_is_lost(client: folio.Client) -> None:
+    client.create_topic("unk-trunc", ledger_rollover_bytes=1024)
+    with client.writer("unk-trunc") as writer:
+        for i in range(6):  # one block (and, past 1 KiB, a new ledger) each
+            writer.write_event(b"y" * 600 + b"%d" % i)
+            writer.flush(30)
+    lost = _lose(client, admin_pb2.TruncateSegmentRequest)
+    info = client.truncate_segment("unk-trunc/0", 4)  # old: TimeoutError
+    assert lost == ["TruncateSegmentRequest"]
+    assert 0 < info.segment.start_offset <= 4
+    assert client.get_segment_info("unk-trunc/0").segment.start_offset == \
+        info.segment.start_offset
+
+
 def _open_txn(client: folio.Client, topic: str) -> bytes:
     client.create_topic(topic)
     with client.transactional_writer(topic) as writer:
