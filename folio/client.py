@@ -226,8 +226,7 @@ class Client(AdminCalls):
 
     def delete_reader_group(self, name: str) -> None:
         """Deletes a reader group. ``ReaderGroupNotFoundError``."""
-        self._call(self._groups().stub.DeleteReaderGroup,
-                   groups_pb2.DeleteReaderGroupRequest(name=name))
+        self._groups().delete(name)
 
     def list_reader_groups(self) -> list[str]:
         """Every reader group's name, sorted."""

@@ -129,7 +129,7 @@ class ReaderGroup:
         state.session_timeout_ms = session_timeout_ms or 0
         request = groups_pb2.CreateReaderGroupRequest(name=name, state=state.to_proto())
         try:
-            calls.call(calls.stub.CreateReaderGroup, request)
+            calls.create(request)  # an unknown outcome is reconciled (_group_calls)
         except ReaderGroupExistsError:
             _, existing = calls.get(name)
             if sorted(existing.topics) != sorted(set(topics)):
@@ -289,8 +289,7 @@ class ReaderGroup:
 
     def delete(self) -> None:
         """Deletes the group. ``ReaderGroupNotFoundError``."""
-        self._calls.call(self._calls.stub.DeleteReaderGroup,
-                         groups_pb2.DeleteReaderGroupRequest(name=self.name))
+        self._calls.delete(self.name)
 
     def __repr__(self) -> str:
         return f"<ReaderGroup {self.name!r}>"
@@ -447,7 +446,7 @@ class GroupReader(Generic[T]):
                 synced.released = state.rebalance(me, positions)
             return synced
 
-        synced = self._calls.cas(self.group.name, change)
+        synced = self._calls.cas(self.group.name, change, settle_s=0.0)  # see _reconcile
         self._reconcile = False
         self._finished.difference_update(synced.finished, synced.released, synced.extra)
         for segment in (*synced.released, *synced.finished, *synced.extra):
@@ -476,7 +475,7 @@ class GroupReader(Generic[T]):
             state.remove_reader(self.reader_id, positions)
 
         try:
-            self._calls.cas(self.group.name, leave)
+            self._calls.cas(self.group.name, leave, settle_s=0.0)  # else the session ends
         except (ReaderNotInGroupError, ReaderGroupNotFoundError):
             pass  # declared offline, or the group is gone: nothing to hand back
         except FolioError as error:

@@ -161,6 +161,9 @@ class SingleRoutingKeyTransaction(Generic[T]):
             TimeoutError: ``timeout`` passed first.
             WriterClosedError: the writer was closed before the commit was
                 acknowledged (the transaction may or may not be written, whole).
+            OutcomeUnknownError: it was sent and its answer lost, then the
+                segment could not be set up again to ask (refused for good:
+                a permission revoked, say): it may or may not be written, whole.
         """
         future = self.commit_async()
         try:
