@@ -37,10 +37,9 @@ whole, with the same numbers: never half, never twice.
 Sealed segment (scaling, PDP-44 "Segment Sealed"): ``SegmentIsSealed``
 hands every unfinished transaction, in order, to ``successor``
 (``TxnFlow._on_sealed``), sent again whole and renumbered to the successor
-owning its routing key. A
-transaction whose end block was sent before the seal but whose answer was
-lost is settled first by ``AppendSetup``, which a sealed segment still
-answers with this writer's last event number (its writer attribute): written
+owning its routing key. A transaction whose end block was sent before the
+seal but whose answer was lost is settled first by ``AppendSetup``, which a
+sealed segment still answers with this writer's last event number: written
 (acknowledged here, never sent again) or not (moved).
 """
 

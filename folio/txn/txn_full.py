@@ -36,17 +36,14 @@ transaction is aborted on the broker (best effort; else its timeout aborts
 it) and ``flush``/``commit`` raise :class:`TxnFailedError` whose
 ``retriable`` is the cause's: nothing of it becomes visible, and the caller
 may ``begin`` a new transaction and write its events again. A refused
-``CommitTxn`` raises the broker's typed error (``TxnStateError``,
-``TxnNotFoundError``); one whose answer is lost is read back and made again
-until its timeout, then ``OutcomeUnknownError`` (docs/sdk.md).
+``CommitTxn`` raises the broker's typed error; one whose answer is lost is
+read back and made again until its timeout, then ``OutcomeUnknownError``.
 
 Handing over. ``detach`` flushes and returns the id of a transaction still
 open, for another process to commit (``Client.commit_transactions``, several
 atomically) or abort. ``begin(label=...)`` names transactions begun for one
-job (one per task, say): ``Client.abort_transactions(label, keep)`` then
-aborts those whose ids never reached the job, instead of leaving them open
-until their timeout.
-
+job: ``Client.abort_transactions(label, keep)`` then aborts those whose ids
+never reached the job, instead of leaving them open until their timeout.
 Thread-safe: a writer may have many open transactions (one per thread, say),
 and one transaction may be written from several threads.
 """
