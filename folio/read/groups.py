@@ -35,7 +35,6 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
@@ -66,6 +65,7 @@ from folio.read._group_admin import (
 from folio.read._group_calls import _GroupClient
 from folio.read._group_heartbeat import Heartbeat
 from folio.read._group_start import GroupStart, initial_state
+from folio.read._group_sync import Synced, join, replace_state
 from folio.read._group_state import GroupState, Successor
 from folio.read.cuts import Checkpoint, Position
 from folio.serializers import BytesSerializer, Serializer
@@ -84,16 +84,6 @@ _ISOLATIONS = {
     "read_committed": read_pb2.ReadRequest.READ_COMMITTED,
     "read_uncommitted": read_pb2.ReadRequest.READ_UNCOMMITTED,
 }
-
-
-@dataclass(slots=True)
-class _Synced:
-    checkpoint: str | None = None
-    released: dict[str, int] = field(default_factory=dict)
-    finished: list[str] = field(default_factory=list)
-    acquired: dict[str, int] = field(default_factory=dict)
-    missing: dict[str, int] = field(default_factory=dict)
-    extra: list[str] = field(default_factory=list)
 
 
 class ReaderGroup:
@@ -168,7 +158,7 @@ class ReaderGroup:
         check_policy(on_deserialization_error)
         session = uuid.uuid4().hex
         try:
-            timeout_ms = self._calls.cas(self.name, lambda state: _join(state, reader_id,
+            timeout_ms = self._calls.cas(self.name, lambda state: join(state, reader_id,
                                                                             session))
         except ReaderIdInUseError as error:
             raise id_in_use_error(self._calls, self.name, reader_id, error) from None
@@ -283,7 +273,7 @@ class ReaderGroup:
                     f"is declared offline after the session timeout, or declare it offline "
                     f"now with reader_offline)", group=self.name,
                     members=sorted(current.readers))
-            _replace(current, fresh)
+            replace_state(current, fresh)
 
         self._calls.cas(self.name, change)
 
@@ -294,18 +284,6 @@ class ReaderGroup:
 
     def __repr__(self) -> str:
         return f"<ReaderGroup {self.name!r}>"
-
-
-def _join(state: GroupState, reader_id: str, session: str) -> int:
-    state.add_reader(reader_id, session)
-    return state.session_timeout_ms
-
-
-def _replace(current: GroupState, fresh: GroupState) -> None:
-    current.readers, current.unassigned = {}, dict(fresh.unassigned)
-    current.sessions = {}
-    current.future, current.finished = dict(fresh.future), set(fresh.finished)
-    current.pending = []
 
 
 class GroupReader(Generic[T]):
@@ -417,7 +395,7 @@ class GroupReader(Generic[T]):
         me = self.reader_id
         reading = set(streams.segments) if self._reconcile else None
 
-        def change(state: GroupState) -> _Synced:
+        def change(state: GroupState) -> Synced:
             synced = _transition(state)
             if reading is not None:
                 # An earlier update may have been applied although its reply was
@@ -429,10 +407,10 @@ class GroupReader(Generic[T]):
                                 s not in synced.released and s not in synced.finished]
             return synced
 
-        def _transition(state: GroupState) -> _Synced:
+        def _transition(state: GroupState) -> Synced:
             state.check_session(me, self._session)
             held = state.held(me)
-            synced = _Synced()
+            synced = Synced()
             name = state.checkpoint_for(me)
             if name is not None:
                 synced.checkpoint = name
