@@ -107,8 +107,8 @@ class _GroupEvents:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self._out.flush()
-            left = None if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
-            read = self._reader.read_next(left)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            read = self._reader.read_next(timeout=left)
             if read is None:
                 return None
             if read.event is not None:

@@ -4,7 +4,7 @@
 whose state lives in the broker (``ReaderGroups`` service) and changes only by
 compare-and-set (``folio.read._group_state`` holds the rules). Each
 ``group.reader(reader_id)`` is a :class:`GroupReader`: it holds some segments
-— an even share — and reads them; ``read_next(timeout_ms)`` returns an
+— an even share — and reads them; ``read_next(timeout=seconds)`` returns an
 :class:`EventRead` carrying the event and the reader's position after it, or
 a checkpoint event. A successor segment (after scaling) is handed out only
 once all its predecessors were read to their end, so the events of one
@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
+from folio._deprecated import renamed_timeout
 from folio._transport.segment_streams import SegmentStreams, check_policy
 from folio.api.v1 import groups_pb2, read_pb2
 from folio.errors import (
@@ -65,8 +66,8 @@ from folio.read._group_admin import (
 from folio.read._group_calls import _GroupClient
 from folio.read._group_heartbeat import Heartbeat
 from folio.read._group_start import GroupStart, initial_state
-from folio.read._group_sync import Synced, join, replace_state
 from folio.read._group_state import GroupState, Successor
+from folio.read._group_sync import Synced, join, replace_state
 from folio.read.cuts import Checkpoint, Position
 from folio.serializers import BytesSerializer, Serializer
 
@@ -217,17 +218,20 @@ class ReaderGroup:
 
     # -- checkpoints and resets ---------------------------------------------
 
-    def initiate_checkpoint(self, name: str, timeout_s: float | None = None
+    def initiate_checkpoint(self, name: str, timeout: float | None = None, *,
+                            timeout_s: float | None = None
                             ) -> concurrent.futures.Future[Checkpoint]:
         """Starts checkpoint ``name``; the future completes when every reader passed it.
 
         Readers pass it in their ``read_next`` calls (each returns a
         checkpoint event), so they must keep reading. The future fails with
-        ``TimeoutError`` after ``timeout_s`` (None: no limit).
+        ``TimeoutError`` after ``timeout`` seconds (None: no limit; ``timeout_s``: deprecated).
 
         Raises:
             InvalidArgumentError: the name is empty or used already.
         """
+        timeout_s = renamed_timeout("ReaderGroup.initiate_checkpoint", timeout, "timeout_s",
+                                    timeout_s, 1.0)
         self._calls.cas(self.name, lambda state: state.initiate_checkpoint(name))
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         return self._calls.io.submit(self._await_checkpoint(name, deadline))
@@ -328,11 +332,14 @@ class GroupReader(Generic[T]):
         """The segments this reader holds now."""
         return sorted(self._streams.segments)
 
-    def read_next(self, timeout_ms: int | None = None) -> EventRead[T] | None:
-        """The next event (or checkpoint event), waiting up to ``timeout_ms``.
+    def read_next(self, timeout_ms: int | None = None, *,
+                  timeout: float | None = None) -> EventRead[T] | None:
+        """The next event (or checkpoint event), waiting up to ``timeout`` seconds.
+
+        ``timeout_ms`` (also positional) is the deprecated spelling, in milliseconds.
 
         Returns:
-            An ``EventRead``, or None when ``timeout_ms`` passed (or the
+            An ``EventRead``, or None when ``timeout`` passed (or the
             reader is closed).
 
         Raises:
@@ -343,7 +350,8 @@ class GroupReader(Generic[T]):
                 the reader stays on it until ``skip(error)``.
             FolioError: a segment's stream failed for good.
         """
-        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+        seconds = renamed_timeout("GroupReader.read_next", timeout, "timeout_ms", timeout_ms, 0.001)
+        deadline = None if seconds is None else time.monotonic() + seconds
         streams = self._streams
         if self._returned is not None:
             # Every event returned by an earlier call counts as processed.
