@@ -24,5 +24,5 @@ def test_the_old_spelling_is_converted_to_seconds_with_a_warning_naming_the_new_
 
 def test_both_spellings_at_once_are_refused() -> None:
     with pytest.warns(DeprecationWarning), \
-            pytest.raises(InvalidArgumentError, match="give timeout .* or timeout_ms, not both"):
+            pytest.raises(InvalidArgumentError, match=r"give timeout .* or timeout_ms, not both"):
         renamed_timeout("R.read_next", 1.0, "timeout_ms", 1000, 0.001)
