@@ -95,3 +95,31 @@ def test_positions_are_one_model_across_reads_groups_batches_and_writes(
     pieces = client.batch_client().segments("face-positions", from_cut=cut)
     assert [(p.name, p.start_offset, p.end_offset) for p in pieces] == [
         ("face-positions/0", 2, 5)]
+
+
+def test_a_start_inside_a_sealed_segment_reads_its_successor_after_it(
+        client: folio.Client) -> None:
+    # 0 and 1 merged into 2; the start names 0 only: 0 from offset 1, then 2
+    # whole; 1 lies outside the start (not read) and does not hold 2 back.
+    client.create_topic("face-merged", 2)
+    with client.writer("face-merged") as writer:
+        before = [writer.write_event(f"b{i}".encode(), routing_key=f"k{i}") for i in range(20)]
+        writer.flush(timeout=30)
+    located = [future.result(timeout=0) for future in before]
+    client.scale_topic("face-merged", ["face-merged/0", "face-merged/1"], [(0.0, 1.0)])
+    with client.writer("face-merged") as writer:
+        for i in range(5):
+            writer.write_event(f"a{i}".encode(), routing_key=f"k{i}")
+        writer.flush(timeout=30)
+    in_zero = [w.offset for w in located if w.segment == "face-merged/0"]
+    assert len(in_zero) >= 2
+
+    with client.reader("face-merged", start={"face-merged/0": 1}) as reader:
+        got: list[tuple[str, int]] = []
+        while len(got) < len(in_zero) - 1 + 5:
+            event = reader.read_next(timeout=30)
+            assert event is not None, f"only {len(got)} events came"
+            got.append((event.segment, event.offset))
+        assert reader.read_next(timeout=0.3) is None
+    assert got == [("face-merged/0", offset) for offset in sorted(in_zero)[1:]] + [
+        ("face-merged/2", offset) for offset in range(5)]
