@@ -123,3 +123,39 @@ def test_a_start_inside_a_sealed_segment_reads_its_successor_after_it(
         assert reader.read_next(timeout=0.3) is None
     assert got == [("face-merged/0", offset) for offset in sorted(in_zero)[1:]] + [
         ("face-merged/2", offset) for offset in range(5)]
+    # A reader group started at the same mapping reads the same events in the same order.
+    group = client.reader_group("face-merged-g", ["face-merged"], start={"face-merged/0": 1})
+    with group.reader("r1") as member:
+        in_group: list[tuple[str, int]] = []
+        while len(in_group) < len(got):
+            read = member.read_next(timeout=30)
+            assert read is not None, f"only {len(in_group)} events came to the group"
+            if read.event is not None:
+                in_group.append((read.event.segment, read.event.offset))
+    assert in_group == got
+
+
+def test_a_group_started_at_a_partial_cut_reads_the_segments_it_leaves_out(
+        client: folio.Client) -> None:
+    client.create_topic("face-partial", 2)
+    written = _write_keyed(client, "face-partial", 10)
+    group = client.reader_group("face-partial-g", ["face-partial"],
+                                start={"face-partial/0": 1})
+    with group.reader("r1") as member:
+        got: set[tuple[str, int]] = set()
+        expected = {(w.segment, w.offset) for w in written
+                    if w.segment != "face-partial/0" or w.offset >= 1}
+        while len(got) < len(expected):
+            read = member.read_next(timeout=30)
+            assert read is not None, f"only {len(got)} of {len(expected)} events came"
+            if read.event is not None:
+                got.add((read.event.segment, read.event.offset))
+    assert got == expected
+
+
+def _write_keyed(client: folio.Client, topic: str, count: int) -> list[folio.WriteResult]:
+    with client.writer(topic) as writer:
+        futures = [writer.write_event(f"e{i}".encode(), routing_key=f"k{i}")
+                   for i in range(count)]
+        writer.flush(timeout=30)
+    return [future.result(timeout=0) for future in futures]
