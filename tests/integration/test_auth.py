@@ -372,7 +372,7 @@ def test_a_reader_group_needs_consume_on_the_group_and_its_topics(
         group = etl.reader_group("etl-group", ["events.in"])
         reader = group.reader("r1")
         try:
-            read = reader.read_next(timeout_ms=30_000)
+            read = reader.read_next(timeout=30)
             assert read is not None and read.event is not None
             assert read.event.payload == b"e1"
         finally:
