@@ -299,7 +299,7 @@ def test_a_group_readers_lost_sync_is_reconciled_at_the_next(client: folio.Clien
         got: list[bytes] = []
         deadline = time.monotonic() + 30
         while len(got) < 20 and time.monotonic() < deadline:
-            event = reader.read_next(timeout_ms=500)
+            event = reader.read_next(timeout=0.5)
             if event is not None and event.event is not None:
                 got.append(event.event.payload)
         assert lost == ["UpdateReaderGroupRequest"]
