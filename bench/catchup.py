@@ -113,11 +113,12 @@ def main(argv: list[str] | None = None) -> int:
             rates = []
             for _ in range(args.repeat):
                 result = _read_in_process(endpoint, topic, args.events)
-                rate = result["events"] / result["duration_s"]
+                seconds = result["duration_s"]
+                rate = result["events"] / seconds if seconds > 0 else 0.0
                 rates.append(rate)
                 print(f"{size} B: read {int(result['events']):,} events in "
-                      f"{result['duration_s']:.2f} s: {rate:,.0f} events/s, "
-                      f"{result['bytes'] / _MB / result['duration_s']:.1f} MB/s "
+                      f"{seconds:.2f} s: {rate:,.0f} events/s, "
+                      f"{rate * result['bytes'] / max(result['events'], 1) / _MB:.1f} MB/s "
                       f"(load {os.getloadavg()[0]:.2f})", flush=True)
             median = statistics.median(rates)
             print(f"{size} B: median {median:,.0f} events/s, {median * size / _MB:.1f} MB/s",
