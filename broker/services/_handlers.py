@@ -50,6 +50,15 @@ def _parser(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     return deserialize
 
 
+def _serializer(serialize: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    """``serialize``, but a response already encoded (``bytes``, e.g. a Read response from
+    ``broker.services.read_wire``) goes out as it is."""
+    def serialized(message: Any) -> bytes:
+        return message if type(message) is bytes else serialize(message)
+
+    return serialized
+
+
 def _complaint(method: MethodDescriptor) -> str:
     return f"the request is not a valid {method.input_type.full_name} message"
 
@@ -124,7 +133,7 @@ def add_servicer(server: grpc.aio.Server, service: ServiceDescriptor, servicer: 
         handlers[method.name] = factory(
             wrap(method, behavior),
             request_deserializer=_parser(GetMessageClass(method.input_type).FromString),
-            response_serializer=GetMessageClass(method.output_type).SerializeToString,
+            response_serializer=_serializer(GetMessageClass(method.output_type).SerializeToString),
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name,
                                                                           handlers),))

@@ -6,7 +6,9 @@ encoded. Per read of the segment (about ``max_bytes`` of whole blocks, as
 stored, but always whole entries: a transaction's entry may hold 16 MiB) one
 message, or several of at most ``max_bytes`` each when it is larger (a block
 is never split; ``max_bytes`` is capped so that every response fits gRPC's
-default 4 MiB receive limit); no event is unpacked. At the tail an empty
+default 4 MiB receive limit); no event is unpacked, and a response with blocks
+goes out as its wire encoding (``broker.services.read_wire``: the blocks'
+bytes copied once). At the tail an empty
 response goes out after ``max_wait_ms`` without data, so clients see the
 stream is alive.
 """
@@ -25,6 +27,7 @@ from broker.metrics import observe_read
 from broker.segments.block_limits import MAX_BLOCK_BYTES
 from broker.segments.tailing import follow
 from broker.services._servicer import abort_with
+from broker.services.read_wire import encode_response
 from folio.api.v1 import read_pb2, read_pb2_grpc
 from ledger.errors import LedgerError
 
@@ -58,9 +61,11 @@ class ReadServicer(read_pb2_grpc.ReadServicer):
         self._topics = topics
         self._stopping = stopping
 
-    async def Read(
+    # Responses with blocks are yielded encoded (bytes, sent as they are by the
+    # serializer broker.services._handlers registers), hence the override.
+    async def Read(  # type: ignore[override]
         self, request: read_pb2.ReadRequest, context: _Context
-    ) -> AsyncIterator[read_pb2.ReadResponse]:
+    ) -> AsyncIterator[read_pb2.ReadResponse | bytes]:
         max_bytes = min(request.max_bytes or DEFAULT_MAX_BYTES, MAX_MAX_BYTES)
         max_wait_s = min(request.max_wait_ms or DEFAULT_MAX_WAIT_MS, MAX_MAX_WAIT_MS) / 1000
         offset = request.offset
@@ -76,19 +81,19 @@ class ReadServicer(read_pb2_grpc.ReadServicer):
                                                 end_of_segment=step.end_of_segment,
                                                 next_offset=step.next_offset)
                     continue
-                responses = _responses(step.blocks, max_bytes, request.segment)
-                responses[-1].end_of_segment = step.end_of_segment
-                for response in responses:
-                    response.end_offset = step.end_offset
-                    # Only the step's last response may claim what the step left
-                    # out after its blocks; an earlier one claims up to its own
-                    # last block (read.proto: every offset before next_offset
-                    # was served or left out).
-                    last = response.blocks[-1]
-                    response.next_offset = last.offset + last.event_count
-                responses[-1].next_offset = step.next_offset
-                for response in responses:
-                    yield response
+                parts = _split(step.blocks, max_bytes, request.segment)
+                for number, blocks in enumerate(parts, 1):
+                    if number == len(parts):
+                        yield encode_response(blocks, step.end_offset, step.end_of_segment,
+                                              step.next_offset)
+                    else:
+                        # Only the step's last response may claim what the step
+                        # left out after its blocks; an earlier one claims up to
+                        # its own last block (read.proto: every offset before
+                        # next_offset was served or left out).
+                        last = blocks[-1]
+                        yield encode_response(blocks, step.end_offset, False,
+                                              last.offset + last.event_count)
         except (BrokerError, LedgerError) as error:
             await abort_with(context, error)
 
@@ -101,22 +106,20 @@ def _isolation(value: int) -> Isolation:
         raise InvalidArgumentError(f"unknown isolation {value}") from None
 
 
-def _responses(blocks: list[ReadBlock], max_bytes: int,
-               segment: str) -> list[read_pb2.ReadResponse]:
-    """The blocks in responses of at most ``max_bytes`` each, framing included.
+def _split(blocks: list[ReadBlock], max_bytes: int, segment: str) -> list[list[ReadBlock]]:
+    """The blocks of each response, of at most ``max_bytes`` each, framing included.
 
     A response holds at least one block: a block larger than ``max_bytes``
     goes alone (never split).
     """
-    responses = [read_pb2.ReadResponse()]
+    responses: list[list[ReadBlock]] = [[]]
     size = 0
     total = events = 0
     for block in blocks:
         if size and size + len(block.data) + _BLOCK_FRAMING_BYTES > max_bytes:
-            responses.append(read_pb2.ReadResponse())
+            responses.append([])
             size = 0
-        responses[-1].blocks.append(read_pb2.ReadBlock(
-            offset=block.offset, event_count=block.event_count, data=block.data))
+        responses[-1].append(block)
         size += len(block.data) + _BLOCK_FRAMING_BYTES
         total += len(block.data)
         events += block.event_count

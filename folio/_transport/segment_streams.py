@@ -4,8 +4,9 @@ What reader groups and batch reads share: segments are added (at an offset)
 and removed at any time; each has one ``Read`` server stream on the IO thread
 (on a channel of the client's pool) that puts whole responses — many blocks —
 on one queue, at most ``_BUFFERED_RESPONSES`` per segment ahead of the caller.
-The caller takes responses off the queue and unpacks their blocks into
-``Event`` objects, one tight loop per block. Every stream carries a token: when
+The caller takes responses off the queue and unpacks their blocks by column,
+one tight loop per block (``folio._transport.unpack``); each ``Event`` object
+is made as it is returned. Every stream carries a token: when
 a segment is removed (and maybe added again later), responses its old stream
 had queued are recognised by their stale token and dropped, so nothing is
 returned twice or out of order. A segment whose last response carried
@@ -56,7 +57,7 @@ from folio._transport.liveness import (
     with_progress_deadline,
 )
 from folio._transport.moving import MOVE_BACKOFF_MAX_S
-from folio._transport.unpack import unpack_events
+from folio._transport.unpack import EMPTY, UnpackedEvents, unpack_response
 from folio.api.v1 import read_pb2
 from folio.errors import (
     DeserializationError,
@@ -144,8 +145,12 @@ class SegmentStreams(Generic[T]):
         self._queue: queue.Queue[_Item] = queue.Queue()
         self._streams: dict[str, _Stream] = {}
         self._tokens = itertools.count(1)
-        self._events: list[Event[T]] = []
+        #: The events of the response being returned, the next one's index,
+        #: and how many there are.
+        self._events: UnpackedEvents = EMPTY
         self._index = 0
+        self._count = 0
+        self._make: Callable[[], Event[T]] = EMPTY.take
         #: Indexes of the undecoded events at or after ``_index``, and the first
         #: of them (else the end): events before it are returned without a look.
         self._undecoded: list[int] = []
@@ -171,9 +176,9 @@ class SegmentStreams(Generic[T]):
         if stream is None:
             return None
         position = stream.position
-        if self._index < len(self._events) and self._events[self._index].segment == segment:
-            position = self._events[self._index].offset
-            self._set_events([], [])
+        if self._index < self._count and self._events.segment == segment:
+            position = self._events.offsets[self._index]
+            self._set_events(EMPTY)
         if stream.task is not None:
             stream.task.cancel()
         return position
@@ -185,23 +190,21 @@ class SegmentStreams(Generic[T]):
 
     def position(self, segment: str) -> int:
         """The offset of ``segment``'s next event to return (-1 if not held)."""
-        if self._index < len(self._events) and self._events[self._index].segment == segment:
-            return self._events[self._index].offset
+        if self._index < self._count and self._events.segment == segment:
+            return self._events.offsets[self._index]
         stream = self._streams.get(segment)
         return -1 if stream is None else stream.position
 
     def positions(self) -> dict[str, int]:
         """The offset of the next event to return, per segment held."""
         positions = {segment: stream.position for segment, stream in self._streams.items()}
-        if self._index < len(self._events):
-            pending = self._events[self._index]
-            positions[pending.segment] = pending.offset
+        if self._index < self._count:
+            positions[self._events.segment] = self._events.offsets[self._index]
         return positions
 
     def finished(self) -> list[str]:
         """Segments read to their end: sealed, and every event returned."""
-        pending = (self._events[self._index].segment
-                   if self._index < len(self._events) else None)
+        pending = self._events.segment if self._index < self._count else None
         held = self._streams.get(pending) if pending is not None else None
         self.ended = held is not None and held.ended  # signalled again once returned
         return [segment for segment, stream in self._streams.items()
@@ -214,7 +217,7 @@ class SegmentStreams(Generic[T]):
         index = self._index
         if index < self._clean:
             self._index = index + 1
-            return self._events[index]
+            return self._make()
         return None
 
     def next_event(self, timeout: float | None) -> Event[T] | None:
@@ -238,8 +241,8 @@ class SegmentStreams(Generic[T]):
             index = self._index
             if index < self._clean:
                 self._index = index + 1
-                return self._events[index]
-            if index < len(self._events):
+                return self._make()
+            if index < self._count:
                 undecoded = self._at_undecoded(index)
                 if undecoded is not None:
                     return undecoded
@@ -272,19 +275,18 @@ class SegmentStreams(Generic[T]):
             return False
         if response.blocks:
             try:
-                events, stream.position, undecoded = unpack_events(
+                events, stream.position = unpack_response(
                     segment, stream.position, response, self._deserialize)
             except InvalidBlockError as invalid:
                 # Its stream has read on past this response: reading on from the
                 # next one would skip the response's events. Stop the segment at
                 # the offset before them instead, as a stream failed for good.
                 self._drop(segment, stream, invalid)
-            self._set_events(events, undecoded)
+            self._set_events(events)
             if self._metrics is not None:
-                self._metrics.received(len(self._events),
-                                       sum(len(block.data) for block in response.blocks))
-                for index in undecoded:  # counted once each, whatever the policy
-                    self._metrics.failed(self._error_at(index))
+                self._metrics.received(len(events), events.data_bytes)
+                for undecodable in events.undecodable.values():  # once each, whatever
+                    self._metrics.failed(undecodable.error)      # the policy
         # Only a response without blocks moves past left-out entries (aborted
         # transactions, markers). This broker follows read.proto (a split read
         # step's earlier responses claim no offset a later one serves), but
@@ -298,7 +300,7 @@ class SegmentStreams(Generic[T]):
         if response.end_of_segment:
             stream.ended = True
             self.ended = True
-            return not self._events[self._index:]
+            return self._index >= self._count
         return skipped  # the caller may be waiting for that offset
 
     def _drop(self, segment: str, stream: _Stream, error: FolioError) -> NoReturn:
@@ -313,26 +315,30 @@ class SegmentStreams(Generic[T]):
 
     # -- undecodable payloads -------------------------------------------------
 
-    def _set_events(self, events: list[Event[T]], undecoded: list[int]) -> None:
-        self._events, self._index, self._undecoded = events, 0, undecoded
-        self._clean = undecoded[0] if undecoded else len(events)
+    def _set_events(self, events: UnpackedEvents) -> None:
+        self._events, self._index, self._count = events, 0, len(events)
+        self._make = events.take
+        self._undecoded = events.undecoded
+        self._clean = events.undecoded[0] if events.undecoded else self._count
 
-    def _error_at(self, index: int) -> DeserializationError:
-        event = self._events[index]
-        if not isinstance(event, UndecodedEvent):  # _undecoded lists only those
+    def _undecodable_at(self, index: int) -> UndecodedEvent:
+        event = self._events.undecodable.get(index)
+        if event is None:  # _undecoded lists only those
             raise TypeError(f"event {index} of the buffer is decoded")
-        return event.error
+        return event
 
     def _step_over(self, index: int) -> None:
         """Past the undecoded event at ``index`` (the first one left), to the next one."""
         self._index = index + 1
+        self._make()  # (makes its plain event, which nobody gets)
         self._undecoded.pop(0)
-        self._clean = self._undecoded[0] if self._undecoded else len(self._events)
+        self._clean = self._undecoded[0] if self._undecoded else self._count
 
     def _at_undecoded(self, index: int) -> Event[T] | None:
         """The policy at the undecoded event ``index``: raise, or step over it (None), or
         return it."""
-        error = self._error_at(index)
+        event = self._undecodable_at(index)
+        error = event.error
         if self._policy == "raise":
             # A fresh traceback each time: raised again on every call until skipped.
             raise error.with_traceback(None)
@@ -340,7 +346,7 @@ class SegmentStreams(Generic[T]):
         if self._policy == "skip":
             log.warning("skipped an event the serializer cannot decode: %s", error)
             return None
-        return self._events[index]
+        return event  # type: ignore[return-value]  # raw: an Event[bytes] for any T
 
     def skip(self, error: DeserializationError) -> None:
         """Step over the undecoded event ``error`` names: the one the streams are on.
@@ -350,7 +356,8 @@ class SegmentStreams(Generic[T]):
                 skipped already, or its segment was handed over meanwhile).
         """
         index = self._index
-        event = self._events[index] if index == self._clean < len(self._events) else None
+        event = (self._events.undecodable.get(index) if index == self._clean < self._count
+                 else None)
         if event is None or (event.segment, event.offset) != (error.segment, error.offset):
             raise InvalidArgumentError(
                 f"the reader is not on the event at segment {error.segment} offset "

@@ -1,0 +1,26 @@
+"""``python -m bench.catchup`` end to end with a tiny backlog: every event written is
+read back from the start, each read in its own process.
+
+It asserts no speed (the machine is shared), only the counts and the lines.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+
+def test_catchup_bench_reads_back_every_event() -> None:
+    done = subprocess.run([sys.executable, "-m", "bench.catchup", "--sizes", "100,1024",
+                           "--events", "3000", "--repeat", "2"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    for size in (100, 1024):
+        assert f"{size} B: wrote 3,000 events in" in done.stdout
+        reads = [line for line in lines if line.startswith(f"{size} B: read ")]
+        assert len(reads) == 2, done.stdout
+        assert all(re.match(rf"{size} B: read 3,000 events in [\d.]+ s: [\d,]+ events/s", r)
+                   for r in reads), reads
+        assert any(line.startswith(f"{size} B: median ") for line in lines), done.stdout
