@@ -35,7 +35,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.api import Block, SegmentHandle
-from broker.errors import BrokerError, WrongHostError
+from broker.errors import BrokerError, SegmentSealedError, WrongHostError
 from broker.kafka.access import refused_partitions
 from broker.kafka.batches import BatchHeader, InvalidBatchError, parse_batch, split_batches
 from broker.kafka.blocks import block_of_batch
@@ -139,13 +139,21 @@ async def _start(context: KafkaContext, topic: str, partition: int,
     except (BrokerError, LedgerError) as error:
         return error_code(error), -1, str(error)
     writer, last = writer_of(header)
+
+    async def append(target: SegmentHandle, target_name: str, stream: str,
+                     number: int) -> _Outcome:
+        return await _append(context, target, target_name, header, data, stream, number)
+
     # A task: its first step (the segment's numbering and submit) runs before
-    # any later request's, in the order the tasks are made.
-    return asyncio.ensure_future(_append(context, segment, name, header, data, writer, last))
+    # any later request's, in the order the tasks are made. A sealed partition's
+    # batch goes to its heir (``broker.kafka.succession``).
+    return context.succession.start(context.topics, segment, name, writer, last,
+                                    header.records_count, append)
 
 
 async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
                   header: BatchHeader, data: bytes, writer: str, last: int) -> _Outcome:
+    """Append to ``name``; raises ``SegmentSealedError`` if it is sealed (nothing written)."""
     blocks = [Block(data, header.records_count)]
     try:
         try:
@@ -168,6 +176,8 @@ async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
                 # possibly written (never "not written": NOT_LEADER_OR_FOLLOWER).
                 return (ErrorCode.request_timed_out, -1,
                         f"the outcome of the append to {name} is unknown: {error}")
+    except SegmentSealedError:
+        raise
     except (BrokerError, LedgerError) as error:
         return error_code(error), -1, str(error)
     return answer_of(result, writer, name)
