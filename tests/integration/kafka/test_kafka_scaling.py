@@ -12,6 +12,7 @@ order is kept per stream (docs/kafka.md, "Partitions and scaling").
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections import Counter, defaultdict
@@ -23,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 
 import folio
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic
+from tests.support.bookies import BookieProcess, folio_argv, folio_env
 
 KEYS = 24
 
@@ -141,6 +143,15 @@ def sdk_read_back(client: folio.Client, topic: str, count: int) -> list[tuple[st
     return records
 
 
+def scale_with_cli(server: BookieProcess, topic: str, *how: str) -> None:
+    """``folio topic scale TOPIC HOW...`` against the server, as an operator runs it."""
+    result = subprocess.run(folio_argv("topic", "scale", topic, *how, "--endpoint",
+                                       server.address),
+                            capture_output=True, env=folio_env(), timeout=DEADLINE_S,
+                            check=False)
+    assert result.returncode == 0, (result.stdout, result.stderr)
+
+
 def assert_in_stream_order(records: list[tuple[str, int]], delivered: list[Delivered],
                            per_key: bool) -> None:
     """Each stream's numbers increase in ``records`` (per key when ``per_key``)."""
@@ -154,7 +165,7 @@ def assert_in_stream_order(records: list[tuple[str, int]], delivered: list[Deliv
 
 @pytest.mark.parametrize("refresh_ms", [300_000, 200], ids=["fixed-count", "refreshing"])
 def test_keyed_producer_writes_through_split_and_merge(
-        bootstrap: str, client: folio.Client, refresh_ms: int) -> None:
+        server: BookieProcess, bootstrap: str, client: folio.Client, refresh_ms: int) -> None:
     topic = f"scaling-{refresh_ms}"
     create_topic(bootstrap, topic, 2)
     producer = KeyedProducer(bootstrap, topic, **{"topic.metadata.refresh.interval.ms":
@@ -162,11 +173,12 @@ def test_keyed_producer_writes_through_split_and_merge(
     producer.thread.start()
     producer.wait_for_more(200)
     # Split partition 0 ([0, 0.5)) into segments 2 and 3; then merge those
-    # into 4; then split partition 1 into 5 and 6. Each time, the producer
-    # must go on delivering to the sealed partitions.
-    client.scale_topic(topic, [f"{topic}/0"], [(0.0, 0.25), (0.25, 0.5)])
+    # into 4 (both with the CLI); then split partition 1 into 5 and 6 (with
+    # the SDK). Each time, the producer must go on delivering to the sealed
+    # partitions.
+    scale_with_cli(server, topic, "--split", "0")
     producer.wait_for_more(200, partition=0)
-    client.scale_topic(topic, [f"{topic}/2", f"{topic}/3"], [(0.0, 0.5)])
+    scale_with_cli(server, topic, "--merge", "2,3")
     producer.wait_for_more(200, partition=0)
     client.scale_topic(topic, [f"{topic}/1"], [(0.5, 0.75), (0.75, 1.0)])
     producer.wait_for_more(200, partition=1)
