@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,7 +25,9 @@ from confluent_kafka.admin import AdminClient
 
 import folio
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic
-from tests.support.bookies import BookieProcess, folio_argv, folio_env
+from tests.support.bookies import BookieProcess, BookieProcesses, folio_argv, folio_env
+from tests.support.kafka import kafka_address
+from tests.support.standalone import start_standalone
 
 KEYS = 24
 
@@ -197,3 +200,48 @@ def test_keyed_producer_writes_through_split_and_merge(
     through_sdk = sdk_read_back(client, topic, len(delivered))
     assert Counter(through_sdk) == expected
     assert_in_stream_order(through_sdk, delivered, per_key=refresh_ms > 60_000)
+
+
+@pytest.fixture(scope="module")
+def autoscaling_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BookieProcess]:
+    """A standalone serving Kafka whose maintenance round (auto-scaling) runs every 0.2 s."""
+    processes = BookieProcesses()
+    started = start_standalone(processes, tmp_path_factory.mktemp("autoscaling") / "data",
+                               "--kafka-port", "0", "--retention-interval-s", "0.2")
+    yield started
+    try:
+        started.terminate()
+    finally:
+        processes.kill_all()
+
+
+def test_keyed_producer_writes_through_auto_scaling(autoscaling_server: BookieProcess) -> None:
+    host, port = kafka_address(autoscaling_server)
+    bootstrap = f"{host}:{port}"
+    topic = "auto-scaled"
+    with folio.Client(autoscaling_server.address, timeout_s=30) as client:
+        client.create_topic(topic, 2, scale_target_events_per_s=200, scale_min_segments=1,
+                            scale_cooldown_ms=500)
+        producer = KeyedProducer(bootstrap, topic,
+                                 **{"topic.metadata.refresh.interval.ms": 300_000})
+        producer.thread.start()
+
+        def sealed() -> list[int]:
+            return [segment.number for segment in client.get_segments(
+                topic, include_sealed=True) if segment.sealed]
+        deadline = time.monotonic() + DEADLINE_S
+        while not {0, 1} & set(sealed()):
+            assert time.monotonic() < deadline, "auto-scaling never scaled the topic"
+            producer.wait_for_more(100)
+        for number in {0, 1} & set(sealed()):
+            producer.wait_for_more(200, partition=number)  # to a sealed partition
+        delivered = producer.finish()
+        assert producer.errors == []
+        expected = Counter((key, number) for key, number, _ in delivered)
+        assert max(expected.values()) == 1
+        through_kafka = kafka_read_back(bootstrap, topic)
+        assert Counter(through_kafka) == expected
+        assert_in_stream_order(through_kafka, delivered, per_key=True)
+        through_sdk = sdk_read_back(client, topic, len(delivered))
+        assert Counter(through_sdk) == expected
+        assert_in_stream_order(through_sdk, delivered, per_key=True)
