@@ -73,19 +73,15 @@ class Succession:
               last: int, event_count: int, append: StreamAppend) -> asyncio.Future[Outcome]:
         """Start the append of one batch for partition ``name`` (its segment loaded).
 
-        An open segment is appended to at once; a sealed one (or one sealed
-        under the append) sends the batch to its heir once the stream's
-        previous batch is answered. The task's first step runs before any
+        The segment is appended to at once; if it is sealed (before or under
+        the append: ``SegmentSealedError``, nothing written) the batch goes to
+        its heir once the stream's previous batch is answered. The task's first step runs before any
         later-made task's (``broker.kafka.handlers.produce``).
         """
         key = (name, writer)
         previous = self._tails.get(key)
-        if segment.info().sealed:
-            task = asyncio.ensure_future(self._after(
-                previous, topics, name, writer, last, event_count, append))
-        else:
-            task = asyncio.ensure_future(self._direct(
-                previous, topics, segment, name, writer, last, event_count, append))
+        task = asyncio.ensure_future(self._direct(
+            previous, topics, segment, name, writer, last, event_count, append))
         self._tails[key] = task
         task.add_done_callback(lambda done: self._forget(key, done))
         return task
@@ -100,7 +96,7 @@ class Succession:
         try:
             return await append(segment, name, writer, last)
         except SegmentSealedError:
-            # Sealed after it was looked up: this batch was not written to it.
+            # Sealed (before or after it was looked up): nothing written to it.
             return await self._after(previous, topics, name, writer, last, event_count,
                                      append)
 
