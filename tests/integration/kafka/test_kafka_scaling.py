@@ -162,7 +162,8 @@ def assert_in_stream_order(records: list[tuple[str, int]], delivered: list[Deliv
     last: dict[tuple[str, int], int] = defaultdict(lambda: -1)
     for key, number in records:
         stream = (key, -1 if per_key else chosen[(key, number)])
-        assert number > last[stream], f"{key}:{number} read after {key}:{last[stream]}"
+        assert number > last[stream], (
+            f"{key}:{number} read after {key}:{last[stream]} (stream {stream})")
         last[stream] = number
 
 
