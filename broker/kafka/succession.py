@@ -31,6 +31,8 @@ held up: they append at once, as before.
 
 The answer's base offset for a batch appended to a heir is -1 (unknown): the
 offset is in another partition, which the producer did not ask about.
+Transactional batches go the same way (``broker.kafka.handlers.transactions``:
+the heir is registered in the transaction, not the sealed partition).
 """
 
 from __future__ import annotations

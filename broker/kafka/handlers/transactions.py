@@ -16,8 +16,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.api import Block
-from broker.errors import BrokerError, TxnNotFoundError, TxnStateError
+from broker.api import Block, SegmentHandle
+from broker.errors import BrokerError, SegmentSealedError, TxnNotFoundError, TxnStateError
 from broker.kafka.access import GROUP_CONSUME, TOPIC_PRODUCE, TXN_PRODUCE, allowed
 from broker.kafka.batches import BatchHeader
 from broker.kafka.context import KafkaContext
@@ -182,17 +182,34 @@ async def transactional_append(context: KafkaContext, transactional_id: str | No
     if code is not ErrorCode.none or txn_id is None:
         return code, -1, f"transactional batch refused: {code.name}"
     writer, last = writer_of(header)
+    blocks = [Block(data, header.records_count)]
+
+    async def append(segment: SegmentHandle, name: str, stream: str,
+                     number: int) -> tuple[ErrorCode, int, str | None]:
+        # A sealed segment is not registered in the transaction: the batch
+        # goes to its heir (``broker.kafka.succession``), registered there.
+        info = segment.info()
+        if info.sealed:
+            raise SegmentSealedError(name, info.segment.end_offset)
+        try:
+            async with producers.coordinator.writing(txn_id, name):
+                result = await segment.append(blocks, stream, number, txn_id=txn_id,
+                                              contiguous=bool(stream))
+        except SegmentSealedError:
+            raise
+        except (TxnStateError, TxnNotFoundError) as error:
+            # Its timeout aborted the transaction: the producer must abort it.
+            return ErrorCode.invalid_txn_state, -1, str(error)
+        except (BrokerError, LedgerError) as error:
+            return error_code(error), -1, str(error)
+        return answer_of(result, stream, name)
+
     try:
         segment = await context.topics.writable_segment(segment_name, "Kafka Produce")
-        async with producers.coordinator.writing(txn_id, segment_name):
-            result = await segment.append([Block(data, header.records_count)], writer, last,
-                                          txn_id=txn_id, contiguous=bool(writer))
-    except (TxnStateError, TxnNotFoundError) as error:
-        # Its timeout aborted the transaction: the producer must abort it.
-        return ErrorCode.invalid_txn_state, -1, str(error)
     except (BrokerError, LedgerError) as error:
         return error_code(error), -1, str(error)
-    return answer_of(result, writer, segment_name)
+    return await context.succession.start(context.topics, segment, segment_name, writer, last,
+                                          header.records_count, append)
 
 
 def install(context: KafkaContext) -> None:

@@ -246,3 +246,73 @@ def test_keyed_producer_writes_through_auto_scaling(autoscaling_server: BookiePr
         through_sdk = sdk_read_back(client, topic, len(delivered))
         assert Counter(through_sdk) == expected
         assert_in_stream_order(through_sdk, delivered, per_key=True)
+
+
+def test_transactional_producer_writes_through_split_and_merge(
+        bootstrap: str, client: folio.Client) -> None:
+    topic = "scaling-txn"
+    create_topic(bootstrap, topic, 2)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "scaling-txn",
+                         "linger.ms": 5})
+    producer.init_transactions(DEADLINE_S)
+    committed: list[bytes] = []
+
+    def transaction(values: list[bytes], *, commit: bool = True,
+                    scale: tuple[list[str], list[tuple[float, float]]] | None = None) -> None:
+        producer.begin_transaction()
+        for index, value in enumerate(values):
+            producer.produce(topic, key=b"k", value=value, partition=index % 2)
+            if scale is not None and index == len(values) // 2:
+                assert producer.flush(DEADLINE_S) == 0  # written, the transaction open
+                client.scale_topic(topic, *scale)
+        if commit:
+            producer.commit_transaction(DEADLINE_S)
+            committed.extend(values)
+        else:
+            assert producer.flush(DEADLINE_S) == 0
+            producer.abort_transaction(DEADLINE_S)
+
+    transaction([b"a%d" % i for i in range(10)])
+    # Split partition 0 while a transaction has records in it, then write on.
+    transaction([b"b%d" % i for i in range(10)],
+                scale=([f"{topic}/0"], [(0.0, 0.25), (0.25, 0.5)]))
+    transaction([b"c%d" % i for i in range(6)], commit=False)
+    transaction([b"d%d" % i for i in range(10)],
+                scale=([f"{topic}/2", f"{topic}/3"], [(0.0, 0.5)]))
+    # Read partition after partition in number order, read_committed: the
+    # committed records once each, partition 0's stream (even numbers) in order.
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    read: list[bytes] = []
+    try:
+        for partition in range(5):
+            tp = TopicPartition(topic, partition)
+            _, end = consumer.get_watermark_offsets(tp, timeout=DEADLINE_S)
+            consumer.assign([TopicPartition(topic, partition, 0)])
+            deadline = time.monotonic() + DEADLINE_S
+            while end > 0:
+                position = consumer.position([tp])[0].offset  # (-1001 before the first)
+                if position >= end:
+                    break
+                assert time.monotonic() < deadline, f"partition {partition}: {position}/{end}"
+                message = consumer.poll(0.2)
+                if message is not None:
+                    assert message.error() is None, message.error()
+                    read.append(message.value())
+    finally:
+        consumer.close()
+    assert Counter(read) == Counter(committed)
+    assert [value for value in read if int(value[1:]) % 2 == 0] == [
+        value for value in committed if int(value[1:]) % 2 == 0]  # partition 0's stream
+    with client.reader(topic, "earliest") as reader:
+        events: list[bytes] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while len(events) < len(committed):
+            assert time.monotonic() < deadline, f"read {len(events)} of {len(committed)}"
+            event = reader.read_next(timeout=1.0)
+            if event is not None:
+                events.append(event.payload)
+        assert reader.read_next(timeout=1.0) is None
+    assert Counter(events) == Counter(committed)
+    assert [value for value in events if int(value[1:]) % 2 == 0] == [
+        value for value in committed if int(value[1:]) % 2 == 0]
