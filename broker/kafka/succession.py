@@ -29,6 +29,12 @@ answered), so one that was numbered for ``P`` before the seal is settled
 before the next is placed in the heir. Batches to open partitions are not
 held up: they append at once, as before.
 
+Crash windows: nothing is decided before the heir's append, whose writer
+state is persisted with the heir. A broker that dies (or a connection that is
+cut) between the walk and the append, or before the answer, leaves the
+producer to resend: the resend walks again from the sealed partition, whose
+state is final, and the heir drops it if it holds it.
+
 The answer's base offset for a batch appended to a heir is -1 (unknown): the
 offset is in another partition, which the producer did not ask about.
 Transactional batches go the same way (``broker.kafka.handlers.transactions``:
@@ -52,6 +58,9 @@ from ledger.errors import LedgerError
 __all__ = ["Outcome", "StreamAppend", "Succession"]
 
 log = logging.getLogger(__name__)
+
+#: How many times an open-looking segment may refuse an append as sealed.
+_MAX_REFUSALS = 3
 
 #: (Kafka error code, base offset, error message) of one partition's batch.
 Outcome = tuple[ErrorCode, int, str | None]
@@ -77,8 +86,9 @@ class Succession:
 
         The segment is appended to at once; if it is sealed (before or under
         the append: ``SegmentSealedError``, nothing written) the batch goes to
-        its heir once the stream's previous batch is answered. The task's first step runs before any
-        later-made task's (``broker.kafka.handlers.produce``).
+        its heir once the stream's previous batch is answered. The task's
+        first step runs before any later-made task's
+        (``broker.kafka.handlers.produce``).
         """
         key = (name, writer)
         previous = self._tails.get(key)
@@ -124,13 +134,20 @@ class Succession:
         """
         first = last - event_count + 1
         current, stream, base = name, writer, 0
+        refusals = 0
         while True:
             segment = await topics.writable_segment(current, "Kafka Produce")
             if not segment.info().sealed:
                 try:
                     outcome = await append(segment, current, stream, last - base)
-                except SegmentSealedError:
-                    continue  # sealed meanwhile: look at it again, now final
+                except SegmentSealedError as sealed:
+                    # Sealed meanwhile: look at it again, now final (bounded, in
+                    # case a segment refuses appends without saying it is sealed).
+                    refusals += 1
+                    if refusals > _MAX_REFUSALS:
+                        return (ErrorCode.not_leader_or_follower, -1,
+                                f"not written: {sealed}")
+                    continue
                 if current == name:
                     return outcome
                 code, _, message = outcome
