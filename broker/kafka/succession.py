@@ -35,8 +35,9 @@ cut) between the walk and the append, or before the answer, leaves the
 producer to resend: the resend walks again from the sealed partition, whose
 state is final, and the heir drops it if it holds it.
 
-The answer's base offset for a batch appended to a heir is -1 (unknown): the
-offset is in another partition, which the producer did not ask about.
+The answer's base offset for a batch appended to a heir is unknown
+(``UNKNOWN_BASE_OFFSET``): the offset is in another partition, which the
+producer did not ask about.
 Transactional batches go the same way (``broker.kafka.handlers.transactions``:
 the heir is registered in the transaction, not the sealed partition).
 """
@@ -55,10 +56,15 @@ from broker.kafka.error_codes import error_code
 from broker.segments.names import parse_segment_name
 from ledger.errors import LedgerError
 
-__all__ = ["Outcome", "StreamAppend", "Succession"]
+__all__ = ["UNKNOWN_BASE_OFFSET", "Outcome", "StreamAppend", "Succession"]
 
 log = logging.getLogger(__name__)
 
+#: The base offset answered for a batch stored in a heir (its offset is another
+#: partition's): librdkafka's "invalid offset". librdkafka numbers a batch's
+#: records from any other base, -1 included (-1, 0, 1 ...: offsets the
+#: partition does not hold), and reports none from this one.
+UNKNOWN_BASE_OFFSET = -1001
 #: How many times an open-looking segment may refuse an append as sealed.
 _MAX_REFUSALS = 3
 
@@ -151,7 +157,7 @@ class Succession:
                 if current == name:
                     return outcome
                 code, _, message = outcome
-                return code, -1, message  # the offset is in another partition
+                return code, UNKNOWN_BASE_OFFSET, message
             if writer:
                 recorded = await segment.last_event_number(stream)
                 if last - base <= recorded:

@@ -229,8 +229,10 @@ def test_scaled_topic_keeps_sealed_partitions_readable_and_writable(
     assert [(m.offset(), m.value()) for m in messages] == [(0, b"before-0")]
     assert produce(bootstrap, topic, [(2, b"after", None, [])]) == [(2, 0)]
     # A write to sealed partition 0 goes to its heir, segment 2, after what
-    # that holds; its offset is another partition's, so it is not reported.
-    [(partition, _)] = produce(bootstrap, topic, [(0, b"to-sealed", None, [])])
-    assert partition == 0
-    messages = consume(bootstrap, [TopicPartition(topic, 2, 0)], 2)
-    assert [(m.offset(), m.value()) for m in messages] == [(0, b"after"), (1, b"to-sealed")]
+    # that holds; its offset is another partition's, so none is reported.
+    assert produce(bootstrap, topic, [(0, b"to-sealed", None, []),
+                                      (0, b"to-sealed-2", None, [])],
+                   **{"linger.ms": 50}) == [(0, None), (0, None)]
+    messages = consume(bootstrap, [TopicPartition(topic, 2, 0)], 3)
+    assert [(m.offset(), m.value()) for m in messages] == [
+        (0, b"after"), (1, b"to-sealed"), (2, b"to-sealed-2")]

@@ -12,7 +12,7 @@ import asyncio
 from kio.schema.errors import ErrorCode
 
 from broker.api import Block, SegmentHandle, TopicConfig
-from broker.kafka.succession import Outcome, Succession
+from broker.kafka.succession import UNKNOWN_BASE_OFFSET, Outcome, Succession
 from broker.segments.segment import LedgerSegment
 from broker.topics.manager import TopicManager
 from tests.unit.broker.conftest import read_all
@@ -50,13 +50,13 @@ async def test_batches_for_a_sealed_partition_go_to_its_heir_once(
     # Sequences 4-5 go on in t/1 (the low half) as the stream from partition 0,
     # numbered from 0 at t/0's last sequence + 1; the offset is another
     # partition's, so it is not given.
-    assert await _send(succession, topics, "t/0", 5) == (ErrorCode.none, -1, None)
+    assert await _send(succession, topics, "t/0", 5) == (ErrorCode.none, UNKNOWN_BASE_OFFSET, None)
     heir = await topics.segment("t/1")
     assert await heir.last_event_number(f"{WRITER}@0") == 1
     assert await heir.last_event_number(WRITER) == -1  # the producer's own stream to t/1
     assert heir.info().segment.end_offset == 2
     # A resend of it is not written again; one of a batch t/0 holds is a duplicate.
-    assert await _send(succession, topics, "t/0", 5) == (ErrorCode.none, -1, None)
+    assert await _send(succession, topics, "t/0", 5) == (ErrorCode.none, UNKNOWN_BASE_OFFSET, None)
     assert await _send(succession, topics, "t/0", 3) == (
         ErrorCode.duplicate_sequence_number, -1,
         "the batch ending at sequence 3 was written to t/0 before it was sealed")
@@ -70,8 +70,8 @@ async def test_batches_for_a_sealed_partition_go_to_its_heir_once(
     # Merged: t/1 and t/2 into t/3. Partition 0's stream goes on there (its
     # base now t/0's 4 records and t/1's 2), so does partition 1's.
     await topics.scale_topic("t", ["t/1", "t/2"], [(0.0, 1.0)])
-    assert await _send(succession, topics, "t/0", 7) == (ErrorCode.none, -1, None)
-    assert await _send(succession, topics, "t/1", 3) == (ErrorCode.none, -1, None)
+    assert await _send(succession, topics, "t/0", 7) == (ErrorCode.none, UNKNOWN_BASE_OFFSET, None)
+    assert await _send(succession, topics, "t/1", 3) == (ErrorCode.none, UNKNOWN_BASE_OFFSET, None)
     merged = await topics.segment("t/3")
     assert await merged.last_event_number(f"{WRITER}@0") == 1
     assert await merged.last_event_number(f"{WRITER}@1") == 1
