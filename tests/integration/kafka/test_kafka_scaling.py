@@ -8,6 +8,9 @@ metadata during the run) a key always has one stream: per-key order is kept.
 With frequent metadata refreshes the producer sees the new partitions and
 moves keys to them, as a Kafka producer does when partitions are added, and
 order is kept per stream (docs/kafka.md, "Partitions and scaling").
+The same holds through auto-scaling, for kafka-python's idempotent producer,
+and for a librdkafka transactional producer whose partition is split while a
+transaction has records in it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from kafka import KafkaProducer
 
 import folio
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic
@@ -316,3 +320,40 @@ def test_transactional_producer_writes_through_split_and_merge(
     assert Counter(events) == Counter(committed)
     assert [value for value in events if int(value[1:]) % 2 == 0] == [
         value for value in committed if int(value[1:]) % 2 == 0]
+
+
+def test_kafka_python_idempotent_producer_writes_through_a_split(
+        server: BookieProcess, bootstrap: str, client: folio.Client) -> None:
+    topic = "scaling-kp"
+    create_topic(bootstrap, topic, 2)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True,
+                             linger_ms=2)
+    sent: list[tuple[str, int]] = []
+
+    def send_round(number: int) -> None:
+        futures = []
+        for index in range(KEYS):
+            key = f"key-{index}"
+            futures.append(producer.send(topic, key=key.encode(),
+                                         value=f"{key}:{number}".encode()))
+            sent.append((key, number))
+        for future in futures:
+            future.get(timeout=DEADLINE_S)  # raises on a delivery error
+
+    try:
+        for number in range(20):
+            send_round(number)
+        scale_with_cli(server, topic, "--split", "0")
+        for number in range(20, 40):
+            send_round(number)
+        scale_with_cli(server, topic, "--merge", "2,3")
+        for number in range(40, 60):
+            send_round(number)
+    finally:
+        producer.close(timeout=DEADLINE_S)
+    through_kafka = kafka_read_back(bootstrap, topic)
+    assert Counter(through_kafka) == Counter(sent)
+    assert_in_stream_order(through_kafka, [(k, n, 0) for k, n in sent], per_key=True)
+    through_sdk = sdk_read_back(client, topic, len(sent))
+    assert Counter(through_sdk) == Counter(sent)
+    assert_in_stream_order(through_sdk, [(k, n, 0) for k, n in sent], per_key=True)
