@@ -72,14 +72,20 @@ Where this differs from the layout first sketched (issue 14), and why:
   top with their names, layered just under ``app`` and above the domain:
   ``BrokerConfig`` gathers the components' defaults (``appends.held``,
   ``segments.writers``), and ``ledger.settings`` layers it.
-- ``LedgerSegment`` and ``TxnCoordinator`` keep their names and behaviour but
-  are composed of mixin parts, one job per file (``_core`` holds the fields;
-  each part imports only the parts beneath it), so no caller changed when the
-  900-line files were split. ``LedgerSegment`` is on its way to parts that own
-  their state (issue 26): its life cycle (``segments.life``), ledger chain
-  (``segments.chain``), append pipeline (``segments.pipeline``) and rollover
-  gate (``segments.gate``) are such parts, tested alone; its remaining mixins
-  work through them.
+- ``LedgerSegment`` holds parts that own their state, each tested alone, with
+  their collaborators passed in (issue 26): the life cycle (``segments.life``),
+  the ledger chain (``segments.chain``), the append pipeline
+  (``segments.pipeline``), the transaction buffer (``segments.txns``), the
+  long polls' wake-up (``segments.wakeup``) and the rollover
+  (``segments.rollover`` with its ``gate``); ``appends``, ``markers``,
+  ``reading``, ``head`` and ``lifecycle`` carry out the operations through
+  them. It delegates once per call, under the names callers used before.
+- ``TxnCoordinator`` holds parts that own their state, each tested alone,
+  with their collaborators passed in (issue 26): the transaction table
+  (``txn._table``), markers (``txn._markers``), background tasks
+  (``txn._tasks``), the finisher (``txn._finish``, also the decision waiters),
+  timeouts (``txn._timeouts``) and the replay (``txn._replay``). It delegates
+  its public calls, whose names and signatures stayed.
 - ``TopicManager`` holds parts that own their state, each tested alone, with
   their collaborators passed in (issue 26): the table of loaded segments
   (``topics.loaded``), the catalog of topic records with the per-topic locks

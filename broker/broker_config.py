@@ -53,6 +53,8 @@ class KafkaSecurityProtocol(StrEnum):
         return self in (KafkaSecurityProtocol.SASL_PLAINTEXT, KafkaSecurityProtocol.SASL_SSL)
 
 _DEFAULT_SNAPSHOTS = SnapshotPolicy()
+#: A topic's segment count at creation is at most this (``broker.topics`` ``MAX_SEGMENT_COUNT``).
+MAX_KAFKA_NUM_PARTITIONS = 1024
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,12 @@ class BrokerConfig:
             (OAUTHBEARER and PLAIN carry a JWT and need a token key).
         kafka_allow_plaintext: allow a Kafka listener without TLS while the
             API serves TLS (refused otherwise: no silent bypass).
+        kafka_auto_create_topics: Kafka's ``auto.create.topics.enable``: a
+            Metadata request that allows it creates the missing topics it
+            names (docs/kafka.md, "Auto-creation"); off, they are
+            UNKNOWN_TOPIC_OR_PARTITION at once.
+        kafka_num_partitions: Kafka's ``num.partitions``: the segment count of
+            auto-created topics, and of CreateTopics with ``num_partitions`` -1.
     """
 
     data_dir: str = "./folio-data"
@@ -126,6 +134,8 @@ class BrokerConfig:
     kafka_security_protocol: KafkaSecurityProtocol = KafkaSecurityProtocol.PLAINTEXT
     kafka_sasl_mechanisms: str = ",".join(KAFKA_SASL_MECHANISMS)
     kafka_allow_plaintext: bool = False
+    kafka_auto_create_topics: bool = True
+    kafka_num_partitions: int = 1
 
     def __post_init__(self) -> None:
         check_port("port", self.port)
@@ -141,6 +151,9 @@ class BrokerConfig:
         check_port("kafka_advertised_port", self.kafka_advertised_port)
         if self.kafka_port != -1:
             self._check_kafka_security()
+        if not 1 <= self.kafka_num_partitions <= MAX_KAFKA_NUM_PARTITIONS:
+            raise ValueError(f"kafka_num_partitions must be in [1, {MAX_KAFKA_NUM_PARTITIONS}], "
+                             f"got {self.kafka_num_partitions}")
         if self.stop_grace_s < 0 or self.retention_interval_s <= 0:
             raise ValueError("stop_grace_s must be >= 0 and retention_interval_s > 0")
         for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms"):

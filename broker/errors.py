@@ -43,7 +43,10 @@ class PermissionDeniedError(BrokerError):
 
 
 class InternalTopicError(PermissionDeniedError):
-    """A public call that would write, reconfigure or delete a system topic (``_`` prefix).
+    """A public call that would write, reconfigure or delete a system topic.
+
+    System topics are named ``__folio_...``, or one of the five names earlier
+    builds gave them (``broker.segments.names.is_system_topic``).
 
     System topics hold the broker's own state (``_txnlog``, ``_txncommitkeys``,
     ``_txnbuffer_snapshots``): only the broker writes them. Reading them stays allowed.
@@ -52,9 +55,11 @@ class InternalTopicError(PermissionDeniedError):
     def __init__(self, topic: str, action: str) -> None:
         shown = topic if len(topic) <= 64 else topic[:64] + "..."
         super().__init__(
-            f"topic {shown!r} is internal to the broker: {action} is refused (topics whose "
-            "names start with '_' hold the broker's own state and only the broker writes "
-            "them; they can still be read and listed with `folio topic list --internal`)")
+            f"topic {shown!r} is internal to the broker: {action} is refused (system topics, "
+            "named '__folio_...' or _txnlog, _txncommitkeys, _txnbuffer_snapshots, "
+            "_kafka_offsets, _kafka_txn_state, hold the broker's own state and only the "
+            "broker writes them; they can still be read and listed with "
+            "`folio topic list --internal`)")
         self.topic = shown
         self.action = action
 

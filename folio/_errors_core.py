@@ -162,7 +162,12 @@ class UnauthenticatedError(FolioError):
 
 
 class InternalTopicError(PermissionDeniedError):
-    """A write, reconfiguration or deletion of a system topic (a name starting with ``_``).
+    """A write, reconfiguration or deletion of a system topic.
+
+    System topics are named ``__folio_...``, or keep the names earlier builds
+    gave them: ``_txnlog``, ``_txncommitkeys``, ``_txnbuffer_snapshots``,
+    ``_kafka_offsets``, ``_kafka_txn_state``. Other names starting with ``_``
+    (``_schemas``) are user topics.
 
     System topics (``_txnlog``, ``_txncommitkeys``, ``_txnbuffer_snapshots``)
     hold the broker's own state: only the broker writes them. Reading them

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 from google.protobuf.message import Message
 from grpc import aio
 
+from folio import _admin_unknown as settled
 from folio._transport.brokers import Brokers
 from folio._transport.io_thread import Connection, IoThread
 from folio.acl import Kind, PermissionGrant, grant_from_proto, grant_to_proto
@@ -32,7 +33,6 @@ from folio.models import (
     SegmentRange,
     TopicInfo,
     cluster_info_from_proto,
-    scale_result_from_proto,
     segment_info_from_proto,
     segment_range_from_proto,
     topic_info_from_proto,
@@ -59,6 +59,10 @@ class AdminCalls:
     Every method raises the typed ``FolioError`` the broker answered,
     ``FolioUnavailableError`` when the broker cannot be reached, and
     ``TimeoutError`` after ``timeout_s``.
+    The calls that change state (create, delete, scale, seal a topic, update
+    its config, truncate, grant, revoke, commit or abort transactions) never
+    raise at once on an unknown outcome: they read back and reconcile (``folio._admin_unknown``)
+    for up to 60 s, then raise ``OutcomeUnknownError``.
     """
 
     #: Deadline of each admin call, in seconds.
@@ -99,8 +103,9 @@ class AdminCalls:
         ``update_topic_config`` to change its config.
 
         Args:
-            name: the topic's name (1 to 249 of ``[A-Za-z0-9._-]``, not
-                starting with ``_`` or ``.``).
+            name: the topic's name, Kafka's rule: 1 to 249 of
+                ``[A-Za-z0-9._-]``, not ``.`` or ``..``; not a system topic's
+                (``__folio_...`` and five ``_`` names, docs/kafka.md).
             segments: how many segments, 1 to 1024.
             retention_ms: keep events this long; -1 forever. None: broker default.
             retention_bytes: keep at most this many bytes per segment; -1: no limit.
@@ -133,7 +138,7 @@ class AdminCalls:
                          scale_cooldown_ms=scale_cooldown_ms)
         request = admin_pb2.CreateTopicRequest(name=name, segment_count=segments, config=config)
         try:
-            return topic_info_from_proto(self._call(self._connection.admin.CreateTopic, request))
+            return settled.create_topic(self, request)
         except TopicExistsError:
             if not exist_ok:
                 raise
@@ -156,8 +161,8 @@ class AdminCalls:
         """Every topic, by name.
 
         Args:
-            include_internal: also list the broker's system topics (names
-                starting with ``_``, e.g. ``_txnlog``), which can be read for
+            include_internal: also list the broker's system topics
+                (``__folio_...``, ``_txnlog`` and four more), which can be read for
                 diagnosis but not written (``InternalTopicError``).
         """
         request = admin_pb2.ListTopicsRequest(include_internal=include_internal)
@@ -182,7 +187,7 @@ class AdminCalls:
             TopicNotFoundError: no such topic.
             InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
         """
-        self._call(self._connection.admin.DeleteTopic, admin_pb2.DeleteTopicRequest(name=name))
+        settled.delete_topic(self, name)
 
     def update_topic_config(self, name: str, **changes: int) -> TopicInfo:
         """Changes some of a topic's configuration values; the others keep theirs.
@@ -206,8 +211,7 @@ class AdminCalls:
                 f"unknown topic config field(s) {', '.join(unknown)}; "
                 f"known: {', '.join(TOPIC_CONFIG_FIELDS)}")
         request = admin_pb2.UpdateTopicConfigRequest(name=name, config=_config(**changes))
-        return topic_info_from_proto(
-            self._call(self._connection.admin.UpdateTopicConfig, request))
+        return settled.update_topic_config(self, request)
 
     def get_segments(self, topic: str, *, include_sealed: bool = False) -> list[SegmentRange]:
         """The topic's active segments, ordered by ``key_low``.
@@ -256,7 +260,7 @@ class AdminCalls:
         request = admin_pb2.ScaleTopicRequest(
             topic=topic, seal=list(seal),
             new_ranges=[admin_pb2.KeyRange(low=low, high=high) for low, high in new_ranges])
-        result = scale_result_from_proto(self._call(self._connection.admin.ScaleTopic, request))
+        result = settled.scale_topic(self, request)
         self._learn(result.created)
         return result
 
@@ -290,8 +294,7 @@ class AdminCalls:
             TopicNotFoundError: no such topic.
             InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
         """
-        request = admin_pb2.SealTopicRequest(name=name)
-        return topic_info_from_proto(self._call(self._connection.admin.SealTopic, request))
+        return settled.seal_topic(self, name)
 
     def get_segment_info(self, segment: str) -> SegmentInfo:
         """One segment's offsets, state and ledgers.
@@ -316,8 +319,8 @@ class AdminCalls:
             InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
         """
         request = admin_pb2.TruncateSegmentRequest(segment=segment, offset=offset)
-        return segment_info_from_proto(self._call(self._connection.admin.TruncateSegment,
-                                                  request))
+        return settled.again(f"TruncateSegment {segment}", lambda: segment_info_from_proto(
+            self._call(self._connection.admin.TruncateSegment, request)))
 
     def grant_permission(self, role: str, resource: str, actions: Sequence[str], *,
                          kind: Kind = "topic") -> PermissionGrant:
@@ -333,14 +336,16 @@ class AdminCalls:
         """
         request = admin_pb2.GrantPermissionRequest(
             grant=grant_to_proto(role, kind, resource, actions))
-        return grant_from_proto(self._call(self._connection.admin.GrantPermission, request))
+        return settled.again(f"GrantPermission {role}", lambda: grant_from_proto(
+            self._call(self._connection.admin.GrantPermission, request)))
 
     def revoke_permission(self, role: str, resource: str, actions: Sequence[str], *,
                           kind: Kind = "topic") -> None:
         """Takes ``actions`` from ``role``'s grant on exactly ``resource`` (no-op if absent)."""
         request = admin_pb2.RevokePermissionRequest(
             grant=grant_to_proto(role, kind, resource, actions))
-        self._call(self._connection.admin.RevokePermission, request)
+        settled.again(f"RevokePermission {role}",
+                      lambda: self._call(self._connection.admin.RevokePermission, request))
 
     def list_permissions(self, role: str | None = None) -> list[PermissionGrant]:
         """Every grant (or ``role``'s), ordered by role, kind, resource. Needs a super-user."""
@@ -392,7 +397,7 @@ class AdminCalls:
         """
         request = transactions_pb2.CommitTxnRequest(
             txn_ids=list(txn_ids), commit_key=commit_key, commit_sequence=commit_sequence)
-        return not self._call(self._connection.transactions.CommitTxn, request).duplicate
+        return settled.commit_txns(self, request)
 
     def abort_transaction(self, txn_id: bytes) -> None:
         """``AbortTxn``: nothing of the open transaction ``txn_id`` ever becomes visible.
@@ -401,8 +406,7 @@ class AdminCalls:
             TxnStateError: it is not OPEN (committed, aborted, timed out).
             TxnNotFoundError: the broker does not know it.
         """
-        self._call(self._connection.transactions.AbortTxn,
-                   transactions_pb2.AbortTxnRequest(txn_id=txn_id))
+        settled.abort_txn(self, txn_id)
 
     def abort_transactions(self, label: str, keep: Sequence[bytes] = (), *,
                            close: bool = False) -> list[bytes]:
@@ -430,11 +434,8 @@ class AdminCalls:
             InvalidArgumentError: an empty or too long label (256 bytes of
                 UTF-8 at most), an id in ``keep`` not 16 bytes.
         """
-        response = self._call(self._connection.transactions.AbortTxns,
-                              transactions_pb2.AbortTxnsRequest(label=label, keep=list(keep),
-                                                                close=close),
-                              retry=True)
-        return list(response.aborted)
+        return settled.abort_txns(self, transactions_pb2.AbortTxnsRequest(
+            label=label, keep=list(keep), close=close))
 
     def transaction_status(self, txn_id: bytes) -> TxnStatus:
         """The coordinator's state of ``txn_id`` (``TxnStatus``: OPEN, COMMITTED, ABORTED ...).

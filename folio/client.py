@@ -226,8 +226,7 @@ class Client(AdminCalls):
 
     def delete_reader_group(self, name: str) -> None:
         """Deletes a reader group. ``ReaderGroupNotFoundError``."""
-        self._call(self._groups().stub.DeleteReaderGroup,
-                   groups_pb2.DeleteReaderGroupRequest(name=name))
+        self._groups().delete(name)
 
     def list_reader_groups(self) -> list[str]:
         """Every reader group's name, sorted."""
@@ -411,8 +410,8 @@ class Client(AdminCalls):
                 predecessors, from their first readable event, then their
                 successors), ``"latest"`` (only events written to the active
                 segments after this call), or a mapping of segment name to
-                the offset to start at; active segments the mapping leaves
-                out start at their earliest.
+                the offset to start at (or a ``StreamCut``/``Checkpoint``); active
+                segments it leaves out start at their earliest (as the CLI's --from-offset).
             serializer: turns payloads into values (``BytesSerializer`` by default).
             isolation: ``"read_committed"`` (the default: events of
                 transactions are served once committed, never when aborted;

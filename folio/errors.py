@@ -59,6 +59,7 @@ __all__ = [
     "NoSuchSegmentError",
     "NotFoundError",
     "OffsetOutOfRangeError",
+    "OutcomeUnknownError",
     "PermissionDeniedError",
     "ReaderGroupExistsError",
     "ReaderGroupNotEmptyError",
@@ -98,6 +99,27 @@ class MaxTransactionSizeExceededError(ResourceExhaustedError):
     def limit(self) -> int | None:
         """The limit, in bytes."""
         return self._int("limit")
+
+
+class OutcomeUnknownError(FolioUnavailableError, TimeoutError):
+    """A call that changes state whose outcome stayed unknown until its deadline.
+
+    Its request may have been applied: every attempt lost its answer (a cut
+    connection, ``DEADLINE_EXCEEDED``, the client's own wait, a WrongHost not
+    followed in time) and so did every read-back. Read the state once the
+    broker is back (``get_topic``, ``transaction_status``, ``describe``...)
+    before doing anything that is only safe if it failed. ``operation`` names
+    the call; ``__cause__`` is the last attempt's error. A
+    ``FolioUnavailableError`` and a ``TimeoutError`` both, as it used to be one
+    or the other.
+    """
+
+    retriable = True
+
+    @property
+    def operation(self) -> str | None:
+        """The call whose outcome is unknown, e.g. ``"DeleteTopic orders"``."""
+        return self._str("operation")
 
 
 class TxnFailedError(FolioError):

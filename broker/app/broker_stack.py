@@ -48,6 +48,7 @@ from broker.broker_config import BrokerConfig
 from broker.services.server import SERVICE_NAMES, BrokerServer, start_broker_server
 from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 from ledger.components import MetricsServer
+from ledger.config import LedgerConfig
 from ledger.lifecycle import ComponentStack, StartError
 from ledger.security.tls import TlsConfigError, metrics_tls_arguments
 
@@ -170,7 +171,9 @@ class KafkaListener:
                 config, self._topics.topics, self._source.store, self._coordinator.coordinator,
                 ownership=self._view.ownership, served=self._view.served,
                 access=Access(self._acls.acls, config.super_user_roles())
-                if config.token_auth else None)
+                if config.token_auth else None,
+                write_quorum=self._source.quorums.get("write_quorum",
+                                                      LedgerConfig.write_quorum))
         except (OSError, ValueError, KafkaUnavailableError) as error:
             raise StartError(str(error)) from None
         if self._started is not None:  # ``folio group`` shows its consumer groups now

@@ -52,8 +52,12 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
                       txn_coordinator: TxnCoordinator | None = None, *,
                       ownership: ClusterOwnership | None = None,
                       served: Topics | None = None,
-                      access: Access | None = None) -> StartedKafka | None:
+                      access: Access | None = None,
+                      write_quorum: int = 1) -> StartedKafka | None:
     """The started Kafka listener (and cluster view), or None when ``kafka_port`` is -1 (off).
+
+    ``write_quorum``: copies of each entry of new ledgers (Qw), the largest
+    replication factor CreateTopics accepts.
 
     Consumer groups are served with it; transactional producers too when
     ``txn_coordinator`` is given (their transactions are Folio's) and the
@@ -93,7 +97,10 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         hidden.restore()
     context = KafkaContext(served or topics, config.kafka_advertised_host or config.host,
                            ProducerIds(store), advertised_port=config.kafka_advertised_port,
-                           authorizer=access, security=kafka_security(config, store))
+                           authorizer=access, security=kafka_security(config, store),
+                           auto_create_topics=config.kafka_auto_create_topics,
+                           num_partitions=config.kafka_num_partitions,
+                           write_quorum=write_quorum)
     cluster = None
     if ownership is not None:
         owners = ownership.owners

@@ -74,6 +74,12 @@ _HELP = {
     "password) carry a Folio token; SCRAM users are made with `folio kafka-user add`",
     "kafka_allow_plaintext": "accept a Kafka listener without TLS (PLAINTEXT or "
     "SASL_PLAINTEXT) while the gRPC API serves TLS (refused otherwise)",
+    "kafka_auto_create_topics": "Kafka's auto.create.topics.enable: a Kafka client's Metadata "
+    "request (a producer's, a consumer's with allow.auto.create.topics) creates a missing "
+    "topic with --kafka-num-partitions segments (default on, as in Kafka); "
+    "--no-kafka-auto-create-topics: a missing topic is UNKNOWN_TOPIC_OR_PARTITION at once",
+    "kafka_num_partitions": "Kafka's num.partitions: segments of auto-created topics and of "
+    "CreateTopics without a partition count (default 1, 1 to 1024)",
 }
 
 

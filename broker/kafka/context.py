@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,19 +15,25 @@ from broker.kafka.nodes import ClusterNodes
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.sasl.security import KafkaSecurity
 from broker.kafka.succession import Succession
+from txnbuffer.api import TxnId
 
 #: One served API: (api_key, min_version, max_version), what ApiVersions lists.
 ServedApi = tuple[int, int, int]
-#: Appends a transactional batch: (context, transactional id, segment name,
-#: batch header, format-2 block) -> (Kafka error code, base offset, message).
-TransactionalAppend = Callable[
-    ["KafkaContext", str | None, str, Any, bytes], Awaitable[tuple[Any, int, str | None]]]
+#: A transactional batch accepted into its producer's open Folio transaction:
+#: the transaction and the coordinator's context its append runs in (which
+#: registers the segment and holds the commit until the append is done).
+TxnWrite = tuple[TxnId, AbstractAsyncContextManager[None]]
+#: Checks a transactional batch: (context, transactional id, segment name, batch
+#: header) -> (Kafka error code, message, the ``TxnWrite`` or None: refused).
+#: Produce then appends it as it appends any batch (``broker.kafka.handlers.produce``).
+TransactionalWrite = Callable[
+    ["KafkaContext", str | None, str, Any], tuple[Any, str | None, TxnWrite | None]]
 #: Answers InitProducerId for a transactional id: (context, call) -> (Kafka
 #: error code, producer id, epoch).
 TransactionalProducerId = Callable[["KafkaContext", Any], Awaitable[tuple[Any, int, int]]]
 
-__all__ = ["NODE_ID", "KafkaContext", "ServedApi", "TransactionalAppend",
-           "TransactionalProducerId"]
+__all__ = ["NODE_ID", "KafkaContext", "ServedApi", "TransactionalProducerId",
+           "TransactionalWrite", "TxnWrite"]
 
 #: The node id this broker gives itself in Metadata: clients see a one-node cluster.
 NODE_ID = 0
@@ -46,7 +53,7 @@ class KafkaContext:
         stopping: set when the listener stops: long polls end at once.
         served: the dispatch table's rows as ApiVersions lists them.
         succession: sends Produce batches for sealed partitions to their heirs.
-        transactional_append: writes a Kafka transactional batch (set by the
+        transactional_write: checks a Kafka transactional batch (set by the
             transaction handlers; None: such batches are refused).
         coordinators: consumer groups and transactional ids (None: group and
             transaction requests answer COORDINATOR_NOT_AVAILABLE).
@@ -56,6 +63,12 @@ class KafkaContext:
             (``broker.kafka.access``); None: no authorisation, all allowed.
         security: TLS, SASL and the SCRAM credentials of this listener
             (None: plain text, no one authenticates, no SCRAM credentials).
+        auto_create_topics: Kafka's ``auto.create.topics.enable``
+            (``broker.kafka.auto_create``).
+        num_partitions: Kafka's ``num.partitions``: the segments of an
+            auto-created topic, and of CreateTopics' ``num_partitions`` -1.
+        write_quorum: copies of each entry (Qw) of new ledgers: the largest
+            replication factor CreateTopics accepts (``topics_admin``).
     """
 
     topics: Topics
@@ -67,9 +80,12 @@ class KafkaContext:
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     served: tuple[ServedApi, ...] = ()
     succession: Succession = field(default_factory=Succession)
-    transactional_append: TransactionalAppend | None = None
+    transactional_write: TransactionalWrite | None = None
     transactional_producer_id: TransactionalProducerId | None = None
     coordinators: KafkaCoordinators | None = None
     nodes: ClusterNodes | None = None
     authorizer: Access | None = None
     security: KafkaSecurity | None = None
+    auto_create_topics: bool = True
+    num_partitions: int = 1
+    write_quorum: int = 1

@@ -18,7 +18,7 @@ __all__ = ["check_served", "partition_segments", "segment_name"]
 
 
 def check_served(topic: str) -> None:
-    """``TopicNotFoundError`` for a system topic (a ``_`` name): Kafka clients never see them.
+    """``TopicNotFoundError`` for a system topic (``is_system_topic``): Kafka clients never see it.
 
     The broker's own state (transaction log, snapshots, commit keys) is not
     data for clients; Kafka's broker hides its internal topics from

@@ -2,6 +2,8 @@
 
 ``LedgerChain`` is the part of a ``LedgerSegment`` that owns the chain: its
 ``LedgerSpan``s (and their first offsets, for the read path's search), the
+segment's start offset (the first readable event, moved by truncation and
+retention together with the spans), the
 version of the record this broker last wrote, the writer snapshot that record
 holds, and the lock every change of the chain takes. It writes the record, and
 fails the segment through its ``SegmentLife`` (given, not owned) when the
@@ -75,6 +77,7 @@ class LedgerChain:
         self._now_ms = now_ms
         self._spans = recovered.spans
         self._firsts = [span.first_offset for span in self._spans]
+        self._start = recovered.record.start_offset
         self._record_version = recovered.version
         # The writer snapshot the record holds now (rewritten as is by record
         # writes that take no new one).
@@ -94,6 +97,11 @@ class LedgerChain:
         return self._firsts
 
     @property
+    def start_offset(self) -> int:
+        """The offset of the first readable event."""
+        return self._start
+
+    @property
     def record_version(self) -> int:
         """The version of the record this broker last wrote (or loaded)."""
         return self._record_version
@@ -108,10 +116,12 @@ class LedgerChain:
         """The ledger the record's writer snapshot was taken at (-1: none)."""
         return self._snapshot_ledger
 
-    def set_spans(self, spans: list[LedgerSpan]) -> None:
-        """The chain is ``spans`` now (their record is written)."""
+    def set_spans(self, spans: list[LedgerSpan], start_offset: int | None = None) -> None:
+        """The chain is ``spans`` now (their record is written), from ``start_offset`` if given."""
         self._spans = spans
         self._firsts = [span.first_offset for span in spans]
+        if start_offset is not None:
+            self._start = start_offset
 
     def record_of(self, spans: list[LedgerSpan], *, start_offset: int, end_offset: int,
                   sealed: bool, writers: Mapping[str, WriterState] | None) -> SegmentRecord:

@@ -36,7 +36,12 @@ from broker.errors import (
     TopicExistsError,
 )
 from broker.segments.entry import FRAME_HEADER_BYTES, HEADER_BYTES
-from broker.segments.names import check_topic_name, is_system_topic, make_segment_name
+from broker.segments.names import (
+    SYSTEM_TOPIC_PREFIX,
+    check_topic_name,
+    is_system_topic,
+    make_segment_name,
+)
 from broker.segments.segment import LedgerSegment
 from broker.system.compaction import CompactionPolicy, CompactionResult, compact
 from broker.system.records import (
@@ -95,7 +100,7 @@ class CompactedTopic:
 
     Args:
         topics: the broker's topics.
-        name: the system topic's name (must start with ``_``).
+        name: the system topic's name (``broker.segments.names.is_system_topic``).
         policy: when ``maybe_compact`` compacts.
         maintain: run ``maybe_compact`` at each maintenance round of ``topics``.
         batch_bytes: most bytes of records compaction copies per entry
@@ -113,7 +118,8 @@ class CompactedTopic:
                  segment_count: int = 1) -> None:
         check_topic_name(name, internal=True)
         if not is_system_topic(name):
-            raise ValueError(f"system topic name must start with '_', got {name!r}")
+            raise ValueError(f"system topic name must start with {SYSTEM_TOPIC_PREFIX!r}, "
+                             f"got {name!r}")
         self._topics = topics
         self._name = name
         if not 0 <= number < segment_count:

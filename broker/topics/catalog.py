@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from broker.api import SegmentRange, SegmentState, TopicInfo
-from broker.errors import TopicNotFoundError
+from broker.errors import TopicExistsError, TopicNotFoundError
 from broker.segments.names import (
     make_segment_name,
     segment_path,
@@ -89,16 +89,38 @@ class TopicCatalog:
             return await landed(self._store, topic_path(topic), record.to_bytes()) is not None
         return True
 
-    async def create_segment_record(self, topic: str, number: int) -> None:
-        """Write the record of a new segment (before the topic record that lists it)."""
+    async def create_segment_record(self, topic: str, number: int, *,
+                                    new_topic: bool = False) -> None:
+        """Write the record of a new segment (before the topic record that lists it).
+
+        ``new_topic`` (``create_topic``'s segments) raises ``TopicExistsError``
+        when the record exists and the topic's record does too, or changes
+        meanwhile (below).
+        """
         data = SegmentRecord(topic, number).to_bytes()
         path = segment_path(topic, number)
         try:
             await self._store.create(path, data, make_parents=True)
         except NodeExistsError:
-            # Left by a create that crashed before its topic record: no topic
-            # owns it, so it is ours to overwrite.
-            await self._store.set(path, data, -1)
+            if not new_topic:
+                # A successor left by a scaling that did not land (the topic
+                # record did not list it): no topic owns it, ours to overwrite.
+                await self._store.set(path, data, -1)
+                return
+            # Left by a create that crashed before its topic record (no topic
+            # owns it: ours to overwrite), or made by a concurrent create of
+            # the same name (another connection's or broker's: Kafka clients
+            # auto-create topics), whose topic may be in use already. So it is
+            # overwritten only while no topic record exists, and only at the
+            # version read: a change since (a ledger recorded by the topic's
+            # first append) makes the set fail, and the topic exists.
+            existing = await self._store.get(path)
+            if await self._store.exists(topic_path(topic)):
+                raise TopicExistsError(topic) from None
+            try:
+                await self._store.set(path, data, existing.version)
+            except BadVersionError:
+                raise TopicExistsError(topic) from None
 
     async def info(self, record: TopicRecord) -> TopicInfo:
         """The topic with its open segments by ``key_low``."""

@@ -80,7 +80,7 @@ class TopicCrud:
     ) -> TopicInfo:
         """Create a topic of ``segment_count`` equal key ranges.
 
-        ``internal`` allows a system topic name (``_`` prefix). Raises
+        ``internal`` allows a system topic name (``is_system_topic``). Raises
         ``TopicNameError``, ``InternalTopicError`` (a ``_`` name without
         ``internal``), ``InvalidArgumentError`` (count outside [1, 1024], a bad
         config value), ``TopicExistsError``.
@@ -105,7 +105,8 @@ class TopicCrud:
                 for i in range(segment_count)
             )
             for segment in segments:
-                await self._catalog.create_segment_record(name, segment.number)
+                await self._catalog.create_segment_record(name, segment.number,
+                                                          new_topic=True)
             record = TopicRecord(name, config, segments, segment_count,
                                  int(self._clock() * 1000))
             try:

@@ -1,7 +1,7 @@
 """The rule that keeps system topics the broker's own: public calls never write them.
 
-A system topic (a name starting with ``_``: ``_txnlog``, ``_txncommitkeys``,
-``_txnbuffer_snapshots``) is the broker's state. Only the broker's own
+A system topic (``broker.segments.names.is_system_topic``: ``_txnlog``,
+``_txncommitkeys``, ``_txnbuffer_snapshots`` ...) is the broker's state. Only the broker's own
 components write it, through ``TopicManager.segment`` and the
 ``CompactedTopic`` on it; every public call that would append to, truncate,
 reconfigure, scale, seal, delete or create one goes through the checks here

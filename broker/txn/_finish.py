@@ -1,11 +1,11 @@
-"""Finishing transactions: markers in every touched segment, then the final log records.
+"""The finisher: markers in every touched segment, then the final log records.
 
 A commit is decided once its transactions are COMMITTING in memory; its
 COMMITTING record makes the decision survive a crash. The markers and the
 COMMITTED records follow, and a crash between them is finished on the next
 start (a second marker changes nothing). An abort writes its ABORTING record,
 then ABORT markers, then ABORTED (or TIMED_OUT). Finished transactions are
-forgotten after ``finished_retention_ms`` (a tombstone in the log).
+forgotten later by the maintenance tick (``broker.txn._timeouts``).
 
 Finishing states finish. Each decided transaction (or commit group) is a
 ``Finishing`` job, kept until its final records are durable. A step that
@@ -17,18 +17,35 @@ the final records are keyed (the latest wins), a second marker changes
 nothing. The decision is never taken back: after a COMMITTING write that
 failed, the record may have landed (a restart would then commit), so the
 commit goes on rather than going back to OPEN.
+
+A decision is reported only once its record is durable (issue 22): a
+transaction is COMMITTING or ABORTING in memory before its decision record is
+written, and a crash in that window replays it OPEN (its timeout then aborts
+it). So a status read back (``GetTxnStatus``) and the refusal of a repeated
+CommitTxn/AbortTxn wait in ``until_durable`` until the job's decision is
+logged, or answer ``BrokerShuttingDownError`` (retriable) when the
+coordinator forgot the transaction meanwhile (it stood down).
+
+``TxnFinisher`` owns the jobs, their retry timers and the decision waiters;
+it writes records through the ``TxnTable`` and markers through ``TxnMarkers``,
+and runs its background work (records after a commit's answer, retries) as
+tasks of the coordinator's ``BackgroundTasks``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 
+from broker.errors import BrokerShuttingDownError
 from broker.segments.entry import EntryKind
-from broker.txn._core import CoordinatorCore
+from broker.txn._markers import TxnMarkers
+from broker.txn._table import TxnTable
+from broker.txn._tasks import BackgroundTasks
+from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 from broker.txn.states import (
-    FINAL_STATES,
     LOG_FORMAT_VERSION,
     Finishing,
     Txn,
@@ -38,7 +55,7 @@ from broker.txn.states import (
 from ledger.records import dump_record
 from txnbuffer.api import TxnId
 
-__all__ = ["FINISH_RETRY_FIRST_MS", "FINISH_RETRY_MAX_MS", "CoordinatorFinish"]
+__all__ = ["FINISH_RETRY_FIRST_MS", "FINISH_RETRY_MAX_MS", "TxnFinisher"]
 
 log = logging.getLogger(__name__)
 
@@ -48,40 +65,99 @@ FINISH_RETRY_FIRST_MS = 100
 FINISH_RETRY_MAX_MS = 5_000
 
 
-class CoordinatorFinish(CoordinatorCore):
-    """Markers, final records, forgetting (a part of ``TxnCoordinator``)."""
+class TxnFinisher:
+    """Drives decided transactions to their final records (a part of ``TxnCoordinator``).
 
-    async def _abort(self, txn: Txn, final: TxnState) -> None:
+    Args:
+        table: the transactions and their log.
+        markers: where markers are written.
+        tasks: the coordinator's background tasks (``close`` waits for them).
+        clock: seconds since the epoch (for the retry backoff).
+        faults: hooks at the crash windows (tests only; ``broker.txn.faults``).
+    """
+
+    def __init__(self, table: TxnTable, markers: TxnMarkers, tasks: BackgroundTasks, *,
+                 clock: Callable[[], float] = time.time,
+                 faults: TxnFaults = NO_TXN_FAULTS) -> None:
+        self._table = table
+        self._markers = markers
+        self._tasks = tasks
+        self._clock = clock
+        self._faults = faults
+        #: Decided transactions not finished yet, by ``Finishing.key``.
+        self._jobs: dict[str, Finishing] = {}
+        #: Set (then replaced) when a decision record became durable or the jobs
+        #: were forgotten: callers waiting in ``until_durable`` look again.
+        self._decisions_changed = asyncio.Event()
+
+    async def abort(self, txn: Txn, final: TxnState) -> None:
+        """Abort the OPEN ``txn``: ABORTING, then (``drive``) markers and ``final``.
+
+        Raises ``TxnStateError`` unless it is OPEN, or what a step raised (the
+        job stays and is driven on).
+        """
         check_transition(txn.name, txn.state, TxnState.ABORTING)
-        self._cancel_timeout(txn)
+        txn.cancel_timer()
         txn.state = TxnState.ABORTING
         await txn.idle.wait()  # no marker before the appends in flight land
-        job = Finishing((txn.txn_id,), final, None, logged=False)
-        self._finishing[job.key] = job
-        await self._drive(job)
+        await self.drive(self.decided_abort(txn.txn_id, final, logged=False))
 
-    def _decided(self, txn_ids: Sequence[TxnId], group_key: str | None, *,
-                 logged: bool) -> Finishing:
+    def decided_commit(self, txn_ids: Sequence[TxnId], group_key: str | None, *,
+                       logged: bool) -> Finishing:
         """Register the commit of ``txn_ids`` (COMMITTING already) as a job."""
-        job = Finishing(tuple(txn_ids), TxnState.COMMITTED, group_key, logged=logged)
-        self._finishing[job.key] = job
+        return self._add(Finishing(tuple(txn_ids), TxnState.COMMITTED, group_key,
+                                   logged=logged))
+
+    def decided_abort(self, txn_id: TxnId, final: TxnState, *, logged: bool) -> Finishing:
+        """Register the abort of ``txn_id`` (ABORTING already), ending ``final``, as a job."""
+        return self._add(Finishing((txn_id,), final, None, logged=logged))
+
+    def _add(self, job: Finishing) -> Finishing:
+        self._jobs[job.key] = job
         return job
 
-    async def _finish_commit(self, txn_ids: Sequence[TxnId], group_key: str | None) -> None:
-        """Markers, then COMMITTED records (a decision already logged: a replay)."""
-        await self._drive(self._decided(txn_ids, group_key, logged=True))
+    def job(self, key: str) -> Finishing | None:
+        """The job of the decision record ``key`` if it is not finished yet."""
+        return self._jobs.get(key)
 
-    async def _finish_abort(self, txn: Txn, final: TxnState) -> None:
-        """ABORT markers, then the final record (ABORTING already logged: a replay)."""
-        job = Finishing((txn.txn_id,), final, None, logged=True)
-        self._finishing[job.key] = job
-        await self._drive(job)
+    def is_finishing(self, txn_id: TxnId) -> bool:
+        """Whether a job of ``txn_id`` is not finished yet (its final record not durable)."""
+        return any(txn_id in job.txn_ids for job in self._jobs.values())
 
-    async def _drive(self, job: Finishing, *, records_in_background: bool = False) -> None:
+    def decision_pending(self, txn: Txn) -> bool:
+        """Whether ``txn`` is COMMITTING or ABORTING in memory only: no durable record says so.
+
+        A crash now would take it back (the log replays it OPEN), so neither a
+        status nor a refusal may report it as decided yet.
+        """
+        if txn.state not in (TxnState.COMMITTING, TxnState.ABORTING):
+            return False
+        return not any(job.logged for job in self._jobs.values() if txn.txn_id in job.txn_ids)
+
+    async def until_durable(self, txn: Txn) -> None:
+        """Return once ``txn``'s decision under way, if any, is in the log.
+
+        Raises ``BrokerShuttingDownError`` (retriable) when the table forgot
+        ``txn`` meanwhile (the coordinator stood down: its successor replays
+        the log).
+        """
+        while self.decision_pending(txn) and self._table.find(txn.txn_id) is txn:
+            await self._decisions_changed.wait()
+        if self._table.find(txn.txn_id) is not txn:
+            raise BrokerShuttingDownError(
+                f"transaction {txn.name}: the coordinator stood down before its "
+                f"{txn.state.name} record was logged; ask its successor")
+
+    def _tell_decision_waiters(self) -> None:
+        self._decisions_changed.set()
+        self._decisions_changed = asyncio.Event()
+
+    async def drive(self, job: Finishing, *, records_in_background: bool = False) -> None:
         """Take ``job`` as far as it goes; after a failure a timer (and the tick) tries again.
 
         With ``records_in_background`` the final records are written in the
         background once the markers are durable: the caller is answered then.
+        Raises what the failed step raised (the job stays, to be driven on).
         """
         if job.running:
             return
@@ -99,10 +175,32 @@ class CoordinatorFinish(CoordinatorCore):
             raise
         finally:
             job.running = False
-        if records_in_background and self._finishing.get(job.key) is job:
+        if records_in_background and self._jobs.get(job.key) is job:
             # The commit is decided and visible (markers are): the caller is
             # answered now, the records follow; if they fail, a retry writes them.
-            self._in_background(self._drive(job))
+            self._in_background(self.drive(job))
+
+    def start_due(self, now_ms: int) -> list[asyncio.Task[None]]:
+        """Drive, in the background, every job not under way whose retry time came."""
+        return [self._in_background(self.drive(job)) for job in self._jobs.values()
+                if not job.running and job.retry_at_ms <= now_ms]
+
+    def stop_retries(self) -> None:
+        """Cancel the retry timers (the jobs stay: ``start_due`` drives them on)."""
+        for job in self._jobs.values():
+            if job.timer is not None:
+                job.timer.cancel()
+                job.timer = None
+
+    def clear(self) -> None:
+        """Stop the retries and forget every job (the log keeps the decisions).
+
+        Waiters in ``until_durable`` look again: those whose transaction the
+        table forgot too (a stand-down clears it first) answer retriable.
+        """
+        self.stop_retries()
+        self._jobs.clear()
+        self._tell_decision_waiters()
 
     def _schedule_retry(self, job: Finishing, delay_ms: int) -> None:
         """Drive ``job`` again after ``delay_ms`` (the maintenance tick is the backstop)."""
@@ -112,27 +210,21 @@ class CoordinatorFinish(CoordinatorCore):
 
     def _retry(self, job: Finishing) -> None:
         job.timer = None
-        if self._finishing.get(job.key) is not job or job.running:
+        if self._jobs.get(job.key) is not job or job.running:
             return
-        self._in_background(self._drive(job))
-
-    def _stop_retries(self) -> None:
-        for job in self._finishing.values():
-            if job.timer is not None:
-                job.timer.cancel()
-                job.timer = None
+        self._in_background(self.drive(job))
 
     async def _drive_steps(self, job: Finishing, records_in_background: bool) -> None:
-        txns = [self._txns[txn_id] for txn_id in job.txn_ids if txn_id in self._txns]
+        txns = [txn for txn in map(self._table.find, job.txn_ids) if txn is not None]
         commit = job.final is TxnState.COMMITTED
         if not job.logged:
             if job.group_key is not None:
                 group = dump_record(LOG_FORMAT_VERSION, {"state": TxnState.COMMITTING.name,
                                                          "txns": [txn.name for txn in txns]},
                                     legacy_key="v")
-                await self._log.write(job.group_key, group)
+                await self._table.write(job.group_key, group)
             else:
-                await asyncio.gather(*(self._log.write(txn.name, txn.record()) for txn in txns))
+                await asyncio.gather(*(self._table.save(txn) for txn in txns))
             job.logged = True
             self._tell_decision_waiters()  # now a status may say COMMITTING / ABORTING
             if commit and self._faults.after_committing_logged is not None:
@@ -140,27 +232,27 @@ class CoordinatorFinish(CoordinatorCore):
                 self._faults.after_committing_logged()
         if not job.marked:
             kind = EntryKind.COMMIT_MARKER if commit else EntryKind.ABORT_MARKER
-            await asyncio.gather(*(self._markers(txn, kind) for txn in txns))
+            await asyncio.gather(*(self._markers.write(txn, kind) for txn in txns))
             now = self._now_ms()
             for txn in txns:
                 txn.state = job.final
                 txn.finished_ms = now
-                self._cancel_timeout(txn)
+                txn.cancel_timer()
             job.marked = True
         if records_in_background:
-            return  # ``_drive`` writes them in the background
+            return  # ``drive`` writes them in the background
         await self._final_records(job, txns)
 
     async def _final_records(self, job: Finishing, txns: list[Txn]) -> None:
         # Concurrent writes: the log commits them as one entry. The group record
         # may go in the same entry: a COMMITTING transaction without it is
         # finished on start all the same.
-        writes = [self._log.write(txn.name, txn.record()) for txn in txns]
+        writes = [self._table.save(txn) for txn in txns]
         if job.group_key is not None:
-            writes.append(self._log.write(job.group_key, None))
+            writes.append(self._table.write(job.group_key, None))
         await asyncio.gather(*writes)
-        if self._finishing.get(job.key) is job:
-            del self._finishing[job.key]
+        if self._jobs.get(job.key) is job:
+            del self._jobs[job.key]
 
     @staticmethod
     async def _log_quietly(writes: Awaitable[object]) -> None:
@@ -169,39 +261,9 @@ class CoordinatorFinish(CoordinatorCore):
         except Exception as error:  # the maintenance tick writes them again
             log.warning("final transaction records not logged yet: %s", error)
 
-    def _start_due(self, now_ms: int) -> list[asyncio.Task[None]]:
-        """Drive, in the background, every job not under way whose retry time came."""
-        return [self._in_background(self._drive(job)) for job in self._finishing.values()
-                if not job.running and job.retry_at_ms <= now_ms]
-
     def _in_background(self, work: Awaitable[None]) -> asyncio.Task[None]:
-        """``work`` as a task of this coordinator (``close`` waits for it), failures logged."""
-        task = asyncio.ensure_future(self._log_quietly(work))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
+        """``work`` as a background task (``close`` waits for it), its failure logged."""
+        return self._tasks.spawn(self._log_quietly(work))
 
-    async def _markers(self, txn: Txn, kind: EntryKind) -> None:
-        """The marker in every touched segment, written in parallel."""
-
-        async def mark(name: str) -> None:
-            if self._marker_writer is not None:  # a cluster: the segment's owner writes it
-                await self._marker_writer(name, txn.txn_id, kind)
-                return
-            segment = await self._topics.segment(name)
-            await segment.write_marker(kind, txn.txn_id)
-
-        await asyncio.gather(*(mark(name) for name in txn.segments))
-
-    async def _forget_finished(self, now_ms: int) -> None:
-        horizon = now_ms - self._finished_retention_ms
-        for label in [k for k, closed in self._closed_labels.items() if closed <= horizon]:
-            del self._closed_labels[label]
-        for txn in [t for t in self._txns.values() if t.state in FINAL_STATES]:
-            if any(txn.txn_id in job.txn_ids for job in self._finishing.values()):
-                continue  # its final record is not durable yet
-            if txn.finished_ms < 0:
-                txn.finished_ms = now_ms  # logged before finished_ms existed: from now
-            elif txn.finished_ms <= horizon:
-                await self._log.write(txn.name, None)
-                self._remove(txn)
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)

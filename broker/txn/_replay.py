@@ -3,11 +3,14 @@
 An unreadable record is skipped and left in place for diagnosis: its
 transaction is unknown from then on (its commit or abort answers NOT_FOUND),
 so nothing is made visible for it.
+
+``TxnReplay`` owns nothing of its own: it reads the log, fills the
+``TxnTable``, registers the decided transactions with the ``TxnFinisher``,
+sets the OPEN ones' timers (``TxnTimeouts``) and drives the decisions.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Coroutine
@@ -15,18 +18,42 @@ from typing import Any
 
 from broker.errors import InvalidArgumentError
 from broker.segments.names import is_system_topic
-from broker.txn._timeouts import CoordinatorTimeouts
+from broker.system.compacted_topic import CompactedTopic
+from broker.txn._finish import TxnFinisher
+from broker.txn._markers import TxnMarkers
+from broker.txn._table import TxnTable
+from broker.txn._tasks import BackgroundTasks
+from broker.txn._timeouts import TxnTimeouts
 from broker.txn.states import GROUP_PREFIX, LOG_FORMAT_VERSION, Finishing, Txn, TxnState
 from ledger.records import load_record
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_from_hex
 
-__all__ = ["CoordinatorReplay"]
+__all__ = ["TxnReplay"]
 
 log = logging.getLogger(__name__)
 
-class CoordinatorReplay(CoordinatorTimeouts):
-    """Replaying the log on start (a part of ``TxnCoordinator``)."""
+
+class TxnReplay:
+    """Replaying the log on start (a part of ``TxnCoordinator``).
+
+    Args:
+        log: the transaction log, read here (the ``table`` writes it).
+        table: filled with the transactions of the log.
+        finisher: takes the decided ones over.
+        timeouts: times the OPEN ones.
+        markers: whether markers go to other brokers (then driven in the background).
+        tasks: the coordinator's background tasks.
+    """
+
+    def __init__(self, log: CompactedTopic, table: TxnTable, finisher: TxnFinisher,
+                 timeouts: TxnTimeouts, markers: TxnMarkers, tasks: BackgroundTasks) -> None:
+        self._log = log
+        self._table = table
+        self._finisher = finisher
+        self._timeouts = timeouts
+        self._markers = markers
+        self._tasks = tasks
 
     async def start(self) -> None:
         """Replay the log; finish every COMMITTING and ABORTING transaction."""
@@ -48,30 +75,30 @@ class CoordinatorReplay(CoordinatorTimeouts):
         jobs: list[Finishing] = []
         for key, group in groups:
             # A transaction already COMMITTED (or forgotten) needs nothing more.
-            known = [txn_id for txn_id in group if txn_id in self._txns
-                     and self._txns[txn_id].state is not TxnState.COMMITTED]
-            for txn_id in known:
-                self._txns[txn_id].state = TxnState.COMMITTING
+            known = [txn for txn in map(self._table.find, group)
+                     if txn is not None and txn.state is not TxnState.COMMITTED]
+            for txn in known:
+                txn.state = TxnState.COMMITTING
             log.info("finishing the commit of %d transactions after a restart", len(known))
-            jobs.append(self._decided(known, key, logged=True))
-        for txn in list(self._txns.values()):
+            jobs.append(self._finisher.decided_commit([txn.txn_id for txn in known], key,
+                                                      logged=True))
+        for txn in self._table.transactions():
             if txn.state is TxnState.COMMITTING and not any(
                     txn.txn_id in job.txn_ids for job in jobs):
                 # Its group record is gone: finish anyway.
-                jobs.append(self._decided([txn.txn_id], None, logged=True))
+                jobs.append(self._finisher.decided_commit([txn.txn_id], None, logged=True))
             elif txn.state is TxnState.ABORTING:
                 log.info("finishing the abort of transaction %s after a restart", txn.name)
-                job = Finishing((txn.txn_id,), TxnState.ABORTED, None, logged=True)
-                self._finishing[job.key] = job
-                jobs.append(job)
+                jobs.append(self._finisher.decided_abort(txn.txn_id, TxnState.ABORTED,
+                                                         logged=True))
             elif txn.state is TxnState.OPEN:
-                self._schedule_timeout(txn)
-        if self._marker_writer is None:
+                self._timeouts.schedule(txn)
+        if not self._markers.routed:
             # Markers in this broker's own segments: done here; one that fails
             # stays COMMITTING or ABORTING for the maintenance tick to finish.
             for job in jobs:
                 with contextlib.suppress(Exception):
-                    await self._drive(job)
+                    await self._finisher.drive(job)
             return
         # A cluster: markers go to other brokers, and one that cannot be reached yet
         # (its segments moving after a crash) must not keep the coordinator from
@@ -79,9 +106,7 @@ class CoordinatorReplay(CoordinatorTimeouts):
         # says so: decided) until their markers land; the maintenance tick drives
         # those that fail; a later stand_down waits.
         for job in jobs:
-            task = asyncio.ensure_future(self._finish_quietly(self._drive(job)))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._tasks.spawn(self._finish_quietly(self._finisher.drive(job)))
 
     @staticmethod
     async def _finish_quietly(work: Coroutine[Any, Any, None]) -> None:
@@ -113,5 +138,5 @@ class CoordinatorReplay(CoordinatorTimeouts):
         txn = Txn(txn_id_from_hex(key), TxnState[data["state"]],
                    int(data["deadline_ms"]), kept, label=str(data.get("label", "")),
                    finished_ms=int(data.get("finished_ms", -1)))
-        self._add(txn)
+        self._table.add(txn)
         return None

@@ -1,4 +1,4 @@
-"""Timeouts: a timer per OPEN transaction aborts it (TIMED_OUT) at its deadline.
+"""Timeouts and maintenance: a timer per OPEN transaction aborts it (TIMED_OUT) at its deadline.
 
 The maintenance ``tick`` is the backstop: it finishes what a failure left
 COMMITTING or ABORTING, aborts what a timer missed (a clock that is not the
@@ -10,18 +10,26 @@ session timeout or more; the tick is a maintenance hook of the topics, whose
 round (retention, rollover by age, compaction of system topics) must not wait
 as long. Nothing is cancelled at the bound: an abort cut short before its
 job is registered would stay ABORTING with nothing to drive it on.
+
+``TxnTimeouts`` owns the retention of finished transactions; the timers
+live on each ``Txn``. It reads and forgets transactions through the
+``TxnTable`` and aborts through the ``TxnFinisher``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 
 from broker.errors import TxnStateError
-from broker.txn._finish import CoordinatorFinish
-from broker.txn.states import Txn, TxnState
+from broker.txn._finish import TxnFinisher
+from broker.txn._table import TxnTable
+from broker.txn._tasks import BackgroundTasks
+from broker.txn.states import DEFAULT_FINISHED_RETENTION_MS, FINAL_STATES, Txn, TxnState
 
-__all__ = ["TICK_WAIT_S", "CoordinatorTimeouts"]
+__all__ = ["TICK_WAIT_S", "TxnTimeouts", "check_finished_retention_ms"]
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +37,40 @@ log = logging.getLogger(__name__)
 TICK_WAIT_S = 5.0
 
 
-class CoordinatorTimeouts(CoordinatorFinish):
-    """Deadlines and the maintenance tick (a part of ``TxnCoordinator``)."""
+def check_finished_retention_ms(finished_retention_ms: int) -> None:
+    """``ValueError`` unless ``finished_retention_ms`` is >= 0."""
+    if finished_retention_ms < 0:
+        raise ValueError(f"finished_retention_ms must be >= 0, got {finished_retention_ms}")
+
+
+class TxnTimeouts:
+    """Deadlines and the maintenance tick (a part of ``TxnCoordinator``).
+
+    Args:
+        table: the transactions and their log.
+        finisher: aborts what times out, drives what failed.
+        tasks: the coordinator's background tasks (``close`` waits for them).
+        clock: seconds since the epoch.
+        finished_retention_ms: how long a finished transaction's status is kept.
+    """
+
+    def __init__(self, table: TxnTable, finisher: TxnFinisher, tasks: BackgroundTasks, *,
+                 clock: Callable[[], float] = time.time,
+                 finished_retention_ms: int = DEFAULT_FINISHED_RETENTION_MS) -> None:
+        check_finished_retention_ms(finished_retention_ms)
+        self._table = table
+        self._finisher = finisher
+        self._tasks = tasks
+        self._clock = clock
+        self._finished_retention_ms = finished_retention_ms
 
     async def tick(self) -> int:
         """Abort (TIMED_OUT) every OPEN transaction past its deadline; how many.
 
         First, every COMMITTING or ABORTING transaction whose last step
-        failed is driven on once its backoff passed (``_finish``). Both run
-        in the background; the tick waits for them at most ``TICK_WAIT_S``.
+        failed is driven on once its backoff passed (``broker.txn._finish``).
+        Both run in the background; the tick waits for them at most
+        ``TICK_WAIT_S``.
 
         Each transaction has a timer that aborts it at its deadline; this
         maintenance round is the backstop (an abort that failed, a clock that
@@ -51,40 +84,58 @@ class CoordinatorTimeouts(CoordinatorFinish):
         now = self._now_ms()
         # Decided transactions a failure left COMMITTING or ABORTING (their
         # job kept its place): driven on, with backoff, until they end.
-        started = self._start_due(now)
+        started = self._finisher.start_due(now)
         await self._forget_finished(now)
-        expired = [txn for txn in self._txns.values()
+        expired = [txn for txn in self._table.transactions()
                    if txn.state is TxnState.OPEN and txn.deadline_ms <= now]
         # ``_expire`` makes each ABORTING before its first wait: the next tick
         # does not abort it again.
-        started += [self._in_background(self._expire(txn)) for txn in expired]
+        started += [self._tasks.spawn(self._expire(txn)) for txn in expired]
         if started:
             await asyncio.wait(started, timeout=TICK_WAIT_S)
         return len(expired)
 
-    def _schedule_timeout(self, txn: Txn) -> None:
+    def schedule(self, txn: Txn) -> None:
         """Abort ``txn`` (TIMED_OUT) once its deadline passes, unless it finishes first."""
-        self._cancel_timeout(txn)
+        txn.cancel_timer()
         delay_s = max((txn.deadline_ms - self._now_ms()) / 1000, 0.001)
         txn.timer = asyncio.get_running_loop().call_later(delay_s, self._on_deadline, txn)
+
+    def cancel_all(self) -> None:
+        """Stop the timer of every known transaction (the coordinator closes)."""
+        for txn in self._table.transactions():
+            txn.cancel_timer()
 
     def _on_deadline(self, txn: Txn) -> None:
         txn.timer = None
         if txn.state is not TxnState.OPEN:
             return
         if self._now_ms() < txn.deadline_ms:  # the clock is not the loop's: not yet
-            self._schedule_timeout(txn)
+            self.schedule(txn)
             return
-        task = asyncio.create_task(self._expire(txn))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._tasks.spawn(self._expire(txn))
 
     async def _expire(self, txn: Txn) -> None:
         try:
-            await self._abort(txn, TxnState.TIMED_OUT)
+            await self._finisher.abort(txn, TxnState.TIMED_OUT)
         except TxnStateError:
             return  # committed or aborted meanwhile
         except Exception as error:  # ABORTING now: the maintenance tick finishes it
             log.warning("transaction %s timed out but its abort failed: %s", txn.name, error)
             return
         log.info("transaction %s timed out and was aborted", txn.name)
+
+    async def _forget_finished(self, now_ms: int) -> None:
+        horizon = now_ms - self._finished_retention_ms
+        self._table.forget_closed_labels(horizon)
+        for txn in [t for t in self._table.transactions() if t.state in FINAL_STATES]:
+            if self._finisher.is_finishing(txn.txn_id):
+                continue  # its final record is not durable yet
+            if txn.finished_ms < 0:
+                txn.finished_ms = now_ms  # logged before finished_ms existed: from now
+            elif txn.finished_ms <= horizon:
+                await self._table.write(txn.name, None)
+                self._table.remove(txn)
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)

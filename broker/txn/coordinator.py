@@ -25,7 +25,7 @@ the sweep. Closed labels are kept in memory only, for
 
 A step that fails (a log write that may or may not have landed, a marker)
 never takes a decision back: the transaction stays COMMITTING or ABORTING and
-is driven on with backoff until it ends (``_finish``). A crash after the
+is driven on with backoff until it ends (``broker.txn._finish``). A crash after the
 COMMITTING (or ABORTING) record and before the final one is finished on the
 next start (``start`` replays the log): markers are written
 again, which is harmless (a second commit marker changes nothing in a segment's
@@ -41,11 +41,20 @@ Every txn id taken or returned here is a ``txnbuffer.api.TxnId``; the
 servicers (``broker.services``) convert from and to the 16 wire bytes, the log
 records spell it in hex (``txnbuffer.txn_ids``).
 
-Layout: ``states`` (the state enum, transition table, in-memory record and
-log format), ``_core`` (fields and shared helpers), ``_finish`` (markers and
-final records), ``_timeouts`` (deadlines, the maintenance tick), ``_replay``
-(start) and here the calls the servicers make. Crash windows are tested by
-injection (``broker.txn.faults``), never by a hook of its own.
+Layout: composed parts, each owning its state (Kafka's
+``TransactionCoordinator`` holds a ``TransactionStateManager`` and a
+``TransactionMarkerChannelManager`` the same way). ``states`` (the state
+enum, transition table, in-memory record and log format); ``_table``
+(``TxnTable``: the transactions by id and label, closed labels, their log
+writes); ``_markers`` (``TxnMarkers``: where markers go); ``_tasks``
+(``BackgroundTasks``: work that runs to its end whoever waits);
+``_finish`` (``TxnFinisher``: the decided transactions' jobs, markers and
+final records, retried with backoff); ``_timeouts`` (``TxnTimeouts``:
+deadlines, the maintenance tick, forgetting finished transactions);
+``_replay`` (``TxnReplay``: start). ``TxnCoordinator`` here builds them,
+passing each its collaborators, and makes the calls the servicers make.
+Crash windows are tested by injection (``broker.txn.faults``), never by a
+hook of its own.
 """
 
 from __future__ import annotations
@@ -53,13 +62,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from broker.errors import InvalidArgumentError, TxnStateError
-from broker.topics.internal import refuse_internal_segment
-from broker.txn._core import MarkerWriter
-from broker.txn._replay import CoordinatorReplay
+from broker.system.compacted_topic import CompactedTopic
+from broker.topics.manager import TopicManager
+from broker.txn._finish import TxnFinisher
+from broker.txn._markers import MarkerWriter, TxnMarkers
+from broker.txn._replay import TxnReplay
+from broker.txn._table import TxnTable
+from broker.txn._tasks import BackgroundTasks
+from broker.txn._timeouts import TxnTimeouts, check_finished_retention_ms
+from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 from broker.txn.states import (
     DEFAULT_FINISHED_RETENTION_MS,
     DEFAULT_TXN_TIMEOUT_MS,
@@ -95,7 +111,8 @@ log = logging.getLogger(__name__)
 #: How long ``abort`` waits for the markers once its decision is logged.
 ABORT_ANSWER_WAIT_S = 10.0
 
-class TxnCoordinator(CoordinatorReplay):
+
+class TxnCoordinator:
     """Transactions of the broker, logged in ``_txnlog`` on ``topics``.
 
     Args:
@@ -107,9 +124,37 @@ class TxnCoordinator(CoordinatorReplay):
             None: in this broker's own segments.
     """
 
+    def __init__(self, topics: TopicManager, *,
+                 clock: Callable[[], float] = time.time,
+                 finished_retention_ms: int = DEFAULT_FINISHED_RETENTION_MS,
+                 faults: TxnFaults = NO_TXN_FAULTS,
+                 markers: MarkerWriter | None = None) -> None:
+        # Before the log registers its maintenance hook with ``topics``.
+        check_finished_retention_ms(finished_retention_ms)
+        self._clock = clock
+        #: The transaction log: the table writes it, the replay reads it.
+        self._log = CompactedTopic(topics, TXN_LOG_TOPIC)
+        self._tasks = BackgroundTasks()
+        self._table = TxnTable(self._log)
+        self._markers = TxnMarkers(topics, markers)
+        self._finisher = TxnFinisher(self._table, self._markers, self._tasks,
+                                     clock=clock, faults=faults)
+        self._timeouts = TxnTimeouts(self._table, self._finisher, self._tasks, clock=clock,
+                                     finished_retention_ms=finished_retention_ms)
+        self._replay = TxnReplay(self._log, self._table, self._finisher, self._timeouts,
+                                 self._markers, self._tasks)
+
     def route_markers(self, markers: MarkerWriter) -> None:
         """Write markers through ``markers`` (a cluster: the segments' owners write them)."""
-        self._marker_writer = markers
+        self._markers.route(markers)
+
+    async def start(self) -> None:
+        """Replay the log; finish every COMMITTING and ABORTING transaction (``_replay``)."""
+        await self._replay.start()
+
+    async def tick(self) -> int:
+        """The maintenance round (``TxnTimeouts.tick``): how many OPEN transactions timed out."""
+        return await self._timeouts.tick()
 
     async def take_over(self) -> None:
         """Forget everything in memory and replay the log again (cluster: the coordinator moved).
@@ -135,24 +180,20 @@ class TxnCoordinator(CoordinatorReplay):
         for this stand-down before it takes the coordinator over again
         (nemesis seed 11: a transaction ABORTING for good).
         """
-        for task in list(self._background):
-            task.cancel()
+        self._tasks.cancel()
         await self.close()
-        self._stop_retries()  # the cancelled drives scheduled retries of their own
-        self._finishing.clear()
-        self._txns.clear()
-        self._labelled.clear()
-        self._closed_labels.clear()
+        self._table.clear()
+        # Stops the retries the cancelled drives scheduled of their own, and
+        # tells the decision waiters (after the table: they answer retriable,
+        # the successor decides).
+        self._finisher.clear()
         self._log.forget()
-        self._tell_decision_waiters()  # they answer retriable: the successor decides
 
     async def close(self) -> None:
         """Stop the timeout and retry timers; wait out the aborts and log writes under way."""
-        for txn in self._txns.values():
-            self._cancel_timeout(txn)
-        self._stop_retries()
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        self._timeouts.cancel_all()
+        self._finisher.stop_retries()
+        await self._tasks.wait()
 
     async def begin(self, timeout_ms: int, label: str = "") -> TxnId:
         """A new OPEN transaction, aborted (TIMED_OUT) once ``timeout_ms`` passes.
@@ -162,18 +203,18 @@ class TxnCoordinator(CoordinatorReplay):
         if timeout_ms < 0:
             raise InvalidArgumentError(f"timeout_ms must be >= 0, got {timeout_ms}")
         check_label(label)
-        self._check_not_closed(label)
+        self._table.check_not_closed(label)
         timeout_ms = min(timeout_ms or DEFAULT_TXN_TIMEOUT_MS, MAX_TXN_TIMEOUT_MS)
         txn_id = txn_id_from_bytes(uuid.uuid4().bytes)
         assert txn_id is not None  # a version-4 UUID has bits set: never all zero
         txn = Txn(txn_id, TxnState.OPEN, self._now_ms() + timeout_ms, label=label)
-        await self._log.write(txn.name, txn.record())
-        self._add(txn)
-        self._schedule_timeout(txn)
-        if label in self._closed_labels:  # closed while its record was written
+        await self._table.save(txn)
+        self._table.add(txn)
+        self._timeouts.schedule(txn)
+        if self._table.is_closed(label):  # closed while its record was written
             with contextlib.suppress(TxnStateError):
-                await self._abort(txn, TxnState.ABORTED)
-            self._check_not_closed(label)
+                await self._finisher.abort(txn, TxnState.ABORTED)
+            self._table.check_not_closed(label)
         return txn_id
 
     def status(self, txn_id: TxnId) -> TxnStatus:
@@ -182,7 +223,7 @@ class TxnCoordinator(CoordinatorReplay):
         From memory: COMMITTING or ABORTING may not be durable yet (a client
         asks ``durable_status``).
         """
-        txn = self._get(txn_id)
+        txn = self._table.get(txn_id)
         return TxnStatus(txn.state, tuple(txn.segments), txn.deadline_ms, txn.label)
 
     async def durable_status(self, txn_id: TxnId) -> TxnStatus:
@@ -198,13 +239,13 @@ class TxnCoordinator(CoordinatorReplay):
             TxnNotFoundError: unknown.
             BrokerShuttingDownError: the coordinator stood down meanwhile.
         """
-        await self._until_durable(self._get(txn_id))
+        await self._finisher.until_durable(self._table.get(txn_id))
         return self.status(txn_id)
 
     def count_by_state(self) -> dict[str, int]:
         """How many transactions are in each state, by lower-case state name (for metrics)."""
         counts: dict[str, int] = {}
-        for txn in list(self._txns.values()):
+        for txn in self._table.transactions():
             name = txn.state.name.lower()
             counts[name] = counts.get(name, 0) + 1
         return counts
@@ -217,13 +258,14 @@ class TxnCoordinator(CoordinatorReplay):
         ``loaded`` (the segment object written to) is not needed here: on one
         broker a segment never moves (``broker.txn.participant`` needs it).
         """
-        txn = self._get(txn_id)
-        self._check_open(txn)
+        txn = self._table.get(txn_id)
+        if txn.state is not TxnState.OPEN:
+            raise TxnStateError(txn.name, TxnState.OPEN.name, txn.state.name)
         # Counted at once: a commit from now on waits for this append.
         txn.in_flight += 1
         txn.idle.clear()
         try:
-            await self._register(txn, segment)
+            await self._table.register_segment(txn, segment)
             yield
         finally:
             txn.in_flight -= 1
@@ -245,48 +287,25 @@ class TxnCoordinator(CoordinatorReplay):
         async with self.writing(txn_id, segment):  # counted while logged, nothing appended
             pass
 
-    async def _register(self, txn: Txn, segment: str) -> None:
-        """Log ``segment`` as touched by ``txn`` before its first entry there.
-
-        One lock per (transaction, segment): registrations of several segments
-        run at once (their log writes share one append), while appends to one
-        segment pass in their call order (FIFO lock; taking a free lock does
-        not yield), so none overtakes an earlier one of the same flow.
-        """
-        # The broker's own state never joins a transaction (only the public
-        # Append path gets here, and it refuses system segments already).
-        refuse_internal_segment(segment, "a transactional Append")
-        lock = txn.locks.get(segment)
-        if lock is None:
-            lock = txn.locks[segment] = asyncio.Lock()
-        async with lock:
-            if segment in txn.segments:
-                return
-            txn.segments.append(segment)
-            try:
-                await self._log.write(txn.name, txn.record())
-            except BaseException:
-                txn.segments.remove(segment)
-                raise
-
     async def commit(self, txn_ids: Sequence[TxnId]) -> None:
         """Commit the transactions together: one COMMITTING record, markers, COMMITTED.
 
-        Runs to its end even if the caller is cancelled (``_run_to_end``).
+        Runs to its end even if the caller is cancelled (``BackgroundTasks.run_to_end``).
         """
         for txn_id in dict.fromkeys(txn_ids):
             # A repeated call (its first answer lost) is refused as decided only
             # once that decision is durable (``durable_status`` says why). Waited
             # for here, by the caller: ``close`` waits for the work run to its end.
-            if txn_id in self._txns:
-                await self._until_durable(self._txns[txn_id])
-        await self._run_to_end(self._commit(txn_ids))
+            txn = self._table.find(txn_id)
+            if txn is not None:
+                await self._finisher.until_durable(txn)
+        await self._tasks.run_to_end(self._commit(txn_ids))
 
     async def _commit(self, txn_ids: Sequence[TxnId]) -> None:
         if not txn_ids:
             raise InvalidArgumentError("CommitTxn needs at least one txn_id")
         unique = list(dict.fromkeys(txn_ids))
-        txns = [self._get(txn_id) for txn_id in unique]
+        txns = [self._table.get(txn_id) for txn_id in unique]
         for txn in txns:
             check_transition(txn.name, txn.state, TxnState.COMMITTING)
         for txn in txns:
@@ -295,15 +314,15 @@ class TxnCoordinator(CoordinatorReplay):
             await txn.idle.wait()  # no marker before the appends in flight land
         # Decided from here on: a COMMITTING write that fails may still have
         # landed (a restart would commit), so the maintenance tick finishes the
-        # commit rather than the transactions going back to OPEN (``_finish``).
-        job = self._decided([txn.txn_id for txn in txns], GROUP_PREFIX + txns[0].name,
-                            logged=False)
-        await self._drive(job, records_in_background=True)
+        # commit rather than the transactions going back to OPEN (``TxnFinisher``).
+        job = self._finisher.decided_commit([txn.txn_id for txn in txns],
+                                            GROUP_PREFIX + txns[0].name, logged=False)
+        await self._finisher.drive(job, records_in_background=True)
 
     async def abort(self, txn_id: TxnId) -> None:
         """Abort an OPEN transaction: ABORTING record, ABORT markers, ABORTED.
 
-        Runs to its end even if the caller is cancelled (``_run_to_end``).
+        Runs to its end even if the caller is cancelled (``BackgroundTasks.run_to_end``).
         The caller waits for the markers for up to ``ABORT_ANSWER_WAIT_S``
         once the ABORTING record is logged; past that it is answered (the
         abort is decided, as Kafka's EndTxn answers once its PREPARE_ABORT is
@@ -313,14 +332,15 @@ class TxnCoordinator(CoordinatorReplay):
         waits (the nemesis, seed 17: two bookies and two brokers killed within
         40 s; the SDK's abort timed out after 35 s).
         """
-        txn = self._get(txn_id)
-        await self._until_durable(txn)  # refused as decided only once durable (``_commit``)
-        task = self._start_to_end(self._abort(txn, TxnState.ABORTED))
+        txn = self._table.get(txn_id)
+        # Refused as decided only once durable (``commit``, ``durable_status``).
+        await self._finisher.until_durable(txn)
+        task = self._tasks.start_to_end(self._finisher.abort(txn, TxnState.ABORTED))
         while True:
             done, _pending = await asyncio.wait({task}, timeout=ABORT_ANSWER_WAIT_S)
             if done:
                 return task.result()
-            job = self._finishing.get(txn.name)
+            job = self._finisher.job(txn.name)
             if job is not None and job.logged:
                 log.info("transaction %s: ABORTING logged, its markers not all written "
                          "after %.0f s; answered, they follow", txn.name, ABORT_ANSWER_WAIT_S)
@@ -344,12 +364,12 @@ class TxnCoordinator(CoordinatorReplay):
         check_label(label)
         kept = set(keep)
         if close:
-            self._closed_labels.setdefault(label, self._now_ms())
-        txns = [self._txns[txn_id] for txn_id in sorted(self._labelled.get(label, ()))
-                if txn_id not in kept]
-        txns = [txn for txn in txns if txn.state is TxnState.OPEN]
+            self._table.close_label(label, self._now_ms())
+        txns = [txn for txn in self._table.labelled(label)
+                if txn.txn_id not in kept and txn.state is TxnState.OPEN]
         results = await asyncio.gather(
-            *(self._run_to_end(self._abort(txn, TxnState.ABORTED)) for txn in txns),
+            *(self._tasks.run_to_end(self._finisher.abort(txn, TxnState.ABORTED))
+              for txn in txns),
             return_exceptions=True)
         aborted: list[TxnId] = []
         failure: BaseException | None = None
@@ -363,3 +383,6 @@ class TxnCoordinator(CoordinatorReplay):
         if aborted:
             log.info("aborted %d open transactions labelled %r", len(aborted), label)
         return aborted
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)

@@ -113,6 +113,12 @@ class Txn:
         """The txn id in hex: its key in the log."""
         return txn_id_hex(self.txn_id)
 
+    def cancel_timer(self) -> None:
+        """Stop the deadline's timer, if one is set (finishing, or standing down)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
     def record(self) -> bytes:
         """The versioned JSON record of the log."""
         return dump_record(LOG_FORMAT_VERSION, {

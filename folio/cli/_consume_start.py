@@ -100,10 +100,13 @@ def _descendants(by_name: Mapping[str, folio.SegmentRange], of: Iterable[str]) -
 
 def plan_from_offsets(topic: str, every: Sequence[folio.SegmentRange],
                       offsets: Sequence[tuple[str, int]], from_beginning: bool) -> StartPlan:
-    """Start the named segments at their offsets, the others at latest (earliest).
+    """Start the named segments at their offsets, the other active ones at their first event.
 
-    ``every``: all the topic's segments, sealed ones included. A named
-    segment's successors are read whole after it; its predecessors not at all.
+    As ``Client.reader(topic, start={segment: offset})`` does (one rule for SDK
+    and CLI); ``from_beginning`` reads also the sealed history of the segments
+    not named, from the topic's first segments. ``every``: all the topic's
+    segments, sealed ones included. A named segment's successors are read
+    whole after it; its predecessors not at all.
 
     Raises:
         InvalidArgumentError: a segment that is not the topic's.
@@ -120,9 +123,12 @@ def plan_from_offsets(topic: str, every: Sequence[folio.SegmentRange],
     active = [s for s in every if not s.sealed]
     if all(not by_name[name].sealed for name in named) and (
             not from_beginning or len(active) == len(every)):
-        start = {s.name: s.start_offset if from_beginning else s.end_offset for s in active}
+        start = {s.name: s.start_offset for s in active}
         return StartPlan({**start, **named})
-    skip = {s.name: s.start_offset if from_beginning else s.end_offset for s in every}
+    # Unnamed sealed segments are read only with --from-beginning; unnamed
+    # active ones from their first event either way.
+    skip = {s.name: s.start_offset if from_beginning or not s.sealed else s.end_offset
+            for s in every}
     skip.update(dict.fromkeys(_descendants(by_name, named), 0))
     skip.update({name: by_name[name].end_offset for name in _ancestors(by_name, named)})
     skip.update(named)

@@ -107,8 +107,8 @@ class _GroupEvents:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self._out.flush()
-            left = None if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
-            read = self._reader.read_next(left)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            read = self._reader.read_next(timeout=left)
             if read is None:
                 return None
             if read.event is not None:
@@ -205,7 +205,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     starts.add_argument("--from-beginning", action="store_true",
                         help="start at the earliest retained event of every segment "
                         "(default: start at the latest, printing only new events); with "
-                        "--from-offset, where the segments it does not name start")
+                        "--from-offset, the segments it does not name are also read from "
+                        "the topic's first segments")
     starts.add_argument("--from-time", type=parse_time_ms, metavar="TIME", default=None,
                         help="start in every segment at the first event stamped at or after "
                         "TIME: ISO 8601 (2026-11-24T03:00:00Z; UTC when no zone is given) or "
@@ -217,9 +218,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--from-offset", type=offset_start, action="append",
                         metavar="SEGMENT:OFFSET", default=None,
                         help="start segment SEGMENT (number, or name like orders/0) at OFFSET "
-                        "(repeatable); segments not named start at the latest, or the earliest "
-                        "with --from-beginning; a named segment's successors are read after it "
-                        "whole (an offset outside the segment's retained range is an error)")
+                        "(repeatable); active segments not named start at their first "
+                        "event, as the SDK's Client.reader(start={segment: offset}); a named "
+                        "segment's successors are read after it whole (an offset outside the "
+                        "segment's retained range is an error)")
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument("--print", type=print_fields, metavar="FIELD[,FIELD...]", default=None,
                        help=f"print these fields before each payload, each followed by a tab, "

@@ -181,7 +181,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "space evenly, and print what was created. Options not given take the broker's "
         "defaults. An existing NAME is an error (exit 1) unless --if-not-exists.",
     )
-    create.add_argument("name", metavar="NAME", help="the topic's name")
+    create.add_argument("name", metavar="NAME", help="the topic's name, Kafka's rule: 1 to 249 "
+                        "of [A-Za-z0-9._-], not . or .. (a name starting with - after --)")
     create.add_argument("--if-not-exists", action="store_true",
                         help="if NAME exists already, leave it as it is (whatever its "
                         "segments and config) and exit 0, like kafka-topics "
@@ -215,8 +216,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     list_.add_argument("--internal", action="store_true",
                        help="also list the broker's system topics (names starting with "
-                       "'_': _txnlog, _txncommitkeys, _txnbuffer_snapshots); they can be "
-                       "read for diagnosis, never written")
+                       "__folio_, and _txnlog, _txncommitkeys, _txnbuffer_snapshots, "
+                       "_kafka_offsets, _kafka_txn_state); they can be read for diagnosis, "
+                       "never written")
     list_.add_argument("--json", action="store_true",
                        help="print one JSON array of topics, sorted by name, each as "
                        "`topic describe --json` prints it but with only its active "

@@ -1,12 +1,32 @@
-"""The ``ReaderGroups`` calls of one client, and the compare-and-set loop on a group's state."""
+"""The ``ReaderGroups`` calls of one client, and the compare-and-set loop on a group's state.
+
+The writes reconcile an unknown outcome (``folio._unknown``: a lost answer,
+``DEADLINE_EXCEEDED``, the client's own wait) instead of raising at once:
+``CreateReaderGroup`` is made again, and ``ReaderGroupExistsError`` after an
+unknown outcome is our create when the group holds the state we sent;
+``DeleteReaderGroup`` is made again, and ``ReaderGroupNotFoundError`` after an
+unknown outcome means deleted; an ``UpdateReaderGroup`` (``cas``) whose
+outcome is unknown is read back: the state we wrote means done, the version we
+read means not applied (made again with the same expected version, so it can
+never apply twice), anything else means another client changed the group
+meanwhile, so whether ours is in it cannot be told (``OutcomeUnknownError``:
+applying the change again, e.g. a join, could do it twice).
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from folio._unknown import DEFAULT_SETTLE_TIMEOUT_S, settle
 from folio.api.v1 import groups_pb2
-from folio.errors import GroupStateConflictError
+from folio.errors import (
+    GroupStateConflictError,
+    OutcomeUnknownError,
+    ReaderGroupExistsError,
+    ReaderGroupNotFoundError,
+)
 from folio.read._group_state import GroupState
 
 if TYPE_CHECKING:
@@ -51,8 +71,39 @@ class _GroupClient:
                           retry=True)
         return reply.version, GroupState.from_proto(name, reply.state)
 
-    def cas(self, name: str, change: Callable[[GroupState], R]) -> R:
-        """Apply ``change`` to the latest state and write it back by compare-and-set."""
+    def create(self, request: groups_pb2.CreateReaderGroupRequest) -> None:
+        """``CreateReaderGroup``; ``ReaderGroupExistsError`` unless an earlier attempt made it."""
+        def attempt(after_unknown: bool) -> None:
+            try:
+                self.call(self.stub.CreateReaderGroup, request)
+            except ReaderGroupExistsError:
+                if not after_unknown or \
+                        self.get(request.name)[1] != GroupState.from_proto(request.name,
+                                                                           request.state):
+                    raise
+        settle(f"CreateReaderGroup {request.name}", attempt)
+
+    def delete(self, name: str) -> None:
+        """``DeleteReaderGroup``; ``ReaderGroupNotFoundError`` unless an earlier attempt
+        deleted it."""
+        def attempt(after_unknown: bool) -> None:
+            try:
+                self.call(self.stub.DeleteReaderGroup,
+                          groups_pb2.DeleteReaderGroupRequest(name=name))
+            except ReaderGroupNotFoundError:
+                if not after_unknown:
+                    raise
+        settle(f"DeleteReaderGroup {name}", attempt)
+
+    def cas(self, name: str, change: Callable[[GroupState], R], *,
+            settle_s: float = DEFAULT_SETTLE_TIMEOUT_S) -> R:
+        """Apply ``change`` to the latest state and write it back by compare-and-set.
+
+        An update whose outcome is unknown is reconciled for ``settle_s``
+        (``_update``); 0: one attempt, then ``OutcomeUnknownError``, for a
+        caller that reconciles by itself (``GroupReader``'s sync reads what the
+        state says it holds at its next sync, and keeps reading meanwhile).
+        """
         for _ in range(_CAS_ATTEMPTS):
             version, state = self.get(name)
             changed = state.copy()
@@ -62,9 +113,30 @@ class _GroupClient:
             request = groups_pb2.UpdateReaderGroupRequest(
                 name=name, expected_version=version, state=changed.to_proto())
             try:
-                self.call(self.stub.UpdateReaderGroup, request)
+                settle(f"UpdateReaderGroup {name}",
+                       functools.partial(self._update, request, changed), timeout_s=settle_s)
             except GroupStateConflictError:
                 continue
             return result
         raise GroupStateConflictError(f"reader group {name!r} kept changing; gave up after "
                                       f"{_CAS_ATTEMPTS} attempts")
+
+    def _update(self, request: groups_pb2.UpdateReaderGroupRequest, changed: GroupState,
+                after_unknown: bool) -> None:
+        """One ``UpdateReaderGroup`` attempt; after an unknown outcome, read back first."""
+        if after_unknown:
+            # Crash window: the update applied, its answer lost. The group
+            # shows it (done), or is at the version we read (not applied:
+            # made again, the same expected version so at most once), or
+            # another client moved it on: ours may be under theirs.
+            version, now = self.get(request.name)
+            if now == changed:
+                return
+            if version != request.expected_version:
+                raise OutcomeUnknownError(
+                    f"UpdateReaderGroup {request.name}: its outcome was unknown and the "
+                    f"group changed since (version {request.expected_version} -> "
+                    f"{version}); whether the change is in it cannot be told: read the "
+                    f"group (describe) before trying again",
+                    operation=f"UpdateReaderGroup {request.name}")
+        self.call(self.stub.UpdateReaderGroup, request)

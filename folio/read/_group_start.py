@@ -67,7 +67,44 @@ def initial_state(client: SegmentCatalog, name: str, topics: Sequence[str],
             raise InvalidArgumentError(f"the cut names segments {topic!r} does not have: "
                                        f"{unknown}")
         finished |= _dangling_ancestors(mine, graph)
+        added, outside = _left_out(mine, graph)
+        positions.update(added)
+        finished |= outside
     return GroupState.starting_at(name, topics, positions, finished=finished)
+
+
+def _left_out(cut: Sequence[str], every: Mapping[str, SegmentRange]
+              ) -> tuple[dict[str, int], set[str]]:
+    """What a cut naming only part of a topic leaves out, as ``Client.reader`` sees it.
+
+    Active segments neither named nor after a named one start at their first
+    event (the SDK's and ``folio consume --from-offset``'s rule for segments a
+    start does not name); sealed predecessors of a successor of the cut that
+    the cut leaves out lie outside it and count as finished, so that successor
+    is handed out once the named segments before it are read. A cut covering
+    the key space (a checkpoint's, say) leaves nothing out: both are empty.
+    """
+    named = set(cut)
+    later: set[str] = set()
+    todo = [s for name in cut for s in every[name].successors]
+    while todo:
+        segment = todo.pop()
+        if segment not in later and segment in every:
+            later.add(segment)
+            todo.extend(every[segment].successors)
+    later -= named
+    before: set[str] = set()
+    todo = [p for name in cut for p in every[name].predecessors]
+    while todo:
+        segment = todo.pop()
+        if segment not in before and segment in every:
+            before.add(segment)
+            todo.extend(every[segment].predecessors)
+    added = {s.name: s.start_offset for s in every.values()
+             if not s.sealed and s.name not in named | later}
+    outside = {p for name in later for p in every[name].predecessors
+               if p in every and p not in named | later | before}
+    return added, outside
 
 
 def _dangling_ancestors(cut: Sequence[str], every: Mapping[str, SegmentRange]) -> set[str]:

@@ -4,7 +4,7 @@
 whose state lives in the broker (``ReaderGroups`` service) and changes only by
 compare-and-set (``folio.read._group_state`` holds the rules). Each
 ``group.reader(reader_id)`` is a :class:`GroupReader`: it holds some segments
-— an even share — and reads them; ``read_next(timeout_ms)`` returns an
+— an even share — and reads them; ``read_next(timeout=seconds)`` returns an
 :class:`EventRead` carrying the event and the reader's position after it, or
 a checkpoint event. A successor segment (after scaling) is handed out only
 once all its predecessors were read to their end, so the events of one
@@ -35,10 +35,10 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
+from folio._deprecated import renamed_timeout
 from folio._transport.segment_streams import SegmentStreams, check_policy
 from folio.api.v1 import groups_pb2, read_pb2
 from folio.errors import (
@@ -67,6 +67,7 @@ from folio.read._group_calls import _GroupClient
 from folio.read._group_heartbeat import Heartbeat
 from folio.read._group_start import GroupStart, initial_state
 from folio.read._group_state import GroupState, Successor
+from folio.read._group_sync import Synced, join, replace_state
 from folio.read.cuts import Checkpoint, Position
 from folio.serializers import BytesSerializer, Serializer
 
@@ -84,16 +85,6 @@ _ISOLATIONS = {
     "read_committed": read_pb2.ReadRequest.READ_COMMITTED,
     "read_uncommitted": read_pb2.ReadRequest.READ_UNCOMMITTED,
 }
-
-
-@dataclass(slots=True)
-class _Synced:
-    checkpoint: str | None = None
-    released: dict[str, int] = field(default_factory=dict)
-    finished: list[str] = field(default_factory=list)
-    acquired: dict[str, int] = field(default_factory=dict)
-    missing: dict[str, int] = field(default_factory=dict)
-    extra: list[str] = field(default_factory=list)
 
 
 class ReaderGroup:
@@ -129,7 +120,7 @@ class ReaderGroup:
         state.session_timeout_ms = session_timeout_ms or 0
         request = groups_pb2.CreateReaderGroupRequest(name=name, state=state.to_proto())
         try:
-            calls.call(calls.stub.CreateReaderGroup, request)
+            calls.create(request)  # an unknown outcome is reconciled (_group_calls)
         except ReaderGroupExistsError:
             _, existing = calls.get(name)
             if sorted(existing.topics) != sorted(set(topics)):
@@ -168,7 +159,7 @@ class ReaderGroup:
         check_policy(on_deserialization_error)
         session = uuid.uuid4().hex
         try:
-            timeout_ms = self._calls.cas(self.name, lambda state: _join(state, reader_id,
+            timeout_ms = self._calls.cas(self.name, lambda state: join(state, reader_id,
                                                                             session))
         except ReaderIdInUseError as error:
             raise id_in_use_error(self._calls, self.name, reader_id, error) from None
@@ -227,17 +218,20 @@ class ReaderGroup:
 
     # -- checkpoints and resets ---------------------------------------------
 
-    def initiate_checkpoint(self, name: str, timeout_s: float | None = None
+    def initiate_checkpoint(self, name: str, timeout: float | None = None, *,
+                            timeout_s: float | None = None
                             ) -> concurrent.futures.Future[Checkpoint]:
         """Starts checkpoint ``name``; the future completes when every reader passed it.
 
         Readers pass it in their ``read_next`` calls (each returns a
         checkpoint event), so they must keep reading. The future fails with
-        ``TimeoutError`` after ``timeout_s`` (None: no limit).
+        ``TimeoutError`` after ``timeout`` seconds (None: no limit; ``timeout_s``: deprecated).
 
         Raises:
             InvalidArgumentError: the name is empty or used already.
         """
+        timeout_s = renamed_timeout("ReaderGroup.initiate_checkpoint", timeout, "timeout_s",
+                                    timeout_s, 1.0)
         self._calls.cas(self.name, lambda state: state.initiate_checkpoint(name))
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         return self._calls.io.submit(self._await_checkpoint(name, deadline))
@@ -283,29 +277,16 @@ class ReaderGroup:
                     f"is declared offline after the session timeout, or declare it offline "
                     f"now with reader_offline)", group=self.name,
                     members=sorted(current.readers))
-            _replace(current, fresh)
+            replace_state(current, fresh)
 
         self._calls.cas(self.name, change)
 
     def delete(self) -> None:
         """Deletes the group. ``ReaderGroupNotFoundError``."""
-        self._calls.call(self._calls.stub.DeleteReaderGroup,
-                         groups_pb2.DeleteReaderGroupRequest(name=self.name))
+        self._calls.delete(self.name)
 
     def __repr__(self) -> str:
         return f"<ReaderGroup {self.name!r}>"
-
-
-def _join(state: GroupState, reader_id: str, session: str) -> int:
-    state.add_reader(reader_id, session)
-    return state.session_timeout_ms
-
-
-def _replace(current: GroupState, fresh: GroupState) -> None:
-    current.readers, current.unassigned = {}, dict(fresh.unassigned)
-    current.sessions = {}
-    current.future, current.finished = dict(fresh.future), set(fresh.finished)
-    current.pending = []
 
 
 class GroupReader(Generic[T]):
@@ -350,11 +331,14 @@ class GroupReader(Generic[T]):
         """The segments this reader holds now."""
         return sorted(self._streams.segments)
 
-    def read_next(self, timeout_ms: int | None = None) -> EventRead[T] | None:
-        """The next event (or checkpoint event), waiting up to ``timeout_ms``.
+    def read_next(self, timeout_ms: int | None = None, *,
+                  timeout: float | None = None) -> EventRead[T] | None:
+        """The next event (or checkpoint event), waiting up to ``timeout`` seconds.
+
+        ``timeout_ms`` (also positional) is the deprecated spelling, in milliseconds.
 
         Returns:
-            An ``EventRead``, or None when ``timeout_ms`` passed (or the
+            An ``EventRead``, or None when ``timeout`` passed (or the
             reader is closed).
 
         Raises:
@@ -365,7 +349,8 @@ class GroupReader(Generic[T]):
                 the reader stays on it until ``skip(error)``.
             FolioError: a segment's stream failed for good.
         """
-        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+        seconds = renamed_timeout("GroupReader.read_next", timeout, "timeout_ms", timeout_ms, 0.001)
+        deadline = None if seconds is None else time.monotonic() + seconds
         streams = self._streams
         if self._returned is not None:
             # Every event returned by an earlier call counts as processed.
@@ -417,7 +402,7 @@ class GroupReader(Generic[T]):
         me = self.reader_id
         reading = set(streams.segments) if self._reconcile else None
 
-        def change(state: GroupState) -> _Synced:
+        def change(state: GroupState) -> Synced:
             synced = _transition(state)
             if reading is not None:
                 # An earlier update may have been applied although its reply was
@@ -429,10 +414,10 @@ class GroupReader(Generic[T]):
                                 s not in synced.released and s not in synced.finished]
             return synced
 
-        def _transition(state: GroupState) -> _Synced:
+        def _transition(state: GroupState) -> Synced:
             state.check_session(me, self._session)
             held = state.held(me)
-            synced = _Synced()
+            synced = Synced()
             name = state.checkpoint_for(me)
             if name is not None:
                 synced.checkpoint = name
@@ -447,7 +432,7 @@ class GroupReader(Generic[T]):
                 synced.released = state.rebalance(me, positions)
             return synced
 
-        synced = self._calls.cas(self.group.name, change)
+        synced = self._calls.cas(self.group.name, change, settle_s=0.0)  # see _reconcile
         self._reconcile = False
         self._finished.difference_update(synced.finished, synced.released, synced.extra)
         for segment in (*synced.released, *synced.finished, *synced.extra):
@@ -476,7 +461,7 @@ class GroupReader(Generic[T]):
             state.remove_reader(self.reader_id, positions)
 
         try:
-            self._calls.cas(self.group.name, leave)
+            self._calls.cas(self.group.name, leave, settle_s=0.0)  # else the session ends
         except (ReaderNotInGroupError, ReaderGroupNotFoundError):
             pass  # declared offline, or the group is gone: nothing to hand back
         except FolioError as error:

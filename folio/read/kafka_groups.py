@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 
 from folio._status import error_from_rpc
 from folio._transport.addresses import address_key
+from folio._unknown import settle
 from folio.api.v1 import groups_pb2
 from folio.errors import (
     FolioError,
@@ -234,8 +235,9 @@ class KafkaGroup:
         """Commit each partition's start (earliest) or end (latest) offset; the group after.
 
         ``topics``: whose partitions (None: every topic the group committed;
-        a group without offsets needs them). Safe to call again after a
-        ``FolioUnavailableError`` (the offsets are absolute).
+        a group without offsets needs them). The offsets are absolute, so a
+        call whose outcome is unknown (a lost answer) is made again
+        (``folio._unknown``; ``OutcomeUnknownError`` after 60 s).
 
         Raises:
             ReaderGroupNotEmptyError: the group has members.
@@ -249,16 +251,26 @@ class KafkaGroup:
             name=self.name, topics=topics or [],
             to=groups_pb2.ResetKafkaGroupRequest.TO_EARLIEST if to == "earliest"
             else groups_pb2.ResetKafkaGroupRequest.TO_LATEST)
-        return description_from_proto(self._call("ResetKafkaGroup", request))
+        return settle(f"ResetKafkaGroup {self.name}", lambda _after: description_from_proto(
+            self._call("ResetKafkaGroup", request)))
 
     def delete(self) -> None:
         """Delete the group and its committed offsets (Kafka's DeleteGroups).
+
+        A call whose outcome is unknown is made again; ``ReaderGroupNotFoundError``
+        after it means deleted.
 
         Raises:
             ReaderGroupNotEmptyError: the group has members.
             ReaderGroupNotFoundError: no such group.
         """
-        self._call("DeleteKafkaGroup", groups_pb2.DeleteKafkaGroupRequest(name=self.name))
+        def attempt(after_unknown: bool) -> None:
+            try:
+                self._call("DeleteKafkaGroup", groups_pb2.DeleteKafkaGroupRequest(name=self.name))
+            except ReaderGroupNotFoundError:
+                if not after_unknown:
+                    raise
+        settle(f"DeleteKafkaGroup {self.name}", attempt)
 
 
 def _listings(reply: groups_pb2.ListKafkaGroupsResponse) -> dict[str, GroupListing]:

@@ -32,15 +32,14 @@ is ever outstanding, ``L >=`` a transaction's number means it was written
 (whole: the broker records the number only with the entry, and held blocks
 of a dead stream or a re-bound flow are dropped) and it is acknowledged (as a
 duplicate, offset -1); otherwise none of it was written and it is sent again
-whole, with the same numbers. Never half, never twice.
+whole, with the same numbers: never half, never twice.
 
 Sealed segment (scaling, PDP-44 "Segment Sealed"): ``SegmentIsSealed``
-hands every unfinished transaction, in order, to ``successor`` (see
-:meth:`TxnFlow._on_sealed`); the transaction writer sends them again, whole
-and renumbered, to the successor segment owning its routing key. A
-transaction whose end block was sent before the seal but whose answer was
-lost is settled first by ``AppendSetup``, which a sealed segment still
-answers with this writer's last event number (its writer attribute): written
+hands every unfinished transaction, in order, to ``successor``
+(``TxnFlow._on_sealed``), sent again whole and renumbered to the successor
+owning its routing key. A transaction whose end block was sent before the
+seal but whose answer was lost is settled first by ``AppendSetup``, which a
+sealed segment still answers with this writer's last event number: written
 (acknowledged here, never sent again) or not (moved).
 """
 
@@ -59,6 +58,7 @@ from folio.api.v1 import append_pb2
 from folio.errors import (
     FolioError,
     NoSuchSegmentError,
+    OutcomeUnknownError,
     SegmentSealedError,
     TxnFailedError,
     WriterClosedError,
@@ -461,7 +461,13 @@ class TxnFlow:
         self._in_flight = None
         while self._queue:
             commit = self._queue.popleft()
-            self._fail(commit, TxnFailedError(
+            # Numbered: sent, unsettled since: may be written, unless the segment is gone.
+            sent = commit.last_event_number is not None and \
+                not isinstance(error, NoSuchSegmentError)
+            self._fail(commit, OutcomeUnknownError(
+                f"the transaction to {self.segment} may or may not have been written (sent, "
+                f"its answer lost, then: {error}); read the segment before writing it again",
+                operation=f"Append {self.segment}") if sent else TxnFailedError(
                 f"the transaction to {self.segment} was not committed: {error}",
                 segment=self.segment), cause=error)
         self._unregister()

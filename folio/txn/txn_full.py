@@ -35,19 +35,15 @@ or the stream stays down longer than the transaction's timeout, the
 transaction is aborted on the broker (best effort; else its timeout aborts
 it) and ``flush``/``commit`` raise :class:`TxnFailedError` whose
 ``retriable`` is the cause's: nothing of it becomes visible, and the caller
-may ``begin`` a new transaction and write its events again. A failure of
-``CommitTxn`` itself is raised as the broker's typed error
-(``TxnStateError`` with ``expected``/``actual``, ``TxnNotFoundError``,
-``FolioUnavailableError``); after an unavailable broker the outcome is
-decided by the coordinator (``status`` tells it).
+may ``begin`` a new transaction and write its events again. A refused
+``CommitTxn`` raises the broker's typed error; one whose answer is lost is
+read back and made again until its timeout, then ``OutcomeUnknownError``.
 
 Handing over. ``detach`` flushes and returns the id of a transaction still
 open, for another process to commit (``Client.commit_transactions``, several
 atomically) or abort. ``begin(label=...)`` names transactions begun for one
-job (one per task, say): ``Client.abort_transactions(label, keep)`` then
-aborts those whose ids never reached the job, instead of leaving them open
-until their timeout.
-
+job: ``Client.abort_transactions(label, keep)`` then aborts those whose ids
+never reached the job, instead of leaving them open until their timeout.
 Thread-safe: a writer may have many open transactions (one per thread, say),
 and one transaction may be written from several threads.
 """
@@ -65,6 +61,8 @@ from enum import Enum
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from folio._exits import clean_up
+from folio._unknown import settle
 from folio.api.v1 import transactions_pb2
 from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES
 from folio.api.v1.routing import segment_index
@@ -288,13 +286,13 @@ class Transaction(Generic[T]):
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
+        """Commits, or aborts if the body raised: an abort's failure is a note on its error."""
         if self._state is not _Local.OPEN:
             return
-        if exc_type is None:
+        if exc is None:
             self.commit()
         else:
-            with contextlib.suppress(FolioError):
-                self.abort()
+            clean_up(exc, self.abort, f"aborting transaction {self.txn_id.hex()}")
 
     def __repr__(self) -> str:
         return (f"<Transaction {self.txn_id.hex()} {self._writer.topic!r} "
@@ -347,9 +345,9 @@ class Transaction(Generic[T]):
         with self._lock:
             if self._state is _Local.OPEN:
                 self._state = _Local.FAILED
-        with contextlib.suppress(FolioError):
-            self._writer._call(self._writer._stub.AbortTxn,
-                               transactions_pb2.AbortTxnRequest(txn_id=self.txn_id))
+        with contextlib.suppress(FolioError):  # unknown until its timeout: the broker aborts it
+            decide(self._writer._call, self._writer._stub, self.txn_id, commit=False,
+                   timeout=self._writer.txn_timeout_ms / 1000)
         self._end(None)
         error = TxnFailedError(
             f"transaction {self.txn_id.hex()} failed and was aborted (nothing of it is "
@@ -418,31 +416,30 @@ class TransactionalWriter(Generic[T]):
             WriterClosedError: the writer is closed.
             InvalidArgumentError: the label is too long.
             TxnFailedError: the label was closed (``abort_transactions(close=True)``).
-            FolioUnavailableError: the broker cannot be reached.
+            OutcomeUnknownError: no answer for 60 s (an unused transaction may be open).
         """
         if self._closed:
             raise WriterClosedError("the transactional writer is closed")
-        # Tried again on a lost answer: a transaction begun by a lost call is
-        # never written to, and its timeout (or a sweep of its label) aborts it.
-        response = self._call(self._stub.BeginTxn,
-                              transactions_pb2.BeginTxnRequest(timeout_ms=self.txn_timeout_ms,
-                                                               label=label),
-                              retry=True)
+        # Made again after an unknown outcome: a lost call's transaction is unused, times out.
+        request = transactions_pb2.BeginTxnRequest(timeout_ms=self.txn_timeout_ms, label=label)
+        response = settle("BeginTxn", lambda _after: self._call(self._stub.BeginTxn, request,
+                                                                 retry=True))
         txn: Transaction[T] = Transaction(self, response.txn_id)
         with self._lock:
             self._open.add(txn)
         return txn
 
     def close(self, timeout: float | None = None) -> None:
-        """Aborts the transactions still open (best effort). Idempotent."""
+        """Aborts those still open, best effort, within ``timeout`` (None: txn_timeout_ms)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             still_open = list(self._open)
-        for txn in still_open:
+        deadline = time.monotonic() + (self.txn_timeout_ms / 1000 if timeout is None else timeout)
+        for txn in still_open:  # unknown at the deadline: their timeout aborts them
             with contextlib.suppress(FolioError):
-                txn.abort()
+                txn.abort(max(0.0, deadline - time.monotonic()))
         if self._on_close is not None:
             self._on_close(self)
 
@@ -456,7 +453,7 @@ class TransactionalWriter(Generic[T]):
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        self.close()
+        clean_up(exc, self.close, f"closing the transactional writer of topic {self.topic!r}")
 
     def __repr__(self) -> str:
         return f"<TransactionalWriter topic={self.topic!r} segments={len(self._names)}>"

@@ -108,11 +108,16 @@ def test_bad_input_gets_precise_statuses(channel: grpc.Channel) -> None:
     code, name, context, _ = _refusal(admin.GetTopic, admin_pb2.GetTopicRequest(name="nope"))
     assert (code, name, context) == (grpc.StatusCode.NOT_FOUND, "TopicNotFoundError",
                                      {"topic": "nope"})
-    for bad in ("", "has space", "x" * 250, "a/b"):
+    for bad in ("", "has space", "x" * 250, "a/b", ".", ".."):
         code, name, _, _ = _refusal(admin.CreateTopic, admin_pb2.CreateTopicRequest(name=bad))
         assert (code, name) == (grpc.StatusCode.INVALID_ARGUMENT, "TopicNameError"), bad
-    code, name, _, _ = _refusal(admin.CreateTopic, admin_pb2.CreateTopicRequest(name="_system"))
-    assert (code, name) == (grpc.StatusCode.PERMISSION_DENIED, "InternalTopicError")
+    for system in ("__folio_system", "_txnlog"):
+        code, name, _, _ = _refusal(admin.CreateTopic,
+                                    admin_pb2.CreateTopicRequest(name=system))
+        assert (code, name) == (grpc.StatusCode.PERMISSION_DENIED, "InternalTopicError"), system
+    for kafka_name in ("_system", ".hidden"):  # names Kafka accepts
+        made = admin.CreateTopic(admin_pb2.CreateTopicRequest(name=kafka_name), timeout=30)
+        assert made.name == kafka_name
     code, _, _, details = _refusal(
         admin.CreateTopic, admin_pb2.CreateTopicRequest(name="many", segment_count=1025))
     assert code == grpc.StatusCode.INVALID_ARGUMENT

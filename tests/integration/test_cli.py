@@ -100,6 +100,19 @@ def test_no_broker_says_how_to_start_one(server: BookieProcess) -> None:
     assert "make run" in line and "folio standalone" in line
 
 
+def test_names_kafka_accepts_and_the_reserved_ones(server: BookieProcess) -> None:
+    for name in ("_schemas", ".hidden"):
+        assert ok(folio(server, "topic", "create", name)).startswith(f"created topic {name} ")
+        ok(folio(server, "produce", name, stdin=b"one\n"))
+        assert ok(folio(server, "consume", name, "--from-beginning", "--max-events", "1")
+                  ) == "one\n"
+    reserved = one_error_line(folio(server, "topic", "create", "__folio_x"),
+                              "folio topic create")
+    assert "is internal to the broker" in reserved
+    bad = one_error_line(folio(server, "topic", "create", ".."), "folio topic create")
+    assert "topic name cannot be '..'" in bad
+
+
 def test_produce_then_consume_from_beginning_gives_the_same_lines(server: BookieProcess) -> None:
     ok(folio(server, "topic", "create", "lines"))
     lines = [f"line {i}".encode() for i in range(98)] + [b"", b"\xff\x00\tbinary \r"]

@@ -24,7 +24,7 @@ def test_a_group_made_before_bootstrap_uses_the_broker_that_answered(
     with folio.Client(f"127.0.0.1:{free_port()},{server.address}", timeout_s=30) as client:
         group = client.reader_group("g-bootstrap", ["bootstrap-group"], "earliest")
         with group.reader("r0") as reader:
-            read = reader.read_next(30_000)
+            read = reader.read_next(timeout=30)
             assert read is not None and read.event is not None
             assert read.event.payload == b"e0"
         assert group.online_readers() == []

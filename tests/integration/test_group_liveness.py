@@ -37,7 +37,7 @@ def _read_in_threads(readers: list[GroupReader[Any]], got: list[bytes],
 
     def run(reader: GroupReader[Any]) -> None:
         while not stop.is_set():
-            read = reader.read_next(50)
+            read = reader.read_next(timeout=0.05)
             if read is not None and read.event is not None:
                 with lock:
                     got.append(read.event.payload)
@@ -55,7 +55,7 @@ def test_a_joining_member_gets_its_share_without_a_checkpoint(client: folio.Clie
     first = group.reader("first")
     got: list[bytes] = []
     while len(got) < 200:
-        read = first.read_next(1000)
+        read = first.read_next(timeout=1)
         if read is not None and read.event is not None:
             got.append(read.event.payload)
     assert len(first.segments) == 6
@@ -114,7 +114,7 @@ def test_reader_offline_uses_the_reported_position(client: folio.Client) -> None
 
     def reported_all() -> bool:
         nonlocal count
-        read = reader.read_next(20)  # each call acknowledges what the earlier ones returned
+        read = reader.read_next(timeout=0.02)  # each call acknowledges what came before
         count += read is not None and read.event is not None
         [member] = group.describe().members
         return count == 50 and [s.position for s in member.segments] == [50]
@@ -125,7 +125,7 @@ def test_reader_offline_uses_the_reported_position(client: folio.Client) -> None
     assert [(s.position, s.lag) for s in group.describe().unassigned] == [(50, 0)]
     with pytest.raises(folio.ReaderNotInGroupError):
         while True:
-            reader.read_next(50)
+            reader.read_next(timeout=0.05)
     reader.close()
 
 
@@ -157,7 +157,7 @@ def test_folio_group_commands(server: BookieProcess, client: folio.Client) -> No
     table = run_folio("group", "list", *ep)
     assert table.returncode == 0 and "g-lv-cli" in table.stdout
 
-    wait_for(lambda: member.read_next(50) is None and len(member.segments) == 2,
+    wait_for(lambda: member.read_next(timeout=0.05) is None and len(member.segments) == 2,
              "the member read its segments", 30)
     described = run_folio("group", "describe", "g-lv-cli", "--json", *ep)
     assert described.returncode == 0, described.stderr

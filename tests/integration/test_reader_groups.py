@@ -60,7 +60,7 @@ def _drain(readers: list[GroupReader[Any]], until: int, got: list[EventRead[Any]
     def run(reader: GroupReader[Any]) -> None:
         try:
             while not failures and not done():
-                read = reader.read_next(50)
+                read = reader.read_next(timeout=0.05)
                 if read is not None:
                     with lock:
                         got.append(read)
@@ -119,7 +119,7 @@ def test_checkpoint_then_new_group_resumes_exactly_there(client: folio.Client) -
     readers = [group.reader("x"), group.reader("y")]
     got: list[EventRead[Any]] = []
     _drain(readers, len(first), got)
-    future = group.initiate_checkpoint("cp1", timeout_s=60)
+    future = group.initiate_checkpoint("cp1", timeout=60)
     _drain(readers, 0, got, stop=future.done)
     checkpoint = future.result()
     assert sum(1 for r in got if r.checkpoint_name == "cp1") == 2
@@ -133,7 +133,7 @@ def test_checkpoint_then_new_group_resumes_exactly_there(client: folio.Client) -
     again: list[EventRead[Any]] = []
     _drain([new_reader], len(second), again)
     assert Counter(_payloads(again)) == Counter(p for _, p in second)
-    assert new_reader.read_next(300) is None
+    assert new_reader.read_next(timeout=0.3) is None
     for reader in (*readers, new_reader):
         reader.close()
 
@@ -145,7 +145,7 @@ def test_checkpoint_mid_stream_splits_events_exactly(client: folio.Client) -> No
     readers = [group.reader("m1"), group.reader("m2")]
     got: list[EventRead[Any]] = []
     _drain(readers, 30, got)  # some events read before the checkpoint begins
-    future = group.initiate_checkpoint("mid", timeout_s=60)
+    future = group.initiate_checkpoint("mid", timeout=60)
     _drain(readers, len(written), got)
     _drain(readers, 0, got, stop=future.done)  # both readers pass it
     checkpoint = future.result(60)
@@ -162,7 +162,7 @@ def test_checkpoint_mid_stream_splits_events_exactly(client: folio.Client) -> No
     if after:
         _drain([replay], len(after), again)
     assert Counter(_payloads(again)) == Counter(after)
-    assert replay.read_next(300) is None
+    assert replay.read_next(timeout=0.3) is None
     assert len(_payloads(got)) == len(written)
     for reader in (*readers, replay):
         reader.close()
@@ -191,12 +191,12 @@ def test_reader_offline_with_position_loses_nothing_and_repeats_nothing(
     group.reader_offline("a", persisted)
     assert group.online_readers() == ["b"]
     with pytest.raises(folio.ReaderNotInGroupError):
-        a.read_next(10_000)
+        a.read_next(timeout=10)
     c = group.reader("c")
     rest: list[EventRead[Any]] = []
     _drain([b, c], len(written) - len(processed), rest)
     assert Counter(_payloads(processed + rest)) == Counter(p for _, p in written)
-    assert b.read_next(300) is None and c.read_next(300) is None
+    assert b.read_next(timeout=0.3) is None and c.read_next(timeout=0.3) is None
     _check_order(processed + rest)
     for reader in (b, c):
         reader.close()
@@ -212,7 +212,7 @@ def test_readers_join_and_leave_mid_stream(client: folio.Client) -> None:
     assert len(first.segments) == 6
     second = group.reader("second")
     # Rebalancing happens at checkpoints: the first reader gives back half.
-    future = group.initiate_checkpoint("rebalance", timeout_s=60)
+    future = group.initiate_checkpoint("rebalance", timeout=60)
     _drain([first, second], 0, got, stop=future.done)
     _drain([first, second], 300, got)
     assert len(second.segments) > 0
@@ -345,7 +345,7 @@ def test_group_reads_in_key_order_while_the_topic_splits_and_merges(
     _check_order(got)
     # Every sealed segment was read to its end and handed over: nothing held or waiting.
     assert group.waiting_segments() == {}
-    assert all(reader.read_next(200) is None for reader in readers)
+    assert all(reader.read_next(timeout=0.2) is None for reader in readers)
     segments = client.get_segments("rg-scale", include_sealed=True)
     assert sum(1 for s in segments if s.sealed) >= 6
     for reader in readers:

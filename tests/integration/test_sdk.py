@@ -72,9 +72,12 @@ def test_admin_refusals_are_typed(client: folio.Client) -> None:
     with pytest.raises(folio.TopicExistsError):
         client.create_topic("admin-b")
     with pytest.raises(folio.InternalTopicError):
-        client.create_topic("_reserved")
+        client.create_topic("__folio_reserved")
+    assert client.create_topic("_not_reserved").name == "_not_reserved"
     with pytest.raises(folio.TopicNameError):
         client.create_topic("bad name")
+    with pytest.raises(folio.TopicNameError, match=r"topic name cannot be '\.\.'"):
+        client.create_topic("..")
     with pytest.raises(folio.InvalidArgumentError):
         client.create_topic("admin-c", 5000)
     with pytest.raises(folio.InvalidArgumentError):

@@ -171,9 +171,11 @@ def test_every_public_write_is_refused_and_the_broker_restarts(broker: Broker,
         code, message, name = attempt()
         assert (code, name) == (_Code.PERMISSION_DENIED, "InternalTopicError"), action
         assert message == (
-            f"topic '{topic}' is internal to the broker: {action} is refused (topics whose "
-            "names start with '_' hold the broker's own state and only the broker writes "
-            "them; they can still be read and listed with `folio topic list --internal`)")
+            f"topic '{topic}' is internal to the broker: {action} is refused (system topics, "
+            "named '__folio_...' or _txnlog, _txncommitkeys, _txnbuffer_snapshots, "
+            "_kafka_offsets, _kafka_txn_state, hold the broker's own state and only the "
+            "broker writes them; they can still be read and listed with "
+            "`folio topic list --internal`)")
         broker.restart()
         # The broker started, its state is whole: transactions begin, and the
         # idempotent commit made before every attempt is still a duplicate.

@@ -139,7 +139,7 @@ def test_a_bad_policy_is_refused(client: folio.Client) -> None:
 def _group_read(reader: folio.GroupReader[Any], count: int) -> list[folio.Event[Any]]:
     events: list[folio.Event[Any]] = []
     while len(events) < count:
-        read = reader.read_next(30_000)
+        read = reader.read_next(timeout=30)
         assert read is not None, f"only {len(events)} of {count} events came"
         if read.event is not None:
             events.append(read.event)
@@ -154,15 +154,15 @@ def test_group_member_stays_on_the_event_and_its_checkpoint_names_it(
     member = group.reader("a", folio.JsonSerializer())
     assert [e.offset for e in _group_read(member, BAD_OFFSET)] == GOOD[:BAD_OFFSET]
     with pytest.raises(folio.DeserializationError) as caught:
-        member.read_next(30_000)
+        member.read_next(timeout=30)
     _check_error(caught.value, "ud-group", segment)
     assert member.position.positions == {segment: BAD_OFFSET}
     # The member passes a checkpoint while it stays on the event: the
     # checkpoint records the bad event's offset, not one past it.
-    future = group.initiate_checkpoint("stuck", timeout_s=60)
+    future = group.initiate_checkpoint("stuck", timeout=60)
     while not future.done():
         try:
-            read = member.read_next(1000)
+            read = member.read_next(timeout=1)
         except folio.DeserializationError as error:
             assert error.offset == BAD_OFFSET
             continue
@@ -174,7 +174,7 @@ def test_group_member_stays_on_the_event_and_its_checkpoint_names_it(
     wait_for(lambda: [s.position for m in group.describe().members for s in m.segments]
              == [BAD_OFFSET], "the member's reported position is the bad event's offset")
     with pytest.raises(folio.DeserializationError):
-        member.read_next(30_000)  # still there after all of that
+        member.read_next(timeout=30)  # still there after all of that
     group.reader_offline("a")
     member.close()
     heir = group.reader("b", folio.JsonSerializer(), on_deserialization_error="raw")
@@ -186,7 +186,7 @@ def test_group_member_stays_on_the_event_and_its_checkpoint_names_it(
     fresh = client.reader_group("ud-g2", ["ud-group"], start=checkpoint, sync_interval_ms=50)
     replay = fresh.reader("c", folio.JsonSerializer())
     with pytest.raises(folio.DeserializationError) as there:
-        replay.read_next(30_000)
+        replay.read_next(timeout=30)
     assert there.value.offset == BAD_OFFSET
     replay.skip(there.value)
     assert [e.offset for e in _group_read(replay, BAD_OFFSET)] == GOOD[BAD_OFFSET:]

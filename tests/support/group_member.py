@@ -29,7 +29,7 @@ def _member(group: folio.ReaderGroup, reader_id: str, out: TextIO) -> None:
         out.write("joined\n")
         out.flush()
         while True:
-            read = reader.read_next(100)
+            read = reader.read_next(timeout=0.1)
             if read is not None and read.event is not None:
                 event = read.event
                 out.write(f"{event.payload.decode()}\t{event.segment}\t{event.offset}\n")

@@ -7,10 +7,13 @@ read per request); while no owner is known the partition answers
 LEADER_NOT_AVAILABLE with leader -1, and clients ask again.
 
 A topic's partitions are its segments by number (``broker.kafka.partitions``),
-sealed ones included. No topic is created by Metadata
-(``allow_auto_topic_creation`` is ignored: create topics with CreateTopics or
-``folio topic create``); an unknown topic, or a system one (``_`` name), is
-UNKNOWN_TOPIC_OR_PARTITION.
+sealed ones included. A missing topic asked by name is created when the
+request allows it (``allow_auto_topic_creation``) and the broker's
+``kafka_auto_create_topics`` is on, as Kafka's ``auto.create.topics.enable``
+(``broker.kafka.auto_create``: TOPIC_AUTHORIZATION_FAILED without the
+permission to create it, INVALID_TOPIC_EXCEPTION for a name Kafka refuses,
+LEADER_NOT_AVAILABLE while another creator finishes it); otherwise an
+unknown topic, or a system one, is UNKNOWN_TOPIC_OR_PARTITION.
 
 While the metadata store cannot be read (a ZooKeeper connection loss:
 ``MetadataUnavailableError``, or any retriable ``LedgerError``) the request
@@ -49,13 +52,13 @@ from typing import Any, TypeVar
 from kio.schema.errors import ErrorCode
 
 from broker.errors import BrokerError, BrokerShuttingDownError
-from broker.kafka.access import TOPIC_LOOKUP, allowed
+from broker.kafka.access import TOPIC_ADMIN, TOPIC_LOOKUP, allowed
+from broker.kafka.auto_create import CreateDeniedError, TopicBeingCreatedError, segments_or_create
 from broker.kafka.context import NODE_ID, KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
 from broker.kafka.locator import Node
 from broker.kafka.messages import build, nested, response_class
-from broker.kafka.partitions import partition_segments
 from broker.segments.names import make_segment_name
 from ledger.errors import LedgerError
 
@@ -90,7 +93,11 @@ async def handle_metadata(context: KafkaContext, call: Call) -> Any:
         names = [info.name for info in infos if allowed(context, call, TOPIC_LOOKUP, info.name)]
     else:
         names = [topic.name for topic in asked if topic.name is not None]
-    topics = [await _topic(cls, context, name, deadline)
+    # Absent before v4: Kafka creates for those versions whenever its setting allows.
+    auto_create = asked is not None and bool(
+        getattr(call.request, "allow_auto_topic_creation", True))
+    topics = [await _topic(cls, context, name, deadline, create=auto_create,
+                           permitted=allowed(context, call, TOPIC_ADMIN, name))
               if allowed(context, call, TOPIC_LOOKUP, name) else _refused(cls, name)
               for name in names]
     if context.nodes is None:
@@ -135,18 +142,27 @@ def _leader(context: KafkaContext, topic: str, number: int) -> int:
     return -1 if node is None else node.node_id
 
 
-def _refused(cls: Any, name: str) -> Any:
+def _refused(cls: Any, name: str, code: ErrorCode = TOPIC_LOOKUP.refused) -> Any:
     """A topic asked by name that the role may not see (whether it exists or not)."""
-    return build(nested(cls, "MetadataResponseTopic"), error_code=TOPIC_LOOKUP.refused,
+    return build(nested(cls, "MetadataResponseTopic"), error_code=code,
                  name=name, topic_id=_NO_TOPIC_ID, is_internal=False, partitions=(),
                  topic_authorized_operations=0)
 
 
-async def _topic(cls: Any, context: KafkaContext, name: str, deadline: float) -> Any:
+async def _topic(cls: Any, context: KafkaContext, name: str, deadline: float, *,
+                 create: bool, permitted: bool) -> Any:
+    """One topic's answer; ``create``: auto-create it if missing (``broker.kafka.auto_create``)."""
     topic_cls = nested(cls, "MetadataResponseTopic")
     try:
-        segments = await _read_again(lambda: partition_segments(context.topics, name),
+        # Read again after an unknown outcome of a creation too: it looks the
+        # topic up first, and an existing topic is success.
+        segments = await _read_again(lambda: segments_or_create(
+            context, name, create=create, permitted=permitted),
                                      deadline, f"topic {name} cannot be read")
+    except TopicBeingCreatedError:
+        return _refused(cls, name, ErrorCode.leader_not_available)
+    except CreateDeniedError:
+        return _refused(cls, name, TOPIC_ADMIN.refused)
     except BrokerShuttingDownError:
         # Not an answer with an error and no partitions: a librdkafka consumer
         # reports that topic as unknown to the application. The connection

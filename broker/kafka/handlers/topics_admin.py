@@ -1,11 +1,15 @@
 """CreateTopics (key 19) v2-v5 and DeleteTopics (key 20) v1-v4: topics made and removed.
 
-CreateTopics makes a Folio topic of ``num_partitions`` segments (-1: 1) with
-equal key ranges; partitions are the segments by number. The replication
-factor is accepted and not used (Folio replicates ledgers over its bookies'
-quorums, a broker setting), manual replica assignments are refused
-(INVALID_REQUEST). Topic configs map onto Folio's topic config
-(``broker.kafka.topic_configs``); others are INVALID_CONFIG. DeleteTopics
+CreateTopics makes a Folio topic of ``num_partitions`` segments (-1: the
+broker's ``kafka_num_partitions``, Kafka's ``num.partitions``) with equal key
+ranges; partitions are the segments by number. Folio keeps Qw copies of every
+entry (the ledgers' write quorum, a broker setting, not per topic), so the
+replication factor is a floor checked against it: -1 (the default) or 1 to
+Qw is accepted and answered as Qw, more is INVALID_REPLICATION_FACTOR (as a
+Kafka broker answers a factor above its broker count), as is 0 or below -1.
+Manual replica assignments are refused (INVALID_REQUEST). Topic configs map
+onto Folio's topic config (``broker.kafka.topic_configs``); others are
+INVALID_CONFIG. DeleteTopics
 deletes the topic, its segments and ledgers.
 """
 
@@ -46,18 +50,43 @@ async def handle_create_topics(context: KafkaContext, call: Call) -> Any:
             code, message = await _create(context, topic, validate_only)
         else:
             code, message = TOPIC_ADMIN.refused, f"admin permission on topic {topic.name!r} needed"
+        made = code is ErrorCode.none
+        # What was made, as Kafka answers (v5+): -1 for both when nothing was.
         results.append(build(result_cls, name=topic.name, error_code=code,
                              error_message=message, topic_config_error_code=ErrorCode.none,
-                             num_partitions=topic.num_partitions,
-                             replication_factor=topic.replication_factor, configs=()))
+                             num_partitions=_count(context, topic) if made else -1,
+                             replication_factor=context.write_quorum if made else -1,
+                             configs=()))
     return build(cls, throttle_time=_ZERO, topics=tuple(results))
+
+
+def _count(context: KafkaContext, topic: Any) -> int:
+    return context.num_partitions if topic.num_partitions == -1 else int(topic.num_partitions)
+
+
+def _replication_error(context: KafkaContext, factor: int) -> str | None:
+    """Why ``factor`` cannot be honoured (None: it can: -1, or 1 to Qw)."""
+    if factor == -1 or 1 <= factor <= context.write_quorum:
+        return None
+    if factor < 1:
+        return "replication factor must be larger than 0, or -1 to use the default"
+    return (f"replication factor {factor} is more than the {context.write_quorum} "
+            f"copies Folio keeps of every entry (the ledgers' write quorum Qw, a broker "
+            f"setting, not per topic): use -1 or 1 to {context.write_quorum}")
 
 
 async def _create(context: KafkaContext, topic: Any,
                   validate_only: bool) -> tuple[ErrorCode, str | None]:
-    count = 1 if topic.num_partitions == -1 else topic.num_partitions
+    count = _count(context, topic)
+    try:
+        check_topic_name(topic.name)  # first, as Kafka checks it
+    except InvalidArgumentError as error:
+        return error_code(error), str(error)
     if topic.assignments:
         return ErrorCode.invalid_request, "manual replica assignments are not supported"
+    refused = _replication_error(context, int(topic.replication_factor))
+    if refused is not None:
+        return ErrorCode.invalid_replication_factor, refused
     if not 1 <= count <= MAX_SEGMENT_COUNT:
         return (ErrorCode.invalid_partitions,
                 f"num_partitions must be in [1, {MAX_SEGMENT_COUNT}], got {count}")
@@ -69,7 +98,6 @@ async def _create(context: KafkaContext, topic: Any,
     except ValueError as error:
         return ErrorCode.invalid_config, str(error)
     try:
-        check_topic_name(topic.name)
         if validate_only:
             return ErrorCode.none, None
         await context.topics.create_topic(topic.name, count, config)

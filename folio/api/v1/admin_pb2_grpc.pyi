@@ -3,10 +3,10 @@
 isort:skip_file
 The Admin service: topics, their configuration and their segments.
 
-Names. A topic name is 1 to 249 characters of [A-Za-z0-9._-] and does not
-start with "_" or "." (names starting with "_" are reserved for the
-broker's own system topics: CreateTopic of one is PERMISSION_DENIED, see
-"System topics" below). A segment is named "<topic>/<number>", where
+Names. A topic name follows Kafka's rule: 1 to 249 characters of
+[A-Za-z0-9._-], not "." or ".." ("_schemas" and ".hidden" are user topics).
+Only the broker's own system topics are reserved: CreateTopic of one is
+PERMISSION_DENIED, see "System topics" below. A segment is named "<topic>/<number>", where
 number is the segment's number within its topic (0, 1, 2, ... in order of
 creation; never reused).
 
@@ -32,14 +32,16 @@ and its typed context as a JSON object under "folio-error-context"):
                     topics" below; InternalTopicError, context topic,
                     action)
   UNAVAILABLE       the ledger service cannot be reached; retry
-System topics. Names starting with "_" belong to the broker, which keeps
-its own state in such topics: "_txnlog" (the transaction coordinator's
-log), "_txncommitkeys" (idempotent commits) and "_txnbuffer_snapshots"
-(snapshots of the segments' transaction buffers). They can be read like
+System topics. Names starting with "__folio_" belong to the broker, and so
+do the five names earlier builds gave its system topics, which keep them:
+"_txnlog" (the transaction coordinator's log), "_txncommitkeys" (idempotent
+commits), "_txnbuffer_snapshots" (snapshots of the segments' transaction
+buffers), "_kafka_offsets" and "_kafka_txn_state" (the Kafka listener's
+committed offsets and transactional ids). They can be read like
 any topic (GetTopic, GetSegments, GetSegmentInfo, Read, reader groups) and
 listed with ListTopicsRequest.include_internal, but every call that would
 write them is refused with PERMISSION_DENIED (InternalTopicError) and a
-message naming the topic as internal: CreateTopic of a "_" name,
+message naming the topic as internal: CreateTopic of such a name,
 DeleteTopic, UpdateTopicConfig, TruncateSegment, ScaleTopic, SealTopic,
 Produce, and SetupAppend (plain or transactional) on one of their
 segments.

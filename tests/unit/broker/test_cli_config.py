@@ -74,6 +74,25 @@ def test_existing_flags_and_variables_keep_working(
     assert "unrecognized arguments: --durability" in capsys.readouterr().err
 
 
+def test_kafka_auto_creation_settings(capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, err = _run(capsys, "standalone", "--print-config")
+    assert code == 0, err
+    settings = tomllib.loads(out)["standalone"]
+    # Kafka's defaults: auto.create.topics.enable=true, num.partitions=1.
+    assert (settings["kafka_auto_create_topics"], settings["kafka_num_partitions"]) == (True, 1)
+    monkeypatch.setenv("FOLIO_BROKER_KAFKA_AUTO_CREATE_TOPICS", "false")
+    code, out, err = _run(capsys, "broker", "--bookies", "a:1", "--kafka-num-partitions", "6",
+                          "--print-config")
+    assert code == 0, err
+    settings = tomllib.loads(out)["broker"]
+    assert (settings["kafka_auto_create_topics"], settings["kafka_num_partitions"]) == (False, 6)
+    code, out, err = _run(capsys, "standalone", "--no-kafka-auto-create-topics",
+                          "--kafka-num-partitions", "0", "--print-config")
+    assert (code, out) == (2, "")
+    assert "kafka_num_partitions must be in [1, 1024], got 0" in err
+
+
 def test_a_bad_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     file = tmp_path / "bad.toml"
     file.write_text('[standalone]\nport = "seventy"\n')

@@ -175,10 +175,10 @@ async def test_appends_queued_behind_a_failed_rollover_fail_with_it(
     # queued behind it fail too rather than roll over again and land after it.
     segment = await _segment(topics, TopicConfig(ledger_rollover_bytes=4096))
     number = 0
-    while not segment._should_roll(segment._now_ms()):
+    while not segment._rollover.should_roll(segment._now_ms()):
         await segment.append([block(number, size=64)], "writer", number)
         number += 1
-    start_ledger = segment._start_ledger
+    start_ledger = segment._recorder.start_ledger
     failures = [NotEnoughBookiesError("a ledger of ensemble size 3 needs 3 bookies, 2 available")]
 
     async def failing_once(replacing: list[LedgerSpan]) -> None:
@@ -187,7 +187,7 @@ async def test_appends_queued_behind_a_failed_rollover_fail_with_it(
             raise failures.pop()
         await start_ledger(replacing)
 
-    monkeypatch.setattr(segment, "_start_ledger", failing_once)
+    monkeypatch.setattr(segment._recorder, "start_ledger", failing_once)
     first = asyncio.create_task(segment.append([block(number, size=64)], "writer", number))
     second = asyncio.create_task(
         segment.append([block(number + 1, size=64)], "writer", number + 1))

@@ -15,7 +15,7 @@ from broker.topics.manager import TopicManager
 from ledger.client.ledger_client import LedgerClient
 from tests.unit.broker.conftest import BrokerEnv
 
-NAME = "_kv"
+NAME = "__folio_kv"
 KEYS = 20
 
 

@@ -21,7 +21,7 @@ from broker.topics.manager import TopicManager
 
 async def test_cancelled_writers_leave_no_unretrieved_exception(
         topics: TopicManager, caplog: pytest.LogCaptureFixture) -> None:
-    topic = CompactedTopic(topics, "_cancelled", maintain=False)
+    topic = CompactedTopic(topics, "__folio_cancelled", maintain=False)
     await topic.write("warm-up", b"x")  # the segment is loaded: the next leader appends at once
     caplog.set_level(logging.ERROR, logger="asyncio")
     writers = [asyncio.create_task(topic.write(f"key-{n}", b"v")) for n in range(5)]
@@ -45,7 +45,7 @@ async def test_a_cancelled_leader_does_not_fail_the_others_of_its_group(
     # A cut client cancels its call, and with it the write leading a group
     # commit; the other records of the group (another client's transaction
     # registering a segment, say) are still committed, not failed with it.
-    topic = CompactedTopic(topics, "_cancelled_leader", maintain=False)
+    topic = CompactedTopic(topics, "__folio_cancelled_leader", maintain=False)
     await topic.write("warm-up", b"x")
     blocker = asyncio.create_task(topic.write("blocker", b"b"))
     await asyncio.sleep(0)  # the blocker's group commit is under way

@@ -19,7 +19,7 @@ from broker.topics.manager import TopicManager
 from tests.unit.broker.conftest import MAX_ENTRY_BYTES, BrokerEnv
 from txnbuffer.api import SnapshotStore
 
-NAME = "_kv"
+NAME = "__folio_kv"
 
 
 async def _fill(topic: CompactedTopic) -> dict[str, bytes]:
@@ -141,7 +141,7 @@ async def test_maintenance_compacts_by_policy(topics: TopicManager) -> None:
 
 
 def test_names_must_be_system_names(topics: TopicManager) -> None:
-    with pytest.raises(ValueError, match="must start with '_'"):
+    with pytest.raises(ValueError, match="must start with '__folio_'"):
         CompactedTopic(topics, "user-topic", maintain=False)
 
 

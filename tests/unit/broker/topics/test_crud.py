@@ -51,9 +51,10 @@ async def test_create_refuses_bad_counts_configs_and_system_names(env: BrokerEnv
     with pytest.raises(InvalidArgumentError):
         await parts.crud.create_topic("t", 1, loose)
     with pytest.raises(InternalTopicError):
-        await parts.crud.create_topic("_mine", 1, SMALL)
+        await parts.crud.create_topic("__folio_mine", 1, SMALL)
     assert not await env.store.exists(topic_path("t"))
-    assert (await parts.crud.create_topic("_mine", 1, SMALL, internal=True)).name == "_mine"
+    made = await parts.crud.create_topic("__folio_mine", 1, SMALL, internal=True)
+    assert made.name == "__folio_mine"
 
 
 async def test_list_hides_system_topics_unless_asked(env: BrokerEnv) -> None:
@@ -61,10 +62,10 @@ async def test_list_hides_system_topics_unless_asked(env: BrokerEnv) -> None:
     assert await parts.crud.list_topics() == []
     await parts.crud.create_topic("b", 1, SMALL)
     await parts.crud.create_topic("a", 1, SMALL)
-    await parts.crud.create_topic("_mine", 1, SMALL, internal=True)
+    await parts.crud.create_topic("__folio_mine", 1, SMALL, internal=True)
     assert [t.name for t in await parts.crud.list_topics()] == ["a", "b"]
     every = [t.name for t in await parts.crud.list_topics(include_internal=True)]
-    assert {"_mine", "a", "b"} <= set(every)
+    assert {"__folio_mine", "a", "b"} <= set(every)
     assert every == sorted(every)
 
 
@@ -82,10 +83,10 @@ async def test_update_config_reaches_the_loaded_segments(env: BrokerEnv) -> None
         await parts.crud.update_topic_config("t", {"retention_ms": -2})
     with pytest.raises(TopicNotFoundError):
         await parts.crud.update_topic_config("nope", {"retention_ms": 1})
-    await parts.crud.create_topic("_mine", 1, SMALL, internal=True)
+    await parts.crud.create_topic("__folio_mine", 1, SMALL, internal=True)
     with pytest.raises(InternalTopicError):
-        await parts.crud.update_topic_config("_mine", {"retention_ms": 1})
-    await parts.crud.update_topic_config("_mine", {"retention_ms": 1}, internal=True)
+        await parts.crud.update_topic_config("__folio_mine", {"retention_ms": 1})
+    await parts.crud.update_topic_config("__folio_mine", {"retention_ms": 1}, internal=True)
     await parts.close()
 
 
@@ -110,10 +111,10 @@ async def test_delete_takes_loaded_and_unloaded_segments_and_their_ledgers(
         await loaded.append([block(1)], "w", 1)
     with pytest.raises(TopicNotFoundError):
         await parts.crud.delete_topic("t")
-    await parts.crud.create_topic("_mine", 1, SMALL, internal=True)
+    await parts.crud.create_topic("__folio_mine", 1, SMALL, internal=True)
     with pytest.raises(InternalTopicError):
-        await parts.crud.delete_topic("_mine")
-    await parts.crud.delete_topic("_mine", internal=True)
+        await parts.crud.delete_topic("__folio_mine")
+    await parts.crud.delete_topic("__folio_mine", internal=True)
 
 
 async def test_a_closed_owner_refuses_every_call(env: BrokerEnv) -> None:

@@ -68,11 +68,11 @@ async def test_merge_seals_both_unloaded_segments_in_their_records(env: BrokerEn
 async def test_refusals(env: BrokerEnv) -> None:
     parts = Parts(env, env.manager())
     await parts.crud.create_topic("t", 1, SMALL)
-    await parts.crud.create_topic("_mine", 1, SMALL, internal=True)
+    await parts.crud.create_topic("__folio_mine", 1, SMALL, internal=True)
     with pytest.raises(InternalTopicError):
-        await parts.scaling.scale_topic("_mine", ["_mine/0"], [(0.0, 1.0)])
+        await parts.scaling.scale_topic("__folio_mine", ["__folio_mine/0"], [(0.0, 1.0)])
     with pytest.raises(InternalTopicError):
-        await parts.scaling.seal_topic("_mine")
+        await parts.scaling.seal_topic("__folio_mine")
     with pytest.raises(TopicNotFoundError):
         await parts.scaling.scale_topic("nope", ["nope/0"], [(0.0, 1.0)])
     for name in ("t/7", "nope/0"):

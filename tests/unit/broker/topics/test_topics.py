@@ -50,16 +50,27 @@ async def test_segment_count_refused(topics: TopicManager, count: int) -> None:
         await topics.get_topic("t")
 
 
-@pytest.mark.parametrize("name", ["", ".x", "a/b", "x" * 250, "_" + "x" * 249])
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "x" * 250, "_" + "x" * 249])
 async def test_bad_names_refused(topics: TopicManager, name: str) -> None:
     with pytest.raises(TopicNameError):
         await topics.create_topic(name, 1, TopicConfig())
 
 
-async def test_system_names_are_the_brokers(topics: TopicManager) -> None:
+@pytest.mark.parametrize("name", ["__folio_sys", "_txnlog", "_kafka_offsets"])
+async def test_system_names_are_the_brokers(topics: TopicManager, name: str) -> None:
     with pytest.raises(InternalTopicError, match="CreateTopic is refused") as raised:
-        await topics.create_topic("_sys", 1, TopicConfig())
-    assert raised.value.topic == "_sys"
+        await topics.create_topic(name, 1, TopicConfig())
+    assert raised.value.topic == name
+
+
+@pytest.mark.parametrize("name", [
+    "_schemas", "_confluent-metrics", ".hidden", "__consumer_offsets"])
+async def test_names_kafka_accepts_are_user_topics(topics: TopicManager, name: str) -> None:
+    await topics.create_topic(name, 2, TopicConfig())
+    assert [t.name for t in await topics.list_topics()] == [name]
+    segment = await topics.segment(f"{name}/1")
+    assert segment.info().segment.name == f"{name}/1"
+    assert (await segment.append([block(0)], "w", 0)).offset == 0
 
 
 async def test_system_topics_internal_and_unlisted(topics: TopicManager) -> None:

@@ -83,7 +83,7 @@ def test_consume_group_flushes_printed_events_before_it_reads_on() -> None:
             self.out = out
             self.seen_at_read: list[bytes] = []
 
-        def read_next(self, timeout_ms: int | None = None) -> _Read | None:
+        def read_next(self, timeout: float | None = None) -> _Read | None:
             self.seen_at_read.append(self.out.getvalue()[: self.out.flushed_at[-1]])
             return self.reads.pop(0) if self.reads else None
 

@@ -208,8 +208,9 @@ def test_offset_and_time_arguments() -> None:
 
 
 def test_from_offset_on_open_segments_starts_exactly_there() -> None:
+    # Segments not named start at their first event, as the SDK's start mapping.
     every = [_segment(0, 0.0, 0.5, end=10), _segment(1, 0.5, 1.0, end=20)]
-    assert plan_from_offsets("t", every, [("0", 3)], False) == StartPlan({"t/0": 3, "t/1": 20})
+    assert plan_from_offsets("t", every, [("0", 3)], False) == StartPlan({"t/0": 3, "t/1": 0})
     assert plan_from_offsets("t", every, [("t/1", 5)], True) == StartPlan({"t/0": 0, "t/1": 5})
     with pytest.raises(InvalidArgumentError, match="no segment '7'"):
         plan_from_offsets("t", every, [("7", 0)], False)
@@ -222,11 +223,11 @@ def test_from_offset_in_a_sealed_segment_reads_its_successors_after_it() -> None
              _segment(2, 0.0, 0.25, end=4, predecessors=(0,)),
              _segment(3, 0.25, 0.5, end=6, predecessors=(0,))]
     plan = plan_from_offsets("t", every, [("0", 7)], False)
-    assert plan == StartPlan("earliest", {"t/0": 7, "t/1": 20, "t/2": 0, "t/3": 0})
+    assert plan == StartPlan("earliest", {"t/0": 7, "t/1": 0, "t/2": 0, "t/3": 0})
     plan = plan_from_offsets("t", every, [("2", 1)], True)
     assert plan == StartPlan("earliest", {"t/0": 10, "t/1": 0, "t/2": 1, "t/3": 0})
     plan = plan_from_offsets("t", every, [("2", 1)], False)
-    assert plan.start == {"t/1": 20, "t/2": 1, "t/3": 6}
+    assert plan.start == {"t/1": 0, "t/2": 1, "t/3": 0}
 
 
 class _FakeBatch:

@@ -1,13 +1,22 @@
-"""The end of a segment's life on this broker: seal, clean close, delete."""
+"""The end of a segment's life on this broker: seal, clean close, hand-over, delete.
+
+``SegmentLifecycle`` is the part of a ``LedgerSegment`` that carries these
+out: it drains the pipeline, closes the open ledger and writes the record,
+moving the segment's ``SegmentLife`` (its state tables: residence, seal,
+failure) as it goes. It owns no state; the life does.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 
-from broker.api import SegmentInfo
-from broker.segments._core import SegmentCore
-from broker.segments.life import ResidenceEvent, SealStage
+from broker.segments.chain import LedgerChain
+from broker.segments.life import ResidenceEvent, SealStage, SegmentLife
+from broker.segments.pipeline import AppendPipeline
+from broker.segments.recorder import SegmentRecorder
+from broker.segments.txns import SegmentTxns
 from ledger.errors import LedgerError
 
 __all__ = ["SegmentLifecycle"]
@@ -15,15 +24,36 @@ __all__ = ["SegmentLifecycle"]
 log = logging.getLogger(__name__)
 
 
-class SegmentLifecycle(SegmentCore):
-    """Sealing, closing and deleting (a part of ``LedgerSegment``)."""
+class SegmentLifecycle:
+    """Sealing, closing and deleting (a part of ``LedgerSegment``).
 
-    async def seal(self) -> SegmentInfo:
+    Args:
+        name: the segment's name, for logs.
+        life: the state tables this part moves.
+        chain: the ledgers and the record.
+        pipeline: drained before the open ledger is closed.
+        recorder: the record with the seal and the writer snapshot.
+        txns: its recovery stops when the segment leaves this broker.
+        wake: wakes the segment's readers (the end is final, or the segment gone).
+    """
+
+    def __init__(self, name: str, life: SegmentLife, chain: LedgerChain,
+                 pipeline: AppendPipeline, recorder: SegmentRecorder, txns: SegmentTxns,
+                 wake: Callable[[], None]) -> None:
+        self._name = name
+        self._life = life
+        self._chain = chain
+        self._pipeline = pipeline
+        self._recorder = recorder
+        self._txns = txns
+        self._wake = wake
+
+    async def seal(self) -> None:
         """Refuse further appends, close the ledger and record the seal. Idempotent."""
         self._life.check_readable()
         async with self._chain.lock:
             if self._life.sealed:
-                return self.info()
+                return
             self._life.advance_seal(SealStage.SEALING)  # appends from now on fail at once
             await self._pipeline.drain()
             last = self._chain.spans[-1]
@@ -32,7 +62,7 @@ class SegmentLifecycle(SegmentCore):
                 last.writing = False
                 last.length_bytes = last.handle.length
             try:
-                await self._chain.write_record(self._record_of(self._chain.spans, snapshot=True))
+                await self._recorder.write(snapshot=True)
             except Exception as error:
                 # Sealed in memory, not (known) in the record: this copy must not
                 # answer a later seal "sealed already". Failed, it is loaded again
@@ -43,8 +73,7 @@ class SegmentLifecycle(SegmentCore):
             # the seal were still landing during the drain.
             self._life.advance_seal(SealStage.SEALED)
             self._wake()
-            log.info("segment %s sealed at offset %d", self._name, self.end_offset)
-            return self.info()
+            log.info("segment %s sealed at offset %d", self._name, self._pipeline.end_offset)
 
     async def close(self) -> None:
         """Finish the appends under way and close the open ledger (graceful shutdown)."""
@@ -64,7 +93,7 @@ class SegmentLifecycle(SegmentCore):
         if not self._life.is_open:
             return
         self._life.move(ResidenceEvent.HAND_OVER if moved else ResidenceEvent.CLOSE)
-        self._stop_recovery()
+        self._txns.stop_recovery()
         self._wake()
         async with self._chain.lock:
             with contextlib.suppress(Exception):
@@ -88,13 +117,13 @@ class SegmentLifecycle(SegmentCore):
         the next owner's recovery keeps it.
         """
         self._life.move(ResidenceEvent.ABANDON)
-        self._stop_recovery()
+        self._txns.stop_recovery()
         self._wake()
 
     def deleted_elsewhere(self) -> None:
         """Another broker deleted the segment (its record is gone): refuse everything now."""
         self._life.move(ResidenceEvent.DELETE)
-        self._stop_recovery()
+        self._txns.stop_recovery()
         self._wake()
 
     def record_changed(self, version: int) -> None:
@@ -114,19 +143,19 @@ class SegmentLifecycle(SegmentCore):
         if (self._life.failure is not None or not self._pipeline.idle
                 or not self._chain.spans):
             return
-        self._pipeline.expire_writers(self._now_ms())
+        self._recorder.expire_writers()
         if (self._pipeline.writers.matches(self._chain.snapshot)
                 and self._chain.snapshot_ledger == self._chain.spans[-1].ledger_id):
             return
         try:
-            await self._chain.write_record(self._record_of(self._chain.spans, snapshot=True))
+            await self._recorder.write(snapshot=True)
         except Exception as error:  # the next owner recovers from the headers
             log.info("segment %s: writer snapshot not saved on close: %s", self._name, error)
 
     async def delete(self) -> None:
         """Delete every ledger of the segment, then its record. Later calls: NoSuchSegment."""
         self._life.move(ResidenceEvent.DELETE)
-        self._stop_recovery()
+        self._txns.stop_recovery()
         self._wake()
         async with self._chain.lock:
             with contextlib.suppress(Exception):

@@ -1,22 +1,55 @@
-"""Commit and abort markers: entries of no events that settle a transaction's fate."""
+"""Commit and abort markers: entries of no events that settle a transaction's fate.
+
+``SegmentMarkers`` is the part of a ``LedgerSegment`` that writes them: on an
+open segment as an append of no events (in call order with the appends), on a
+sealed one in a ledger started for the marker and closed again. It owns no
+state.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 from broker.api import AppendResult
 from broker.errors import InvalidArgumentError
-from broker.segments._append import SegmentAppends
+from broker.segments.appends import SegmentAppends
+from broker.segments.chain import LedgerChain
 from broker.segments.entry import EntryKind
+from broker.segments.life import SegmentLife
+from broker.segments.pipeline import AppendPipeline
+from broker.segments.recorder import SegmentRecorder
+from broker.segments.txns import SegmentTxns
 from ledger.errors import LedgerError
 from txnbuffer.api import TxnId
 
 __all__ = ["SegmentMarkers"]
 
 
-class SegmentMarkers(SegmentAppends):
-    """Writing transaction markers, sealed or not (a part of ``LedgerSegment``)."""
+class SegmentMarkers:
+    """Writing transaction markers, sealed or not (a part of ``LedgerSegment``).
+
+    Args:
+        life: refuses markers to a segment gone or failed.
+        txns: whether the segment takes transactions.
+        appends: writes a marker to an open segment, in order with the appends.
+        chain: the ledgers (a marker after the seal holds its lock).
+        pipeline: submits the marker after the seal; the end offset.
+        recorder: starts the marker's ledger and records it closed.
+        wake: wakes the segment's readers (the marker is durable).
+    """
+
+    def __init__(self, life: SegmentLife, txns: SegmentTxns, appends: SegmentAppends,
+                 chain: LedgerChain, pipeline: AppendPipeline, recorder: SegmentRecorder,
+                 wake: Callable[[], None]) -> None:
+        self._life = life
+        self._txns = txns
+        self._appends = appends
+        self._chain = chain
+        self._pipeline = pipeline
+        self._recorder = recorder
+        self._wake = wake
 
     async def write_marker(self, kind: EntryKind, txn_id: TxnId) -> int:
         """Write a commit or abort marker of ``txn_id`` (an entry of no events), once durable.
@@ -32,11 +65,11 @@ class SegmentMarkers(SegmentAppends):
         if kind not in (EntryKind.COMMIT_MARKER, EntryKind.ABORT_MARKER):
             raise InvalidArgumentError(f"{kind.name} is not a marker kind")
         self._life.check_readable()
-        self._check_txn()
+        self._txns.check()
         if self._life.sealed:
             return await self._write_marker_after_seal(kind, txn_id)
-        self._life.check_appendable(self.end_offset)
-        result = await self._append_entry((), "", -1, 0, kind, txn_id)
+        self._life.check_appendable(self._pipeline.end_offset)
+        result = await self._appends.append_entry((), "", -1, 0, kind, txn_id)
         return result.offset
 
     async def _write_marker_after_seal(self, kind: EntryKind, txn_id: TxnId) -> int:
@@ -51,7 +84,7 @@ class SegmentMarkers(SegmentAppends):
             raise self._life.failure_error()
         async with self._chain.lock:
             self._life.check_readable()
-            await self._start_ledger(replacing=[])
+            await self._recorder.start_ledger(replacing=[])
             span = self._chain.spans[-1]
             try:
                 submitted = self._pipeline.submit(span, (), "", -1, 0, kind, txn_id)
@@ -63,6 +96,6 @@ class SegmentMarkers(SegmentAppends):
                     with contextlib.suppress(LedgerError):
                         await span.handle.close()
                     span.length_bytes = span.handle.length
-                await self._chain.write_record(self._record_of(self._chain.spans, snapshot=True))
+                await self._recorder.write(snapshot=True)
         self._wake()
-        return self.end_offset
+        return self._pipeline.end_offset

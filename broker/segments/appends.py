@@ -1,8 +1,11 @@
 """The append path: check, wait out a rollover in call order, submit, await the ledger.
 
-Numbering, submitting and confirming are the append pipeline's
-(``broker.segments.pipeline``); here are the order of appends around a
-rollover and the transaction check.
+``SegmentAppends`` is the part of a ``LedgerSegment`` that runs one append
+through the other parts: numbering, submitting and confirming are the append
+pipeline's (``broker.segments.pipeline``), the order of appends around a
+rollover the rollover's (``broker.segments.rollover``), the transaction check
+the transactions part's. It owns no state: one append costs one call into
+each part, whatever its number of events.
 """
 
 from __future__ import annotations
@@ -12,18 +15,42 @@ import time
 from collections.abc import Sequence
 
 from broker.api import AppendResult, Block
-from broker.errors import BrokerError, InvalidArgumentError, WrongHostError
+from broker.errors import WrongHostError
 from broker.metrics import observe_append
-from broker.segments._rollover import SegmentRollover
+from broker.segments.chain import LedgerChain
 from broker.segments.entry import EntryKind
-from ledger.errors import LedgerError, LedgerFencedError
+from broker.segments.life import SegmentLife
+from broker.segments.pipeline import AppendPipeline
+from broker.segments.rollover import SegmentRollover
+from broker.segments.txns import SegmentTxns
+from ledger.errors import LedgerFencedError
 from txnbuffer.api import TxnId
 
 __all__ = ["SegmentAppends"]
 
 
-class SegmentAppends(SegmentRollover):
-    """Appends and writer numbering (a part of ``LedgerSegment``)."""
+class SegmentAppends:
+    """Appends and writer numbering (a part of ``LedgerSegment``).
+
+    Args:
+        name, topic: the segment's name (errors) and its topic's (metrics).
+        life: refuses appends to a segment closing, sealed or failed.
+        chain: the open ledger is its last span.
+        pipeline: numbers, submits and confirms.
+        rollover: keeps the appends in order around a rollover.
+        txns: whether the segment takes transactions.
+    """
+
+    def __init__(self, name: str, topic: str, life: SegmentLife, chain: LedgerChain,
+                 pipeline: AppendPipeline, rollover: SegmentRollover, txns: SegmentTxns,
+                 ) -> None:
+        self._name = name
+        self._topic = topic
+        self._life = life
+        self._chain = chain
+        self._pipeline = pipeline
+        self._rollover = rollover
+        self._txns = txns
 
     async def last_event_number(self, writer_id: str) -> int:
         """The last event number recorded for ``writer_id``, -1 if none.
@@ -68,34 +95,27 @@ class SegmentAppends(SegmentRollover):
                                                               last_event_number)
         kind = EntryKind.DATA
         if txn_id is not None:
-            self._check_txn()
+            self._txns.check()
             kind = EntryKind.TXN_DATA
         started = time.perf_counter()
-        result = await self._append_entry(blocks, writer_id, last_event_number, event_count,
-                                          kind, txn_id, contiguous)
+        result = await self.append_entry(blocks, writer_id, last_event_number, event_count,
+                                         kind, txn_id, contiguous)
         if not result.duplicate:
             observe_append(self._topic, event_count, data_bytes, time.perf_counter() - started)
         return result
 
-    def _check_txn(self) -> None:
-        if self._buffer is None:
-            raise InvalidArgumentError(f"segment {self._name} takes no transactions")
-
-    async def _append_entry(
+    async def append_entry(
         self, blocks: Sequence[Block], writer_id: str, last_event_number: int,
         event_count: int, kind: EntryKind, txn_id: TxnId | None, contiguous: bool = False,
     ) -> AppendResult:
-        if self._rollover.busy or self._should_roll(self._now_ms()):
-            # Appends that must wait (for a rollover) wait in call order, and
-            # every later call queues behind them: a later block overtaking an
-            # earlier one would take its offset, or make it look a duplicate.
-            # A rollover that fails fails the appends queued before it.
-            async with self._rollover.turn():
-                await self._until_writable()
-                self._life.check_appendable(self._pipeline.end_offset)  # closing or sealing
-                submitted = self._pipeline.submit(
-                    self._chain.spans[-1], blocks, writer_id, last_event_number,
-                    event_count, kind, txn_id, contiguous)
+        """Submit one entry in call order and await it; its result (or a duplicate's).
+
+        Raises ``WrongHostError`` when the ledger was fenced (another broker
+        recovered the segment), ``LedgerError`` when the add failed.
+        """
+        if self._rollover.must_wait():
+            submitted = await self._rollover.submit_in_turn(
+                blocks, writer_id, last_event_number, event_count, kind, txn_id, contiguous)
         else:
             submitted = self._pipeline.submit(self._chain.spans[-1], blocks, writer_id,
                                               last_event_number, event_count, kind, txn_id,
@@ -109,16 +129,3 @@ class SegmentAppends(SegmentRollover):
         except LedgerFencedError as error:
             raise WrongHostError(self._name) from error
         return AppendResult(base, event_count, last_event_number)
-
-    async def _until_writable(self) -> None:
-        """Wait out (or start) a rollover, until the open ledger takes appends."""
-        while True:
-            if not await self._rollover.wait_switch():
-                if not self._should_roll(self._now_ms()):
-                    return
-                try:
-                    await self._roll_over()
-                except (BrokerError, LedgerError) as error:
-                    self._rollover.failed(error)
-                    raise
-            self._life.check_appendable(self._pipeline.end_offset)
