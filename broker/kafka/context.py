@@ -14,6 +14,7 @@ from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.nodes import ClusterNodes
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.sasl.security import KafkaSecurity
+from broker.kafka.succession import Succession
 from txnbuffer.api import TxnId
 
 #: One served API: (api_key, min_version, max_version), what ApiVersions lists.
@@ -51,6 +52,7 @@ class KafkaContext:
         producer_ids: gives out idempotent producer ids (InitProducerId).
         stopping: set when the listener stops: long polls end at once.
         served: the dispatch table's rows as ApiVersions lists them.
+        succession: sends Produce batches for sealed partitions to their heirs.
         transactional_write: checks a Kafka transactional batch (set by the
             transaction handlers; None: such batches are refused).
         coordinators: consumer groups and transactional ids (None: group and
@@ -77,6 +79,7 @@ class KafkaContext:
     cluster_id: str = "folio"
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     served: tuple[ServedApi, ...] = ()
+    succession: Succession = field(default_factory=Succession)
     transactional_write: TransactionalWrite | None = None
     transactional_producer_id: TransactionalProducerId | None = None
     coordinators: KafkaCoordinators | None = None

@@ -3,8 +3,9 @@
 Segments are numbered 0, 1, 2 ... in creation order and never renumbered, so
 a topic of N segments that never scaled has partitions 0..N-1 in key order.
 When a topic scales, the sealed segments stay partitions (readable to their
-end, with the same offsets; Produce to them is refused) and the successors
-are new partitions after them (docs/kafka.md, "Partitions and scaling").
+end, with the same offsets; Produce to them goes to their heir,
+``broker.kafka.succession``) and the successors are new partitions after
+them (docs/kafka.md, "Partitions and scaling").
 """
 
 from __future__ import annotations

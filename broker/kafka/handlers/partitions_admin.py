@@ -7,9 +7,9 @@ cover their key ranges. Growing a topic from C partitions to N is one split:
 the open segment with the widest key range (the lowest number among equals)
 is sealed and N - C successors split its range in equal parts, so the topic
 then has N partitions, numbered as before plus C .. N-1. The split segment
-stays a partition, readable to its end with the same offsets, and takes no
-more writes (Produce to it answers INVALID_TOPIC_EXCEPTION, docs/kafka.md,
-"Partitions and scaling"). A split makes at least two successors, so growing
+stays a partition, readable to its end with the same offsets; a Produce to
+it goes to its heir, the first successor (``broker.kafka.succession``,
+docs/kafka.md, "Partitions and scaling"). A split makes at least two successors, so growing
 by exactly one partition cannot be mapped: INVALID_PARTITIONS, saying so.
 A count not above the current one is INVALID_PARTITIONS, as in Kafka; manual
 assignments INVALID_REPLICA_ASSIGNMENT (segments are placed by container).

@@ -29,6 +29,9 @@ which places them in the producer's open Folio transaction, then appended by
 the same code as any batch (sequences checked, group-committed, a failed
 append resolved), inside the coordinator's ``writing`` context;
 without it they are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+
+A batch for a sealed partition (its topic split or merged) is appended to the
+partition's heir, transactional or not (``broker.kafka.succession``).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.api import Block, SegmentHandle
-from broker.errors import BrokerError, EventTooLargeError, WrongHostError
+from broker.errors import BrokerError, EventTooLargeError, SegmentSealedError, WrongHostError
 from broker.kafka.access import refused_partitions
 from broker.kafka.batches import BatchHeader, InvalidBatchError, parse_batch, split_batches
 from broker.kafka.blocks import block_of_batch
@@ -150,12 +153,38 @@ async def _start(context: KafkaContext, topic: str, partition: int,
     except (BrokerError, LedgerError) as error:
         return error_code(error), -1, str(error)
     writer, last = writer_of(header)
+    unused = [txn] if txn is not None else []
+
+    async def append(target: SegmentHandle, target_name: str, stream: str,
+                     number: int) -> _Outcome:
+        # ``broker.kafka.succession``: the partition's segment first, then (if
+        # it is sealed) its heir, under the stream's writer id and numbers.
+        if txn is None:
+            return await _append_in(context, target, target_name, header, data, stream,
+                                    number, None)
+        info = target.info()
+        if info.sealed:  # not registered in the transaction: its heir is
+            raise SegmentSealedError(target_name, info.segment.end_offset)
+        if target_name == name and unused:
+            place: TxnWrite | None = unused.pop()
+        elif context.transactional_write is None:  # (set when ``txn`` was made)
+            return (ErrorCode.transactional_id_authorization_failed, -1,
+                    "Kafka transactions are not served by this broker yet")
+        else:
+            code, message, place = context.transactional_write(
+                context, transactional_id, target_name, header)
+            if place is None:
+                return code, -1, message
+        return await _append_in(context, target, target_name, header, data, stream, number,
+                                place)
+
     # A task: its first step (the segment's numbering and submit) runs before
     # any later request's, in the order the tasks are made. A transactional
     # one's first step enters the coordinator's ``writing``, whose per-segment
-    # FIFO lock keeps that order while the segment is being registered.
-    return asyncio.ensure_future(_append_in(context, segment, name, header, data, writer,
-                                            last, txn))
+    # FIFO lock keeps that order while the segment is being registered. A
+    # sealed partition's batch goes to its heir (``broker.kafka.succession``).
+    return context.succession.start(context.topics, segment, name, writer, last,
+                                    header.records_count, append)
 
 
 def _check_max_message_bytes(segment: SegmentHandle, batch_bytes: int) -> None:
@@ -180,6 +209,8 @@ async def _append_in(context: KafkaContext, segment: SegmentHandle, name: str,
     try:
         async with writing:
             return await _append(context, segment, name, header, data, writer, last, txn_id)
+    except SegmentSealedError:
+        raise  # nothing appended: the batch goes to the heir
     except (BrokerError, LedgerError) as error:
         # Entering ``writing`` failed: the transaction is no longer OPEN (its
         # timeout aborted it; INVALID_TXN_STATE: the producer must abort), or
@@ -190,6 +221,7 @@ async def _append_in(context: KafkaContext, segment: SegmentHandle, name: str,
 async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
                   header: BatchHeader, data: bytes, writer: str, last: int,
                   txn_id: TxnId | None = None) -> _Outcome:
+    """Append to ``name``; raises ``SegmentSealedError`` if it is sealed (nothing written)."""
     blocks = [Block(data, header.records_count)]
     try:
         try:
@@ -213,6 +245,8 @@ async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
                 # possibly written (never "not written": NOT_LEADER_OR_FOLLOWER).
                 return (ErrorCode.request_timed_out, -1,
                         f"the outcome of the append to {name} is unknown: {error}")
+    except SegmentSealedError:
+        raise  # nothing appended: the batch goes to the heir
     except (BrokerError, LedgerError) as error:
         return error_code(error), -1, str(error)
     return answer_of(result, writer, name)
