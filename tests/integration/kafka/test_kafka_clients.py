@@ -37,10 +37,13 @@ def create_topic(bootstrap: str, name: str, partitions: int,
 
 def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes, bytes | None,
                                                              list[tuple[str, bytes]]]],
-            **settings: Any) -> list[tuple[int, int]]:
-    """Produce (partition, value, key, headers) records; their (partition, offset) in order."""
+            **settings: Any) -> list[tuple[int, int | None]]:
+    """Produce (partition, value, key, headers) records; their (partition, offset) in order.
+
+    The offset is None where librdkafka reports none (a write to a sealed partition).
+    """
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **settings})
-    placed: dict[int, tuple[int, int]] = {}
+    placed: dict[int, tuple[int, int | None]] = {}
     errors: list[KafkaError] = []
 
     def delivered(index: int) -> Any:

@@ -57,7 +57,9 @@ class KeyedProducer:
             if error is not None:
                 self.errors.append(error)
             else:
-                key, number = message.value().decode().split(":")
+                value = message.value()
+                assert value is not None
+                key, number = value.decode().split(":")
                 self.delivered.append((key, int(number), message.partition()))
 
     def _run(self) -> None:
@@ -124,7 +126,9 @@ def kafka_read_back(bootstrap: str, topic: str) -> list[tuple[str, int]]:
                     continue
                 assert message.error() is None, message.error()
                 assert message.offset() == offset
-                key, number = message.value().decode().split(":")
+                value = message.value()
+                assert value is not None
+                key, number = value.decode().split(":")
                 assert message.key() == key.encode()
                 records.append((key, int(number)))
                 offset += 1
@@ -302,7 +306,9 @@ def test_transactional_producer_writes_through_split_and_merge(
                 message = consumer.poll(0.2)
                 if message is not None:
                     assert message.error() is None, message.error()
-                    read.append(message.value())
+                    value = message.value()
+                    assert value is not None
+                    read.append(value)
     finally:
         consumer.close()
     assert Counter(read) == Counter(committed)
