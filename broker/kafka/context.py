@@ -10,9 +10,11 @@ from typing import Any
 from broker.api import Topics
 from broker.auth.access import Access
 from broker.kafka.coordinators import KafkaCoordinators
+from broker.kafka.fetch_sessions import FetchSessionCache
 from broker.kafka.nodes import ClusterNodes
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.sasl.security import KafkaSecurity
+from broker.kafka.topic_ids import TopicIds
 
 #: One served API: (api_key, min_version, max_version), what ApiVersions lists.
 ServedApi = tuple[int, int, int]
@@ -60,6 +62,9 @@ class KafkaContext:
             auto-created topic, and of CreateTopics' ``num_partitions`` -1.
         write_quorum: copies of each entry (Qw) of new ledgers: the largest
             replication factor CreateTopics accepts (``topics_admin``).
+        fetch_sessions: the incremental fetch sessions (KIP-227) of this
+            listener (``broker.kafka.fetch_sessions``).
+        topic_ids: topic id -> name for Fetch v13+ (``broker.kafka.topic_ids``).
     """
 
     topics: Topics
@@ -79,3 +84,5 @@ class KafkaContext:
     auto_create_topics: bool = True
     num_partitions: int = 1
     write_quorum: int = 1
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
+    topic_ids: TopicIds = field(default_factory=TopicIds)
