@@ -140,7 +140,7 @@ def test_librdkafka_consumer_reads_by_topic_id(bootstrap: str) -> None:
             message = consumer.poll(0.5)
             if message is not None:
                 assert message.error() is None, message.error()
-                got.append((message.partition(), message.offset()))
+                got.append((int(message.partition() or 0), int(message.offset() or 0)))
             return len(got) >= 20
 
         wait_for(read_all, "librdkafka read every record", DEADLINE_S)
