@@ -25,6 +25,7 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic, produce
+from tests.integration.kafka.test_kafka_topic_names import _earlier_build, _started_in
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.kafka import kafka_address, raw_request, read_response
 from tests.support.standalone import start_standalone
@@ -52,14 +53,15 @@ class Raw:
         assert correlation == self.correlation
         return response
 
-    def topic_id(self, topic: str) -> uuid.UUID:
+    def topic_id(self, topic: str, *, allow_none: bool = False) -> Any:
         m = _module(METADATA, 12)
         answer = self.ask(METADATA, 12, m.MetadataRequest(
             topics=(m.MetadataRequestTopic(topic_id=None, name=topic),),
             allow_auto_topic_creation=False, include_topic_authorized_operations=False))
         (found,) = answer.topics
         assert found.error_code is ErrorCode.none and found.name == topic
-        return found.topic_id  # type: ignore[no-any-return]
+        assert allow_none or isinstance(found.topic_id, uuid.UUID), found.topic_id
+        return found.topic_id
 
     def fetch(self, version: int, topic: str | uuid.UUID, offsets: dict[int, int], *,
               session_id: int = 0, epoch: int = -1,
@@ -181,7 +183,7 @@ def test_fetch_by_topic_id(bootstrap: str, raw: Raw) -> None:
     create_topic(bootstrap, topic, 1)
     produce(bootstrap, topic, [(0, b"r%d" % i, None, []) for i in range(3)])
     topic_id = raw.topic_id(topic)
-    assert topic_id.int != 0 and raw.topic_id(topic) == topic_id
+    assert raw.topic_id(topic) == topic_id
     for version in (13, 16, 17):
         answer = raw.fetch(version, topic_id, {0: 0})
         (topic_answer,) = answer.responses
@@ -222,3 +224,36 @@ def test_topic_id_survives_a_broker_crash(processes: BookieProcesses, tmp_path: 
             ErrorCode.none]
     finally:
         raw.close()
+
+
+@pytest.mark.faults
+def test_an_earlier_builds_topic_gets_an_id_that_stays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, processes: BookieProcesses) -> None:
+    """A topic written by the build before topic ids gets one, the same after a crash."""
+    earlier = _earlier_build(tmp_path / "earlier")
+    data = tmp_path / "data"
+    first = _started_in(earlier, processes, data, monkeypatch, {"PYTHONPATH": str(earlier)})
+    host, port = kafka_address(first)
+    create_topic(f"{host}:{port}", "legacy", 1)
+    produce(f"{host}:{port}", "legacy", [(0, b"old", None, [])])
+    raw = Raw((host, port))
+    try:
+        # The earlier build has no topic ids: the zero UUID, which kio reads as None.
+        assert raw.topic_id("legacy", allow_none=True) is None
+    finally:
+        raw.close()
+    assert first.terminate() == 0
+    here = Path(__file__).resolve().parents[3]
+    ids = []
+    for _ in range(2):
+        server = _started_in(here, processes, data, monkeypatch, {})
+        raw = Raw(kafka_address(server))
+        try:
+            ids.append(raw.topic_id("legacy"))
+            answer = raw.fetch(13, ids[-1], {0: 0})
+            assert [(p.error_code, p.high_watermark) for t in answer.responses
+                    for p in t.partitions] == [(ErrorCode.none, 1)]
+        finally:
+            raw.close()
+        server.kill()
+    assert ids[0] == ids[1]
