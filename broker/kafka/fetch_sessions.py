@@ -29,7 +29,8 @@ moved to the end of the session, so a byte limit reached early does not
 starve the same partitions each time (as Kafka does). The cache is one per
 listener (``KafkaContext.fetch_sessions``), in memory: a restarted broker
 answers FETCH_SESSION_ID_NOT_FOUND and clients start again with a full fetch.
-``opened``/``evicted``/``incremental`` count what the cache did.
+``opened``/``evicted``/``incremental``/``refused`` count what the cache did,
+as does ``folio_kafka_fetch_sessions_total{event}`` (docs/observability.md).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
+from prometheus_client import Counter
 
 __all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "FetchPlan", "FetchSession", "FetchSessionCache",
            "PartitionKey", "PartitionState", "Wanted"]
@@ -48,6 +50,15 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 _NO_SESSION = 0
 _MAX_EPOCH = 2**31 - 1
+
+#: What the caches did, by event: ``opened`` (a session made), ``evicted`` (an
+#: idle one dropped for a new one), ``incremental`` (an incremental fetch served),
+#: ``refused`` (an incremental fetch answered with a session error), ``full``
+#: (no room: a full answer without a session).
+SESSION_EVENTS = Counter(
+    "folio_kafka_fetch_sessions_total",
+    "Kafka incremental fetch sessions (KIP-227), by event: opened, evicted, incremental, "
+    "refused, full.", ["event"])
 
 #: (topic key, partition): the topic's name (v7-v12) or its id's text (v13+).
 PartitionKey = tuple[str, int]
@@ -161,6 +172,7 @@ class FetchSessionCache:
         self.opened = 0
         self.evicted = 0
         self.incremental = 0
+        self.refused = 0
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -186,12 +198,14 @@ class FetchSessionCache:
                 return FetchPlan(reads)
             return FetchPlan(reads, opening=True, cache=self, by_id=by_id)
         session = self._sessions.get(session_id)
-        if session is None:
-            return FetchPlan([], ErrorCode.fetch_session_id_not_found)
-        if session.by_id != by_id:
-            return FetchPlan([], ErrorCode.fetch_session_topic_id_error)
-        if epoch != session.epoch:
-            return FetchPlan([], ErrorCode.invalid_fetch_session_epoch)
+        error = (ErrorCode.fetch_session_id_not_found if session is None
+                 else ErrorCode.fetch_session_topic_id_error if session.by_id != by_id
+                 else ErrorCode.invalid_fetch_session_epoch if epoch != session.epoch
+                 else ErrorCode.none)
+        if session is None or error is not ErrorCode.none:
+            self.refused += 1
+            SESSION_EVENTS.labels("refused").inc()
+            return FetchPlan([], error)
         session.epoch = 1 if session.epoch >= _MAX_EPOCH else session.epoch + 1
         session.last_used = self._clock()
         for w in wanted:
@@ -203,6 +217,7 @@ class FetchSessionCache:
         for key in forgotten:
             session.partitions.pop(key, None)
         self.incremental += 1
+        SESSION_EVENTS.labels("incremental").inc()
         reads = [Wanted(key, c.fetch_offset, c.max_bytes)
                  for key, c in session.partitions.items()]
         return FetchPlan(reads, session=session, cache=self)
@@ -212,6 +227,7 @@ class FetchSessionCache:
         """A new session of the partitions answered; None when the cache has no room."""
         now = self._clock()
         if len(self._sessions) >= self._max and not self._evict_one(now):
+            SESSION_EVENTS.labels("full").inc()
             return None
         session_id = _NO_SESSION
         while session_id == _NO_SESSION or session_id in self._sessions:
@@ -225,6 +241,7 @@ class FetchSessionCache:
             session.partitions[w.key] = cached
         self._sessions[session_id] = session
         self.opened += 1
+        SESSION_EVENTS.labels("opened").inc()
         return session
 
     def _evict_one(self, now: float) -> bool:
@@ -236,4 +253,5 @@ class FetchSessionCache:
             return False
         del self._sessions[oldest.session_id]
         self.evicted += 1
+        SESSION_EVENTS.labels("evicted").inc()
         return True

@@ -4,6 +4,7 @@ answers without the unchanged partitions, epoch and id errors, the bound and evi
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
+from prometheus_client import REGISTRY
 
 from broker.kafka.fetch_sessions import (
     FINAL_EPOCH,
@@ -61,7 +62,7 @@ def test_incremental_answers_only_what_changed_and_reads_the_whole_session() -> 
     # A0 answered records: it moved to the end, so it cannot starve A1.
     plan = cache.plan(session_id, 3, [Wanted(A0, 9, 100), Wanted(B0, 0, 50)], [], by_id=False)
     assert [(w.key, w.fetch_offset) for w in plan.reads] == [(A1, 0), (A0, 9), (B0, 0)]
-    assert cache.incremental == 3
+    assert cache.incremental == 3 and _events("incremental") >= 3
 
 
 def test_forgotten_partitions_leave_the_session() -> None:
@@ -84,9 +85,14 @@ def test_an_error_is_always_answered_and_answered_again_once_gone() -> None:
     assert plan.answer({A0: _state(5)})[1] == []
 
 
+def _events(event: str) -> float:
+    return REGISTRY.get_sample_value("folio_kafka_fetch_sessions_total", {"event": event}) or 0.0
+
+
 def test_session_errors() -> None:
     cache = FetchSessionCache()
     session_id = _open(cache, [A0])
+    refused_before = _events("refused")
     assert cache.plan(session_id + 1, 1, [], [], by_id=False).error is (
         ErrorCode.fetch_session_id_not_found)
     assert cache.plan(session_id, 2, [], [], by_id=False).error is (
@@ -98,6 +104,7 @@ def test_session_errors() -> None:
     # The same epoch twice (a resent request) is refused.
     assert cache.plan(session_id, 1, [], [], by_id=False).error is (
         ErrorCode.invalid_fetch_session_epoch)
+    assert cache.refused == 4 and _events("refused") == refused_before + 4
 
 
 def test_a_full_fetch_naming_a_session_closes_it() -> None:
