@@ -10,8 +10,10 @@ unknown id, a topic's id across a broker restart.
 from __future__ import annotations
 
 import datetime
+import re
 import socket
 import sys
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,8 +95,20 @@ def _answered(response: Any) -> dict[int, Any]:
     return {p.partition_index: p for topic in response.responses for p in topic.partitions}
 
 
-def test_kafka_python_consumer_reads_through_an_incremental_session(bootstrap: str) -> None:
+def _sessions_metric(server: BookieProcess, event: str) -> float:
+    """``folio_kafka_fetch_sessions_total{event}`` scraped from the server."""
+    match = re.search(r"metrics on (https?://\S+/metrics)", server.ready_line)
+    assert match is not None, server.ready_line
+    text = urllib.request.urlopen(match[1], timeout=10).read().decode()
+    found = re.search(rf'folio_kafka_fetch_sessions_total{{event="{event}"}} (\S+)', text)
+    return 0.0 if found is None else float(found[1])
+
+
+def test_kafka_python_consumer_reads_through_an_incremental_session(
+        bootstrap: str, server: BookieProcess) -> None:
     topic = "fs-kafka-python"
+    opened_before = _sessions_metric(server, "opened")
+    incremental_before = _sessions_metric(server, "incremental")
     create_topic(bootstrap, topic, 3)
     produce(bootstrap, topic, [(i % 3, b"a%d" % i, None, []) for i in range(30)])
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
@@ -126,6 +140,9 @@ def test_kafka_python_consumer_reads_through_an_incremental_session(bootstrap: s
         consumer.close()
     assert sorted((r.partition, r.offset) for r in got) == sorted(
         (p, o) for p in range(3) for o in range(20))
+    # The broker's side: it opened the session and served the incremental fetches.
+    assert _sessions_metric(server, "opened") >= opened_before + 1
+    assert _sessions_metric(server, "incremental") >= incremental_before + 5
 
 
 def test_librdkafka_consumer_reads_by_topic_id(bootstrap: str) -> None:
