@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from txnbuffer.api import TxnId
 
@@ -28,6 +28,7 @@ __all__ = [
     "TopicConfig",
     "TopicInfo",
     "Topics",
+    "WriterStates",
 ]
 
 MIB = 1024 * 1024
@@ -292,6 +293,17 @@ class SegmentHandle(Protocol):
 
     async def truncate(self, offset: int) -> SegmentInfo:
         """Delete the ledgers wholly before ``offset`` (see Admin.TruncateSegment)."""
+
+
+@runtime_checkable
+class WriterStates(Protocol):
+    """A segment that can list the writers it remembers (Kafka's DescribeProducers).
+
+    Apart from ``SegmentHandle`` so that handles without it (test doubles) stay handles.
+    """
+
+    def writer_states(self) -> dict[str, tuple[int, int]]:
+        """Each writer id the segment remembers: (last event number, last append time in ms)."""
 
 
 class Topics(Protocol):

@@ -44,6 +44,7 @@ from broker.api import (
     StoredWriter,
     TopicConfig,
     TopicInfo,
+    WriterStates,
 )
 from broker.cluster.containers import PER_CONTAINER_TOPICS, container_of
 from broker.cluster.snapshots import ContainerSnapshotStore
@@ -216,6 +217,10 @@ class _GatedSegment:
     async def truncate(self, offset: int) -> SegmentInfo:
         self._check(self._segment.name)
         return await self._segment.truncate(offset)
+
+    def writer_states(self) -> dict[str, tuple[int, int]]:
+        segment = self._segment
+        return segment.writer_states() if isinstance(segment, WriterStates) else {}
 
 
 class TopicsHandover:

@@ -137,6 +137,20 @@ KAFKA_TABLE: Final[dict[str, tuple[Requirement, ...]]] = {
     "SaslAuthenticate": (),
     "DescribeUserScramCredentials": (CLUSTER,),
     "AlterUserScramCredentials": (CLUSTER,),
+    # Admin APIs (docs/kafka.md, "Admin APIs"), as Kafka checks them.
+    "DescribeCluster": (),
+    "DescribeLogDirs": (CLUSTER,),
+    "AlterConfigs": (TOPIC_ADMIN, CLUSTER),
+    "IncrementalAlterConfigs": (TOPIC_ADMIN, CLUSTER),
+    "CreatePartitions": (TOPIC_ADMIN,),
+    "DeleteRecords": (TOPIC_ADMIN,),
+    "OffsetDelete": (GROUP_ADMIN, TOPIC_CONSUME),
+    "DescribeProducers": (TOPIC_CONSUME,),
+    "DescribeTransactions": (TXN_PRODUCE,),
+    "ListTransactions": (),
+    "ElectLeaders": (CLUSTER,),
+    "ListPartitionReassignments": (CLUSTER,),
+    "AlterPartitionReassignments": (CLUSTER,),
 }
 
 

@@ -9,21 +9,27 @@ from __future__ import annotations
 from broker.kafka.dispatch import Api, DispatchTable
 from broker.kafka.handlers import (
     acls,
+    alter_configs,
     api_versions,
+    cluster_admin,
     configs,
     fetch,
     find_coordinator,
     group_admin,
     group_membership,
     group_offsets,
+    leaders_admin,
     list_offsets,
     metadata,
+    offset_delete,
+    partitions_admin,
     produce,
     producer_id,
     sasl,
     scram_users,
     topics_admin,
     transactions,
+    txn_admin,
 )
 
 __all__ = ["HANDLER_MODULES", "dispatch_table"]
@@ -48,6 +54,13 @@ HANDLER_MODULES = (
     # Authentication (docs/security.md, "Kafka"): SASL and SCRAM credentials.
     sasl,
     scram_users,
+    # Admin APIs mapped onto Folio (docs/kafka.md, "Admin APIs").
+    cluster_admin,
+    alter_configs,
+    partitions_admin,
+    offset_delete,
+    txn_admin,
+    leaders_admin,
 )
 
 

@@ -49,12 +49,16 @@ __all__ = ["CreateDeniedError", "TopicBeingCreatedError", "segments_or_create"]
 log = logging.getLogger(__name__)
 
 
-class TopicBeingCreatedError(TopicNotFoundError):
-    """Created by someone else whose record is not there yet: LEADER_NOT_AVAILABLE."""
+class TopicBeingCreatedError(Exception):
+    """Created by someone else whose record is not there yet: LEADER_NOT_AVAILABLE.
+
+    Not a ``BrokerError``: only Metadata's answer (handlers/metadata.py) uses
+    it and the next one; it never crosses the gRPC or Kafka wire as an error.
+    """
 
 
-class CreateDeniedError(TopicNotFoundError):
-    """Missing, and the caller may not create it: TOPIC_AUTHORIZATION_FAILED."""
+class CreateDeniedError(Exception):
+    """Missing, and the caller may not create it: TOPIC_AUTHORIZATION_FAILED (as above)."""
 
 
 async def segments_or_create(context: KafkaContext, name: str, *, create: bool,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,19 +16,25 @@ from broker.kafka.nodes import ClusterNodes
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.sasl.security import KafkaSecurity
 from broker.kafka.topic_ids import TopicIds
+from txnbuffer.api import TxnId
 
 #: One served API: (api_key, min_version, max_version), what ApiVersions lists.
 ServedApi = tuple[int, int, int]
-#: Appends a transactional batch: (context, transactional id, segment name,
-#: batch header, format-2 block) -> (Kafka error code, base offset, message).
-TransactionalAppend = Callable[
-    ["KafkaContext", str | None, str, Any, bytes], Awaitable[tuple[Any, int, str | None]]]
+#: A transactional batch accepted into its producer's open Folio transaction:
+#: the transaction and the coordinator's context its append runs in (which
+#: registers the segment and holds the commit until the append is done).
+TxnWrite = tuple[TxnId, AbstractAsyncContextManager[None]]
+#: Checks a transactional batch: (context, transactional id, segment name, batch
+#: header) -> (Kafka error code, message, the ``TxnWrite`` or None: refused).
+#: Produce then appends it as it appends any batch (``broker.kafka.handlers.produce``).
+TransactionalWrite = Callable[
+    ["KafkaContext", str | None, str, Any], tuple[Any, str | None, TxnWrite | None]]
 #: Answers InitProducerId for a transactional id: (context, call) -> (Kafka
 #: error code, producer id, epoch).
 TransactionalProducerId = Callable[["KafkaContext", Any], Awaitable[tuple[Any, int, int]]]
 
-__all__ = ["NODE_ID", "KafkaContext", "ServedApi", "TransactionalAppend",
-           "TransactionalProducerId"]
+__all__ = ["NODE_ID", "KafkaContext", "ServedApi", "TransactionalProducerId",
+           "TransactionalWrite", "TxnWrite"]
 
 #: The node id this broker gives itself in Metadata: clients see a one-node cluster.
 NODE_ID = 0
@@ -46,7 +53,7 @@ class KafkaContext:
         producer_ids: gives out idempotent producer ids (InitProducerId).
         stopping: set when the listener stops: long polls end at once.
         served: the dispatch table's rows as ApiVersions lists them.
-        transactional_append: writes a Kafka transactional batch (set by the
+        transactional_write: checks a Kafka transactional batch (set by the
             transaction handlers; None: such batches are refused).
         coordinators: consumer groups and transactional ids (None: group and
             transaction requests answer COORDINATOR_NOT_AVAILABLE).
@@ -75,7 +82,7 @@ class KafkaContext:
     cluster_id: str = "folio"
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     served: tuple[ServedApi, ...] = ()
-    transactional_append: TransactionalAppend | None = None
+    transactional_write: TransactionalWrite | None = None
     transactional_producer_id: TransactionalProducerId | None = None
     coordinators: KafkaCoordinators | None = None
     nodes: ClusterNodes | None = None

@@ -26,10 +26,10 @@ def _kafka_code(name: str) -> ErrorCode:
     return ErrorCode[name.lower()]
 
 
-#: Each class with a Kafka code in its row. A class without one (or not in the
-#: table) takes its nearest base class's: the first class of its MRO here decides.
+#: Each class with the Kafka code of its row (every row names one). A class not
+#: in the table takes its nearest base class's: the first class of its MRO here decides.
 _BY_CLASS: Final[dict[type[BaseException], ErrorCode]] = {
-    cls: _kafka_code(row.kafka) for cls, row in CLASS_ROWS.items() if row.kafka is not None}
+    cls: _kafka_code(row.kafka) for cls, row in CLASS_ROWS.items()}
 _LEDGER_FALLBACK: Final = {
     retriable: _kafka_code(name) for retriable, name in LEDGER_KAFKA_FALLBACK.items()}
 

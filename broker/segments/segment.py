@@ -247,6 +247,11 @@ class LedgerSegment:
         """Apply a changed topic configuration (rollover, limits; retention on next tick)."""
         self._config = config
 
+    def writer_states(self) -> dict[str, tuple[int, int]]:
+        """Each writer remembered: (last event number, last append time in ms)."""
+        return {writer_id: (state.last_event_number, state.last_update_ms)
+                for writer_id, state in self._pipeline.writers.snapshot().items()}
+
     @property
     def writer_count(self) -> int:
         """How many writers the segment remembers."""

@@ -6,9 +6,10 @@ their flow by ``request_id >> 32``, so one bidirectional stream carries all of
 a client's appends. The stream lives on the IO thread: one task writes queued
 commands, one reads replies. When the stream breaks (the broker restarts, the
 connection drops) every flow hears ``on_stream_lost``; the stream reconnects
-with backoff (50 ms doubling to 2 s) and tells every flow ``on_stream_ready``,
-upon which each flow sets itself up again and resends what was not
-acknowledged. A ticker calls every flow's ``on_tick`` ten times a second so
+with backoff (50 ms doubling to 2 s, ended early when the channel turns READY:
+``folio._transport.liveness.wait_to_reconnect``) and tells every flow
+``on_stream_ready``, upon which each flow sets itself up again and resends what
+was not acknowledged. A ticker calls every flow's ``on_tick`` ten times a second so
 flows can give up on blocks past their delivery deadline.
 
 **Progress.** The stream knows which commands await a reply (a
@@ -36,7 +37,7 @@ import grpc
 from grpc import aio
 
 from folio._status import error_from_rpc
-from folio._transport.liveness import PROGRESS_TIMEOUT_S
+from folio._transport.liveness import PROGRESS_TIMEOUT_S, wait_to_reconnect
 from folio.api.v1 import append_pb2
 from folio.errors import FolioError, FolioUnavailableError
 
@@ -61,18 +62,19 @@ _MAX_FLOW_ID: Final = (1 << 32) - 1
 
 
 class Backoff:
-    """Delays that double from ``BACKOFF_MIN_S`` to ``max_s``; ``reset`` starts over.
+    """Delays that double from ``min_s`` (``BACKOFF_MIN_S``) to ``max_s``; ``reset`` starts over.
 
     Each delay is drawn between half its step and the whole (equal jitter): the
     clients of a broker that went away all retry at once otherwise, in step,
     against the broker that takes its segments over.
     """
 
-    __slots__ = ("_max_s", "_next")
+    __slots__ = ("_max_s", "_min_s", "_next")
 
-    def __init__(self, max_s: float = BACKOFF_MAX_S) -> None:
-        self._next = BACKOFF_MIN_S
-        self._max_s = max_s
+    def __init__(self, max_s: float = BACKOFF_MAX_S, *, min_s: float = BACKOFF_MIN_S) -> None:
+        self._min_s = min_s
+        self._next = min_s
+        self._max_s = max(max_s, min_s)
 
     def next_delay(self) -> float:
         """The delay to wait now, in [step / 2, step]; the next step is twice as long
@@ -83,7 +85,7 @@ class Backoff:
 
     def reset(self) -> None:
         """After a success: the next delay is the shortest again."""
-        self._next = BACKOFF_MIN_S
+        self._next = self._min_s
 
 
 class AppendFlow(Protocol):
@@ -116,13 +118,21 @@ class AppendStream:
     """The shared Append stream of one connection. IO thread only."""
 
     def __init__(self, stub: AppendAsyncStub,
-                 progress_timeout_s: float = PROGRESS_TIMEOUT_S) -> None:
+                 progress_timeout_s: float = PROGRESS_TIMEOUT_S, *,
+                 channel: aio.Channel | None = None, backoff: Backoff | None = None) -> None:
         """Makes the stream object; the gRPC stream opens with the first flow.
 
-        ``progress_timeout_s``: cut the stream after this long without any
-        reply while commands await one (see "Progress").
+        Args:
+            stub: the Append stub of ``channel``.
+            progress_timeout_s: cut the stream after this long without any
+                reply while commands await one (see "Progress").
+            channel: the stub's channel: a reconnect waits for it to turn
+                READY rather than for the whole backoff (None: the backoff).
+            backoff: the reconnect backoff (tests give a long one).
         """
         self._stub = stub
+        self._channel = channel
+        self._backoff = backoff or Backoff()
         self._progress_timeout_s = progress_timeout_s
         #: Request ids of the commands sent on this stream that await a reply.
         self._awaiting: set[int] = set()
@@ -142,6 +152,14 @@ class AppendStream:
         self.connected = False
         #: How many times the stream broke (and was opened again) so far.
         self.restarts = 0
+        #: How many times the gRPC stream was opened (the first time and after each break).
+        self.attempts = 0
+        #: Reopenings that did not wait the backoff out: the channel turned READY first.
+        self.ready_wakeups = 0
+        #: How the broken stream waits to open again: ``"channel"`` (until the
+        #: channel turns READY, at most the backoff), ``"backoff"`` (the whole
+        #: backoff), ``""`` (it is not waiting).
+        self.reconnect_wait = ""
 
     # -- flows --------------------------------------------------------------
 
@@ -204,8 +222,12 @@ class AppendStream:
     # -- the stream ---------------------------------------------------------
 
     async def _run(self) -> None:
-        backoff = Backoff()
+        backoff = self._backoff
+        # Whether the stream was last opened because its channel turned READY.
+        woke_on_ready = False
         while not self._closed:
+            self.attempts += 1
+            replied = False
             call = self._stub.Append(None)  # commands go in with call.write
             queue: asyncio.Queue[append_pb2.AppendCommand] = asyncio.Queue()
             writer = asyncio.get_running_loop().create_task(self._write(call, queue))
@@ -219,6 +241,7 @@ class AppendStream:
             error: FolioError
             try:
                 async for reply in call:
+                    replied = True
                     backoff.reset()
                     self._awaiting.discard(reply.request_id)
                     self._progress_at = time.monotonic()
@@ -260,7 +283,29 @@ class AppendStream:
                 # redialling a broker that may be gone; the next flow opens it again.
                 self._task = None
                 return
-            await asyncio.sleep(backoff.next_delay())
+            woke_on_ready = await self._wait_to_reopen(
+                on_ready=replied or not woke_on_ready)
+
+    async def _wait_to_reopen(self, *, on_ready: bool) -> bool:
+        """After a break: the backoff, or less when the channel turns READY (``on_ready``).
+
+        The first attempt once a cut connection or a stopped broker is back
+        goes at once, not up to 2 s later. The caller passes ``on_ready``
+        False for a stream that was opened that way and broke again before
+        any reply (a broker that accepts connections and drops them): it
+        waits the whole backoff, so nothing is retried in a tight loop. True
+        when the wait ended because the channel turned READY.
+        """
+        channel = self._channel
+        self.reconnect_wait = "channel" if on_ready and channel is not None else "backoff"
+        try:
+            woke = await wait_to_reconnect(channel, self._backoff.next_delay(),
+                                           on_ready=on_ready)
+        finally:
+            self.reconnect_wait = ""
+        if woke:
+            self.ready_wakeups += 1
+        return woke
 
     @staticmethod
     async def _write(call: aio.StreamStreamCall[append_pb2.AppendCommand,

@@ -167,7 +167,8 @@ class Connection:
         self.read = read_pb2_grpc.ReadStub(self.channel)
         self.transactions = transactions_pb2_grpc.TransactionsStub(self.channel)
         self.groups = groups_pb2_grpc.ReaderGroupsStub(self.channel)
-        self.append_stream = AppendStream(append_pb2_grpc.AppendStub(self.channel))
+        self.append_stream = AppendStream(append_pb2_grpc.AppendStub(self.channel),
+                                          channel=self.channel)
         #: Read streams running on this channel.
         self.read_flows = 0
 

@@ -33,6 +33,17 @@ session timeout. Two checks leave such a broker within a few seconds:
 Cutting a stream is always safe: an append flow sets up again and resends what
 was not acknowledged (the writer id and event numbers de-duplicate), and a read
 stream reads on from the next offset it did not receive.
+
+**Back as soon as the channel is.** An Append or Read stream that broke is
+opened again after a backoff (``Backoff``: 50 ms doubling to 2 s), but the
+wait ends early when its channel turns READY (``wait_to_reconnect``), as
+gRPC's own connection backoff starts over on a READY transition: while a broker is stopped or
+unreachable every attempt fails and the backoff grows to its cap, and without
+this the first attempt after it comes back would wait up to that cap for
+nothing. A channel that is READY when the wait begins does not shorten it:
+the connection is up and the broker ended the stream itself (it refused it, or
+the progress deadline cut it), so a broker that keeps refusing keeps its
+backoff.
 """
 
 from __future__ import annotations
@@ -50,6 +61,7 @@ __all__ = [
     "KEEPALIVE_TIME_MS",
     "PROGRESS_TIMEOUT_S",
     "no_progress_error",
+    "wait_to_reconnect",
     "with_progress_deadline",
 ]
 
@@ -112,3 +124,49 @@ async def with_progress_deadline(call: aio.UnaryStreamCall[Any, R], what: str,
 
 async def _next(responses: AsyncIterator[R]) -> R:
     return await responses.__anext__()
+
+
+async def wait_to_reconnect(channel: aio.Channel | None, delay_s: float, *,
+                            on_ready: bool = True) -> bool:
+    """Waits ``delay_s`` before a broken stream is opened again, or until its channel is READY.
+
+    The wait ends early only on a transition: the channel is seen not READY
+    (IDLE, CONNECTING, TRANSIENT_FAILURE: the connection is what failed), then
+    READY. gRPC redials a channel by itself (with its own backoff, at most 2 s
+    here: ``folio._transport.io_thread``); an IDLE one is asked to connect. A
+    channel that stays READY throughout leaves the whole ``delay_s``: the
+    broker ended the stream on a working connection (a refusal, a stream cut
+    for want of progress), and retrying it at once would only spin.
+
+    Args:
+        channel: the stream's channel; None waits the whole delay.
+        delay_s: the backoff's delay.
+        on_ready: False waits the whole delay whatever the channel does (the
+            caller's guard against a broker that accepts connections and
+            drops them at once: each would otherwise be retried at once).
+
+    Returns:
+        True when the wait ended early because the channel turned READY.
+    """
+    loop = asyncio.get_running_loop()
+    if channel is None or not on_ready:
+        await asyncio.sleep(delay_s)
+        return False
+    deadline = loop.time() + delay_s
+    state = channel.get_state(try_to_connect=True)
+    went_down = state is not grpc.ChannelConnectivity.READY
+    while True:
+        if state is grpc.ChannelConnectivity.READY and went_down:
+            return True
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return False
+        if state is grpc.ChannelConnectivity.SHUTDOWN:  # closed: it never turns READY
+            await asyncio.sleep(remaining)
+            return False
+        try:
+            await asyncio.wait_for(channel.wait_for_state_change(state), remaining)
+        except TimeoutError:  # the builtin (asyncio.wait_for)
+            return False
+        state = channel.get_state(try_to_connect=True)
+        went_down = went_down or state is not grpc.ChannelConnectivity.READY

@@ -32,6 +32,8 @@ from folio.errors import FolioUnavailableError, InvalidArgumentError
 from folio.security import PLAIN, ChannelSecurity
 
 if TYPE_CHECKING:
+    from grpc import aio
+
     from folio._transport.append_stream import AppendFlow, AppendStream
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
 
@@ -93,12 +95,14 @@ class PoolStats:
 class ReadLease:
     """One Read stream's hold on a channel: its stub, until ``release``."""
 
-    __slots__ = ("_connection", "stub")
+    __slots__ = ("_connection", "channel", "stub")
 
     def __init__(self, connection: Connection) -> None:
         self._connection: Connection | None = connection
         connection.read_flows += 1
         self.stub: ReadAsyncStub = connection.read
+        #: The stub's channel (a broken stream waits for it to turn READY).
+        self.channel: aio.Channel = connection.channel
 
     def release(self) -> None:
         """The stream ended: the channel has one flow fewer. Idempotent."""

@@ -24,7 +24,8 @@ events after it for good.
 A stream that breaks, or that hears nothing from its broker (not even the
 empty response due every ``max_wait_ms`` at the tail) for ``max_wait_ms`` plus
 the progress deadline (``folio._transport.liveness``), is opened again from the
-next offset after backoff; a
+next offset after backoff, or as soon as its channel turns READY again
+(``liveness.wait_to_reconnect``, as the Append stream); a
 status the broker did not give (gRPC's own, e.g. from a cut connection) gets
 a few retries too. In a cluster, each stream runs on a channel of its
 segment's owner (``folio._transport.brokers``); a WrongHost answer moves it
@@ -49,7 +50,11 @@ import grpc
 
 from folio._status import error_from_rpc
 from folio._transport.append_stream import Backoff
-from folio._transport.liveness import PROGRESS_TIMEOUT_S, with_progress_deadline
+from folio._transport.liveness import (
+    PROGRESS_TIMEOUT_S,
+    wait_to_reconnect,
+    with_progress_deadline,
+)
 from folio._transport.moving import MOVE_BACKOFF_MAX_S
 from folio._transport.unpack import unpack_events
 from folio.api.v1 import read_pb2
@@ -64,6 +69,8 @@ from folio.errors import (
 from folio.models import DeserializationPolicy, Event, UndecodedEvent
 
 if TYPE_CHECKING:
+    from grpc import aio
+
     from folio._transport.io_thread import IoThread
     from folio._transport.pool import ReadChannels
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
@@ -111,8 +118,14 @@ class SegmentStreams(Generic[T]):
                      read_pb2.ReadRequest.READ_COMMITTED),
                  max_bytes: int = DEFAULT_MAX_BYTES, max_wait_ms: int = DEFAULT_MAX_WAIT_MS,
                  metrics: TopicMetrics | None = None,
-                 on_deserialization_error: DeserializationPolicy = "raise") -> None:
-        """Streams take a channel of ``channels`` (the client's pool) each, or use ``stub``."""
+                 on_deserialization_error: DeserializationPolicy = "raise",
+                 backoff: Callable[[], Backoff] = Backoff) -> None:
+        """Streams take a channel of ``channels`` (the client's pool) each, or use ``stub``.
+
+        ``backoff`` makes each stream's reconnect backoff (tests give long
+        ones). A stream on ``channels`` waits for its channel to turn READY
+        rather than for the whole backoff; on ``stub`` it waits the backoff.
+        """
         if (channels is None) == (stub is None):
             raise ValueError("give the streams either channels or a stub")
         check_policy(on_deserialization_error)
@@ -120,6 +133,9 @@ class SegmentStreams(Generic[T]):
         self._io = io
         self._channels = channels
         self._stub = stub
+        self._backoff = backoff
+        #: Reopenings that did not wait the backoff out: the channel turned READY first.
+        self.ready_wakeups = 0
         self._max_bytes = max_bytes
         self._max_wait_ms = max_wait_ms
         self._metrics = metrics
@@ -378,7 +394,7 @@ class SegmentStreams(Generic[T]):
                 return
             try:
                 next_offset = await self._read(lease.stub, segment, token, next_offset, stream,
-                                               moves=moves)
+                                               moves=moves, channel=lease.channel)
             finally:
                 lease.release()
             if next_offset is not None and channels.owner_of(segment) is None:
@@ -391,7 +407,8 @@ class SegmentStreams(Generic[T]):
                     return
 
     async def _read(self, stub: ReadAsyncStub, segment: str, token: int, offset: int,
-                    stream: _Stream, *, moves: Backoff | None = None) -> int | None:
+                    stream: _Stream, *, moves: Backoff | None = None,
+                    channel: aio.Channel | None = None) -> int | None:
         """Reads ``segment`` from ``offset`` until its end or a failure for good.
 
         Returns:
@@ -403,11 +420,13 @@ class SegmentStreams(Generic[T]):
         """
         credit = asyncio.Semaphore(_BUFFERED_RESPONSES)
         stream.credit = credit
-        backoff = Backoff()
+        backoff = self._backoff()
         next_offset = offset
         unexplained = 0
         served = False
+        woke_on_ready = False  # the last call was opened because the channel turned READY
         while True:
+            answered = False
             call = stub.Read(read_pb2.ReadRequest(
                 segment=segment, offset=next_offset, max_bytes=self._max_bytes,
                 max_wait_ms=self._max_wait_ms, isolation=self._isolation))
@@ -416,6 +435,7 @@ class SegmentStreams(Generic[T]):
                         call, f"Read stream of {segment}",
                         PROGRESS_TIMEOUT_S + self._max_wait_ms / 1000):
                     backoff.reset()
+                    answered = True
                     unexplained = 0
                     if moves is not None and not served:
                         served = True
@@ -457,7 +477,12 @@ class SegmentStreams(Generic[T]):
                          segment, error, next_offset)
             finally:
                 call.cancel()
-            await asyncio.sleep(backoff.next_delay())
+            # As the Append stream: at once when the channel is back, the whole
+            # backoff after a call the channel woke that broke unanswered.
+            woke_on_ready = await wait_to_reconnect(
+                channel, backoff.next_delay(), on_ready=answered or not woke_on_ready)
+            if woke_on_ready:
+                self.ready_wakeups += 1
 
 
 def check_policy(policy: object) -> None:

@@ -17,6 +17,7 @@ from enum import Enum
 from types import TracebackType
 from typing import Generic, Protocol, TypeVar
 
+from folio._exits import clean_up
 from folio.api.v1.block import HEADER_OVERHEAD_BYTES
 from folio.errors import (
     EventTooLargeError,
@@ -214,12 +215,18 @@ class SingleRoutingKeyTransaction(Generic[T]):
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
+        """Commits if the body ended normally, else aborts without hiding the body's error.
+
+        A failure of the abort is added to the body's exception as a note
+        (``folio._exits``), never raised in its place.
+        """
         if self._state is not TxnState.OPEN:
             return
-        if exc_type is None:
+        if exc is None:
             self.commit()
         else:
-            self.abort()
+            clean_up(exc, self.abort, f"aborting the transaction of routing key "
+                                      f"{self._writer.routing_key!r}")
 
     def __repr__(self) -> str:
         return (f"<SingleRoutingKeyTransaction {self._writer.topic!r} "

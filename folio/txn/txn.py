@@ -52,6 +52,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from folio._exits import clean_up
 from folio._transport.append_stream import Backoff
 from folio.api.v1.block import EVENT_OVERHEAD_BYTES
 from folio.api.v1.routing import routing_point, segment_index
@@ -229,7 +230,13 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        self.close()
+        """Closes the writer; a failure of ``close`` never takes the place of the body's error.
+
+        When the body raised, its exception propagates and what ``close``
+        raised is added to it as a note (``folio._exits``).
+        """
+        clean_up(exc, self.close, f"closing the transaction writer of topic {self.topic!r} "
+                                  f"(routing key {self.routing_key!r})")
 
     def __repr__(self) -> str:
         return (f"<SingleRoutingKeyTransactionWriter topic={self.topic!r} "

@@ -65,6 +65,7 @@ from enum import Enum
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from folio._exits import clean_up
 from folio.api.v1 import transactions_pb2
 from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES
 from folio.api.v1.routing import segment_index
@@ -288,13 +289,13 @@ class Transaction(Generic[T]):
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
+        """Commits, or aborts if the body raised: an abort's failure is a note on its error."""
         if self._state is not _Local.OPEN:
             return
-        if exc_type is None:
+        if exc is None:
             self.commit()
         else:
-            with contextlib.suppress(FolioError):
-                self.abort()
+            clean_up(exc, self.abort, f"aborting transaction {self.txn_id.hex()}")
 
     def __repr__(self) -> str:
         return (f"<Transaction {self.txn_id.hex()} {self._writer.topic!r} "
@@ -456,7 +457,7 @@ class TransactionalWriter(Generic[T]):
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        self.close()
+        clean_up(exc, self.close, f"closing the transactional writer of topic {self.topic!r}")
 
     def __repr__(self) -> str:
         return f"<TransactionalWriter topic={self.topic!r} segments={len(self._names)}>"

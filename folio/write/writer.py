@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
+from folio._exits import clean_up
 from folio._transport.append_stream import Backoff
 from folio._transport.scaling import SuccessorLookup
 from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, MAX_BLOCK_BYTES
@@ -304,19 +305,13 @@ class EventWriter(Generic[T]):
                  traceback: TracebackType | None) -> None:
         """Closes the writer; a failure it reports never takes the place of the body's error.
 
-        When the body raised, its exception propagates: a ``FolioError`` that
-        ``close`` reports (the first write that failed since the last flush,
-        already in its events' futures) is added to it as a note, as Java's
+        When the body raised, its exception propagates: what ``close`` raises
+        (the first write that failed since the last flush, already in its
+        events' futures, or any other failure) is added to it as a note
+        (``folio._exits``), as Java's
         try-with-resources keeps a failed ``close()`` as a suppressed exception.
         """
-        if exc is None:
-            self.close()
-            return
-        try:
-            self.close()
-        except FolioError as error:
-            exc.add_note(f"closing the writer of topic {self.topic!r} also reported "
-                         f"{type(error).__name__}: {error}")
+        clean_up(exc, self.close, f"closing the writer of topic {self.topic!r}")
 
     def __repr__(self) -> str:
         return f"<EventWriter topic={self.topic!r} writer_id={self.writer_id!r}>"

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
-from kafka import KafkaConsumer
+from confluent_kafka.admin import AdminClient, ConfigResource
+from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KafkaPythonPartition
 from kio.schema.errors import ErrorCode
 
@@ -236,6 +236,50 @@ def test_partitions_led_by_their_owners_and_a_group_across_brokers(
     with pytest.raises(KafkaException) as refused:
         transactional.init_transactions(30)
     assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+    _admin_apis_across_brokers(bootstrap, topic, owners)
+
+
+def _admin_apis_across_brokers(bootstrap: str, topic: str, owners: dict[int, str]) -> None:
+    """The admin APIs of a cluster (docs/kafka.md, "Admin APIs"), through every broker."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_cluster().result(30)
+    nodes = {f"{node.host}:{node.port}": node.id for node in described.nodes}
+    assert set(nodes) == set(owners.values()) and len(nodes) == 3
+    assert described.controller is not None and described.controller.id in nodes.values()
+    # Each broker's own configs, asked of it by its node id.
+    for address, node_id in nodes.items():
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(node_id))
+        configs = admin.describe_configs([resource])[resource].result(30)
+        assert configs["advertised.listeners"].value == f"PLAINTEXT://{address}"
+        assert configs["broker.id"].value == str(node_id)
+    python_admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+    try:
+        # Each broker's log dir holds the partitions it owns, and only those.
+        listed: dict[int, set[int]] = {}
+        for answer in python_admin.describe_log_dirs(topic_partitions=[topic]):
+            (log_dir,) = answer["log_dirs"]
+            listed[answer["broker"]] = {p["partition_index"] for t in log_dir["topics"]
+                                        if t["name"] == topic for p in t["partitions"]}
+        assert listed == {node_id: {p for p, owner in owners.items() if owner == address}
+                          for address, node_id in nodes.items()}
+        # Elections are never needed: each partition's owner is its one leader.
+        result = python_admin.elect_leaders(0, {topic: list(owners)}, raise_errors=False)
+        codes = {p.error_code for r in result.replica_election_results
+                 for p in r.partition_result}
+        assert codes == {ErrorCode.election_not_needed.value}
+        # DeleteRecords goes to each partition's owner (the others refuse it).
+        deleted = python_admin.delete_records({KafkaPythonPartition(topic, 0): -1})
+        (low,) = [value["low_watermark"] for value in deleted.values()]
+        end = KafkaConsumer(bootstrap_servers=bootstrap.split(","))
+        try:
+            partition = KafkaPythonPartition(topic, 0)
+            assert end.beginning_offsets([partition])[partition] == low
+            assert end.end_offsets([partition])[partition] == low
+        finally:
+            end.close()
+    finally:
+        python_admin.close()
 
 
 def _list_offsets_error(sock: socket.socket, topic: str) -> ErrorCode:

@@ -5,9 +5,10 @@ the client sends, nothing answers. Before keepalive the SDK's streams waited on
 such a connection for as long as the broker was stopped. Here the writer is
 idle when the broker stops (every block acknowledged), so no progress deadline
 is running: only a keepalive PING that is not acknowledged can cut its Append
-stream. Once cut, the writer's next events wait (the stream reconnects with
-backoff; a connection to a stopped process fails before its HTTP/2 handshake),
-and when the broker resumes they are written, once, after the earlier ones.
+stream. Once cut, the writer's next events wait (a connection to a stopped
+process fails before its HTTP/2 handshake; the stream opens again when its
+channel reaches the broker), and when the broker resumes they are written,
+once, after the earlier ones.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ SEGMENT = f"{TOPIC}/0"
 
 def _restarts(client: folio.Client) -> int:
     return sum(connection.stream_restarts for connection in client.pool_stats().connections)
+
+
+def _reconnected(client: folio.Client) -> bool:
+    """Whether every channel with append flows is READY with its Append stream open."""
+    writing = [c for c in client.pool_stats().connections if c.append_flows]
+    return bool(writing) and all(c.state == "ready" and c.stream_connected for c in writing)
 
 
 def test_keepalive_cuts_an_idle_stream_to_a_stopped_broker_and_writes_resume_once(
@@ -96,9 +103,13 @@ def test_a_delivery_timeout_that_passes_is_the_typed_unknown_outcome_error(
                 writer.flush()  # the first failure since the last flush
             assert flushed.value is error
             writer.flush()  # reported once: neither this flush nor close raises it again
-            # The resumed broker answers again (a loaded machine takes a while)
-            # before the next write gets its delivery timeout.
-            client.get_segments(TOPIC)
+            # The writer's stream opens again by itself as soon as its channel
+            # reaches the resumed broker (no admin call to wake it: the stream
+            # waits for the channel, not for its backoff, which grew while the
+            # broker was stopped; tests/faults/test_append_reconnect.py). The
+            # next write then goes on that stream within its delivery timeout.
+            wait_for(lambda: _reconnected(client),
+                     "the writer's stream open again to the resumed broker", timeout_s=60)
             writer.write_event(b"after", routing_key="k").result(60)
         end = client.get_segments(TOPIC)[0].end_offset
     with grpc.insecure_channel(server.address) as channel:

@@ -35,6 +35,7 @@ from broker.kafka.consumer_groups.offsets import (
     TopicPartition,
 )
 from broker.kafka.consumer_groups.states import ConsumerGroupState
+from broker.kafka.consumer_groups.subscriptions import UNREADABLE, subscribed_topics
 from broker.kafka.error_codes import error_code
 from broker.kafka.partitions import partition_segments
 from broker.segments.names import is_system_topic
@@ -276,6 +277,45 @@ class GroupCoordinator(GroupMembership):
         if self.groups().get(group_id) is group:
             del self.groups()[group_id]
         log.info("kafka group %s: deleted", group_id)
+
+    async def delete_offsets(self, group_id: str, partitions: list[TopicPartition],
+                             ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: forget the group's committed offsets of ``partitions``.
+
+        As Kafka: an unknown group is GROUP_ID_NOT_FOUND; a group with members
+        of another protocol than ``consumer`` NON_EMPTY_GROUP; a partition of a
+        topic a member subscribes to GROUP_SUBSCRIBED_TO_TOPIC (its offsets are
+        in use); the others are deleted (a partition without an offset too:
+        nothing to do). A failed write answers COORDINATOR_NOT_AVAILABLE (the
+        client retries; tombstones written twice are harmless).
+        """
+        error = self.group_id_error(group_id)
+        if error is not ErrorCode.none:
+            return error, {}
+        group = self.group(group_id)
+        committed = self.store.offsets(group_id)
+        if (group is None or group.state is _S.DEAD) and not committed:
+            return ErrorCode.group_id_not_found, {}
+        members = list(group.members.values()) if group is not None else []
+        if members and group is not None and group.protocol_type not in (None, "",
+                                                                          "consumer"):
+            return ErrorCode.non_empty_group, {}
+        subscribed: set[str] = set()
+        for member in members:  # every protocol's subscription (it names the same topics)
+            for _, metadata in member.protocols:
+                subscribed |= subscribed_topics(metadata)
+        every = bool(subscribed & UNREADABLE)
+        answers = {tp: ErrorCode.group_subscribed_to_topic if every or tp[0] in subscribed
+                   else ErrorCode.none for tp in partitions}
+        doomed = [tp for tp, code in answers.items() if code is ErrorCode.none and tp in committed]
+        if doomed:
+            try:
+                await self.store.delete_offsets(group_id, doomed)
+            except (BrokerError, LedgerError) as failure:
+                log.warning("kafka group %s: deleting offsets failed: %s", group_id, failure)
+                return ErrorCode.coordinator_not_available, {}
+            log.info("kafka group %s: offsets of %d partitions deleted", group_id, len(doomed))
+        return ErrorCode.none, answers
 
     # ------------------------------------------------------------ listings
 

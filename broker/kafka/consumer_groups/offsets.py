@@ -238,6 +238,19 @@ class OffsetStore:
         self._offsets.pop(group_id, None)
         self._groups.pop(group_id, None)
 
+    async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """Tombstones for these committed offsets of the group (OffsetDelete), then forget them.
+
+        Raises what the topic raises; on failure nothing is forgotten though some
+        tombstones may have landed (a retry writes them again: deleting is idempotent).
+        """
+        items = list(partitions)
+        topic = self._topic_of(group_id)
+        await asyncio.gather(*(topic.write(offset_key(group_id, *tp), None) for tp in items))
+        stored = self._offsets.get(group_id, {})
+        for tp in items:
+            stored.pop(tp, None)
+
     async def write_group(self, group_id: str, record: ConsumerGroupRecord) -> None:
         """Write the group's record durably."""
         await self._topic_of(group_id).write(_group_key(group_id), record.encode())

@@ -1,9 +1,11 @@
-"""ApiVersions (key 18), v0-v3: the versions of every API in the dispatch table.
+"""ApiVersions (key 18), v0-v4: the versions of every API in the dispatch table.
 
-v3 requests are flexible (header v2, compact strings) while every
-ApiVersions response keeps header v0 so a client can read it whatever it
-asked (KIP-511); kio's classes carry that rule. A request of a version above
-v3 is answered by ``unsupported_version_answer`` in v0 (see the connection).
+v4 has v3's fields (it only lets a broker's supported features start at
+version 0; Folio lists no features). v3+ requests are flexible (header v2,
+compact strings) while every ApiVersions response keeps header v0 so a
+client can read it whatever it asked (KIP-511); kio's classes carry that
+rule. A request of a version above v4 is answered by
+``unsupported_version_answer`` in v0 (see the connection).
 """
 
 from __future__ import annotations
@@ -41,4 +43,4 @@ async def handle_api_versions(context: KafkaContext, call: Call) -> Any:
     return _answer(context, call.version, ErrorCode.none)
 
 
-ROWS = (Api(API_VERSIONS_KEY, "ApiVersions", 0, 3, handle_api_versions),)
+ROWS = (Api(API_VERSIONS_KEY, "ApiVersions", 0, 4, handle_api_versions),)

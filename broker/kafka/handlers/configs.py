@@ -1,8 +1,11 @@
-"""DescribeConfigs (key 32), v1-v4: a topic's config under Kafka's names.
+"""DescribeConfigs (key 32), v1-v4: a topic's or a broker's configs under Kafka's names.
 
 Topics (resource type 2) answer the names of ``broker.kafka.topic_configs``
-with the topic's values (source DYNAMIC_TOPIC_CONFIG); a broker (type 4)
-answers an empty list; other resource types INVALID_REQUEST.
+with the topic's values, each with its source: TOPIC_CONFIG where it differs
+from the broker's default, DEFAULT_CONFIG where it is the default
+(``described_configs``). A broker (type 4, named by its node id or "") answers
+``broker.kafka.broker_configs`` (read-only); another broker's id is
+INVALID_REQUEST, as Kafka answers. Other resource types INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import BrokerError
 from broker.kafka.access import CLUSTER, TOPIC_LOOKUP, allowed
-from broker.kafka.context import KafkaContext
+from broker.kafka.broker_configs import broker_configs
+from broker.kafka.context import NODE_ID, KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import check_served
-from broker.kafka.topic_configs import kafka_configs
+from broker.kafka.topic_configs import DescribedConfig, described_configs
 from ledger.errors import LedgerError
 
 __all__ = ["DESCRIBE_CONFIGS_KEY", "ROWS"]
@@ -27,8 +31,6 @@ __all__ = ["DESCRIBE_CONFIGS_KEY", "ROWS"]
 DESCRIBE_CONFIGS_KEY = 32
 _TOPIC = 2
 _BROKER = 4
-_DYNAMIC_TOPIC_CONFIG = 1
-_STRING_TYPE = 2
 _ZERO = datetime.timedelta(0)
 
 
@@ -39,7 +41,8 @@ async def handle_describe_configs(context: KafkaContext, call: Call) -> Any:
     entry_cls = nested(cls, "DescribeConfigsResourceResult")
     results = []
     for resource in call.request.resources:
-        code, message, configs = ErrorCode.none, None, {}
+        code, message = ErrorCode.none, None
+        configs: list[DescribedConfig] = []
         if resource.resource_type == _TOPIC and not allowed(context, call, TOPIC_LOOKUP,
                                                             resource.resource_name):
             code = TOPIC_LOOKUP.refused
@@ -50,18 +53,26 @@ async def handle_describe_configs(context: KafkaContext, call: Call) -> Any:
             try:
                 check_served(resource.resource_name)
                 info = await context.topics.get_topic(resource.resource_name)
-                configs = kafka_configs(info.config)
+                configs = described_configs(info.config, context.topics.default_config())
             except (BrokerError, LedgerError) as error:
                 code, message = error_code(error), str(error)
-        elif resource.resource_type != _BROKER:
+        elif resource.resource_type == _BROKER:
+            node_id = context.nodes.this_node().node_id if context.nodes else NODE_ID
+            if resource.resource_name not in ("", str(node_id)):
+                code = ErrorCode.invalid_request
+                message = (f"unexpected broker id {resource.resource_name!r}: this broker is "
+                           f"{node_id} (ask each broker for its own configs)")
+            else:
+                configs = broker_configs(context, node_id)
+        else:
             code = ErrorCode.invalid_request
             message = f"resource type {resource.resource_type} is not supported"
         keys = resource.configuration_keys
         entries = tuple(
-            build(entry_cls, name=name, value=value, read_only=False,
-                  config_source=_DYNAMIC_TOPIC_CONFIG, is_default=False, is_sensitive=False,
-                  synonyms=(), config_type=_STRING_TYPE, documentation=None)
-            for name, value in sorted(configs.items()) if keys is None or name in keys)
+            build(entry_cls, name=entry.name, value=entry.value, read_only=entry.read_only,
+                  config_source=entry.source, is_sensitive=False, synonyms=(),
+                  config_type=entry.config_type, documentation=None)
+            for entry in configs if keys is None or entry.name in keys)
         results.append(build(result_cls, error_code=code, error_message=message,
                              resource_type=resource.resource_type,
                              resource_name=resource.resource_name, configs=entries))

@@ -18,10 +18,16 @@ A batch whose append failed (its ledger failed, or was fenced under it) is
 answered once the segment, loaded again here or read where it is not served
 here, knows whether the failed ledger stored it (``resolve_failed_append``).
 
+A batch larger than the topic's ``max.message.bytes`` (its ``max_event_bytes``)
+is refused with MESSAGE_TOO_LARGE before anything is written, transactional or not.
+
 acks: 1 and -1 (all) both answer once the entry is durable on the ledger's
 ack quorum (there is no weaker acknowledgement in Folio); acks=0 sends no
 answer at all, as Kafka's broker does. Transactional batches go to
-``KafkaContext.transactional_append`` (the transactions' handlers set it);
+``KafkaContext.transactional_write`` (the transactions' handlers set it),
+which places them in the producer's open Folio transaction, then appended by
+the same code as any batch (sequences checked, group-committed, a failed
+append resolved), inside the coordinator's ``writing`` context;
 without it they are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 """
 
@@ -35,11 +41,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.api import Block, SegmentHandle
-from broker.errors import BrokerError, WrongHostError
+from broker.errors import BrokerError, EventTooLargeError, WrongHostError
 from broker.kafka.access import refused_partitions
 from broker.kafka.batches import BatchHeader, InvalidBatchError, parse_batch, split_batches
 from broker.kafka.blocks import block_of_batch
-from broker.kafka.context import KafkaContext
+from broker.kafka.context import KafkaContext, TxnWrite
 from broker.kafka.dispatch import Api, Call, Deferred
 from broker.kafka.error_codes import error_code
 from broker.kafka.messages import build, nested, response_class
@@ -47,6 +53,7 @@ from broker.kafka.partitions import segment_name
 from broker.kafka.sequences import answer_of, handed_to_ledger, resolve_failed_append
 from broker.segments.block_limits import check_block_size
 from ledger.errors import LedgerError
+from txnbuffer.api import TxnId
 
 __all__ = ["PRODUCE_KEY", "ROWS", "writer_of"]
 
@@ -129,27 +136,65 @@ async def _start(context: KafkaContext, topic: str, partition: int,
     try:
         check_block_size(len(data))
         name = segment_name(topic, partition)
+        segment = await context.topics.writable_segment(name, "Kafka Produce")
+        _check_max_message_bytes(segment, len(batch))
+        txn: TxnWrite | None = None
         if header.transactional:
-            if context.transactional_append is None:
+            if context.transactional_write is None:
                 return (ErrorCode.transactional_id_authorization_failed, -1,
                         "Kafka transactions are not served by this broker yet")
-            return await context.transactional_append(
-                context, transactional_id, name, header, data)
-        segment = await context.topics.writable_segment(name, "Kafka Produce")
+            code, message, txn = context.transactional_write(
+                context, transactional_id, name, header)
+            if txn is None:
+                return code, -1, message
     except (BrokerError, LedgerError) as error:
         return error_code(error), -1, str(error)
     writer, last = writer_of(header)
     # A task: its first step (the segment's numbering and submit) runs before
-    # any later request's, in the order the tasks are made.
-    return asyncio.ensure_future(_append(context, segment, name, header, data, writer, last))
+    # any later request's, in the order the tasks are made. A transactional
+    # one's first step enters the coordinator's ``writing``, whose per-segment
+    # FIFO lock keeps that order while the segment is being registered.
+    return asyncio.ensure_future(_append_in(context, segment, name, header, data, writer,
+                                            last, txn))
+
+
+def _check_max_message_bytes(segment: SegmentHandle, batch_bytes: int) -> None:
+    """``EventTooLargeError`` (MESSAGE_TOO_LARGE): a batch above the topic's ``max.message.bytes``.
+
+    Kafka's ``max.message.bytes`` bounds a record batch as sent (after
+    compression); DescribeConfigs reports it as the topic's ``max_event_bytes``.
+    """
+    limit = segment.config.max_event_bytes
+    if batch_bytes > limit:
+        raise EventTooLargeError(batch_bytes, limit,
+                                 f"record batch (max.message.bytes of {segment.name})")
+
+
+async def _append_in(context: KafkaContext, segment: SegmentHandle, name: str,
+                     header: BatchHeader, data: bytes, writer: str, last: int,
+                     txn: TxnWrite | None) -> _Outcome:
+    """``_append``, inside the transaction's ``writing`` context for a transactional batch."""
+    if txn is None:
+        return await _append(context, segment, name, header, data, writer, last)
+    txn_id, writing = txn
+    try:
+        async with writing:
+            return await _append(context, segment, name, header, data, writer, last, txn_id)
+    except (BrokerError, LedgerError) as error:
+        # Entering ``writing`` failed: the transaction is no longer OPEN (its
+        # timeout aborted it; INVALID_TXN_STATE: the producer must abort), or
+        # the segment could not be registered. Nothing was appended.
+        return error_code(error), -1, str(error)
 
 
 async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
-                  header: BatchHeader, data: bytes, writer: str, last: int) -> _Outcome:
+                  header: BatchHeader, data: bytes, writer: str, last: int,
+                  txn_id: TxnId | None = None) -> _Outcome:
     blocks = [Block(data, header.records_count)]
     try:
         try:
-            result = await segment.append(blocks, writer, last, contiguous=bool(writer))
+            result = await segment.append(blocks, writer, last, txn_id=txn_id,
+                                          contiguous=bool(writer))
         except (BrokerError, LedgerError) as error:
             if not writer or not handed_to_ledger(error):
                 raise

@@ -3,10 +3,10 @@ TxnOffsetCommit (28) v0-v3, and the two hooks of Produce and InitProducerId.
 
 Thin: the rules are ``broker.kafka.txns.producers``'. ``install`` sets
 ``KafkaContext.transactional_producer_id`` (InitProducerId with a
-transactional id) and ``KafkaContext.transactional_append`` (a transactional
-batch: appended as an entry of the producer's open Folio transaction, with
-the producer's writer id and sequence, so retries are dropped as for
-idempotent producers).
+transactional id) and ``KafkaContext.transactional_write`` (a transactional
+batch's open Folio transaction: Produce appends it as an entry of it, by the
+same code as any batch, with the producer's writer id and sequence, so
+retries are dropped and gaps refused as for idempotent producers).
 """
 
 from __future__ import annotations
@@ -16,20 +16,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.api import Block
-from broker.errors import BrokerError, TxnNotFoundError, TxnStateError
+from broker.errors import BrokerError
 from broker.kafka.access import GROUP_CONSUME, TOPIC_PRODUCE, TXN_PRODUCE, allowed
 from broker.kafka.batches import BatchHeader
-from broker.kafka.context import KafkaContext
+from broker.kafka.context import KafkaContext, TxnWrite
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
 from broker.kafka.handlers.coordination import ZERO, checked_coordinators, coordinators_for
 from broker.kafka.handlers.group_offsets import commit_items, split_refused, topic_answers
-from broker.kafka.handlers.produce import writer_of
 from broker.kafka.locator import TRANSACTION_KEY
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import partition_segments
-from broker.kafka.sequences import answer_of
 from broker.kafka.txns.producers import TxnProducers
 from broker.segments.names import is_system_topic
 from ledger.errors import LedgerError
@@ -170,35 +167,29 @@ async def transactional_producer_id(context: KafkaContext, call: Call,
                                 getattr(request, "producer_epoch", -1))
 
 
-async def transactional_append(context: KafkaContext, transactional_id: str | None,
-                               segment_name: str, header: BatchHeader, data: bytes,
-                               ) -> tuple[ErrorCode, int, str | None]:
-    """Append a transactional batch to its producer's open Folio transaction."""
+def transactional_write(context: KafkaContext, transactional_id: str | None,
+                        segment_name: str, header: BatchHeader) -> tuple[
+                            ErrorCode, str | None, TxnWrite | None]:
+    """A transactional batch's place in its producer's open Folio transaction.
+
+    Produce appends it as any batch, inside the returned ``writing`` context
+    (``broker.kafka.handlers.produce``): one path for sequences, group commit
+    and failed appends, transactional or not.
+    """
     code, producers = _producers(context, None, transactional_id)
     if producers is None:
-        return code, -1, "no transaction coordinator for this transactional id"
+        return code, "no transaction coordinator for this transactional id", None
     code, txn_id = producers.append_check(transactional_id, header.producer_id,
                                           header.producer_epoch)
     if code is not ErrorCode.none or txn_id is None:
-        return code, -1, f"transactional batch refused: {code.name}"
-    writer, last = writer_of(header)
-    try:
-        segment = await context.topics.writable_segment(segment_name, "Kafka Produce")
-        async with producers.coordinator.writing(txn_id, segment_name):
-            result = await segment.append([Block(data, header.records_count)], writer, last,
-                                          txn_id=txn_id, contiguous=bool(writer))
-    except (TxnStateError, TxnNotFoundError) as error:
-        # Its timeout aborted the transaction: the producer must abort it.
-        return ErrorCode.invalid_txn_state, -1, str(error)
-    except (BrokerError, LedgerError) as error:
-        return error_code(error), -1, str(error)
-    return answer_of(result, writer, segment_name)
+        return code, f"transactional batch refused: {code.name}", None
+    return ErrorCode.none, None, (txn_id, producers.coordinator.writing(txn_id, segment_name))
 
 
 def install(context: KafkaContext) -> None:
     """Serve transactional producers on ``context`` (its coordinators are set)."""
     context.transactional_producer_id = transactional_producer_id
-    context.transactional_append = transactional_append
+    context.transactional_write = transactional_write
 
 
 ROWS = (

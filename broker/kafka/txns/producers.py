@@ -48,7 +48,7 @@ from broker.kafka.txns.records import (
 )
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
-from broker.txn.coordinator import TxnCoordinator, TxnState
+from broker.txn.coordinator import TxnCoordinator, TxnState, TxnStatus
 from ledger.errors import LedgerError
 from txnbuffer.api import TxnId
 
@@ -125,6 +125,21 @@ class TxnProducers:
 
     def _lock(self, transactional_id: str) -> asyncio.Lock:
         return self._locks.setdefault(transactional_id, asyncio.Lock())
+
+    # ------------------------------------------------------------ descriptions
+
+    def described(self) -> list[TxnProducer]:
+        """Every transactional id's state now (DescribeTransactions, ListTransactions)."""
+        return list(self._producers.values())
+
+    def transaction_status(self, producer: TxnProducer) -> TxnStatus | None:
+        """The coordinator's status of the producer's open transaction; None if it has none."""
+        if producer.txn_id is None:
+            return None
+        try:
+            return self.coordinator.status(producer.txn_id)
+        except TxnNotFoundError:
+            return None
 
     # ------------------------------------------------------------ checks
 

@@ -193,7 +193,40 @@ REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
         32, 4, "DescribeConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
         resource_name="0" if r is access.CLUSTER else TOPIC),))),
     "DeleteGroups": (42, 2, lambda _r: _make(42, 2, groups_names=(GROUP,))),
+    # Admin APIs (docs/kafka.md, "Admin APIs"): checks only, nothing changed.
+    "DescribeLogDirs": (35, 4, lambda _r: _make(35, 4, topics=None)),
+    "AlterConfigs": (33, 2, lambda r: _make(33, 2, validate_only=True, resources=(_make(
+        33, 2, "AlterConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
+        resource_name="0" if r is access.CLUSTER else TOPIC, configs=()),))),
+    "IncrementalAlterConfigs": (44, 1, lambda r: _make(44, 1, validate_only=True, resources=(
+        _make(44, 1, "AlterConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
+              resource_name="0" if r is access.CLUSTER else TOPIC, configs=()),))),
+    "CreatePartitions": (37, 3, lambda _r: _make(37, 3, validate_only=True, timeout=_SECOND,
+                                                 topics=(_make(37, 3, "CreatePartitionsTopic",
+                                                               name=TOPIC, count=3,
+                                                               assignments=None),))),
+    "DeleteRecords": (21, 2, lambda _r: _make(21, 2, timeout=_SECOND, topics=(_make(
+        21, 2, "DeleteRecordsTopic", name=TOPIC, partitions=(_make(
+            21, 2, "DeleteRecordsPartition", partition_index=0, offset=0),)),))),
+    "OffsetDelete": (47, 0, lambda _r: _make(47, 0, group_id=GROUP, topics=(_make(
+        47, 0, "OffsetDeleteRequestTopic", name=TOPIC, partitions=(_make(
+            47, 0, "OffsetDeleteRequestPartition", partition_index=0),)),))),
+    "DescribeProducers": (61, 0, lambda _r: _make(61, 0, topics=(_make(
+        61, 0, "TopicRequest", name=TOPIC, partition_indexes=(0,)),))),
+    "DescribeTransactions": (65, 0, lambda _r: _make(65, 0, transactional_ids=(TXN_ID,))),
+    "ElectLeaders": (43, 2, lambda _r: _make(43, 2, election_type=0, timeout=_SECOND,
+                                             topic_partitions=(_make(
+                                                 43, 2, "TopicPartitions", topic=TOPIC,
+                                                 partitions=(0,)),))),
+    "ListPartitionReassignments": (46, 0, lambda _r: _make(46, 0, timeout=_SECOND,
+                                                           topics=None)),
+    "AlterPartitionReassignments": (45, 1, lambda _r: _make(45, 1, timeout=_SECOND, topics=(
+        _make(45, 1, "ReassignableTopic", name=TOPIC, partitions=(_make(
+            45, 1, "ReassignablePartition", partition_index=0, replicas=None),)),))),
     # Empty rows (authentication gives the role): never called by the row test.
+    "DescribeCluster": (60, 1, lambda _r: _make(60, 1,
+                                                include_cluster_authorized_operations=False)),
+    "ListTransactions": (66, 1, lambda _r: _make(66, 1)),
     "SaslHandshake": (17, 1, lambda _r: _make(17, 1, mechanism="PLAIN")),
     "SaslAuthenticate": (36, 2, lambda _r: _make(36, 2, auth_bytes=b"")),
     "DescribeUserScramCredentials": (50, 0, lambda _r: _make(50, 0, users=None)),

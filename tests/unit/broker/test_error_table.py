@@ -103,6 +103,6 @@ def test_a_row_naming_no_class_fails_at_import() -> None:
     from broker import status  # noqa: PLC0415
 
     ghost = ErrorRow(ErrorCode.ERROR_CODE_TOPIC_NAME, "NoSuchClassError",
-                     grpc.StatusCode.INTERNAL, False, None)
+                     grpc.StatusCode.INTERNAL, False, "INVALID_REQUEST")
     with pytest.raises(ImportError, match="NoSuchClassError"):
         status._class_of(ghost)

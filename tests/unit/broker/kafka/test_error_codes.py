@@ -10,12 +10,15 @@ import grpc
 import pytest
 from kio.schema.errors import ErrorCode
 
+import broker.errors
 from broker.kafka.error_codes import error_code
+from broker.status import CLASS_ROWS
+from folio.api.v1.error_table import ERRORS
 from ledger import status as ledger_status
 from ledger.errors import LedgerError
 from tests.unit.broker.test_status import CASES
 
-#: Each broker error class -> the Kafka code (None: no Kafka equivalent, UNKNOWN_SERVER_ERROR).
+#: Each broker error class -> the Kafka code its row chose (never UNKNOWN_SERVER_ERROR).
 BROKER_KAFKA_CODES: dict[str, ErrorCode] = {
     "TopicNameError": ErrorCode.invalid_topic_exception,
     "InvalidArgumentError": ErrorCode.invalid_request,
@@ -28,20 +31,20 @@ BROKER_KAFKA_CODES: dict[str, ErrorCode] = {
     "InvalidEventNumberError": ErrorCode.out_of_order_sequence_number,
     "OffsetOutOfRangeError": ErrorCode.offset_out_of_range,
     "EventTooLargeError": ErrorCode.message_too_large,
-    "TransactionTooLargeError": ErrorCode.unknown_server_error,
-    "TransactionBufferFullError": ErrorCode.unknown_server_error,
-    "TransactionExpiredError": ErrorCode.unknown_server_error,
-    "TxnNotFoundError": ErrorCode.unknown_server_error,
-    "TxnStateError": ErrorCode.unknown_server_error,
-    "TxnLabelClosedError": ErrorCode.unknown_server_error,
+    "TransactionTooLargeError": ErrorCode.record_list_too_large,
+    "TransactionBufferFullError": ErrorCode.concurrent_transactions,
+    "TransactionExpiredError": ErrorCode.invalid_txn_state,
+    "TxnNotFoundError": ErrorCode.invalid_txn_state,
+    "TxnStateError": ErrorCode.invalid_txn_state,
+    "TxnLabelClosedError": ErrorCode.invalid_txn_state,
     "WrongHostError": ErrorCode.not_leader_or_follower,
     "BrokerShuttingDownError": ErrorCode.not_leader_or_follower,
     "CorruptDataError": ErrorCode.corrupt_message,
-    "ReaderGroupNotFoundError": ErrorCode.unknown_server_error,
-    "ReaderGroupExistsError": ErrorCode.unknown_server_error,
-    "GroupStateConflictError": ErrorCode.unknown_server_error,
+    "ReaderGroupNotFoundError": ErrorCode.group_id_not_found,
+    "ReaderGroupExistsError": ErrorCode.invalid_request,
+    "GroupStateConflictError": ErrorCode.rebalance_in_progress,
     "InternalTopicError": ErrorCode.topic_authorization_failed,
-    "PermissionDeniedError": ErrorCode.unknown_server_error,
+    "PermissionDeniedError": ErrorCode.topic_authorization_failed,
     "ReaderGroupNotEmptyError": ErrorCode.non_empty_group,
 }
 
@@ -82,6 +85,25 @@ def test_every_ledger_error_has_its_kafka_code() -> None:
               for row in rows]
     assert {type(error).__name__: error_code(error) for error in errors} == LEDGER_KAFKA_CODES
     assert error_code(LedgerError("plain")) is ErrorCode.kafka_storage_error
+
+
+def test_every_error_maps_to_a_deliberate_kafka_code() -> None:
+    """Every broker and ledger error class has a row naming a real Kafka code.
+
+    Fails when a class is added to ``broker.errors`` (or a row to the table)
+    without choosing its Kafka code: such an error would otherwise fall through
+    to UNKNOWN_SERVER_ERROR, logged as unexpected.
+    """
+    names = {code.name for code in ErrorCode}
+    for row in ERRORS:
+        assert row.kafka.lower() in names, (row.name, row.kafka)
+        assert row.kafka != "UNKNOWN_SERVER_ERROR", row.name
+    classes = {value for value in vars(broker.errors).values()
+               if isinstance(value, type) and issubclass(value, broker.errors.BrokerError)
+               and value is not broker.errors.BrokerError}
+    assert classes <= set(CLASS_ROWS), classes - set(CLASS_ROWS)
+    for error, _, _ in CASES:
+        assert error_code(error) is not ErrorCode.unknown_server_error, type(error).__name__
 
 
 def test_an_unknown_error_is_an_unknown_server_error(caplog: pytest.LogCaptureFixture) -> None:

@@ -33,7 +33,7 @@ def test_the_served_apis() -> None:
             for row in dispatch_table().rows()}
     assert rows == {
         "Produce": (0, 3, 9), "Fetch": (1, 4, 17), "ListOffsets": (2, 1, 6),
-        "Metadata": (3, 0, 12), "ApiVersions": (18, 0, 3), "CreateTopics": (19, 2, 5),
+        "Metadata": (3, 0, 12), "ApiVersions": (18, 0, 4), "CreateTopics": (19, 2, 5),
         "DeleteTopics": (20, 1, 4), "InitProducerId": (22, 0, 4),
         "DescribeConfigs": (32, 1, 4),
         # Consumer groups and transactions.
@@ -47,7 +47,14 @@ def test_the_served_apis() -> None:
         "DescribeAcls": (29, 1, 3), "CreateAcls": (30, 1, 3), "DeleteAcls": (31, 1, 3),
         # Authentication (docs/kafka.md, "Security").
         "SaslHandshake": (17, 1, 1), "SaslAuthenticate": (36, 0, 2),
-        "DescribeUserScramCredentials": (50, 0, 0), "AlterUserScramCredentials": (51, 0, 0)}
+        "DescribeUserScramCredentials": (50, 0, 0), "AlterUserScramCredentials": (51, 0, 0),
+        # Admin APIs mapped onto Folio (docs/kafka.md, "Admin APIs").
+        "DescribeCluster": (60, 0, 2), "DescribeLogDirs": (35, 1, 5),
+        "AlterConfigs": (33, 0, 2), "IncrementalAlterConfigs": (44, 0, 1),
+        "CreatePartitions": (37, 0, 3), "DeleteRecords": (21, 0, 2), "OffsetDelete": (47, 0, 0),
+        "DescribeProducers": (61, 0, 0), "DescribeTransactions": (65, 0, 0),
+        "ListTransactions": (66, 0, 2), "ElectLeaders": (43, 0, 2),
+        "AlterPartitionReassignments": (45, 0, 1), "ListPartitionReassignments": (46, 0, 0)}
     assert dispatch_table().get(18) is not None and dispatch_table().get(999) is None
 
 

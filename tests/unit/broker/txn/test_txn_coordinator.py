@@ -173,6 +173,7 @@ async def test_a_transaction_open_across_a_seal_is_still_decided(
     await segment.seal()
     held = await segment.read(0, 1 << 20)
     assert held.blocks == [] and not held.end_of_segment  # held at max_read_position
+    await coordinator.close()
     await env.restart()  # the seal and the open transaction survive
     topics = env.manager()
     coordinator = TxnCoordinator(topics, clock=env.clock)
@@ -181,6 +182,10 @@ async def test_a_transaction_open_across_a_seal_is_still_decided(
         await coordinator.commit([txn])
     else:
         await coordinator.abort(txn)
+    # Its final record is written in the background: closing waits for it, as
+    # a broker's stack stops the coordinator before the topics (else a retry
+    # of that write outlives the test's event loop).
+    await coordinator.close()
     for _ in range(2):  # and again after a restart
         segment = await topics.segment("t/0")
         assert segment.sealed
