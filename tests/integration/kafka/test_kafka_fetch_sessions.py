@@ -15,7 +15,7 @@ import socket
 import sys
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +143,48 @@ def test_kafka_python_consumer_reads_through_an_incremental_session(
     # The broker's side: it opened the session and served the incremental fetches.
     assert _sessions_metric(server, "opened") >= opened_before + 1
     assert _sessions_metric(server, "incremental") >= incremental_before + 5
+
+
+def test_kafka_python_reassignment_forgets_partitions_in_the_session(
+        bootstrap: str, server: BookieProcess) -> None:
+    """A consumer whose assignment shrinks drops those partitions from its session
+    (``forgotten_topics_data``) and keeps fetching incrementally in the same session."""
+    topic = "fs-forget"
+    create_topic(bootstrap, topic, 4)
+    produce(bootstrap, topic, [(i % 4, b"a%d" % i, None, []) for i in range(40)])
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, fetch_max_wait_ms=100)
+    got: dict[tuple[int, int], bytes] = {}
+
+    def read_until(count: int) -> Callable[[], bool]:
+        def done() -> bool:
+            for records in consumer.poll(timeout_ms=100).values():
+                for record in records:
+                    got[record.partition, record.offset] = record.value
+            return len(got) >= count
+        return done
+
+    try:
+        consumer.assign([KafkaPythonPartition(topic, p) for p in range(4)])
+        wait_for(read_until(40), "all four partitions read", DEADLINE_S)
+        (handler,) = consumer._fetcher._session_handlers.values()
+        session = handler.next_metadata.session_id
+        refused_before = _sessions_metric(server, "refused")
+        kept = {KafkaPythonPartition(topic, p) for p in (0, 1)}
+        consumer.assign(sorted(kept))
+        produce(bootstrap, topic, [(i % 4, b"b%d" % i, None, []) for i in range(40)])
+        wait_for(read_until(60), "the two partitions kept read on", DEADLINE_S)
+        # The same session throughout. Partitions 2 and 3 got records after they
+        # were dropped: had the broker not forgotten them, its answers would carry
+        # them, which kafka-python treats as an invalid incremental answer and
+        # closes the session.
+        assert session != 0 and handler.next_metadata.session_id == session
+        assert set(handler.session_partitions) == kept
+        assert _sessions_metric(server, "refused") == refused_before
+    finally:
+        consumer.close()
+    assert sorted(got) == sorted([(p, o) for p in range(4) for o in range(10)]
+                                 + [(p, o) for p in (0, 1) for o in range(10, 20)])
 
 
 def test_librdkafka_consumer_reads_by_topic_id(bootstrap: str) -> None:
