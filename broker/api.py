@@ -108,7 +108,9 @@ class SegmentRange:
 class TopicInfo:
     """A topic: name, configuration, active segments (by ``key_low``), creation time.
 
-    ``sealed``: SealTopic sealed it (it has no open segment).
+    ``sealed``: SealTopic sealed it (it has no open segment). ``topic_id``:
+    its Kafka topic id, a UUID in canonical text form, stable for the topic's
+    life ("" where no broker record backs the value).
     """
 
     name: str
@@ -116,6 +118,7 @@ class TopicInfo:
     segments: tuple[SegmentRange, ...]
     created_ms: int
     sealed: bool = False
+    topic_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +325,9 @@ class Topics(Protocol):
 
     async def list_topics(self, *, include_internal: bool = False) -> list[TopicInfo]:
         """Every user topic, by name; the system topics too with ``include_internal``."""
+
+    async def topic_id(self, name: str) -> str:
+        """The topic's Kafka id (``TopicInfo.topic_id``) from its record. TopicNotFoundError."""
 
     async def delete_topic(self, name: str) -> None:
         """Delete the topic, its segments and their ledgers. TopicNotFoundError."""

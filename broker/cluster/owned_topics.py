@@ -126,6 +126,9 @@ class OwnedTopics:
     async def list_topics(self, *, include_internal: bool = False) -> list[TopicInfo]:
         return await self._topics.list_topics(include_internal=include_internal)
 
+    async def topic_id(self, name: str) -> str:
+        return await self._topics.topic_id(name)
+
     async def delete_topic(self, name: str) -> None:
         await self._topics.delete_topic(name)
 

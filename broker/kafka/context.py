@@ -11,10 +11,12 @@ from typing import Any
 from broker.api import Topics
 from broker.auth.access import Access
 from broker.kafka.coordinators import KafkaCoordinators
+from broker.kafka.fetch_sessions import FetchSessionCache
 from broker.kafka.nodes import ClusterNodes
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.sasl.security import KafkaSecurity
 from broker.kafka.succession import Succession
+from broker.kafka.topic_ids import TopicIds
 from txnbuffer.api import TxnId
 
 #: One served API: (api_key, min_version, max_version), what ApiVersions lists.
@@ -69,6 +71,9 @@ class KafkaContext:
             auto-created topic, and of CreateTopics' ``num_partitions`` -1.
         write_quorum: copies of each entry (Qw) of new ledgers: the largest
             replication factor CreateTopics accepts (``topics_admin``).
+        fetch_sessions: the incremental fetch sessions (KIP-227) of this
+            listener (``broker.kafka.fetch_sessions``).
+        topic_ids: topic id -> name for Fetch v13+ (``broker.kafka.topic_ids``).
     """
 
     topics: Topics
@@ -89,3 +94,5 @@ class KafkaContext:
     auto_create_topics: bool = True
     num_partitions: int = 1
     write_quorum: int = 1
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
+    topic_ids: TopicIds = field(default_factory=TopicIds)

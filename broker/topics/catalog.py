@@ -5,7 +5,8 @@ change of a topic at a time, whichever part makes it: ``crud`` or
 ``scale``). Over its collaborators (the metadata store, the ledger service
 for the end offset of a segment not loaded here, the table of loaded
 segments) it reads a topic record, replaces it by a compare-and-set whose
-unknown outcome it reads back, creates a segment record, and describes a
+unknown outcome it reads back, creates a segment record, gives a topic of
+an earlier build its topic id (``topic_id``), and describes a
 topic (``TopicInfo``) and its segments (``SegmentRange``: offsets from the
 loaded segment, else from its record).
 """
@@ -14,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 import weakref
 from collections.abc import Mapping
 from dataclasses import replace
 
 from broker.api import SegmentRange, SegmentState, TopicInfo
-from broker.errors import TopicExistsError, TopicNotFoundError
+from broker.errors import BrokerError, TopicExistsError, TopicNotFoundError
 from broker.segments.names import (
     make_segment_name,
     segment_path,
@@ -89,6 +91,30 @@ class TopicCatalog:
             return await landed(self._store, topic_path(topic), record.to_bytes()) is not None
         return True
 
+    async def topic_id(self, name: str) -> str:
+        """The topic's id; a record of an earlier build (none) is given one here.
+
+        No lock: the compare-and-set is the guard, against this broker's other
+        changes of the record (they keep the id: they ``replace`` the record
+        read) and other brokers giving it one at the same time (one id wins,
+        the others read it back). Crash windows: before the set, nothing
+        changed (the next reader gives one); after it, the id is stored and
+        every reader sees it. An unknown outcome of the set is read back
+        (``replace``): ours landed, else the loop reads the record again and
+        finds the id that won or tries again. ``TopicNotFoundError``;
+        ``MetadataUnavailableError`` when the store cannot say (ask again).
+        """
+        for _ in range(CAS_ATTEMPTS):
+            record, version = await self.read(name)
+            if record.topic_id:
+                return record.topic_id
+            given = replace(record, topic_id=str(uuid.uuid4()))
+            if await self.replace(name, given, version, change="while given its topic id"):
+                log.info("gave topic %s (made by an earlier build) topic id %s",
+                         name, given.topic_id)
+                return given.topic_id
+        raise BrokerError(f"topic {name!r} kept changing; no topic id given")
+
     async def create_segment_record(self, topic: str, number: int, *,
                                     new_topic: bool = False) -> None:
         """Write the record of a new segment (before the topic record that lists it).
@@ -123,12 +149,13 @@ class TopicCatalog:
                 raise TopicExistsError(topic) from None
 
     async def info(self, record: TopicRecord) -> TopicInfo:
-        """The topic with its open segments by ``key_low``."""
+        """The topic with its open segments by ``key_low`` (and its id, given if none)."""
+        topic_id = record.topic_id or await self.topic_id(record.name)
         ranges = [await self.segment_range(record.name, entry)
                   for entry in record.segments if entry.state is SegmentState.OPEN]
         ranges.sort(key=lambda r: r.key_low)
         return TopicInfo(record.name, record.config, tuple(ranges), record.created_ms,
-                         record.sealed)
+                         record.sealed, topic_id)
 
     async def segment_range(self, topic: str, entry: TopicSegment,
                             successors: Mapping[int, list[int]] | None = None) -> SegmentRange:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
 
@@ -108,7 +109,7 @@ class TopicCrud:
                 await self._catalog.create_segment_record(name, segment.number,
                                                           new_topic=True)
             record = TopicRecord(name, config, segments, segment_count,
-                                 int(self._clock() * 1000))
+                                 int(self._clock() * 1000), topic_id=str(uuid.uuid4()))
             try:
                 await self._store.create(topic_path(name), record.to_bytes(), make_parents=True)
             except NodeExistsError:

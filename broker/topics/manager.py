@@ -95,6 +95,7 @@ class TopicManager:
             make_txn_store=functools.partial(txn_store_factory, self),
             reload_fenced=reload_fenced)
         catalog = TopicCatalog(ledgers, store, self._loaded)
+        self._catalog = catalog
         self._crud = TopicCrud(store, catalog, self._loaded, clock=clock,
                                check_open=self._check_open)
         self._scaling = TopicScaling(catalog, self._loaded, check_open=self._check_open)
@@ -197,6 +198,11 @@ class TopicManager:
     async def get_topic(self, name: str) -> TopicInfo:
         """The topic with its active segments and their offsets. ``TopicNotFoundError``."""
         return await self._crud.get_topic(name)
+
+    async def topic_id(self, name: str) -> str:
+        """The topic's Kafka id; one of an earlier build is given one (``TopicCatalog``)."""
+        self._check_open()
+        return await self._catalog.topic_id(name)
 
     async def list_topics(self, *, include_internal: bool = False) -> list[TopicInfo]:
         """Every user topic by name; system topics too with ``include_internal``."""

@@ -5,10 +5,17 @@ stored at ``broker.segments.names.topic_path`` and changed only by
 compare-and-set on the node's version. Written in format 2, which adds each
 segment's predecessors (scaling), the topic's ``sealed`` flag and when it last
 scaled itself; format 1 records are still read.
+
+``topic_id`` (the topic's Kafka id, a UUID in its canonical text form) is an
+optional key of format 2: records written by earlier builds have none, and
+are given one by the first reader that needs it (``TopicCatalog.topic_id``),
+by compare-and-set, so every broker and every restart agree on it. Earlier
+builds read records carrying it (they ignore unknown keys).
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -43,7 +50,8 @@ class TopicRecord:
     """A topic: its configuration, its segments (every one ever made) and counters.
 
     ``sealed``: SealTopic sealed it. ``scaled_ms``: when auto-scaling last
-    changed it (0: never).
+    changed it (0: never). ``topic_id``: its Kafka topic id ("": none yet,
+    a record of an earlier build).
     """
 
     name: str
@@ -53,6 +61,7 @@ class TopicRecord:
     created_ms: int
     sealed: bool = False
     scaled_ms: int = 0
+    topic_id: str = ""
 
     def with_config(self, config: TopicConfig) -> TopicRecord:
         """The same record with another configuration."""
@@ -60,7 +69,7 @@ class TopicRecord:
 
     def to_bytes(self) -> bytes:
         """The record as stored."""
-        return dump_record(FORMAT_VERSION, {
+        data: dict[str, Any] = {
             "name": self.name,
             "config": asdict(self.config),
             "segments": [
@@ -72,7 +81,10 @@ class TopicRecord:
             "created_ms": self.created_ms,
             "sealed": self.sealed,
             "scaled_ms": self.scaled_ms,
-        })
+        }
+        if self.topic_id:
+            data["topic_id"] = self.topic_id
+        return dump_record(FORMAT_VERSION, data)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> TopicRecord:
@@ -92,10 +104,18 @@ class TopicRecord:
                 created_ms=int(record["created_ms"]),
                 sealed=bool(record.get("sealed", False)),
                 scaled_ms=int(record.get("scaled_ms", 0)),
+                topic_id=_topic_id(record.get("topic_id", "")),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise CorruptDataError(f"topic record is malformed: {error!r}",
                                    what="topic record") from None
+
+
+def _topic_id(value: Any) -> str:
+    """A stored topic id in canonical form ("" for none); ``ValueError`` if not a UUID."""
+    if value in ("", None):
+        return ""
+    return str(uuid.UUID(str(value)))
 
 
 def config_from_json(values: Any) -> TopicConfig:

@@ -1,4 +1,12 @@
-"""Fetch (key 1), v4-v12: record batches from offsets, with long polling and isolation.
+"""Fetch (key 1), v4-v17: record batches from offsets, with long polling and isolation.
+
+v7+ requests may use an incremental fetch session (KIP-227,
+``broker.kafka.fetch_sessions``: which partitions a request reads and which
+its answer carries). v13+ requests name topics by id (``broker.kafka.topic_ids``):
+an id no topic has is answered UNKNOWN_TOPIC_ID for its partitions, under
+that id. v15's ``replica_state`` and v17's ``replica_directory_id`` are a
+follower's (Kafka's replication) and ignored; v16's ``node_endpoints`` is
+left empty (no partition answers NOT_LEADER_OR_FOLLOWER with a new leader).
 
 Each partition is read from its segment (``SegmentHandle.read``) from the
 fetch offset, about ``partition_max_bytes`` of whole blocks (at least one,
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +49,7 @@ from broker.kafka.blocks import batch_of_block
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
+from broker.kafka.fetch_sessions import FetchPlan, PartitionKey, PartitionState, Wanted
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
 from ledger.errors import LedgerError
@@ -94,20 +104,67 @@ class _Partition:
     log_start: int = -1
     #: Sealed and read to its end: nothing more will come, do not wait on it.
     ended: bool = False
+    #: The topic as the request names it: its name (v4-v12) or its id's text (v13+).
+    key: str = ""
+
+
+def _topic_key(topic: Any, by_id: bool) -> str:
+    """The topic as a request names it (``PartitionKey``): name, or id text (v13+)."""
+    if by_id:
+        return str(topic.topic_id or uuid.UUID(int=0))
+    return str(topic.topic)
+
+
+def _plan(context: KafkaContext, call: Call, by_id: bool) -> FetchPlan:
+    """The partitions this request reads, through its fetch session (v7+) if any."""
+    request = call.request
+    wanted = [Wanted((_topic_key(topic, by_id), p.partition), p.fetch_offset,
+                     p.partition_max_bytes)
+              for topic in request.topics for p in topic.partitions]
+    if call.version < 7:
+        return FetchPlan(wanted)
+    forgotten = [(_topic_key(topic, by_id), number)
+                 for topic in request.forgotten_topics_data for number in topic.partitions]
+    return context.fetch_sessions.plan(request.session_id, request.session_epoch, wanted,
+                                       forgotten, by_id=by_id)
+
+
+async def _partition(context: KafkaContext, wanted: Wanted, budget: int,
+                     by_id: bool) -> _Partition:
+    """The partition to read; UNKNOWN_TOPIC_ID for an id no topic has (v13+)."""
+    key, number = wanted.key
+    part = _Partition(key, number, wanted.fetch_offset,
+                      min(max(wanted.max_bytes, 1), budget), key=key)
+    if by_id:
+        try:
+            name = await context.topic_ids.name_of(context.topics, uuid.UUID(key))
+        except (BrokerError, LedgerError) as error:
+            part.error = read_error_code(error)
+            return part
+        if name is None:
+            part.error = ErrorCode.unknown_topic_id
+        else:
+            part.topic = name
+    return part
 
 
 async def handle_fetch(context: KafkaContext, call: Call) -> Any:
     """Record batches of each partition asked, waiting up to max_wait for min_bytes."""
     request = call.request
+    by_id = call.version >= 13
+    plan = _plan(context, call, by_id)
+    if plan.error is not ErrorCode.none:
+        return build(response_class(FETCH_KEY, call.version), throttle_time=_ZERO,
+                     error_code=plan.error, session_id=0, responses=())
     isolation = isolation_of(request.isolation_level)
     budget = min(max(request.max_bytes, 1), MAX_FETCH_BYTES)
-    parts = [_Partition(topic.topic, p.partition, p.fetch_offset,
-                        min(max(p.partition_max_bytes, 1), budget))
-             for topic in request.topics for p in topic.partitions]
+    parts = [await _partition(context, wanted, budget, by_id) for wanted in plan.reads]
     loop = asyncio.get_running_loop()
     wait_s = min(max(request.max_wait.total_seconds(), 0.0), MAX_WAIT_S)
     deadline = loop.time() + wait_s
     for part in parts:
+        if part.error is not ErrorCode.none:
+            continue
         if allowed(context, call, TOPIC_CONSUME, part.topic):
             await _open(context, part)
         else:
@@ -123,7 +180,7 @@ async def handle_fetch(context: KafkaContext, call: Call) -> Any:
                 or context.stopping.is_set() or any(p.error is not ErrorCode.none for p in parts)
                 or not await _wait_any(context, parts, isolation, remaining)):
             break
-    return _answer(call, parts, isolation)
+    return _answer(call, parts, isolation, plan, by_id)
 
 
 async def _open(context: KafkaContext, part: _Partition) -> None:
@@ -185,24 +242,38 @@ async def _wait_any(context: KafkaContext, parts: list[_Partition], isolation: I
                for w in waits)
 
 
-def _answer(call: Call, parts: list[_Partition], isolation: Isolation) -> Any:
+def _answer(call: Call, parts: list[_Partition], isolation: Isolation, plan: FetchPlan,
+            by_id: bool) -> Any:
     cls = response_class(FETCH_KEY, call.version)
     topic_cls = nested(cls, "FetchableTopicResponse")
     data_cls = nested(cls, "PartitionData")
-    by_topic: dict[str, list[Any]] = {}
+    states: dict[PartitionKey, PartitionState] = {}
     for part in parts:
         if part.segment is not None and part.high_watermark < 0:
             _note_offsets(part, part.segment)
-        last_stable = (part.last_stable if isolation is Isolation.READ_COMMITTED
-                       else part.high_watermark)
-        by_topic.setdefault(part.topic, []).append(build(
+        if isolation is not Isolation.READ_COMMITTED:
+            part.last_stable = part.high_watermark
+        states[part.key, part.partition] = PartitionState(
+            part.high_watermark, part.last_stable, part.log_start, bool(part.batches),
+            part.error)
+    session_id, carried = plan.answer(states)
+    answered = set(carried)
+    by_topic: dict[str, list[Any]] = {}
+    for part in parts:
+        if (part.key, part.partition) not in answered:
+            continue  # an incremental answer: nothing new here
+        by_topic.setdefault(part.key, []).append(build(
             data_cls, partition_index=part.partition, error_code=part.error,
-            high_watermark=part.high_watermark, last_stable_offset=last_stable,
+            high_watermark=part.high_watermark, last_stable_offset=part.last_stable,
             log_start_offset=part.log_start, aborted_transactions=aborted_transactions(part),
             preferred_read_replica=-1, records=b"".join(part.batches)))
-    responses = tuple(build(topic_cls, topic=name, partitions=tuple(items))
-                      for name, items in by_topic.items())
-    return build(cls, throttle_time=_ZERO, error_code=ErrorCode.none, session_id=0,
+    if by_id:
+        responses = tuple(build(topic_cls, topic_id=uuid.UUID(key), partitions=tuple(items))
+                          for key, items in by_topic.items())
+    else:
+        responses = tuple(build(topic_cls, topic=key, partitions=tuple(items))
+                          for key, items in by_topic.items())
+    return build(cls, throttle_time=_ZERO, error_code=ErrorCode.none, session_id=session_id,
                  responses=responses)
 
 
@@ -212,4 +283,4 @@ def aborted_transactions(part: _Partition) -> tuple[Any, ...]:
     return ()
 
 
-ROWS = (Api(FETCH_KEY, "Fetch", 4, 12, handle_fetch),)
+ROWS = (Api(FETCH_KEY, "Fetch", 4, 17, handle_fetch),)

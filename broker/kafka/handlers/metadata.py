@@ -13,7 +13,10 @@ request allows it (``allow_auto_topic_creation``) and the broker's
 (``broker.kafka.auto_create``: TOPIC_AUTHORIZATION_FAILED without the
 permission to create it, INVALID_TOPIC_EXCEPTION for a name Kafka refuses,
 LEADER_NOT_AVAILABLE while another creator finishes it); otherwise an
-unknown topic, or a system one, is UNKNOWN_TOPIC_OR_PARTITION.
+unknown topic, or a system one, is UNKNOWN_TOPIC_OR_PARTITION. v10+ answers
+carry each topic's id, from its record (given there to a topic of an
+earlier build: ``TopicCatalog.topic_id``), noted for Fetch v13+
+(``broker.kafka.topic_ids``).
 
 While the metadata store cannot be read (a ZooKeeper connection loss:
 ``MetadataUnavailableError``, or any retriable ``LedgerError``) the request
@@ -58,7 +61,7 @@ from broker.kafka.context import NODE_ID, KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
 from broker.kafka.locator import Node
-from broker.kafka.messages import build, nested, response_class
+from broker.kafka.messages import build, has_field, nested, response_class
 from broker.segments.names import make_segment_name
 from ledger.errors import LedgerError
 
@@ -68,7 +71,7 @@ log = logging.getLogger(__name__)
 
 METADATA_KEY = 3
 _ZERO = datetime.timedelta(0)
-#: Kafka's "no topic id" (topic ids are not used: Fetch is served up to v12, by name).
+#: Kafka's "no topic id": a topic answered with an error has none.
 _NO_TOPIC_ID = uuid.UUID(int=0)
 #: How long one request reads again a metadata store that cannot be read, in all.
 READ_WAIT_S = 5.0
@@ -159,6 +162,11 @@ async def _topic(cls: Any, context: KafkaContext, name: str, deadline: float, *,
         segments = await _read_again(lambda: segments_or_create(
             context, name, create=create, permitted=permitted),
                                      deadline, f"topic {name} cannot be read")
+        topic_id = _NO_TOPIC_ID
+        if has_field(topic_cls, "topic_id"):  # v10+
+            topic_id = uuid.UUID(await _read_again(lambda: context.topics.topic_id(name),
+                                                   deadline, f"topic {name} cannot be read"))
+            context.topic_ids.note(name, topic_id)  # for Fetch v13+ by id
     except TopicBeingCreatedError:
         return _refused(cls, name, ErrorCode.leader_not_available)
     except CreateDeniedError:
@@ -185,7 +193,7 @@ async def _topic(cls: Any, context: KafkaContext, name: str, deadline: float, *,
             partition_cls, partition_index=segment.number, leader_id=leader, leader_epoch=0,
             error_code=ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
             replica_nodes=replicas, isr_nodes=replicas, offline_replicas=()))
-    return build(topic_cls, error_code=ErrorCode.none, name=name, topic_id=_NO_TOPIC_ID,
+    return build(topic_cls, error_code=ErrorCode.none, name=name, topic_id=topic_id,
                  is_internal=False, partitions=tuple(partitions), topic_authorized_operations=0)
 
 
