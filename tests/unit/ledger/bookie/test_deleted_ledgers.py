@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from rocksdict import Options, Rdict
+from rocksdict import Options, Rdict, WriteBatch
 
-from ledger.bookie.ops import TOMBSTONE_RETENTION_S, tombstone_key
+from ledger.bookie.journal import DELETE, FENCE, encode_ledger_op
+from ledger.bookie.ops import TOMBSTONE_RETENTION_S, LedgerState, tombstone_key
+from ledger.bookie.replay import apply_record
 from ledger.bookie.storage import RocksDBLedgerStorage
 from ledger.bookie.tombstones import load_tombstones
 from ledger.config import BookieConfig, Durability, Journal
@@ -107,5 +109,21 @@ def test_tombstones_expire_after_the_retention(tmp_path: Path,
         assert load_tombstones(db) == {4}
         assert db.get(tombstone_key(8)) is None  # dropped from disk too
         assert load_tombstones(db) == {4}
+    finally:
+        db.close()
+
+
+def test_replaying_a_delete_record_puts_the_tombstone(tmp_path: Path) -> None:
+    # Deterministic form of the crash above: RocksDB never got the delete, only
+    # the journal has it; its replay alone must leave the ledger refused.
+    db = Rdict(str(tmp_path / "db"), Options(raw_mode=True))
+    try:
+        states = {6: LedgerState(fenced=True, last_add_confirmed=1, last_entry_id=2)}
+        write, dirty = WriteBatch(raw_mode=True), {6}
+        for kind in (FENCE, DELETE):
+            apply_record(b"".join(encode_ledger_op(kind, 6)), states, write, dirty)
+        db.write(write)
+        assert states == {} and dirty == set()
+        assert load_tombstones(db) == {6}
     finally:
         db.close()
