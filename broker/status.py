@@ -27,11 +27,11 @@ import grpc
 import broker.errors
 import ledger.errors
 from broker.clip import clip_context, clip_context_json, clip_message
-from broker.errors import BrokerError, WrongHostError
+from broker.errors import BrokerError, NoSuchSegmentError, WrongHostError
 from folio.api.v1.error_table import ERRORS, ErrorRow
 from folio.api.v1.errors_pb2 import ErrorCode
 from ledger import status as ledger_status
-from ledger.errors import LedgerError, LedgerFencedError
+from ledger.errors import LedgerDeletedError, LedgerError, LedgerFencedError
 
 __all__ = [
     "CLASS_ROWS",
@@ -108,6 +108,10 @@ def _row_for(error: BaseException) -> StatusRow | None:
 def _translated(error: BaseException) -> BaseException:
     # A fenced ledger under a segment means another broker recovered it: this
     # broker no longer owns the segment, which clients handle as WrongHost.
+    # A deleted one: the segment was deleted (through another broker).
+    if isinstance(error, LedgerDeletedError):
+        return NoSuchSegmentError(f"ledger {error.ledger_id}",
+                                  f"ledger {error.ledger_id} was deleted with its segment")
     if isinstance(error, LedgerFencedError):
         return WrongHostError(f"ledger {error.ledger_id}")
     return error

@@ -37,6 +37,15 @@ class LedgerFencedError(LedgerError):
     """The ledger was fenced by a recovery: its old writer may add nothing more."""
 
 
+class LedgerDeletedError(LedgerFencedError):
+    """The ledger was deleted: fenced for ever, its id never takes an entry again.
+
+    A bookie answers it to an add (or a fence) of a ledger it holds a tombstone
+    for. Over the wire it travels as ``LedgerFencedError`` (its nearest mapped
+    class), so a peer of any version refuses to count the add as stored.
+    """
+
+
 class LedgerClosedError(LedgerError):
     """The ledger is closed (sealed); it takes no more adds."""
 

@@ -34,6 +34,7 @@ from ledger.errors import (
     EntryTooLargeError,
     InvalidArgumentError,
     LedgerClosedError,
+    LedgerDeletedError,
     LedgerError,
     LedgerFencedError,
     LedgerRecoveryError,
@@ -101,6 +102,7 @@ STATUS_TABLE: Final[tuple[StatusRow, ...]] = (
     StatusRow(NoNodeError, _Code.NOT_FOUND),
     StatusRow(NodeExistsError, _Code.ALREADY_EXISTS),
     StatusRow(LedgerFencedError, _Code.FAILED_PRECONDITION),
+    StatusRow(LedgerDeletedError, _Code.FAILED_PRECONDITION),
     StatusRow(LedgerClosedError, _Code.FAILED_PRECONDITION),
     StatusRow(NotEmptyError, _Code.FAILED_PRECONDITION),
     # A lost compare-and-set is a conflict: re-read and retry, as ABORTED says.
@@ -128,6 +130,7 @@ ERROR_NUMBERS: Final[Mapping[type[LedgerError], int]] = {
     NoNodeError: _Number.LEDGER_ERROR_CODE_NO_NODE,
     NodeExistsError: _Number.LEDGER_ERROR_CODE_NODE_EXISTS,
     LedgerFencedError: _Number.LEDGER_ERROR_CODE_LEDGER_FENCED,
+    LedgerDeletedError: _Number.LEDGER_ERROR_CODE_LEDGER_DELETED,
     LedgerClosedError: _Number.LEDGER_ERROR_CODE_LEDGER_CLOSED,
     NotEmptyError: _Number.LEDGER_ERROR_CODE_NOT_EMPTY,
     BadVersionError: _Number.LEDGER_ERROR_CODE_BAD_VERSION,

@@ -74,7 +74,7 @@ from broker.metrics import flows_bound, observe_error
 from broker.segments.block_limits import check_block_size, check_blocks
 from broker.segments.names import MAX_SEGMENT_NAME_CHARS
 from broker.status import is_retriable
-from ledger.errors import LedgerError, LedgerFencedError
+from ledger.errors import LedgerDeletedError, LedgerError, LedgerFencedError
 from txnbuffer.api import TxnId
 
 
@@ -154,7 +154,7 @@ class RefusalKind(Enum):
 
 def refusal_kind(error: BrokerError | LedgerError) -> RefusalKind:
     """The protocol's reply for ``error`` (the one place that decides it)."""
-    if isinstance(error, (NoSuchSegmentError, TopicNotFoundError)):
+    if isinstance(error, (NoSuchSegmentError, TopicNotFoundError, LedgerDeletedError)):
         return RefusalKind.NO_SUCH_SEGMENT
     if isinstance(error, SegmentSealedError):
         return RefusalKind.SEGMENT_SEALED

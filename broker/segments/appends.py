@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 
 from broker.api import AppendResult, Block
-from broker.errors import WrongHostError
+from broker.errors import NoSuchSegmentError, WrongHostError
 from broker.metrics import observe_append
 from broker.segments.chain import LedgerChain
 from broker.segments.entry import EntryKind
@@ -23,7 +23,7 @@ from broker.segments.life import SegmentLife
 from broker.segments.pipeline import AppendPipeline
 from broker.segments.rollover import SegmentRollover
 from broker.segments.txns import SegmentTxns
-from ledger.errors import LedgerFencedError
+from ledger.errors import LedgerDeletedError, LedgerFencedError
 from txnbuffer.api import TxnId
 
 __all__ = ["SegmentAppends"]
@@ -111,7 +111,9 @@ class SegmentAppends:
         """Submit one entry in call order and await it; its result (or a duplicate's).
 
         Raises ``WrongHostError`` when the ledger was fenced (another broker
-        recovered the segment), ``LedgerError`` when the add failed.
+        recovered the segment), ``NoSuchSegmentError`` when it was deleted (the
+        segment was deleted through another broker; this copy is stale),
+        ``LedgerError`` when the add failed.
         """
         if self._rollover.must_wait():
             submitted = await self._rollover.submit_in_turn(
@@ -126,6 +128,8 @@ class SegmentAppends:
         base, future = submitted
         try:
             await asyncio.shield(future)
+        except LedgerDeletedError as error:
+            raise NoSuchSegmentError(self._name) from error
         except LedgerFencedError as error:
             raise WrongHostError(self._name) from error
         return AppendResult(base, event_count, last_event_number)

@@ -37,7 +37,7 @@ from broker.errors import (
     SegmentSealedError,
     WrongHostError,
 )
-from ledger.errors import LedgerError, LedgerFencedError
+from ledger.errors import LedgerDeletedError, LedgerError, LedgerFencedError
 
 __all__ = [
     "RESIDENCE_MOVES",
@@ -189,11 +189,15 @@ class SegmentLife:
         """Appends fail for good from now on; the first failure stays.
 
         A fenced ledger means another broker recovered the segment: the failure
-        is then ``WrongHostError``.
+        is then ``WrongHostError``; a deleted one that the segment was deleted
+        elsewhere (its record watch has not fired yet): ``NoSuchSegmentError``.
         """
         if self._failure is not None:
             return
-        if isinstance(error, LedgerFencedError):
+        if isinstance(error, LedgerDeletedError):
+            log.info("segment %s: its ledger was deleted; the segment is gone", self._name)
+            self._failure = NoSuchSegmentError(self._name)
+        elif isinstance(error, LedgerFencedError):
             log.info("segment %s: its ledger was fenced; another broker owns it", self._name)
             self._failure = WrongHostError(self._name)
         else:
@@ -211,6 +215,8 @@ class SegmentLife:
         failure = self._failure
         if isinstance(failure, WrongHostError):
             return WrongHostError(self._name)
+        if isinstance(failure, NoSuchSegmentError):
+            return NoSuchSegmentError(self._name)
         return failure or LedgerError(f"segment {self._name} failed")
 
     def check_readable(self) -> None:

@@ -170,9 +170,9 @@ class LedgerSegment:
 
         ``delete_empty=False`` (a cluster) keeps the empty ledgers recovery set
         aside instead of deleting them: a previous owner may still hold one
-        open, and a deleted ledger loses its fence on the bookies, so that
-        owner's late appends would be accepted into a ledger nobody reads.
-        Kept, the fenced ledger refuses them (the owner answers WrongHost).
+        open, and its late appends into a deleted ledger are refused as
+        deleted (the owner would answer NoSuchSegment for a segment that only
+        moved). Kept, the fenced ledger refuses them as fenced (WrongHost).
 
         Raises ``NoSuchSegmentError`` if it has no record, ``WrongHostError`` if
         another broker changed the record meanwhile, ``LedgerError`` if the

@@ -4,6 +4,8 @@ Keys are big-endian so a ledger's entries are contiguous and iterate in order:
 
 * entry:  ``0x01 | ledger_id (8) | entry_id (8)`` -> ``length (8) | data``
 * state:  ``0x02 | ledger_id (8)`` -> ``version (1) | fenced (1) | lac (8) | last_entry_id (8)``
+* tombstone: ``0x04 | ledger_id (8)`` -> ``deleted at (8, unix seconds)``: a deleted
+  ledger, fenced for ever (see "Deleted ledgers" in ``ledger.bookie.storage``)
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ledger.api import NO_ENTRY, AddRequest, LedgerTail
 __all__ = [
     "PROBE_INTERVAL_S", "STATE_FORMAT", "STATE_VERSION", "AddOp", "DeleteOp", "Done", "FenceOp",
     "LedgerState", "Op", "ProbeOp", "delete_ledger", "entry_key_prefix", "op_bytes", "pack_state",
-    "put_entries", "state_key",
+    "put_entries", "state_key", "tombstone_key",
 ]
 
 ENTRY: Final = b"\x01"
@@ -29,6 +31,11 @@ STATE: Final = b"\x02"
 STATE_FORMAT: Final = struct.Struct(">BBqq")
 STATE_VERSION: Final = 1
 LENGTH: Final = struct.Struct(">Q")
+TOMBSTONE: Final = b"\x04"
+#: A tombstone is dropped (at the bookie's start) this long after its delete: by
+#: then no writer can still hold a handle opened before the delete (a broker
+#: drops a deleted segment when its record watch fires, or its session ends).
+TOMBSTONE_RETENTION_S: Final = 7 * 24 * 3600.0
 
 Done = Callable[[object], None]
 """Completion callback: receives the operation's result or a ``LedgerError``."""
@@ -110,10 +117,20 @@ def put_entries(write: WriteBatch, request: AddRequest) -> None:
         put(prefix + entry_id.to_bytes(8, "big"), pack(length) + data)
 
 
-def delete_ledger(write: WriteBatch, ledger_id: int) -> None:
-    """Delete a ledger's entries and state in a RocksDB write batch."""
+def tombstone_key(ledger_id: int) -> bytes:
+    return TOMBSTONE + ledger_id.to_bytes(8, "big")
+
+
+def delete_ledger(write: WriteBatch, ledger_id: int, deleted_at: float | None = None) -> None:
+    """Delete a ledger's entries and state and put its tombstone, in a RocksDB write batch.
+
+    ``deleted_at`` (unix seconds) defaults to now; a journal replay puts the
+    replay's time, which only keeps the tombstone longer.
+    """
     write.delete_range(entry_key_prefix(ledger_id), entry_key_prefix(ledger_id + 1))
     write.delete(state_key(ledger_id))
+    when = time.time() if deleted_at is None else deleted_at
+    write.put(tombstone_key(ledger_id), int(when).to_bytes(8, "big"))
 
 
 def pack_state(state: LedgerState) -> bytes:

@@ -29,7 +29,14 @@ from crc32c import crc32c
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from ledger.bookie.journal import ADD, DELETE, FENCE, HEADER, Position, file_name, journal_files
-from ledger.bookie.ops import LENGTH, LedgerState, entry_key_prefix, pack_state, state_key
+from ledger.bookie.ops import (
+    LENGTH,
+    LedgerState,
+    delete_ledger,
+    entry_key_prefix,
+    pack_state,
+    state_key,
+)
 from ledger.errors import StorageError
 
 __all__ = ["apply_record", "read_records", "replay"]
@@ -101,8 +108,7 @@ def apply_record(payload: bytes, states: dict[int, LedgerState], write: WriteBat
         dirty.add(ledger_id)
     elif kind == DELETE:
         (ledger_id,) = _LEDGER.unpack_from(payload, 1)
-        write.delete_range(entry_key_prefix(ledger_id), entry_key_prefix(ledger_id + 1))
-        write.delete(state_key(ledger_id))
+        delete_ledger(write, ledger_id)  # with its tombstone: refused adds stay refused
         states.pop(ledger_id, None)
         dirty.discard(ledger_id)
     else:

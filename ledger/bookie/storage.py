@@ -20,6 +20,10 @@ every add queued after it. This is what makes fencing safe: a recovery that
 has fenced a bookie has seen every entry the bookie will ever acknowledge to
 the old writer.
 
+**Deleted ledgers.** A delete leaves a tombstone: adds (recovery adds too) and
+fences of the ledger are refused with ``LedgerDeletedError`` from its place in
+the queue on, for ever (``ledger.bookie.tombstones``).
+
 **Failure.** If a write fails (disk full, data dir read-only, a RocksDB I/O
 error), every operation of that batch fails with ``StorageError`` carrying the
 RocksDB/OS error text, and so does every later one while the store is failed
@@ -71,6 +75,7 @@ from ledger.bookie.ops import (
     state_key,
 )
 from ledger.bookie.replies import complete
+from ledger.bookie.tombstones import deleted_error, load_tombstones
 from ledger.config import BookieConfig, Durability, Journal
 from ledger.errors import (
     InvalidArgumentError,
@@ -132,13 +137,18 @@ class RocksDBLedgerStorage:
         self._write_options.sync = self._synced
         self._states: dict[int, LedgerState] = self._load_states()
         self._journal: JournaledWrites | None = None
-        if config.journal is Journal.ON:
-            try:
+        try:
+            if config.journal is Journal.ON:
                 self._journal = JournaledWrites(config, self._db, self._states,
                                                 sync=self._synced)
-            except BaseException:
-                self._db.close()
-                raise
+            # After the journal's replay, which puts the tombstones of its deletes.
+            # Only the writer thread changes it; it only grows while the store is open.
+            self._deleted: set[int] = load_tombstones(self._db)
+        except BaseException:
+            if self._journal is not None:
+                self._journal.close()
+            self._db.close()
+            raise
         self._queue: queue.SimpleQueue[Op | None] = queue.SimpleQueue()
         self._failure: LedgerError | None = None
         self._closed = False
@@ -307,6 +317,9 @@ class RocksDBLedgerStorage:
             elif isinstance(op, AddOp):
                 self._apply_add(op, batch)
             elif isinstance(op, FenceOp):
+                if op.ledger_id in self._deleted:
+                    batch.replies.append((op.done, deleted_error(op.ledger_id)))
+                    continue
                 state = self._states.get(op.ledger_id)
                 if state is None:
                     state = self._states[op.ledger_id] = LedgerState()
@@ -350,6 +363,9 @@ class RocksDBLedgerStorage:
     def _apply_add(self, op: AddOp, batch: _Batch) -> None:
         request = op.request
         ledger_id = request.ledger_id
+        if ledger_id in self._deleted:  # recovery adds too: the ledger is gone
+            batch.replies.append((op.done, deleted_error(ledger_id)))
+            return
         state = self._states.get(ledger_id)
         if state is None:
             state = self._states[ledger_id] = LedgerState()
@@ -375,6 +391,8 @@ class RocksDBLedgerStorage:
         batch.data_bytes += op_bytes(op)
 
     def _apply_delete(self, op: DeleteOp, batch: _Batch) -> None:
+        # Refused from now on, even if this write fails: an id is never reused.
+        self._deleted.add(op.ledger_id)
         self._states.pop(op.ledger_id, None)
         batch.dirty.discard(op.ledger_id)
         batch.replies.append((op.done, None))

@@ -61,6 +61,7 @@ class _LedgerErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Ledge
     LEDGER_ERROR_CODE_DATA_LOSS: _LedgerErrorCode.ValueType  # 15
     LEDGER_ERROR_CODE_METADATA_UNAVAILABLE: _LedgerErrorCode.ValueType  # 16
     LEDGER_ERROR_CODE_METADATA_SESSION_EXPIRED: _LedgerErrorCode.ValueType  # 17
+    LEDGER_ERROR_CODE_LEDGER_DELETED: _LedgerErrorCode.ValueType  # 18
 
 class LedgerErrorCode(_LedgerErrorCode, metaclass=_LedgerErrorCodeEnumTypeWrapper):
     """Stable numbers of the ledger errors (ledger/errors.py), so that renaming a
@@ -87,6 +88,7 @@ LEDGER_ERROR_CODE_LEDGER_RECOVERY: LedgerErrorCode.ValueType  # 14
 LEDGER_ERROR_CODE_DATA_LOSS: LedgerErrorCode.ValueType  # 15
 LEDGER_ERROR_CODE_METADATA_UNAVAILABLE: LedgerErrorCode.ValueType  # 16
 LEDGER_ERROR_CODE_METADATA_SESSION_EXPIRED: LedgerErrorCode.ValueType  # 17
+LEDGER_ERROR_CODE_LEDGER_DELETED: LedgerErrorCode.ValueType  # 18
 Global___LedgerErrorCode: _TypeAlias = LedgerErrorCode  # noqa: Y015
 
 @_typing.final

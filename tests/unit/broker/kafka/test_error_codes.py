@@ -57,6 +57,7 @@ LEDGER_KAFKA_CODES: dict[str, ErrorCode] = {
     "NoNodeError": ErrorCode.kafka_storage_error,
     "NodeExistsError": ErrorCode.kafka_storage_error,
     "LedgerFencedError": ErrorCode.kafka_storage_error,
+    "LedgerDeletedError": ErrorCode.kafka_storage_error,
     "LedgerClosedError": ErrorCode.kafka_storage_error,
     "NotEmptyError": ErrorCode.kafka_storage_error,
     "BadVersionError": ErrorCode.kafka_storage_error,

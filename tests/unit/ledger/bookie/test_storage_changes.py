@@ -9,7 +9,7 @@ import pytest
 import ledger.bookie.storage as storage_module
 from ledger.api import NO_ENTRY, LedgerTail
 from ledger.config import Durability
-from ledger.errors import LedgerFencedError, NoSuchLedgerError, StorageError
+from ledger.errors import LedgerDeletedError, LedgerFencedError, NoSuchLedgerError, StorageError
 from tests.unit.ledger.bookie.conftest import (
     DEADLINE_S,
     LAST_POSSIBLE_ENTRY_ID,
@@ -98,10 +98,9 @@ def test_delete_removes_only_that_ledger(open_storage: OpenStorage) -> None:
     assert reopened.ledger_ids() == [254, 256]
     with pytest.raises(NoSuchLedgerError):
         reopened.read(255, 0, 10, 0)
-    # Adding again starts an empty, unfenced ledger: the old entries are gone from disk.
-    assert add(reopened, 255, [5], [b"new"]) is None
-    assert read_all(reopened, 255) == ([5], [b"new"])
-    assert reopened.tail(255) == LedgerTail(NO_ENTRY, 5, False)
+    # Adding again is refused for ever (its tombstone): the ledger is not re-created.
+    assert isinstance(add(reopened, 255, [5], [b"new"]), LedgerDeletedError)
+    assert reopened.ledger_ids() == [254, 256]
     for neighbour in (254, 256):
         assert read_all(reopened, neighbour) == (edge_ids, [b"%d" % neighbour] * 4)
 
