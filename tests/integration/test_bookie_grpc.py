@@ -32,7 +32,6 @@ from ledger.errors import (
     BookieUnavailableError,
     EntryTooLargeError,
     InvalidArgumentError,
-    LedgerDeletedError,
     LedgerFencedError,
     NoSuchLedgerError,
 )
@@ -203,34 +202,6 @@ async def test_fencing_read_fences(served: Served) -> None:
     assert result.datas == [b"a"]
     with pytest.raises(LedgerFencedError):
         await client.add_entries(_add(7, [b"b"], first_entry_id=1, length_before=1))
-
-
-async def test_delete_then_read_is_no_such_ledger(served: Served) -> None:
-    client = served.client
-    await client.add_entries(_add(8, [b"a", b"b"]))
-
-    await client.delete_ledger(8)
-
-    with pytest.raises(NoSuchLedgerError) as missing:
-        await client.read_entries(8, 0, 1)
-    assert missing.value.ledger_id == 8
-    with pytest.raises(NoSuchLedgerError):
-        await client.read_last_add_confirmed(8)
-    await client.delete_ledger(8)  # idempotent
-
-
-async def test_an_add_after_delete_is_refused_as_deleted_over_the_wire(served: Served) -> None:
-    client = served.client
-    await client.add_entries(_add(10, [b"a"]))
-    await client.fence(10)
-    await client.delete_ledger(10)
-
-    with pytest.raises(LedgerDeletedError) as refused:  # a LedgerFencedError: writers stop
-        await client.add_entries(_add(10, [b"b"], first_entry_id=1, length_before=1))
-    assert refused.value.ledger_id == 10
-    with pytest.raises(LedgerDeletedError):
-        await client.fence(10)
-    assert 10 not in served.bookie.ledger_ids()
 
 
 async def test_client_raises_typed_errors_with_context(served: Served) -> None:
