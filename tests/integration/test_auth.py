@@ -155,6 +155,11 @@ _SAMPLES: dict[str, Callable[[str, str], Any]] = {
     "ListReaderGroups": lambda t, g: groups_pb2.ListReaderGroupsRequest(),
     "Heartbeat": lambda t, g: groups_pb2.HeartbeatRequest(name=g, reader_id="r", session_id="s"),
     "GetMembers": lambda t, g: groups_pb2.GetMembersRequest(name=g),
+    "ListKafkaGroups": lambda t, g: groups_pb2.ListKafkaGroupsRequest(),
+    "DescribeKafkaGroup": lambda t, g: groups_pb2.DescribeKafkaGroupRequest(name=g),
+    "DeleteKafkaGroup": lambda t, g: groups_pb2.DeleteKafkaGroupRequest(name=g),
+    "ResetKafkaGroup": lambda t, g: groups_pb2.ResetKafkaGroupRequest(
+        name=g, to=groups_pb2.ResetKafkaGroupRequest.TO_EARLIEST, topics=[t]),
     # The brokers' internal calls (served by cluster brokers only).
     "RegisterTxnSegment": lambda t, g: internal_pb2.RegisterTxnSegmentRequest(
         txn_id=b"\1" * 16, segment=f"{t}/0"),
@@ -180,7 +185,7 @@ def _grant_for(admin: folio.Client, role: str, need: Need, method: str, topic: s
     name = method.rsplit("/", 1)[1]
     if name == "CreateTopic":
         admin.grant_permission(role, topic + ".new", [action])
-    elif "ReaderGroup" in name or name in ("Heartbeat", "GetMembers"):
+    elif "ReaderGroup" in name or "KafkaGroup" in name or name in ("Heartbeat", "GetMembers"):
         admin.grant_permission(role, group + ("-new" if name == "CreateReaderGroup" else ""),
                                [action], kind="group")
         admin.grant_permission(role, topic, ["consume"])
