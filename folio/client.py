@@ -132,6 +132,7 @@ class Client(AdminCalls):
         self.max_connections_per_endpoint = self.config.max_connections_per_endpoint
         self._io = IoThread(f"folio-io-{self.endpoints[0]}")
         self._brokers: Brokers = self._io.run(self._open(), timeout=self.timeout_s)
+        self._io.on_close = self._brokers.close  # channels close before the loop does
         self._lock = threading.Lock()
         self._writers: list[EventWriter[Any]] = []
         self._readers: list[EventReader[Any]] = []
@@ -474,12 +475,7 @@ class Client(AdminCalls):
         for reader in readers:
             reader.close()
         self._closed = True
-        try:
-            self._io.run(self._brokers.close(), timeout=self.timeout_s)
-        except (FolioError, RuntimeError) as error:
-            log.warning("closing the channels to %s: %s", self.endpoint, error)
-        finally:
-            self._io.close()
+        self._io.close(self.timeout_s)  # its on_close closes the channels, then the loop
 
     @property
     def closed(self) -> bool:

@@ -15,10 +15,12 @@ its one shared Append stream; a client holds a bounded pool of them
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
@@ -61,15 +63,35 @@ CHANNEL_OPTIONS: Final = (
 )
 
 
+#: Seconds the interpreter's exit gives each IO thread still open to close its channels.
+EXIT_TIMEOUT_S: Final = 5.0
+
+#: IO threads not closed yet: closed at the interpreter's exit (``_close_at_exit``).
+_OPEN: weakref.WeakSet[IoThread] = weakref.WeakSet()
+
+
 class IoThread:
-    """A daemon thread running one asyncio event loop until :meth:`close`."""
+    """A daemon thread running one asyncio event loop until :meth:`close`.
+
+    Closing runs ``on_close`` (the client's: closing its ``grpc.aio``
+    channels) on the loop and waits for it *before* the loop stops and closes:
+    a channel or call still open when its loop is closed (or frozen at the
+    interpreter's exit, the thread being a daemon) leaves gRPC's completion
+    queue poller with callbacks for a loop that is gone, which it reports as
+    "RuntimeError: Event loop is closed" on stderr. A client the application
+    never closed is closed the same way at the interpreter's exit (``atexit``),
+    within ``EXIT_TIMEOUT_S``.
+    """
 
     def __init__(self, name: str = "folio-io") -> None:
         """Starts the thread and its loop."""
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._closed = False
+        #: Run on the loop by ``close`` before the loop stops (at most once).
+        self.on_close: Callable[[], Coroutine[Any, Any, None]] | None = None
         self._thread.start()
+        _OPEN.add(self)
 
     def _main(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -133,14 +155,32 @@ class IoThread:
         self.loop.call_soon_threadsafe(callback, *args)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stops the loop (cancelling its tasks) and joins the thread."""
+        """Runs ``on_close`` on the loop, then stops the loop (cancelling its tasks) and joins.
+
+        ``on_close`` failing or not finishing within ``timeout`` is logged:
+        the loop is stopped anyway.
+        """
         if self._closed:
             return
+        on_close, self.on_close = self.on_close, None
+        if on_close is not None and not self.in_io_thread:
+            try:
+                self.run(on_close(), timeout)
+            except Exception as error:  # closing goes on: the loop must stop
+                log.warning("closing the client's channels: %s", error)
         self._closed = True
+        _OPEN.discard(self)
         with contextlib.suppress(RuntimeError):  # the loop closed already
             self.loop.call_soon_threadsafe(self.loop.stop)
         if not self.in_io_thread:
             self._thread.join(timeout)
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Closes the channels and loops of IO threads still open (clients never closed)."""
+    for io in list(_OPEN):
+        io.close(EXIT_TIMEOUT_S)
 
 
 class Connection:

@@ -44,7 +44,6 @@ import logging
 import queue
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Final, Generic, NoReturn, TypeVar
 
 import grpc
@@ -57,6 +56,7 @@ from folio._transport.liveness import (
     with_progress_deadline,
 )
 from folio._transport.moving import MOVE_BACKOFF_MAX_S
+from folio._transport.read_stream_state import Credit, ReadStreamState
 from folio._transport.unpack import EMPTY, UnpackedEvents, unpack_response
 from folio.api.v1 import read_pb2
 from folio.errors import (
@@ -98,17 +98,6 @@ POLICIES: Final = ("raise", "skip", "raw")
 _Item = tuple[str | None, int, read_pb2.ReadResponse | None, FolioError | None]
 
 
-class _Stream:
-    __slots__ = ("credit", "ended", "position", "task", "token")
-
-    def __init__(self, token: int, position: int) -> None:
-        self.token = token
-        self.position = position
-        self.ended = False
-        self.credit: asyncio.Semaphore | None = None
-        self.task: Future[None] | None = None
-
-
 class SegmentStreams(Generic[T]):
     """One Read stream per segment held; ``next_event`` returns their events. One caller thread."""
 
@@ -137,13 +126,15 @@ class SegmentStreams(Generic[T]):
         self._backoff = backoff
         #: Reopenings that did not wait the backoff out: the channel turned READY first.
         self.ready_wakeups = 0
+        #: The most responses of one segment queued and not yet taken at once.
+        self.peak_queued = 0
         self._max_bytes = max_bytes
         self._max_wait_ms = max_wait_ms
         self._metrics = metrics
         self._deserialize = deserialize
         self._isolation = isolation
         self._queue: queue.Queue[_Item] = queue.Queue()
-        self._streams: dict[str, _Stream] = {}
+        self._streams: dict[str, ReadStreamState] = {}
         self._tokens = itertools.count(1)
         #: The events of the response being returned, the next one's index,
         #: and how many there are.
@@ -166,7 +157,7 @@ class SegmentStreams(Generic[T]):
     def add(self, segment: str, offset: int) -> None:
         """Start reading ``segment`` at ``offset`` (replacing any stream of it)."""
         self.remove(segment)
-        stream = _Stream(next(self._tokens), offset)
+        stream = ReadStreamState(next(self._tokens), offset)
         self._streams[segment] = stream
         stream.task = self._io.submit(self._run(segment, stream.token, offset, stream))
 
@@ -270,7 +261,7 @@ class SegmentStreams(Generic[T]):
         if error is not None:
             self._drop(segment, stream, error)
         if stream.credit is not None:
-            self._io.call_soon(stream.credit.release)
+            self._io.call_soon(stream.give_back)
         if response is None:
             return False
         if response.blocks:
@@ -303,7 +294,7 @@ class SegmentStreams(Generic[T]):
             return self._index >= self._count
         return skipped  # the caller may be waiting for that offset
 
-    def _drop(self, segment: str, stream: _Stream, error: FolioError) -> NoReturn:
+    def _drop(self, segment: str, stream: ReadStreamState, error: FolioError) -> NoReturn:
         """Stops reading ``segment`` at its position (``dropped``) and raises ``error``."""
         del self._streams[segment]
         self.dropped = (segment, stream.position)
@@ -385,7 +376,7 @@ class SegmentStreams(Generic[T]):
 
     # -- the IO side --------------------------------------------------------
 
-    async def _run(self, segment: str, token: int, offset: int, stream: _Stream) -> None:
+    async def _run(self, segment: str, token: int, offset: int, stream: ReadStreamState) -> None:
         channels = self._channels
         if channels is None:
             assert self._stub is not None  # checked in __init__
@@ -414,7 +405,7 @@ class SegmentStreams(Generic[T]):
                     return
 
     async def _read(self, stub: ReadAsyncStub, segment: str, token: int, offset: int,
-                    stream: _Stream, *, moves: Backoff | None = None,
+                    stream: ReadStreamState, *, moves: Backoff | None = None,
                     channel: aio.Channel | None = None) -> int | None:
         """Reads ``segment`` from ``offset`` until its end or a failure for good.
 
@@ -425,8 +416,11 @@ class SegmentStreams(Generic[T]):
             its broker could not be reached (the owner is then recorded, or
             to be looked up).
         """
-        credit = asyncio.Semaphore(_BUFFERED_RESPONSES)
-        stream.credit = credit
+        # One credit for the stream's whole life: responses a broken or moved
+        # call queued still hold theirs (given back into this same window).
+        if stream.credit is None:
+            stream.credit = Credit(_BUFFERED_RESPONSES)
+        credit = stream.credit
         backoff = self._backoff()
         next_offset = offset
         unexplained = 0
@@ -453,6 +447,8 @@ class SegmentStreams(Generic[T]):
                         next_offset = max(next_offset, response.next_offset)
                     await credit.acquire()
                     self._queue.put((segment, token, response, None))
+                    stream.queued += 1
+                    self.peak_queued = max(self.peak_queued, stream.queued)
                     if response.end_of_segment:
                         return None
             except grpc.RpcError as rpc_error:
