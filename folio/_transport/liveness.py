@@ -112,18 +112,19 @@ async def with_progress_deadline(call: aio.UnaryStreamCall[Any, R], what: str,
     """
     responses = call.__aiter__()
     while True:
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a
+        # cancellation that comes as the response does (it returns the
+        # response), and a closed reader's task then waited for credit for
+        # good, holding up the IO thread's close.
         try:
-            response = await asyncio.wait_for(_next(responses), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                response = await responses.__anext__()
         except StopAsyncIteration:
             return
-        except TimeoutError:  # the builtin (asyncio.wait_for)
+        except TimeoutError:  # the builtin (asyncio.timeout)
             call.cancel()
             raise no_progress_error(what, timeout_s) from None
         yield response
-
-
-async def _next(responses: AsyncIterator[R]) -> R:
-    return await responses.__anext__()
 
 
 async def wait_to_reconnect(channel: aio.Channel | None, delay_s: float, *,
@@ -165,8 +166,9 @@ async def wait_to_reconnect(channel: aio.Channel | None, delay_s: float, *,
             await asyncio.sleep(remaining)
             return False
         try:
-            await asyncio.wait_for(channel.wait_for_state_change(state), remaining)
-        except TimeoutError:  # the builtin (asyncio.wait_for)
+            async with asyncio.timeout(remaining):  # not wait_for (above)
+                await channel.wait_for_state_change(state)
+        except TimeoutError:  # the builtin (asyncio.timeout)
             return False
         state = channel.get_state(try_to_connect=True)
         went_down = went_down or state is not grpc.ChannelConnectivity.READY
