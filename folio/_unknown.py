@@ -77,14 +77,16 @@ def _unsent(error: BaseException) -> bool:
 
 
 def settle(operation: str, attempt: Callable[[bool], R], *,
-           timeout_s: float = DEFAULT_SETTLE_TIMEOUT_S) -> R:
+           timeout_s: float = DEFAULT_SETTLE_TIMEOUT_S, unsent_is_final: bool = True) -> R:
     """``attempt(after_unknown)`` until its outcome is known, or ``OutcomeUnknownError``.
 
     ``after_unknown`` is False on the first attempt and True once any attempt
     had an unknown outcome (then a refusal that only a repeat of an applied
     call gets means success: ``attempt`` decides). An attempt under way ends
     by the client's own call timeout; another is begun only if it ends, with
-    its backoff, before ``timeout_s`` from the first.
+    its backoff, before ``timeout_s`` from the first. ``unsent_is_final``
+    False: a first attempt that never left is tried again too (a transaction's
+    decision: an application is not to see a coordinator that moves).
 
     Raises:
         OutcomeUnknownError: every attempt until the deadline had an unknown
@@ -98,7 +100,8 @@ def settle(operation: str, attempt: Callable[[bool], R], *,
         try:
             return attempt(after_unknown)
         except UNKNOWN as error:
-            if not is_unknown(error) or (not after_unknown and _unsent(error)):
+            if not is_unknown(error) or (
+                    unsent_is_final and not after_unknown and _unsent(error)):
                 raise
             last: Exception = error
         after_unknown = True

@@ -11,7 +11,8 @@ read-back that is unknown too, means the call is made again, with backoff,
 until the decision's deadline (a repeated call is harmless: a coordinator that
 took the first one refuses the second as already decided, which is success).
 Only when the deadline passes with the outcome still unknown does the caller
-get the last error, saying so.
+get ``OutcomeUnknownError``; the loop is ``folio._unknown.settle``'s, as every
+state-changing call's.
 
 The deadline is the caller's ``timeout``, by default
 ``DEFAULT_DECIDE_TIMEOUT_S`` (Kafka's producer blocks ``commitTransaction``
@@ -22,14 +23,11 @@ then its log replayed) is followed, not reported.
 
 from __future__ import annotations
 
-import builtins
-import logging
-import time
 from typing import TYPE_CHECKING, Final
 
-from folio._transport.append_stream import Backoff
+from folio._unknown import UNKNOWN, settle
 from folio.api.v1 import transactions_pb2
-from folio.errors import FolioError, FolioUnavailableError, TimeoutError, TxnStateError
+from folio.errors import TxnStateError
 from folio.txn.txn_status import TxnStatus
 
 if TYPE_CHECKING:
@@ -38,17 +36,10 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_DECIDE_TIMEOUT_S", "decide", "txn_status"]
 
-log = logging.getLogger(__name__)
-
 #: How long a commit or abort goes on deciding after unknown outcomes, by default.
 DEFAULT_DECIDE_TIMEOUT_S: Final = 60.0
-#: The longest wait between two attempts.
-_DECIDE_BACKOFF_MAX_S: Final = 2.0
 _COMMITTED_STATES: Final = ("COMMITTING", "COMMITTED")
 _ABORTED_STATES: Final = ("ABORTING", "ABORTED", "TIMED_OUT")
-#: What leaves a decision call's outcome unknown (``folio.errors.TimeoutError``
-#: is a ``builtins.TimeoutError`` too, as is the IO thread's own).
-_UNKNOWN: Final = (FolioUnavailableError, builtins.TimeoutError)
 
 
 def txn_status(call: UnaryCaller, stub: TransactionsAsyncStub, txn_id: bytes) -> TxnStatus:
@@ -71,16 +62,14 @@ def decide(call: UnaryCaller, stub: TransactionsAsyncStub, txn_id: bytes, *,
         TxnStateError: the broker refused (the transaction is not OPEN), or
             it is neither OPEN nor decided the asked way after a lost answer.
         TxnNotFoundError: the broker does not know the transaction.
-        FolioUnavailableError, TimeoutError: the outcome was still unknown
-            when ``timeout`` passed (the message says so; ``status`` tells
-            once the coordinator is back).
+        OutcomeUnknownError: (a ``FolioUnavailableError`` and a
+            ``TimeoutError``) the outcome was still unknown when ``timeout``
+            passed (``status`` tells once the coordinator is back).
     """
     done = _COMMITTED_STATES if commit else _ABORTED_STATES
     verb = "CommitTxn" if commit else "AbortTxn"
-    seconds = DEFAULT_DECIDE_TIMEOUT_S if timeout is None else max(0.0, timeout)
-    deadline = time.monotonic() + seconds
-    backoff = Backoff(_DECIDE_BACKOFF_MAX_S)
-    while True:
+
+    def attempt(after_unknown: bool) -> None:
         try:
             if commit:
                 call(stub.CommitTxn, transactions_pb2.CommitTxnRequest(txn_ids=[txn_id]))
@@ -96,37 +85,21 @@ def decide(call: UnaryCaller, stub: TransactionsAsyncStub, txn_id: bytes, *,
                 # object decides its transaction, so it is our decision.
                 return
             raise
-        except _UNKNOWN as error:
+        except UNKNOWN as error:
             unknown: Exception = error
         # Unknown: the coordinator may have taken it. Read it back (itself tried
         # again on UNAVAILABLE); a read-back that is unknown too decides nothing.
         try:
             state = txn_status(call, stub, txn_id)
-        except _UNKNOWN as error:
-            unknown = error
-        else:
-            if state in done:
-                return
-            if state != "OPEN":
-                raise TxnStateError(
-                    f"transaction {txn_id.hex()} is {state}, expected OPEN",
-                    txn_id=txn_id.hex(), expected="OPEN", actual=state)
-        delay = backoff.next_delay()
-        if time.monotonic() + delay >= deadline:
-            raise _still_unknown(verb, txn_id, seconds, unknown)
-        log.info("transaction %s: %s outcome unknown (%s: %s); trying again in %.2f s",
-                 txn_id.hex(), verb, type(unknown).__name__, unknown, delay)
-        time.sleep(delay)
+        except UNKNOWN:
+            raise unknown from None
+        if state in done:
+            return
+        if state != "OPEN":
+            raise TxnStateError(f"transaction {txn_id.hex()} is {state}, expected OPEN",
+                                txn_id=txn_id.hex(), expected="OPEN", actual=state)
+        raise unknown  # not taken: made again after the backoff
 
-
-def _still_unknown(verb: str, txn_id: bytes, seconds: float, last: Exception) -> Exception:
-    """The error for a decision whose outcome is still unknown after ``seconds``."""
-    if isinstance(last, FolioError):
-        last.add_note(f"{verb} of transaction {txn_id.hex()}: the outcome is unknown after "
-                      f"{seconds:g} s of attempts; ask status() once the broker is back")
-        return last
-    error = TimeoutError(f"{verb} of transaction {txn_id.hex()}: no answer within {seconds:g} s "
-                         f"of attempts ({last}); the outcome is unknown, ask status() once the "
-                         f"broker is back")
-    error.__cause__ = last
-    return error
+    settle(f"{verb} of transaction {txn_id.hex()}", attempt,
+           timeout_s=DEFAULT_DECIDE_TIMEOUT_S if timeout is None else max(0.0, timeout),
+           unsent_is_final=False)
