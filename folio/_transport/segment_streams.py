@@ -128,6 +128,8 @@ class SegmentStreams(Generic[T]):
         self.ready_wakeups = 0
         #: The most responses of one segment queued and not yet taken at once.
         self.peak_queued = 0
+        #: Read calls opened, every segment's (a reconnect or a move opens one more).
+        self.read_calls = 0
         self._max_bytes = max_bytes
         self._max_wait_ms = max_wait_ms
         self._metrics = metrics
@@ -428,6 +430,7 @@ class SegmentStreams(Generic[T]):
         woke_on_ready = False  # the last call was opened because the channel turned READY
         while True:
             answered = False
+            self.read_calls += 1
             call = stub.Read(read_pb2.ReadRequest(
                 segment=segment, offset=next_offset, max_bytes=self._max_bytes,
                 max_wait_ms=self._max_wait_ms, isolation=self._isolation))

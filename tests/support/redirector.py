@@ -65,7 +65,11 @@ class Redirector:
 
     def __init__(self, target: str, *, forward_blocks: int = 0, empty_lookups: int = 0) -> None:
         self.target = target
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+        # The SDK PINGs every second (folio._transport.liveness): accept it as a
+        # broker does, or gRPC answers GOAWAY "too_many_pings" and cuts the client.
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=[
+            ("grpc.http2.min_ping_interval_without_data_ms", 500),
+            ("grpc.http2.max_ping_strikes", 0)])
         port = self._server.add_insecure_port("127.0.0.1:0")
         #: The redirector's own address.
         self.address = f"127.0.0.1:{port}"
