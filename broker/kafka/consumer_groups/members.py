@@ -1,7 +1,7 @@
 """A consumer group and its members, what JoinGroup and SyncGroup ask and answer, the limits.
 
-Pure data with small helpers; ``broker.kafka.consumer_groups.membership`` changes
-them (one asyncio loop: every change between two awaits is atomic).
+Pure data with small helpers; ``broker.kafka.consumer_groups.membership`` and its
+``_rebalance`` change them (one asyncio loop: every change between two awaits is atomic).
 """
 
 from __future__ import annotations

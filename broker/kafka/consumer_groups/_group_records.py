@@ -1,0 +1,110 @@
+"""The classic groups' records: loading them at start (or with a container), writing a
+generation's, deleting a group.
+
+A group's record (``offsets.ConsumerGroupRecord``: its generation and
+protocol, not its members) is written after every rebalance, so generations
+keep growing over restarts and DescribeGroups knows the group. At start (or
+when a cluster broker claims a container) every group with offsets or a
+record is known again, Empty, at its recorded generation.
+
+DeleteGroups takes only an empty group (NON_EMPTY_GROUP otherwise) and
+writes tombstones for its offsets and record: the group is Dead while they
+are written (requests for it answer COORDINATOR_NOT_AVAILABLE), then
+forgotten. A failed write may still have landed in part (unknown outcome):
+the group is Empty again and a deletion may be asked again (a tombstone
+written twice is harmless).
+
+``GroupRecords`` owns neither the groups (the ``GroupTable`` it is given)
+nor the records (the ``OffsetStore``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import BrokerError
+from broker.kafka.consumer_groups._table import GroupTable
+from broker.kafka.consumer_groups.members import Group
+from broker.kafka.consumer_groups.offsets import ConsumerGroupRecord, OffsetStore
+from broker.kafka.consumer_groups.states import ConsumerGroupState
+from ledger.errors import LedgerError
+
+__all__ = ["GroupRecords"]
+
+log = logging.getLogger(__name__)
+
+_S = ConsumerGroupState
+
+
+class GroupRecords:
+    """Groups loaded from, recorded in and deleted from ``_kafka_offsets``."""
+
+    def __init__(self, store: OffsetStore, table: GroupTable) -> None:
+        self._store = store
+        self._table = table
+
+    async def load(self) -> None:
+        """Load offsets and group records; groups known only from them are Empty."""
+        await self._store.load()
+        self._add_stored_groups(self._store.group_ids())
+
+    async def load_container(self, container: int) -> None:
+        """Load the groups of ``container`` (a cluster broker claimed it)."""
+        await self._store.load_container(container)
+        self._add_stored_groups(g for g in self._store.group_ids()
+                                if self._store.container_of(g) == container)
+
+    def _add_stored_groups(self, group_ids: Iterable[str]) -> None:
+        for group_id in group_ids:
+            group = Group(group_id)
+            record = self._store.group_record(group_id)
+            if record is not None:
+                group.generation = record.generation
+                group.protocol_type = record.protocol_type
+            self._table.put(group)
+
+    async def write_group(self, group: Group) -> None:
+        """Write the group's record (its generation and protocol); raises a failed write."""
+        await self._store.write_group(group.group_id, ConsumerGroupRecord(
+            group.generation, group.protocol_type, group.protocol_name))
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of one group: only an empty one (NON_EMPTY_GROUP), with its offsets.
+
+        The group is Dead while its tombstones are written (requests for it
+        answer COORDINATOR_NOT_AVAILABLE), then forgotten; if the write fails
+        it is Empty again and the error is answered.
+        """
+        error = self._table.group_id_error(group_id)
+        if error is not ErrorCode.none:
+            return error
+        group = self._table.get(group_id)
+        if group is None or group.state is _S.DEAD:
+            return ErrorCode.group_id_not_found
+        if group.state is not _S.EMPTY or group.pending:
+            return ErrorCode.non_empty_group
+        try:
+            await self.delete_empty(group_id)
+        except (BrokerError, LedgerError) as failure:
+            log.warning("kafka group %s: deletion failed: %s", group_id, failure)
+            return ErrorCode.coordinator_not_available
+        return ErrorCode.none
+
+    async def delete_empty(self, group_id: str) -> None:
+        """Delete ``group_id``, known, Empty and with no pending member; raises a failed write.
+
+        After a failure it is Empty again, some of its tombstones maybe
+        written (the outcome is unknown: a deletion may be asked again).
+        """
+        group = self._table.by_id()[group_id]
+        group.move(_S.DEAD)
+        try:
+            await self._store.delete_group(group_id)
+        except BaseException:
+            group.state = _S.EMPTY  # nothing changed for its members: there are none
+            raise
+        self._table.remove(group)
+        log.info("kafka group %s: deleted", group_id)
