@@ -39,20 +39,11 @@ class SegmentFlow:
     for good. A batch (one ``flush``) resolves its future when its last block
     is acknowledged: replies to a flow come in command order.
 
-    When the stream breaks, the blocks sent but not acknowledged stay queued
-    (the engine's "in doubt"); once the stream is back the flow sets up again
-    (same writer id and transaction) and the broker answers the last event
-    number it has of this writer: blocks up to it landed (their batches
-    resolve), the others are sent again, so none is lost or written twice.
-    A retriable refusal (the ledger service unavailable a moment) sets the
-    flow up again after a backoff, as after a break; a refusal for good (the
-    transaction is no longer open, say) fails every batch, and so does a
-    stream down (or refused) for longer than ``give_up_s``.
-
-    In a cluster, WrongHost (or a stream lost to a broker) moves the flow to
-    the segment's owner (``Brokers.follow``) as if its stream had broken:
-    the setup on the owner settles the blocks in doubt; no owner found
-    within ``give_up_s`` fails every batch.
+    Reconnects, retriable refusals and WrongHost are the engine's: blocks in
+    doubt are settled by the next setup (same writer id and transaction) or
+    sent again under their numbers, never lost or written twice. A refusal
+    for good (the transaction is no longer open, say) fails every batch, and
+    so does a stream down, refused or moving for longer than ``give_up_s``.
     """
 
     def __init__(self, segment: str, *, writer_id: str, txn_id: bytes,

@@ -20,20 +20,13 @@ of many, which is what makes small transactions cheap. After a sequence is
 refused for good, its transactions go again one per sequence, so that only
 the one at fault fails.
 
-Event numbers: the writer numbers its events on the segment as an
-``EventWriter`` does. ``AppendSetup`` answers the last number ``L`` the
-segment recorded for the writer; a transaction is numbered on its first send
-from ``max(next, L + 1)``, each block's ``last_event_number`` being the
-number of its last event, so the numbers run on across the blocks and
-transactions of a sequence, and the sequence's number is its last event's.
-
-Reconnects (the engine's): when the stream breaks, or the broker answers a
-retriable failure, the flow sets up again and reads ``L``. Because only one sequence
-is ever outstanding, ``L >=`` a transaction's number means it was written
-(whole: the broker records the number only with the entry, and held blocks
-of a dead stream or a re-bound flow are dropped) and it is acknowledged (as a
-duplicate, offset -1); otherwise none of it was written and it is sent again
-whole, with the same numbers: never half, never twice.
+Numbers and reconnects are the engine's (``folio._flow.engine``): a
+transaction is numbered on its first send, its blocks' numbers running on
+across the sequence. Because only one sequence is ever outstanding, a setup's
+``L >=`` a transaction's number means it was written whole (the broker
+records the number only with the entry, and drops the held blocks of a dead
+stream or a re-bound flow): it is acknowledged (offset -1); otherwise none of
+it was written and it is sent again whole, with the same numbers.
 
 Sealed segment (scaling, PDP-44 "Segment Sealed"): ``SegmentIsSealed``
 hands every unfinished transaction, in order, to ``successor``
