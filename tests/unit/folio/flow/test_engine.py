@@ -13,8 +13,10 @@ from typing import Any, cast
 import pytest
 
 from folio._flow.engine import FlowEngine
+from folio._transport.brokers import Brokers
 from folio._transport.flow_state import FlowState, FlowStateError
-from folio.errors import FolioUnavailableError, NoSuchSegmentError
+from folio.api.v1 import append_pb2
+from folio.errors import FolioUnavailableError, NoSuchSegmentError, WrongHostError
 from tests.unit.folio.flow.stand_ins import (
     SEGMENT,
     Plain,
@@ -170,3 +172,54 @@ async def test_a_refusal_the_policy_leaves_is_ignored_unless_retriable() -> None
     refuse(engine, stream.of("append_block")[0], retriable=False)
     assert state(engine) is FlowState.READY and len(policy.refusals) == 1
     assert engine.last_error is policy.refusals[0]
+
+
+class _Following(Brokers):
+    """A client's brokers that record a flow's move instead of looking the owner up."""
+
+    def __init__(self, stream: Stream) -> None:
+        super().__init__(("127.0.0.1:1",), 1)  # channels connect lazily: nothing dials
+        self.stream = stream
+        self.moves: list[tuple[Any, int, str, float | None]] = []
+
+    def open_flow(self, flow: Any) -> tuple[Any, int]:
+        return self.stream.open_flow(flow)
+
+    def follow(self, flow: Any, stream: Any, flow_id: int, error: WrongHostError,
+               deadline: float | None) -> None:
+        self.moves.append((flow, flow_id, error.owner or "", deadline))
+
+
+async def test_wrong_host_moves_the_flow_and_the_owners_setup_settles_what_was_in_doubt(
+        ) -> None:
+    stream = Stream()
+    brokers = _Following(stream)
+    policy = Plain()
+    engine: FlowEngine[Unit] = FlowEngine(SEGMENT, writer_id="w", source=brokers,
+                                          policy=policy, log=log)
+    try:
+        engine.start()
+        await settle()
+        setup(engine, stream)
+        engine.submit([Unit("a"), Unit("b")])
+        first, second = stream.of("append_block")
+        engine.on_reply(append_pb2.AppendReply(
+            request_id=second.request_id,
+            wrong_host=append_pb2.WrongHost(segment=SEGMENT, owner="10.0.0.2:7070")))
+        assert state(engine) is FlowState.MOVING
+        assert brokers.moves == [(engine, 1, "10.0.0.2:7070", None)]
+        ack(engine, first, offset=0)  # an answer from the broker it left: ignored
+        assert policy.acked == []
+        owner = Stream()
+        assert engine.on_moved(cast(Any, owner), 7)
+        assert state(engine) is FlowState.DISCONNECTED
+        engine.on_stream_ready()
+        setup(engine, owner, last_event_number=0)  # "a" was stored before the move
+        assert policy.acked == [("a", -1)]
+        assert [(b.data, b.last_event_number) for b in owner.blocks()] == [(b"b", 1)]
+        # In a cluster, a stream lost to a broker moves the flow too (owner unknown).
+        brokers.cluster = True
+        engine.on_stream_lost(FolioUnavailableError("cut"))
+        assert state(engine) is FlowState.MOVING and brokers.moves[-1][2] == ""
+    finally:
+        await brokers.close()
