@@ -49,6 +49,8 @@ package's ``__init__`` says what its modules do):
   They never import each other, nor the client: readers reach the admin
   calls through ``read.catalog.SegmentCatalog``, writers and transactions
   through callables they are handed (``_transport.scaling``, ``_transport.unary``).
+- ``_flow/``: the one append-flow engine every writer's flow runs on, and
+  the contract of the writers' policies (``FlowPolicy``).
 - ``_transport/``: the IO thread, the channel pool, the multiplexed append
   stream and its reconnect backoff, the read streams, block unpacking.
 - ``models``, ``serializers``, ``metrics``, ``_status`` (errors from gRPC
@@ -69,9 +71,10 @@ Where this differs from the layout first sketched, and why:
   table of a TOML file and ``FOLIO_CLIENT_<KEY>`` (the CLI's ``--config``),
   a small resolver of its own since the SDK cannot import ``ledger.settings``.
 - The three append flows (an event writer's segment, a single-key
-  transaction writer, a full transaction's segment) keep their own code,
-  since what they send differs, but share one state machine:
-  ``_transport.flow_state`` (``FlowState`` and its transition table).
+  transaction writer, a full transaction's segment) run on one engine,
+  ``_flow.FlowEngine`` (setup, numbering, resends, WrongHost, the state
+  machine of ``_transport.flow_state``); what they send differs, and that
+  is their policies (``_flow.FlowPolicy``), held by the writers.
 """
 
 import importlib

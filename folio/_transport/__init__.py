@@ -13,7 +13,8 @@
 - ``unpack``: blocks read back into events.
 - ``scaling``: what writers and readers are given to follow sealed segments.
 - ``flow_state``: the one state machine of every append flow (``FlowState``,
-  its transition table, ``move`` raising ``FlowStateError`` on a bad move).
+  its tight transition table, ``move`` raising ``FlowStateError`` on a bad
+  move); the engine that moves it is ``folio._flow``.
 - ``unary``: ``UnaryCaller``, the shape of a blocking admin call handed down.
 
 Nothing here imports the writers, readers or the client.

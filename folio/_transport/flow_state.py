@@ -1,28 +1,34 @@
 """The one state machine of every append flow: an ``Enum`` and its transition table.
 
 A *flow* is one writer's traffic to one segment on a shared Append stream
-(PDP-36): an event writer's segment (``folio.write._segment_flow``), a
-single-routing-key transaction writer (``folio.txn._txn_flow``), a full
-transaction's segment (``folio.txn._full_flow``). Each goes through the same
-states; each uses the subset it needs (only an event writer's flow waits in
-SEALED for its hand-over; only a transaction's flows end CLOSED for good).
+(PDP-36). Every flow runs on the one engine, ``folio._flow.FlowEngine``,
+whatever its policy (an event writer's pipelined blocks, a single-routing-key
+transaction writer's commits, a full transaction's blocks); the engine alone
+moves the state, and every move goes through :func:`move`.
 
-The rules the table keeps:
+The table is tight: each state lists exactly the moves the engine makes from
+it, and any other move raises :class:`FlowStateError`.
 
-- A flow is READY (may send blocks) only after the broker answered its
-  ``SetupAppend`` (from SETTING_UP, or from RESETTING when the setup's answer
-  arrives after a block's retriable refusal); SEALED likewise.
-- RESETTING (backoff after a retriable refusal) follows only a setup or a
-  block on its way (SETTING_UP, READY).
-- MOVING follows a ``WrongHost`` answer (the broker does not own the segment,
-  see "Cluster" in admin.proto) to a setup or a block on its way (SETTING_UP,
-  READY, RESETTING, SEALED), and in a cluster a lost stream (DISCONNECTED)
-  whose broker cannot be reached: the flow has left its stream and waits for the
-  owner to be known (given in the answer, or looked up); once registered on
-  the owner's stream it is DISCONNECTED, and sets up there as after a
-  reconnect. Giving up on the lookup releases it (NEW).
-- The stream can break at any time (DISCONNECTED), and a flow can be released
-  (NEW) or end (CLOSED) from any state; CLOSED is final.
+- NEW -> DISCONNECTED: registered on a stream (``FlowEngine.start``).
+- DISCONNECTED -> SETTING_UP: the stream opened, ``SetupAppend`` sent; ->
+  DISCONNECTED again: the stream broke once more (or a send found it gone);
+  -> MOVING: in a cluster, a stream lost to a broker that cannot be reached.
+- SETTING_UP -> READY: ``AppendSetup`` answered (SEALED instead when the
+  setup only learnt what a sealed segment holds); -> SETTING_UP: set up once
+  more (a seal learnt from the setup's refusal); -> RESETTING: a retriable
+  refusal; -> MOVING: ``WrongHost``; -> DISCONNECTED: the stream broke.
+- READY -> SETTING_UP: a seal (learn what the sealed segment holds); ->
+  RESETTING, MOVING, DISCONNECTED as from SETTING_UP. A flow is READY (may
+  send blocks) only after the broker answered its setup.
+- RESETTING (backoff after a retriable refusal: no answer is routed to the
+  flow meanwhile) -> SETTING_UP when the backoff is over; -> DISCONNECTED.
+- SEALED (the sealed segment told what it holds; the rest is handed over)
+  -> DISCONNECTED only: it never sends again.
+- MOVING (off its stream, the owner being found) -> DISCONNECTED: registered
+  on the owner's stream, it sets up there as after a reconnect; -> NEW: the
+  lookup gave up (an event writer's flow registers again later).
+- Every state but CLOSED -> CLOSED: released, or failed for good. CLOSED is
+  final: no move leaves it.
 
 ``move`` raises :class:`FlowStateError` on any other move: a bug in the SDK,
 never a broker answer, so it is not a ``FolioError``.
@@ -37,9 +43,9 @@ __all__ = ["TRANSITIONS", "FlowState", "FlowStateError", "move"]
 
 
 class FlowState(Enum):
-    """Where an append flow is. IO thread only."""
+    """Where an append flow is. Its engine's event loop only."""
 
-    NEW = "new"                    # not registered on a stream yet (or released)
+    NEW = "new"                    # not registered on a stream (yet, or after a failed move)
     DISCONNECTED = "disconnected"  # waiting for the stream to come (back)
     SETTING_UP = "setting_up"      # SetupAppend sent, AppendSetup awaited
     RESETTING = "resetting"        # after a retriable failure, waiting to set up again
@@ -49,24 +55,20 @@ class FlowState(Enum):
     CLOSED = "closed"              # released or failed for good; final
 
 
-_ANY_OPEN: Final = frozenset(FlowState) - {FlowState.CLOSED}
-#: Always allowed from an open state: the stream breaks, the flow is released or ends.
-_ALWAYS: Final = frozenset({FlowState.NEW, FlowState.DISCONNECTED, FlowState.CLOSED})
+_S = FlowState
 
-#: state -> the states it may move to.
+#: state -> the states it may move to (the module docstring says when).
 TRANSITIONS: Final[dict[FlowState, frozenset[FlowState]]] = {
-    FlowState.NEW: _ALWAYS | {FlowState.SETTING_UP},
-    # MOVING too: in a cluster, a stream to a broker that cannot be reached
-    # makes its flows look their segments' owners up elsewhere.
-    FlowState.DISCONNECTED: _ALWAYS | {FlowState.SETTING_UP, FlowState.MOVING},
-    FlowState.SETTING_UP: _ANY_OPEN | {FlowState.CLOSED},
-    FlowState.RESETTING: _ALWAYS | {FlowState.SETTING_UP, FlowState.READY, FlowState.SEALED,
-                                    FlowState.MOVING},
-    FlowState.READY: _ANY_OPEN | {FlowState.CLOSED},
-    FlowState.SEALED: _ALWAYS | {FlowState.SETTING_UP, FlowState.SEALED, FlowState.MOVING},
-    # Registered on the owner's stream (DISCONNECTED until it opens), or given up (NEW).
-    FlowState.MOVING: _ALWAYS,
-    FlowState.CLOSED: frozenset({FlowState.CLOSED}),
+    _S.NEW: frozenset({_S.DISCONNECTED, _S.CLOSED}),
+    _S.DISCONNECTED: frozenset({_S.DISCONNECTED, _S.SETTING_UP, _S.MOVING, _S.CLOSED}),
+    _S.SETTING_UP: frozenset({_S.SETTING_UP, _S.READY, _S.SEALED, _S.RESETTING,
+                              _S.DISCONNECTED, _S.MOVING, _S.CLOSED}),
+    _S.READY: frozenset({_S.SETTING_UP, _S.RESETTING, _S.DISCONNECTED, _S.MOVING,
+                         _S.CLOSED}),
+    _S.RESETTING: frozenset({_S.SETTING_UP, _S.DISCONNECTED, _S.CLOSED}),
+    _S.SEALED: frozenset({_S.DISCONNECTED, _S.CLOSED}),
+    _S.MOVING: frozenset({_S.DISCONNECTED, _S.NEW, _S.CLOSED}),
+    _S.CLOSED: frozenset(),
 }
 
 

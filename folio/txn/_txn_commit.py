@@ -44,8 +44,8 @@ class TransactionResult:
 class TxnCommit:
     """One transaction on its way: its blocks (kept until acknowledged) and its future."""
 
-    __slots__ = ("blocks", "done", "event_count", "first_event_number", "future",
-                 "has_headers", "last_event_number", "size")
+    __slots__ = ("blocks", "done", "event_count", "future", "has_headers",
+                 "last_event_number", "size")
 
     def __init__(self, blocks: list[tuple[bytes, int]], event_count: int, size: int) -> None:
         #: ``(encoded block, event count)`` in order.
@@ -53,8 +53,8 @@ class TxnCommit:
         self.event_count = event_count
         self.size = size
         self.future: concurrent.futures.Future[TransactionResult] = concurrent.futures.Future()
-        #: Numbers on the current segment, set on the first send there.
-        self.first_event_number: int | None = None
+        #: The number of its last event on the current segment, set on the first
+        #: send there (``folio._flow.FlowUnit``); its events run up to it.
         self.last_event_number: int | None = None
         self.done = False
         #: Whether a block has a headers column (then its blocks are never merged).
@@ -62,7 +62,7 @@ class TxnCommit:
 
     def reset_numbers(self) -> None:
         """Forget the numbers (before the transaction moves to another segment)."""
-        self.first_event_number = self.last_event_number = None
+        self.last_event_number = None
 
 
 def merged_blocks(group: list[TxnCommit]) -> list[tuple[bytes, int]]:

@@ -148,7 +148,7 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
         #: Commits handed off while following a seal (IO thread), else None.
         self._parked: list[TxnCommit] | None = None
         self._tasks: set[asyncio.Future[None]] = set()
-        self._flow = TxnFlow(self.segment, writer_id=self.writer_id, io=io, source=source,
+        self._flow = TxnFlow(self.segment, writer_id=self.writer_id, source=source,
                              on_done=self._commit_done, successor=self._successor)
         io.call_soon(self._flow.start)
 
@@ -357,9 +357,8 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
         log.info("transaction writer %s: segment %s is sealed; key %r goes to %s",
                  self.writer_id, sealed, self.routing_key, target.name)
         self.segment = target.name
-        self._flow = TxnFlow(target.name, writer_id=self.writer_id, io=self._io,
-                             source=self._source, on_done=self._commit_done,
-                             successor=self._successor)
+        self._flow = TxnFlow(target.name, writer_id=self.writer_id, source=self._source,
+                             on_done=self._commit_done, successor=self._successor)
         self._flow.start()
         for commit in commits:
             self._flow.submit(commit)

@@ -1,8 +1,9 @@
 """One writer's appends to one segment: batching on the caller's side, a flow on the IO side.
 
 This module is the caller side and the hand-over after a seal; the IO side
-(the flow: setup, sends, replies, resends) is ``folio.write._segment_flow``,
-the base class of ``SegmentWriter``.
+(the flow: setup, sends, replies, resends) is ``folio.write._segment_flow``'s
+``SegmentFlow`` (the pipelined policy of the flow engine, ``folio._flow``),
+which ``SegmentWriter`` holds.
 
 **Caller side** (any thread, under ``_lock``): ``append`` adds an event to the
 open batch, column by column. The batch becomes a block — encoded whole with
@@ -25,8 +26,8 @@ the last waiter leaves, so an idle writer's segments cost little).
 with other flows, registered with the first block on the stream the client's
 connection pool picks (the least busy channel, ``folio._transport.pool``).
 ``SetupAppend`` answers the last event number the segment recorded for this
-writer; blocks are numbered from there, sent in order, and kept in
-``_unacked`` until ``DataAppended``. When the stream breaks, or the broker
+writer; blocks are numbered from there, sent in order, and kept in the
+flow engine's queue until ``DataAppended``. When the stream breaks, or the broker
 answers a retriable failure, the flow stops sending, sets up again (after
 backoff) and resends in order every unacknowledged block numbered above what
 the broker recorded; those at or below it were written (the broker answers
@@ -55,8 +56,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
-from folio._transport.append_stream import Backoff
-from folio._transport.flow_state import FlowState
 from folio.api.v1.block import EVENT_OVERHEAD_BYTES, MAX_BLOCK_BYTES, decode_block, encode_block
 from folio.errors import (
     FolioError,
@@ -66,8 +65,9 @@ from folio.write._segment_flow import Block, SegmentFlow
 from folio.write._write_future import BlockOutcome, WriteFuture
 
 if TYPE_CHECKING:
-    from folio._transport.append_stream import AppendStream, FlowSource
+    from folio._transport.append_stream import FlowSource
     from folio._transport.io_thread import IoThread
+    from folio.api.v1 import append_pb2
     from folio.metrics import TopicMetrics
 
 __all__ = ["MAX_BATCH_BYTES", "Forward", "SegmentWriter"]
@@ -104,13 +104,13 @@ class _Batch:
         self.started = time.monotonic()
 
 
-class SegmentWriter(SegmentFlow):
-    """Batches and sends one writer's events to one segment (see the module docstring)."""
+class SegmentWriter:
+    """Batches one writer's events to one segment and holds their flow (module docstring)."""
 
     __slots__ = ("_batch", "_batch_size_bytes", "_closed", "_cond", "_delivery_timeout_s",
-                 "_handing", "_idle_cut", "_in_flight", "_io", "_linger_s", "_lock",
-                 "_max_in_flight", "_metrics", "_on_error", "_on_sealed", "_redirect", "_source",
-                 "_waiters", "_writer_id", "segment")
+                 "_flow", "_handing", "_idle_cut", "_in_flight", "_io", "_linger_s", "_lock",
+                 "_max_in_flight", "_metrics", "_on_error", "_on_sealed", "_redirect",
+                 "_waiters", "segment")
 
     def __init__(self, segment: str, *, writer_id: str, io: IoThread, stream: FlowSource,
                  batch_size_bytes: int, linger_s: float, max_in_flight: int,
@@ -138,16 +138,12 @@ class SegmentWriter(SegmentFlow):
             and explicit cuts cut (tests that count blocks).
         """
         self.segment = segment
-        self._writer_id = writer_id
         self._io = io
-        self._source = stream
-        self._stream: AppendStream | None = None  # once registered
         self._batch_size_bytes = batch_size_bytes
         self._linger_s = linger_s
         self._max_in_flight = max_in_flight
         self._delivery_timeout_s = delivery_timeout_s
         self._on_error = on_error
-        self._on_sealed = on_sealed
         self._metrics = metrics
         self._idle_cut = idle_cut
         #: Where appends go once the segment's events were handed over.
@@ -161,18 +157,11 @@ class SegmentWriter(SegmentFlow):
         self._batch: _Batch | None = None
         self._in_flight = 0
         self._closed = False
-        # IO side, IO thread only.
-        self._state = FlowState.NEW
-        self._flow_id = 0
-        self._unacked: list[Block] = []  # at most max_in_flight
-        #: Sequence -> the command's block (None: the setup); None when empty.
-        self._pending: dict[int, Block | None] | None = None
-        self._next_event_number = 0
-        self._dead: FolioError | None = None
-        self._backoff: Backoff | None = None  # made by the first retry
-        self._last_error: FolioError | None = None
-        self._sealing = False
-        self._notified = False
+        # IO side, IO thread only: the flow (at most max_in_flight blocks in it).
+        self._flow = SegmentFlow(
+            segment, writer_id=writer_id, source=stream, delivery_timeout_s=delivery_timeout_s,
+            complete=self._complete, on_sealed=self._sealed if on_sealed else None)
+        self._on_sealed = on_sealed
 
     # == caller side =========================================================
 
@@ -377,8 +366,7 @@ class SegmentWriter(SegmentFlow):
         self._io.call_soon(self._move, begin)
 
     def _move(self, begin: Callable[[], tuple[Forward, Callable[[], None]]]) -> None:
-        blocks = [block for block in self._unacked if not block.done]
-        self._unacked.clear()
+        blocks = self._flow.take_over()  # the flow leaves its stream
         with self._lock:
             forward, publish = begin()
             for block in blocks:
@@ -395,7 +383,43 @@ class SegmentWriter(SegmentFlow):
             self._redirect = forward
             self._in_flight = 0
             self._notify_locked()
-        self._drop_flow()
+
+    # == the flow (IO thread) ==================================================
+
+    def _enqueue(self, block: Block) -> None:
+        error = self._flow.submit(block, closing=self._closed)
+        if error is not None:
+            self._complete(block, error=error)
+
+    def _release(self) -> None:
+        self._flow.release()
+
+    def _sealed(self) -> None:
+        if self._on_sealed is not None:
+            self._on_sealed(self)
+
+    def fail(self, error: FolioError) -> None:
+        """The segment is sealed for good (no successors) or they cannot be found: fail all."""
+        self._flow.fail(error)
+
+    # The stream's calls on the flow (``AppendFlow``), passed to the engine the
+    # writer holds: the stream calls the engine itself; tests drive it here.
+
+    def on_reply(self, reply: append_pb2.AppendReply) -> None:
+        """A reply to one of the flow's commands (``FlowEngine.on_reply``)."""
+        self._flow.engine.on_reply(reply)
+
+    def on_stream_ready(self) -> None:
+        """The stream (re)opened (``FlowEngine.on_stream_ready``)."""
+        self._flow.engine.on_stream_ready()
+
+    def on_stream_lost(self, error: FolioError) -> None:
+        """The stream broke (``FlowEngine.on_stream_lost``)."""
+        self._flow.engine.on_stream_lost(error)
+
+    def on_tick(self, now: float) -> None:
+        """Periodic (``FlowEngine.on_tick``): blocks past their deadline fail."""
+        self._flow.engine.on_tick(now)
 
     def _complete(self, block: Block, *, offset: int = -1,
                   error: BaseException | None = None) -> None:
