@@ -1,4 +1,13 @@
-"""Produce (key 0), v3-v9: one record batch per partition, appended as one block.
+"""Produce (key 0), v3-v13: one record batch per partition, appended as one block.
+
+v13 names topics by id (KIP-516): each id is mapped to its topic's name
+(``broker.kafka.topic_ids``), an id no topic has answered UNKNOWN_TOPIC_ID
+for each of its partitions, and the answer names topics by id. v10 and v11
+add only fields Folio leaves at their defaults (the current leader and node
+endpoints of a NOT_LEADER_OR_FOLLOWER answer); v12 lets a transactional
+batch add its partition to the transaction, which Folio's transactional
+write does at any version (the partition is registered with the coordinator
+by the batch's append).
 
 Per partition: the batch header is checked (``broker.kafka.batches``: magic
 2, CRC32C, record count), the batch is wrapped as a format-2 block
@@ -39,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -80,17 +90,42 @@ async def handle_produce(context: KafkaContext, call: Call) -> Deferred:
     connection appends after this one (``broker.kafka.connection``).
     """
     request = call.request
-    parts = [(topic.name, partition.index, partition.records)
-             for topic in request.topic_data for partition in topic.partition_data]
-    refused = refused_partitions(context, call, parts)
+    by_id = call.version >= 13
+    keys: list[str] = []
+    names: dict[str, str | None] = {}
+    for topic in request.topic_data:
+        key = str(topic.topic_id or uuid.UUID(int=0)) if by_id else str(topic.name)
+        keys.append(key)
+        if key not in names:
+            names[key] = await _name_of(context, key) if by_id else key
+    parts = [(names[key] or key, partition.index, partition.records)
+             for key, topic in zip(keys, request.topic_data, strict=True)
+             for partition in topic.partition_data]
+    unknown = [key for key in keys if names[key] is None]
+    refused: dict[str, _Outcome] = {key: (ErrorCode.unknown_topic_id, -1,
+                                          f"no topic has id {key}") for key in unknown}
+    refused.update(refused_partitions(context, call, [
+        part for part in parts if part[0] not in refused]))
     started = [refused.get(name) or await _start(context, name, index, records,
                                                  request.transactional_id)
                for name, index, records in parts]
-    return Deferred(_answer(call, [(name, index) for name, index, _ in parts], started))
+    jobs = [(key, partition.index) for key, topic in zip(keys, request.topic_data, strict=True)
+            for partition in topic.partition_data]
+    return Deferred(_answer(call, jobs, started, by_id))
+
+
+async def _name_of(context: KafkaContext, key: str) -> str | None:
+    """The name of the topic of id ``key`` (v13+); None if no topic has it."""
+    try:
+        return await context.topic_ids.name_of(context.topics, uuid.UUID(key))
+    except (BrokerError, LedgerError) as error:
+        # The topic list cannot be read now: answered as an unknown id (retriable).
+        log.info("kafka: Produce by topic id %s: the topics cannot be listed: %s", key, error)
+        return None
 
 
 async def _answer(call: Call, jobs: list[tuple[str, int]],
-                  started: list[_Started]) -> Any:
+                  started: list[_Started], by_id: bool) -> Any:
     # Shielded: if the connection goes (the answer is cancelled), each append
     # still finishes and notes its offset, which the producer's resend of the
     # same batch is then answered with.
@@ -102,13 +137,15 @@ async def _answer(call: Call, jobs: list[tuple[str, int]],
     topic_cls = nested(cls, "TopicProduceResponse")
     partition_cls = nested(cls, "PartitionProduceResponse")
     by_topic: dict[str, list[Any]] = {}
-    for (name, index), (code, offset, message) in zip(jobs, results, strict=True):
-        by_topic.setdefault(name, []).append(build(
+    for (key, index), (code, offset, message) in zip(jobs, results, strict=True):
+        by_topic.setdefault(key, []).append(build(
             partition_cls, index=index, error_code=code, base_offset=offset,
             log_append_time=None, log_start_offset=-1, record_errors=(),
             error_message=message))
-    responses = tuple(build(topic_cls, name=name, partition_responses=tuple(parts))
-                      for name, parts in by_topic.items())
+    # ``key``: the topic's name, or (v13+) its id's text.
+    responses = tuple(build(topic_cls, partition_responses=tuple(parts),
+                            **({"topic_id": uuid.UUID(key)} if by_id else {"name": key}))
+                      for key, parts in by_topic.items())
     return build(cls, responses=responses, throttle_time=_ZERO)
 
 
@@ -252,4 +289,4 @@ async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
     return answer_of(result, writer, name)
 
 
-ROWS = (Api(PRODUCE_KEY, "Produce", 3, 9, handle_produce),)
+ROWS = (Api(PRODUCE_KEY, "Produce", 3, 13, handle_produce),)
