@@ -79,7 +79,7 @@ from collections.abc import Sequence
 from kio.schema.errors import ErrorCode
 
 from broker.api import AppendResult, Block, StoredWriter, Topics
-from broker.errors import BrokerError, WrongHostError
+from broker.errors import BrokerError, SegmentSealedError, WrongHostError
 from broker.segments.records import RECENT_APPENDS
 from ledger.errors import LedgerError, LedgerFencedError
 
@@ -142,7 +142,9 @@ async def resolve_failed_append(
     recovery fences the failed ledger) until it answers, then: the batch is
     stored (its last sequence is at or below the producer's recorded one: the
     numbers are contiguous) -- appended again, which writes nothing and gives
-    its first offset; not stored -- NOT_ENOUGH_REPLICAS. Nothing is written
+    its first offset; not stored -- NOT_ENOUGH_REPLICAS, or
+    ``SegmentSealedError`` if the segment is sealed now (another broker's
+    scale fenced it: the batch goes to the heir). Nothing is written
     here: a batch that was not stored is the producer's to resend, in its order.
 
     When the segment cannot be loaded here (WrongHost: it moved, or writes
@@ -175,6 +177,17 @@ async def resolve_failed_append(
                          "asking again", writer, segment_name, last, moved, failed_ledger_id)
             else:
                 recorded = await segment.last_event_number(writer)
+                info = segment.info()
+                if last > recorded and info.sealed:
+                    # Sealed under the append (another broker's scale fenced the
+                    # ledger): not stored, and now never can be here; the batch
+                    # goes to the heir (``broker.kafka.succession``). A "not
+                    # written" error instead would make librdkafka refresh its
+                    # metadata and move keys to the new partitions.
+                    log.info("kafka: producer %s's batch to %s (last sequence %d) failed "
+                             "and is not stored; the segment is sealed now: to its heir",
+                             writer, segment_name, last)
+                    raise SegmentSealedError(segment_name, info.segment.end_offset)
                 if last > recorded:
                     log.info("kafka: producer %s's batch to %s (last sequence %d) failed and "
                              "is not stored (the producer's last is %d): NOT_ENOUGH_REPLICAS",
