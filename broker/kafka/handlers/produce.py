@@ -40,7 +40,9 @@ append resolved), inside the coordinator's ``writing`` context;
 without it they are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 A batch for a sealed partition (its topic split or merged) is appended to the
-partition's heir, transactional or not (``broker.kafka.succession``).
+partition's heir, transactional or not (``broker.kafka.succession``); in a
+cluster, a plain or idempotent batch whose heir another broker owns is
+forwarded to that broker (``broker.kafka.forwarding``).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from broker.kafka.blocks import block_of_batch
 from broker.kafka.context import KafkaContext, TxnWrite
 from broker.kafka.dispatch import Api, Call, Deferred
 from broker.kafka.error_codes import error_code
+from broker.kafka.forwarding import AppendBlock as ForwardedAppend
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
 from broker.kafka.sequences import answer_of, handed_to_ledger, resolve_failed_append
@@ -68,7 +71,7 @@ from broker.segments.block_limits import check_block_size
 from ledger.errors import LedgerError
 from txnbuffer.api import TxnId
 
-__all__ = ["PRODUCE_KEY", "ROWS", "writer_of"]
+__all__ = ["PRODUCE_KEY", "ROWS", "forwarded_append", "writer_of"]
 
 log = logging.getLogger(__name__)
 
@@ -220,8 +223,14 @@ async def _start(context: KafkaContext, topic: str, partition: int,
     # one's first step enters the coordinator's ``writing``, whose per-segment
     # FIFO lock keeps that order while the segment is being registered. A
     # sealed partition's batch goes to its heir (``broker.kafka.succession``).
+    # In a cluster, a plain or idempotent batch whose heir another broker owns
+    # is forwarded there (``broker.kafka.forwarding``); a transactional one is
+    # not (NOT_LEADER_OR_FOLLOWER): its heir's registration in the
+    # transaction is the coordinator's part of the path, not built across brokers.
+    forward = (context.forwarder.forward_of(data, header.records_count)
+               if context.forwarder is not None and txn is None else None)
     return context.succession.start(context.topics, segment, name, writer, last,
-                                    header.records_count, append)
+                                    header.records_count, append, forward)
 
 
 def _check_max_message_bytes(segment: SegmentHandle, batch_bytes: int) -> None:
@@ -241,11 +250,12 @@ async def _append_in(context: KafkaContext, segment: SegmentHandle, name: str,
                      txn: TxnWrite | None) -> _Outcome:
     """``_append``, inside the transaction's ``writing`` context for a transactional batch."""
     if txn is None:
-        return await _append(context, segment, name, header, data, writer, last)
+        return await _append(context, segment, name, header.records_count, data, writer, last)
     txn_id, writing = txn
     try:
         async with writing:
-            return await _append(context, segment, name, header, data, writer, last, txn_id)
+            return await _append(context, segment, name, header.records_count, data, writer,
+                                 last, txn_id)
     except SegmentSealedError:
         raise  # nothing appended: the batch goes to the heir
     except (BrokerError, LedgerError) as error:
@@ -255,11 +265,23 @@ async def _append_in(context: KafkaContext, segment: SegmentHandle, name: str,
         return error_code(error), -1, str(error)
 
 
+def forwarded_append(context: KafkaContext) -> ForwardedAppend:
+    """How a batch forwarded from another broker is appended here (``broker.kafka.forwarding``).
+
+    As any plain or idempotent batch: sequences checked, group-committed, a
+    failed append resolved (``_append``).
+    """
+    async def append(segment: SegmentHandle, name: str, writer: str, last: int,
+                     records_count: int, data: bytes) -> _Outcome:
+        return await _append(context, segment, name, records_count, data, writer, last)
+    return append
+
+
 async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
-                  header: BatchHeader, data: bytes, writer: str, last: int,
+                  records_count: int, data: bytes, writer: str, last: int,
                   txn_id: TxnId | None = None) -> _Outcome:
     """Append to ``name``; raises ``SegmentSealedError`` if it is sealed (nothing written)."""
-    blocks = [Block(data, header.records_count)]
+    blocks = [Block(data, records_count)]
     try:
         try:
             result = await segment.append(blocks, writer, last, txn_id=txn_id,
