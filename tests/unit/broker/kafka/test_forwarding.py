@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 from broker._proto.v1 import kafka_internal_pb2
 from broker.api import Block, SegmentHandle, TopicConfig
 from broker.cluster.owned_topics import OwnedTopics
-from broker.errors import BrokerShuttingDownError, WrongHostError
+from broker.errors import BrokerShuttingDownError, InvalidArgumentError, WrongHostError
 from broker.kafka.forwarding import HeirForwarder, serve
 from broker.kafka.succession import UNKNOWN_BASE_OFFSET, Outcome, Succession
 from broker.topics.manager import TopicManager
@@ -158,3 +158,26 @@ async def test_without_a_forwarder_a_remote_heir_is_not_leader(topics: TopicMana
     assert code is ErrorCode.not_leader_or_follower
     assert message is not None and "t/1" in message
     assert (await topics.segment("t/1")).info().segment.end_offset == 0
+
+
+async def test_the_callee_refuses_a_segment_it_does_not_own_and_bad_requests(
+        topics: TopicManager) -> None:
+    origin, callee = _views(topics)
+    await topics.create_topic("t", 1, TopicConfig())
+    request = kafka_internal_pb2.AppendKafkaBatchRequest(
+        segment="t/0", writer_id=f"{WRITER}@0", last_event_number=1, event_count=2,
+        data=b"x")
+    # Not its segment: WRONG_HOST naming the owner (nothing written), so the
+    # caller asks the owner.
+    with pytest.raises(WrongHostError) as refused:
+        await serve(callee, _append_block, None, request)
+    assert (refused.value.segment, refused.value.owner) == ("t/0", "origin:1")
+    assert (await topics.segment("t/0")).info().segment.end_offset == 0
+    for bad in (kafka_internal_pb2.AppendKafkaBatchRequest(segment="t/0", event_count=1),
+                kafka_internal_pb2.AppendKafkaBatchRequest(data=b"x", event_count=1),
+                kafka_internal_pb2.AppendKafkaBatchRequest(segment="t/0", data=b"x")):
+        with pytest.raises(InvalidArgumentError, match="AppendKafkaBatch needs"):
+            await serve(origin, _append_block, None, bad)
+    # Its own open segment: appended, the offset answered.
+    answer = await serve(origin, _append_block, None, request)
+    assert (answer.error_code, answer.base_offset, answer.error_message) == (0, 0, "")
