@@ -10,7 +10,10 @@ sealed partition's owner forwards each batch to the heir's owner
 read back exactly once by a Kafka consumer and by an SDK reader, and per-key
 order holds for both (the producer's partition count stays 2: it does not
 refresh its metadata during the run). kafkajs's idempotent producer does the
-same through a split (docs/kafka.md, "Partitions and scaling").
+same through a split; and a SIGKILL of the heir's owner while batches are
+forwarded to it loses the hop's answers: the calls go again to its next
+owner, and every record is stored once (docs/kafka.md, "Partitions and
+scaling").
 """
 
 from __future__ import annotations
@@ -51,14 +54,20 @@ def _kafkajs() -> Path:
     return KAFKAJS
 
 
-def _topic_with_remote_heirs(address: str, prefix: str) -> tuple[str, dict[int, str]]:
-    """A topic name whose heirs (segments 2, 4, 5) are owned away from their predecessors."""
+def _topic_with_remote_heirs(address: str, prefix: str, *, victim_heir: bool = False
+                             ) -> tuple[str, dict[int, str]]:
+    """A topic name whose heirs (segments 2, 4, 5) are owned away from their predecessors.
+
+    ``victim_heir``: segment 2's owner also owns neither partition 0 nor 1.
+    """
     owners = {container: b.address for b in list_brokers(address).brokers
               for container in b.containers}
     for i in range(10_000):
         name = f"{prefix}{i}"
         owner = {n: owners.get(container_of(f"{name}/{n}", COUNT), "") for n in range(7)}
         if "" in owner.values():
+            continue
+        if victim_heir and owner[2] == owner[1]:
             continue
         if (owner[2] != owner[0] and owner[4] not in (owner[0], owner[2])
                 and owner[5] != owner[1]):
@@ -149,3 +158,40 @@ def test_kafkajs_producer_writes_through_a_split_across_brokers(
         through_sdk = sdk_read_back(client, topic, len(delivered))
         assert Counter(through_sdk) == expected
         assert_in_stream_order(through_sdk, delivered, per_key=True)
+
+
+@pytest.mark.faults
+@pytest.mark.timeout(600)
+def test_sigkill_of_the_heirs_owner_while_batches_are_forwarded(
+        zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+    """The hop's connection dies with the heir's owner (answers lost: maybe applied).
+
+    The sealed partition's owner asks again until the heir's next owner answers;
+    every delivered record is stored once and each stream stays in order.
+    """
+    brokers, kafka = _kafka_cluster(bookie_processes, zk_url, tmp_path)
+    bootstrap = ",".join(kafka.values())
+    topic, owner = _topic_with_remote_heirs(brokers[0].address, "kill", victim_heir=True)
+    create_topic(bootstrap, topic, 2)
+    producer = KeyedProducer(bootstrap, topic,
+                             **{"topic.metadata.refresh.interval.ms": 300_000})
+    producer.thread.start()
+    producer.wait_for_more(200)
+    scale_with_cli(brokers[0], topic, "--split", "0")
+    producer.wait_for_more(300, partition=0)  # forwarded to the heir's owner
+    victim = next(b for b in brokers if b.address == owner[2])
+    assert victim.kill() != 0
+    survivors = [b for b in brokers if b is not victim]
+    producer.wait_for_more(300, partition=0)  # forwarded to the heir's next owner
+    delivered = producer.finish()
+    assert producer.errors == []
+    expected = Counter((key, number) for key, number, _ in delivered)
+    assert max(expected.values()) == 1
+    bootstrap = ",".join(kafka[b.address] for b in survivors)
+    with folio.Client(survivors[0].address, timeout_s=30) as client:
+        through_kafka = kafka_read_back(bootstrap, topic)
+        assert Counter(through_kafka) == expected
+        assert_in_stream_order(through_kafka, delivered, per_key=False)
+        through_sdk = sdk_read_back(client, topic, len(delivered))
+        assert Counter(through_sdk) == expected
+        assert_in_stream_order(through_sdk, delivered, per_key=False)
