@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -39,7 +40,9 @@ from tests.integration.kafka.test_kafka_scaling import (
     sdk_read_back,
 )
 from tests.support.bookies import BookieProcesses
-from tests.support.cluster_load import COUNT
+from tests.support.cluster import LocalCluster
+from tests.support.cluster_load import COUNT, wait_spread
+from tests.support.kafka import kafka_address
 
 KAFKAJS = Path(__file__).resolve().parents[1] / "kafkajs"
 
@@ -195,3 +198,53 @@ def test_sigkill_of_the_heirs_owner_while_batches_are_forwarded(
         through_sdk = sdk_read_back(client, topic, len(delivered))
         assert Counter(through_sdk) == expected
         assert_in_stream_order(through_sdk, delivered, per_key=False)
+
+
+@pytest.mark.timeout(600)
+def test_keyed_producer_writes_through_auto_scaling_across_brokers(
+        zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+    """Auto-scaling (each broker's maintenance round, every 0.2 s) seals the partitions."""
+    cluster = LocalCluster(bookie_processes, zk_url, tmp_path)
+    cluster.init(container_count=COUNT, ensemble_size=3, write_quorum=2, ack_quorum=2)
+    for _ in range(3):
+        cluster.start_bookie()
+    brokers = [cluster.start_broker("--kafka-port", "0", "--retention-interval-s", "0.2")
+               for _ in range(3)]
+    wait_spread(brokers[0].address, [COUNT // 3] * 3)
+    bootstrap = ",".join("{}:{}".format(*kafka_address(b)) for b in brokers)
+    owners = {container: b.address for b in list_brokers(brokers[0].address).brokers
+              for container in b.containers}
+    # Whichever partition splits first, its heir (segment 2) is on a third
+    # broker, and so is the other's later heir (segment 4).
+    topic = next(name for name in (f"auto{i}" for i in range(10_000))
+                 if len({owners[container_of(f"{name}/{n}", COUNT)] for n in (0, 1, 2)}) == 3
+                 and owners[container_of(f"{name}/4", COUNT)] not in {
+                     owners[container_of(f"{name}/{n}", COUNT)] for n in (0, 1)})
+    with folio.Client(brokers[0].address, timeout_s=30) as client:
+        client.create_topic(topic, 2, scale_target_events_per_s=200, scale_min_segments=1,
+                            scale_cooldown_ms=500)
+        producer = KeyedProducer(bootstrap, topic,
+                                 **{"topic.metadata.refresh.interval.ms": 300_000})
+        producer.thread.start()
+
+        def sealed() -> list[int]:
+            return [segment.number for segment in client.get_segments(
+                topic, include_sealed=True) if segment.sealed]
+        deadline = time.monotonic() + DEADLINE_S
+        while not {0, 1} & set(sealed()):
+            assert time.monotonic() < deadline, "auto-scaling never scaled the topic"
+            producer.wait_for_more(100)
+        for number in {0, 1} & set(sealed()):
+            producer.wait_for_more(200, partition=number)  # forwarded to a remote heir
+        delivered = producer.finish()
+        assert producer.errors == []
+        expected = Counter((key, number) for key, number, _ in delivered)
+        assert max(expected.values()) == 1
+        ends = {s.number: s.end_offset for s in client.get_segments(topic, include_sealed=True)}
+        assert ends[2] > 0, ends
+        through_kafka = kafka_read_back(bootstrap, topic)
+        assert Counter(through_kafka) == expected
+        assert_in_stream_order(through_kafka, delivered, per_key=True)
+        through_sdk = sdk_read_back(client, topic, len(delivered))
+        assert Counter(through_sdk) == expected
+        assert_in_stream_order(through_sdk, delivered, per_key=True)
