@@ -106,6 +106,8 @@ class HeirForwarder:
         deadline = time.monotonic() + self._timeout_s
         delay_s = _FIRST_DELAY_S
         hint = owner
+        #: An earlier call may have been applied: never answered "not written".
+        maybe_applied = False
         while True:
             address = hint or self._owner_of(segment)
             hint = ""
@@ -136,6 +138,7 @@ class HeirForwarder:
                                 f"{failure}" if answer.error_message else None)
                     # else: the callee's walk met a segment moving or handed
                     # over (nothing written): asked again.
+            maybe_applied = maybe_applied or unknown
             if unknown and not writer:
                 # Without sequence numbers a second call could store it twice.
                 return (ErrorCode.request_timed_out, -1,
@@ -144,10 +147,11 @@ class HeirForwarder:
             if time.monotonic() + delay_s > deadline:
                 log.warning("kafka: a batch forwarded to %s (writer %s) is not answered "
                             "after %g s: %s", segment, writer, self._timeout_s, failure)
-                return (ErrorCode.request_timed_out if unknown
+                return (ErrorCode.request_timed_out if maybe_applied
                         else ErrorCode.not_leader_or_follower, -1,
                         f"the batch forwarded to {segment} is not answered "
-                        f"({'outcome unknown' if unknown else 'not written'}): {failure}")
+                        f"({'outcome unknown' if maybe_applied else 'not written'}): "
+                        f"{failure}")
             log.debug("kafka: a batch forwarded to %s is asked again in %.2f s: %s",
                       segment, delay_s, failure)
             await asyncio.sleep(delay_s)

@@ -181,3 +181,33 @@ async def test_the_callee_refuses_a_segment_it_does_not_own_and_bad_requests(
     # Its own open segment: appended, the offset answered.
     answer = await serve(origin, _append_block, None, request)
     assert (answer.error_code, answer.base_offset, answer.error_message) == (0, 0, "")
+
+
+async def test_a_lost_answer_then_refusals_until_the_deadline_is_never_not_written(
+        topics: TopicManager) -> None:
+    origin, callee = _views(topics)
+    succession = await _sealed_topic(topics, origin)
+    hop = LossyHop(callee, lose=1)
+
+    class LostThenMoved:
+        """The first call is applied and its answer lost; then every broker refuses."""
+
+        calls = 0
+
+        async def __call__(self, address: str,
+                           request: kafka_internal_pb2.AppendKafkaBatchRequest,
+                           ) -> kafka_internal_pb2.AppendKafkaBatchResponse:
+            self.calls += 1
+            if self.calls == 1:
+                return await hop(CALLEE, request)
+            raise WrongHostError(request.segment, "")
+
+    send = LostThenMoved()
+    code, offset, message = await _send(
+        succession, origin, 3, HeirForwarder(send, lambda _: CALLEE, timeout_s=0.3))
+    # Stored by the first call: REQUEST_TIMED_OUT (maybe written), never
+    # NOT_LEADER_OR_FOLLOWER, after which an epoch bump could store it twice.
+    assert (code, offset) == (ErrorCode.request_timed_out, -1)
+    assert message is not None and "outcome unknown" in message
+    assert send.calls >= 2
+    assert (await topics.segment("t/1")).info().segment.end_offset == 2
