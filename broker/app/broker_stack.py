@@ -45,6 +45,7 @@ from broker.app.kafka_listener import KafkaUnavailableError, StartedKafka, start
 from broker.app.storage_watch import StorageWatch
 from broker.auth import Access
 from broker.broker_config import BrokerConfig
+from broker.services.kafka_internal import KafkaForwardSlot
 from broker.services.server import SERVICE_NAMES, BrokerServer, start_broker_server
 from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 from ledger.components import MetricsServer
@@ -86,6 +87,9 @@ class OwnershipView:
         self._ownership = ownership
         self.ownership: ClusterOwnership | None = None
         self.served: Topics | None = None
+        #: A cluster broker's Kafka batches forwarded by the others (the Kafka
+        #: listener sets its handler; ``broker.services.kafka_internal``).
+        self.kafka_forwards = KafkaForwardSlot()
 
     async def start(self) -> None:
         topics = self._topics.topics
@@ -131,7 +135,8 @@ class GrpcServer:
                 acls=self._acls.acls, interceptors=self._acls.interceptors,
                 owners=None if ownership is None else ownership.owners,
                 transactions_gate=None if ownership is None else ownership.transactions_gate,
-                txn_routes=None if ownership is None else ownership.routes)
+                txn_routes=None if ownership is None else ownership.routes,
+                kafka_forwards=None if ownership is None else self._view.kafka_forwards)
         except (OSError, TlsConfigError) as error:
             raise StartError(str(error)) from None
 
@@ -170,6 +175,7 @@ class KafkaListener:
             self._started = await start_kafka(
                 config, self._topics.topics, self._source.store, self._coordinator.coordinator,
                 ownership=self._view.ownership, served=self._view.served,
+                forwards=self._view.kafka_forwards,
                 access=Access(self._acls.acls, config.super_user_roles())
                 if config.token_auth else None,
                 write_quorum=self._source.quorums.get("write_quorum",
@@ -181,6 +187,7 @@ class KafkaListener:
 
     async def stop(self) -> None:
         self._groups.kafka_groups.source = None
+        self._view.kafka_forwards.handler = None
         if self._started is None:
             return
         await self._started.server.stop()

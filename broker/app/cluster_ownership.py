@@ -174,6 +174,13 @@ class ClusterOwnership:
         return OwnedTopics(topics, owners.owns, owners.owner_of, owners.check_writable)
 
     @property
+    def peers(self) -> PeerClients:
+        """Clients of the other brokers (after ``attach``)."""
+        if self._peers is None:
+            raise RuntimeError("ClusterOwnership.attach first")
+        return self._peers
+
+    @property
     def routes(self) -> ClusterTxnRoutes:
         """Where transactional registrations and markers go (after ``attach``)."""
         if self._routes is None:

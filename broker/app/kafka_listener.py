@@ -16,12 +16,17 @@ from broker.app.no_hypothesis import hide_hypothesis
 from broker.auth.access import Access
 from broker.broker_config import BrokerConfig
 from broker.groups.kafka_view import KafkaGroups
+from broker.services.kafka_internal import KafkaForwardSlot
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator
 from ledger.api import MetadataStore
 from ledger.security.tokens import TokenVerifier
 
 if TYPE_CHECKING:
+    from broker._proto.v1.kafka_internal_pb2 import (
+        AppendKafkaBatchRequest,
+        AppendKafkaBatchResponse,
+    )
     from broker.app.kafka_cluster import ClusterKafka
     from broker.kafka.sasl.security import KafkaSecurity
     from broker.kafka.server import KafkaServer
@@ -53,7 +58,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
                       ownership: ClusterOwnership | None = None,
                       served: Topics | None = None,
                       access: Access | None = None,
-                      write_quorum: int = 1) -> StartedKafka | None:
+                      write_quorum: int = 1,
+                      forwards: KafkaForwardSlot | None = None) -> StartedKafka | None:
     """The started Kafka listener (and cluster view), or None when ``kafka_port`` is -1 (off).
 
     ``write_quorum``: copies of each entry of new ledgers (Qw), the largest
@@ -66,7 +72,10 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     NOT_LEADER_OR_FOLLOWER for segments it does not own, writes paused with
     its session), names every broker and each partition's owner in Metadata,
     and coordinates the groups of its containers (``broker.app.kafka_cluster``);
-    its Kafka address is set on ``ownership`` for its records.
+    its Kafka address is set on ``ownership`` for its records. It forwards a
+    Produce batch whose heir another broker owns to that broker, and serves
+    the batches the others forward through ``forwards``
+    (``broker.kafka.forwarding``).
 
     ``access``: the grants' check every Kafka call is authorised by
     (``broker.kafka.access``); None (no token authentication): none is.
@@ -84,6 +93,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         from broker.kafka.consumer_groups.report import GroupReport  # noqa: PLC0415
         from broker.kafka.context import NODE_ID, KafkaContext  # noqa: PLC0415
         from broker.kafka.coordinators import ClusterGroups, start_coordinators  # noqa: PLC0415
+        from broker.kafka.forwarding import HeirForwarder, serve  # noqa: PLC0415
+        from broker.kafka.handlers.produce import forwarded_append  # noqa: PLC0415
         from broker.kafka.handlers.transactions import install  # noqa: PLC0415
         from broker.kafka.locator import Node  # noqa: PLC0415
         from broker.kafka.nodes import node_id_of  # noqa: PLC0415
@@ -109,6 +120,14 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
             node_id_of(owners.broker_id), context.host, context.advertised_port or context.port))
         context.nodes = cluster
         ownership.add_container_listener(cluster.claimed, cluster.released)
+        forwarder = context.forwarder = HeirForwarder(ownership.peers.append_kafka_batch,
+                                                      owners.owner_of)
+        if forwards is not None:
+            append = forwarded_append(context)
+
+            async def forwarded(request: AppendKafkaBatchRequest) -> AppendKafkaBatchResponse:
+                return await serve(context.topics, append, forwarder, request)
+            forwards.handler = forwarded
     # Offsets, group records and transactional ids are loaded before serving.
     context.coordinators = await start_coordinators(
         topics, txn_coordinator if ownership is None else None, context.producer_ids,

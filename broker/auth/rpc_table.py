@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from broker._proto.v1 import internal_pb2
+from broker._proto.v1 import internal_pb2, kafka_internal_pb2
 from broker.auth.access import Need
 from broker.auth.permissions import ResourceKind
 from broker.errors import NoSuchSegmentError
@@ -161,6 +161,7 @@ RPC_TABLE: Final[dict[str, Rule]] = {
     _method(*_GROUPS, "ResetKafkaGroup"): Rule(Need.CONSUME, _reset_group),
     _method(*_INTERNAL, "RegisterTxnSegment"): Rule(Need.SUPER_USER),
     _method(*_INTERNAL, "WriteTxnMarker"): Rule(Need.SUPER_USER),
+    _method(kafka_internal_pb2, "KafkaInternal", "AppendKafkaBatch"): Rule(Need.SUPER_USER),
 }
 
 #: What a method the table does not know needs: a super-user (fail closed).

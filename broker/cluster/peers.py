@@ -1,6 +1,7 @@
 """``PeerClients``: one cluster broker calling another over the internal protocol.
 
-The calls of ``proto/broker/v1/internal.proto`` (``folio.broker.v1.BrokerInternal``),
+The calls of ``proto/broker/v1/internal.proto`` (``folio.broker.v1.BrokerInternal``)
+and ``kafka_internal.proto`` (``KafkaInternal``: a Kafka batch for a heir),
 served on every broker's normal port with the same TLS. Each peer gets one
 ``grpc.aio`` channel, opened on first use; with TLS the channel trusts
 ``PeerSecurity.tls``'s CA and presents its certificate (mutual TLS), and with a
@@ -26,7 +27,12 @@ from typing import Any, Final
 
 import grpc
 
-from broker._proto.v1 import internal_pb2, internal_pb2_grpc
+from broker._proto.v1 import (
+    internal_pb2,
+    internal_pb2_grpc,
+    kafka_internal_pb2,
+    kafka_internal_pb2_grpc,
+)
 from broker.errors import (
     BrokerError,
     BrokerShuttingDownError,
@@ -121,6 +127,11 @@ class PeerClients:
         self._closed = False
 
     def _stub(self, address: str) -> internal_pb2_grpc.BrokerInternalAsyncStub:
+        stub: internal_pb2_grpc.BrokerInternalAsyncStub = \
+            internal_pb2_grpc.BrokerInternalStub(self._channel(address))
+        return stub
+
+    def _channel(self, address: str) -> grpc.aio.Channel:
         if self._closed:
             raise BrokerShuttingDownError("the broker is stopping: no internal calls")
         held = self._channels.get(address)
@@ -139,9 +150,7 @@ class PeerClients:
                 channel = grpc.aio.secure_channel(
                     address, credentials, options=_OPTIONS + self._tls.tls.channel_options())
             held = self._channels[address] = (channel, generation)
-        stub: internal_pb2_grpc.BrokerInternalAsyncStub = \
-            internal_pb2_grpc.BrokerInternalStub(held[0])
-        return stub
+        return held[0]
 
     def _metadata(self) -> tuple[tuple[str, str], ...] | None:
         if self._token is None:
@@ -169,6 +178,23 @@ class PeerClients:
                 request, timeout=CALL_TIMEOUT_S, metadata=self._metadata())
         except grpc.aio.AioRpcError as error:
             raise _rebuild(error, address) from None
+
+    async def append_kafka_batch(
+        self, address: str, request: kafka_internal_pb2.AppendKafkaBatchRequest
+    ) -> kafka_internal_pb2.AppendKafkaBatchResponse:
+        """``AppendKafkaBatch`` on the broker at ``address`` (``broker.kafka.forwarding``).
+
+        ``BrokerShuttingDownError`` (no answer): the outcome is unknown.
+        """
+        stub: kafka_internal_pb2_grpc.KafkaInternalAsyncStub = \
+            kafka_internal_pb2_grpc.KafkaInternalStub(self._channel(address))
+        try:
+            response: kafka_internal_pb2.AppendKafkaBatchResponse = \
+                await stub.AppendKafkaBatch(request, timeout=CALL_TIMEOUT_S,
+                                            metadata=self._metadata())
+        except grpc.aio.AioRpcError as error:
+            raise _rebuild(error, address) from None
+        return response
 
     async def close(self) -> None:
         """Close every channel (calls under way fail)."""

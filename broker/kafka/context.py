@@ -12,6 +12,7 @@ from broker.api import Topics
 from broker.auth.access import Access
 from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.fetch_sessions import FetchSessionCache
+from broker.kafka.forwarding import HeirForwarder
 from broker.kafka.nodes import ClusterNodes
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.sasl.security import KafkaSecurity
@@ -73,7 +74,10 @@ class KafkaContext:
             replication factor CreateTopics accepts (``topics_admin``).
         fetch_sessions: the incremental fetch sessions (KIP-227) of this
             listener (``broker.kafka.fetch_sessions``).
-        topic_ids: topic id -> name for Fetch v13+ (``broker.kafka.topic_ids``).
+        topic_ids: topic id -> name for Fetch and Produce v13+ (``broker.kafka.topic_ids``).
+        forwarder: sends Produce batches whose heir another broker owns to
+            that broker (``broker.kafka.forwarding``; None: this broker alone,
+            or such batches answer NOT_LEADER_OR_FOLLOWER).
     """
 
     topics: Topics
@@ -96,3 +100,4 @@ class KafkaContext:
     write_quorum: int = 1
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     topic_ids: TopicIds = field(default_factory=TopicIds)
+    forwarder: HeirForwarder | None = None

@@ -78,8 +78,8 @@ from collections.abc import Sequence
 
 from kio.schema.errors import ErrorCode
 
-from broker.api import AppendResult, Block, StoredWriter, Topics
-from broker.errors import BrokerError, WrongHostError
+from broker.api import AppendResult, Block, SegmentState, StoredWriter, Topics
+from broker.errors import BrokerError, SegmentSealedError, WrongHostError
 from broker.segments.records import RECENT_APPENDS
 from ledger.errors import LedgerError, LedgerFencedError
 
@@ -142,7 +142,9 @@ async def resolve_failed_append(
     recovery fences the failed ledger) until it answers, then: the batch is
     stored (its last sequence is at or below the producer's recorded one: the
     numbers are contiguous) -- appended again, which writes nothing and gives
-    its first offset; not stored -- NOT_ENOUGH_REPLICAS. Nothing is written
+    its first offset; not stored -- NOT_ENOUGH_REPLICAS, or
+    ``SegmentSealedError`` if the segment is sealed now (another broker's
+    scale fenced it: the batch goes to the heir). Nothing is written
     here: a batch that was not stored is the producer's to resend, in its order.
 
     When the segment cannot be loaded here (WrongHost: it moved, or writes
@@ -168,6 +170,8 @@ async def resolve_failed_append(
                 # Not ours to load now: ask the stored state (fences nothing).
                 stored = await topics.stored_writer(segment_name, writer, failed_ledger_id)
                 if stored.decided:
+                    if last > stored.last_event_number:
+                        await _raise_if_sealed(topics, segment_name, writer, last)
                     return _answer_stored(stored, segment_name, writer, last, event_count,
                                           moved)
                 log.info("kafka: producer %s's failed batch to %s (last sequence %d): the "
@@ -175,6 +179,17 @@ async def resolve_failed_append(
                          "asking again", writer, segment_name, last, moved, failed_ledger_id)
             else:
                 recorded = await segment.last_event_number(writer)
+                info = segment.info()
+                if last > recorded and info.sealed:
+                    # Sealed under the append (another broker's scale fenced the
+                    # ledger): not stored, and now never can be here; the batch
+                    # goes to the heir (``broker.kafka.succession``). A "not
+                    # written" error instead would make librdkafka refresh its
+                    # metadata and move keys to the new partitions.
+                    log.info("kafka: producer %s's batch to %s (last sequence %d) failed "
+                             "and is not stored; the segment is sealed now: to its heir",
+                             writer, segment_name, last)
+                    raise SegmentSealedError(segment_name, info.segment.end_offset)
                 if last > recorded:
                     log.info("kafka: producer %s's batch to %s (last sequence %d) failed and "
                              "is not stored (the producer's last is %d): NOT_ENOUGH_REPLICAS",
@@ -206,6 +221,23 @@ async def resolve_failed_append(
                 raise error
         await asyncio.sleep(delay)
         delay = min(delay * 2, _MAX_DELAY_S)
+
+
+async def _raise_if_sealed(topics: Topics, segment_name: str, writer: str, last: int) -> None:
+    """``SegmentSealedError`` if the segment's record says it is sealed (the batch: to the heir).
+
+    A scale on another broker fences the owner's ledger and seals the segment;
+    the owner's load racing that record change is refused (WrongHost) for a
+    moment. A batch the sealed segment does not hold never will be: it goes to
+    the heir (``broker.kafka.succession``), not back to the producer as
+    NOT_LEADER_OR_FOLLOWER (librdkafka would refresh its metadata and move keys
+    to the new partitions; kafkajs resends the whole request).
+    """
+    segment, _ = await topics.get_successors(segment_name)
+    if segment.state is SegmentState.SEALED:
+        log.info("kafka: producer %s's batch to %s (last sequence %d) failed and is not "
+                 "stored; the segment is sealed now: to its heir", writer, segment_name, last)
+        raise SegmentSealedError(segment_name, segment.end_offset)
 
 
 def _answer_stored(stored: StoredWriter, segment_name: str, writer: str, last: int,

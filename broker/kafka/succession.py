@@ -35,6 +35,10 @@ cut) between the walk and the append, or before the answer, leaves the
 producer to resend: the resend walks again from the sealed partition, whose
 state is final, and the heir drops it if it holds it.
 
+In a cluster a heir may be owned by another broker: the walk goes on there
+(``walk``'s ``forward``: ``broker.kafka.forwarding``), under the same writer
+id and numbers, so the rules above hold across brokers.
+
 The answer's base offset for a batch appended to a heir is unknown
 (``UNKNOWN_BASE_OFFSET``): the offset is in another partition, which the
 producer did not ask about.
@@ -51,12 +55,12 @@ from collections.abc import Awaitable, Callable
 from kio.schema.errors import ErrorCode
 
 from broker.api import SegmentHandle, Topics
-from broker.errors import BrokerError, SegmentSealedError
+from broker.errors import BrokerError, SegmentSealedError, WrongHostError
 from broker.kafka.error_codes import error_code
 from broker.segments.names import parse_segment_name
 from ledger.errors import LedgerError
 
-__all__ = ["UNKNOWN_BASE_OFFSET", "Outcome", "StreamAppend", "Succession"]
+__all__ = ["UNKNOWN_BASE_OFFSET", "Forward", "Outcome", "StreamAppend", "Succession", "walk"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +71,8 @@ log = logging.getLogger(__name__)
 UNKNOWN_BASE_OFFSET = -1001
 #: How many times an open-looking segment may refuse an append as sealed.
 _MAX_REFUSALS = 3
+#: Waits before the walk from a sealed partition is tried again after a WrongHost.
+_RELOAD_DELAYS_S = (0.05, 0.2, 0.5)
 
 #: (Kafka error code, base offset, error message) of one partition's batch.
 Outcome = tuple[ErrorCode, int, str | None]
@@ -74,6 +80,10 @@ Outcome = tuple[ErrorCode, int, str | None]
 #: last event number) -> its outcome (every error answered as its Kafka code);
 #: raises ``SegmentSealedError`` if the segment is sealed (nothing written).
 StreamAppend = Callable[[SegmentHandle, str, str, int], Awaitable[Outcome]]
+#: Continues a walk on the broker that owns a heir (``broker.kafka.forwarding``):
+#: (heir, its owner as a WrongHost named it or "", writer id, last event number
+#: there) -> the outcome there (every error answered as its Kafka code).
+Forward = Callable[[str, str, str, int], Awaitable[Outcome]]
 
 
 class Succession:
@@ -87,19 +97,21 @@ class Succession:
         self._tails: dict[tuple[str, str], asyncio.Future[Outcome]] = {}
 
     def start(self, topics: Topics, segment: SegmentHandle, name: str, writer: str,
-              last: int, event_count: int, append: StreamAppend) -> asyncio.Future[Outcome]:
+              last: int, event_count: int, append: StreamAppend,
+              forward: Forward | None = None) -> asyncio.Future[Outcome]:
         """Start the append of one batch for partition ``name`` (its segment loaded).
 
         The segment is appended to at once; if it is sealed (before or under
         the append: ``SegmentSealedError``, nothing written) the batch goes to
         its heir once the stream's previous batch is answered. The task's
         first step runs before any later-made task's
-        (``broker.kafka.handlers.produce``).
+        (``broker.kafka.handlers.produce``). ``forward``: sends the rest of the
+        walk to the broker owning a heir this broker does not (``walk``).
         """
         key = (name, writer)
         previous = self._tails.get(key)
         task = asyncio.ensure_future(self._direct(
-            previous, topics, segment, name, writer, last, event_count, append))
+            previous, topics, segment, name, writer, last, event_count, append, forward))
         self._tails[key] = task
         task.add_done_callback(lambda done: self._forget(key, done))
         return task
@@ -110,75 +122,114 @@ class Succession:
 
     async def _direct(self, previous: asyncio.Future[Outcome] | None, topics: Topics,
                       segment: SegmentHandle, name: str, writer: str, last: int,
-                      event_count: int, append: StreamAppend) -> Outcome:
+                      event_count: int, append: StreamAppend,
+                      forward: Forward | None) -> Outcome:
         try:
             return await append(segment, name, writer, last)
         except SegmentSealedError:
             # Sealed (before or after it was looked up): nothing written to it.
             return await self._after(previous, topics, name, writer, last, event_count,
-                                     append)
+                                     append, forward)
 
     async def _after(self, previous: asyncio.Future[Outcome] | None, topics: Topics,
                      name: str, writer: str, last: int, event_count: int,
-                     append: StreamAppend) -> Outcome:
+                     append: StreamAppend, forward: Forward | None) -> Outcome:
         if previous is not None:
             # Settled either way (its outcome is its own request's answer).
             await asyncio.wait([previous])
         try:
-            return await self._to_heir(topics, name, writer, last, event_count, append)
+            for delay_s in _RELOAD_DELAYS_S:
+                try:
+                    return await walk(topics, name, writer, last, event_count, append,
+                                      partition=True, forward=forward)
+                except WrongHostError:
+                    # Loading the sealed partition again raced another broker's
+                    # change of its record (a scale there fenced and sealed it):
+                    # refused for a moment, nothing written; look again.
+                    await asyncio.sleep(delay_s)
+            return await walk(topics, name, writer, last, event_count, append,
+                              partition=True, forward=forward)
         except (BrokerError, LedgerError) as error:
             # Nothing written (a segment could not be loaded, or the last one
             # has no heir: its topic is sealed).
             return error_code(error), -1, str(error)
 
-    async def _to_heir(self, topics: Topics, name: str, writer: str, last: int,
-                       event_count: int, append: StreamAppend) -> Outcome:
-        """Walk from sealed ``name`` to the open segment that takes the stream; append there.
 
-        Raises what loading a segment raises (``BrokerError``, ``LedgerError``),
-        ``SegmentSealedError`` for a sealed segment without successors.
-        """
-        first = last - event_count + 1
-        current, stream, base = name, writer, 0
-        refusals = 0
-        while True:
+
+
+async def walk(topics: Topics, start: str, writer: str, last: int, event_count: int,
+               append: StreamAppend, *, partition: bool,
+               forward: Forward | None = None) -> Outcome:
+    """Walk from ``start`` to the open segment that takes the stream; append there.
+
+    ``partition``: ``start`` is the Kafka partition the producer named (a
+    stream leaving it is renamed ``writer@<number>``, and an outcome in
+    another segment answers ``UNKNOWN_BASE_OFFSET``); else ``start`` is a
+    heir a walk was forwarded to, ``writer`` and ``last`` are the stream's
+    there already. ``forward``: continues the walk on the broker owning a
+    segment this broker does not (``broker.kafka.forwarding``); None: such a
+    segment answers NOT_LEADER_OR_FOLLOWER, nothing written.
+
+    Raises what loading a segment raises (``BrokerError``, ``LedgerError``;
+    ``WrongHostError`` for ``start`` itself not owned here),
+    ``SegmentSealedError`` for a sealed segment without successors.
+    """
+    first = last - event_count + 1
+    current, stream, base = start, writer, 0
+    refusals = 0
+    while True:
+        try:
             segment = await topics.writable_segment(current, "Kafka Produce")
-            if not segment.info().sealed:
-                try:
-                    outcome = await append(segment, current, stream, last - base)
-                except SegmentSealedError as sealed:
-                    # Sealed meanwhile: look at it again, now final (bounded, in
-                    # case a segment refuses appends without saying it is sealed).
-                    refusals += 1
-                    if refusals > _MAX_REFUSALS:
-                        return (ErrorCode.not_leader_or_follower, -1,
-                                f"not written: {sealed}")
-                    continue
-                if current == name:
-                    return outcome
-                code, _, message = outcome
-                return code, UNKNOWN_BASE_OFFSET, message
-            if writer:
-                recorded = await segment.last_event_number(stream)
-                if last - base <= recorded:
-                    log.info("kafka: producer %s resent a batch (last sequence %d) that "
-                             "sealed %s holds: DUPLICATE_SEQUENCE_NUMBER", writer, last,
-                             current)
-                    return (ErrorCode.duplicate_sequence_number, -1,
-                            f"the batch ending at sequence {last} was written to {current} "
-                            "before it was sealed")
-                if first - base <= recorded:
-                    return (ErrorCode.out_of_order_sequence_number, -1,
-                            f"sequences {first} to {last} overlap what sealed {current} "
-                            f"holds (to sequence {recorded + base}) without matching it")
-                # Past what it holds: its next segment checks for gaps.
-                base += recorded + 1
-            _, successors = await topics.get_successors(current)
-            heir = successors[0].name if successors else None
-            if heir is None:
-                raise SegmentSealedError(current, segment.info().segment.end_offset)
-            if current == name and writer:
-                stream = f"{writer}@{parse_segment_name(name)[1]}"
-            log.debug("kafka: a batch for sealed %s goes to %s (writer %r, base %d)",
-                      current, heir, stream, base)
-            current = heir
+        except WrongHostError as elsewhere:
+            if current == start or forward is None:
+                raise
+            # Another broker owns this heir: it continues the walk there.
+            code, offset, message = await forward(current, elsewhere.owner, stream, last - base)
+            if partition:  # the offset is another partition's
+                offset = UNKNOWN_BASE_OFFSET if code is ErrorCode.none else -1
+            return code, offset, message
+        if not segment.info().sealed:
+            try:
+                outcome = await append(segment, current, stream, last - base)
+            except SegmentSealedError as sealed:
+                # Sealed meanwhile: look at it again, now final (bounded, in
+                # case a segment refuses appends without saying it is sealed).
+                refusals += 1
+                if refusals > _MAX_REFUSALS:
+                    return (ErrorCode.not_leader_or_follower, -1,
+                            f"not written: {sealed}")
+                continue
+            if (outcome[0] is ErrorCode.not_leader_or_follower and current != start
+                    and refusals < _MAX_REFUSALS):
+                # The heir moved or was handed over under the append (nothing
+                # written): look it up again, here or at its owner.
+                refusals += 1
+                continue
+            if current == start or not partition:
+                return outcome
+            code, _, message = outcome
+            return code, UNKNOWN_BASE_OFFSET, message
+        if writer:
+            recorded = await segment.last_event_number(stream)
+            if last - base <= recorded:
+                log.info("kafka: producer %s resent a batch (last sequence %d) that "
+                         "sealed %s holds: DUPLICATE_SEQUENCE_NUMBER", writer, last,
+                         current)
+                return (ErrorCode.duplicate_sequence_number, -1,
+                        f"the batch ending at sequence {last} was written to {current} "
+                        "before it was sealed")
+            if first - base <= recorded:
+                return (ErrorCode.out_of_order_sequence_number, -1,
+                        f"sequences {first} to {last} overlap what sealed {current} "
+                        f"holds (to sequence {recorded + base}) without matching it")
+            # Past what it holds: its next segment checks for gaps.
+            base += recorded + 1
+        _, successors = await topics.get_successors(current)
+        heir = successors[0].name if successors else None
+        if heir is None:
+            raise SegmentSealedError(current, segment.info().segment.end_offset)
+        if current == start and partition and writer:
+            stream = f"{writer}@{parse_segment_name(start)[1]}"
+        log.debug("kafka: a batch for sealed %s goes to %s (writer %r, base %d)",
+                  current, heir, stream, base)
+        current = heir

@@ -21,7 +21,7 @@ from grpc_health.v1 import health_pb2
 # The asyncio health servicer (grpc_health exposes it as ``health.aio``).
 from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 
-from broker._proto.v1 import internal_pb2
+from broker._proto.v1 import internal_pb2, kafka_internal_pb2
 from broker.api import Topics
 from broker.appends.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from broker.auth.acl_store import AclStore
@@ -36,6 +36,7 @@ from broker.services.append import AppendServicer
 from broker.services.groups import ReaderGroupsServicer
 from broker.services.internal import BrokerInternalServicer
 from broker.services.introspection import HEALTH_SERVICE_NAME, serve_health, serve_reflection
+from broker.services.kafka_internal import KafkaForwardSlot, KafkaInternalServicer
 from broker.services.produce import ProduceServicer
 from broker.services.read import ReadServicer
 from broker.services.transactions import TransactionsServicer
@@ -113,6 +114,7 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
                               interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
                               transactions_gate: Callable[[], None] | None = None,
                               txn_routes: ClusterTxnRoutes | None = None,
+                              kafka_forwards: KafkaForwardSlot | None = None,
                               ) -> BrokerServer:
     """Serve ``topics`` over the public gRPC API and start.
 
@@ -136,6 +138,10 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
     transactional appends go through the segment owner's participant, and
     the internal ``BrokerInternal`` service (proto/broker/v1) is served for
     the other brokers; without, appends use the coordinator in process.
+
+    ``kafka_forwards`` (a cluster broker): the internal ``KafkaInternal``
+    service is served, through the Kafka listener's handler it holds
+    (``broker.services.kafka_internal``).
 
     ``max_held_bytes`` and ``max_held_ms`` bound the blocks of uncommitted
     transactions (see ``broker.appends.held``).
@@ -169,6 +175,9 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
         add_servicer(server, internal_pb2.DESCRIPTOR.services_by_name["BrokerInternal"],
                      BrokerInternalServicer(coordinator, transactions_gate,
                                             txn_routes.participant.write_marker))
+    if kafka_forwards is not None:
+        add_servicer(server, kafka_internal_pb2.DESCRIPTOR.services_by_name["KafkaInternal"],
+                     KafkaInternalServicer(kafka_forwards))
     if groups is not None:
         add_servicer(server, groups_pb2.DESCRIPTOR.services_by_name["ReaderGroups"],
                      ReaderGroupsServicer(topics, groups, group_liveness, kafka_groups))

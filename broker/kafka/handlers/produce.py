@@ -1,4 +1,13 @@
-"""Produce (key 0), v3-v9: one record batch per partition, appended as one block.
+"""Produce (key 0), v3-v13: one record batch per partition, appended as one block.
+
+v13 names topics by id (KIP-516): each id is mapped to its topic's name
+(``broker.kafka.topic_ids``), an id no topic has answered UNKNOWN_TOPIC_ID
+for each of its partitions, and the answer names topics by id. v10 and v11
+add only fields Folio leaves at their defaults (the current leader and node
+endpoints of a NOT_LEADER_OR_FOLLOWER answer); v12 lets a transactional
+batch add its partition to the transaction, which Folio's transactional
+write does at any version (the partition is registered with the coordinator
+by the batch's append).
 
 Per partition: the batch header is checked (``broker.kafka.batches``: magic
 2, CRC32C, record count), the batch is wrapped as a format-2 block
@@ -31,7 +40,9 @@ append resolved), inside the coordinator's ``writing`` context;
 without it they are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 A batch for a sealed partition (its topic split or merged) is appended to the
-partition's heir, transactional or not (``broker.kafka.succession``).
+partition's heir, transactional or not (``broker.kafka.succession``); in a
+cluster, a plain or idempotent batch whose heir another broker owns is
+forwarded to that broker (``broker.kafka.forwarding``).
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -51,6 +63,7 @@ from broker.kafka.blocks import block_of_batch
 from broker.kafka.context import KafkaContext, TxnWrite
 from broker.kafka.dispatch import Api, Call, Deferred
 from broker.kafka.error_codes import error_code
+from broker.kafka.forwarding import AppendBlock as ForwardedAppend
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
 from broker.kafka.sequences import answer_of, handed_to_ledger, resolve_failed_append
@@ -58,7 +71,7 @@ from broker.segments.block_limits import check_block_size
 from ledger.errors import LedgerError
 from txnbuffer.api import TxnId
 
-__all__ = ["PRODUCE_KEY", "ROWS", "writer_of"]
+__all__ = ["PRODUCE_KEY", "ROWS", "forwarded_append", "writer_of"]
 
 log = logging.getLogger(__name__)
 
@@ -80,17 +93,42 @@ async def handle_produce(context: KafkaContext, call: Call) -> Deferred:
     connection appends after this one (``broker.kafka.connection``).
     """
     request = call.request
-    parts = [(topic.name, partition.index, partition.records)
-             for topic in request.topic_data for partition in topic.partition_data]
-    refused = refused_partitions(context, call, parts)
+    by_id = call.version >= 13
+    keys: list[str] = []
+    names: dict[str, str | None] = {}
+    for topic in request.topic_data:
+        key = str(topic.topic_id or uuid.UUID(int=0)) if by_id else str(topic.name)
+        keys.append(key)
+        if key not in names:
+            names[key] = await _name_of(context, key) if by_id else key
+    parts = [(names[key] or key, partition.index, partition.records)
+             for key, topic in zip(keys, request.topic_data, strict=True)
+             for partition in topic.partition_data]
+    unknown = [key for key in keys if names[key] is None]
+    refused: dict[str, _Outcome] = {key: (ErrorCode.unknown_topic_id, -1,
+                                          f"no topic has id {key}") for key in unknown}
+    refused.update(refused_partitions(context, call, [
+        part for part in parts if part[0] not in refused]))
     started = [refused.get(name) or await _start(context, name, index, records,
                                                  request.transactional_id)
                for name, index, records in parts]
-    return Deferred(_answer(call, [(name, index) for name, index, _ in parts], started))
+    jobs = [(key, partition.index) for key, topic in zip(keys, request.topic_data, strict=True)
+            for partition in topic.partition_data]
+    return Deferred(_answer(call, jobs, started, by_id))
+
+
+async def _name_of(context: KafkaContext, key: str) -> str | None:
+    """The name of the topic of id ``key`` (v13+); None if no topic has it."""
+    try:
+        return await context.topic_ids.name_of(context.topics, uuid.UUID(key))
+    except (BrokerError, LedgerError) as error:
+        # The topic list cannot be read now: answered as an unknown id (retriable).
+        log.info("kafka: Produce by topic id %s: the topics cannot be listed: %s", key, error)
+        return None
 
 
 async def _answer(call: Call, jobs: list[tuple[str, int]],
-                  started: list[_Started]) -> Any:
+                  started: list[_Started], by_id: bool) -> Any:
     # Shielded: if the connection goes (the answer is cancelled), each append
     # still finishes and notes its offset, which the producer's resend of the
     # same batch is then answered with.
@@ -102,13 +140,15 @@ async def _answer(call: Call, jobs: list[tuple[str, int]],
     topic_cls = nested(cls, "TopicProduceResponse")
     partition_cls = nested(cls, "PartitionProduceResponse")
     by_topic: dict[str, list[Any]] = {}
-    for (name, index), (code, offset, message) in zip(jobs, results, strict=True):
-        by_topic.setdefault(name, []).append(build(
+    for (key, index), (code, offset, message) in zip(jobs, results, strict=True):
+        by_topic.setdefault(key, []).append(build(
             partition_cls, index=index, error_code=code, base_offset=offset,
             log_append_time=None, log_start_offset=-1, record_errors=(),
             error_message=message))
-    responses = tuple(build(topic_cls, name=name, partition_responses=tuple(parts))
-                      for name, parts in by_topic.items())
+    # ``key``: the topic's name, or (v13+) its id's text.
+    responses = tuple(build(topic_cls, partition_responses=tuple(parts),
+                            **({"topic_id": uuid.UUID(key)} if by_id else {"name": key}))
+                      for key, parts in by_topic.items())
     return build(cls, responses=responses, throttle_time=_ZERO)
 
 
@@ -183,8 +223,14 @@ async def _start(context: KafkaContext, topic: str, partition: int,
     # one's first step enters the coordinator's ``writing``, whose per-segment
     # FIFO lock keeps that order while the segment is being registered. A
     # sealed partition's batch goes to its heir (``broker.kafka.succession``).
+    # In a cluster, a plain or idempotent batch whose heir another broker owns
+    # is forwarded there (``broker.kafka.forwarding``); a transactional one is
+    # not (NOT_LEADER_OR_FOLLOWER): its heir's registration in the
+    # transaction is the coordinator's part of the path, not built across brokers.
+    forward = (context.forwarder.forward_of(data, header.records_count)
+               if context.forwarder is not None and txn is None else None)
     return context.succession.start(context.topics, segment, name, writer, last,
-                                    header.records_count, append)
+                                    header.records_count, append, forward)
 
 
 def _check_max_message_bytes(segment: SegmentHandle, batch_bytes: int) -> None:
@@ -204,11 +250,12 @@ async def _append_in(context: KafkaContext, segment: SegmentHandle, name: str,
                      txn: TxnWrite | None) -> _Outcome:
     """``_append``, inside the transaction's ``writing`` context for a transactional batch."""
     if txn is None:
-        return await _append(context, segment, name, header, data, writer, last)
+        return await _append(context, segment, name, header.records_count, data, writer, last)
     txn_id, writing = txn
     try:
         async with writing:
-            return await _append(context, segment, name, header, data, writer, last, txn_id)
+            return await _append(context, segment, name, header.records_count, data, writer,
+                                 last, txn_id)
     except SegmentSealedError:
         raise  # nothing appended: the batch goes to the heir
     except (BrokerError, LedgerError) as error:
@@ -218,11 +265,23 @@ async def _append_in(context: KafkaContext, segment: SegmentHandle, name: str,
         return error_code(error), -1, str(error)
 
 
+def forwarded_append(context: KafkaContext) -> ForwardedAppend:
+    """How a batch forwarded from another broker is appended here (``broker.kafka.forwarding``).
+
+    As any plain or idempotent batch: sequences checked, group-committed, a
+    failed append resolved (``_append``).
+    """
+    async def append(segment: SegmentHandle, name: str, writer: str, last: int,
+                     records_count: int, data: bytes) -> _Outcome:
+        return await _append(context, segment, name, records_count, data, writer, last)
+    return append
+
+
 async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
-                  header: BatchHeader, data: bytes, writer: str, last: int,
+                  records_count: int, data: bytes, writer: str, last: int,
                   txn_id: TxnId | None = None) -> _Outcome:
     """Append to ``name``; raises ``SegmentSealedError`` if it is sealed (nothing written)."""
-    blocks = [Block(data, header.records_count)]
+    blocks = [Block(data, records_count)]
     try:
         try:
             result = await segment.append(blocks, writer, last, txn_id=txn_id,
@@ -252,4 +311,4 @@ async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
     return answer_of(result, writer, name)
 
 
-ROWS = (Api(PRODUCE_KEY, "Produce", 3, 9, handle_produce),)
+ROWS = (Api(PRODUCE_KEY, "Produce", 3, 13, handle_produce),)

@@ -114,7 +114,7 @@ def test_api_versions_of_a_newer_client_answers_unsupported_version(
     served = {entry.api_key: (entry.min_version, entry.max_version)
               for entry in response.api_keys}
     assert served[API_VERSIONS] == (0, 4)
-    assert served[PRODUCE] == (3, 9)
+    assert served[PRODUCE] == (3, 13)
     # The connection stays usable, as KIP-511 has the client retry on it.
     sock.sendall(raw_request(API_VERSIONS, 3, 10, api_versions()))
     assert read_response(sock, API_VERSIONS, 3)[0] == 10

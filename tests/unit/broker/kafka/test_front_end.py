@@ -32,7 +32,7 @@ def test_the_served_apis() -> None:
     rows = {row.name: (row.key, row.min_version, row.max_version)
             for row in dispatch_table().rows()}
     assert rows == {
-        "Produce": (0, 3, 9), "Fetch": (1, 4, 17), "ListOffsets": (2, 1, 6),
+        "Produce": (0, 3, 13), "Fetch": (1, 4, 17), "ListOffsets": (2, 1, 6),
         "Metadata": (3, 0, 12), "ApiVersions": (18, 0, 4), "CreateTopics": (19, 2, 5),
         "DeleteTopics": (20, 1, 4), "InitProducerId": (22, 0, 4),
         "DescribeConfigs": (32, 1, 4),

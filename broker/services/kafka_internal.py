@@ -1,0 +1,57 @@
+"""The ``folio.broker.v1.KafkaInternal`` servicer: Kafka batches other brokers forward here.
+
+Decode, call the Kafka listener, encode (proto/broker/v1/kafka_internal.proto
+says what the call means; ``broker.kafka.forwarding`` does it). The gRPC
+server starts before the Kafka listener, so the listener sets its handler
+in ``KafkaForwardSlot`` once it serves and clears it when it stops; until
+then (and on a broker without a Kafka listener) the call is refused with
+``BrokerShuttingDownError`` (UNAVAILABLE: the caller asks again).
+Served on the broker's port in cluster mode only; with token authentication
+only super-user roles may call it (``broker.auth.rpc_table``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from broker._proto.v1 import kafka_internal_pb2, kafka_internal_pb2_grpc
+from broker.errors import BrokerError, BrokerShuttingDownError
+from broker.services._servicer import abort_with
+from ledger.errors import LedgerError
+
+__all__ = ["KafkaForwardSlot", "KafkaInternalServicer"]
+
+_Context = grpc.aio.ServicerContext[Any, Any]
+
+#: The Kafka listener's side of ``AppendKafkaBatch`` (``broker.kafka.forwarding.serve``).
+AppendKafkaBatch = Callable[[kafka_internal_pb2.AppendKafkaBatchRequest],
+                            Awaitable[kafka_internal_pb2.AppendKafkaBatchResponse]]
+
+
+@dataclass
+class KafkaForwardSlot:
+    """Where the servicer finds the Kafka listener's handler (None: no listener now)."""
+
+    handler: AppendKafkaBatch | None = None
+
+
+class KafkaInternalServicer(kafka_internal_pb2_grpc.KafkaInternalServicer):
+    """Serves ``AppendKafkaBatch`` through the Kafka listener's handler in ``slot``."""
+
+    def __init__(self, slot: KafkaForwardSlot) -> None:
+        self._slot = slot
+
+    async def AppendKafkaBatch(
+        self, request: kafka_internal_pb2.AppendKafkaBatchRequest, context: _Context
+    ) -> kafka_internal_pb2.AppendKafkaBatchResponse:
+        handler = self._slot.handler
+        try:
+            if handler is None:
+                raise BrokerShuttingDownError("this broker has no Kafka listener serving now")
+            return await handler(request)
+        except (BrokerError, LedgerError) as error:
+            await abort_with(context, error)
