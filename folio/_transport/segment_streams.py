@@ -44,7 +44,7 @@ import logging
 import queue
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, Generic, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, NoReturn, TypeAlias, TypeVar, cast
 
 import grpc
 
@@ -57,6 +57,7 @@ from folio._transport.liveness import (
 )
 from folio._transport.moving import MOVE_BACKOFF_MAX_S
 from folio._transport.read_stream_state import Credit, ReadStreamState
+from folio._transport.read_view import ReadView, open_read
 from folio._transport.unpack import EMPTY, UnpackedEvents, unpack_response
 from folio.api.v1 import read_pb2
 from folio.errors import (
@@ -95,7 +96,8 @@ _UNEXPLAINED_RETRIES: Final = 5
 POLICIES: Final = ("raise", "skip", "raw")
 
 # (segment, token, response, error); segment None wakes the caller.
-_Item = tuple[str | None, int, read_pb2.ReadResponse | None, FolioError | None]
+_ReadCall: TypeAlias = "aio.UnaryStreamCall[read_pb2.ReadRequest, read_pb2.ReadResponse | ReadView]"
+_Item = tuple[str | None, int, read_pb2.ReadResponse | ReadView | None, FolioError | None]
 
 
 class SegmentStreams(Generic[T]):
@@ -428,9 +430,13 @@ class SegmentStreams(Generic[T]):
         woke_on_ready = False  # the last call was opened because the channel turned READY
         while True:
             answered = False
-            call = stub.Read(read_pb2.ReadRequest(
+            request = read_pb2.ReadRequest(
                 segment=segment, offset=next_offset, max_bytes=self._max_bytes,
-                max_wait_ms=self._max_wait_ms, isolation=self._isolation))
+                max_wait_ms=self._max_wait_ms, isolation=self._isolation)
+            # On a channel of the pool, responses are parsed in one pass
+            # (folio._transport.read_view); a given stub parses ReadResponses.
+            call = (cast(_ReadCall, stub.Read(request)) if channel is None
+                    else open_read(channel, request))
             try:
                 async for response in with_progress_deadline(
                         call, f"Read stream of {segment}",
