@@ -20,7 +20,7 @@ error, retried as a status the broker did not give).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from google.protobuf.message import DecodeError
 
@@ -29,6 +29,8 @@ from folio.api.v1 import read_pb2, read_view_pb2
 if TYPE_CHECKING:
     from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
     from grpc import aio
+
+    from folio.api.v1.read_pb2_grpc import ReadAsyncStub
 
 __all__ = ["READ_METHOD", "ReadView", "open_read", "parse_read_response"]
 
@@ -74,9 +76,14 @@ def parse_read_response(data: bytes) -> ReadView | read_pb2.ReadResponse:
         return read_pb2.ReadResponse.FromString(data)
 
 
-def open_read(channel: aio.Channel, request: read_pb2.ReadRequest,
+def open_read(stub: ReadAsyncStub, channel: aio.Channel | None, request: read_pb2.ReadRequest,
               ) -> aio.UnaryStreamCall[read_pb2.ReadRequest, ReadView | read_pb2.ReadResponse]:
-    """Opens a Read stream on ``channel`` whose responses are parsed by ``parse_read_response``."""
+    """Opens a Read stream: on ``channel`` (the stub's, of the client's pool) with
+    responses parsed by ``parse_read_response``; without one, by ``stub`` as given
+    (tests give stubs of their own), whose responses are ``ReadResponse``s."""
+    if channel is None:
+        return cast("aio.UnaryStreamCall[read_pb2.ReadRequest, ReadView | read_pb2.ReadResponse]",
+                    stub.Read(request))
     call = channel.unary_stream(
         READ_METHOD, request_serializer=read_pb2.ReadRequest.SerializeToString,
         response_deserializer=parse_read_response)

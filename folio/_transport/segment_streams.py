@@ -44,7 +44,7 @@ import logging
 import queue
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, Generic, NoReturn, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Final, Generic, NoReturn, TypeVar
 
 import grpc
 
@@ -96,7 +96,6 @@ _UNEXPLAINED_RETRIES: Final = 5
 POLICIES: Final = ("raise", "skip", "raw")
 
 # (segment, token, response, error); segment None wakes the caller.
-_ReadCall: TypeAlias = "aio.UnaryStreamCall[read_pb2.ReadRequest, read_pb2.ReadResponse | ReadView]"
 _Item = tuple[str | None, int, read_pb2.ReadResponse | ReadView | None, FolioError | None]
 
 
@@ -430,13 +429,9 @@ class SegmentStreams(Generic[T]):
         woke_on_ready = False  # the last call was opened because the channel turned READY
         while True:
             answered = False
-            request = read_pb2.ReadRequest(
+            call = open_read(stub, channel, read_pb2.ReadRequest(
                 segment=segment, offset=next_offset, max_bytes=self._max_bytes,
-                max_wait_ms=self._max_wait_ms, isolation=self._isolation)
-            # On a channel of the pool, responses are parsed in one pass
-            # (folio._transport.read_view); a given stub parses ReadResponses.
-            call = (cast(_ReadCall, stub.Read(request)) if channel is None
-                    else open_read(channel, request))
+                max_wait_ms=self._max_wait_ms, isolation=self._isolation))
             try:
                 async for response in with_progress_deadline(
                         call, f"Read stream of {segment}",
