@@ -8,7 +8,9 @@ as ``folio perf produce`` writes them), then reads each backlog from the
 start ``--repeat`` times with ``folio perf consume``'s loop
 (``folio.cli._perf_consume.run_consume``, which ``bench.peers`` uses too),
 each read in a fresh process so that a client-side change is measured as
-imported by that process. It prints one line per read and the median::
+imported by that process. It prints one line per read (events/s, MB/s, the
+reader's CPU per event during the read, all threads and the caller's, and
+how long the caller's thread waited for a CPU) and the median::
 
     python -m bench.catchup --sizes 100,1024 --events 300000 --repeat 5
 
@@ -50,12 +52,28 @@ def _write(endpoint: str, topic: str, size: int, events: int) -> None:
             writer.flush()
 
 
+def _run_delay_s() -> float:
+    """Seconds this thread has waited for a CPU while runnable (Linux schedstat; else 0)."""
+    try:
+        with open("/proc/thread-self/schedstat") as stats:
+            return int(stats.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _read(endpoint: str, topic: str, events: int) -> dict[str, float]:
     with folio.Client(endpoint) as client:
+        cpu, main_cpu, delay = time.process_time(), time.thread_time(), _run_delay_s()
         result = run_consume(client, ConsumeConfig(topic=topic, start="earliest",
                                                    max_events=events))
+        cpu, main_cpu = time.process_time() - cpu, time.thread_time() - main_cpu
+        delay = _run_delay_s() - delay
+    # CPU of the read alone (the interpreter's start and imports left out): every
+    # thread's, the caller's thread's, and how long the caller's thread was
+    # runnable but had no CPU (on a loaded machine, most of a read's wall time).
     return {"events": result.events, "bytes": result.payload_bytes,
-            "duration_s": result.duration_s}
+            "duration_s": result.duration_s, "cpu_s": cpu, "main_cpu_s": main_cpu,
+            "run_delay_s": delay}
 
 
 def _read_in_process(endpoint: str, topic: str, events: int) -> dict[str, float]:
@@ -116,9 +134,13 @@ def main(argv: list[str] | None = None) -> int:
                 seconds = result["duration_s"]
                 rate = result["events"] / seconds if seconds > 0 else 0.0
                 rates.append(rate)
+                per_event_us = 1e6 / max(result["events"], 1)
                 print(f"{size} B: read {int(result['events']):,} events in "
                       f"{seconds:.2f} s: {rate:,.0f} events/s, "
-                      f"{rate * result['bytes'] / max(result['events'], 1) / _MB:.1f} MB/s "
+                      f"{rate * result['bytes'] / max(result['events'], 1) / _MB:.1f} MB/s; "
+                      f"reader CPU {result['cpu_s'] * per_event_us:.2f} us/event (caller's "
+                      f"thread {result['main_cpu_s'] * per_event_us:.2f}), which waited "
+                      f"{result['run_delay_s']:.2f} s for a CPU "
                       f"(load {os.getloadavg()[0]:.2f})", flush=True)
             median = statistics.median(rates)
             print(f"{size} B: median {median:,.0f} events/s, {median * size / _MB:.1f} MB/s",

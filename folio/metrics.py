@@ -55,7 +55,8 @@ class TopicMetrics:
         self._batch_wait_seconds.observe(seconds)
 
     def received(self, events: int, data_bytes: int) -> None:
-        """A read response delivered ``events`` new events in ``data_bytes`` of blocks."""
+        """A read response delivered ``events`` new events in ``data_bytes`` of blocks
+        (a response parsed in one pass counts its framing too: a few bytes a block)."""
         self._read_events.inc(events)
         self._read_bytes.inc(data_bytes)
 
@@ -91,7 +92,8 @@ class ClientMetrics:
             "Events this process's readers received, by topic.", ["topic"], registry=registry)
         self.read_bytes = Counter(
             "folio_client_read_bytes_total",
-            "Bytes of blocks this process's readers received, by topic.", ["topic"],
+            "Bytes of blocks (and their framing) this process's readers received, by topic.",
+            ["topic"],
             registry=registry)
         self.errors = Counter(
             "folio_client_errors_total",

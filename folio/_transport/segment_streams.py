@@ -57,6 +57,7 @@ from folio._transport.liveness import (
 )
 from folio._transport.moving import MOVE_BACKOFF_MAX_S
 from folio._transport.read_stream_state import Credit, ReadStreamState
+from folio._transport.read_view import ReadView, open_read
 from folio._transport.unpack import EMPTY, UnpackedEvents, unpack_response
 from folio.api.v1 import read_pb2
 from folio.errors import (
@@ -95,7 +96,7 @@ _UNEXPLAINED_RETRIES: Final = 5
 POLICIES: Final = ("raise", "skip", "raw")
 
 # (segment, token, response, error); segment None wakes the caller.
-_Item = tuple[str | None, int, read_pb2.ReadResponse | None, FolioError | None]
+_Item = tuple[str | None, int, read_pb2.ReadResponse | ReadView | None, FolioError | None]
 
 
 class SegmentStreams(Generic[T]):
@@ -431,7 +432,7 @@ class SegmentStreams(Generic[T]):
         while True:
             answered = False
             self.read_calls += 1
-            call = stub.Read(read_pb2.ReadRequest(
+            call = open_read(stub, channel, read_pb2.ReadRequest(
                 segment=segment, offset=next_offset, max_bytes=self._max_bytes,
                 max_wait_ms=self._max_wait_ms, isolation=self._isolation))
             try:

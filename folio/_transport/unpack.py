@@ -30,8 +30,9 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, repeat
 from typing import Any, Final
 
+from folio._transport.read_view import ReadView
 from folio.api.v1 import read_pb2
-from folio.api.v1.block import decode_block
+from folio.api.v1.block import decode_block, decode_parsed_block
 from folio.errors import DeserializationError, InvalidBlockError
 from folio.models import NO_HEADERS, Event, UndecodedEvent
 
@@ -92,13 +93,16 @@ class UnpackedEvents:
 EMPTY: Final = UnpackedEvents("", [], (), {}, 0)
 
 
-def unpack_response(segment: str, position: int, response: read_pb2.ReadResponse,
+def unpack_response(segment: str, position: int, response: read_pb2.ReadResponse | ReadView,
                     deserialize: Callable[[bytes], Any] | None,
                     ) -> tuple[UnpackedEvents, int]:
     """The events of ``response`` at or after ``position``, and the position after them.
 
     Blocks (or their first events) before ``position`` were returned already
     (a stream reopened after a reconnect sends them again) and are left out.
+    ``response`` is a ``ReadView`` (its blocks parsed with it, in one pass:
+    ``folio._transport.read_view``) or a plain ``ReadResponse`` (its blocks
+    decoded one by one, as a response with a damaged block is).
     """
     values: list[Any] = []
     offsets: list[int] = []
@@ -106,15 +110,20 @@ def unpack_response(segment: str, position: int, response: read_pb2.ReadResponse
     stamps: list[Iterable[int | None]] = []
     headers: list[Iterable[Any]] = []
     undecodable: dict[int, UndecodedEvent] = {}
-    data_bytes = 0
+    # A view counts its whole response (blocks and their few bytes of framing):
+    # its blocks' own sizes are not known without encoding them again.
+    data_bytes = response.wire_bytes if isinstance(response, ReadView) else 0
     for block in response.blocks:
         offset = block.offset
         if offset + block.event_count <= position:
             continue  # sent again after a reconnect
         data = block.data
-        data_bytes += len(data)
         try:
-            decoded = decode_block(data)
+            if isinstance(data, bytes):
+                data_bytes += len(data)
+                decoded = decode_block(data)
+            else:  # parsed with the response (folio._transport.read_view)
+                decoded = decode_parsed_block(data)
         except InvalidBlockError as error:
             raise InvalidBlockError(f"segment {segment} offset {offset}: {error}",
                                     segment=segment, offset=offset) from error
@@ -157,7 +166,7 @@ def unpack_response(segment: str, position: int, response: read_pb2.ReadResponse
     return UnpackedEvents(segment, offsets, make, undecodable, data_bytes), position
 
 
-def unpack_events(segment: str, position: int, response: read_pb2.ReadResponse,
+def unpack_events(segment: str, position: int, response: read_pb2.ReadResponse | ReadView,
                   deserialize: Callable[[bytes], Any] | None,
                   ) -> tuple[list[Event[Any]], int, list[int]]:
     """``unpack_response`` with every event made at once: the events of ``response`` at

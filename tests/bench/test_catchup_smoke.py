@@ -23,4 +23,6 @@ def test_catchup_bench_reads_back_every_event() -> None:
         assert len(reads) == 2, done.stdout
         assert all(re.match(rf"{size} B: read 3,000 events in [\d.]+ s: [\d,]+ events/s", r)
                    for r in reads), reads
+        assert all(re.search(r"reader CPU [\d.]+ us/event \(caller's thread [\d.]+\), "
+                             r"which waited [\d.]+ s for a CPU", r) for r in reads), reads
         assert any(line.startswith(f"{size} B: median ") for line in lines), done.stdout

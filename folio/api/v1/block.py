@@ -28,6 +28,7 @@ __all__ = [
     "MAX_BLOCK_BYTES",
     "DecodedBlock",
     "decode_block",
+    "decode_parsed_block",
     "encode_block",
 ]
 
@@ -144,6 +145,16 @@ def decode_block(data: bytes) -> DecodedBlock:
         message.ParseFromString(data)
     except DecodeError as error:
         raise InvalidBlockError(f"not an event block ({len(data)} bytes): {error}") from error
+    return decode_parsed_block(message)
+
+
+def decode_parsed_block(message: EventBlock) -> DecodedBlock:
+    """``decode_block`` of a block protobuf has parsed already (a reader parses a whole
+    read response in one pass: ``proto/folio/v1/read_view.proto``).
+
+    Raises:
+        InvalidBlockError: as ``decode_block``, but for the parse.
+    """
     if message.format_version == KAFKA_FORMAT_VERSION:
         payloads, keys, stamps, headers = decode_kafka_batch(message.kafka_record_batch)
         return DecodedBlock(payloads, keys, stamps, headers)
