@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator
 from broker.kafka.consumer_groups.membership import GroupConfig
-from broker.kafka.consumer_groups.modern import ModernGroups
+from broker.kafka.consumer_groups.modern import ModernGroups, topic_partitions
 from broker.kafka.consumer_groups.offsets import OffsetStore
 from broker.kafka.consumer_groups.states import ConsumerGroupState
 from broker.kafka.locator import (
@@ -130,10 +130,10 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
             topics, count, cluster.owns, lambda group: container_of(GROUP_KEY, group, count)),
             config)
         return _closing(KafkaCoordinators(groups, None, cluster.locator, consumers=ModernGroups(
-            topics, groups.store, ClassicView(groups))), stopping)
+            topic_partitions(topics), groups.store, ClassicView(groups))), stopping)
     groups = GroupCoordinator(topics, OffsetStore(topics), config)
     await groups.start()
-    consumers = ModernGroups(topics, groups.store, ClassicView(groups))
+    consumers = ModernGroups(topic_partitions(topics), groups.store, ClassicView(groups))
     consumers.start()
     txns = None
     if txn_coordinator is not None:

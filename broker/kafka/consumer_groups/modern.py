@@ -51,11 +51,9 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Iterable
-from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from broker.api import Topics
 from broker.errors import (
     BrokerError,
     ReaderGroupNotEmptyError,
@@ -74,40 +72,33 @@ from broker.kafka.consumer_groups.modern_members import (
     reconcile,
 )
 from broker.kafka.consumer_groups.modern_requests import (
+    ClassicGroups,
+    GroupRecords,
     HeartbeatRequest,
     HeartbeatResult,
     ModernConfig,
+    PartitionCount,
     check_request,
     refused,
     subset,
+    topic_partitions,
 )
-from broker.kafka.consumer_groups.offsets import ConsumerGroupRecord, OffsetStore
-from broker.kafka.partitions import partition_segments
+from broker.kafka.consumer_groups.offsets import ConsumerGroupRecord
 from ledger.errors import LedgerError
 
-__all__ = ["ClassicGroups", "HeartbeatRequest", "HeartbeatResult", "ModernConfig",
-           "ModernGroups"]
+__all__ = ["ClassicGroups", "GroupRecords", "HeartbeatRequest", "HeartbeatResult",
+           "ModernConfig", "ModernGroups", "PartitionCount", "topic_partitions"]
 
 log = logging.getLogger(__name__)
-
-
-class ClassicGroups(Protocol):
-    """What this side needs of the classic coordinator."""
-
-    def in_use(self, group_id: str) -> bool:
-        """Whether ``group_id`` is a classic group with members (or members joining)."""
-
-    def forget_empty(self, group_id: str) -> None:
-        """Forget ``group_id``'s Empty classic group (it is a consumer group now)."""
 
 
 class ModernGroups:
     """Every consumer-protocol group this broker coordinates (module docstring)."""
 
-    def __init__(self, topics: Topics, store: OffsetStore, classic: ClassicGroups,
+    def __init__(self, partitions: PartitionCount, store: GroupRecords, classic: ClassicGroups,
                  config: ModernConfig | None = None) -> None:
         self.config = config or ModernConfig()
-        self._topics = topics
+        self._partitions = partitions
         self._store = store
         self._classic = classic
         self._groups: dict[str, ModernGroup] = {}
@@ -367,14 +358,13 @@ class ModernGroups:
     async def _count(self, group: ModernGroup, topic: str) -> int:
         """``topic``'s partitions; 0 if it does not exist; the last count if unreadable now."""
         try:
-            segments = await partition_segments(self._topics, topic)
+            return await self._partitions(topic)
         except TopicNotFoundError:
             return 0
         except (BrokerError, LedgerError) as error:
             log.info("kafka consumer group %s: partitions of %s not known now (%s)",
                      group.group_id, topic, error)
             return group.partition_counts.get(topic, 0)
-        return max((s.number for s in segments), default=-1) + 1
 
     async def _record(self, group: ModernGroup, epoch: int, assignor: str,
                       ) -> HeartbeatResult | None:

@@ -3,24 +3,31 @@
 Pure data and functions for ``broker.kafka.consumer_groups.modern``: the
 request as the handler decodes it (topics by name), Kafka's request checks
 (``check_request``: INVALID_REQUEST with Kafka's messages, UNSUPPORTED_ASSIGNOR,
-INVALID_GROUP_ID), the answer.
+INVALID_GROUP_ID), the answer; and what the coordinator needs of the rest
+of the broker (the classic groups, the group records, partition counts).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from broker.api import Topics
 from broker.kafka.consumer_groups.assignors import ASSIGNORS
 from broker.kafka.consumer_groups.modern_members import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
     Partitions,
 )
+from broker.kafka.consumer_groups.offsets import ConsumerGroupRecord
+from broker.kafka.partitions import partition_segments
 
-__all__ = ["HeartbeatRequest", "HeartbeatResult", "ModernConfig", "check_request", "refused",
-           "subset"]
+__all__ = ["ClassicGroups", "GroupRecords", "HeartbeatRequest", "HeartbeatResult",
+           "ModernConfig", "PartitionCount", "check_request", "refused", "subset",
+           "topic_partitions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +81,43 @@ class HeartbeatResult:
     member_epoch: int = -1
     heartbeat_interval_ms: int = 0
     assignment: Partitions | None = None
+
+
+class ClassicGroups(Protocol):
+    """What this side needs of the classic coordinator."""
+
+    def in_use(self, group_id: str) -> bool:
+        """Whether ``group_id`` is a classic group with members (or members joining)."""
+
+    def forget_empty(self, group_id: str) -> None:
+        """Forget ``group_id``'s Empty classic group (it is a consumer group now)."""
+
+
+class GroupRecords(Protocol):
+    """What this side needs of the ``OffsetStore``: group records, deletion, containers."""
+
+    def group_ids(self) -> set[str]: ...
+
+    def group_record(self, group_id: str) -> ConsumerGroupRecord | None: ...
+
+    def container_of(self, group_id: str) -> int: ...
+
+    async def write_group(self, group_id: str, record: ConsumerGroupRecord) -> None: ...
+
+    async def delete_group(self, group_id: str) -> None: ...
+
+
+#: A topic's partition count: raises ``TopicNotFoundError`` for a missing one,
+#: any ``BrokerError`` or ``LedgerError`` when it cannot be read now.
+PartitionCount = Callable[[str], Awaitable[int]]
+
+
+def topic_partitions(topics: Topics) -> PartitionCount:
+    """``PartitionCount`` over the broker's topics (every segment is a partition)."""
+    async def count(topic: str) -> int:
+        segments = await partition_segments(topics, topic)
+        return max((s.number for s in segments), default=-1) + 1
+    return count
 
 
 def refused(code: ErrorCode, message: str) -> HeartbeatResult:
