@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import json
 import socket
+import sys
 import time
 from typing import Any
 
@@ -103,6 +104,13 @@ def heartbeat(bootstrap: str, group: str, member_id: str, member_epoch: int,
         correlation_id, answer = read_response(sock, 68, 1)
     assert correlation_id == 5
     return answer
+
+
+def _delete_topic(topic: str) -> Any:
+    """OffsetDelete v0's topic of partition 0."""
+    module = sys.modules[load_request_schema(47, 0).__module__]
+    return module.OffsetDeleteRequestTopic(name=topic, partitions=(
+        module.OffsetDeleteRequestPartition(partition_index=0),))
 
 
 def _cli(server: BookieProcess, *args: str) -> str:
@@ -197,6 +205,15 @@ def test_a_group_id_is_one_kind_or_the_other(bootstrap: str) -> None:
     try:
         Reading().poll_until([modern], lambda: held["modern"] == {0, 1},
                              "the member gets both partitions")
+        # OffsetDelete of a topic a member subscribes to: refused, as Kafka does.
+        schema: Any = load_request_schema(47, 0)
+        request = schema(group_id=group, topics=(_delete_topic(topic),))
+        host, port = bootstrap.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(raw_request(47, 0, 9, request))
+            _, answer = read_response(sock, 47, 0)
+        assert [p.error_code for t in answer.topics for p in t.partitions] == [
+            KafkaError.GROUP_SUBSCRIBED_TO_TOPIC]
         classic.subscribe([topic])
         deadline = time.monotonic() + DEADLINE_S
         while True:  # the classic member's JoinGroup: INCONSISTENT_GROUP_PROTOCOL
