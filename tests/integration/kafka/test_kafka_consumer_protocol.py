@@ -247,3 +247,37 @@ def test_a_heartbeat_for_a_classic_group_with_members_is_group_id_not_found(
         assert answer.error_code == KafkaError.GROUP_ID_NOT_FOUND
     finally:
         classic.close()
+
+
+def test_a_static_member_back_under_a_new_id_takes_its_partitions_without_a_new_epoch(
+        server: BookieProcess, bootstrap: str) -> None:
+    group, topic = "kip848-static", "kip848-static-in"
+    create_topic(bootstrap, topic, 2)
+    held: dict[str, set[int]] = {}
+
+    def static(name: str) -> Consumer:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                             "group.protocol": "consumer", "client.id": name,
+                             "group.instance.id": "box-1", "auto.offset.reset": "earliest"})
+        held[name] = set()
+        consumer.subscribe([topic], on_assign=lambda _c, tps: held[name].update(
+            tp.partition for tp in tps))
+        return consumer
+
+    before = static("before")
+    try:
+        Reading().poll_until([before], lambda: held["before"] == {0, 1}, "both partitions")
+        epoch = json.loads(_cli(server, "describe", group, "--json"))["generation"]
+    finally:
+        before.close()  # a static member leaves with epoch -2: its partitions wait for it
+    shown = json.loads(_cli(server, "describe", group, "--json"))
+    assert [m["client_id"] for m in shown["members"]] == ["before"]
+    after = static("after")
+    try:
+        Reading().poll_until([after], lambda: held["after"] == {0, 1}, "both partitions back")
+        shown = json.loads(_cli(server, "describe", group, "--json"))
+        assert [(m["client_id"], m["group_instance_id"]) for m in shown["members"]] == [
+            ("after", "box-1")]
+        assert shown["generation"] == epoch
+    finally:
+        after.close()
