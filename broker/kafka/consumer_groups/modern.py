@@ -431,8 +431,9 @@ class ModernGroups:
     # ------------------------------------------------------------ offsets, deletion
 
     def commit_error(self, group_id: str, member_id: str, member_epoch: int, version: int,
-                     ) -> ErrorCode:
-        """Whether an OffsetCommit may go ahead (Kafka's ``validateOffsetCommit``)."""
+                     transactional: bool = False) -> ErrorCode:
+        """Whether an OffsetCommit (or TxnOffsetCommit: ``transactional``) may go ahead
+        (Kafka's ``validateOffsetCommit``)."""
         group = self.group(group_id)
         if group is None:
             return ErrorCode.none
@@ -441,7 +442,7 @@ class ModernGroups:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
-        if version < 9:
+        if version < 9 and not transactional:
             return ErrorCode.unsupported_version  # a KIP-848 member commits with v9+
         if member_epoch != member.member_epoch:
             return ErrorCode.stale_member_epoch

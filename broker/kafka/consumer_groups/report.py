@@ -109,7 +109,8 @@ class GroupReport:
         found = [KafkaGroupListing(name, group.state.value, group.protocol_type or "",
                                    len(group.members))
                  for name, group in sorted(groups.items())
-                 if group.state is not ConsumerGroupState.DEAD]
+                 if group.state is not ConsumerGroupState.DEAD
+                 and self._modern_group(name) is None]  # (an Empty entry for its offsets)
         if self._modern is not None:  # KIP-848 groups: protocol type "consumer"
             found += [KafkaGroupListing(group.group_id, group.state.value, "consumer",
                                         len(group.members))

@@ -76,8 +76,11 @@ async def handle_list_groups(context: KafkaContext, call: Call) -> Any:
     asked_types = {name.lower() for name in getattr(call.request, "types_filter", ())}
     listed = []
     if not asked_types or "classic" in asked_types:
+        modern = coordinators.consumers
         listed += [(summary.group_id, summary.protocol_type, summary.state.value, "classic")
-                   for summary in coordinators.groups.list_groups(states, None)]
+                   for summary in coordinators.groups.list_groups(states, None)
+                   # (an Empty classic entry a commit made for a KIP-848 group's offsets)
+                   if modern is None or modern.group(summary.group_id) is None]
     if coordinators.consumers is not None and (not asked_types or "consumer" in asked_types):
         wanted = {name.lower() for name in asked_states}
         listed += [(group.group_id, "consumer", group.state.value, "consumer")

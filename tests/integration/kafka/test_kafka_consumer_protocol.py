@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.index import load_request_schema
 
@@ -281,3 +281,40 @@ def test_a_static_member_back_under_a_new_id_takes_its_partitions_without_a_new_
         assert shown["generation"] == epoch
     finally:
         after.close()
+
+
+def test_a_kip848_member_commits_offsets_in_a_transaction(bootstrap: str) -> None:
+    group, source, sink = "kip848-txn", "kip848-txn-in", "kip848-txn-out"
+    create_topic(bootstrap, source, 1)
+    create_topic(bootstrap, sink, 1)
+    produce(bootstrap, source, [(0, b"r%d" % i, None, []) for i in range(5)])
+    held: dict[str, set[int]] = {}
+    reading = Reading()
+    member = kip848_consumer(bootstrap, group, source, held, "member")
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "kip848-txn-id"})
+    try:
+        got: list[Any] = []
+        deadline = time.monotonic() + SLOW_S
+        while len(got) < 5:
+            assert time.monotonic() < deadline, "the 5 records were not read"
+            message = member.poll(0.1)
+            if message is not None and message.error() is None:
+                got.append(message)
+        producer.init_transactions(DEADLINE_S)
+        producer.begin_transaction()
+        for message in got:
+            producer.produce(sink, value=message.value(), partition=0)
+        producer.send_offsets_to_transaction(
+            member.position([TopicPartition(source, 0)]), member.consumer_group_metadata(),
+            DEADLINE_S)
+        producer.commit_transaction(DEADLINE_S)
+        [committed] = member.committed([TopicPartition(source, 0)], timeout=DEADLINE_S)
+        assert committed.offset == 5
+        assert not reading.read
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        listed = admin.list_consumer_groups().result(DEADLINE_S)
+        # Listed once, as a consumer group (the commit kept it one).
+        assert [str(g.type) for g in listed.valid if g.group_id == group] == [
+            "ConsumerGroupType.CONSUMER"]
+    finally:
+        member.close()
