@@ -17,12 +17,14 @@ import json
 import socket
 import sys
 import time
+import uuid
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
 
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic, produce
 from tests.support.bookies import BookieProcess, run_folio
@@ -318,3 +320,29 @@ def test_a_kip848_member_commits_offsets_in_a_transaction(bootstrap: str) -> Non
             "ConsumerGroupType.CONSUMER"]
     finally:
         member.close()
+
+
+def test_metadata_v12_answers_topics_asked_by_id(bootstrap: str) -> None:
+    topic = "kip848-by-id"
+    create_topic(bootstrap, topic, 2)
+    schema: Any = load_request_schema(3, 12)
+    module = sys.modules[schema.__module__]
+
+    def ask(topics: tuple[Any, ...]) -> Any:
+        host, port = bootstrap.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(raw_request(3, 12, 3, schema(
+                topics=topics, allow_auto_topic_creation=True,
+                include_topic_authorized_operations=False)))
+            return read_response(sock, 3, 12)[1]
+
+    [by_name] = ask((module.MetadataRequestTopic(topic_id=None, name=topic),)).topics
+    unknown = uuid.uuid4()
+    answer = ask((module.MetadataRequestTopic(topic_id=by_name.topic_id, name=None),
+                  module.MetadataRequestTopic(topic_id=unknown, name=None)))
+    found, missing = answer.topics
+    assert (found.error_code, found.name, found.topic_id) == (
+        ErrorCode.none, topic, by_name.topic_id)
+    assert sorted(p.partition_index for p in found.partitions) == [0, 1]
+    assert (missing.error_code, missing.topic_id, missing.partitions) == (
+        ErrorCode.unknown_topic_id, unknown, ())
