@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewPartitions
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
@@ -346,3 +346,19 @@ def test_metadata_v12_answers_topics_asked_by_id(bootstrap: str) -> None:
     assert sorted(p.partition_index for p in found.partitions) == [0, 1]
     assert (missing.error_code, missing.topic_id, missing.partitions) == (
         ErrorCode.unknown_topic_id, unknown, ())
+
+
+def test_partitions_added_to_a_subscribed_topic_are_assigned(bootstrap: str) -> None:
+    group, topic = "kip848-grow", "kip848-grow-in"
+    create_topic(bootstrap, topic, 2)
+    held: dict[str, set[int]] = {}
+    member = kip848_consumer(bootstrap, group, topic, held, "member")
+    try:
+        Reading().poll_until([member], lambda: held["member"] == {0, 1}, "both partitions")
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_partitions([NewPartitions(topic, 4)])[topic].result(DEADLINE_S)
+        # The group looks at its topics' partition counts again (every 10 s): a new epoch.
+        Reading().poll_until([member], lambda: held["member"] == {0, 1, 2, 3},
+                             "the new partitions assigned too")
+    finally:
+        member.close()
