@@ -18,6 +18,7 @@ goes up and persists nothing of it (members recompute after a restart).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping
 
 __all__ = ["ASSIGNORS", "DEFAULT_ASSIGNOR", "Assignment", "range_assign", "uniform_assign"]
@@ -31,55 +32,74 @@ Assignor = Callable[[Mapping[str, frozenset[str]], Mapping[str, int], Assignment
 
 def uniform_assign(subscriptions: Mapping[str, frozenset[str]], counts: Mapping[str, int],
                    previous: Assignment) -> Assignment:
-    """Balanced and sticky (module docstring)."""
+    """Balanced and sticky (module docstring); O(P log M) for P partitions and M members.
+
+    Each member first keeps what it had (of topics it still subscribes to) up
+    to the even share (``total // members``, one more for as many members as
+    the remainder allows); every other partition goes to the least loaded
+    member subscribed to its topic; a last pass per topic moves partitions
+    from a member holding two more than another that may take them.
+    """
     members = sorted(subscriptions)
     target: Assignment = {member: {} for member in members}
     if not members:
         return target
-    # Partitions of topics someone subscribes to, with the members that may take each.
-    takers: dict[tuple[str, int], list[str]] = {}
-    for topic in sorted({t for topics in subscriptions.values() for t in topics}):
-        eligible = [m for m in members if topic in subscriptions[m]]
-        for partition in range(counts.get(topic, 0)):
-            takers[(topic, partition)] = eligible
-    total = len(takers)
-    # The most a member keeps from before: an even share (``_even_out`` fixes the rest).
-    quota = dict.fromkeys(members, -(-total // len(members)))
-    loads = dict.fromkeys(members, 0)
+    topics = sorted({t for subscribed in subscriptions.values() for t in subscribed})
+    eligible = {t: [m for m in members if t in subscriptions[m]] for t in topics}
+    owner = {(t, p): m for m, held in previous.items() for t, numbers in held.items()
+             for p in numbers}
+    partitions = [(t, p) for t in topics for p in range(counts.get(t, 0))]
+    share, extra = divmod(len(partitions), len(members))
+    had: dict[str, list[tuple[str, int]]] = {m: [] for m in members}
     free: list[tuple[str, int]] = []
-    for tp in sorted(takers):
-        keeper = next((m for m, topics in previous.items()
-                       if tp[1] in topics.get(tp[0], ())), None)
-        if keeper in loads and keeper in takers[tp] and loads[keeper] < quota[keeper]:
-            target[keeper].setdefault(tp[0], set()).add(tp[1])
-            loads[keeper] += 1
+    for tp in partitions:
+        keeper = owner.get(tp)
+        if keeper in had and tp[0] in subscriptions[keeper]:
+            had[keeper].append(tp)
         else:
             free.append(tp)
-    for tp in free:
-        chosen = min(takers[tp], key=lambda m: (loads[m], m))
-        target[chosen].setdefault(tp[0], set()).add(tp[1])
-        loads[chosen] += 1
-    _even_out(target, takers, loads)
+    loads = dict.fromkeys(members, 0)
+    holder: dict[tuple[str, int], str] = {}
+    for member in members:
+        keep = share + (1 if extra and len(had[member]) > share else 0)
+        if keep > share:
+            extra -= 1
+        for tp in had[member][:keep]:
+            holder[tp] = member
+        loads[member] = min(keep, len(had[member]))
+        free.extend(had[member][keep:])
+    free.sort()
+    for topic in topics:
+        heap = [(loads[m], m) for m in eligible[topic]]
+        heapq.heapify(heap)
+        for tp in (tp for tp in free if tp[0] == topic):
+            load, member = heapq.heappop(heap)
+            holder[tp] = member
+            loads[member] = load + 1
+            heapq.heappush(heap, (load + 1, member))
+    _even_out(topics, eligible, holder, loads)
+    for (topic, partition), member in holder.items():
+        target[member].setdefault(topic, set()).add(partition)
     return target
 
 
-def _even_out(target: Assignment, takers: dict[tuple[str, int], list[str]],
-              loads: dict[str, int]) -> None:
-    """Move partitions from the most to the least loaded member that may take them."""
-    moved = True
-    while moved:
-        moved = False
-        for tp, who in sorted(takers.items()):
-            holder = next(m for m in who if tp[1] in target[m].get(tp[0], ()))
-            lightest = min(who, key=lambda m: (loads[m], m))
-            if loads[holder] - loads[lightest] > 1:
-                target[holder][tp[0]].discard(tp[1])
-                if not target[holder][tp[0]]:
-                    del target[holder][tp[0]]
-                target[lightest].setdefault(tp[0], set()).add(tp[1])
-                loads[holder] -= 1
-                loads[lightest] += 1
-                moved = True
+def _even_out(topics: list[str], eligible: dict[str, list[str]],
+              holder: dict[tuple[str, int], str], loads: dict[str, int]) -> None:
+    """One pass per topic: a partition moves to the least loaded member that may take it
+    when its holder has two more (different subscriptions can leave such gaps)."""
+    for topic in topics:
+        heap = [(loads[m], m) for m in eligible[topic]]
+        heapq.heapify(heap)
+        for tp in sorted(tp for tp in holder if tp[0] == topic):
+            load, lightest = heap[0]
+            current = holder[tp]
+            if loads[current] - load > 1:
+                holder[tp] = lightest
+                loads[current] -= 1
+                loads[lightest] = load + 1
+                heapq.heapreplace(heap, (load + 1, lightest))
+                heap = [(loads[m], m) for m in eligible[topic]]  # the holder's load fell
+                heapq.heapify(heap)
 
 
 def range_assign(subscriptions: Mapping[str, frozenset[str]], counts: Mapping[str, int],

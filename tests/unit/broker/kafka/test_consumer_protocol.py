@@ -11,6 +11,7 @@ classic side's groups are respected; commits and fetches check member epochs.
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -110,6 +111,28 @@ def test_uniform_is_balanced_and_sticky() -> None:
     mixed = uniform_assign({"a": frozenset({TOPIC}), "b": frozenset({"other"})},
                            {TOPIC: 2, "other": 2}, {})
     assert mixed == {"a": {TOPIC: {0, 1}}, "b": {"other": {0, 1}}}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_uniform_assigns_each_partition_once_to_a_subscriber_and_balances(seed: int) -> None:
+    rng = random.Random(seed)
+    topics = [f"t{i}" for i in range(rng.randint(1, 4))]
+    counts = {t: rng.randint(0, 12) for t in topics}
+    members = [f"m{i}" for i in range(rng.randint(1, 7))]
+    same = rng.random() < 0.5
+    subs = {m: frozenset(topics) if same else frozenset(rng.sample(topics, rng.randint(
+        1, len(topics)))) for m in members}
+    previous = uniform_assign({m: frozenset(topics) for m in members[:-1] or members},
+                              counts, {})
+    target = uniform_assign(subs, counts, previous)
+    placed = [(t, p, m) for m, held in target.items() for t, ps in held.items() for p in ps]
+    wanted = {(t, p) for t in topics for p in range(counts[t])
+              if any(t in subs[m] for m in members)}
+    assert sorted((t, p) for t, p, _ in placed) == sorted(wanted)  # each once
+    assert all(t in subs[m] for t, _, m in placed)  # only to subscribers
+    if same:
+        loads = [sum(len(ps) for ps in target[m].values()) for m in members]
+        assert max(loads) - min(loads) <= 1
 
 
 def test_range_gives_contiguous_ranges() -> None:
