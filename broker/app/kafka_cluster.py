@@ -31,8 +31,8 @@ from broker.cluster.containers import OwnerRecord
 from broker.cluster.session_gate import OwnershipPhase
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
 from broker.errors import WrongHostError
-from broker.kafka.consumer_groups.coordinator import GroupCoordinator
 from broker.kafka.consumer_groups.offsets import OFFSETS_TOPIC
+from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.locator import GROUP_KEY, Node, container_of
 from broker.kafka.nodes import parse_node
 
@@ -70,15 +70,16 @@ class ClusterKafka:
         self._owners = owners
         self._this = this_node
         self._count = owners.container_count
-        self._groups: GroupCoordinator | None = None
+        self._groups: KafkaCoordinators | None = None
         #: Containers whose groups are loaded and coordinated here.
         self._loaded: set[int] = set()
         self._tasks: dict[int, asyncio.Task[None]] = {}
         #: Loads cancelled and maybe still ending (``stop`` waits for them).
         self._cancelled: set[asyncio.Task[None]] = set()
 
-    def attach(self, groups: GroupCoordinator) -> None:
-        """The group coordinator whose groups follow the containers."""
+    def attach(self, groups: KafkaCoordinators) -> None:
+        """The group coordinators (classic and consumer protocol) whose groups follow the
+        containers."""
         self._groups = groups
 
     # -- ClusterNodes -------------------------------------------------------------

@@ -135,10 +135,11 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         context.stopping, cluster=None if ownership is None or cluster is None
         else ClusterGroups(ownership.container_count, cluster.writable, cluster))
     if cluster is not None:
-        cluster.attach(context.coordinators.groups)
+        cluster.attach(context.coordinators)
     # ``folio group`` and ``folio_group_lag`` (set on the maintenance round).
     report = GroupReport(context.coordinators.groups, topics,
-                         None if cluster is None else cluster.where_group)
+                         None if cluster is None else cluster.where_group,
+                         context.coordinators.consumers)
     topics.add_maintenance_hook(report.update_lag)
     if context.coordinators.txns is not None:
         install(context)

@@ -118,6 +118,8 @@ KAFKA_TABLE: Final[dict[str, tuple[Requirement, ...]]] = {
     "LeaveGroup": (GROUP_CONSUME,),
     "SyncGroup": (GROUP_CONSUME,),
     "DescribeGroups": (GROUP_LOOKUP,),
+    "ConsumerGroupHeartbeat": (GROUP_CONSUME, TOPIC_LOOKUP),
+    "ConsumerGroupDescribe": (GROUP_LOOKUP,),
     "ListGroups": (),
     "CreateTopics": (TOPIC_ADMIN,),
     "DeleteTopics": (TOPIC_ADMIN,),

@@ -13,6 +13,7 @@ from broker.kafka.handlers import (
     api_versions,
     cluster_admin,
     configs,
+    consumer_protocol,
     fetch,
     find_coordinator,
     group_admin,
@@ -48,6 +49,7 @@ HANDLER_MODULES = (
     group_membership,
     group_offsets,
     group_admin,
+    consumer_protocol,
     transactions,
     # ACL admin on Folio's grants (docs/kafka.md, "Permissions").
     acls,

@@ -4,9 +4,10 @@ What a Kafka tool asks of a broker, under Kafka's names, with the values this
 broker really works with: its node id, its listener, the defaults a new topic
 gets (``Topics.default_config``: ``message.max.bytes`` is the default
 ``max.message.bytes`` that Produce enforces), the consumer groups' session
-bounds. All are read-only: Folio's broker settings are flags and a config
-file read at start (docs/configuration.md), not dynamic configs, so
-AlterConfigs of a broker answers INVALID_REQUEST.
+bounds and the consumer protocol's (KIP-848) settings. All are read-only:
+Folio's broker settings are flags and a config file read at start
+(docs/configuration.md), not dynamic configs, so AlterConfigs of a broker
+answers INVALID_REQUEST.
 
 ``num.partitions`` and ``auto.create.topics.enable`` are the listener's
 auto-creation settings (``KafkaContext.num_partitions`` and
@@ -17,7 +18,9 @@ ledger's write quorum, the largest replication factor CreateTopics accepts.
 
 from __future__ import annotations
 
+from broker.kafka.consumer_groups.assignors import ASSIGNORS
 from broker.kafka.consumer_groups.membership import GroupConfig
+from broker.kafka.consumer_groups.modern import ModernConfig
 from broker.kafka.context import KafkaContext
 from broker.kafka.topic_configs import (
     BOOLEAN,
@@ -49,6 +52,8 @@ def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]
     defaults = context.topics.default_config()
     groups = (context.coordinators.groups.config if context.coordinators is not None
               else GroupConfig())
+    consumers = None if context.coordinators is None else context.coordinators.consumers
+    modern = consumers.config if consumers is not None else ModernConfig()
     protocol = security_protocol(context)
     port = context.advertised_port or context.port
     static = [
@@ -71,6 +76,11 @@ def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]
         ("log.cleanup.policy", "delete", LIST),
         ("transaction.max.timeout.ms", str(MAX_KAFKA_TXN_TIMEOUT_MS), INT),
         ("security.inter.broker.protocol", protocol, STRING),
+        # KIP-848 (``broker.kafka.consumer_groups.modern``): Kafka's defaults.
+        ("group.coordinator.rebalance.protocols", "classic,consumer", LIST),
+        ("group.consumer.session.timeout.ms", str(modern.session_timeout_ms), INT),
+        ("group.consumer.heartbeat.interval.ms", str(modern.heartbeat_interval_ms), INT),
+        ("group.consumer.assignors", ",".join(ASSIGNORS), LIST),
     ]
     described = [DescribedConfig(name, value, STATIC_BROKER_CONFIG, kind, read_only=True)
                  for name, value, kind in static]

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator
 from broker.kafka.consumer_groups.membership import GroupConfig
+from broker.kafka.consumer_groups.modern import ModernGroups, topic_partitions
 from broker.kafka.consumer_groups.offsets import OffsetStore
+from broker.kafka.consumer_groups.states import ConsumerGroupState
 from broker.kafka.locator import (
     GROUP_KEY,
     CoordinatorLocator,
@@ -28,7 +30,7 @@ from broker.kafka.txns.producers import TxnProducers
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator
 
-__all__ = ["ClusterGroups", "KafkaCoordinators", "start_coordinators"]
+__all__ = ["ClassicView", "ClusterGroups", "KafkaCoordinators", "start_coordinators"]
 
 
 @dataclass(frozen=True)
@@ -46,25 +48,62 @@ class ClusterGroups:
     locator: CoordinatorLocator
 
 
+class ClassicView:
+    """The classic coordinator as the consumer protocol's side sees it (``ClassicGroups``)."""
+
+    def __init__(self, groups: GroupCoordinator) -> None:
+        self._groups = groups
+
+    def in_use(self, group_id: str) -> bool:
+        group = self._groups.group(group_id)
+        return group is not None and (bool(group.members) or bool(group.pending)
+                                      or group.state not in (ConsumerGroupState.EMPTY,
+                                                             ConsumerGroupState.DEAD))
+
+    def forget_empty(self, group_id: str) -> None:
+        group = self._groups.group(group_id)
+        if group is not None and not group.members and not group.pending \
+                and group.state is ConsumerGroupState.EMPTY:
+            del self._groups.groups()[group_id]
+
+
 @dataclass
 class KafkaCoordinators:
     """What the group and transaction handlers work on.
 
     Attributes:
-        groups: the consumer groups and their committed offsets.
+        groups: the classic consumer groups and every group's committed offsets.
         txns: the transactional ids (None: no Folio transaction coordinator,
             transactional producers are refused).
         locator: which broker coordinates a key (the cluster hook).
+        consumers: the consumer protocol's groups (KIP-848) beside the classic
+            ones, on the same offsets (None: ConsumerGroupHeartbeat answers
+            COORDINATOR_NOT_AVAILABLE).
     """
 
     groups: GroupCoordinator
     txns: TxnProducers | None
     locator: CoordinatorLocator
     closer: asyncio.Task[None] | None = field(default=None, repr=False)
+    consumers: ModernGroups | None = None
 
     def close(self) -> None:
         """Cancel the groups' timers (the listener stops)."""
         self.groups.close()
+        if self.consumers is not None:
+            self.consumers.close()
+
+    async def load_container(self, container: int) -> None:
+        """A cluster broker claimed ``container``: load its groups, classic ones first."""
+        await self.groups.load_container(container)
+        if self.consumers is not None:
+            self.consumers.load_container(container)
+
+    def drop_container(self, container: int) -> None:
+        """Stop coordinating ``container``'s groups, both kinds."""
+        if self.consumers is not None:
+            self.consumers.drop_container(container)
+        self.groups.drop_container(container)
 
     async def close_on(self, stopping: asyncio.Event) -> None:
         """Wait for ``stopping``, then ``close``."""
@@ -90,14 +129,18 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
         groups = GroupCoordinator(topics, OffsetStore(
             topics, count, cluster.owns, lambda group: container_of(GROUP_KEY, group, count)),
             config)
-        return _closing(KafkaCoordinators(groups, None, cluster.locator), stopping)
+        return _closing(KafkaCoordinators(groups, None, cluster.locator, consumers=ModernGroups(
+            topic_partitions(topics), groups.store, ClassicView(groups))), stopping)
     groups = GroupCoordinator(topics, OffsetStore(topics), config)
     await groups.start()
+    consumers = ModernGroups(topic_partitions(topics), groups.store, ClassicView(groups))
+    consumers.start()
     txns = None
     if txn_coordinator is not None:
         txns = TxnProducers(topics, txn_coordinator, producer_ids, groups)
         await txns.start()
-    return _closing(KafkaCoordinators(groups, txns, LocalLocator(node)), stopping)
+    return _closing(KafkaCoordinators(groups, txns, LocalLocator(node), consumers=consumers),
+                    stopping)
 
 
 def _closing(coordinators: KafkaCoordinators, stopping: asyncio.Event) -> KafkaCoordinators:

@@ -74,22 +74,36 @@ class CommittedOffset:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupRecord:
-    """What is kept of a group over restarts: its generation and protocol (not its members)."""
+    """What is kept of a group over restarts: its generation and protocol (not its members).
+
+    ``group_protocol``: ``classic`` (JoinGroup/SyncGroup; the generation) or
+    ``consumer`` (KIP-848's ConsumerGroupHeartbeat: the generation is the
+    group epoch, ``protocol_name`` the server-side assignor). Records of
+    earlier builds have none: classic.
+    """
 
     generation: int
     protocol_type: str | None
     protocol_name: str | None
+    group_protocol: str = "classic"
 
     def encode(self) -> bytes:
-        return dump_record(_VERSION, {"generation": self.generation,
-                                      "protocol_type": self.protocol_type,
-                                      "protocol_name": self.protocol_name}, legacy_key="v")
+        fields = {"generation": self.generation, "protocol_type": self.protocol_type,
+                  "protocol_name": self.protocol_name}
+        if self.group_protocol != "classic":  # a classic record stays as earlier builds wrote it
+            fields["group_protocol"] = self.group_protocol
+        return dump_record(_VERSION, fields, legacy_key="v")
 
     @staticmethod
     def decode(value: bytes) -> ConsumerGroupRecord:
         data = load_record(value, "group record", (_VERSION,), legacy_key="v")
         return ConsumerGroupRecord(int(data["generation"]), data.get("protocol_type"),
-                           data.get("protocol_name"))
+                           data.get("protocol_name"), str(data.get("group_protocol", "classic")))
+
+    @property
+    def modern(self) -> bool:
+        """Whether the group speaks the consumer protocol (KIP-848)."""
+        return self.group_protocol == "consumer"
 
 
 def offset_key(group_id: str, topic: str, partition: int) -> str:

@@ -8,6 +8,11 @@ partition's committed offset, end offset and lag. End offsets come from the
 topics' segment lists (the loaded segment or its record: nothing is loaded,
 nothing is read from bookies), as the reader groups' backlog does.
 
+Consumer-protocol groups (KIP-848, ``modern``) are listed, described (their
+members' partitions are the coordinator's own assignment; the generation
+shown is the group epoch, the protocol the server-side assignor), reset,
+deleted and given lags the same way.
+
 ``reset`` and ``delete`` follow Kafka's rule: refused while the group has
 members (or members joining), ``ReaderGroupNotEmptyError``.
 
@@ -43,6 +48,8 @@ from broker.groups.kafka_view import (
 )
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator
 from broker.kafka.consumer_groups.members import Group
+from broker.kafka.consumer_groups.modern import ModernGroups
+from broker.kafka.consumer_groups.modern_members import ModernGroup
 from broker.kafka.consumer_groups.offsets import CommittedOffset
 from broker.kafka.consumer_groups.states import ConsumerGroupState
 from broker.kafka.partitions import partition_segments
@@ -87,17 +94,28 @@ class GroupReport:
     """The coordinator's groups, read-only, with end offsets and lags (module docstring)."""
 
     def __init__(self, coordinator: GroupCoordinator, topics: Topics,
-                 where: Where | None = None) -> None:
+                 where: Where | None = None, modern: ModernGroups | None = None) -> None:
         self._coordinator = coordinator
         self._topics = topics
         self._where = where
+        self._modern = modern
+
+    def _modern_group(self, name: str) -> ModernGroup | None:
+        """The consumer-protocol (KIP-848) group ``name``, None if it is not one."""
+        return None if self._modern is None else self._modern.group(name)
 
     def listing(self) -> tuple[list[KafkaGroupListing], bool]:
         groups = self._coordinator.groups()
         found = [KafkaGroupListing(name, group.state.value, group.protocol_type or "",
                                    len(group.members))
                  for name, group in sorted(groups.items())
-                 if group.state is not ConsumerGroupState.DEAD]
+                 if group.state is not ConsumerGroupState.DEAD
+                 and self._modern_group(name) is None]  # (an Empty entry for its offsets)
+        if self._modern is not None:  # KIP-848 groups: protocol type "consumer"
+            found += [KafkaGroupListing(group.group_id, group.state.value, "consumer",
+                                        len(group.members))
+                      for group in self._modern.groups()]
+            found.sort(key=lambda listing: listing.name)
         return found, self._where is None
 
     def _moved(self, name: str) -> None:
@@ -115,6 +133,9 @@ class GroupReport:
 
     def _check_empty(self, name: str) -> None:
         """``ReaderGroupNotEmptyError`` unless the group is Empty with no member joining."""
+        modern = self._modern_group(name)
+        if modern is not None and modern.members:
+            raise ReaderGroupNotEmptyError(name, sorted(modern.members))
         group = self._coordinator.group(name)
         if group is None:
             return
@@ -123,6 +144,9 @@ class GroupReport:
             raise ReaderGroupNotEmptyError(name, members or [f"({group.state.value})"])
 
     async def delete(self, name: str) -> None:
+        if self._modern is not None and self._modern_group(name) is not None:
+            await self._modern.delete_empty(name)
+            return
         self._known(name)
         self._check_empty(name)
         await self._coordinator.delete_empty(name)
@@ -131,7 +155,8 @@ class GroupReport:
         if not name:
             raise InvalidArgumentError("a Kafka consumer group's id must not be empty")
         group = self._coordinator.group(name)
-        if group is None or group.state is ConsumerGroupState.DEAD:
+        modern = self._modern_group(name)
+        if modern is None and (group is None or group.state is ConsumerGroupState.DEAD):
             self._moved(name)
             if not topics:  # a new group's offsets need their topics named (as Kafka's tool)
                 raise kafka_group_not_found(name)
@@ -151,11 +176,14 @@ class GroupReport:
         # A failed write may have landed in part: nothing is remembered, and the
         # same reset may be asked again (absolute offsets; Kafka's rule too).
         await self._coordinator.store.commit(name, offsets)
-        if self._coordinator.group(name) is None:
+        if self._coordinator.group(name) is None and self._modern_group(name) is None:
             self._coordinator.groups()[name] = Group(name)  # as a commit without generation
         return await self.describe(name)
 
     async def describe(self, name: str) -> KafkaGroupDetail:
+        modern = self._modern_group(name)
+        if modern is not None:
+            return await self._describe_modern(modern)
         group = self._known(name)
         stable = group.state is ConsumerGroupState.STABLE
         members = tuple(
@@ -163,6 +191,22 @@ class GroupReport:
                              decode_assignment(m.assignment)
                              if stable and group.protocol_type == "consumer" else ())
             for m in group.members.values())
+        return await self._detail(name, group.state.value, group.protocol_type or "",
+                                  group.protocol_name or "", group.generation, members)
+
+    async def _describe_modern(self, group: ModernGroup) -> KafkaGroupDetail:
+        """A KIP-848 group: its members' assigned partitions (the coordinator's own)."""
+        members = tuple(
+            KafkaGroupMember(m.member_id, m.instance_id or "", m.client_id, m.client_host,
+                             tuple(sorted((topic, p) for topic, numbers in m.assigned.items()
+                                          for p in numbers)))
+            for m in group.members.values())
+        return await self._detail(group.group_id, group.state.value, "consumer",
+                                  group.assignor or "uniform", group.group_epoch, members)
+
+    async def _detail(self, name: str, state: str, protocol_type: str, protocol: str,
+                      generation: int, members: tuple[KafkaGroupMember, ...],
+                      ) -> KafkaGroupDetail:
         owner = {tp: m.member_id for m in members for tp in m.assigned}
         committed = self._coordinator.store.offsets(name)
         ends = await self._end_offsets({topic for topic, _ in (*committed, *owner)})
@@ -174,8 +218,7 @@ class GroupReport:
                               (committed[(topic, partition)].metadata or "")
                               if (topic, partition) in committed else "")
             for topic, partition in sorted({*committed, *owner}))
-        return KafkaGroupDetail(name, group.state.value, group.protocol_type or "",
-                                group.protocol_name or "", group.generation, members,
+        return KafkaGroupDetail(name, state, protocol_type, protocol, generation, members,
                                 partitions)
 
     async def _end_offsets(self, topics: set[str]) -> dict[tuple[str, int], int]:
@@ -200,6 +243,8 @@ class GroupReport:
         committed = {name: self._coordinator.store.offsets(name)
                      for name, group in list(self._coordinator.groups().items())
                      if group.state is not ConsumerGroupState.DEAD}
+        for modern in self._modern.groups() if self._modern is not None else ():
+            committed[modern.group_id] = self._coordinator.store.offsets(modern.group_id)
         ends = await self._end_offsets({topic for offsets in committed.values()
                                         for topic, _ in offsets})
         lags: dict[tuple[str, str, str], int] = {}

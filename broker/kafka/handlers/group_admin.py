@@ -1,8 +1,10 @@
 """DescribeGroups (15) v0-v5, ListGroups (16) v0-v5, DeleteGroups (42) v0-v2.
 
-An unknown group is described as Dead with no error, as Kafka does. Members'
-metadata and assignments are shown once the group is Stable. ListGroups v4
-filters by state, v5 by group type (every group here is ``classic``).
+An unknown group is described as Dead with no error, as Kafka does (a
+consumer-protocol group too: ConsumerGroupDescribe describes those). Members'
+metadata and assignments are shown once the group is Stable. ListGroups
+lists both kinds; v4 filters by state, v5 by group type (``classic``, or
+``consumer`` for KIP-848 groups, ``broker.kafka.consumer_groups.modern``).
 Client hosts are not known to the handlers and are answered empty.
 DeleteGroups removes an Empty group and its committed offsets
 (NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND if unknown).
@@ -72,14 +74,23 @@ async def handle_list_groups(context: KafkaContext, call: Call) -> Any:
     if asked_states:
         states = {state for state in map(by_name, asked_states) if state is not None}
     asked_types = {name.lower() for name in getattr(call.request, "types_filter", ())}
-    if asked_types and "classic" not in asked_types:
-        return build(cls, throttle_time=ZERO, error_code=ErrorCode.none, groups=())
-    groups = tuple(build(listed_cls, group_id=summary.group_id,
-                         protocol_type=summary.protocol_type,
-                         group_state=summary.state.value, group_type="classic")
+    listed = []
+    if not asked_types or "classic" in asked_types:
+        modern = coordinators.consumers
+        listed += [(summary.group_id, summary.protocol_type, summary.state.value, "classic")
                    for summary in coordinators.groups.list_groups(states, None)
+                   # (an Empty classic entry a commit made for a KIP-848 group's offsets)
+                   if modern is None or modern.group(summary.group_id) is None]
+    if coordinators.consumers is not None and (not asked_types or "consumer" in asked_types):
+        wanted = {name.lower() for name in asked_states}
+        listed += [(group.group_id, "consumer", group.state.value, "consumer")
+                   for group in coordinators.consumers.groups()
+                   if not wanted or group.state.value.lower() in wanted]
+    groups = tuple(build(listed_cls, group_id=group_id, protocol_type=protocol_type,
+                         group_state=state, group_type=group_type)
+                   for group_id, protocol_type, state, group_type in sorted(listed)
                    # Only the groups the role may see, as Kafka lists them.
-                   if allowed(context, call, GROUP_LOOKUP, summary.group_id))
+                   if allowed(context, call, GROUP_LOOKUP, group_id))
     return build(cls, throttle_time=ZERO, error_code=ErrorCode.none, groups=groups)
 
 
@@ -91,7 +102,10 @@ async def handle_delete_groups(context: KafkaContext, call: Call) -> Any:
     for group_id in call.request.groups_names:
         code, coordinators = checked_coordinators(context, call, GROUP_ADMIN, GROUP_KEY,
                                                   group_id)
-        if coordinators is not None:
+        if coordinators is not None and coordinators.consumers is not None \
+                and coordinators.consumers.group(group_id) is not None:
+            code = await coordinators.consumers.delete_group(group_id)
+        elif coordinators is not None:
             code = await coordinators.groups.delete_group(group_id)
         results.append(build(result_cls, group_id=group_id, error_code=code))
     return build(cls, throttle_time=ZERO, results=tuple(results))

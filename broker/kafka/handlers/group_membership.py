@@ -47,6 +47,15 @@ async def handle_join_group(context: KafkaContext, call: Call) -> Any:
                      protocol_type=None, protocol_name=None if call.version >= 7 else "",
                      leader="", skip_assignment=False, member_id=request.member_id,
                      members=())
+    consumers = coordinators.consumers
+    if consumers is not None and consumers.in_use(request.group_id):
+        # A consumer-protocol group with members (KIP-848): one kind or the other.
+        return build(cls, throttle_time=ZERO, error_code=ErrorCode.inconsistent_group_protocol,
+                     generation_id=-1, protocol_type=None,
+                     protocol_name=None if call.version >= 7 else "", leader="",
+                     skip_assignment=False, member_id=request.member_id, members=())
+    if consumers is not None:
+        consumers.forget_empty(request.group_id)  # an empty one becomes classic again
     session_ms = _ms(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
     result = await coordinators.groups.join(JoinRequest(

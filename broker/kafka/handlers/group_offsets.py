@@ -1,11 +1,15 @@
-"""OffsetCommit (8) v2-v8 and OffsetFetch (9) v1-v8: a group's committed offsets.
+"""OffsetCommit (8) v2-v9 and OffsetFetch (9) v1-v9: a group's committed offsets.
 
 Per partition, as in Kafka: a commit writes one record per partition (in one
 durable append) in ``_kafka_offsets``; a fetch answers from memory, -1 for a
 partition the group never committed. OffsetFetch v8 asks for several groups
 (KIP-709); v7+'s ``require_stable`` answers UNSTABLE_OFFSET_COMMIT while a
 transaction holds offsets of the partition. The rules:
-``broker.kafka.consumer_groups.coordinator``.
+``broker.kafka.consumer_groups.coordinator``; for a consumer-protocol group
+(KIP-848) the member and its epoch are checked first (UNKNOWN_MEMBER_ID,
+STALE_MEMBER_EPOCH; a member commits with v9+: UNSUPPORTED_VERSION), and
+OffsetFetch v9 checks the member id and epoch it names the same way
+(``broker.kafka.consumer_groups.modern``).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from broker.kafka.access import GROUP_CONSUME, TOPIC_CONSUME, allowed
 from broker.kafka.consumer_groups.coordinator import OffsetCommitItem
 from broker.kafka.consumer_groups.offsets import CommittedOffset, TopicPartition
 from broker.kafka.context import KafkaContext
+from broker.kafka.coordinators import ClassicView, KafkaCoordinators
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.handlers.coordination import ZERO, checked_coordinators
 from broker.kafka.locator import GROUP_KEY
@@ -71,12 +76,32 @@ async def handle_offset_commit(context: KafkaContext, call: Call) -> Any:
         errors = {(item.topic, item.partition): code for item in every}
     else:
         items, errors = split_refused(context, call, every)
-        if items:
+        consumers = coordinators.consumers
+        if items and consumers is not None and consumers.group(request.group_id) is not None:
+            errors.update(await _commit_modern(coordinators, call, items))
+        elif items:
             errors.update(await coordinators.groups.commit(
                 request.group_id, request.generation_id_or_member_epoch, request.member_id,
                 items, getattr(request, "group_instance_id", None)))
     return build(cls, throttle_time=ZERO, topics=topic_answers(
         cls, "OffsetCommitResponseTopic", "OffsetCommitResponsePartition", errors))
+
+
+async def _commit_modern(coordinators: KafkaCoordinators, call: Call,
+                         items: list[OffsetCommitItem]) -> dict[TopicPartition, ErrorCode]:
+    """A commit into a consumer-protocol group (KIP-848): the member epoch is checked."""
+    request = call.request
+    assert coordinators.consumers is not None
+    code = coordinators.consumers.commit_error(
+        request.group_id, request.member_id, request.generation_id_or_member_epoch,
+        call.version)
+    if code is not ErrorCode.none:
+        return {(item.topic, item.partition): code for item in items}
+    errors = await coordinators.groups.partition_errors(items)
+    errors = await coordinators.groups.write_offsets(request.group_id, items, errors)
+    # The classic side made an Empty group of it to hold the offsets: not its group.
+    ClassicView(coordinators.groups).forget_empty(request.group_id)
+    return errors
 
 
 async def handle_offset_fetch(context: KafkaContext, call: Call) -> Any:
@@ -89,7 +114,8 @@ async def handle_offset_fetch(context: KafkaContext, call: Call) -> Any:
         groups = []
         for group in request.groups:
             code, topics = _fetch_group(context, call, cls, group.group_id, group.topics,
-                                        stable)
+                                        stable, getattr(group, "member_id", None),
+                                        getattr(group, "member_epoch", -1))
             groups.append(build(group_cls, group_id=group.group_id, topics=topics,
                                 error_code=code))
         return build(cls, throttle_time=ZERO, groups=tuple(groups))
@@ -98,7 +124,8 @@ async def handle_offset_fetch(context: KafkaContext, call: Call) -> Any:
 
 
 def _fetch_group(context: KafkaContext, call: Call, cls: Any, group_id: str,
-                 asked: Any, stable: bool) -> tuple[ErrorCode, tuple[Any, ...]]:
+                 asked: Any, stable: bool, member_id: str | None = None,
+                 member_epoch: int = -1) -> tuple[ErrorCode, tuple[Any, ...]]:
     version = call.version
     suffix = "s" if version >= 8 else ""
     topic_cls = nested(cls, "OffsetFetchResponseTopic" + suffix)
@@ -111,6 +138,10 @@ def _fetch_group(context: KafkaContext, call: Call, cls: Any, group_id: str,
             refused: list[_Answer] = [(tp, None, code) for tp in partitions or []]
             return ErrorCode.none, _topics(topic_cls, partition_cls, refused)
         return code, ()
+    if coordinators.consumers is not None:  # v9: a KIP-848 member's epoch is checked
+        code = coordinators.consumers.fetch_error(group_id, member_id, member_epoch)
+        if code is not ErrorCode.none:
+            return code, ()
     code, answers = coordinators.groups.fetch(group_id, partitions, stable)
     if context.authorizer is not None:
         # Topics the role may not read: left out of "all", refused when named.
@@ -137,6 +168,6 @@ def _topics(topic_cls: Any, partition_cls: Any, answers: list[_Answer]) -> tuple
 
 
 ROWS = (
-    Api(OFFSET_COMMIT_KEY, "OffsetCommit", 2, 8, handle_offset_commit),
-    Api(OFFSET_FETCH_KEY, "OffsetFetch", 1, 8, handle_offset_fetch),
+    Api(OFFSET_COMMIT_KEY, "OffsetCommit", 2, 9, handle_offset_commit),
+    Api(OFFSET_FETCH_KEY, "OffsetFetch", 1, 9, handle_offset_fetch),
 )

@@ -16,7 +16,9 @@ LEADER_NOT_AVAILABLE while another creator finishes it); otherwise an
 unknown topic, or a system one, is UNKNOWN_TOPIC_OR_PARTITION. v10+ answers
 carry each topic's id, from its record (given there to a topic of an
 earlier build: ``TopicCatalog.topic_id``), noted for Fetch v13+
-(``broker.kafka.topic_ids``).
+(``broker.kafka.topic_ids``). v12 may ask for topics by id (name null), as
+KIP-848 consumers do for the topics of their assignment: answered as by
+name (never created), UNKNOWN_TOPIC_ID for an id no topic has.
 
 While the metadata store cannot be read (a ZooKeeper connection loss:
 ``MetadataUnavailableError``, or any retriable ``LedgerError``) the request
@@ -103,6 +105,10 @@ async def handle_metadata(context: KafkaContext, call: Call) -> Any:
                            permitted=allowed(context, call, TOPIC_ADMIN, name))
               if allowed(context, call, TOPIC_LOOKUP, name) else _refused(cls, name)
               for name in names]
+    if asked is not None and call.version >= 12:  # topics asked by id (KIP-848 consumers)
+        for topic in asked:
+            if topic.name is None and getattr(topic, "topic_id", None):
+                topics.append(await _by_id(cls, call, context, topic.topic_id, deadline))
     if context.nodes is None:
         this = Node(NODE_ID, context.host, context.advertised_port or context.port)
         nodes = [this]
@@ -135,6 +141,22 @@ async def _read_again(read: Callable[[], Awaitable[_T]], deadline: float, what: 
             log.info("kafka: Metadata: %s (%s); asking again", what, error)
             await asyncio.sleep(delay)
             delay = min(delay * 2, _MAX_DELAY_S)
+
+
+async def _by_id(cls: Any, call: Call, context: KafkaContext, topic_id: uuid.UUID,
+                 deadline: float) -> Any:
+    """A topic asked by id (v12+): as by its name, never created; else UNKNOWN_TOPIC_ID.
+
+    A role without a permission on the topic gets UNKNOWN_TOPIC_ID too, so ids
+    do not tell which topics exist.
+    """
+    name = await _read_again(lambda: context.topic_ids.name_of(context.topics, topic_id),
+                             deadline, "the topic list cannot be read")
+    if name is None or not allowed(context, call, TOPIC_LOOKUP, name):
+        return build(nested(cls, "MetadataResponseTopic"), error_code=ErrorCode.unknown_topic_id,
+                     name=None, topic_id=topic_id, is_internal=False, partitions=(),
+                     topic_authorized_operations=0)
+    return await _topic(cls, context, name, deadline, create=False, permitted=False)
 
 
 def _leader(context: KafkaContext, topic: str, number: int) -> int:

@@ -2,7 +2,8 @@
 
 The group's coordinator (``GroupCoordinator.delete_offsets``) writes a
 tombstone per partition to ``_kafka_offsets``, as DeleteGroups does for all
-of them; the partitions of a topic a member of the group subscribes to answer
+of them; the partitions of a topic a member of the group subscribes to (a
+KIP-848 group's members: their subscriptions as its coordinator has them) answer
 GROUP_SUBSCRIBED_TO_TOPIC (their offsets are in use), an unknown group
 GROUP_ID_NOT_FOUND, a group another broker coordinates NOT_COORDINATOR.
 
@@ -44,8 +45,16 @@ async def handle_offset_delete(context: KafkaContext, call: Call) -> Any:
                    if not allowed(context, call, TOPIC_CONSUME, topic.name)}
         asked = [(topic.name, partition.partition_index) for topic in request.topics
                  if topic.name not in refused for partition in topic.partitions]
+        modern = (None if coordinators.consumers is None
+                  else coordinators.consumers.group(request.group_id))
+        if modern is not None:  # a KIP-848 group: its members' subscriptions are its own
+            subscribed = {t for member in modern.members.values() for t in member.subscribed}
+            answers = {tp: ErrorCode.group_subscribed_to_topic for tp in asked
+                       if tp[0] in subscribed}
+            asked = [tp for tp in asked if tp[0] not in subscribed]
         if asked:  # (every topic refused: nothing to delete, the group is not needed)
-            code, answers = await coordinators.groups.delete_offsets(request.group_id, asked)
+            code, deleted = await coordinators.groups.delete_offsets(request.group_id, asked)
+            answers.update(deleted)
         answers.update({(topic.name, partition.partition_index): TOPIC_CONSUME.refused
                         for topic in request.topics if topic.name in refused
                         for partition in topic.partitions})

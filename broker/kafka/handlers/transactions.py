@@ -142,11 +142,22 @@ async def handle_txn_offset_commit(context: KafkaContext, call: Call) -> Any:
         errors = {(item.topic, item.partition): code for item in every}
     else:
         items, errors = split_refused(context, call, every)
+        generation = getattr(request, "generation_id", -1)
+        member_id = getattr(request, "member_id", "")
+        consumers = None if context.coordinators is None else context.coordinators.consumers
+        if items and consumers is not None and consumers.group(request.group_id) is not None \
+                and (generation >= 0 or member_id):
+            # A KIP-848 member: its member epoch is checked here, not as a generation.
+            code = consumers.commit_error(request.group_id, member_id, generation,
+                                          call.version, transactional=True)
+            if code is not ErrorCode.none:
+                errors.update({(item.topic, item.partition): code for item in items})
+                items = []
+            generation, member_id = -1, ""
         if items:
             errors.update(await producers.add_offsets(
                 request.transactional_id, request.producer_id, request.producer_epoch,
-                request.group_id, getattr(request, "generation_id", -1),
-                getattr(request, "member_id", ""), items,
+                request.group_id, generation, member_id, items,
                 getattr(request, "group_instance_id", None)))
     return build(cls, throttle_time=ZERO, topics=topic_answers(
         cls, "TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition", errors))

@@ -162,6 +162,14 @@ REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
     "DescribeGroups": (15, 5, lambda _r: _make(15, 5, groups=(GROUP,),
                                                include_authorized_operations=False)),
     "ListGroups": (16, 4, lambda _r: _make(16, 4)),
+    # A leave (epoch -1) of no member: checked, then GROUP_ID_NOT_FOUND; no group is made.
+    "ConsumerGroupHeartbeat": (68, 1, lambda _r: _make(
+        68, 1, group_id=GROUP, member_id="acc-member", member_epoch=-1, instance_id=None,
+        rack_id=None, rebalance_timeout=datetime.timedelta(seconds=30),
+        subscribed_topic_names=(TOPIC,), subscribed_topic_regex=None, server_assignor=None,
+        topic_partitions=None)),
+    "ConsumerGroupDescribe": (69, 1, lambda _r: _make(69, 1, group_ids=(GROUP,),
+                                                      include_authorized_operations=False)),
     "CreateTopics": (19, 5, lambda _r: _make(19, 5, validate_only=True, topics=(
         _make(19, 5, "CreatableTopic", name="acc.new", num_partitions=1, replication_factor=1,
               assignments=(), configs=()),))),

@@ -143,6 +143,10 @@ def test_describe_configs_reports_sources_and_the_broker_keys(
     assert broker["num.partitions"].value == "1"
     assert broker["group.min.session.timeout.ms"].value == "6000"
     assert broker["group.max.session.timeout.ms"].value == "1800000"
+    assert broker["group.coordinator.rebalance.protocols"].value == "classic,consumer"
+    assert broker["group.consumer.session.timeout.ms"].value == "45000"
+    assert broker["group.consumer.heartbeat.interval.ms"].value == "5000"
+    assert broker["group.consumer.assignors"].value == "uniform,range"
     assert all(entry.is_read_only for entry in broker.values())
 
 

@@ -38,9 +38,11 @@ def test_the_served_apis() -> None:
         "DescribeConfigs": (32, 1, 4),
         # Consumer groups and transactions.
         "FindCoordinator": (10, 0, 4), "JoinGroup": (11, 0, 9), "Heartbeat": (12, 0, 4),
-        "LeaveGroup": (13, 0, 5), "SyncGroup": (14, 0, 5), "OffsetCommit": (8, 2, 8),
-        "OffsetFetch": (9, 1, 8), "DescribeGroups": (15, 0, 5), "ListGroups": (16, 0, 5),
+        "LeaveGroup": (13, 0, 5), "SyncGroup": (14, 0, 5), "OffsetCommit": (8, 2, 9),
+        "OffsetFetch": (9, 1, 9), "DescribeGroups": (15, 0, 5), "ListGroups": (16, 0, 5),
         "DeleteGroups": (42, 0, 2),
+        # KIP-848 consumer groups.
+        "ConsumerGroupHeartbeat": (68, 0, 1), "ConsumerGroupDescribe": (69, 0, 1),
         "AddPartitionsToTxn": (24, 0, 3), "AddOffsetsToTxn": (25, 0, 3), "EndTxn": (26, 0, 3),
         "TxnOffsetCommit": (28, 0, 3),
         # ACL admin on Folio's grants.

@@ -19,6 +19,7 @@ from prometheus_client import REGISTRY
 from broker.api import Block, TopicConfig
 from broker.errors import (
     InvalidArgumentError,
+    ReaderGroupNotEmptyError,
     ReaderGroupNotFoundError,
     TopicNotFoundError,
     WrongHostError,
@@ -26,8 +27,10 @@ from broker.errors import (
 from broker.groups.kafka_view import KafkaGroupListing
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCommitItem
 from broker.kafka.consumer_groups.members import Group
+from broker.kafka.consumer_groups.modern import HeartbeatRequest, ModernGroups, topic_partitions
 from broker.kafka.consumer_groups.offsets import CommittedOffset, OffsetStore
 from broker.kafka.consumer_groups.report import GroupReport, decode_assignment
+from broker.kafka.coordinators import ClassicView
 from tests.unit.broker.conftest import BrokerEnv
 
 
@@ -119,3 +122,36 @@ async def test_a_reset_needs_an_id_and_something_to_reset(env: BrokerEnv) -> Non
         await report.reset("rep-bare", True, [])
     with pytest.raises(TopicNotFoundError):
         await report.reset("rep-new", True, ["rep-missing"])
+
+
+async def test_a_kip848_group_is_listed_described_and_lagged(env: BrokerEnv) -> None:
+    groups = await _groups(env)
+    consumers = ModernGroups(topic_partitions(env.manager()), groups.store, ClassicView(groups))
+    joined = await consumers.heartbeat(HeartbeatRequest(
+        group_id="rep-k", member_id="m1", member_epoch=0, client_id="c1",
+        client_host="/127.0.0.1", rebalance_timeout_ms=30_000, subscribed=("rep",),
+        owned={}))
+    assert joined.member_epoch == 1 and joined.assignment == {"rep": {0, 1}}
+    errors = await groups.write_offsets("rep-k", [
+        OffsetCommitItem("rep", 0, CommittedOffset(6))], {("rep", 0): ErrorCode.none})
+    assert errors == {("rep", 0): ErrorCode.none}
+    ClassicView(groups).forget_empty("rep-k")  # as the OffsetCommit handler does
+    report = GroupReport(groups, env.manager(), modern=consumers)
+    assert report.listing() == ([KafkaGroupListing("rep-k", "Stable", "consumer", 1)], True)
+    detail = await report.describe("rep-k")
+    assert (detail.protocol_type, detail.protocol, detail.generation) == (
+        "consumer", "uniform", 1)
+    [member] = detail.members
+    assert (member.member_id, member.client_id, member.assigned) == (
+        "m1", "c1", (("rep", 0), ("rep", 1)))
+    assert [(p.partition, p.committed_offset, p.end_offset, p.lag) for p in detail.partitions] \
+        == [(0, 6, 10, 4), (1, -1, 4, -1)]
+    await report.update_lag()
+    assert _lag("rep-k", "0") == 4
+    with pytest.raises(ReaderGroupNotEmptyError):
+        await report.delete("rep-k")
+    await consumers.heartbeat(HeartbeatRequest(group_id="rep-k", member_id="m1",
+                                               member_epoch=-1))
+    await report.delete("rep-k")
+    assert report.listing() == ([], True)
+    consumers.close()
