@@ -86,13 +86,16 @@ imports: $(STAMP)
 
 # pytest exits 5 when it collected no test: that is a failure here. The 30
 # slowest tests are listed at the end (the suite must stay under 25 minutes).
+# Two pytest-xdist workers, each taking a whole test file at a time (the
+# heaviest files one after another: tests/support/workers.py); most tests wait
+# on processes they started, so two share the machine's two cores.
 pytest: $(STAMP)
 	@command -v prometheus >/dev/null || echo "make test: prometheus is not on PATH:" \
 		"the real-Prometheus test (tests/observability/test_prometheus.py) is skipped;" \
 		"apt-get install prometheus (.ci/run does)" >&2
 	@command -v promtool >/dev/null || echo "make test: promtool is not on PATH:" \
 		"deploy/prometheus is not checked (Debian package prometheus)" >&2
-	@$(BIN)/python -m pytest -m "not image" --durations=30; rc=$$?; \
+	@$(BIN)/python -m pytest -m "not image" -n 2 --dist loadgroup --durations=30; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest ran no tests" >&2; exit 1; fi; exit $$rc
 
 # The fast tier: tests/unit without the tests that start a process (the `processes`

@@ -9,8 +9,9 @@ import pytest
 from tests.support.bookies import BookieProcesses
 
 # A real ZooKeeper: the `zookeeper`, `zk_url` and `make_zookeeper` fixtures; the
-# `processes` marker and `--no-processes` of the fast tier (`make unit`).
-pytest_plugins = ["tests.support.zookeeper", "tests.support.tiers"]
+# `processes` marker and `--no-processes` of the fast tier (`make unit`); the
+# groups of `make test`'s two workers (tests/support/workers.py).
+pytest_plugins = ["tests.support.zookeeper", "tests.support.tiers", "tests.support.workers"]
 
 
 @pytest.fixture
