@@ -19,7 +19,6 @@ scaling").
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from collections import Counter
@@ -43,18 +42,7 @@ from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.cluster import LocalCluster
 from tests.support.cluster_load import COUNT, wait_spread
 from tests.support.kafka import kafka_address
-
-KAFKAJS = Path(__file__).resolve().parents[1] / "kafkajs"
-
-
-def _kafkajs() -> Path:
-    """The folder with kafkajs installed (``npm ci`` the first time)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    assert node is not None and npm is not None, "kafkajs tests need Node.js and npm"
-    if not (KAFKAJS / "node_modules" / "kafkajs" / "package.json").exists():
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=KAFKAJS, check=True,
-                       timeout=300, capture_output=True)
-    return KAFKAJS
+from tests.support.kafkajs import kafkajs_folder
 
 
 def _at(brokers: list[BookieProcess], address: str) -> BookieProcess:
@@ -134,7 +122,7 @@ def test_keyed_producer_writes_through_split_and_merge_across_brokers(
 @pytest.mark.timeout(600)
 def test_kafkajs_producer_writes_through_a_split_across_brokers(
         zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
-    folder = _kafkajs()
+    folder = kafkajs_folder()
     brokers, kafka = _kafka_cluster(bookie_processes, zk_url, tmp_path)
     bootstrap = ",".join(kafka.values())
     topic, owner = _topic_with_remote_heirs(brokers[0].address, "js")

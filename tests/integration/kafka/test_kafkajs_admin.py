@@ -22,8 +22,8 @@ import pytest
 
 from tests.support.bookies import BookieProcess
 from tests.support.kafka import kafka_address
+from tests.support.kafkajs import kafkajs_folder
 
-KAFKAJS = Path(__file__).resolve().parents[2] / "kafkajs"
 #: Kafka's ConfigSource numbers as kafkajs reports them.
 TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 
@@ -31,13 +31,7 @@ TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 @pytest.fixture(scope="module")
 def kafkajs() -> Path:
     """The folder with kafkajs installed (``npm ci`` the first time)."""
-    node = shutil.which("node")
-    npm = shutil.which("npm")
-    assert node is not None and npm is not None, "kafkajs tests need Node.js and npm"
-    if not (KAFKAJS / "node_modules" / "kafkajs" / "package.json").exists():
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=KAFKAJS, check=True,
-                       timeout=300, capture_output=True)
-    return KAFKAJS
+    return kafkajs_folder()
 
 
 def _run(kafkajs: Path, bootstrap: str, topic: str) -> Any:
