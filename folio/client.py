@@ -1,11 +1,15 @@
 """The client: one per application; the factory of writers and readers (a facade).
 
-A :class:`Client` owns one IO thread (``folio._transport.io_thread``) and, per
-broker, a bounded pool of connections (``folio._transport.pool``, PDP-36): at
-most ``max_connections_per_endpoint`` channels, each with one shared Append
-stream; every writer's segment flow and every reader's segment stream goes to
-the least busy channel of its segment's broker, and admin calls
-(``folio.admin``, the base class) use the first channel of the admin broker.
+A :class:`Client` is the blocking face over parts that own their state: one IO
+thread (``folio._transport.io_thread``) running the loop everything else lives
+on; the brokers (``folio._transport.brokers``), per broker a bounded pool of
+connections (``folio._transport.pool``, PDP-36): at most
+``max_connections_per_endpoint`` channels, each with one shared Append stream;
+every writer's segment flow and every reader's segment stream goes to the least
+busy channel of its segment's broker; the admin calls (``folio.admin.AdminCore``,
+coroutines, shown here as blocking methods by ``folio._face.blocking``) use the
+first channel of the admin broker. ``folio.aio.AsyncClient`` is the other face
+over the same parts, on the caller's loop.
 Which broker is which — bootstrap from an endpoint list, segment owners,
 WrongHost — is ``folio._transport.brokers``. ``pool_stats`` shows the admin
 broker's pool, ``broker_pool_stats`` every one. Each public method is a thin blocking
@@ -17,14 +21,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
+from google.protobuf.message import Message
+from grpc import aio
+
+from folio._face import blocking
 from folio._transport.brokers import Brokers, parse_endpoints
-from folio._transport.io_thread import IoThread
+from folio._transport.io_thread import Connection, IoThread
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, PoolStats
-from folio.admin import AdminCalls
+from folio.admin import AdminCore
 from folio.api.v1 import groups_pb2
 from folio.config import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -34,7 +42,7 @@ from folio.config import (
     ClientConfig,
 )
 from folio.errors import FolioError, InvalidArgumentError
-from folio.models import DeserializationPolicy
+from folio.models import DeserializationPolicy, SegmentRange
 from folio.read.start import Start, ancestors, start_positions
 from folio.security import TLS
 from folio.serializers import BytesSerializer, Serializer
@@ -49,6 +57,7 @@ if TYPE_CHECKING:
     from folio.read._group_calls import _GroupClient
     from folio.read.batch import BatchClient
     from folio.read.groups import GroupStart, ReaderGroup
+    from folio.read.kafka_groups import GroupKind, GroupListing, KafkaGroup
     from folio.read.reader import EventReader, Isolation
     from folio.txn.txn import SingleRoutingKeyTransactionWriter
     from folio.txn.txn_full import TransactionalWriter
@@ -59,10 +68,12 @@ __all__ = ["DEFAULT_ENDPOINT", "ENDPOINT_ENV", "Client"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
 
 
 
-class Client(AdminCalls):
+class Client:
     """A connection to a Folio broker or cluster: admin calls, writers and readers.
 
     Thread-safe. A context manager; ``close`` closes the writers and readers
@@ -133,6 +144,8 @@ class Client(AdminCalls):
         self._io = IoThread(f"folio-io-{self.endpoints[0]}")
         self._brokers: Brokers = self._io.run(self._open(), timeout=self.timeout_s)
         self._io.on_close = self._brokers.close  # channels close before the loop does
+        #: The admin calls (coroutines run on the IO thread; see the methods below).
+        self._admin = AdminCore(self._brokers, self.timeout_s)
         self._lock = threading.Lock()
         self._writers: list[EventWriter[Any]] = []
         self._readers: list[EventReader[Any]] = []
@@ -189,7 +202,72 @@ class Client(AdminCalls):
         except RuntimeError:  # the client is closed, and so is its IO thread
             return self._brokers.pool_stats()
 
-    # -- admin ----------------------------------------------------------------
+    # -- admin (folio.admin.AdminCore, each run on the IO thread) ---------------
+
+    create_topic = blocking(AdminCore.create_topic)
+    get_topic = blocking(AdminCore.get_topic)
+    list_topics = blocking(AdminCore.list_topics)
+    describe_cluster = blocking(AdminCore.describe_cluster)
+    delete_topic = blocking(AdminCore.delete_topic)
+    update_topic_config = blocking(AdminCore.update_topic_config)
+    get_segments = blocking(AdminCore.get_segments)
+    scale_topic = blocking(AdminCore.scale_topic)
+    get_successors = blocking(AdminCore.get_successors)
+    seal_topic = blocking(AdminCore.seal_topic)
+    get_segment_info = blocking(AdminCore.get_segment_info)
+    truncate_segment = blocking(AdminCore.truncate_segment)
+    grant_permission = blocking(AdminCore.grant_permission)
+    revoke_permission = blocking(AdminCore.revoke_permission)
+    list_permissions = blocking(AdminCore.list_permissions)
+    commit_transactions = blocking(AdminCore.commit_transactions)
+    abort_transaction = blocking(AdminCore.abort_transaction)
+    abort_transactions = blocking(AdminCore.abort_transactions)
+    transaction_status = blocking(AdminCore.transaction_status)
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Runs a core coroutine on the IO thread and waits (it bounds its own time)."""
+        return self._io.run(coro)
+
+    @property
+    def _connection(self) -> Connection:
+        """The channel of admin calls now (the admin broker's; it changes on failover)."""
+        return self._brokers.admin
+
+    def _call(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
+              retry: bool = False) -> Resp:
+        """One admin call on the IO thread (``AdminCore._call``); reader groups, Kafka groups
+        and transactional writers make theirs through it."""
+        return self._io.run(self._admin._call(method, request, retry=retry))
+
+    def _unary(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
+               retry: bool = False) -> Awaitable[Resp]:
+        """``AdminCore.unary``: the call as a coroutine for the IO thread."""
+        return self._admin.unary(method, request, retry=retry)
+
+    async def _successors_async(self, segment: str) -> list[SegmentRange]:
+        """A segment's successors, on the IO thread (writers and readers following a seal)."""
+        return await self._admin.successors(segment)
+
+    def list_groups(self, kind: GroupKind | None = None) -> list[GroupListing]:
+        """Every group, reader and Kafka consumer groups, by name then kind (or one ``kind``).
+
+        In a cluster every live broker is asked for the Kafka groups it
+        coordinates (``folio.read.kafka_groups``); ``NoBrokerAvailableError``
+        if one does not answer.
+        """
+        from folio.read.kafka_groups import list_groups  # noqa: PLC0415
+
+        return list_groups(self, kind)
+
+    def kafka_group(self, name: str) -> KafkaGroup:
+        """A Kafka consumer group (no call made): ``describe``, ``reset``, ``delete``.
+
+        Reset and delete are refused while it has members, as Kafka does.
+        """
+        from folio.read.kafka_groups import KafkaGroup  # noqa: PLC0415
+
+        return KafkaGroup(self, name)
+
     # -- reader groups and batch reads (folio.read.groups, folio.read.batch) ----
 
     def reader_group(self, name: str, topics: list[str] | None = None,

@@ -1,0 +1,54 @@
+"""The two faces of one core: a core coroutine as a blocking or an awaiting method.
+
+The SDK's admin calls are written once, as coroutines of ``folio.admin.AdminCore``.
+``folio.Client`` shows each as a blocking method (``blocking``: the coroutine runs
+on the client's IO thread and the caller waits), ``folio.aio.AsyncClient`` as a
+coroutine method on the caller's loop (``awaiting``). Both keep the core method's
+signature (checked by mypy through ``ParamSpec``) and docstring, so the two faces
+cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from folio.admin import AdminCore
+
+__all__ = ["AdminFace", "BlockingFace", "awaiting", "blocking"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class AdminFace(Protocol):
+    """What a face holds: the core its methods call."""
+
+    @property
+    def _admin(self) -> AdminCore: ...
+
+
+class BlockingFace(AdminFace, Protocol):
+    """A face that can wait for a core coroutine (``folio.Client``: on its IO thread)."""
+
+    def _run(self, coro: Coroutine[Any, Any, R]) -> R: ...
+
+
+def blocking(core: Callable[Concatenate[AdminCore, P], Coroutine[Any, Any, R]],
+             ) -> Callable[Concatenate[BlockingFace, P], R]:
+    """``core`` as a blocking method: runs it (``_run``) and returns its result."""
+    @functools.wraps(core)
+    def method(self: BlockingFace, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._run(core(self._admin, *args, **kwargs))
+    return method
+
+
+def awaiting(core: Callable[Concatenate[AdminCore, P], Coroutine[Any, Any, R]],
+             ) -> Callable[Concatenate[AdminFace, P], Coroutine[Any, Any, R]]:
+    """``core`` as a coroutine method of the face (on the caller's loop)."""
+    @functools.wraps(core)
+    async def method(self: AdminFace, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await core(self._admin, *args, **kwargs)
+    return method
