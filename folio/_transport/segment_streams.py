@@ -98,6 +98,18 @@ POLICIES: Final = ("raise", "skip", "raw")
 _Item = tuple[str | None, int, read_pb2.ReadResponse | None, FolioError | None]
 
 
+class _Items(queue.Queue[_Item]):
+    """The streams' queue; ``on_put``, if set, is called after each put (on the putting thread,
+    holding the queue's lock: it must only signal)."""
+
+    on_put: Callable[[], None] | None = None
+
+    def _put(self, item: _Item) -> None:
+        super()._put(item)
+        if self.on_put is not None:
+            self.on_put()
+
+
 class SegmentStreams(Generic[T]):
     """One Read stream per segment held; ``next_event`` returns their events. One caller thread."""
 
@@ -133,7 +145,7 @@ class SegmentStreams(Generic[T]):
         self._metrics = metrics
         self._deserialize = deserialize
         self._isolation = isolation
-        self._queue: queue.Queue[_Item] = queue.Queue()
+        self._queue = _Items()
         self._streams: dict[str, ReadStreamState] = {}
         self._tokens = itertools.count(1)
         #: The events of the response being returned, the next one's index,
@@ -355,6 +367,16 @@ class SegmentStreams(Generic[T]):
                 f"{error.offset} (skipped already, or its segment is no longer read here): "
                 f"skip takes the DeserializationError the last read raised")
         self._step_over(index)
+
+    def on_item(self, signal: Callable[[], None]) -> None:
+        """Calls ``signal()`` whenever an item is queued for the caller (any thread; it must
+        only signal, e.g. set an ``asyncio.Event``): the asyncio face awaits that, then
+        takes with ``next_event(0)``, which never waits."""
+        self._queue.on_put = signal
+
+    def queued(self) -> bool:
+        """Whether items wait on the queue (``next_event(0)`` may return None before them)."""
+        return not self._queue.empty()
 
     def wake(self) -> None:
         """Make a waiting ``next_event`` return None now (any thread)."""

@@ -31,7 +31,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Generic, Literal, TypeVar
@@ -186,6 +186,15 @@ class EventReader(Generic[T]):
                 return None
         # Closed: what was unpacked before still comes out, then nothing.
         return streams.next_event(0)
+
+    def on_item(self, signal: Callable[[], None]) -> None:
+        """``signal()`` whenever a stream queues a response or a wake-up (the asyncio face's
+        reader awaits it, then calls ``read_next(0)``; see ``SegmentStreams.on_item``)."""
+        self._streams.on_item(signal)
+
+    def queued(self) -> bool:
+        """Whether responses or wake-ups wait to be taken (``read_next(0)`` takes them)."""
+        return self._streams.queued()
 
     def skip(self, error: DeserializationError) -> None:
         """Steps over the one event ``error`` names, which the reader is on.
