@@ -41,7 +41,8 @@ from folio.api.v1.block import HEADER_OVERHEAD_BYTES
 from folio.errors import FolioError, TimeoutError, WriterClosedError
 from folio.models import WriteResult
 from folio.serializers import BytesSerializer, Serializer
-from folio.write.writer import EventWriter, WriteFuture
+from folio.write._write_future import BlockOutcome
+from folio.write.writer import EventWriter
 
 __all__ = ["AsyncEventWriter"]
 
@@ -75,6 +76,9 @@ class AsyncEventWriter(Generic[T]):
         self._backlog: collections.deque[_Waiting] = collections.deque()
         #: Set on every change the segment writers report (room, done, closed).
         self._changed = asyncio.Event()
+        #: The block the last event went to, and the futures of its events so far.
+        self._block: BlockOutcome | None = None
+        self._block_futures: list[tuple[asyncio.Future[WriteResult], int]] = []
 
     @property
     def topic(self) -> str:
@@ -160,7 +164,14 @@ class AsyncEventWriter(Generic[T]):
         except Exception as error:  # (too large, closed: the event's own outcome)
             future.set_exception(error)
             return
-        written.add_done_callback(lambda done: _settle(future, done))
+        # One callback per block settles all its events' futures.
+        outcome, index = written.block
+        if outcome is self._block:
+            self._block_futures.append((future, index))
+            return
+        self._block = outcome
+        self._block_futures = waiting = [(future, index)]
+        outcome.add_callback(lambda _done: _settle(outcome, waiting), written)
 
     def _on_change(self) -> None:
         """A segment writer's change (holding its lock): handled on the loop's next turn."""
@@ -246,12 +257,14 @@ class AsyncEventWriter(Generic[T]):
         return f"<AsyncEventWriter topic={self.topic!r} writer_id={self.writer_id!r}>"
 
 
-def _settle(future: asyncio.Future[WriteResult], done: WriteFuture) -> None:
-    """Completes ``future`` from the event's ``WriteFuture`` (on the loop)."""
-    if future.done():  # its waiter was cancelled: the event was written all the same
-        return
-    error = done.exception(0)
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(done.result(0))
+def _settle(outcome: BlockOutcome,
+            waiting: list[tuple[asyncio.Future[WriteResult], int]]) -> None:
+    """Completes the futures of a block's events once it is done (on the loop)."""
+    for future, index in waiting:
+        if future.done():  # its waiter was cancelled: the event was written all the same
+            continue
+        result = outcome.outcome_of(index)
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)
