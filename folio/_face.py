@@ -1,5 +1,7 @@
 """The two faces of one core: a core coroutine as a blocking or an awaiting method.
 
+(And ``forward``: a part's method shown as a face's own.)
+
 The SDK's admin calls are written once, as coroutines of ``folio.admin.AdminCore``.
 ``folio.Client`` shows each as a blocking method (``blocking``: the coroutine runs
 on the client's IO thread and the caller waits), ``folio.aio.AsyncClient`` as a
@@ -17,10 +19,11 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 if TYPE_CHECKING:
     from folio.admin import AdminCore
 
-__all__ = ["AdminFace", "BlockingFace", "awaiting", "blocking"]
+__all__ = ["AdminFace", "BlockingFace", "awaiting", "blocking", "forward"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+Part = TypeVar("Part")
 
 
 class AdminFace(Protocol):
@@ -52,3 +55,18 @@ def awaiting(core: Callable[Concatenate[AdminCore, P], Coroutine[Any, Any, R]],
     async def method(self: AdminFace, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return await core(self._admin, *args, **kwargs)
     return method
+
+
+def forward(method: Callable[Concatenate[Part, P], R], part: str,
+            ) -> Callable[Concatenate[Any, P], R]:
+    """``method`` of the part held in attribute ``part`` as a method of the face.
+
+    A face shows a part's calls as its own (``folio.Client``'s reader groups are
+    ``folio._client_groups.GroupCalls``') with the part's signature and docstring,
+    instead of inheriting them.
+    """
+    @functools.wraps(method)
+    def delegated(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(getattr(self, part), *args, **kwargs)
+    return delegated
+

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 from google.protobuf.message import Message
 from grpc import aio
 
-from folio._face import blocking
+from folio._client_groups import GroupCalls
+from folio._face import blocking, forward
 from folio._transport.brokers import Brokers, parse_endpoints
 from folio._transport.io_thread import Connection, IoThread
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, PoolStats
 from folio.admin import AdminCore
-from folio.api.v1 import groups_pb2
 from folio.config import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_ENDPOINT,
@@ -54,10 +54,6 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from folio.metrics import TopicMetrics
-    from folio.read._group_calls import _GroupClient
-    from folio.read.batch import BatchClient
-    from folio.read.groups import GroupStart, ReaderGroup
-    from folio.read.kafka_groups import GroupKind, GroupListing, KafkaGroup
     from folio.read.reader import EventReader, Isolation
     from folio.txn.txn import SingleRoutingKeyTransactionWriter
     from folio.txn.txn_full import TransactionalWriter
@@ -146,6 +142,8 @@ class Client:
         self._io.on_close = self._brokers.close  # channels close before the loop does
         #: The admin calls (coroutines run on the IO thread; see the methods below).
         self._admin = AdminCore(self._brokers, self.timeout_s)
+        #: Reader groups, batch reads and Kafka groups (blocking calls over this client).
+        self._group_calls = GroupCalls(self)
         self._lock = threading.Lock()
         self._writers: list[EventWriter[Any]] = []
         self._readers: list[EventReader[Any]] = []
@@ -248,87 +246,14 @@ class Client:
         """A segment's successors, on the IO thread (writers and readers following a seal)."""
         return await self._admin.successors(segment)
 
-    def list_groups(self, kind: GroupKind | None = None) -> list[GroupListing]:
-        """Every group, reader and Kafka consumer groups, by name then kind (or one ``kind``).
+    # -- groups and batch reads (folio._client_groups.GroupCalls) -------------------
 
-        In a cluster every live broker is asked for the Kafka groups it
-        coordinates (``folio.read.kafka_groups``); ``NoBrokerAvailableError``
-        if one does not answer.
-        """
-        from folio.read.kafka_groups import list_groups  # noqa: PLC0415
-
-        return list_groups(self, kind)
-
-    def kafka_group(self, name: str) -> KafkaGroup:
-        """A Kafka consumer group (no call made): ``describe``, ``reset``, ``delete``.
-
-        Reset and delete are refused while it has members, as Kafka does.
-        """
-        from folio.read.kafka_groups import KafkaGroup  # noqa: PLC0415
-
-        return KafkaGroup(self, name)
-
-    # -- reader groups and batch reads (folio.read.groups, folio.read.batch) ----
-
-    def reader_group(self, name: str, topics: list[str] | None = None,
-                     start: GroupStart = "earliest", *,
-                     sync_interval_ms: int = 200,
-                     session_timeout_ms: int | None = None) -> ReaderGroup:
-        """A reader group: created at ``start`` if it does not exist, else opened.
-
-        Args:
-            name: the group's name (the topic name rules).
-            topics: the topics it reads; None opens an existing group. An
-                existing group must read the same topics.
-            start: ``"earliest"`` (every topic's first segments from their
-                first retained event), ``"latest"`` (only events written
-                from now on), a ``StreamCut`` or a mapping of segment to
-                offset (topics it leaves out start at their earliest), or a
-                ``Checkpoint`` (exactly after it). Ignored when the group exists.
-            sync_interval_ms: how often its readers sync with the group
-                state (pick up free segments and checkpoints).
-            session_timeout_ms: a member the broker has not heard from for
-                this long (its process died, say) is declared offline and its
-                segments go to the others (members heartbeat every third of
-                it). None: the broker's default, 10000, for a new group; an
-                existing group must have the same. 1000 to 1800000.
-
-        Raises:
-            ReaderGroupNotFoundError: ``topics`` is None and there is no such group.
-            TopicNotFoundError: a topic does not exist.
-            InvalidArgumentError: a bad name, start or topic list.
-        """
-        from folio.read.groups import ReaderGroup  # noqa: PLC0415
-
-        return ReaderGroup.open(name, self._groups(), topics, start, sync_interval_ms,
-                                session_timeout_ms)
-
-    def delete_reader_group(self, name: str) -> None:
-        """Deletes a reader group. ``ReaderGroupNotFoundError``."""
-        self._groups().delete(name)
-
-    def list_reader_groups(self) -> list[str]:
-        """Every reader group's name, sorted."""
-        reply = self._call(self._groups().stub.ListReaderGroups,
-                           groups_pb2.ListReaderGroupsRequest(), retry=True)
-        return list(reply.names)
-
-    def batch_client(self) -> BatchClient:
-        """Lists segments (sealed too) between cuts and reads any of them; ``folio.read.batch``."""
-        from folio.read.batch import BatchClient  # noqa: PLC0415
-
-        return BatchClient(self, io=self._io, channels=self._flow_pool())
-
-    def _groups(self) -> _GroupClient:
-        def heartbeat(request: groups_pb2.HeartbeatRequest,
-                      timeout_s: float) -> Awaitable[groups_pb2.HeartbeatResponse]:
-            return self._brokers.unary(self._connection.groups.Heartbeat, request,
-                                       timeout_s=timeout_s, retry=True)
-
-        from folio.read._group_calls import _GroupClient  # noqa: PLC0415
-
-        return _GroupClient(self, self._call, self._unary, self._io, self._flow_pool(),
-                            lambda: self._connection.groups, heartbeat)
+    list_groups = forward(GroupCalls.list_groups, "_group_calls")
+    kafka_group = forward(GroupCalls.kafka_group, "_group_calls")
+    reader_group = forward(GroupCalls.reader_group, "_group_calls")
+    delete_reader_group = forward(GroupCalls.delete_reader_group, "_group_calls")
+    list_reader_groups = forward(GroupCalls.list_reader_groups, "_group_calls")
+    batch_client = forward(GroupCalls.batch_client, "_group_calls")
 
     # -- writers and readers ----------------------------------------------------
 

@@ -289,7 +289,7 @@ def test_a_change_under_another_is_reported_unknown(client: folio.Client) -> Non
         if isinstance(request, groups_pb2.UpdateReaderGroupRequest) and calls["n"] == 0:
             calls["n"] += 1
             real(method, request, retry=retry)
-            state = client._groups().get("unk-g2")[1]
+            state = client._group_calls._groups().get("unk-g2")[1]
             state.initiate_checkpoint("other")  # another client's change
             real(method, groups_pb2.UpdateReaderGroupRequest(
                 name="unk-g2", expected_version=request.expected_version + 1,
