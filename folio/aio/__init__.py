@@ -14,6 +14,8 @@ instead of the blocking client's IO thread:
   never waits.
 - :class:`AsyncEventReader` (``folio.aio._reader``): ``await reader.read()``,
   ``async for event in reader``.
+- :class:`AsyncTxnWriter` (``folio.aio._txn``): single-routing-key
+  transactions, ``async with writer.begin() as txn: txn.write(...)``.
 
 docs/sdk.md shows both faces side by side.
 """
@@ -21,7 +23,9 @@ docs/sdk.md shows both faces side by side.
 from __future__ import annotations
 
 from folio.aio._reader import AsyncEventReader
+from folio.aio._txn import AsyncTransaction, AsyncTxnWriter
 from folio.aio._writer import AsyncEventWriter
 from folio.aio.client import AsyncClient
 
-__all__ = ["AsyncClient", "AsyncEventReader", "AsyncEventWriter"]
+__all__ = ["AsyncClient", "AsyncEventReader", "AsyncEventWriter", "AsyncTransaction",
+           "AsyncTxnWriter"]

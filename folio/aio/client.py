@@ -23,6 +23,7 @@ from folio._transport.loop_io import LoopIo, as_io_thread
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, PoolStats
 from folio.admin import AdminCore
 from folio.aio._reader import AsyncEventReader
+from folio.aio._txn import AsyncTxnWriter
 from folio.aio._writer import AsyncEventWriter
 from folio.config import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S, ClientConfig
 from folio.errors import FolioError, InvalidArgumentError
@@ -31,6 +32,7 @@ from folio.read.reader import EventReader, Isolation
 from folio.read.start import Start, ancestors, start_positions
 from folio.security import TLS
 from folio.serializers import BytesSerializer, Serializer
+from folio.txn.txn import SingleRoutingKeyTransactionWriter
 from folio.write.writer import EventWriter
 
 if TYPE_CHECKING:
@@ -89,6 +91,7 @@ class AsyncClient:
         self._admin = AdminCore(self._brokers, self.timeout_s)
         self._writers: list[AsyncEventWriter[Any]] = []
         self._readers: list[AsyncEventReader[Any]] = []
+        self._txn_writers: list[AsyncTxnWriter[Any]] = []
         self._closed = False
 
     # -- admin (folio.admin.AdminCore, awaited on this loop) ----------------------
@@ -161,6 +164,26 @@ class AsyncClient:
         self._writers.append(made)
         return made
 
+    async def single_routing_key_txn_writer(
+            self, topic: str, routing_key: str, serializer: Serializer[Any] | None = None, *,
+            txn_timeout_ms: int = 60_000, writer_id: str | None = None,
+    ) -> AsyncTxnWriter[Any]:
+        """A writer of single-routing-key transactions (PDP-44); the arguments of
+        ``folio.Client.single_routing_key_txn_writer``.
+
+        Raises:
+            TopicNotFoundError: no such topic.
+            InvalidArgumentError: a bad option value.
+        """
+        info = await self.get_topic(topic)
+        core: SingleRoutingKeyTransactionWriter[Any] = SingleRoutingKeyTransactionWriter(
+            info, routing_key, serializer if serializer is not None else BytesSerializer(),
+            io=as_io_thread(self._io), source=self._flow_pool(), txn_timeout_ms=txn_timeout_ms,
+            writer_id=writer_id, successors=self._admin.successors)
+        made: AsyncTxnWriter[Any] = AsyncTxnWriter(core)
+        self._txn_writers.append(made)
+        return made
+
     async def reader(self, topic: str, start: Start = "earliest",
                      serializer: Serializer[Any] | None = None, *,
                      isolation: Isolation = "read_committed",
@@ -209,7 +232,9 @@ class AsyncClient:
         if self._closed:
             return
         self._closed = True
-        writers, self._writers = self._writers, []
+        writers: list[AsyncEventWriter[Any] | AsyncTxnWriter[Any]] = [*self._writers,
+                                                                       *self._txn_writers]
+        self._writers, self._txn_writers = [], []
         readers, self._readers = self._readers, []
         try:
             for writer in writers:
