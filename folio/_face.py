@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 if TYPE_CHECKING:
     from folio.admin import AdminCore
 
-__all__ = ["AdminFace", "BlockingFace", "awaiting", "blocking", "forward"]
+__all__ = ["AdminFace", "AwaitingFace", "BlockingFace", "awaiting", "blocking", "forward"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -31,6 +31,12 @@ class AdminFace(Protocol):
 
     @property
     def _admin(self) -> AdminCore: ...
+
+
+class AwaitingFace(AdminFace, Protocol):
+    """A face on one event loop (``folio.aio.AsyncClient``): it refuses calls from another."""
+
+    def _check_loop(self) -> None: ...
 
 
 class BlockingFace(AdminFace, Protocol):
@@ -49,10 +55,11 @@ def blocking(core: Callable[Concatenate[AdminCore, P], Coroutine[Any, Any, R]],
 
 
 def awaiting(core: Callable[Concatenate[AdminCore, P], Coroutine[Any, Any, R]],
-             ) -> Callable[Concatenate[AdminFace, P], Coroutine[Any, Any, R]]:
-    """``core`` as a coroutine method of the face (on the caller's loop)."""
+             ) -> Callable[Concatenate[AwaitingFace, P], Coroutine[Any, Any, R]]:
+    """``core`` as a coroutine method of the face (on the face's loop, checked)."""
     @functools.wraps(core)
-    async def method(self: AdminFace, /, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def method(self: AwaitingFace, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        self._check_loop()
         return await core(self._admin, *args, **kwargs)
     return method
 

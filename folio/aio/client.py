@@ -208,7 +208,19 @@ class AsyncClient:
         self._readers.append(made)
         return made
 
+    def _check_loop(self) -> None:
+        """``RuntimeError`` unless called on the loop the client was made on (its channels'
+        loop: gRPC's ``grpc.aio`` objects work on that one only)."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not self._io.loop:
+            raise RuntimeError("a folio.aio client is used from the event loop it was made "
+                               "on only (its channels live there)")
+
     def _flow_pool(self) -> Brokers:
+        self._check_loop()
         if self._closed:
             raise FolioError("the client is closed")
         return self._brokers

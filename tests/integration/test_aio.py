@@ -209,3 +209,17 @@ async def test_both_faces_see_the_same_topic(server: BookieProcess) -> None:
     thread.start()
     await asyncio.to_thread(thread.join, 60)
     assert got == [b"async"]
+
+
+async def test_a_client_refuses_another_loop(server: BookieProcess) -> None:
+    async with AsyncClient(server.address, timeout_s=30) as client:
+        await client.create_topic("aio-loops", exist_ok=True)
+
+        def elsewhere() -> None:  # another thread, another loop
+            with pytest.raises(RuntimeError, match="event loop it was made on"):
+                asyncio.run(client.get_topic("aio-loops"))
+            with pytest.raises(RuntimeError, match="event loop it was made on"):
+                asyncio.run(client.writer("aio-loops"))
+
+        await asyncio.to_thread(elsewhere)
+        assert (await client.get_topic("aio-loops")).name == "aio-loops"
