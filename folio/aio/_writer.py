@@ -12,7 +12,8 @@ without blocking the loop:
   it would (or events wait already: order is kept), it joins this writer's
   backlog, which is appended in order as the segment writers report room
   (``on_change``, called after each acknowledgement, deferred to the loop's
-  next turn: it comes holding the segment writer's lock).
+  next turn: it comes holding the segment writer's lock). ``write`` and
+  ``send`` wait only once the backlog holds about a batch.
 - **Acknowledgement.** Each event's ``WriteFuture`` completes an
   ``asyncio.Future`` on the loop.
 - **Flush.** ``EventWriter.try_flush`` (cuts what it can, never waits) again
@@ -52,8 +53,11 @@ T = TypeVar("T")
 _Waiting = tuple[bytes, str | None, Mapping[str, bytes] | None, int,
                  "asyncio.Future[WriteResult]"]
 
-#: Events ``write`` and ``send`` let wait in the backlog before they wait themselves.
-_BACKLOG_LIMIT: Final = 1
+#: Bytes of events ``write`` and ``send`` let wait in the backlog before they wait
+#: themselves. About a batch: when an acknowledgement makes room, what waited fills the
+#: next batch at once. (With one event waiting, the loop's next acknowledgements, handled
+#: before the writing coroutines run again, cut batches of one event each.)
+_BACKLOG_LIMIT_BYTES: Final = 256 * 1024
 
 
 class AsyncEventWriter(Generic[T]):
@@ -74,6 +78,7 @@ class AsyncEventWriter(Generic[T]):
         self._raw = isinstance(serializer, BytesSerializer)
         self._loop = loop
         self._backlog: collections.deque[_Waiting] = collections.deque()
+        self._backlog_bytes = 0
         #: Set on every change the segment writers report (room, done, closed).
         self._changed = asyncio.Event()
         #: The block the last event went to, and the futures of its events so far.
@@ -119,7 +124,7 @@ class AsyncEventWriter(Generic[T]):
         The future's result is the event's ``WriteResult`` (or its error).
         Raises as ``write_nowait``.
         """
-        while len(self._backlog) >= _BACKLOG_LIMIT and not self._core.closed:
+        while self._backlog_bytes >= _BACKLOG_LIMIT_BYTES and not self._core.closed:
             self._changed.clear()
             await self._changed.wait()
         return self.write_nowait(event, routing_key, headers)
@@ -152,6 +157,7 @@ class AsyncEventWriter(Generic[T]):
         if self._backlog or self._core.target(routing_key).would_wait(routing_key is None,
                                                                        size):
             self._backlog.append((payload, routing_key, headers, size, future))
+            self._backlog_bytes += size
         else:
             self._append(payload, routing_key, headers, future)
         return future
@@ -187,11 +193,13 @@ class AsyncEventWriter(Generic[T]):
             payload, routing_key, headers, size, future = backlog[0]
             if future.done():  # cancelled while waiting: withdrawn, never sent
                 backlog.popleft()
+                self._backlog_bytes -= size
                 continue
             if not self._core.closed and self._core.target(routing_key).would_wait(
                     routing_key is None, size):
                 break
             backlog.popleft()
+            self._backlog_bytes -= size
             self._append(payload, routing_key, headers, future)
         self._changed.set()
 
@@ -234,6 +242,7 @@ class AsyncEventWriter(Generic[T]):
                 future = self._backlog.popleft()[4]
                 if not future.done():
                     future.set_exception(closed)
+            self._backlog_bytes = 0
             # A zero timeout: the flush above did the waiting; this only releases.
             with contextlib.suppress(TimeoutError, FolioError):
                 self._core.close(0)
