@@ -79,6 +79,8 @@ class AsyncEventWriter(Generic[T]):
         self._loop = loop
         self._backlog: collections.deque[_Waiting] = collections.deque()
         self._backlog_bytes = 0
+        #: Whether ``write_nowait`` just cut a block (``send`` then lets the loop send it).
+        self._cut = False
         #: Set on every change the segment writers report (room, done, closed).
         self._changed = asyncio.Event()
         #: The block the last event went to, and the futures of its events so far.
@@ -127,7 +129,13 @@ class AsyncEventWriter(Generic[T]):
         while self._backlog_bytes >= _BACKLOG_LIMIT_BYTES and not self._core.closed:
             self._changed.clear()
             await self._changed.wait()
-        return self.write_nowait(event, routing_key, headers)
+        future = self.write_nowait(event, routing_key, headers)
+        if self._cut:
+            # A block was cut: let the loop send it now rather than after the
+            # next batches (the IO side runs only when the writing coroutine waits).
+            self._cut = False
+            await asyncio.sleep(0)
+        return future
 
     def write_nowait(self, event: T, routing_key: str | None = None,
                      headers: Mapping[str, bytes] | None = None) -> asyncio.Future[WriteResult]:
@@ -154,12 +162,14 @@ class AsyncEventWriter(Generic[T]):
             size += sum(len(name) + len(value) + HEADER_OVERHEAD_BYTES
                         for name, value in headers.items())
         future: asyncio.Future[WriteResult] = self._loop.create_future()
-        if self._backlog or self._core.target(routing_key).would_wait(routing_key is None,
-                                                                       size):
+        segment = self._core.target(routing_key)
+        if self._backlog or segment.would_wait(routing_key is None, size):
             self._backlog.append((payload, routing_key, headers, size, future))
             self._backlog_bytes += size
         else:
             self._append(payload, routing_key, headers, future)
+            if not segment.has_open_batch:
+                self._cut = True
         return future
 
     def _append(self, payload: bytes, routing_key: str | None,
