@@ -223,3 +223,30 @@ async def test_a_client_refuses_another_loop(server: BookieProcess) -> None:
 
         await asyncio.to_thread(elsewhere)
         assert (await client.get_topic("aio-loops")).name == "aio-loops"
+
+
+async def test_writes_follow_a_split_in_key_order(server: BookieProcess) -> None:
+    async with AsyncClient(server.address, timeout_s=30) as client:
+        (segment,) = (await client.create_topic("aio-split")).segments
+        writer = await client.writer("aio-split", max_in_flight=1)
+        keys = [f"k{i}" for i in range(8)]
+        before = [writer.write_nowait(b"%s-%d" % (k.encode(), 0), routing_key=k) for k in keys]
+        await writer.flush()
+        await client.scale_topic("aio-split", [segment.name], [(0.0, 0.5), (0.5, 1.0)])
+        # Sent to the sealed segment first, then handed over to its successors.
+        after = await asyncio.gather(*(writer.write(b"%s-%d" % (k.encode(), n), routing_key=k)
+                                       for n in range(1, 4) for k in keys))
+        assert all(f.result().segment == segment.name for f in before)
+        assert {r.segment for r in after} <= {s.name for s in
+                                               await client.get_segments("aio-split")}
+        await writer.close()
+        reader = await client.reader("aio-split")
+        by_key: dict[str, list[int]] = {}
+        async with asyncio.timeout(30):
+            async for event in reader:
+                key, number = event.payload.decode().split("-")
+                by_key.setdefault(key, []).append(int(number))
+                if sum(len(v) for v in by_key.values()) == 32:
+                    break
+        reader.close()
+        assert by_key == {k: [0, 1, 2, 3] for k in keys}  # each once, in order per key
