@@ -21,6 +21,7 @@ from folio.aio import AsyncClient, AsyncEventReader
 from folio.api.v1 import admin_pb2
 from folio.models import WriteResult
 from tests.support.bookies import BookieProcess
+from tests.support.proxy import TcpProxy
 from tests.support.wait import wait_for_async
 
 
@@ -250,3 +251,29 @@ async def test_writes_follow_a_split_in_key_order(server: BookieProcess) -> None
                     break
         reader.close()
         assert by_key == {k: [0, 1, 2, 3] for k in keys}  # each once, in order per key
+
+
+@pytest.mark.faults
+async def test_cut_connections_lose_and_double_nothing(server: BookieProcess,
+                                                       proxy: TcpProxy) -> None:
+    async with AsyncClient(server.address, timeout_s=30) as admin:
+        await admin.create_topic("aio-cuts", segments=2)
+    async with AsyncClient(proxy.address, timeout_s=30) as client:
+        writer = await client.writer("aio-cuts", max_in_flight=2, batch_size_bytes=2048)
+        pending = [asyncio.ensure_future(writer.write(b"%d" % i, routing_key=f"k{i % 8}"))
+                   for i in range(400)]
+        cuts = 0
+        async with asyncio.timeout(60):
+            while not all(task.done() for task in pending[:200]):  # cut while under way
+                cuts += await asyncio.to_thread(proxy.cut)
+                await asyncio.sleep(0.05)  # (pacing the cuts, not waiting for a state)
+            results = await asyncio.gather(*pending)
+        assert cuts >= 1
+        assert len({(r.segment, r.offset) for r in results}) == 400
+        await writer.close()
+        ends = [(await client.get_segment_info(f"aio-cuts/{n}")).segment.end_offset
+                for n in range(2)]
+        assert sum(ends) == 400  # nothing doubled by a resend, nothing lost
+        reader = await client.reader("aio-cuts")
+        assert sorted(await _read_all(reader, 400)) == sorted(b"%d" % i for i in range(400))
+        reader.close()
