@@ -56,7 +56,7 @@ from folio._transport.liveness import (
     with_progress_deadline,
 )
 from folio._transport.moving import MOVE_BACKOFF_MAX_S
-from folio._transport.read_stream_state import Credit, ReadStreamState
+from folio._transport.read_stream_state import Credit, ReadStreamState, SignallingQueue
 from folio._transport.unpack import EMPTY, UnpackedEvents, unpack_response
 from folio.api.v1 import read_pb2
 from folio.errors import (
@@ -98,18 +98,6 @@ POLICIES: Final = ("raise", "skip", "raw")
 _Item = tuple[str | None, int, read_pb2.ReadResponse | None, FolioError | None]
 
 
-class _Items(queue.Queue[_Item]):
-    """The streams' queue; ``on_put``, if set, is called after each put (on the putting thread,
-    holding the queue's lock: it must only signal)."""
-
-    on_put: Callable[[], None] | None = None
-
-    def _put(self, item: _Item) -> None:
-        super()._put(item)
-        if self.on_put is not None:
-            self.on_put()
-
-
 class SegmentStreams(Generic[T]):
     """One Read stream per segment held; ``next_event`` returns their events. One caller thread."""
 
@@ -145,7 +133,7 @@ class SegmentStreams(Generic[T]):
         self._metrics = metrics
         self._deserialize = deserialize
         self._isolation = isolation
-        self._queue = _Items()
+        self._queue: SignallingQueue[_Item] = SignallingQueue()
         self._streams: dict[str, ReadStreamState] = {}
         self._tokens = itertools.count(1)
         #: The events of the response being returned, the next one's index,
@@ -368,15 +356,9 @@ class SegmentStreams(Generic[T]):
                 f"skip takes the DeserializationError the last read raised")
         self._step_over(index)
 
-    def on_item(self, signal: Callable[[], None]) -> None:
-        """Calls ``signal()`` whenever an item is queued for the caller (any thread; it must
-        only signal, e.g. set an ``asyncio.Event``): the asyncio face awaits that, then
-        takes with ``next_event(0)``, which never waits."""
-        self._queue.on_put = signal
-
-    def queued(self) -> bool:
-        """Whether items wait on the queue (``next_event(0)`` may return None before them)."""
-        return not self._queue.empty()
+    def on_item(self, signal: Callable[[], None]) -> SignallingQueue[_Item]:
+        """``signal()`` on each item queued (the asyncio face's wake-up); returns the queue."""
+        return self._queue.signal_to(signal)
 
     def wake(self) -> None:
         """Make a waiting ``next_event`` return None now (any thread)."""

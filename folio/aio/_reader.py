@@ -41,7 +41,7 @@ class AsyncEventReader(Generic[T]):
         """Made by ``AsyncClient.reader``."""
         self._core = core
         self._arrived = asyncio.Event()
-        core.on_item(self._arrived.set)
+        self._items = core.on_item(self._arrived.set)
 
     @property
     def topic(self) -> str:
@@ -74,7 +74,7 @@ class AsyncEventReader(Generic[T]):
         core = self._core
         event = core.read_next(0)
         while event is None and not core.closed:
-            if not core.queued():  # (an end or a wake-up may stop a take early)
+            if self._items.empty():  # (an end or a wake-up may stop a take early)
                 self._arrived.clear()
                 await self._arrived.wait()
             event = core.read_next(0)

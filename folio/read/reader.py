@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
 
 from folio._transport.append_stream import Backoff
 from folio._transport.scaling import SuccessorLookup
@@ -51,6 +51,7 @@ from folio.serializers import BytesSerializer, Serializer
 if TYPE_CHECKING:
     from folio._transport.io_thread import IoThread
     from folio._transport.pool import ReadChannels
+    from folio._transport.read_stream_state import SignallingQueue
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
     from folio.metrics import TopicMetrics
 
@@ -187,14 +188,11 @@ class EventReader(Generic[T]):
         # Closed: what was unpacked before still comes out, then nothing.
         return streams.next_event(0)
 
-    def on_item(self, signal: Callable[[], None]) -> None:
+    def on_item(self, signal: Callable[[], None]) -> SignallingQueue[Any]:
         """``signal()`` whenever a stream queues a response or a wake-up (the asyncio face's
-        reader awaits it, then calls ``read_next(0)``; see ``SegmentStreams.on_item``)."""
-        self._streams.on_item(signal)
-
-    def queued(self) -> bool:
-        """Whether responses or wake-ups wait to be taken (``read_next(0)`` takes them)."""
-        return self._streams.queued()
+        reader awaits it, then calls ``read_next(0)``, until the queue returned is empty;
+        see ``SegmentStreams.on_item``). It must only signal."""
+        return self._streams.on_item(signal)
 
     def skip(self, error: DeserializationError) -> None:
         """Steps over the one event ``error`` names, which the reader is on.
