@@ -133,7 +133,8 @@ class SegmentStreams(Generic[T]):
         self._metrics = metrics
         self._deserialize = deserialize
         self._isolation = isolation
-        self._queue: SignallingQueue[_Item] = SignallingQueue()
+        #: What the caller takes from (the asyncio face's reader signals on it: ``signal_to``).
+        self.items = self._queue = SignallingQueue[_Item]()
         self._streams: dict[str, ReadStreamState] = {}
         self._tokens = itertools.count(1)
         #: The events of the response being returned, the next one's index,
@@ -355,10 +356,6 @@ class SegmentStreams(Generic[T]):
                 f"{error.offset} (skipped already, or its segment is no longer read here): "
                 f"skip takes the DeserializationError the last read raised")
         self._step_over(index)
-
-    def on_item(self, signal: Callable[[], None]) -> SignallingQueue[_Item]:
-        """``signal()`` on each item queued (the asyncio face's wake-up); returns the queue."""
-        return self._queue.signal_to(signal)
 
     def wake(self) -> None:
         """Make a waiting ``next_event`` return None now (any thread)."""

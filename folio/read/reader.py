@@ -191,8 +191,8 @@ class EventReader(Generic[T]):
     def on_item(self, signal: Callable[[], None]) -> SignallingQueue[Any]:
         """``signal()`` whenever a stream queues a response or a wake-up (the asyncio face's
         reader awaits it, then calls ``read_next(0)``, until the queue returned is empty;
-        see ``SegmentStreams.on_item``). It must only signal."""
-        return self._streams.on_item(signal)
+        ``SegmentStreams.items``). It must only signal."""
+        return self._streams.items.signal_to(signal)
 
     def skip(self, error: DeserializationError) -> None:
         """Steps over the one event ``error`` names, which the reader is on.
