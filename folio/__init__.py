@@ -40,9 +40,12 @@ package's ``__init__`` says what its modules do):
 
 - ``cli/``, ``spark/``: the ``folio`` command and the PySpark data source, on
   top of the client.
-- ``client``: :class:`Client`, a facade: the connection pool, the factories
-  of writers and readers, their lifecycle; ``admin``: its base class
-  ``AdminCalls`` (topics, segments, transactions by id, the unary call);
+- ``client``: :class:`Client`, the blocking face: the connection pool, the
+  factories of writers and readers, their lifecycle; ``aio/``:
+  ``AsyncClient``, the asyncio face over the same parts on the caller's loop;
+  ``admin``: ``AdminCore``, the admin calls as coroutines both faces share
+  (topics, segments, transactions by id, the unary call), shown as methods by
+  ``_face``;
   ``config``: :class:`ClientConfig`, its settings, frozen and checked.
 - ``write/``, ``txn/``, ``read/``: writers, transactions (single routing key
   and full), readers (``EventReader``, reader groups, batch reads, cuts).

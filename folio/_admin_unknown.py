@@ -1,7 +1,8 @@
 """The admin calls that change state, made so that an unknown outcome is reconciled.
 
-``folio.admin.AdminCalls`` hands its topic and transaction writes here; each
-is made through ``folio._unknown.settle``: after an unknown outcome (a lost
+``folio.admin.AdminCore`` hands its topic and transaction writes here; each
+is a coroutine made through ``folio._unknown.settle_async`` (on the loop of
+either client face): after an unknown outcome (a lost
 answer, ``DEADLINE_EXCEEDED``, the client's own wait) the call is made again
 until a deadline, and the refusal a repeat of an applied call gets is read
 back as that call's success:
@@ -32,10 +33,10 @@ broker applied, read it back later.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from folio._unknown import settle
+from folio._unknown import settle_async
 from folio.api.v1 import admin_pb2, transactions_pb2
 from folio.errors import SegmentSealedError, TopicExistsError, TopicNotFoundError, TxnStateError
 from folio.models import (
@@ -47,7 +48,7 @@ from folio.models import (
 )
 
 if TYPE_CHECKING:
-    from folio.admin import AdminCalls
+    from folio.admin import AdminCore
 
 __all__ = ["abort_txn", "abort_txns", "again", "commit_txns", "create_topic", "delete_topic",
            "scale_topic", "seal_topic", "update_topic_config"]
@@ -60,73 +61,81 @@ _ABORTED: Final = ("ABORTING", "ABORTED", "TIMED_OUT")
 _EPSILON: Final = 1e-9
 
 
-def create_topic(admin: AdminCalls, request: admin_pb2.CreateTopicRequest) -> TopicInfo:
+async def create_topic(admin: AdminCore, request: admin_pb2.CreateTopicRequest) -> TopicInfo:
     """``CreateTopic``; ``TopicExistsError`` if the name was taken by another."""
-    def attempt(after_unknown: bool) -> TopicInfo:
+    async def attempt(after_unknown: bool) -> TopicInfo:
         try:
-            return topic_info_from_proto(admin._call(admin._connection.admin.CreateTopic,
-                                                     request))
+            return topic_info_from_proto(await admin._call(admin._connection.admin.CreateTopic,
+                                                           request))
         except TopicExistsError:
             if not after_unknown:
                 raise
-            existing = admin.get_topic(request.name)
+            existing = await admin.get_topic(request.name)
             if len(existing.segments) != request.segment_count:
                 raise
             return existing
-    return settle(f"CreateTopic {request.name}", attempt)
+    return await settle_async(f"CreateTopic {request.name}", attempt)
 
 
-def delete_topic(admin: AdminCalls, name: str) -> None:
+async def delete_topic(admin: AdminCore, name: str) -> None:
     """``DeleteTopic``; ``TopicNotFoundError`` unless an earlier attempt deleted it."""
-    def attempt(after_unknown: bool) -> None:
+    async def attempt(after_unknown: bool) -> None:
         try:
-            admin._call(admin._connection.admin.DeleteTopic,
-                        admin_pb2.DeleteTopicRequest(name=name))
+            await admin._call(admin._connection.admin.DeleteTopic,
+                              admin_pb2.DeleteTopicRequest(name=name))
         except TopicNotFoundError:
             if not after_unknown:
                 raise
-    settle(f"DeleteTopic {name}", attempt)
+    await settle_async(f"DeleteTopic {name}", attempt)
 
 
-def update_topic_config(admin: AdminCalls,
-                        request: admin_pb2.UpdateTopicConfigRequest) -> TopicInfo:
+async def update_topic_config(admin: AdminCore,
+                              request: admin_pb2.UpdateTopicConfigRequest) -> TopicInfo:
     """``UpdateTopicConfig``: sets the given values, so made again as it is."""
-    return settle(f"UpdateTopicConfig {request.name}", lambda _after: topic_info_from_proto(
-        admin._call(admin._connection.admin.UpdateTopicConfig, request)))
+    async def attempt(_after: bool) -> TopicInfo:
+        return topic_info_from_proto(
+            await admin._call(admin._connection.admin.UpdateTopicConfig, request))
+    return await settle_async(f"UpdateTopicConfig {request.name}", attempt)
 
 
-def again(operation: str, call: Callable[[], R]) -> R:
+async def again(operation: str, call: Callable[[], Awaitable[R]]) -> R:
     """An idempotent admin call (``call`` makes it on the admin connection of the
     moment), made again after an unknown outcome."""
-    return settle(operation, lambda _after: call())
+    async def attempt(_after: bool) -> R:
+        return await call()
+    return await settle_async(operation, attempt)
 
 
-def seal_topic(admin: AdminCalls, name: str) -> TopicInfo:
+async def seal_topic(admin: AdminCore, name: str) -> TopicInfo:
     """``SealTopic``: idempotent, made again as it is."""
     request = admin_pb2.SealTopicRequest(name=name)
-    return settle(f"SealTopic {name}", lambda _after: topic_info_from_proto(
-        admin._call(admin._connection.admin.SealTopic, request)))
 
-
-def scale_topic(admin: AdminCalls, request: admin_pb2.ScaleTopicRequest) -> ScaleResult:
-    """``ScaleTopic``; after an unknown outcome a sealed segment is read back."""
-    def attempt(after_unknown: bool) -> ScaleResult:
-        try:
-            return scale_result_from_proto(admin._call(admin._connection.admin.ScaleTopic,
+    async def attempt(_after: bool) -> TopicInfo:
+        return topic_info_from_proto(await admin._call(admin._connection.admin.SealTopic,
                                                        request))
+    return await settle_async(f"SealTopic {name}", attempt)
+
+
+async def scale_topic(admin: AdminCore, request: admin_pb2.ScaleTopicRequest) -> ScaleResult:
+    """``ScaleTopic``; after an unknown outcome a sealed segment is read back."""
+    async def attempt(after_unknown: bool) -> ScaleResult:
+        try:
+            return scale_result_from_proto(await admin._call(admin._connection.admin.ScaleTopic,
+                                                             request))
         except SegmentSealedError:
             if not after_unknown or not request.seal:
                 raise
-            done = _scaled(admin, request)
+            done = await _scaled(admin, request)
             if done is None:
                 raise
             return done
-    return settle(f"ScaleTopic {request.topic}", attempt)
+    return await settle_async(f"ScaleTopic {request.topic}", attempt)
 
 
-def _scaled(admin: AdminCalls, request: admin_pb2.ScaleTopicRequest) -> ScaleResult | None:
+async def _scaled(admin: AdminCore,
+                  request: admin_pb2.ScaleTopicRequest) -> ScaleResult | None:
     """The scale ``request`` asked for as the topic shows it, or None if it shows another."""
-    every = admin.get_segments(request.topic, include_sealed=True)
+    every = await admin.get_segments(request.topic, include_sealed=True)
     sealed = sorted((s for s in every if s.name in request.seal), key=_low)
     created = sorted((s for s in every if set(s.predecessors) == set(request.seal)), key=_low)
     asked = sorted((r.low, r.high) for r in request.new_ranges)
@@ -142,12 +151,12 @@ def _low(segment: SegmentRange) -> float:
     return segment.key_low
 
 
-def commit_txns(admin: AdminCalls, request: transactions_pb2.CommitTxnRequest) -> bool:
+async def commit_txns(admin: AdminCore, request: transactions_pb2.CommitTxnRequest) -> bool:
     """``CommitTxn``: True when committed by this call (or a lost attempt of it)."""
-    def attempt(after_unknown: bool) -> bool:
+    async def attempt(after_unknown: bool) -> bool:
         try:
-            duplicate = admin._call(admin._connection.transactions.CommitTxn,
-                                    request).duplicate
+            duplicate = (await admin._call(admin._connection.transactions.CommitTxn,
+                                           request)).duplicate
         except TxnStateError as error:
             if after_unknown and error.actual in _COMMITTED:
                 return True  # an earlier attempt, whose answer was lost, committed
@@ -156,28 +165,31 @@ def commit_txns(admin: AdminCalls, request: transactions_pb2.CommitTxnRequest) -
             # The key's sequence is committed: by our lost attempt if these
             # transactions are committed, else by another committer (and the
             # broker aborted ours).
-            return all(admin.transaction_status(txn_id).committed
-                       for txn_id in request.txn_ids)
+            return all([(await admin.transaction_status(txn_id)).committed
+                        for txn_id in request.txn_ids])
         return not duplicate
-    return settle(f"CommitTxn {_ids(request.txn_ids)}", attempt)
+    return await settle_async(f"CommitTxn {_ids(request.txn_ids)}", attempt)
 
 
-def abort_txn(admin: AdminCalls, txn_id: bytes) -> None:
+async def abort_txn(admin: AdminCore, txn_id: bytes) -> None:
     """``AbortTxn``; a refusal saying it is aborted after an unknown outcome is success."""
-    def attempt(after_unknown: bool) -> None:
+    async def attempt(after_unknown: bool) -> None:
         try:
-            admin._call(admin._connection.transactions.AbortTxn,
-                        transactions_pb2.AbortTxnRequest(txn_id=txn_id))
+            await admin._call(admin._connection.transactions.AbortTxn,
+                              transactions_pb2.AbortTxnRequest(txn_id=txn_id))
         except TxnStateError as error:
             if not (after_unknown and error.actual in _ABORTED):
                 raise
-    settle(f"AbortTxn {txn_id.hex()}", attempt)
+    await settle_async(f"AbortTxn {txn_id.hex()}", attempt)
 
 
-def abort_txns(admin: AdminCalls, request: transactions_pb2.AbortTxnsRequest) -> list[bytes]:
+async def abort_txns(admin: AdminCore,
+                     request: transactions_pb2.AbortTxnsRequest) -> list[bytes]:
     """``AbortTxns``: made again as it is (also on UNAVAILABLE within one attempt)."""
-    return settle(f"AbortTxns {request.label}", lambda _after: list(admin._call(
-        admin._connection.transactions.AbortTxns, request, retry=True).aborted))
+    async def attempt(_after: bool) -> list[bytes]:
+        return list((await admin._call(admin._connection.transactions.AbortTxns, request,
+                                       retry=True)).aborted)
+    return await settle_async(f"AbortTxns {request.label}", attempt)
 
 
 def _ids(txn_ids: Sequence[bytes]) -> str:

@@ -18,10 +18,11 @@ the last attempt's error).
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
 from folio._transport.append_stream import Backoff
@@ -33,7 +34,7 @@ from folio.errors import (
     WrongEndpointError,
 )
 
-__all__ = ["DEFAULT_SETTLE_TIMEOUT_S", "UNKNOWN", "is_unknown", "settle"]
+__all__ = ["DEFAULT_SETTLE_TIMEOUT_S", "UNKNOWN", "is_unknown", "settle", "settle_async"]
 
 log = logging.getLogger(__name__)
 
@@ -100,17 +101,50 @@ def settle(operation: str, attempt: Callable[[bool], R], *,
         try:
             return attempt(after_unknown)
         except UNKNOWN as error:
-            if not is_unknown(error) or (
-                    unsent_is_final and not after_unknown and _unsent(error)):
-                raise
+            _check_unknown(error, after_unknown, unsent_is_final)
             last: Exception = error
         after_unknown = True
-        delay = backoff.next_delay()
-        if time.monotonic() + delay >= deadline:
-            raise OutcomeUnknownError(
-                f"{operation}: the outcome is unknown after {timeout_s:g} s of attempts "
-                f"(last: {type(last).__name__}: {last}); it may have been applied: read the "
-                f"state back once the broker is reachable", operation=operation) from last
-        log.info("%s: outcome unknown (%s: %s); trying again in %.2f s",
-                 operation, type(last).__name__, last, delay)
-        time.sleep(delay)
+        time.sleep(_next_delay(operation, backoff, deadline, timeout_s, last))
+
+
+async def settle_async(operation: str, attempt: Callable[[bool], Awaitable[R]], *,
+                       timeout_s: float = DEFAULT_SETTLE_TIMEOUT_S,
+                       unsent_is_final: bool = True) -> R:
+    """``settle`` for a coroutine ``attempt``, waiting its backoff on the running loop.
+
+    The same rules and errors as ``settle``; ``folio.admin.AdminCore`` (both
+    faces of the client) makes its state-changing calls through it. Cancelling
+    it cancels the attempt under way: that attempt's outcome is unknown, as
+    any call cancelled after it was sent.
+    """
+    deadline = time.monotonic() + max(0.0, timeout_s)
+    backoff = Backoff(_BACKOFF_MAX_S)
+    after_unknown = False
+    while True:
+        try:
+            return await attempt(after_unknown)
+        except UNKNOWN as error:
+            _check_unknown(error, after_unknown, unsent_is_final)
+            last: Exception = error
+        after_unknown = True
+        await asyncio.sleep(_next_delay(operation, backoff, deadline, timeout_s, last))
+
+
+def _check_unknown(error: Exception, after_unknown: bool, unsent_is_final: bool) -> None:
+    """Raises ``error`` (in its ``except``) unless another attempt is worth making."""
+    if not is_unknown(error) or (unsent_is_final and not after_unknown and _unsent(error)):
+        raise error
+
+
+def _next_delay(operation: str, backoff: Backoff, deadline: float, timeout_s: float,
+                last: Exception) -> float:
+    """The wait before the next attempt; ``OutcomeUnknownError`` if it ends past ``deadline``."""
+    delay = backoff.next_delay()
+    if time.monotonic() + delay >= deadline:
+        raise OutcomeUnknownError(
+            f"{operation}: the outcome is unknown after {timeout_s:g} s of attempts "
+            f"(last: {type(last).__name__}: {last}); it may have been applied: read the "
+            f"state back once the broker is reachable", operation=operation) from last
+    log.info("%s: outcome unknown (%s: %s); trying again in %.2f s",
+             operation, type(last).__name__, last, delay)
+    return delay

@@ -1,27 +1,29 @@
-"""The admin calls of a client: topics, segments, transactions by id, group listings.
+"""The admin calls of a client: topics, segments, transactions by id, permissions.
 
-``AdminCalls`` is the part of :class:`folio.Client` that is plain unary gRPC:
-each public method is a blocking wrapper (``_call``) over a coroutine
-(``_unary``) run on the client's IO thread by the client's brokers
-(``folio._transport.brokers``: bootstrap, failover to another broker, WrongHost
-followed), retried on UNAVAILABLE when the call only reads. Owners of the
-segments in answers are recorded for routing. The client (``folio.client``)
-adds the writers and readers it makes, and their lifecycle; it sets the
-attributes below.
+``AdminCore`` is the part of both client faces that is plain unary gRPC: each
+public method is a coroutine, run on the loop that owns the client's
+channels. ``folio.aio.AsyncClient`` awaits them on the caller's loop;
+``folio.Client`` runs the same coroutines on its IO thread (its methods are
+made by ``folio._face.blocking``, with these signatures and docstrings). The
+calls go through the client's brokers (``folio._transport.brokers``:
+bootstrap, failover to another broker, WrongHost followed), retried on
+UNAVAILABLE when the call only reads. Owners of the segments in answers are
+recorded for routing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import Final, TypeVar
 
 from google.protobuf.message import Message
 from grpc import aio
 
 from folio import _admin_unknown as settled
 from folio._transport.brokers import Brokers
-from folio._transport.io_thread import Connection, IoThread
+from folio._transport.io_thread import Connection
 from folio.acl import Kind, PermissionGrant, grant_from_proto, grant_to_proto
 from folio.api.v1 import admin_pb2, transactions_pb2
 from folio.errors import InvalidArgumentError, TopicExistsError
@@ -39,38 +41,36 @@ from folio.models import (
 )
 from folio.txn.txn_status import TxnStatus
 
-if TYPE_CHECKING:  # loaded when called
-    from folio.read.kafka_groups import GroupKind, GroupListing, KafkaGroup
-
-__all__ = ["AdminCalls"]
+__all__ = ["AdminCore"]
 
 log = logging.getLogger(__name__)
 
 Req = TypeVar("Req", bound=Message)
 Resp = TypeVar("Resp", bound=Message)
 
-#: Extra seconds the blocking side waits beyond an admin call's own deadline.
+#: Extra seconds a call is waited for beyond its own deadline (then its outcome is unknown).
 _WAIT_MARGIN_S: Final = 5.0
 
 
-class AdminCalls:
-    """Topic, segment and transaction admin calls; the base of :class:`folio.Client`.
+class AdminCore:
+    """Topic, segment, permission and transaction admin calls, as coroutines.
 
-    Every method raises the typed ``FolioError`` the broker answered,
-    ``FolioUnavailableError`` when the broker cannot be reached, and
-    ``TimeoutError`` after ``timeout_s``.
+    Made and awaited on the loop of its ``Brokers``. Every method raises the
+    typed ``FolioError`` the broker answered, ``FolioUnavailableError`` when
+    the broker cannot be reached, and ``TimeoutError`` after ``timeout_s``.
     The calls that change state (create, delete, scale, seal a topic, update
     its config, truncate, grant, revoke, commit or abort transactions) never
-    raise at once on an unknown outcome: they read back and reconcile (``folio._admin_unknown``)
-    for up to 60 s, then raise ``OutcomeUnknownError``.
+    raise at once on an unknown outcome: they read back and reconcile
+    (``folio._admin_unknown``) for up to 60 s, then raise ``OutcomeUnknownError``.
     """
 
-    #: Deadline of each admin call, in seconds.
-    timeout_s: float
-    #: The IO thread the calls run on.
-    _io: IoThread
-    #: The brokers: pools, owners, the admin broker (``folio._transport.brokers``).
-    _brokers: Brokers
+    def __init__(self, brokers: Brokers, timeout_s: float) -> None:
+        """Args:
+        brokers: the client's brokers (pools, owners, the admin broker).
+        timeout_s: deadline of each call, in seconds.
+        """
+        self.timeout_s = timeout_s
+        self._brokers = brokers
 
     @property
     def _connection(self) -> Connection:
@@ -78,14 +78,14 @@ class AdminCalls:
         return self._brokers.admin
 
     def _learn(self, segments: Iterable[SegmentRange]) -> list[SegmentRange]:
-        """Records the owners the answer named (on the IO thread); returns ``segments``."""
+        """Records the owners the answer named; returns ``segments``."""
         listed = list(segments)
         owners = [(segment.name, segment.owner) for segment in listed if segment.owner]
         if owners:
-            self._io.call_soon(self._brokers.learn, owners)
+            self._brokers.learn(owners)
         return listed
 
-    def create_topic(self, name: str, segments: int = 1, *, retention_ms: int | None = None,
+    async def create_topic(self, name: str, segments: int = 1, *, retention_ms: int | None = None,
                      retention_bytes: int | None = None, max_event_bytes: int | None = None,
                      ledger_rollover_bytes: int | None = None,
                      ledger_rollover_ms: int | None = None,
@@ -138,26 +138,26 @@ class AdminCalls:
                          scale_cooldown_ms=scale_cooldown_ms)
         request = admin_pb2.CreateTopicRequest(name=name, segment_count=segments, config=config)
         try:
-            return settled.create_topic(self, request)
+            return await settled.create_topic(self, request)
         except TopicExistsError:
             if not exist_ok:
                 raise
         # Deleted between the two calls: TopicNotFoundError, as any get_topic.
-        return self.get_topic(name)
+        return await self.get_topic(name)
 
-    def get_topic(self, name: str) -> TopicInfo:
+    async def get_topic(self, name: str) -> TopicInfo:
         """The topic, its configuration and its active segments.
 
         Raises:
             TopicNotFoundError: no such topic.
         """
         request = admin_pb2.GetTopicRequest(name=name)
-        info = topic_info_from_proto(self._call(self._connection.admin.GetTopic, request,
+        info = topic_info_from_proto(await self._call(self._connection.admin.GetTopic, request,
                                                 retry=True))
         self._learn(info.segments)
         return info
 
-    def list_topics(self, *, include_internal: bool = False) -> list[TopicInfo]:
+    async def list_topics(self, *, include_internal: bool = False) -> list[TopicInfo]:
         """Every topic, by name.
 
         Args:
@@ -166,30 +166,30 @@ class AdminCalls:
                 diagnosis but not written (``InternalTopicError``).
         """
         request = admin_pb2.ListTopicsRequest(include_internal=include_internal)
-        response = self._call(self._connection.admin.ListTopics, request, retry=True)
+        response = await self._call(self._connection.admin.ListTopics, request, retry=True)
         return [topic_info_from_proto(topic) for topic in response.topics]
 
-    def describe_cluster(self) -> ClusterInfo:
+    async def describe_cluster(self) -> ClusterInfo:
         """Who serves what: the live brokers with the segment containers each serves.
 
         A standalone answers itself alone, with no containers (it serves every
         segment). Each segment's owner is also on ``SegmentRange.owner``
         (``get_topic``, ``get_segments``).
         """
-        response = self._call(self._connection.admin.ListBrokers,
+        response = await self._call(self._connection.admin.ListBrokers,
                               admin_pb2.ListBrokersRequest(), retry=True)
         return cluster_info_from_proto(response)
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str) -> None:
         """Deletes the topic with all its events.
 
         Raises:
             TopicNotFoundError: no such topic.
             InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
         """
-        settled.delete_topic(self, name)
+        await settled.delete_topic(self, name)
 
-    def update_topic_config(self, name: str, **changes: int) -> TopicInfo:
+    async def update_topic_config(self, /, name: str, **changes: int) -> TopicInfo:
         """Changes some of a topic's configuration values; the others keep theirs.
 
         Args:
@@ -211,9 +211,9 @@ class AdminCalls:
                 f"unknown topic config field(s) {', '.join(unknown)}; "
                 f"known: {', '.join(TOPIC_CONFIG_FIELDS)}")
         request = admin_pb2.UpdateTopicConfigRequest(name=name, config=_config(**changes))
-        return settled.update_topic_config(self, request)
+        return await settled.update_topic_config(self, request)
 
-    def get_segments(self, topic: str, *, include_sealed: bool = False) -> list[SegmentRange]:
+    async def get_segments(self, topic: str, *, include_sealed: bool = False) -> list[SegmentRange]:
         """The topic's active segments, ordered by ``key_low``.
 
         Args:
@@ -227,10 +227,10 @@ class AdminCalls:
             TopicNotFoundError: no such topic.
         """
         request = admin_pb2.GetSegmentsRequest(topic=topic, include_sealed=include_sealed)
-        response = self._call(self._connection.admin.GetSegments, request, retry=True)
+        response = await self._call(self._connection.admin.GetSegments, request, retry=True)
         return self._learn(segment_range_from_proto(segment) for segment in response.segments)
 
-    def scale_topic(self, topic: str, seal: Sequence[str],
+    async def scale_topic(self, topic: str, seal: Sequence[str],
                     new_ranges: Sequence[tuple[float, float]]) -> ScaleResult:
         """Seals segments and creates successors whose ranges exactly cover theirs.
 
@@ -260,11 +260,11 @@ class AdminCalls:
         request = admin_pb2.ScaleTopicRequest(
             topic=topic, seal=list(seal),
             new_ranges=[admin_pb2.KeyRange(low=low, high=high) for low, high in new_ranges])
-        result = settled.scale_topic(self, request)
+        result = await settled.scale_topic(self, request)
         self._learn(result.created)
         return result
 
-    def get_successors(self, segment: str) -> list[SegmentRange]:
+    async def get_successors(self, segment: str) -> list[SegmentRange]:
         """The segments created when ``segment`` was sealed by scaling, by ``key_low``.
 
         Each one lists its own predecessors. Empty while ``segment`` is open
@@ -274,18 +274,16 @@ class AdminCalls:
             NoSuchSegmentError: no such segment.
         """
         request = admin_pb2.GetSuccessorsRequest(segment=segment)
-        response = self._call(self._connection.admin.GetSuccessors, request, retry=True)
+        response = await self._call(self._connection.admin.GetSuccessors, request, retry=True)
         return self._learn(segment_range_from_proto(s) for s in response.successors)
 
-    async def _successors_async(self, segment: str) -> list[SegmentRange]:
-        """``get_successors`` on the IO thread (writers following a sealed segment)."""
-        response = await self._unary(self._connection.admin.GetSuccessors,
-                                     admin_pb2.GetSuccessorsRequest(segment=segment), retry=True)
-        successors = [segment_range_from_proto(s) for s in response.successors]
-        self._brokers.learn((s.name, s.owner) for s in successors)  # (on the IO thread)
-        return successors
+    async def successors(self, segment: str) -> list[SegmentRange]:
+        """``get_successors`` for the parts that follow a sealed segment (writers, readers)."""
+        response = await self.unary(self._connection.admin.GetSuccessors,
+                                    admin_pb2.GetSuccessorsRequest(segment=segment), retry=True)
+        return self._learn(segment_range_from_proto(s) for s in response.successors)
 
-    def seal_topic(self, name: str) -> TopicInfo:
+    async def seal_topic(self, name: str) -> TopicInfo:
         """Seals every open segment of the topic: it takes no more events, stays readable.
 
         Writers of it fail with ``SegmentSealedError``. Idempotent.
@@ -294,9 +292,9 @@ class AdminCalls:
             TopicNotFoundError: no such topic.
             InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
         """
-        return settled.seal_topic(self, name)
+        return await settled.seal_topic(self, name)
 
-    def get_segment_info(self, segment: str) -> SegmentInfo:
+    async def get_segment_info(self, segment: str) -> SegmentInfo:
         """One segment's offsets, state and ledgers.
 
         Raises:
@@ -304,10 +302,10 @@ class AdminCalls:
                 its topic is unknown).
         """
         request = admin_pb2.GetSegmentInfoRequest(segment=segment)
-        return segment_info_from_proto(self._call(self._connection.admin.GetSegmentInfo,
+        return segment_info_from_proto(await self._call(self._connection.admin.GetSegmentInfo,
                                                   request, retry=True))
 
-    def truncate_segment(self, segment: str, offset: int) -> SegmentInfo:
+    async def truncate_segment(self, segment: str, offset: int) -> SegmentInfo:
         """Deletes the segment's events before ``offset`` (whole ledgers only).
 
         The new ``start_offset`` is the first offset of the oldest ledger
@@ -319,10 +317,13 @@ class AdminCalls:
             InternalTopicError: a system topic (a ``_`` name): only the broker writes it.
         """
         request = admin_pb2.TruncateSegmentRequest(segment=segment, offset=offset)
-        return settled.again(f"TruncateSegment {segment}", lambda: segment_info_from_proto(
-            self._call(self._connection.admin.TruncateSegment, request)))
 
-    def grant_permission(self, role: str, resource: str, actions: Sequence[str], *,
+        async def truncate() -> SegmentInfo:
+            return segment_info_from_proto(
+                await self._call(self._connection.admin.TruncateSegment, request))
+        return await settled.again(f"TruncateSegment {segment}", truncate)
+
+    async def grant_permission(self, role: str, resource: str, actions: Sequence[str], *,
                          kind: Kind = "topic") -> PermissionGrant:
         """Grants ``role`` ``actions`` (produce, consume, admin) on a topic or reader group.
 
@@ -336,30 +337,37 @@ class AdminCalls:
         """
         request = admin_pb2.GrantPermissionRequest(
             grant=grant_to_proto(role, kind, resource, actions))
-        return settled.again(f"GrantPermission {role}", lambda: grant_from_proto(
-            self._call(self._connection.admin.GrantPermission, request)))
 
-    def revoke_permission(self, role: str, resource: str, actions: Sequence[str], *,
+        async def grant() -> PermissionGrant:
+            return grant_from_proto(
+                await self._call(self._connection.admin.GrantPermission, request))
+        return await settled.again(f"GrantPermission {role}", grant)
+
+    async def revoke_permission(self, role: str, resource: str, actions: Sequence[str], *,
                           kind: Kind = "topic") -> None:
         """Takes ``actions`` from ``role``'s grant on exactly ``resource`` (no-op if absent)."""
         request = admin_pb2.RevokePermissionRequest(
             grant=grant_to_proto(role, kind, resource, actions))
-        settled.again(f"RevokePermission {role}",
-                      lambda: self._call(self._connection.admin.RevokePermission, request))
 
-    def list_permissions(self, role: str | None = None) -> list[PermissionGrant]:
+        async def revoke() -> None:
+            await self._call(self._connection.admin.RevokePermission, request)
+        await settled.again(f"RevokePermission {role}", revoke)
+
+    async def list_permissions(self, role: str | None = None) -> list[PermissionGrant]:
         """Every grant (or ``role``'s), ordered by role, kind, resource. Needs a super-user."""
         request = admin_pb2.ListPermissionsRequest(role=role or "")
-        response = self._call(self._connection.admin.ListPermissions, request, retry=True)
+        response = await self._call(self._connection.admin.ListPermissions, request, retry=True)
         return [grant_from_proto(grant) for grant in response.grants]
 
-    def _call(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
-              retry: bool = False) -> Resp:
-        return self._io.run(self._unary(method, request, retry=retry),
-                            timeout=self.timeout_s + _WAIT_MARGIN_S)
+    async def _call(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
+                    retry: bool = False) -> Resp:
+        """``unary``, given up ``_WAIT_MARGIN_S`` past its deadline (``TimeoutError``:
+        the outcome is unknown, as when the blocking face's wait ended)."""
+        async with asyncio.timeout(self.timeout_s + _WAIT_MARGIN_S):
+            return await self.unary(method, request, retry=retry)
 
-    async def _unary(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
-                     retry: bool = False) -> Resp:
+    async def unary(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
+                    retry: bool = False) -> Resp:
         """One admin call (``Brokers.unary``); with ``retry`` (read-only calls), UNAVAILABLE
         is tried again.
 
@@ -376,7 +384,7 @@ class AdminCalls:
 
     # -- transactions by id -------------------------------------------------------
 
-    def commit_transactions(self, txn_ids: Sequence[bytes], *, commit_key: str = "",
+    async def commit_transactions(self, txn_ids: Sequence[bytes], *, commit_key: str = "",
                             commit_sequence: int = 0) -> bool:
         """``CommitTxn``: commits open transactions (``Transaction.txn_id``) atomically.
 
@@ -397,18 +405,18 @@ class AdminCalls:
         """
         request = transactions_pb2.CommitTxnRequest(
             txn_ids=list(txn_ids), commit_key=commit_key, commit_sequence=commit_sequence)
-        return settled.commit_txns(self, request)
+        return await settled.commit_txns(self, request)
 
-    def abort_transaction(self, txn_id: bytes) -> None:
+    async def abort_transaction(self, txn_id: bytes) -> None:
         """``AbortTxn``: nothing of the open transaction ``txn_id`` ever becomes visible.
 
         Raises:
             TxnStateError: it is not OPEN (committed, aborted, timed out).
             TxnNotFoundError: the broker does not know it.
         """
-        settled.abort_txn(self, txn_id)
+        await settled.abort_txn(self, txn_id)
 
-    def abort_transactions(self, label: str, keep: Sequence[bytes] = (), *,
+    async def abort_transactions(self, label: str, keep: Sequence[bytes] = (), *,
                            close: bool = False) -> list[bytes]:
         """``AbortTxns``: aborts every open transaction begun with ``label`` but ``keep``.
 
@@ -434,10 +442,10 @@ class AdminCalls:
             InvalidArgumentError: an empty or too long label (256 bytes of
                 UTF-8 at most), an id in ``keep`` not 16 bytes.
         """
-        return settled.abort_txns(self, transactions_pb2.AbortTxnsRequest(
+        return await settled.abort_txns(self, transactions_pb2.AbortTxnsRequest(
             label=label, keep=list(keep), close=close))
 
-    def transaction_status(self, txn_id: bytes) -> TxnStatus:
+    async def transaction_status(self, txn_id: bytes) -> TxnStatus:
         """The coordinator's state of ``txn_id`` (``TxnStatus``: OPEN, COMMITTED, ABORTED ...).
 
         How to learn the outcome of a commit that raised
@@ -449,30 +457,9 @@ class AdminCalls:
             TxnNotFoundError: the broker does not know it (or forgot it, long finished).
             InvalidArgumentError: ``txn_id`` is not 16 bytes.
         """
-        response = self._call(self._connection.transactions.GetTxnStatus,
+        response = await self._call(self._connection.transactions.GetTxnStatus,
                               transactions_pb2.GetTxnStatusRequest(txn_id=txn_id), retry=True)
         return TxnStatus.from_wire(response.state)
-
-    def list_groups(self, kind: GroupKind | None = None) -> list[GroupListing]:
-        """Every group, reader and Kafka consumer groups, by name then kind (or one ``kind``).
-
-        In a cluster every live broker is asked for the Kafka groups it
-        coordinates (``folio.read.kafka_groups``); ``NoBrokerAvailableError``
-        if one does not answer.
-        """
-        from folio.read.kafka_groups import list_groups  # noqa: PLC0415
-
-        return list_groups(self, kind)
-
-    def kafka_group(self, name: str) -> KafkaGroup:
-        """A Kafka consumer group (no call made): ``describe``, ``reset``, ``delete``.
-
-        Reset and delete are refused while it has members, as Kafka does.
-        """
-        from folio.read.kafka_groups import KafkaGroup  # noqa: PLC0415
-
-        return KafkaGroup(self, name)
-
 
 
 def _config(**values: int | None) -> admin_pb2.TopicConfig:

@@ -1,11 +1,15 @@
 """The client: one per application; the factory of writers and readers (a facade).
 
-A :class:`Client` owns one IO thread (``folio._transport.io_thread``) and, per
-broker, a bounded pool of connections (``folio._transport.pool``, PDP-36): at
-most ``max_connections_per_endpoint`` channels, each with one shared Append
-stream; every writer's segment flow and every reader's segment stream goes to
-the least busy channel of its segment's broker, and admin calls
-(``folio.admin``, the base class) use the first channel of the admin broker.
+A :class:`Client` is the blocking face over parts that own their state: one IO
+thread (``folio._transport.io_thread``) running the loop everything else lives
+on; the brokers (``folio._transport.brokers``), per broker a bounded pool of
+connections (``folio._transport.pool``, PDP-36): at most
+``max_connections_per_endpoint`` channels, each with one shared Append stream;
+every writer's segment flow and every reader's segment stream goes to the least
+busy channel of its segment's broker; the admin calls (``folio.admin.AdminCore``,
+coroutines, shown here as blocking methods by ``folio._face.blocking``) use the
+first channel of the admin broker. ``folio.aio.AsyncClient`` is the other face
+over the same parts, on the caller's loop.
 Which broker is which — bootstrap from an endpoint list, segment owners,
 WrongHost — is ``folio._transport.brokers``. ``pool_stats`` shows the admin
 broker's pool, ``broker_pool_stats`` every one. Each public method is a thin blocking
@@ -17,15 +21,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
+from google.protobuf.message import Message
+from grpc import aio
+
+from folio._client_groups import GroupCalls
+from folio._face import blocking, forward
 from folio._transport.brokers import Brokers, parse_endpoints
-from folio._transport.io_thread import IoThread
+from folio._transport.io_thread import Connection, IoThread
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, PoolStats
-from folio.admin import AdminCalls
-from folio.api.v1 import groups_pb2
+from folio.admin import AdminCore
 from folio.config import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_ENDPOINT,
@@ -34,7 +42,7 @@ from folio.config import (
     ClientConfig,
 )
 from folio.errors import FolioError, InvalidArgumentError
-from folio.models import DeserializationPolicy
+from folio.models import DeserializationPolicy, SegmentRange
 from folio.read.start import Start, ancestors, start_positions
 from folio.security import TLS
 from folio.serializers import BytesSerializer, Serializer
@@ -46,9 +54,6 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from folio.metrics import TopicMetrics
-    from folio.read._group_calls import _GroupClient
-    from folio.read.batch import BatchClient
-    from folio.read.groups import GroupStart, ReaderGroup
     from folio.read.reader import EventReader, Isolation
     from folio.txn.txn import SingleRoutingKeyTransactionWriter
     from folio.txn.txn_full import TransactionalWriter
@@ -59,10 +64,12 @@ __all__ = ["DEFAULT_ENDPOINT", "ENDPOINT_ENV", "Client"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
 
 
 
-class Client(AdminCalls):
+class Client:
     """A connection to a Folio broker or cluster: admin calls, writers and readers.
 
     Thread-safe. A context manager; ``close`` closes the writers and readers
@@ -133,6 +140,10 @@ class Client(AdminCalls):
         self._io = IoThread(f"folio-io-{self.endpoints[0]}")
         self._brokers: Brokers = self._io.run(self._open(), timeout=self.timeout_s)
         self._io.on_close = self._brokers.close  # channels close before the loop does
+        #: The admin calls (coroutines run on the IO thread; see the methods below).
+        self._admin = AdminCore(self._brokers, self.timeout_s)
+        #: Reader groups, batch reads and Kafka groups (blocking calls over this client).
+        self._group_calls = GroupCalls(self)
         self._lock = threading.Lock()
         self._writers: list[EventWriter[Any]] = []
         self._readers: list[EventReader[Any]] = []
@@ -189,68 +200,60 @@ class Client(AdminCalls):
         except RuntimeError:  # the client is closed, and so is its IO thread
             return self._brokers.pool_stats()
 
-    # -- admin ----------------------------------------------------------------
-    # -- reader groups and batch reads (folio.read.groups, folio.read.batch) ----
+    # -- admin (folio.admin.AdminCore, each run on the IO thread) ---------------
 
-    def reader_group(self, name: str, topics: list[str] | None = None,
-                     start: GroupStart = "earliest", *,
-                     sync_interval_ms: int = 200,
-                     session_timeout_ms: int | None = None) -> ReaderGroup:
-        """A reader group: created at ``start`` if it does not exist, else opened.
+    create_topic = blocking(AdminCore.create_topic)
+    get_topic = blocking(AdminCore.get_topic)
+    list_topics = blocking(AdminCore.list_topics)
+    describe_cluster = blocking(AdminCore.describe_cluster)
+    delete_topic = blocking(AdminCore.delete_topic)
+    update_topic_config = blocking(AdminCore.update_topic_config)
+    get_segments = blocking(AdminCore.get_segments)
+    scale_topic = blocking(AdminCore.scale_topic)
+    get_successors = blocking(AdminCore.get_successors)
+    seal_topic = blocking(AdminCore.seal_topic)
+    get_segment_info = blocking(AdminCore.get_segment_info)
+    truncate_segment = blocking(AdminCore.truncate_segment)
+    grant_permission = blocking(AdminCore.grant_permission)
+    revoke_permission = blocking(AdminCore.revoke_permission)
+    list_permissions = blocking(AdminCore.list_permissions)
+    commit_transactions = blocking(AdminCore.commit_transactions)
+    abort_transaction = blocking(AdminCore.abort_transaction)
+    abort_transactions = blocking(AdminCore.abort_transactions)
+    transaction_status = blocking(AdminCore.transaction_status)
 
-        Args:
-            name: the group's name (the topic name rules).
-            topics: the topics it reads; None opens an existing group. An
-                existing group must read the same topics.
-            start: ``"earliest"`` (every topic's first segments from their
-                first retained event), ``"latest"`` (only events written
-                from now on), a ``StreamCut`` or a mapping of segment to
-                offset (topics it leaves out start at their earliest), or a
-                ``Checkpoint`` (exactly after it). Ignored when the group exists.
-            sync_interval_ms: how often its readers sync with the group
-                state (pick up free segments and checkpoints).
-            session_timeout_ms: a member the broker has not heard from for
-                this long (its process died, say) is declared offline and its
-                segments go to the others (members heartbeat every third of
-                it). None: the broker's default, 10000, for a new group; an
-                existing group must have the same. 1000 to 1800000.
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Runs a core coroutine on the IO thread and waits (it bounds its own time)."""
+        return self._io.run(coro)
 
-        Raises:
-            ReaderGroupNotFoundError: ``topics`` is None and there is no such group.
-            TopicNotFoundError: a topic does not exist.
-            InvalidArgumentError: a bad name, start or topic list.
-        """
-        from folio.read.groups import ReaderGroup  # noqa: PLC0415
+    @property
+    def _connection(self) -> Connection:
+        """The channel of admin calls now (the admin broker's; it changes on failover)."""
+        return self._brokers.admin
 
-        return ReaderGroup.open(name, self._groups(), topics, start, sync_interval_ms,
-                                session_timeout_ms)
+    def _call(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
+              retry: bool = False) -> Resp:
+        """One admin call on the IO thread (``AdminCore._call``); reader groups, Kafka groups
+        and transactional writers make theirs through it."""
+        return self._io.run(self._admin._call(method, request, retry=retry))
 
-    def delete_reader_group(self, name: str) -> None:
-        """Deletes a reader group. ``ReaderGroupNotFoundError``."""
-        self._groups().delete(name)
+    def _unary(self, method: aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, *,
+               retry: bool = False) -> Awaitable[Resp]:
+        """``AdminCore.unary``: the call as a coroutine for the IO thread."""
+        return self._admin.unary(method, request, retry=retry)
 
-    def list_reader_groups(self) -> list[str]:
-        """Every reader group's name, sorted."""
-        reply = self._call(self._groups().stub.ListReaderGroups,
-                           groups_pb2.ListReaderGroupsRequest(), retry=True)
-        return list(reply.names)
+    async def _successors_async(self, segment: str) -> list[SegmentRange]:
+        """A segment's successors, on the IO thread (writers and readers following a seal)."""
+        return await self._admin.successors(segment)
 
-    def batch_client(self) -> BatchClient:
-        """Lists segments (sealed too) between cuts and reads any of them; ``folio.read.batch``."""
-        from folio.read.batch import BatchClient  # noqa: PLC0415
+    # -- groups and batch reads (folio._client_groups.GroupCalls) -------------------
 
-        return BatchClient(self, io=self._io, channels=self._flow_pool())
-
-    def _groups(self) -> _GroupClient:
-        def heartbeat(request: groups_pb2.HeartbeatRequest,
-                      timeout_s: float) -> Awaitable[groups_pb2.HeartbeatResponse]:
-            return self._brokers.unary(self._connection.groups.Heartbeat, request,
-                                       timeout_s=timeout_s, retry=True)
-
-        from folio.read._group_calls import _GroupClient  # noqa: PLC0415
-
-        return _GroupClient(self, self._call, self._unary, self._io, self._flow_pool(),
-                            lambda: self._connection.groups, heartbeat)
+    list_groups = forward(GroupCalls.list_groups, "_group_calls")
+    kafka_group = forward(GroupCalls.kafka_group, "_group_calls")
+    reader_group = forward(GroupCalls.reader_group, "_group_calls")
+    delete_reader_group = forward(GroupCalls.delete_reader_group, "_group_calls")
+    list_reader_groups = forward(GroupCalls.list_reader_groups, "_group_calls")
+    batch_client = forward(GroupCalls.batch_client, "_group_calls")
 
     # -- writers and readers ----------------------------------------------------
 

@@ -4,8 +4,9 @@ Every gRPC call of a :class:`folio.Client` runs on ``grpc.aio`` inside one
 event loop on one daemon thread (:class:`IoThread`). The blocking API hands
 work to it with :meth:`IoThread.run` (a coroutine, waited for) or
 :meth:`IoThread.call_soon` (a function, not waited for) — once per block or
-per response, never per event. An ``asyncio`` API can later await the same
-coroutines directly.
+per response, never per event. The asyncio face (``folio.aio``) runs the same
+parts on the caller's loop instead (``folio._transport.loop_io.LoopIo``, the
+same ``EventLoopIo`` interface), with no thread.
 
 A :class:`Connection` is one channel (one TCP connection) with its stubs and
 its one shared Append stream; a client holds a bounded pool of them

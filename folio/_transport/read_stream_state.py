@@ -1,4 +1,4 @@
-"""What ``SegmentStreams`` keeps of one segment's Read stream, and its credit.
+"""What ``SegmentStreams`` keeps of one segment's Read stream, its credit, and its queue.
 
 A stream's *credit* is its window of responses queued for the caller and not
 yet taken: the IO side acquires one before it queues a response, the caller's
@@ -10,9 +10,34 @@ most ``size`` responses of one segment are ever held.
 from __future__ import annotations
 
 import asyncio
+import queue
+from collections.abc import Callable
 from concurrent.futures import Future
+from typing import TypeVar
 
-__all__ = ["Credit", "ReadStreamState"]
+__all__ = ["Credit", "ReadStreamState", "SignallingQueue"]
+
+Item = TypeVar("Item")
+
+
+class SignallingQueue(queue.Queue[Item]):
+    """The streams' queue for the caller; ``on_put``, if set, is called after each put.
+
+    On the putting thread, holding the queue's lock: it must only signal (the
+    asyncio face sets an ``asyncio.Event``, its loop being the putting thread).
+    """
+
+    on_put: Callable[[], None] | None = None
+
+    def signal_to(self, signal: Callable[[], None]) -> SignallingQueue[Item]:
+        """Calls ``signal()`` after each put from now on; returns the queue."""
+        self.on_put = signal
+        return self
+
+    def _put(self, item: Item) -> None:
+        super()._put(item)
+        if self.on_put is not None:
+            self.on_put()
 
 
 class Credit:

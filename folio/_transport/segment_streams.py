@@ -6,8 +6,8 @@ and removed at any time; each has one ``Read`` server stream on the IO thread
 on one queue, at most ``_BUFFERED_RESPONSES`` per segment ahead of the caller.
 The caller takes responses off the queue and unpacks their blocks by column,
 one tight loop per block (``folio._transport.unpack``); each ``Event`` object
-is made as it is returned. Every stream carries a token: when
-a segment is removed (and maybe added again later), responses its old stream
+is made as it is returned. Every stream carries a token: when a segment is
+removed (and maybe added again later), responses its old stream
 had queued are recognised by their stale token and dropped, so nothing is
 returned twice or out of order. A segment whose last response carried
 ``end_of_segment`` is *finished* once all its events were returned.
@@ -26,14 +26,14 @@ A stream that breaks, or that hears nothing from its broker (not even the
 empty response due every ``max_wait_ms`` at the tail) for ``max_wait_ms`` plus
 the progress deadline (``folio._transport.liveness``), is opened again from the
 next offset after backoff, or as soon as its channel turns READY again
-(``liveness.wait_to_reconnect``, as the Append stream); a
-status the broker did not give (gRPC's own, e.g. from a cut connection) gets
-a few retries too. In a cluster, each stream runs on a channel of its
-segment's owner (``folio._transport.brokers``); a WrongHost answer moves it
-to the owner it names, or to the one ``LookupSegment`` finds (looked up with
-backoff for as long as the segment is held), from the next offset. The event
-reader (``folio.read.reader``), reader groups and batch reads are all built on
-this one engine.
+(``liveness.wait_to_reconnect``, as the Append stream); a status the broker
+did not give (gRPC's own, e.g. from a cut connection) gets a few retries
+too. In a cluster, each stream runs on a channel of its segment's owner
+(``folio._transport.brokers``); a WrongHost answer moves it to the owner it
+names, or to the one ``LookupSegment`` finds (looked up with backoff for as
+long as the segment is held), from the next offset. The event reader
+(``folio.read.reader``), reader groups and batch reads are all built on this
+one engine.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from folio._transport.liveness import (
     with_progress_deadline,
 )
 from folio._transport.moving import MOVE_BACKOFF_MAX_S
-from folio._transport.read_stream_state import Credit, ReadStreamState
+from folio._transport.read_stream_state import Credit, ReadStreamState, SignallingQueue
 from folio._transport.read_view import ReadView, open_read
 from folio._transport.unpack import EMPTY, UnpackedEvents, unpack_response
 from folio.api.v1 import read_pb2
@@ -136,11 +136,11 @@ class SegmentStreams(Generic[T]):
         self._metrics = metrics
         self._deserialize = deserialize
         self._isolation = isolation
-        self._queue: queue.Queue[_Item] = queue.Queue()
+        #: What the caller takes from (the asyncio face's reader signals on it: ``signal_to``).
+        self.items = self._queue = SignallingQueue[_Item]()
         self._streams: dict[str, ReadStreamState] = {}
         self._tokens = itertools.count(1)
-        #: The events of the response being returned, the next one's index,
-        #: and how many there are.
+        #: The events of the response being returned, the next one's index, how many.
         self._events: UnpackedEvents = EMPTY
         self._index = 0
         self._count = 0

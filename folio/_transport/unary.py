@@ -1,6 +1,6 @@
 """The shape of a blocking unary call: what writers and readers are handed to make one.
 
-``folio.admin.AdminCalls._call`` is one: it runs the call on the client's IO
+``folio.Client._call`` is one: it runs the call (``AdminCore._call``) on the client's IO
 thread, tries read-only calls again on UNAVAILABLE, and raises the typed
 ``FolioError`` the broker answered.
 """

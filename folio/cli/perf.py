@@ -34,6 +34,7 @@ from folio.cli._common import (
     resolve_endpoint,
 )
 from folio.cli._perf_consume import ConsumeConfig, run_consume
+from folio.cli._perf_faces import add_parser as add_faces_parser
 from folio.cli._perf_produce import (
     DEFAULT_TXN_IN_FLIGHT,
     GROUP_SIZE,
@@ -325,7 +326,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``folio perf produce`` and ``folio perf consume``."""
+    """Add ``folio perf produce``, ``folio perf consume`` and ``folio perf faces``."""
     parser = subparsers.add_parser(
         "perf", help="measure throughput and latency with generated load",
         description="Generate load against a broker and report throughput and latency, "
@@ -409,3 +410,5 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     start.add_argument("--from-beginning", dest="start", action="store_const",
                        const="earliest", help="same as --from earliest")
     consume.set_defaults(func=_perf_consume)
+
+    add_faces_parser(commands)

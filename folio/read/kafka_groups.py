@@ -49,7 +49,7 @@ Resp = TypeVar("Resp", bound=Message)
 
 
 class Client(Protocol):
-    """What these calls need of the client (``folio.admin.AdminCalls``)."""
+    """What these calls need of the client (``folio.Client``)."""
 
     timeout_s: float
     _io: IoThread

@@ -31,10 +31,10 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
 
 from folio._transport.append_stream import Backoff
 from folio._transport.scaling import SuccessorLookup
@@ -51,6 +51,7 @@ from folio.serializers import BytesSerializer, Serializer
 if TYPE_CHECKING:
     from folio._transport.io_thread import IoThread
     from folio._transport.pool import ReadChannels
+    from folio._transport.read_stream_state import SignallingQueue
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
     from folio.metrics import TopicMetrics
 
@@ -186,6 +187,12 @@ class EventReader(Generic[T]):
                 return None
         # Closed: what was unpacked before still comes out, then nothing.
         return streams.next_event(0)
+
+    def on_item(self, signal: Callable[[], None]) -> SignallingQueue[Any]:
+        """``signal()`` whenever a stream queues a response or a wake-up (the asyncio face's
+        reader awaits it, then calls ``read_next(0)``, until the queue returned is empty;
+        ``SegmentStreams.items``). It must only signal."""
+        return self._streams.items.signal_to(signal)
 
     def skip(self, error: DeserializationError) -> None:
         """Steps over the one event ``error`` names, which the reader is on.

@@ -110,7 +110,7 @@ class SegmentWriter:
     __slots__ = ("_batch", "_batch_size_bytes", "_closed", "_cond", "_delivery_timeout_s",
                  "_flow", "_handing", "_idle_cut", "_in_flight", "_io", "_linger_s", "_lock",
                  "_max_in_flight", "_metrics", "_on_error", "_on_sealed", "_redirect",
-                 "_waiters", "segment")
+                 "_waiters", "on_change", "segment")
 
     def __init__(self, segment: str, *, writer_id: str, io: IoThread, stream: FlowSource,
                  batch_size_bytes: int, linger_s: float, max_in_flight: int,
@@ -162,6 +162,10 @@ class SegmentWriter:
             segment, writer_id=writer_id, source=stream, delivery_timeout_s=delivery_timeout_s,
             complete=self._complete, on_sealed=self._sealed if on_sealed else None)
         self._on_sealed = on_sealed
+        #: Called (holding the caller-side lock: it must not append) whenever room
+        #: may have come (a block done, the hand-over made, the writer closed):
+        #: how the asyncio face learns it may append (``would_wait``) or is flushed.
+        self.on_change: Callable[[], None] | None = None
 
     # == caller side =========================================================
 
@@ -234,6 +238,21 @@ class SegmentWriter:
         # Handed over to the successors (outside the lock: the target may wait for room).
         return redirect(payload, routing_key, headers, timestamp_ms, size, force)
 
+    def would_wait(self, keyless: bool, size: int) -> bool:
+        """Whether ``append`` of such an event would wait for room now (never waits).
+
+        The asyncio face (``folio.aio``) runs on the IO side's loop, where
+        ``append`` must not wait: it asks first, and awaits ``on_change`` instead.
+        """
+        estimate = size + EVENT_OVERHEAD_BYTES
+        with self._lock:
+            batch = self._batch
+            if self._redirect is not None or self._closed or batch is None or not (
+                    batch.keyless is not keyless or batch.size >= self._batch_size_bytes
+                    or batch.size + estimate > MAX_BATCH_BYTES):
+                return False
+            return self._handing or self._in_flight >= self._max_in_flight
+
     def cut_now(self, deadline: float | None) -> bool:
         """Cuts the open batch into a block (waiting for room); False if ``deadline`` passed."""
         with self._lock:
@@ -284,6 +303,8 @@ class SegmentWriter:
     def _notify_locked(self) -> None:
         if self._cond is not None:
             self._cond.notify_all()
+        if self.on_change is not None:
+            self.on_change()
 
     def _wait_locked(self, deadline: float | None) -> bool:
         if deadline is None:

@@ -85,6 +85,16 @@ class BlockOutcome:
         for outcome in outcomes:
             outcome.add_callback(one_done, WriteFuture(outcome, 0))
 
+    def outcome_of(self, index: int) -> WriteResult | BaseException:
+        """Once done: event ``index``'s result, or its error (never waits)."""
+        if self.forwarded is not None:
+            future = self.forwarded[index]
+            error = future.exception(0)
+            return error if error is not None else future.result(0)
+        if self.error is not None:
+            return self.error
+        return WriteResult(self.segment, self.offset + index if self.offset >= 0 else -1)
+
     def add_callback(self, callback: Callable[[WriteFuture], None], future: WriteFuture) -> None:
         """Calls ``callback(future)`` once the outcome is known (at once if it is)."""
         with self._lock:
@@ -122,6 +132,12 @@ class WriteFuture:
     def __init__(self, outcome: BlockOutcome, index: int) -> None:
         self._outcome = outcome
         self._index = index
+
+    @property
+    def block(self) -> tuple[BlockOutcome, int]:
+        """The outcome of the event's block and its index there (one callback per block
+        serves all its events: the asyncio face's way)."""
+        return self._outcome, self._index
 
     def done(self) -> bool:
         """Whether the event was acknowledged or failed for good."""

@@ -140,8 +140,13 @@ class EventWriter(Generic[T]):
                  max_in_flight: int, delivery_timeout_ms: int, writer_id: str | None,
                  on_close: Callable[[EventWriter[T]], None] | None = None,
                  successors: SuccessorLookup | None = None,
-                 metrics: TopicMetrics | None = None) -> None:
-        """Made by ``Client.writer``, which documents the arguments."""
+                 metrics: TopicMetrics | None = None,
+                 on_change: Callable[[], None] | None = None) -> None:
+        """Made by ``Client.writer``, which documents the arguments.
+
+        ``on_change`` is given to each segment writer (``SegmentWriter.on_change``):
+        the asyncio face's way to learn that room came or a flush may be done.
+        """
         if linger_ms < 0:
             raise InvalidArgumentError(f"linger_ms must be >= 0, not {linger_ms}")
         if batch_size_bytes < 1:
@@ -189,6 +194,7 @@ class EventWriter(Generic[T]):
         self._following: set[asyncio.Future[None]] = set()
         #: Bumped by every routing change (flush waits until it holds still).
         self._generation = 0
+        self._on_change = on_change
 
     def write_event(self, event: T, routing_key: str | None = None,
                     headers: Mapping[str, bytes] | None = None) -> WriteFuture:
@@ -240,6 +246,35 @@ class EventWriter(Generic[T]):
         if routed is None:
             routed = self._route(routing_key)
         return routed.append(payload, routing_key, headers, now_ms, size + len(routing_key))
+
+    def target(self, routing_key: str | None) -> SegmentWriter:
+        """The segment writer the next event with ``routing_key`` goes to (as ``write_event``).
+
+        For the asyncio face, which asks it ``would_wait`` before ``write_event``.
+        """
+        if routing_key is None:
+            segment = self._keyless
+            if segment is None:
+                segment = self._keyless = self._keyless_segment()
+            return segment
+        routed = self._routes.get(routing_key)
+        return routed if routed is not None else self._route(routing_key)
+
+    def try_flush(self) -> bool:
+        """Cuts every batch it can and says whether every event is done; never waits.
+
+        The asyncio face's flush: it calls this again after each ``on_change``
+        until True, then ``take_error``.
+        """
+        segments = list(self._segments.values())
+        cut = [segment.cut_now(0.0) for segment in segments]  # every one, not the first
+        return all(cut) and all(segment.wait_idle(0.0) for segment in segments)
+
+    def take_error(self) -> BaseException | None:
+        """The first write that failed since the last flush (then forgotten), or None."""
+        with self._errors_lock:
+            error, self._first_error = self._first_error, None
+        return error
 
     def flush(self, timeout: float | None = None) -> None:
         """Sends every batched event and waits until each is acknowledged or failed.
@@ -328,6 +363,7 @@ class EventWriter(Generic[T]):
             delivery_timeout_s=self._delivery_timeout_s, on_error=self._record_error,
             on_sealed=None if self._successors is None else self._on_sealed,
             metrics=self._metrics)
+        made.on_change = self._on_change
         segment = self._segments.setdefault(name, made)  # atomic: one wins a race
         if self._closed:
             segment.close()  # closed meanwhile: its append raises WriterClosedError

@@ -431,16 +431,16 @@ def test_grant_and_revoke_whose_answers_are_lost(admin: folio.Client) -> None:
     # Issue 22 (folio._unknown): the broker applies the call, its answer is
     # lost at the client's call seam; the old code raised TimeoutError, now the
     # idempotent call is made again (tests/integration/test_unknown_outcomes.py).
-    from tests.integration.test_unknown_outcomes import _lose  # noqa: PLC0415
+    from tests.integration.test_unknown_outcomes import _lose_admin  # noqa: PLC0415
 
     try:
-        lost = _lose(admin, admin_pb2.GrantPermissionRequest)
+        lost = _lose_admin(admin, admin_pb2.GrantPermissionRequest)
         grant = admin.grant_permission("unk-role", "unk.*", ["produce"])
         assert lost == ["GrantPermissionRequest"]
         assert (grant.resource, grant.actions) == ("unk.*", ("produce",))
-        lost = _lose(admin, admin_pb2.RevokePermissionRequest)
+        lost = _lose_admin(admin, admin_pb2.RevokePermissionRequest)
         admin.revoke_permission("unk-role", "unk.*", ["produce"])
         assert lost == ["RevokePermissionRequest"]
         assert admin.list_permissions("unk-role") == []
     finally:
-        del admin._call  # the module's client calls as before
+        del admin._admin._call  # the module's client calls as before

@@ -1,6 +1,7 @@
 """Issue 22, items 1 and 4: the SDK's state-changing calls after an unknown outcome.
 
-Each test puts a fault wrapper at the client's call seam (``Client._call``,
+Each test puts a fault wrapper at the client's call seam (``AdminCore._call``
+for admin calls, ``Client._call`` for reader groups,
 ``TransactionalWriter._call``, as ``test_transactional_writer.py`` does for
 ``Transaction.commit``): the real standalone applies the call, then its answer
 is lost the way the IO thread's own wait loses it (``TimeoutError: no answer
@@ -22,6 +23,26 @@ from google.protobuf.message import Message
 import folio
 from folio.api.v1 import admin_pb2, groups_pb2, transactions_pb2
 from folio.errors import OutcomeUnknownError
+
+
+def _lose_admin(client: folio.Client, kind: type[Message], *, applied: bool = True,
+                times: int = 1) -> list[str]:
+    """``_lose`` at the admin calls' seam, the core's coroutine ``AdminCore._call``
+    (both client faces make their admin calls through it)."""
+    core = client._admin
+    real = core._call
+    lost: list[str] = []
+
+    async def losing(method: Any, request: Any, *, retry: bool = False) -> Any:
+        if isinstance(request, kind) and len(lost) < times:
+            lost.append(type(request).__name__)
+            if applied:
+                await real(method, request, retry=retry)
+            raise TimeoutError("no answer within 35.0 s")
+        return await real(method, request, retry=retry)
+
+    core._call = losing  # type: ignore[method-assign]
+    return lost
 
 
 def _lose(owner: Any, kind: type[Message], *, applied: bool = True, times: int = 1,
@@ -48,7 +69,7 @@ def _lose(owner: Any, kind: type[Message], *, applied: bool = True, times: int =
 
 
 def test_create_topic_whose_answer_is_lost(client: folio.Client) -> None:
-    lost = _lose(client, admin_pb2.CreateTopicRequest)
+    lost = _lose_admin(client, admin_pb2.CreateTopicRequest)
     info = client.create_topic("unk-create", segments=3)  # old: TimeoutError
     assert lost == ["CreateTopicRequest"]
     assert info.name == "unk-create" and len(info.segments) == 3
@@ -58,7 +79,7 @@ def test_create_topic_taken_by_another_is_still_refused(client: folio.Client) ->
     client.create_topic("unk-taken", segments=2)
     # Lost on the way there: the repeat finds another client's topic (2
     # segments, 3 asked), which is not ours.
-    lost = _lose(client, admin_pb2.CreateTopicRequest, applied=False)
+    lost = _lose_admin(client, admin_pb2.CreateTopicRequest, applied=False)
     with pytest.raises(folio.TopicExistsError):
         client.create_topic("unk-taken", segments=3)
     assert lost == ["CreateTopicRequest"]
@@ -66,7 +87,7 @@ def test_create_topic_taken_by_another_is_still_refused(client: folio.Client) ->
 
 def test_delete_topic_whose_answer_is_lost(client: folio.Client) -> None:
     client.create_topic("unk-delete")
-    lost = _lose(client, admin_pb2.DeleteTopicRequest)
+    lost = _lose_admin(client, admin_pb2.DeleteTopicRequest)
     client.delete_topic("unk-delete")  # old: TimeoutError; a bare repeat: TopicNotFoundError
     assert lost == ["DeleteTopicRequest"]
     with pytest.raises(folio.TopicNotFoundError):
@@ -77,7 +98,7 @@ def test_delete_topic_whose_answer_is_lost(client: folio.Client) -> None:
 
 def test_update_topic_config_whose_answer_is_lost(client: folio.Client) -> None:
     client.create_topic("unk-config")
-    lost = _lose(client, admin_pb2.UpdateTopicConfigRequest)
+    lost = _lose_admin(client, admin_pb2.UpdateTopicConfigRequest)
     info = client.update_topic_config("unk-config", retention_ms=3_600_000)
     assert lost == ["UpdateTopicConfigRequest"]
     assert info.config.retention_ms == 3_600_000
@@ -85,7 +106,7 @@ def test_update_topic_config_whose_answer_is_lost(client: folio.Client) -> None:
 
 def test_seal_topic_whose_answer_is_lost(client: folio.Client) -> None:
     client.create_topic("unk-seal", segments=2)
-    lost = _lose(client, admin_pb2.SealTopicRequest)
+    lost = _lose_admin(client, admin_pb2.SealTopicRequest)
     client.seal_topic("unk-seal")
     assert lost == ["SealTopicRequest"]
     assert all(s.sealed for s in client.get_segments("unk-seal", include_sealed=True))
@@ -93,7 +114,7 @@ def test_seal_topic_whose_answer_is_lost(client: folio.Client) -> None:
 
 def test_scale_topic_whose_answer_is_lost(client: folio.Client) -> None:
     (segment,) = client.create_topic("unk-scale").segments
-    lost = _lose(client, admin_pb2.ScaleTopicRequest)
+    lost = _lose_admin(client, admin_pb2.ScaleTopicRequest)
     # Old: TimeoutError; a bare repeat: SegmentSealedError.
     result = client.scale_topic("unk-scale", [segment.name], [(0.0, 0.5), (0.5, 1.0)])
     assert lost == ["ScaleTopicRequest"]
@@ -106,17 +127,17 @@ def test_scale_after_an_unknown_outcome_is_not_taken_for_another(client: folio.C
     # The ScaleTopic never arrived; meanwhile the topic was sealed by another
     # client: the repeat's SegmentSealedError is not ours (no successors).
     (segment,) = client.create_topic("unk-scale2").segments
-    real = client._call
+    real = client._admin._call
 
-    def lost_then_sealed(method: Any, request: Any, *, retry: bool = False) -> Any:
+    async def lost_then_sealed(method: Any, request: Any, *, retry: bool = False) -> Any:
         if isinstance(request, admin_pb2.ScaleTopicRequest) and not sealed:
-            sealed.append(real(client._connection.admin.SealTopic,
-                               admin_pb2.SealTopicRequest(name="unk-scale2")))
+            sealed.append(await real(client._connection.admin.SealTopic,
+                                     admin_pb2.SealTopicRequest(name="unk-scale2")))
             raise TimeoutError("no answer within 35.0 s")
-        return real(method, request, retry=retry)
+        return await real(method, request, retry=retry)
 
     sealed: list[Any] = []
-    client._call = lost_then_sealed  # type: ignore[method-assign]
+    client._admin._call = lost_then_sealed  # type: ignore[method-assign]
     with pytest.raises(folio.SegmentSealedError):
         client.scale_topic("unk-scale2", [segment.name], [(0.0, 0.5), (0.5, 1.0)])
     assert len(sealed) == 1
@@ -129,7 +150,7 @@ def test_truncate_segment_whose_answer_is_lost(client: folio.Client) -> None:
         for i in range(6):  # one block (and, past 1 KiB, a new ledger) each
             writer.write_event(b"y" * 600 + b"%d" % i)
             writer.flush(30)
-    lost = _lose(client, admin_pb2.TruncateSegmentRequest)
+    lost = _lose_admin(client, admin_pb2.TruncateSegmentRequest)
     info = client.truncate_segment("unk-trunc/0", 4)  # old: TimeoutError
     assert lost == ["TruncateSegmentRequest"]
     assert 0 < info.segment.start_offset <= 4
@@ -147,7 +168,7 @@ def _open_txn(client: folio.Client, topic: str) -> bytes:
 
 def test_commit_transactions_whose_answer_is_lost(client: folio.Client) -> None:
     txn_id = _open_txn(client, "unk-commit")
-    lost = _lose(client, transactions_pb2.CommitTxnRequest)
+    lost = _lose_admin(client, transactions_pb2.CommitTxnRequest)
     assert client.commit_transactions([txn_id]) is True  # old: TimeoutError
     assert lost == ["CommitTxnRequest"]
     assert client.transaction_status(txn_id) is folio.TxnStatus.COMMITTED
@@ -155,7 +176,7 @@ def test_commit_transactions_whose_answer_is_lost(client: folio.Client) -> None:
 
 def test_keyed_commit_whose_answer_is_lost_is_ours(client: folio.Client) -> None:
     txn_id = _open_txn(client, "unk-commit-key")
-    lost = _lose(client, transactions_pb2.CommitTxnRequest)
+    lost = _lose_admin(client, transactions_pb2.CommitTxnRequest)
     # A bare repeat is answered as a duplicate (False): our own lost commit.
     assert client.commit_transactions([txn_id], commit_key="unk-q", commit_sequence=1) is True
     assert lost == ["CommitTxnRequest"]
@@ -168,17 +189,17 @@ def test_keyed_commit_taken_by_another_committer_is_false(client: folio.Client) 
     # Ours never arrived; another committer committed the key's sequence
     # meanwhile: the repeat is a duplicate, and ours is not committed.
     ours, theirs = _open_txn(client, "unk-key-a"), _open_txn(client, "unk-key-b")
-    real = client._call
+    real = client._admin._call
     other: list[bool] = []
 
-    def lost(method: Any, request: Any, *, retry: bool = False) -> Any:
+    async def lost(method: Any, request: Any, *, retry: bool = False) -> Any:
         if isinstance(request, transactions_pb2.CommitTxnRequest) and not other:
-            other.append(real(method, transactions_pb2.CommitTxnRequest(
-                txn_ids=[theirs], commit_key="unk-q2", commit_sequence=4)).duplicate)
+            other.append((await real(method, transactions_pb2.CommitTxnRequest(
+                txn_ids=[theirs], commit_key="unk-q2", commit_sequence=4))).duplicate)
             raise TimeoutError("no answer within 35.0 s")
-        return real(method, request, retry=retry)
+        return await real(method, request, retry=retry)
 
-    client._call = lost  # type: ignore[method-assign]
+    client._admin._call = lost  # type: ignore[method-assign]
     assert client.commit_transactions([ours], commit_key="unk-q2", commit_sequence=4) is False
     assert other == [False]
     assert client.transaction_status(theirs) is folio.TxnStatus.COMMITTED
@@ -187,7 +208,7 @@ def test_keyed_commit_taken_by_another_committer_is_false(client: folio.Client) 
 
 def test_abort_transaction_whose_answer_is_lost(client: folio.Client) -> None:
     txn_id = _open_txn(client, "unk-abort")
-    lost = _lose(client, transactions_pb2.AbortTxnRequest)
+    lost = _lose_admin(client, transactions_pb2.AbortTxnRequest)
     client.abort_transaction(txn_id)  # old: TimeoutError; a bare repeat: TxnStateError
     assert lost == ["AbortTxnRequest"]
     assert client.transaction_status(txn_id) is folio.TxnStatus.ABORTED
@@ -199,7 +220,7 @@ def test_abort_transactions_whose_answer_is_lost(client: folio.Client) -> None:
         txn = writer.begin(label="unk-job")
         txn.write_event(b"x")
         txn_id = txn.detach()
-    lost = _lose(client, transactions_pb2.AbortTxnsRequest)
+    lost = _lose_admin(client, transactions_pb2.AbortTxnsRequest)
     assert client.abort_transactions("unk-job") == []  # old: TimeoutError
     assert lost == ["AbortTxnsRequest"]
     assert client.transaction_status(txn_id) is folio.TxnStatus.ABORTED
@@ -268,7 +289,7 @@ def test_a_change_under_another_is_reported_unknown(client: folio.Client) -> Non
         if isinstance(request, groups_pb2.UpdateReaderGroupRequest) and calls["n"] == 0:
             calls["n"] += 1
             real(method, request, retry=retry)
-            state = client._groups().get("unk-g2")[1]
+            state = client._group_calls._groups().get("unk-g2")[1]
             state.initiate_checkpoint("other")  # another client's change
             real(method, groups_pb2.UpdateReaderGroupRequest(
                 name="unk-g2", expected_version=request.expected_version + 1,

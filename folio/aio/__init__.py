@@ -1,0 +1,31 @@
+"""``folio.aio``: the SDK for asyncio code, on the caller's event loop.
+
+The same parts as the blocking ``folio.Client`` (brokers and pooled channels,
+segment flows, read streams, the admin calls as coroutines of
+``folio.admin.AdminCore``), run on the loop the application already runs
+instead of the blocking client's IO thread:
+
+- :class:`AsyncClient` (``folio.aio.client``): admin coroutines with the
+  blocking face's names, signatures, errors and reconciliation of unknown
+  outcomes; ``await client.writer(topic)``, ``await client.reader(topic)``.
+- :class:`AsyncEventWriter` (``folio.aio._writer``): ``await writer.write(event)``
+  returns once acknowledged; ``await writer.send(event)`` waits for room only
+  and returns the acknowledgement's ``asyncio.Future``; ``write_nowait``
+  never waits.
+- :class:`AsyncEventReader` (``folio.aio._reader``): ``await reader.read()``,
+  ``async for event in reader``.
+- :class:`AsyncTxnWriter` (``folio.aio._txn``): single-routing-key
+  transactions, ``async with writer.begin() as txn: txn.write(...)``.
+
+docs/sdk.md shows both faces side by side.
+"""
+
+from __future__ import annotations
+
+from folio.aio._reader import AsyncEventReader
+from folio.aio._txn import AsyncTransaction, AsyncTxnWriter
+from folio.aio._writer import AsyncEventWriter
+from folio.aio.client import AsyncClient
+
+__all__ = ["AsyncClient", "AsyncEventReader", "AsyncEventWriter", "AsyncTransaction",
+           "AsyncTxnWriter"]
