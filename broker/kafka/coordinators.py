@@ -24,6 +24,7 @@ from broker.kafka.locator import (
     container_of,
 )
 from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.txns.cluster import ClusterTxns
 from broker.kafka.txns.producers import TxnProducers
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator
@@ -55,11 +56,14 @@ class KafkaCoordinators:
         txns: the transactional ids (None: no Folio transaction coordinator,
             transactional producers are refused).
         locator: which broker coordinates a key (the cluster hook).
+        cluster_txns: a cluster broker's Kafka transactions across brokers
+            (None: one broker, everything is here).
     """
 
     groups: GroupCoordinator
     txns: TxnProducers | None
     locator: CoordinatorLocator
+    cluster_txns: ClusterTxns | None = None
     closer: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def close(self) -> None:
@@ -83,14 +87,17 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
     Their timers are cancelled once ``stopping`` (the listener's) is set.
     With ``cluster`` (a cluster broker) nothing is loaded here: the groups of
     each container load when this broker claims it, ``cluster`` is the
-    locator, and transactional ids are not served (``txn_coordinator`` unused).
+    locator, and the transactional ids load when the transaction coordinator
+    is seated here (``broker.kafka.txns.cluster``: the caller wires it).
     """
     if cluster is not None:
         count = cluster.container_count
         groups = GroupCoordinator(topics, OffsetStore(
             topics, count, cluster.owns, lambda group: container_of(GROUP_KEY, group, count)),
             config)
-        return _closing(KafkaCoordinators(groups, None, cluster.locator), stopping)
+        txns = None if txn_coordinator is None else TxnProducers(
+            topics, txn_coordinator, producer_ids, groups)
+        return _closing(KafkaCoordinators(groups, txns, cluster.locator), stopping)
     groups = GroupCoordinator(topics, OffsetStore(topics), config)
     await groups.start()
     txns = None
