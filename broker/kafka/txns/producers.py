@@ -452,7 +452,8 @@ class TxnProducers:
                 self._drive_later(producer.transactional_id)
                 return ErrorCode.coordinator_not_available
             except (BrokerError, LedgerError) as error:
-                if producer.txn_id is not None and self._state(producer.txn_id) in _FINISHING:
+                if producer.txn_id is not None and self._state(producer.txn_id) not in (
+                        None, TxnState.OPEN):  # decided: its record is finished anyway
                     self._drive_later(producer.transactional_id)
                 return _retriable(error)
             return ErrorCode.none
@@ -466,7 +467,12 @@ class TxnProducers:
             for group, items in by_group.items():
                 # Maybe applied when this raises or a partition failed (a lost
                 # answer): the same absolute offsets are written again, harmless.
-                result = await self._write_offsets(group, items)
+                try:
+                    result = await self._write_offsets(group, items)
+                except (BrokerError, LedgerError) as error:
+                    log.info("kafka transactions: offsets of group %s not written: %s",
+                             group, error)
+                    raise OffsetsNotWrittenError(group, len(items)) from error
                 failed = [tp for tp, value in result.items() if value is not ErrorCode.none]
                 if failed:
                     # Kept in the record: the next start (or EndTxn retry) writes them.
