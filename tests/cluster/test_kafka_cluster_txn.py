@@ -30,6 +30,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPythonPartition
+from kafka.errors import KafkaError as KafkaPythonError
 from kafka.structs import OffsetAndMetadata
 
 from bench._cluster_client import list_brokers, lookup_owner
@@ -38,7 +39,7 @@ from broker.kafka.locator import GROUP_KEY
 from broker.kafka.locator import container_of as kafka_container_of
 from tests.cluster.test_kafka_cluster import PARTITIONS, _kafka_cluster
 from tests.integration.kafka.test_kafka_clients import create_topic
-from tests.support.bookies import BookieProcesses
+from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.cluster_load import COUNT
 from tests.support.wait import wait_for
 
@@ -372,3 +373,102 @@ def test_a_broker_sigkilled_mid_transaction_leaves_exactly_once_results(
     assert app.outcomes["before"] == "committed"
     # The transaction open across the kill commits whole: nothing acknowledged is lost.
     assert app.outcomes["across"] == "committed"
+
+
+def _kafka_python_end(producer: KafkaProducer, commit: bool) -> str:
+    """Commit (or abort) the open transaction as an application would; its outcome."""
+    try:
+        if commit:
+            producer.commit_transaction()
+            return "committed"
+    except KafkaPythonError:
+        pass
+    try:
+        producer.abort_transaction()
+        return "aborted"
+    except KafkaPythonError:
+        return "unknown"
+
+
+def _kafka_python_across_a_kill(bootstrap: str, topic: str,
+                                doomed: BookieProcess) -> dict[str, str]:
+    outcomes: dict[str, str] = {}
+
+    def new_producer() -> KafkaProducer:
+        producer = KafkaProducer(bootstrap_servers=bootstrap.split(","),
+                                 transactional_id="kp-kill", transaction_timeout_ms=120_000)
+        producer.init_transactions()
+        return producer
+
+    producer = new_producer()
+    try:
+        producer.begin_transaction()
+        for future in [producer.send(topic, value=value, partition=p)
+                       for p, value in _values("kp-across")]:
+            future.get(DEADLINE_S)  # acknowledged by every owner, then the kill
+        doomed.kill()
+        sent = True
+        try:
+            for future in [producer.send(topic, value=value, partition=p)
+                           for p, value in _values("kp-across-after")]:
+                future.get(DEADLINE_S)
+        except KafkaPythonError:
+            sent = False
+        outcomes["kp-across"] = outcomes["kp-across-after"] = _kafka_python_end(producer, sent)
+        if outcomes["kp-across"] == "unknown":  # fatal: a new producer, as the client needs
+            producer.close()
+            producer = new_producer()
+        producer.begin_transaction()
+        for p, value in _values("kp-after"):
+            producer.send(topic, value=value, partition=p)
+        outcomes["kp-after"] = _kafka_python_end(producer, True)
+    finally:
+        producer.close()
+    return outcomes
+
+
+def _kafkajs_across_a_kill(bootstrap: str, topic: str, doomed: BookieProcess) -> Any:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    assert node is not None and npm is not None, "kafkajs tests need Node.js and npm"
+    if not (KAFKAJS / "node_modules" / "kafkajs" / "package.json").exists():
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=KAFKAJS, check=True,
+                       timeout=300, capture_output=True)
+    with subprocess.Popen([node, str(KAFKAJS / "txn_kill.js"), bootstrap, topic,
+                           str(PARTITIONS), "kjs-kill"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as running:
+        assert running.stdin is not None and running.stdout is not None
+        assert running.stderr is not None
+        first = running.stdout.readline()  # {"phase": "sent"}: acknowledged by every owner
+        assert json.loads(first or b"{}").get("phase") == "sent", running.stderr.read()
+        doomed.kill()
+        running.stdin.write(b"go\n")
+        running.stdin.flush()
+        out, err = running.communicate(timeout=300)
+        assert running.returncode == 0, err.decode(errors="replace")
+    return json.loads(out.splitlines()[-1])["outcomes"]
+
+
+@pytest.mark.faults
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize("client", ["kafka-python", "kafkajs"])
+def test_kafka_python_and_kafkajs_across_a_sigkilled_coordinator_exactly_once(
+        client: str, zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+    brokers, kafka = _kafka_cluster(bookie_processes, zk_url, tmp_path)
+    bootstrap = ",".join(kafka.values())
+    first = brokers[0].address
+    topic = _spread_name(first, "t")
+    create_topic(kafka[first], topic, PARTITIONS)
+    addresses = list(kafka)
+    coordinator = lookup_owner(addresses, COORDINATOR_SEGMENT)
+    doomed = next(b for b in brokers if b.address == coordinator)
+    if client == "kafkajs":
+        outcomes = _kafkajs_across_a_kill(bootstrap, topic, doomed)
+    else:
+        outcomes = _kafka_python_across_a_kill(bootstrap, topic, doomed)
+    living = [a for a in addresses if a != coordinator]
+    assert lookup_owner(living, COORDINATOR_SEGMENT) in living
+    contents = _committed_contents(",".join(kafka[a] for a in living), topic)
+    _check_exactly_once(contents, outcomes)
+    assert set(outcomes.values()) <= {"committed", "aborted"}  # each one known to the client
+    assert outcomes[next(name for name in outcomes if name.endswith("-after")
+                         and "across" not in name)] == "committed"

@@ -165,8 +165,14 @@ class ClusterTxns:
                                         header.producer_epoch)
         if txn_id is None:
             return code, f"transactional batch refused: {code.name}", None
+        # The loaded segment the registration is made for: after the segment went
+        # to another broker and came back (a new load), the first batch registers
+        # again, and the coordinator refuses a transaction decided meanwhile
+        # (``broker.txn.participant``). Looked up, never loaded here.
+        loaded = next((segment for segment in self._topics.loaded_segments()
+                       if segment.name == segment_name), None)
         return ErrorCode.none, None, (txn_id, self._routes.participant.writing(
-            txn_id, segment_name))
+            txn_id, segment_name, loaded))
 
     async def _find(self, transactional_id: str, producer_id: int,
                     epoch: int) -> tuple[ErrorCode, TxnId | None]:
