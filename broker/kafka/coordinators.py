@@ -67,8 +67,10 @@ class KafkaCoordinators:
     closer: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def close(self) -> None:
-        """Cancel the groups' timers (the listener stops)."""
+        """Cancel the groups' timers and the transactions' drives (the listener stops)."""
         self.groups.close()
+        if self.txns is not None:  # no drive outlives the listener (the next start resumes it)
+            self.txns.stand_down()
 
     async def close_on(self, stopping: asyncio.Event) -> None:
         """Wait for ``stopping``, then ``close``."""
