@@ -29,7 +29,8 @@ from broker.kafka.handlers.group_offsets import commit_items, split_refused, top
 from broker.kafka.locator import GROUP_KEY, TRANSACTION_KEY
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import partition_segments
-from broker.kafka.txns.producers import TxnProducers, group_offset_errors
+from broker.kafka.txns.answers import group_offset_errors
+from broker.kafka.txns.producers import TxnProducers
 from broker.segments.names import is_system_topic
 from ledger.errors import LedgerError
 

@@ -42,12 +42,11 @@ from broker.errors import (
     BrokerShuttingDownError,
     TxnNotFoundError,
     TxnStateError,
-    WrongHostError,
 )
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCommitItem
 from broker.kafka.consumer_groups.offsets import TopicPartition
-from broker.kafka.error_codes import error_code
 from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.txns.answers import OffsetsNotWrittenError, group_offset_errors, retriable
 from broker.kafka.txns.records import (
     MAX_TRANSACTIONAL_ID_BYTES,
     TXN_STATE_TOPIC,
@@ -59,7 +58,7 @@ from broker.txn.coordinator import TxnCoordinator, TxnState, TxnStatus
 from ledger.errors import LedgerError
 from txnbuffer.api import TxnId
 
-__all__ = ["MAX_KAFKA_TXN_TIMEOUT_MS", "OffsetsWriter", "TxnProducers", "group_offset_errors"]
+__all__ = ["MAX_KAFKA_TXN_TIMEOUT_MS", "OffsetsWriter", "TxnProducers"]
 
 log = logging.getLogger(__name__)
 
@@ -78,20 +77,6 @@ _OFFSETS_RETRY_MAX_S = 5.0
 #: wherever the group is coordinated: the error of each partition.
 OffsetsWriter = Callable[[str, list[OffsetCommitItem]],
                          Awaitable[dict[TopicPartition, ErrorCode]]]
-
-
-class OffsetsNotWrittenError(Exception):
-    """A committed transaction's offsets could not all be written yet (kept for a retry).
-
-    Internal to the Kafka front-end (answered as COORDINATOR_NOT_AVAILABLE, which
-    clients retry), so not a ``BrokerError``: those all cross the gRPC API with
-    a number of their own (``broker/status.py``).
-    """
-
-    def __init__(self, group_id: str, partitions: int) -> None:
-        super().__init__(f"the offsets of {partitions} partitions of group {group_id!r} "
-                         "could not be written")
-        self.group_id = group_id
 
 
 class TxnProducers:
@@ -314,7 +299,7 @@ class TxnProducers:
             except OffsetsNotWrittenError:
                 return ErrorCode.coordinator_not_available, -1, -1
             except (BrokerError, LedgerError) as error:
-                return _retriable(error), -1, -1
+                return retriable(error), -1, -1
             self._producers[transactional_id] = producer
             log.info("kafka transactions: %s is producer %d epoch %d", transactional_id,
                      producer.producer_id, producer.epoch)
@@ -356,7 +341,7 @@ class TxnProducers:
                     await self._save(producer)
                 except (BrokerError, LedgerError) as error:
                     producer.txn_id = None
-                    return _retriable(error)
+                    return retriable(error)
                 producer.last_end = None
             if group_id is not None:
                 producer.groups.add(group_id)
@@ -416,7 +401,7 @@ class TxnProducers:
             try:
                 await self._save(producer)
             except (BrokerError, LedgerError) as error:
-                return {tp: _retriable(error) if value is ErrorCode.none else value
+                return {tp: retriable(error) if value is ErrorCode.none else value
                         for tp, value in errors.items()}
         return errors
 
@@ -455,7 +440,7 @@ class TxnProducers:
                 if producer.txn_id is not None and self._state(producer.txn_id) not in (
                         None, TxnState.OPEN):  # decided: its record is finished anyway
                     self._drive_later(producer.transactional_id)
-                return _retriable(error)
+                return retriable(error)
             return ErrorCode.none
 
     async def _finish(self, producer: TxnProducer, outcome: str) -> None:
@@ -483,30 +468,3 @@ class TxnProducers:
         producer.groups = set()
         producer.last_end = outcome
         await self._save(producer)
-
-
-async def group_offset_errors(groups: GroupCoordinator, group_id: str, generation: int,
-                              member_id: str, items: list[OffsetCommitItem],
-                              group_instance_id: str | None = None,
-                              ) -> dict[TopicPartition, ErrorCode]:
-    """TxnOffsetCommit's checks at the group's coordinator: the member (KIP-447), each partition."""
-    if generation >= 0 or member_id:  # KIP-447: the consumer's generation is checked
-        member_error = groups.commit_error(group_id, generation, member_id, group_instance_id)
-        if member_error is not ErrorCode.none:
-            return {(item.topic, item.partition): member_error for item in items}
-    return await groups.partition_errors(items)
-
-
-def _retriable(error: BrokerError | LedgerError) -> ErrorCode:
-    """A storage failure as a code clients retry (Kafka answers COORDINATOR_NOT_AVAILABLE).
-
-    The transaction coordinator gone from this broker (its container moved,
-    the broker stopping) is NOT_COORDINATOR: the client looks it up again.
-    """
-    if isinstance(error, WrongHostError | BrokerShuttingDownError):
-        return ErrorCode.not_coordinator
-    code = error_code(error)
-    if code in (ErrorCode.unknown_server_error, ErrorCode.kafka_storage_error,
-                ErrorCode.request_timed_out):
-        return ErrorCode.coordinator_not_available
-    return code
