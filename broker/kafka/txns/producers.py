@@ -328,8 +328,8 @@ class TxnProducers:
             if producer.txn_id is not None:
                 if self._state(producer.txn_id) is not TxnState.OPEN:
                     return ErrorCode.invalid_txn_state  # timed out: the producer aborts
-            elif producer.last_txn_id is not None and self._state(
-                    producer.last_txn_id) in _FINISHING:
+            elif (producer.last_txn_id is not None and not producer.last_markers_written
+                  and self._state(producer.last_txn_id) in _FINISHING):
                 # The last one's markers are not all written: a partition owner
                 # must never take a batch of the next one for the last one's
                 # (docs/kafka.md, "Clusters"). Kafka answers so too; clients retry.
@@ -418,19 +418,22 @@ class TxnProducers:
                 if producer.last_end not in (None, outcome):
                     return ErrorCode.invalid_txn_state
                 return ErrorCode.none
+            markers_written = False
             try:
                 state = self._state(producer.txn_id)
                 if state is TxnState.OPEN:
-                    if commit:
+                    if commit:  # answered once its markers are durable (its record follows)
                         await self.coordinator.commit([producer.txn_id])
-                    else:
+                    else:  # answered after ABORT_ANSWER_WAIT_S even if they are not
                         await self.coordinator.abort(producer.txn_id)
                     state = self._state(producer.txn_id)
+                    markers_written = commit or state not in _FINISHING
                 decided = "commit" if state in _COMMITTED else "abort"
                 if decided != outcome:
                     # Its timeout aborted it: the producer must abort.
                     return ErrorCode.invalid_txn_state
                 await self._finish(producer, decided)
+                producer.last_markers_written = markers_written
             except TxnStateError:
                 return ErrorCode.invalid_txn_state
             except OffsetsNotWrittenError:
@@ -463,6 +466,7 @@ class TxnProducers:
                     # Kept in the record: the next start (or EndTxn retry) writes them.
                     raise OffsetsNotWrittenError(group, len(failed))
         producer.last_txn_id = producer.txn_id
+        producer.last_markers_written = False  # (``end`` knows better, and says so)
         producer.txn_id = None
         producer.offsets = {}
         producer.groups = set()

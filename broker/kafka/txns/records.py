@@ -46,6 +46,10 @@ class TxnProducer:
             begins only once its markers are all written (else
             CONCURRENT_TRANSACTIONS, which clients retry), so no partition
             owner can take a batch of the next one as the last one's.
+        last_markers_written: the last transaction's EndTxn saw its markers
+            written (a commit answers once they are; its COMMITTED record
+            follows): the next one need not wait. In memory only (after a
+            restart or a move the state decides).
     """
 
     transactional_id: str
@@ -57,6 +61,7 @@ class TxnProducer:
     groups: set[str] = field(default_factory=set)
     last_end: str | None = None
     last_txn_id: TxnId | None = None
+    last_markers_written: bool = False
 
     @property
     def key(self) -> str:

@@ -81,7 +81,8 @@ async def test_the_next_transaction_waits_for_the_last_ones_markers(env: BrokerE
         deciding = asyncio.ensure_future(coordinator.commit([second]))
         await wait_for_async(
             lambda: _is(coordinator, second, TxnState.COMMITTING), "the second decided")
-        record.txn_id, record.last_txn_id = None, second  # as if EndTxn had answered
+        # As if EndTxn had answered before the markers (an abort past its wait):
+        record.txn_id, record.last_txn_id, record.last_markers_written = None, second, False
         assert await producers.begin("tid", producer_id, epoch) == (
             ErrorCode.concurrent_transactions)
         markers.released.set()
