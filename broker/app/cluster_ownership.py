@@ -113,6 +113,8 @@ class ClusterOwnership:
         self._background: set[asyncio.Task[None]] = set()
         self._claim_listeners: list[Callable[[int], Awaitable[None]]] = []
         self._release_listeners: list[Callable[[frozenset[int]], None]] = []
+        self._seated_listeners: list[Callable[[], Awaitable[None]]] = []
+        self._stood_down_listeners: list[Callable[[], None]] = []
         self.coordinator_container = container_of(COORDINATOR_SEGMENT, container_count)
         #: This broker's Kafka listener as clients reach it, "host:port" ("": none);
         #: set before ``start``, published with the ownership records.
@@ -128,6 +130,20 @@ class ClusterOwnership:
         the containers given up or dropped (before their segments are unloaded)."""
         self._claim_listeners.append(claimed)
         self._release_listeners.append(released)
+
+    def add_coordinator_listener(self, seated: Callable[[], Awaitable[None]],
+                                 stood_down: Callable[[], None]) -> None:
+        """Tell ``seated`` when the transaction coordinator was taken over here (its log
+        replayed), ``stood_down`` when it stands down (the Kafka transactional ids follow it)."""
+        self._seated_listeners.append(seated)
+        self._stood_down_listeners.append(stood_down)
+
+    @property
+    def peers(self) -> PeerClients:
+        """Clients of the other brokers (after ``attach``)."""
+        if self._peers is None:
+            raise RuntimeError("ClusterOwnership.attach first")
+        return self._peers
 
     def tell_released(self, containers: frozenset[int]) -> None:
         for released in self._release_listeners:
@@ -172,13 +188,6 @@ class ClusterOwnership:
             coordinator.register_segment, topics.segment)
         coordinator.route_markers(self._routes.write_marker)
         return OwnedTopics(topics, owners.owns, owners.owner_of, owners.check_writable)
-
-    @property
-    def peers(self) -> PeerClients:
-        """Clients of the other brokers (after ``attach``)."""
-        if self._peers is None:
-            raise RuntimeError("ClusterOwnership.attach first")
-        return self._peers
 
     @property
     def routes(self) -> ClusterTxnRoutes:
@@ -233,15 +242,22 @@ class ClusterOwnership:
             # The container went (dropped, released) while the logs replayed:
             # its drop found nothing seated to stand down, so it is done here.
             await self._coordinator.stand_down()
+            return
+        for seated in self._seated_listeners:
+            await seated()
 
     async def stand_down(self) -> None:
         self._seated = False
+        for stood_down in self._stood_down_listeners:
+            stood_down()
         if self._coordinator is not None:
             await self._coordinator.stand_down()
 
     def stand_down_soon(self) -> None:
         """``stand_down`` from a synchronous caller (a session lost)."""
         self._seated = False
+        for stood_down in self._stood_down_listeners:
+            stood_down()
         task = asyncio.ensure_future(self.stand_down())
         self._background.add(task)
         task.add_done_callback(self._background.discard)

@@ -15,10 +15,10 @@ gives its Kafka listener (docs/kafka.md, "Clusters"):
   loaded, and once it gives the container up or pauses (metadata session
   SUSPENDED), requests for them answer NOT_COORDINATOR, so clients look the
   coordinator up again.
-- **Transactional ids** are not served in a cluster: FindCoordinator names
-  this broker, and InitProducerId with a transactional id (and any
-  transactional batch) answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, fatal to
-  the producer, with nothing written (docs/kafka.md says why).
+- **Transactional ids** are coordinated beside Folio's transaction
+  coordinator, by the owner of the container of ``_txnlog/0``: FindCoordinator
+  names it, and it serves them once their records are loaded
+  (``broker.kafka.txns.cluster``); NOT_COORDINATOR elsewhere.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from broker.cluster.containers import OwnerRecord
+from broker.cluster.containers import COORDINATOR_SEGMENT, OwnerRecord
+from broker.cluster.containers import container_of as segment_container
 from broker.cluster.session_gate import OwnershipPhase
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
 from broker.errors import WrongHostError
@@ -35,6 +36,7 @@ from broker.kafka.consumer_groups.offsets import OFFSETS_TOPIC
 from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.locator import GROUP_KEY, Node, container_of
 from broker.kafka.nodes import parse_node
+from broker.kafka.txns.cluster import ClusterTxns
 
 __all__ = ["ClusterKafka", "kafka_address"]
 
@@ -71,6 +73,9 @@ class ClusterKafka:
         self._this = this_node
         self._count = owners.container_count
         self._groups: KafkaCoordinators | None = None
+        #: The Kafka transactions across brokers (``attach_txns``).
+        self._txns: ClusterTxns | None = None
+        self._txn_container = segment_container(COORDINATOR_SEGMENT, self._count)
         #: Containers whose groups are loaded and coordinated here.
         self._loaded: set[int] = set()
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -81,6 +86,10 @@ class ClusterKafka:
         """The group coordinators (classic and consumer protocol) whose groups follow the
         containers."""
         self._groups = groups
+
+    def attach_txns(self, txns: ClusterTxns) -> None:
+        """The Kafka transactions, coordinated here while ``txns.here()``; closed with this view."""
+        self._txns = txns
 
     # -- ClusterNodes -------------------------------------------------------------
 
@@ -97,8 +106,8 @@ class ClusterKafka:
     # -- CoordinatorLocator -------------------------------------------------------
 
     def coordinator_of(self, key_type: int, key: str) -> Node | None:
-        if key_type != GROUP_KEY:
-            return self._this()  # transactional ids: refused here, clearly (module docstring)
+        if key_type != GROUP_KEY:  # transactional ids: beside the transaction coordinator
+            return _node(self._owners.container_owner(self._txn_container))
         return _node(self._owners.container_owner(container_of(key_type, key, self._count)))
 
     def writable(self, segment: str) -> bool:
@@ -107,7 +116,8 @@ class ClusterKafka:
 
     def is_local(self, key_type: int, key: str) -> bool:
         if key_type != GROUP_KEY:
-            return True
+            return (self._txns is not None and self._txns.here()
+                    and self._owners.phase is OwnershipPhase.SERVING)
         container = container_of(key_type, key, self._count)
         return (container in self._loaded
                 and container in self._owners.served_containers()
@@ -178,6 +188,8 @@ class ClusterKafka:
 
     async def stop(self) -> None:
         """Cancel the loads under way and wait for them (they own nothing else)."""
+        if self._txns is not None:
+            await self._txns.close()
         tasks = list(self._tasks.values())
         self.close()
         for task in self._cancelled:  # cancelled by ``released`` or a new claim

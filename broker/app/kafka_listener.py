@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         AppendKafkaBatchResponse,
     )
     from broker.app.kafka_cluster import ClusterKafka
+    from broker.kafka.coordinators import KafkaCoordinators
     from broker.kafka.sasl.security import KafkaSecurity
     from broker.kafka.server import KafkaServer
 
@@ -66,16 +67,16 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     replication factor CreateTopics accepts.
 
     Consumer groups are served with it; transactional producers too when
-    ``txn_coordinator`` is given (their transactions are Folio's) and the
-    broker is not a cluster member. A cluster broker (``ownership``, after
-    its ``attach``) serves partitions through ``served`` (its ``OwnedTopics``:
-    NOT_LEADER_OR_FOLLOWER for segments it does not own, writes paused with
-    its session), names every broker and each partition's owner in Metadata,
-    and coordinates the groups of its containers (``broker.app.kafka_cluster``);
-    its Kafka address is set on ``ownership`` for its records. It forwards a
-    Produce batch whose heir another broker owns to that broker, and serves
-    the batches the others forward through ``forwards``
-    (``broker.kafka.forwarding``).
+    ``txn_coordinator`` is given (their transactions are Folio's; in a
+    cluster coordinated where it runs: ``broker.kafka.txns.cluster``). A
+    cluster broker (``ownership``, after its ``attach``) serves partitions
+    through ``served`` (its ``OwnedTopics``: NOT_LEADER_OR_FOLLOWER for
+    segments it does not own, writes paused with its session), names every
+    broker and each partition's owner in Metadata, and coordinates the groups
+    of its containers (``broker.app.kafka_cluster``); its Kafka address is set
+    on ``ownership`` for its records. It forwards a Produce batch whose heir
+    another broker owns to that broker, and serves the batches the others
+    forward through ``forwards`` (``broker.kafka.forwarding``).
 
     ``access``: the grants' check every Kafka call is authorised by
     (``broker.kafka.access``); None (no token authentication): none is.
@@ -130,12 +131,14 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
             forwards.handler = forwarded
     # Offsets, group records and transactional ids are loaded before serving.
     context.coordinators = await start_coordinators(
-        topics, txn_coordinator if ownership is None else None, context.producer_ids,
+        topics, txn_coordinator, context.producer_ids,
         lambda: Node(NODE_ID, context.host, context.advertised_port or context.port),
         context.stopping, cluster=None if ownership is None or cluster is None
         else ClusterGroups(ownership.container_count, cluster.writable, cluster))
     if cluster is not None:
         cluster.attach(context.coordinators)
+    if ownership is not None and cluster is not None and context.coordinators.txns is not None:
+        await _serve_cluster_txns(context.coordinators, ownership, cluster, topics)
     # ``folio group`` and ``folio_group_lag`` (set on the maintenance round).
     report = GroupReport(context.coordinators.groups, topics,
                          None if cluster is None else cluster.where_group,
@@ -153,6 +156,32 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         ownership.kafka_address = kafka_address(
             context.host, context.advertised_port or context.port)
     return StartedKafka(server, cluster, report)
+
+
+async def _serve_cluster_txns(coordinators: KafkaCoordinators, ownership: ClusterOwnership,
+                              cluster: ClusterKafka, topics: TopicManager) -> None:
+    """Kafka transactions across the cluster's brokers (``broker.kafka.txns.cluster``).
+
+    The transactional ids follow the transaction coordinator: loaded when it
+    is seated here, dropped when it stands down.
+    """
+    from broker.cluster.containers import COORDINATOR_SEGMENT  # noqa: PLC0415
+    from broker.kafka.locator import GROUP_KEY  # noqa: PLC0415
+    from broker.kafka.txns.cluster import ClusterTxns  # noqa: PLC0415
+
+    assert coordinators.txns is not None
+    owners = ownership.owners
+    txns = ClusterTxns(
+        coordinators.txns, coordinators.groups, topics, ownership.routes, owners,
+        ownership.peers, lambda: ownership.seated and owners.owns(COORDINATOR_SEGMENT),
+        lambda group: cluster.is_local(GROUP_KEY, group), ownership.container_count)
+    coordinators.txns.route_offsets(txns.write_offsets)
+    coordinators.cluster_txns = txns
+    cluster.attach_txns(txns)
+    ownership.routes.kafka = txns
+    ownership.add_coordinator_listener(txns.seated, txns.stood_down)
+    if ownership.seated:  # (the balance starts after the listener: not expected)
+        await txns.seated()
 
 
 def kafka_security(config: BrokerConfig, store: MetadataStore) -> KafkaSecurity:

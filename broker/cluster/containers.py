@@ -7,8 +7,9 @@ zlib, IEEE 802.3, the one ``binascii.crc32``, Java's ``java.util.zip.CRC32``
 and Go's ``hash/crc32.ChecksumIEEE`` compute), so any client can compute it
 too (admin.proto, "Cluster"). System topics follow the same rule, with one
 exception: the transaction coordinator's own topics (``_txnlog`` and
-``_txncommitkeys``) all belong to the container of ``_txnlog/0``, so that
-the broker owning it holds every segment the coordinator writes; and the
+``_txncommitkeys``, and the Kafka transactional ids' ``_kafka_txn_state``)
+all belong to the container of ``_txnlog/0``, so that the broker owning it
+holds every segment the coordinator writes; and the
 transaction buffers' snapshot topic has one segment per container, segment
 ``_txnbuffer_snapshots/<n>`` in container ``n``, so that the snapshots of a
 container's segments are written by that container's owner only
@@ -55,7 +56,7 @@ __all__ = [
 COORDINATOR_SEGMENT = "_txnlog/0"
 #: Topics placed with the coordinator (``broker.txn`` names them; repeated here
 #: because this rule is protocol, documented in admin.proto).
-_COORDINATOR_TOPICS = ("_txnlog/", "_txncommitkeys/")
+_COORDINATOR_TOPICS = ("_txnlog/", "_txncommitkeys/", "_kafka_txn_state/")
 #: The snapshot topic: its segment ``n`` is in container ``n`` (``broker.system``
 #: names it; repeated here for the same reason).
 SNAPSHOT_TOPIC = "_txnbuffer_snapshots"

@@ -33,6 +33,7 @@ from broker._proto.v1 import (
     kafka_internal_pb2,
     kafka_internal_pb2_grpc,
 )
+from broker.cluster.kafka_txns import TxnOffset
 from broker.errors import (
     BrokerError,
     BrokerShuttingDownError,
@@ -47,9 +48,9 @@ from broker.errors import (
 from ledger.security.tls import ClientTls, ReloadingChannelCredentials
 from ledger.security.tokens import TokenFile
 from txnbuffer.api import TxnId
-from txnbuffer.txn_ids import txn_id_to_bytes
+from txnbuffer.txn_ids import txn_id_from_bytes, txn_id_to_bytes
 
-__all__ = ["CALL_TIMEOUT_S", "PeerClients", "PeerSecurity"]
+__all__ = ["CALL_TIMEOUT_S", "PeerClients", "PeerSecurity", "offset_message", "offset_of"]
 
 log = logging.getLogger(__name__)
 
@@ -196,9 +197,64 @@ class PeerClients:
             raise _rebuild(error, address) from None
         return response
 
+    async def find_kafka_txn(self, address: str, transactional_id: str, producer_id: int,
+                             epoch: int) -> tuple[int, TxnId | None]:
+        """``FindKafkaTxn`` on the Kafka transaction coordinator at ``address``."""
+        request = internal_pb2.FindKafkaTxnRequest(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch)
+        try:
+            answer = await self._stub(address).FindKafkaTxn(
+                request, timeout=CALL_TIMEOUT_S, metadata=self._metadata())
+        except grpc.aio.AioRpcError as error:
+            raise _rebuild(error, address) from None
+        return answer.error_code, txn_id_from_bytes(answer.txn_id) if answer.txn_id else None
+
+    async def add_kafka_txn_offsets(self, address: str, transactional_id: str,
+                                    producer_id: int, epoch: int, group_id: str,
+                                    offsets: list[TxnOffset]) -> list[TxnOffset]:
+        """``AddKafkaTxnOffsets`` on the Kafka transaction coordinator at ``address``."""
+        request = internal_pb2.AddKafkaTxnOffsetsRequest(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch,
+            group_id=group_id, offsets=[offset_message(item) for item in offsets])
+        try:
+            answer = await self._stub(address).AddKafkaTxnOffsets(
+                request, timeout=CALL_TIMEOUT_S, metadata=self._metadata())
+        except grpc.aio.AioRpcError as error:
+            raise _rebuild(error, address) from None
+        return [offset_of(item) for item in answer.offsets]
+
+    async def commit_kafka_txn_offsets(self, address: str, group_id: str,
+                                       offsets: list[TxnOffset]) -> list[TxnOffset]:
+        """``CommitKafkaTxnOffsets`` on the group's coordinator at ``address``."""
+        request = internal_pb2.CommitKafkaTxnOffsetsRequest(
+            group_id=group_id, offsets=[offset_message(item) for item in offsets])
+        try:
+            answer = await self._stub(address).CommitKafkaTxnOffsets(
+                request, timeout=CALL_TIMEOUT_S, metadata=self._metadata())
+        except grpc.aio.AioRpcError as error:
+            raise _rebuild(error, address) from None
+        return [offset_of(item) for item in answer.offsets]
+
     async def close(self) -> None:
         """Close every channel (calls under way fail)."""
         self._closed = True
         channels, self._channels = list(self._channels.values()), {}
         for channel, _generation in channels:
             await channel.close(None)
+
+
+def offset_message(item: TxnOffset) -> internal_pb2.KafkaTxnOffset:
+    """``item`` on the wire."""
+    message = internal_pb2.KafkaTxnOffset(
+        topic=item.topic, partition=item.partition, offset=item.offset,
+        leader_epoch=item.leader_epoch, error_code=item.error_code)
+    if item.metadata is not None:
+        message.metadata = item.metadata
+    return message
+
+
+def offset_of(message: internal_pb2.KafkaTxnOffset) -> TxnOffset:
+    """A ``TxnOffset`` from the wire."""
+    return TxnOffset(message.topic, message.partition, message.offset, message.leader_epoch,
+                     message.metadata if message.HasField("metadata") else None,
+                     message.error_code)

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 from broker.cluster.containers import COORDINATOR_SEGMENT
+from broker.cluster.kafka_txns import KafkaTxnService
 from broker.cluster.owners import SegmentOwners
 from broker.cluster.peers import PeerClients
 from broker.errors import (
@@ -94,6 +95,9 @@ class ClusterTxnRoutes:
         self.participant = TxnParticipant(self.register, self._served_segment,
                                           finished_retention_ms=finished_retention_ms)
         self._stopped = False
+        #: The Kafka transactions the internal calls reach (set by the Kafka
+        #: listener when it starts: ``broker.kafka.txns.cluster``).
+        self.kafka: KafkaTxnService | None = None
 
     def stop(self) -> None:
         """The broker is stopping: retries end (``BrokerShuttingDownError``).

@@ -27,10 +27,12 @@ ServedApi = tuple[int, int, int]
 #: registers the segment and holds the commit until the append is done).
 TxnWrite = tuple[TxnId, AbstractAsyncContextManager[None]]
 #: Checks a transactional batch: (context, transactional id, segment name, batch
-#: header) -> (Kafka error code, message, the ``TxnWrite`` or None: refused).
+#: header) -> (Kafka error code, message, the ``TxnWrite`` or None: refused); awaited
+#: (in a cluster the transaction coordinator may run on another broker).
 #: Produce then appends it as it appends any batch (``broker.kafka.handlers.produce``).
 TransactionalWrite = Callable[
-    ["KafkaContext", str | None, str, Any], tuple[Any, str | None, TxnWrite | None]]
+    ["KafkaContext", str | None, str, Any],
+    Awaitable[tuple[Any, str | None, TxnWrite | None]]]
 #: Answers InitProducerId for a transactional id: (context, call) -> (Kafka
 #: error code, producer id, epoch).
 TransactionalProducerId = Callable[["KafkaContext", Any], Awaitable[tuple[Any, int, int]]]

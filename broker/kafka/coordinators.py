@@ -26,6 +26,7 @@ from broker.kafka.locator import (
     container_of,
 )
 from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.txns.cluster import ClusterTxns
 from broker.kafka.txns.producers import TxnProducers
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator
@@ -79,17 +80,22 @@ class KafkaCoordinators:
         consumers: the consumer protocol's groups (KIP-848) beside the classic
             ones, on the same offsets (None: ConsumerGroupHeartbeat answers
             COORDINATOR_NOT_AVAILABLE).
+        cluster_txns: a cluster broker's Kafka transactions across brokers
+            (None: one broker, everything is here).
     """
 
     groups: GroupCoordinator
     txns: TxnProducers | None
     locator: CoordinatorLocator
+    cluster_txns: ClusterTxns | None = None
     closer: asyncio.Task[None] | None = field(default=None, repr=False)
     consumers: ModernGroups | None = None
 
     def close(self) -> None:
-        """Cancel the groups' timers (the listener stops)."""
+        """Cancel the groups' timers and the transactions' drives (the listener stops)."""
         self.groups.close()
+        if self.txns is not None:  # no drive outlives the listener (the next start resumes it)
+            self.txns.stand_down()
         if self.consumers is not None:
             self.consumers.close()
 
@@ -122,14 +128,17 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
     Their timers are cancelled once ``stopping`` (the listener's) is set.
     With ``cluster`` (a cluster broker) nothing is loaded here: the groups of
     each container load when this broker claims it, ``cluster`` is the
-    locator, and transactional ids are not served (``txn_coordinator`` unused).
+    locator, and the transactional ids load when the transaction coordinator
+    is seated here (``broker.kafka.txns.cluster``: the caller wires it).
     """
     if cluster is not None:
         count = cluster.container_count
         groups = GroupCoordinator(topics, OffsetStore(
             topics, count, cluster.owns, lambda group: container_of(GROUP_KEY, group, count)),
             config)
-        return _closing(KafkaCoordinators(groups, None, cluster.locator, consumers=ModernGroups(
+        txns = None if txn_coordinator is None else TxnProducers(
+            topics, txn_coordinator, producer_ids, groups)
+        return _closing(KafkaCoordinators(groups, txns, cluster.locator, consumers=ModernGroups(
             topic_partitions(topics), groups.store, ClassicView(groups))), stopping)
     groups = GroupCoordinator(topics, OffsetStore(topics), config)
     await groups.start()

@@ -174,7 +174,8 @@ async def start_broker_server(topics: Topics, host: str = "127.0.0.1", port: int
     if txn_routes is not None and coordinator is not None and transactions_gate is not None:
         add_servicer(server, internal_pb2.DESCRIPTOR.services_by_name["BrokerInternal"],
                      BrokerInternalServicer(coordinator, transactions_gate,
-                                            txn_routes.participant.write_marker))
+                                            txn_routes.participant.write_marker,
+                                            lambda: txn_routes.kafka))
     if kafka_forwards is not None:
         add_servicer(server, kafka_internal_pb2.DESCRIPTOR.services_by_name["KafkaInternal"],
                      KafkaInternalServicer(kafka_forwards))

@@ -231,12 +231,6 @@ def test_partitions_led_by_their_owners_and_a_group_across_brokers(
         assert _list_offsets_error(sock, topic) == ErrorCode.not_leader_or_follower
     assert b"stray" not in _topic_contents(bootstrap, topic)
 
-    # Kafka transactions are not served in a cluster: refused at once, fatally.
-    transactional = Producer({"bootstrap.servers": bootstrap, "transactional.id": "t1"})
-    with pytest.raises(KafkaException) as refused:
-        transactional.init_transactions(30)
-    assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-
     _admin_apis_across_brokers(bootstrap, topic, owners)
 
 

@@ -16,8 +16,10 @@ coordinator"): the coordinator runs on the owner of the container of
 `_txnlog/0`; a transaction may write to segments any broker owns.
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
@@ -128,3 +130,189 @@ class WriteTxnMarkerResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WriteTxnMarkerResponse: _TypeAlias = WriteTxnMarkerResponse  # noqa: Y015
+
+@_typing.final
+class FindKafkaTxnRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FindKafkaTxnRequest: _TypeAlias = FindKafkaTxnRequest  # noqa: Y015
+
+@_typing.final
+class FindKafkaTxnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    TXN_ID_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    """A Kafka error code; 0 (NONE): txn_id is the open transaction."""
+    txn_id: _builtins.bytes
+    """The open Folio transaction, 16 bytes (empty with an error)."""
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        txn_id: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "txn_id", b"txn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FindKafkaTxnResponse: _TypeAlias = FindKafkaTxnResponse  # noqa: Y015
+
+@_typing.final
+class KafkaTxnOffset(_message.Message):
+    """One partition's offset in a transaction (and, in answers, its Kafka error code)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    LEADER_EPOCH_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    offset: _builtins.int
+    leader_epoch: _builtins.int
+    metadata: _builtins.str
+    error_code: _builtins.int
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        offset: _builtins.int = ...,
+        leader_epoch: _builtins.int = ...,
+        metadata: _builtins.str | None = ...,
+        error_code: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_metadata", b"_metadata", "metadata", b"metadata"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_metadata", b"_metadata", "error_code", b"error_code", "leader_epoch", b"leader_epoch", "metadata", b"metadata", "offset", b"offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__metadata: _TypeAlias = _typing.Literal["metadata"]  # noqa: Y015
+    _WhichOneofArgType__metadata: _TypeAlias = _typing.Literal["_metadata", b"_metadata"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__metadata) -> _WhichOneofReturnType__metadata | None: ...
+
+Global___KafkaTxnOffset: _TypeAlias = KafkaTxnOffset  # noqa: Y015
+
+@_typing.final
+class AddKafkaTxnOffsetsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    OFFSETS_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    group_id: _builtins.str
+    @_builtins.property
+    def offsets(self) -> _containers.RepeatedCompositeFieldContainer[Global___KafkaTxnOffset]: ...
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        group_id: _builtins.str = ...,
+        offsets: _abc.Iterable[Global___KafkaTxnOffset] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "offsets", b"offsets", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddKafkaTxnOffsetsRequest: _TypeAlias = AddKafkaTxnOffsetsRequest  # noqa: Y015
+
+@_typing.final
+class AddKafkaTxnOffsetsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OFFSETS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def offsets(self) -> _containers.RepeatedCompositeFieldContainer[Global___KafkaTxnOffset]:
+        """The offsets asked, each with its error code."""
+
+    def __init__(
+        self,
+        *,
+        offsets: _abc.Iterable[Global___KafkaTxnOffset] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["offsets", b"offsets"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddKafkaTxnOffsetsResponse: _TypeAlias = AddKafkaTxnOffsetsResponse  # noqa: Y015
+
+@_typing.final
+class CommitKafkaTxnOffsetsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    OFFSETS_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    @_builtins.property
+    def offsets(self) -> _containers.RepeatedCompositeFieldContainer[Global___KafkaTxnOffset]: ...
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        offsets: _abc.Iterable[Global___KafkaTxnOffset] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "offsets", b"offsets"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommitKafkaTxnOffsetsRequest: _TypeAlias = CommitKafkaTxnOffsetsRequest  # noqa: Y015
+
+@_typing.final
+class CommitKafkaTxnOffsetsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OFFSETS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def offsets(self) -> _containers.RepeatedCompositeFieldContainer[Global___KafkaTxnOffset]:
+        """The offsets asked, each with its error code."""
+
+    def __init__(
+        self,
+        *,
+        offsets: _abc.Iterable[Global___KafkaTxnOffset] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["offsets", b"offsets"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommitKafkaTxnOffsetsResponse: _TypeAlias = CommitKafkaTxnOffsetsResponse  # noqa: Y015

@@ -44,6 +44,21 @@ class BrokerInternalStub:
                 request_serializer=broker_dot_v1_dot_internal__pb2.WriteTxnMarkerRequest.SerializeToString,
                 response_deserializer=broker_dot_v1_dot_internal__pb2.WriteTxnMarkerResponse.FromString,
                 _registered_method=True)
+        self.FindKafkaTxn = channel.unary_unary(
+                '/folio.broker.v1.BrokerInternal/FindKafkaTxn',
+                request_serializer=broker_dot_v1_dot_internal__pb2.FindKafkaTxnRequest.SerializeToString,
+                response_deserializer=broker_dot_v1_dot_internal__pb2.FindKafkaTxnResponse.FromString,
+                _registered_method=True)
+        self.AddKafkaTxnOffsets = channel.unary_unary(
+                '/folio.broker.v1.BrokerInternal/AddKafkaTxnOffsets',
+                request_serializer=broker_dot_v1_dot_internal__pb2.AddKafkaTxnOffsetsRequest.SerializeToString,
+                response_deserializer=broker_dot_v1_dot_internal__pb2.AddKafkaTxnOffsetsResponse.FromString,
+                _registered_method=True)
+        self.CommitKafkaTxnOffsets = channel.unary_unary(
+                '/folio.broker.v1.BrokerInternal/CommitKafkaTxnOffsets',
+                request_serializer=broker_dot_v1_dot_internal__pb2.CommitKafkaTxnOffsetsRequest.SerializeToString,
+                response_deserializer=broker_dot_v1_dot_internal__pb2.CommitKafkaTxnOffsetsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerInternalServicer:
@@ -82,6 +97,48 @@ class BrokerInternalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindKafkaTxn(self, request, context):
+        """Kafka transactions across brokers (docs/kafka.md, "Clusters"): the Kafka
+        transaction coordinator runs beside the transaction coordinator.
+
+        Sent by a partition's owner to the Kafka transaction coordinator for each
+        transactional batch: the Folio transaction open for the producer
+        (transactional id, producer id, epoch), or the Kafka error the batch gets
+        (INVALID_PRODUCER_EPOCH for an older epoch, INVALID_TXN_STATE when none
+        is open ...). A read: asking again is harmless.
+
+        Errors: WRONG_HOST (UNAVAILABLE; context {segment: "_txnlog/0", owner}) on
+        a broker where the Kafka transaction coordinator does not run (or still
+        loads).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddKafkaTxnOffsets(self, request, context):
+        """Sent by a consumer group's coordinator to the Kafka transaction
+        coordinator (TxnOffsetCommit, after the group checked the member): keep
+        the offsets with the producer's open transaction until it commits. The
+        same offsets sent again are the same pending offsets.
+
+        Errors: WRONG_HOST as FindKafkaTxn; Kafka's refusals per partition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CommitKafkaTxnOffsets(self, request, context):
+        """Sent by the Kafka transaction coordinator to a group's coordinator once
+        the transaction committed: write the offsets to the group's committed
+        offsets. Offsets are absolute: a call whose answer was lost is sent again.
+
+        Errors: Kafka's per partition (NOT_COORDINATOR where the group is not
+        coordinated here: the caller asks the owner of its offsets segment again).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerInternalServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -94,6 +151,21 @@ def add_BrokerInternalServicer_to_server(servicer, server):
                     servicer.WriteTxnMarker,
                     request_deserializer=broker_dot_v1_dot_internal__pb2.WriteTxnMarkerRequest.FromString,
                     response_serializer=broker_dot_v1_dot_internal__pb2.WriteTxnMarkerResponse.SerializeToString,
+            ),
+            'FindKafkaTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindKafkaTxn,
+                    request_deserializer=broker_dot_v1_dot_internal__pb2.FindKafkaTxnRequest.FromString,
+                    response_serializer=broker_dot_v1_dot_internal__pb2.FindKafkaTxnResponse.SerializeToString,
+            ),
+            'AddKafkaTxnOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddKafkaTxnOffsets,
+                    request_deserializer=broker_dot_v1_dot_internal__pb2.AddKafkaTxnOffsetsRequest.FromString,
+                    response_serializer=broker_dot_v1_dot_internal__pb2.AddKafkaTxnOffsetsResponse.SerializeToString,
+            ),
+            'CommitKafkaTxnOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitKafkaTxnOffsets,
+                    request_deserializer=broker_dot_v1_dot_internal__pb2.CommitKafkaTxnOffsetsRequest.FromString,
+                    response_serializer=broker_dot_v1_dot_internal__pb2.CommitKafkaTxnOffsetsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -150,6 +222,87 @@ class BrokerInternal:
             '/folio.broker.v1.BrokerInternal/WriteTxnMarker',
             broker_dot_v1_dot_internal__pb2.WriteTxnMarkerRequest.SerializeToString,
             broker_dot_v1_dot_internal__pb2.WriteTxnMarkerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindKafkaTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.broker.v1.BrokerInternal/FindKafkaTxn',
+            broker_dot_v1_dot_internal__pb2.FindKafkaTxnRequest.SerializeToString,
+            broker_dot_v1_dot_internal__pb2.FindKafkaTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddKafkaTxnOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.broker.v1.BrokerInternal/AddKafkaTxnOffsets',
+            broker_dot_v1_dot_internal__pb2.AddKafkaTxnOffsetsRequest.SerializeToString,
+            broker_dot_v1_dot_internal__pb2.AddKafkaTxnOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitKafkaTxnOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.broker.v1.BrokerInternal/CommitKafkaTxnOffsets',
+            broker_dot_v1_dot_internal__pb2.CommitKafkaTxnOffsetsRequest.SerializeToString,
+            broker_dot_v1_dot_internal__pb2.CommitKafkaTxnOffsetsResponse.FromString,
             options,
             channel_credentials,
             insecure,

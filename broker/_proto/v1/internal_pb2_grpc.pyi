@@ -69,6 +69,36 @@ class BrokerInternalStub:
     looks again) and retries until the marker lands; NO_SUCH_SEGMENT
     (NOT_FOUND) for a segment deleted meanwhile (nothing left to mark).
     """
+    FindKafkaTxn: _grpc.UnaryUnaryMultiCallable[_internal_pb2.FindKafkaTxnRequest, _internal_pb2.FindKafkaTxnResponse]
+    """Kafka transactions across brokers (docs/kafka.md, "Clusters"): the Kafka
+    transaction coordinator runs beside the transaction coordinator.
+
+    Sent by a partition's owner to the Kafka transaction coordinator for each
+    transactional batch: the Folio transaction open for the producer
+    (transactional id, producer id, epoch), or the Kafka error the batch gets
+    (INVALID_PRODUCER_EPOCH for an older epoch, INVALID_TXN_STATE when none
+    is open ...). A read: asking again is harmless.
+
+    Errors: WRONG_HOST (UNAVAILABLE; context {segment: "_txnlog/0", owner}) on
+    a broker where the Kafka transaction coordinator does not run (or still
+    loads).
+    """
+    AddKafkaTxnOffsets: _grpc.UnaryUnaryMultiCallable[_internal_pb2.AddKafkaTxnOffsetsRequest, _internal_pb2.AddKafkaTxnOffsetsResponse]
+    """Sent by a consumer group's coordinator to the Kafka transaction
+    coordinator (TxnOffsetCommit, after the group checked the member): keep
+    the offsets with the producer's open transaction until it commits. The
+    same offsets sent again are the same pending offsets.
+
+    Errors: WRONG_HOST as FindKafkaTxn; Kafka's refusals per partition.
+    """
+    CommitKafkaTxnOffsets: _grpc.UnaryUnaryMultiCallable[_internal_pb2.CommitKafkaTxnOffsetsRequest, _internal_pb2.CommitKafkaTxnOffsetsResponse]
+    """Sent by the Kafka transaction coordinator to a group's coordinator once
+    the transaction committed: write the offsets to the group's committed
+    offsets. Offsets are absolute: a call whose answer was lost is sent again.
+
+    Errors: Kafka's per partition (NOT_COORDINATOR where the group is not
+    coordinated here: the caller asks the owner of its offsets segment again).
+    """
 
 @_typing.type_check_only
 class BrokerInternalAsyncStub(BrokerInternalStub):
@@ -97,6 +127,36 @@ class BrokerInternalAsyncStub(BrokerInternalStub):
     that does not own the segment: the coordinator asks the owner it names (or
     looks again) and retries until the marker lands; NO_SUCH_SEGMENT
     (NOT_FOUND) for a segment deleted meanwhile (nothing left to mark).
+    """
+    FindKafkaTxn: _aio.UnaryUnaryMultiCallable[_internal_pb2.FindKafkaTxnRequest, _internal_pb2.FindKafkaTxnResponse]  # type: ignore[assignment]
+    """Kafka transactions across brokers (docs/kafka.md, "Clusters"): the Kafka
+    transaction coordinator runs beside the transaction coordinator.
+
+    Sent by a partition's owner to the Kafka transaction coordinator for each
+    transactional batch: the Folio transaction open for the producer
+    (transactional id, producer id, epoch), or the Kafka error the batch gets
+    (INVALID_PRODUCER_EPOCH for an older epoch, INVALID_TXN_STATE when none
+    is open ...). A read: asking again is harmless.
+
+    Errors: WRONG_HOST (UNAVAILABLE; context {segment: "_txnlog/0", owner}) on
+    a broker where the Kafka transaction coordinator does not run (or still
+    loads).
+    """
+    AddKafkaTxnOffsets: _aio.UnaryUnaryMultiCallable[_internal_pb2.AddKafkaTxnOffsetsRequest, _internal_pb2.AddKafkaTxnOffsetsResponse]  # type: ignore[assignment]
+    """Sent by a consumer group's coordinator to the Kafka transaction
+    coordinator (TxnOffsetCommit, after the group checked the member): keep
+    the offsets with the producer's open transaction until it commits. The
+    same offsets sent again are the same pending offsets.
+
+    Errors: WRONG_HOST as FindKafkaTxn; Kafka's refusals per partition.
+    """
+    CommitKafkaTxnOffsets: _aio.UnaryUnaryMultiCallable[_internal_pb2.CommitKafkaTxnOffsetsRequest, _internal_pb2.CommitKafkaTxnOffsetsResponse]  # type: ignore[assignment]
+    """Sent by the Kafka transaction coordinator to a group's coordinator once
+    the transaction committed: write the offsets to the group's committed
+    offsets. Offsets are absolute: a call whose answer was lost is sent again.
+
+    Errors: Kafka's per partition (NOT_COORDINATOR where the group is not
+    coordinated here: the caller asks the owner of its offsets segment again).
     """
 
 class BrokerInternalServicer(metaclass=_abc_1.ABCMeta):
@@ -135,6 +195,54 @@ class BrokerInternalServicer(metaclass=_abc_1.ABCMeta):
         that does not own the segment: the coordinator asks the owner it names (or
         looks again) and retries until the marker lands; NO_SUCH_SEGMENT
         (NOT_FOUND) for a segment deleted meanwhile (nothing left to mark).
+        """
+
+    @_abc_1.abstractmethod
+    def FindKafkaTxn(
+        self,
+        request: _internal_pb2.FindKafkaTxnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_internal_pb2.FindKafkaTxnResponse, _abc.Awaitable[_internal_pb2.FindKafkaTxnResponse]]:
+        """Kafka transactions across brokers (docs/kafka.md, "Clusters"): the Kafka
+        transaction coordinator runs beside the transaction coordinator.
+
+        Sent by a partition's owner to the Kafka transaction coordinator for each
+        transactional batch: the Folio transaction open for the producer
+        (transactional id, producer id, epoch), or the Kafka error the batch gets
+        (INVALID_PRODUCER_EPOCH for an older epoch, INVALID_TXN_STATE when none
+        is open ...). A read: asking again is harmless.
+
+        Errors: WRONG_HOST (UNAVAILABLE; context {segment: "_txnlog/0", owner}) on
+        a broker where the Kafka transaction coordinator does not run (or still
+        loads).
+        """
+
+    @_abc_1.abstractmethod
+    def AddKafkaTxnOffsets(
+        self,
+        request: _internal_pb2.AddKafkaTxnOffsetsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_internal_pb2.AddKafkaTxnOffsetsResponse, _abc.Awaitable[_internal_pb2.AddKafkaTxnOffsetsResponse]]:
+        """Sent by a consumer group's coordinator to the Kafka transaction
+        coordinator (TxnOffsetCommit, after the group checked the member): keep
+        the offsets with the producer's open transaction until it commits. The
+        same offsets sent again are the same pending offsets.
+
+        Errors: WRONG_HOST as FindKafkaTxn; Kafka's refusals per partition.
+        """
+
+    @_abc_1.abstractmethod
+    def CommitKafkaTxnOffsets(
+        self,
+        request: _internal_pb2.CommitKafkaTxnOffsetsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_internal_pb2.CommitKafkaTxnOffsetsResponse, _abc.Awaitable[_internal_pb2.CommitKafkaTxnOffsetsResponse]]:
+        """Sent by the Kafka transaction coordinator to a group's coordinator once
+        the transaction committed: write the offsets to the group's committed
+        offsets. Offsets are absolute: a call whose answer was lost is sent again.
+
+        Errors: Kafka's per partition (NOT_COORDINATOR where the group is not
+        coordinated here: the caller asks the owner of its offsets segment again).
         """
 
 def add_BrokerInternalServicer_to_server(servicer: BrokerInternalServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

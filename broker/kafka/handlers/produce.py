@@ -186,7 +186,7 @@ async def _start(context: KafkaContext, topic: str, partition: int,
             if context.transactional_write is None:
                 return (ErrorCode.transactional_id_authorization_failed, -1,
                         "Kafka transactions are not served by this broker yet")
-            code, message, txn = context.transactional_write(
+            code, message, txn = await context.transactional_write(
                 context, transactional_id, name, header)
             if txn is None:
                 return code, -1, message
@@ -211,7 +211,7 @@ async def _start(context: KafkaContext, topic: str, partition: int,
             return (ErrorCode.transactional_id_authorization_failed, -1,
                     "Kafka transactions are not served by this broker yet")
         else:
-            code, message, place = context.transactional_write(
+            code, message, place = await context.transactional_write(
                 context, transactional_id, target_name, header)
             if place is None:
                 return code, -1, message

@@ -19,14 +19,17 @@ from kio.schema.errors import ErrorCode
 from broker.errors import BrokerError
 from broker.kafka.access import GROUP_CONSUME, TOPIC_PRODUCE, TXN_PRODUCE, allowed
 from broker.kafka.batches import BatchHeader
+from broker.kafka.consumer_groups.coordinator import OffsetCommitItem
+from broker.kafka.consumer_groups.offsets import TopicPartition
 from broker.kafka.context import KafkaContext, TxnWrite
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
 from broker.kafka.handlers.coordination import ZERO, checked_coordinators, coordinators_for
 from broker.kafka.handlers.group_offsets import commit_items, split_refused, topic_answers
-from broker.kafka.locator import TRANSACTION_KEY
+from broker.kafka.locator import GROUP_KEY, TRANSACTION_KEY
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import partition_segments
+from broker.kafka.txns.answers import group_offset_errors
 from broker.kafka.txns.producers import TxnProducers
 from broker.segments.names import is_system_topic
 from ledger.errors import LedgerError
@@ -135,6 +138,10 @@ async def handle_txn_offset_commit(context: KafkaContext, call: Call) -> Any:
     cls = response_class(TXN_OFFSET_COMMIT_KEY, call.version)
     request = call.request
     every = commit_items(request)
+    if context.coordinators is not None and context.coordinators.cluster_txns is not None:
+        errors = await _cluster_txn_offsets(context, call, every)
+        return build(cls, throttle_time=ZERO, topics=topic_answers(
+            cls, "TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition", errors))
     code, producers = _producers(context, None, request.transactional_id)
     if not allowed(context, call, GROUP_CONSUME, request.group_id):
         code, producers = GROUP_CONSUME.refused, None
@@ -163,6 +170,35 @@ async def handle_txn_offset_commit(context: KafkaContext, call: Call) -> Any:
         cls, "TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition", errors))
 
 
+async def _cluster_txn_offsets(context: KafkaContext, call: Call,
+                               every: list[OffsetCommitItem],
+                               ) -> dict[TopicPartition, ErrorCode]:
+    """TxnOffsetCommit at the group's coordinator of a cluster (``broker.kafka.txns.cluster``).
+
+    The client sends it to the group's coordinator (FindCoordinator GROUP), as
+    to Kafka: it checks the member and the partitions, then the transaction
+    coordinator keeps the offsets with the transaction, wherever it runs.
+    """
+    request = call.request
+    code, coordinators = checked_coordinators(context, call, GROUP_CONSUME, GROUP_KEY,
+                                              request.group_id)
+    if coordinators is None or coordinators.cluster_txns is None:
+        return {(item.topic, item.partition): code for item in every}
+    items, errors = split_refused(context, call, every)
+    if items:
+        errors.update(await group_offset_errors(
+            coordinators.groups, request.group_id, getattr(request, "generation_id", -1),
+            getattr(request, "member_id", ""), items,
+            getattr(request, "group_instance_id", None)))
+        good = [item for item in items
+                if errors[(item.topic, item.partition)] is ErrorCode.none]
+        if good:
+            errors.update(await coordinators.cluster_txns.keep_offsets(
+                request.transactional_id, request.producer_id, request.producer_epoch,
+                request.group_id, good))
+    return errors
+
+
 # ---------------------------------------------------------------- hooks
 
 async def transactional_producer_id(context: KafkaContext, call: Call,
@@ -178,15 +214,20 @@ async def transactional_producer_id(context: KafkaContext, call: Call,
                                 getattr(request, "producer_epoch", -1))
 
 
-def transactional_write(context: KafkaContext, transactional_id: str | None,
-                        segment_name: str, header: BatchHeader) -> tuple[
-                            ErrorCode, str | None, TxnWrite | None]:
+async def transactional_write(context: KafkaContext, transactional_id: str | None,
+                              segment_name: str, header: BatchHeader) -> tuple[
+                                  ErrorCode, str | None, TxnWrite | None]:
     """A transactional batch's place in its producer's open Folio transaction.
 
     Produce appends it as any batch, inside the returned ``writing`` context
     (``broker.kafka.handlers.produce``): one path for sequences, group commit
-    and failed appends, transactional or not.
+    and failed appends, transactional or not. In a cluster the partition's
+    owner asks the transaction coordinator wherever it runs
+    (``broker.kafka.txns.cluster``).
     """
+    if context.coordinators is not None and context.coordinators.cluster_txns is not None:
+        return await context.coordinators.cluster_txns.transactional_write(
+            context, transactional_id, segment_name, header)
     code, producers = _producers(context, None, transactional_id)
     if producers is None:
         return code, "no transaction coordinator for this transactional id", None

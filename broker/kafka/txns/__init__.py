@@ -9,7 +9,10 @@ coordinator, whose markers the transaction buffer of each segment reads, so
 ``read_committed`` Kafka consumers and Folio readers see the same outcome.
 Offsets sent with the transaction (TxnOffsetCommit) are kept pending and
 written to the group's committed offsets once the commit is decided.
-``producers`` holds it all; the records live in ``_kafka_txn_state``.
+``producers`` holds it all; the records live in ``_kafka_txn_state``;
+``answers`` says how what cannot be finished is answered. On a multi-broker
+cluster ``cluster`` runs them beside Folio's transaction coordinator, with
+partitions and groups on any broker (docs/kafka.md, "Clusters").
 """
 
 __all__: list[str] = []

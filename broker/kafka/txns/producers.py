@@ -33,14 +33,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
 
-from broker.errors import BrokerError, TxnNotFoundError, TxnStateError
+from broker.errors import (
+    BrokerError,
+    BrokerShuttingDownError,
+    TxnNotFoundError,
+    TxnStateError,
+)
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCommitItem
 from broker.kafka.consumer_groups.offsets import TopicPartition
-from broker.kafka.error_codes import error_code
 from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.txns.answers import OffsetsNotWrittenError, group_offset_errors, retriable
 from broker.kafka.txns.records import (
     MAX_TRANSACTIONAL_ID_BYTES,
     TXN_STATE_TOPIC,
@@ -52,7 +58,7 @@ from broker.txn.coordinator import TxnCoordinator, TxnState, TxnStatus
 from ledger.errors import LedgerError
 from txnbuffer.api import TxnId
 
-__all__ = ["MAX_KAFKA_TXN_TIMEOUT_MS", "TxnProducers"]
+__all__ = ["MAX_KAFKA_TXN_TIMEOUT_MS", "OffsetsWriter", "TxnProducers"]
 
 log = logging.getLogger(__name__)
 
@@ -61,34 +67,89 @@ MAX_KAFKA_TXN_TIMEOUT_MS = 900_000
 _MAX_EPOCH = 32767
 _COMMITTED = frozenset({TxnState.COMMITTING, TxnState.COMMITTED})
 _ABORTED = frozenset({TxnState.ABORTING, TxnState.ABORTED, TxnState.TIMED_OUT})
+#: Decided, markers still being written: the producer's next transaction waits.
+_FINISHING = frozenset({TxnState.COMMITTING, TxnState.ABORTING})
+#: Backoff of the drive that writes a committed transaction's offsets no call finished.
+_OFFSETS_RETRY_FIRST_S = 0.2
+_OFFSETS_RETRY_MAX_S = 5.0
 
-
-class OffsetsNotWrittenError(Exception):
-    """A committed transaction's offsets could not all be written yet (kept for a retry).
-
-    Internal to the Kafka front-end (answered as COORDINATOR_NOT_AVAILABLE, which
-    clients retry), so not a ``BrokerError``: those all cross the gRPC API with
-    a number of their own (``broker/status.py``).
-    """
-
-    def __init__(self, group_id: str, partitions: int) -> None:
-        super().__init__(f"the offsets of {partitions} partitions of group {group_id!r} "
-                         "could not be written")
-        self.group_id = group_id
+#: Writes a committed transaction's offsets into a group's committed offsets,
+#: wherever the group is coordinated: the error of each partition.
+OffsetsWriter = Callable[[str, list[OffsetCommitItem]],
+                         Awaitable[dict[TopicPartition, ErrorCode]]]
 
 
 class TxnProducers:
     """Every transactional id this broker coordinates."""
 
     def __init__(self, topics: TopicManager, coordinator: TxnCoordinator,
-                 producer_ids: ProducerIds, groups: GroupCoordinator) -> None:
+                 producer_ids: ProducerIds, groups: GroupCoordinator,
+                 write_offsets: OffsetsWriter | None = None) -> None:
         self._log = CompactedTopic(topics, TXN_STATE_TOPIC)
         self.coordinator = coordinator
         self._producer_ids = producer_ids
         self._groups = groups
+        self._write_offsets = write_offsets or self._write_local_offsets
         self._producers: dict[str, TxnProducer] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        #: Drives writing committed transactions' offsets no call finished.
+        self._drives: dict[str, asyncio.Task[None]] = {}
+        #: The records are loaded and served (a cluster: while the coordinator runs here).
+        self.loaded = False
+        #: Records may be written (False once stood down, until taken over again).
+        self._active = True
         groups.pending_txn_offsets = self.pending_offsets
+
+    def route_offsets(self, write_offsets: OffsetsWriter) -> None:
+        """Write committed offsets through ``write_offsets`` (a cluster: at the group's broker)."""
+        self._write_offsets = write_offsets
+
+    @property
+    def log_segment(self) -> str:
+        """The segment of ``_kafka_txn_state`` (placed with the transaction coordinator)."""
+        return self._log.segment_name
+
+    async def take_over(self) -> None:
+        """Forget what is in memory, load the records again (cluster: the coordinator came here).
+
+        The caller unloaded the record's segment first, so it loads afresh
+        (recovery fences the previous coordinator's ledger) and every record
+        the previous coordinator wrote is read, as at startup.
+        """
+        self.stand_down()
+        self._active = True
+        await self.start()
+
+    def stand_down(self) -> None:
+        """Serve nothing, keep nothing (cluster: the coordinator runs elsewhere).
+
+        The drives of pending offsets are cancelled: whoever takes over reads
+        the records and drives them again.
+        """
+        self.loaded = False
+        self._active = False
+        for task in self._drives.values():
+            task.cancel()
+        self._drives.clear()
+        self._producers.clear()
+        self._locks.clear()
+        self._log.forget()
+
+    async def _save(self, producer: TxnProducer) -> None:
+        """Write the producer's record, only while this broker coordinates (never fence the next).
+
+        Raises ``BrokerShuttingDownError`` once stood down: its segment now
+        belongs to the broker the coordinator moved to.
+        """
+        if not self._active:
+            raise BrokerShuttingDownError(
+                "the Kafka transaction coordinator moved to another broker")
+        await self._log.write(producer.key, producer.encode())
+
+    async def _write_local_offsets(self, group: str, items: list[OffsetCommitItem],
+                                   ) -> dict[TopicPartition, ErrorCode]:
+        errors = {(item.topic, item.partition): ErrorCode.none for item in items}
+        return await self._groups.write_offsets(group, items, errors)
 
     async def start(self) -> None:
         """Load the records; finish what a crash left between a decision and its offsets."""
@@ -113,9 +174,47 @@ class TxnProducers:
                 elif state is None or state in _ABORTED:
                     await self._finish(producer, "abort")
             except (BrokerError, LedgerError, OffsetsNotWrittenError) as error:
-                # Kept as it is: its next EndTxn, InitProducerId or start finishes it.
-                log.error("kafka transactions: finishing %s after a restart failed: %s",
-                          producer.transactional_id, error)
+                # Kept as it is, and driven on: its next EndTxn, InitProducerId or
+                # the drive finishes it.
+                log.warning("kafka transactions: finishing %s after a restart failed: %s",
+                            producer.transactional_id, error)
+                self._drive_later(producer.transactional_id)
+        self.loaded = True
+
+    def _drive_later(self, transactional_id: str) -> None:
+        """Finish a decided transaction's record (its offsets) with backoff until it is done.
+
+        Rule: a COMMITTING state is driven to its end, not only when the
+        producer comes back. Stops with ``stand_down`` (the next coordinator
+        drives it from the record).
+        """
+        if transactional_id in self._drives:
+            return
+        task = asyncio.get_running_loop().create_task(self._drive(transactional_id))
+        self._drives[transactional_id] = task
+        task.add_done_callback(lambda done: self._drives.pop(transactional_id, None)
+                               if self._drives.get(transactional_id) is done else None)
+
+    async def _drive(self, transactional_id: str) -> None:
+        delay_s = _OFFSETS_RETRY_FIRST_S
+        while True:
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * 2, _OFFSETS_RETRY_MAX_S)
+            async with self._lock(transactional_id):
+                producer = self._producers.get(transactional_id)
+                if producer is None or producer.txn_id is None:
+                    return
+                state = self._state(producer.txn_id)
+                if state is TxnState.OPEN:
+                    return  # not decided: the producer (or its timeout) ends it
+                if state in _FINISHING and state is not TxnState.COMMITTING:
+                    continue  # its abort markers first
+                try:
+                    await self._finish(producer, "commit" if state in _COMMITTED else "abort")
+                    return
+                except (BrokerError, LedgerError, OffsetsNotWrittenError) as error:
+                    log.info("kafka transactions: %s not finished yet (%s); again in %.1f s",
+                             transactional_id, error, delay_s)
 
     def _state(self, txn_id: TxnId) -> TxnState | None:
         try:
@@ -196,11 +295,11 @@ class TxnProducers:
                 else:
                     producer = TxnProducer(transactional_id, producer.producer_id,
                                            producer.epoch + 1, timeout_ms)
-                await self._log.write(producer.key, producer.encode())
+                await self._save(producer)
             except OffsetsNotWrittenError:
                 return ErrorCode.coordinator_not_available, -1, -1
             except (BrokerError, LedgerError) as error:
-                return _retriable(error), -1, -1
+                return retriable(error), -1, -1
             self._producers[transactional_id] = producer
             log.info("kafka transactions: %s is producer %d epoch %d", transactional_id,
                      producer.producer_id, producer.epoch)
@@ -229,14 +328,20 @@ class TxnProducers:
             if producer.txn_id is not None:
                 if self._state(producer.txn_id) is not TxnState.OPEN:
                     return ErrorCode.invalid_txn_state  # timed out: the producer aborts
+            elif (producer.last_txn_id is not None and not producer.last_markers_written
+                  and self._state(producer.last_txn_id) in _FINISHING):
+                # The last one's markers are not all written: a partition owner
+                # must never take a batch of the next one for the last one's
+                # (docs/kafka.md, "Clusters"). Kafka answers so too; clients retry.
+                return ErrorCode.concurrent_transactions
             else:
                 try:
                     txn_id = await self.coordinator.begin(producer.timeout_ms)
                     producer.txn_id = txn_id
-                    await self._log.write(producer.key, producer.encode())
+                    await self._save(producer)
                 except (BrokerError, LedgerError) as error:
                     producer.txn_id = None
-                    return _retriable(error)
+                    return retriable(error)
                 producer.last_end = None
             if group_id is not None:
                 producer.groups.add(group_id)
@@ -258,28 +363,45 @@ class TxnProducers:
                           items: list[OffsetCommitItem],
                           group_instance_id: str | None = None,
                           ) -> dict[TopicPartition, ErrorCode]:
-        """TxnOffsetCommit: keep the offsets until the transaction commits."""
+        """TxnOffsetCommit on one broker: the group's checks, then ``keep_offsets``."""
         code, producer = self.check(transactional_id, producer_id, epoch)
         if producer is not None and (producer.txn_id is None
                                      or self._state(producer.txn_id) is not TxnState.OPEN):
             code, producer = ErrorCode.invalid_txn_state, None
         if producer is None:
             return {(item.topic, item.partition): code for item in items}
-        if generation >= 0 or member_id:  # KIP-447: the consumer's generation is checked
-            member_error = self._groups.commit_error(group_id, generation, member_id,
-                                                     group_instance_id)
-            if member_error is not ErrorCode.none:
-                return {(item.topic, item.partition): member_error for item in items}
-        errors = await self._groups.partition_errors(items)
+        errors = await group_offset_errors(self._groups, group_id, generation, member_id,
+                                           items, group_instance_id)
+        good = [item for item in items
+                if errors[(item.topic, item.partition)] is ErrorCode.none]
+        if good:
+            errors.update(await self.keep_offsets(transactional_id, producer_id, epoch,
+                                                  group_id, good))
+        return errors
+
+    async def keep_offsets(self, transactional_id: str, producer_id: int, epoch: int,
+                           group_id: str, items: list[OffsetCommitItem],
+                           ) -> dict[TopicPartition, ErrorCode]:
+        """Keep offsets the group's coordinator accepted until the transaction commits.
+
+        The same offsets kept again change nothing (a call whose answer was lost).
+        """
+        code, producer = self.check(transactional_id, producer_id, epoch)
+        if producer is not None and (producer.txn_id is None
+                                     or self._state(producer.txn_id) is not TxnState.OPEN):
+            code, producer = ErrorCode.invalid_txn_state, None
+        if producer is None:
+            return {(item.topic, item.partition): code for item in items}
+        errors = {(item.topic, item.partition): ErrorCode.none for item in items}
         async with self._lock(producer.transactional_id):
             for item in items:
                 if errors[(item.topic, item.partition)] is ErrorCode.none:
                     producer.offsets[(group_id, item.topic, item.partition)] = item.offset
             producer.groups.add(group_id)
             try:
-                await self._log.write(producer.key, producer.encode())
+                await self._save(producer)
             except (BrokerError, LedgerError) as error:
-                return {tp: _retriable(error) if value is ErrorCode.none else value
+                return {tp: retriable(error) if value is ErrorCode.none else value
                         for tp, value in errors.items()}
         return errors
 
@@ -296,25 +418,32 @@ class TxnProducers:
                 if producer.last_end not in (None, outcome):
                     return ErrorCode.invalid_txn_state
                 return ErrorCode.none
+            markers_written = False
             try:
                 state = self._state(producer.txn_id)
                 if state is TxnState.OPEN:
-                    if commit:
+                    if commit:  # answered once its markers are durable (its record follows)
                         await self.coordinator.commit([producer.txn_id])
-                    else:
+                    else:  # answered after ABORT_ANSWER_WAIT_S even if they are not
                         await self.coordinator.abort(producer.txn_id)
                     state = self._state(producer.txn_id)
+                    markers_written = commit or state not in _FINISHING
                 decided = "commit" if state in _COMMITTED else "abort"
                 if decided != outcome:
                     # Its timeout aborted it: the producer must abort.
                     return ErrorCode.invalid_txn_state
                 await self._finish(producer, decided)
+                producer.last_markers_written = markers_written
             except TxnStateError:
                 return ErrorCode.invalid_txn_state
             except OffsetsNotWrittenError:
+                self._drive_later(producer.transactional_id)
                 return ErrorCode.coordinator_not_available
             except (BrokerError, LedgerError) as error:
-                return _retriable(error)
+                if producer.txn_id is not None and self._state(producer.txn_id) not in (
+                        None, TxnState.OPEN):  # decided: its record is finished anyway
+                    self._drive_later(producer.transactional_id)
+                return retriable(error)
             return ErrorCode.none
 
     async def _finish(self, producer: TxnProducer, outcome: str) -> None:
@@ -324,23 +453,22 @@ class TxnProducers:
             for (group, topic, partition), value in producer.offsets.items():
                 by_group.setdefault(group, []).append(OffsetCommitItem(topic, partition, value))
             for group, items in by_group.items():
-                errors = {(item.topic, item.partition): ErrorCode.none for item in items}
-                result = await self._groups.write_offsets(group, items, errors)
+                # Maybe applied when this raises or a partition failed (a lost
+                # answer): the same absolute offsets are written again, harmless.
+                try:
+                    result = await self._write_offsets(group, items)
+                except (BrokerError, LedgerError) as error:
+                    log.info("kafka transactions: offsets of group %s not written: %s",
+                             group, error)
+                    raise OffsetsNotWrittenError(group, len(items)) from error
                 failed = [tp for tp, value in result.items() if value is not ErrorCode.none]
                 if failed:
                     # Kept in the record: the next start (or EndTxn retry) writes them.
                     raise OffsetsNotWrittenError(group, len(failed))
+        producer.last_txn_id = producer.txn_id
+        producer.last_markers_written = False  # (``end`` knows better, and says so)
         producer.txn_id = None
         producer.offsets = {}
         producer.groups = set()
         producer.last_end = outcome
-        await self._log.write(producer.key, producer.encode())
-
-
-def _retriable(error: BrokerError | LedgerError) -> ErrorCode:
-    """A storage failure as a code clients retry (Kafka answers COORDINATOR_NOT_AVAILABLE)."""
-    code = error_code(error)
-    if code in (ErrorCode.unknown_server_error, ErrorCode.kafka_storage_error,
-                ErrorCode.request_timed_out):
-        return ErrorCode.coordinator_not_available
-    return code
+        await self._save(producer)

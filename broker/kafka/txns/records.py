@@ -3,8 +3,9 @@
 One record per transactional id, keyed ``t/<transactional id>``, versioned
 JSON: producer id, epoch, transaction timeout, the open Folio transaction
 (hex, or null) and the offsets sent with it (TxnOffsetCommit) that wait for
-its commit. It is written when the producer (re)initialises, when a Folio
-transaction begins, when offsets are added, and when a transaction ends.
+its commit, and how the last transaction ended (its outcome and txn id).
+It is written when the producer (re)initialises, when a Folio transaction
+begins, when offsets are added, and when a transaction ends.
 """
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ class TxnProducer:
         groups: groups added with AddOffsetsToTxn in this transaction.
         last_end: "commit" or "abort" once the last transaction ended (a
             retried EndTxn with the same outcome is answered success).
+        last_txn_id: the Folio transaction that ended last: the next one
+            begins only once its markers are all written (else
+            CONCURRENT_TRANSACTIONS, which clients retry), so no partition
+            owner can take a batch of the next one as the last one's.
+        last_markers_written: the last transaction's EndTxn saw its markers
+            written (a commit answers once they are; its COMMITTED record
+            follows): the next one need not wait. In memory only (after a
+            restart or a move the state decides).
     """
 
     transactional_id: str
@@ -51,6 +60,8 @@ class TxnProducer:
     offsets: dict[PendingOffset, CommittedOffset] = field(default_factory=dict)
     groups: set[str] = field(default_factory=set)
     last_end: str | None = None
+    last_txn_id: TxnId | None = None
+    last_markers_written: bool = False
 
     @property
     def key(self) -> str:
@@ -66,6 +77,8 @@ class TxnProducer:
             "offsets": [[group, topic, partition, value.offset, value.leader_epoch,
                          value.metadata] for (group, topic, partition), value
                         in self.offsets.items()],
+            "last_end": self.last_end,
+            "last_txn_id": None if self.last_txn_id is None else txn_id_hex(self.last_txn_id),
         }, legacy_key="v")  # "v": for brokers of earlier builds (ledger.records)
 
     @staticmethod
@@ -79,9 +92,13 @@ class TxnProducer:
         offsets = {(str(group), str(topic), int(partition)):
                    CommittedOffset(int(offset), int(epoch), metadata)
                    for group, topic, partition, offset, epoch, metadata in data["offsets"]}
+        # "last_end", "last_txn_id": absent from records of earlier builds.
+        last_end = data.get("last_end")
+        last_txn = data.get("last_txn_id")
         return TxnProducer(key[2:], int(data["producer_id"]), int(data["epoch"]),
                            int(data["timeout_ms"]), None if txn is None else txn_id_from_hex(txn),
-                           offsets)
+                           offsets, set(), last_end if last_end in ("commit", "abort") else None,
+                           None if last_txn is None else txn_id_from_hex(last_txn))
 
 
 def record_key(transactional_id: str) -> str:

@@ -45,9 +45,9 @@ def test_every_public_rpc_is_classified_and_nothing_else() -> None:
 
 def test_the_internal_rpcs_need_a_super_user() -> None:
     internal = [method for method in RPC_TABLE if "/folio.broker.v1." in method]
-    assert sorted(m.rsplit("/", 1)[1] for m in internal) == ["AppendKafkaBatch",
-                                                            "RegisterTxnSegment",
-                                                            "WriteTxnMarker"]
+    assert sorted(m.rsplit("/", 1)[1] for m in internal) == [
+        "AddKafkaTxnOffsets", "AppendKafkaBatch", "CommitKafkaTxnOffsets", "FindKafkaTxn",
+        "RegisterTxnSegment", "WriteTxnMarker"]
     assert all(RPC_TABLE[method].need is Need.SUPER_USER for method in internal)
 
 

@@ -122,9 +122,11 @@ def test_nodes_leaders_and_group_coordinators() -> None:
         cluster.released(frozenset({container}))
         assert groups.dropped == [container]
         assert not cluster.is_local(GROUP_KEY, group)
-        # Transactional ids: this broker answers, and refuses them (not served in a cluster).
-        assert cluster.coordinator_of(TRANSACTION_KEY, "t") == cluster.this_node()
-        assert cluster.is_local(TRANSACTION_KEY, "t")
+        # Transactional ids: coordinated by the owner of the container of _txnlog/0
+        # (the transaction coordinator's broker); not here without its Kafka part.
+        owners.by_container[container_of("_txnlog/0", COUNT)] = other
+        assert cluster.coordinator_of(TRANSACTION_KEY, "t") == Node(node_id_of("b:1"), "b", 9092)
+        assert not cluster.is_local(TRANSACTION_KEY, "t")
         cluster.close()
 
     asyncio.run(run())
