@@ -8,19 +8,26 @@ survives, and a ledger being written is never collected.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
 
 from ledger.api import AddRequest, MetadataStore
+from ledger.bookie.bookie import Bookie
 from ledger.bookie.collector import GarbageCollectionConfig, LedgerCollector
+from ledger.client.directory import BookieDirectory
 from ledger.client.ledger_client import LedgerClient
-from ledger.errors import LedgerDeletedError
+from ledger.config import BookieConfig, Journal, LedgerConfig
+from ledger.errors import LedgerDeletedError, StorageError
 from ledger.metadata.ledger_metadata import ledger_path
 from ledger.metadata.paths import LOCKS_PATH, UNDER_REPLICATED_PATH
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
+from tests.support.faulty_kv import FaultyKV
 from tests.support.faulty_metadata import FaultyMetadataStore
+from tests.support.wait import wait_for_async
 from tests.unit.ledger.conftest import FaultyBookie
 
 ENTRY = b"e" * 100
@@ -37,7 +44,8 @@ def _collector(bookie: FaultyBookie, store: MetadataStore, **config: object) -> 
 
 
 async def _ledger(client: LedgerClient, entries: int = 5, size: int = 3) -> int:
-    handle = await client.create(ensemble_size=size, write_quorum=size, ack_quorum=2)
+    handle = await client.create(ensemble_size=size, write_quorum=size,
+                                 ack_quorum=min(size, 2))
     for _ in range(entries):
         await handle.add(ENTRY)
     await handle.close()
@@ -233,3 +241,36 @@ def test_settings_are_checked() -> None:
         GarbageCollectionConfig(gc_interval_ms=0)
     with pytest.raises(ValueError, match="gc_rate_per_s must be positive"):
         GarbageCollectionConfig(gc_rate_per_s=0.0)
+
+
+async def test_a_delete_the_bookie_failed_is_collected_once_its_storage_heals(
+        tmp_path: Path, store: RocksDBMetadataStore) -> None:
+    # folio standalone's case: one bookie in process, whose disk fails during a delete.
+    faults = FaultyKV()
+    bookie = Bookie(BookieConfig(data_dir=str(tmp_path / "bookie"), journal=Journal.NONE),
+                    bookie_id="local", open_kv=faults.open)
+    try:
+        client = LedgerClient(store, BookieDirectory([bookie]),
+                              LedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1))
+        gone, live = await _ledger(client, size=1), await _ledger(client, size=1)
+        faults.fail_now()
+        await client.delete(gone)  # the bookie's delete fails; the metadata goes
+        assert not await store.exists(ledger_path(gone))
+        faults.heal()
+
+        async def healed() -> bool:  # a probe runs at most every 0.5 s
+            with contextlib.suppress(StorageError):
+                await bookie.probe_storage()
+            return bookie.storage_failure is None
+
+        await wait_for_async(healed, "the bookie's storage takes writes again", 10)
+        assert gone in bookie.ledger_ids()
+
+        collector = LedgerCollector(bookie, "local", store, GarbageCollectionConfig(),
+                                    sleep=_no_wait)
+        results = [await collector.collect_once() for _ in range(2)]
+        assert [c.ledger_id for r in results for c in r.collected] == [gone]
+        assert bookie.ledger_ids() == [live]
+        assert await (await client.open(live)).read(0, 4) == [ENTRY] * 5
+    finally:
+        bookie.shutdown()
