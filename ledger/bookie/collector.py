@@ -27,9 +27,11 @@ answer lost) keeps its copy for good, and no tombstone refuses a late writer.
    store that was never a cluster's, or the wrong chroot, must not empty a
    bookie).
 4. **Over-replicated ledgers** (optional, ``gc_over_replicated``): a *closed*
-   ledger none of whose ensembles names this bookie (auto-recovery copied it
-   here and then chose another bookie, or a writer replaced this bookie after
-   it had taken some entries) is dropped too, under the same two-pass rule, and
+   ledger none of whose ensembles names this bookie (it was taken for lost,
+   auto-recovery swapped replacements in, and it came back; or a worker copying
+   the ledger here died and another chose a different bookie; a writer's
+   ensemble change keeps the old ensemble in the history, so never this) is
+   dropped too, under the same two-pass rule, and
    only while this collector holds the ledger's auto-recovery lock
    (``/autorecovery/locks/L<id>``, ephemeral) and no under-replication mark
    exists, with the metadata read again under the lock: auto-recovery copies a
@@ -276,7 +278,10 @@ class LedgerCollector:
             # Written since it was suspected (or deleted by a late request):
             # a later pass looks again.
             return None
-        data_bytes = await self._data_bytes(ledger_id, tail)
+        try:
+            data_bytes = await self._data_bytes(ledger_id, tail)
+        except NoSuchLedgerError:
+            return None  # a late delete request got here first
         # A delete whose answer is lost in process cannot be: it is this
         # bookie's own queue. It fails only with the storage (StorageError),
         # and then the copy stays for a later pass.
