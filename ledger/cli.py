@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from ledger.api import MetadataStore
 from ledger.autorecovery.config import AutoRecoveryConfig, AutoRecoveryListenConfig
 from ledger.bookie.client_security import BookieSecurity
+from ledger.bookie.collector import GarbageCollectionConfig
 from ledger.bookie.main import ClusterService, run_bookie
 from ledger.bookie.remote import GrpcBookieClient
 from ledger.config import BookieConfig, BookieListenConfig
@@ -28,13 +29,14 @@ from ledger.metadata.cluster_config import ClusterConfig
 from ledger.settings import Layers, add_arguments, to_toml
 
 __all__ = ["autorecovery_command", "bookie_command", "resolve_bookie_settings",
-           "setup_logging"]
+           "resolve_gc_settings", "setup_logging"]
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "bookie"
 BOOKIE_ENV_PREFIX = "FOLIO_BOOKIE_"
-_CLASSES = (BookieConfig, BookieListenConfig, ClusterConfig, AutoRecoveryConfig)
+_CLASSES = (BookieConfig, BookieListenConfig, ClusterConfig, AutoRecoveryConfig,
+            GarbageCollectionConfig)
 
 #: Help of each field's flag (``--data-dir`` for ``data_dir``...).
 _FIELD_HELP = {
@@ -88,6 +90,15 @@ _FIELD_HELP = {
         "re-read when it changes. The worker also trusts --tls-ca and presents "
         "--tls-cert/--tls-key as its client certificate. Without it on a bookie that checks "
         "tokens, a WARNING at start: the worker would be refused (docs/security.md)",
+        "gc": "in a cluster, collect ledgers deleted from the metadata that this bookie still "
+        "holds (it missed their delete: down, cut off); default on, --no-gc turns it off "
+        "(docs/ledger.md, Garbage collection)",
+        "gc_interval_ms": "time between two garbage collection passes; a ledger is deleted "
+        "on the second pass that finds its metadata gone (default 900000: 15 minutes)",
+        "gc_over_replicated": "the garbage collector also deletes closed ledgers whose "
+        "ensembles no longer name this bookie (default off)",
+        "gc_rate_per_s": "metadata reads and deletes of one garbage collection pass per "
+        "second, at most (default 50)",
     },
 }
 
@@ -119,6 +130,16 @@ def resolve_bookie_settings(
     return layers.build(BookieConfig), listen, cluster, layers.build(AutoRecoveryConfig)
 
 
+def resolve_gc_settings(args: argparse.Namespace,
+                        environ: Mapping[str, str]) -> GarbageCollectionConfig:
+    """The garbage collector's settings, layered as ``resolve_bookie_settings`` layers.
+
+    Raises:
+        ValueError: a bad value, with a message for the user.
+    """
+    return Layers.from_args(COMPONENT, args, environ).build(GarbageCollectionConfig)
+
+
 def auto_recovery_service(config: AutoRecoveryConfig,
                           connect: Callable[[str], GrpcBookieClient]) -> ClusterService:
     """The auto-recovery worker as a cluster bookie's background work."""
@@ -142,11 +163,12 @@ def setup_logging() -> None:
 def _run_bookie(args: argparse.Namespace) -> int:
     try:
         config, listen, cluster, recovery = resolve_bookie_settings(args, os.environ)
+        gc = resolve_gc_settings(args, os.environ)
     except ValueError as error:
         print(f"folio bookie: error: {error}", file=sys.stderr)
         return 2
     if args.print_config:
-        print(to_toml(COMPONENT, config, listen, cluster, recovery), end="")
+        print(to_toml(COMPONENT, config, listen, cluster, recovery, gc), end="")
         return 0
     setup_logging()
 
@@ -162,6 +184,8 @@ def _run_bookie(args: argparse.Namespace) -> int:
                 + (f", registered as {cluster.address(host, bound)} in {cluster.url()}"
                    if cluster.enabled else "")
                 + (", auto-recovery on" if cluster.enabled and recovery.auto_recovery else "")
+                + (f", ledger gc every {gc.gc_interval_ms} ms" if cluster.enabled and gc.gc
+                   else "")
                 + ")")
 
     service = None
@@ -182,7 +206,7 @@ def _run_bookie(args: argparse.Namespace) -> int:
         service = auto_recovery_service(recovery, connect)
     return run_bookie(config, host, listen.port, prog="folio bookie", announce=announce,
                       metrics_port=listen.metrics_port, listen=listen, cluster=cluster,
-                      service=service)
+                      service=service, gc=gc)
 
 
 def bookie_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -25,6 +25,8 @@ __all__ = [
     "LATENCY_BUCKETS_S",
     "observe_ack",
     "observe_add",
+    "observe_gc_collected",
+    "observe_gc_pass",
     "observe_group_commit",
     "observe_journal_wait",
     "observe_rereplicated",
@@ -102,6 +104,33 @@ REREPLICATED_ENTRIES = Counter(
 REREPLICATED_BYTES = Counter(
     "folio_ledger_rereplicated_bytes_total",
     "Bytes of entry data this process's auto-recovery worker copied to replacement bookies")
+
+
+GC_LEDGERS = Counter(
+    "folio_bookie_gc_ledgers",
+    "Ledgers this bookie's garbage collector deleted: reason=deleted (gone from the metadata) "
+    "or over_replicated (closed, and no ensemble names this bookie)",
+    ["reason"])
+GC_BYTES = Counter(
+    "folio_bookie_gc_bytes",
+    "Bytes of entry data of the ledgers this bookie's garbage collector deleted (from the "
+    "stored lengths of the first and last entry held)")
+GC_PASSES = Counter(
+    "folio_bookie_gc_passes",
+    "Passes of this bookie's garbage collector: result=done, or failed (an unknown metadata "
+    "answer ended it early and nothing more was deleted)",
+    ["result"])
+
+
+def observe_gc_collected(reason: str, data_bytes: int) -> None:
+    """The garbage collector deleted one ledger (``reason``) of ``data_bytes``."""
+    GC_LEDGERS.labels(reason).inc()
+    GC_BYTES.inc(data_bytes)
+
+
+def observe_gc_pass(*, failed: bool) -> None:
+    """One pass of the garbage collector ended."""
+    GC_PASSES.labels("failed" if failed else "done").inc()
 
 
 def set_under_replicated(ledgers: int) -> None:

@@ -42,13 +42,16 @@ from broker.standalone_config import StandaloneConfig
 from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 from ledger.api import MetadataStore
 from ledger.bookie.bookie import Bookie
+from ledger.bookie.collector import GarbageCollectionConfig, LedgerCollector
 from ledger.client.directory import BookieDirectory
+from ledger.components import Background, Work
 from ledger.config import BookieConfig, Durability
 from ledger.errors import LedgerError, StorageError
 from ledger.lifecycle import ComponentStack, StartError, run_process
 from ledger.metadata.stores import open_store
 
-__all__ = ["MAX_ENTRY_BYTES", "StandaloneLedgers", "run_standalone", "standalone_running"]
+__all__ = ["MAX_ENTRY_BYTES", "StandaloneLedgers", "add_bookie_collector", "run_standalone",
+           "standalone_running"]
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +88,33 @@ def run_standalone(config: BrokerConfig, remote: RemoteBookies | None = None,
         return _fail(running.command, f"cannot create data dir {config.data_dir}: {error}")
     stack = ComponentStack(running.command)
     source = stack.add(StandaloneLedgers(config, remote, bookie_security or BookieSecurity()))
+    if remote is None:
+        add_bookie_collector(stack, config, source)
     broker = add_broker(stack, config, source, running, txn_faults=txn_faults,
                         bookie_in_process=remote is None)
     return run_process(running.command, lambda: stack, broker.ready_line)
+
+
+def add_bookie_collector(stack: ComponentStack, config: BrokerConfig,
+                         source: StandaloneLedgers) -> None:
+    """The in-process bookie's garbage collector, unless ``--no-gc``: added right after
+    ``source``, so it stops before the bookie and the store it reads."""
+    if isinstance(config, StandaloneConfig) and config.gc:
+        stack.add(Background("the bookie's ledger garbage collector",
+                             _collector(source, config.gc_interval_ms)))
+
+
+def _collector(source: StandaloneLedgers, interval_ms: int) -> Work:
+    """The in-process bookie's garbage collector (``ledger.bookie.collector``): a delete
+    the bookie failed (its storage failing then) still removes the metadata."""
+    async def collect() -> None:
+        bookie = source.bookie
+        if bookie is None:
+            raise RuntimeError("no bookie in process")
+        await LedgerCollector(bookie, bookie.bookie_id, source.store,
+                              GarbageCollectionConfig(gc_interval_ms=interval_ms)).run()
+
+    return collect
 
 
 def _durability(config: BrokerConfig) -> Durability:

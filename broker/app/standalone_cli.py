@@ -32,6 +32,11 @@ _HELP = {
     "metrics_port": "port of Prometheus metrics (/metrics), 0 for any free one (default 7071)",
     "durability": "sync: acknowledge appends once fsynced (default); async: once in the "
     "write-ahead log (a machine crash may lose acknowledged events)",
+    "gc": "run the in-process bookie's garbage collector: it deletes ledgers whose metadata "
+    "is gone (a delete the bookie failed); default on, --no-gc turns it off "
+    "(docs/ledger.md, Garbage collection)",
+    "gc_interval_ms": "time between two garbage collection passes; a ledger is deleted on the "
+    "second pass that finds its metadata gone (default 900000: 15 minutes)",
     "stop_grace_s": "seconds in-flight calls get to finish on SIGTERM (default 10)",
     "retention_interval_s": "how often retention, ledger rollover by age, writer expiry and "
     "auto-scaling run (default 30)",

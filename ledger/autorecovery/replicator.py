@@ -14,7 +14,9 @@ Crash windows: a worker that dies before step 3 has changed no metadata; its
 mark stays and another worker starts over (it may choose another replacement).
 The copies already made then sit on a bookie no metadata names: they cost
 space, never correctness, and stay there (deleting a ledger asks only the
-bookies its metadata names). A failed compare-and-set (the writer of an open
+bookies its metadata names) unless that bookie runs its garbage collector with
+``--gc-over-replicated`` (``ledger.bookie.collector``), which drops them once
+the ledger is no longer marked. A failed compare-and-set (the writer of an open
 ledger changed its ensemble, a recovery closed the ledger, another worker
 finished first) changes nothing either, and the ledger is tried again later
 from fresh metadata. Copying is idempotent, so doing it twice is harmless.

@@ -27,6 +27,7 @@ import grpc
 
 from ledger.api import MetadataStore
 from ledger.bookie.bookie import Bookie
+from ledger.bookie.collector import GarbageCollectionConfig, LedgerCollector
 from ledger.bookie.service import start_bookie_server
 from ledger.components import Background, MetricsServer
 from ledger.config import BookieConfig, BookieListenConfig
@@ -64,7 +65,8 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
                announce: Announce, metrics_port: int | None = None,
                listen: BookieListenConfig | None = None,
                cluster: ClusterConfig | None = None,
-               service: ClusterService | None = None) -> int:
+               service: ClusterService | None = None,
+               gc: GarbageCollectionConfig | None = None) -> int:
     """Serve one bookie until SIGTERM or SIGINT; return the process exit code.
 
     Args:
@@ -79,6 +81,8 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
         cluster: with a metadata URL, join that cluster: refuse to start if
             it is not initialised, register once serving (``membership``).
         service: in a cluster, run this beside serving (``ClusterService``).
+        gc: in a cluster, collect the ledgers deleted from the metadata
+            (``ledger.bookie.collector``) when ``gc.gc``; None: no collector.
 
     Returns:
         0 after a clean stop; 1, with one line on stderr and no traceback, if
@@ -95,7 +99,7 @@ def run_bookie(config: BookieConfig, host: str, port: int, *, prog: str,
     except ValueError as error:
         return _fail(prog, str(error))
     stack, server, metrics = _stack(prog, config, host, port, security, interceptors,
-                                    metrics_port, cluster, service)
+                                    metrics_port, cluster, service, gc)
     return run_process(prog, lambda: stack, lambda: announce(
         server.port, None if metrics is None else metrics.port))
 
@@ -112,13 +116,14 @@ def _interceptors(listen: BookieListenConfig) -> list[grpc.aio.ServerInterceptor
 def _stack(prog: str, config: BookieConfig, host: str, port: int, listen: BookieListenConfig,
            interceptors: list[grpc.aio.ServerInterceptor[Any, Any]], metrics_port: int | None,
            cluster: ClusterConfig | None, service: ClusterService | None,
+           gc: GarbageCollectionConfig | None = None,
            ) -> tuple[ComponentStack, _BookieServer, MetricsServer | None]:
     """The bookie's components, in start order (they stop in reverse).
 
-    Stopping: the cluster service, then the registration (brokers place no new
-    ledgers here while it stops), the metrics, the gRPC server (in-flight RPCs
-    get ``STOP_GRACE_S``, including their group commit), the storage, and the
-    cluster session last.
+    Stopping: the garbage collector and the cluster service, then the
+    registration (brokers place no new ledgers here while it stops), the
+    metrics, the gRPC server (in-flight RPCs get ``STOP_GRACE_S``, including
+    their group commit), the storage, and the cluster session last.
     """
     stack = ComponentStack(prog)
     membership: _Membership | None = None
@@ -138,7 +143,22 @@ def _stack(prog: str, config: BookieConfig, host: str, port: int, listen: Bookie
                 await service(membership.store, registration.bookie_id)
 
             stack.add(Background("the bookie's cluster service", work))
+        if gc is not None and gc.gc:
+            stack.add(Background("the bookie's ledger garbage collector",
+                                 _collector(storage, registration, membership, gc)))
     return stack, server, metrics
+
+
+def _collector(storage: _Storage, registration: _Registration, membership: _Membership,
+               config: GarbageCollectionConfig) -> Callable[[], Coroutine[Any, Any, None]]:
+    """The collector's work: made once the storage is open and the bookie registered."""
+    async def collect() -> None:
+        if storage.bookie is None:
+            raise RuntimeError("the bookie storage is not open")
+        await LedgerCollector(storage.bookie, registration.bookie_id, membership.store,
+                              config).run()
+
+    return collect
 
 
 class _Membership:

@@ -187,6 +187,10 @@ def test_print_config_layers_defaults_env_and_flags(tmp_path: Path) -> None:
         "auto_recovery_grace_ms": 30000,
         "auto_recovery_interval_ms": 5000,
         "auto_recovery_token_file": "",          # default: bookies check no tokens
+        "gc": True,                              # default: on (only acts in a cluster)
+        "gc_interval_ms": 900000,
+        "gc_over_replicated": False,
+        "gc_rate_per_s": 50.0,
     }
     assert not (tmp_path / "from-env").exists()  # printing opens nothing
 

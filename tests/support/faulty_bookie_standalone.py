@@ -23,7 +23,7 @@ import signal
 import sys
 
 from broker.app.broker_stack import Running, add_broker
-from broker.app.standalone import StandaloneLedgers
+from broker.app.standalone import StandaloneLedgers, add_bookie_collector
 from broker.app.standalone_cli import resolve_standalone_config, standalone_command
 from ledger.bookie.bookie import Bookie
 from ledger.cli import setup_logging
@@ -72,6 +72,7 @@ def main(argv: list[str]) -> int:
     stack = ComponentStack(running.command)
     stack.add(Step("fault signals", install))
     source = stack.add(StandaloneLedgers(config, open_bookie=open_bookie))
+    add_bookie_collector(stack, config, source)
     broker = add_broker(stack, config, source, running, bookie_in_process=True)
     return run_process(running.command, lambda: stack, broker.ready_line)
 
