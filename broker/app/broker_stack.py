@@ -170,7 +170,7 @@ class KafkaListener:
         return None if self._started is None else self._started.server
 
     async def start(self) -> None:
-        config = self._config
+        config, bookie = self._config, self._source.bookie
         try:
             self._started = await start_kafka(
                 config, self._topics.topics, self._source.store, self._coordinator.coordinator,
@@ -179,7 +179,8 @@ class KafkaListener:
                 access=Access(self._acls.acls, config.super_user_roles())
                 if config.token_auth else None,
                 write_quorum=self._source.quorums.get("write_quorum",
-                                                      LedgerConfig.write_quorum))
+                                                      LedgerConfig.write_quorum),
+                ledger_dir=None if bookie is None else bookie.config.data_dir)
         except (OSError, ValueError, KafkaUnavailableError) as error:
             raise StartError(str(error)) from None
         if self._started is not None:  # ``folio group`` shows its consumer groups now

@@ -60,7 +60,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
                       served: Topics | None = None,
                       access: Access | None = None,
                       write_quorum: int = 1,
-                      forwards: KafkaForwardSlot | None = None) -> StartedKafka | None:
+                      forwards: KafkaForwardSlot | None = None,
+                      ledger_dir: str | None = None) -> StartedKafka | None:
     """The started Kafka listener (and cluster view), or None when ``kafka_port`` is -1 (off).
 
     ``write_quorum``: copies of each entry of new ledgers (Qw), the largest
@@ -80,6 +81,9 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
 
     ``access``: the grants' check every Kafka call is authorised by
     (``broker.kafka.access``); None (no token authentication): none is.
+
+    ``ledger_dir``: the in-process bookie's data directory, whose disk
+    DescribeLogDirs reports (None: no bookie in this process).
 
     Raises ``OSError`` if the port is taken, ``KafkaUnavailableError`` without
     the ``kafka`` extra, ``ValueError`` (``TlsConfigError`` among them) when a
@@ -112,7 +116,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
                            authorizer=access, security=kafka_security(config, store),
                            auto_create_topics=config.kafka_auto_create_topics,
                            num_partitions=config.kafka_num_partitions,
-                           write_quorum=write_quorum)
+                           write_quorum=write_quorum, ledger_dir=ledger_dir)
     cluster = None
     if ownership is not None:
         owners = ownership.owners

@@ -2,9 +2,14 @@
 
 What a Kafka tool asks of a broker, under Kafka's names, with the values this
 broker really works with: its node id, its listener, the defaults a new topic
-gets (``Topics.default_config``: ``message.max.bytes`` is the default
-``max.message.bytes`` that Produce enforces), the consumer groups' session
-bounds and the consumer protocol's (KIP-848) settings. All are read-only:
+gets (``Topics.default_config``, under the names ``topic_configs.BROKER_SYNONYMS``
+gives them: ``message.max.bytes`` is the default ``max.message.bytes`` that
+Produce enforces), the consumer groups' session bounds and the consumer
+protocol's (KIP-848) settings. Each has its source: STATIC_BROKER_CONFIG for
+the broker's identity and listener and for a setting that differs from Folio's
+built-in default, DEFAULT_CONFIG for a built-in default (so tools that show
+"modified" configs only, as kafka-python does by default, show what an
+operator set). All are read-only:
 Folio's broker settings are flags and a config file read at start
 (docs/configuration.md), not dynamic configs, so AlterConfigs of a broker
 answers INVALID_REQUEST.
@@ -18,21 +23,27 @@ ledger's write quorum, the largest replication factor CreateTopics accepts.
 
 from __future__ import annotations
 
+from broker.broker_config import BrokerConfig
 from broker.kafka.consumer_groups.assignors import ASSIGNORS
 from broker.kafka.consumer_groups.membership import GroupConfig
 from broker.kafka.consumer_groups.modern import ModernConfig
 from broker.kafka.context import KafkaContext
 from broker.kafka.topic_configs import (
     BOOLEAN,
+    BROKER_SYNONYMS,
+    CONFIG_TYPES,
     DEFAULT_CONFIG,
     INT,
     LIST,
-    LONG,
     STATIC_BROKER_CONFIG,
     STRING,
     DescribedConfig,
+    DescribedSynonym,
+    default_source,
+    kafka_configs,
 )
 from broker.kafka.txns.producers import MAX_KAFKA_TXN_TIMEOUT_MS
+from ledger.config import LedgerConfig
 
 __all__ = ["broker_configs", "security_protocol"]
 
@@ -48,7 +59,14 @@ def security_protocol(context: KafkaContext) -> str:
 
 
 def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]:
-    """Every config of this broker (node ``node_id``), by name."""
+    """Every config of this broker (node ``node_id``), by name, with its source and synonyms.
+
+    The source is STATIC_BROKER_CONFIG where this process's settings made the
+    value (its identity and listener; a setting that differs from Folio's
+    built-in default), DEFAULT_CONFIG where it is the built-in default. Each
+    config's one synonym is itself (Folio has no alternative names such as
+    Kafka's ``log.retention.hours``).
+    """
     defaults = context.topics.default_config()
     groups = (context.coordinators.groups.config if context.coordinators is not None
               else GroupConfig())
@@ -56,34 +74,51 @@ def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]
     modern = consumers.config if consumers is not None else ModernConfig()
     protocol = security_protocol(context)
     port = context.advertised_port or context.port
-    static = [
+    # Made by this process's settings, whatever their value.
+    identity = [
         ("broker.id", str(node_id), INT),
         ("advertised.listeners", f"{protocol}://{context.host}:{port}", LIST),
         ("listeners", f"{protocol}://{context.host}:{context.port}", LIST),
-        ("message.max.bytes", str(defaults.max_event_bytes), INT),
-        ("log.retention.ms", str(defaults.retention_ms), LONG),
-        ("log.retention.bytes", str(defaults.retention_bytes), LONG),
-        ("log.segment.bytes", str(defaults.ledger_rollover_bytes), INT),
-        ("log.roll.ms", str(defaults.ledger_rollover_ms), LONG),
-        ("group.min.session.timeout.ms", str(groups.min_session_timeout_ms), INT),
-        ("group.max.session.timeout.ms", str(groups.max_session_timeout_ms), INT),
     ]
-    num_partitions, auto_create = context.num_partitions, context.auto_create_topics
-    fixed = [
-        ("num.partitions", str(num_partitions), INT),
-        ("default.replication.factor", str(context.write_quorum), INT),
-        ("auto.create.topics.enable", str(auto_create).lower(), BOOLEAN),
-        ("log.cleanup.policy", "delete", LIST),
-        ("transaction.max.timeout.ms", str(MAX_KAFKA_TXN_TIMEOUT_MS), INT),
-        ("security.inter.broker.protocol", protocol, STRING),
+    # (name, value, type, Folio's built-in default).
+    built_in_groups, built_in_modern = GroupConfig(), ModernConfig()
+    settings = [
+        ("num.partitions", str(context.num_partitions), INT,
+         str(BrokerConfig.kafka_num_partitions)),
+        ("default.replication.factor", str(context.write_quorum), INT,
+         str(LedgerConfig.write_quorum)),
+        ("auto.create.topics.enable", str(context.auto_create_topics).lower(), BOOLEAN,
+         str(BrokerConfig.kafka_auto_create_topics).lower()),
+        ("security.inter.broker.protocol", protocol, STRING, "PLAINTEXT"),
+        ("group.min.session.timeout.ms", str(groups.min_session_timeout_ms), INT,
+         str(built_in_groups.min_session_timeout_ms)),
+        ("group.max.session.timeout.ms", str(groups.max_session_timeout_ms), INT,
+         str(built_in_groups.max_session_timeout_ms)),
         # KIP-848 (``broker.kafka.consumer_groups.modern``): Kafka's defaults.
-        ("group.coordinator.rebalance.protocols", "classic,consumer", LIST),
-        ("group.consumer.session.timeout.ms", str(modern.session_timeout_ms), INT),
-        ("group.consumer.heartbeat.interval.ms", str(modern.heartbeat_interval_ms), INT),
-        ("group.consumer.assignors", ",".join(ASSIGNORS), LIST),
+        ("group.consumer.session.timeout.ms", str(modern.session_timeout_ms), INT,
+         str(built_in_modern.session_timeout_ms)),
+        ("group.consumer.heartbeat.interval.ms", str(modern.heartbeat_interval_ms), INT,
+         str(built_in_modern.heartbeat_interval_ms)),
     ]
-    described = [DescribedConfig(name, value, STATIC_BROKER_CONFIG, kind, read_only=True)
-                 for name, value, kind in static]
-    described += [DescribedConfig(name, value, DEFAULT_CONFIG, kind, read_only=True)
-                  for name, value, kind in fixed]
+    # Fixed in Folio.
+    settings += [(name, value, kind, value) for name, value, kind in (
+        ("transaction.max.timeout.ms", str(MAX_KAFKA_TXN_TIMEOUT_MS), INT),
+        ("group.coordinator.rebalance.protocols", "classic,consumer", LIST),
+        ("group.consumer.assignors", ",".join(ASSIGNORS), LIST),
+    )]
+    described = [_described(name, value, kind, STATIC_BROKER_CONFIG)
+                 for name, value, kind in identity]
+    described += [_described(name, value, kind,
+                             DEFAULT_CONFIG if value == default else STATIC_BROKER_CONFIG)
+                  for name, value, kind, default in settings]
+    # The defaults of new topics, under the broker's names (``BROKER_SYNONYMS``):
+    # the same source as the topics' synonyms of them (``described_configs``).
+    described += [_described(BROKER_SYNONYMS[name], value, CONFIG_TYPES[name],
+                             default_source(name, value))
+                  for name, value in kafka_configs(defaults).items()]
     return sorted(described, key=lambda entry: entry.name)
+
+
+def _described(name: str, value: str, kind: int, source: int) -> DescribedConfig:
+    return DescribedConfig(name, value, source, kind, read_only=True,
+                           synonyms=(DescribedSynonym(name, value, source),))

@@ -80,6 +80,10 @@ class KafkaContext:
         forwarder: sends Produce batches whose heir another broker owns to
             that broker (``broker.kafka.forwarding``; None: this broker alone,
             or such batches answer NOT_LEADER_OR_FOLLOWER).
+        ledger_dir: the data directory of the bookie in this process (a
+            standalone), whose disk DescribeLogDirs reports the size and free
+            space of; None: the ledgers are on other processes' disks (the
+            sizes are -1, unknown).
     """
 
     topics: Topics
@@ -103,3 +107,4 @@ class KafkaContext:
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     topic_ids: TopicIds = field(default_factory=TopicIds)
     forwarder: HeirForwarder | None = None
+    ledger_dir: str | None = None

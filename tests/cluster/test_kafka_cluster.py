@@ -253,6 +253,8 @@ def _admin_apis_across_brokers(bootstrap: str, topic: str, owners: dict[int, str
         listed: dict[int, set[int]] = {}
         for answer in python_admin.describe_log_dirs(topic_partitions=[topic]):
             (log_dir,) = answer["log_dirs"]
+            # The entries are on the bookies' disks, which a broker cannot see: unknown.
+            assert (log_dir["total_bytes"], log_dir["usable_bytes"]) == (-1, -1)
             listed[answer["broker"]] = {p["partition_index"] for t in log_dir["topics"]
                                         if t["name"] == topic for p in t["partitions"]}
         assert listed == {node_id: {p for p, owner in owners.items() if owner == address}

@@ -24,6 +24,13 @@ async function main() {
       error: r.errorCode, entries: Object.fromEntries(r.configEntries.map(
         (e) => [e.configName, { value: e.configValue, isDefault: e.isDefault,
                                 source: e.configSource, readOnly: e.readOnly }])) }));
+    const synonyms = await admin.describeConfigs({ includeSynonyms: true, resources: [
+      { type: ConfigResourceTypes.TOPIC, name: topic,
+        configNames: ["retention.ms", "max.message.bytes"] },
+      { type: ConfigResourceTypes.BROKER, name: "0", configNames: ["broker.id"] }] });
+    seen.synonyms = synonyms.resources.map((r) => Object.fromEntries(r.configEntries.map(
+      (e) => [e.configName, e.configSynonyms.map(
+        (s) => [s.configName, s.configValue, s.configSource])])));
     await admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.TOPIC,
       name: topic, configEntries: [{ name: "max.message.bytes", value: "500000" }] }] });
     const altered = await admin.describeConfigs({ includeSynonyms: false, resources: [

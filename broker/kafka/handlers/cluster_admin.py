@@ -14,14 +14,26 @@ bytes are ledger entries on the bookies, replicated by the ledger's quorum,
 not files of this broker); each partition this broker serves (in a cluster:
 the segments it owns) is listed with its size in bytes (``SegmentInfo
 .length_bytes``, what retention counts) and an offset lag of 0 (there are no
-followers). The broker does not see its bookies' disks, so ``total_bytes``
-and ``usable_bytes`` (v4+) are -1, Kafka's "unknown", and ``is_cordoned``
-(v5) is false (Folio cannot cordon a log dir).
+followers). ``is_cordoned`` (v5) is false (Folio cannot cordon a log dir).
+
+``total_bytes`` and ``usable_bytes`` (v4+) are what Kafka reports of the
+volume a log dir is on (Java's ``FileStore.getTotalSpace`` and
+``getUsableSpace``: ``f_blocks`` and ``f_bavail`` times ``f_frsize`` of
+``statvfs``), where the broker can know them: a standalone reports the disk
+of its in-process bookie's data directory (``KafkaContext.ledger_dir``), where
+every entry is stored. A broker whose ledgers are on ``folio bookie``
+processes (``folio broker --bookies``, a cluster broker) answers -1, Kafka's
+"unknown": its own data directory, if any, holds no entries, and the bookie
+protocol has no call that reports a bookie's disk. A ``statvfs`` that fails
+(the directory gone) answers -1 too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import logging
+import os
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -36,7 +48,8 @@ from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import partition_segments
 from ledger.errors import LedgerError
 
-__all__ = ["DESCRIBE_CLUSTER_KEY", "DESCRIBE_LOG_DIRS_KEY", "LOG_DIR", "ROWS", "cluster_nodes"]
+__all__ = ["DESCRIBE_CLUSTER_KEY", "DESCRIBE_LOG_DIRS_KEY", "LOG_DIR", "ROWS", "cluster_nodes",
+           "volume_space"]
 
 DESCRIBE_CLUSTER_KEY = 60
 DESCRIBE_LOG_DIRS_KEY = 35
@@ -44,6 +57,8 @@ DESCRIBE_LOG_DIRS_KEY = 35
 LOG_DIR = "folio:ledgers"
 _BROKERS = 1
 _ZERO = datetime.timedelta(0)
+
+log = logging.getLogger(__name__)
 
 
 def cluster_nodes(context: KafkaContext) -> tuple[Node, list[Node]]:
@@ -99,9 +114,27 @@ async def handle_describe_log_dirs(context: KafkaContext, call: Call) -> Any:
         partitions = await _partitions(context, cls, name, wanted)
         if partitions:
             topics.append(build(topic_cls, name=name, partitions=tuple(partitions)))
+    total_bytes, usable_bytes = await volume_space(context.ledger_dir)
     result = build(result_cls, error_code=ErrorCode.none, log_dir=LOG_DIR, topics=tuple(topics),
-                   total_bytes=-1, usable_bytes=-1, is_cordoned=False)
+                   total_bytes=total_bytes, usable_bytes=usable_bytes, is_cordoned=False)
     return build(cls, throttle_time=_ZERO, error_code=ErrorCode.none, results=(result,))
+
+
+async def volume_space(directory: str | None) -> tuple[int, int]:
+    """The total and usable bytes of the volume ``directory`` is on; (-1, -1): unknown.
+
+    Usable is what an unprivileged writer may still use (``f_bavail``, as
+    Java's ``getUsableSpace``), not the blocks only root may take.
+    """
+    if directory is None:
+        return -1, -1
+    try:
+        # In a thread: a hung network mount must not stall every connection.
+        stats = await asyncio.to_thread(os.statvfs, directory)
+    except OSError as error:
+        log.warning("DescribeLogDirs: cannot read the space of %s: %s", directory, error)
+        return -1, -1
+    return stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
 
 
 async def _partitions(context: KafkaContext, cls: Any, topic: str,

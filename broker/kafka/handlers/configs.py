@@ -6,6 +6,13 @@ from the broker's default, DEFAULT_CONFIG where it is the default
 (``described_configs``). A broker (type 4, named by its node id or "") answers
 ``broker.kafka.broker_configs`` (read-only); another broker's id is
 INVALID_REQUEST, as Kafka answers. Other resource types INVALID_REQUEST.
+
+``include_synonyms`` (v1+) answers each config's synonyms as a Kafka broker
+does: a topic config's own value (TOPIC_CONFIG) when the topic overrides it,
+then the broker's default under the broker's name (``log.retention.ms`` for
+``retention.ms``); a broker config, itself with its source. Without it the
+list is empty. ``include_documentation`` (v3+) answers what each config means
+on Folio (``broker.kafka.config_docs``); without it, null.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import BrokerError
 from broker.kafka.access import CLUSTER, TOPIC_LOOKUP, allowed
 from broker.kafka.broker_configs import broker_configs
+from broker.kafka.config_docs import CONFIG_DOCS
 from broker.kafka.context import NODE_ID, KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
@@ -39,6 +47,9 @@ async def handle_describe_configs(context: KafkaContext, call: Call) -> Any:
     cls = response_class(DESCRIBE_CONFIGS_KEY, call.version)
     result_cls = nested(cls, "DescribeConfigsResult")
     entry_cls = nested(cls, "DescribeConfigsResourceResult")
+    synonym_cls = nested(cls, "DescribeConfigsSynonym")
+    with_synonyms = bool(getattr(call.request, "include_synonyms", False))
+    with_docs = bool(getattr(call.request, "include_documentation", False))
     results = []
     for resource in call.request.resources:
         code, message = ErrorCode.none, None
@@ -70,8 +81,12 @@ async def handle_describe_configs(context: KafkaContext, call: Call) -> Any:
         keys = resource.configuration_keys
         entries = tuple(
             build(entry_cls, name=entry.name, value=entry.value, read_only=entry.read_only,
-                  config_source=entry.source, is_sensitive=False, synonyms=(),
-                  config_type=entry.config_type, documentation=None)
+                  config_source=entry.source, is_sensitive=False,
+                  synonyms=tuple(build(synonym_cls, name=synonym.name, value=synonym.value,
+                                       source=synonym.source)
+                                 for synonym in entry.synonyms) if with_synonyms else (),
+                  config_type=entry.config_type,
+                  documentation=CONFIG_DOCS.get(entry.name) if with_docs else None)
             for entry in configs if keys is None or entry.name in keys)
         results.append(build(result_cls, error_code=code, error_message=message,
                              resource_type=resource.resource_type,

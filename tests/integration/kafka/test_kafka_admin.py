@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import os
 import socket
 import sys
 import time
@@ -40,7 +41,8 @@ from kio.schema.errors import ErrorCode
 
 import folio
 from broker.kafka.apis import dispatch_table
-from tests.support.kafka import raw_request, read_response
+from tests.support.bookies import BookieProcess
+from tests.support.kafka import kafka_address, raw_request, read_response
 
 DEADLINE_S = 60.0
 _NAMES = itertools.count()
@@ -107,7 +109,8 @@ def test_kafka_python_infers_a_current_broker(py_admin: KafkaAdminClient) -> Non
 
 
 def test_describe_log_dirs_lists_the_partitions_with_their_sizes(
-        admin: AdminClient, py_admin: KafkaAdminClient, bootstrap: str) -> None:
+        admin: AdminClient, py_admin: KafkaAdminClient, bootstrap: str,
+        server: BookieProcess) -> None:
     topic = _name("logdirs")
     _create(admin, topic, 2)
     assert _produce(bootstrap, topic, 1, [b"x" * 1000] * 5) == [None] * 5
@@ -115,7 +118,11 @@ def test_describe_log_dirs_lists_the_partitions_with_their_sizes(
     assert [answer["broker"] for answer in answers] == [0]
     (log_dir,) = answers[0]["log_dirs"]
     assert log_dir["log_dir"] == "folio:ledgers"
-    assert log_dir["total_bytes"] == -1 and log_dir["usable_bytes"] == -1
+    # The standalone's bookie keeps every entry in DATA_DIR/bookie: its volume's size,
+    # and what is free there (others write to the disk meanwhile: only bounded).
+    volume = os.statvfs(server.data_dir / "bookie")
+    assert log_dir["total_bytes"] == volume.f_blocks * volume.f_frsize > 0
+    assert 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"]
     (mine,) = [t for t in log_dir["topics"] if t["name"] == topic]
     sizes = {p["partition_index"]: p["partition_size"] for p in mine["partitions"]}
     assert sizes[0] == 0
@@ -123,6 +130,54 @@ def test_describe_log_dirs_lists_the_partitions_with_their_sizes(
 
 
 # ------------------------------------------------------------------ configs
+
+
+def test_describe_configs_synonyms_name_the_brokers_defaults(
+        admin: AdminClient, py_admin: KafkaAdminClient, server: BookieProcess) -> None:
+    topic = _name("synonyms")
+    _create(admin, topic, 1, {"retention.ms": "3600000"})
+    # librdkafka always asks for synonyms: the override, then the broker's default.
+    configs = _configs(admin, ConfigResource(ConfigResource.Type.TOPIC, topic))
+    assert [(name, entry.value, entry.source)
+            for name, entry in configs["retention.ms"].synonyms.items()] == [
+        ("retention.ms", "3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+        ("log.retention.ms", "-1", ConfigSource.DEFAULT_CONFIG.value)]
+    assert [(name, entry.value, entry.source)
+            for name, entry in configs["max.message.bytes"].synonyms.items()] == [
+        ("message.max.bytes", "1048576", ConfigSource.DEFAULT_CONFIG.value)]
+    broker = _configs(admin, ConfigResource(ConfigResource.Type.BROKER, "0"))
+    assert [(name, entry.source) for name, entry in broker["broker.id"].synonyms.items()] \
+        == [("broker.id", ConfigSource.STATIC_BROKER_CONFIG.value)]
+    assert broker["log.retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+    # kafka-python only when asked; its default filter hides DEFAULT_CONFIG entries.
+    resource = PyResource(ConfigResourceType.TOPIC, topic)
+    shown = py_admin.describe_configs([resource], include_synonyms=True)["topic"][topic]
+    assert list(shown) == ["retention.ms"]
+    assert shown["retention.ms"]["synonyms"] == [
+        {"name": "retention.ms", "value": "3600000", "source": "DYNAMIC_TOPIC_CONFIG"},
+        {"name": "log.retention.ms", "value": "-1", "source": "DEFAULT_CONFIG"}]
+    every = py_admin.describe_configs([resource], include_synonyms=True,
+                                      config_filter="all")["topic"][topic]
+    assert every["segment.ms"]["synonyms"] == [
+        {"name": "log.roll.ms", "value": "14400000", "source": "DEFAULT_CONFIG"}]
+    unasked = py_admin.describe_configs([resource], config_filter="all")["topic"][topic]
+    assert all(entry["synonyms"] == [] for entry in unasked.values())
+
+    # v4 (flexible) with include_documentation, as no client library here asks it.
+    request: Any = load_request_schema(32, 4)
+    resource_cls = sys.modules[request.__module__].DescribeConfigsResource
+    with socket.create_connection(kafka_address(server), timeout=DEADLINE_S) as sock:
+        sock.sendall(raw_request(32, 4, 7, request(
+            resources=(resource_cls(resource_type=2, resource_name=topic,
+                                    configuration_keys=("segment.bytes",)),),
+            include_synonyms=True, include_documentation=True)))
+        correlation, answer = read_response(sock, 32, 4)
+    assert correlation == 7
+    (entry,) = answer.results[0].configs
+    assert entry.name == "segment.bytes" and "rolls over to a new ledger" in entry.documentation
+    assert [(synonym.name, synonym.source) for synonym in entry.synonyms] \
+        == [("log.segment.bytes", ConfigSource.DEFAULT_CONFIG.value)]
 
 
 def test_describe_configs_reports_sources_and_the_broker_keys(

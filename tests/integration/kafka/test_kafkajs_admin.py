@@ -3,10 +3,10 @@
 ``tests/kafkajs/admin.js`` runs kafkajs's admin client (and a producer) against
 the module's standalone and prints what it saw as JSON: DescribeCluster,
 CreateTopics with a config, DescribeConfigs of the topic and the broker (with
-sources), AlterConfigs, DeleteRecords, CreatePartitions (one split; growing by
-one refused). kafkajs is pinned in ``tests/kafkajs/package.json`` and its
-lock file; ``npm ci`` installs it there once (from the npm registry) when it is
-missing.
+sources; with synonyms when asked), AlterConfigs, DeleteRecords,
+CreatePartitions (one split; growing by one refused). kafkajs is pinned in
+``tests/kafkajs/package.json`` and its lock file; ``npm ci`` installs it there
+once (from the npm registry) when it is missing.
 """
 
 from __future__ import annotations
@@ -64,6 +64,13 @@ def test_kafkajs_admin_client(server: BookieProcess, kafkajs: Path) -> None:
     assert broker["advertised.listeners"]["value"] == f"PLAINTEXT://{host}:{port}"
     assert broker["advertised.listeners"]["source"] == STATIC_BROKER_CONFIG
     assert broker["broker.id"]["readOnly"] is True
+    # Asked includeSynonyms: the topic's override, then the broker's default by its name.
+    topic_synonyms, broker_synonyms = seen["synonyms"]
+    assert topic_synonyms == {
+        "retention.ms": [["retention.ms", "3600000", TOPIC_CONFIG],
+                         ["log.retention.ms", "-1", DEFAULT_CONFIG]],
+        "max.message.bytes": [["message.max.bytes", "1048576", DEFAULT_CONFIG]]}
+    assert broker_synonyms == {"broker.id": [["broker.id", "0", STATIC_BROKER_CONFIG]]}
 
     # AlterConfigs replaces the whole set: retention.ms, not named, is back to its default.
     assert seen["altered"] == {"max.message.bytes": "500000", "retention.ms": "-1"}

@@ -1,0 +1,64 @@
+"""What each config DescribeConfigs reports means on Folio (its ``documentation``, v3+).
+
+Answered when a client asks ``include_documentation`` (``kafka-configs
+--describe --all`` does not; AdminClient users may). One sentence per name,
+saying what the value does here, not what Kafka's broker would do with it
+(``broker.kafka.topic_configs`` and ``broker.kafka.broker_configs`` give the
+values). A name missing here is answered with null documentation, as Kafka
+answers a config without any; ``test_config_docs`` checks that every reported
+name has one.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CONFIG_DOCS"]
+
+_RETENTION_MS = ("Whole ledgers of a segment older than this many ms are deleted from its head "
+                 "(-1: kept forever).")
+_RETENTION_BYTES = ("Whole ledgers are deleted from a segment's head while it holds more than "
+                    "this many bytes (-1: no limit).")
+_MAX_EVENT = ("The largest record batch (as sent, after compression) a Produce may carry; "
+              "a larger one is refused with MESSAGE_TOO_LARGE.")
+_SEGMENT_BYTES = ("A segment rolls over to a new ledger once its open ledger holds this many "
+                  "bytes.")
+_SEGMENT_MS = "A segment rolls over to a new ledger once its open ledger is this many ms old."
+_CLEANUP = "Only delete: retention deletes whole ledgers; Folio does not compact topics."
+
+CONFIG_DOCS = {
+    # Topic configs (``broker.kafka.topic_configs``).
+    "retention.ms": _RETENTION_MS,
+    "retention.bytes": _RETENTION_BYTES,
+    "max.message.bytes": _MAX_EVENT,
+    "segment.bytes": _SEGMENT_BYTES,
+    "segment.ms": _SEGMENT_MS,
+    "cleanup.policy": _CLEANUP,
+    # The broker's defaults of those (``topic_configs.BROKER_SYNONYMS``).
+    "log.retention.ms": "The retention.ms of new topics. " + _RETENTION_MS,
+    "log.retention.bytes": "The retention.bytes of new topics. " + _RETENTION_BYTES,
+    "message.max.bytes": "The max.message.bytes of new topics. " + _MAX_EVENT,
+    "log.segment.bytes": "The segment.bytes of new topics. " + _SEGMENT_BYTES,
+    "log.roll.ms": "The segment.ms of new topics. " + _SEGMENT_MS,
+    "log.cleanup.policy": "The cleanup.policy of new topics. " + _CLEANUP,
+    # The broker's own (``broker.kafka.broker_configs``).
+    "broker.id": ("This broker's node id in Metadata: 0 on a standalone, derived from the "
+                  "broker's id in a cluster."),
+    "advertised.listeners": "The address Metadata gives clients for this broker.",
+    "listeners": "The address this broker's Kafka listener is bound to.",
+    "num.partitions": ("Partitions (segments) of an auto-created topic, and of CreateTopics "
+                       "with num_partitions -1 (--kafka-num-partitions)."),
+    "default.replication.factor": ("Copies of each ledger entry (the write quorum): the "
+                                   "largest replication factor CreateTopics accepts."),
+    "auto.create.topics.enable": ("Whether Metadata and Produce create a missing topic "
+                                  "(--kafka-auto-create-topics)."),
+    "security.inter.broker.protocol": ("The Kafka listener's security protocol (brokers speak "
+                                       "gRPC to each other)."),
+    "group.min.session.timeout.ms": "The shortest session timeout JoinGroup accepts.",
+    "group.max.session.timeout.ms": "The longest session timeout JoinGroup accepts.",
+    "group.coordinator.rebalance.protocols": ("The group protocols served: classic and "
+                                              "consumer (KIP-848)."),
+    "group.consumer.session.timeout.ms": ("A KIP-848 member that sends no heartbeat for this "
+                                          "long leaves its group."),
+    "group.consumer.heartbeat.interval.ms": "How often a KIP-848 member is asked to heartbeat.",
+    "group.consumer.assignors": "The KIP-848 server-side assignors, the first the default.",
+    "transaction.max.timeout.ms": "The longest transaction timeout InitProducerId accepts.",
+}
