@@ -32,14 +32,13 @@ from ledger import metrics
 from ledger.api import NO_ENTRY, AddRequest, BookieClient, LedgerState
 from ledger.client.add_queue import AddQueue, AddRun
 from ledger.client.confirmations import AddConfirmations
-from ledger.client.entry_reads import no_replacement_error
+from ledger.client.ensemble import Ensemble
 from ledger.client.handle_metadata import HandleMetadata
 from ledger.client.handle_reads import HandleReads
 from ledger.client.session import LedgerSession
 from ledger.client.write_sets import entries_for_position
 from ledger.errors import (
     BadVersionError,
-    BookieUnavailableError,
     EntryTooLargeError,
     InvalidArgumentError,
     LedgerClosedError,
@@ -60,34 +59,29 @@ class LedgerHandle:
     construct it directly. It holds parts that own their state: the metadata
     and its compare-and-set (``HandleMetadata``), the entries queued this turn
     (``AddQueue``), the runs awaiting their quorum with the LAC
-    (``AddConfirmations``) and the reads (``HandleReads``); the handle keeps
-    the ensemble, its changes and the writer's failure.
+    (``AddConfirmations``), the ensemble and its changes (``Ensemble``) and the
+    reads (``HandleReads``); the handle keeps the writer's failure and close.
     """
 
     def __init__(
         self, client: LedgerSession, metadata: LedgerMetadata, version: int, *, writable: bool,
         last_add_confirmed: int = NO_ENTRY,
     ) -> None:
-        self._client = client
         self._config = client.config
         self._record = HandleMetadata(client, metadata, version)
         self._writable = writable
         self._ledger_id = metadata.ledger_id
         self._ensemble_size = metadata.ensemble_size
         self._write_quorum = metadata.write_quorum
-        self._ensemble: list[BookieClient] = [
-            client.bookie(bookie_id) for bookie_id in metadata.ensembles[-1][1]
-        ]
         # Writer state.
         self._queue = AddQueue(metadata.last_entry_id + 1 if not writable else 0)
         self._acks = AddConfirmations(
             metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum,
             last_add_confirmed=last_add_confirmed, confirmed_length=metadata.length)
+        self._ensemble = Ensemble(client, self._record, self._acks, self._send, self._fail,
+                                  lambda: self._failure is not None)
         self._failure: LedgerError | None = None
         self._closing = False
-        self._changing_ensemble = False
-        self._failed_positions: set[int] = set()
-        self._bookie_errors: dict[int, LedgerError] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._reads = HandleReads(client, self._record)
 
@@ -158,13 +152,13 @@ class LedgerHandle:
         self._acks.hold(run)
         if self._failure is not None:
             self._fail_pending(self._failure)
-        elif not self._changing_ensemble:
+        elif not self._ensemble.changing:
             self._send(run, range(self._ensemble_size))
 
     def _send(self, run: AddRun, positions: Sequence[int]) -> None:
         run.sent = True
         count = len(run.datas)
-        lac = self._acks.last_add_confirmed
+        lac, bookies = self._acks.last_add_confirmed, self._ensemble.bookies
         for position in positions:
             indices = entries_for_position(
                 position, run.first_entry_id, count, self._ensemble_size, self._write_quorum
@@ -182,7 +176,7 @@ class LedgerHandle:
                     self._ledger_id, [run.first_entry_id + i for i in indices],
                     [run.lengths[i] for i in indices], [run.datas[i] for i in indices], lac,
                 )
-            self._spawn(self._add_to(position, self._ensemble[position], run, request))
+            self._spawn(self._add_to(position, bookies[position], run, request))
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -200,7 +194,7 @@ class LedgerHandle:
             return
         except LedgerError as error:
             if error.retriable:
-                self._bookie_failed(position, bookie, error)
+                self._ensemble.bookie_failed(position, bookie, error)
             else:
                 self._fail(error)
             return
@@ -209,7 +203,7 @@ class LedgerHandle:
             self._fail(LedgerError(f"add failed: {error!r}", ledger_id=self._ledger_id))
             return
         metrics.observe_add(time.perf_counter() - started)
-        if self._ensemble[position] is not bookie:
+        if self._ensemble.bookies[position] is not bookie:
             return  # answered after it was replaced; the replacement's ack counts instead
         run.acked.add(position)
         self._acks.confirm()
@@ -233,71 +227,8 @@ class LedgerHandle:
     def replace_departed(self, bookie_id: str) -> None:
         """``bookie_id`` left the cluster: replace it in the open ensemble now, as after a
         failed add, rather than on the next add to it (an idle writer may make none)."""
-        current = {bookie.bookie_id for bookie in self._ensemble}
-        if not self._writable or self._closing or bookie_id not in current \
-                or not self._client.directory.choose(1, exclude=current):
-            return  # with no bookie to take its place, the writer waits as before
-        for position, bookie in enumerate(self._ensemble):
-            if bookie.bookie_id == bookie_id:
-                self._bookie_failed(position, bookie, BookieUnavailableError(
-                    f"bookie {bookie_id} left the cluster", ledger_id=self._ledger_id))
-
-    def _bookie_failed(self, position: int, bookie: BookieClient, error: LedgerError) -> None:
-        if self._failure is not None or self._ensemble[position] is not bookie:
-            return
-        log.warning(
-            "bookie %s failed an add to ledger %d (%s); replacing it",
-            bookie.bookie_id, self._ledger_id, error,
-        )
-        self._client.directory.mark_failed(bookie.bookie_id)
-        self._failed_positions.add(position)
-        self._bookie_errors[position] = error
-        if not self._changing_ensemble:
-            self._changing_ensemble = True
-            self._spawn(self._change_ensemble())
-
-    async def _change_ensemble(self) -> None:
-        try:
-            while self._failed_positions and self._failure is None:
-                positions = sorted(self._failed_positions)
-                self._failed_positions.clear()
-                await self._replace(positions)
-        except LedgerError as error:
-            self._fail(error)
-        finally:
-            self._changing_ensemble = False
-            self._acks.signal_drained()
-
-    async def _replace(self, positions: list[int]) -> None:
-        current = [bookie.bookie_id for bookie in self._ensemble]
-        replacements = self._client.directory.choose(len(positions), exclude=set(current))
-        if len(replacements) < len(positions):
-            raise no_replacement_error(self._ledger_id, current, positions, self._bookie_errors)
-        new_ids = list(current)
-        for position, bookie_id in zip(positions, replacements, strict=True):
-            new_ids[position] = bookie_id
-        first_entry_id = self._acks.last_add_confirmed + 1
-        try:
-            await self._record.write(
-                lambda base: base.with_ensemble_change(first_entry_id, tuple(new_ids)))
-        except BadVersionError:
-            latest, _ = await self._record.latest()
-            raise LedgerFencedError(
-                f"ledger {self._ledger_id} changed under its writer (now {latest.state.value})",
-                ledger_id=self._ledger_id,
-            ) from None
-        log.info(
-            "ledger %d ensemble from entry %d: %s", self._ledger_id, first_entry_id, new_ids
-        )
-        for position in positions:
-            self._ensemble[position] = self._client.bookie(new_ids[position])
-        for run in self._acks:
-            if run.sent:
-                run.acked.difference_update(positions)
-                self._send(run, positions)
-            else:
-                self._send(run, range(self._ensemble_size))
-        self._acks.confirm()
+        if self._writable and not self._closing:
+            self._ensemble.replace_departed(bookie_id)
 
     # ----------------------------------------------------------------- close
 
@@ -312,7 +243,7 @@ class LedgerHandle:
             return
         self._closing = True
         self._flush()
-        while (self._acks or self._changing_ensemble) and self._failure is None:
+        while (self._acks or self._ensemble.changing) and self._failure is None:
             await self._acks.drained()
         if self._failure is not None:
             raise self._failure
@@ -335,9 +266,10 @@ class LedgerHandle:
         # Fencing a closed ledger makes any stray add to its bookies fail; it
         # is not needed for safety (the metadata is closed), so errors only log.
         results = await asyncio.gather(
-            *(bookie.fence(self._ledger_id) for bookie in self._ensemble), return_exceptions=True
+            *(bookie.fence(self._ledger_id) for bookie in self._ensemble.bookies),
+            return_exceptions=True,
         )
-        for bookie, result in zip(self._ensemble, results, strict=True):
+        for bookie, result in zip(self._ensemble.bookies, results, strict=True):
             if isinstance(result, Exception):
                 log.info("could not fence closed ledger %d on %s: %s",
                          self._ledger_id, bookie.bookie_id, result)
@@ -349,7 +281,8 @@ class LedgerHandle:
         if self._writable or self._record.current.state is LedgerState.CLOSED:
             return self._acks.last_add_confirmed
         results = await asyncio.gather(
-            *(bookie.read_last_add_confirmed(self._ledger_id) for bookie in self._ensemble),
+            *(bookie.read_last_add_confirmed(self._ledger_id)
+              for bookie in self._ensemble.bookies),
             return_exceptions=True,
         )
         for result in results:
