@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from ledger.api import BookieClient
 from ledger.client.add_queue import AddRun
@@ -33,29 +34,31 @@ from ledger.client.handle_metadata import HandleMetadata
 from ledger.client.session import LedgerSession
 from ledger.errors import BadVersionError, BookieUnavailableError, LedgerError, LedgerFencedError
 
-__all__ = ["Ensemble"]
+__all__ = ["Ensemble", "WriterCalls"]
 
 log = logging.getLogger(__name__)
 
 
+class WriterCalls(NamedTuple):
+    """What a change calls back in its writer, given per call (the part keeps no
+    reference to its writer at rest, so a dropped handle is freed at once)."""
+
+    #: Send a run to these positions of the ensemble.
+    send: Callable[[AddRun, Sequence[int]], None]
+    #: Stop the writer for good with this error.
+    fail: Callable[[LedgerError], None]
+    #: Whether the writer has stopped.
+    failed: Callable[[], bool]
+
+
 class Ensemble:
-    """One writer's ensemble in force; replaces failed bookies by ensemble change.
+    """One writer's ensemble in force; replaces failed bookies by ensemble change."""
 
-    ``send(run, positions)`` sends a run to those positions of the ensemble,
-    ``fail(error)`` stops the writer for good, ``failed()`` says whether it has.
-    """
-
-    def __init__(
-        self, session: LedgerSession, record: HandleMetadata, acks: AddConfirmations,
-        send: Callable[[AddRun, Sequence[int]], None], fail: Callable[[LedgerError], None],
-        failed: Callable[[], bool],
-    ) -> None:
+    def __init__(self, session: LedgerSession, record: HandleMetadata,
+                 acks: AddConfirmations) -> None:
         self._session = session
         self._record = record
         self._acks = acks
-        self._send = send
-        self._fail = fail
-        self._failed = failed
         self._bookies: list[BookieClient] = [
             session.bookie(bookie_id) for bookie_id in record.current.ensembles[-1][1]
         ]
@@ -73,7 +76,7 @@ class Ensemble:
         """Whether an ensemble change is under way (new runs wait for it)."""
         return self._change is not None
 
-    def replace_departed(self, bookie_id: str) -> None:
+    def replace_departed(self, bookie_id: str, writer: WriterCalls) -> None:
         """``bookie_id`` left the cluster: replace it now, as after a failed add."""
         current = {bookie.bookie_id for bookie in self._bookies}
         if bookie_id not in current or not self._session.directory.choose(1, exclude=current):
@@ -82,11 +85,12 @@ class Ensemble:
         for position, bookie in enumerate(self._bookies):
             if bookie.bookie_id == bookie_id:
                 self.bookie_failed(position, bookie, BookieUnavailableError(
-                    f"bookie {bookie_id} left the cluster", ledger_id=ledger_id))
+                    f"bookie {bookie_id} left the cluster", ledger_id=ledger_id), writer)
 
-    def bookie_failed(self, position: int, bookie: BookieClient, error: LedgerError) -> None:
+    def bookie_failed(self, position: int, bookie: BookieClient, error: LedgerError,
+                      writer: WriterCalls) -> None:
         """``bookie`` at ``position`` failed an add: replace it (unless already replaced)."""
-        if self._failed() or self._bookies[position] is not bookie:
+        if writer.failed() or self._bookies[position] is not bookie:
             return
         log.warning(
             "bookie %s failed an add to ledger %d (%s); replacing it",
@@ -96,21 +100,22 @@ class Ensemble:
         self._failed_positions.add(position)
         self._bookie_errors[position] = error
         if self._change is None:
-            self._change = asyncio.ensure_future(self._change_ensemble())
+            self._change = asyncio.ensure_future(self._change_ensemble(writer))
 
-    async def _change_ensemble(self) -> None:
+    async def _change_ensemble(self, writer: WriterCalls) -> None:
         try:
-            while self._failed_positions and not self._failed():
+            while self._failed_positions and not writer.failed():
                 positions = sorted(self._failed_positions)
                 self._failed_positions.clear()
-                await self._replace(positions)
+                await self._replace(positions, writer.send)
         except LedgerError as error:
-            self._fail(error)
+            writer.fail(error)
         finally:
             self._change = None
             self._acks.signal_drained()
 
-    async def _replace(self, positions: list[int]) -> None:
+    async def _replace(self, positions: list[int],
+                       send: Callable[[AddRun, Sequence[int]], None]) -> None:
         ledger_id = self._record.current.ledger_id
         current = [bookie.bookie_id for bookie in self._bookies]
         replacements = self._session.directory.choose(len(positions), exclude=set(current))
@@ -135,7 +140,7 @@ class Ensemble:
         for run in self._acks:
             if run.sent:
                 run.acked.difference_update(positions)
-                self._send(run, positions)
+                send(run, positions)
             else:
-                self._send(run, range(len(self._bookies)))
+                send(run, range(len(self._bookies)))
         self._acks.confirm()

@@ -32,7 +32,7 @@ from ledger import metrics
 from ledger.api import NO_ENTRY, AddRequest, BookieClient, LedgerState
 from ledger.client.add_queue import AddQueue, AddRun
 from ledger.client.confirmations import AddConfirmations
-from ledger.client.ensemble import Ensemble
+from ledger.client.ensemble import Ensemble, WriterCalls
 from ledger.client.handle_metadata import HandleMetadata
 from ledger.client.handle_reads import HandleReads
 from ledger.client.session import LedgerSession
@@ -78,8 +78,7 @@ class LedgerHandle:
         self._acks = AddConfirmations(
             metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum,
             last_add_confirmed=last_add_confirmed, confirmed_length=metadata.length)
-        self._ensemble = Ensemble(client, self._record, self._acks, self._send, self._fail,
-                                  lambda: self._failure is not None)
+        self._ensemble = Ensemble(client, self._record, self._acks)
         self._failure: LedgerError | None = None
         self._closing = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -194,7 +193,7 @@ class LedgerHandle:
             return
         except LedgerError as error:
             if error.retriable:
-                self._ensemble.bookie_failed(position, bookie, error)
+                self._ensemble.bookie_failed(position, bookie, error, self._writer_calls())
             else:
                 self._fail(error)
             return
@@ -228,7 +227,12 @@ class LedgerHandle:
         """``bookie_id`` left the cluster: replace it in the open ensemble now, as after a
         failed add, rather than on the next add to it (an idle writer may make none)."""
         if self._writable and not self._closing:
-            self._ensemble.replace_departed(bookie_id)
+            self._ensemble.replace_departed(bookie_id, self._writer_calls())
+
+    def _writer_calls(self) -> WriterCalls:
+        # Made per call: the ensemble holds none at rest (no cycle keeps a dropped
+        # handle alive, in the client's and the metrics' weak sets).
+        return WriterCalls(self._send, self._fail, lambda: self._failure is not None)
 
     # ----------------------------------------------------------------- close
 

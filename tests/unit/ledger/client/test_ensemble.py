@@ -7,12 +7,14 @@ the test plays the handle's part (``send``, ``fail``) and records what it is ask
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import Callable, Sequence
 
 from ledger.api import AddRequest, LedgerState
 from ledger.client.add_queue import AddQueue, AddRun
 from ledger.client.confirmations import AddConfirmations
-from ledger.client.ensemble import Ensemble
+from ledger.client.ensemble import Ensemble, WriterCalls
 from ledger.client.handle_metadata import HandleMetadata
 from ledger.client.ledger_client import LedgerClient
 from ledger.errors import (
@@ -35,8 +37,8 @@ class Writer:
         self.failures: list[LedgerError] = []
         self.acks = AddConfirmations(1, 1, 1)
         self.record = record
-        self.ensemble = Ensemble(client, record, self.acks, self.send, self.failures.append,
-                                 lambda: bool(self.failures))
+        self.ensemble = Ensemble(client, record, self.acks)
+        self.calls = WriterCalls(self.send, self.failures.append, lambda: bool(self.failures))
 
     def send(self, run: AddRun, positions: Sequence[int]) -> None:
         run.sent = True
@@ -68,7 +70,7 @@ async def test_a_failed_bookie_is_replaced_and_the_run_sent_again(
     run, futures = _held_run(writer, 2)
     old = writer.ensemble.bookies[0]
     drained = asyncio.ensure_future(writer.acks.drained())
-    writer.ensemble.bookie_failed(0, old, BookieUnavailableError("down (test)"))
+    writer.ensemble.bookie_failed(0, old, BookieUnavailableError("down (test)"), writer.calls)
     assert writer.ensemble.changing
     await asyncio.wait_for(drained, 10)
     new = writer.ensemble.bookies[0]
@@ -90,7 +92,7 @@ async def test_with_no_bookie_to_take_its_place_the_writer_fails(
     before = writer.record.current
     drained = asyncio.ensure_future(writer.acks.drained())
     writer.ensemble.bookie_failed(0, writer.ensemble.bookies[0],
-                                  BookieUnavailableError("down (test)"))
+                                  BookieUnavailableError("down (test)"), writer.calls)
     await asyncio.wait_for(drained, 10)
     assert [type(error) for error in writer.failures] == [NotEnoughBookiesError]
     assert writer.record.current == before and writer.sent == []
@@ -104,7 +106,7 @@ async def test_a_ledger_changed_by_someone_else_fences_the_writer(
     await client.write_metadata(mine.transition(LedgerState.IN_RECOVERY), writer.record.version)
     drained = asyncio.ensure_future(writer.acks.drained())
     writer.ensemble.bookie_failed(0, writer.ensemble.bookies[0],
-                                  BookieUnavailableError("down (test)"))
+                                  BookieUnavailableError("down (test)"), writer.calls)
     await asyncio.wait_for(drained, 10)
     assert [type(error) for error in writer.failures] == [LedgerFencedError]
     assert writer.ensemble.bookies[0].bookie_id == mine.ensembles[0][1][0]
@@ -115,10 +117,27 @@ async def test_a_departed_bookie_is_replaced_only_if_it_is_in_the_ensemble(
     client = make_client(make_bookies(2))
     writer = await _writer(client)
     current = writer.ensemble.bookies[0].bookie_id
-    writer.ensemble.replace_departed("bookie-7")
+    writer.ensemble.replace_departed("bookie-7", writer.calls)
     assert not writer.ensemble.changing
     drained = asyncio.ensure_future(writer.acks.drained())
-    writer.ensemble.replace_departed(current)
+    writer.ensemble.replace_departed(current, writer.calls)
     assert writer.ensemble.changing
     await asyncio.wait_for(drained, 10)
     assert writer.ensemble.bookies[0].bookie_id != current and writer.failures == []
+
+
+async def test_a_dropped_writer_is_freed_at_once(make_bookies: MakeBookies,
+                                                 make_client: MakeClient) -> None:
+    # The ensemble keeps no reference to its handle at rest: without a cycle a
+    # dropped writer leaves the client's weak set (bookie departures) and the
+    # open-ledgers gauge at once, not at the next garbage collection.
+    client = make_client(make_bookies(2))
+    handle = await client.create()
+    await handle.add(b"x")
+    gc.disable()
+    try:
+        dropped = weakref.ref(handle)
+        del handle
+        assert dropped() is None
+    finally:
+        gc.enable()
