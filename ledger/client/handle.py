@@ -25,27 +25,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from ledger import metrics
 from ledger.api import NO_ENTRY, AddRequest, BookieClient, LedgerState
-from ledger.client.entry_reads import fetch_entries, no_replacement_error
-from ledger.client.metadata_rebase import changed_only_closed_fragments
+from ledger.client.add_queue import AddQueue, AddRun
+from ledger.client.confirmations import AddConfirmations
+from ledger.client.ensemble import Ensemble, WriterCalls
+from ledger.client.handle_metadata import HandleMetadata
+from ledger.client.handle_reads import HandleReads
 from ledger.client.session import LedgerSession
-from ledger.client.write_sets import entries_for_position, is_quorum_acked
+from ledger.client.write_sets import entries_for_position
 from ledger.errors import (
     BadVersionError,
-    BookieUnavailableError,
-    DataLossError,
     EntryTooLargeError,
     InvalidArgumentError,
     LedgerClosedError,
     LedgerError,
     LedgerFencedError,
-    NoSuchEntryError,
 )
 from ledger.metadata.ledger_metadata import LedgerMetadata
 
@@ -53,64 +51,38 @@ __all__ = ["LedgerHandle"]
 
 log = logging.getLogger(__name__)
 
-#: Metadata writes redone on top of auto-recovery's changes before giving up.
-_REBASE_ATTEMPTS = 5
-
-
-@dataclass(slots=True, eq=False)
-class _Run:
-    """Consecutive entries sent together, waiting for their quorum."""
-
-    first_entry_id: int
-    datas: list[bytes]
-    lengths: list[int]
-    futures: list[asyncio.Future[int]]
-    acked: set[int] = field(default_factory=set)
-    sent: bool = False
-
 
 class LedgerHandle:
     """A ledger open for writing (by its creator) or for reading.
 
     Obtain one from ``LedgerClient.create`` or ``LedgerClient.open``; do not
-    construct it directly.
+    construct it directly. It holds parts that own their state: the metadata
+    and its compare-and-set (``HandleMetadata``), the entries queued this turn
+    (``AddQueue``), the runs awaiting their quorum with the LAC
+    (``AddConfirmations``), the ensemble and its changes (``Ensemble``) and the
+    reads (``HandleReads``); the handle keeps the writer's failure and close.
     """
 
     def __init__(
         self, client: LedgerSession, metadata: LedgerMetadata, version: int, *, writable: bool,
         last_add_confirmed: int = NO_ENTRY,
     ) -> None:
-        self._client = client
         self._config = client.config
-        self._metadata = metadata
-        self._version = version
+        self._record = HandleMetadata(client, metadata, version)
         self._writable = writable
-        self._lac = last_add_confirmed
         self._ledger_id = metadata.ledger_id
         self._ensemble_size = metadata.ensemble_size
         self._write_quorum = metadata.write_quorum
-        self._ack_quorum = metadata.ack_quorum
-        self._ensemble: list[BookieClient] = [
-            client.bookie(bookie_id) for bookie_id in metadata.ensembles[-1][1]
-        ]
         # Writer state.
-        self._next_entry_id = metadata.last_entry_id + 1 if not writable else 0
-        self._length = 0
-        self._confirmed_length = metadata.length
-        self._out_datas: list[bytes] = []
-        self._out_lengths: list[int] = []
-        self._out_futures: list[asyncio.Future[int]] = []
-        self._out_bytes = 0
-        self._flush_scheduled = False
-        self._pending: deque[_Run] = deque()
+        self._queue = AddQueue(metadata.last_entry_id + 1 if not writable else 0)
+        self._acks = AddConfirmations(
+            metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum,
+            last_add_confirmed=last_add_confirmed, confirmed_length=metadata.length)
+        self._ensemble = Ensemble(client, self._record, self._acks)
         self._failure: LedgerError | None = None
         self._closing = False
-        self._changing_ensemble = False
-        self._failed_positions: set[int] = set()
-        self._bookie_errors: dict[int, LedgerError] = {}
-        self._drained: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._read_rotation = 0
+        self._reads = HandleReads(client, self._record)
 
     # ------------------------------------------------------------ properties
 
@@ -122,22 +94,22 @@ class LedgerHandle:
     @property
     def last_add_confirmed(self) -> int:
         """The greatest entry id confirmed (writer) or known confirmed (reader); -1 if none."""
-        return self._lac
+        return self._acks.last_add_confirmed
 
     @property
     def metadata(self) -> LedgerMetadata:
         """The ledger metadata as this handle last wrote or read it."""
-        return self._metadata
+        return self._record.current
 
     @property
     def is_closed(self) -> bool:
         """Whether the ledger is closed in the metadata this handle holds."""
-        return self._metadata.state is LedgerState.CLOSED
+        return self._record.current.state is LedgerState.CLOSED
 
     @property
     def length(self) -> int:
         """Bytes confirmed so far (writer) or the closed length (reader)."""
-        return self._confirmed_length
+        return self._acks.confirmed_length
 
     # ------------------------------------------------------------------ adds
 
@@ -150,7 +122,7 @@ class LedgerHandle:
         """
         if self._failure is not None:
             raise self._failure
-        if self._closing or self._metadata.state is LedgerState.CLOSED:
+        if self._closing or self._record.current.state is LedgerState.CLOSED:
             raise LedgerClosedError(
                 f"ledger {self._ledger_id} is closed", ledger_id=self._ledger_id
             )
@@ -162,15 +134,9 @@ class LedgerHandle:
         if size > self._config.max_entry_bytes:
             raise EntryTooLargeError(size, self._config.max_entry_bytes, ledger_id=self._ledger_id)
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._length += size
-        self._out_datas.append(data)
-        self._out_lengths.append(self._length)
-        self._out_futures.append(future)
-        self._out_bytes += size
-        if self._out_bytes >= self._config.max_add_request_bytes:
+        if self._queue.put(data, future) >= self._config.max_add_request_bytes:
             self._flush()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
+        elif self._queue.schedule():
             asyncio.get_running_loop().call_soon(self._flush)
         return future
 
@@ -179,22 +145,19 @@ class LedgerHandle:
         return await self.add_async(data)
 
     def _flush(self) -> None:
-        self._flush_scheduled = False
-        if not self._out_datas:
+        run = self._queue.take()
+        if run is None:
             return
-        run = _Run(self._next_entry_id, self._out_datas, self._out_lengths, self._out_futures)
-        self._next_entry_id += len(self._out_datas)
-        self._out_datas, self._out_lengths, self._out_futures = [], [], []
-        self._out_bytes = 0
-        self._pending.append(run)
+        self._acks.hold(run)
         if self._failure is not None:
             self._fail_pending(self._failure)
-        elif not self._changing_ensemble:
+        elif not self._ensemble.changing:
             self._send(run, range(self._ensemble_size))
 
-    def _send(self, run: _Run, positions: Sequence[int]) -> None:
+    def _send(self, run: AddRun, positions: Sequence[int]) -> None:
         run.sent = True
         count = len(run.datas)
+        lac, bookies = self._acks.last_add_confirmed, self._ensemble.bookies
         for position in positions:
             indices = entries_for_position(
                 position, run.first_entry_id, count, self._ensemble_size, self._write_quorum
@@ -205,14 +168,14 @@ class LedgerHandle:
             if len(indices) == count:
                 request = AddRequest(
                     self._ledger_id, range(run.first_entry_id, run.first_entry_id + count),
-                    run.lengths, run.datas, self._lac,
+                    run.lengths, run.datas, lac,
                 )
             else:
                 request = AddRequest(
                     self._ledger_id, [run.first_entry_id + i for i in indices],
-                    [run.lengths[i] for i in indices], [run.datas[i] for i in indices], self._lac,
+                    [run.lengths[i] for i in indices], [run.datas[i] for i in indices], lac,
                 )
-            self._spawn(self._add_to(position, self._ensemble[position], run, request))
+            self._spawn(self._add_to(position, bookies[position], run, request))
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -220,7 +183,7 @@ class LedgerHandle:
         task.add_done_callback(self._tasks.discard)
 
     async def _add_to(
-        self, position: int, bookie: BookieClient, run: _Run, request: AddRequest
+        self, position: int, bookie: BookieClient, run: AddRun, request: AddRequest
     ) -> None:
         started = time.perf_counter()
         try:
@@ -230,7 +193,7 @@ class LedgerHandle:
             return
         except LedgerError as error:
             if error.retriable:
-                self._bookie_failed(position, bookie, error)
+                self._ensemble.bookie_failed(position, bookie, error, self._writer_calls())
             else:
                 self._fail(error)
             return
@@ -239,36 +202,10 @@ class LedgerHandle:
             self._fail(LedgerError(f"add failed: {error!r}", ledger_id=self._ledger_id))
             return
         metrics.observe_add(time.perf_counter() - started)
-        if self._ensemble[position] is not bookie:
+        if self._ensemble.bookies[position] is not bookie:
             return  # answered after it was replaced; the replacement's ack counts instead
         run.acked.add(position)
-        self._confirm()
-
-    def _confirm(self) -> None:
-        pending = self._pending
-        advanced = False
-        while pending:
-            run = pending[0]
-            count = len(run.datas)
-            if not run.sent or not is_quorum_acked(
-                run.acked, run.first_entry_id, count, self._ensemble_size,
-                self._write_quorum, self._ack_quorum,
-            ):
-                break
-            pending.popleft()
-            advanced = True
-            first = run.first_entry_id
-            self._lac = first + count - 1
-            self._confirmed_length = run.lengths[-1]
-            for index, future in enumerate(run.futures):
-                if not future.done():
-                    future.set_result(first + index)
-        if advanced and not pending:
-            self._signal_drained()
-
-    def _signal_drained(self) -> None:
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
+        self._acks.confirm()
 
     def _fail(self, error: LedgerError) -> None:
         if self._failure is None:
@@ -280,113 +217,22 @@ class LedgerHandle:
         self._fail_pending(self._failure)
 
     def _fail_pending(self, error: LedgerError) -> None:
-        while self._pending:
-            for future in self._pending.popleft().futures:
-                if not future.done():
-                    future.set_exception(error)
-        for future in self._out_futures:
-            if not future.done():
-                future.set_exception(error)
-        self._out_datas, self._out_lengths, self._out_futures = [], [], []
-        self._signal_drained()
+        self._acks.fail(error)
+        self._queue.fail(error)
+        self._acks.signal_drained()
 
     # ------------------------------------------------------- ensemble change
 
     def replace_departed(self, bookie_id: str) -> None:
         """``bookie_id`` left the cluster: replace it in the open ensemble now, as after a
         failed add, rather than on the next add to it (an idle writer may make none)."""
-        current = {bookie.bookie_id for bookie in self._ensemble}
-        if not self._writable or self._closing or bookie_id not in current \
-                or not self._client.directory.choose(1, exclude=current):
-            return  # with no bookie to take its place, the writer waits as before
-        for position, bookie in enumerate(self._ensemble):
-            if bookie.bookie_id == bookie_id:
-                self._bookie_failed(position, bookie, BookieUnavailableError(
-                    f"bookie {bookie_id} left the cluster", ledger_id=self._ledger_id))
+        if self._writable and not self._closing:
+            self._ensemble.replace_departed(bookie_id, self._writer_calls())
 
-    def _bookie_failed(self, position: int, bookie: BookieClient, error: LedgerError) -> None:
-        if self._failure is not None or self._ensemble[position] is not bookie:
-            return
-        log.warning(
-            "bookie %s failed an add to ledger %d (%s); replacing it",
-            bookie.bookie_id, self._ledger_id, error,
-        )
-        self._client.directory.mark_failed(bookie.bookie_id)
-        self._failed_positions.add(position)
-        self._bookie_errors[position] = error
-        if not self._changing_ensemble:
-            self._changing_ensemble = True
-            self._spawn(self._change_ensemble())
-
-    async def _change_ensemble(self) -> None:
-        try:
-            while self._failed_positions and self._failure is None:
-                positions = sorted(self._failed_positions)
-                self._failed_positions.clear()
-                await self._replace(positions)
-        except LedgerError as error:
-            self._fail(error)
-        finally:
-            self._changing_ensemble = False
-            self._signal_drained()
-
-    async def _replace(self, positions: list[int]) -> None:
-        current = [bookie.bookie_id for bookie in self._ensemble]
-        replacements = self._client.directory.choose(len(positions), exclude=set(current))
-        if len(replacements) < len(positions):
-            raise no_replacement_error(self._ledger_id, current, positions, self._bookie_errors)
-        new_ids = list(current)
-        for position, bookie_id in zip(positions, replacements, strict=True):
-            new_ids[position] = bookie_id
-        first_entry_id = self._lac + 1
-        try:
-            await self._write_metadata(
-                lambda base: base.with_ensemble_change(first_entry_id, tuple(new_ids)))
-        except BadVersionError:
-            latest, _ = await self._client.read_metadata(self._ledger_id)
-            raise LedgerFencedError(
-                f"ledger {self._ledger_id} changed under its writer (now {latest.state.value})",
-                ledger_id=self._ledger_id,
-            ) from None
-        log.info(
-            "ledger %d ensemble from entry %d: %s", self._ledger_id, first_entry_id, new_ids
-        )
-        for position in positions:
-            self._ensemble[position] = self._client.bookie(new_ids[position])
-        for run in list(self._pending):
-            if run.sent:
-                run.acked.difference_update(positions)
-                self._send(run, positions)
-            else:
-                self._send(run, range(self._ensemble_size))
-        self._confirm()
-
-    async def _write_metadata(
-        self, change: Callable[[LedgerMetadata], LedgerMetadata]
-    ) -> LedgerMetadata:
-        """Compare-and-set ``change(metadata)``; keep the result and its version.
-
-        After a conflict with auto-recovery (it only swaps bookies of closed
-        fragments: ``metadata_rebase``) the change is made again on the latest
-        metadata. Raises ``BadVersionError`` if anyone else changed the ledger.
-        """
-        base, version, attempts = self._metadata, self._version, 0
-        while True:
-            updated = change(base)
-            try:
-                self._version = await self._client.write_metadata(updated, version)
-            except BadVersionError:
-                attempts += 1
-                latest, latest_version = await self._client.read_metadata(self._ledger_id)
-                if attempts >= _REBASE_ATTEMPTS or not changed_only_closed_fragments(
-                        self._metadata, latest):
-                    raise
-                log.info("ledger %d: closed fragments re-replicated meanwhile; writing on top",
-                         self._ledger_id)
-                base, version = latest, latest_version
-                continue
-            self._metadata = updated
-            return updated
+    def _writer_calls(self) -> WriterCalls:
+        # Made per call: the ensemble holds none at rest (no cycle keeps a dropped
+        # handle alive, in the client's and the metrics' weak sets).
+        return WriterCalls(self._send, self._fail, lambda: self._failure is not None)
 
     # ----------------------------------------------------------------- close
 
@@ -397,28 +243,26 @@ class LedgerHandle:
         (its end was then decided by the recovery), or the failure that stopped
         the writer.
         """
-        if not self._writable or self._metadata.state is LedgerState.CLOSED:
+        if not self._writable or self._record.current.state is LedgerState.CLOSED:
             return
         self._closing = True
         self._flush()
-        while (self._pending or self._changing_ensemble) and self._failure is None:
-            self._drained = asyncio.get_running_loop().create_future()
-            await self._drained
+        while (self._acks or self._ensemble.changing) and self._failure is None:
+            await self._acks.drained()
         if self._failure is not None:
             raise self._failure
-        lac, length = self._lac, self._confirmed_length
+        lac, length = self._acks.last_add_confirmed, self._acks.confirmed_length
         try:
-            closed = await self._write_metadata(lambda base: base.with_state(
+            await self._record.write(lambda base: base.with_state(
                 LedgerState.CLOSED, last_entry_id=lac, length=length))
         except BadVersionError:
-            latest, version = await self._client.read_metadata(self._ledger_id)
-            if latest.state is not LedgerState.CLOSED or latest.last_entry_id != self._lac:
+            latest, version = await self._record.latest()
+            if latest.state is not LedgerState.CLOSED or latest.last_entry_id != lac:
                 raise LedgerFencedError(
                     f"ledger {self._ledger_id} was recovered by another client",
                     ledger_id=self._ledger_id,
                 ) from None
-            closed, self._version = latest, version
-        self._metadata = closed
+            self._record.adopt(latest, version)
         self._writable = False
         await self._fence_quietly()
 
@@ -426,9 +270,10 @@ class LedgerHandle:
         # Fencing a closed ledger makes any stray add to its bookies fail; it
         # is not needed for safety (the metadata is closed), so errors only log.
         results = await asyncio.gather(
-            *(bookie.fence(self._ledger_id) for bookie in self._ensemble), return_exceptions=True
+            *(bookie.fence(self._ledger_id) for bookie in self._ensemble.bookies),
+            return_exceptions=True,
         )
-        for bookie, result in zip(self._ensemble, results, strict=True):
+        for bookie, result in zip(self._ensemble.bookies, results, strict=True):
             if isinstance(result, Exception):
                 log.info("could not fence closed ledger %d on %s: %s",
                          self._ledger_id, bookie.bookie_id, result)
@@ -437,16 +282,17 @@ class LedgerHandle:
 
     async def read_last_add_confirmed(self) -> int:
         """Ask the bookies for the ledger's LAC (reader handles); returns and keeps it."""
-        if self._writable or self._metadata.state is LedgerState.CLOSED:
-            return self._lac
+        if self._writable or self._record.current.state is LedgerState.CLOSED:
+            return self._acks.last_add_confirmed
         results = await asyncio.gather(
-            *(bookie.read_last_add_confirmed(self._ledger_id) for bookie in self._ensemble),
+            *(bookie.read_last_add_confirmed(self._ledger_id)
+              for bookie in self._ensemble.bookies),
             return_exceptions=True,
         )
         for result in results:
             if not isinstance(result, BaseException):
-                self._lac = max(self._lac, result.last_add_confirmed)
-        return self._lac
+                self._acks.learn(result.last_add_confirmed)
+        return self._acks.last_add_confirmed
 
     async def read(self, first_entry_id: int, last_entry_id: int) -> list[bytes]:
         """Entries ``first_entry_id .. last_entry_id`` (inclusive), in order.
@@ -455,40 +301,6 @@ class LedgerHandle:
         raises ``NoSuchEntryError``. Each entry is read from a bookie of its
         write set, trying the next one when a bookie fails.
         """
-        if first_entry_id < 0 or last_entry_id < first_entry_id:
-            raise InvalidArgumentError(
-                f"bad entry range [{first_entry_id}, {last_entry_id}]", ledger_id=self._ledger_id
-            )
-        bound = self._lac
-        if last_entry_id > bound:
-            raise NoSuchEntryError(
-                f"entry {last_entry_id} of ledger {self._ledger_id} is beyond the last add "
-                f"confirmed ({bound})", ledger_id=self._ledger_id,
-            )
-        found: dict[int, bytes] = {}
-        out: list[bytes] = []
-        cursor = first_entry_id
-        while cursor <= last_entry_id:
-            data = found.pop(cursor, None)
-            if data is None:
-                await self._fetch(cursor, last_entry_id, found)
-                continue
-            out.append(data)
-            cursor += 1
-        return out
-
-    async def _fetch(self, cursor: int, last_entry_id: int, found: dict[int, bytes]) -> None:
-        self._read_rotation += 1
-        try:
-            await fetch_entries(self._client, self._metadata, cursor, last_entry_id, found,
-                                self._read_rotation)
-        except (BookieUnavailableError, DataLossError):
-            # Auto-recovery may have moved the copies to another bookie since this
-            # handle read the metadata: read where the latest metadata says.
-            latest, version = await self._client.read_metadata(self._ledger_id)
-            if latest.ensembles == self._metadata.ensembles:
-                raise
-            if not self._writable:
-                self._metadata, self._version = latest, version
-            await fetch_entries(self._client, latest, cursor, last_entry_id, found,
-                                self._read_rotation)
+        return await self._reads.read(first_entry_id, last_entry_id,
+                                      self._acks.last_add_confirmed,
+                                      adopt_latest=not self._writable)
