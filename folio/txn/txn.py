@@ -209,9 +209,12 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
                 ``context["unsettled"]`` counts them). The writer is closed
                 anyway and each of those commits' futures fails with
                 ``WriterClosedError``: its outcome is unknown, but whole or
-                nothing (the broker drops the held blocks of a closed flow), so
-                read the segment back before committing its events again. Not
-                ``retriable``. Nothing acknowledged is affected.
+                nothing (crash window: its end block may still reach the broker
+                after this, which then writes all of its blocks as one entry;
+                blocks held without their end are never written, dropped with
+                their stream or after ``--max-held-ms``), so read the segment
+                back before committing its events again. Not ``retriable``.
+                Nothing acknowledged is affected.
         """
         with self._lock:
             if self._closed:
