@@ -385,3 +385,16 @@ class DeliveryTimeoutError(TimeoutError):
 
 class WriterClosedError(FolioError):
     """The writer (or the client that made it) is closed."""
+
+
+class ForkedProcessError(FolioError):
+    """This process was forked while its parent's gRPC asyncio stack was in use.
+
+    gRPC's asyncio stack keeps process-wide state (a poller thread, a
+    completion queue) while any of its channels lives; a child forked then
+    inherits that state without its threads, and its first call would crash
+    the process (SIGSEGV). A client is refused instead. Close every client
+    (and every other ``grpc.aio`` channel) before forking, start children
+    with ``multiprocessing``'s "spawn" or "forkserver" method, or make the
+    clients only in the children (docs/sdk.md, "Forking").
+    """

@@ -343,3 +343,7 @@ class AppendStream:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+        # Let go of the channel (``Connection.close`` says why: a fork after close).
+        self._call = None
+        self._channel = None
+        vars(self).pop("_stub", None)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
 from folio._transport.append_stream import AppendStream
+from folio._transport.fork import check_not_forked
 from folio._transport.liveness import CHANNEL_KEEPALIVE
 from folio.api.v1 import (
     admin_pb2_grpc,
@@ -85,7 +86,13 @@ class IoThread:
     """
 
     def __init__(self, name: str = "folio-io") -> None:
-        """Starts the thread and its loop."""
+        """Starts the thread and its loop.
+
+        Raises:
+            ForkedProcessError: this process was forked while gRPC's asyncio
+                state was alive in its parent (``folio._transport.fork``).
+        """
+        check_not_forked()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._closed = False
@@ -200,7 +207,11 @@ class Connection:
             endpoint: ``"host:port"``.
             index: its place in the client's pool.
             security: TLS and token of the client's channels.
+
+        Raises:
+            ForkedProcessError: as ``IoThread`` (``folio._transport.fork``).
         """
+        check_not_forked()
         self.endpoint = endpoint
         self.index = index
         self.channel = security.channel(endpoint, list(CHANNEL_OPTIONS))
@@ -221,10 +232,23 @@ class Connection:
     @property
     def state(self) -> str:
         """The channel's gRPC connectivity: idle, connecting, ready, transient_failure, shutdown."""
+        if "channel" not in vars(self):  # closed and let go of
+            return "shutdown"
         return self.channel.get_state(try_to_connect=False).name.lower()
 
     async def close(self) -> None:
-        """Ends the Append stream and closes the channel."""
+        """Ends the Append stream, closes the channel, then lets go of it and its stubs.
+
+        Letting go matters after a fork (``folio._transport.fork``): gRPC's
+        asyncio stack keeps process-wide state (a poller thread and a
+        completion queue) for as long as any channel object lives, even a
+        closed one, and a child forked with that state crashes in its first
+        call. Stubs and the Append stream hold the channel's core object too.
+        A closed client (still referenced by the application) thus holds no
+        channel, and once every client is closed the state is shut down.
+        """
         await self.append_stream.close()
         await self.channel.close(grace=None)
+        for name in ("channel", "admin", "read", "transactions", "groups"):
+            vars(self).pop(name, None)
 

@@ -220,13 +220,17 @@ class SingleRoutingKeyTransaction(Generic[T]):
                  traceback: TracebackType | None) -> None:
         """Commits if the body ended normally, else aborts without hiding the body's error.
 
-        A failure of the abort is added to the body's exception as a note
-        (``folio._exits``), never raised in its place.
+        The commit waits at most the writer's ``txn_timeout_ms`` (a ``with``
+        block never hangs while the broker is away): then ``TimeoutError``,
+        and the commit goes on in the background (its future, or the
+        writer's ``close``, tells how it ended). A failure of the abort is
+        added to the body's exception as a note (``folio._exits``), never
+        raised in its place.
         """
         if self._state is not TxnState.OPEN:
             return
         if exc is None:
-            self.commit()
+            self.commit(self._writer._timeout_ms / 1000)
         else:
             clean_up(exc, self.abort, f"aborting the transaction of routing key "
                                       f"{self._writer.routing_key!r}")

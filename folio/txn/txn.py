@@ -198,12 +198,23 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
     def close(self, timeout: float | None = None) -> None:
         """Aborts the open transaction, waits for the commits on their way, ends the flow.
 
-        Idempotent. Commits still unacknowledged after ``timeout`` fail with
-        ``WriterClosedError`` (outcome unknown, but whole or nothing).
+        Idempotent, and bounded: while the broker is unreachable a commit is
+        retried until the writer is closed, so closing waits at most
+        ``timeout`` seconds (None: the writer's ``txn_timeout_ms``, as
+        ``TransactionalWriter.close``). The open transaction is only in this
+        process (nothing of it was sent): aborting it is local and never waits.
 
         Raises:
-            TimeoutError: ``timeout`` passed with commits unresolved (the
-                writer is closed anyway).
+            TimeoutError: the deadline passed with commits unacknowledged (its
+                ``context["unsettled"]`` counts them). The writer is closed
+                anyway and each of those commits' futures fails with
+                ``WriterClosedError``: its outcome is unknown, but whole or
+                nothing (crash window: its end block may still reach the broker
+                after this, which then writes all of its blocks as one entry;
+                blocks held without their end are never written, dropped with
+                their stream or after ``--max-held-ms``), so read the segment
+                back before committing its events again. Not ``retriable``.
+                Nothing acknowledged is affected.
         """
         with self._lock:
             if self._closed:
@@ -213,8 +224,20 @@ class SingleRoutingKeyTransactionWriter(Generic[T]):
         if current is not None:
             with contextlib.suppress(TxnStateError):  # committed meanwhile
                 current.abort()
+        timeout_s = self._timeout_s if timeout is None else timeout
         try:
-            self.flush(timeout)
+            self.flush(timeout_s)
+        except TimeoutError as error:
+            unsettled = self._unfinished
+            closed = TimeoutError(
+                f"closing the transaction writer of topic {self.topic!r} (routing key "
+                f"{self.routing_key!r}): {unsettled} commits to {self.segment} still "
+                f"unacknowledged after {timeout_s} s (the broker unreachable?); each fails "
+                "with WriterClosedError, written whole or not at all: read the segment back "
+                "before committing its events again", topic=self.topic,
+                segment=self.segment, unsettled=unsettled, timeout_s=timeout_s)
+            closed.retriable = False
+            raise closed from error
         finally:
             self._io.call_soon(self._flow.release)
             if self._on_close is not None:

@@ -79,6 +79,7 @@ from folio.errors import (
 from folio.models import TopicInfo
 from folio.serializers import BytesSerializer, Serializer
 from folio.txn._full_buffer import TXN_FULL_BLOCK_BYTES, SegmentBuffer
+from folio.txn._full_close import abort_open
 from folio.txn._full_decide import decide, txn_status
 from folio.txn._full_flow import SegmentFlow
 from folio.txn.txn_status import TxnStatus
@@ -430,18 +431,16 @@ class TransactionalWriter(Generic[T]):
         return txn
 
     def close(self, timeout: float | None = None) -> None:
-        """Aborts those still open, best effort, within ``timeout`` (None: txn_timeout_ms)."""
+        """Aborts the open ones within ``timeout`` (None: txn_timeout_ms): ``_full_close``."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             still_open = list(self._open)
-        deadline = time.monotonic() + (self.txn_timeout_ms / 1000 if timeout is None else timeout)
-        for txn in still_open:  # unknown at the deadline: their timeout aborts them
-            with contextlib.suppress(FolioError):
-                txn.abort(max(0.0, deadline - time.monotonic()))
         if self._on_close is not None:
             self._on_close(self)
+        abort_open(still_open, topic=self.topic, txn_timeout_ms=self.txn_timeout_ms,
+                   timeout_s=self.txn_timeout_ms / 1000 if timeout is None else timeout)
 
     @property
     def closed(self) -> bool:

@@ -331,13 +331,17 @@ def test_a_group_readers_lost_sync_is_reconciled_at_the_next(client: folio.Clien
 def test_closing_a_writer_bounds_its_best_effort_aborts(client: folio.Client) -> None:
     # close(timeout) aborts the open transactions within timeout (None: the
     # transaction timeout, after which the broker aborts them anyway), not 60 s
-    # of read-backs per transaction (decide's default).
+    # of read-backs per transaction (decide's default), and says which it left
+    # undecided (it used to say nothing).
     client.create_topic("unk-close")
     writer = client.transactional_writer("unk-close")
     txn = writer.begin()
     lost = _lose(writer, transactions_pb2.AbortTxnRequest, applied=False, times=1000)
-    writer.close(timeout=0)  # one attempt, whose outcome is unknown; old: 60 s of them
-    assert lost == ["AbortTxnRequest"]
+    with pytest.raises(folio.TimeoutError) as raised:
+        writer.close(timeout=0.5)  # attempts whose outcome is unknown; old: 60 s of them
+    assert raised.value.context["txn_ids"] == [txn.txn_id.hex()]
+    assert not raised.value.retriable and writer.closed
+    assert lost and set(lost) == {"AbortTxnRequest"}
     assert client.transaction_status(txn.txn_id) is folio.TxnStatus.OPEN
     client.abort_transaction(txn.txn_id)
     assert client.transaction_status(txn.txn_id) is folio.TxnStatus.ABORTED

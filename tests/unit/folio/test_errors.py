@@ -158,7 +158,7 @@ def test_retriable_flags() -> None:
     for cls in (e.FolioError, e.InvalidArgumentError, e.NotFoundError, e.TopicExistsError,
                 e.SegmentSealedError, e.OffsetOutOfRangeError, e.EventTooLargeError,
                 e.InvalidEventNumberError, e.WriterClosedError, e.InvalidBlockError,
-                e.DeliveryTimeoutError):
+                e.DeliveryTimeoutError, e.ForkedProcessError):
         assert not cls.retriable, cls
 
 
