@@ -235,6 +235,17 @@ class PeerClients:
             raise _rebuild(error, address) from None
         return [offset_of(item) for item in answer.offsets]
 
+    async def pending_kafka_txn_offsets(self, address: str,
+                                        group_id: str) -> list[tuple[str, int]]:
+        """``PendingKafkaTxnOffsets`` on the Kafka transaction coordinator at ``address``."""
+        request = internal_pb2.PendingKafkaTxnOffsetsRequest(group_id=group_id)
+        try:
+            answer = await self._stub(address).PendingKafkaTxnOffsets(
+                request, timeout=CALL_TIMEOUT_S, metadata=self._metadata())
+        except grpc.aio.AioRpcError as error:
+            raise _rebuild(error, address) from None
+        return [(item.topic, item.partition) for item in answer.offsets]
+
     async def close(self) -> None:
         """Close every channel (calls under way fail)."""
         self._closed = True
