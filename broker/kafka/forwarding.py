@@ -79,8 +79,8 @@ from ledger.errors import LedgerError
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_from_bytes, txn_id_to_bytes
 
-__all__ = ["FORWARD_TIMEOUT_S", "AppendBlock", "ForwardedTxn", "HeirForwarder", "SendBatch",
-           "serve"]
+__all__ = ["FORWARD_TIMEOUT_S", "AbortTxn", "AppendBlock", "ForwardedTxn", "HeirForwarder",
+           "SendBatch", "aborting_if_unknown", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +199,33 @@ class HeirForwarder:
                       segment, delay_s, failure)
             await asyncio.sleep(delay_s)
             delay_s = min(delay_s * 2, _MAX_DELAY_S)
+
+
+#: Aborts a transaction at the transaction coordinator; True once it is aborted.
+AbortTxn = Callable[[TxnId], Awaitable[bool]]
+
+
+def aborting_if_unknown(forward: Forward, txn: ForwardedTxn, abort: AbortTxn) -> Forward:
+    """``forward`` of a transactional batch: an outcome still unknown aborts its transaction.
+
+    REQUEST_TIMED_OUT from the hop means the heir may hold the batch or not,
+    and may still take a copy in flight until the transaction's marker closes
+    it there. A commit would then hold the batch or not, by chance; so the
+    transaction is aborted before the producer is answered (it learns it at
+    its next request, INVALID_TXN_STATE, and aborts). Crash window: this
+    broker dies before the abort: the producer's connection is lost with its
+    batch unanswered, it resends, and the resend walks to the same heir (de-
+    duplicated there) or is refused; a producer commits only once every
+    batch is answered.
+    """
+    async def forward_or_abort(segment: str, owner: str, writer: str, last: int) -> Outcome:
+        code, offset, message = await forward(segment, owner, writer, last)
+        if code is ErrorCode.request_timed_out:
+            aborted = await abort(txn.txn_id)
+            message = (f"{message}; its transaction "
+                       f"{'was aborted' if aborted else 'could not be aborted'}")
+        return code, offset, message
+    return forward_or_abort
 
 
 #: Appends the block to an open segment as produce does: (segment handle,

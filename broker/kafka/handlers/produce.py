@@ -66,10 +66,11 @@ from broker.kafka.context import KafkaContext, TxnWrite
 from broker.kafka.dispatch import Api, Call, Deferred
 from broker.kafka.error_codes import error_code
 from broker.kafka.forwarding import AppendBlock as ForwardedAppend
-from broker.kafka.forwarding import ForwardedTxn
+from broker.kafka.forwarding import ForwardedTxn, aborting_if_unknown
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
 from broker.kafka.sequences import answer_of, handed_to_ledger, resolve_failed_append
+from broker.kafka.succession import Forward
 from broker.segments.block_limits import check_block_size
 from ledger.errors import LedgerError
 from txnbuffer.api import TxnId
@@ -229,13 +230,30 @@ async def _start(context: KafkaContext, topic: str, partition: int,
     # In a cluster, a batch whose heir another broker owns is forwarded there
     # (``broker.kafka.forwarding``); a transactional one with the transaction
     # found for it here, which it joins there (``forwarded_append``).
-    forward = None
-    if context.forwarder is not None:
-        forwarded = None if txn is None else ForwardedTxn(
-            txn[0], transactional_id or "", header.producer_id, header.producer_epoch)
-        forward = context.forwarder.forward_of(data, header.records_count, forwarded)
+    forward = _forward_of(context, data, header, None if txn is None else txn[0],
+                          transactional_id)
     return context.succession.start(context.topics, segment, name, writer, last,
                                     header.records_count, append, forward)
+
+
+def _forward_of(context: KafkaContext, data: bytes, header: BatchHeader,
+                txn_id: TxnId | None, transactional_id: str | None) -> Forward | None:
+    """How the batch goes to a heir another broker owns (None: not a cluster).
+
+    A transactional batch goes with the transaction found for it here; an
+    outcome the hop leaves unknown aborts that transaction
+    (``broker.kafka.forwarding.aborting_if_unknown``).
+    """
+    if context.forwarder is None:
+        return None
+    if txn_id is None:
+        return context.forwarder.forward_of(data, header.records_count)
+    forwarded = ForwardedTxn(txn_id, transactional_id or "", header.producer_id,
+                             header.producer_epoch)
+    forward = context.forwarder.forward_of(data, header.records_count, forwarded)
+    cluster = None if context.coordinators is None else context.coordinators.cluster_txns
+    return forward if cluster is None else aborting_if_unknown(forward, forwarded,
+                                                               cluster.abort_unknown)
 
 
 def _check_max_message_bytes(segment: SegmentHandle, batch_bytes: int) -> None:

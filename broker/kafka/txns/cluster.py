@@ -66,7 +66,13 @@ from broker.cluster.kafka_txns import TxnOffset
 from broker.cluster.peers import PeerClients
 from broker.cluster.txn_routes import ClusterTxnRoutes
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
-from broker.errors import BrokerError, BrokerShuttingDownError, WrongHostError
+from broker.errors import (
+    BrokerError,
+    BrokerShuttingDownError,
+    TxnNotFoundError,
+    TxnStateError,
+    WrongHostError,
+)
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCommitItem
 from broker.kafka.consumer_groups.offsets import OFFSETS_TOPIC, CommittedOffset, TopicPartition
 from broker.kafka.locator import GROUP_KEY, container_of
@@ -75,13 +81,15 @@ from broker.topics.manager import TopicManager
 from ledger.errors import LedgerError
 from txnbuffer.api import TxnId
 
-__all__ = ["FIND_TIMEOUT_S", "STABLE_TIMEOUT_S", "ClusterTxns"]
+__all__ = ["ABORT_TIMEOUT_S", "FIND_TIMEOUT_S", "STABLE_TIMEOUT_S", "ClusterTxns"]
 
 log = logging.getLogger(__name__)
 
 #: How long a transactional batch waits for the coordinator (moving, loading) before
 #: it is refused retriable (NOT_ENOUGH_REPLICAS: nothing written, the producer resends).
 FIND_TIMEOUT_S: Final = 10.0
+#: How long the abort of a transaction with a batch of unknown outcome is tried.
+ABORT_TIMEOUT_S: Final = 10.0
 #: How long an OffsetFetch with ``require_stable`` waits for the coordinator's answer
 #: before its partitions are answered UNSTABLE_OFFSET_COMMIT (the consumer asks again).
 STABLE_TIMEOUT_S: Final = 3.0
@@ -213,6 +221,52 @@ class ClusterTxns:
                 log.info("kafka transactional batch of %r: no transaction coordinator within "
                          "%.0f s (%s)", transactional_id, FIND_TIMEOUT_S, failure)
                 return ErrorCode.not_enough_replicas, None
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * 2, _MAX_DELAY_S)
+
+    async def abort_unknown(self, txn_id: TxnId) -> bool:
+        """Abort ``txn_id``: one of its batches forwarded to a heir has an unknown outcome.
+
+        ``broker.kafka.forwarding``: the hop stayed unanswered to its deadline,
+        so the heir may or may not hold the batch; a commit could then hold
+        the batch or not, so the transaction is aborted (Folio's ``AbortTxn``
+        at the transaction coordinator, wherever it runs) and the producer
+        learns it at its next request (INVALID_TXN_STATE: it aborts). True
+        once aborted (or found aborted). False if it was decided committed
+        already (the producer committed without waiting for this batch's
+        answer: logged) or no coordinator answered for ``ABORT_TIMEOUT_S``
+        (an abort is idempotent: asked again until then; the transaction's
+        timeout aborts it if the producer never commits).
+        """
+        deadline = time.monotonic() + ABORT_TIMEOUT_S
+        delay_s = _FIRST_DELAY_S
+        while True:
+            failure: BaseException
+            try:
+                if self._coordinator_here():
+                    await self._producers.coordinator.abort(txn_id)
+                    return True
+                owner = self._owners.owner_of(COORDINATOR_SEGMENT)
+                if owner and owner != self._owners.address:
+                    await self._peers.abort_txn(owner, txn_id)
+                    return True
+                failure = self._wrong_host()
+            except TxnStateError as decided:
+                if decided.actual in ("ABORTING", "ABORTED"):
+                    return True
+                log.error("kafka transaction %s was decided %s while one of its batches "
+                          "forwarded to a heir had an unknown outcome", decided.txn_id,
+                          decided.actual)
+                return False
+            except TxnNotFoundError as error:
+                log.error("kafka transaction with a batch of unknown outcome: %s", error)
+                return False
+            except (BrokerError, LedgerError) as error:
+                failure = error  # unknown, or not the coordinator: asked again
+            if time.monotonic() + delay_s > deadline:
+                log.warning("kafka transaction with a batch of unknown outcome not aborted "
+                            "within %.0f s: %s", ABORT_TIMEOUT_S, failure)
+                return False
             await asyncio.sleep(delay_s)
             delay_s = min(delay_s * 2, _MAX_DELAY_S)
 

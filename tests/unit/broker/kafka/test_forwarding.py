@@ -6,7 +6,9 @@ segment. The forwarding hop (``SendBatch``) calls the callee's side
 (``broker.kafka.forwarding.serve``) in process, through a fault wrapper that
 can lose the answer after the callee applied the call: the hop's answer is
 then unknown, and the batch must be stored once whatever the origin and the
-producer do next (docs/kafka.md, "Partitions and scaling").
+producer do next (docs/kafka.md, "Partitions and scaling"). A transactional
+batch goes with its transaction, which the heir's owner appends it in only
+while it is the producer's open one; an outcome left unknown aborts it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from broker.api import Block, SegmentHandle, TopicConfig
 from broker.cluster.owned_topics import OwnedTopics
 from broker.errors import BrokerShuttingDownError, InvalidArgumentError, WrongHostError
 from broker.kafka.context import KafkaContext, TxnWrite
-from broker.kafka.forwarding import AppendBlock, ForwardedTxn, HeirForwarder, serve
+from broker.kafka.forwarding import (
+    AppendBlock,
+    ForwardedTxn,
+    HeirForwarder,
+    aborting_if_unknown,
+    serve,
+)
 from broker.kafka.handlers.produce import forwarded_append
 from broker.kafka.succession import UNKNOWN_BASE_OFFSET, Outcome, Succession
 from broker.topics.manager import TopicManager
@@ -251,6 +259,33 @@ async def test_a_transactional_batch_carries_its_transaction_and_is_stored_once(
     heir = await topics.segment("t/1")
     assert heir.info().segment.end_offset == 2
     assert await heir.last_event_number(f"{WRITER}@0") == 1
+
+
+async def test_a_transactional_batch_whose_outcome_stays_unknown_aborts_its_transaction(
+        topics: TopicManager) -> None:
+    origin, callee = _views(topics)
+    succession = await _sealed_topic(topics, origin)
+    aborted: list[TxnId] = []
+
+    async def abort(txn_id: TxnId) -> bool:
+        aborted.append(txn_id)
+        return True
+    # Every answer lost: the heir holds the batch, its owner never said so. A
+    # commit would hold it or not by chance: the transaction is aborted first.
+    forwarder = HeirForwarder(LossyHop(callee, lose=1_000), lambda _: CALLEE, timeout_s=0.3)
+    forward = aborting_if_unknown(forwarder.forward_of(b"t/1-batch", 2, TXN), TXN, abort)
+    segment = await origin.writable_segment("t/0", "test")
+    code, offset, message = await succession.start(origin, segment, "t/0", WRITER, 3, 2,
+                                                   _append, forward)
+    assert (code, offset, aborted) == (ErrorCode.request_timed_out, -1, [TXN.txn_id])
+    assert message is not None and "was aborted" in message
+    # One answer lost, then answered: known, nothing aborted.
+    forwarder = HeirForwarder(LossyHop(callee, lose=1), lambda _: CALLEE)
+    forward = aborting_if_unknown(forwarder.forward_of(b"t/1-batch", 2, TXN), TXN, abort)
+    assert await succession.start(origin, segment, "t/0", WRITER, 5, 2, _append, forward) == (
+        ErrorCode.none, UNKNOWN_BASE_OFFSET, None)
+    assert aborted == [TXN.txn_id]
+    assert (await topics.segment("t/1")).info().segment.end_offset == 4
 
 
 class _Txns:
