@@ -157,3 +157,54 @@ def test_transactions_through_a_remote_heir_and_require_stable_on_another_broker
     assert ends[f"{topic}/0"] == 0 and ends[f"{topic}/2"] > 0
     contents = _committed_contents(bootstrap, topic)
     assert sorted(contents) == sorted(expected)  # committed once each, aborted never
+
+
+@pytest.mark.faults
+@pytest.mark.timeout(600)
+def test_sigkill_of_the_heirs_owner_while_transactional_batches_are_forwarded(
+        zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+    """The hop's answers are lost with the heir's owner (maybe applied) mid-transaction.
+
+    The sealed partition's owner asks the heir's next owner again; it loaded
+    the heir (the dead owner's appends recovered), registers it in the open
+    transaction again and drops the copies it holds. The transaction commits
+    whole, once; the next one, aborted, shows nothing.
+    """
+    brokers, kafka = _kafka_cluster(bookie_processes, zk_url, tmp_path)
+    first = brokers[0].address
+    coordinator = lookup_owner(list(kafka), COORDINATOR_SEGMENT)
+    # The heir's owner owns neither partition 0 nor 1, nor the coordinator.
+    topic, owner = next(
+        (name, owner) for name, owner in (
+            _topic_with_remote_heirs(first, f"tk{i}-", victim_heir=True) for i in range(50))
+        if owner[2] != coordinator)
+    bootstrap = ",".join(kafka.values())
+    create_topic(bootstrap, topic, 2)
+    scale_with_cli(_at(brokers, owner[0]), topic, "--split", "0")
+    victim = next(b for b in brokers if b.address == owner[2])
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "heir-kill",
+                         "linger.ms": 5})
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    committed = _values("k1", count=100)
+    for p, value in committed[:100]:  # partition 0's: forwarded, answered
+        producer.produce(topic, value=value, partition=p)
+    assert producer.flush(DEADLINE_S) == 0
+    for p, value in committed[100:]:
+        producer.produce(topic, value=value, partition=p)
+    for i in range(100):  # partition 0's later batches: in flight at the kill
+        producer.produce(topic, value=b"k1-late-%d" % i, partition=0)
+    producer.poll(0)
+    assert victim.kill() != 0
+    assert producer.flush(DEADLINE_S) == 0
+    producer.commit_transaction(DEADLINE_S)
+    expected = [value for _, value in committed] + [b"k1-late-%d" % i for i in range(100)]
+    producer.begin_transaction()
+    for p, value in _values("a2", count=20):
+        producer.produce(topic, value=value, partition=p)
+    assert producer.flush(DEADLINE_S) == 0
+    producer.abort_transaction(DEADLINE_S)
+
+    survivors = ",".join(kafka[b.address] for b in brokers if b is not victim)
+    contents = _committed_contents(survivors, topic)
+    assert sorted(contents) == sorted(expected)  # committed once each, aborted never
