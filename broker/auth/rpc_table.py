@@ -165,6 +165,7 @@ RPC_TABLE: Final[dict[str, Rule]] = {
     _method(*_INTERNAL, "FindKafkaTxn"): Rule(Need.SUPER_USER),
     _method(*_INTERNAL, "AddKafkaTxnOffsets"): Rule(Need.SUPER_USER),
     _method(*_INTERNAL, "CommitKafkaTxnOffsets"): Rule(Need.SUPER_USER),
+    _method(*_INTERNAL, "PendingKafkaTxnOffsets"): Rule(Need.SUPER_USER),
 }
 
 #: What a method the table does not know needs: a super-user (fail closed).

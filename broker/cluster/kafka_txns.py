@@ -5,7 +5,9 @@ transaction coordinator runs beside Folio's (the owner of the container of
 ``_txnlog/0``); partition owners ask it for a transactional batch's Folio
 transaction (``FindKafkaTxn``), group coordinators hand it TxnOffsetCommit's
 offsets (``AddKafkaTxnOffsets``), and it writes a committed transaction's
-offsets at the group's coordinator (``CommitKafkaTxnOffsets``). The Kafka
+offsets at the group's coordinator (``CommitKafkaTxnOffsets``); a group's
+coordinator asks it which of a group's partitions have offsets a transaction
+still holds (``PendingKafkaTxnOffsets``, for ``require_stable``). The Kafka
 front-end (``broker.kafka.txns.cluster``) implements this contract; the
 internal servicer and the peer clients (``broker.cluster.peers``) only carry
 it, so neither imports the Kafka front-end.
@@ -50,4 +52,8 @@ class KafkaTxnService(Protocol):
     async def commit_offsets(self, group_id: str,
                              offsets: Sequence[TxnOffset]) -> list[TxnOffset]:
         """Write a committed transaction's offsets to the group here; each with its error."""
+        ...
+
+    async def pending_offsets(self, group_id: str) -> list[tuple[str, int]]:
+        """(topic, partition) of the group's offsets a transaction holds; ``WrongHostError``."""
         ...

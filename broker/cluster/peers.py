@@ -45,6 +45,7 @@ from broker.errors import (
     TxnStateError,
     WrongHostError,
 )
+from folio.api.v1 import transactions_pb2, transactions_pb2_grpc
 from ledger.security.tls import ClientTls, ReloadingChannelCredentials
 from ledger.security.tokens import TokenFile
 from txnbuffer.api import TxnId
@@ -234,6 +235,32 @@ class PeerClients:
         except grpc.aio.AioRpcError as error:
             raise _rebuild(error, address) from None
         return [offset_of(item) for item in answer.offsets]
+
+    async def abort_txn(self, address: str, txn_id: TxnId) -> None:
+        """``Transactions.AbortTxn`` on the transaction coordinator at ``address``.
+
+        Raises ``TxnStateError`` (decided already), ``TxnNotFoundError``,
+        ``WrongHostError`` (the coordinator is elsewhere), and
+        ``BrokerShuttingDownError`` when the outcome is unknown.
+        """
+        stub: transactions_pb2_grpc.TransactionsAsyncStub = \
+            transactions_pb2_grpc.TransactionsStub(self._channel(address))
+        try:
+            await stub.AbortTxn(transactions_pb2.AbortTxnRequest(txn_id=txn_id_to_bytes(txn_id)),
+                                timeout=CALL_TIMEOUT_S, metadata=self._metadata())
+        except grpc.aio.AioRpcError as error:
+            raise _rebuild(error, address) from None
+
+    async def pending_kafka_txn_offsets(self, address: str,
+                                        group_id: str) -> list[tuple[str, int]]:
+        """``PendingKafkaTxnOffsets`` on the Kafka transaction coordinator at ``address``."""
+        request = internal_pb2.PendingKafkaTxnOffsetsRequest(group_id=group_id)
+        try:
+            answer = await self._stub(address).PendingKafkaTxnOffsets(
+                request, timeout=CALL_TIMEOUT_S, metadata=self._metadata())
+        except grpc.aio.AioRpcError as error:
+            raise _rebuild(error, address) from None
+        return [(item.topic, item.partition) for item in answer.offsets]
 
     async def close(self) -> None:
         """Close every channel (calls under way fail)."""

@@ -104,6 +104,19 @@ class BrokerInternalServicer(internal_pb2_grpc.BrokerInternalServicer):
         return internal_pb2.CommitKafkaTxnOffsetsResponse(
             offsets=[offset_message(item) for item in answers])
 
+    async def PendingKafkaTxnOffsets(
+        self, request: internal_pb2.PendingKafkaTxnOffsetsRequest, context: _Context
+    ) -> internal_pb2.PendingKafkaTxnOffsetsResponse:
+        try:
+            if not request.group_id:
+                raise InvalidArgumentError("PendingKafkaTxnOffsets needs a group_id")
+            pending = await self._kafka_txns().pending_offsets(request.group_id)
+        except _Refusals as error:
+            await abort_with(context, error)
+        return internal_pb2.PendingKafkaTxnOffsetsResponse(offsets=[
+            internal_pb2.KafkaTxnOffset(topic=topic, partition=partition)
+            for topic, partition in pending])
+
     async def RegisterTxnSegment(
         self, request: internal_pb2.RegisterTxnSegmentRequest, context: _Context
     ) -> internal_pb2.RegisterTxnSegmentResponse:

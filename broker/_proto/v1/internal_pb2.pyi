@@ -316,3 +316,44 @@ class CommitKafkaTxnOffsetsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CommitKafkaTxnOffsetsResponse: _TypeAlias = CommitKafkaTxnOffsetsResponse  # noqa: Y015
+
+@_typing.final
+class PendingKafkaTxnOffsetsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PendingKafkaTxnOffsetsRequest: _TypeAlias = PendingKafkaTxnOffsetsRequest  # noqa: Y015
+
+@_typing.final
+class PendingKafkaTxnOffsetsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OFFSETS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def offsets(self) -> _containers.RepeatedCompositeFieldContainer[Global___KafkaTxnOffset]:
+        """The partitions (topic and partition set; the other fields unset)."""
+
+    def __init__(
+        self,
+        *,
+        offsets: _abc.Iterable[Global___KafkaTxnOffset] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["offsets", b"offsets"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PendingKafkaTxnOffsetsResponse: _TypeAlias = PendingKafkaTxnOffsetsResponse  # noqa: Y015

@@ -59,6 +59,11 @@ class BrokerInternalStub:
                 request_serializer=broker_dot_v1_dot_internal__pb2.CommitKafkaTxnOffsetsRequest.SerializeToString,
                 response_deserializer=broker_dot_v1_dot_internal__pb2.CommitKafkaTxnOffsetsResponse.FromString,
                 _registered_method=True)
+        self.PendingKafkaTxnOffsets = channel.unary_unary(
+                '/folio.broker.v1.BrokerInternal/PendingKafkaTxnOffsets',
+                request_serializer=broker_dot_v1_dot_internal__pb2.PendingKafkaTxnOffsetsRequest.SerializeToString,
+                response_deserializer=broker_dot_v1_dot_internal__pb2.PendingKafkaTxnOffsetsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerInternalServicer:
@@ -139,6 +144,19 @@ class BrokerInternalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PendingKafkaTxnOffsets(self, request, context):
+        """Sent by a group's coordinator to the Kafka transaction coordinator for an
+        OffsetFetch with `require_stable`: the partitions of the group with
+        offsets held by a transaction not yet decided or whose committed offsets
+        are not yet written (answered UNSTABLE_OFFSET_COMMIT). A read: asking
+        again is harmless.
+
+        Errors: WRONG_HOST as FindKafkaTxn.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerInternalServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -166,6 +184,11 @@ def add_BrokerInternalServicer_to_server(servicer, server):
                     servicer.CommitKafkaTxnOffsets,
                     request_deserializer=broker_dot_v1_dot_internal__pb2.CommitKafkaTxnOffsetsRequest.FromString,
                     response_serializer=broker_dot_v1_dot_internal__pb2.CommitKafkaTxnOffsetsResponse.SerializeToString,
+            ),
+            'PendingKafkaTxnOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.PendingKafkaTxnOffsets,
+                    request_deserializer=broker_dot_v1_dot_internal__pb2.PendingKafkaTxnOffsetsRequest.FromString,
+                    response_serializer=broker_dot_v1_dot_internal__pb2.PendingKafkaTxnOffsetsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -303,6 +326,33 @@ class BrokerInternal:
             '/folio.broker.v1.BrokerInternal/CommitKafkaTxnOffsets',
             broker_dot_v1_dot_internal__pb2.CommitKafkaTxnOffsetsRequest.SerializeToString,
             broker_dot_v1_dot_internal__pb2.CommitKafkaTxnOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PendingKafkaTxnOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.broker.v1.BrokerInternal/PendingKafkaTxnOffsets',
+            broker_dot_v1_dot_internal__pb2.PendingKafkaTxnOffsetsRequest.SerializeToString,
+            broker_dot_v1_dot_internal__pb2.PendingKafkaTxnOffsetsResponse.FromString,
             options,
             channel_credentials,
             insecure,

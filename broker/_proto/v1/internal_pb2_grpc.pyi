@@ -99,6 +99,15 @@ class BrokerInternalStub:
     Errors: Kafka's per partition (NOT_COORDINATOR where the group is not
     coordinated here: the caller asks the owner of its offsets segment again).
     """
+    PendingKafkaTxnOffsets: _grpc.UnaryUnaryMultiCallable[_internal_pb2.PendingKafkaTxnOffsetsRequest, _internal_pb2.PendingKafkaTxnOffsetsResponse]
+    """Sent by a group's coordinator to the Kafka transaction coordinator for an
+    OffsetFetch with `require_stable`: the partitions of the group with
+    offsets held by a transaction not yet decided or whose committed offsets
+    are not yet written (answered UNSTABLE_OFFSET_COMMIT). A read: asking
+    again is harmless.
+
+    Errors: WRONG_HOST as FindKafkaTxn.
+    """
 
 @_typing.type_check_only
 class BrokerInternalAsyncStub(BrokerInternalStub):
@@ -157,6 +166,15 @@ class BrokerInternalAsyncStub(BrokerInternalStub):
 
     Errors: Kafka's per partition (NOT_COORDINATOR where the group is not
     coordinated here: the caller asks the owner of its offsets segment again).
+    """
+    PendingKafkaTxnOffsets: _aio.UnaryUnaryMultiCallable[_internal_pb2.PendingKafkaTxnOffsetsRequest, _internal_pb2.PendingKafkaTxnOffsetsResponse]  # type: ignore[assignment]
+    """Sent by a group's coordinator to the Kafka transaction coordinator for an
+    OffsetFetch with `require_stable`: the partitions of the group with
+    offsets held by a transaction not yet decided or whose committed offsets
+    are not yet written (answered UNSTABLE_OFFSET_COMMIT). A read: asking
+    again is harmless.
+
+    Errors: WRONG_HOST as FindKafkaTxn.
     """
 
 class BrokerInternalServicer(metaclass=_abc_1.ABCMeta):
@@ -243,6 +261,21 @@ class BrokerInternalServicer(metaclass=_abc_1.ABCMeta):
 
         Errors: Kafka's per partition (NOT_COORDINATOR where the group is not
         coordinated here: the caller asks the owner of its offsets segment again).
+        """
+
+    @_abc_1.abstractmethod
+    def PendingKafkaTxnOffsets(
+        self,
+        request: _internal_pb2.PendingKafkaTxnOffsetsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_internal_pb2.PendingKafkaTxnOffsetsResponse, _abc.Awaitable[_internal_pb2.PendingKafkaTxnOffsetsResponse]]:
+        """Sent by a group's coordinator to the Kafka transaction coordinator for an
+        OffsetFetch with `require_stable`: the partitions of the group with
+        offsets held by a transaction not yet decided or whose committed offsets
+        are not yet written (answered UNSTABLE_OFFSET_COMMIT). A read: asking
+        again is harmless.
+
+        Errors: WRONG_HOST as FindKafkaTxn.
         """
 
 def add_BrokerInternalServicer_to_server(servicer: BrokerInternalServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -29,6 +29,10 @@ class AppendKafkaBatchRequest(_message.Message):
     LAST_EVENT_NUMBER_FIELD_NUMBER: _builtins.int
     EVENT_COUNT_FIELD_NUMBER: _builtins.int
     DATA_FIELD_NUMBER: _builtins.int
+    TXN_ID_FIELD_NUMBER: _builtins.int
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
     segment: _builtins.str
     """The segment the walk continues at, "<topic>/<number>"."""
     writer_id: _builtins.str
@@ -43,6 +47,14 @@ class AppendKafkaBatchRequest(_message.Message):
     """Records in the batch."""
     data: _builtins.bytes
     """The format-2 block (the record batch as the producer sent it)."""
+    txn_id: _builtins.bytes
+    """A transactional batch: the producer's open Folio transaction, 16 bytes,
+    as the partition's owner found it (empty: not transactional).
+    """
+    transactional_id: _builtins.str
+    """A transactional batch's producer: its transactional id, producer id and epoch."""
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
     def __init__(
         self,
         *,
@@ -51,10 +63,14 @@ class AppendKafkaBatchRequest(_message.Message):
         last_event_number: _builtins.int = ...,
         event_count: _builtins.int = ...,
         data: _builtins.bytes = ...,
+        txn_id: _builtins.bytes = ...,
+        transactional_id: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "event_count", b"event_count", "last_event_number", b"last_event_number", "segment", b"segment", "writer_id", b"writer_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "event_count", b"event_count", "last_event_number", b"last_event_number", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "segment", b"segment", "transactional_id", b"transactional_id", "txn_id", b"txn_id", "writer_id", b"writer_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -53,6 +53,14 @@ class KafkaInternalServicer:
         contiguous writer, so a resend of the same call (its answer lost) is
         answered as a duplicate and never stored twice.
 
+        A transactional batch (`txn_id` set) joins the producer's transaction
+        here as a direct transactional batch does: the callee asks the Kafka
+        transaction coordinator for the producer's open transaction
+        (FindKafkaTxn), refuses the batch (INVALID_TXN_STATE, nothing written)
+        unless it is `txn_id`, registers the heir with the transaction
+        coordinator and appends it in the transaction; the heir's marker is
+        written here when the transaction is decided.
+
         Errors (gRPC status): WRONG_HOST (UNAVAILABLE; context {segment, owner})
         when this broker does not own `segment` (nothing written: the caller asks
         the owner it names); UNAVAILABLE while the broker has no Kafka listener;

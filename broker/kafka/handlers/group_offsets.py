@@ -4,7 +4,8 @@ Per partition, as in Kafka: a commit writes one record per partition (in one
 durable append) in ``_kafka_offsets``; a fetch answers from memory, -1 for a
 partition the group never committed. OffsetFetch v8 asks for several groups
 (KIP-709); v7+'s ``require_stable`` answers UNSTABLE_OFFSET_COMMIT while a
-transaction holds offsets of the partition. The rules:
+transaction holds offsets of the partition (in a cluster, asked of the
+transaction coordinator wherever it runs). The rules:
 ``broker.kafka.consumer_groups.coordinator``; for a consumer-protocol group
 (KIP-848) the member and its epoch are checked first (UNKNOWN_MEMBER_ID,
 STALE_MEMBER_EPOCH; a member commits with v9+: UNSUPPORTED_VERSION), and
@@ -113,19 +114,21 @@ async def handle_offset_fetch(context: KafkaContext, call: Call) -> Any:
         group_cls = nested(cls, "OffsetFetchResponseGroup")
         groups = []
         for group in request.groups:
-            code, topics = _fetch_group(context, call, cls, group.group_id, group.topics,
-                                        stable, getattr(group, "member_id", None),
-                                        getattr(group, "member_epoch", -1))
+            code, topics = await _fetch_group(context, call, cls, group.group_id,
+                                              group.topics, stable,
+                                              getattr(group, "member_id", None),
+                                              getattr(group, "member_epoch", -1))
             groups.append(build(group_cls, group_id=group.group_id, topics=topics,
                                 error_code=code))
         return build(cls, throttle_time=ZERO, groups=tuple(groups))
-    code, topics = _fetch_group(context, call, cls, request.group_id, request.topics, stable)
+    code, topics = await _fetch_group(context, call, cls, request.group_id, request.topics,
+                                      stable)
     return build(cls, throttle_time=ZERO, topics=topics, error_code=code)
 
 
-def _fetch_group(context: KafkaContext, call: Call, cls: Any, group_id: str,
-                 asked: Any, stable: bool, member_id: str | None = None,
-                 member_epoch: int = -1) -> tuple[ErrorCode, tuple[Any, ...]]:
+async def _fetch_group(context: KafkaContext, call: Call, cls: Any, group_id: str,
+                       asked: Any, stable: bool, member_id: str | None = None,
+                       member_epoch: int = -1) -> tuple[ErrorCode, tuple[Any, ...]]:
     version = call.version
     suffix = "s" if version >= 8 else ""
     topic_cls = nested(cls, "OffsetFetchResponseTopic" + suffix)
@@ -143,6 +146,14 @@ def _fetch_group(context: KafkaContext, call: Call, cls: Any, group_id: str,
         if code is not ErrorCode.none:
             return code, ()
     code, answers = coordinators.groups.fetch(group_id, partitions, stable)
+    if stable and code is ErrorCode.none and coordinators.cluster_txns is not None:
+        # In a cluster the transaction coordinator (perhaps another broker)
+        # knows the offsets transactions hold (``broker.kafka.txns.cluster``).
+        unstable = await coordinators.cluster_txns.unstable_offsets(group_id)
+        # Unanswered (None): every partition UNSTABLE_OFFSET_COMMIT, retried by clients.
+        answers = [(partition, value, ErrorCode.unstable_offset_commit)
+                   if error is ErrorCode.none and (unstable is None or partition in unstable)
+                   else (partition, value, error) for partition, value, error in answers]
     if context.authorizer is not None:
         # Topics the role may not read: left out of "all", refused when named.
         answers = [answer if allowed(context, call, TOPIC_CONSUME, answer[0][0])

@@ -41,8 +41,9 @@ without it they are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 A batch for a sealed partition (its topic split or merged) is appended to the
 partition's heir, transactional or not (``broker.kafka.succession``); in a
-cluster, a plain or idempotent batch whose heir another broker owns is
-forwarded to that broker (``broker.kafka.forwarding``).
+cluster, a batch whose heir another broker owns is forwarded to that broker
+(``broker.kafka.forwarding``): a transactional one with the producer's open
+transaction, which it joins there as a direct transactional batch does.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ import asyncio
 import datetime
 import logging
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -64,9 +66,11 @@ from broker.kafka.context import KafkaContext, TxnWrite
 from broker.kafka.dispatch import Api, Call, Deferred
 from broker.kafka.error_codes import error_code
 from broker.kafka.forwarding import AppendBlock as ForwardedAppend
+from broker.kafka.forwarding import ForwardedTxn, aborting_if_unknown
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
 from broker.kafka.sequences import answer_of, handed_to_ledger, resolve_failed_append
+from broker.kafka.succession import Forward
 from broker.segments.block_limits import check_block_size
 from ledger.errors import LedgerError
 from txnbuffer.api import TxnId
@@ -200,8 +204,8 @@ async def _start(context: KafkaContext, topic: str, partition: int,
         # ``broker.kafka.succession``: the partition's segment first, then (if
         # it is sealed) its heir, under the stream's writer id and numbers.
         if txn is None:
-            return await _append_in(context, target, target_name, header, data, stream,
-                                    number, None)
+            return await _append_in(context, target, target_name, header.records_count,
+                                    data, stream, number, None)
         info = target.info()
         if info.sealed:  # not registered in the transaction: its heir is
             raise SegmentSealedError(target_name, info.segment.end_offset)
@@ -215,22 +219,41 @@ async def _start(context: KafkaContext, topic: str, partition: int,
                 context, transactional_id, target_name, header)
             if place is None:
                 return code, -1, message
-        return await _append_in(context, target, target_name, header, data, stream, number,
-                                place)
+        return await _append_in(context, target, target_name, header.records_count, data,
+                                stream, number, place)
 
     # A task: its first step (the segment's numbering and submit) runs before
     # any later request's, in the order the tasks are made. A transactional
     # one's first step enters the coordinator's ``writing``, whose per-segment
     # FIFO lock keeps that order while the segment is being registered. A
     # sealed partition's batch goes to its heir (``broker.kafka.succession``).
-    # In a cluster, a plain or idempotent batch whose heir another broker owns
-    # is forwarded there (``broker.kafka.forwarding``); a transactional one is
-    # not (NOT_LEADER_OR_FOLLOWER): its heir's registration in the
-    # transaction is the coordinator's part of the path, not built across brokers.
-    forward = (context.forwarder.forward_of(data, header.records_count)
-               if context.forwarder is not None and txn is None else None)
+    # In a cluster, a batch whose heir another broker owns is forwarded there
+    # (``broker.kafka.forwarding``); a transactional one with the transaction
+    # found for it here, which it joins there (``forwarded_append``).
+    forward = _forward_of(context, data, header, None if txn is None else txn[0],
+                          transactional_id)
     return context.succession.start(context.topics, segment, name, writer, last,
                                     header.records_count, append, forward)
+
+
+def _forward_of(context: KafkaContext, data: bytes, header: BatchHeader,
+                txn_id: TxnId | None, transactional_id: str | None) -> Forward | None:
+    """How the batch goes to a heir another broker owns (None: not a cluster).
+
+    A transactional batch goes with the transaction found for it here; an
+    outcome the hop leaves unknown aborts that transaction
+    (``broker.kafka.forwarding.aborting_if_unknown``).
+    """
+    if context.forwarder is None:
+        return None
+    if txn_id is None:
+        return context.forwarder.forward_of(data, header.records_count)
+    forwarded = ForwardedTxn(txn_id, transactional_id or "", header.producer_id,
+                             header.producer_epoch)
+    forward = context.forwarder.forward_of(data, header.records_count, forwarded)
+    cluster = None if context.coordinators is None else context.coordinators.cluster_txns
+    return forward if cluster is None else aborting_if_unknown(forward, forwarded,
+                                                               cluster.abort_unknown)
 
 
 def _check_max_message_bytes(segment: SegmentHandle, batch_bytes: int) -> None:
@@ -246,15 +269,15 @@ def _check_max_message_bytes(segment: SegmentHandle, batch_bytes: int) -> None:
 
 
 async def _append_in(context: KafkaContext, segment: SegmentHandle, name: str,
-                     header: BatchHeader, data: bytes, writer: str, last: int,
+                     records_count: int, data: bytes, writer: str, last: int,
                      txn: TxnWrite | None) -> _Outcome:
     """``_append``, inside the transaction's ``writing`` context for a transactional batch."""
     if txn is None:
-        return await _append(context, segment, name, header.records_count, data, writer, last)
+        return await _append(context, segment, name, records_count, data, writer, last)
     txn_id, writing = txn
     try:
         async with writing:
-            return await _append(context, segment, name, header.records_count, data, writer,
+            return await _append(context, segment, name, records_count, data, writer,
                                  last, txn_id)
     except SegmentSealedError:
         raise  # nothing appended: the batch goes to the heir
@@ -268,13 +291,62 @@ async def _append_in(context: KafkaContext, segment: SegmentHandle, name: str,
 def forwarded_append(context: KafkaContext) -> ForwardedAppend:
     """How a batch forwarded from another broker is appended here (``broker.kafka.forwarding``).
 
-    As any plain or idempotent batch: sequences checked, group-committed, a
-    failed append resolved (``_append``).
+    As any batch: sequences checked, group-committed, a failed append
+    resolved (``_append``); a transactional one in the producer's open
+    transaction, found, registered and marked here as a direct transactional
+    batch's (``_forwarded_txn_append``).
     """
     async def append(segment: SegmentHandle, name: str, writer: str, last: int,
-                     records_count: int, data: bytes) -> _Outcome:
-        return await _append(context, segment, name, records_count, data, writer, last)
+                     records_count: int, data: bytes, txn: ForwardedTxn | None) -> _Outcome:
+        if txn is None:
+            return await _append(context, segment, name, records_count, data, writer, last)
+        return await _forwarded_txn_append(context, segment, name, writer, last,
+                                           records_count, data, txn)
     return append
+
+
+@dataclass(frozen=True, slots=True)
+class _ForwardedHeader:
+    """What ``KafkaContext.transactional_write`` reads of a forwarded batch's header."""
+
+    producer_id: int
+    producer_epoch: int
+    records_count: int
+
+
+async def _forwarded_txn_append(context: KafkaContext, segment: SegmentHandle, name: str,
+                                writer: str, last: int, records_count: int, data: bytes,
+                                txn: ForwardedTxn) -> _Outcome:
+    """A transactional batch forwarded here, appended to heir ``name`` in its transaction.
+
+    The producer's open transaction is asked of the Kafka transaction
+    coordinator (``transactional_write``: ``FindKafkaTxn``), and must be the
+    one the partition's owner sent the batch in: a late copy of a call (its
+    answer lost, the transaction decided since) never joins the producer's
+    next transaction (INVALID_TXN_STATE, nothing written). The append then
+    registers the heir in the transaction and runs inside the participant's
+    ``writing``, whose marker at EndTxn closes the heir for the transaction:
+    a copy arriving after it is refused, so the transaction holds the batch
+    once (the heir's writer state drops a second copy) or not at all.
+    """
+    info = segment.info()
+    if info.sealed:  # not registered in the transaction: its heir is
+        raise SegmentSealedError(name, info.segment.end_offset)
+    if context.transactional_write is None:
+        return (ErrorCode.transactional_id_authorization_failed, -1,
+                "Kafka transactions are not served by this broker")
+    header = _ForwardedHeader(txn.producer_id, txn.producer_epoch, records_count)
+    code, message, place = await context.transactional_write(
+        context, txn.transactional_id, name, header)
+    if place is None:
+        return code, -1, message
+    if place[0] != txn.txn_id:
+        log.info("kafka: a transactional batch forwarded to %s for a transaction no longer "
+                 "open (producer %d, epoch %d): INVALID_TXN_STATE", name, txn.producer_id,
+                 txn.producer_epoch)
+        return (ErrorCode.invalid_txn_state, -1,
+                "the batch's transaction is no longer open at the transaction coordinator")
+    return await _append_in(context, segment, name, records_count, data, writer, last, place)
 
 
 async def _append(context: KafkaContext, segment: SegmentHandle, name: str,

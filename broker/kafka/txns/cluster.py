@@ -28,6 +28,16 @@ Folio's transaction coordinator, on the owner of the container of
   record. Once the transaction commits the coordinator writes them at the
   group's coordinator (``CommitKafkaTxnOffsets``, the owner of the group's
   ``_kafka_offsets/<container>``).
+- **``require_stable`` at a group's coordinator.** The offsets a transaction
+  holds are known only to the transaction coordinator until they are
+  written to the group, so an OffsetFetch with ``require_stable`` asks it
+  (``PendingKafkaTxnOffsets``, in process when it runs here) which of the
+  group's partitions a transaction not yet decided, being committed, or
+  committed with offsets not yet written holds: those answer
+  UNSTABLE_OFFSET_COMMIT (retriable: the consumer asks again). Pulled at the
+  fetch, not pushed at AddKafkaTxnOffsets, so nothing is left to reconcile
+  when the coordinator moves: the new one answers from the records it
+  loaded.
 
 Unknown outcomes: ``FindKafkaTxn`` is a read (asked again). A lost answer of
 ``AddKafkaTxnOffsets`` is answered retriable to the client, which sends the
@@ -35,6 +45,9 @@ same offsets again (kept once). A lost answer of ``CommitKafkaTxnOffsets``
 leaves the offsets in the record: they are written again (absolute values,
 the same record) by the EndTxn retry or the coordinator's drive until every
 partition is acknowledged; the record is cleared only then.
+``PendingKafkaTxnOffsets`` is a read, asked again for up to
+``STABLE_TIMEOUT_S``; unanswered, every partition asked is answered
+UNSTABLE_OFFSET_COMMIT: never "stable" without the coordinator's word.
 """
 
 from __future__ import annotations
@@ -53,7 +66,13 @@ from broker.cluster.kafka_txns import TxnOffset
 from broker.cluster.peers import PeerClients
 from broker.cluster.txn_routes import ClusterTxnRoutes
 from broker.cluster.zookeeper_owners import ZooKeeperOwners
-from broker.errors import BrokerError, BrokerShuttingDownError, WrongHostError
+from broker.errors import (
+    BrokerError,
+    BrokerShuttingDownError,
+    TxnNotFoundError,
+    TxnStateError,
+    WrongHostError,
+)
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCommitItem
 from broker.kafka.consumer_groups.offsets import OFFSETS_TOPIC, CommittedOffset, TopicPartition
 from broker.kafka.locator import GROUP_KEY, container_of
@@ -62,13 +81,18 @@ from broker.topics.manager import TopicManager
 from ledger.errors import LedgerError
 from txnbuffer.api import TxnId
 
-__all__ = ["FIND_TIMEOUT_S", "ClusterTxns"]
+__all__ = ["ABORT_TIMEOUT_S", "FIND_TIMEOUT_S", "STABLE_TIMEOUT_S", "ClusterTxns"]
 
 log = logging.getLogger(__name__)
 
 #: How long a transactional batch waits for the coordinator (moving, loading) before
 #: it is refused retriable (NOT_ENOUGH_REPLICAS: nothing written, the producer resends).
 FIND_TIMEOUT_S: Final = 10.0
+#: How long the abort of a transaction with a batch of unknown outcome is tried.
+ABORT_TIMEOUT_S: Final = 10.0
+#: How long an OffsetFetch with ``require_stable`` waits for the coordinator's answer
+#: before its partitions are answered UNSTABLE_OFFSET_COMMIT (the consumer asks again).
+STABLE_TIMEOUT_S: Final = 3.0
 _FIRST_DELAY_S: Final = 0.05
 _MAX_DELAY_S: Final = 1.0
 _LOAD_RETRY_S: Final = 1.0
@@ -200,6 +224,52 @@ class ClusterTxns:
             await asyncio.sleep(delay_s)
             delay_s = min(delay_s * 2, _MAX_DELAY_S)
 
+    async def abort_unknown(self, txn_id: TxnId) -> bool:
+        """Abort ``txn_id``: one of its batches forwarded to a heir has an unknown outcome.
+
+        ``broker.kafka.forwarding``: the hop stayed unanswered to its deadline,
+        so the heir may or may not hold the batch; a commit could then hold
+        the batch or not, so the transaction is aborted (Folio's ``AbortTxn``
+        at the transaction coordinator, wherever it runs) and the producer
+        learns it at its next request (INVALID_TXN_STATE: it aborts). True
+        once aborted (or found aborted). False if it was decided committed
+        already (the producer committed without waiting for this batch's
+        answer: logged) or no coordinator answered for ``ABORT_TIMEOUT_S``
+        (an abort is idempotent: asked again until then; the transaction's
+        timeout aborts it if the producer never commits).
+        """
+        deadline = time.monotonic() + ABORT_TIMEOUT_S
+        delay_s = _FIRST_DELAY_S
+        while True:
+            failure: BaseException
+            try:
+                if self._coordinator_here():
+                    await self._producers.coordinator.abort(txn_id)
+                    return True
+                owner = self._owners.owner_of(COORDINATOR_SEGMENT)
+                if owner and owner != self._owners.address:
+                    await self._peers.abort_txn(owner, txn_id)
+                    return True
+                failure = self._wrong_host()
+            except TxnStateError as decided:
+                if decided.actual in ("ABORTING", "ABORTED"):
+                    return True
+                log.error("kafka transaction %s was decided %s while one of its batches "
+                          "forwarded to a heir had an unknown outcome", decided.txn_id,
+                          decided.actual)
+                return False
+            except TxnNotFoundError as error:
+                log.error("kafka transaction with a batch of unknown outcome: %s", error)
+                return False
+            except (BrokerError, LedgerError) as error:
+                failure = error  # unknown, or not the coordinator: asked again
+            if time.monotonic() + delay_s > deadline:
+                log.warning("kafka transaction with a batch of unknown outcome not aborted "
+                            "within %.0f s: %s", ABORT_TIMEOUT_S, failure)
+                return False
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * 2, _MAX_DELAY_S)
+
     # -- a group coordinator's TxnOffsetCommit ----------------------------------------
 
     async def keep_offsets(self, transactional_id: str, producer_id: int, epoch: int,
@@ -226,6 +296,35 @@ class ClusterTxns:
                      transactional_id, group_id, error)
         return {(item.topic, item.partition): ErrorCode.coordinator_not_available
                 for item in items}
+
+    # -- a group coordinator's OffsetFetch with require_stable -------------------------
+
+    async def unstable_offsets(self, group_id: str) -> set[TopicPartition] | None:
+        """The group's partitions whose offsets a transaction holds; None: not known.
+
+        Asked of the transaction coordinator wherever it runs (a read, asked
+        again with backoff for ``STABLE_TIMEOUT_S``); None when no answer came
+        (the caller answers every partition UNSTABLE_OFFSET_COMMIT).
+        """
+        deadline = time.monotonic() + STABLE_TIMEOUT_S
+        delay_s = _FIRST_DELAY_S
+        while True:
+            failure: BaseException
+            try:
+                if self.here():
+                    return self._producers.pending_offsets(group_id)
+                owner = self._owners.owner_of(COORDINATOR_SEGMENT)
+                if owner and owner != self._owners.address:
+                    return set(await self._peers.pending_kafka_txn_offsets(owner, group_id))
+                failure = self._wrong_host()  # unknown, or loading here
+            except (BrokerError, LedgerError) as error:
+                failure = error
+            if time.monotonic() + delay_s > deadline:
+                log.info("kafka OffsetFetch (require_stable) of group %s: no transaction "
+                         "coordinator within %.0f s (%s)", group_id, STABLE_TIMEOUT_S, failure)
+                return None
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * 2, _MAX_DELAY_S)
 
     # -- the coordinator's committed offsets ------------------------------------------
 
@@ -268,6 +367,11 @@ class ClusterTxns:
         errors = await self._producers.keep_offsets(transactional_id, producer_id, epoch,
                                                     group_id, items)
         return [_answer(item, errors) for item in offsets]
+
+    async def pending_offsets(self, group_id: str) -> list[tuple[str, int]]:
+        if not self.here():
+            raise self._wrong_host()
+        return sorted(self._producers.pending_offsets(group_id))
 
     async def commit_offsets(self, group_id: str,
                              offsets: Sequence[TxnOffset]) -> list[TxnOffset]:

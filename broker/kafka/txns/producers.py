@@ -69,6 +69,8 @@ _COMMITTED = frozenset({TxnState.COMMITTING, TxnState.COMMITTED})
 _ABORTED = frozenset({TxnState.ABORTING, TxnState.ABORTED, TxnState.TIMED_OUT})
 #: Decided, markers still being written: the producer's next transaction waits.
 _FINISHING = frozenset({TxnState.COMMITTING, TxnState.ABORTING})
+#: States of a transaction whose kept offsets are not yet stable (``pending_offsets``).
+_UNSTABLE = frozenset({TxnState.OPEN, TxnState.COMMITTING, TxnState.COMMITTED})
 #: Backoff of the drive that writes a committed transaction's offsets no call finished.
 _OFFSETS_RETRY_FIRST_S = 0.2
 _OFFSETS_RETRY_MAX_S = 5.0
@@ -257,14 +259,16 @@ class TxnProducers:
     def pending_offsets(self, group_id: str) -> set[TopicPartition]:
         """Partitions of ``group_id`` with offsets waiting for a transaction's commit.
 
-        Only transactions still undecided or being committed count: the offsets
-        of one aborted under its producer (its timeout) never become stable, and
-        must not hold ``require_stable`` fetches until the producer comes back.
+        Only transactions still undecided, being committed, or committed with
+        offsets not yet written to the group (kept in the record until they
+        are) count: the offsets of one aborted under its producer (its
+        timeout) never become stable, and must not hold ``require_stable``
+        fetches until the producer comes back.
         """
         pending: set[TopicPartition] = set()
         for producer in self._producers.values():
             if producer.txn_id is None or not producer.offsets or self._state(
-                    producer.txn_id) not in (TxnState.OPEN, TxnState.COMMITTING):
+                    producer.txn_id) not in _UNSTABLE:
                 continue
             pending.update((topic, partition)
                            for (group, topic, partition) in producer.offsets if group == group_id)

@@ -6,10 +6,17 @@ segment. The forwarding hop (``SendBatch``) calls the callee's side
 (``broker.kafka.forwarding.serve``) in process, through a fault wrapper that
 can lose the answer after the callee applied the call: the hop's answer is
 then unknown, and the batch must be stored once whatever the origin and the
-producer do next (docs/kafka.md, "Partitions and scaling").
+producer do next (docs/kafka.md, "Partitions and scaling"). A transactional
+batch goes with its transaction, which the heir's owner appends it in only
+while it is the producer's open one; an outcome left unknown aborts it.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, cast
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -18,9 +25,19 @@ from broker._proto.v1 import kafka_internal_pb2
 from broker.api import Block, SegmentHandle, TopicConfig
 from broker.cluster.owned_topics import OwnedTopics
 from broker.errors import BrokerShuttingDownError, InvalidArgumentError, WrongHostError
-from broker.kafka.forwarding import HeirForwarder, serve
+from broker.kafka.context import KafkaContext, TxnWrite
+from broker.kafka.forwarding import (
+    AppendBlock,
+    ForwardedTxn,
+    HeirForwarder,
+    aborting_if_unknown,
+    serve,
+)
+from broker.kafka.handlers.produce import forwarded_append
 from broker.kafka.succession import UNKNOWN_BASE_OFFSET, Outcome, Succession
 from broker.topics.manager import TopicManager
+from txnbuffer.api import TxnId
+from txnbuffer.txn_ids import txn_id_to_bytes
 
 pytestmark = pytest.mark.faults
 
@@ -38,8 +55,9 @@ async def _append(segment: SegmentHandle, name: str, writer: str, last: int) -> 
 
 
 async def _append_block(segment: SegmentHandle, name: str, writer: str, last: int,
-                        count: int, data: bytes) -> Outcome:
-    result = await segment.append([Block(data, count)], writer, last, contiguous=bool(writer))
+                        count: int, data: bytes, txn: ForwardedTxn | None = None) -> Outcome:
+    result = await segment.append([Block(data, count)], writer, last, contiguous=bool(writer),
+                                  txn_id=None if txn is None else txn.txn_id)
     if result.duplicate and result.offset < 0:
         return ErrorCode.duplicate_sequence_number, -1, None
     return ErrorCode.none, result.offset, None
@@ -48,9 +66,11 @@ async def _append_block(segment: SegmentHandle, name: str, writer: str, last: in
 class LossyHop:
     """The hop to the callee; the first ``lose`` answers are lost after the callee applied it."""
 
-    def __init__(self, callee: OwnedTopics, lose: int = 0) -> None:
+    def __init__(self, callee: OwnedTopics, lose: int = 0,
+                 append: AppendBlock = _append_block) -> None:
         self.callee = callee
         self.lose = lose
+        self.append = append
         self.calls: list[str] = []
 
     async def __call__(self, address: str, request: kafka_internal_pb2.AppendKafkaBatchRequest
@@ -58,7 +78,7 @@ class LossyHop:
         self.calls.append(address)
         if address != CALLEE:  # a stale owner: refused, nothing written
             raise WrongHostError(request.segment, CALLEE)
-        answer = await serve(self.callee, _append_block, None, request)
+        answer = await serve(self.callee, self.append, None, request)
         if self.lose > 0:
             self.lose -= 1
             raise BrokerShuttingDownError(f"broker {address} did not answer the internal call "
@@ -211,3 +231,131 @@ async def test_a_lost_answer_then_refusals_until_the_deadline_is_never_not_writt
     assert message is not None and "outcome unknown" in message
     assert send.calls >= 2
     assert (await topics.segment("t/1")).info().segment.end_offset == 2
+
+
+# -- transactional batches (their heir's owner joins them to the open transaction) ---------
+
+TXN = ForwardedTxn((7, 8), "tx", 9, 0)
+
+
+async def test_a_transactional_batch_carries_its_transaction_and_is_stored_once(
+        topics: TopicManager) -> None:
+    origin, callee = _views(topics)
+    succession = await _sealed_topic(topics, origin)
+    seen: list[ForwardedTxn | None] = []
+
+    async def append(segment: SegmentHandle, name: str, writer: str, last: int, count: int,
+                     data: bytes, txn: ForwardedTxn | None) -> Outcome:
+        seen.append(txn)
+        return await _append_block(segment, name, writer, last, count, data, txn)
+    # The first answer is lost after the heir's owner appended it in the
+    # transaction: asked again with the same transaction, dropped as a copy.
+    hop = LossyHop(callee, lose=1, append=append)
+    segment = await origin.writable_segment("t/0", "test")
+    forward = HeirForwarder(hop, lambda _: CALLEE).forward_of(b"t/1-batch", 2, TXN)
+    assert await succession.start(origin, segment, "t/0", WRITER, 3, 2, _append, forward) == (
+        ErrorCode.none, UNKNOWN_BASE_OFFSET, None)
+    assert seen == [TXN, TXN]
+    heir = await topics.segment("t/1")
+    assert heir.info().segment.end_offset == 2
+    assert await heir.last_event_number(f"{WRITER}@0") == 1
+
+
+async def test_a_transactional_batch_whose_outcome_stays_unknown_aborts_its_transaction(
+        topics: TopicManager) -> None:
+    origin, callee = _views(topics)
+    succession = await _sealed_topic(topics, origin)
+    aborted: list[TxnId] = []
+
+    async def abort(txn_id: TxnId) -> bool:
+        aborted.append(txn_id)
+        return True
+    # Every answer lost: the heir holds the batch, its owner never said so. A
+    # commit would hold it or not by chance: the transaction is aborted first.
+    forwarder = HeirForwarder(LossyHop(callee, lose=1_000), lambda _: CALLEE, timeout_s=0.3)
+    forward = aborting_if_unknown(forwarder.forward_of(b"t/1-batch", 2, TXN), TXN, abort)
+    segment = await origin.writable_segment("t/0", "test")
+    code, offset, message = await succession.start(origin, segment, "t/0", WRITER, 3, 2,
+                                                   _append, forward)
+    assert (code, offset, aborted) == (ErrorCode.request_timed_out, -1, [TXN.txn_id])
+    assert message is not None and "was aborted" in message
+    # One answer lost, then answered: known, nothing aborted.
+    forwarder = HeirForwarder(LossyHop(callee, lose=1), lambda _: CALLEE)
+    forward = aborting_if_unknown(forwarder.forward_of(b"t/1-batch", 2, TXN), TXN, abort)
+    assert await succession.start(origin, segment, "t/0", WRITER, 5, 2, _append, forward) == (
+        ErrorCode.none, UNKNOWN_BASE_OFFSET, None)
+    assert aborted == [TXN.txn_id]
+    assert (await topics.segment("t/1")).info().segment.end_offset == 4
+
+
+class _Txns:
+    """``KafkaContext.transactional_write`` of the heir's owner: the producer's open txn."""
+
+    def __init__(self, open_txn: TxnId | None, code: ErrorCode = ErrorCode.none) -> None:
+        self.open_txn = open_txn
+        self.code = code
+        self.asked: list[tuple[str | None, str, int, int]] = []
+        self.entered = 0
+
+    async def __call__(self, context: Any, transactional_id: str | None, name: str,
+                       header: Any) -> tuple[ErrorCode, str | None, TxnWrite | None]:
+        self.asked.append((transactional_id, name, header.producer_id, header.producer_epoch))
+        if self.open_txn is None:
+            return self.code, f"refused: {self.code.name}", None
+        return ErrorCode.none, None, (self.open_txn, self._writing())
+
+    @contextlib.asynccontextmanager
+    async def _writing(self) -> AsyncIterator[None]:
+        self.entered += 1  # (registration and the marker's count: the participant's)
+        yield
+
+
+def _txn_request(segment: str, last: int, txn_id: bytes) -> Any:
+    return kafka_internal_pb2.AppendKafkaBatchRequest(
+        segment=segment, writer_id=f"{WRITER}@0", last_event_number=last, event_count=2,
+        data=b"batch", txn_id=txn_id, transactional_id=TXN.transactional_id,
+        producer_id=TXN.producer_id, producer_epoch=TXN.producer_epoch)
+
+
+async def test_the_heirs_owner_appends_only_in_the_transaction_the_batch_was_sent_in(
+        topics: TopicManager) -> None:
+    origin, callee = _views(topics)
+    await _sealed_topic(topics, origin)
+    heir = await topics.segment("t/1")
+    wire = txn_id_to_bytes(TXN.txn_id)
+    # The producer's open transaction is another one (the batch's was decided,
+    # a late copy of the call): refused, nothing written, nothing registered.
+    later = _Txns((7, 9))
+    answer = await serve(callee, forwarded_append(cast(KafkaContext, _Context(callee, later))),
+                         None, _txn_request("t/1", 1, wire))
+    assert answer.error_code == ErrorCode.invalid_txn_state.value
+    assert (later.asked, later.entered) == ([("tx", "t/1", 9, 0)], 0)
+    assert heir.info().segment.end_offset == 0
+    # The coordinator refuses the producer (an older epoch): its code, nothing written.
+    fenced = _Txns(None, ErrorCode.invalid_producer_epoch)
+    answer = await serve(callee, forwarded_append(cast(KafkaContext, _Context(callee, fenced))),
+                         None, _txn_request("t/1", 1, wire))
+    assert answer.error_code == ErrorCode.invalid_producer_epoch.value
+    assert heir.info().segment.end_offset == 0
+    # Its own transaction: appended inside the participant's context; the
+    # same call again (its answer lost) is a duplicate, stored once.
+    same = _Txns(TXN.txn_id)
+    append = forwarded_append(cast(KafkaContext, _Context(callee, same)))
+    first = await serve(callee, append, None, _txn_request("t/1", 1, wire))
+    again = await serve(callee, append, None, _txn_request("t/1", 1, wire))
+    assert (first.error_code, first.base_offset) == (0, 0)
+    assert (again.error_code, again.base_offset) == (0, 0)
+    assert same.entered == 2
+    assert heir.info().segment.end_offset == 2
+    # A malformed transaction id: refused before anything is asked.
+    for bad in (b"short", bytes(16)):
+        with pytest.raises(InvalidArgumentError, match="transactional batch"):
+            await serve(callee, append, None, _txn_request("t/1", 3, bad))
+
+
+@dataclass
+class _Context:
+    """What ``forwarded_append`` reads of the listener's ``KafkaContext``."""
+
+    topics: OwnedTopics
+    transactional_write: _Txns
