@@ -14,6 +14,8 @@ instead of the blocking client's IO thread:
   acknowledgement); ``write_nowait`` never waits.
 - :class:`AsyncEventReader` (``folio.aio._reader``): ``await reader.read()``,
   ``async for event in reader``.
+- :class:`AsyncBatchClient` (``folio.aio._batch``): ``client.batch_client()``;
+  ``await segments(topic)``, ``async for event in await read_segment(slice)``.
 - :class:`AsyncTxnWriter` (``folio.aio._txn``): single-routing-key
   transactions, ``async with writer.begin() as txn: txn.write(...)``.
 
@@ -22,11 +24,20 @@ docs/sdk.md shows both faces side by side.
 
 from __future__ import annotations
 
+from folio.aio._batch import AsyncBatchClient, AsyncSegmentEvents
 from folio.aio._pending import PendingWrite
 from folio.aio._reader import AsyncEventReader
 from folio.aio._txn import AsyncTransaction, AsyncTxnWriter
 from folio.aio._writer import AsyncEventWriter
 from folio.aio.client import AsyncClient
 
-__all__ = ["AsyncClient", "AsyncEventReader", "AsyncEventWriter", "AsyncTransaction",
-           "AsyncTxnWriter", "PendingWrite"]
+__all__ = [
+           "AsyncBatchClient",
+           "AsyncClient",
+           "AsyncEventReader",
+           "AsyncEventWriter",
+           "AsyncSegmentEvents",
+           "AsyncTransaction",
+           "AsyncTxnWriter",
+           "PendingWrite",
+]
