@@ -66,8 +66,8 @@ async def test_a_cancelled_batch_read_loses_nothing(server: BookieProcess) -> No
         waiting = asyncio.ensure_future(events.read())  # offset 5: not there yet
         await asyncio.sleep(0)
         waiting.cancel()
-        (outcome,) = await asyncio.gather(waiting, return_exceptions=True)
-        assert isinstance(outcome, asyncio.CancelledError)
+        outcomes = await asyncio.gather(waiting, return_exceptions=True)
+        assert isinstance(outcomes[0], asyncio.CancelledError)
         async with await client.writer("aio-batch-cancel") as writer:
             await writer.write(b"5")
         async with asyncio.timeout(30):
