@@ -82,7 +82,11 @@ class PendingWrite:
         written = self._written
         if written is None or not written.done():
             raise asyncio.InvalidStateError("the write is not done yet")
-        return written.result(0)
+        outcome, index = written.block
+        result = outcome.outcome_of(index)  # (done: no lock, no wait)
+        if isinstance(result, BaseException):
+            raise result
+        return result
 
     def exception(self) -> BaseException | None:
         """The failure once done, else None (raises ``InvalidStateError`` while pending)."""
