@@ -164,7 +164,7 @@ class SegmentWriter:
         self._on_sealed = on_sealed
         #: Called (holding the caller-side lock: it must not append) whenever room
         #: may have come (a block done, the hand-over made, the writer closed):
-        #: how the asyncio face learns it may append (``would_wait``) or is flushed.
+        #: how the asyncio face learns it may append (``append(wait=False)``) or is flushed.
         self.on_change: Callable[[], None] | None = None
 
     # == caller side =========================================================
@@ -250,21 +250,6 @@ class SegmentWriter:
         # not when the caller must not wait: then past ``max_in_flight``, as the IO
         # thread's hand-over does, which is rare: the routing names the successors soon).
         return redirect(payload, routing_key, headers, timestamp_ms, size, force or not wait)
-
-    def would_wait(self, keyless: bool, size: int) -> bool:
-        """Whether ``append`` of such an event would wait for room now (never waits).
-
-        The asyncio face (``folio.aio``) runs on the IO side's loop, where
-        ``append`` must not wait: it asks first, and awaits ``on_change`` instead.
-        """
-        estimate = size + EVENT_OVERHEAD_BYTES
-        with self._lock:
-            batch = self._batch
-            if self._redirect is not None or self._closed or batch is None or not (
-                    batch.keyless is not keyless or batch.size >= self._batch_size_bytes
-                    or batch.size + estimate > MAX_BATCH_BYTES):
-                return False
-            return self._handing or self._in_flight >= self._max_in_flight
 
     def cut_now(self, deadline: float | None) -> bool:
         """Cuts the open batch into a block (waiting for room); False if ``deadline`` passed."""

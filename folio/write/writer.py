@@ -300,19 +300,6 @@ class EventWriter(Generic[T]):
                 f"at most {MAX_BLOCK_BYTES} bytes", size=size, limit=_MAX_EVENT_IN_BLOCK_BYTES)
         return size
 
-    def target(self, routing_key: str | None) -> SegmentWriter:
-        """The segment writer the next event with ``routing_key`` goes to (as ``write_event``).
-
-        For the asyncio face, which asks it ``would_wait`` before ``write_event``.
-        """
-        if routing_key is None:
-            segment = self._keyless
-            if segment is None:
-                segment = self._keyless = self._keyless_segment()
-            return segment
-        routed = self._routes.get(routing_key)
-        return routed if routed is not None else self._route(routing_key)
-
     def try_flush(self) -> bool:
         """Cuts every batch it can and says whether every event is done; never waits.
 
