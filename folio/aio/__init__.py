@@ -10,10 +10,12 @@ instead of the blocking client's IO thread:
   outcomes; ``await client.writer(topic)``, ``await client.reader(topic)``.
 - :class:`AsyncEventWriter` (``folio.aio._writer``): ``await writer.write(event)``
   returns once acknowledged; ``await writer.send(event)`` waits for room only
-  and returns the acknowledgement's ``asyncio.Future``; ``write_nowait``
-  never waits.
+  and returns the event's :class:`PendingWrite` (``await`` it for the
+  acknowledgement); ``write_nowait`` never waits.
 - :class:`AsyncEventReader` (``folio.aio._reader``): ``await reader.read()``,
   ``async for event in reader``.
+- :class:`AsyncBatchClient` (``folio.aio._batch``): ``client.batch_client()``;
+  ``await segments(topic)``, ``async for event in await read_segment(slice)``.
 - :class:`AsyncTxnWriter` (``folio.aio._txn``): single-routing-key
   transactions, ``async with writer.begin() as txn: txn.write(...)``.
 
@@ -22,10 +24,20 @@ docs/sdk.md shows both faces side by side.
 
 from __future__ import annotations
 
+from folio.aio._batch import AsyncBatchClient, AsyncSegmentEvents
+from folio.aio._pending import PendingWrite
 from folio.aio._reader import AsyncEventReader
 from folio.aio._txn import AsyncTransaction, AsyncTxnWriter
 from folio.aio._writer import AsyncEventWriter
 from folio.aio.client import AsyncClient
 
-__all__ = ["AsyncClient", "AsyncEventReader", "AsyncEventWriter", "AsyncTransaction",
-           "AsyncTxnWriter"]
+__all__ = [
+           "AsyncBatchClient",
+           "AsyncClient",
+           "AsyncEventReader",
+           "AsyncEventWriter",
+           "AsyncSegmentEvents",
+           "AsyncTransaction",
+           "AsyncTxnWriter",
+           "PendingWrite",
+]

@@ -4,23 +4,29 @@ An :class:`AsyncEventWriter` holds an ``EventWriter`` (``folio.write.writer``)
 made with the caller's loop as its IO (``folio._transport.loop_io``): the same
 routing, batching, segment flows, exactly-once numbering, scaling hand-over
 and delivery timeouts, with no thread between. What this face adds is waiting
-without blocking the loop:
+without blocking the loop, at little cost per event:
 
 - **Room.** The blocking ``write_event`` waits (on a lock) when a segment has
   ``max_in_flight`` blocks out and its batch is full; on the loop that would
-  never end. So each event first asks its segment writer ``would_wait``; if
-  it would (or events wait already: order is kept), it joins this writer's
-  backlog, which is appended in order as the segment writers report room
-  (``on_change``, called after each acknowledgement, deferred to the loop's
-  next turn: it comes holding the segment writer's lock). ``write`` and
-  ``send`` wait only once the backlog holds about a batch.
-- **Acknowledgement.** Each event's ``WriteFuture`` completes an
-  ``asyncio.Future`` on the loop.
+  never end. So each event is appended with ``EventWriter.append_nowait``,
+  which says when it would wait instead; then (or when events wait already:
+  order is kept) it joins this writer's backlog, which is appended in order
+  as the segment writers report room (``on_change``, called after each
+  acknowledgement, deferred to the loop's next turn: it comes holding the
+  segment writer's lock). ``write`` and ``send`` wait only once the backlog
+  holds about a batch.
+- **Acknowledgement.** Each event's ``PendingWrite`` (``folio.aio._pending``)
+  holds its block's shared outcome; only an awaited one makes an asyncio
+  future, and a block's awaited writes are woken in one pass.
+- **Turns.** ``send`` lets the loop run (``asyncio.sleep(0)``) every
+  ``_YIELD_EVERY`` events, so that blocks cut meanwhile are sent and
+  acknowledgements handled while a coroutine writes flat out (it never waits
+  otherwise while there is room).
 - **Flush.** ``EventWriter.try_flush`` (cuts what it can, never waits) again
   after each change until every event is done.
 
-Cancellation: cancelling ``write`` (or the future of ``write_nowait``) while
-the event waits in the backlog withdraws it: it is never sent. Once it was
+Cancellation: cancelling ``write`` (or ``PendingWrite.cancel``) while the
+event waits in the backlog withdraws it: it is never sent. Once it was
 appended to a batch it is written exactly once whatever the caller does
 (a block cannot be recalled), and ``flush``/``close`` wait for it. Cancelling
 ``flush`` leaves the flows as they are (the events go on being written);
@@ -38,26 +44,30 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Final, Generic, TypeVar
 
-from folio.api.v1.block import HEADER_OVERHEAD_BYTES
+from folio.aio._pending import Acks, PendingWrite
 from folio.errors import FolioError, TimeoutError, WriterClosedError
 from folio.models import WriteResult
 from folio.serializers import BytesSerializer, Serializer
-from folio.write._write_future import BlockOutcome
 from folio.write.writer import EventWriter
 
-__all__ = ["AsyncEventWriter"]
+__all__ = ["AsyncEventWriter", "PendingWrite"]
 
 T = TypeVar("T")
 
-#: An event waiting for room: payload, routing key, headers, size, its future.
-_Waiting = tuple[bytes, str | None, Mapping[str, bytes] | None, int,
-                 "asyncio.Future[WriteResult]"]
+#: An event waiting for room: payload, routing key, headers, its counted bytes, its write.
+_Waiting = tuple[bytes, str | None, Mapping[str, bytes] | None, int, PendingWrite]
 
 #: Bytes of events ``write`` and ``send`` let wait in the backlog before they wait
 #: themselves. About a batch: when an acknowledgement makes room, what waited fills the
 #: next batch at once. (With one event waiting, the loop's next acknowledgements, handled
 #: before the writing coroutines run again, cut batches of one event each.)
 _BACKLOG_LIMIT_BYTES: Final = 256 * 1024
+
+#: ``send`` lets the loop run once per this many events (see the module docstring).
+#: A turn of the loop costs about what 2 to 3 events do; at 128 it is ~2% of the
+#: write, and a writing coroutine holds the loop at most ~0.5 ms at a time.
+_YIELD_EVERY: Final = 1024
+_YIELD_TURNS: Final = 3
 
 
 class AsyncEventWriter(Generic[T]):
@@ -77,15 +87,13 @@ class AsyncEventWriter(Generic[T]):
         self._serialize = serializer.serialize
         self._raw = isinstance(serializer, BytesSerializer)
         self._loop = loop
+        self._acks = Acks(loop)
         self._backlog: collections.deque[_Waiting] = collections.deque()
         self._backlog_bytes = 0
-        #: Whether ``write_nowait`` just cut a block (``send`` then lets the loop send it).
-        self._cut = False
+        #: Events ``send`` queued since it last let the loop run.
+        self._unyielded = 0
         #: Set on every change the segment writers report (room, done, closed).
         self._changed = asyncio.Event()
-        #: The block the last event went to, and the futures of its events so far.
-        self._block: BlockOutcome | None = None
-        self._block_futures: list[tuple[asyncio.Future[WriteResult], int]] = []
 
     @property
     def topic(self) -> str:
@@ -117,77 +125,63 @@ class AsyncEventWriter(Generic[T]):
             WriterClosedError: the writer is closed.
             FolioError: the write failed (``DeliveryTimeoutError``, ``SegmentSealedError``...).
         """
-        return await (await self.send(event, routing_key, headers))
+        while self._backlog_bytes >= _BACKLOG_LIMIT_BYTES and not self._core.closed:
+            self._changed.clear()
+            await self._changed.wait()
+        return await self.write_nowait(event, routing_key, headers)
 
     async def send(self, event: T, routing_key: str | None = None,
-                   headers: Mapping[str, bytes] | None = None) -> asyncio.Future[WriteResult]:
-        """Waits for room only (back-pressure), then queues the event; returns its future.
+                   headers: Mapping[str, bytes] | None = None) -> PendingWrite:
+        """Waits for room only (back-pressure), then queues the event; returns its write.
 
-        The future's result is the event's ``WriteResult`` (or its error).
-        Raises as ``write_nowait``.
+        ``await`` the returned ``PendingWrite`` for the event's ``WriteResult``
+        (or its error). Raises as ``write_nowait``.
         """
         while self._backlog_bytes >= _BACKLOG_LIMIT_BYTES and not self._core.closed:
             self._changed.clear()
             await self._changed.wait()
-        future = self.write_nowait(event, routing_key, headers)
-        if self._cut:
-            # A block was cut: let the loop send it now rather than after the
-            # next batches (the IO side runs only when the writing coroutine waits).
-            self._cut = False
-            await asyncio.sleep(0)
-        return future
+        pending = self.write_nowait(event, routing_key, headers)
+        self._unyielded += 1
+        if self._unyielded >= _YIELD_EVERY:
+            self._unyielded = 0
+            for _ in range(_YIELD_TURNS):
+                await asyncio.sleep(0)
+        return pending
 
     def write_nowait(self, event: T, routing_key: str | None = None,
-                     headers: Mapping[str, bytes] | None = None) -> asyncio.Future[WriteResult]:
-        """Queues one event without waiting at all; returns its future.
+                     headers: Mapping[str, bytes] | None = None) -> PendingWrite:
+        """Queues one event without waiting at all; returns its write (``await`` it).
 
         It never waits for room: when the segment's pipe is full the event
         waits in the writer's backlog (in order) without bound; ``write`` and
-        ``send`` wait for room instead.
+        ``send`` wait for room instead. No asyncio future is made unless the
+        returned ``PendingWrite`` is awaited.
 
         Raises:
             EventTooLargeError: the event is above the topic's ``max_event_bytes``
-                (checked when it leaves the backlog: then in its future).
+                (checked when it leaves the backlog if it waited there: then
+                the ``PendingWrite`` holds it).
             WriterClosedError: the writer is closed.
             Exception: whatever the serializer raises.
         """
-        if self._core.closed:
-            raise WriterClosedError(f"the writer of topic {self.topic!r} is closed")
         if self._raw and type(event) is bytes:
             payload: bytes = event  # type: ignore[assignment]  # T is bytes here
         else:
             payload = self._serialize(event)
+        if not self._backlog:
+            # (It raises WriterClosedError once the writer is closed.)
+            written = self._core.append_nowait(payload, routing_key, headers)
+            if written is not None:
+                return PendingWrite(self._acks, written)
+        elif self._core.closed:
+            raise WriterClosedError(f"the writer of topic {self.topic!r} is closed")
+        pending = PendingWrite(self._acks, None)
         size = len(payload) + len(routing_key or "")
         if headers:
-            size += sum(len(name) + len(value) + HEADER_OVERHEAD_BYTES
-                        for name, value in headers.items())
-        future: asyncio.Future[WriteResult] = self._loop.create_future()
-        segment = self._core.target(routing_key)
-        if self._backlog or segment.would_wait(routing_key is None, size):
-            self._backlog.append((payload, routing_key, headers, size, future))
-            self._backlog_bytes += size
-        else:
-            self._append(payload, routing_key, headers, future)
-            if not segment.has_open_batch:
-                self._cut = True
-        return future
-
-    def _append(self, payload: bytes, routing_key: str | None,
-                headers: Mapping[str, bytes] | None, future: asyncio.Future[WriteResult],
-                ) -> None:
-        try:
-            written = self._core.write_event(payload, routing_key, headers)
-        except Exception as error:  # (too large, closed: the event's own outcome)
-            future.set_exception(error)
-            return
-        # One callback per block settles all its events' futures.
-        outcome, index = written.block
-        if outcome is self._block:
-            self._block_futures.append((future, index))
-            return
-        self._block = outcome
-        self._block_futures = waiting = [(future, index)]
-        outcome.add_callback(lambda _done: _settle(outcome, waiting), written)
+            size += sum(len(name) + len(value) for name, value in headers.items())
+        self._backlog.append((payload, routing_key, headers, size, pending))
+        self._backlog_bytes += size
+        return pending
 
     def _on_change(self) -> None:
         """A segment writer's change (holding its lock): handled on the loop's next turn."""
@@ -199,18 +193,23 @@ class AsyncEventWriter(Generic[T]):
         """Appends what waits in the backlog while there is room, in order; wakes waiters."""
         self._drain_soon = False
         backlog = self._backlog
+        core = self._core
         while backlog:
-            payload, routing_key, headers, size, future = backlog[0]
-            if future.done():  # cancelled while waiting: withdrawn, never sent
+            payload, routing_key, headers, size, pending = backlog[0]
+            if pending.done():  # withdrawn while waiting: never sent
                 backlog.popleft()
                 self._backlog_bytes -= size
                 continue
-            if not self._core.closed and self._core.target(routing_key).would_wait(
-                    routing_key is None, size):
-                break
+            try:
+                written = core.append_nowait(payload, routing_key, headers)
+            except Exception as error:  # (too large, closed: the event's own outcome)
+                pending._fail(error)
+            else:
+                if written is None:
+                    break
+                pending._placed(written)
             backlog.popleft()
             self._backlog_bytes -= size
-            self._append(payload, routing_key, headers, future)
         self._changed.set()
 
     # -- flushing and closing -----------------------------------------------------
@@ -249,9 +248,9 @@ class AsyncEventWriter(Generic[T]):
         finally:
             closed = WriterClosedError("the writer was closed before the event was sent")
             while self._backlog:
-                future = self._backlog.popleft()[4]
-                if not future.done():
-                    future.set_exception(closed)
+                pending = self._backlog.popleft()[4]
+                if not pending.done():
+                    pending._fail(closed)
             self._backlog_bytes = 0
             # A zero timeout: the flush above did the waiting; this only releases.
             with contextlib.suppress(TimeoutError, FolioError):
@@ -275,15 +274,3 @@ class AsyncEventWriter(Generic[T]):
     def __repr__(self) -> str:
         return f"<AsyncEventWriter topic={self.topic!r} writer_id={self.writer_id!r}>"
 
-
-def _settle(outcome: BlockOutcome,
-            waiting: list[tuple[asyncio.Future[WriteResult], int]]) -> None:
-    """Completes the futures of a block's events once it is done (on the loop)."""
-    for future, index in waiting:
-        if future.done():  # its waiter was cancelled: the event was written all the same
-            continue
-        result = outcome.outcome_of(index)
-        if isinstance(result, BaseException):
-            future.set_exception(result)
-        else:
-            future.set_result(result)

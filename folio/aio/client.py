@@ -22,6 +22,7 @@ from folio._transport.brokers import Brokers, parse_endpoints
 from folio._transport.loop_io import LoopIo, as_io_thread
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, PoolStats
 from folio.admin import AdminCore
+from folio.aio._batch import AsyncBatchClient
 from folio.aio._reader import AsyncEventReader
 from folio.aio._txn import AsyncTxnWriter
 from folio.aio._writer import AsyncEventWriter
@@ -207,6 +208,11 @@ class AsyncClient:
         made: AsyncEventReader[Any] = AsyncEventReader(core)
         self._readers.append(made)
         return made
+
+    def batch_client(self) -> AsyncBatchClient:
+        """Lists segments (sealed too) between cuts and reads any of them from coroutines
+        (``folio.aio._batch``; the blocking face's ``Client.batch_client``)."""
+        return AsyncBatchClient(self._admin, self._io, self._flow_pool())
 
     def _check_loop(self) -> None:
         """``RuntimeError`` unless called on the loop the client was made on (its channels'

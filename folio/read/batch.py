@@ -19,7 +19,7 @@ names it, ``skip(error)`` steps over it and the range goes on; or choose
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -33,9 +33,11 @@ from folio.serializers import BytesSerializer, Serializer
 if TYPE_CHECKING:
     from folio._transport.io_thread import IoThread
     from folio._transport.pool import ReadChannels
+    from folio._transport.read_stream_state import SignallingQueue
     from folio.read.catalog import SegmentCatalog
 
-__all__ = ["BatchClient", "SegmentEvents", "SegmentSlice"]
+__all__ = ["BatchClient", "SegmentEvents", "SegmentSlice", "check_read_options", "open_range",
+           "plan_slices"]
 
 _ISOLATIONS: Final = {
     "read_committed": read_pb2.ReadRequest.READ_COMMITTED,
@@ -108,34 +110,8 @@ class BatchClient:
             InvalidArgumentError: a cut names no segment of ``topic``, or a
                 segment the topic does not have.
         """
-        every = self._client.get_segments(topic, include_sealed=True)
-        by_name = {s.name: s for s in every}
-        starts = {s.name: s.start_offset for s in every}
-        if from_cut is not None:
-            cut = self._topic_part(topic, from_cut, by_name, "from_cut")
-            keep = _closure(cut, by_name)
-            starts = {name: cut.get(name, by_name[name].start_offset) for name in keep}
-        ends = {s.name: s.end_offset for s in every}
-        if to_cut is not None:
-            cut = self._topic_part(topic, to_cut, by_name, "to_cut")
-            after = _closure(cut, by_name) - set(cut)
-            ends = {name: cut.get(name, end) for name, end in ends.items() if name not in after}
-        slices = [SegmentSlice(by_name[name], starts[name], ends[name])
-                  for name in starts if name in ends and starts[name] < ends[name]]
-        slices.sort(key=lambda s: s.segment.number)
-        return slices
-
-    @staticmethod
-    def _topic_part(topic: str, cut: StreamCut, by_name: Mapping[str, SegmentRange],
-                    what: str) -> dict[str, int]:
-        part = {s: o for s, o in cut.positions.items() if s.rsplit("/", 1)[0] == topic}
-        if not part:
-            raise InvalidArgumentError(f"{what} names no segment of topic {topic!r}")
-        unknown = sorted(set(part) - set(by_name))
-        if unknown:
-            raise InvalidArgumentError(f"{what} names segments topic {topic!r} does not "
-                                       f"have: {', '.join(unknown)}")
-        return part
+        return plan_slices(topic, self._client.get_segments(topic, include_sealed=True),
+                           from_cut, to_cut)
 
     def read_segment(self, segment: SegmentSlice | str, start: int | None = None,
                      end: int | None = None, serializer: Serializer[Any] | None = None, *,
@@ -164,25 +140,70 @@ class BatchClient:
             NoSuchSegmentError: no such segment.
             OffsetOutOfRangeError: ``start`` is no longer (or not yet) there.
         """
-        if isolation not in _ISOLATIONS:
-            raise InvalidArgumentError(
-                f"isolation must be 'read_committed' or 'read_uncommitted', not {isolation!r}")
-        check_policy(on_deserialization_error)
         if isinstance(segment, SegmentSlice):
             name, first, stop = segment.name, segment.start_offset, segment.end_offset
         else:
+            check_read_options(isolation, on_deserialization_error)
             info = self._client.get_segment_info(segment).segment
             name, first, stop = segment, info.start_offset, info.end_offset
-        first = first if start is None else start
-        stop = stop if end is None else end
-        if first < 0 or stop < first:
-            raise InvalidArgumentError(f"bad range [{first}, {stop}) of {name!r}")
-        deserialize = None if serializer is None or isinstance(serializer, BytesSerializer) \
-            else serializer.deserialize
-        streams: SegmentStreams[Any] = SegmentStreams(
-            io=self._io, channels=self._channels, deserialize=deserialize,
-            isolation=_ISOLATIONS[isolation], on_deserialization_error=on_deserialization_error)
-        return SegmentEvents(streams, name, first, stop)
+        return open_range(self._io, self._channels, name, first if start is None else start,
+                          stop if end is None else end, serializer, isolation,
+                          on_deserialization_error)
+
+
+def check_read_options(isolation: str, on_deserialization_error: DeserializationPolicy) -> None:
+    """``InvalidArgumentError`` for a bad ``isolation`` or ``on_deserialization_error``."""
+    if isolation not in _ISOLATIONS:
+        raise InvalidArgumentError(
+            f"isolation must be 'read_committed' or 'read_uncommitted', not {isolation!r}")
+    check_policy(on_deserialization_error)
+
+
+def open_range(io: IoThread, channels: ReadChannels, name: str, first: int, stop: int,
+               serializer: Serializer[Any] | None, isolation: str,
+               on_deserialization_error: DeserializationPolicy) -> SegmentEvents:
+    """The events of ``name`` in ``[first, stop)`` on a stream of their own (both faces)."""
+    check_read_options(isolation, on_deserialization_error)
+    if first < 0 or stop < first:
+        raise InvalidArgumentError(f"bad range [{first}, {stop}) of {name!r}")
+    deserialize = None if serializer is None or isinstance(serializer, BytesSerializer) \
+        else serializer.deserialize
+    streams: SegmentStreams[Any] = SegmentStreams(
+        io=io, channels=channels, deserialize=deserialize,
+        isolation=_ISOLATIONS[isolation], on_deserialization_error=on_deserialization_error)
+    return SegmentEvents(streams, name, first, stop)
+
+
+def plan_slices(topic: str, every: list[SegmentRange], from_cut: StreamCut | None,
+                to_cut: StreamCut | None) -> list[SegmentSlice]:
+    """``BatchClient.segments`` from the topic's segments, sealed ones included (both faces)."""
+    by_name = {s.name: s for s in every}
+    starts = {s.name: s.start_offset for s in every}
+    if from_cut is not None:
+        cut = _topic_part(topic, from_cut, by_name, "from_cut")
+        keep = _closure(cut, by_name)
+        starts = {name: cut.get(name, by_name[name].start_offset) for name in keep}
+    ends = {s.name: s.end_offset for s in every}
+    if to_cut is not None:
+        cut = _topic_part(topic, to_cut, by_name, "to_cut")
+        after = _closure(cut, by_name) - set(cut)
+        ends = {name: cut.get(name, end) for name, end in ends.items() if name not in after}
+    slices = [SegmentSlice(by_name[name], starts[name], ends[name])
+              for name in starts if name in ends and starts[name] < ends[name]]
+    slices.sort(key=lambda s: s.segment.number)
+    return slices
+
+
+def _topic_part(topic: str, cut: StreamCut, by_name: Mapping[str, SegmentRange],
+                what: str) -> dict[str, int]:
+    part = {s: o for s, o in cut.positions.items() if s.rsplit("/", 1)[0] == topic}
+    if not part:
+        raise InvalidArgumentError(f"{what} names no segment of topic {topic!r}")
+    unknown = sorted(set(part) - set(by_name))
+    if unknown:
+        raise InvalidArgumentError(f"{what} names segments topic {topic!r} does not "
+                                   f"have: {', '.join(unknown)}")
+    return part
 
 
 class SegmentEvents(Iterator[Event[Any]]):
@@ -215,12 +236,25 @@ class SegmentEvents(Iterator[Event[Any]]):
         return self
 
     def __next__(self) -> Event[Any]:
+        event = self.take(None)
+        assert event is not None  # (it waits)
+        return event
+
+    def take(self, timeout: float | None) -> Event[Any] | None:
+        """The next event; None if none came within ``timeout`` seconds (None: it waits).
+
+        ``take(0)`` never waits: the asyncio face's (``folio.aio``) step.
+
+        Raises:
+            StopIteration: the range is read (or the iterator closed).
+            DeserializationError: as ``next``.
+        """
         streams, name, stop = self._streams, self._name, self._stop
         while not self._done:
             if streams.position(name) >= stop:
                 break  # (past trailing entries left out, e.g. aborted events)
             try:
-                event = streams.next_event(None)
+                event = streams.next_event(timeout)
             except DeserializationError as error:
                 if error.offset >= stop:  # after the range: not this range's to decide
                     break
@@ -228,6 +262,8 @@ class SegmentEvents(Iterator[Event[Any]]):
             if event is None:
                 if name in streams.finished():
                     break
+                if timeout is not None:
+                    return None
                 continue
             if event.offset >= stop:
                 break
@@ -236,6 +272,11 @@ class SegmentEvents(Iterator[Event[Any]]):
             return event
         self.close()
         raise StopIteration
+
+    def on_item(self, signal: Callable[[], None]) -> SignallingQueue[Any]:
+        """``signal()`` whenever the stream queues a response or a wake-up (as
+        ``EventReader.on_item``: the asyncio face awaits it, then ``take(0)``)."""
+        return self._streams.items.signal_to(signal)
 
     def skip(self, error: DeserializationError) -> None:
         """Steps over the one event ``error`` names, which the iterator is on.

@@ -54,7 +54,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, overload
 
 from folio.api.v1.block import EVENT_OVERHEAD_BYTES, MAX_BLOCK_BYTES, decode_block, encode_block
 from folio.errors import (
@@ -164,7 +164,7 @@ class SegmentWriter:
         self._on_sealed = on_sealed
         #: Called (holding the caller-side lock: it must not append) whenever room
         #: may have come (a block done, the hand-over made, the writer closed):
-        #: how the asyncio face learns it may append (``would_wait``) or is flushed.
+        #: how the asyncio face learns it may append (``append(wait=False)``) or is flushed.
         self.on_change: Callable[[], None] | None = None
 
     # == caller side =========================================================
@@ -174,9 +174,19 @@ class SegmentWriter:
         """Whether a batch is being filled (False right after a block was cut)."""
         return self._batch is not None
 
+    @overload
     def append(self, payload: bytes, routing_key: str | None,
                headers: Mapping[str, bytes] | None, timestamp_ms: int,
-               size: int, force: bool = False) -> WriteFuture:
+               size: int, force: bool = False) -> WriteFuture: ...
+
+    @overload
+    def append(self, payload: bytes, routing_key: str | None,
+               headers: Mapping[str, bytes] | None, timestamp_ms: int,
+               size: int, force: bool = False, *, wait: bool) -> WriteFuture | None: ...
+
+    def append(self, payload: bytes, routing_key: str | None,
+               headers: Mapping[str, bytes] | None, timestamp_ms: int,
+               size: int, force: bool = False, *, wait: bool = True) -> WriteFuture | None:
         """Adds one event to the open batch; may cut a block, or wait for room.
 
         Args:
@@ -187,6 +197,8 @@ class SegmentWriter:
             size: its estimated size in the block (payload and key bytes).
             force: never wait for room (the IO thread handing events over):
                 cut the batch even beyond ``max_in_flight``.
+            wait: False: return None (nothing appended) where it would wait for
+                room (the asyncio face, on the IO side's own loop, waits its way).
 
         Raises:
             WriterClosedError: the writer is closed.
@@ -199,17 +211,16 @@ class SegmentWriter:
                 if batch is not None and (batch.keyless is not keyless
                                           or batch.size >= self._batch_size_bytes
                                           or batch.size + estimate > MAX_BATCH_BYTES):
-                    if self._handing:
-                        # No more blocks here: the batch goes over event by event.
-                        if not force:
-                            self._wait_on_locked(1.0)
-                            continue
-                    elif force or self._in_flight < self._max_in_flight:
+                    if not self._handing and (force or self._in_flight < self._max_in_flight):
                         self._cut_locked()
                         continue
-                    else:
-                        if self._closed:
+                    # No room; or no more blocks here (handing over: the batch goes
+                    # over event by event, and only the IO thread's ``force`` adds).
+                    if not (self._handing and force):
+                        if self._closed and not self._handing:
                             raise WriterClosedError("the writer is closed")
+                        if not wait:
+                            return None
                         self._wait_on_locked(1.0)
                         continue
                 if self._closed:
@@ -235,23 +246,10 @@ class SegmentWriter:
                     self._cut_locked()
                 return WriteFuture(batch.outcome, index)
             redirect = self._redirect
-        # Handed over to the successors (outside the lock: the target may wait for room).
-        return redirect(payload, routing_key, headers, timestamp_ms, size, force)
-
-    def would_wait(self, keyless: bool, size: int) -> bool:
-        """Whether ``append`` of such an event would wait for room now (never waits).
-
-        The asyncio face (``folio.aio``) runs on the IO side's loop, where
-        ``append`` must not wait: it asks first, and awaits ``on_change`` instead.
-        """
-        estimate = size + EVENT_OVERHEAD_BYTES
-        with self._lock:
-            batch = self._batch
-            if self._redirect is not None or self._closed or batch is None or not (
-                    batch.keyless is not keyless or batch.size >= self._batch_size_bytes
-                    or batch.size + estimate > MAX_BATCH_BYTES):
-                return False
-            return self._handing or self._in_flight >= self._max_in_flight
+        # Handed over to the successors (outside the lock: the target may wait for room;
+        # not when the caller must not wait: then past ``max_in_flight``, as the IO
+        # thread's hand-over does, which is rare: the routing names the successors soon).
+        return redirect(payload, routing_key, headers, timestamp_ms, size, force or not wait)
 
     def cut_now(self, deadline: float | None) -> bool:
         """Cuts the open batch into a block (waiting for room); False if ``deadline`` passed."""

@@ -188,6 +188,8 @@ class EventWriter(Generic[T]):
         # its first segment; then they move on one segment per block.
         self._keyless_index = random.randrange(len(ranges)) if ranges else 0
         self._keyless: SegmentWriter | None = None
+        #: Whether ``append_nowait`` put a keyless event in ``_keyless``'s open batch.
+        self._keyless_open = False
         self._successors = successors
         self._metrics = metrics
         #: Successor look-ups under way (IO thread).
@@ -222,17 +224,9 @@ class EventWriter(Generic[T]):
         else:
             payload = self._serialize(event)
         size = len(payload)
-        if size > self._max_event_bytes:
-            raise EventTooLargeError(
-                f"an event of {size} bytes exceeds topic {self.topic!r}'s max_event_bytes "
-                f"of {self._max_event_bytes} bytes", size=size, limit=self._max_event_bytes)
-        if headers:
-            size += sum(len(name) + len(value) + HEADER_OVERHEAD_BYTES
-                        for name, value in headers.items())
-        if size > _MAX_EVENT_IN_BLOCK_BYTES - len(routing_key or ""):  # near 4 MiB
-            raise EventTooLargeError(
-                f"an event of {size} bytes (payload and headers) does not fit in a block of "
-                f"at most {MAX_BLOCK_BYTES} bytes", size=size, limit=_MAX_EVENT_IN_BLOCK_BYTES)
+        if headers or size > self._max_event_bytes or \
+                size > _MAX_EVENT_IN_BLOCK_BYTES - len(routing_key or ""):
+            size = self._event_size(payload, routing_key, headers)  # (raises, or headers)
         now_ms = time.time_ns() // 1_000_000
         if routing_key is None:
             segment = self._keyless
@@ -247,18 +241,64 @@ class EventWriter(Generic[T]):
             routed = self._route(routing_key)
         return routed.append(payload, routing_key, headers, now_ms, size + len(routing_key))
 
-    def target(self, routing_key: str | None) -> SegmentWriter:
-        """The segment writer the next event with ``routing_key`` goes to (as ``write_event``).
+    def append_nowait(self, payload: bytes, routing_key: str | None,
+                      headers: Mapping[str, bytes] | None) -> WriteFuture | None:
+        """``write_event`` of a serialized payload that never waits: None where it would.
 
-        For the asyncio face, which asks it ``would_wait`` before ``write_event``.
+        The asyncio face's hot path (one call per event, one lock): None means
+        the event's segment has ``max_in_flight`` blocks out and a full batch,
+        and nothing was appended (the face keeps the event until ``on_change``).
+
+        Raises:
+            As ``write_event``.
         """
+        if self._closed:
+            raise WriterClosedError(f"the writer of topic {self.topic!r} is closed")
+        size = len(payload)
+        if headers or size > self._max_event_bytes or \
+                size > _MAX_EVENT_IN_BLOCK_BYTES - len(routing_key or ""):
+            size = self._event_size(payload, routing_key, headers)  # (raises, or headers)
+        now_ms = time.time_ns() // 1_000_000
         if routing_key is None:
             segment = self._keyless
+            if segment is not None and self._keyless_open and not segment.has_open_batch:
+                # Its batch was cut since (by an acknowledgement or linger: on the loop
+                # they run between this face's events, where the blocking face's caller
+                # mostly fills batches to their size itself): move on, as after a cut
+                # here. Else keyless events stay on one segment, its pipe full, while
+                # the others idle.
+                self._next_keyless()
+                segment = None
             if segment is None:
                 segment = self._keyless = self._keyless_segment()
-            return segment
+            future = segment.append(payload, None, headers, now_ms, size, wait=False)
+            if future is not None:
+                self._keyless_open = True
+                if not segment.has_open_batch:
+                    self._next_keyless()
+            return future
         routed = self._routes.get(routing_key)
-        return routed if routed is not None else self._route(routing_key)
+        if routed is None:
+            routed = self._route(routing_key)
+        return routed.append(payload, routing_key, headers, now_ms, size + len(routing_key),
+                             wait=False)
+
+    def _event_size(self, payload: bytes, routing_key: str | None,
+                    headers: Mapping[str, bytes] | None) -> int:
+        """The event's size in a block (payload and headers); raises if too large."""
+        size = len(payload)
+        if size > self._max_event_bytes:
+            raise EventTooLargeError(
+                f"an event of {size} bytes exceeds topic {self.topic!r}'s max_event_bytes "
+                f"of {self._max_event_bytes} bytes", size=size, limit=self._max_event_bytes)
+        if headers:
+            size += sum(len(name) + len(value) + HEADER_OVERHEAD_BYTES
+                        for name, value in headers.items())
+        if size > _MAX_EVENT_IN_BLOCK_BYTES - len(routing_key or ""):  # near 4 MiB
+            raise EventTooLargeError(
+                f"an event of {size} bytes (payload and headers) does not fit in a block of "
+                f"at most {MAX_BLOCK_BYTES} bytes", size=size, limit=_MAX_EVENT_IN_BLOCK_BYTES)
+        return size
 
     def try_flush(self) -> bool:
         """Cuts every batch it can and says whether every event is done; never waits.
@@ -384,6 +424,7 @@ class EventWriter(Generic[T]):
     def _next_keyless(self) -> None:
         self._keyless_index = (self._keyless_index + 1) % len(self._layout.segments)
         self._keyless = None  # made (or found) by the next keyless event
+        self._keyless_open = False
 
     # -- following a sealed segment to its successors (IO thread) ---------------
 
