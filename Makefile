@@ -95,7 +95,7 @@ pytest: $(STAMP)
 		"apt-get install prometheus (.ci/run does)" >&2
 	@command -v promtool >/dev/null || echo "make test: promtool is not on PATH:" \
 		"deploy/prometheus is not checked (Debian package prometheus)" >&2
-	@$(BIN)/python -m pytest -m "not image" -n 2 --dist loadgroup --durations=30; rc=$$?; \
+	@$(BIN)/python -m pytest -m "not image" -n 2 --dist loadfile --durations=30; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest ran no tests" >&2; exit 1; fi; exit $$rc
 
 # The fast tier: tests/unit without the tests that start a process (the `processes`

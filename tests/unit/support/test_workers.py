@@ -21,8 +21,3 @@ def test_a_file_is_one_group() -> None:
 ])
 def test_the_heaviest_files_share_one_group(nodeid: str) -> None:
     assert group_of(nodeid) == "heavy"
-
-
-def test_every_collected_test_is_marked(request: pytest.FixtureRequest) -> None:
-    marks = [mark.args[0] for mark in request.node.iter_markers("xdist_group")]
-    assert marks == ["tests/unit/support/test_workers.py"]
