@@ -47,6 +47,7 @@ from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCom
 from broker.kafka.consumer_groups.offsets import TopicPartition
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.txns.answers import OffsetsNotWrittenError, group_offset_errors, retriable
+from broker.kafka.txns.drives import Drives
 from broker.kafka.txns.records import (
     MAX_TRANSACTIONAL_ID_BYTES,
     TXN_STATE_TOPIC,
@@ -93,7 +94,7 @@ class TxnProducers:
         self._producers: dict[str, TxnProducer] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         #: Drives writing committed transactions' offsets no call finished.
-        self._drives: dict[str, asyncio.Task[None]] = {}
+        self._drives = Drives(self._drive_step, _OFFSETS_RETRY_FIRST_S, _OFFSETS_RETRY_MAX_S)
         #: The records are loaded and served (a cluster: while the coordinator runs here).
         self.loaded = False
         #: Records may be written (False once stood down, until taken over again).
@@ -128,9 +129,7 @@ class TxnProducers:
         """
         self.loaded = False
         self._active = False
-        for task in self._drives.values():
-            task.cancel()
-        self._drives.clear()
+        self._drives.cancel_all()
         self._producers.clear()
         self._locks.clear()
         self._log.forget()
@@ -188,33 +187,26 @@ class TxnProducers:
         producer comes back. Stops with ``stand_down`` (the next coordinator
         drives it from the record).
         """
-        if transactional_id in self._drives:
-            return
-        task = asyncio.get_running_loop().create_task(self._drive(transactional_id))
-        self._drives[transactional_id] = task
-        task.add_done_callback(lambda done: self._drives.pop(transactional_id, None)
-                               if self._drives.get(transactional_id) is done else None)
+        self._drives.start(transactional_id)
 
-    async def _drive(self, transactional_id: str) -> None:
-        delay_s = _OFFSETS_RETRY_FIRST_S
-        while True:
-            await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * 2, _OFFSETS_RETRY_MAX_S)
-            async with self._lock(transactional_id):
-                producer = self._producers.get(transactional_id)
-                if producer is None or producer.txn_id is None:
-                    return
-                state = self._state(producer.txn_id)
-                if state is TxnState.OPEN:
-                    return  # not decided: the producer (or its timeout) ends it
-                if state in _FINISHING and state is not TxnState.COMMITTING:
-                    continue  # its abort markers first
-                try:
-                    await self._finish(producer, "commit" if state in _COMMITTED else "abort")
-                    return
-                except (BrokerError, LedgerError, OffsetsNotWrittenError) as error:
-                    log.info("kafka transactions: %s not finished yet (%s); again in %.1f s",
-                             transactional_id, error, delay_s)
+    async def _drive_step(self, transactional_id: str, delay_s: float) -> bool:
+        """One attempt of ``_drive_later``: True once there is nothing left to do."""
+        async with self._lock(transactional_id):
+            producer = self._producers.get(transactional_id)
+            if producer is None or producer.txn_id is None:
+                return True
+            state = self._state(producer.txn_id)
+            if state is TxnState.OPEN:
+                return True  # not decided: the producer (or its timeout) ends it
+            if state in _FINISHING and state is not TxnState.COMMITTING:
+                return False  # its abort markers first
+            try:
+                await self._finish(producer, "commit" if state in _COMMITTED else "abort")
+                return True
+            except (BrokerError, LedgerError, OffsetsNotWrittenError) as error:
+                log.info("kafka transactions: %s not finished yet (%s); again in %.1f s",
+                         transactional_id, error, delay_s)
+                return False
 
     def _state(self, txn_id: TxnId) -> TxnState | None:
         try:
