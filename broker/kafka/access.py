@@ -124,7 +124,7 @@ KAFKA_TABLE: Final[dict[str, tuple[Requirement, ...]]] = {
     "CreateTopics": (TOPIC_ADMIN,),
     "DeleteTopics": (TOPIC_ADMIN,),
     "InitProducerId": (TXN_PRODUCE, IDEMPOTENT),
-    "AddPartitionsToTxn": (TXN_PRODUCE, TOPIC_PRODUCE),
+    "AddPartitionsToTxn": (TXN_PRODUCE, TOPIC_PRODUCE, CLUSTER),  # CLUSTER: v4+ (brokers')
     "AddOffsetsToTxn": (TXN_PRODUCE, GROUP_CONSUME),
     "EndTxn": (TXN_PRODUCE,),
     "TxnOffsetCommit": (GROUP_CONSUME, TOPIC_CONSUME),

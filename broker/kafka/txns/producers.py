@@ -11,14 +11,13 @@ raises for client input):
   INVALID_PRODUCER_EPOCH), and its in-flight appends fail as their
   transaction is no longer OPEN.
 - ``begin`` (AddPartitionsToTxn, AddOffsetsToTxn): begins the Folio
-  transaction with the producer's timeout if none is open. Folio's
-  coordinator logs each segment when the first entry is written to it, so
-  no partition list is kept here (a Produce to a partition not added is
-  not refused).
+  transaction with the producer's timeout if none is open; records the
+  partitions added, which ``verify`` checks (KIP-890; Produce v12+ adds).
 - ``append_check``: the Folio transaction a transactional batch belongs to.
 - ``add_offsets`` (TxnOffsetCommit): offsets kept pending, recorded.
 - ``end`` (EndTxn): commit or abort through the coordinator; on commit the
-  pending offsets are then written to the groups' committed offsets.
+  pending offsets are then written to the groups' committed offsets; v5
+  bumps the epoch (``broker.kafka.txns.versions``).
 
 Crash windows: the commit is decided by the coordinator's COMMITTING record.
 A crash after it and before the pending offsets reached ``_kafka_offsets``
@@ -33,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
@@ -51,8 +50,10 @@ from broker.kafka.txns.drives import Drives
 from broker.kafka.txns.records import (
     MAX_TRANSACTIONAL_ID_BYTES,
     TXN_STATE_TOPIC,
+    AddedPartition,
     TxnProducer,
 )
+from broker.kafka.txns.versions import bump, end_retry, verified
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator, TxnState, TxnStatus
@@ -311,12 +312,14 @@ class TxnProducers:
     # ------------------------------------------------------------ a transaction
 
     async def begin(self, transactional_id: str | None, producer_id: int, epoch: int,
-                    group_id: str | None = None) -> ErrorCode:
+                    group_id: str | None = None,
+                    partitions: Iterable[AddedPartition] = ()) -> ErrorCode:
         """AddPartitionsToTxn / AddOffsetsToTxn: the Folio transaction is open after it."""
         code, producer = self.check(transactional_id, producer_id, epoch)
         if producer is None:
             return code
         async with self._lock(producer.transactional_id):
+            added, new = set(partitions) - producer.partitions, producer.txn_id is None
             if producer.txn_id is not None:
                 if self._state(producer.txn_id) is not TxnState.OPEN:
                     return ErrorCode.invalid_txn_state  # timed out: the producer aborts
@@ -326,18 +329,32 @@ class TxnProducers:
                 # must never take a batch of the next one for the last one's
                 # (docs/kafka.md, "Clusters"). Kafka answers so too; clients retry.
                 return ErrorCode.concurrent_transactions
-            else:
+            if new or added:
                 try:
-                    txn_id = await self.coordinator.begin(producer.timeout_ms)
-                    producer.txn_id = txn_id
+                    if new:
+                        producer.txn_id = await self.coordinator.begin(producer.timeout_ms)
+                        producer.partitions = set()
+                    producer.partitions |= added
                     await self._save(producer)
                 except (BrokerError, LedgerError) as error:
-                    producer.txn_id = None
+                    producer.txn_id = None if new else producer.txn_id
+                    producer.partitions -= added  # (maybe recorded: added again)
                     return retriable(error)
-                producer.last_end = None
+                producer.last_end = None if new else producer.last_end
             if group_id is not None:
                 producer.groups.add(group_id)
             return ErrorCode.none
+
+    def verify(self, transactional_id: str | None, producer_id: int, epoch: int,
+               partitions: list[AddedPartition]) -> dict[AddedPartition, ErrorCode]:
+        """Whether each partition is in the open transaction (``broker.kafka.txns.versions``)."""
+        code, producer = self.check(transactional_id, producer_id, epoch)
+        return verified(producer, code, partitions, self._state)
+
+    def current(self, transactional_id: str) -> tuple[int, int]:
+        """The producer id and epoch of ``transactional_id`` now ((-1, -1) if unknown)."""
+        producer = self._producers.get(transactional_id)
+        return (-1, -1) if producer is None else (producer.producer_id, producer.epoch)
 
     def append_check(self, transactional_id: str | None, producer_id: int, epoch: int,
                      ) -> tuple[ErrorCode, TxnId | None]:
@@ -398,20 +415,31 @@ class TxnProducers:
         return errors
 
     async def end(self, transactional_id: str, producer_id: int, epoch: int,
-                  commit: bool) -> ErrorCode:
-        """EndTxn: commit or abort the open transaction (and write its offsets on commit)."""
+                  commit: bool, bump_epoch: bool = False) -> ErrorCode:
+        """EndTxn: commit or abort the open transaction (and write its offsets on commit).
+
+        ``bump_epoch`` (EndTxn v5): the epoch bumped as it ends (``versions``).
+        """
+        known = self._producers.get(transactional_id) if bump_epoch else None
+        retry = None if known is None else end_retry(known, producer_id, epoch, commit)
+        if retry is not None:
+            return retry
         code, producer = self.check(transactional_id, producer_id, epoch)
         if producer is None:
             return code
         outcome = "commit" if commit else "abort"
         async with self._lock(producer.transactional_id):
-            if producer.txn_id is None:
-                # Nothing begun (an empty transaction), or a retry of the end just made.
-                if producer.last_end not in (None, outcome):
-                    return ErrorCode.invalid_txn_state
-                return ErrorCode.none
             markers_written = False
             try:
+                if producer.txn_id is None:
+                    # Nothing begun (an empty transaction), or a retry of the end just
+                    # made (v5: whose bump was not recorded; bumped now).
+                    if producer.last_end not in (None, outcome):
+                        return ErrorCode.invalid_txn_state
+                    if bump_epoch:
+                        await bump(producer, self._producer_ids.next_id)
+                        await self._save(producer)
+                    return ErrorCode.none
                 state = self._state(producer.txn_id)
                 if state is TxnState.OPEN:
                     if commit:  # answered once its markers are durable (its record follows)
@@ -424,7 +452,7 @@ class TxnProducers:
                 if decided != outcome:
                     # Its timeout aborted it: the producer must abort.
                     return ErrorCode.invalid_txn_state
-                await self._finish(producer, decided)
+                await self._finish(producer, decided, bump_epoch)
                 producer.last_markers_written = markers_written
             except TxnStateError:
                 return ErrorCode.invalid_txn_state
@@ -438,8 +466,9 @@ class TxnProducers:
                 return retriable(error)
             return ErrorCode.none
 
-    async def _finish(self, producer: TxnProducer, outcome: str) -> None:
-        """Write a committed transaction's offsets, then clear it from the record."""
+    async def _finish(self, producer: TxnProducer, outcome: str,
+                      bump_epoch: bool = False) -> None:
+        """Write a committed transaction's offsets, then clear it (and bump its epoch)."""
         if outcome == "commit" and producer.offsets:
             by_group: dict[str, list[OffsetCommitItem]] = {}
             for (group, topic, partition), value in producer.offsets.items():
@@ -462,5 +491,8 @@ class TxnProducers:
         producer.txn_id = None
         producer.offsets = {}
         producer.groups = set()
+        producer.partitions = set()
         producer.last_end = outcome
+        if bump_epoch:
+            await bump(producer, self._producer_ids.next_id)
         await self._save(producer)
