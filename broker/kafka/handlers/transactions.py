@@ -41,7 +41,7 @@ from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import partition_segments
 from broker.kafka.txns.answers import group_offset_errors
 from broker.kafka.txns.producers import TxnProducers
-from broker.kafka.txns.versions import produce_error
+from broker.kafka.txns.versions import adds_by_producing, produce_error
 from broker.segments.names import is_system_topic
 from ledger.errors import LedgerError
 
@@ -183,8 +183,9 @@ async def handle_end_txn(context: KafkaContext, call: Call) -> Any:
         code = await producers.end(request.transactional_id, request.producer_id,
                                    request.producer_epoch, request.committed,
                                    bump_epoch=call.version >= 5)
-        if code is ErrorCode.none:
-            producer_id, epoch = producers.current(request.transactional_id)
+        producer = producers.producer(request.transactional_id)
+        if code is ErrorCode.none and producer is not None:
+            producer_id, epoch = producer.producer_id, producer.epoch
     return build(cls, throttle_time=ZERO, error_code=code, producer_id=producer_id,
                  producer_epoch=epoch)
 
@@ -307,7 +308,8 @@ async def transactional_check(context: KafkaContext, transactional_id: str | Non
 
     Before v12 a partition the producer did not add (AddPartitionsToTxn) is
     refused (part 1); from v12 the batch adds it, beginning the transaction
-    if none is open (part 2, transaction version 2). Answered as Kafka's
+    if none is open (part 2, transaction version 2), unless the last
+    transaction ended without a bump (``versions.adds_by_producing``). Answered as Kafka's
     partition leader answers (``broker.kafka.txns.versions.produce_error``).
     Not made on a multi-broker cluster (see the module docstring).
     """
@@ -316,7 +318,7 @@ async def transactional_check(context: KafkaContext, transactional_id: str | Non
     code, producers = _producers(context, None, transactional_id)
     if producers is None:
         return code, "no transaction coordinator for this transactional id"
-    if version >= 12:
+    if version >= 12 and adds_by_producing(producers.producer(transactional_id)):
         code = await producers.begin(transactional_id, header.producer_id,
                                      header.producer_epoch, partitions=[(topic, partition)])
     else:

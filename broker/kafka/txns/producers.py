@@ -351,10 +351,9 @@ class TxnProducers:
         code, producer = self.check(transactional_id, producer_id, epoch)
         return verified(producer, code, partitions, self._state)
 
-    def current(self, transactional_id: str) -> tuple[int, int]:
-        """The producer id and epoch of ``transactional_id`` now ((-1, -1) if unknown)."""
-        producer = self._producers.get(transactional_id)
-        return (-1, -1) if producer is None else (producer.producer_id, producer.epoch)
+    def producer(self, transactional_id: str | None) -> TxnProducer | None:
+        """The state of ``transactional_id`` now (read only), None if unknown."""
+        return self._producers.get(transactional_id or "")
 
     def append_check(self, transactional_id: str | None, producer_id: int, epoch: int,
                      ) -> tuple[ErrorCode, TxnId | None]:
@@ -491,8 +490,7 @@ class TxnProducers:
         producer.txn_id = None
         producer.offsets = {}
         producer.groups = set()
-        producer.partitions = set()
-        producer.last_end = outcome
+        producer.partitions, producer.last_end, producer.ended_with = set(), outcome, None
         if bump_epoch:
             await bump(producer, self._producer_ids.next_id)
         await self._save(producer)

@@ -12,6 +12,10 @@ caller saves the record):
   ended with is its retry (its answer was lost): answered with the
   outcome, never fenced, as Kafka's coordinator answers it.
 - ``bump``: the (id, epoch) after an EndTxn v5.
+- ``adds_by_producing``: whether a Produce v12+ may add its partition (and
+  begin the transaction): not after a transaction that ended at the same
+  epoch without a bump (EndTxn below v5), whose late batch would otherwise
+  open a transaction no one ends (KIP-890's hanging transaction).
 - ``verified``: KIP-890 part 1's check of a transactional batch (Produce
   before v12) and AddPartitionsToTxn v4+ ``verify_only``: a partition not
   added to the open transaction is refused; ``produce_error`` says it as
@@ -29,8 +33,8 @@ from broker.kafka.txns.records import AddedPartition, TxnProducer
 from broker.txn.coordinator import TxnState
 from txnbuffer.api import TxnId
 
-__all__ = ["EXHAUSTED_EPOCH", "TRANSACTION_VERSION", "bump", "end_retry", "produce_error",
-           "unadded", "verified"]
+__all__ = ["EXHAUSTED_EPOCH", "TRANSACTION_VERSION", "adds_by_producing", "bump", "end_retry",
+           "produce_error", "unadded", "verified"]
 
 #: The ``transaction.version`` feature level served (ApiVersions' finalized features).
 TRANSACTION_VERSION: Final = 2
@@ -59,6 +63,12 @@ async def bump(producer: TxnProducer, next_producer_id: Callable[[], Awaitable[i
         producer.producer_id, producer.epoch = await next_producer_id(), 0
     else:
         producer.epoch += 1
+
+
+def adds_by_producing(producer: TxnProducer | None) -> bool:
+    """Whether a Produce v12+ of ``producer`` may add its partition (module docstring)."""
+    return producer is not None and (producer.last_end is None
+                                     or producer.ended_with is not None)
 
 
 def unadded(producer: TxnProducer, partitions: Iterable[AddedPartition]) -> list[AddedPartition]:

@@ -240,6 +240,10 @@ def test_an_older_client_keeps_its_epoch_and_must_add_its_partitions(
         assert wire.produce(8, transactional_id, topic, 0,
                             _batch(producer_id, epoch, 1, [b"late"]))[0] == (
             ErrorCode.invalid_txn_state)
+        # Nor does a Produce v12 open the next one at the epoch a v3 end kept.
+        assert wire.produce(12, transactional_id, topic, 0,
+                            _batch(producer_id, epoch, 1, [b"late"]))[0] == (
+            ErrorCode.transaction_abortable)
         assert wire.end(3, transactional_id, producer_id, epoch, True).error_code == (
             ErrorCode.none)
     assert sorted(_read_committed(server, topic, 2, 2)) == [b"one", b"two"]

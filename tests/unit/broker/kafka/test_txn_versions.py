@@ -17,7 +17,7 @@ from broker.kafka.consumer_groups.offsets import OffsetStore
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.txns.producers import TxnProducers
 from broker.kafka.txns.records import TxnProducer
-from broker.kafka.txns.versions import EXHAUSTED_EPOCH, produce_error
+from broker.kafka.txns.versions import EXHAUSTED_EPOCH, adds_by_producing, produce_error
 from broker.txn.coordinator import TxnCoordinator, TxnState
 from tests.unit.broker.conftest import BrokerEnv
 
@@ -31,6 +31,12 @@ async def _producers(env: BrokerEnv) -> tuple[TxnCoordinator, TxnProducers]:
     producers = TxnProducers(topics, coordinator, ProducerIds(env.store), groups)
     await producers.start()
     return coordinator, producers
+
+
+def _current(producers: TxnProducers) -> tuple[int, int]:
+    producer = producers.producer("tid")
+    assert producer is not None
+    return producer.producer_id, producer.epoch
 
 
 async def test_end_txn_v5_bumps_the_epoch_and_a_retry_gets_the_outcome(env: BrokerEnv) -> None:
@@ -49,11 +55,11 @@ async def test_end_txn_v5_bumps_the_epoch_and_a_retry_gets_the_outcome(env: Brok
         assert await producers.end("tid", producer_id, epoch, True,
                                    bump_epoch=True) is ErrorCode.none
         assert coordinator.status(txn_id).state in (TxnState.COMMITTING, TxnState.COMMITTED)
-        assert producers.current("tid") == (producer_id, epoch + 1)
+        assert _current(producers) == (producer_id, epoch + 1)
         # The retry (its answer lost) carries the old epoch: the outcome, not fenced.
         assert await producers.end("tid", producer_id, epoch, True,
                                    bump_epoch=True) is ErrorCode.none
-        assert producers.current("tid") == (producer_id, epoch + 1)
+        assert _current(producers) == (producer_id, epoch + 1)
         assert await producers.end("tid", producer_id, epoch, False,
                                    bump_epoch=True) is ErrorCode.invalid_txn_state
         # Anything else with the old epoch is fenced; the new one begins the next.
@@ -69,12 +75,12 @@ async def test_end_txn_v5_bumps_the_epoch_and_a_retry_gets_the_outcome(env: Brok
         await env.restart()
         coordinator, producers = await _producers(env)
         # Recorded: the bumped epoch, the open transaction's partitions, the retry's key.
-        assert producers.current("tid") == (producer_id, epoch + 1)
+        assert _current(producers) == (producer_id, epoch + 1)
         assert producers.verify("tid", producer_id, epoch + 1, [("t", 1)]) == {
             ("t", 1): ErrorCode.none}
         assert await producers.end("tid", producer_id, epoch + 1, False,
                                    bump_epoch=True) is ErrorCode.none
-        assert producers.current("tid") == (producer_id, epoch + 2)
+        assert _current(producers) == (producer_id, epoch + 2)
     finally:
         await coordinator.close()
 
@@ -87,7 +93,7 @@ async def test_end_txn_below_v5_keeps_the_epoch(env: BrokerEnv) -> None:
         assert await producers.begin("tid", producer_id, epoch,
                                      partitions=[("t", 0)]) is ErrorCode.none
         assert await producers.end("tid", producer_id, epoch, True) is ErrorCode.none
-        assert producers.current("tid") == (producer_id, epoch)
+        assert _current(producers) == (producer_id, epoch)
         assert await producers.end("tid", producer_id, epoch, True) is ErrorCode.none
         assert await producers.begin("tid", producer_id, epoch) is ErrorCode.none
     finally:
@@ -103,13 +109,37 @@ async def test_an_exhausted_epoch_takes_a_new_producer_id(env: BrokerEnv) -> Non
         assert await producers.begin("tid", producer_id, EXHAUSTED_EPOCH) is ErrorCode.none
         assert await producers.end("tid", producer_id, EXHAUSTED_EPOCH, False,
                                    bump_epoch=True) is ErrorCode.none
-        new_id, new_epoch = producers.current("tid")
+        new_id, new_epoch = _current(producers)
         assert new_id != producer_id and new_epoch == 0
         # Its retry names the old id and epoch.
         assert await producers.end("tid", producer_id, EXHAUSTED_EPOCH, False,
                                    bump_epoch=True) is ErrorCode.none
         assert await producers.begin("tid", producer_id, EXHAUSTED_EPOCH) is (
             ErrorCode.invalid_producer_id_mapping)
+    finally:
+        await coordinator.close()
+
+
+async def test_a_produce_adds_its_partition_only_after_a_bumped_end(env: BrokerEnv) -> None:
+    coordinator, producers = await _producers(env)
+    try:
+        _, producer_id, epoch = await producers.init("tid", 60_000, -1, -1)
+        assert adds_by_producing(producers.producer("tid"))  # fresh from InitProducerId
+        await producers.begin("tid", producer_id, epoch)
+        assert await producers.end("tid", producer_id, epoch, True) is ErrorCode.none
+        # Ended at this epoch without a bump: a late batch must not open the next one.
+        assert not adds_by_producing(producers.producer("tid"))
+        await producers.begin("tid", producer_id, epoch)
+        assert await producers.end("tid", producer_id, epoch, True,
+                                   bump_epoch=True) is ErrorCode.none
+        assert adds_by_producing(producers.producer("tid"))
+        # A v3 end after a v5 one: no retry of the v5 one is recognised any more.
+        await producers.begin("tid", producer_id, epoch + 1)
+        assert await producers.end("tid", producer_id, epoch + 1, True) is ErrorCode.none
+        assert await producers.end("tid", producer_id, epoch, True,
+                                   bump_epoch=True) is ErrorCode.producer_fenced
+        assert not adds_by_producing(producers.producer("tid"))
+        assert not adds_by_producing(producers.producer("unknown"))
     finally:
         await coordinator.close()
 
