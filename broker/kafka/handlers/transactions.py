@@ -218,7 +218,8 @@ async def handle_txn_offset_commit(context: KafkaContext, call: Call) -> Any:
                 errors.update({(item.topic, item.partition): code for item in items})
                 items = []
             generation, member_id = -1, ""
-        if items and call.version >= 5:  # KIP-890: begins the transaction if none is open
+        if items and call.version >= 5 and adds_by_producing(producers.producer(
+                request.transactional_id)):  # KIP-890: begins the transaction if none is open
             code = await producers.begin(request.transactional_id, request.producer_id,
                                          request.producer_epoch, request.group_id)
             if code is not ErrorCode.none:

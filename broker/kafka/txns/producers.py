@@ -417,17 +417,20 @@ class TxnProducers:
                   commit: bool, bump_epoch: bool = False) -> ErrorCode:
         """EndTxn: commit or abort the open transaction (and write its offsets on commit).
 
-        ``bump_epoch`` (EndTxn v5): the epoch bumped as it ends (``versions``).
+        ``bump_epoch`` (EndTxn v5): the epoch bumped as it ends (``versions``). Checked
+        under the id's lock: an end or InitProducerId under way may change the epoch.
         """
-        known = self._producers.get(transactional_id) if bump_epoch else None
-        retry = None if known is None else end_retry(known, producer_id, epoch, commit)
-        if retry is not None:
-            return retry
-        code, producer = self.check(transactional_id, producer_id, epoch)
-        if producer is None:
-            return code
+        if transactional_id not in self._producers:
+            return self.check(transactional_id, producer_id, epoch)[0]
         outcome = "commit" if commit else "abort"
-        async with self._lock(producer.transactional_id):
+        async with self._lock(transactional_id):
+            known = self._producers.get(transactional_id) if bump_epoch else None
+            retry = None if known is None else end_retry(known, producer_id, epoch, commit)
+            if retry is not None:
+                return retry
+            code, producer = self.check(transactional_id, producer_id, epoch)
+            if producer is None:
+                return code
             markers_written = False
             try:
                 if producer.txn_id is None:

@@ -9,6 +9,8 @@ exhausted epoch takes a new producer id; partitions added are checked
 
 from __future__ import annotations
 
+import asyncio
+
 from kio.schema.errors import ErrorCode
 
 from broker.api import TopicConfig
@@ -164,3 +166,19 @@ def test_the_record_keeps_partitions_and_the_last_end() -> None:
     assert b"partitions" not in earlier and b"ended_with" not in earlier
     old = TxnProducer.decode(producer.key, earlier)
     assert (old.partitions, old.ended_with) == (set(), None)
+
+
+async def test_a_retry_sent_while_its_end_is_under_way_is_not_bumped_twice(
+        env: BrokerEnv) -> None:
+    coordinator, producers = await _producers(env)
+    try:
+        _, producer_id, epoch = await producers.init("tid", 60_000, -1, -1)
+        await producers.begin("tid", producer_id, epoch, partitions=[("t", 0)])
+        first = asyncio.ensure_future(producers.end("tid", producer_id, epoch, True,
+                                                    bump_epoch=True))
+        retry = asyncio.ensure_future(producers.end("tid", producer_id, epoch, True,
+                                                    bump_epoch=True))
+        assert await asyncio.gather(first, retry) == [ErrorCode.none, ErrorCode.none]
+        assert _current(producers) == (producer_id, epoch + 1)
+    finally:
+        await coordinator.close()
