@@ -178,7 +178,7 @@ async def test_a_retry_sent_while_its_end_is_under_way_is_not_bumped_twice(
                                                     bump_epoch=True))
         retry = asyncio.ensure_future(producers.end("tid", producer_id, epoch, True,
                                                     bump_epoch=True))
-        assert await asyncio.gather(first, retry) == [ErrorCode.none, ErrorCode.none]
+        assert list(await asyncio.gather(first, retry)) == [ErrorCode.none, ErrorCode.none]
         assert _current(producers) == (producer_id, epoch + 1)
     finally:
         await coordinator.close()
