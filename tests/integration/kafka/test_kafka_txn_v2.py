@@ -9,19 +9,23 @@ a ``read_committed`` consumer sees the committed transaction only; the stale
 epoch is fenced while the lost answer's retry is answered. An older client's
 path (AddPartitionsToTxn v3, EndTxn v3) keeps its epoch, and a batch to a
 partition it did not add is refused (part 1). AddPartitionsToTxn v5 is
-answered in the form brokers send (``verify_only``).
+answered in the form brokers send (``verify_only``). kafkajs (version 1, no
+epoch bump) commits and aborts with part 1's check on.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
+import shutil
 import socket
+import subprocess
 import sys
 import time
 import uuid
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
@@ -30,6 +34,7 @@ from kio.static.primitive import Records
 import folio
 from tests.support.bookies import BookieProcess
 from tests.support.kafka import kafka_address, raw_request, read_response
+from tests.support.kafkajs import KAFKAJS, kafkajs_folder
 
 _TIMEOUT = datetime.timedelta(seconds=10)
 _TXN_TIMEOUT = datetime.timedelta(seconds=60)
@@ -89,25 +94,35 @@ def _batch(producer_id: int, epoch: int, first_sequence: int, values: list[bytes
     return bytes(builder.build())
 
 
-def _read_committed(server: BookieProcess, topic: str, partitions: int,
-                    count: int) -> list[bytes]:
+def _read_committed(server: BookieProcess, topic: str, partitions: int) -> list[bytes]:
+    """What ``read_committed`` serves, read up to a sentinel written to each partition last.
+
+    "Aborted records are not there" is then proven by a record read after them.
+    """
     host, port = kafka_address(server)
+    marks = {b"sentinel-%d-%s" % (p, uuid.uuid4().hex.encode()): p for p in range(partitions)}
+    sentinels = KafkaProducer(bootstrap_servers=f"{host}:{port}")
+    try:
+        for value, partition in marks.items():
+            sentinels.send(topic, value=value, partition=partition)
+        sentinels.flush(60)
+    finally:
+        sentinels.close()
     consumer = KafkaConsumer(bootstrap_servers=f"{host}:{port}",
                              isolation_level="read_committed", auto_offset_reset="earliest")
     try:
         consumer.assign([TopicPartition(topic, index) for index in range(partitions)])
         values: list[bytes] = []
+        found: set[bytes] = set()
         deadline = time.monotonic() + 60
-        while len(values) < count:
-            assert time.monotonic() < deadline, f"read {values}"
+        while found != set(marks):
+            assert time.monotonic() < deadline, f"read {values}, sentinels {found}"
             for records in consumer.poll(500).values():
-                values.extend(record.value for record in records)
-        # Then to the end of every partition: nothing more is visible.
-        ends = consumer.end_offsets(consumer.assignment())
-        while any(consumer.position(tp) < end for tp, end in ends.items()):
-            assert time.monotonic() < deadline, f"read {values}"
-            for records in consumer.poll(500).values():
-                values.extend(record.value for record in records)
+                for record in records:
+                    if record.value in marks:
+                        found.add(record.value)
+                    else:
+                        values.append(record.value)
         return values
     finally:
         consumer.close()
@@ -182,7 +197,7 @@ def test_a_tv2_producer_commits_aborts_and_is_fenced_after_the_bump(
                             _batch(producer_id, epoch + 2, 0, [b"c"]))[0] == ErrorCode.none
         last = wire.end(5, transactional_id, producer_id, epoch + 2, True)
         assert (last.error_code, last.producer_epoch) == (ErrorCode.none, epoch + 3)
-    assert _read_committed(server, topic, 1, 3) == [b"a", b"b", b"c"]
+    assert _read_committed(server, topic, 1) == [b"a", b"b", b"c"]
     host, port = kafka_address(server)
     consumer = KafkaConsumer(bootstrap_servers=f"{host}:{port}", group_id=group,
                              enable_auto_commit=False)
@@ -246,4 +261,23 @@ def test_an_older_client_keeps_its_epoch_and_must_add_its_partitions(
             ErrorCode.transaction_abortable)
         assert wire.end(3, transactional_id, producer_id, epoch, True).error_code == (
             ErrorCode.none)
-    assert sorted(_read_committed(server, topic, 2, 2)) == [b"one", b"two"]
+    assert sorted(_read_committed(server, topic, 2)) == [b"one", b"two"]
+
+
+def test_kafkajs_transactions_pass_part_1s_check(server: BookieProcess,
+                                                 client: folio.Client) -> None:
+    topic = f"kjs.{uuid.uuid4().hex[:8]}"
+    group = f"kjs-group-{uuid.uuid4().hex[:8]}"
+    client.create_topic(topic, 2)
+    kafkajs_folder()  # installed once, under a lock
+    node = shutil.which("node")
+    assert node is not None
+    host, port = kafka_address(server)
+    done = subprocess.run([node, str(KAFKAJS / "txn.js"), f"{host}:{port}", topic, "2", group,
+                           f"kjs-{uuid.uuid4().hex[:8]}"], capture_output=True, timeout=180,
+                          check=False)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    seen = json.loads(done.stdout)
+    assert len(seen["committed"]) == len(seen["aborted"]) == 6
+    assert sorted(_read_committed(server, topic, 2)) == sorted(
+        value.encode() for value in seen["committed"])
