@@ -124,6 +124,8 @@ KAFKA_TABLE: Final[dict[str, tuple[Requirement, ...]]] = {
     "CreateTopics": (TOPIC_ADMIN,),
     "DeleteTopics": (TOPIC_ADMIN,),
     "InitProducerId": (TXN_PRODUCE, IDEMPOTENT),
+    # v4+ (the form Kafka's brokers send, KIP-890) needs CLUSTER instead, checked
+    # by its handler (``broker.kafka.handlers.transactions``).
     "AddPartitionsToTxn": (TXN_PRODUCE, TOPIC_PRODUCE),
     "AddOffsetsToTxn": (TXN_PRODUCE, GROUP_CONSUME),
     "EndTxn": (TXN_PRODUCE,),

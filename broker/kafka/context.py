@@ -33,12 +33,17 @@ TxnWrite = tuple[TxnId, AbstractAsyncContextManager[None]]
 TransactionalWrite = Callable[
     ["KafkaContext", str | None, str, Any],
     Awaitable[tuple[Any, str | None, TxnWrite | None]]]
+#: Checks (KIP-890) that a transactional batch's partition is in its producer's
+#: transaction, or adds it (Produce v12+): (context, transactional id, topic,
+#: partition, batch header, Produce version) -> (Kafka error code, message).
+TransactionalCheck = Callable[
+    ["KafkaContext", str | None, str, int, Any, int], Awaitable[tuple[Any, str | None]]]
 #: Answers InitProducerId for a transactional id: (context, call) -> (Kafka
 #: error code, producer id, epoch).
 TransactionalProducerId = Callable[["KafkaContext", Any], Awaitable[tuple[Any, int, int]]]
 
-__all__ = ["NODE_ID", "KafkaContext", "ServedApi", "TransactionalProducerId",
-           "TransactionalWrite", "TxnWrite"]
+__all__ = ["NODE_ID", "KafkaContext", "ServedApi", "TransactionalCheck",
+           "TransactionalProducerId", "TransactionalWrite", "TxnWrite"]
 
 #: The node id this broker gives itself in Metadata: clients see a one-node cluster.
 NODE_ID = 0
@@ -60,6 +65,8 @@ class KafkaContext:
         succession: sends Produce batches for sealed partitions to their heirs.
         transactional_write: checks a Kafka transactional batch (set by the
             transaction handlers; None: such batches are refused).
+        transactional_check: checks (or adds) a transactional batch's
+            partition in its transaction first (KIP-890; None: not checked).
         coordinators: consumer groups and transactional ids (None: group and
             transaction requests answer COORDINATOR_NOT_AVAILABLE).
         nodes: the cluster's brokers and partition leaders (None: this
@@ -96,6 +103,7 @@ class KafkaContext:
     served: tuple[ServedApi, ...] = ()
     succession: Succession = field(default_factory=Succession)
     transactional_write: TransactionalWrite | None = None
+    transactional_check: TransactionalCheck | None = None
     transactional_producer_id: TransactionalProducerId | None = None
     coordinators: KafkaCoordinators | None = None
     nodes: ClusterNodes | None = None

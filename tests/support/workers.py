@@ -31,7 +31,7 @@ def group_of(nodeid: str) -> str:
     return "heavy" if path.startswith(HEAVY) else path
 
 
-class FileGroups(LoadScopeScheduling):
+class FileGroups(LoadScopeScheduling):  # type: ignore[misc]  # (xdist has no types)
     """xdist's ``loadfile`` scheduling, with the heaviest files as one group."""
 
     def _split_scope(self, nodeid: str) -> str:

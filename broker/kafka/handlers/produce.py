@@ -4,10 +4,10 @@ v13 names topics by id (KIP-516): each id is mapped to its topic's name
 (``broker.kafka.topic_ids``), an id no topic has answered UNKNOWN_TOPIC_ID
 for each of its partitions, and the answer names topics by id. v10 and v11
 add only fields Folio leaves at their defaults (the current leader and node
-endpoints of a NOT_LEADER_OR_FOLLOWER answer); v12 lets a transactional
-batch add its partition to the transaction, which Folio's transactional
-write does at any version (the partition is registered with the coordinator
-by the batch's append).
+endpoints of a NOT_LEADER_OR_FOLLOWER answer). KIP-890: before v12 a
+transactional batch to a partition not added to the transaction is refused
+(v11: TRANSACTION_ABORTABLE, else INVALID_TXN_STATE); from v12 the batch
+adds it (``KafkaContext.transactional_check``).
 
 Per partition: the batch header is checked (``broker.kafka.batches``: magic
 2, CRC32C, record count), the batch is wrapped as a format-2 block
@@ -114,7 +114,7 @@ async def handle_produce(context: KafkaContext, call: Call) -> Deferred:
     refused.update(refused_partitions(context, call, [
         part for part in parts if part[0] not in refused]))
     started = [refused.get(name) or await _start(context, name, index, records,
-                                                 request.transactional_id)
+                                                 request.transactional_id, call.version)
                for name, index, records in parts]
     jobs = [(key, partition.index) for key, topic in zip(keys, request.topic_data, strict=True)
             for partition in topic.partition_data]
@@ -163,7 +163,8 @@ _Started = _Outcome | asyncio.Future[_Outcome]
 
 
 async def _start(context: KafkaContext, topic: str, partition: int,
-                 records: bytes | None, transactional_id: str | None) -> _Started:
+                 records: bytes | None, transactional_id: str | None,
+                 version: int) -> _Started:
     """Check one partition's batch and call its append (not awaited)."""
     try:
         batches = split_batches(records or b"")
@@ -190,8 +191,8 @@ async def _start(context: KafkaContext, topic: str, partition: int,
             if context.transactional_write is None:
                 return (ErrorCode.transactional_id_authorization_failed, -1,
                         "Kafka transactions are not served by this broker yet")
-            code, message, txn = await context.transactional_write(
-                context, transactional_id, name, header)
+            code, message, txn = await _checked_write(
+                context, transactional_id, topic, partition, header, version)
             if txn is None:
                 return code, -1, message
     except (BrokerError, LedgerError) as error:
@@ -254,6 +255,22 @@ def _forward_of(context: KafkaContext, data: bytes, header: BatchHeader,
     cluster = None if context.coordinators is None else context.coordinators.cluster_txns
     return forward if cluster is None else aborting_if_unknown(forward, forwarded,
                                                                cluster.abort_unknown)
+
+
+async def _checked_write(context: KafkaContext, transactional_id: str | None, topic: str,
+                         partition: int, header: BatchHeader, version: int,
+                         ) -> tuple[ErrorCode, str | None, TxnWrite | None]:
+    """``transactional_write`` of the partition's segment, after KIP-890's check (added?)."""
+    if context.transactional_check is not None:
+        code, message = await context.transactional_check(
+            context, transactional_id, topic, partition, header, version)
+        if code is not ErrorCode.none:
+            return code, message, None
+    if context.transactional_write is None:  # (the caller checked it)
+        return (ErrorCode.transactional_id_authorization_failed,
+                "Kafka transactions are not served by this broker yet", None)
+    return await context.transactional_write(context, transactional_id,
+                                             segment_name(topic, partition), header)
 
 
 def _check_max_message_bytes(segment: SegmentHandle, batch_bytes: int) -> None:

@@ -1,4 +1,4 @@
-"""InitProducerId (key 22), v0-v4: producer ids for idempotent producers.
+"""InitProducerId (key 22), v0-v5: producer ids for idempotent producers.
 
 Without a transactional id, a new producer gets a fresh id (never given
 before: ``broker.kafka.producer_ids``) and epoch 0. A producer that passes
@@ -8,7 +8,8 @@ new, so its sequences start again at 0. An epoch past 32767 gets a new id.
 
 With a transactional id the call belongs to Kafka transactions:
 ``KafkaContext.transactional_producer_id`` answers it (the transaction
-handlers set it); without it, TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+handlers set it); without it, TRANSACTIONAL_ID_AUTHORIZATION_FAILED. v5
+only adds an error code (TRANSACTION_ABORTABLE, KIP-890) Folio never answers.
 """
 
 from __future__ import annotations
@@ -64,4 +65,4 @@ async def handle_init_producer_id(context: KafkaContext, call: Call) -> Any:
                  producer_epoch=epoch)
 
 
-ROWS = (Api(INIT_PRODUCER_ID_KEY, "InitProducerId", 0, 4, handle_init_producer_id),)
+ROWS = (Api(INIT_PRODUCER_ID_KEY, "InitProducerId", 0, 5, handle_init_producer_id),)

@@ -11,14 +11,13 @@ raises for client input):
   INVALID_PRODUCER_EPOCH), and its in-flight appends fail as their
   transaction is no longer OPEN.
 - ``begin`` (AddPartitionsToTxn, AddOffsetsToTxn): begins the Folio
-  transaction with the producer's timeout if none is open. Folio's
-  coordinator logs each segment when the first entry is written to it, so
-  no partition list is kept here (a Produce to a partition not added is
-  not refused).
+  transaction with the producer's timeout if none is open; records the
+  partitions added, which ``verify`` checks (KIP-890; Produce v12+ adds).
 - ``append_check``: the Folio transaction a transactional batch belongs to.
 - ``add_offsets`` (TxnOffsetCommit): offsets kept pending, recorded.
 - ``end`` (EndTxn): commit or abort through the coordinator; on commit the
-  pending offsets are then written to the groups' committed offsets.
+  pending offsets are then written to the groups' committed offsets; v5
+  bumps the epoch (``broker.kafka.txns.versions``).
 
 Crash windows: the commit is decided by the coordinator's COMMITTING record.
 A crash after it and before the pending offsets reached ``_kafka_offsets``
@@ -33,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
@@ -47,11 +46,14 @@ from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCom
 from broker.kafka.consumer_groups.offsets import TopicPartition
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.txns.answers import OffsetsNotWrittenError, group_offset_errors, retriable
+from broker.kafka.txns.drives import Drives
 from broker.kafka.txns.records import (
     MAX_TRANSACTIONAL_ID_BYTES,
     TXN_STATE_TOPIC,
+    AddedPartition,
     TxnProducer,
 )
+from broker.kafka.txns.versions import bump, end_retry, verified
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator, TxnState, TxnStatus
@@ -95,7 +97,7 @@ class TxnProducers:
         self._producers: dict[str, TxnProducer] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         #: Drives writing committed transactions' offsets no call finished.
-        self._drives: dict[str, asyncio.Task[None]] = {}
+        self._drives = Drives(self._drive_step, _OFFSETS_RETRY_FIRST_S, _OFFSETS_RETRY_MAX_S)
         #: The records are loaded and served (a cluster: while the coordinator runs here).
         self.loaded = False
         #: Records may be written (False once stood down, until taken over again).
@@ -130,9 +132,7 @@ class TxnProducers:
         """
         self.loaded = False
         self._active = False
-        for task in self._drives.values():
-            task.cancel()
-        self._drives.clear()
+        self._drives.cancel_all()
         self._producers.clear()
         self._locks.clear()
         self._log.forget()
@@ -190,33 +190,26 @@ class TxnProducers:
         producer comes back. Stops with ``stand_down`` (the next coordinator
         drives it from the record).
         """
-        if transactional_id in self._drives:
-            return
-        task = asyncio.get_running_loop().create_task(self._drive(transactional_id))
-        self._drives[transactional_id] = task
-        task.add_done_callback(lambda done: self._drives.pop(transactional_id, None)
-                               if self._drives.get(transactional_id) is done else None)
+        self._drives.start(transactional_id)
 
-    async def _drive(self, transactional_id: str) -> None:
-        delay_s = _OFFSETS_RETRY_FIRST_S
-        while True:
-            await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * 2, _OFFSETS_RETRY_MAX_S)
-            async with self._lock(transactional_id):
-                producer = self._producers.get(transactional_id)
-                if producer is None or producer.txn_id is None:
-                    return
-                state = self._state(producer.txn_id)
-                if state is TxnState.OPEN:
-                    return  # not decided: the producer (or its timeout) ends it
-                if state in _FINISHING and state is not TxnState.COMMITTING:
-                    continue  # its abort markers first
-                try:
-                    await self._finish(producer, "commit" if state in _COMMITTED else "abort")
-                    return
-                except (BrokerError, LedgerError, OffsetsNotWrittenError) as error:
-                    log.info("kafka transactions: %s not finished yet (%s); again in %.1f s",
-                             transactional_id, error, delay_s)
+    async def _drive_step(self, transactional_id: str, delay_s: float) -> bool:
+        """One attempt of ``_drive_later``: True once there is nothing left to do."""
+        async with self._lock(transactional_id):
+            producer = self._producers.get(transactional_id)
+            if producer is None or producer.txn_id is None:
+                return True
+            state = self._state(producer.txn_id)
+            if state is TxnState.OPEN:
+                return True  # not decided: the producer (or its timeout) ends it
+            if state in _FINISHING and state is not TxnState.COMMITTING:
+                return False  # its abort markers first
+            try:
+                await self._finish(producer, "commit" if state in _COMMITTED else "abort")
+                return True
+            except (BrokerError, LedgerError, OffsetsNotWrittenError) as error:
+                log.info("kafka transactions: %s not finished yet (%s); again in %.1f s",
+                         transactional_id, error, delay_s)
+                return False
 
     def _state(self, txn_id: TxnId) -> TxnState | None:
         try:
@@ -323,12 +316,14 @@ class TxnProducers:
     # ------------------------------------------------------------ a transaction
 
     async def begin(self, transactional_id: str | None, producer_id: int, epoch: int,
-                    group_id: str | None = None) -> ErrorCode:
+                    group_id: str | None = None,
+                    partitions: Iterable[AddedPartition] = ()) -> ErrorCode:
         """AddPartitionsToTxn / AddOffsetsToTxn: the Folio transaction is open after it."""
         code, producer = self.check(transactional_id, producer_id, epoch)
         if producer is None:
             return code
         async with self._lock(producer.transactional_id):
+            added, new = set(partitions) - producer.partitions, producer.txn_id is None
             if producer.txn_id is not None:
                 if self._state(producer.txn_id) is not TxnState.OPEN:
                     return ErrorCode.invalid_txn_state  # timed out: the producer aborts
@@ -338,18 +333,31 @@ class TxnProducers:
                 # must never take a batch of the next one for the last one's
                 # (docs/kafka.md, "Clusters"). Kafka answers so too; clients retry.
                 return ErrorCode.concurrent_transactions
-            else:
+            if new or added:
                 try:
-                    txn_id = await self.coordinator.begin(producer.timeout_ms)
-                    producer.txn_id = txn_id
+                    if new:
+                        producer.txn_id = await self.coordinator.begin(producer.timeout_ms)
+                        producer.partitions = set()
+                    producer.partitions |= added
                     await self._save(producer)
                 except (BrokerError, LedgerError) as error:
-                    producer.txn_id = None
+                    producer.txn_id = None if new else producer.txn_id
+                    producer.partitions -= added  # (maybe recorded: added again)
                     return retriable(error)
-                producer.last_end = None
+                producer.last_end = None if new else producer.last_end
             if group_id is not None:
                 producer.groups.add(group_id)
             return ErrorCode.none
+
+    def verify(self, transactional_id: str | None, producer_id: int, epoch: int,
+               partitions: list[AddedPartition]) -> dict[AddedPartition, ErrorCode]:
+        """Whether each partition is in the open transaction (``broker.kafka.txns.versions``)."""
+        code, producer = self.check(transactional_id, producer_id, epoch)
+        return verified(producer, code, partitions, self._state)
+
+    def producer(self, transactional_id: str | None) -> TxnProducer | None:
+        """The state of ``transactional_id`` now (read only), None if unknown."""
+        return self._producers.get(transactional_id or "")
 
     def append_check(self, transactional_id: str | None, producer_id: int, epoch: int,
                      ) -> tuple[ErrorCode, TxnId | None]:
@@ -410,20 +418,34 @@ class TxnProducers:
         return errors
 
     async def end(self, transactional_id: str, producer_id: int, epoch: int,
-                  commit: bool) -> ErrorCode:
-        """EndTxn: commit or abort the open transaction (and write its offsets on commit)."""
-        code, producer = self.check(transactional_id, producer_id, epoch)
-        if producer is None:
-            return code
+                  commit: bool, bump_epoch: bool = False) -> ErrorCode:
+        """EndTxn: commit or abort the open transaction (and write its offsets on commit).
+
+        ``bump_epoch`` (EndTxn v5): the epoch bumped as it ends (``versions``). Checked
+        under the id's lock: an end or InitProducerId under way may change the epoch.
+        """
+        if transactional_id not in self._producers:
+            return self.check(transactional_id, producer_id, epoch)[0]
         outcome = "commit" if commit else "abort"
-        async with self._lock(producer.transactional_id):
-            if producer.txn_id is None:
-                # Nothing begun (an empty transaction), or a retry of the end just made.
-                if producer.last_end not in (None, outcome):
-                    return ErrorCode.invalid_txn_state
-                return ErrorCode.none
+        async with self._lock(transactional_id):
+            known = self._producers.get(transactional_id) if bump_epoch else None
+            retry = None if known is None else end_retry(known, producer_id, epoch, commit)
+            if retry is not None:
+                return retry
+            code, producer = self.check(transactional_id, producer_id, epoch)
+            if producer is None:
+                return code
             markers_written = False
             try:
+                if producer.txn_id is None:
+                    # Nothing begun (an empty transaction), or a retry of the end just
+                    # made (v5: whose bump was not recorded; bumped now).
+                    if producer.last_end not in (None, outcome):
+                        return ErrorCode.invalid_txn_state
+                    if bump_epoch:
+                        await bump(producer, self._producer_ids.next_id)
+                        await self._save(producer)
+                    return ErrorCode.none
                 state = self._state(producer.txn_id)
                 if state is TxnState.OPEN:
                     if commit:  # answered once its markers are durable (its record follows)
@@ -436,7 +458,7 @@ class TxnProducers:
                 if decided != outcome:
                     # Its timeout aborted it: the producer must abort.
                     return ErrorCode.invalid_txn_state
-                await self._finish(producer, decided)
+                await self._finish(producer, decided, bump_epoch)
                 producer.last_markers_written = markers_written
             except TxnStateError:
                 return ErrorCode.invalid_txn_state
@@ -450,8 +472,9 @@ class TxnProducers:
                 return retriable(error)
             return ErrorCode.none
 
-    async def _finish(self, producer: TxnProducer, outcome: str) -> None:
-        """Write a committed transaction's offsets, then clear it from the record."""
+    async def _finish(self, producer: TxnProducer, outcome: str,
+                      bump_epoch: bool = False) -> None:
+        """Write a committed transaction's offsets, then clear it (and bump its epoch)."""
         if outcome == "commit" and producer.offsets:
             by_group: dict[str, list[OffsetCommitItem]] = {}
             for (group, topic, partition), value in producer.offsets.items():
@@ -474,5 +497,7 @@ class TxnProducers:
         producer.txn_id = None
         producer.offsets = {}
         producer.groups = set()
-        producer.last_end = outcome
+        producer.partitions, producer.last_end, producer.ended_with = set(), outcome, None
+        if bump_epoch:
+            await bump(producer, self._producer_ids.next_id)
         await self._save(producer)

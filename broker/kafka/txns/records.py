@@ -2,8 +2,11 @@
 
 One record per transactional id, keyed ``t/<transactional id>``, versioned
 JSON: producer id, epoch, transaction timeout, the open Folio transaction
-(hex, or null) and the offsets sent with it (TxnOffsetCommit) that wait for
-its commit, and how the last transaction ended (its outcome and txn id).
+(hex, or null), the partitions added to it (AddPartitionsToTxn, or a
+Produce v12+ of transaction version 2) and the offsets sent with it
+(TxnOffsetCommit) that wait for its commit, and how the last transaction
+ended (its outcome and txn id; the producer id and epoch of an EndTxn v5,
+whose retry is answered after the epoch bump, KIP-890).
 It is written when the producer (re)initialises, when a Folio transaction
 begins, when offsets are added, and when a transaction ends.
 """
@@ -17,7 +20,8 @@ from ledger.records import dump_record, load_record
 from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_from_hex, txn_id_hex
 
-__all__ = ["MAX_TRANSACTIONAL_ID_BYTES", "TXN_STATE_TOPIC", "PendingOffset", "TxnProducer"]
+__all__ = ["MAX_TRANSACTIONAL_ID_BYTES", "TXN_STATE_TOPIC", "AddedPartition", "PendingOffset",
+           "TxnProducer"]
 
 TXN_STATE_TOPIC = "_kafka_txn_state"
 #: Longest transactional id (UTF-8), so its record key fits.
@@ -26,6 +30,8 @@ _VERSION = 1
 
 #: (group id, topic, partition).
 PendingOffset = tuple[str, str, int]
+#: (topic, partition).
+AddedPartition = tuple[str, int]
 
 
 @dataclass(eq=False)
@@ -46,6 +52,11 @@ class TxnProducer:
             begins only once its markers are all written (else
             CONCURRENT_TRANSACTIONS, which clients retry), so no partition
             owner can take a batch of the next one as the last one's.
+        partitions: the partitions added to ``txn_id``: a transactional batch
+            to another one is refused (KIP-890 part 1).
+        ended_with: (producer id, epoch) of the EndTxn v5 that ended the last
+            transaction and bumped the epoch (KIP-890 part 2): a retry of it
+            carries them and is answered with the outcome; None otherwise.
         last_markers_written: the last transaction's EndTxn saw its markers
             written (a commit answers once they are; its COMMITTED record
             follows): the next one need not wait. In memory only (after a
@@ -62,6 +73,8 @@ class TxnProducer:
     last_end: str | None = None
     last_txn_id: TxnId | None = None
     last_markers_written: bool = False
+    partitions: set[AddedPartition] = field(default_factory=set)
+    ended_with: tuple[int, int] | None = None
 
     @property
     def key(self) -> str:
@@ -79,6 +92,8 @@ class TxnProducer:
                         in self.offsets.items()],
             "last_end": self.last_end,
             "last_txn_id": None if self.last_txn_id is None else txn_id_hex(self.last_txn_id),
+            "partitions": sorted([topic, partition] for topic, partition in self.partitions),
+            "ended_with": None if self.ended_with is None else list(self.ended_with),
         }, legacy_key="v")  # "v": for brokers of earlier builds (ledger.records)
 
     @staticmethod
@@ -95,10 +110,16 @@ class TxnProducer:
         # "last_end", "last_txn_id": absent from records of earlier builds.
         last_end = data.get("last_end")
         last_txn = data.get("last_txn_id")
+        # "partitions", "ended_with": absent from records of earlier builds.
+        partitions = {(str(topic), int(partition))
+                      for topic, partition in data.get("partitions") or ()}
+        ended = data.get("ended_with")
         return TxnProducer(key[2:], int(data["producer_id"]), int(data["epoch"]),
                            int(data["timeout_ms"]), None if txn is None else txn_id_from_hex(txn),
                            offsets, set(), last_end if last_end in ("commit", "abort") else None,
-                           None if last_txn is None else txn_id_from_hex(last_txn))
+                           None if last_txn is None else txn_id_from_hex(last_txn),
+                           partitions=partitions,
+                           ended_with=None if ended is None else (int(ended[0]), int(ended[1])))
 
 
 def record_key(transactional_id: str) -> str:

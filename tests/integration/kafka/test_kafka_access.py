@@ -457,3 +457,23 @@ def test_librdkafka_transactional_producer_needs_produce_on_its_transactional_id
     finally:
         consumer.close()
         del refused, producer  # librdkafka handles: gone before the broker stops
+
+
+def test_add_partitions_to_txn_v5_needs_the_cluster(
+        secured: BookieProcess, admin: folio.Client) -> None:
+    """The brokers' form (KIP-890) asks Kafka's ClusterAction: here a super-user's."""
+    role = _role_with(admin, [access.TXN_PRODUCE, access.TOPIC_PRODUCE])
+    request = _make(24, 5, transactions=(_make(
+        24, 5, "AddPartitionsToTxnTransaction", transactional_id=TXN_ID, producer_id=999_999,
+        producer_epoch=0, verify_only=True, topics=(
+            _make(24, 5, "AddPartitionsToTxnTopic", name=TOPIC, partitions=(0,)),)),))
+    answers = {}
+    for who in (role, "admin"):
+        with _connect(kafka_address(secured), who) as sock:
+            sock.sendall(raw_request(24, 5, 7, request))
+            answers[who] = read_response(sock, 24, 5)[1]
+    assert (answers[role].error_code, answers[role].results_by_transaction) == (
+        ErrorCode.cluster_authorization_failed, ())
+    assert answers["admin"].error_code == ErrorCode.none
+    assert _codes(answers["admin"].results_by_transaction) == {
+        ErrorCode.invalid_producer_id_mapping}

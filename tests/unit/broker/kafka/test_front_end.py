@@ -34,7 +34,7 @@ def test_the_served_apis() -> None:
     assert rows == {
         "Produce": (0, 3, 13), "Fetch": (1, 4, 17), "ListOffsets": (2, 1, 6),
         "Metadata": (3, 0, 12), "ApiVersions": (18, 0, 4), "CreateTopics": (19, 2, 5),
-        "DeleteTopics": (20, 1, 4), "InitProducerId": (22, 0, 4),
+        "DeleteTopics": (20, 1, 4), "InitProducerId": (22, 0, 5),
         "DescribeConfigs": (32, 1, 4),
         # Consumer groups and transactions.
         "FindCoordinator": (10, 0, 4), "JoinGroup": (11, 0, 9), "Heartbeat": (12, 0, 4),
@@ -43,8 +43,9 @@ def test_the_served_apis() -> None:
         "DeleteGroups": (42, 0, 2),
         # KIP-848 consumer groups.
         "ConsumerGroupHeartbeat": (68, 0, 1), "ConsumerGroupDescribe": (69, 0, 1),
-        "AddPartitionsToTxn": (24, 0, 3), "AddOffsetsToTxn": (25, 0, 3), "EndTxn": (26, 0, 3),
-        "TxnOffsetCommit": (28, 0, 3),
+        # Transactions, with KIP-890's versions.
+        "AddPartitionsToTxn": (24, 0, 5), "AddOffsetsToTxn": (25, 0, 4), "EndTxn": (26, 0, 5),
+        "TxnOffsetCommit": (28, 0, 5),
         # ACL admin on Folio's grants.
         "DescribeAcls": (29, 1, 3), "CreateAcls": (30, 1, 3), "DeleteAcls": (31, 1, 3),
         # Authentication (docs/kafka.md, "Security").
