@@ -19,12 +19,11 @@ raises for client input):
   pending offsets are then written to the groups' committed offsets; v5
   bumps the epoch (``broker.kafka.txns.versions``).
 
-Crash windows: the commit is decided by the coordinator's COMMITTING record.
-A crash after it and before the pending offsets reached ``_kafka_offsets``
-is closed by ``start``: a record whose transaction committed gets its
-offsets written then; one whose transaction aborted is cleared. A
-transaction still OPEN after a restart stays open (the producer may go on,
-or its timeout aborts it).
+Crash windows: the commit is decided by the coordinator's COMMITTING record. A
+crash after it and before the pending offsets reached ``_kafka_offsets`` is closed
+by ``start``: a record whose transaction committed gets its offsets written then;
+one whose transaction aborted is cleared. A transaction still OPEN after a restart
+stays open (the producer may go on, or its timeout aborts it).
 """
 
 from __future__ import annotations
@@ -36,12 +35,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
-from broker.errors import (
-    BrokerError,
-    BrokerShuttingDownError,
-    TxnNotFoundError,
-    TxnStateError,
-)
+from broker.errors import BrokerError, BrokerShuttingDownError, TxnNotFoundError, TxnStateError
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCommitItem
 from broker.kafka.consumer_groups.offsets import TopicPartition
 from broker.kafka.producer_ids import ProducerIds
