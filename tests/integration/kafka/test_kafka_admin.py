@@ -34,7 +34,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as PyPartition
 from kafka.admin import ConfigResource as PyResource
 from kafka.admin import ConfigResourceType
-from kafka.errors import InvalidPartitionsError
+from kafka.errors import InvalidPartitionsError, RebalanceInProgressError
 from kafka.structs import OffsetAndMetadata
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
@@ -359,8 +359,14 @@ def test_offset_delete_refuses_a_topic_a_member_subscribes_to(
         while not member.assignment():
             assert time.monotonic() < deadline, "the member got no partition"
             member.poll(200)
-        member.commit({PyPartition(used, 0): OffsetAndMetadata(1, "", -1),
-                       PyPartition(other, 0): OffsetAndMetadata(2, "", -1)})
+        while True:  # a rebalance may still be finishing (the first join's): poll, retry
+            try:
+                member.commit({PyPartition(used, 0): OffsetAndMetadata(1, "", -1),
+                               PyPartition(other, 0): OffsetAndMetadata(2, "", -1)})
+                break
+            except RebalanceInProgressError:
+                assert time.monotonic() < deadline, "the group never settled"
+                member.poll(200)
         answers = py_admin.delete_group_offsets(group, [PyPartition(used, 0),
                                                         PyPartition(other, 0)])
         assert {tp.topic: error.__name__ for tp, error in answers.items()} == {
