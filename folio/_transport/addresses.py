@@ -68,16 +68,24 @@ _STUBS: Final = ("admin", "transactions", "groups", "read")
 def stub_method_of(method: object, connection: Connection) -> tuple[str, str] | None:
     """``(stub, method name)`` of ``method`` on ``connection``'s stubs, or None."""
     for stub_name in _STUBS:
-        for name, value in vars(getattr(connection, stub_name)).items():
+        stub = getattr(connection, stub_name, None)  # (a closed connection has none)
+        if stub is None:
+            return None
+        for name, value in vars(stub).items():
             if value is method:
                 return stub_name, name
     return None
 
 
-def rebind(method: aio.UnaryUnaryMultiCallable[Req, Resp], old: Connection | None,
-            new: Connection) -> aio.UnaryUnaryMultiCallable[Req, Resp]:
-    """The same stub method on channel ``new`` (``method`` itself if it is not ``old``'s)."""
-    found = None if old is None else stub_method_of(method, old)
+def rebind(method: aio.UnaryUnaryMultiCallable[Req, Resp],
+           old: Connection | tuple[str, str] | None,
+           new: Connection) -> aio.UnaryUnaryMultiCallable[Req, Resp]:
+    """The same stub method on channel ``new`` (``method`` itself if it is not ``old``'s).
+
+    ``old`` may be what ``stub_method_of`` found on it (a channel that may be
+    closed meanwhile: a closed ``Connection`` has no stubs left to search).
+    """
+    found = old if isinstance(old, tuple) or old is None else stub_method_of(method, old)
     if found is None:
         return method
     stub_name, name = found

@@ -402,9 +402,10 @@ class Brokers:
         """
         deadline = time.monotonic() + timeout_s
         if not self._bootstrapped:
-            before = self.admin  # what ``method`` was made on (the first endpoint's channel)
+            # On the first endpoint's channel, which bootstrap closes if another answers.
+            found = stub_method_of(method, self.admin)
             await self.bootstrap(deadline)
-            method = rebind(method, before, self.admin)
+            method = rebind(method, found, self.admin)
         elif not self._reached:
             await reach(self.admin, min(timeout_s, self._connect_timeout_s), self._security.tls)
             self._reached = True
