@@ -147,6 +147,8 @@ class IoThread:
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
+            if future.done():
+                raise  # the coroutine's own (a builtins.TimeoutError: the same class)
             future.cancel()
             raise TimeoutError(f"no answer within {timeout} s") from None
 
