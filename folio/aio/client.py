@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from folio._face import awaiting
 from folio._transport.brokers import Brokers, parse_endpoints
@@ -23,12 +23,16 @@ from folio._transport.loop_io import LoopIo, as_io_thread
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, PoolStats
 from folio.admin import AdminCore
 from folio.aio._batch import AsyncBatchClient
+from folio.aio._groups import AsyncReaderGroup
 from folio.aio._reader import AsyncEventReader
 from folio.aio._txn import AsyncTxnWriter
 from folio.aio._writer import AsyncEventWriter
+from folio.api.v1 import groups_pb2
 from folio.config import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S, ClientConfig
 from folio.errors import FolioError, InvalidArgumentError
 from folio.models import DeserializationPolicy
+from folio.read._group_calls import _GroupClient
+from folio.read._group_start import GroupStart
 from folio.read.reader import EventReader, Isolation
 from folio.read.start import Start, ancestors, start_positions
 from folio.security import TLS
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from folio.metrics import TopicMetrics
+    from folio.read.catalog import SegmentCatalog
 
 __all__ = ["AsyncClient"]
 
@@ -208,6 +213,34 @@ class AsyncClient:
         made: AsyncEventReader[Any] = AsyncEventReader(core)
         self._readers.append(made)
         return made
+
+    async def reader_group(self, name: str, topics: list[str] | None = None,
+                           start: GroupStart = "earliest", *, sync_interval_ms: int = 200,
+                           session_timeout_ms: int | None = None) -> AsyncReaderGroup:
+        """A reader group, created at ``start`` or opened; the arguments and errors of
+        ``folio.Client.reader_group`` (``folio.aio._groups``)."""
+        return await AsyncReaderGroup.open(name, self._groups(), topics, start,
+                                           sync_interval_ms, session_timeout_ms,
+                                           self.get_segments, self._admin.successors)
+
+    async def delete_reader_group(self, name: str) -> None:
+        """Deletes a reader group. ``ReaderGroupNotFoundError``."""
+        await self._groups().delete_async(name)
+
+    def _groups(self) -> _GroupClient:
+        brokers, admin = self._flow_pool(), self._admin
+
+        def heartbeat(request: groups_pb2.HeartbeatRequest,
+                      timeout_s: float) -> Awaitable[groups_pb2.HeartbeatResponse]:
+            return brokers.unary(admin._connection.groups.Heartbeat, request,
+                                 timeout_s=timeout_s, retry=True)
+
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("a folio.aio reader group makes no blocking calls")
+
+        return _GroupClient(cast("SegmentCatalog", None), blocking, admin._call,
+                            as_io_thread(self._io), brokers, lambda: admin._connection.groups,
+                            heartbeat)
 
     def batch_client(self) -> AsyncBatchClient:
         """Lists segments (sealed too) between cuts and reads any of them from coroutines
