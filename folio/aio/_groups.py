@@ -36,7 +36,6 @@ from folio.errors import (
     InvalidArgumentError,
     ReaderGroupExistsError,
     ReaderGroupNotFoundError,
-    ReaderIdInUseError,
     ReaderNotInGroupError,
 )
 from folio.models import DeserializationPolicy, SegmentInfo, SegmentRange
@@ -140,11 +139,9 @@ class AsyncReaderGroup:
                 f"isolation must be 'read_committed' or 'read_uncommitted', not {isolation!r}")
         check_policy(on_deserialization_error)
         session = uuid.uuid4().hex
-        try:
-            timeout_ms = await self._calls.cas_async(
-                self.name, lambda state: join(state, reader_id, session))
-        except ReaderIdInUseError:
-            raise  # (the blocking face adds how long is left: ReaderGroup.describe)
+        # ReaderIdInUseError as is (the blocking face adds how long is left).
+        timeout_ms = await self._calls.cas_async(
+            self.name, lambda state: join(state, reader_id, session))
         return AsyncGroupReader(self, reader_id, serializer or BytesSerializer(),
                                 _ISOLATIONS[isolation], session,
                                 timeout_ms or _DEFAULT_SESSION_MS, on_deserialization_error)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import folio
-from folio.aio import AsyncClient, AsyncGroupReader
+from folio.aio import AsyncClient, AsyncGroupReader, AsyncReaderGroup
 from tests.support.bookies import BookieProcess
 from tests.support.wait import wait_for_async
 
@@ -88,7 +88,7 @@ async def test_two_members_share_then_one_takes_all(server: BookieProcess) -> No
             await client.reader_group("aio-g")
 
 
-async def _only_a(group: Any) -> bool:
+async def _only_a(group: AsyncReaderGroup) -> bool:
     return await group.online_readers() == ["a"]
 
 
