@@ -19,10 +19,13 @@ from folio.api.v1 import groups_pb2
 from folio.errors import ReaderIdInUseError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from folio.read._group_calls import _GroupClient
+    from folio.read._group_state import GroupState
 
 __all__ = ["GroupDescription", "MemberStatus", "SegmentLag", "describe_group",
-           "id_in_use_error", "members_of", "reported_positions"]
+           "id_in_use_error", "members_of", "merge_reported", "reported_positions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,11 +174,15 @@ def id_in_use_error(calls: _GroupClient, name: str, reader_id: str,
 def reported_positions(calls: _GroupClient, name: str,
                        reader_id: str) -> dict[str, int] | None:
     """The offsets ``reader_id`` last heartbeated, where beyond the recorded ones."""
-    member = next((m for m in members_of(calls, name).members
-                   if m.reader_id == reader_id), None)
+    return merge_reported(members_of(calls, name), lambda: calls.get(name)[1], reader_id)
+
+
+def merge_reported(members: groups_pb2.GetMembersResponse, state: Callable[[], GroupState],
+                   reader_id: str) -> dict[str, int] | None:
+    """``reported_positions`` from the members' view (``state``: read only when needed)."""
+    member = next((m for m in members.members if m.reader_id == reader_id), None)
     if member is None or not member.reported_positions:
         return None
-    _, state = calls.get(name)
-    recorded = state.readers.get(reader_id, {})
+    recorded = state().readers.get(reader_id, {})
     return {p.segment: max(p.offset, recorded.get(p.segment, p.offset))
             for p in member.reported_positions}

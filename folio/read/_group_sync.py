@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from folio._transport.segment_streams import SegmentStreams
+from folio.errors import ReaderGroupNotEmptyError
 from folio.read._group_state import GroupState, Successor
 
-__all__ = ["Synced", "apply_synced", "join", "leave", "replace_state", "sync_change"]
+__all__ = ["Synced", "apply_synced", "join", "leave", "replace_state", "reset_to",
+           "sync_change"]
 
 
 @dataclass(slots=True)
@@ -28,6 +30,19 @@ def join(state: GroupState, reader_id: str, session: str) -> int:
     """Adds the reader to ``state``; the group's session timeout, in ms."""
     state.add_reader(reader_id, session)
     return state.session_timeout_ms
+
+
+def reset_to(current: GroupState, fresh: GroupState, only_if_empty: bool) -> None:
+    """``ReaderGroup.reset``'s change: ``fresh``'s start, refused while members are online
+    if ``only_if_empty`` (checked in the same compare-and-set)."""
+    if only_if_empty and current.readers:
+        raise ReaderGroupNotEmptyError(
+            f"reader group {current.group!r} has members online: "
+            f"{', '.join(sorted(current.readers))}; stop them first (a dead member "
+            f"is declared offline after the session timeout, or declare it offline "
+            f"now with reader_offline)", group=current.group,
+            members=sorted(current.readers))
+    replace_state(current, fresh)
 
 
 def replace_state(current: GroupState, fresh: GroupState) -> None:

@@ -47,7 +47,6 @@ from folio.errors import (
     FolioUnavailableError,
     InvalidArgumentError,
     ReaderGroupExistsError,
-    ReaderGroupNotEmptyError,
     ReaderGroupNotFoundError,
     ReaderIdInUseError,
     ReaderNotInGroupError,
@@ -67,7 +66,7 @@ from folio.read._group_calls import _GroupClient
 from folio.read._group_heartbeat import Heartbeat
 from folio.read._group_start import GroupStart, initial_state
 from folio.read._group_state import GroupState, Successor
-from folio.read._group_sync import apply_synced, join, leave, replace_state, sync_change
+from folio.read._group_sync import apply_synced, join, leave, reset_to, sync_change
 from folio.read.cuts import Checkpoint, Position
 from folio.serializers import BytesSerializer, Serializer
 
@@ -268,18 +267,7 @@ class ReaderGroup:
         """
         _, state = self._calls.get(self.name)
         fresh = initial_state(self._calls.client, self.name, state.topics, start)
-
-        def change(current: GroupState) -> None:
-            if only_if_empty and current.readers:
-                raise ReaderGroupNotEmptyError(
-                    f"reader group {self.name!r} has members online: "
-                    f"{', '.join(sorted(current.readers))}; stop them first (a dead member "
-                    f"is declared offline after the session timeout, or declare it offline "
-                    f"now with reader_offline)", group=self.name,
-                    members=sorted(current.readers))
-            replace_state(current, fresh)
-
-        self._calls.cas(self.name, change)
+        self._calls.cas(self.name, lambda current: reset_to(current, fresh, only_if_empty))
 
     def delete(self) -> None:
         """Deletes the group. ``ReaderGroupNotFoundError``."""
