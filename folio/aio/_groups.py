@@ -40,11 +40,12 @@ from folio.errors import (
 )
 from folio.models import DeserializationPolicy, SegmentInfo, SegmentRange
 from folio.read._event_read import EventRead
+from folio.read._group_admin import merge_reported
 from folio.read._group_calls import _GroupClient
 from folio.read._group_heartbeat import Heartbeat
 from folio.read._group_start import GroupStart, initial_state
 from folio.read._group_state import Successor
-from folio.read._group_sync import apply_synced, join, leave, sync_change
+from folio.read._group_sync import apply_synced, join, leave, reset_to, sync_change
 from folio.read.cuts import Checkpoint, Position
 from folio.serializers import BytesSerializer, Serializer
 
@@ -78,12 +79,22 @@ class _Fetched:
         raise NotImplementedError
 
 
+async def _fetch(topics: Sequence[str], start: GroupStart,
+                 segments: Callable[..., Awaitable[list[SegmentRange]]]) -> _Fetched:
+    """The segments ``initial_state`` asks for, fetched on the loop."""
+    every = {t: await segments(t, include_sealed=True) for t in set(topics)}
+    active = {t: await segments(t) for t in set(topics)} if start == "latest" else {}
+    return _Fetched(every, active)
+
+
 class AsyncReaderGroup:
     """A reader group from coroutines; made by ``AsyncClient.reader_group``."""
 
     def __init__(self, name: str, calls: _GroupClient, sync_interval_ms: int,
-                 successors: Callable[[str], Awaitable[list[SegmentRange]]]) -> None:
+                 successors: Callable[[str], Awaitable[list[SegmentRange]]],
+                 segments: Callable[..., Awaitable[list[SegmentRange]]]) -> None:
         self.name = name
+        self._segments = segments
         self._calls = calls
         self._sync_interval_ms = sync_interval_ms
         self._successors = successors
@@ -102,15 +113,13 @@ class AsyncReaderGroup:
                 or session_timeout_ms <= 0):
             raise InvalidArgumentError(
                 f"session_timeout_ms must be a positive int, not {session_timeout_ms!r}")
-        group = cls(name, calls, sync_interval_ms, successors)
+        group = cls(name, calls, sync_interval_ms, successors, segments)
         if topics is None:
             await calls.get_async(name)  # ReaderGroupNotFoundError
             return group
         if isinstance(topics, str) or not topics:
             raise InvalidArgumentError("topics must be a non-empty list of topic names")
-        every = {t: await segments(t, include_sealed=True) for t in set(topics)}
-        active = {t: await segments(t) for t in set(topics)} if start == "latest" else {}
-        state = initial_state(_Fetched(every, active), name, topics, start)
+        state = initial_state(await _fetch(topics, start, segments), name, topics, start)
         state.session_timeout_ms = session_timeout_ms or 0
         request = groups_pb2.CreateReaderGroupRequest(name=name, state=state.to_proto())
         try:
@@ -181,6 +190,48 @@ class AsyncReaderGroup:
                                  "(the group was reset, or later checkpoints pushed it out)")
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.25)
+
+    async def reader_offline(self, reader_id: str, last_position: Position | None = None,
+                             ) -> None:
+        """Declares a reader gone; its segments go back to the pool (as
+        ``ReaderGroup.reader_offline``: from ``last_position``, else from the offsets it
+        last heartbeated or those the group recorded, if later).
+
+        Raises:
+            ReaderNotInGroupError: no such member.
+            InvalidArgumentError: the position is another reader's.
+        """
+        if last_position is not None and last_position.reader_id != reader_id:
+            raise InvalidArgumentError(f"the position is reader {last_position.reader_id!r}'s, "
+                                       f"not {reader_id!r}'s")
+        positions = None if last_position is None else dict(last_position.positions)
+        if positions is None:
+            calls = self._calls
+            members = await calls.unary(calls.stub.GetMembers,
+                                        groups_pb2.GetMembersRequest(name=self.name), retry=True)
+            _, state = await calls.get_async(self.name)
+            positions = merge_reported(members, lambda: state, reader_id)
+        await self._calls.cas_async(
+            self.name, lambda state: state.remove_reader(reader_id, positions))
+
+    async def reset(self, start: GroupStart, *, only_if_empty: bool = False) -> None:
+        """Starts the group over at ``start`` (``ReaderGroup.reset``: every reader is
+        dropped; ``only_if_empty``: ``ReaderGroupNotEmptyError`` while it has members)."""
+        _, state = await self._calls.get_async(self.name)
+        fresh = initial_state(await _fetch(state.topics, start, self._segments), self.name,
+                              state.topics, start)
+        await self._calls.cas_async(self.name,
+                                    lambda current: reset_to(current, fresh, only_if_empty))
+
+    async def waiting_segments(self) -> dict[str, list[str]]:
+        """Successors waiting -> the predecessors they still wait for."""
+        _, state = await self._calls.get_async(self.name)
+        return {name: list(f.waiting_for) for name, f in state.future.items()}
+
+    async def session_timeout_ms(self) -> int:
+        """A member silent this long is declared offline by the broker."""
+        timeout_ms = (await self._calls.get_async(self.name))[1].session_timeout_ms
+        return timeout_ms or _DEFAULT_SESSION_MS
 
     async def delete(self) -> None:
         """Deletes the group. ``ReaderGroupNotFoundError``."""

@@ -121,3 +121,35 @@ async def test_a_cancelled_read_loses_nothing(server: BookieProcess) -> None:
                 await _take(again, after, 1)
             assert after == [b"100"]
         await group.delete()
+
+
+async def test_offline_reset_and_the_group_calls(server: BookieProcess) -> None:
+    async with AsyncClient(server.address, timeout_s=30) as client:
+        await client.create_topic("aio-grp-r", segments=2)
+        await _write(client, "aio-grp-r", 0, 40)
+        group = await client.reader_group("aio-gr", topics=["aio-grp-r"], sync_interval_ms=100,
+                                          session_timeout_ms=5000)
+        assert await group.session_timeout_ms() == 5000
+        assert await group.waiting_segments() == {}
+        first: list[bytes] = []
+        r1 = await group.reader("r1")
+        async with asyncio.timeout(60):
+            await _take(r1, first, 10, segments=2)
+        with pytest.raises(folio.ReaderGroupNotEmptyError):
+            await group.reset("earliest", only_if_empty=True)
+        # Declared offline at the position of its last event: nothing after it read twice.
+        await group.reader_offline("r1", r1.position)
+        await r1.close()  # (out of the group already: nothing to hand back)
+        assert await group.online_readers() == []
+        rest: list[bytes] = []
+        async with await group.reader("r2") as r2:
+            async with asyncio.timeout(60):
+                await _take(r2, rest, 30)
+        assert sorted(first + rest) == sorted(b"%d" % n for n in range(40))
+        await group.reset("earliest", only_if_empty=True)  # empty now: from the start again
+        again: list[bytes] = []
+        async with await group.reader("r3") as r3:
+            async with asyncio.timeout(60):
+                await _take(r3, again, 40)
+        assert sorted(again) == sorted(b"%d" % n for n in range(40))
+        await client.delete_reader_group("aio-gr")
