@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from folio.read._group_calls import _GroupClient
     from folio.read._group_state import GroupState
 
-__all__ = ["GroupDescription", "MemberStatus", "SegmentLag", "describe_group",
-           "id_in_use_error", "members_of", "merge_reported", "reported_positions"]
+__all__ = ["GroupDescription", "MemberStatus", "SegmentLag", "describe_group", "description",
+           "id_in_use_error", "in_use_error", "members_of", "merge_reported", "reported_positions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +129,12 @@ def describe_group(calls: _GroupClient, name: str) -> GroupDescription:
     for topic in state.topics:
         ends.update((s.name, s.end_offset)
                     for s in calls.client.get_segments(topic, include_sealed=True))
+    return description(name, state, liveness, ends)
 
+
+def description(name: str, state: GroupState, liveness: groups_pb2.GetMembersResponse,
+                ends: dict[str, int]) -> GroupDescription:
+    """``describe_group`` from what it read: the state, the members' view, segment ends."""
     def lag(segment: str, position: int) -> SegmentLag:
         end = ends.get(segment)
         return SegmentLag(segment, position, end, None if end is None else max(0, end - position))
@@ -156,7 +161,12 @@ def describe_group(calls: _GroupClient, name: str) -> GroupDescription:
 def id_in_use_error(calls: _GroupClient, name: str, reader_id: str,
                     error: ReaderIdInUseError) -> ReaderIdInUseError:
     """``error`` with how long the member holding the id has been silent."""
-    liveness = members_of(calls, name)
+    return in_use_error(members_of(calls, name), name, reader_id, error)
+
+
+def in_use_error(liveness: groups_pb2.GetMembersResponse, name: str, reader_id: str,
+                 error: ReaderIdInUseError) -> ReaderIdInUseError:
+    """``id_in_use_error`` from the members' view."""
     member = next((m for m in liveness.members if m.reader_id == reader_id), None)
     if member is None:
         return error
