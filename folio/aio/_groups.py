@@ -36,11 +36,17 @@ from folio.errors import (
     InvalidArgumentError,
     ReaderGroupExistsError,
     ReaderGroupNotFoundError,
+    ReaderIdInUseError,
     ReaderNotInGroupError,
 )
 from folio.models import DeserializationPolicy, SegmentInfo, SegmentRange
 from folio.read._event_read import EventRead
-from folio.read._group_admin import merge_reported
+from folio.read._group_admin import (
+    GroupDescription,
+    description,
+    in_use_error,
+    merge_reported,
+)
 from folio.read._group_calls import _GroupClient
 from folio.read._group_heartbeat import Heartbeat
 from folio.read._group_start import GroupStart, initial_state
@@ -148,9 +154,11 @@ class AsyncReaderGroup:
                 f"isolation must be 'read_committed' or 'read_uncommitted', not {isolation!r}")
         check_policy(on_deserialization_error)
         session = uuid.uuid4().hex
-        # ReaderIdInUseError as is (the blocking face adds how long is left).
-        timeout_ms = await self._calls.cas_async(
-            self.name, lambda state: join(state, reader_id, session))
+        try:
+            timeout_ms = await self._calls.cas_async(
+                self.name, lambda state: join(state, reader_id, session))
+        except ReaderIdInUseError as error:
+            raise in_use_error(await self._members(), self.name, reader_id, error) from None
         return AsyncGroupReader(self, reader_id, serializer or BytesSerializer(),
                                 _ISOLATIONS[isolation], session,
                                 timeout_ms or _DEFAULT_SESSION_MS, on_deserialization_error)
@@ -206,13 +214,29 @@ class AsyncReaderGroup:
                                        f"not {reader_id!r}'s")
         positions = None if last_position is None else dict(last_position.positions)
         if positions is None:
-            calls = self._calls
-            members = await calls.unary(calls.stub.GetMembers,
-                                        groups_pb2.GetMembersRequest(name=self.name), retry=True)
-            _, state = await calls.get_async(self.name)
+            members = await self._members()
+            _, state = await self._calls.get_async(self.name)
             positions = merge_reported(members, lambda: state, reader_id)
         await self._calls.cas_async(
             self.name, lambda state: state.remove_reader(reader_id, positions))
+
+    async def describe(self) -> GroupDescription:
+        """Members (liveness, segments, positions), free and waiting segments, lag per
+        segment (``ReaderGroup.describe``)."""
+        _, state = await self._calls.get_async(self.name)
+        liveness = await self._members()
+        ends: dict[str, int] = {}
+        for topic in state.topics:
+            ends.update((s.name, s.end_offset)
+                        for s in await self._segments(topic, include_sealed=True))
+        return description(self.name, state, liveness, ends)
+
+    async def _members(self) -> groups_pb2.GetMembersResponse:
+        """The broker's view of the group's members. ``ReaderGroupNotFoundError``."""
+        calls = self._calls
+        reply: groups_pb2.GetMembersResponse = await calls.unary(
+            calls.stub.GetMembers, groups_pb2.GetMembersRequest(name=self.name), retry=True)
+        return reply
 
     async def reset(self, start: GroupStart, *, only_if_empty: bool = False) -> None:
         """Starts the group over at ``start`` (``ReaderGroup.reset``: every reader is

@@ -135,6 +135,13 @@ async def test_offline_reset_and_the_group_calls(server: BookieProcess) -> None:
         r1 = await group.reader("r1")
         async with asyncio.timeout(60):
             await _take(r1, first, 10, segments=2)
+        with pytest.raises(folio.ReaderIdInUseError, match="last heard from"):
+            await group.reader("r1")
+        described = await group.describe()
+        assert described.name == "aio-gr" and described.session_timeout_ms == 5000
+        assert [m.reader_id for m in described.members] == ["r1"]
+        assert sorted(lag.segment for lag in described.members[0].segments) == \
+            ["aio-grp-r/0", "aio-grp-r/1"]
         with pytest.raises(folio.ReaderGroupNotEmptyError):
             await group.reset("earliest", only_if_empty=True)
         # Declared offline at the position of its last event: nothing after it read twice.
