@@ -98,8 +98,11 @@ class AsyncReaderGroup:
 
     def __init__(self, name: str, calls: _GroupClient, sync_interval_ms: int,
                  successors: Callable[[str], Awaitable[list[SegmentRange]]],
-                 segments: Callable[..., Awaitable[list[SegmentRange]]]) -> None:
+                 segments: Callable[..., Awaitable[list[SegmentRange]]],
+                 members: list[AsyncGroupReader[Any]] | None = None) -> None:
         self.name = name
+        #: The members made, kept where the client closes them (``AsyncClient.close``).
+        self._members_made = members if members is not None else []
         self._segments = segments
         self._calls = calls
         self._sync_interval_ms = sync_interval_ms
@@ -110,7 +113,7 @@ class AsyncReaderGroup:
                    start: GroupStart, sync_interval_ms: int, session_timeout_ms: int | None,
                    segments: Callable[..., Awaitable[list[SegmentRange]]],
                    successors: Callable[[str], Awaitable[list[SegmentRange]]],
-                   ) -> AsyncReaderGroup:
+                   members: list[AsyncGroupReader[Any]] | None = None) -> AsyncReaderGroup:
         """``ReaderGroup.open``: create the group at ``start``, or open it (same topics)."""
         if sync_interval_ms <= 0:
             raise InvalidArgumentError(f"sync_interval_ms must be > 0, not {sync_interval_ms}")
@@ -119,7 +122,7 @@ class AsyncReaderGroup:
                 or session_timeout_ms <= 0):
             raise InvalidArgumentError(
                 f"session_timeout_ms must be a positive int, not {session_timeout_ms!r}")
-        group = cls(name, calls, sync_interval_ms, successors, segments)
+        group = cls(name, calls, sync_interval_ms, successors, segments, members)
         if topics is None:
             await calls.get_async(name)  # ReaderGroupNotFoundError
             return group
@@ -159,9 +162,12 @@ class AsyncReaderGroup:
                 self.name, lambda state: join(state, reader_id, session))
         except ReaderIdInUseError as error:
             raise in_use_error(await self._members(), self.name, reader_id, error) from None
-        return AsyncGroupReader(self, reader_id, serializer or BytesSerializer(),
-                                _ISOLATIONS[isolation], session,
-                                timeout_ms or _DEFAULT_SESSION_MS, on_deserialization_error)
+        made: AsyncGroupReader[Any] = AsyncGroupReader(
+            self, reader_id, serializer or BytesSerializer(), _ISOLATIONS[isolation], session,
+            timeout_ms or _DEFAULT_SESSION_MS, on_deserialization_error)
+        self._members_made[:] = [m for m in self._members_made if not m.closed]
+        self._members_made.append(made)
+        return made
 
     async def online_readers(self) -> list[str]:
         """The members now, sorted."""

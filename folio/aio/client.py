@@ -23,7 +23,7 @@ from folio._transport.loop_io import LoopIo, as_io_thread
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, PoolStats
 from folio.admin import AdminCore
 from folio.aio._batch import AsyncBatchClient
-from folio.aio._groups import AsyncReaderGroup
+from folio.aio._groups import AsyncGroupReader, AsyncReaderGroup
 from folio.aio._reader import AsyncEventReader
 from folio.aio._txn import AsyncTxnWriter
 from folio.aio._writer import AsyncEventWriter
@@ -98,6 +98,7 @@ class AsyncClient:
         self._writers: list[AsyncEventWriter[Any]] = []
         self._readers: list[AsyncEventReader[Any]] = []
         self._txn_writers: list[AsyncTxnWriter[Any]] = []
+        self._group_readers: list[AsyncGroupReader[Any]] = []
         self._closed = False
 
     # -- admin (folio.admin.AdminCore, awaited on this loop) ----------------------
@@ -221,11 +222,19 @@ class AsyncClient:
         ``folio.Client.reader_group`` (``folio.aio._groups``)."""
         return await AsyncReaderGroup.open(name, self._groups(), topics, start,
                                            sync_interval_ms, session_timeout_ms,
-                                           self.get_segments, self._admin.successors)
+                                           self.get_segments, self._admin.successors,
+                                           self._group_readers)
 
     async def delete_reader_group(self, name: str) -> None:
         """Deletes a reader group. ``ReaderGroupNotFoundError``."""
         await self._groups().delete_async(name)
+
+    async def list_reader_groups(self) -> list[str]:
+        """Every reader group's name, sorted."""
+        calls = self._groups()
+        reply = await calls.unary(calls.stub.ListReaderGroups,
+                                  groups_pb2.ListReaderGroupsRequest(), retry=True)
+        return list(reply.names)
 
     def _groups(self) -> _GroupClient:
         brokers, admin = self._flow_pool(), self._admin
@@ -275,7 +284,8 @@ class AsyncClient:
     # -- lifecycle --------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Closes the writers (flushing, within ``timeout_s``) and readers, then the channels.
+        """Closes the writers (flushing, within ``timeout_s``), readers and reader group
+        members (each leaving its group), then the channels.
 
         Idempotent. Flush failures are logged, not raised: each event's
         future holds its outcome. Cancelling it still closes the channels.
@@ -287,6 +297,7 @@ class AsyncClient:
                                                                        *self._txn_writers]
         self._writers, self._txn_writers = [], []
         readers, self._readers = self._readers, []
+        members, self._group_readers = self._group_readers, []
         try:
             for writer in writers:
                 try:
@@ -294,6 +305,12 @@ class AsyncClient:
                         await writer.close()
                 except (FolioError, TimeoutError) as error:  # (the timeout: builtins')
                     log.warning("closing %r: %s", writer, error)
+            for member in members:  # each leaves its group (one attempt, bounded)
+                try:
+                    async with asyncio.timeout(self.timeout_s):
+                        await member.close()
+                except TimeoutError as error:
+                    log.warning("closing %r: %s", member, error)
         finally:
             for reader in readers:
                 reader.close()

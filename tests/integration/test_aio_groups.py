@@ -160,3 +160,18 @@ async def test_offline_reset_and_the_group_calls(server: BookieProcess) -> None:
                 await _take(r3, again, 40)
         assert sorted(again) == sorted(b"%d" % n for n in range(40))
         await client.delete_reader_group("aio-gr")
+
+
+async def test_closing_the_client_closes_its_members(server: BookieProcess) -> None:
+    async with AsyncClient(server.address, timeout_s=30) as client:
+        await client.create_topic("aio-grp-x")
+        group = await client.reader_group("aio-gx", topics=["aio-grp-x"])
+        assert "aio-gx" in await client.list_reader_groups()
+        member = await group.reader("left-open")
+        assert await group.online_readers() == ["left-open"]
+    assert member.closed
+    async with AsyncClient(server.address, timeout_s=30) as other:
+        again = await other.reader_group("aio-gx")
+        assert await again.online_readers() == []  # it left at close, no session timeout
+        await again.delete()
+        assert "aio-gx" not in await other.list_reader_groups()
