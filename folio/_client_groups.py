@@ -10,7 +10,7 @@ hands it to them; ``folio.Client`` shows its methods as its own
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from folio.api.v1 import groups_pb2
 
@@ -113,5 +113,9 @@ class GroupCalls:
 
         from folio.read._group_calls import _GroupClient  # noqa: PLC0415
 
-        return _GroupClient(client, client._call, client._unary, client._io,
+        def unary(method: Any, request: Any, *, retry: bool = False) -> Awaitable[Any]:
+            # AdminCore._call, looked up at each call (bounded as a blocking call's wait).
+            return client._admin._call(method, request, retry=retry)
+
+        return _GroupClient(client, client._call, unary, client._io,
                             client._flow_pool(), lambda: client._connection.groups, heartbeat)

@@ -35,7 +35,7 @@ from folio.api.v1 import (
     read_pb2_grpc,
     transactions_pb2_grpc,
 )
-from folio.errors import TimeoutError
+from folio.errors import FolioError, TimeoutError
 from folio.security import PLAIN, ChannelSecurity
 
 __all__ = ["CHANNEL_OPTIONS", "Connection", "IoThread"]
@@ -146,7 +146,14 @@ class IoThread:
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return future.result(timeout)
-        except concurrent.futures.TimeoutError:
+        except concurrent.futures.TimeoutError as error:
+            if future.done():
+                # The coroutine's own (a builtins.TimeoutError: the same class):
+                # a typed one as is, an asyncio.timeout's as a folio TimeoutError.
+                if isinstance(error, FolioError):
+                    raise
+                raise TimeoutError(str(error) or "the call's own time limit passed") \
+                    from error
             future.cancel()
             raise TimeoutError(f"no answer within {timeout} s") from None
 

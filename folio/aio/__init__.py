@@ -16,6 +16,9 @@ instead of the blocking client's IO thread:
   ``async for event in reader``.
 - :class:`AsyncBatchClient` (``folio.aio._batch``): ``client.batch_client()``;
   ``await segments(topic)``, ``async for event in await read_segment(slice)``.
+- :class:`AsyncReaderGroup`, :class:`AsyncGroupReader` (``folio.aio._groups``):
+  ``await client.reader_group(name, topics)``, ``await group.reader(id)``,
+  ``async for read in reader`` (events and checkpoint events with positions).
 - :class:`AsyncTxnWriter` (``folio.aio._txn``): single-routing-key
   transactions, ``async with writer.begin() as txn: txn.write(...)``.
 
@@ -25,6 +28,7 @@ docs/sdk.md shows both faces side by side.
 from __future__ import annotations
 
 from folio.aio._batch import AsyncBatchClient, AsyncSegmentEvents
+from folio.aio._groups import AsyncGroupReader, AsyncReaderGroup
 from folio.aio._pending import PendingWrite
 from folio.aio._reader import AsyncEventReader
 from folio.aio._txn import AsyncTransaction, AsyncTxnWriter
@@ -36,6 +40,8 @@ __all__ = [
            "AsyncClient",
            "AsyncEventReader",
            "AsyncEventWriter",
+           "AsyncGroupReader",
+           "AsyncReaderGroup",
            "AsyncSegmentEvents",
            "AsyncTransaction",
            "AsyncTxnWriter",

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from folio._face import awaiting
 from folio._transport.brokers import Brokers, parse_endpoints
@@ -23,12 +23,16 @@ from folio._transport.loop_io import LoopIo, as_io_thread
 from folio._transport.pool import DEFAULT_MAX_CONNECTIONS, PoolStats
 from folio.admin import AdminCore
 from folio.aio._batch import AsyncBatchClient
+from folio.aio._groups import AsyncGroupReader, AsyncReaderGroup
 from folio.aio._reader import AsyncEventReader
 from folio.aio._txn import AsyncTxnWriter
 from folio.aio._writer import AsyncEventWriter
+from folio.api.v1 import groups_pb2
 from folio.config import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S, ClientConfig
 from folio.errors import FolioError, InvalidArgumentError
 from folio.models import DeserializationPolicy
+from folio.read._group_calls import _GroupClient
+from folio.read._group_start import GroupStart
 from folio.read.reader import EventReader, Isolation
 from folio.read.start import Start, ancestors, start_positions
 from folio.security import TLS
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from folio.metrics import TopicMetrics
+    from folio.read.catalog import SegmentCatalog
 
 __all__ = ["AsyncClient"]
 
@@ -93,6 +98,7 @@ class AsyncClient:
         self._writers: list[AsyncEventWriter[Any]] = []
         self._readers: list[AsyncEventReader[Any]] = []
         self._txn_writers: list[AsyncTxnWriter[Any]] = []
+        self._group_readers: list[AsyncGroupReader[Any]] = []
         self._closed = False
 
     # -- admin (folio.admin.AdminCore, awaited on this loop) ----------------------
@@ -209,6 +215,42 @@ class AsyncClient:
         self._readers.append(made)
         return made
 
+    async def reader_group(self, name: str, topics: list[str] | None = None,
+                           start: GroupStart = "earliest", *, sync_interval_ms: int = 200,
+                           session_timeout_ms: int | None = None) -> AsyncReaderGroup:
+        """A reader group, created at ``start`` or opened; the arguments and errors of
+        ``folio.Client.reader_group`` (``folio.aio._groups``)."""
+        return await AsyncReaderGroup.open(name, self._groups(), topics, start,
+                                           sync_interval_ms, session_timeout_ms,
+                                           self.get_segments, self._admin.successors,
+                                           self._group_readers)
+
+    async def delete_reader_group(self, name: str) -> None:
+        """Deletes a reader group. ``ReaderGroupNotFoundError``."""
+        await self._groups().delete_async(name)
+
+    async def list_reader_groups(self) -> list[str]:
+        """Every reader group's name, sorted."""
+        calls = self._groups()
+        reply = await calls.unary(calls.stub.ListReaderGroups,
+                                  groups_pb2.ListReaderGroupsRequest(), retry=True)
+        return list(reply.names)
+
+    def _groups(self) -> _GroupClient:
+        brokers, admin = self._flow_pool(), self._admin
+
+        def heartbeat(request: groups_pb2.HeartbeatRequest,
+                      timeout_s: float) -> Awaitable[groups_pb2.HeartbeatResponse]:
+            return brokers.unary(admin._connection.groups.Heartbeat, request,
+                                 timeout_s=timeout_s, retry=True)
+
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("a folio.aio reader group makes no blocking calls")
+
+        return _GroupClient(cast("SegmentCatalog", None), blocking, admin._call,
+                            as_io_thread(self._io), brokers, lambda: admin._connection.groups,
+                            heartbeat)
+
     def batch_client(self) -> AsyncBatchClient:
         """Lists segments (sealed too) between cuts and reads any of them from coroutines
         (``folio.aio._batch``; the blocking face's ``Client.batch_client``)."""
@@ -242,7 +284,8 @@ class AsyncClient:
     # -- lifecycle --------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Closes the writers (flushing, within ``timeout_s``) and readers, then the channels.
+        """Closes the writers (flushing, within ``timeout_s``), readers and reader group
+        members (each leaving its group), then the channels.
 
         Idempotent. Flush failures are logged, not raised: each event's
         future holds its outcome. Cancelling it still closes the channels.
@@ -254,6 +297,7 @@ class AsyncClient:
                                                                        *self._txn_writers]
         self._writers, self._txn_writers = [], []
         readers, self._readers = self._readers, []
+        members, self._group_readers = self._group_readers, []
         try:
             for writer in writers:
                 try:
@@ -261,6 +305,12 @@ class AsyncClient:
                         await writer.close()
                 except (FolioError, TimeoutError) as error:  # (the timeout: builtins')
                     log.warning("closing %r: %s", writer, error)
+            for member in members:  # each leaves its group (one attempt, bounded)
+                try:
+                    async with asyncio.timeout(self.timeout_s):
+                        await member.close()
+                except TimeoutError as error:
+                    log.warning("closing %r: %s", member, error)
         finally:
             for reader in readers:
                 reader.close()

@@ -19,10 +19,13 @@ from folio.api.v1 import groups_pb2
 from folio.errors import ReaderIdInUseError
 
 if TYPE_CHECKING:
-    from folio.read._group_calls import _GroupClient
+    from collections.abc import Callable
 
-__all__ = ["GroupDescription", "MemberStatus", "SegmentLag", "describe_group",
-           "id_in_use_error", "members_of", "reported_positions"]
+    from folio.read._group_calls import _GroupClient
+    from folio.read._group_state import GroupState
+
+__all__ = ["GroupDescription", "MemberStatus", "SegmentLag", "describe_group", "description",
+           "id_in_use_error", "in_use_error", "members_of", "merge_reported", "reported_positions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +129,12 @@ def describe_group(calls: _GroupClient, name: str) -> GroupDescription:
     for topic in state.topics:
         ends.update((s.name, s.end_offset)
                     for s in calls.client.get_segments(topic, include_sealed=True))
+    return description(name, state, liveness, ends)
 
+
+def description(name: str, state: GroupState, liveness: groups_pb2.GetMembersResponse,
+                ends: dict[str, int]) -> GroupDescription:
+    """``describe_group`` from what it read: the state, the members' view, segment ends."""
     def lag(segment: str, position: int) -> SegmentLag:
         end = ends.get(segment)
         return SegmentLag(segment, position, end, None if end is None else max(0, end - position))
@@ -153,7 +161,12 @@ def describe_group(calls: _GroupClient, name: str) -> GroupDescription:
 def id_in_use_error(calls: _GroupClient, name: str, reader_id: str,
                     error: ReaderIdInUseError) -> ReaderIdInUseError:
     """``error`` with how long the member holding the id has been silent."""
-    liveness = members_of(calls, name)
+    return in_use_error(members_of(calls, name), name, reader_id, error)
+
+
+def in_use_error(liveness: groups_pb2.GetMembersResponse, name: str, reader_id: str,
+                 error: ReaderIdInUseError) -> ReaderIdInUseError:
+    """``id_in_use_error`` from the members' view."""
     member = next((m for m in liveness.members if m.reader_id == reader_id), None)
     if member is None:
         return error
@@ -171,11 +184,15 @@ def id_in_use_error(calls: _GroupClient, name: str, reader_id: str,
 def reported_positions(calls: _GroupClient, name: str,
                        reader_id: str) -> dict[str, int] | None:
     """The offsets ``reader_id`` last heartbeated, where beyond the recorded ones."""
-    member = next((m for m in members_of(calls, name).members
-                   if m.reader_id == reader_id), None)
+    return merge_reported(members_of(calls, name), lambda: calls.get(name)[1], reader_id)
+
+
+def merge_reported(members: groups_pb2.GetMembersResponse, state: Callable[[], GroupState],
+                   reader_id: str) -> dict[str, int] | None:
+    """``reported_positions`` from the members' view (``state``: read only when needed)."""
+    member = next((m for m in members.members if m.reader_id == reader_id), None)
     if member is None or not member.reported_positions:
         return None
-    _, state = calls.get(name)
-    recorded = state.readers.get(reader_id, {})
+    recorded = state().readers.get(reader_id, {})
     return {p.segment: max(p.offset, recorded.get(p.segment, p.offset))
             for p in member.reported_positions}

@@ -19,7 +19,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from folio._unknown import DEFAULT_SETTLE_TIMEOUT_S, settle
+from folio._unknown import DEFAULT_SETTLE_TIMEOUT_S, settle_async
 from folio.api.v1 import groups_pb2
 from folio.errors import (
     GroupStateConflictError,
@@ -67,36 +67,51 @@ class _GroupClient:
         return self._stub()
 
     def get(self, name: str) -> tuple[int, GroupState]:
-        reply = self.call(self.stub.GetReaderGroup, groups_pb2.GetReaderGroupRequest(name=name),
-                          retry=True)
+        return self.io.run(self.get_async(name))
+
+    async def get_async(self, name: str) -> tuple[int, GroupState]:
+        """The group's version and state (``ReaderGroupNotFoundError``)."""
+        reply = await self.unary(self.stub.GetReaderGroup,
+                                 groups_pb2.GetReaderGroupRequest(name=name), retry=True)
         return reply.version, GroupState.from_proto(name, reply.state)
 
     def create(self, request: groups_pb2.CreateReaderGroupRequest) -> None:
+        self.io.run(self.create_async(request))
+
+    async def create_async(self, request: groups_pb2.CreateReaderGroupRequest) -> None:
         """``CreateReaderGroup``; ``ReaderGroupExistsError`` unless an earlier attempt made it."""
-        def attempt(after_unknown: bool) -> None:
+        async def attempt(after_unknown: bool) -> None:
             try:
-                self.call(self.stub.CreateReaderGroup, request)
+                await self.unary(self.stub.CreateReaderGroup, request)
             except ReaderGroupExistsError:
                 if not after_unknown or \
-                        self.get(request.name)[1] != GroupState.from_proto(request.name,
-                                                                           request.state):
+                        (await self.get_async(request.name))[1] != \
+                        GroupState.from_proto(request.name, request.state):
                     raise
-        settle(f"CreateReaderGroup {request.name}", attempt)
+        await settle_async(f"CreateReaderGroup {request.name}", attempt)
 
     def delete(self, name: str) -> None:
+        self.io.run(self.delete_async(name))
+
+    async def delete_async(self, name: str) -> None:
         """``DeleteReaderGroup``; ``ReaderGroupNotFoundError`` unless an earlier attempt
         deleted it."""
-        def attempt(after_unknown: bool) -> None:
+        async def attempt(after_unknown: bool) -> None:
             try:
-                self.call(self.stub.DeleteReaderGroup,
-                          groups_pb2.DeleteReaderGroupRequest(name=name))
+                await self.unary(self.stub.DeleteReaderGroup,
+                                 groups_pb2.DeleteReaderGroupRequest(name=name))
             except ReaderGroupNotFoundError:
                 if not after_unknown:
                     raise
-        settle(f"DeleteReaderGroup {name}", attempt)
+        await settle_async(f"DeleteReaderGroup {name}", attempt)
 
     def cas(self, name: str, change: Callable[[GroupState], R], *,
             settle_s: float = DEFAULT_SETTLE_TIMEOUT_S) -> R:
+        """``cas_async`` on the IO thread (``change`` runs there)."""
+        return self.io.run(self.cas_async(name, change, settle_s=settle_s))
+
+    async def cas_async(self, name: str, change: Callable[[GroupState], R], *,
+                        settle_s: float = DEFAULT_SETTLE_TIMEOUT_S) -> R:
         """Apply ``change`` to the latest state and write it back by compare-and-set.
 
         An update whose outcome is unknown is reconciled for ``settle_s``
@@ -105,7 +120,7 @@ class _GroupClient:
         state says it holds at its next sync, and keeps reading meanwhile).
         """
         for _ in range(_CAS_ATTEMPTS):
-            version, state = self.get(name)
+            version, state = await self.get_async(name)
             changed = state.copy()
             result = change(changed)
             if changed == state:
@@ -113,23 +128,24 @@ class _GroupClient:
             request = groups_pb2.UpdateReaderGroupRequest(
                 name=name, expected_version=version, state=changed.to_proto())
             try:
-                settle(f"UpdateReaderGroup {name}",
-                       functools.partial(self._update, request, changed), timeout_s=settle_s)
+                await settle_async(f"UpdateReaderGroup {name}",
+                                   functools.partial(self._update, request, changed),
+                                   timeout_s=settle_s)
             except GroupStateConflictError:
                 continue
             return result
         raise GroupStateConflictError(f"reader group {name!r} kept changing; gave up after "
                                       f"{_CAS_ATTEMPTS} attempts")
 
-    def _update(self, request: groups_pb2.UpdateReaderGroupRequest, changed: GroupState,
-                after_unknown: bool) -> None:
+    async def _update(self, request: groups_pb2.UpdateReaderGroupRequest, changed: GroupState,
+                      after_unknown: bool) -> None:
         """One ``UpdateReaderGroup`` attempt; after an unknown outcome, read back first."""
         if after_unknown:
             # Crash window: the update applied, its answer lost. The group
             # shows it (done), or is at the version we read (not applied:
             # made again, the same expected version so at most once), or
             # another client moved it on: ours may be under theirs.
-            version, now = self.get(request.name)
+            version, now = await self.get_async(request.name)
             if now == changed:
                 return
             if version != request.expected_version:
@@ -139,4 +155,4 @@ class _GroupClient:
                     f"{version}); whether the change is in it cannot be told: read the "
                     f"group (describe) before trying again",
                     operation=f"UpdateReaderGroup {request.name}")
-        self.call(self.stub.UpdateReaderGroup, request)
+        await self.unary(self.stub.UpdateReaderGroup, request)

@@ -47,7 +47,6 @@ from folio.errors import (
     FolioUnavailableError,
     InvalidArgumentError,
     ReaderGroupExistsError,
-    ReaderGroupNotEmptyError,
     ReaderGroupNotFoundError,
     ReaderIdInUseError,
     ReaderNotInGroupError,
@@ -67,7 +66,7 @@ from folio.read._group_calls import _GroupClient
 from folio.read._group_heartbeat import Heartbeat
 from folio.read._group_start import GroupStart, initial_state
 from folio.read._group_state import GroupState, Successor
-from folio.read._group_sync import Synced, join, replace_state
+from folio.read._group_sync import apply_synced, join, leave, reset_to, sync_change
 from folio.read.cuts import Checkpoint, Position
 from folio.serializers import BytesSerializer, Serializer
 
@@ -268,18 +267,7 @@ class ReaderGroup:
         """
         _, state = self._calls.get(self.name)
         fresh = initial_state(self._calls.client, self.name, state.topics, start)
-
-        def change(current: GroupState) -> None:
-            if only_if_empty and current.readers:
-                raise ReaderGroupNotEmptyError(
-                    f"reader group {self.name!r} has members online: "
-                    f"{', '.join(sorted(current.readers))}; stop them first (a dead member "
-                    f"is declared offline after the session timeout, or declare it offline "
-                    f"now with reader_offline)", group=self.name,
-                    members=sorted(current.readers))
-            replace_state(current, fresh)
-
-        self._calls.cas(self.name, change)
+        self._calls.cas(self.name, lambda current: reset_to(current, fresh, only_if_empty))
 
     def delete(self) -> None:
         """Deletes the group. ``ReaderGroupNotFoundError``."""
@@ -399,46 +387,14 @@ class GroupReader(Generic[T]):
         finished = sorted(self._finished)
         successors = {segment: self._successors(segment) for segment in finished}
         positions = streams.positions()
-        me = self.reader_id
         reading = set(streams.segments) if self._reconcile else None
-
-        def change(state: GroupState) -> Synced:
-            synced = _transition(state)
-            if reading is not None:
-                # An earlier update may have been applied although its reply was
-                # lost: read what the state says this reader holds, no more.
-                now_held = state.held(me)
-                synced.missing = {s: o for s, o in now_held.items()
-                                  if s not in reading and s not in synced.acquired}
-                synced.extra = [s for s in reading if s not in now_held and
-                                s not in synced.released and s not in synced.finished]
-            return synced
-
-        def _transition(state: GroupState) -> Synced:
-            state.check_session(me, self._session)
-            held = state.held(me)
-            synced = Synced()
-            name = state.checkpoint_for(me)
-            if name is not None:
-                synced.checkpoint = name
-                synced.released = state.pass_checkpoint(me, name, positions)
-                return synced
-            for segment in finished:
-                if segment in held:  # else no longer ours: nothing to hand over
-                    state.finish_segment(me, segment, successors[segment])
-                synced.finished.append(segment)
-            synced.acquired = state.acquire(me)
-            if not synced.acquired:
-                synced.released = state.rebalance(me, positions)
-            return synced
-
-        synced = self._calls.cas(self.group.name, change, settle_s=0.0)  # see _reconcile
+        me, session = self.reader_id, self._session
+        synced = self._calls.cas(  # see _reconcile
+            self.group.name, lambda state: sync_change(state, me, session, finished,
+                                                       successors, positions, reading),
+            settle_s=0.0)
         self._reconcile = False
-        self._finished.difference_update(synced.finished, synced.released, synced.extra)
-        for segment in (*synced.released, *synced.finished, *synced.extra):
-            streams.remove(segment)
-        for segment, offset in (*synced.acquired.items(), *synced.missing.items()):
-            streams.add(segment, offset)
+        apply_synced(synced, streams, self._finished)
         if synced.checkpoint is not None:
             self._checkpoint = synced.checkpoint
             self._next_sync = 0.0  # the rest of the sync right after the event
@@ -456,12 +412,10 @@ class GroupReader(Generic[T]):
         positions = self._streams.positions()
         self._streams.close()
 
-        def leave(state: GroupState) -> None:
-            state.check_session(self.reader_id, self._session)
-            state.remove_reader(self.reader_id, positions)
-
+        me, session = self.reader_id, self._session
         try:
-            self._calls.cas(self.group.name, leave, settle_s=0.0)  # else the session ends
+            self._calls.cas(self.group.name, lambda state: leave(state, me, session, positions),
+                            settle_s=0.0)  # else the session ends
         except (ReaderNotInGroupError, ReaderGroupNotFoundError):
             pass  # declared offline, or the group is gone: nothing to hand back
         except FolioError as error:

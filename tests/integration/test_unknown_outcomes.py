@@ -68,6 +68,23 @@ def _lose(owner: Any, kind: type[Message], *, applied: bool = True, times: int =
     return lost
 
 
+def _lose_async(owner: Any, kind: type[Message], *, times: int = 1,
+                attr: str = "unary") -> list[str]:
+    """``_lose`` for a coroutine seam (a reader group's calls, ``_GroupClient.unary``)."""
+    real = getattr(owner, attr)
+    lost: list[str] = []
+
+    async def losing(method: Any, request: Any, *, retry: bool = False) -> Any:
+        if isinstance(request, kind) and len(lost) < times:
+            lost.append(type(request).__name__)
+            await real(method, request, retry=retry)
+            raise TimeoutError("no answer within 35.0 s")
+        return await real(method, request, retry=retry)
+
+    setattr(owner, attr, losing)
+    return lost
+
+
 def test_create_topic_whose_answer_is_lost(client: folio.Client) -> None:
     lost = _lose_admin(client, admin_pb2.CreateTopicRequest)
     info = client.create_topic("unk-create", segments=3)  # old: TimeoutError
@@ -255,22 +272,22 @@ def test_failed_transaction_is_aborted_when_its_abort_is_lost(client: folio.Clie
 
 def test_reader_group_writes_whose_answers_are_lost(client: folio.Client) -> None:
     client.create_topic("unk-group", segments=2)
-    lost = _lose(client, groups_pb2.CreateReaderGroupRequest)
+    lost = _lose_admin(client, groups_pb2.CreateReaderGroupRequest)
     group = client.reader_group("unk-g", topics=["unk-group"])  # old: TimeoutError
     assert lost == ["CreateReaderGroupRequest"]
-    lost = _lose(group._calls, groups_pb2.UpdateReaderGroupRequest, attr="call")
+    lost = _lose_async(group._calls, groups_pb2.UpdateReaderGroupRequest)
     # A join (compare-and-set) whose answer is lost: old: TimeoutError; a
     # repeat of the change would find the id in use (ReaderIdInUseError).
     reader = group.reader("r1")
     assert lost == ["UpdateReaderGroupRequest"]
     assert group.online_readers() == ["r1"]
-    lost = _lose(group._calls, groups_pb2.UpdateReaderGroupRequest, attr="call")
+    lost = _lose_async(group._calls, groups_pb2.UpdateReaderGroupRequest)
     group.reader_offline("r1")  # old: TimeoutError; a repeat: ReaderNotInGroupError
     assert lost == ["UpdateReaderGroupRequest"]
     assert group.online_readers() == []
     with contextlib.suppress(folio.FolioError):  # it is out of the group already
         reader.close()
-    lost = _lose(client, groups_pb2.DeleteReaderGroupRequest)
+    lost = _lose_admin(client, groups_pb2.DeleteReaderGroupRequest)
     client.delete_reader_group("unk-g")  # old: TimeoutError; a repeat: ReaderGroupNotFoundError
     assert lost == ["DeleteReaderGroupRequest"]
     assert "unk-g" not in client.list_reader_groups()
@@ -282,22 +299,22 @@ def test_a_change_under_another_is_reported_unknown(client: folio.Client) -> Non
     # so the SDK says so instead of joining again.
     client.create_topic("unk-group2")
     group = client.reader_group("unk-g2", topics=["unk-group2"])
-    real = group._calls.call
+    real = group._calls.unary
     calls = {"n": 0}
 
-    def losing(method: Any, request: Any, *, retry: bool = False) -> Any:
+    async def losing(method: Any, request: Any, *, retry: bool = False) -> Any:
         if isinstance(request, groups_pb2.UpdateReaderGroupRequest) and calls["n"] == 0:
             calls["n"] += 1
-            real(method, request, retry=retry)
-            state = client._group_calls._groups().get("unk-g2")[1]
+            await real(method, request, retry=retry)
+            state = (await group._calls.get_async("unk-g2"))[1]
             state.initiate_checkpoint("other")  # another client's change
-            real(method, groups_pb2.UpdateReaderGroupRequest(
+            await real(method, groups_pb2.UpdateReaderGroupRequest(
                 name="unk-g2", expected_version=request.expected_version + 1,
                 state=state.to_proto()), retry=retry)
             raise TimeoutError("no answer within 35.0 s")
-        return real(method, request, retry=retry)
+        return await real(method, request, retry=retry)
 
-    group._calls.call = losing
+    group._calls.unary = losing
     with pytest.raises(OutcomeUnknownError) as raised:
         group.reader("r1")
     assert raised.value.operation == "UpdateReaderGroup unk-g2"
@@ -316,7 +333,7 @@ def test_a_group_readers_lost_sync_is_reconciled_at_the_next(client: folio.Clien
         writer.flush()
     group = client.reader_group("unk-gs", topics=["unk-sync"], sync_interval_ms=100)
     with group.reader("r1") as reader:
-        lost = _lose(group._calls, groups_pb2.UpdateReaderGroupRequest, attr="call")
+        lost = _lose_async(group._calls, groups_pb2.UpdateReaderGroupRequest)
         got: list[bytes] = []
         deadline = time.monotonic() + 30
         while len(got) < 20 and time.monotonic() < deadline:
