@@ -110,6 +110,7 @@ KAFKA_TABLE: Final[dict[str, tuple[Requirement, ...]]] = {
     "Fetch": (TOPIC_CONSUME,),
     "ListOffsets": (TOPIC_CONSUME,),
     "Metadata": (TOPIC_LOOKUP,),
+    "DescribeTopicPartitions": (TOPIC_LOOKUP,),
     "OffsetCommit": (GROUP_CONSUME, TOPIC_CONSUME),
     "OffsetFetch": (GROUP_CONSUME, TOPIC_CONSUME),
     "FindCoordinator": (GROUP_LOOKUP, TXN_PRODUCE),

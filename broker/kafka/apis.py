@@ -28,6 +28,7 @@ from broker.kafka.handlers import (
     producer_id,
     sasl,
     scram_users,
+    topic_partitions,
     topics_admin,
     transactions,
     txn_admin,
@@ -63,6 +64,7 @@ HANDLER_MODULES = (
     offset_delete,
     txn_admin,
     leaders_admin,
+    topic_partitions,
 )
 
 

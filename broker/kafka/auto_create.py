@@ -26,7 +26,7 @@ The outcomes of one creation, and what is done after each:
   answers a topic being created, and the client asks again;
 - unknown (``MetadataUnavailableError`` or another retriable ``LedgerError``:
   the topic may have been made): raised to the Metadata handler, which reads
-  again (``broker.kafka.handlers.metadata._read_again``): the topic is looked
+  again (``broker.kafka.handlers.metadata.read_again``): the topic is looked
   up first, and created only if it is still missing, where an existing topic
   is success. Creating again is therefore never what is only safe after a
   failure. ``TopicManager.create_topic`` keeps two concurrent creators of one

@@ -67,7 +67,7 @@ from broker.kafka.messages import build, has_field, nested, response_class
 from broker.segments.names import make_segment_name
 from ledger.errors import LedgerError
 
-__all__ = ["METADATA_KEY", "READ_WAIT_S", "ROWS"]
+__all__ = ["METADATA_KEY", "READ_WAIT_S", "ROWS", "partition_leader", "read_again"]
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ async def handle_metadata(context: KafkaContext, call: Call) -> Any:
     asked = call.request.topics
     if asked is None or (call.version == 0 and not asked):
         # All topics: only those the role may see, as Kafka lists them.
-        infos = await _read_again(context.topics.list_topics, deadline,
+        infos = await read_again(context.topics.list_topics, deadline,
                                   "the topic list cannot be read")
         names = [info.name for info in infos if allowed(context, call, TOPIC_LOOKUP, info.name)]
     else:
@@ -125,7 +125,7 @@ async def handle_metadata(context: KafkaContext, call: Call) -> Any:
                  cluster_authorized_operations=0)
 
 
-async def _read_again(read: Callable[[], Awaitable[_T]], deadline: float, what: str) -> _T:
+async def read_again(read: Callable[[], Awaitable[_T]], deadline: float, what: str) -> _T:
     """``read()``, asked again while the store cannot be read, up to ``deadline``.
 
     Reads only, so asking again is safe whatever the first attempt did.
@@ -150,7 +150,7 @@ async def _by_id(cls: Any, call: Call, context: KafkaContext, topic_id: uuid.UUI
     A role without a permission on the topic gets UNKNOWN_TOPIC_ID too, so ids
     do not tell which topics exist.
     """
-    name = await _read_again(lambda: context.topic_ids.name_of(context.topics, topic_id),
+    name = await read_again(lambda: context.topic_ids.name_of(context.topics, topic_id),
                              deadline, "the topic list cannot be read")
     if name is None or not allowed(context, call, TOPIC_LOOKUP, name):
         return build(nested(cls, "MetadataResponseTopic"), error_code=ErrorCode.unknown_topic_id,
@@ -159,7 +159,7 @@ async def _by_id(cls: Any, call: Call, context: KafkaContext, topic_id: uuid.UUI
     return await _topic(cls, context, name, deadline, create=False, permitted=False)
 
 
-def _leader(context: KafkaContext, topic: str, number: int) -> int:
+def partition_leader(context: KafkaContext, topic: str, number: int) -> int:
     """The leader's node id of partition ``number``; -1 while its owner is not known."""
     if context.nodes is None:
         return NODE_ID
@@ -181,12 +181,12 @@ async def _topic(cls: Any, context: KafkaContext, name: str, deadline: float, *,
     try:
         # Read again after an unknown outcome of a creation too: it looks the
         # topic up first, and an existing topic is success.
-        segments = await _read_again(lambda: segments_or_create(
+        segments = await read_again(lambda: segments_or_create(
             context, name, create=create, permitted=permitted),
                                      deadline, f"topic {name} cannot be read")
         topic_id = _NO_TOPIC_ID
         if has_field(topic_cls, "topic_id"):  # v10+
-            topic_id = uuid.UUID(await _read_again(lambda: context.topics.topic_id(name),
+            topic_id = uuid.UUID(await read_again(lambda: context.topics.topic_id(name),
                                                    deadline, f"topic {name} cannot be read"))
             context.topic_ids.note(name, topic_id)  # for Fetch v13+ by id
     except TopicBeingCreatedError:
@@ -209,7 +209,7 @@ async def _topic(cls: Any, context: KafkaContext, name: str, deadline: float, *,
     partition_cls = nested(cls, "MetadataResponsePartition")
     partitions = []
     for segment in segments:
-        leader = _leader(context, name, segment.number)
+        leader = partition_leader(context, name, segment.number)
         replicas = (leader,) if leader >= 0 else ()
         partitions.append(build(
             partition_cls, partition_index=segment.number, leader_id=leader, leader_epoch=0,

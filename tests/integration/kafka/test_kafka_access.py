@@ -235,6 +235,8 @@ REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
     "DescribeCluster": (60, 1, lambda _r: _make(60, 1,
                                                 include_cluster_authorized_operations=False)),
     "ListTransactions": (66, 1, lambda _r: _make(66, 1)),
+    "DescribeTopicPartitions": (75, 0, lambda _r: _make(75, 0, topics=(
+        _make(75, 0, "TopicRequest", name=TOPIC),))),
     "SaslHandshake": (17, 1, lambda _r: _make(17, 1, mechanism="PLAIN")),
     "SaslAuthenticate": (36, 2, lambda _r: _make(36, 2, auth_bytes=b"")),
     "DescribeUserScramCredentials": (50, 0, lambda _r: _make(50, 0, users=None)),
@@ -354,6 +356,9 @@ def test_lists_show_only_what_the_role_may_see_and_names_do_not_leak(
                      "never.made": ErrorCode.topic_authorization_failed,
                      "seen.never": ErrorCode.topic_authorization_failed}
     [unknown] = _metadata(address, "browser", ["seen.never"], auto_create=False).topics
+    with _connect(address, "browser") as sock:  # DescribeTopicPartitions lists as Metadata
+        sock.sendall(raw_request(75, 0, 1, _make(75, 0, topics=())))
+        assert {t.name for t in read_response(sock, 75, 0)[1].topics} == {"seen.a"}
     assert unknown.error_code == ErrorCode.unknown_topic_or_partition
     assert "seen.never" not in {t.name for t in admin.list_topics()}
     # An unauthenticated connection has no role: it is closed, never answered.

@@ -57,7 +57,8 @@ def test_the_served_apis() -> None:
         "CreatePartitions": (37, 0, 3), "DeleteRecords": (21, 0, 2), "OffsetDelete": (47, 0, 0),
         "DescribeProducers": (61, 0, 0), "DescribeTransactions": (65, 0, 0),
         "ListTransactions": (66, 0, 2), "ElectLeaders": (43, 0, 2),
-        "AlterPartitionReassignments": (45, 0, 1), "ListPartitionReassignments": (46, 0, 0)}
+        "AlterPartitionReassignments": (45, 0, 1), "ListPartitionReassignments": (46, 0, 0),
+        "DescribeTopicPartitions": (75, 0, 0)}
     assert dispatch_table().get(18) is not None and dispatch_table().get(999) is None
 
 
