@@ -3,7 +3,8 @@
 Kafka transactions in a cluster (docs/kafka.md, "Clusters"): the Kafka
 transaction coordinator runs beside Folio's (the owner of the container of
 ``_txnlog/0``); partition owners ask it for a transactional batch's Folio
-transaction (``FindKafkaTxn``), group coordinators hand it TxnOffsetCommit's
+transaction (``FindKafkaTxn``) and to check or add the batch's partition
+(KIP-890: ``FindKafkaTxn`` with the partition), group coordinators hand it TxnOffsetCommit's
 offsets (``AddKafkaTxnOffsets``), and it writes a committed transaction's
 offsets at the group's coordinator (``CommitKafkaTxnOffsets``); a group's
 coordinator asks it which of a group's partitions have offsets a transaction
@@ -44,9 +45,19 @@ class KafkaTxnService(Protocol):
         """(Kafka error code, the open Folio transaction); ``WrongHostError`` elsewhere."""
         ...
 
+    async def check_txn_partition(self, transactional_id: str, producer_id: int, epoch: int,
+                                  topic: str, partition: int, add: bool) -> int:
+        """KIP-890: the partition checked (``add``: added, idempotent); ``WrongHostError``."""
+        ...
+
     async def add_offsets(self, transactional_id: str, producer_id: int, epoch: int,
-                          group_id: str, offsets: Sequence[TxnOffset]) -> list[TxnOffset]:
-        """Keep ``offsets`` with the transaction, each with its error; ``WrongHostError``."""
+                          group_id: str, offsets: Sequence[TxnOffset],
+                          begin: bool = False) -> list[TxnOffset]:
+        """Keep ``offsets`` with the transaction, each with its error; ``WrongHostError``.
+
+        ``begin`` (KIP-890, TxnOffsetCommit v5+): the transaction begun first if
+        none is open and transaction version 2 allows it (idempotent).
+        """
         ...
 
     async def commit_offsets(self, group_id: str,

@@ -210,13 +210,33 @@ class PeerClients:
             raise _rebuild(error, address) from None
         return answer.error_code, txn_id_from_bytes(answer.txn_id) if answer.txn_id else None
 
+    async def check_kafka_txn_partition(self, address: str, transactional_id: str,
+                                        producer_id: int, epoch: int,
+                                        partition: tuple[str, int], add: bool) -> int:
+        """``FindKafkaTxn`` with a partition (KIP-890's check, or add) at ``address``.
+
+        Raises ``BrokerShuttingDownError`` when unanswered: maybe added (the
+        add is idempotent, the caller asks again).
+        """
+        request = internal_pb2.FindKafkaTxnRequest(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch,
+            topic=partition[0], partition=partition[1], add_partition=add)
+        try:
+            answer = await self._stub(address).FindKafkaTxn(
+                request, timeout=CALL_TIMEOUT_S, metadata=self._metadata())
+        except grpc.aio.AioRpcError as error:
+            raise _rebuild(error, address) from None
+        return int(answer.error_code)
+
     async def add_kafka_txn_offsets(self, address: str, transactional_id: str,
                                     producer_id: int, epoch: int, group_id: str,
-                                    offsets: list[TxnOffset]) -> list[TxnOffset]:
+                                    offsets: list[TxnOffset],
+                                    begin: bool = False) -> list[TxnOffset]:
         """``AddKafkaTxnOffsets`` on the Kafka transaction coordinator at ``address``."""
         request = internal_pb2.AddKafkaTxnOffsetsRequest(
             transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch,
-            group_id=group_id, offsets=[offset_message(item) for item in offsets])
+            group_id=group_id, offsets=[offset_message(item) for item in offsets],
+            begin_txn=begin)
         try:
             answer = await self._stub(address).AddKafkaTxnOffsets(
                 request, timeout=CALL_TIMEOUT_S, metadata=self._metadata())

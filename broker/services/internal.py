@@ -70,8 +70,13 @@ class BrokerInternalServicer(internal_pb2_grpc.BrokerInternalServicer):
         self, request: internal_pb2.FindKafkaTxnRequest, context: _Context
     ) -> internal_pb2.FindKafkaTxnResponse:
         try:
-            code, txn_id = await self._kafka_txns().find_txn(
-                request.transactional_id, request.producer_id, request.producer_epoch)
+            if request.topic:  # KIP-890: the batch's partition checked (or added)
+                code, txn_id = await self._kafka_txns().check_txn_partition(
+                    request.transactional_id, request.producer_id, request.producer_epoch,
+                    request.topic, request.partition, request.add_partition), None
+            else:
+                code, txn_id = await self._kafka_txns().find_txn(
+                    request.transactional_id, request.producer_id, request.producer_epoch)
         except _Refusals as error:
             await abort_with(context, error)
         return internal_pb2.FindKafkaTxnResponse(
@@ -85,7 +90,8 @@ class BrokerInternalServicer(internal_pb2_grpc.BrokerInternalServicer):
                 raise InvalidArgumentError("AddKafkaTxnOffsets needs a group_id")
             answers = await self._kafka_txns().add_offsets(
                 request.transactional_id, request.producer_id, request.producer_epoch,
-                request.group_id, [offset_of(item) for item in request.offsets])
+                request.group_id, [offset_of(item) for item in request.offsets],
+                request.begin_txn)
         except _Refusals as error:
             await abort_with(context, error)
         return internal_pb2.AddKafkaTxnOffsetsResponse(

@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62roker/v1/internal.proto\x12\x0f\x66olio.broker.v1\"<\n\x19RegisterTxnSegmentRequest\x12\x0e\n\x06txn_id\x18\x01 \x01(\x0c\x12\x0f\n\x07segment\x18\x02 \x01(\t\"\x1c\n\x1aRegisterTxnSegmentResponse\"f\n\x15WriteTxnMarkerRequest\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x0e\n\x06txn_id\x18\x02 \x01(\x0c\x12,\n\x07outcome\x18\x03 \x01(\x0e\x32\x1b.folio.broker.v1.TxnOutcome\"\x18\n\x16WriteTxnMarkerResponse\"\\\n\x13\x46indKafkaTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\":\n\x14\x46indKafkaTxnResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x0e\n\x06txn_id\x18\x02 \x01(\x0c\"\x90\x01\n\x0eKafkaTxnOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x15\n\x08metadata\x18\x05 \x01(\tH\x00\x88\x01\x01\x12\x12\n\nerror_code\x18\x06 \x01(\x05\x42\x0b\n\t_metadata\"\xa6\x01\n\x19\x41\x64\x64KafkaTxnOffsetsRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x10\n\x08group_id\x18\x04 \x01(\t\x12\x30\n\x07offsets\x18\x05 \x03(\x0b\x32\x1f.folio.broker.v1.KafkaTxnOffset\"N\n\x1a\x41\x64\x64KafkaTxnOffsetsResponse\x12\x30\n\x07offsets\x18\x01 \x03(\x0b\x32\x1f.folio.broker.v1.KafkaTxnOffset\"b\n\x1c\x43ommitKafkaTxnOffsetsRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x30\n\x07offsets\x18\x02 \x03(\x0b\x32\x1f.folio.broker.v1.KafkaTxnOffset\"Q\n\x1d\x43ommitKafkaTxnOffsetsResponse\x12\x30\n\x07offsets\x18\x01 \x03(\x0b\x32\x1f.folio.broker.v1.KafkaTxnOffset\"1\n\x1dPendingKafkaTxnOffsetsRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\"R\n\x1ePendingKafkaTxnOffsetsResponse\x12\x30\n\x07offsets\x18\x01 \x03(\x0b\x32\x1f.folio.broker.v1.KafkaTxnOffset*X\n\nTxnOutcome\x12\x1b\n\x17TXN_OUTCOME_UNSPECIFIED\x10\x00\x12\x16\n\x12TXN_OUTCOME_COMMIT\x10\x01\x12\x15\n\x11TXN_OUTCOME_ABORT\x10\x02\x32\xa1\x05\n\x0e\x42rokerInternal\x12m\n\x12RegisterTxnSegment\x12*.folio.broker.v1.RegisterTxnSegmentRequest\x1a+.folio.broker.v1.RegisterTxnSegmentResponse\x12\x61\n\x0eWriteTxnMarker\x12&.folio.broker.v1.WriteTxnMarkerRequest\x1a\'.folio.broker.v1.WriteTxnMarkerResponse\x12[\n\x0c\x46indKafkaTxn\x12$.folio.broker.v1.FindKafkaTxnRequest\x1a%.folio.broker.v1.FindKafkaTxnResponse\x12m\n\x12\x41\x64\x64KafkaTxnOffsets\x12*.folio.broker.v1.AddKafkaTxnOffsetsRequest\x1a+.folio.broker.v1.AddKafkaTxnOffsetsResponse\x12v\n\x15\x43ommitKafkaTxnOffsets\x12-.folio.broker.v1.CommitKafkaTxnOffsetsRequest\x1a..folio.broker.v1.CommitKafkaTxnOffsetsResponse\x12y\n\x16PendingKafkaTxnOffsets\x12..folio.broker.v1.PendingKafkaTxnOffsetsRequest\x1a/.folio.broker.v1.PendingKafkaTxnOffsetsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62roker/v1/internal.proto\x12\x0f\x66olio.broker.v1\"<\n\x19RegisterTxnSegmentRequest\x12\x0e\n\x06txn_id\x18\x01 \x01(\x0c\x12\x0f\n\x07segment\x18\x02 \x01(\t\"\x1c\n\x1aRegisterTxnSegmentResponse\"f\n\x15WriteTxnMarkerRequest\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x0e\n\x06txn_id\x18\x02 \x01(\x0c\x12,\n\x07outcome\x18\x03 \x01(\x0e\x32\x1b.folio.broker.v1.TxnOutcome\"\x18\n\x16WriteTxnMarkerResponse\"\x95\x01\n\x13\x46indKafkaTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\r\n\x05topic\x18\x04 \x01(\t\x12\x11\n\tpartition\x18\x05 \x01(\x05\x12\x15\n\radd_partition\x18\x06 \x01(\x08\":\n\x14\x46indKafkaTxnResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x0e\n\x06txn_id\x18\x02 \x01(\x0c\"\x90\x01\n\x0eKafkaTxnOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x15\n\x08metadata\x18\x05 \x01(\tH\x00\x88\x01\x01\x12\x12\n\nerror_code\x18\x06 \x01(\x05\x42\x0b\n\t_metadata\"\xb9\x01\n\x19\x41\x64\x64KafkaTxnOffsetsRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x10\n\x08group_id\x18\x04 \x01(\t\x12\x30\n\x07offsets\x18\x05 \x03(\x0b\x32\x1f.folio.broker.v1.KafkaTxnOffset\x12\x11\n\tbegin_txn\x18\x06 \x01(\x08\"N\n\x1a\x41\x64\x64KafkaTxnOffsetsResponse\x12\x30\n\x07offsets\x18\x01 \x03(\x0b\x32\x1f.folio.broker.v1.KafkaTxnOffset\"b\n\x1c\x43ommitKafkaTxnOffsetsRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x30\n\x07offsets\x18\x02 \x03(\x0b\x32\x1f.folio.broker.v1.KafkaTxnOffset\"Q\n\x1d\x43ommitKafkaTxnOffsetsResponse\x12\x30\n\x07offsets\x18\x01 \x03(\x0b\x32\x1f.folio.broker.v1.KafkaTxnOffset\"1\n\x1dPendingKafkaTxnOffsetsRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\"R\n\x1ePendingKafkaTxnOffsetsResponse\x12\x30\n\x07offsets\x18\x01 \x03(\x0b\x32\x1f.folio.broker.v1.KafkaTxnOffset*X\n\nTxnOutcome\x12\x1b\n\x17TXN_OUTCOME_UNSPECIFIED\x10\x00\x12\x16\n\x12TXN_OUTCOME_COMMIT\x10\x01\x12\x15\n\x11TXN_OUTCOME_ABORT\x10\x02\x32\xa1\x05\n\x0e\x42rokerInternal\x12m\n\x12RegisterTxnSegment\x12*.folio.broker.v1.RegisterTxnSegmentRequest\x1a+.folio.broker.v1.RegisterTxnSegmentResponse\x12\x61\n\x0eWriteTxnMarker\x12&.folio.broker.v1.WriteTxnMarkerRequest\x1a\'.folio.broker.v1.WriteTxnMarkerResponse\x12[\n\x0c\x46indKafkaTxn\x12$.folio.broker.v1.FindKafkaTxnRequest\x1a%.folio.broker.v1.FindKafkaTxnResponse\x12m\n\x12\x41\x64\x64KafkaTxnOffsets\x12*.folio.broker.v1.AddKafkaTxnOffsetsRequest\x1a+.folio.broker.v1.AddKafkaTxnOffsetsResponse\x12v\n\x15\x43ommitKafkaTxnOffsets\x12-.folio.broker.v1.CommitKafkaTxnOffsetsRequest\x1a..folio.broker.v1.CommitKafkaTxnOffsetsResponse\x12y\n\x16PendingKafkaTxnOffsets\x12..folio.broker.v1.PendingKafkaTxnOffsetsRequest\x1a/.folio.broker.v1.PendingKafkaTxnOffsetsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'broker.v1.internal_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TXNOUTCOME']._serialized_start=1135
-  _globals['_TXNOUTCOME']._serialized_end=1223
+  _globals['_TXNOUTCOME']._serialized_start=1212
+  _globals['_TXNOUTCOME']._serialized_end=1300
   _globals['_REGISTERTXNSEGMENTREQUEST']._serialized_start=45
   _globals['_REGISTERTXNSEGMENTREQUEST']._serialized_end=105
   _globals['_REGISTERTXNSEGMENTRESPONSE']._serialized_start=107
@@ -41,24 +41,24 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WRITETXNMARKERREQUEST']._serialized_end=239
   _globals['_WRITETXNMARKERRESPONSE']._serialized_start=241
   _globals['_WRITETXNMARKERRESPONSE']._serialized_end=265
-  _globals['_FINDKAFKATXNREQUEST']._serialized_start=267
-  _globals['_FINDKAFKATXNREQUEST']._serialized_end=359
-  _globals['_FINDKAFKATXNRESPONSE']._serialized_start=361
-  _globals['_FINDKAFKATXNRESPONSE']._serialized_end=419
-  _globals['_KAFKATXNOFFSET']._serialized_start=422
-  _globals['_KAFKATXNOFFSET']._serialized_end=566
-  _globals['_ADDKAFKATXNOFFSETSREQUEST']._serialized_start=569
-  _globals['_ADDKAFKATXNOFFSETSREQUEST']._serialized_end=735
-  _globals['_ADDKAFKATXNOFFSETSRESPONSE']._serialized_start=737
-  _globals['_ADDKAFKATXNOFFSETSRESPONSE']._serialized_end=815
-  _globals['_COMMITKAFKATXNOFFSETSREQUEST']._serialized_start=817
-  _globals['_COMMITKAFKATXNOFFSETSREQUEST']._serialized_end=915
-  _globals['_COMMITKAFKATXNOFFSETSRESPONSE']._serialized_start=917
-  _globals['_COMMITKAFKATXNOFFSETSRESPONSE']._serialized_end=998
-  _globals['_PENDINGKAFKATXNOFFSETSREQUEST']._serialized_start=1000
-  _globals['_PENDINGKAFKATXNOFFSETSREQUEST']._serialized_end=1049
-  _globals['_PENDINGKAFKATXNOFFSETSRESPONSE']._serialized_start=1051
-  _globals['_PENDINGKAFKATXNOFFSETSRESPONSE']._serialized_end=1133
-  _globals['_BROKERINTERNAL']._serialized_start=1226
-  _globals['_BROKERINTERNAL']._serialized_end=1899
+  _globals['_FINDKAFKATXNREQUEST']._serialized_start=268
+  _globals['_FINDKAFKATXNREQUEST']._serialized_end=417
+  _globals['_FINDKAFKATXNRESPONSE']._serialized_start=419
+  _globals['_FINDKAFKATXNRESPONSE']._serialized_end=477
+  _globals['_KAFKATXNOFFSET']._serialized_start=480
+  _globals['_KAFKATXNOFFSET']._serialized_end=624
+  _globals['_ADDKAFKATXNOFFSETSREQUEST']._serialized_start=627
+  _globals['_ADDKAFKATXNOFFSETSREQUEST']._serialized_end=812
+  _globals['_ADDKAFKATXNOFFSETSRESPONSE']._serialized_start=814
+  _globals['_ADDKAFKATXNOFFSETSRESPONSE']._serialized_end=892
+  _globals['_COMMITKAFKATXNOFFSETSREQUEST']._serialized_start=894
+  _globals['_COMMITKAFKATXNOFFSETSREQUEST']._serialized_end=992
+  _globals['_COMMITKAFKATXNOFFSETSRESPONSE']._serialized_start=994
+  _globals['_COMMITKAFKATXNOFFSETSRESPONSE']._serialized_end=1075
+  _globals['_PENDINGKAFKATXNOFFSETSREQUEST']._serialized_start=1077
+  _globals['_PENDINGKAFKATXNOFFSETSREQUEST']._serialized_end=1126
+  _globals['_PENDINGKAFKATXNOFFSETSRESPONSE']._serialized_start=1128
+  _globals['_PENDINGKAFKATXNOFFSETSRESPONSE']._serialized_end=1210
+  _globals['_BROKERINTERNAL']._serialized_start=1303
+  _globals['_BROKERINTERNAL']._serialized_end=1976
 # @@protoc_insertion_point(module_scope)

@@ -138,19 +138,30 @@ class FindKafkaTxnRequest(_message.Message):
     TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
     PRODUCER_ID_FIELD_NUMBER: _builtins.int
     PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    ADD_PARTITION_FIELD_NUMBER: _builtins.int
     transactional_id: _builtins.str
     producer_id: _builtins.int
     producer_epoch: _builtins.int
+    topic: _builtins.str
+    """The batch's partition to check (empty: none, the open transaction is asked)."""
+    partition: _builtins.int
+    add_partition: _builtins.bool
+    """Add the partition if transaction version 2 allows it (Produce v12+)."""
     def __init__(
         self,
         *,
         transactional_id: _builtins.str = ...,
         producer_id: _builtins.int = ...,
         producer_epoch: _builtins.int = ...,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        add_partition: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["add_partition", b"add_partition", "partition", b"partition", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "topic", b"topic", "transactional_id", b"transactional_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -227,10 +238,16 @@ class AddKafkaTxnOffsetsRequest(_message.Message):
     PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
     GROUP_ID_FIELD_NUMBER: _builtins.int
     OFFSETS_FIELD_NUMBER: _builtins.int
+    BEGIN_TXN_FIELD_NUMBER: _builtins.int
     transactional_id: _builtins.str
     producer_id: _builtins.int
     producer_epoch: _builtins.int
     group_id: _builtins.str
+    begin_txn: _builtins.bool
+    """TxnOffsetCommit v5+ (KIP-890): begin the transaction first if none is open
+    and transaction version 2 allows it (idempotent: asking again begins
+    nothing twice).
+    """
     @_builtins.property
     def offsets(self) -> _containers.RepeatedCompositeFieldContainer[Global___KafkaTxnOffset]: ...
     def __init__(
@@ -241,10 +258,11 @@ class AddKafkaTxnOffsetsRequest(_message.Message):
         producer_epoch: _builtins.int = ...,
         group_id: _builtins.str = ...,
         offsets: _abc.Iterable[Global___KafkaTxnOffset] | None = ...,
+        begin_txn: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "offsets", b"offsets", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["begin_txn", b"begin_txn", "group_id", b"group_id", "offsets", b"offsets", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -112,6 +112,14 @@ class BrokerInternalServicer:
         (INVALID_PRODUCER_EPOCH for an older epoch, INVALID_TXN_STATE when none
         is open ...). A read: asking again is harmless.
 
+        With a partition (`topic` set: KIP-890), the partition's check instead:
+        error_code is the coordinator's answer (NONE if the partition is in the
+        open transaction; TRANSACTION_ABORTABLE if not; PRODUCER_FENCED ...), the
+        caller says it as its Produce version does; txn_id is empty. With
+        `add_partition` (Produce v12+, transaction version 2) the partition is
+        added, the transaction begun if none is open, unless the last one ended
+        without an epoch bump. The add is idempotent: asking again is harmless.
+
         Errors: WRONG_HOST (UNAVAILABLE; context {segment: "_txnlog/0", owner}) on
         a broker where the Kafka transaction coordinator does not run (or still
         loads).

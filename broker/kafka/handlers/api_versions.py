@@ -2,12 +2,11 @@
 
 v3+ answers carry the broker's features (tagged fields): Folio's one is
 ``transaction.version`` (KIP-890), supported 0-2 and finalized at 2 where
-transactions are served on one broker (``broker.kafka.txns.versions``), so
-clients of transaction version 2 bump the epoch at each EndTxn (v5) and add
-partitions by producing (Produce v12+). A multi-broker cluster lists no
-features: its partition owners do not add partitions to the transaction
-(``broker.kafka.handlers.transactions``), so its clients keep version 1
-(AddPartitionsToTxn, EndTxn v4 and below). v4 only lets a supported
+transactions are served (``broker.kafka.txns.versions``), so clients of
+transaction version 2 bump the epoch at each EndTxn (v5) and add partitions
+by producing (Produce v12+); on a multi-broker cluster a partition's owner
+asks the transaction coordinator to add them (``broker.kafka.txns.cluster``).
+v4 only lets a supported
 feature start at 0: a v3 answer leaves such features out of
 SupportedFeatures, as Kafka does (KAFKA-17492), and keeps the finalized
 ones. v3+ requests are flexible (header v2, compact strings) while every
@@ -55,10 +54,8 @@ def _answer(context: KafkaContext, version: int, error: ErrorCode) -> Any:
 
 
 def _transaction_version_2(context: KafkaContext) -> bool:
-    """Whether transaction version 2 is served: transactions on one broker (module docstring)."""
-    coordinators = context.coordinators
-    return (context.transactional_check is not None and coordinators is not None
-            and coordinators.cluster_txns is None)
+    """Whether transaction version 2 is served: Kafka transactions are (module docstring)."""
+    return context.transactional_check is not None and context.coordinators is not None
 
 
 def unsupported_version_answer(context: KafkaContext) -> Any:

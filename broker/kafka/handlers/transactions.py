@@ -14,9 +14,9 @@ KIP-890 (``broker.kafka.txns.versions``): AddPartitionsToTxn v4+ is the form
 brokers send (many transactions, ``verify_only``; the cluster permission);
 EndTxn v5 bumps the epoch and answers the new producer id and epoch;
 TxnOffsetCommit v5+ begins the transaction as AddOffsetsToTxn would. On a
-multi-broker cluster the partition check and the implicit adds are not made
-(a partition's owner is not the coordinator), and transaction version 2 is
-not advertised there (``broker.kafka.handlers.api_versions``).
+multi-broker cluster a partition's owner asks the transaction coordinator to
+check (or add) the batch's partition (``FindKafkaTxn`` with the partition,
+``broker.kafka.txns.cluster``).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from broker.kafka.locator import GROUP_KEY, TRANSACTION_KEY
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import partition_segments
 from broker.kafka.txns.answers import group_offset_errors
+from broker.kafka.txns.implicit import check_partition
 from broker.kafka.txns.producers import TxnProducers
 from broker.kafka.txns.versions import adds_by_producing, produce_error
 from broker.segments.names import is_system_topic
@@ -241,7 +242,8 @@ async def _cluster_txn_offsets(context: KafkaContext, call: Call,
 
     The client sends it to the group's coordinator (FindCoordinator GROUP), as
     to Kafka: it checks the member and the partitions, then the transaction
-    coordinator keeps the offsets with the transaction, wherever it runs.
+    coordinator keeps the offsets with the transaction, wherever it runs
+    (v5+: beginning it first if none is open, KIP-890).
     """
     request = call.request
     code, coordinators = checked_coordinators(context, call, GROUP_CONSUME, GROUP_KEY,
@@ -259,7 +261,7 @@ async def _cluster_txn_offsets(context: KafkaContext, call: Call,
         if good:
             errors.update(await coordinators.cluster_txns.keep_offsets(
                 request.transactional_id, request.producer_id, request.producer_epoch,
-                request.group_id, good))
+                request.group_id, good, begin=call.version >= 5))
     return errors
 
 
@@ -312,19 +314,20 @@ async def transactional_check(context: KafkaContext, transactional_id: str | Non
     if none is open (part 2, transaction version 2), unless the last
     transaction ended without a bump (``versions.adds_by_producing``). Answered as Kafka's
     partition leader answers (``broker.kafka.txns.versions.produce_error``).
-    Not made on a multi-broker cluster (see the module docstring).
+    On a multi-broker cluster the partition's owner asks the transaction
+    coordinator wherever it runs (``broker.kafka.txns.cluster``).
     """
+    add = version >= 12
     if context.coordinators is not None and context.coordinators.cluster_txns is not None:
-        return ErrorCode.none, None
-    code, producers = _producers(context, None, transactional_id)
-    if producers is None:
-        return code, "no transaction coordinator for this transactional id"
-    if version >= 12 and adds_by_producing(producers.producer(transactional_id)):
-        code = await producers.begin(transactional_id, header.producer_id,
-                                     header.producer_epoch, partitions=[(topic, partition)])
+        code = await context.coordinators.cluster_txns.check_partition(
+            transactional_id or "", header.producer_id, header.producer_epoch,
+            (topic, partition), add)
     else:
-        code = producers.verify(transactional_id, header.producer_id, header.producer_epoch,
-                                [(topic, partition)])[(topic, partition)]
+        code, producers = _producers(context, None, transactional_id)
+        if producers is None:
+            return code, "no transaction coordinator for this transactional id"
+        code = await check_partition(producers, transactional_id, header.producer_id,
+                                     header.producer_epoch, (topic, partition), add)
     if code is ErrorCode.none:
         return code, None
     return produce_error(code, version), (

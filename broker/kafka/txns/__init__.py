@@ -12,7 +12,8 @@ written to the group's committed offsets once the commit is decided.
 ``producers`` holds it all; the records live in ``_kafka_txn_state``;
 ``answers`` says how what cannot be finished is answered; ``versions`` has
 KIP-890's rules (partitions in the transaction, the epoch bumped by EndTxn
-v5); ``drives`` finishes decided transactions' records in the background. On a multi-broker
+v5), ``implicit`` its checks and implicit adds wherever they are asked from;
+``drives`` finishes decided transactions' records in the background. On a multi-broker
 cluster ``cluster`` runs them beside Folio's transaction coordinator, with
 partitions and groups on any broker (docs/kafka.md, "Clusters").
 """

@@ -15,7 +15,10 @@ Folio's transaction coordinator, on the owner of the container of
   coordinator stays here; until loaded, requests answer NOT_COORDINATOR.
   ``stood_down`` drops them at once when the container goes.
 - **Partitions on other brokers.** A transactional batch reaches the
-  partition's owner. It asks the coordinator for the producer's open Folio
+  partition's owner. It asks the coordinator to check its partition (KIP-890
+  part 1: added to the open transaction, else refused) or, from Produce v12
+  (transaction version 2), to add it (``FindKafkaTxn`` with the partition;
+  ``check_partition``). It then asks the coordinator for the producer's open Folio
   transaction (``FindKafkaTxn``; in process when it runs here), per batch, so
   a batch is never taken for a transaction that ended, then appends through
   the ``TxnParticipant`` as every transactional append of a cluster broker
@@ -39,7 +42,8 @@ Folio's transaction coordinator, on the owner of the container of
   when the coordinator moves: the new one answers from the records it
   loaded.
 
-Unknown outcomes: ``FindKafkaTxn`` is a read (asked again). A lost answer of
+Unknown outcomes: ``FindKafkaTxn`` is a read (asked again); with a partition
+to add, the add is idempotent (asked again: the partition added once). A lost answer of
 ``AddKafkaTxnOffsets`` is answered retriable to the client, which sends the
 same offsets again (kept once). A lost answer of ``CommitKafkaTxnOffsets``
 leaves the offsets in the record: they are written again (absolute values,
@@ -55,9 +59,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -76,7 +80,10 @@ from broker.errors import (
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCommitItem
 from broker.kafka.consumer_groups.offsets import OFFSETS_TOPIC, CommittedOffset, TopicPartition
 from broker.kafka.locator import GROUP_KEY, container_of
+from broker.kafka.txns.implicit import check_partition
+from broker.kafka.txns.implicit import keep_offsets as keep_implicit
 from broker.kafka.txns.producers import TxnProducers
+from broker.kafka.txns.records import AddedPartition
 from broker.topics.manager import TopicManager
 from ledger.errors import LedgerError
 from txnbuffer.api import TxnId
@@ -96,6 +103,8 @@ STABLE_TIMEOUT_S: Final = 3.0
 _FIRST_DELAY_S: Final = 0.05
 _MAX_DELAY_S: Final = 1.0
 _LOAD_RETRY_S: Final = 1.0
+
+_T = TypeVar("_T")
 
 #: ``broker.kafka.context.TxnWrite`` (the context sits above this package).
 TxnWrite = tuple[TxnId, AbstractAsyncContextManager[None]]
@@ -201,26 +210,64 @@ class ClusterTxns:
     async def _find(self, transactional_id: str, producer_id: int,
                     epoch: int) -> tuple[ErrorCode, TxnId | None]:
         """The producer's open Folio transaction, asked of the coordinator wherever it runs."""
+        async def local() -> tuple[ErrorCode, TxnId | None]:
+            return self._producers.append_check(transactional_id, producer_id, epoch)
+
+        async def remote(owner: str) -> tuple[ErrorCode, TxnId | None]:
+            number, txn_id = await self._peers.find_kafka_txn(
+                owner, transactional_id, producer_id, epoch)
+            return ErrorCode(number), txn_id
+
+        found = await self._ask(transactional_id, local, remote)
+        return (ErrorCode.not_enough_replicas, None) if found is None else found
+
+    async def check_partition(self, transactional_id: str, producer_id: int, epoch: int,
+                              partition: AddedPartition, add: bool) -> ErrorCode:
+        """KIP-890's check (or, ``add``: TV2's implicit add) of a batch's partition.
+
+        Asked of the coordinator wherever it runs (``FindKafkaTxn`` with the
+        partition). Unknown outcome: the add may have been made; it is
+        idempotent (a partition added again changes nothing), so it is asked
+        again until an answer comes. None within ``FIND_TIMEOUT_S``:
+        NOT_ENOUGH_REPLICAS (retriable, nothing written; the producer resends,
+        and the partition maybe added meanwhile is harmless: its marker is
+        written at the transaction's end as for any partition added).
+        """
+        async def local() -> ErrorCode:
+            return await check_partition(self._producers, transactional_id, producer_id,
+                                         epoch, partition, add)
+
+        async def remote(owner: str) -> ErrorCode:
+            return ErrorCode(await self._peers.check_kafka_txn_partition(
+                owner, transactional_id, producer_id, epoch, partition, add))
+
+        checked = await self._ask(transactional_id, local, remote)
+        return ErrorCode.not_enough_replicas if checked is None else checked
+
+    async def _ask(self, transactional_id: str, local: Callable[[], Awaitable[_T]],
+                   remote: Callable[[str], Awaitable[_T]]) -> _T | None:
+        """``local`` if the coordinator runs here, else ``remote`` at its owner; None: no answer.
+
+        Asked again with backoff for ``FIND_TIMEOUT_S`` while the coordinator
+        moves, loads or leaves a call unanswered (both are reads or idempotent).
+        """
         deadline = time.monotonic() + FIND_TIMEOUT_S
         delay_s = _FIRST_DELAY_S
         while True:
             failure: BaseException
             try:
                 if self.here():
-                    return self._producers.append_check(transactional_id, producer_id, epoch)
+                    return await local()
                 owner = self._owners.owner_of(COORDINATOR_SEGMENT)
                 if owner and owner != self._owners.address:
-                    # A read: an unknown outcome is asked again.
-                    number, txn_id = await self._peers.find_kafka_txn(
-                        owner, transactional_id, producer_id, epoch)
-                    return ErrorCode(number), txn_id
+                    return await remote(owner)
                 failure = self._wrong_host()  # unknown, or loading here
             except (WrongHostError, BrokerShuttingDownError) as error:
                 failure = error
             if time.monotonic() + delay_s > deadline:
                 log.info("kafka transactional batch of %r: no transaction coordinator within "
                          "%.0f s (%s)", transactional_id, FIND_TIMEOUT_S, failure)
-                return ErrorCode.not_enough_replicas, None
+                return None
             await asyncio.sleep(delay_s)
             delay_s = min(delay_s * 2, _MAX_DELAY_S)
 
@@ -273,22 +320,24 @@ class ClusterTxns:
     # -- a group coordinator's TxnOffsetCommit ----------------------------------------
 
     async def keep_offsets(self, transactional_id: str, producer_id: int, epoch: int,
-                           group_id: str, items: list[OffsetCommitItem],
+                           group_id: str, items: list[OffsetCommitItem], begin: bool = False,
                            ) -> dict[TopicPartition, ErrorCode]:
         """Hand offsets the group accepted to the transaction coordinator, wherever it runs.
 
-        A failed or unanswered call is COORDINATOR_NOT_AVAILABLE: the client
-        sends the same offsets again, which are kept once.
+        ``begin`` (TxnOffsetCommit v5+, KIP-890): the transaction is begun
+        first if none is open (``broker.kafka.txns.implicit``). A failed or
+        unanswered call is COORDINATOR_NOT_AVAILABLE: the client sends the
+        same offsets again, which are kept once (and begin nothing twice).
         """
         try:
             if self.here():
-                return await self._producers.keep_offsets(transactional_id, producer_id,
-                                                          epoch, group_id, items)
+                return await keep_implicit(self._producers, transactional_id, producer_id,
+                                           epoch, group_id, items, begin)
             owner = self._owners.owner_of(COORDINATOR_SEGMENT)
             if owner and owner != self._owners.address:
                 answers = await self._peers.add_kafka_txn_offsets(
                     owner, transactional_id, producer_id, epoch, group_id,
-                    [_offset(item) for item in items])
+                    [_offset(item) for item in items], begin)
                 return {(item.topic, item.partition): ErrorCode(item.error_code)
                         for item in answers}
         except (BrokerError, LedgerError) as error:
@@ -356,16 +405,25 @@ class ClusterTxns:
         code, txn_id = self._producers.append_check(transactional_id, producer_id, epoch)
         return code.value, txn_id
 
+    async def check_txn_partition(self, transactional_id: str, producer_id: int, epoch: int,
+                                  topic: str, partition: int, add: bool) -> int:
+        if not self.here():
+            raise self._wrong_host()
+        code = await check_partition(self._producers, transactional_id, producer_id, epoch,
+                                     (topic, partition), add)
+        return code.value
+
     async def add_offsets(self, transactional_id: str, producer_id: int, epoch: int,
-                          group_id: str, offsets: Sequence[TxnOffset]) -> list[TxnOffset]:
+                          group_id: str, offsets: Sequence[TxnOffset],
+                          begin: bool = False) -> list[TxnOffset]:
         if not self.here():
             raise self._wrong_host()
         items = [OffsetCommitItem(item.topic, item.partition,
                                   CommittedOffset(item.offset, item.leader_epoch,
                                                   item.metadata))
                  for item in offsets]
-        errors = await self._producers.keep_offsets(transactional_id, producer_id, epoch,
-                                                    group_id, items)
+        errors = await keep_implicit(self._producers, transactional_id, producer_id, epoch,
+                                     group_id, items, begin)
         return [_answer(item, errors) for item in offsets]
 
     async def pending_offsets(self, group_id: str) -> list[tuple[str, int]]:
