@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator
 from broker.kafka.consumer_groups.membership import GroupConfig
 from broker.kafka.consumer_groups.modern import ModernGroups, topic_partitions
+from broker.kafka.consumer_groups.modern_requests import topic_names
 from broker.kafka.consumer_groups.offsets import OffsetStore
 from broker.kafka.consumer_groups.states import ConsumerGroupState
 from broker.kafka.locator import (
@@ -139,10 +140,12 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
         txns = None if txn_coordinator is None else TxnProducers(
             topics, txn_coordinator, producer_ids, groups)
         return _closing(KafkaCoordinators(groups, txns, cluster.locator, consumers=ModernGroups(
-            topic_partitions(topics), groups.store, ClassicView(groups))), stopping)
+            topic_partitions(topics), groups.store, ClassicView(groups),
+            names=topic_names(topics))), stopping)
     groups = GroupCoordinator(topics, OffsetStore(topics), config)
     await groups.start()
-    consumers = ModernGroups(topic_partitions(topics), groups.store, ClassicView(groups))
+    consumers = ModernGroups(topic_partitions(topics), groups.store, ClassicView(groups),
+                             names=topic_names(topics))
     consumers.start()
     txns = None
     if txn_coordinator is not None:

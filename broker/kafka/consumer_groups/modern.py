@@ -15,8 +15,9 @@ A heartbeat (``heartbeat``; one at a time per group, under the group's lock)
 creates or finds the member, checks its epoch (FENCED_MEMBER_EPOCH unless it
 is the member's epoch, or its previous one with nothing it does not own
 any more: the answer that bumped it was lost), bumps the group epoch when the
-members, their subscriptions or assignors, or the subscribed topics' partition
-counts changed (looked at again every ``metadata_refresh_ms``), computes the
+members, their subscriptions or assignors, the topics a regex subscription
+matches or the subscribed topics' partition counts changed (both looked at
+again every ``metadata_refresh_ms``: ``modern_topics``), computes the
 new target with the group's assignor (``assignors``: the one most members ask
 for, else ``uniform``) and reconciles the member (``modern_members.reconcile``:
 revocation before assignment to another member). A member is removed when
@@ -58,7 +59,6 @@ from broker.errors import (
     BrokerError,
     ReaderGroupNotEmptyError,
     ReaderGroupNotFoundError,
-    TopicNotFoundError,
     WrongHostError,
 )
 from broker.groups.kafka_view import kafka_group_not_found
@@ -78,11 +78,13 @@ from broker.kafka.consumer_groups.modern_requests import (
     HeartbeatResult,
     ModernConfig,
     PartitionCount,
+    TopicNames,
     check_request,
     refused,
     subset,
     topic_partitions,
 )
+from broker.kafka.consumer_groups.modern_topics import Subscription, refresh
 from broker.kafka.consumer_groups.offsets import ConsumerGroupRecord
 from ledger.errors import LedgerError
 
@@ -96,9 +98,10 @@ class ModernGroups:
     """Every consumer-protocol group this broker coordinates (module docstring)."""
 
     def __init__(self, partitions: PartitionCount, store: GroupRecords, classic: ClassicGroups,
-                 config: ModernConfig | None = None) -> None:
+                 config: ModernConfig | None = None, names: TopicNames | None = None) -> None:
         self.config = config or ModernConfig()
         self._partitions = partitions
+        self._names = names  # None: regex subscriptions match nothing
         self._store = store
         self._classic = classic
         self._groups: dict[str, ModernGroup] = {}
@@ -271,22 +274,26 @@ class ModernGroups:
             return found
         member, replaced = found
         new = member.member_id not in group.members
-        subscribed = (frozenset(r.subscribed) if r.subscribed is not None
-                      else member.subscribed if replaced is None else replaced.subscribed)
-        assignor = r.server_assignor if r.server_assignor is not None else (
-            member.server_assignor if replaced is None else replaced.server_assignor)
-        old_subscribed = member.subscribed if replaced is None else replaced.subscribed
-        old_assignor = member.server_assignor if replaced is None else replaced.server_assignor
-        bump = (new and replaced is None) or subscribed != old_subscribed \
-            or assignor != old_assignor
+        source = member if replaced is None else replaced
+        names = frozenset(r.subscribed) if r.subscribed is not None else source.topic_names
+        regex = source.regex if r.regex is None else (r.regex or None)
+        allowed = r.topic_allowed or source.topic_allowed
+        assignor = r.server_assignor if r.server_assignor is not None else source.server_assignor
+        bump = (new and replaced is None) or names != source.topic_names \
+            or regex != source.regex or assignor != source.server_assignor
         now = asyncio.get_running_loop().time()
-        counts = group.partition_counts
+        counts, subscribed = group.partition_counts, {member.member_id: source.subscribed}
         refreshed = bump or now >= group.refresh_at
         if refreshed:
-            topics = {t for m in group.members.values() if m is not member and m is not replaced
-                      for t in m.subscribed} | subscribed
-            counts = {topic: await self._count(group, topic) for topic in sorted(topics)}
-            bump = bump or counts != group.partition_counts
+            others = [m for m in group.members.values() if m is not member and m is not replaced]
+            wanted = {m.member_id: Subscription(m.topic_names, m.regex, m.topic_allowed,
+                                                m.subscribed) for m in others}
+            wanted[member.member_id] = Subscription(
+                names, regex, allowed, source.subscribed if regex == source.regex else names)
+            subscribed, counts = await refresh(group, wanted, self._partitions, self._names)
+            had = {m.member_id: m.subscribed for m in others} | {
+                member.member_id: source.subscribed}
+            bump = bump or counts != group.partition_counts or subscribed != had
         epoch = group.group_epoch + 1 if bump else group.group_epoch
         if bump:
             name = self._assignor_of(group, member, replaced, assignor)
@@ -298,7 +305,10 @@ class ModernGroups:
             self._take_over(group, member, replaced)
         before = {t: set(p) for t, p in member.assigned.items()}
         member.client_id, member.client_host = r.client_id, r.client_host
-        member.subscribed, member.server_assignor = subscribed, assignor
+        for other in group.members.values():
+            other.subscribed = subscribed.get(other.member_id, other.subscribed)
+        member.subscribed, member.server_assignor = subscribed[member.member_id], assignor
+        member.topic_names, member.regex, member.topic_allowed = names, regex, allowed
         if r.rack_id is not None:
             member.rack_id = r.rack_id
         if r.rebalance_timeout_ms != -1:
@@ -332,6 +342,7 @@ class ModernGroups:
         member.state, member.assigned = old.state, old.assigned
         member.pending_revocation = old.pending_revocation
         member.subscribed, member.server_assignor = old.subscribed, old.server_assignor
+        member.topic_names, member.regex = old.topic_names, old.regex
         member.rebalance_timeout_ms = old.rebalance_timeout_ms
         if old.member_id in group.target:
             group.target[member.member_id] = group.target.pop(old.member_id)
@@ -354,17 +365,6 @@ class ModernGroups:
         group.target = ASSIGNORS[group.assignor](subscriptions, group.partition_counts,
                                                  group.target)
         group.assignment_epoch = group.group_epoch
-
-    async def _count(self, group: ModernGroup, topic: str) -> int:
-        """``topic``'s partitions; 0 if it does not exist; the last count if unreadable now."""
-        try:
-            return await self._partitions(topic)
-        except TopicNotFoundError:
-            return 0
-        except (BrokerError, LedgerError) as error:
-            log.info("kafka consumer group %s: partitions of %s not known now (%s)",
-                     group.group_id, topic, error)
-            return group.partition_counts.get(topic, 0)
 
     async def _record(self, group: ModernGroup, epoch: int, assignor: str,
                       ) -> HeartbeatResult | None:

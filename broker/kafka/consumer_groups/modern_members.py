@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.kafka.consumer_groups.assignors import Assignment
@@ -72,7 +73,14 @@ class ModernMember:
     instance_id: str | None = None
     rack_id: str | None = None
     rebalance_timeout_ms: int = 300_000
+    #: What the assignor reads: ``topic_names`` and the topics ``regex`` matches.
     subscribed: frozenset[str] = frozenset()
+    #: ``SubscribedTopicNames``, as last sent.
+    topic_names: frozenset[str] = frozenset()
+    #: ``SubscribedTopicRegex``, as last sent (None: none).
+    regex: str | None = None
+    #: Whether the member may see a topic its regex matches (None: every topic).
+    topic_allowed: Callable[[str], bool] | None = None
     server_assignor: str | None = None
     member_epoch: int = 0
     previous_member_epoch: int = -1

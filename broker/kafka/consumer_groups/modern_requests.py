@@ -3,13 +3,14 @@
 Pure data and functions for ``broker.kafka.consumer_groups.modern``: the
 request as the handler decodes it (topics by name), Kafka's request checks
 (``check_request``: INVALID_REQUEST with Kafka's messages, UNSUPPORTED_ASSIGNOR,
-INVALID_GROUP_ID), the answer; and what the coordinator needs of the rest
-of the broker (the classic groups, the group records, partition counts).
+INVALID_GROUP_ID, INVALID_REGULAR_EXPRESSION), the answer; and what the
+coordinator needs of the rest of the broker (the classic groups, the group
+records, partition counts, topic names).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,11 +24,12 @@ from broker.kafka.consumer_groups.modern_members import (
     Partitions,
 )
 from broker.kafka.consumer_groups.offsets import ConsumerGroupRecord
+from broker.kafka.consumer_groups.topic_regex import check_regex
 from broker.kafka.partitions import partition_segments
 
 __all__ = ["ClassicGroups", "GroupRecords", "HeartbeatRequest", "HeartbeatResult",
-           "ModernConfig", "PartitionCount", "check_request", "refused", "subset",
-           "topic_partitions"]
+           "ModernConfig", "PartitionCount", "TopicAllowed", "TopicNames", "check_request",
+           "refused", "subset", "topic_names", "topic_partitions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +67,10 @@ class HeartbeatRequest:
     rack_id: str | None = None
     rebalance_timeout_ms: int = -1
     subscribed: tuple[str, ...] | None = None
+    #: ``SubscribedTopicRegex``: None unchanged, "" none (librdkafka sends "" for none).
     regex: str | None = None
+    #: Whether the member may see a topic its regex matches (Kafka's DESCRIBE check).
+    topic_allowed: TopicAllowed | None = None
     server_assignor: str | None = None
     owned: Partitions | None = None
     version: int = 1
@@ -110,6 +115,11 @@ class GroupRecords(Protocol):
 #: A topic's partition count: raises ``TopicNotFoundError`` for a missing one,
 #: any ``BrokerError`` or ``LedgerError`` when it cannot be read now.
 PartitionCount = Callable[[str], Awaitable[int]]
+#: The user topics' names (never a system topic), for regular-expression
+#: subscriptions; raises any ``BrokerError`` or ``LedgerError`` when unreadable now.
+TopicNames = Callable[[], Awaitable[Iterable[str]]]
+#: Whether a member may see a topic (by name).
+TopicAllowed = Callable[[str], bool]
 
 
 def topic_partitions(topics: Topics) -> PartitionCount:
@@ -120,22 +130,30 @@ def topic_partitions(topics: Topics) -> PartitionCount:
     return count
 
 
+def topic_names(topics: Topics) -> TopicNames:
+    """``TopicNames`` over the broker's topics (``list_topics`` leaves the system ones out)."""
+    async def names() -> list[str]:
+        return [topic.name for topic in await topics.list_topics()]
+    return names
+
+
 def refused(code: ErrorCode, message: str) -> HeartbeatResult:
     """A refusal: the error and its message."""
     return HeartbeatResult(code, message)
 
 
 def check_request(r: HeartbeatRequest, config: ModernConfig) -> HeartbeatResult | None:
-    """Kafka's request checks: INVALID_REQUEST, UNSUPPORTED_ASSIGNOR, INVALID_GROUP_ID."""
+    """Kafka's request checks: INVALID_REQUEST, UNSUPPORTED_ASSIGNOR, INVALID_GROUP_ID,
+    INVALID_REGULAR_EXPRESSION (``topic_regex``)."""
     if not r.group_id:
         return refused(ErrorCode.invalid_request, "GroupId can't be empty.")
     if len(r.group_id.encode()) > config.max_group_id_bytes:
         return refused(ErrorCode.invalid_group_id, "GroupId is too long.")
     if r.instance_id == "":
         return refused(ErrorCode.invalid_request, "InstanceId can't be empty.")
-    if r.regex:  # librdkafka sends "" for none
-        return refused(ErrorCode.invalid_request,
-                        "SubscribedTopicRegex is not supported: subscribe to topic names.")
+    why = check_regex(r.regex) if r.regex else None
+    if why is not None:
+        return refused(ErrorCode.invalid_regular_expression, why)
     if r.member_epoch == 0:
         if r.version >= 1 and not r.member_id:
             return refused(ErrorCode.invalid_request, "MemberId can't be empty.")
@@ -145,9 +163,9 @@ def check_request(r: HeartbeatRequest, config: ModernConfig) -> HeartbeatResult 
         if r.owned is not None and any(r.owned.values()):  # librdkafka sends null: taken
             return refused(ErrorCode.invalid_request,
                             "TopicPartitions must be empty when (re-)joining.")
-        if not r.subscribed:
-            return refused(ErrorCode.invalid_request,
-                            "SubscribedTopicNames must be set in first request.")
+        if not r.subscribed and not r.regex:
+            return refused(ErrorCode.invalid_request, "SubscribedTopicNames or "
+                            "SubscribedTopicRegex must be set in first request.")
     elif r.member_epoch > 0 or r.member_epoch == LEAVE_EPOCH:
         if not r.member_id:
             return refused(ErrorCode.invalid_request, "MemberId can't be empty.")

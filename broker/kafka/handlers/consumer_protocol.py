@@ -6,7 +6,8 @@ protocol's coordinator's (``broker.kafka.consumer_groups.modern``). An owned
 partition of a topic id no topic has any more is left out; an assignment's
 topic that is gone meanwhile too (the next heartbeat brings the new target).
 The heartbeat needs ``consume`` on the group and any permission on each
-subscribed topic (TOPIC_AUTHORIZATION_FAILED, as Kafka's DESCRIBE check);
+subscribed topic (TOPIC_AUTHORIZATION_FAILED, as Kafka's DESCRIBE check); a
+regex subscription matches only the topics the member has any permission on;
 a describe any permission on the group (a group without: GROUP_AUTHORIZATION_FAILED).
 """
 
@@ -100,6 +101,7 @@ async def handle_heartbeat(context: KafkaContext, call: Call) -> Any:
         rack_id=request.rack_id, rebalance_timeout_ms=rebalance,
         subscribed=None if subscribed is None else tuple(subscribed),
         regex=getattr(request, "subscribed_topic_regex", None),
+        topic_allowed=lambda topic: allowed(context, call, TOPIC_LOOKUP, topic),
         server_assignor=request.server_assignor,
         owned=await _names(context, request.topic_partitions), version=call.version))
     if result.error is not ErrorCode.none:
@@ -155,8 +157,8 @@ async def _described(context: KafkaContext, cls: Any, group: ModernGroup) -> Any
             member_cls, member_id=member.member_id, instance_id=member.instance_id,
             rack_id=member.rack_id, member_epoch=member.member_epoch,
             client_id=member.client_id, client_host=member.client_host,
-            subscribed_topic_names=tuple(sorted(member.subscribed)),
-            subscribed_topic_regex=None, assignment=await assignment(member.assigned),
+            subscribed_topic_names=tuple(sorted(member.topic_names)),
+            subscribed_topic_regex=member.regex, assignment=await assignment(member.assigned),
             target_assignment=await assignment(group.target.get(member.member_id, {})),
             member_type=_CONSUMER_MEMBER))
     return build(nested(cls, "DescribedGroup"), error_code=ErrorCode.none, error_message=None,

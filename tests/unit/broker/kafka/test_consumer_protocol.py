@@ -209,8 +209,8 @@ async def test_bad_requests_and_the_other_kind() -> None:
     assert (await groups.heartbeat(_beat("a", -3))).error is ErrorCode.invalid_request
     assert (await groups.heartbeat(_beat("a", 0, {}, server_assignor="sticky"))).error \
         is ErrorCode.unsupported_assignor
-    assert (await groups.heartbeat(_beat("a", 0, {}, regex="ord.*"))).error \
-        is ErrorCode.invalid_request
+    assert (await groups.heartbeat(_beat("a", 0, {}, subscribed=(), regex="(ord"))).error \
+        is ErrorCode.invalid_regular_expression
     assert (await groups.heartbeat(_beat("a", 0, {}, group="old"))).error \
         is ErrorCode.group_id_not_found
     assert (await groups.heartbeat(_beat("a", 4, {}, group="nothing"))).error \

@@ -1,0 +1,156 @@
+"""Regular-expression subscriptions of the consumer protocol (KIP-848) without a broker.
+
+``check_regex`` accepts RE2 syntax Python reads the same way and refuses the
+rest with Kafka's message; ``ModernGroups`` resolves a member's regex
+against the topic names (whole names, only those it may see), re-resolves
+at each refresh so a topic created or deleted reaches the assignment, and
+answers INVALID_REGULAR_EXPRESSION for a bad one.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from broker.errors import BrokerError, TopicNotFoundError
+from broker.kafka.consumer_groups.modern import HeartbeatRequest, ModernConfig, ModernGroups
+from broker.kafka.consumer_groups.modern_members import Partitions
+from broker.kafka.consumer_groups.topic_regex import check_regex, matching
+from tests.unit.broker.kafka.test_consumer_protocol import Classic, Records
+
+
+@pytest.mark.parametrize("regex", [
+    "^orders-.*", "orders-[0-9]+$", "(?i)ORDERS", "a|b", "x{2,5}", "x{3}", "[a-z.-]+",
+    "(?P<name>a)b", r"\d+\.\w*", "(?:ab)*?", "[]a]", "[^]a]+", "{}", "a{", r"\A.*",
+])
+def test_re2_syntax_python_reads_the_same_way_is_accepted(regex: str) -> None:
+    assert check_regex(regex) is None
+
+
+@pytest.mark.parametrize(("regex", "why"), [
+    ("(orders", "missing ), unterminated subpattern"),
+    (r"(a)\1", "backreferences and octal escapes differ in RE2"),
+    ("(?P<n>a)(?P=n)", "not RE2 syntax"),
+    ("a(?=b)", "not RE2 syntax"), ("(?<!a)b", "not RE2 syntax"), ("(?>ab)", "not RE2 syntax"),
+    ("(?#note)a", "not RE2 syntax"), ("a*+", "possessive"), ("a{2}+", "possessive"),
+    ("(?x)a b", "(?x) are not RE2 syntax"), ("(?a:b)", "(?a) are not RE2 syntax"),
+    ("x{,3}", "{,n} is the literal text in RE2"), ("x{1001}", "above 1000"),
+    ("[[:alpha:]]", "nested set"), ("[a[:digit:]]", "POSIX classes"),
+    (r"a\Z", r"\Z is not RE2 syntax"),
+    (r"\pL", "bad escape"),  # RE2's, not Python's: refused too
+])
+def test_what_differs_from_re2_is_refused_with_kafkas_message(regex: str, why: str) -> None:
+    message = check_regex(regex)
+    assert message is not None
+    assert message.startswith(f"SubscribedTopicRegex `{regex}` is not a valid regular "
+                              "expression: ")
+    assert why in message and message.endswith(".")
+
+
+def test_a_topic_matches_by_its_whole_name() -> None:
+    topics = ["orders-eu", "orders-us", "old-orders-eu", "orders"]
+    assert matching("orders-.*", topics) == {"orders-eu", "orders-us"}
+    assert matching("orders", topics) == {"orders"}
+    assert matching("^orders-e.$", topics) == {"orders-eu"}
+
+
+class Topics:
+    """Topics with four partitions each; ``failing`` makes the list unreadable."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = set(names)
+        self.failing = False
+
+    async def count(self, topic: str) -> int:
+        if topic not in self.names:
+            raise TopicNotFoundError(topic)
+        return 4
+
+    async def list(self) -> list[str]:
+        if self.failing:
+            raise BrokerError("topics not readable now")
+        return sorted(self.names)
+
+
+def _groups(topics: Topics, refresh_ms: int = 0) -> ModernGroups:
+    return ModernGroups(topics.count, Records(), Classic(),
+                        ModernConfig(metadata_refresh_ms=refresh_ms), names=topics.list)
+
+
+def _join(member: str, regex: str, **fields: object) -> HeartbeatRequest:
+    fields.setdefault("subscribed", ())
+    return HeartbeatRequest(group_id="g", member_id=member, member_epoch=0,
+                            rebalance_timeout_ms=30_000, regex=regex,
+                            owned={}, **fields)  # type: ignore[arg-type]
+
+
+def _beat(member: str, epoch: int, owned: Partitions) -> HeartbeatRequest:
+    return HeartbeatRequest(group_id="g", member_id=member, member_epoch=epoch, owned=owned)
+
+
+def _topics(assignment: Partitions | None) -> set[str]:
+    assert assignment is not None
+    return {topic for topic, numbers in assignment.items() if numbers}
+
+
+async def test_a_regex_member_gets_the_matching_topics_and_later_ones() -> None:
+    topics = Topics("orders-eu", "orders-us", "payments")
+    groups = _groups(topics)
+    joined = await groups.heartbeat(_join("a", "orders-.*"))
+    assert joined.error is ErrorCode.none, joined
+    assert _topics(joined.assignment) == {"orders-eu", "orders-us"}
+    assert joined.member_epoch == 1
+    # A topic created that matches is assigned at the next refresh; one that does not is not.
+    topics.names |= {"orders-asia", "audit"}
+    owned = {t: {0, 1, 2, 3} for t in ("orders-eu", "orders-us")}
+    later = await groups.heartbeat(_beat("a", 1, owned))
+    assert later.member_epoch == 2 and _topics(later.assignment) == {
+        "orders-eu", "orders-us", "orders-asia"}
+    # A deleted one is revoked (the member stops reporting it, then moves on).
+    topics.names.discard("orders-us")
+    owned["orders-asia"] = {0, 1, 2, 3}
+    gone = await groups.heartbeat(_beat("a", 2, owned))
+    assert gone.error is ErrorCode.none and _topics(gone.assignment) == {
+        "orders-eu", "orders-asia"}
+    group = groups.group("g")
+    assert group is not None and group.members["a"].regex == "orders-.*"
+
+
+async def test_regex_and_names_together_and_what_the_member_may_see() -> None:
+    topics = Topics("orders-eu", "orders-secret", "payments")
+    groups = _groups(topics)
+    joined = await groups.heartbeat(_join("a", "orders-.*", subscribed=("payments",),
+                                          topic_allowed=lambda t: t != "orders-secret"))
+    assert _topics(joined.assignment) == {"orders-eu", "payments"}
+
+
+async def test_unreadable_topics_keep_what_the_member_had() -> None:
+    topics = Topics("orders-eu")
+    groups = _groups(topics)
+    joined = await groups.heartbeat(_join("a", "orders-.*"))
+    assert _topics(joined.assignment) == {"orders-eu"}
+    topics.failing = True
+    again = await groups.heartbeat(_beat("a", 1, {"orders-eu": {0, 1, 2, 3}}))
+    assert again.error is ErrorCode.none and again.member_epoch == 1
+    group = groups.group("g")
+    assert group is not None and group.members["a"].subscribed == {"orders-eu"}
+
+
+async def test_no_refresh_before_its_round() -> None:
+    topics = Topics("orders-eu")
+    groups = _groups(topics, refresh_ms=60_000)
+    await groups.heartbeat(_join("a", "orders-.*"))
+    topics.names.add("orders-us")
+    again = await groups.heartbeat(_beat("a", 1, {"orders-eu": {0, 1, 2, 3}}))
+    assert again.member_epoch == 1 and again.assignment is None
+
+
+async def test_a_bad_regex_is_invalid_regular_expression_and_none_is_invalid_request() -> None:
+    groups = _groups(Topics("orders-eu"))
+    bad = await groups.heartbeat(_join("a", "orders-(?=x)"))
+    assert bad.error is ErrorCode.invalid_regular_expression
+    assert bad.message is not None and "orders-(?=x)" in bad.message
+    none = await groups.heartbeat(_join("a", ""))
+    assert none.error is ErrorCode.invalid_request
+    assert none.message == ("SubscribedTopicNames or SubscribedTopicRegex must be set in "
+                            "first request.")
