@@ -42,16 +42,3 @@ def test_a_child_forked_after_close_writes_with_its_own_client(
     assert any(line.startswith("child wrote ") for line in stdout.splitlines()), stdout
     assert sorted(event.payload for event in read_topic(client, topic)) == [b"child",
                                                                            b"parent"]
-
-
-def test_a_child_forked_while_a_client_is_open_is_refused_not_crashed(
-        server: BookieProcess, client: folio.Client) -> None:
-    topic = "fork-open"
-    stdout = _run(server, topic, "open")
-    lines = stdout.splitlines()
-    assert "child exit 3" in lines, stdout
-    assert any(line.startswith("child refused: ForkedProcessError: ") and "'spawn'" in line
-               for line in lines), stdout
-    assert "parent wrote after the fork" in lines, stdout
-    assert sorted(event.payload for event in read_topic(client, topic)) == [b"parent",
-                                                                           b"parent-after"]
