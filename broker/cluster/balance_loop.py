@@ -110,8 +110,6 @@ class BalanceLoop:
                 continue
             try:
                 await self._step()
-            except asyncio.CancelledError:
-                raise
             except Exception as error:  # the store is unreachable: try on the next tick
                 log.info("broker %s: ownership step failed (%s); trying again",
                          self._identity.broker_id, error)

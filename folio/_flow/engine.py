@@ -40,7 +40,7 @@ own deadlines.
 nothing awaits): :meth:`start`, :meth:`submit`, :meth:`release`,
 :meth:`die`, :meth:`remove`, :meth:`take`, :meth:`resume`, :meth:`learn_sealed`,
 :meth:`enter_sealed`, :meth:`detach`; read ``state``, ``dead``,
-``last_error``, ``units``, ``unfinished``. The stream's API is
+``last_error``, ``units``. The stream's API is
 ``AppendFlow`` and ``MovingFlow`` (``on_reply``, ``on_stream_ready``,
 ``on_stream_lost``, ``on_tick``, ``on_moved``, ``on_move_failed``). Timers
 are the running loop's ``call_later``: the engine runs on whatever loop its
@@ -49,7 +49,6 @@ stream runs on.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import deque
@@ -57,8 +56,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from folio._flow.policy import FlowPolicy, FlowUnit
+from folio._flow.retries import SetupRetries
 from folio._status import error_from_reply
-from folio._transport.append_stream import Backoff
 from folio._transport.brokers import Brokers
 from folio._transport.flow_state import FlowState, move
 from folio.api.v1 import append_pb2
@@ -79,8 +78,8 @@ _SENDING: Final = (FlowState.READY, FlowState.SETTING_UP)
 class FlowEngine(Generic[U]):
     """One flow: state, stream, setup, sends, answers, resends, moves (module docstring)."""
 
-    __slots__ = ("_backoff", "_flow_id", "_log", "_next_event_number", "_outstanding",
-                 "_pending", "_policy", "_queue", "_retry_message", "_sealed", "_sealing",
+    __slots__ = ("_flow_id", "_log", "_next_event_number", "_outstanding",
+                 "_pending", "_policy", "_queue", "_retries", "_sealed", "_sealing",
                  "_source", "_stream", "_txn_id", "_writer_id", "dead", "down_since",
                  "last_error", "resent", "segment", "settled_by_setup", "state")
 
@@ -103,7 +102,7 @@ class FlowEngine(Generic[U]):
         self._source = source
         self._policy = policy
         self._log = log
-        self._retry_message = kind + " to %s failed (%s); setting up again in %.2f s"
+        self._retries = SetupRetries(log, kind)
         self._stream: AppendStream | None = None  # once registered
         self._flow_id = 0
         self.state = FlowState.NEW
@@ -113,7 +112,6 @@ class FlowEngine(Generic[U]):
         #: Sequence of a command awaiting its answer -> the units it ends (None: the setup).
         self._pending: dict[int, list[U] | None] = {}
         self._next_event_number = 0
-        self._backoff: Backoff | None = None  # made by the first retry
         self._sealing = False  # the next setup only learns what a sealed segment holds
         self._sealed = False  # ... and it was answered: nothing more is sent here
         #: Why the flow ended for good (every unit fails with it, now and later).
@@ -133,11 +131,6 @@ class FlowEngine(Generic[U]):
     def units(self) -> Sequence[U]:
         """The units not settled yet, in order (read only)."""
         return self._queue
-
-    @property
-    def unfinished(self) -> int:
-        """How many units are not settled yet."""
-        return len(self._queue)
 
     @property
     def sealing(self) -> bool:
@@ -392,8 +385,7 @@ class FlowEngine(Generic[U]):
         self._pump()
 
     def _on_appended(self, group: list[U], appended: append_pb2.DataAppended) -> None:
-        if self._backoff is not None:
-            self._backoff.reset()
+        self._retries.reset()
         self.last_error = None
         self.remove(group)
         self._policy.appended(group, appended)
@@ -418,16 +410,12 @@ class FlowEngine(Generic[U]):
     def _reset(self, error: FolioError) -> None:
         self._move(FlowState.RESETTING)
         self._in_doubt()
-        backoff = self._backoff
-        if backoff is None:
-            backoff = self._backoff = Backoff()
-        delay = backoff.next_delay()
-        self._log.info(self._retry_message, self.segment, error, delay)
-        asyncio.get_running_loop().call_later(delay, self._retry_setup)
 
-    def _retry_setup(self) -> None:
-        if self.state is FlowState.RESETTING and self._flow_id:
-            self._send_setup()
+        def retry() -> None:
+            if self.state is FlowState.RESETTING and self._flow_id:
+                self._send_setup()
+
+        self._retries.schedule(self.segment, error, retry)
 
     def _follow(self, source: Brokers, error: WrongHostError) -> None:
         """Off this stream to the segment's owner (``Brokers.follow``), as after a lost stream.

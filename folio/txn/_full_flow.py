@@ -139,7 +139,7 @@ class SegmentFlow:
         """Gives up once the stream has been down (or refused) for ``give_up_s``."""
         engine = self.engine
         down_since = engine.down_since
-        if down_since is not None and engine.unfinished and now - down_since > self._give_up_s:
+        if down_since is not None and engine.units and now - down_since > self._give_up_s:
             engine.die(FolioUnavailableError(
                 f"the append stream to {self.segment} has been down for more than "
                 f"{self._give_up_s:.0f} s with blocks of the transaction unacknowledged"))

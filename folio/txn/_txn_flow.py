@@ -124,7 +124,7 @@ class TxnFlow:
     @property
     def unfinished(self) -> int:
         """Commits queued or on their way."""
-        return self.engine.unfinished
+        return len(self.engine.units)
 
     # -- from the writer ---------------------------------------------------------
 

@@ -214,7 +214,7 @@ class SegmentFlow:
         engine = self.engine
         engine.detach()
         self.tick(time.monotonic())
-        if engine.unfinished:  # written while moving: try again from the start
+        if engine.units:  # written while moving: try again from the start
             failure = engine.start()
             if failure is not None:
                 self.fail(failure)

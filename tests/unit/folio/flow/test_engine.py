@@ -53,7 +53,7 @@ async def test_units_wait_for_the_setup_then_are_numbered_from_its_answer() -> N
     assert [(b.data, b.last_event_number, b.end) for b in stream.blocks()] == [
         (b"a", 11, True), (b"b", 14, True)]
     ack(engine, stream.of("append_block")[0], offset=100)
-    assert policy.acked == [("a", 100)] and engine.unfinished == 1
+    assert policy.acked == [("a", 100)] and len(engine.units) == 1
 
 
 async def test_a_lost_stream_settles_by_the_setup_and_resends_the_rest_with_their_numbers(
