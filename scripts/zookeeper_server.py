@@ -35,6 +35,8 @@ import threading
 import time
 from pathlib import Path
 
+from free_ports import free_port
+
 __all__ = [
     "DEFAULT_JAR",
     "START_TIMEOUT_S",
@@ -57,13 +59,6 @@ _SLF4J_SIMPLE = "/usr/share/java/slf4j-simple.jar"
 
 class ZooKeeperStartError(RuntimeError):
     """The server could not be started, or did not answer in time."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port free on ``host`` now (the kernel's pick for port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def four_letter_word(host: str, port: int, word: str, timeout_s: float = 2.0) -> str:

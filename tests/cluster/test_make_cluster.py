@@ -97,11 +97,12 @@ def _status(directory: Path) -> tuple[int, dict[str, str]]:
 @pytest.mark.timeout(600)
 def test_cluster_nursing_and_who_owns_what(tmp_path: Path) -> None:
     directory = tmp_path / "folio-cluster"
-    zk_port, first_broker = free_port(), free_port()
+    # The script gives member i the base port + i: two consecutive ports per broker base.
+    zk_port, first_broker = free_port(), free_port(count=2)
     brokers = [f"127.0.0.1:{first_broker}", f"127.0.0.1:{first_broker + 1}"]
     ports = ["--zk-port", str(zk_port), "--bookie-port", str(free_port()),
              "--bookie-metrics-port", str(free_port()), "--broker-port", str(first_broker),
-             "--broker-metrics-port", str(free_port())]
+             "--broker-metrics-port", str(free_port(count=2))]
     url = f"zk://127.0.0.1:{zk_port}/folio"
     up = _script(directory, "up", "--bookies", "1", "--brokers", "2", "--containers", "4",
                  *ports)

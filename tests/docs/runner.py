@@ -22,7 +22,6 @@ import contextlib
 import io
 import os
 import re
-import socket
 import subprocess
 import sys
 import traceback
@@ -32,6 +31,7 @@ from typing import Any
 
 from tests.docs.blocks import ROOT, Block
 from tests.support.bookies import folio_env, wait_for_ready_line
+from tests.support.zookeeper import free_port
 
 __all__ = ["DocRun"]
 
@@ -47,21 +47,8 @@ _DEFAULT_PORTS = {"standalone": (7070, 7071), "broker": (7070, 7071), "bookie": 
 
 
 def _free_ports(count: int) -> int:
-    """The first of ``count`` consecutive ports free on 127.0.0.1 now."""
-    for _ in range(500):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base: int = probe.getsockname()[1]
-        if base + count > 65000:
-            continue
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise AssertionError(f"no {count} consecutive free ports")
+    """The first of ``count`` consecutive ports free on 127.0.0.1 now (scripts/free_ports.py)."""
+    return free_port(count=count)
 
 
 def _logical_lines(text: str) -> list[str]:

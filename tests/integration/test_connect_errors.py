@@ -11,7 +11,6 @@ the test would time out instead of seeing the typed error.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.certs import Pki
 from tests.support.kafka import kafka_address
 from tests.support.standalone import start_standalone
+from tests.support.zookeeper import free_port
 
 #: Far beyond the per-test timeout: only the connect timeout can end these calls.
 _CALL_DEADLINE_S = 600.0
@@ -59,9 +59,8 @@ def tls(processes: BookieProcesses, tmp_path_factory: pytest.TempPathFactory,
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nothing listens on (scripts/free_ports.py: not one a port-0 server may take)."""
+    return free_port()
 
 
 def _list_topics(endpoint: str, tls: folio.TLS | None = None) -> folio.FolioError:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -14,6 +13,8 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from tests.support.zookeeper import free_port
 
 __all__ = ["PROMETHEUS_MISSING", "PrometheusServer", "prometheus_path"]
 
@@ -30,12 +31,9 @@ def prometheus_path() -> str | None:
 
 
 def _free_port() -> int:
-    # Prometheus cannot report a port it chose itself, so pick one: bind 0,
-    # read it, close. Another process could take it in between; on loopback
-    # in a test run that is very unlikely, and the start then fails loudly.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    # Prometheus cannot report a port it chose itself, so it is told one
+    # (scripts/free_ports.py: below the ephemeral range, this worker's slice).
+    return free_port()
 
 
 class PrometheusServer:

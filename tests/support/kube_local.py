@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.proxy import TcpProxy
+from tests.support.zookeeper import free_port
 
 __all__ = ["Command", "LocalCluster", "Pod", "UnmappedNameError", "free_port"]
 
@@ -53,14 +53,6 @@ _HOST_FLAG = re.compile(r"^(?P<flag>--[a-z-]*host)=(?P<host>[A-Za-z0-9.-]+)$")
 
 class UnmappedNameError(AssertionError):
     """An argument names a cluster DNS name no rendered pod or Service has."""
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 right now (the process that gets it binds it soon after)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
