@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from ledger.errors import (
     NoSuchLedgerError,
 )
 from ledger.status import ERROR_CODE_KEY, ERROR_KEY
+from tests.support.zookeeper import free_port
 
 MAX_ENTRY_BYTES = 64 * 1024
 Code = grpc.StatusCode
@@ -223,9 +223,7 @@ async def test_client_raises_typed_errors_with_context(served: Served) -> None:
 
 
 async def test_refused_connection_is_retriable_unavailability() -> None:
-    with socket.socket() as probe:  # a port that was free a moment ago: nobody listens
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # free a moment ago, below the range port-0 servers take: nobody listens
     client = GrpcBookieClient(f"127.0.0.1:{port}", add_timeout_ms=5_000, read_timeout_ms=5_000)
     try:
         with pytest.raises(BookieUnavailableError) as unavailable:

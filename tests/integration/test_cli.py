@@ -12,12 +12,12 @@ import itertools
 import json
 import selectors
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 from tests.support.bookies import BookieProcess, folio_argv, folio_env
+from tests.support.zookeeper import free_port
 
 RUN_TIMEOUT_S = 60.0
 LATENCY_KEYS = {"p50", "p99", "p999", "max"}
@@ -92,9 +92,7 @@ def test_topic_create_list_describe_delete(server: BookieProcess) -> None:
 
 
 def test_no_broker_says_how_to_start_one(server: BookieProcess) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed = f"127.0.0.1:{probe.getsockname()[1]}"
+    closed = f"127.0.0.1:{free_port()}"
     line = one_error_line(folio(None, "topic", "list", endpoint=closed), "folio topic list")
     assert f"no broker at {closed}" in line
     assert "make run" in line and "folio standalone" in line

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import time
 
@@ -19,6 +18,7 @@ import folio
 from folio.errors import TopicExistsError
 from tests.support.bookies import BookieProcess, folio_argv, folio_env
 from tests.support.wait import wait_for
+from tests.support.zookeeper import free_port
 
 RUN_TIMEOUT_S = 60.0
 
@@ -51,9 +51,7 @@ def test_version_and_endpoint_before_or_after_and_bootstrap(server: BookieProces
     listed = next(topic for topic in before if topic["name"] == "k-opts")
     assert listed["segments"][0]["name"] == "k-opts/0"
     assert not any(topic["name"].startswith("_") for topic in before)
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{closed.getsockname()[1]}"
+    dead = f"127.0.0.1:{free_port()}"
     assert "k-opts\t1" in ok(run("--bootstrap", f"{dead},{at}", "topic", "list")).splitlines()
     assert "k-opts\t1" in ok(run("topic", "list", "--bootstrap", f"{dead},{at}")).splitlines()
     refused = error_line(run("topic", "list", "--bootstrap", dead), "folio topic list")

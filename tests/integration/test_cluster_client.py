@@ -16,7 +16,6 @@ standalone by its owner; the assertions hold unchanged (marker
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import pytest
@@ -27,6 +26,7 @@ from tests.support.catch_up import read_to_sentinels
 from tests.support.proxy import TcpProxy
 from tests.support.redirector import Redirector
 from tests.support.wait import wait_for
+from tests.support.zookeeper import free_port
 
 pytestmark = pytest.mark.cluster_client
 
@@ -42,10 +42,8 @@ def redirector(server: BookieProcess) -> Iterator[Redirector]:
 
 
 def dead_endpoint() -> str:
-    """A loopback port nobody listens on (bound, then closed)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{sock.getsockname()[1]}"
+    """A loopback port nobody listens on (scripts/free_ports.py: none a port-0 server takes)."""
+    return f"127.0.0.1:{free_port()}"
 
 
 def payloads(first: int, count: int) -> list[bytes]:

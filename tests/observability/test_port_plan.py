@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from tests.observability.prometheus_server import (
 )
 from tests.observability.scrape import metrics_url
 from tests.support.bookies import BookieProcess
+from tests.support.zookeeper import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
@@ -172,26 +172,8 @@ def test_the_shipped_config_scrapes_make_run(server: BookieProcess, tmp_path: Pa
 
 
 def _free_base(count: int) -> int:
-    """A first port of ``count`` consecutive ports free on 127.0.0.1 right now."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base: int = probe.getsockname()[1]
-        if base + count > 65535:
-            continue
-        sockets = []
-        try:
-            for port in range(base, base + count):
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise AssertionError(f"no {count} consecutive free ports")
+    """A first port of ``count`` consecutive ports free on 127.0.0.1 now (scripts/free_ports.py)."""
+    return free_port(count=count)
 
 
 @pytest.fixture
