@@ -45,7 +45,21 @@ def test_the_bookie_reports_group_commits_fsyncs_and_adds(client: folio.Client, 
 
     write(client, "bookie-load", 500)
 
-    page = scrape(url)
+    # The bookie's writer thread counts a commit's stages one after another (its
+    # queue wait as it begins, entries and adds as it ends, the hand-over after):
+    # a scrape in between (the broker's own background appends go on) sees a
+    # commit half counted, so take the first scrape between commits.
+    def settled(page: Scrape) -> bool:
+        def delta(name: str) -> float:
+            return page.value(name) - before.value(name)
+        commits = delta("folio_bookie_group_commit_entries_count")
+        return (delta("folio_bookie_group_commit_entries_sum")
+                == delta("folio_bookie_added_entries_total")
+                and delta("folio_bookie_journal_wait_seconds_count") <= commits
+                and delta("folio_bookie_ack_seconds_count")
+                <= delta("folio_bookie_fsync_seconds_count"))
+
+    page = wait_for(url, settled, what="a scrape between two group commits")
 
     def delta(name: str) -> float:
         return page.value(name) - before.value(name)
