@@ -5,7 +5,7 @@ refuses with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, the partition's
 current leader (``current_leader``: leader id and epoch, a tagged field of the
 partition) and, once per answer, the address of every leader so named
 (``node_endpoints``, a tagged field of the answer). A client (librdkafka
-2.4+, the Java client 3.7+) then sends the partition's next request to that
+2.5+, the Java client 3.7+) then sends the partition's next request to that
 leader at once, without asking Metadata first.
 
 The leader named is the one Metadata names (``ClusterNodes.leader_of``: the
