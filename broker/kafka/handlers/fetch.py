@@ -5,8 +5,9 @@ v7+ requests may use an incremental fetch session (KIP-227,
 its answer carries). v13+ requests name topics by id (``broker.kafka.topic_ids``):
 an id no topic has is answered UNKNOWN_TOPIC_ID for its partitions, under
 that id. v15's ``replica_state`` and v17's ``replica_directory_id`` are a
-follower's (Kafka's replication) and ignored; v16's ``node_endpoints`` is
-left empty (no partition answers NOT_LEADER_OR_FOLLOWER with a new leader).
+follower's (Kafka's replication) and ignored. v16+ answers name the current
+leader of a partition refused NOT_LEADER_OR_FOLLOWER, and its address, when
+another broker of the cluster owns it (KIP-951, ``broker.kafka.leader_hints``).
 
 Each partition is read from its segment (``SegmentHandle.read``) from the
 fetch offset, about ``partition_max_bytes`` of whole blocks (at least one,
@@ -50,6 +51,7 @@ from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
 from broker.kafka.fetch_sessions import FetchPlan, PartitionKey, PartitionState, Wanted
+from broker.kafka.leader_hints import LeaderHints
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
 from ledger.errors import LedgerError
@@ -180,7 +182,7 @@ async def handle_fetch(context: KafkaContext, call: Call) -> Any:
                 or context.stopping.is_set() or any(p.error is not ErrorCode.none for p in parts)
                 or not await _wait_any(context, parts, isolation, remaining)):
             break
-    return _answer(call, parts, isolation, plan, by_id)
+    return _answer(context, call, parts, isolation, plan, by_id)
 
 
 async def _open(context: KafkaContext, part: _Partition) -> None:
@@ -242,11 +244,12 @@ async def _wait_any(context: KafkaContext, parts: list[_Partition], isolation: I
                for w in waits)
 
 
-def _answer(call: Call, parts: list[_Partition], isolation: Isolation, plan: FetchPlan,
-            by_id: bool) -> Any:
+def _answer(context: KafkaContext, call: Call, parts: list[_Partition], isolation: Isolation,
+            plan: FetchPlan, by_id: bool) -> Any:
     cls = response_class(FETCH_KEY, call.version)
     topic_cls = nested(cls, "FetchableTopicResponse")
     data_cls = nested(cls, "PartitionData")
+    hints = LeaderHints(context.nodes, cls, call.version >= 16)
     states: dict[PartitionKey, PartitionState] = {}
     for part in parts:
         if part.segment is not None and part.high_watermark < 0:
@@ -266,7 +269,8 @@ def _answer(call: Call, parts: list[_Partition], isolation: Isolation, plan: Fet
             data_cls, partition_index=part.partition, error_code=part.error,
             high_watermark=part.high_watermark, last_stable_offset=part.last_stable,
             log_start_offset=part.log_start, aborted_transactions=aborted_transactions(part),
-            preferred_read_replica=-1, records=b"".join(part.batches)))
+            preferred_read_replica=-1, records=b"".join(part.batches),
+            **hints.current_leader(part.topic, part.partition, part.error)))
     if by_id:
         responses = tuple(build(topic_cls, topic_id=uuid.UUID(key), partitions=tuple(items))
                           for key, items in by_topic.items())
@@ -274,7 +278,7 @@ def _answer(call: Call, parts: list[_Partition], isolation: Isolation, plan: Fet
         responses = tuple(build(topic_cls, topic=key, partitions=tuple(items))
                           for key, items in by_topic.items())
     return build(cls, throttle_time=_ZERO, error_code=ErrorCode.none, session_id=session_id,
-                 responses=responses)
+                 responses=responses, **hints.node_endpoints())
 
 
 def aborted_transactions(part: _Partition) -> tuple[Any, ...]:

@@ -2,9 +2,10 @@
 
 v13 names topics by id (KIP-516): each id is mapped to its topic's name
 (``broker.kafka.topic_ids``), an id no topic has answered UNKNOWN_TOPIC_ID
-for each of its partitions, and the answer names topics by id. v10 and v11
-add only fields Folio leaves at their defaults (the current leader and node
-endpoints of a NOT_LEADER_OR_FOLLOWER answer). KIP-890: before v12 a
+for each of its partitions, and the answer names topics by id. v10+
+answers name the current leader of a partition refused NOT_LEADER_OR_FOLLOWER,
+and its address, when another broker of the cluster owns it (KIP-951,
+``broker.kafka.leader_hints``). KIP-890: before v12 a
 transactional batch to a partition not added to the transaction is refused
 (v11: TRANSACTION_ABORTABLE, else INVALID_TXN_STATE); from v12 the batch
 adds it (``KafkaContext.transactional_check``).
@@ -67,6 +68,7 @@ from broker.kafka.dispatch import Api, Call, Deferred
 from broker.kafka.error_codes import error_code
 from broker.kafka.forwarding import AppendBlock as ForwardedAppend
 from broker.kafka.forwarding import ForwardedTxn, aborting_if_unknown
+from broker.kafka.leader_hints import LeaderHints
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
 from broker.kafka.sequences import answer_of, handed_to_ledger, resolve_failed_append
@@ -118,7 +120,7 @@ async def handle_produce(context: KafkaContext, call: Call) -> Deferred:
                for name, index, records in parts]
     jobs = [(key, partition.index) for key, topic in zip(keys, request.topic_data, strict=True)
             for partition in topic.partition_data]
-    return Deferred(_answer(call, jobs, started, by_id))
+    return Deferred(_answer(context, call, jobs, started, names))
 
 
 async def _name_of(context: KafkaContext, key: str) -> str | None:
@@ -131,8 +133,13 @@ async def _name_of(context: KafkaContext, key: str) -> str | None:
         return None
 
 
-async def _answer(call: Call, jobs: list[tuple[str, int]],
-                  started: list[_Started], by_id: bool) -> Any:
+async def _answer(context: KafkaContext, call: Call, jobs: list[tuple[str, int]],
+                  started: list[_Started], names: dict[str, str | None]) -> Any:
+    """The answer once every append is done; ``names``: each topic key's name (None: no topic).
+
+    The leader hints (v10+) are read after the appends, from the owner cache
+    as it is then (``broker.kafka.leader_hints``).
+    """
     # Shielded: if the connection goes (the answer is cancelled), each append
     # still finishes and notes its offset, which the producer's resend of the
     # same batch is then answered with.
@@ -140,20 +147,24 @@ async def _answer(call: Call, jobs: list[tuple[str, int]],
                else outcome for outcome in started]
     if call.request.acks == 0:
         return None
+    by_id = call.version >= 13
     cls = response_class(PRODUCE_KEY, call.version)
     topic_cls = nested(cls, "TopicProduceResponse")
     partition_cls = nested(cls, "PartitionProduceResponse")
+    hints = LeaderHints(context.nodes, cls, call.version >= 10)
     by_topic: dict[str, list[Any]] = {}
     for (key, index), (code, offset, message) in zip(jobs, results, strict=True):
+        name = names.get(key)
+        leader = {} if name is None else hints.current_leader(name, index, code)
         by_topic.setdefault(key, []).append(build(
             partition_cls, index=index, error_code=code, base_offset=offset,
             log_append_time=None, log_start_offset=-1, record_errors=(),
-            error_message=message))
+            error_message=message, **leader))
     # ``key``: the topic's name, or (v13+) its id's text.
     responses = tuple(build(topic_cls, partition_responses=tuple(parts),
                             **({"topic_id": uuid.UUID(key)} if by_id else {"name": key}))
                       for key, parts in by_topic.items())
-    return build(cls, responses=responses, throttle_time=_ZERO)
+    return build(cls, responses=responses, throttle_time=_ZERO, **hints.node_endpoints())
 
 
 #: (error code, base offset, error message) of one partition.
