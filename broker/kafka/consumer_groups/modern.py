@@ -50,7 +50,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections import Counter
 from collections.abc import Iterable
 
 from kio.schema.errors import ErrorCode
@@ -69,7 +68,9 @@ from broker.kafka.consumer_groups.modern_members import (
     MemberState,
     ModernGroup,
     ModernMember,
+    assignor_of,
     reconcile,
+    take_over,
 )
 from broker.kafka.consumer_groups.modern_requests import (
     ClassicGroups,
@@ -296,13 +297,13 @@ class ModernGroups:
             bump = bump or counts != group.partition_counts or subscribed != had
         epoch = group.group_epoch + 1 if bump else group.group_epoch
         if bump:
-            name = self._assignor_of(group, member, replaced, assignor)
+            name = assignor_of(group, member, replaced, assignor)
             moved = await self._record(group, epoch, name)
             if moved is not None:
                 return moved
         # Decided: apply (no await from here to the answer).
         if replaced is not None:
-            self._take_over(group, member, replaced)
+            take_over(group, member, replaced)
         before = {t: set(p) for t, p in member.assigned.items()}
         member.client_id, member.client_host = r.client_id, r.client_host
         for other in group.members.values():
@@ -333,34 +334,9 @@ class ModernGroups:
                                heartbeat_interval_ms=self.config.heartbeat_interval_ms,
                                assignment=member.assigned if full or changed else None)
 
-    def _take_over(self, group: ModernGroup, member: ModernMember, old: ModernMember) -> None:
-        """A static member back under a new id takes its old incarnation's place."""
-        del group.members[old.member_id]
-        old.cancel_timers()
-        member.member_epoch = old.previous_member_epoch
-        member.previous_member_epoch = old.previous_member_epoch
-        member.state, member.assigned = old.state, old.assigned
-        member.pending_revocation = old.pending_revocation
-        member.subscribed, member.server_assignor = old.subscribed, old.server_assignor
-        member.topic_names, member.regex = old.topic_names, old.regex
-        member.rebalance_timeout_ms = old.rebalance_timeout_ms
-        if old.member_id in group.target:
-            group.target[member.member_id] = group.target.pop(old.member_id)
-        log.info("kafka consumer group %s: static member %s is back as %s (was %s)",
-                 group.group_id, member.instance_id, member.member_id, old.member_id)
-
-    def _assignor_of(self, group: ModernGroup, member: ModernMember,
-                     replaced: ModernMember | None, assignor: str | None) -> str:
-        """The assignor most members ask for (this one's new choice counted), else uniform."""
-        votes = Counter(m.server_assignor for m in group.members.values()
-                        if m is not member and m is not replaced and m.server_assignor)
-        if assignor:
-            votes[assignor] += 1
-        return votes.most_common(1)[0][0] if votes else DEFAULT_ASSIGNOR
-
     def _assign(self, group: ModernGroup) -> None:
         """A new target for the group's epoch (members with epoch -2 keep their place)."""
-        group.assignor = self._assignor_of(group, ModernMember(""), None, None)
+        group.assignor = assignor_of(group, ModernMember(""), None, None)
         subscriptions = {m.member_id: m.subscribed for m in group.members.values()}
         group.target = ASSIGNORS[group.assignor](subscriptions, group.partition_counts,
                                                  group.target)
