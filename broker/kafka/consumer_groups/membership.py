@@ -258,6 +258,11 @@ class GroupMembership:
             errors.append(ErrorCode.none)
         return errors
 
+    def resume(self, group: Group) -> None:
+        """A group loaded with its members (``_classic_state``): their sessions start now."""
+        for member in group.members.values():
+            self._rebalancer.touch(group, member)
+
     def forget(self, group_id: str, error: ErrorCode) -> None:
         """Forget the group (another broker coordinates it now): its timers stop and its
         waiting calls get ``error``."""

@@ -28,19 +28,17 @@ member (``group.instance.id``) leaving with epoch -2 keeps its partitions until
 its session ends; back under a new member id within it, it takes them over
 without a new epoch (UNRELEASED_INSTANCE_ID while the old one is still there).
 
-**What survives a restart or failover** is what classic groups keep: the
-group record in ``_kafka_offsets`` (``ConsumerGroupRecord`` with
-``group_protocol`` ``consumer``: the group epoch and assignor), written when
-the epoch goes up, and the committed offsets. Members are not kept: after a
-restart (or at the container's new coordinator) their heartbeats answer
-UNKNOWN_MEMBER_ID and they join again with epoch 0, from the committed
-offsets, at an epoch above the recorded one.
+**What survives a restart or failover**: the group record in ``_kafka_offsets``
+(``ConsumerGroupRecord``, ``group_protocol`` ``consumer``: the group epoch and
+assignor, written when the epoch goes up), the committed offsets and the image
+of the members and assignments (``_modern_state``, with its crash windows):
+the members go on at their epochs with their partitions.
 
 The record's write has three outcomes. Written or not, the group goes on:
 the record only says "a consumer group, at least this epoch", and the next
 bump writes it again; an unknown outcome may leave a record with an epoch the
-group never reached in memory, which is harmless (epochs only grow, and no
-member outlives a restart). A write refused because another broker owns the
+group never reached in memory, which is harmless (epochs only grow: a loaded
+group takes the greater one). A write refused because another broker owns the
 group's container now (``WrongHostError``) answers NOT_COORDINATOR and
 changes nothing here.
 """
@@ -61,6 +59,7 @@ from broker.errors import (
     WrongHostError,
 )
 from broker.groups.kafka_view import kafka_group_not_found
+from broker.kafka.consumer_groups._modern_state import GroupStates, KeptModernGroups
 from broker.kafka.consumer_groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
 from broker.kafka.consumer_groups.modern_members import (
     LEAVE_EPOCH,
@@ -99,8 +98,10 @@ class ModernGroups:
     """Every consumer-protocol group this broker coordinates (module docstring)."""
 
     def __init__(self, partitions: PartitionCount, store: GroupRecords, classic: ClassicGroups,
-                 config: ModernConfig | None = None, names: TopicNames | None = None) -> None:
+                 config: ModernConfig | None = None, names: TopicNames | None = None,
+                 states: GroupStates | None = None) -> None:
         self.config = config or ModernConfig()
+        self._kept = KeptModernGroups(states)  # the members over restarts
         self._partitions = partitions
         self._names = names  # None: regex subscriptions match nothing
         self._store = store
@@ -148,9 +149,25 @@ class ModernGroups:
             if record is None or not record.modern:
                 continue
             self._classic.forget_empty(group_id)  # the classic side loaded it as Empty
+            kept = self._kept.restore(group_id, record)
+            if kept is not None:
+                self._groups[group_id] = kept
+                self._resume(kept)
+                continue
             self._groups[group_id] = ModernGroup(group_id, group_epoch=record.generation,
                                                  assignment_epoch=record.generation,
                                                  assignor=record.protocol_name or "")
+
+    def _resume(self, group: ModernGroup) -> None:
+        """A group loaded with its members: a target for a newer recorded epoch, timers
+        started, topics looked at after a refresh (heartbeats bring their permissions)."""
+        if group.assignment_epoch < group.group_epoch:
+            self._assign(group)
+        for member in group.members.values():
+            self._touch(group, member)
+            self._watch_revocation(group, member)
+        group.refresh_at = (asyncio.get_running_loop().time()
+                            + self.config.metadata_refresh_ms / 1000)
 
     def drop_container(self, container: int) -> None:
         """Stop coordinating ``container``'s groups: members go (they rejoin elsewhere)."""
@@ -159,6 +176,7 @@ class ModernGroups:
 
     def _drop(self, group: ModernGroup) -> None:
         group.dead = True
+        self._kept.forget(group.group_id)
         for member in group.members.values():
             member.cancel_timers()
 
@@ -192,10 +210,12 @@ class ModernGroups:
                 return refused(ErrorCode.coordinator_not_available,
                                 f"Consumer group {r.group_id} is being removed.")
             if r.member_epoch == LEAVE_EPOCH:
-                return await self._leave(group, r)
-            if r.member_epoch == STATIC_LEAVE_EPOCH:
-                return self._static_leave(group, r)
-            return await self._heartbeat(group, r)
+                result = await self._leave(group, r)
+            elif r.member_epoch == STATIC_LEAVE_EPOCH:
+                result = self._static_leave(group, r)
+            else:
+                result = await self._heartbeat(group, r)
+            return await self._kept.answer(group, result)  # once its image is written
 
     async def _leave(self, group: ModernGroup, r: HeartbeatRequest) -> HeartbeatResult:
         member = group.members.get(r.member_id)
@@ -403,6 +423,7 @@ class ModernGroups:
         async with group.lock:
             if self._groups.get(group.group_id) is group:
                 await self._remove(group, member, why)
+                await self._kept.answer(group, HeartbeatResult(ErrorCode.none))  # (logged)
 
     # ------------------------------------------------------------ offsets, deletion
 
@@ -472,4 +493,5 @@ class ModernGroups:
                 raise
             if self._groups.get(group_id) is group:
                 del self._groups[group_id]
+            self._kept.forget(group_id)
         log.info("kafka consumer group %s: deleted", group_id)
