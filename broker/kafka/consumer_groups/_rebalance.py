@@ -270,6 +270,17 @@ class Rebalancer:
 
     # ------------------------------------------------------------ group records
 
+    async def record(self, group: Group) -> bool:
+        """Write the group's record and state now (a static member's new id); whether
+        it was written (a failure is logged: its outcome is unknown)."""
+        try:
+            await self._record_group(group)
+        except Exception as error:
+            log.warning("kafka group %s: recording generation %d failed: %s", group.group_id,
+                        group.generation, error)
+            return False
+        return True
+
     def _record_later(self, group: Group) -> None:
         """Record an emptied group's generation in the background (best effort)."""
         self._spawn(self._record_quietly(group))

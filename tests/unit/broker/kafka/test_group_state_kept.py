@@ -190,3 +190,33 @@ async def test_classic_a_stale_image_is_not_used(topics: TopicManager) -> None:
     assert not group.members
     assert again.heartbeat("cg", 1, joined.member_id) is ErrorCode.unknown_member_id
     again.close()
+
+
+async def test_classic_a_static_members_new_id_is_kept(topics: TopicManager) -> None:
+    def static(member_id: str = "") -> JoinRequest:
+        return JoinRequest("cg", member_id, "client", "host", 10_000, 10_000, "consumer",
+                           (("range", b"meta"),), "box", False)
+
+    store = FailingStates(topics)
+    coordinator = GroupCoordinator(topics, store)
+    await coordinator.start()
+    first = await coordinator.join(static())
+    await coordinator.sync("cg", 1, first.member_id, "consumer", "range",
+                           {first.member_id: b"mine"})
+    # The client restarts: a join without member id takes its place, no rebalance; the
+    # new id is written before the answer (a failed write: it joins again).
+    store.fail = True
+    refused = await coordinator.join(static())
+    assert refused.error is ErrorCode.coordinator_not_available
+    store.fail = False
+    back = await coordinator.join(static())
+    assert (back.error, back.generation) == (ErrorCode.none, 1)
+    coordinator.close()
+
+    again = GroupCoordinator(topics, OffsetStore(topics))  # the broker restarted
+    await again.start()
+    assert again.heartbeat("cg", 1, back.member_id, "box") is ErrorCode.none
+    assert again.heartbeat("cg", 1, first.member_id, "box") is ErrorCode.fenced_instance_id
+    synced = await again.sync("cg", 1, back.member_id, "consumer", "range", {}, "box")
+    assert synced.assignment == b"mine"
+    again.close()
