@@ -7,7 +7,8 @@ same broker, read and commit record by record. That broker is SIGKILLed:
 another claims its containers and loads the groups with their members, and the
 consumers go on there with no rebalance: the same members, the classic
 generation and the KIP-848 epochs unchanged, their commits accepted, every
-record read exactly once (docs/kafka.md, "Clusters").
+record read exactly once (docs/kafka.md, "Clusters"). The same when the
+groups' container is handed over gracefully to a broker that joins.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ from tests.integration.kafka.test_kafka_groups_kept import (
     _poll_until,
 )
 from tests.support.bookies import BookieProcesses
+from tests.support.cluster import LocalCluster
 from tests.support.cluster_load import COUNT
+from tests.support.cluster_load import wait_spread as spread
+from tests.support.kafka import kafka_address
 from tests.support.wait import wait_for
 
 BEFORE, AFTER = 10, 10
@@ -99,6 +103,62 @@ def test_sigkill_of_the_coordinator_members_kept_at_the_next(
             committed = member.consumer.committed(
                 [TopicPartition(group, p) for p in range(PARTITIONS)], timeout=DEADLINE_S)
             assert [tp.offset for tp in committed] == [BEFORE + AFTER] * PARTITIONS
+    finally:
+        for member in members:
+            member.consumer.close()
+
+
+@pytest.mark.timeout(400)
+def test_a_graceful_hand_over_keeps_the_members(
+        zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
+    cluster = LocalCluster(bookie_processes, zk_url, tmp_path)
+    cluster.init(container_count=COUNT, ensemble_size=3, write_quorum=2, ack_quorum=2)
+    for _ in range(3):
+        cluster.start_bookie()
+    brokers = [cluster.start_broker("--kafka-port", "0") for _ in range(2)]
+    spread(brokers[0].address, [COUNT // 2] * 2)
+    kafka = {b.address: "{}:{}".format(*kafka_address(b)) for b in brokers}
+    bootstrap = ",".join(kafka.values())
+    # A broker keeps its lowest containers when a newcomer joins: the highest one moves.
+    held = next(b.containers for b in list_brokers(brokers[0].address).brokers
+                if b.address == brokers[0].address)
+    moving = max(held)
+    names = (f"kept{i}" for i in range(10_000))
+    classic_group, modern_group = [
+        name for name in names if kafka_container_of(GROUP_KEY, name, COUNT) == moving][:2]
+    for topic in (classic_group, modern_group):
+        create_topic(bootstrap, topic, PARTITIONS)
+        produce(bootstrap, topic, _records(0, BEFORE))
+    members: list[Member] = []
+    try:
+        classic = Member(bootstrap, classic_group, classic_group,
+                         **{"session.timeout.ms": 30_000, "heartbeat.interval.ms": 1_000})
+        members.append(classic)
+        modern = Member(bootstrap, modern_group, modern_group, **{"group.protocol": "consumer"})
+        members.append(modern)
+        _poll_until(members, lambda: all(len(m.read) == BEFORE * PARTITIONS for m in members),
+                    "every record before the hand-over")
+        generation = _folio_describe(brokers[0], classic_group)["generation"]
+        epochs = _consumer_group_describe(kafka[brokers[0].address], modern_group)
+        callbacks = (classic.callbacks, modern.callbacks)
+
+        newcomer = cluster.start_broker("--kafka-port", "0")
+        spread(brokers[0].address, [COUNT // 3] * 3)
+        owner = next(b.address for b in list_brokers(brokers[0].address).brokers
+                     if moving in b.containers)
+        assert owner == newcomer.address
+        for topic in (classic_group, modern_group):
+            produce(bootstrap, topic, _records(BEFORE, BEFORE + AFTER))
+        total = (BEFORE + AFTER) * PARTITIONS
+        _poll_until(members, lambda: all(len(m.read) >= total for m in members),
+                    "every record after the hand-over")
+        assert (classic.callbacks, modern.callbacks) == callbacks  # no rebalance
+        assert _folio_describe(newcomer, classic_group)["generation"] == generation
+        assert _consumer_group_describe(
+            "{}:{}".format(*kafka_address(newcomer)), modern_group) == epochs
+        everything = sorted((p, o) for p in range(PARTITIONS) for o in range(BEFORE + AFTER))
+        for member in members:
+            assert sorted(member.read) == everything  # none lost, none twice
     finally:
         for member in members:
             member.consumer.close()
