@@ -141,11 +141,11 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
             topics, txn_coordinator, producer_ids, groups)
         return _closing(KafkaCoordinators(groups, txns, cluster.locator, consumers=ModernGroups(
             topic_partitions(topics), groups.store, ClassicView(groups),
-            names=topic_names(topics))), stopping)
+            names=topic_names(topics), states=groups.store)), stopping)
     groups = GroupCoordinator(topics, OffsetStore(topics), config)
     await groups.start()
     consumers = ModernGroups(topic_partitions(topics), groups.store, ClassicView(groups),
-                             names=topic_names(topics))
+                             names=topic_names(topics), states=groups.store)
     consumers.start()
     txns = None
     if txn_coordinator is not None:

@@ -4,11 +4,11 @@ Real processes (ZooKeeper, 3 bookies E=3/Qw=2/Qa=2, 3 brokers with
 ``--kafka-port 0``). Two librdkafka members of one group, whose coordinator
 is the broker that also leads partition 0, share a topic spread over the
 three brokers while an idempotent producer writes. That broker is
-SIGKILLed: another claims its containers and loads the group's record (a
-consumer-protocol group, its epoch), the members' heartbeats there answer
-UNKNOWN_MEMBER_ID and they join again from their committed offsets, and
-the group goes on to read every acknowledged record (docs/kafka.md,
-"Consumer groups (KIP-848)").
+SIGKILLed: another claims its containers and loads the group's record and
+state (its epoch, its members with their assignments), the members go on
+there, and the group goes on to read every acknowledged record (docs/kafka.md,
+"Consumer groups (KIP-848)"; ``test_kafka_cluster_groups_kept.py`` checks that
+no member rejoins).
 """
 
 from __future__ import annotations

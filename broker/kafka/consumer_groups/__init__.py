@@ -8,13 +8,16 @@ where): ``_table`` (``GroupTable``: the groups by id), ``membership``
 ``_rebalance`` (``Rebalancer``: generations, the leader's assignment,
 session and rebalance timeouts), ``_commits`` (``OffsetCommits``: offset
 commits, fetches and deletions), ``_group_records`` (``GroupRecords``:
-loading at start, group records, DeleteGroups), ``_listing``
+loading at start, group records, DeleteGroups; with ``_classic_state``, the
+members kept over a restart or failover), ``_listing``
 (``GroupSummaries``: DescribeGroups, ListGroups). Beneath them: ``states``
 (the group state machine as a table), ``members`` (a group and its members,
 what a join or sync answers), ``offsets`` (committed offsets and group
 records in the compacted system topic ``_kafka_offsets``); ``report`` shows
 the groups to ``folio group``. The leader member computes the assignment
-(client side), as in Kafka's classic protocol.
+(client side), as in Kafka's classic protocol. KIP-848 groups: ``modern``
+(with ``modern_members``, ``modern_requests``, ``modern_topics``,
+``assignors``), their members kept by ``_modern_state``.
 """
 
 __all__: list[str] = []

@@ -2,10 +2,13 @@
 generation's, deleting a group.
 
 A group's record (``offsets.ConsumerGroupRecord``: its generation and
-protocol, not its members) is written after every rebalance, so generations
-keep growing over restarts and DescribeGroups knows the group. At start (or
-when a cluster broker claims a container) every group with offsets or a
-record is known again, Empty, at its recorded generation.
+protocol) is written after every rebalance, so generations keep growing over
+restarts and DescribeGroups knows the group; with it, in the same append, the
+image of its members and their assignments (``_classic_state``), or a
+tombstone for it once the group is empty. At start (or when a cluster broker
+claims a container) every group with offsets or a record is known again, at
+its recorded generation: Stable with its members if its image is of that
+generation, else Empty.
 
 DeleteGroups takes only an empty group (NON_EMPTY_GROUP otherwise) and
 writes tombstones for its offsets and record: the group is Dead while they
@@ -26,6 +29,7 @@ from collections.abc import Iterable
 from kio.schema.errors import ErrorCode
 
 from broker.errors import BrokerError
+from broker.kafka.consumer_groups._classic_state import classic_image, restore_classic
 from broker.kafka.consumer_groups._table import GroupTable
 from broker.kafka.consumer_groups.members import Group
 from broker.kafka.consumer_groups.offsets import ConsumerGroupRecord, OffsetStore
@@ -46,29 +50,36 @@ class GroupRecords:
         self._store = store
         self._table = table
 
-    async def load(self) -> None:
-        """Load offsets and group records; groups known only from them are Empty."""
+    async def load(self) -> list[Group]:
+        """Load offsets and group records; the groups whose members were kept (their
+        sessions are to start), the others Empty."""
         await self._store.load()
-        self._add_stored_groups(self._store.group_ids())
+        return self._add_stored_groups(self._store.group_ids())
 
-    async def load_container(self, container: int) -> None:
-        """Load the groups of ``container`` (a cluster broker claimed it)."""
+    async def load_container(self, container: int) -> list[Group]:
+        """Load the groups of ``container`` (a cluster broker claimed it); as ``load``."""
         await self._store.load_container(container)
-        self._add_stored_groups(g for g in self._store.group_ids()
-                                if self._store.container_of(g) == container)
+        return self._add_stored_groups(g for g in self._store.group_ids()
+                                       if self._store.container_of(g) == container)
 
-    def _add_stored_groups(self, group_ids: Iterable[str]) -> None:
+    def _add_stored_groups(self, group_ids: Iterable[str]) -> list[Group]:
+        kept = []
         for group_id in group_ids:
             group = Group(group_id)
             record = self._store.group_record(group_id)
             if record is not None:
                 group.generation = record.generation
                 group.protocol_type = record.protocol_type
+                image = self._store.group_state(group_id)
+                if image is not None and not record.modern and restore_classic(group, image):
+                    kept.append(group)
             self._table.put(group)
+        return kept
 
     async def write_group(self, group: Group) -> None:
-        """Write the group's record (its generation and protocol); raises a failed write."""
-        await self._store.write_group(group.group_id, ConsumerGroupRecord(
+        """Write the group's record (its generation and protocol) and the image of its
+        members (a tombstone once it has none), in one append; raises a failed write."""
+        await self._store.write_state(group.group_id, classic_image(group), ConsumerGroupRecord(
             group.generation, group.protocol_type, group.protocol_name))
 
     async def delete_group(self, group_id: str) -> ErrorCode:

@@ -183,6 +183,11 @@ class Rebalancer:
     async def _assign(self, group: Group, assignments: dict[str, bytes]) -> None:
         """The leader's assignment: record the group, then make it Stable and answer the syncs."""
         generation = group.generation
+        # The assignments go on the members first, so the record carries them
+        # (``_classic_state``): durable before any SyncGroup is answered. A
+        # failed write or a rebalance meanwhile clears them (``prepare``).
+        for member in group.members.values():
+            member.assignment = assignments.get(member.member_id, b"")
         try:
             await self._record_group(group)
         except Exception as error:
@@ -198,8 +203,6 @@ class Rebalancer:
         if group.state is not _S.COMPLETING_REBALANCE or group.generation != generation:
             return  # a rebalance began meanwhile: the syncs were answered by it
         self.cancel_timer(group)
-        for member in group.members.values():
-            member.assignment = assignments.get(member.member_id, b"")
         group.move(_S.STABLE)
         for member in group.members.values():
             if member.sync_waiter is not None and not member.sync_waiter.done():
@@ -266,6 +269,17 @@ class Rebalancer:
                 member.sync_waiter.set_result(SyncResult(error))
 
     # ------------------------------------------------------------ group records
+
+    async def record(self, group: Group) -> bool:
+        """Write the group's record and state now (a static member's new id); whether
+        it was written (a failure is logged: its outcome is unknown)."""
+        try:
+            await self._record_group(group)
+        except Exception as error:
+            log.warning("kafka group %s: recording generation %d failed: %s", group.group_id,
+                        group.generation, error)
+            return False
+        return True
 
     def _record_later(self, group: Group) -> None:
         """Record an emptied group's generation in the background (best effort)."""

@@ -70,19 +70,22 @@ class GroupCoordinator:
     # ------------------------------------------------------------ loading, containers
 
     async def start(self) -> None:
-        """Load offsets and group records; groups known only from them are Empty."""
-        await self._records.load()
+        """Load offsets and group records; groups whose members were kept go on
+        (``_classic_state``), the others are Empty."""
+        for group in await self._records.load():
+            self._membership.resume(group)
 
     async def load_container(self, container: int) -> None:
         """Coordinate the groups of ``container`` (a cluster broker claimed it): load them."""
         self.drop_container(container)  # anything left from an earlier ownership is stale
-        await self._records.load_container(container)
+        for group in await self._records.load_container(container):
+            self._membership.resume(group)
 
     def drop_container(self, container: int) -> None:
         """Stop coordinating the groups of ``container``: their members and timers go.
 
         Their members get NOT_COORDINATOR from here on and find the new
-        coordinator, where they join again from their committed offsets.
+        coordinator, which loads them with the group (``_classic_state``).
         """
         for group_id in [g for g in self.groups() if self.store.container_of(g) == container]:
             self._membership.forget(group_id, ErrorCode.not_coordinator)

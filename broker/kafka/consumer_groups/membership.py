@@ -123,7 +123,11 @@ class GroupMembership:
         The old member id is fenced (its waiting request answers
         FENCED_INSTANCE_ID). With the same protocols and the group Stable or
         completing, no rebalance: the new id gets the current generation (and
-        then, with SyncGroup, the old one's assignment). Otherwise it joins
+        then, with SyncGroup, the old one's assignment); a Stable group's state
+        is written with the new id first (a failed write: COORDINATOR_NOT_AVAILABLE,
+        the member joins again; written but not answered: the same after a
+        crash, the loaded group names the new id, which nobody holds, until the
+        member replaces it again). Otherwise it joins
         the rebalance (starting one if none is under way).
         """
         log.info("kafka group %s: static member %s is back as %s (was %s)", group.group_id,
@@ -139,6 +143,13 @@ class GroupMembership:
         if (group.state in (_S.STABLE, _S.COMPLETING_REBALANCE)
                 and old.protocols == request.protocols):
             self._rebalancer.touch(group, member)
+            if group.state is _S.STABLE and not await self._rebalancer.record(group):
+                # Its id must be durable before it is answered (a restarted broker
+                # knows the members the state names: ``_classic_state``); the
+                # member joins again (and replaces itself again).
+                return JoinResult(ErrorCode.coordinator_not_available, member_id)
+            if group.members.get(member_id) is not member:
+                return JoinResult(ErrorCode.unknown_member_id, member_id)  # gone meanwhile
             return join_result(group, member)
         waiter = member.join_waiter = asyncio.get_running_loop().create_future()
         self._rebalancer.prepare(group, f"static member {request.group_instance_id} is back")
@@ -257,6 +268,11 @@ class GroupMembership:
             self._rebalancer.remove_member(group, member, ErrorCode.unknown_member_id)
             errors.append(ErrorCode.none)
         return errors
+
+    def resume(self, group: Group) -> None:
+        """A group loaded with its members (``_classic_state``): their sessions start now."""
+        for member in group.members.values():
+            self._rebalancer.touch(group, member)
 
     def forget(self, group_id: str, error: ErrorCode) -> None:
         """Forget the group (another broker coordinates it now): its timers stop and its

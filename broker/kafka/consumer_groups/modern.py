@@ -28,19 +28,17 @@ member (``group.instance.id``) leaving with epoch -2 keeps its partitions until
 its session ends; back under a new member id within it, it takes them over
 without a new epoch (UNRELEASED_INSTANCE_ID while the old one is still there).
 
-**What survives a restart or failover** is what classic groups keep: the
-group record in ``_kafka_offsets`` (``ConsumerGroupRecord`` with
-``group_protocol`` ``consumer``: the group epoch and assignor), written when
-the epoch goes up, and the committed offsets. Members are not kept: after a
-restart (or at the container's new coordinator) their heartbeats answer
-UNKNOWN_MEMBER_ID and they join again with epoch 0, from the committed
-offsets, at an epoch above the recorded one.
+**What survives a restart or failover**: the group record in ``_kafka_offsets``
+(``ConsumerGroupRecord``, ``group_protocol`` ``consumer``: the group epoch and
+assignor, written when the epoch goes up), the committed offsets and the image
+of the members and assignments (``_modern_state``, with its crash windows):
+the members go on at their epochs with their partitions.
 
 The record's write has three outcomes. Written or not, the group goes on:
 the record only says "a consumer group, at least this epoch", and the next
 bump writes it again; an unknown outcome may leave a record with an epoch the
-group never reached in memory, which is harmless (epochs only grow, and no
-member outlives a restart). A write refused because another broker owns the
+group never reached in memory, which is harmless (epochs only grow: a loaded
+group takes the greater one). A write refused because another broker owns the
 group's container now (``WrongHostError``) answers NOT_COORDINATOR and
 changes nothing here.
 """
@@ -50,7 +48,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections import Counter
 from collections.abc import Iterable
 
 from kio.schema.errors import ErrorCode
@@ -62,6 +59,7 @@ from broker.errors import (
     WrongHostError,
 )
 from broker.groups.kafka_view import kafka_group_not_found
+from broker.kafka.consumer_groups._modern_state import GroupStates, KeptModernGroups
 from broker.kafka.consumer_groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
 from broker.kafka.consumer_groups.modern_members import (
     LEAVE_EPOCH,
@@ -69,7 +67,9 @@ from broker.kafka.consumer_groups.modern_members import (
     MemberState,
     ModernGroup,
     ModernMember,
+    assignor_of,
     reconcile,
+    take_over,
 )
 from broker.kafka.consumer_groups.modern_requests import (
     ClassicGroups,
@@ -98,8 +98,10 @@ class ModernGroups:
     """Every consumer-protocol group this broker coordinates (module docstring)."""
 
     def __init__(self, partitions: PartitionCount, store: GroupRecords, classic: ClassicGroups,
-                 config: ModernConfig | None = None, names: TopicNames | None = None) -> None:
+                 config: ModernConfig | None = None, names: TopicNames | None = None,
+                 states: GroupStates | None = None) -> None:
         self.config = config or ModernConfig()
+        self._kept = KeptModernGroups(states)  # the members over restarts
         self._partitions = partitions
         self._names = names  # None: regex subscriptions match nothing
         self._store = store
@@ -147,9 +149,25 @@ class ModernGroups:
             if record is None or not record.modern:
                 continue
             self._classic.forget_empty(group_id)  # the classic side loaded it as Empty
+            kept = self._kept.restore(group_id, record)
+            if kept is not None:
+                self._groups[group_id] = kept
+                self._resume(kept)
+                continue
             self._groups[group_id] = ModernGroup(group_id, group_epoch=record.generation,
                                                  assignment_epoch=record.generation,
                                                  assignor=record.protocol_name or "")
+
+    def _resume(self, group: ModernGroup) -> None:
+        """A group loaded with its members: a target for a newer recorded epoch, timers
+        started, topics looked at after a refresh (heartbeats bring their permissions)."""
+        if group.assignment_epoch < group.group_epoch:
+            self._assign(group)
+        for member in group.members.values():
+            self._touch(group, member)
+            self._watch_revocation(group, member)
+        group.refresh_at = (asyncio.get_running_loop().time()
+                            + self.config.metadata_refresh_ms / 1000)
 
     def drop_container(self, container: int) -> None:
         """Stop coordinating ``container``'s groups: members go (they rejoin elsewhere)."""
@@ -158,6 +176,7 @@ class ModernGroups:
 
     def _drop(self, group: ModernGroup) -> None:
         group.dead = True
+        self._kept.forget(group.group_id)
         for member in group.members.values():
             member.cancel_timers()
 
@@ -191,10 +210,12 @@ class ModernGroups:
                 return refused(ErrorCode.coordinator_not_available,
                                 f"Consumer group {r.group_id} is being removed.")
             if r.member_epoch == LEAVE_EPOCH:
-                return await self._leave(group, r)
-            if r.member_epoch == STATIC_LEAVE_EPOCH:
-                return self._static_leave(group, r)
-            return await self._heartbeat(group, r)
+                result = await self._leave(group, r)
+            elif r.member_epoch == STATIC_LEAVE_EPOCH:
+                result = self._static_leave(group, r)
+            else:
+                result = await self._heartbeat(group, r)
+            return await self._kept.answer(group, result)  # once its image is written
 
     async def _leave(self, group: ModernGroup, r: HeartbeatRequest) -> HeartbeatResult:
         member = group.members.get(r.member_id)
@@ -296,13 +317,13 @@ class ModernGroups:
             bump = bump or counts != group.partition_counts or subscribed != had
         epoch = group.group_epoch + 1 if bump else group.group_epoch
         if bump:
-            name = self._assignor_of(group, member, replaced, assignor)
+            name = assignor_of(group, member, replaced, assignor)
             moved = await self._record(group, epoch, name)
             if moved is not None:
                 return moved
         # Decided: apply (no await from here to the answer).
         if replaced is not None:
-            self._take_over(group, member, replaced)
+            take_over(group, member, replaced)
         before = {t: set(p) for t, p in member.assigned.items()}
         member.client_id, member.client_host = r.client_id, r.client_host
         for other in group.members.values():
@@ -333,34 +354,9 @@ class ModernGroups:
                                heartbeat_interval_ms=self.config.heartbeat_interval_ms,
                                assignment=member.assigned if full or changed else None)
 
-    def _take_over(self, group: ModernGroup, member: ModernMember, old: ModernMember) -> None:
-        """A static member back under a new id takes its old incarnation's place."""
-        del group.members[old.member_id]
-        old.cancel_timers()
-        member.member_epoch = old.previous_member_epoch
-        member.previous_member_epoch = old.previous_member_epoch
-        member.state, member.assigned = old.state, old.assigned
-        member.pending_revocation = old.pending_revocation
-        member.subscribed, member.server_assignor = old.subscribed, old.server_assignor
-        member.topic_names, member.regex = old.topic_names, old.regex
-        member.rebalance_timeout_ms = old.rebalance_timeout_ms
-        if old.member_id in group.target:
-            group.target[member.member_id] = group.target.pop(old.member_id)
-        log.info("kafka consumer group %s: static member %s is back as %s (was %s)",
-                 group.group_id, member.instance_id, member.member_id, old.member_id)
-
-    def _assignor_of(self, group: ModernGroup, member: ModernMember,
-                     replaced: ModernMember | None, assignor: str | None) -> str:
-        """The assignor most members ask for (this one's new choice counted), else uniform."""
-        votes = Counter(m.server_assignor for m in group.members.values()
-                        if m is not member and m is not replaced and m.server_assignor)
-        if assignor:
-            votes[assignor] += 1
-        return votes.most_common(1)[0][0] if votes else DEFAULT_ASSIGNOR
-
     def _assign(self, group: ModernGroup) -> None:
         """A new target for the group's epoch (members with epoch -2 keep their place)."""
-        group.assignor = self._assignor_of(group, ModernMember(""), None, None)
+        group.assignor = assignor_of(group, ModernMember(""), None, None)
         subscriptions = {m.member_id: m.subscribed for m in group.members.values()}
         group.target = ASSIGNORS[group.assignor](subscriptions, group.partition_counts,
                                                  group.target)
@@ -427,6 +423,7 @@ class ModernGroups:
         async with group.lock:
             if self._groups.get(group.group_id) is group:
                 await self._remove(group, member, why)
+                await self._kept.answer(group, HeartbeatResult(ErrorCode.none))  # (logged)
 
     # ------------------------------------------------------------ offsets, deletion
 
@@ -496,4 +493,5 @@ class ModernGroups:
                 raise
             if self._groups.get(group_id) is group:
                 del self._groups[group_id]
+            self._kept.forget(group_id)
         log.info("kafka consumer group %s: deleted", group_id)

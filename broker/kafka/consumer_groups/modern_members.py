@@ -1,7 +1,8 @@
 """A consumer-protocol group (KIP-848) and its members, and how a member reconciles.
 
-Pure data and one pure step: ``ModernGroups`` (``modern``) changes them on
-one asyncio loop. The words are Kafka's (its ``ConsumerGroup``,
+Pure data and pure steps (``reconcile``; ``take_over`` by a static member's
+new incarnation; ``assignor_of``): ``ModernGroups`` (``modern``) changes them
+on one asyncio loop. The words are Kafka's (its ``ConsumerGroup``,
 ``ConsumerGroupMember`` and ``CurrentAssignmentBuilder``):
 
 - the **group epoch** goes up whenever the members or their subscriptions
@@ -21,10 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from broker.kafka.consumer_groups.assignors import Assignment
+from broker.kafka.consumer_groups.assignors import DEFAULT_ASSIGNOR, Assignment
 
 __all__ = [
     "LEAVE_EPOCH",
@@ -34,8 +37,12 @@ __all__ = [
     "ModernGroupState",
     "ModernMember",
     "Partitions",
+    "assignor_of",
     "reconcile",
+    "take_over",
 ]
+
+log = logging.getLogger(__name__)
 
 #: topic -> partitions.
 Partitions = dict[str, set[int]]
@@ -210,3 +217,30 @@ def _next_assignment(group: ModernGroup, member: ModernMember, epoch: int,
     member.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
     member.assigned = assigned
     member.pending_revocation = {}
+
+
+def take_over(group: ModernGroup, member: ModernMember, old: ModernMember) -> None:
+    """A static member back under a new id takes its old incarnation's place."""
+    del group.members[old.member_id]
+    old.cancel_timers()
+    member.member_epoch = old.previous_member_epoch
+    member.previous_member_epoch = old.previous_member_epoch
+    member.state, member.assigned = old.state, old.assigned
+    member.pending_revocation = old.pending_revocation
+    member.subscribed, member.server_assignor = old.subscribed, old.server_assignor
+    member.topic_names, member.regex = old.topic_names, old.regex
+    member.rebalance_timeout_ms = old.rebalance_timeout_ms
+    if old.member_id in group.target:
+        group.target[member.member_id] = group.target.pop(old.member_id)
+    log.info("kafka consumer group %s: static member %s is back as %s (was %s)",
+             group.group_id, member.instance_id, member.member_id, old.member_id)
+
+
+def assignor_of(group: ModernGroup, member: ModernMember, replaced: ModernMember | None,
+                assignor: str | None) -> str:
+    """The assignor most members ask for (this one's new choice counted), else uniform."""
+    votes = Counter(m.server_assignor for m in group.members.values()
+                    if m is not member and m is not replaced and m.server_assignor)
+    if assignor:
+        votes[assignor] += 1
+    return votes.most_common(1)[0][0] if votes else DEFAULT_ASSIGNOR

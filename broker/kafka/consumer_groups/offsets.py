@@ -4,10 +4,13 @@ One record per (group, topic, partition), keyed
 ``o/<len(group)>/<group>/<topic>/<partition>`` (the length makes a group's
 prefix unambiguous whatever characters its id has), and one per group,
 ``g/<group>``, with the generation and protocol of its last rebalance (so
-generations keep growing over restarts and DescribeGroups knows the group).
-Values are versioned JSON. The topic is compacted: only the latest record per
-key stays, so its size follows the number of partitions committed, not the
-number of commits.
+generations keep growing over restarts and DescribeGroups knows the group),
+and one per group with members, ``s/<group>``: the group's state (its members,
+their subscriptions and assignments; ``_classic_state`` and ``_modern_state``
+write and read it), so members are kept over a restart or failover; a
+tombstone when the group empties or is deleted. Values are versioned JSON.
+The topic is compacted: only the latest record per key stays, so its size
+follows the number of partitions committed, not the number of commits.
 
 Commits are per partition, as in Kafka: a commit of N partitions writes N
 records, in one durable append (``CompactedTopic.write`` calls made together
@@ -119,6 +122,10 @@ def _group_key(group_id: str) -> str:
     return f"g/{group_id}"
 
 
+def _state_key(group_id: str) -> str:
+    return f"s/{group_id}"
+
+
 class OffsetStore:
     """The committed offsets and group records of every group, on ``_kafka_offsets``.
 
@@ -143,6 +150,8 @@ class OffsetStore:
             self._parts = [CompactedTopic(topics, OFFSETS_TOPIC)]
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self._groups: dict[str, ConsumerGroupRecord] = {}
+        #: The groups' state images (``s/<group>``), as stored.
+        self._states: dict[str, bytes] = {}
 
     def container_of(self, group_id: str) -> int:
         """The container (segment number) holding ``group_id``'s records; 0 on one broker."""
@@ -192,12 +201,16 @@ class OffsetStore:
         for group_id in [g for g in self.group_ids() if self.container_of(g) == container]:
             self._offsets.pop(group_id, None)
             self._groups.pop(group_id, None)
+            self._states.pop(group_id, None)
         self._parts[container].forget()
 
     def _load_one(self, key: str, value: bytes) -> None:
         kind, _, rest = key.partition("/")
         if kind == "g":
             self._groups[rest] = ConsumerGroupRecord.decode(value)
+            return
+        if kind == "s":
+            self._states[rest] = value  # decoded by the side that owns the group's kind
             return
         if kind != "o":
             raise ValueError("unknown key kind")
@@ -214,6 +227,10 @@ class OffsetStore:
     def group_record(self, group_id: str) -> ConsumerGroupRecord | None:
         """The group's record, None if it has none."""
         return self._groups.get(group_id)
+
+    def group_state(self, group_id: str) -> bytes | None:
+        """The group's state image (its members) as stored, None if it has none."""
+        return self._states.get(group_id)
 
     def offsets(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         """The group's committed offsets (a copy)."""
@@ -247,10 +264,13 @@ class OffsetStore:
         """Write tombstones for the group's offsets and record (one append), then forget them."""
         keys = [offset_key(group_id, *tp) for tp in self._offsets.get(group_id, {})]
         keys.append(_group_key(group_id))
+        if group_id in self._states:
+            keys.append(_state_key(group_id))
         topic = self._topic_of(group_id)
         await asyncio.gather(*(topic.write(key, None) for key in keys))
         self._offsets.pop(group_id, None)
         self._groups.pop(group_id, None)
+        self._states.pop(group_id, None)
 
     async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
         """Tombstones for these committed offsets of the group (OffsetDelete), then forget them.
@@ -269,3 +289,27 @@ class OffsetStore:
         """Write the group's record durably."""
         await self._topic_of(group_id).write(_group_key(group_id), record.encode())
         self._groups[group_id] = record
+
+    async def write_state(self, group_id: str, state: bytes | None,
+                          record: ConsumerGroupRecord | None = None) -> None:
+        """Write the group's state image (None: a tombstone) and ``record``, in one append.
+
+        A tombstone is written only over a stored image. Raises what the topic
+        raises (``WrongHostError`` when another broker has the group's
+        container now); on failure nothing is remembered, though either
+        record may have landed (the outcome is unknown: the reader of the
+        image checks it against the group record, ``_classic_state``).
+        """
+        topic = self._topic_of(group_id)
+        writes = []
+        if record is not None:
+            writes.append(topic.write(_group_key(group_id), record.encode()))
+        if state is not None or group_id in self._states:
+            writes.append(topic.write(_state_key(group_id), state))
+        await asyncio.gather(*writes)
+        if record is not None:
+            self._groups[group_id] = record
+        if state is None:
+            self._states.pop(group_id, None)
+        else:
+            self._states[group_id] = state
