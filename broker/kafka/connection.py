@@ -22,6 +22,10 @@ and every other connection go on. A ``LedgerError`` a handler has no answer
 for (the metadata store unreachable) closes it after a WARNING: the client
 reconnects and asks again.
 
+A client over its byte-rate quota (``broker.kafka.quotas``) gets its answer at
+once with ``throttle_time_ms`` set, and its next request is read only once that
+time has passed after the answer (KIP-219): ``Throttle``, one per connection.
+
 On a SASL listener a frame over ``PRE_AUTHENTICATION_MAX_FRAME_BYTES`` (512
 KiB, Kafka's ``sasl.server.max.receive.size``) before the client has
 authenticated closes the connection on its size alone, counted and logged
