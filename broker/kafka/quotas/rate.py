@@ -20,11 +20,14 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["SAMPLES", "WINDOW_S", "Rate"]
+__all__ = ["MAX_THROTTLE_MS", "SAMPLES", "WINDOW_S", "Rate"]
 
 #: Kafka's ``quota.window.num`` and ``quota.window.size.seconds`` defaults.
 SAMPLES: Final = 11
 WINDOW_S: Final = 1.0
+#: The longest throttle time answered: the field is an int32 of ms (Kafka casts
+#: its own to an int too). Only a quota of a few bytes per second, far exceeded, comes near.
+MAX_THROTTLE_MS: Final = 2**31 - 1
 
 
 class Rate:
@@ -62,7 +65,7 @@ class Rate:
         rate = sum(self._values) / window
         if rate <= quota:
             return 0
-        return round((rate - quota) / quota * window * 1000.0)
+        return min(round((rate - quota) / quota * window * 1000.0), MAX_THROTTLE_MS)
 
     def idle(self, now: float) -> bool:
         """Whether every sample is obsolete: the rate is 0 and may be dropped."""

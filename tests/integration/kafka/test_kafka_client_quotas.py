@@ -27,12 +27,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
+import folio
+from ledger.security.tokens import create_token
 from tests.observability.scrape import metrics_url, wait_for
 from tests.support.bookies import BookieProcess, BookieProcesses
-from tests.support.kafka import kafka_address, raw_request, read_response
+from tests.support.kafka import kafka_address, raw_request, read_response, sasl_plain
 from tests.support.standalone import start_standalone
 
 DESCRIBE, ALTER = 48, 49
+SECRET = b"kafka-quotas-test-secret-0123456789abcdef"
 DEADLINE_S = 60.0
 _IDS = itertools.count(1)
 #: (entity type, name or None: the default)
@@ -46,9 +49,13 @@ def _make(api_key: int, version: int, struct: str | None = None, /, **values: An
     return cls(**values)
 
 
-def _call(bootstrap: str, api_key: int, version: int, request: Any) -> Any:
+def _call(bootstrap: str, api_key: int, version: int, request: Any,
+          token: str | None = None) -> Any:
+    """The answer to ``request`` (authenticated with SASL PLAIN and ``token`` if given)."""
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as sock:
+        if token is not None:
+            sasl_plain(sock, token)
         correlation = next(_IDS)
         sock.sendall(raw_request(api_key, version, correlation, request))
         got, answer = read_response(sock, api_key, version)
@@ -57,7 +64,8 @@ def _call(bootstrap: str, api_key: int, version: int, request: Any) -> Any:
 
 
 def _alter(bootstrap: str, entries: list[tuple[list[Component], list[tuple[str, float, bool]]]],
-           *, validate_only: bool = False, version: int = 1) -> list[tuple[ErrorCode, str | None]]:
+           *, validate_only: bool = False, version: int = 1,
+           token: str | None = None) -> list[tuple[ErrorCode, str | None]]:
     """(code, message) of each entry: (components, [(key, value, remove)])."""
     request = _make(ALTER, version, entries=tuple(
         _make(ALTER, version, "EntryData", entity=tuple(
@@ -66,7 +74,7 @@ def _alter(bootstrap: str, entries: list[tuple[list[Component], list[tuple[str, 
             _make(ALTER, version, "OpData", key=key, value=value, remove=remove)
             for key, value, remove in ops))
         for entity, ops in entries), validate_only=validate_only)
-    answer = _call(bootstrap, ALTER, version, request)
+    answer = _call(bootstrap, ALTER, version, request, token)
     return [(entry.error_code, entry.error_message) for entry in answer.entries]
 
 
@@ -166,9 +174,11 @@ def _topic(bootstrap: str, prefix: str) -> str:
     return name
 
 
-def _end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
+def _end_offset(bootstrap: str, topic: str, partition: int = 0,
+                config: dict[str, Any] | None = None) -> int:
     """The partition's end offset (ListOffsets), what a duplicate would move."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": _name("cq-w")})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": _name("cq-w"),
+                         **(config or {})})
     try:
         _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
                                                  timeout=DEADLINE_S)
@@ -287,3 +297,53 @@ def test_quotas_are_kept_in_the_metadata_over_a_restart(
     assert _entries(_describe(f"{host}:{port}", [("user", 0, "kept")])) == {
         (("client-id", "app"), ("user", "kept")): {"producer_byte_rate": 777.0}}
     second.terminate()
+
+
+def _token(role: str) -> str:
+    return create_token(role, SECRET, "HS256")
+
+
+@pytest.fixture
+def secured(tmp_path: Path) -> Iterator[BookieProcess]:
+    """A standalone with token authentication and a SASL_PLAINTEXT Kafka listener."""
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET + b"\n")
+    processes = BookieProcesses()
+    try:
+        started = start_standalone(processes, tmp_path / "data", "--auth-token-secret-file",
+                                   str(secret), "--super-users", "admin", "--kafka-port", "0",
+                                   "--kafka-security-protocol", "SASL_PLAINTEXT",
+                                   "--kafka-sasl-mechanisms", "PLAIN")
+        yield started
+        started.terminate()
+    finally:
+        processes.kill_all()
+
+
+def test_a_user_quota_bounds_the_authenticated_role(secured: BookieProcess) -> None:
+    host, port = kafka_address(secured)
+    bootstrap = f"{host}:{port}"
+    topic = _name("cq-user")
+    with folio.Client(secured.address, token=_token("admin"), timeout_s=30) as admin:
+        admin.create_topic(topic)
+        admin.grant_permission("quser", topic, ["produce"])
+    # Only a super-user may set quotas (Kafka: ALTER_CONFIGS on the cluster).
+    entry = ([("user", "quser")], [("producer_byte_rate", 5000.0, False)])
+    assert _alter(bootstrap, [entry], token=_token("quser"))[0][0] is \
+        ErrorCode.cluster_authorization_failed
+    assert _alter(bootstrap, [entry], token=_token("admin")) == [_OK]
+    throttles: list[float] = []
+    sasl = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "PLAIN", "sasl.username": "quser",
+            "sasl.password": _token("quser")}
+    producer = Producer({**sasl, "client.id": _name("any-client"), "linger.ms": 5,
+                         "batch.size": 4096,
+                         "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    payloads = _payloads(60, 1000)
+    for payload in payloads:
+        producer.produce(topic, payload)
+    assert producer.flush(DEADLINE_S) == 0
+    assert any(seconds > 0 for seconds in throttles), throttles
+    as_admin = {**sasl, "sasl.username": "admin", "sasl.password": _token("admin")}
+    assert _end_offset(bootstrap, topic, 0, as_admin) == len(payloads)
+    assert _read_all(bootstrap, topic, len(payloads), as_admin) == payloads

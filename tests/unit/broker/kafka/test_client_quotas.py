@@ -13,7 +13,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.kafka.quotas.enforcer import ANONYMOUS, FETCH, PRODUCE, ClientQuotas
-from broker.kafka.quotas.rate import Rate
+from broker.kafka.quotas.rate import MAX_THROTTLE_MS, Rate
 from broker.kafka.quotas.table import (
     CLIENT_ID,
     CONSUMER_BYTE_RATE,
@@ -214,6 +214,12 @@ def test_the_throttle_time_is_kafkas_formula() -> None:
     assert rate.throttle_ms(1_000.0, 0.0) == 0  # at the quota is within it
     # Over a longer window: (10,000 B / 10.5 s - 500/s) / 500/s * 10.5 s.
     assert rate.throttle_ms(500.0, 10.5) == 9_500
+
+
+def test_the_throttle_time_fits_the_int32_field() -> None:
+    rate = Rate(0.0)
+    rate.record(64 * 2**20, 0.0)
+    assert rate.throttle_ms(1.0, 0.0) == MAX_THROTTLE_MS
 
 
 def test_samples_older_than_the_window_count_for_nothing() -> None:
