@@ -328,7 +328,8 @@ def test_a_user_quota_bounds_the_authenticated_role(secured: BookieProcess) -> N
         admin.create_topic(topic)
         admin.grant_permission("quser", topic, ["produce"])
     # Only a super-user may set quotas (Kafka: ALTER_CONFIGS on the cluster).
-    entry = ([("user", "quser")], [("producer_byte_rate", 5000.0, False)])
+    entry: tuple[list[Component], list[tuple[str, float, bool]]] = (
+        [("user", "quser")], [("producer_byte_rate", 5000.0, False)])
     assert _alter(bootstrap, [entry], token=_token("quser"))[0][0] is \
         ErrorCode.cluster_authorization_failed
     assert _alter(bootstrap, [entry], token=_token("admin")) == [_OK]
