@@ -246,7 +246,7 @@ class KafkaConnection:
                                            unsupported_version_answer(self._context)))
             raise ProtocolError(f"{row.name} version {version} is not served "
                                 f"(versions {row.min_version}-{row.max_version})")
-        call = self._decode(api_key, version, data)
+        call = self._throttle.bounded(self._decode(api_key, version, data))
         if session is not None:
             response = await session.answer(call)
             self.principal = session.principal

@@ -32,7 +32,7 @@ from typing import Final
 
 from prometheus_client import Counter
 
-from broker.kafka.quotas.rate import Rate
+from broker.kafka.quotas.rate import SAMPLES, WINDOW_S, Rate
 from broker.kafka.quotas.table import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaTable
 
 __all__ = ["ANONYMOUS", "FETCH", "PRODUCE", "ClientQuotas"]
@@ -93,6 +93,21 @@ class ClientQuotas:
         if self._records % _SWEEP_EVERY == 0:
             self._sweep(now)
         return throttle_ms
+
+    def window_bytes(self, kind: str, user: str | None, client_id: str | None) -> int | None:
+        """The most bytes one answer may carry without certain throttling (None: no quota).
+
+        Kafka's ``maxValueInQuotaWindow``: the quota over the window's full
+        samples (10 s), so a Fetch's ``max_bytes`` is bounded by it and one
+        answer does not earn a throttle of minutes.
+        """
+        table = self._table()
+        if not table.entries:
+            return None
+        found = table.resolve(kind, ANONYMOUS if user is None else user, client_id or "")
+        if found is None:
+            return None
+        return max(1, int(found[0] * (SAMPLES - 1) * WINDOW_S))
 
     def rates(self) -> int:
         """How many usages are being counted (for the tests)."""

@@ -16,7 +16,8 @@ What is counted (``ClientQuotas``): a Produce request's size in bytes
 (Kafka's ``request.sizeInBytes``) when it is read, a Fetch answer's size when
 it is encoded. A Fetch over the quota is encoded a second time with its
 throttle time (only then; the field has a fixed width, so the size counted
-is the size sent).
+is the size sent). As in Kafka, a Fetch's ``max_bytes`` is bounded by the
+quota's window (``bounded``), so one answer cannot earn a throttle of minutes.
 """
 
 from __future__ import annotations
@@ -49,6 +50,20 @@ class Throttle:
     def __init__(self, quotas: ClientQuotas | None) -> None:
         self._quotas = quotas
         self._mute: tuple[asyncio.Future[Any], int] | None = None
+
+    def bounded(self, call: Call) -> Call:
+        """``call``, a Fetch's ``max_bytes`` lowered to what its quota's window holds.
+
+        As Kafka's broker (``maxValueInQuotaWindow``): at most the quota times
+        10 s (at least one batch is still answered, as always).
+        """
+        if self._quotas is None or call.api_key != FETCH_KEY:
+            return call
+        most = self._quotas.window_bytes(FETCH, _user(call), call.client_id)
+        if most is None or call.request.max_bytes <= most:
+            return call
+        return dataclasses.replace(call, request=dataclasses.replace(call.request,
+                                                                     max_bytes=most))
 
     def on_request(self, call: Call, size: int) -> int:
         """Throttle ms of a request of ``size`` bytes (a Produce; others: 0)."""

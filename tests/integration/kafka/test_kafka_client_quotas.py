@@ -13,6 +13,7 @@ intact and in order. No timing is asserted.
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import socket
 import sys
@@ -273,6 +274,43 @@ def test_a_consumer_over_its_byte_rate_is_throttled_and_reads_everything_in_orde
     page = wait_for(metrics_url(server), lambda p: _throttled(p, "fetch") > 0,
                     timeout_s=DEADLINE_S, what="a throttled fetch answer in /metrics")
     assert page.value("folio_kafka_throttle_seconds_total", quota="fetch") > 0
+
+
+def _raw_fetch(bootstrap: str, topic: str, client_id: str) -> Any:
+    """One Fetch v11 of the whole partition (50 MB asked), as ``client_id``."""
+    request = _make(1, 11, replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1,
+                    max_bytes=50_000_000, isolation_level=0, session_id=0, session_epoch=-1,
+                    rack_id="", forgotten_topics_data=(), topics=(_make(
+                        1, 11, "FetchTopic", topic=topic, partitions=(_make(
+                            1, 11, "FetchPartition", partition=0, current_leader_epoch=-1,
+                            fetch_offset=0, log_start_offset=-1,
+                            partition_max_bytes=50_000_000),)),))
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(raw_request(1, 11, 1, request, client_id=client_id))
+        _, answer = read_response(sock, 1, 11)
+    [part] = answer.responses[0].partitions
+    assert part.error_code is ErrorCode.none
+    return answer
+
+
+def test_one_fetch_carries_at_most_what_the_quota_window_holds(bootstrap: str) -> None:
+    topic, client = _topic(bootstrap, "cq-window"), _name("cq-window")
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for payload in _payloads(30, 1000):
+        producer.produce(topic, payload)
+        producer.flush(DEADLINE_S)  # one batch each
+    unbounded = _raw_fetch(bootstrap, topic, _name("cq-free"))
+    assert len(unbounded.responses[0].partitions[0].records) > 30_000
+    assert unbounded.throttle_time == datetime.timedelta(0)
+    # 1,000 B/s: at most 10,000 bytes in one answer (Kafka: the quota x 10 s),
+    # the one batch over them included, and a throttle time for what went past.
+    assert _alter(bootstrap, [([("client-id", client)],
+                               [("consumer_byte_rate", 1000.0, False)])]) == [_OK]
+    bounded = _raw_fetch(bootstrap, topic, client)
+    assert 1_000 < len(bounded.responses[0].partitions[0].records) < 12_000
+    again = _raw_fetch(bootstrap, topic, client)
+    assert again.throttle_time > datetime.timedelta(0)
 
 
 @pytest.fixture

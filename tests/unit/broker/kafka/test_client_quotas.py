@@ -271,3 +271,11 @@ def test_a_user_quota_is_shared_by_its_clients_and_a_default_is_each_ones_own() 
     assert quotas.rates() == 3
     assert ClientQuotas(lambda: QuotaTable().altered(_entity(user=ANONYMOUS), {P: 1.0}),
                         clock).record(PRODUCE, None, None, 100) > 0
+
+
+def test_one_answer_is_bounded_by_what_the_quota_window_holds() -> None:
+    table = QuotaTable().altered(_entity(client="app"), {CONSUMER_BYTE_RATE: 1000.0})
+    quotas = ClientQuotas(lambda: table, _Clock())
+    assert quotas.window_bytes(FETCH, None, "app") == 10_000  # Kafka: quota x 10 s
+    assert quotas.window_bytes(FETCH, None, "other") is None
+    assert quotas.window_bytes(PRODUCE, None, "app") is None
