@@ -25,6 +25,8 @@ path                              holds (owner)                           writte
                                   (``broker.auth.acl_store``)
 ``/folio/kafka/scram``            SCRAM credentials                       admins         persistent
                                   (``broker.kafka.sasl.credentials``)
+``/folio/kafka/quotas``           Kafka client quotas                     admins         persistent
+                                  (``broker.kafka.quotas.store``)
 ``/folio/kafka/producer_ids``     the next Kafka producer id block        brokers        persistent
                                   (``broker.kafka.producer_ids``)         serving Kafka
 ================================  ======================================  =============  ==========
@@ -47,6 +49,7 @@ __all__ = [
     "HEARTBEATS_ROOT",
     "MEMBERS_PATH",
     "PRODUCER_IDS_PATH",
+    "QUOTAS_PATH",
     "SCRAM_PATH",
     "SEGMENTS_ROOT",
     "TOPICS_ROOT",
@@ -68,6 +71,8 @@ HEARTBEATS_ROOT: Final = "/folio/group-heartbeats"
 ACL_PATH: Final = "/folio/acl"
 #: The node holding every SCRAM credential.
 SCRAM_PATH: Final = "/folio/kafka/scram"
+#: The node holding every Kafka client quota.
+QUOTAS_PATH: Final = "/folio/kafka/quotas"
 #: The Kafka producer ids reserved so far (blocks taken by compare-and-set).
 PRODUCER_IDS_PATH = "/folio/kafka/producer_ids"
 #: Parent of the containers' nodes.

@@ -104,6 +104,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         from broker.kafka.locator import Node  # noqa: PLC0415
         from broker.kafka.nodes import node_id_of  # noqa: PLC0415
         from broker.kafka.producer_ids import ProducerIds  # noqa: PLC0415
+        from broker.kafka.quotas.enforcer import ClientQuotas  # noqa: PLC0415
+        from broker.kafka.quotas.store import QuotaStore  # noqa: PLC0415
         from broker.kafka.server import KafkaServer  # noqa: PLC0415
     except ImportError as error:
         raise KafkaUnavailableError(
@@ -117,6 +119,11 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
                            auto_create_topics=config.kafka_auto_create_topics,
                            num_partitions=config.kafka_num_partitions,
                            write_quorum=write_quorum, ledger_dir=ledger_dir)
+    # The cluster's client quotas, read (and watched) before serving: every
+    # Produce and Fetch is counted against them from the first request.
+    quota_store = context.quota_store = QuotaStore(store)
+    await quota_store.start()
+    context.quotas = ClientQuotas(lambda: quota_store.table)
     cluster = None
     if ownership is not None:
         owners = ownership.owners

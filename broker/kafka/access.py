@@ -156,6 +156,9 @@ KAFKA_TABLE: Final[dict[str, tuple[Requirement, ...]]] = {
     "ElectLeaders": (CLUSTER,),
     "ListPartitionReassignments": (CLUSTER,),
     "AlterPartitionReassignments": (CLUSTER,),
+    # Kafka: DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster.
+    "DescribeClientQuotas": (CLUSTER,),
+    "AlterClientQuotas": (CLUSTER,),
 }
 
 

@@ -11,6 +11,7 @@ from broker.kafka.handlers import (
     acls,
     alter_configs,
     api_versions,
+    client_quotas,
     cluster_admin,
     configs,
     consumer_protocol,
@@ -65,6 +66,8 @@ HANDLER_MODULES = (
     txn_admin,
     leaders_admin,
     topic_partitions,
+    # Client quotas (docs/kafka.md, "Client quotas").
+    client_quotas,
 )
 
 

@@ -22,6 +22,10 @@ and every other connection go on. A ``LedgerError`` a handler has no answer
 for (the metadata store unreachable) closes it after a WARNING: the client
 reconnects and asks again.
 
+A client over its byte-rate quota (``broker.kafka.quotas``) gets its answer at
+once with ``throttle_time_ms`` set, and its next request is read only once that
+time has passed after the answer (KIP-219): ``Throttle``, one per connection.
+
 On a SASL listener a frame over ``PRE_AUTHENTICATION_MAX_FRAME_BYTES`` (512
 KiB, Kafka's ``sasl.server.max.receive.size``) before the client has
 authenticated closes the connection on its size alone, counted and logged
@@ -64,6 +68,7 @@ from broker.kafka.messages import (
     request_class,
     response_class,
 )
+from broker.kafka.quotas.mute import Throttle, with_throttle
 from ledger.errors import LedgerError
 from ledger.security.tokens import Principal
 
@@ -113,6 +118,8 @@ class KafkaConnection:
         #: The connection's SASL state when the listener authenticates (set by the
         #: server before ``serve``: SASL, or a client certificate's role).
         self.session: SaslSession | None = None
+        #: Throttle times over the client quotas, and the mute after them.
+        self._throttle = Throttle(context.quotas)
 
     async def serve(self) -> None:
         """Answer requests until the peer closes, breaks the protocol, or the task is cancelled."""
@@ -121,6 +128,7 @@ class KafkaConnection:
         sender = asyncio.ensure_future(self._send(pending))
         try:
             while not sender.done():
+                await self._throttle.wait()  # a throttled client's next request waits
                 data = await self._next_frame()
                 if data is None:
                     break
@@ -238,7 +246,7 @@ class KafkaConnection:
                                            unsupported_version_answer(self._context)))
             raise ProtocolError(f"{row.name} version {version} is not served "
                                 f"(versions {row.min_version}-{row.max_version})")
-        call = self._decode(api_key, version, data)
+        call = self._throttle.bounded(self._decode(api_key, version, data))
         if session is not None:
             response = await session.answer(call)
             self.principal = session.principal
@@ -246,17 +254,31 @@ class KafkaConnection:
                 self._stream.max_frame_bytes = self._max_frame_bytes
             return _ready(self._encode(api_key, version, correlation_id, response))
         response = await row.handler(self._context, call)
+        throttle_ms = self._throttle.on_request(call, len(data))
         if isinstance(response, Deferred):
-            return asyncio.ensure_future(
-                self._later(api_key, version, correlation_id, response))
-        return _ready(None if response is None
-                      else self._encode(api_key, version, correlation_id, response))
+            later = asyncio.ensure_future(
+                self._later(api_key, version, correlation_id, response, throttle_ms))
+            self._throttle.mute_after(later, throttle_ms)
+            return later
+        frame = None
+        if response is not None:
+            frame = self._encode(api_key, version, correlation_id,
+                                 with_throttle(response, throttle_ms))
+            answered_ms = self._throttle.on_answer(call, len(frame))
+            if answered_ms > throttle_ms:  # (see broker.kafka.quotas.mute)
+                throttle_ms = answered_ms
+                frame = self._encode(api_key, version, correlation_id,
+                                     with_throttle(response, throttle_ms))
+        ready = _ready(frame)
+        self._throttle.mute_after(ready, throttle_ms)
+        return ready
 
     async def _later(self, api_key: int, version: int, correlation_id: int,
-                     deferred: Deferred) -> bytes | None:
+                     deferred: Deferred, throttle_ms: int) -> bytes | None:
         response = await deferred.result
         return (None if response is None
-                else self._encode(api_key, version, correlation_id, response))
+                else self._encode(api_key, version, correlation_id,
+                                  with_throttle(response, throttle_ms)))
 
     def _decode(self, api_key: int, version: int, data: bytes) -> Call:
         try:

@@ -15,6 +15,8 @@ from broker.kafka.fetch_sessions import FetchSessionCache
 from broker.kafka.forwarding import HeirForwarder
 from broker.kafka.nodes import ClusterNodes
 from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.quotas.enforcer import ClientQuotas
+from broker.kafka.quotas.store import QuotaStore
 from broker.kafka.sasl.security import KafkaSecurity
 from broker.kafka.succession import Succession
 from broker.kafka.topic_ids import TopicIds
@@ -91,6 +93,10 @@ class KafkaContext:
             standalone), whose disk DescribeLogDirs reports the size and free
             space of; None: the ledgers are on other processes' disks (the
             sizes are -1, unknown).
+        quota_store: the cluster's client quotas (DescribeClientQuotas,
+            AlterClientQuotas; ``broker.kafka.quotas``); None: not served.
+        quotas: counts Produce and Fetch bytes against them and answers the
+            throttle times (None: no client is throttled).
     """
 
     topics: Topics
@@ -116,3 +122,5 @@ class KafkaContext:
     topic_ids: TopicIds = field(default_factory=TopicIds)
     forwarder: HeirForwarder | None = None
     ledger_dir: str | None = None
+    quota_store: QuotaStore | None = None
+    quotas: ClientQuotas | None = None

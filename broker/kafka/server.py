@@ -124,6 +124,8 @@ class KafkaServer:
     async def stop(self) -> None:
         """Stop listening, end long polls and close every connection."""
         self._context.stopping.set()
+        if self._context.quota_store is not None:
+            await self._context.quota_store.close()
         if self._server is not None:
             self._server.close()
         tasks = list(self._tasks)

@@ -242,6 +242,12 @@ REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
     "DescribeUserScramCredentials": (50, 0, lambda _r: _make(50, 0, users=None)),
     "AlterUserScramCredentials": (51, 0, lambda _r: _make(51, 0, upsertions=(), deletions=(
         _make(51, 0, "ScramCredentialDeletion", name="acc.nobody", mechanism=1),))),
+    "DescribeClientQuotas": (48, 1, lambda _r: _make(48, 1, components=(), strict=False)),
+    "AlterClientQuotas": (49, 1, lambda _r: _make(49, 1, validate_only=True, entries=(
+        _make(49, 1, "EntryData", entity=(
+            _make(49, 1, "EntityData", entity_type="client-id", entity_name="acc.c"),),
+            ops=(_make(49, 1, "OpData", key="producer_byte_rate", value=1024.0,
+                       remove=False),)),))),
 }
 
 #: What a role is granted to meet each requirement: (kind, resource, action); None: a super-user.

@@ -58,7 +58,9 @@ def test_the_served_apis() -> None:
         "DescribeProducers": (61, 0, 0), "DescribeTransactions": (65, 0, 0),
         "ListTransactions": (66, 0, 2), "ElectLeaders": (43, 0, 2),
         "AlterPartitionReassignments": (45, 0, 1), "ListPartitionReassignments": (46, 0, 0),
-        "DescribeTopicPartitions": (75, 0, 0)}
+        "DescribeTopicPartitions": (75, 0, 0),
+        # Client quotas (docs/kafka.md, "Client quotas").
+        "DescribeClientQuotas": (48, 0, 1), "AlterClientQuotas": (49, 0, 1)}
     assert dispatch_table().get(18) is not None and dispatch_table().get(999) is None
 
 
