@@ -25,6 +25,7 @@ from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES
 from folio.errors import (
     EventTooLargeError,
     FolioError,
+    InvalidArgumentError,
     SegmentSealedError,
     TxnFailedError,
     TxnStateError,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from folio._transport.append_stream import FlowSource
     from folio._transport.io_thread import IoThread
 
-__all__ = ["Local", "TxnCore", "TxnShared", "failed_error"]
+__all__ = ["Local", "TxnCore", "TxnShared", "check_txn_timeout_ms", "failed_error"]
 
 
 class Local(Enum):
@@ -81,6 +82,8 @@ class TxnCore:
         self._flows: dict[str, SegmentFlow] = {}
         #: Every flow the transaction had (for ``resent_blocks``), kept after it ends.
         self._every_flow: list[SegmentFlow] = []
+        #: The futures of batches sent and not known to be written.
+        self._sent: list[concurrent.futures.Future[None]] = []
         self._count = 0
 
     @property
@@ -131,7 +134,14 @@ class TxnCore:
             self._check_open_locked()
 
     def send(self, *, only_if_open: bool = False) -> list[concurrent.futures.Future[None]]:
-        """Hands every buffer's blocks to its flow; the batches' futures.
+        """Hands every buffer's blocks to its flow; the futures of every batch sent and not
+        known to be written, those of earlier calls too.
+
+        Earlier ones too: a ``flush`` whose wait ended first (its timeout, a
+        cancelled coroutine) leaves its blocks on their way, and a ``commit``
+        after it must not decide before they are written (a block arriving
+        after ``CommitTxn`` is refused, and a committed transaction would miss
+        it), nor miss that one of them failed.
 
         Raises ``TxnStateError`` unless OPEN (``only_if_open``: sends
         nothing then instead, as ``commit`` of a transaction no longer open,
@@ -193,7 +203,19 @@ class TxnCore:
             shared.io.call_soon(flow.submit, buffer.blocks, future)
             buffer.blocks = []
             futures.append(future)
-        return futures
+        self._sent = [*(f for f in self._sent if not _written(f)), *futures]
+        return list(self._sent)
+
+
+def _written(future: concurrent.futures.Future[None]) -> bool:
+    return future.done() and not future.cancelled() and future.exception() is None
+
+
+def check_txn_timeout_ms(txn_timeout_ms: int) -> None:
+    """``InvalidArgumentError`` unless a writer's ``txn_timeout_ms`` is in (0, one day]."""
+    if not 0 < txn_timeout_ms <= 86_400_000:
+        raise InvalidArgumentError(
+            f"txn_timeout_ms must be > 0 and at most one day, not {txn_timeout_ms}")
 
 
 def failed_error(txn_id: bytes, cause: FolioError) -> tuple[TxnFailedError, bool]:

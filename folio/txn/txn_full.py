@@ -64,7 +64,6 @@ from folio._unknown import settle
 from folio.api.v1 import transactions_pb2
 from folio.errors import (
     FolioError,
-    InvalidArgumentError,
     TimeoutError,
     WriterClosedError,
 )
@@ -72,7 +71,7 @@ from folio.models import TopicInfo
 from folio.serializers import BytesSerializer, Serializer
 from folio.txn._full_buffer import TXN_FULL_BLOCK_BYTES
 from folio.txn._full_close import abort_open
-from folio.txn._full_core import Local, TxnCore, TxnShared, failed_error
+from folio.txn._full_core import Local, TxnCore, TxnShared, check_txn_timeout_ms, failed_error
 from folio.txn._full_decide import decide, txn_status
 from folio.txn._full_routes import TopicRoutes
 from folio.txn.txn_status import TxnStatus
@@ -290,9 +289,7 @@ class TransactionalWriter(Generic[T]):
                  on_close: Callable[[TransactionalWriter[T]], None] | None = None,
                  describe: Callable[[], TopicInfo] | None = None) -> None:
         """Made by ``Client.transactional_writer``, which documents the arguments."""
-        if not 0 < txn_timeout_ms <= 86_400_000:
-            raise InvalidArgumentError(
-                f"txn_timeout_ms must be > 0 and at most one day, not {txn_timeout_ms}")
+        check_txn_timeout_ms(txn_timeout_ms)
         self.topic = topic.name
         self._describe = describe
         self._lock = threading.Lock()
