@@ -235,3 +235,47 @@ async def test_detach_hands_the_transaction_to_commit_transactions(
         assert await client.commit_transactions([txn_id])
         assert Counter(await committed_payloads(client, "aio-full-detach", b"s")) == \
             Counter(key.encode() for key in KEYS)
+
+
+async def test_transactions_across_a_scale(server: BookieProcess) -> None:
+    # As the blocking face's: flushed before the seal, the commit lands; routed to
+    # the sealed segment, TxnFailedError (retriable), and the next goes to the successors.
+    topic = "aio-full-scale"
+    async with AsyncClient(server.address, timeout_s=30) as client:
+        await client.create_topic(topic, segments=1)
+        async with await client.transactional_writer(topic) as writer:
+            flushed = await writer.begin()
+            flushed.write_event(b"before-seal", routing_key="a")
+            await flushed.flush()
+            stale = await writer.begin()
+            stale.write_event(b"never", routing_key="b")
+            await client.scale_topic(topic, seal=[f"{topic}/0"],
+                                     new_ranges=[(0.0, 0.5), (0.5, 1.0)])
+            await flushed.commit()  # its marker goes to the sealed segment
+            with pytest.raises(folio.TxnFailedError) as failed:
+                await stale.commit()
+            assert failed.value.retriable
+            fresh = await writer.begin()
+            for n in range(10):
+                fresh.write_event(f"after-{n}".encode(), routing_key=f"k{n}")
+            await fresh.commit()
+        segments = await client.get_segments(topic, include_sealed=True)
+        assert [s.sealed for s in segments] == [True, False, False]
+        assert sum(s.end_offset for s in segments[1:]) == 10
+        assert Counter(await committed_payloads(client, topic, b"sentinel")) == \
+            Counter([b"before-seal", *(f"after-{n}".encode() for n in range(10))])
+
+
+async def test_a_cancelled_begin_leaves_nothing_open(server: BookieProcess) -> None:
+    async with AsyncClient(server.address, timeout_s=30) as client:
+        await client.create_topic("aio-full-begin", segments=2)
+        writer = await client.transactional_writer("aio-full-begin", txn_timeout_ms=3_600_000)
+        beginning = asyncio.ensure_future(writer.begin(label="cancelled-begin"))
+        await asyncio.sleep(0)  # its BeginTxn is on its way (a task of the writer)
+        beginning.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await beginning
+        await writer.close()  # waits for the writer's tasks: the BeginTxn, then its abort
+        # What the label still has open (this call aborts it: the test's last look):
+        # nothing, the transaction the BeginTxn opened was aborted, not left for an hour.
+        assert await client.abort_transactions("cancelled-begin") == []
