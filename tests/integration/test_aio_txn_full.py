@@ -184,8 +184,9 @@ async def test_timeouts_and_typed_errors(server: BookieProcess) -> None:
         txn.write_event(b"expired", routing_key="a")
         await txn.flush()
 
-        async def timed_out() -> bool:
-            return (await txn.status()) is not folio.TxnStatus.OPEN
+        async def timed_out() -> bool:  # OPEN, then ABORTING while its markers are written
+            return (await txn.status()) not in (folio.TxnStatus.OPEN,
+                                                 folio.TxnStatus.ABORTING)
         await wait_for_async(timed_out, "the 1 s timeout aborting the transaction")
         assert await txn.status() is folio.TxnStatus.TIMED_OUT
         with pytest.raises(folio.TxnStateError) as refused:
