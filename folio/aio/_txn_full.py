@@ -275,6 +275,7 @@ class AsyncTransactionalWriter(Generic[T]):
         #: The writer's tasks (begins, decisions, aborts of unused transactions).
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
+        self._closing: asyncio.Task[None] | None = None
 
     @property
     def closed(self) -> bool:
@@ -309,28 +310,39 @@ class AsyncTransactionalWriter(Generic[T]):
         made: AsyncFullTransaction[T] | None = None
         try:
             response = await asyncio.shield(began)
+            if self._closed:  # closed meanwhile: the finally aborts it
+                raise WriterClosedError("the transactional writer was closed during begin")
             made = AsyncFullTransaction(self, response.txn_id)
             self._open[made.txn_id] = made
             return made
         finally:
-            if made is None:  # cancelled (or failed): abort what it opened, if anything
+            if made is None:  # cancelled (or failed, closed): abort what it opened, if anything
                 began.add_done_callback(self._abort_unused)
 
     async def close(self) -> None:
         """Waits for the decisions under way, then aborts the open transactions, at once,
-        each within ``txn_timeout_ms`` (``TransactionalWriter.close``). Idempotent.
+        each within ``txn_timeout_ms`` (``TransactionalWriter.close``).
 
-        Cancelling it (or an ``asyncio.timeout`` around it) stops the wait:
-        the aborts go on as tasks of the writer.
+        The closing is a task of the writer: cancelling this call (or an
+        ``asyncio.timeout`` around it) stops the wait, and the closing goes
+        on. Called again while it runs, it waits for it; after it ended, it
+        returns.
 
         Raises:
             TimeoutError: some aborts were still undecided (``txn_ids``): the
                 broker aborts each when its ``txn_timeout_ms`` passes.
         """
-        if self._closed:
+        closing = self._closing
+        if closing is None:
+            self._closed = True
+            self._closing = closing = self._spawn(self._close())
+        elif closing.done():
             return
-        self._closed = True
-        while running := {t for t in self._tasks if not t.done()}:
+        await asyncio.shield(closing)
+
+    async def _close(self) -> None:
+        this = asyncio.current_task()
+        while running := {t for t in self._tasks if not t.done() and t is not this}:
             await asyncio.wait(running)
         still_open = list(self._open)
 

@@ -280,3 +280,35 @@ async def test_a_cancelled_begin_leaves_nothing_open(server: BookieProcess) -> N
         # What the label still has open (this call aborts it: the test's last look):
         # nothing, the transaction the BeginTxn opened was aborted, not left for an hour.
         assert await client.abort_transactions("cancelled-begin") == []
+
+
+async def test_a_cancelled_close_still_aborts_what_is_open(server: BookieProcess) -> None:
+    async with AsyncClient(server.address, timeout_s=30) as client:
+        await client.create_topic("aio-full-close-cancel", segments=2)
+        writer = await client.transactional_writer("aio-full-close-cancel")
+        txns = [await writer.begin() for _ in range(3)]
+        for txn in txns:
+            for key in KEYS:
+                txn.write_event(b"open at close", routing_key=key)
+            await txn.flush()
+        committing = await writer.begin()
+        payloads = [b"c%d" % n + b"." * 20_000 for n in range(100)]
+        for n, payload in enumerate(payloads):
+            committing.write_event(payload, routing_key=KEYS[n % len(KEYS)])
+        under_way = asyncio.ensure_future(committing.commit())
+        await asyncio.sleep(0)
+        closing = asyncio.ensure_future(writer.close())  # waits for the commit first
+        await asyncio.sleep(0)
+        closing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closing
+        assert writer.closed
+
+        async def all_aborted() -> bool:
+            return all([(await txn.status()).aborted for txn in txns])
+        await wait_for_async(all_aborted, "the cancelled close aborting every open transaction")
+        await under_way
+        await writer.close()  # waits for the closing, or returns once it ended
+        assert Counter(await committed_payloads(client, "aio-full-close-cancel",
+                                                b"sentinel")) == Counter(payloads)
+        await _flows_released(client)
