@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from typing import Any
 
 import pytest
 
 import folio
 from folio.aio import AsyncClient
+from folio.api.v1 import transactions_pb2
 from tests.support.bookies import BookieProcess
 from tests.support.catch_up import _key_in
 from tests.support.wait import wait_for_async
@@ -312,3 +314,41 @@ async def test_a_cancelled_close_still_aborts_what_is_open(server: BookieProcess
         assert Counter(await committed_payloads(client, "aio-full-close-cancel",
                                                 b"sentinel")) == Counter(payloads)
         await _flows_released(client)
+
+
+@pytest.mark.parametrize("commit", [False, True], ids=["abort", "commit"])
+async def test_a_decision_whose_answer_is_lost_is_read_back(
+        server: BookieProcess, monkeypatch: pytest.MonkeyPatch, commit: bool) -> None:
+    # As the blocking face's test: a fault wrapper at the call seam lets the real
+    # broker take the decision, then loses its answer (an unknown outcome), which
+    # must be read back (GetTxnStatus), not raised.
+    topic = f"aio-full-lost-{'commit' if commit else 'abort'}"
+    async with AsyncClient(server.address, timeout_s=30) as client:
+        await client.create_topic(topic, segments=2)
+        async with await client.transactional_writer(topic) as writer:
+            admin = writer._admin
+            real = admin._call
+            lost: list[str] = []
+
+            async def losing(method: Any, request: Any, *, retry: bool = False) -> Any:
+                answer = await real(method, request, retry=retry)
+                if isinstance(request, transactions_pb2.CommitTxnRequest |
+                              transactions_pb2.AbortTxnRequest) and not lost:
+                    lost.append(type(request).__name__)
+                    raise TimeoutError("no answer within 35.0 s")
+                return answer
+
+            monkeypatch.setattr(admin, "_call", losing)
+            txn = await writer.begin()
+            for key in KEYS:
+                txn.write_event(key.encode(), routing_key=key)
+            if commit:
+                await txn.commit()
+            else:
+                await txn.flush()
+                await txn.abort()
+            assert lost == ["CommitTxnRequest" if commit else "AbortTxnRequest"]
+            assert await txn.status() is (folio.TxnStatus.COMMITTED if commit
+                                          else folio.TxnStatus.ABORTED)
+        got = await committed_payloads(client, topic, b"sentinel")
+        assert Counter(got) == (Counter(key.encode() for key in KEYS) if commit else Counter())
