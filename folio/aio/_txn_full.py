@@ -233,7 +233,9 @@ class AsyncFullTransaction(Generic[T]):
         failed one aborts the transaction (a task: finished if the caller is cancelled)."""
         for future in futures:
             try:
-                await asyncio.shield(asyncio.wrap_future(future))
+                wrapped = asyncio.wrap_future(future)
+                wrapped.add_done_callback(_retrieved)  # seen if this wait was cancelled
+                await asyncio.shield(wrapped)
             except FolioError as cause:
                 await asyncio.shield(self._writer._spawn(self._fail(cause)))
 
@@ -416,8 +418,9 @@ class AsyncTransactionalWriter(Generic[T]):
         self._open.pop(core.txn_id, None)
 
 
-def _retrieved(task: asyncio.Task[Any]) -> None:
-    """Marks a task's error seen: a caller that stopped waiting (cancelled) gets it from
-    the task again when it asks (``commit`` again), or from ``status``; not a warning."""
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Marks a task's (or a batch's) error seen: a caller that stopped waiting (cancelled)
+    learns the outcome when it asks again (``commit`` again, ``status``); asyncio need not
+    log it as never retrieved."""
     if not task.cancelled():
         task.exception()
