@@ -21,6 +21,9 @@ instead of the blocking client's IO thread:
   ``async for read in reader`` (events and checkpoint events with positions).
 - :class:`AsyncTxnWriter` (``folio.aio._txn``): single-routing-key
   transactions, ``async with writer.begin() as txn: txn.write(...)``.
+- :class:`AsyncTransactionalWriter`, :class:`AsyncFullTransaction`
+  (``folio.aio._txn_full``): transactions across segments,
+  ``txn = await writer.begin()``, ``txn.write_event(...)``, ``await txn.commit()``.
 
 docs/sdk.md shows both faces side by side.
 """
@@ -32,6 +35,7 @@ from folio.aio._groups import AsyncGroupReader, AsyncReaderGroup
 from folio.aio._pending import PendingWrite
 from folio.aio._reader import AsyncEventReader
 from folio.aio._txn import AsyncTransaction, AsyncTxnWriter
+from folio.aio._txn_full import AsyncFullTransaction, AsyncTransactionalWriter
 from folio.aio._writer import AsyncEventWriter
 from folio.aio.client import AsyncClient
 
@@ -40,10 +44,12 @@ __all__ = [
            "AsyncClient",
            "AsyncEventReader",
            "AsyncEventWriter",
+           "AsyncFullTransaction",
            "AsyncGroupReader",
            "AsyncReaderGroup",
            "AsyncSegmentEvents",
            "AsyncTransaction",
+           "AsyncTransactionalWriter",
            "AsyncTxnWriter",
            "PendingWrite",
 ]

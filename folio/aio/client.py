@@ -26,6 +26,7 @@ from folio.aio._batch import AsyncBatchClient
 from folio.aio._groups import AsyncGroupReader, AsyncReaderGroup
 from folio.aio._reader import AsyncEventReader
 from folio.aio._txn import AsyncTxnWriter
+from folio.aio._txn_full import AsyncTransactionalWriter
 from folio.aio._writer import AsyncEventWriter
 from folio.api.v1 import groups_pb2
 from folio.config import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S, ClientConfig
@@ -98,6 +99,7 @@ class AsyncClient:
         self._writers: list[AsyncEventWriter[Any]] = []
         self._readers: list[AsyncEventReader[Any]] = []
         self._txn_writers: list[AsyncTxnWriter[Any]] = []
+        self._full_writers: list[AsyncTransactionalWriter[Any]] = []
         self._group_readers: list[AsyncGroupReader[Any]] = []
         self._closed = False
 
@@ -189,6 +191,32 @@ class AsyncClient:
             writer_id=writer_id, successors=self._admin.successors)
         made: AsyncTxnWriter[Any] = AsyncTxnWriter(core)
         self._txn_writers.append(made)
+        return made
+
+    @overload
+    async def transactional_writer(self, topic: str, *, txn_timeout_ms: int = ...,
+                                   ) -> AsyncTransactionalWriter[bytes]: ...
+
+    @overload
+    async def transactional_writer(self, topic: str, serializer: Serializer[T], *,
+                                   txn_timeout_ms: int = ...) -> AsyncTransactionalWriter[T]: ...
+
+    async def transactional_writer(self, topic: str, serializer: Serializer[Any] | None = None,
+                                   *, txn_timeout_ms: int = 60_000,
+                                   ) -> AsyncTransactionalWriter[Any]:
+        """A writer of transactions across ``topic``'s segments (``folio.aio._txn_full``);
+        the arguments of ``folio.Client.transactional_writer``.
+
+        Raises:
+            TopicNotFoundError: no such topic.
+            InvalidArgumentError: a bad option value.
+        """
+        info = await self.get_topic(topic)
+        made: AsyncTransactionalWriter[Any] = AsyncTransactionalWriter(
+            info, serializer if serializer is not None else BytesSerializer(), io=self._io,
+            source=self._flow_pool(), admin=self._admin, txn_timeout_ms=txn_timeout_ms)
+        # close() aborts its open transactions with the other writers.
+        self._full_writers = [*(w for w in self._full_writers if not w.closed), made]
         return made
 
     async def reader(self, topic: str, start: Start = "earliest",
@@ -284,7 +312,8 @@ class AsyncClient:
     # -- lifecycle --------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Closes the writers (flushing, within ``timeout_s``), readers and reader group
+        """Closes the writers (flushing, within ``timeout_s``; a transactional writer aborts
+        its open transactions, as ``folio.Client.close``), readers and reader group
         members (each leaving its group), then the channels.
 
         Idempotent. Flush failures are logged, not raised: each event's
@@ -293,9 +322,11 @@ class AsyncClient:
         if self._closed:
             return
         self._closed = True
-        writers: list[AsyncEventWriter[Any] | AsyncTxnWriter[Any]] = [*self._writers,
-                                                                       *self._txn_writers]
-        self._writers, self._txn_writers = [], []
+        writers: list[AsyncEventWriter[Any] | AsyncTxnWriter[Any]
+                      | AsyncTransactionalWriter[Any]] = [
+            *self._writers, *self._txn_writers,
+            *(w for w in self._full_writers if not w.closed)]
+        self._writers, self._txn_writers, self._full_writers = [], [], []
         readers, self._readers = self._readers, []
         members, self._group_readers = self._group_readers, []
         try:

@@ -8,8 +8,10 @@
   one flow engine, ``folio._flow``: each commit written as one atomic block
   sequence, one at a time, coalescing commits).
 - Full (PIP-178 style, across segments and topics): ``txn_full``
-  (``TransactionalWriter``, ``Transaction``), ``_full_buffer`` (per-segment
-  blocks), ``_full_flow`` (one flow per segment and transaction: its
+  (``TransactionalWriter``, ``Transaction``: the blocking face),
+  ``_full_core`` (one transaction's state, buffers and flows, without waits:
+  what both faces hold), ``_full_routes`` (the open segments by key range),
+  ``_full_buffer`` (per-segment blocks), ``_full_flow`` (one flow per segment and transaction: its
   policy on the flow engine),
   ``_full_decide`` (commit/abort when answers are lost).
 - ``txn_status`` (``TxnStatus``).

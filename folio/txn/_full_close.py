@@ -13,13 +13,14 @@ doubled either way.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 from folio.errors import FolioError, TimeoutError, TxnNotFoundError, TxnStateError
 
-__all__ = ["abort_open"]
+__all__ = ["abort_open", "abort_open_async"]
 
 
 class Abortable(Protocol):
@@ -57,6 +58,33 @@ def abort_open(txns: Iterable[Abortable], *, timeout_s: float, topic: str,
         except FolioError as unknown:  # unknown at the deadline: its timeout aborts it
             undecided.append(txn.txn_id.hex())
             last = unknown
+    _raise_undecided(undecided, last, timeout_s=timeout_s, topic=topic,
+                     txn_timeout_ms=txn_timeout_ms)
+
+
+async def abort_open_async(txn_ids: Iterable[bytes],
+                           abort: Callable[[bytes, float], Awaitable[None]], *,
+                           timeout_s: float, topic: str, txn_timeout_ms: int) -> None:
+    """``abort_open`` on the caller's loop (``folio.aio``): the aborts at once, each
+    ``abort(txn_id, timeout_s)``; the same rules and ``TimeoutError``."""
+    ids = list(txn_ids)
+    outcomes = await asyncio.gather(*(abort(txn_id, timeout_s) for txn_id in ids),
+                                    return_exceptions=True)
+    undecided: list[str] = []
+    last: FolioError | None = None
+    for txn_id, outcome in zip(ids, outcomes, strict=True):
+        if outcome is None or isinstance(outcome, TxnStateError | TxnNotFoundError):
+            continue  # aborted, or decided already (committed, timed out) or forgotten
+        if not isinstance(outcome, FolioError):
+            raise outcome  # not a Folio error: a bug or a cancellation, never hidden
+        undecided.append(txn_id.hex())
+        last = outcome
+    _raise_undecided(undecided, last, timeout_s=timeout_s, topic=topic,
+                     txn_timeout_ms=txn_timeout_ms)
+
+
+def _raise_undecided(undecided: list[str], last: FolioError | None, *, timeout_s: float,
+                     topic: str, txn_timeout_ms: int) -> None:
     if not undecided:
         return
     error = TimeoutError(

@@ -55,33 +55,25 @@ import contextlib
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
-from enum import Enum
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from folio._exits import clean_up
 from folio._unknown import settle
 from folio.api.v1 import transactions_pb2
-from folio.api.v1.block import EVENT_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES
-from folio.api.v1.routing import segment_index
 from folio.errors import (
-    EventTooLargeError,
     FolioError,
-    InvalidArgumentError,
-    SegmentSealedError,
     TimeoutError,
-    TxnFailedError,
-    TxnStateError,
     WriterClosedError,
 )
 from folio.models import TopicInfo
 from folio.serializers import BytesSerializer, Serializer
-from folio.txn._full_buffer import TXN_FULL_BLOCK_BYTES, SegmentBuffer
+from folio.txn._full_buffer import TXN_FULL_BLOCK_BYTES
 from folio.txn._full_close import abort_open
+from folio.txn._full_core import Local, TxnCore, TxnShared, check_txn_timeout_ms, failed_error
 from folio.txn._full_decide import decide, txn_status
-from folio.txn._full_flow import SegmentFlow
+from folio.txn._full_routes import TopicRoutes
 from folio.txn.txn_status import TxnStatus
 
 if TYPE_CHECKING:
@@ -97,38 +89,25 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class _Local(Enum):
-    OPEN = "OPEN"
-    COMMITTED = "COMMITTED"
-    ABORTED = "ABORTED"
-    FAILED = "FAILED"  # aborted by the SDK after a failed append
-    DETACHED = "DETACHED"  # flushed and handed over: committed or aborted by id elsewhere
-
-
 class Transaction(Generic[T]):
     """One broker transaction: events to any segments of the topic, all visible or none.
 
     Made by ``TransactionalWriter.begin``. Thread-safe. A context manager:
     leaving the block commits it if still open, or aborts it if the block raised.
+    Its events, state and flows are a ``folio.txn._full_core.TxnCore``.
     """
 
     def __init__(self, writer: TransactionalWriter[T], txn_id: bytes) -> None:
         self._writer = writer
+        self._core = core = TxnCore(writer._shared, txn_id)
         #: The broker's transaction id, 16 bytes.
         self.txn_id = txn_id
-        self.writer_id = uuid.uuid4().hex
-        self._lock = threading.Lock()
-        self._state = _Local.OPEN
-        self._buffers: dict[str, SegmentBuffer] = {}
-        self._flows: dict[str, SegmentFlow] = {}
-        #: Every flow the transaction had (for ``resent_blocks``), kept after it ends.
-        self._every_flow: list[SegmentFlow] = []
-        self._count = 0
+        self.writer_id = core.writer_id
 
     @property
     def event_count(self) -> int:
         """How many events were written to it."""
-        return self._count
+        return self._core.event_count
 
     def write_event(self, event: T, routing_key: str | None = None,
                     headers: Mapping[str, bytes] | None = None) -> None:
@@ -144,29 +123,7 @@ class Transaction(Generic[T]):
             EventTooLargeError: above the topic's ``max_event_bytes``.
             TxnStateError: the transaction was committed, aborted or failed.
         """
-        writer = self._writer
-        if writer._raw and type(event) is bytes:
-            payload: bytes = event  # type: ignore[assignment]  # T is bytes here
-        else:
-            payload = writer._serialize(event)
-        if len(payload) > writer._max_event_bytes:
-            raise EventTooLargeError(
-                f"an event of {len(payload)} bytes exceeds topic {writer.topic!r}'s "
-                f"max_event_bytes of {writer._max_event_bytes} bytes",
-                size=len(payload), limit=writer._max_event_bytes)
-        segment = writer._segment_for(routing_key)
-        size = len(payload) + EVENT_OVERHEAD_BYTES + len(routing_key or "")
-        if headers:
-            size += sum(len(name) + len(value) + HEADER_OVERHEAD_BYTES
-                        for name, value in headers.items())
-        now_ms = time.time_ns() // 1_000_000
-        with self._lock:
-            self._check_open_locked()
-            buffer = self._buffers.get(segment)
-            if buffer is None:
-                buffer = self._buffers[segment] = SegmentBuffer()
-            buffer.add(payload, routing_key, now_ms, headers, size)
-            self._count += 1
+        self._core.write_event(event, routing_key, headers)
 
     def flush(self, timeout: float | None = None) -> None:
         """Sends every buffered event and waits until the broker has them (uncommitted).
@@ -178,10 +135,7 @@ class Transaction(Generic[T]):
             TxnStateError: the transaction was committed, aborted or failed.
             TimeoutError: ``timeout`` passed first (the blocks go on).
         """
-        with self._lock:
-            self._check_open_locked()
-            futures = self._send_locked()
-        self._wait(futures, timeout)
+        self._wait(self._core.send(), timeout)
 
     def commit(self, timeout: float | None = None) -> None:
         """Flushes, waits for every block's acknowledgement, then ``CommitTxn``.
@@ -207,15 +161,12 @@ class Transaction(Generic[T]):
                 TIMED_OUT means nothing of it is visible.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._lock:
-            futures = self._send_locked() if self._state is _Local.OPEN else []
-        self._wait(futures, timeout)
+        self._wait(self._core.send(only_if_open=True), timeout)
         try:
             self._decide(commit=True, deadline=deadline)
         finally:
-            self._end(None)
-        with self._lock:
-            self._state = _Local.COMMITTED
+            self._core.end(None)
+        self._core.set_state(Local.COMMITTED)
 
     def detach(self, timeout: float | None = None) -> bytes:
         """Flushes, then hands the still-open transaction over; returns its id.
@@ -233,7 +184,7 @@ class Transaction(Generic[T]):
             TimeoutError: ``timeout`` passed first.
         """
         self.flush(timeout)
-        self._end(_Local.DETACHED)
+        self._core.end(Local.DETACHED)
         return self.txn_id
 
     def abort(self, timeout: float | None = None) -> None:
@@ -250,18 +201,16 @@ class Transaction(Generic[T]):
                 when ``timeout`` passed (``status()`` tells).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._lock:
-            for buffer in self._buffers.values():  # never sent now
-                buffer.payloads, buffer.blocks = [], []
+        self._core.drop_buffered()  # never sent now
         try:
             self._decide(commit=False, deadline=deadline)
         finally:
-            self._end(_Local.ABORTED)
+            self._core.end(Local.ABORTED)
 
     @property
     def resent_blocks(self) -> int:
         """Blocks sent again after reconnects (each landed once all the same)."""
-        return sum(flow.resent for flow in self._every_flow)
+        return self._core.resent_blocks
 
     def _decide(self, *, commit: bool, deadline: float | None) -> None:
         """``CommitTxn``/``AbortTxn`` until ``deadline`` (monotonic; None: the default)."""
@@ -288,7 +237,7 @@ class Transaction(Generic[T]):
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
         """Commits, or aborts if the body raised: an abort's failure is a note on its error."""
-        if self._state is not _Local.OPEN:
+        if self._core.state is not Local.OPEN:
             return
         if exc is None:
             self.commit()
@@ -297,36 +246,9 @@ class Transaction(Generic[T]):
 
     def __repr__(self) -> str:
         return (f"<Transaction {self.txn_id.hex()} {self._writer.topic!r} "
-                f"{self._state.value} {self._count} events>")
+                f"{self._core.state.value} {self.event_count} events>")
 
     # -- internals -------------------------------------------------------------
-
-    def _check_open_locked(self) -> None:
-        if self._state is not _Local.OPEN:
-            raise TxnStateError(
-                f"transaction {self.txn_id.hex()} is {self._state.value}, expected OPEN",
-                txn_id=self.txn_id.hex(), expected="OPEN", actual=self._state.value)
-
-    def _send_locked(self) -> list[concurrent.futures.Future[None]]:
-        """Packs and hands every buffer's blocks to its flow; the batches' futures."""
-        futures: list[concurrent.futures.Future[None]] = []
-        io = self._writer._io
-        for segment, buffer in self._buffers.items():
-            buffer.cut()
-            if not buffer.blocks:
-                continue
-            flow = self._flows.get(segment)
-            if flow is None:
-                flow = self._flows[segment] = SegmentFlow(
-                    segment, writer_id=self.writer_id, txn_id=self.txn_id,
-                    source=self._writer._source,
-                    give_up_s=self._writer.txn_timeout_ms / 1000)
-                self._every_flow.append(flow)
-            future: concurrent.futures.Future[None] = concurrent.futures.Future()
-            io.call_soon(flow.submit, buffer.blocks, future)
-            buffer.blocks = []
-            futures.append(future)
-        return futures
 
     def _wait(self, futures: list[concurrent.futures.Future[None]],
               timeout: float | None) -> None:
@@ -343,33 +265,15 @@ class Transaction(Generic[T]):
 
     def _fail(self, cause: FolioError) -> None:
         """A block failed: abort on the broker (best effort) and raise ``TxnFailedError``."""
-        with self._lock:
-            if self._state is _Local.OPEN:
-                self._state = _Local.FAILED
+        self._core.fail_open()
         with contextlib.suppress(FolioError):  # unknown until its timeout: the broker aborts it
             decide(self._writer._call, self._writer._stub, self.txn_id, commit=False,
                    timeout=self._writer.txn_timeout_ms / 1000)
-        self._end(None)
-        error = TxnFailedError(
-            f"transaction {self.txn_id.hex()} failed and was aborted (nothing of it is "
-            f"visible); begin a new one and write its events again: {cause}",
-            txn_id=self.txn_id.hex())
-        error.retriable = cause.retriable
-        if isinstance(cause, SegmentSealedError):
-            # The topic was scaled: the next transaction routes to the successors.
+        self._core.end(None)
+        error, sealed = failed_error(self.txn_id, cause)
+        if sealed:
             self._writer._refresh_routes()
-            error.retriable = True
         raise error from cause
-
-    def _end(self, state: _Local | None) -> None:
-        """Releases the flows; sets ``state`` (if given) when still open."""
-        with self._lock:
-            if state is not None and self._state is _Local.OPEN:
-                self._state = state
-            flows, self._flows = list(self._flows.values()), {}
-        for flow in flows:
-            self._writer._io.call_soon(flow.release)
-        self._writer._forget(self)
 
 
 class TransactionalWriter(Generic[T]):
@@ -385,23 +289,22 @@ class TransactionalWriter(Generic[T]):
                  on_close: Callable[[TransactionalWriter[T]], None] | None = None,
                  describe: Callable[[], TopicInfo] | None = None) -> None:
         """Made by ``Client.transactional_writer``, which documents the arguments."""
-        if not 0 < txn_timeout_ms <= 86_400_000:
-            raise InvalidArgumentError(
-                f"txn_timeout_ms must be > 0 and at most one day, not {txn_timeout_ms}")
+        check_txn_timeout_ms(txn_timeout_ms)
         self.topic = topic.name
         self._describe = describe
         self._lock = threading.Lock()
-        self._set_routes(topic)
-        self._serialize = serializer.serialize
-        self._raw = isinstance(serializer, BytesSerializer)
-        self._max_event_bytes = topic.config.max_event_bytes
+        self._routes = TopicRoutes(topic)
         self.txn_timeout_ms = txn_timeout_ms
+        self._shared = TxnShared(
+            topic=topic.name, routes=self._routes, serialize=serializer.serialize,
+            raw=isinstance(serializer, BytesSerializer),
+            max_event_bytes=topic.config.max_event_bytes, io=io, source=source,
+            give_up_s=txn_timeout_ms / 1000, forget=self._forget)
         self._io = io
-        self._source = source
         self._stub = stub
         self._call = call
         self._on_close = on_close
-        self._open: set[Transaction[T]] = set()
+        self._open: dict[bytes, Transaction[T]] = {}
         self._closed = False
 
     def begin(self, *, label: str = "") -> Transaction[T]:
@@ -427,7 +330,7 @@ class TransactionalWriter(Generic[T]):
                                                                  retry=True))
         txn: Transaction[T] = Transaction(self, response.txn_id)
         with self._lock:
-            self._open.add(txn)
+            self._open[txn.txn_id] = txn
         return txn
 
     def close(self, timeout: float | None = None) -> None:
@@ -436,7 +339,7 @@ class TransactionalWriter(Generic[T]):
             if self._closed:
                 return
             self._closed = True
-            still_open = list(self._open)
+            still_open = list(self._open.values())
         if self._on_close is not None:
             self._on_close(self)
         abort_open(still_open, topic=self.topic, txn_timeout_ms=self.txn_timeout_ms,
@@ -455,44 +358,19 @@ class TransactionalWriter(Generic[T]):
         clean_up(exc, self.close, f"closing the transactional writer of topic {self.topic!r}")
 
     def __repr__(self) -> str:
-        return f"<TransactionalWriter topic={self.topic!r} segments={len(self._names)}>"
+        return f"<TransactionalWriter topic={self.topic!r} segments={self._routes.count}>"
 
     # -- internals -------------------------------------------------------------
-
-    def _set_routes(self, topic: TopicInfo) -> None:
-        ranges = sorted((s for s in topic.segments if not s.sealed), key=lambda s: s.key_low)
-        if not ranges:
-            raise FolioError(f"topic {topic.name!r} has no open segment to write to")
-        with self._lock:
-            self._names = tuple(s.name for s in ranges)
-            self._key_highs = [s.key_high for s in ranges]
-            self._routes: dict[str, str] = {}
-            self._rotation = 0
 
     def _refresh_routes(self) -> None:
         """After a scale: route by the topic's open segments now (best effort)."""
         if self._describe is None:
             return
         try:
-            self._set_routes(self._describe())
+            self._routes.set(self._describe())
         except FolioError as error:
             log.info("could not refresh the segments of %s: %s", self.topic, error)
 
-    def _segment_for(self, routing_key: str | None) -> str:
-        """The segment of ``routing_key``; keyless: the next one in rotation."""
-        if routing_key is None:
-            with self._lock:
-                index = self._rotation
-                self._rotation = (index + 1) % len(self._names)
-            return self._names[index]
-        segment = self._routes.get(routing_key)
-        if segment is None:
-            segment = self._names[segment_index(self._key_highs, routing_key)]
-            if len(self._routes) > 10_000:
-                self._routes.clear()
-            self._routes[routing_key] = segment
-        return segment
-
-    def _forget(self, txn: Transaction[T]) -> None:
+    def _forget(self, core: TxnCore) -> None:
         with self._lock:
-            self._open.discard(txn)
+            self._open.pop(core.txn_id, None)
