@@ -121,8 +121,10 @@ class Members:
                 if message is None:
                     continue
                 assert message.error() is None, message.error()
+                partition, offset = message.partition(), message.offset()
+                assert partition is not None and offset is not None
                 if self._commit(consumer, message):
-                    self.counted.append((message.partition(), message.offset()))
+                    self.counted.append((partition, offset))
 
     def shared(self, *names: str) -> bool:
         """Whether ``names`` hold every partition, each some, none twice."""
