@@ -14,7 +14,11 @@ loading at start, group records, DeleteGroups), ``_listing``
 what a join or sync answers), ``offsets`` (committed offsets and group
 records in the compacted system topic ``_kafka_offsets``); ``report`` shows
 the groups to ``folio group``. The leader member computes the assignment
-(client side), as in Kafka's classic protocol.
+(client side), as in Kafka's classic protocol. Beside it, KIP-848's
+consumer protocol (``modern`` and its parts); ``mixed`` serves classic
+members inside a consumer-protocol group and moves a group between the two
+kinds (``migration``), reading and writing the consumer protocol embedded in
+classic joins (``embedded``).
 """
 
 __all__: list[str] = []
