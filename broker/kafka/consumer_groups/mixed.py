@@ -32,6 +32,12 @@ allows; Kafka's default, ``bidirectional``, is Folio's):
   partitions it waited for are free now. From then it must rejoin within its
   rebalance timeout or it is removed.
 - its **LeaveGroup** (``leave``) removes it and bumps the epoch.
+- a **static** classic member (``group.instance.id``) back under a new member
+  id takes its old incarnation's place (epoch, partitions, target) with no
+  new epoch, the old id fenced (FENCED_INSTANCE_ID), as Kafka's
+  ``replaceStaticMember``; replacing a consumer-protocol member of that
+  instance id removes it first (a new epoch; Kafka would downgrade the group
+  if it was the last of its protocol).
 - **downgrade** (``downgrade``): when the last consumer-protocol member
   leaves or is fenced and classic members remain, the group goes back to
   the classic coordinator (Stable, then a rebalance: they rejoin there).
@@ -53,6 +59,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
@@ -213,9 +220,16 @@ class ClassicMembers:
             return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
         if request.group_instance_id is not None:
             old = group.member_by_instance(request.group_instance_id)
-            if old is not None and old.member_id != member_id:
-                # A new incarnation of a static member: the old one goes first.
+            if old is not None and old.member_id != member_id and old.classic is None:
+                # A consumer-protocol member's instance id: it goes first.
                 await self._remove(group, old, f"replaced by {member_id} (same instance id)")
+            elif old is not None and old.member_id != member_id:
+                async with group.lock:
+                    _replace_static(group, old, member_id)
+        if self._live(request.group_id) is not group:
+            # Downgraded meanwhile (the removal above may have): the client joins again,
+            # the classic coordinator's now. Never a heartbeat here, which might upgrade.
+            return JoinResult(ErrorCode.rebalance_in_progress, member_id)
         existing = group.members.get(member_id)
         if existing is not None and existing.classic is None:
             return JoinResult(ErrorCode.unknown_member_id, member_id)
@@ -324,6 +338,22 @@ class ClassicMembers:
             member.revocation = asyncio.get_running_loop().call_later(
                 member.rebalance_timeout_ms / 1000, self._later, group, member,
                 "did not rejoin in its rebalance timeout")
+
+
+def _replace_static(group: ModernGroup, old: ModernMember, member_id: str) -> None:
+    """A classic static member back under a new member id takes its old incarnation's
+    place: epoch, partitions and target, with no new group epoch (KIP-345, as Kafka's
+    ``replaceStaticMember``); the old id is fenced from now on."""
+    if group.members.get(old.member_id) is not old:
+        return  # removed meanwhile: the new one joins as a new member
+    old.cancel_timers()
+    del group.members[old.member_id]
+    group.members[member_id] = replace(old, member_id=member_id, session=None,
+                                       revocation=None)
+    if old.member_id in group.target:
+        group.target[member_id] = group.target.pop(old.member_id)
+    log.info("kafka consumer group %s: static classic member %s is back as %s (was %s)",
+             group.group_id, old.instance_id, member_id, old.member_id)
 
 
 def _supports(group: ModernGroup, protocol_type: str,

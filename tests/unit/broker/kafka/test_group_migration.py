@@ -252,3 +252,57 @@ async def test_a_classic_member_is_fenced_by_its_own_session_timeout() -> None:
     assert members.heartbeat("g", joined.generation, "c-1") is ErrorCode.unknown_member_id
     assert groups.group("g") is group  # the KIP-848 member keeps the group as it is
     groups.close()
+
+
+async def test_a_static_classic_member_back_under_a_new_id_takes_its_place() -> None:
+    side = Side()
+    groups = _groups(side)
+    await groups.heartbeat(_modern_join())
+    members = groups.classic_members
+
+    def static(member_id: str) -> JoinRequest:
+        return JoinRequest("g", member_id, "classic", "/1.2.3.4", 30_000, 30_000, "consumer",
+                           (("range", subscription({})),), "box-1", require_known_member=False)
+
+    first = await members.join(static(""))
+    assert first.error is ErrorCode.none
+    group = groups.group("g")
+    assert group is not None
+    # It waits for partitions the KIP-848 member holds; once released, it rejoins for them.
+    assert members.heartbeat("g", first.generation, first.member_id) is ErrorCode.none
+    await groups.heartbeat(HeartbeatRequest(group_id="g", member_id="m-1",
+                                            member_epoch=group.members["m-1"].member_epoch,
+                                            owned={}))
+    assert members.heartbeat("g", first.generation, first.member_id) is \
+        ErrorCode.rebalance_in_progress
+    first = await members.join(static(first.member_id))
+    assert members.heartbeat("g", first.generation, first.member_id) is ErrorCode.none
+    assert group.members[first.member_id].assigned  # it holds some
+    held = group.members[first.member_id].assigned
+    epoch = group.group_epoch
+    second = await members.join(static(""))
+    assert second.error is ErrorCode.none and second.member_id != first.member_id
+    assert (second.generation, group.group_epoch) == (first.generation, epoch)
+    assert group.members[second.member_id].assigned == held
+    assert first.member_id not in group.members
+    assert members.heartbeat("g", first.generation, first.member_id, "box-1") is \
+        ErrorCode.fenced_instance_id
+    groups.close()
+
+
+async def test_a_classic_incarnation_of_the_last_kip848_static_member_downgrades() -> None:
+    side = Side()
+    groups = _groups(side)
+    await groups.heartbeat(HeartbeatRequest(group_id="g", member_id="m-1", member_epoch=0,
+                                            rebalance_timeout_ms=30_000, subscribed=(TOPIC,),
+                                            instance_id="box-1"))
+    members = groups.classic_members
+    assert (await members.join(_join("c-1"))).error is ErrorCode.none
+    joined = await members.join(JoinRequest(
+        "g", "", "classic", "/1.2.3.4", 30_000, 30_000, "consumer",
+        (("range", subscription({})),), "box-1", require_known_member=False))
+    # The KIP-848 incarnation left; the group is classic now: join there again.
+    assert joined.error is ErrorCode.rebalance_in_progress
+    [classic] = side.adopted
+    assert list(classic.members) == ["c-1"] and groups.group("g") is None
+    groups.close()
