@@ -8,7 +8,8 @@ broker's assignor divides the partitions between both; the KIP-848 member
 leaves and the group is classic again, its member taking every partition.
 Each member commits after each record (a record counts once its commit went
 through; a refused commit's record is sought back), so every record is
-counted exactly once across both changes of kind. A broker with
+counted exactly once across both changes of kind; kafka-python (classic only)
+goes through both changes the same way. A broker with
 ``--kafka-group-migration-policy disabled`` refuses the joining member with
 GROUP_ID_NOT_FOUND, as Kafka does; a classic member of another protocol
 type is INCONSISTENT_GROUP_PROTOCOL.
@@ -29,6 +30,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
+from kafka import KafkaConsumer
 from kio.index import load_request_schema
 
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic, produce
@@ -263,3 +265,47 @@ def test_migration_disabled_refuses_the_joining_member(disabled: str) -> None:
     admin = AdminClient({"bootstrap.servers": disabled})
     [config] = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "0")]).values()
     assert config.result(DEADLINE_S)["group.consumer.migration.policy"].value == "disabled"
+
+
+def test_a_kafka_python_group_upgrades_and_downgrades(server: BookieProcess,
+                                                      bootstrap: str) -> None:
+    """kafka-python 3.0 (classic only, eager assignors) inside a KIP-848 group and back."""
+    group, topic = "upgrade-kafka-python", "upgrade-kafka-python-in"
+    create_topic(bootstrap, topic, PARTITIONS)
+    _records(bootstrap, topic, "a", 3)
+    classic = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                            auto_offset_reset="earliest", enable_auto_commit=False,
+                            session_timeout_ms=10_000, heartbeat_interval_ms=500)
+    assert classic.partitions_for_topic(topic) == set(range(PARTITIONS))  # see test_kafka_groups
+    members = Members(bootstrap, group, topic)
+
+    def held() -> set[int]:
+        return {tp.partition for tp in classic.assignment()}
+
+    def poll_until(condition: Any, what: str) -> None:
+        deadline = time.monotonic() + SLOW_S
+        while not condition():
+            assert time.monotonic() < deadline, f"not within {SLOW_S} s: {what}"
+            classic.poll(timeout_ms=100)
+            for consumer in members.consumers.values():
+                consumer.poll(0.05)
+
+    try:
+        poll_until(lambda: held() == set(range(PARTITIONS)), "kafka-python has every partition")
+        members.add("modern", "consumer")
+        poll_until(lambda: bool(held()) and bool(members.held["modern"])
+                   and not held() & members.held["modern"]
+                   and held() | members.held["modern"] == set(range(PARTITIONS)),
+                   "kafka-python and the KIP-848 member divide the partitions")
+        assert _describe(server, group)["protocol_type"] == "consumer"
+        assert len(_describe(server, group)["members"]) == 2
+        classic.commit()  # its generation is its member epoch: accepted
+        members.close("modern")
+        poll_until(lambda: held() == set(range(PARTITIONS)),
+                   "kafka-python has every partition again")
+        poll_until(lambda: _describe(server, group)["protocol"] == "range",
+                   "the group is classic again")
+        classic.commit()
+    finally:
+        members.close_all()
+        classic.close()
