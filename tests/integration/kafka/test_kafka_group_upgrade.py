@@ -9,7 +9,7 @@ leaves and the group is classic again, its member taking every partition.
 Each member commits after each record (a record counts once its commit went
 through; a refused commit's record is sought back), so every record is
 counted exactly once across both changes of kind; kafka-python (classic only)
-goes through both changes the same way. A broker with
+and kafkajs go through both changes the same way. A broker with
 ``--kafka-group-migration-policy disabled`` refuses the joining member with
 GROUP_ID_NOT_FOUND, as Kafka does; a classic member of another protocol
 type is INCONSISTENT_GROUP_PROTOCOL.
@@ -20,9 +20,12 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import shutil
 import socket
 import struct
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -37,6 +40,7 @@ from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic,
 from tests.integration.kafka.test_kafka_consumer_protocol import heartbeat
 from tests.support.bookies import BookieProcess, BookieProcesses, run_folio
 from tests.support.kafka import kafka_address, raw_request, read_response
+from tests.support.kafkajs import kafkajs_folder
 from tests.support.standalone import start_standalone
 
 PARTITIONS = 4
@@ -309,3 +313,88 @@ def test_a_kafka_python_group_upgrades_and_downgrades(server: BookieProcess,
     finally:
         members.close_all()
         classic.close()
+
+
+class KafkajsMember:
+    """``tests/kafkajs/group_member.js``: a kafkajs consumer's JSON lines, read as they come."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        node = shutil.which("node")
+        assert node is not None
+        self.lines: list[dict[str, Any]] = []
+        self._process = subprocess.Popen(
+            [node, str(kafkajs_folder() / "group_member.js"), bootstrap, group, topic],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # its errors: JSON lines
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for raw in self._process.stdout:
+            self.lines.append(json.loads(raw))
+
+    def held(self) -> set[int]:
+        """The partitions of its last join (none before the first)."""
+        joins = [line["joined"] for line in list(self.lines) if "joined" in line]
+        return set(joins[-1]) if joins else set()
+
+    def read(self) -> list[tuple[int, int]]:
+        return [(line["read"][0], line["read"][1]) for line in list(self.lines)
+                if "read" in line]
+
+    def stop(self) -> None:
+        """SIGTERM: it leaves the group (LeaveGroup) and exits."""
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=DEADLINE_S)
+        finally:
+            if self._process.poll() is None:
+                self._process.kill()
+                self._process.wait()
+        self._reader.join(timeout=DEADLINE_S)
+        assert self._process.stdout is not None
+        self._process.stdout.close()
+        assert not [line for line in self.lines if "error" in line or "crash" in line], \
+            self.lines
+
+
+def test_a_kafkajs_member_goes_through_an_upgrade_and_a_downgrade(
+        server: BookieProcess, bootstrap: str) -> None:
+    """kafkajs 2.2 (classic only; its metadata version 1 carries no owned partitions)."""
+    group, topic = "upgrade-kafkajs", "upgrade-kafkajs-in"
+    create_topic(bootstrap, topic, PARTITIONS)
+    _records(bootstrap, topic, "a", 3)
+    every = set(range(PARTITIONS))
+    kafkajs = KafkajsMember(bootstrap, group, topic)
+    members = Members(bootstrap, group, topic)
+
+    def poll_until(condition: Any, what: str) -> None:
+        deadline = time.monotonic() + SLOW_S
+        while not condition():
+            assert time.monotonic() < deadline, f"not within {SLOW_S} s: {what}; " \
+                f"{kafkajs.lines[-5:]}, {members.held}"
+            for consumer in members.consumers.values():
+                consumer.poll(0.1)
+            if not members.consumers:
+                threading.Event().wait(0.1)
+
+    try:
+        poll_until(lambda: kafkajs.held() == every and len(kafkajs.read()) == 3 * PARTITIONS,
+                   "kafkajs reads every partition")
+        members.add("modern", "consumer")
+        poll_until(lambda: bool(kafkajs.held()) and bool(members.held["modern"])
+                   and not kafkajs.held() & members.held["modern"]
+                   and kafkajs.held() | members.held["modern"] == every,
+                   "kafkajs and the KIP-848 member divide the partitions")
+        assert len(_describe(server, group)["members"]) == 2
+        members.close("modern")
+        poll_until(lambda: kafkajs.held() == every, "kafkajs has every partition again")
+        poll_until(lambda: _describe(server, group)["protocol"] == "RoundRobinAssigner",
+                   "the group is classic again")
+        _records(bootstrap, topic, "b", 2)
+        poll_until(lambda: len(kafkajs.read()) == 5 * PARTITIONS, "kafkajs reads the rest")
+        assert sorted(kafkajs.read()) == sorted(
+            (p, offset) for p in range(PARTITIONS) for offset in range(5))
+    finally:
+        members.close_all()
+        kafkajs.stop()
