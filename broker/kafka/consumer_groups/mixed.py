@@ -212,8 +212,8 @@ class ClassicMembers:
         member_id = request.member_id
         if not member_id:
             member_id = f"{request.client_id or 'member'}-{uuid.uuid4()}"
-            if request.require_known_member:
-                return JoinResult(ErrorCode.member_id_required, member_id)
+            if request.require_known_member and request.group_instance_id is None:
+                return JoinResult(ErrorCode.member_id_required, member_id)  # KIP-394
         try:
             subscription = decode_subscription(request.protocols[0][1])
         except MalformedEmbeddedError:

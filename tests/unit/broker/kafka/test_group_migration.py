@@ -262,7 +262,7 @@ async def test_a_static_classic_member_back_under_a_new_id_takes_its_place() -> 
 
     def static(member_id: str) -> JoinRequest:
         return JoinRequest("g", member_id, "classic", "/1.2.3.4", 30_000, 30_000, "consumer",
-                           (("range", subscription({})),), "box-1", require_known_member=False)
+                           (("range", subscription({})),), "box-1", require_known_member=True)
 
     first = await members.join(static(""))
     assert first.error is ErrorCode.none
