@@ -34,6 +34,16 @@ KAFKA_SASL_MECHANISMS = ("OAUTHBEARER", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512
 _TOKEN_MECHANISMS = frozenset({"OAUTHBEARER", "PLAIN"})
 
 
+class KafkaGroupMigrationPolicy(StrEnum):
+    """Kafka's ``group.consumer.migration.policy``: which way a consumer group with members
+    may change protocol (``broker.kafka.consumer_groups.migration``)."""
+
+    DISABLED = "disabled"
+    UPGRADE = "upgrade"
+    DOWNGRADE = "downgrade"
+    BIDIRECTIONAL = "bidirectional"
+
+
 class KafkaSecurityProtocol(StrEnum):
     """What the Kafka listener asks of a connection (Kafka's ``security.protocol``)."""
 
@@ -107,6 +117,10 @@ class BrokerConfig:
             UNKNOWN_TOPIC_OR_PARTITION at once.
         kafka_num_partitions: Kafka's ``num.partitions``: the segment count of
             auto-created topics, and of CreateTopics with ``num_partitions`` -1.
+        kafka_group_migration_policy: Kafka's ``group.consumer.migration.policy``:
+            whether a classic group with members becomes a KIP-848 consumer group
+            when a member of that protocol joins (upgrade), and back when its last
+            one leaves (downgrade); Kafka's default, both.
     """
 
     data_dir: str = "./folio-data"
@@ -136,6 +150,8 @@ class BrokerConfig:
     kafka_allow_plaintext: bool = False
     kafka_auto_create_topics: bool = True
     kafka_num_partitions: int = 1
+    kafka_group_migration_policy: KafkaGroupMigrationPolicy = (
+        KafkaGroupMigrationPolicy.BIDIRECTIONAL)
 
     def __post_init__(self) -> None:
         check_port("port", self.port)

@@ -95,6 +95,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     try:
         # Imported here: only a broker that serves Kafka needs kio.
         from broker.app.kafka_cluster import ClusterKafka, kafka_address  # noqa: PLC0415
+        from broker.kafka.consumer_groups.migration import MigrationPolicy  # noqa: PLC0415
+        from broker.kafka.consumer_groups.modern_requests import ModernConfig  # noqa: PLC0415
         from broker.kafka.consumer_groups.report import GroupReport  # noqa: PLC0415
         from broker.kafka.context import NODE_ID, KafkaContext  # noqa: PLC0415
         from broker.kafka.coordinators import ClusterGroups, start_coordinators  # noqa: PLC0415
@@ -145,7 +147,9 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         topics, txn_coordinator, context.producer_ids,
         lambda: Node(NODE_ID, context.host, context.advertised_port or context.port),
         context.stopping, cluster=None if ownership is None or cluster is None
-        else ClusterGroups(ownership.container_count, cluster.writable, cluster))
+        else ClusterGroups(ownership.container_count, cluster.writable, cluster),
+        modern=ModernConfig(migration_policy=MigrationPolicy.parse(
+            config.kafka_group_migration_policy)))
     if cluster is not None:
         cluster.attach(context.coordinators)
     if ownership is not None and cluster is not None and context.coordinators.txns is not None:

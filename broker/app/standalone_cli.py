@@ -85,6 +85,11 @@ _HELP = {
     "--no-kafka-auto-create-topics: a missing topic is UNKNOWN_TOPIC_OR_PARTITION at once",
     "kafka_num_partitions": "Kafka's num.partitions: segments of auto-created topics and of "
     "CreateTopics without a partition count (default 1, 1 to 1024)",
+    "kafka_group_migration_policy": "Kafka's group.consumer.migration.policy: bidirectional "
+    "(default, as in Kafka 4.0): a classic consumer group with members becomes a KIP-848 "
+    "consumer group when a group.protocol=consumer member joins, and classic again when its "
+    "last such member leaves; upgrade or downgrade: only that way; disabled: neither (the "
+    "joining member gets GROUP_ID_NOT_FOUND)",
 }
 
 

@@ -99,6 +99,8 @@ def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]
          str(built_in_modern.session_timeout_ms)),
         ("group.consumer.heartbeat.interval.ms", str(modern.heartbeat_interval_ms), INT,
          str(built_in_modern.heartbeat_interval_ms)),
+        ("group.consumer.migration.policy", modern.migration_policy.value, STRING,
+         built_in_modern.migration_policy.value),
     ]
     # Fixed in Folio.
     settings += [(name, value, kind, value) for name, value, kind in (

@@ -60,5 +60,9 @@ CONFIG_DOCS = {
                                           "long leaves its group."),
     "group.consumer.heartbeat.interval.ms": "How often a KIP-848 member is asked to heartbeat.",
     "group.consumer.assignors": "The KIP-848 server-side assignors, the first the default.",
+    "group.consumer.migration.policy": ("Whether a group with members changes protocol: a "
+                                        "classic group upgraded when a KIP-848 member joins, "
+                                        "a consumer group downgraded when its last KIP-848 "
+                                        "member leaves (--kafka-group-migration-policy)."),
     "transaction.max.timeout.ms": "The longest transaction timeout InitProducerId accepts.",
 }

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator
+from broker.kafka.consumer_groups.members import Group
 from broker.kafka.consumer_groups.membership import GroupConfig
 from broker.kafka.consumer_groups.modern import ModernGroups, topic_partitions
-from broker.kafka.consumer_groups.modern_requests import topic_names
+from broker.kafka.consumer_groups.modern_requests import ModernConfig, topic_names
 from broker.kafka.consumer_groups.offsets import OffsetStore
 from broker.kafka.consumer_groups.states import ConsumerGroupState
 from broker.kafka.locator import (
@@ -51,7 +52,8 @@ class ClusterGroups:
 
 
 class ClassicView:
-    """The classic coordinator as the consumer protocol's side sees it (``ClassicGroups``)."""
+    """The classic coordinator as the consumer protocol's side sees it (``ClassicGroups``,
+    and ``mixed.ClassicSide`` for the groups that change kind)."""
 
     def __init__(self, groups: GroupCoordinator) -> None:
         self._groups = groups
@@ -67,6 +69,20 @@ class ClassicView:
         if group is not None and not group.members and not group.pending \
                 and group.state is ConsumerGroupState.EMPTY:
             del self._groups.groups()[group_id]
+
+    def group(self, group_id: str) -> Group | None:
+        return self._groups.group(group_id)
+
+    def hand_over(self, group_id: str) -> None:
+        self._groups.hand_over(group_id)
+
+    def adopt(self, group: Group) -> None:
+        self._groups.adopt(group)
+
+    def session_timeout_ok(self, session_timeout_ms: int) -> bool:
+        config = self._groups.config
+        return (config.min_session_timeout_ms <= session_timeout_ms
+                <= config.max_session_timeout_ms)
 
 
 @dataclass
@@ -123,7 +139,8 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
                              producer_ids: ProducerIds, node: Callable[[], Node],
                              stopping: asyncio.Event,
                              config: GroupConfig | None = None, *,
-                             cluster: ClusterGroups | None = None) -> KafkaCoordinators:
+                             cluster: ClusterGroups | None = None,
+                             modern: ModernConfig | None = None) -> KafkaCoordinators:
     """Load the groups' offsets and the transactional ids; raises what the topics raise.
 
     Their timers are cancelled once ``stopping`` (the listener's) is set.
@@ -131,6 +148,7 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
     each container load when this broker claims it, ``cluster`` is the
     locator, and the transactional ids load when the transaction coordinator
     is seated here (``broker.kafka.txns.cluster``: the caller wires it).
+    ``modern``: the consumer protocol's settings (None: Kafka's defaults).
     """
     if cluster is not None:
         count = cluster.container_count
@@ -140,12 +158,13 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
         txns = None if txn_coordinator is None else TxnProducers(
             topics, txn_coordinator, producer_ids, groups)
         return _closing(KafkaCoordinators(groups, txns, cluster.locator, consumers=ModernGroups(
-            topic_partitions(topics), groups.store, ClassicView(groups),
-            names=topic_names(topics), states=groups.store)), stopping)
+            topic_partitions(topics), groups.store, ClassicView(groups), modern,
+            names=topic_names(topics), states=groups.store, side=ClassicView(groups))), stopping)
     groups = GroupCoordinator(topics, OffsetStore(topics), config)
     await groups.start()
     consumers = ModernGroups(topic_partitions(topics), groups.store, ClassicView(groups),
-                             names=topic_names(topics), states=groups.store)
+                             modern, names=topic_names(topics), states=groups.store,
+                             side=ClassicView(groups))
     consumers.start()
     txns = None
     if txn_coordinator is not None:

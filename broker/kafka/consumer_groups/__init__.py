@@ -15,9 +15,13 @@ members kept over a restart or failover), ``_listing``
 what a join or sync answers), ``offsets`` (committed offsets and group
 records in the compacted system topic ``_kafka_offsets``); ``report`` shows
 the groups to ``folio group``. The leader member computes the assignment
-(client side), as in Kafka's classic protocol. KIP-848 groups: ``modern``
-(with ``modern_members``, ``modern_requests``, ``modern_topics``,
-``assignors``), their members kept by ``_modern_state``.
+(client side), as in Kafka's classic protocol. Beside it, KIP-848's
+consumer protocol (``modern`` with ``modern_members``, ``modern_requests``,
+``modern_topics``, ``assignors``), their members kept over restarts by
+``_modern_state``; ``mixed`` serves classic members inside a
+consumer-protocol group and moves a group between the two kinds
+(``migration``), reading and writing the consumer protocol embedded in
+classic joins (``embedded``).
 """
 
 __all__: list[str] = []

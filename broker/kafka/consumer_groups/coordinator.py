@@ -91,6 +91,15 @@ class GroupCoordinator:
             self._membership.forget(group_id, ErrorCode.not_coordinator)
         self.store.forget_container(container)
 
+    def hand_over(self, group_id: str) -> None:
+        """Forget the group (a consumer-protocol group now: ``mixed``); its waiting calls
+        get REBALANCE_IN_PROGRESS, so its members rejoin there."""
+        self._membership.forget(group_id, ErrorCode.rebalance_in_progress)
+
+    def adopt(self, group: Group) -> None:
+        """Coordinate a group downgraded from the consumer protocol (``mixed``)."""
+        self._membership.adopt(group)
+
     def close(self) -> None:
         """Cancel every timer (the listener stops)."""
         self._membership.close()

@@ -281,6 +281,14 @@ class GroupMembership:
         if group is not None:
             self._rebalancer.stop(group, error)
 
+    def adopt(self, group: Group) -> None:
+        """Coordinate ``group``, made from a consumer-protocol group whose last member of
+        that protocol left (``mixed``): its members' sessions start, then a rebalance."""
+        self._table.put(group)
+        for member in group.members.values():
+            self._rebalancer.touch(group, member)
+        self._rebalancer.prepare(group, "downgraded from the consumer protocol")
+
     def close(self) -> None:
         """Cancel every timer and background task (the listener stops)."""
         for group in self._table.by_id().values():

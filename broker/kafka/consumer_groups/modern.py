@@ -1,15 +1,9 @@
 """The consumer protocol's coordinator (KIP-848): ConsumerGroupHeartbeat and its groups.
 
-``ModernGroups`` serves the groups of Kafka's ``consumer`` group type beside
-the classic ``GroupCoordinator``; a group id is one kind or the other:
-
-- a heartbeat for a classic group with members (or members joining) is
-  GROUP_ID_NOT_FOUND ("not a consumer group"); an Empty classic group (say,
-  one with only committed offsets) becomes a consumer group at its first
-  heartbeat, its offsets kept, as Kafka does;
-- a JoinGroup for a consumer group with members is INCONSISTENT_GROUP_PROTOCOL
-  (``in_use``, asked by the JoinGroup handler); an empty one is handed back
-  to the classic protocol.
+``ModernGroups`` serves Kafka's ``consumer`` group type beside the classic
+``GroupCoordinator``. A group changes kind (an empty one, offsets kept, at
+its first request of the other kind; one with members too: classic members
+live inside a consumer group) as ``mixed`` (the part ``classic_members``) says.
 
 A heartbeat (``heartbeat``; one at a time per group, under the group's lock)
 creates or finds the member, checks its epoch (FENCED_MEMBER_EPOCH unless it
@@ -61,6 +55,7 @@ from broker.errors import (
 from broker.groups.kafka_view import kafka_group_not_found
 from broker.kafka.consumer_groups._modern_state import GroupStates, KeptModernGroups
 from broker.kafka.consumer_groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
+from broker.kafka.consumer_groups.mixed import ClassicMembers, ClassicSide
 from broker.kafka.consumer_groups.modern_members import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -68,6 +63,7 @@ from broker.kafka.consumer_groups.modern_members import (
     ModernGroup,
     ModernMember,
     assignor_of,
+    epoch_error,
     reconcile,
     take_over,
 )
@@ -99,7 +95,8 @@ class ModernGroups:
 
     def __init__(self, partitions: PartitionCount, store: GroupRecords, classic: ClassicGroups,
                  config: ModernConfig | None = None, names: TopicNames | None = None,
-                 states: GroupStates | None = None) -> None:
+                 states: GroupStates | None = None,
+                 side: ClassicSide | None = None) -> None:
         self.config = config or ModernConfig()
         self._kept = KeptModernGroups(states)  # the members over restarts
         self._partitions = partitions
@@ -108,6 +105,9 @@ class ModernGroups:
         self._classic = classic
         self._groups: dict[str, ModernGroup] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self.classic_members = ClassicMembers(
+            self._groups, side, self.config.migration_policy, self.heartbeat, self._touch,
+            self._later, self._remove_locked)
 
     # ------------------------------------------------------------ lookups
 
@@ -195,7 +195,7 @@ class ModernGroups:
         invalid = check_request(r, self.config)
         if invalid is not None:
             return invalid
-        if self._classic.in_use(r.group_id):
+        if self._classic.in_use(r.group_id) and not self.classic_members.upgrade(r):
             return refused(ErrorCode.group_id_not_found,
                             f"Group {r.group_id} is not a consumer group.")
         group = self.group(r.group_id)
@@ -382,7 +382,9 @@ class ModernGroups:
     # ------------------------------------------------------------ removals and timers
 
     async def _remove(self, group: ModernGroup, member: ModernMember, why: str) -> None:
-        """Remove ``member`` and bump the epoch (its partitions go to the others)."""
+        """Remove ``member`` and bump the epoch, or make the group classic (``mixed``)."""
+        if self.classic_members.downgrade(group, member):
+            return
         epoch = group.group_epoch + 1
         await self._record(group, epoch, group.assignor or DEFAULT_ASSIGNOR)
         if group.members.get(member.member_id) is not member:
@@ -399,8 +401,10 @@ class ModernGroups:
         """Restart the member's session timer."""
         if member.session is not None:
             member.session.cancel()
+        timeout_ms = (self.config.session_timeout_ms if member.classic is None
+                      else member.classic.session_timeout_ms)
         member.session = asyncio.get_running_loop().call_later(
-            self.config.session_timeout_ms / 1000, self._later, group, member,
+            timeout_ms / 1000, self._later, group, member,
             "timed out (no heartbeat in its session timeout)")
 
     def _watch_revocation(self, group: ModernGroup, member: ModernMember) -> None:
@@ -439,11 +443,9 @@ class ModernGroups:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
-        if version < 9 and not transactional:
+        if version < 9 and not transactional and member.classic is None:
             return ErrorCode.unsupported_version  # a KIP-848 member commits with v9+
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
+        return epoch_error(member, member_epoch)
 
     def fetch_error(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         """Whether an OffsetFetch may be answered (Kafka's ``validateOffsetFetch``)."""
@@ -453,9 +455,7 @@ class ModernGroups:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
+        return epoch_error(member, member_epoch)
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a consumer group: only an empty one (NON_EMPTY_GROUP), with its

@@ -27,17 +27,21 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kio.schema.errors import ErrorCode
+
 from broker.kafka.consumer_groups.assignors import DEFAULT_ASSIGNOR, Assignment
 
 __all__ = [
     "LEAVE_EPOCH",
     "STATIC_LEAVE_EPOCH",
+    "ClassicMetadata",
     "MemberState",
     "ModernGroup",
     "ModernGroupState",
     "ModernMember",
     "Partitions",
     "assignor_of",
+    "epoch_error",
     "reconcile",
     "take_over",
 ]
@@ -70,6 +74,20 @@ class ModernGroupState(enum.Enum):
     DEAD = "Dead"
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicMetadata:
+    """What a member of the classic protocol inside a consumer group joined with (``mixed``).
+
+    Attributes:
+        session_timeout_ms: its JoinGroup's session timeout (its own, not the
+            group's ``group.consumer.session.timeout.ms``).
+        protocols: (name, metadata) of its JoinGroup, in its order of preference.
+    """
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
 @dataclass(slots=True)
 class ModernMember:
     """One member: who it is, what it subscribes to, what it holds."""
@@ -96,8 +114,11 @@ class ModernMember:
     pending_revocation: Partitions = field(default_factory=dict)
     #: Removes the member when its session ends (reset by each heartbeat).
     session: asyncio.TimerHandle | None = None
-    #: Removes the member if it has not revoked in its rebalance timeout.
+    #: Removes the member if it has not revoked in its rebalance timeout (a
+    #: classic member: if it has not rejoined in it once told to).
     revocation: asyncio.TimerHandle | None = None
+    #: Set for a member of the classic protocol (JoinGroup, SyncGroup, Heartbeat).
+    classic: ClassicMetadata | None = None
 
     def cancel_timers(self) -> None:
         for handle in (self.session, self.revocation):
@@ -151,6 +172,14 @@ class ModernGroup:
                     for number in numbers:
                         held[(topic, number)] = member.member_epoch
         return held
+
+
+def epoch_error(member: ModernMember, epoch: int) -> ErrorCode:
+    """NONE if ``epoch`` is the member's; else STALE_MEMBER_EPOCH, or ILLEGAL_GENERATION
+    for a classic member (its generation is its member epoch: Kafka's rule)."""
+    if epoch == member.member_epoch:
+        return ErrorCode.none
+    return ErrorCode.stale_member_epoch if member.classic is None else ErrorCode.illegal_generation
 
 
 def _owns_any(owned: Partitions | None, partitions: Partitions) -> bool:

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.api import Topics
 from broker.kafka.consumer_groups.assignors import ASSIGNORS
+from broker.kafka.consumer_groups.migration import MigrationPolicy
 from broker.kafka.consumer_groups.modern_members import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -42,12 +43,15 @@ class ModernConfig:
         metadata_refresh_ms: how often a group looks at its topics'
             partition counts again (a split adds partitions).
         max_group_id_bytes: longest group id (UTF-8), as the classic side's.
+        migration_policy: ``group.consumer.migration.policy``: whether a group
+            with members changes kind (``migration``, ``mixed``).
     """
 
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
     metadata_refresh_ms: int = 10_000
     max_group_id_bytes: int = 512
+    migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
 
     def __post_init__(self) -> None:
         if not 0 < self.heartbeat_interval_ms < self.session_timeout_ms:

@@ -36,8 +36,9 @@ CONSUMER_GROUP_HEARTBEAT_KEY = 68
 CONSUMER_GROUP_DESCRIBE_KEY = 69
 #: Kafka's "authorized operations not asked for".
 _NO_OPERATIONS = -(2**31)
-#: ConsumerGroupDescribe v1's member type of a consumer-protocol member.
-_CONSUMER_MEMBER = 1
+#: ConsumerGroupDescribe v1's member types: a classic member (inside a consumer group,
+#: ``broker.kafka.consumer_groups.mixed``), a consumer-protocol member.
+_CLASSIC_MEMBER, _CONSUMER_MEMBER = 0, 1
 
 
 def _ms(value: Any) -> int:
@@ -160,7 +161,7 @@ async def _described(context: KafkaContext, cls: Any, group: ModernGroup) -> Any
             subscribed_topic_names=tuple(sorted(member.topic_names)),
             subscribed_topic_regex=member.regex, assignment=await assignment(member.assigned),
             target_assignment=await assignment(group.target.get(member.member_id, {})),
-            member_type=_CONSUMER_MEMBER))
+            member_type=_CONSUMER_MEMBER if member.classic is None else _CLASSIC_MEMBER))
     return build(nested(cls, "DescribedGroup"), error_code=ErrorCode.none, error_message=None,
                  group_id=group.group_id, group_state=group.state.value,
                  group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,

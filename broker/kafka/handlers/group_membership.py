@@ -4,7 +4,9 @@ Thin: each request is read whatever its version and handed to the group
 coordinator (``broker.kafka.consumer_groups.membership``), whose answer is encoded
 back. JoinGroup v4+ without a member id is answered MEMBER_ID_REQUIRED with
 the id to join with (KIP-394); v0's session timeout is also its rebalance
-timeout. LeaveGroup v3+ removes several members (KIP-345).
+timeout. LeaveGroup v3+ removes several members (KIP-345). A consumer-protocol
+group's classic members (Kafka 4.0's online upgrade) are served by its
+``classic_members`` part (``broker.kafka.consumer_groups.mixed``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from kio.schema.errors import ErrorCode
 
 from broker.kafka.access import GROUP_CONSUME
 from broker.kafka.consumer_groups.membership import JoinRequest
+from broker.kafka.consumer_groups.mixed import ClassicMembers
 from broker.kafka.context import KafkaContext
+from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.handlers.coordination import ZERO, checked_coordinators
 from broker.kafka.locator import GROUP_KEY
@@ -27,6 +31,15 @@ JOIN_GROUP_KEY = 11
 HEARTBEAT_KEY = 12
 LEAVE_GROUP_KEY = 13
 SYNC_GROUP_KEY = 14
+
+
+def _mixed(coordinators: KafkaCoordinators | None, group_id: str) -> ClassicMembers | None:
+    """The classic members' part if ``group_id`` is a consumer-protocol group (Kafka's
+    coordinator serves classic members inside it), None otherwise."""
+    consumers = None if coordinators is None else coordinators.consumers
+    if consumers is None or consumers.group(group_id) is None:
+        return None
+    return consumers.classic_members
 
 
 def _ms(value: Any) -> int:
@@ -48,17 +61,9 @@ async def handle_join_group(context: KafkaContext, call: Call) -> Any:
                      leader="", skip_assignment=False, member_id=request.member_id,
                      members=())
     consumers = coordinators.consumers
-    if consumers is not None and consumers.in_use(request.group_id):
-        # A consumer-protocol group with members (KIP-848): one kind or the other.
-        return build(cls, throttle_time=ZERO, error_code=ErrorCode.inconsistent_group_protocol,
-                     generation_id=-1, protocol_type=None,
-                     protocol_name=None if call.version >= 7 else "", leader="",
-                     skip_assignment=False, member_id=request.member_id, members=())
-    if consumers is not None:
-        consumers.forget_empty(request.group_id)  # an empty one becomes classic again
     session_ms = _ms(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
-    result = await coordinators.groups.join(JoinRequest(
+    joining = JoinRequest(
         group_id=request.group_id, member_id=request.member_id,
         client_id=call.client_id or "", client_host=call.client_host,
         session_timeout_ms=session_ms,
@@ -66,7 +71,15 @@ async def handle_join_group(context: KafkaContext, call: Call) -> Any:
         protocol_type=request.protocol_type,
         protocols=tuple((p.name, p.metadata) for p in request.protocols),
         group_instance_id=getattr(request, "group_instance_id", None),
-        require_known_member=call.version >= 4))
+        require_known_member=call.version >= 4)
+    if consumers is not None and consumers.in_use(request.group_id):
+        # A consumer-protocol group with members (KIP-848): a classic member
+        # inside it (``broker.kafka.consumer_groups.mixed``).
+        result = await consumers.classic_members.join(joining)
+    else:
+        if consumers is not None:
+            consumers.forget_empty(request.group_id)  # an empty one becomes classic again
+        result = await coordinators.groups.join(joining)
     member_cls = nested(cls, "JoinGroupResponseMember")
     members = tuple(build(member_cls, member_id=member_id, group_instance_id=instance_id,
                           metadata=metadata)
@@ -90,10 +103,17 @@ async def handle_sync_group(context: KafkaContext, call: Call) -> Any:
         return build(cls, throttle_time=ZERO, error_code=code, protocol_type=None,
                      protocol_name=None, assignment=b"")
     assignments = {a.member_id: a.assignment for a in request.assignments}
-    result = await coordinators.groups.sync(
-        request.group_id, request.generation_id, request.member_id,
-        getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
-        assignments, getattr(request, "group_instance_id", None))
+    mixed = _mixed(coordinators, request.group_id)
+    protocol_type = getattr(request, "protocol_type", None)
+    protocol_name = getattr(request, "protocol_name", None)
+    instance_id = getattr(request, "group_instance_id", None)
+    if mixed is not None:  # the broker assigned: the assignments sent are not read
+        result = mixed.sync(request.group_id, request.generation_id, request.member_id,
+                            protocol_type, protocol_name, instance_id)
+    else:
+        result = await coordinators.groups.sync(
+            request.group_id, request.generation_id, request.member_id, protocol_type,
+            protocol_name, assignments, instance_id)
     return build(cls, throttle_time=ZERO, error_code=result.error,
                  protocol_type=result.protocol_type, protocol_name=result.protocol_name,
                  assignment=result.assignment)
@@ -105,7 +125,12 @@ async def handle_heartbeat(context: KafkaContext, call: Call) -> Any:
     request = call.request
     code, coordinators = checked_coordinators(context, call, GROUP_CONSUME, GROUP_KEY,
                                              request.group_id)
-    if coordinators is not None:
+    mixed = _mixed(coordinators, request.group_id)
+    if mixed is not None:
+        code = mixed.heartbeat(
+            request.group_id, request.generation_id, request.member_id,
+            getattr(request, "group_instance_id", None))
+    elif coordinators is not None:
         code = coordinators.groups.heartbeat(request.group_id, request.generation_id,
                                              request.member_id,
                                              getattr(request, "group_instance_id", None))
@@ -124,6 +149,9 @@ async def handle_leave_group(context: KafkaContext, call: Call) -> Any:
                                              request.group_id)
     if coordinators is None:
         errors = [code] * len(leaving)
+    elif (mixed := _mixed(coordinators, request.group_id)) is not None:
+        errors = await mixed.leave(request.group_id, leaving)
+        code = ErrorCode.none if call.version >= 3 else errors[0]
     else:
         errors = coordinators.groups.leave(request.group_id, leaving)
         code = ErrorCode.none if call.version >= 3 else errors[0]
