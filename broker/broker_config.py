@@ -121,6 +121,17 @@ class BrokerConfig:
             whether a classic group with members becomes a KIP-848 consumer group
             when a member of that protocol joins (upgrade), and back when its last
             one leaves (downgrade); Kafka's default, both.
+        kafka_offsets_retention_minutes: Kafka's ``offsets.retention.minutes``:
+            an empty group's committed offsets expire this long after it became
+            empty (docs/kafka.md, "Offset retention"); a fraction is allowed
+            (tests use seconds).
+        kafka_offsets_retention_check_interval_ms: ``offsets.retention.check.interval.ms``:
+            how often the group coordinator looks for expired offsets.
+        kafka_transactional_id_expiration_ms: ``transactional.id.expiration.ms``:
+            a transactional id with no transaction activity this long is forgotten.
+        kafka_transaction_remove_expired_transaction_cleanup_interval_ms: how
+            often the transaction coordinator looks for such ids (Kafka's
+            ``transaction.remove.expired.transaction.cleanup.interval.ms``).
     """
 
     data_dir: str = "./folio-data"
@@ -152,6 +163,10 @@ class BrokerConfig:
     kafka_num_partitions: int = 1
     kafka_group_migration_policy: KafkaGroupMigrationPolicy = (
         KafkaGroupMigrationPolicy.BIDIRECTIONAL)
+    kafka_offsets_retention_minutes: float = 10_080.0
+    kafka_offsets_retention_check_interval_ms: int = 600_000
+    kafka_transactional_id_expiration_ms: int = 604_800_000
+    kafka_transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
 
     def __post_init__(self) -> None:
         check_port("port", self.port)
@@ -172,7 +187,10 @@ class BrokerConfig:
                              f"got {self.kafka_num_partitions}")
         if self.stop_grace_s < 0 or self.retention_interval_s <= 0:
             raise ValueError("stop_grace_s must be >= 0 and retention_interval_s > 0")
-        for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms"):
+        for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms",
+                     "kafka_offsets_retention_minutes", "kafka_offsets_retention_check_interval_ms",
+                     "kafka_transactional_id_expiration_ms",
+                     "kafka_transaction_remove_expired_transaction_cleanup_interval_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         try:
@@ -234,6 +252,11 @@ class BrokerConfig:
     def super_user_roles(self) -> frozenset[str]:
         """The roles of ``super_users``."""
         return split_roles(self.super_users)
+
+    @property
+    def kafka_offsets_retention_ms(self) -> int:
+        """``kafka_offsets_retention_minutes`` in milliseconds (at least 1)."""
+        return max(1, round(self.kafka_offsets_retention_minutes * 60_000))
 
     def txn_snapshots(self) -> SnapshotPolicy:
         """The transaction buffers' snapshot policy these settings make."""

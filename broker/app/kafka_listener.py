@@ -95,6 +95,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     try:
         # Imported here: only a broker that serves Kafka needs kio.
         from broker.app.kafka_cluster import ClusterKafka, kafka_address  # noqa: PLC0415
+        from broker.kafka.consumer_groups.members import GroupConfig  # noqa: PLC0415
         from broker.kafka.consumer_groups.migration import MigrationPolicy  # noqa: PLC0415
         from broker.kafka.consumer_groups.modern_requests import ModernConfig  # noqa: PLC0415
         from broker.kafka.consumer_groups.report import GroupReport  # noqa: PLC0415
@@ -146,7 +147,10 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     context.coordinators = await start_coordinators(
         topics, txn_coordinator, context.producer_ids,
         lambda: Node(NODE_ID, context.host, context.advertised_port or context.port),
-        context.stopping, cluster=None if ownership is None or cluster is None
+        context.stopping, GroupConfig(
+            offsets_retention_ms=config.kafka_offsets_retention_ms,
+            offsets_retention_check_interval_ms=config.kafka_offsets_retention_check_interval_ms),
+        cluster=None if ownership is None or cluster is None
         else ClusterGroups(ownership.container_count, cluster.writable, cluster),
         modern=ModernConfig(migration_policy=MigrationPolicy.parse(
             config.kafka_group_migration_policy)))

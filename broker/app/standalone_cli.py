@@ -90,6 +90,18 @@ _HELP = {
     "consumer group when a group.protocol=consumer member joins, and classic again when its "
     "last such member leaves; upgrade or downgrade: only that way; disabled: neither (the "
     "joining member gets GROUP_ID_NOT_FOUND)",
+    "kafka_offsets_retention_minutes": "Kafka's offsets.retention.minutes: the committed "
+    "offsets of a Kafka consumer group expire once it has been empty this long (a group "
+    "with members keeps the offsets of the topics it subscribes to); a fraction is allowed "
+    "(default 10080, 7 days; docs/kafka.md, Offset retention)",
+    "kafka_offsets_retention_check_interval_ms": "Kafka's offsets.retention.check.interval.ms: "
+    "how often expired offsets are looked for and removed (default 600000, 10 minutes)",
+    "kafka_transactional_id_expiration_ms": "Kafka's transactional.id.expiration.ms: a "
+    "transactional id with no transaction activity this long is forgotten (its producer id "
+    "and epoch); an ongoing transaction never expires (default 604800000, 7 days)",
+    "kafka_transaction_remove_expired_transaction_cleanup_interval_ms": "Kafka's "
+    "transaction.remove.expired.transaction.cleanup.interval.ms: how often expired "
+    "transactional ids are looked for (default 3600000, 1 hour)",
 }
 
 

@@ -35,6 +35,7 @@ from broker.kafka.topic_configs import (
     DEFAULT_CONFIG,
     INT,
     LIST,
+    LONG,
     STATIC_BROKER_CONFIG,
     STRING,
     DescribedConfig,
@@ -94,6 +95,11 @@ def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]
          str(built_in_groups.min_session_timeout_ms)),
         ("group.max.session.timeout.ms", str(groups.max_session_timeout_ms), INT,
          str(built_in_groups.max_session_timeout_ms)),
+        # Offset retention (``consumer_groups.expiry``): Kafka's names and defaults.
+        ("offsets.retention.minutes", _minutes(groups.offsets_retention_ms), INT,
+         _minutes(built_in_groups.offsets_retention_ms)),
+        ("offsets.retention.check.interval.ms", str(groups.offsets_retention_check_interval_ms),
+         LONG, str(built_in_groups.offsets_retention_check_interval_ms)),
         # KIP-848 (``broker.kafka.consumer_groups.modern``): Kafka's defaults.
         ("group.consumer.session.timeout.ms", str(modern.session_timeout_ms), INT,
          str(built_in_modern.session_timeout_ms)),
@@ -119,6 +125,12 @@ def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]
                              default_source(name, value))
                   for name, value in kafka_configs(defaults).items()]
     return sorted(described, key=lambda entry: entry.name)
+
+
+def _minutes(ms: int) -> str:
+    """Milliseconds as Kafka's whole minutes (a fraction, set for tests, as a decimal)."""
+    minutes = ms / 60_000
+    return str(int(minutes)) if minutes.is_integer() else f"{minutes:g}"
 
 
 def _described(name: str, value: str, kind: int, source: int) -> DescribedConfig:

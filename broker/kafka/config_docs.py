@@ -65,4 +65,17 @@ CONFIG_DOCS = {
                                         "a consumer group downgraded when its last KIP-848 "
                                         "member leaves (--kafka-group-migration-policy)."),
     "transaction.max.timeout.ms": "The longest transaction timeout InitProducerId accepts.",
+    "offsets.retention.minutes": ("An empty group's committed offsets are removed this long "
+                                  "after it became empty; a group with members keeps those "
+                                  "of the topics it subscribes to "
+                                  "(--kafka-offsets-retention-minutes)."),
+    "offsets.retention.check.interval.ms": ("How often the group coordinator removes expired "
+                                            "offsets (--kafka-offsets-retention-check-"
+                                            "interval-ms)."),
+    "transactional.id.expiration.ms": ("A transactional id with no transaction activity for "
+                                       "this long is forgotten; its next InitProducerId gets "
+                                       "a new producer id "
+                                       "(--kafka-transactional-id-expiration-ms)."),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (
+        "How often the transaction coordinator forgets expired transactional ids."),
 }

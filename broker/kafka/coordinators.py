@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator
+from broker.kafka.consumer_groups.expiry import OffsetExpiry
 from broker.kafka.consumer_groups.members import Group
 from broker.kafka.consumer_groups.membership import GroupConfig
 from broker.kafka.consumer_groups.modern import ModernGroups, topic_partitions
@@ -107,9 +108,15 @@ class KafkaCoordinators:
     cluster_txns: ClusterTxns | None = None
     closer: asyncio.Task[None] | None = field(default=None, repr=False)
     consumers: ModernGroups | None = None
+    #: Expires committed offsets (``offsets.retention.minutes``), removes deleted topics'.
+    expiry: OffsetExpiry | None = None
+    #: The background sweeps (offsets, transactional ids), cancelled by ``close``.
+    sweeps: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
 
     def close(self) -> None:
         """Cancel the groups' timers and the transactions' drives (the listener stops)."""
+        for task in self.sweeps:
+            task.cancel()
         self.groups.close()
         if self.txns is not None:  # no drive outlives the listener (the next start resumes it)
             self.txns.stand_down()
@@ -159,7 +166,8 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
             topics, txn_coordinator, producer_ids, groups)
         return _closing(KafkaCoordinators(groups, txns, cluster.locator, consumers=ModernGroups(
             topic_partitions(topics), groups.store, ClassicView(groups), modern,
-            names=topic_names(topics), states=groups.store, side=ClassicView(groups))), stopping)
+            names=topic_names(topics), states=groups.store, side=ClassicView(groups))),
+            stopping, topics)
     groups = GroupCoordinator(topics, OffsetStore(topics), config)
     await groups.start()
     consumers = ModernGroups(topic_partitions(topics), groups.store, ClassicView(groups),
@@ -171,10 +179,16 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
         txns = TxnProducers(topics, txn_coordinator, producer_ids, groups)
         await txns.start()
     return _closing(KafkaCoordinators(groups, txns, LocalLocator(node), consumers=consumers),
-                    stopping)
+                    stopping, topics)
 
 
-def _closing(coordinators: KafkaCoordinators, stopping: asyncio.Event) -> KafkaCoordinators:
-    coordinators.closer = asyncio.get_running_loop().create_task(
-        coordinators.close_on(stopping))
+def _closing(coordinators: KafkaCoordinators, stopping: asyncio.Event,
+             topics: TopicManager) -> KafkaCoordinators:
+    """Start the sweeps and the closer (at ``stopping``)."""
+    loop = asyncio.get_running_loop()
+    expiry = coordinators.expiry = OffsetExpiry(coordinators.groups, coordinators.consumers,
+                                                topics)
+    topics.add_deletion_hook(expiry.remove_topic)
+    coordinators.sweeps.append(loop.create_task(expiry.run(), name="kafka offsets expiry"))
+    coordinators.closer = loop.create_task(coordinators.close_on(stopping))
     return coordinators

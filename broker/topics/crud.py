@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import fields, replace
 
 from broker.api import TopicConfig, TopicInfo
@@ -75,6 +75,17 @@ class TopicCrud:
         self._loaded = loaded
         self._clock = clock
         self._check_open = check_open
+        #: Called with a topic's name once it is deleted (``add_deletion_hook``).
+        self._deletion_hooks: list[Callable[[str], Awaitable[object]]] = []
+
+    def add_deletion_hook(self, hook: Callable[[str], Awaitable[object]]) -> None:
+        """Call ``hook(name)`` after each deletion of a topic by this broker.
+
+        Its failure is logged, never the deletion's: whoever needs a deletion
+        missed here (a hook failed, a crash between, another broker deleted
+        it) looks again by itself (e.g. the Kafka offsets' sweep).
+        """
+        self._deletion_hooks.append(hook)
 
     async def create_topic(
         self, name: str, segment_count: int, config: TopicConfig, *, internal: bool = False,
@@ -163,6 +174,12 @@ class TopicCrud:
             except NoNodeError:
                 raise TopicNotFoundError(name) from None
         log.info("deleted topic %s", name)
+        for hook in list(self._deletion_hooks):
+            try:
+                await hook(name)
+            except Exception as error:  # its own job: the topic is deleted all the same
+                log.warning("topic %s deleted, but its deletion hook %r failed: %s", name,
+                            hook, error)
 
     async def update_topic_config(self, name: str, changes: Mapping[str, int], *,
                                   internal: bool = False) -> TopicInfo:

@@ -122,6 +122,10 @@ class TopicManager:
         """Run ``hook`` after every maintenance round (e.g. compaction of a system topic)."""
         self._maintenance.add_hook(hook)
 
+    def add_deletion_hook(self, hook: Callable[[str], Awaitable[object]]) -> None:
+        """Call ``hook(name)`` after each topic deletion here (``TopicCrud.add_deletion_hook``)."""
+        self._crud.add_deletion_hook(hook)
+
     async def run_maintenance(self) -> None:
         """One round of background work on every loaded segment.
 

@@ -24,6 +24,7 @@ nor the records (the ``OffsetStore``).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 
 from kio.schema.errors import ErrorCode
@@ -64,14 +65,19 @@ class GroupRecords:
 
     def _add_stored_groups(self, group_ids: Iterable[str]) -> list[Group]:
         kept = []
+        now_ms = int(time.time() * 1000)
         for group_id in group_ids:
             group = Group(group_id)
             record = self._store.group_record(group_id)
             if record is not None:
                 group.generation = record.generation
                 group.protocol_type = record.protocol_type
+                # Empty since its record says so; a group whose members were not
+                # kept (no image of this generation) lost them now: empty from now on.
+                group.empty_since_ms = record.empty_since_ms or now_ms
                 image = self._store.group_state(group_id)
                 if image is not None and not record.modern and restore_classic(group, image):
+                    group.empty_since_ms = None
                     kept.append(group)
             self._table.put(group)
         return kept
@@ -80,7 +86,8 @@ class GroupRecords:
         """Write the group's record (its generation and protocol) and the image of its
         members (a tombstone once it has none), in one append; raises a failed write."""
         await self._store.write_state(group.group_id, classic_image(group), ConsumerGroupRecord(
-            group.generation, group.protocol_type, group.protocol_name))
+            group.generation, group.protocol_type, group.protocol_name,
+            empty_since_ms=(group.empty_since_ms or 0) if group.state is _S.EMPTY else 0))
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of one group: only an empty one (NON_EMPTY_GROUP), with its offsets.
@@ -111,11 +118,13 @@ class GroupRecords:
         written (the outcome is unknown: a deletion may be asked again).
         """
         group = self._table.by_id()[group_id]
+        empty_since_ms = group.empty_since_ms
         group.move(_S.DEAD)
         try:
             await self._store.delete_group(group_id)
         except BaseException:
             group.state = _S.EMPTY  # nothing changed for its members: there are none
+            group.empty_since_ms = empty_since_ms
             raise
         self._table.remove(group)
         log.info("kafka group %s: deleted", group_id)

@@ -7,6 +7,7 @@ Pure data with small helpers; ``broker.kafka.consumer_groups.membership`` and it
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -30,6 +31,9 @@ class GroupConfig:
             later members cause one more rebalance).
         max_group_id_bytes: longest group id (UTF-8), so a record key fits.
         max_metadata_bytes: ``offset.metadata.max.bytes``.
+        offsets_retention_ms: ``offsets.retention.minutes`` in ms: how long an
+            empty group's offsets are kept (``expiry``; Kafka's 7 days).
+        offsets_retention_check_interval_ms: ``offsets.retention.check.interval.ms``.
     """
 
     min_session_timeout_ms: int = 6_000
@@ -37,12 +41,16 @@ class GroupConfig:
     initial_rebalance_delay_ms: int = 0
     max_group_id_bytes: int = 512
     max_metadata_bytes: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3_600_000
+    offsets_retention_check_interval_ms: int = 600_000
 
     def __post_init__(self) -> None:
         if not 0 < self.min_session_timeout_ms <= self.max_session_timeout_ms:
             raise ValueError("need 0 < min_session_timeout_ms <= max_session_timeout_ms")
         if self.initial_rebalance_delay_ms < 0:
             raise ValueError("initial_rebalance_delay_ms must be >= 0")
+        if self.offsets_retention_ms <= 0 or self.offsets_retention_check_interval_ms <= 0:
+            raise ValueError("offsets_retention_ms and its check interval must be positive")
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,10 +160,15 @@ class Group:
     rebalance_timer: asyncio.TimerHandle | None = None
     #: The first rebalance of an empty group is waiting its initial delay.
     delaying: bool = False
+    #: When it last became Empty (wall clock, ms; Kafka's currentStateTimestamp
+    #: for the Empty state), None while it is not Empty or if not known.
+    empty_since_ms: int | None = None
 
     def move(self, target: ConsumerGroupState) -> None:
         """Change state (``ConsumerGroupStateError`` for a move the table forbids)."""
         self.state = check_transition(self.group_id, self.state, target)
+        self.empty_since_ms = int(time.time() * 1000) if target is ConsumerGroupState.EMPTY \
+            else None
 
     @property
     def is_empty(self) -> bool:

@@ -31,8 +31,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from broker.errors import WrongHostError
 from broker.system.compacted_topic import CompactedTopic
@@ -82,26 +83,33 @@ class ConsumerGroupRecord:
     ``group_protocol``: ``classic`` (JoinGroup/SyncGroup; the generation) or
     ``consumer`` (KIP-848's ConsumerGroupHeartbeat: the generation is the
     group epoch, ``protocol_name`` the server-side assignor). Records of
-    earlier builds have none: classic.
+    earlier builds have none: classic. ``empty_since_ms``: when a classic
+    group written Empty became so (its offsets' retention counts from then,
+    ``expiry``); 0: written with members, or by an earlier build.
     """
 
     generation: int
     protocol_type: str | None
     protocol_name: str | None
     group_protocol: str = "classic"
+    empty_since_ms: int = 0
 
     def encode(self) -> bytes:
-        fields = {"generation": self.generation, "protocol_type": self.protocol_type,
-                  "protocol_name": self.protocol_name}
+        fields: dict[str, object] = {"generation": self.generation,
+                                     "protocol_type": self.protocol_type,
+                                     "protocol_name": self.protocol_name}
         if self.group_protocol != "classic":  # a classic record stays as earlier builds wrote it
             fields["group_protocol"] = self.group_protocol
+        if self.empty_since_ms:
+            fields["empty_since_ms"] = self.empty_since_ms
         return dump_record(_VERSION, fields, legacy_key="v")
 
     @staticmethod
     def decode(value: bytes) -> ConsumerGroupRecord:
         data = load_record(value, "group record", (_VERSION,), legacy_key="v")
         return ConsumerGroupRecord(int(data["generation"]), data.get("protocol_type"),
-                           data.get("protocol_name"), str(data.get("group_protocol", "classic")))
+                           data.get("protocol_name"), str(data.get("group_protocol", "classic")),
+                           int(data.get("empty_since_ms", 0)))
 
     @property
     def modern(self) -> bool:
@@ -152,6 +160,8 @@ class OffsetStore:
         self._groups: dict[str, ConsumerGroupRecord] = {}
         #: The groups' state images (``s/<group>``), as stored.
         self._states: dict[str, bytes] = {}
+        #: (group, partition) -> commits of it being written now (``expire`` leaves them).
+        self._writing: Counter[tuple[str, TopicPartition]] = Counter()
 
     def container_of(self, group_id: str) -> int:
         """The container (segment number) holding ``group_id``'s records; 0 on one broker."""
@@ -217,8 +227,10 @@ class OffsetStore:
         length, _, rest = rest.partition("/")
         group_id, rest = rest[:int(length)], rest[int(length) + 1:]
         topic, _, partition = rest.rpartition("/")
-        self._offsets.setdefault(group_id, {})[(topic, int(partition))] = (
-            CommittedOffset.decode(value))
+        offset = CommittedOffset.decode(value)
+        if not offset.commit_time_ms:  # an earlier build's: its retention counts from now
+            offset = replace(offset, commit_time_ms=int(time.time() * 1000))
+        self._offsets.setdefault(group_id, {})[(topic, int(partition))] = offset
 
     def group_ids(self) -> set[str]:
         """Every group with committed offsets or a group record."""
@@ -254,8 +266,16 @@ class OffsetStore:
         items = [(tp, value if value.commit_time_ms else CommittedOffset(
             value.offset, value.leader_epoch, value.metadata, now_ms)) for tp, value in items]
         topic = self._topic_of(group_id)
-        await asyncio.gather(*(topic.write(offset_key(group_id, *tp), value.encode())
-                               for tp, value in items))
+        writing = [(group_id, tp) for tp, _ in items]
+        self._writing.update(writing)
+        try:
+            await asyncio.gather(*(topic.write(offset_key(group_id, *tp), value.encode())
+                                   for tp, value in items))
+        finally:
+            self._writing.subtract(writing)
+            for key in writing:
+                if self._writing[key] <= 0:
+                    del self._writing[key]
         stored = self._offsets.setdefault(group_id, {})
         for tp, value in items:
             stored[tp] = value
@@ -284,6 +304,35 @@ class OffsetStore:
         stored = self._offsets.get(group_id, {})
         for tp in items:
             stored.pop(tp, None)
+
+    async def expire(self, group_id: str,
+                     expired: dict[TopicPartition, CommittedOffset]) -> list[TopicPartition]:
+        """Tombstones for offsets that expired (``expiry``) or whose topic went; those removed.
+
+        Only an offset still the very one given and with no commit of it
+        being written is removed: a commit that lands meanwhile wins, whether
+        its record goes before the tombstone (it is remembered after the
+        tombstone's removal, see below) or after it. Raises what the topic
+        raises; on failure nothing is forgotten, some tombstones maybe written
+        (the next sweep writes them again: harmless).
+        """
+        stored = self._offsets.get(group_id, {})
+        doomed = [tp for tp, value in expired.items()
+                  if stored.get(tp) is value and (group_id, tp) not in self._writing]
+        if not doomed:
+            return []
+        topic = self._topic_of(group_id)
+        await asyncio.gather(*(topic.write(offset_key(group_id, *tp), None) for tp in doomed))
+        removed = []
+        for tp in doomed:
+            # A commit written while the tombstone was: its record follows the
+            # tombstone's in the topic, and it is what stays.
+            if stored.get(tp) is expired[tp]:
+                del stored[tp]
+                removed.append(tp)
+        if not stored:
+            self._offsets.pop(group_id, None)
+        return removed
 
     async def write_group(self, group_id: str, record: ConsumerGroupRecord) -> None:
         """Write the group's record durably."""
