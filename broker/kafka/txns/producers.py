@@ -41,11 +41,13 @@ from broker.kafka.consumer_groups.offsets import TopicPartition
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.txns.answers import OffsetsNotWrittenError, group_offset_errors, retriable
 from broker.kafka.txns.drives import Drives
+from broker.kafka.txns.phases import ABORTED, COMMITTED, FINISHING, pending_partitions
 from broker.kafka.txns.records import (
     MAX_TRANSACTIONAL_ID_BYTES,
     TXN_STATE_TOPIC,
     AddedPartition,
     TxnProducer,
+    decode_all,
 )
 from broker.kafka.txns.versions import bump, end_retry, verified
 from broker.system.compacted_topic import CompactedTopic
@@ -61,12 +63,6 @@ log = logging.getLogger(__name__)
 #: Kafka's ``transaction.max.timeout.ms`` default: longer asks get INVALID_TRANSACTION_TIMEOUT.
 MAX_KAFKA_TXN_TIMEOUT_MS = 900_000
 _MAX_EPOCH = 32767
-_COMMITTED = frozenset({TxnState.COMMITTING, TxnState.COMMITTED})
-_ABORTED = frozenset({TxnState.ABORTING, TxnState.ABORTED, TxnState.TIMED_OUT})
-#: Decided, markers still being written: the producer's next transaction waits.
-_FINISHING = frozenset({TxnState.COMMITTING, TxnState.ABORTING})
-#: States of a transaction whose kept offsets are not yet stable (``pending_offsets``).
-_UNSTABLE = frozenset({TxnState.OPEN, TxnState.COMMITTING, TxnState.COMMITTED})
 #: Backoff of the drive that writes a committed transaction's offsets no call finished.
 _OFFSETS_RETRY_FIRST_S = 0.2
 _OFFSETS_RETRY_MAX_S = 5.0
@@ -149,25 +145,17 @@ class TxnProducers:
 
     async def start(self) -> None:
         """Load the records; finish what a crash left between a decision and its offsets."""
-        for key, value in (await self._log.read_prefix("")).items():
-            try:
-                producer = TxnProducer.decode(key, value)
-            except (ValueError, KeyError, TypeError) as error:
-                log.error("kafka transactions: record %r of %s is unreadable (%s: %s); "
-                          "that transactional id starts afresh", key[:128], TXN_STATE_TOPIC,
-                          type(error).__name__, error)
-                continue
-            self._producers[producer.transactional_id] = producer
+        self._producers.update(decode_all(await self._log.read_prefix("")))
         for producer in list(self._producers.values()):
             if producer.txn_id is None:
                 continue
             state = self._state(producer.txn_id)
             try:
-                if state in _COMMITTED:
+                if state in COMMITTED:
                     log.info("kafka transactions: %s committed before a restart; writing "
                              "its %d offsets", producer.transactional_id, len(producer.offsets))
                     await self._finish(producer, "commit")
-                elif state is None or state in _ABORTED:
+                elif state is None or state in ABORTED:
                     await self._finish(producer, "abort")
             except (BrokerError, LedgerError, OffsetsNotWrittenError) as error:
                 # Kept as it is, and driven on: its next EndTxn, InitProducerId or
@@ -195,10 +183,10 @@ class TxnProducers:
             state = self._state(producer.txn_id)
             if state is TxnState.OPEN:
                 return True  # not decided: the producer (or its timeout) ends it
-            if state in _FINISHING and state is not TxnState.COMMITTING:
+            if state in FINISHING and state is not TxnState.COMMITTING:
                 return False  # its abort markers first
             try:
-                await self._finish(producer, "commit" if state in _COMMITTED else "abort")
+                await self._finish(producer, "commit" if state in COMMITTED else "abort")
                 return True
             except (BrokerError, LedgerError, OffsetsNotWrittenError) as error:
                 log.info("kafka transactions: %s not finished yet (%s); again in %.1f s",
@@ -244,22 +232,8 @@ class TxnProducers:
         return ErrorCode.none, producer
 
     def pending_offsets(self, group_id: str) -> set[TopicPartition]:
-        """Partitions of ``group_id`` with offsets waiting for a transaction's commit.
-
-        Only transactions still undecided, being committed, or committed with
-        offsets not yet written to the group (kept in the record until they
-        are) count: the offsets of one aborted under its producer (its
-        timeout) never become stable, and must not hold ``require_stable``
-        fetches until the producer comes back.
-        """
-        pending: set[TopicPartition] = set()
-        for producer in self._producers.values():
-            if producer.txn_id is None or not producer.offsets or self._state(
-                    producer.txn_id) not in _UNSTABLE:
-                continue
-            pending.update((topic, partition)
-                           for (group, topic, partition) in producer.offsets if group == group_id)
-        return pending
+        """Partitions of ``group_id`` with offsets not yet stable (``phases``)."""
+        return pending_partitions(self._producers.values(), self._state, group_id)
 
     # ------------------------------------------------------------ InitProducerId
 
@@ -305,7 +279,7 @@ class TxnProducers:
             with contextlib.suppress(TxnStateError):  # decided meanwhile: looked at below
                 await self.coordinator.abort(txn_id)
             state = self._state(txn_id)
-        await self._finish(producer, "commit" if state in _COMMITTED else "abort")
+        await self._finish(producer, "commit" if state in COMMITTED else "abort")
 
     # ------------------------------------------------------------ a transaction
 
@@ -322,7 +296,7 @@ class TxnProducers:
                 if self._state(producer.txn_id) is not TxnState.OPEN:
                     return ErrorCode.invalid_txn_state  # timed out: the producer aborts
             elif (producer.last_txn_id is not None and not producer.last_markers_written
-                  and self._state(producer.last_txn_id) in _FINISHING):
+                  and self._state(producer.last_txn_id) in FINISHING):
                 # The last one's markers are not all written: a partition owner
                 # must never take a batch of the next one for the last one's
                 # (docs/kafka.md, "Clusters"). Kafka answers so too; clients retry.
@@ -447,8 +421,8 @@ class TxnProducers:
                     else:  # answered after ABORT_ANSWER_WAIT_S even if they are not
                         await self.coordinator.abort(producer.txn_id)
                     state = self._state(producer.txn_id)
-                    markers_written = commit or state not in _FINISHING
-                decided = "commit" if state in _COMMITTED else "abort"
+                    markers_written = commit or state not in FINISHING
+                decided = "commit" if state in COMMITTED else "abort"
                 if decided != outcome:
                     # Its timeout aborted it: the producer must abort.
                     return ErrorCode.invalid_txn_state

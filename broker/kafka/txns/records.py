@@ -13,6 +13,8 @@ begins, when offsets are added, and when a transaction ends.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from broker.kafka.consumer_groups.offsets import CommittedOffset
@@ -21,7 +23,9 @@ from txnbuffer.api import TxnId
 from txnbuffer.txn_ids import txn_id_from_hex, txn_id_hex
 
 __all__ = ["MAX_TRANSACTIONAL_ID_BYTES", "TXN_STATE_TOPIC", "AddedPartition", "PendingOffset",
-           "TxnProducer"]
+           "TxnProducer", "decode_all"]
+
+log = logging.getLogger(__name__)
 
 TXN_STATE_TOPIC = "_kafka_txn_state"
 #: Longest transactional id (UTF-8), so its record key fits.
@@ -120,6 +124,21 @@ class TxnProducer:
                            None if last_txn is None else txn_id_from_hex(last_txn),
                            partitions=partitions,
                            ended_with=None if ended is None else (int(ended[0]), int(ended[1])))
+
+
+def decode_all(records: Mapping[str, bytes]) -> dict[str, TxnProducer]:
+    """The states in ``records`` by transactional id; an unreadable one is logged, left out."""
+    producers = {}
+    for key, value in records.items():
+        try:
+            producer = TxnProducer.decode(key, value)
+        except (ValueError, KeyError, TypeError) as error:
+            log.error("kafka transactions: record %r of %s is unreadable (%s: %s); "
+                      "that transactional id starts afresh", key[:128], TXN_STATE_TOPIC,
+                      type(error).__name__, error)
+            continue
+        producers[producer.transactional_id] = producer
+    return producers
 
 
 def record_key(transactional_id: str) -> str:
