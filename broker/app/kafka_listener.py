@@ -110,6 +110,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         from broker.kafka.quotas.enforcer import ClientQuotas  # noqa: PLC0415
         from broker.kafka.quotas.store import QuotaStore  # noqa: PLC0415
         from broker.kafka.server import KafkaServer  # noqa: PLC0415
+        from broker.kafka.txns.expiry import TxnIdExpirySettings  # noqa: PLC0415
     except ImportError as error:
         raise KafkaUnavailableError(
             f"--kafka-port needs the kafka extra (pip install 'folio[kafka]'): {error}"
@@ -150,6 +151,9 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         context.stopping, GroupConfig(
             offsets_retention_ms=config.kafka_offsets_retention_ms,
             offsets_retention_check_interval_ms=config.kafka_offsets_retention_check_interval_ms),
+        txn_expiry=TxnIdExpirySettings(
+            config.kafka_transactional_id_expiration_ms,
+            config.kafka_transaction_remove_expired_transaction_cleanup_interval_ms),
         cluster=None if ownership is None or cluster is None
         else ClusterGroups(ownership.container_count, cluster.writable, cluster),
         modern=ModernConfig(migration_policy=MigrationPolicy.parse(

@@ -43,6 +43,7 @@ from broker.kafka.topic_configs import (
     default_source,
     kafka_configs,
 )
+from broker.kafka.txns.expiry import TxnIdExpirySettings
 from broker.kafka.txns.producers import MAX_KAFKA_TXN_TIMEOUT_MS
 from ledger.config import LedgerConfig
 
@@ -73,6 +74,8 @@ def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]
               else GroupConfig())
     consumers = None if context.coordinators is None else context.coordinators.consumers
     modern = consumers.config if consumers is not None else ModernConfig()
+    txn_ids = (context.coordinators.txn_expiry.settings if context.coordinators is not None
+               and context.coordinators.txn_expiry is not None else TxnIdExpirySettings())
     protocol = security_protocol(context)
     port = context.advertised_port or context.port
     # Made by this process's settings, whatever their value.
@@ -82,7 +85,8 @@ def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]
         ("listeners", f"{protocol}://{context.host}:{context.port}", LIST),
     ]
     # (name, value, type, Folio's built-in default).
-    built_in_groups, built_in_modern = GroupConfig(), ModernConfig()
+    built_in_groups, built_in_modern, built_in_ids = (GroupConfig(), ModernConfig(),
+                                                      TxnIdExpirySettings())
     settings = [
         ("num.partitions", str(context.num_partitions), INT,
          str(BrokerConfig.kafka_num_partitions)),
@@ -100,6 +104,11 @@ def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]
          _minutes(built_in_groups.offsets_retention_ms)),
         ("offsets.retention.check.interval.ms", str(groups.offsets_retention_check_interval_ms),
          LONG, str(built_in_groups.offsets_retention_check_interval_ms)),
+        # Transactional id expiry (``txns.expiry``): Kafka's names and defaults.
+        ("transactional.id.expiration.ms", str(txn_ids.expiration_ms), INT,
+         str(built_in_ids.expiration_ms)),
+        ("transaction.remove.expired.transaction.cleanup.interval.ms",
+         str(txn_ids.cleanup_interval_ms), INT, str(built_in_ids.cleanup_interval_ms)),
         # KIP-848 (``broker.kafka.consumer_groups.modern``): Kafka's defaults.
         ("group.consumer.session.timeout.ms", str(modern.session_timeout_ms), INT,
          str(built_in_modern.session_timeout_ms)),

@@ -30,6 +30,7 @@ from broker.kafka.locator import (
 )
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.txns.cluster import ClusterTxns
+from broker.kafka.txns.expiry import TxnIdExpiry, TxnIdExpirySettings
 from broker.kafka.txns.producers import TxnProducers
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator
@@ -110,6 +111,8 @@ class KafkaCoordinators:
     consumers: ModernGroups | None = None
     #: Expires committed offsets (``offsets.retention.minutes``), removes deleted topics'.
     expiry: OffsetExpiry | None = None
+    #: Forgets expired transactional ids (None: no transactions served).
+    txn_expiry: TxnIdExpiry | None = None
     #: The background sweeps (offsets, transactional ids), cancelled by ``close``.
     sweeps: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
 
@@ -147,10 +150,14 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
                              stopping: asyncio.Event,
                              config: GroupConfig | None = None, *,
                              cluster: ClusterGroups | None = None,
-                             modern: ModernConfig | None = None) -> KafkaCoordinators:
+                             modern: ModernConfig | None = None,
+                             txn_expiry: TxnIdExpirySettings | None = None,
+                             ) -> KafkaCoordinators:
     """Load the groups' offsets and the transactional ids; raises what the topics raise.
 
-    Their timers are cancelled once ``stopping`` (the listener's) is set.
+    Their timers are cancelled once ``stopping`` (the listener's) is set, as
+    are the sweeps of expired offsets (``config``'s retention) and
+    transactional ids (``txn_expiry``; None: Kafka's defaults).
     With ``cluster`` (a cluster broker) nothing is loaded here: the groups of
     each container load when this broker claims it, ``cluster`` is the
     locator, and the transactional ids load when the transaction coordinator
@@ -167,7 +174,7 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
         return _closing(KafkaCoordinators(groups, txns, cluster.locator, consumers=ModernGroups(
             topic_partitions(topics), groups.store, ClassicView(groups), modern,
             names=topic_names(topics), states=groups.store, side=ClassicView(groups))),
-            stopping, topics)
+            stopping, topics, txn_expiry)
     groups = GroupCoordinator(topics, OffsetStore(topics), config)
     await groups.start()
     consumers = ModernGroups(topic_partitions(topics), groups.store, ClassicView(groups),
@@ -179,16 +186,20 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
         txns = TxnProducers(topics, txn_coordinator, producer_ids, groups)
         await txns.start()
     return _closing(KafkaCoordinators(groups, txns, LocalLocator(node), consumers=consumers),
-                    stopping, topics)
+                    stopping, topics, txn_expiry)
 
 
 def _closing(coordinators: KafkaCoordinators, stopping: asyncio.Event,
-             topics: TopicManager) -> KafkaCoordinators:
+             topics: TopicManager, txn_expiry: TxnIdExpirySettings | None) -> KafkaCoordinators:
     """Start the sweeps and the closer (at ``stopping``)."""
     loop = asyncio.get_running_loop()
     expiry = coordinators.expiry = OffsetExpiry(coordinators.groups, coordinators.consumers,
                                                 topics)
     topics.add_deletion_hook(expiry.remove_topic)
     coordinators.sweeps.append(loop.create_task(expiry.run(), name="kafka offsets expiry"))
+    if coordinators.txns is not None:
+        ids = coordinators.txn_expiry = TxnIdExpiry(coordinators.txns,
+                                                    txn_expiry or TxnIdExpirySettings())
+        coordinators.sweeps.append(loop.create_task(ids.run(), name="kafka txn id expiry"))
     coordinators.closer = loop.create_task(coordinators.close_on(stopping))
     return coordinators

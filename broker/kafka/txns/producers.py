@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 
 from kio.schema.errors import ErrorCode
@@ -133,10 +134,29 @@ class TxnProducers:
         Raises ``BrokerShuttingDownError`` once stood down: its segment now
         belongs to the broker the coordinator moved to.
         """
-        if not self._active:
+        if not self._active or producer.expired:
             raise BrokerShuttingDownError(
-                "the Kafka transaction coordinator moved to another broker")
+                "the transactional id expired" if producer.expired
+                else "the Kafka transaction coordinator moved to another broker")
+        producer.last_update_ms = int(time.time() * 1000)
         await self._log.write(producer.key, producer.encode())
+
+    async def expire(self, transactional_id: str, expired: Callable[[TxnProducer], bool],
+                     ) -> bool:
+        """Forget ``transactional_id`` if ``expired`` says so under its lock (``expiry``).
+
+        A tombstone first, so no restart or next coordinator brings it back;
+        raises what its write raises (kept: the next sweep tries again).
+        """
+        async with self._lock(transactional_id):
+            producer = self._producers.get(transactional_id)
+            if (producer is None or not self.loaded or not self._active
+                    or not expired(producer)):
+                return False
+            await self._log.write(producer.key, None)
+            producer.expired = True
+            del self._producers[transactional_id]
+            return True
 
     async def _write_local_offsets(self, group: str, items: list[OffsetCommitItem],
                                    ) -> dict[TopicPartition, ErrorCode]:

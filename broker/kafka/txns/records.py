@@ -14,6 +14,7 @@ begins, when offsets are added, and when a transaction ends.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -65,6 +66,12 @@ class TxnProducer:
             written (a commit answers once they are; its COMMITTED record
             follows): the next one need not wait. In memory only (after a
             restart or a move the state decides).
+        last_update_ms: when its record was last written (wall clock, ms;
+            Kafka's txnLastUpdateTimestamp): ``transactional.id.expiration.ms``
+            counts from it (``phases.expired``). Records of earlier builds
+            have none: the time they are loaded.
+        expired: forgotten by expiry (in memory only): a call that found it
+            before must not write it again.
     """
 
     transactional_id: str
@@ -79,6 +86,8 @@ class TxnProducer:
     last_markers_written: bool = False
     partitions: set[AddedPartition] = field(default_factory=set)
     ended_with: tuple[int, int] | None = None
+    last_update_ms: int = 0
+    expired: bool = False
 
     @property
     def key(self) -> str:
@@ -98,6 +107,7 @@ class TxnProducer:
             "last_txn_id": None if self.last_txn_id is None else txn_id_hex(self.last_txn_id),
             "partitions": sorted([topic, partition] for topic, partition in self.partitions),
             "ended_with": None if self.ended_with is None else list(self.ended_with),
+            "updated_ms": self.last_update_ms,
         }, legacy_key="v")  # "v": for brokers of earlier builds (ledger.records)
 
     @staticmethod
@@ -123,7 +133,8 @@ class TxnProducer:
                            offsets, set(), last_end if last_end in ("commit", "abort") else None,
                            None if last_txn is None else txn_id_from_hex(last_txn),
                            partitions=partitions,
-                           ended_with=None if ended is None else (int(ended[0]), int(ended[1])))
+                           ended_with=None if ended is None else (int(ended[0]), int(ended[1])),
+                           last_update_ms=int(data.get("updated_ms") or time.time() * 1000))
 
 
 def decode_all(records: Mapping[str, bytes]) -> dict[str, TxnProducer]:
