@@ -182,8 +182,10 @@ class OffsetExpiry:
         store = self._groups.store
         for group_id in sorted(self._groups.groups()):
             group = self._groups.group(group_id)
+            # (A group made by a commit being written has no offsets yet: kept.)
             if (group is None or group.state is not _S.EMPTY or not group.is_empty
-                    or store.offsets(group_id) or self._modern(group_id)):
+                    or store.offsets(group_id) or store.committing(group_id)
+                    or self._modern(group_id)):
                 continue
             try:
                 await self._groups.delete_empty(group_id)
@@ -193,7 +195,8 @@ class OffsetExpiry:
         if self._consumers is None:
             return
         for modern in self._consumers.groups():
-            if modern.members or store.offsets(modern.group_id):
+            if (modern.members or store.offsets(modern.group_id)
+                    or store.committing(modern.group_id)):
                 continue
             try:
                 await self._consumers.delete_empty(modern.group_id)

@@ -305,6 +305,10 @@ class OffsetStore:
         for tp in items:
             stored.pop(tp, None)
 
+    def committing(self, group_id: str) -> bool:
+        """Whether a commit of the group is being written now."""
+        return any(group == group_id for group, _ in self._writing)
+
     async def expire(self, group_id: str,
                      expired: dict[TopicPartition, CommittedOffset]) -> list[TopicPartition]:
         """Tombstones for offsets that expired (``expiry``) or whose topic went; those removed.

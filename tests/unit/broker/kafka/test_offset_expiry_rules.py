@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from kio.schema.errors import ErrorCode
+
 from broker.api import TopicConfig
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCommitItem
 from broker.kafka.consumer_groups.expiry import OffsetExpiry
@@ -119,3 +121,17 @@ async def test_a_commit_racing_a_sweep_wins(topics: TopicManager) -> None:
     offsets = groups.store.offsets("g")
     assert {tp: value.offset for tp, value in offsets.items()} == {("t", 0): 9, ("u", 0): 11}
     assert await _reloaded(topics, "g") == {("t", 0), ("u", 0)}
+
+
+async def test_a_group_whose_first_commit_is_being_written_is_not_deleted(
+        topics: TopicManager) -> None:
+    groups, expiry, _ = await _setup(topics)
+    errors = {("t", 0): ErrorCode.none}
+    first = asyncio.ensure_future(groups.write_offsets(
+        "new", [OffsetCommitItem("t", 0, CommittedOffset(3))], errors))
+    await asyncio.sleep(0)  # the group is made, its commit is being written
+    assert groups.group("new") is not None and not groups.store.offsets("new")
+    await expiry.sweep()  # an Empty group with no offsets, but one is on its way
+    assert await first == errors
+    assert groups.group("new") is not None
+    assert await _reloaded(topics, "new") == {("t", 0)}
