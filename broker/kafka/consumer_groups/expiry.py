@@ -111,10 +111,13 @@ class OffsetExpiry:
         removed = 0
         for group_id in sorted(store.group_ids()):
             base = self._base(group_id)
-            expired = {tp: value for tp, value in store.offsets(group_id).items()
-                       if _gone(gone, tp[0], value)
-                       or (base is not None and _expired(base(tp, value), now_ms,
-                                                         self._retention_ms))}
+            offsets = store.offsets(group_id)
+            of_gone = {tp: value for tp, value in offsets.items()
+                       if _gone(gone, tp[0], value)}
+            expired = {tp: value for tp, value in offsets.items() if tp not in of_gone
+                       and base is not None
+                       and _expired(base(tp, value), now_ms, self._retention_ms)}
+            removed += await self._remove(group_id, of_gone, "of a deleted topic")
             removed += await self._remove(group_id, expired, "expired")
         await self._delete_empty_groups()
         return removed
