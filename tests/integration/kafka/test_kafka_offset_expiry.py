@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource
 from kafka import KafkaAdminClient
 
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic, produce
@@ -50,6 +50,14 @@ def offsets_of(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
     answer = future.result(timeout=DEADLINE_S)
     return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions
             if tp.offset >= 0}
+
+
+def broker_configs(admin: AdminClient) -> dict[str, ConfigEntry]:
+    """DescribeConfigs of broker 0 (the standalone)."""
+    resource = ConfigResource(ConfigResource.Type.BROKER, "0")
+    (future,) = admin.describe_configs([resource]).values()
+    found: dict[str, ConfigEntry] = future.result(timeout=DEADLINE_S)
+    return found
 
 
 def group_ids(admin: AdminClient) -> set[str]:
@@ -106,6 +114,11 @@ def test_an_empty_groups_offsets_expire_a_members_subscribed_ones_stay(
     assert gone.returncode == 1
     assert "Kafka consumer group 'kept' does not exist" in gone.stderr
 
+    configs = broker_configs(admin)
+    assert (configs["offsets.retention.minutes"].value,
+            configs["offsets.retention.check.interval.ms"].value) == ("0.05", "200")
+    assert not configs["offsets.retention.minutes"].is_default
+
     # Restarted with Kafka's 7 days: what expired stays gone (tombstones).
     assert server.kill() == -9
     server = start_standalone(processes, data_dir, "--kafka-port", "0")
@@ -113,9 +126,7 @@ def test_an_empty_groups_offsets_expire_a_members_subscribed_ones_stay(
     assert offsets_of(admin, "kept") == {}
     assert offsets_of(admin, "simple") == {}
     assert not {"kept", "simple"} & group_ids(admin)
-    resource = ConfigResource(ConfigResource.Type.BROKER, "0")
-    (future,) = admin.describe_configs([resource]).values()
-    configs = future.result(timeout=DEADLINE_S)
+    configs = broker_configs(admin)
     assert configs["offsets.retention.minutes"].value == "10080"
     assert configs["offsets.retention.minutes"].is_default
 
@@ -134,10 +145,7 @@ def test_a_deleted_topics_offsets_leave_every_group(processes: BookieProcesses,
             TopicPartition("doomed", 0, 3), TopicPartition("doomed", 1, 4),
             TopicPartition("stays", 1, 5), TopicPartition("by-cli", 0, 6)])
     commit_without_group(bootstrap, "only-doomed", [TopicPartition("doomed", 0, 1)])
-    resource = ConfigResource(ConfigResource.Type.BROKER, "0")
-    (described,) = admin.describe_configs([resource]).values()
-    configs = described.result(timeout=DEADLINE_S)
-    assert configs["offsets.retention.minutes"].value == "10080"
+    assert broker_configs(admin)["transactional.id.expiration.ms"].value == "604800000"
 
     (deleted,) = admin.delete_topics(["doomed"]).values()
     deleted.result(timeout=DEADLINE_S)

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 from kafka.errors import TransactionalIdNotFoundError
 
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic
+from tests.integration.kafka.test_kafka_offset_expiry import broker_configs
 from tests.integration.kafka.test_kafka_transactions import transactional_producer
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.kafka import kafka_address
@@ -94,6 +96,10 @@ def test_idle_transactional_ids_expire_and_ongoing_ones_stay(
     assert new_id != old_id
     assert f"idle-id is producer {new_id} epoch 0" in server.log()
     admin.close()
+    configs = broker_configs(AdminClient({"bootstrap.servers": bootstrap}))
+    assert (configs["transactional.id.expiration.ms"].value,
+            configs["transaction.remove.expired.transaction.cleanup.interval.ms"].value) == (
+        "2000", "200")
 
     # Restarted with Kafka's 7 days: the expired ids stay gone, the new one is kept.
     assert server.kill() == -9
