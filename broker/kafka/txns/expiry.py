@@ -62,7 +62,10 @@ class TxnIdExpiry:
         """Sweep every cleanup interval, until cancelled."""
         while True:
             await asyncio.sleep(self.settings.cleanup_interval_ms / 1000)
-            await self.sweep()
+            try:
+                await self.sweep()
+            except Exception:  # a bug: logged, and the next sweep runs all the same
+                log.exception("kafka transactions: transactional id expiry sweep failed")
 
     async def sweep(self) -> int:
         """Forget every expired id (none unless the records are served here); how many."""
