@@ -128,3 +128,24 @@ async def test_a_closed_owner_refuses_every_call(env: BrokerEnv) -> None:
         with pytest.raises(BrokerShuttingDownError):
             await call
     assert await env.store.exists(topic_path("t"))
+
+
+async def test_deletion_hooks_run_after_a_deletion_and_never_fail_it(env: BrokerEnv) -> None:
+    parts = Parts(env, env.manager())
+    seen: list[str] = []
+
+    async def failing(name: str) -> None:
+        raise RuntimeError(f"hook of {name} failed")
+
+    async def noting(name: str) -> None:
+        seen.append(name)
+        assert not await env.store.exists(topic_path(name))  # after the deletion
+
+    parts.crud.add_deletion_hook(failing)
+    parts.crud.add_deletion_hook(noting)
+    await parts.crud.create_topic("t", 1, SMALL)
+    await parts.crud.delete_topic("t")  # the failing hook is logged, not raised
+    assert seen == ["t"]
+    with pytest.raises(TopicNotFoundError):
+        await parts.crud.delete_topic("t")
+    assert seen == ["t"], "no hook for a deletion that did not happen"
