@@ -134,7 +134,9 @@ class TxnProducer:
                            None if last_txn is None else txn_id_from_hex(last_txn),
                            partitions=partitions,
                            ended_with=None if ended is None else (int(ended[0]), int(ended[1])),
-                           last_update_ms=int(data.get("updated_ms") or time.time() * 1000))
+                           # Absent from records of earlier builds: their clock starts now.
+                           last_update_ms=int(data["updated_ms"]) if "updated_ms" in data
+                           else int(time.time() * 1000))
 
 
 def decode_all(records: Mapping[str, bytes]) -> dict[str, TxnProducer]:
