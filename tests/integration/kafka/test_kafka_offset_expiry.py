@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource
 from kafka import KafkaAdminClient
 
@@ -172,3 +172,35 @@ def test_a_deleted_topics_offsets_leave_every_group(processes: BookieProcesses,
                 ("stays", 1): 5}
     finally:
         py_admin.close()
+
+
+def test_a_consumer_protocol_group_keeps_only_its_subscribed_topics_offsets(
+        processes: BookieProcesses, tmp_path: Path) -> None:
+    server = start_standalone(processes, tmp_path / "data", *SHORT)
+    bootstrap = bootstrap_of(server)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    create_topic(bootstrap, "modern-in", 1)
+    create_topic(bootstrap, "modern-other", 1)
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": "modern",
+                       "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                       "enable.auto.commit": False})
+    assigned: set[str] = set()
+    member.subscribe(["modern-in"],
+                     on_assign=lambda _c, tps: assigned.update(tp.topic for tp in tps))
+    try:
+        poll_until([member], lambda: assigned == {"modern-in"}, "the member's assignment")
+        done = member.commit(offsets=[TopicPartition("modern-in", 0, 2),
+                                      TopicPartition("modern-other", 0, 3)],
+                             asynchronous=False)
+        assert done is not None and [tp.error for tp in done] == [None, None]
+        # KIP-848 (Kafka's ConsumerGroup): a topic no member subscribes to expires by
+        # its commit time, the subscribed one stays while the member does.
+        poll_until([member], lambda: offsets_of(admin, "modern") == {("modern-in", 0): 2},
+                   "the unsubscribed topic's offset expires")
+        assert "kafka group modern: 1 offsets removed (expired)" in server.log()
+    finally:
+        member.close()
+    wait_for(lambda: "modern" not in group_ids(admin), "the empty group's offsets expire "
+             "and the group goes", DEADLINE_S)
+    assert offsets_of(admin, "modern") == {}
+    assert "kafka consumer group modern: deleted" in server.log()
