@@ -66,6 +66,8 @@ __all__ = ["OffsetExpiry"]
 log = logging.getLogger(__name__)
 
 _S = ConsumerGroupState
+#: Offsets looked at between two yields to the event loop (a few ms of work).
+_OFFSETS_PER_SLICE = 1024
 #: The rule of one group: (partition, offset) -> the time its retention counts from,
 #: None: it does not expire now.
 _Base = Callable[[TopicPartition, CommittedOffset], int | None]
@@ -110,10 +112,16 @@ class OffsetExpiry:
         store = self._groups.store
         gone = await self._gone_topics(
             {(tp[0]) for g in store.group_ids() for tp in store.offsets(g)})
-        removed = 0
+        removed = looked = 0
         for group_id in sorted(store.group_ids()):
+            if looked >= _OFFSETS_PER_SLICE:
+                # Let the loop serve between slices: a sweep that removes nothing
+                # never awaits otherwise (about 3.6 us per offset looked at).
+                looked = 0
+                await asyncio.sleep(0)
             base = self._base(group_id)
             offsets = store.offsets(group_id)
+            looked += len(offsets)
             of_gone = {tp: value for tp, value in offsets.items()
                        if _gone(gone, tp[0], value)}
             expired = {tp: value for tp, value in offsets.items() if tp not in of_gone
