@@ -36,6 +36,9 @@ __all__ = ["TxnIdExpiry", "TxnIdExpirySettings"]
 
 log = logging.getLogger(__name__)
 
+#: Transactional ids looked at between two yields to the event loop.
+_IDS_PER_SLICE = 1024
+
 
 @dataclass(frozen=True, slots=True)
 class TxnIdExpirySettings:
@@ -73,7 +76,9 @@ class TxnIdExpiry:
             return 0
         now_ms = self._clock_ms()
         gone = 0
-        for producer in self._producers.described():
+        for looked, producer in enumerate(self._producers.described(), 1):
+            if looked % _IDS_PER_SLICE == 0:
+                await asyncio.sleep(0)  # let the loop serve between slices of ids
             if not self._expired(producer, now_ms):
                 continue
             try:
