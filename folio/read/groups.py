@@ -64,6 +64,7 @@ from folio.read._group_admin import (
 )
 from folio.read._group_calls import _GroupClient
 from folio.read._group_heartbeat import Heartbeat
+from folio.read._group_offsets import PositionMove, check_empty, moved_positions
 from folio.read._group_start import GroupStart, initial_state
 from folio.read._group_state import GroupState, Successor
 from folio.read._group_sync import apply_synced, join, leave, reset_to, sync_change
@@ -268,6 +269,38 @@ class ReaderGroup:
         _, state = self._calls.get(self.name)
         fresh = initial_state(self._calls.client, self.name, state.topics, start)
         self._calls.cas(self.name, lambda current: reset_to(current, fresh, only_if_empty))
+
+    def move_positions(self, move: PositionMove, value: int = 0, *,
+                       topics: Sequence[str] = (), partitions: Sequence[tuple[str, int]] = (),
+                       dry_run: bool = False) -> dict[str, int]:
+        """Moves an empty group's recorded positions, as Kafka's tool moves offsets.
+
+        ``move``: ``"offset"`` (every position at ``value``), ``"shift"``
+        (each moved by ``value``, negative: back) or ``"current"`` (as it
+        is); each new one is brought into its segment's [start, end]. Only
+        the positions of ``topics`` and of ``partitions`` ((topic, segment
+        number)s), or every one. ``dry_run``: nothing is written. Returns
+        segment -> new position. Readers must make new group readers after.
+
+        Raises:
+            ReaderGroupNotEmptyError: the group has members (a dry run too).
+            InvalidArgumentError: a topic the group does not read, a segment
+                it records no position in, a negative offset.
+        """
+        _, state = self._calls.get(self.name)
+        check_empty(state)
+        segments = {s.name: s for topic in state.topics
+                    for s in self._calls.client.get_segments(topic, include_sealed=True)}
+
+        def change(current: GroupState) -> dict[str, int]:
+            moved = moved_positions(current, segments, move, value, topics, partitions)
+            if not dry_run:
+                current.unassigned.update(moved)
+                current.pending = []
+            return moved
+        if dry_run:
+            return change(state.copy())
+        return self._calls.cas(self.name, change)
 
     def delete(self) -> None:
         """Deletes the group. ``ReaderGroupNotFoundError``."""
