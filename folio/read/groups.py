@@ -258,17 +258,24 @@ class ReaderGroup:
         """The latest completed checkpoints, oldest first."""
         return list(self._calls.get(self.name)[1].completed)
 
-    def reset(self, start: GroupStart, *, only_if_empty: bool = False) -> None:
+    def reset(self, start: GroupStart, *, only_if_empty: bool = False,
+              dry_run: bool = False) -> dict[str, int]:
         """Starts the group over at ``start``; every reader is dropped from it.
 
         Its readers fail with ``ReaderNotInGroupError`` at their next sync;
         make new ones. With ``only_if_empty`` (what ``folio group reset``
         does, as Kafka's offset reset) a group with members is refused with
         ``ReaderGroupNotEmptyError`` (checked in the same compare-and-set).
+        Returns the positions it starts at (segment -> offset); with
+        ``dry_run`` nothing is written (members refused all the same).
         """
         _, state = self._calls.get(self.name)
         fresh = initial_state(self._calls.client, self.name, state.topics, start)
-        self._calls.cas(self.name, lambda current: reset_to(current, fresh, only_if_empty))
+        if dry_run:
+            reset_to(state.copy(), fresh, only_if_empty)
+        else:
+            self._calls.cas(self.name, lambda current: reset_to(current, fresh, only_if_empty))
+        return dict(sorted(fresh.unassigned.items()))
 
     def move_positions(self, move: PositionMove, value: int = 0, *,
                        topics: Sequence[str] = (), partitions: Sequence[tuple[str, int]] = (),
