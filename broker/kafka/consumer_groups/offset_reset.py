@@ -22,7 +22,7 @@ Nothing here writes: ``GroupReport.reset`` commits the plan (or not, dry run).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from broker.api import Isolation, SegmentRange, Topics
 from broker.errors import InvalidArgumentError
@@ -75,14 +75,27 @@ def _span(numbers: list[int]) -> str:
 
 async def new_offsets(topics: Topics, spec: OffsetReset, chosen: list[tuple[str, SegmentRange]],
                       committed: Mapping[TopicPartition, CommittedOffset],
+                      local: Callable[[str], bool] | None = None,
                       ) -> list[tuple[TopicPartition, int, int]]:
     """((topic, partition), new offset, end offset) of each partition in ``chosen``.
+
+    ``local`` (a cluster): whether this broker serves a segment; a time is
+    looked up only in one it serves (loading another's here would fence its
+    owner's ledger), else ``InvalidArgumentError``.
 
     Raises ``InvalidArgumentError`` for a shift where nothing is committed;
     what reading the segment raises for a timestamp (``BrokerError``,
     ``LedgerError``).
     """
     given = {(topic, partition): offset for topic, partition, offset in spec.offsets}
+    elsewhere = [(topic, s.number) for topic, s in chosen
+                 if spec.to == "timestamp" and local is not None and not local(s.name)]
+    if elsewhere:
+        topic, number = elsewhere[0]
+        raise InvalidArgumentError(
+            f"a reset by time reads each partition on the broker serving it; {topic} "
+            f"partition {number} is served by another broker than the group's coordinator "
+            "(not built yet in a cluster: use kafka-consumer-groups --to-datetime)")
     plan: list[tuple[TopicPartition, int, int]] = []
     for topic, segment in chosen:
         key = (topic, segment.number)

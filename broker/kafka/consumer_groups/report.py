@@ -96,11 +96,14 @@ class GroupReport:
     """The coordinator's groups, read-only, with end offsets and lags (module docstring)."""
 
     def __init__(self, coordinator: GroupCoordinator, topics: Topics,
-                 where: Where | None = None, modern: ModernGroups | None = None) -> None:
+                 where: Where | None = None, modern: ModernGroups | None = None,
+                 local: Callable[[str], bool] | None = None) -> None:
         self._coordinator = coordinator
         self._topics = topics
         self._where = where
         self._modern = modern
+        #: A cluster: whether this broker serves a segment (a reset by time reads it).
+        self._local = local
 
     def _modern_group(self, name: str) -> ModernGroup | None:
         """The consumer-protocol (KIP-848) group ``name``, None if it is not one."""
@@ -170,7 +173,7 @@ class GroupReport:
         if not chosen:
             raise InvalidArgumentError(f"Kafka consumer group {name!r} has no committed "
                                        "offsets: name the topics to reset")
-        plan = await new_offsets(self._topics, spec, chosen, committed)
+        plan = await new_offsets(self._topics, spec, chosen, committed, self._local)
         reset = tuple(KafkaPartitionLag(topic, partition, at, end)
                       for (topic, partition), at, end in plan)
         if spec.dry_run:

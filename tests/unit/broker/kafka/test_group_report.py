@@ -151,6 +151,9 @@ async def test_each_reset_moves_the_offsets_as_kafka_consumer_groups_does(
         await report.reset("rep-none", OffsetReset("shift", ("rep",), value=1))
     described = await report.describe("rep-plan")
     assert [(p.partition, p.committed_offset) for p in described.partitions] == [(0, 0), (1, 4)]
+    elsewhere = GroupReport(groups, env.manager(), local=lambda segment: segment != "rep/1")
+    with pytest.raises(InvalidArgumentError, match="rep partition 1 is served by another"):
+        await elsewhere.reset("rep-plan", OffsetReset("timestamp", value=0))
 
 
 async def test_a_kip848_group_is_listed_described_and_lagged(env: BrokerEnv) -> None:
