@@ -17,14 +17,14 @@ offset at a timestamp (only the Kafka listener's ListOffsets has one).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Literal
 
 from folio.errors import InvalidArgumentError, ReaderGroupNotEmptyError
 from folio.models import SegmentRange
 from folio.read._group_state import GroupState
 
-__all__ = ["PositionMove", "check_empty", "moved_positions"]
+__all__ = ["PositionMove", "check_empty", "move_change", "moved_positions"]
 
 #: How ``ReaderGroup.move_positions`` moves each position.
 PositionMove = Literal["offset", "shift", "current"]
@@ -79,3 +79,16 @@ def moved_positions(state: GroupState, segments: Mapping[str, SegmentRange],
         at = value if move == "offset" else offset + value
         moved[name] = max(segment.start_offset, min(at, segment.end_offset))
     return moved
+
+
+def move_change(segments: Mapping[str, SegmentRange], move: PositionMove, value: int,
+                topics: Collection[str], partitions: Collection[tuple[str, int]],
+                ) -> Callable[[GroupState], dict[str, int]]:
+    """``move_positions``' compare-and-set change (both faces): the positions moved,
+    computed from the state it applies to; pending checkpoints dropped, as a reset."""
+    def change(current: GroupState) -> dict[str, int]:
+        moved = moved_positions(current, segments, move, value, topics, partitions)
+        current.unassigned.update(moved)
+        current.pending = []
+        return moved
+    return change

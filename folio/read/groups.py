@@ -64,7 +64,12 @@ from folio.read._group_admin import (
 )
 from folio.read._group_calls import _GroupClient
 from folio.read._group_heartbeat import Heartbeat
-from folio.read._group_offsets import PositionMove, check_empty, moved_positions
+from folio.read._group_offsets import (
+    PositionMove,
+    check_empty,
+    move_change,
+    moved_positions,
+)
 from folio.read._group_start import GroupStart, initial_state
 from folio.read._group_state import GroupState, Successor
 from folio.read._group_sync import apply_synced, join, leave, reset_to, sync_change
@@ -298,16 +303,10 @@ class ReaderGroup:
         check_empty(state)
         segments = {s.name: s for topic in state.topics
                     for s in self._calls.client.get_segments(topic, include_sealed=True)}
-
-        def change(current: GroupState) -> dict[str, int]:
-            moved = moved_positions(current, segments, move, value, topics, partitions)
-            if not dry_run:
-                current.unassigned.update(moved)
-                current.pending = []
-            return moved
         if dry_run:
-            return change(state.copy())
-        return self._calls.cas(self.name, change)
+            return moved_positions(state, segments, move, value, topics, partitions)
+        return self._calls.cas(self.name,
+                               move_change(segments, move, value, topics, partitions))
 
     def delete(self) -> None:
         """Deletes the group. ``ReaderGroupNotFoundError``."""
