@@ -165,7 +165,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     # ``folio group`` and ``folio_group_lag`` (set on the maintenance round).
     report = GroupReport(context.coordinators.groups, topics,
                          None if cluster is None else cluster.where_group,
-                         context.coordinators.consumers)
+                         context.coordinators.consumers,
+                         None if cluster is None else cluster.writable)
     topics.add_maintenance_hook(report.update_lag)
     if context.coordinators.txns is not None:
         install(context)

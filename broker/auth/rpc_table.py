@@ -77,8 +77,10 @@ def _new_group(request: Any) -> list[tuple[ResourceKind, str]]:
 
 def _reset_group(request: Any) -> list[tuple[ResourceKind, str]]:
     # As a commit of the group's offsets: consume on the group and on each topic named.
+    named = {*request.topics, *(p.topic for p in request.partitions),
+             *(o.topic for o in request.offsets)}
     return [(ResourceKind.GROUP, request.name),
-            *((ResourceKind.TOPIC, topic) for topic in request.topics)]
+            *((ResourceKind.TOPIC, topic) for topic in sorted(named))]
 
 
 def _granted(request: Any) -> list[tuple[ResourceKind, str]]:

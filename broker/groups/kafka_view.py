@@ -13,12 +13,17 @@ and emptied when it stops; while empty there are no Kafka groups to show.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from broker.errors import ReaderGroupNotFoundError
 
 __all__ = ["KafkaGroupDetail", "KafkaGroupListing", "KafkaGroupMember", "KafkaGroups",
-           "KafkaGroupsSlot", "KafkaPartitionLag", "kafka_group_not_found"]
+           "KafkaGroupsSlot", "KafkaPartitionLag", "OffsetReset", "ResetTo",
+           "kafka_group_not_found"]
+
+#: Where a reset moves each partition (``ResetKafkaGroupRequest.To``, kafka-consumer-groups'
+#: --to-earliest, --to-latest, --to-offset, --shift-by, --to-datetime, --to-current).
+ResetTo = Literal["earliest", "latest", "offset", "shift", "timestamp", "current", "offsets"]
 
 
 def kafka_group_not_found(group: str) -> ReaderGroupNotFoundError:
@@ -77,11 +82,37 @@ class KafkaGroupDetail:
     generation: int
     members: tuple[KafkaGroupMember, ...]
     partitions: tuple[KafkaPartitionLag, ...]
+    #: A reset's answer only: each partition's new offset (``committed_offset``).
+    reset: tuple[KafkaPartitionLag, ...] = ()
 
     @property
     def lag(self) -> int:
         """The sum of the partitions' known lags."""
         return sum(p.lag for p in self.partitions if p.lag > 0)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetReset:
+    """A reset of a Kafka group's offsets (``ResetKafkaGroupRequest``, decoded).
+
+    ``topics``: every partition of these; ``partitions``: these (topic,
+    partition)s besides; both empty: every topic the group committed.
+    ``value``: the offset (``offset``), the shift (``shift``) or the time
+    in ms (``timestamp``). ``offsets``: (topic, partition, offset) each
+    (``offsets``). ``dry_run``: compute, write nothing.
+    """
+
+    to: ResetTo
+    topics: tuple[str, ...] = ()
+    partitions: tuple[tuple[str, int], ...] = ()
+    value: int = 0
+    offsets: tuple[tuple[str, int, int], ...] = ()
+    dry_run: bool = False
+
+    @property
+    def names_partitions(self) -> bool:
+        """Whether it names what to reset (else: every topic the group committed)."""
+        return bool(self.topics or self.partitions or self.offsets)
 
 
 class KafkaGroups(Protocol):
@@ -112,12 +143,14 @@ class KafkaGroups(Protocol):
             BrokerError, LedgerError: the write failed; the outcome is unknown.
         """
 
-    async def reset(self, name: str, earliest: bool, topics: list[str]) -> KafkaGroupDetail:
-        """Commit each partition's start (``earliest``) or end offset; the group after.
+    async def reset(self, name: str, spec: OffsetReset) -> KafkaGroupDetail:
+        """Commit each partition's new offset (``spec``); the group after, ``reset`` filled.
 
-        ``topics`` empty: those it committed. Raises as ``delete``, and
-        ``TopicNotFoundError``; after a failed write the same reset may be
-        asked again (offsets are absolute).
+        With ``spec.dry_run`` nothing is written (the group as it is). Raises
+        as ``delete`` (members: with ``dry_run`` too), ``TopicNotFoundError``,
+        ``InvalidArgumentError`` (a partition the topic lacks, a shift with no
+        committed offset); after a failed write the same reset may be asked
+        again unless it is a ``shift``.
         """
 
 

@@ -16,6 +16,9 @@ from broker.errors import BrokerError, InvalidArgumentError
 from broker.groups.kafka_view import (
     KafkaGroupDetail,
     KafkaGroupsSlot,
+    KafkaPartitionLag,
+    OffsetReset,
+    ResetTo,
     kafka_group_not_found,
 )
 from broker.groups.liveness import GroupLiveness
@@ -29,6 +32,10 @@ __all__ = ["ReaderGroupsServicer"]
 _Context = grpc.aio.ServicerContext[Any, Any]
 _Refusals = (BrokerError, LedgerError)
 _TO = groups_pb2.ResetKafkaGroupRequest
+_RESET_TO: dict[int, ResetTo] = {
+    _TO.TO_EARLIEST: "earliest", _TO.TO_LATEST: "latest", _TO.TO_OFFSET: "offset",
+    _TO.TO_SHIFT: "shift", _TO.TO_TIMESTAMP: "timestamp", _TO.TO_CURRENT: "current",
+    _TO.TO_OFFSETS: "offsets"}
 
 
 def _reply(record: GroupRecord) -> groups_pb2.ReaderGroup:
@@ -44,10 +51,14 @@ def _kafka_reply(detail: KafkaGroupDetail) -> groups_pb2.KafkaGroupDescription:
             client_id=m.client_id, client_host=m.client_host,
             assigned=[groups_pb2.KafkaTopicPartition(topic=t, partition=p)
                       for t, p in m.assigned]) for m in detail.members],
-        partitions=[groups_pb2.KafkaPartitionLag(
-            topic=p.topic, partition=p.partition, committed_offset=p.committed_offset,
-            end_offset=p.end_offset, lag=p.lag, member_id=p.member_id, metadata=p.metadata)
-            for p in detail.partitions])
+        partitions=[_lag_reply(p) for p in detail.partitions],
+        reset=[_lag_reply(p) for p in detail.reset])
+
+
+def _lag_reply(p: KafkaPartitionLag) -> groups_pb2.KafkaPartitionLag:
+    return groups_pb2.KafkaPartitionLag(
+        topic=p.topic, partition=p.partition, committed_offset=p.committed_offset,
+        end_offset=p.end_offset, lag=p.lag, member_id=p.member_id, metadata=p.metadata)
 
 
 class ReaderGroupsServicer(groups_pb2_grpc.ReaderGroupsServicer):
@@ -178,12 +189,31 @@ class ReaderGroupsServicer(groups_pb2_grpc.ReaderGroupsServicer):
     ) -> groups_pb2.KafkaGroupDescription:
         source = self._kafka.source
         try:
-            if request.to not in (_TO.TO_EARLIEST, _TO.TO_LATEST):
-                raise InvalidArgumentError("ResetKafkaGroup needs `to`: TO_EARLIEST or TO_LATEST")
+            spec = _offset_reset(request)
             if source is None:
                 raise kafka_group_not_found(request.name)
-            detail = await source.reset(request.name, request.to == _TO.TO_EARLIEST,
-                                        list(request.topics))
+            detail = await source.reset(request.name, spec)
         except _Refusals as error:
             await abort_with(context, error)
         return _kafka_reply(detail)
+
+
+def _offset_reset(request: groups_pb2.ResetKafkaGroupRequest) -> OffsetReset:
+    """The reset a request asks for; ``InvalidArgumentError`` for one that asks none."""
+    to = _RESET_TO.get(request.to)
+    if to is None:
+        raise InvalidArgumentError("ResetKafkaGroup needs `to`: TO_EARLIEST, TO_LATEST, "
+                                   "TO_OFFSET, TO_SHIFT, TO_TIMESTAMP, TO_CURRENT or TO_OFFSETS")
+    value = {"offset": request.offset, "shift": request.shift_by,
+             "timestamp": request.timestamp_ms}.get(to, 0)
+    if to in ("offset", "timestamp") and value < 0:
+        raise InvalidArgumentError(f"ResetKafkaGroup: a negative {to} ({value})")
+    if to == "offsets" and not request.offsets:
+        raise InvalidArgumentError("ResetKafkaGroup TO_OFFSETS needs `offsets`")
+    negative = [f"{o.topic}/{o.partition}" for o in request.offsets if o.offset < 0]
+    if negative:
+        raise InvalidArgumentError(f"ResetKafkaGroup: negative offsets for {negative}")
+    return OffsetReset(
+        to, tuple(request.topics), tuple((p.topic, p.partition) for p in request.partitions),
+        value, tuple((o.topic, o.partition, o.offset) for o in request.offsets),
+        request.dry_run)

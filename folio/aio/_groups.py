@@ -49,6 +49,12 @@ from folio.read._group_admin import (
 )
 from folio.read._group_calls import _GroupClient
 from folio.read._group_heartbeat import Heartbeat
+from folio.read._group_offsets import (
+    PositionMove,
+    check_empty,
+    move_change,
+    moved_positions,
+)
 from folio.read._group_start import GroupStart, initial_state
 from folio.read._group_state import Successor
 from folio.read._group_sync import apply_synced, join, leave, reset_to, sync_change
@@ -244,14 +250,34 @@ class AsyncReaderGroup:
             calls.stub.GetMembers, groups_pb2.GetMembersRequest(name=self.name), retry=True)
         return reply
 
-    async def reset(self, start: GroupStart, *, only_if_empty: bool = False) -> None:
+    async def reset(self, start: GroupStart, *, only_if_empty: bool = False,
+                    dry_run: bool = False) -> dict[str, int]:
         """Starts the group over at ``start`` (``ReaderGroup.reset``: every reader is
-        dropped; ``only_if_empty``: ``ReaderGroupNotEmptyError`` while it has members)."""
+        dropped; ``only_if_empty``: ``ReaderGroupNotEmptyError`` while it has members;
+        ``dry_run``: nothing written); the positions it starts at."""
         _, state = await self._calls.get_async(self.name)
         fresh = initial_state(await _fetch(state.topics, start, self._segments), self.name,
                               state.topics, start)
-        await self._calls.cas_async(self.name,
-                                    lambda current: reset_to(current, fresh, only_if_empty))
+        if dry_run:
+            reset_to(state.copy(), fresh, only_if_empty)
+        else:
+            await self._calls.cas_async(
+                self.name, lambda current: reset_to(current, fresh, only_if_empty))
+        return dict(sorted(fresh.unassigned.items()))
+
+    async def move_positions(self, move: PositionMove, value: int = 0, *,
+                             topics: Sequence[str] = (),
+                             partitions: Sequence[tuple[str, int]] = (),
+                             dry_run: bool = False) -> dict[str, int]:
+        """Moves an empty group's recorded positions (``ReaderGroup.move_positions``)."""
+        _, state = await self._calls.get_async(self.name)
+        check_empty(state)
+        segments = {s.name: s for topic in state.topics
+                    for s in await self._segments(topic, include_sealed=True)}
+        if dry_run:
+            return moved_positions(state, segments, move, value, topics, partitions)
+        return await self._calls.cas_async(
+            self.name, move_change(segments, move, value, topics, partitions))
 
     async def waiting_segments(self) -> dict[str, list[str]]:
         """Successors waiting -> the predecessors they still wait for."""

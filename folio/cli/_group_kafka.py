@@ -14,8 +14,9 @@ import folio
 from folio.errors import InvalidArgumentError, ReaderGroupNotEmptyError
 
 if TYPE_CHECKING:  # folio.read loads gRPC: not needed to build the parser
+    from folio.cli._group_reset import Move
     from folio.read.groups import GroupDescription
-    from folio.read.kafka_groups import GroupKind, KafkaGroupDescription
+    from folio.read.kafka_groups import GroupKind, KafkaGroupDescription, ResetTo
 
 __all__ = ["as_reader", "delete_kafka", "find", "is_kafka", "kind_of", "list_json",
            "list_rows", "print_kafka", "reset_kafka", "table"]
@@ -148,20 +149,25 @@ def _not_empty(name: str, error: ReaderGroupNotEmptyError) -> ReaderGroupNotEmpt
         "session timeout)", context=error.context)
 
 
-def reset_kafka(client: folio.Client, name: str, to: str, topics: list[str] | None) -> None:
-    """``folio group reset --kind kafka``: to earliest or latest, refused while it has members."""
-    if to not in ("earliest", "latest"):
-        raise InvalidArgumentError("a Kafka consumer group resets --to earliest or latest "
-                                   "(it has no checkpoints)")
+def reset_kafka(client: folio.Client, name: str, move: Move, topics: list[str],
+                partitions: list[tuple[str, int]], dry_run: bool) -> list[tuple[str, int, int]]:
+    """``folio group reset`` of a Kafka group; (topic, partition, new offset)s.
+
+    Refused while it has members (a dry run too, as kafka-consumer-groups).
+    """
+    if move.to == "checkpoint":
+        raise InvalidArgumentError("a Kafka consumer group has no checkpoints: reset it "
+                                   "--to-earliest, --to-latest, --to-offset, --shift-by, "
+                                   "--to-datetime, --by-duration or --to-current")
+    to: ResetTo = ("earliest" if move.to == "earliest" else "latest" if move.to == "latest"
+                   else "offset" if move.to == "offset" else "shift" if move.to == "shift"
+                   else "timestamp" if move.to == "timestamp" else "current")
     try:
-        described = client.kafka_group(name).reset("earliest" if to == "earliest" else "latest",
-                                                   topics)
+        described = client.kafka_group(name).reset(to, topics, value=move.value,
+                                                   partitions=partitions, dry_run=dry_run)
     except ReaderGroupNotEmptyError as error:
         raise _not_empty(name, error) from None
-    print(f"Kafka consumer group {name} reset to {to}:")
-    table([("TOPIC", "PARTITION", "COMMITTED", "END OFFSET", "LAG")] +
-          [(p.topic, str(p.partition), _known(p.committed_offset), _known(p.end_offset),
-            _known(p.lag)) for p in described.partitions], indent="  ")
+    return [(p.topic, p.partition, p.committed_offset or 0) for p in described.reset]
 
 
 def delete_kafka(client: folio.Client, name: str, force: bool) -> None:

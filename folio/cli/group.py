@@ -30,10 +30,11 @@ from folio.cli._group_kafka import (
     reset_kafka,
     table,
 )
+from folio.cli._group_reset import Move, add_reset_options, move_of, print_plan, targets
 from folio.errors import InvalidArgumentError, ReaderGroupNotEmptyError
 
 if TYPE_CHECKING:  # folio.read loads gRPC: not needed to build the parser
-    from folio.read.groups import GroupDescription, GroupStart, SegmentLag
+    from folio.read.groups import GroupDescription, GroupStart, ReaderGroup, SegmentLag
     from folio.read.kafka_groups import KafkaGroupDescription
 
 __all__ = ["register"]
@@ -118,39 +119,74 @@ def _describe(args: argparse.Namespace) -> int:
 
 def _reset(args: argparse.Namespace) -> int:
     def body(client: folio.Client) -> int:
-        if kind_of(client, args.name, args.kind) == "kafka":
-            reset_kafka(client, args.name, args.to, args.topic)
-            return 0
-        if args.topic:
-            raise InvalidArgumentError("--topic goes with a Kafka consumer group")
-        group = client.reader_group(args.name)
-        start: GroupStart = "earliest" if args.to == "earliest" else "latest"
-        if args.to == "checkpoint":
-            kept = group.checkpoints()
-            if args.checkpoint is not None:
-                kept = [c for c in kept if c.name == args.checkpoint]
-            if not kept:
-                which = "" if args.checkpoint is None else f" named {args.checkpoint!r}"
-                raise InvalidArgumentError(f"reader group {args.name!r} has no completed "
-                                           f"checkpoint{which} to reset to")
-            start = kept[-1]
-        elif args.checkpoint is not None:
+        move = move_of(args)
+        topics, partitions = targets(args.topic)
+        if args.checkpoint is not None and move.to != "checkpoint":
             raise InvalidArgumentError("--checkpoint goes with --to checkpoint")
-        try:
-            group.reset(start, only_if_empty=True)
-        except ReaderGroupNotEmptyError as error:
-            members = error.context.get("members")
-            names = ", ".join(map(str, members)) if isinstance(members, list) else "some"
-            first = members[0] if isinstance(members, list) and members else "READER"
-            raise ReaderGroupNotEmptyError(
-                f"reader group {args.name!r} has members online: {names}; stop them first "
-                f"(a dead member is declared offline after the session timeout), or declare "
-                f"one offline now: `folio group offline {args.name} {first}`",
-                context=error.context) from None
-        where = start.name if isinstance(start, folio.Checkpoint) else start
-        print(f"reader group {args.name} reset to {where}")
+        kind = kind_of(client, args.name, args.kind)
+        if kind == "kafka":
+            rows = reset_kafka(client, args.name, move, topics, partitions, args.dry_run)
+        else:
+            rows = _reset_reader(client, args.name, move, topics, partitions, args.dry_run)
+        print_plan(kind, args.name, move, rows, args.dry_run, args.json)
         return 0
     return run_with_client("folio group reset", args, body)
+
+
+def _reset_reader(client: folio.Client, name: str, move: Move, topics: list[str],
+                  partitions: list[tuple[str, int]], dry_run: bool,
+                  ) -> list[tuple[str, int, int]]:
+    """A reader group's reset: start over, or move its positions; (topic, segment, offset)s."""
+    group = client.reader_group(name)
+    try:
+        if move.to == "timestamp":
+            raise InvalidArgumentError(
+                "--to-datetime and --by-duration reset Kafka consumer groups only: a reader "
+                "group's positions would need the offset at a time in each segment, which "
+                "the gRPC API cannot look up (only the Kafka listener's ListOffsets can); "
+                "use --to-offset, --shift-by or a checkpoint")
+        if move.to in ("offset", "shift", "current"):
+            moved = group.move_positions("offset" if move.to == "offset" else
+                                         "shift" if move.to == "shift" else "current",
+                                         move.value, topics=topics, partitions=partitions,
+                                         dry_run=dry_run)
+        else:
+            if topics or partitions:
+                raise InvalidArgumentError(
+                    f"a reader group starts over at {move.to} as a whole (its successors "
+                    "and finished segments follow from it): --topic goes with --to-offset, "
+                    "--shift-by and --to-current, or a Kafka consumer group")
+            moved = group.reset(_start(group, name, move), only_if_empty=True,
+                                dry_run=dry_run)
+    except ReaderGroupNotEmptyError as error:
+        members = error.context.get("members")
+        names = ", ".join(map(str, members)) if isinstance(members, list) else "some"
+        first = members[0] if isinstance(members, list) and members else "READER"
+        raise ReaderGroupNotEmptyError(
+            f"reader group {name!r} has members online: {names}; stop them first "
+            f"(a dead member is declared offline after the session timeout), or declare "
+            f"one offline now: `folio group offline {name} {first}`",
+            context=error.context) from None
+    rows = []
+    for segment, offset in moved.items():
+        topic, number = segment.rsplit("/", 1)
+        rows.append((topic, int(number), offset))
+    return rows
+
+
+def _start(group: ReaderGroup, name: str, move: Move) -> GroupStart:
+    """Where ``--to earliest|latest|checkpoint`` starts the reader group over."""
+    if move.to != "checkpoint":
+        return "earliest" if move.to == "earliest" else "latest"
+    kept = group.checkpoints()
+    wanted = move.checkpoint
+    if wanted is not None:
+        kept = [c for c in kept if c.name == wanted]
+    if not kept:
+        which = "" if wanted is None else f" named {wanted!r}"
+        raise InvalidArgumentError(f"reader group {name!r} has no completed "
+                                   f"checkpoint{which} to reset to")
+    return kept[-1]
 
 
 def _offline(args: argparse.Namespace) -> int:
@@ -237,25 +273,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     describe.set_defaults(func=_describe)
 
     reset = commands.add_parser(
-        "reset", help="start a group over (no members allowed)",
-        description="Start reader group NAME over: at every topic's first events "
-        "(earliest), at their ends (latest: only new events), or at its latest completed "
-        "checkpoint (or --checkpoint NAME). Refused while the group has members, as Kafka "
-        "does: stop them first (a dead one is declared offline after the session timeout, "
-        "or at once with `folio group offline`). A Kafka consumer group (--kind kafka, or "
-        "the only group of that name) gets its committed offsets set to its partitions' "
-        "starts (earliest) or ends (latest), for --topic or every topic it committed, "
-        "as kafka-consumer-groups --reset-offsets --execute; refused while it has "
-        "consumers.")
+        "reset", help="move a group's offsets or start it over (no members allowed)",
+        description="Move the offsets of group NAME as kafka-consumer-groups "
+        "--reset-offsets does, for both kinds of group: --to-earliest, --to-latest, "
+        "--to-offset N, --shift-by N, --to-datetime, --by-duration, --to-current (one of "
+        "them, or the older --to earliest|latest|checkpoint). Each new offset is brought "
+        "into its partition's [start, end], as Kafka does. Prints GROUP TOPIC PARTITION "
+        "NEW-OFFSET per partition (a reader group: per segment). Writes at once (Kafka's "
+        "tool needs --execute): --dry-run prints the plan and writes nothing. Refused "
+        "while the group has members, as Kafka does ('not inactive'), a dry run too: stop "
+        "them first (a dead one is declared offline after the session timeout, or at once "
+        "with `folio group offline`). A Kafka consumer group (--kind kafka, or the only "
+        "group of that name): its committed offsets, for --topic TOPIC[:P,P] or every "
+        "topic it committed; --to-datetime / --by-duration take each partition's first "
+        "offset with a timestamp at or after the time (ListOffsets by time), its end if "
+        "none. A reader group: --to-earliest / --to-latest / --to checkpoint start it over "
+        "as a whole (every topic's first segments or ends, or a completed checkpoint); "
+        "--to-offset, --shift-by, --to-current move the positions it records (per segment, "
+        "event offsets; --topic TOPIC[:SEGMENT,...] chooses); --to-datetime and "
+        "--by-duration are refused (no offset-by-time lookup for its segments).")
     reset.add_argument("name", metavar="NAME", help="the group's name")
-    reset.add_argument("--to", required=True, choices=("earliest", "latest", "checkpoint"),
-                       help="where the group starts over")
-    reset.add_argument("--checkpoint", metavar="CHECKPOINT", default=None,
-                       help="with --to checkpoint: this completed checkpoint instead of the "
-                       "latest")
-    reset.add_argument("--topic", action="append", metavar="TOPIC", default=None,
-                       help="a Kafka consumer group: reset this topic's partitions (repeat "
-                       "for more; default: every topic it committed)")
+    add_reset_options(reset)
     reset.add_argument("--kind", choices=("reader", "kafka"), default=None,
                        help="the kind of group NAME is (needed when it is both)")
     add_endpoint_option(reset)

@@ -64,6 +64,12 @@ from folio.read._group_admin import (
 )
 from folio.read._group_calls import _GroupClient
 from folio.read._group_heartbeat import Heartbeat
+from folio.read._group_offsets import (
+    PositionMove,
+    check_empty,
+    move_change,
+    moved_positions,
+)
 from folio.read._group_start import GroupStart, initial_state
 from folio.read._group_state import GroupState, Successor
 from folio.read._group_sync import apply_synced, join, leave, reset_to, sync_change
@@ -257,17 +263,50 @@ class ReaderGroup:
         """The latest completed checkpoints, oldest first."""
         return list(self._calls.get(self.name)[1].completed)
 
-    def reset(self, start: GroupStart, *, only_if_empty: bool = False) -> None:
+    def reset(self, start: GroupStart, *, only_if_empty: bool = False,
+              dry_run: bool = False) -> dict[str, int]:
         """Starts the group over at ``start``; every reader is dropped from it.
 
         Its readers fail with ``ReaderNotInGroupError`` at their next sync;
         make new ones. With ``only_if_empty`` (what ``folio group reset``
         does, as Kafka's offset reset) a group with members is refused with
         ``ReaderGroupNotEmptyError`` (checked in the same compare-and-set).
+        Returns the positions it starts at (segment -> offset); with
+        ``dry_run`` nothing is written (members refused all the same).
         """
         _, state = self._calls.get(self.name)
         fresh = initial_state(self._calls.client, self.name, state.topics, start)
-        self._calls.cas(self.name, lambda current: reset_to(current, fresh, only_if_empty))
+        if dry_run:
+            reset_to(state.copy(), fresh, only_if_empty)
+        else:
+            self._calls.cas(self.name, lambda current: reset_to(current, fresh, only_if_empty))
+        return dict(sorted(fresh.unassigned.items()))
+
+    def move_positions(self, move: PositionMove, value: int = 0, *,
+                       topics: Sequence[str] = (), partitions: Sequence[tuple[str, int]] = (),
+                       dry_run: bool = False) -> dict[str, int]:
+        """Moves an empty group's recorded positions, as Kafka's tool moves offsets.
+
+        ``move``: ``"offset"`` (every position at ``value``), ``"shift"``
+        (each moved by ``value``, negative: back) or ``"current"`` (as it
+        is); each new one is brought into its segment's [start, end]. Only
+        the positions of ``topics`` and of ``partitions`` ((topic, segment
+        number)s), or every one. ``dry_run``: nothing is written. Returns
+        segment -> new position. Readers must make new group readers after.
+
+        Raises:
+            ReaderGroupNotEmptyError: the group has members (a dry run too).
+            InvalidArgumentError: a topic the group does not read, a segment
+                it records no position in, a negative offset.
+        """
+        _, state = self._calls.get(self.name)
+        check_empty(state)
+        segments = {s.name: s for topic in state.topics
+                    for s in self._calls.client.get_segments(topic, include_sealed=True)}
+        if dry_run:
+            return moved_positions(state, segments, move, value, topics, partitions)
+        return self._calls.cas(self.name,
+                               move_change(segments, move, value, topics, partitions))
 
     def delete(self) -> None:
         """Deletes the group. ``ReaderGroupNotFoundError``."""

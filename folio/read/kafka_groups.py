@@ -14,6 +14,7 @@ naming the coordinator when it is another, and the SDK follows it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
@@ -39,10 +40,22 @@ if TYPE_CHECKING:
     from folio.models import ClusterInfo
 
 __all__ = ["GroupKind", "GroupListing", "KafkaGroup", "KafkaGroupDescription",
-           "KafkaGroupMember", "KafkaPartitionLag", "list_groups"]
+           "KafkaGroupMember", "KafkaPartitionLag", "ResetTo", "list_groups"]
 
 #: A group's kind: a Folio reader group or a Kafka consumer group.
 GroupKind = Literal["reader", "kafka"]
+
+#: Where ``KafkaGroup.reset`` moves each partition's committed offset.
+ResetTo = Literal["earliest", "latest", "offset", "shift", "timestamp", "current"]
+
+_TO: dict[str, groups_pb2.ResetKafkaGroupRequest.To.ValueType] = {
+    "earliest": groups_pb2.ResetKafkaGroupRequest.TO_EARLIEST,
+    "latest": groups_pb2.ResetKafkaGroupRequest.TO_LATEST,
+    "offset": groups_pb2.ResetKafkaGroupRequest.TO_OFFSET,
+    "shift": groups_pb2.ResetKafkaGroupRequest.TO_SHIFT,
+    "timestamp": groups_pb2.ResetKafkaGroupRequest.TO_TIMESTAMP,
+    "current": groups_pb2.ResetKafkaGroupRequest.TO_CURRENT,
+}
 
 Req = TypeVar("Req", bound=Message)
 Resp = TypeVar("Resp", bound=Message)
@@ -159,6 +172,9 @@ class KafkaGroupDescription:
     members: tuple[KafkaGroupMember, ...]
     partitions: tuple[KafkaPartitionLag, ...]
     kind: GroupKind = "kafka"
+    #: ``KafkaGroup.reset``'s answer only: each partition reset (or, in a dry
+    #: run, that would be) with its new offset as ``committed_offset``.
+    reset: tuple[KafkaPartitionLag, ...] = ()
 
     @property
     def lag(self) -> int:
@@ -178,6 +194,11 @@ def _known(value: int) -> int | None:
     return None if value < 0 else value
 
 
+def _lag(p: groups_pb2.KafkaPartitionLag) -> KafkaPartitionLag:
+    return KafkaPartitionLag(p.topic, p.partition, _known(p.committed_offset),
+                             _known(p.end_offset), _known(p.lag), p.member_id or None, p.metadata)
+
+
 def description_from_proto(reply: groups_pb2.KafkaGroupDescription) -> KafkaGroupDescription:
     """The SDK model of a ``KafkaGroupDescription``."""
     return KafkaGroupDescription(
@@ -186,10 +207,7 @@ def description_from_proto(reply: groups_pb2.KafkaGroupDescription) -> KafkaGrou
                                m.client_host or None,
                                tuple((a.topic, a.partition) for a in m.assigned))
               for m in reply.members),
-        tuple(KafkaPartitionLag(p.topic, p.partition, _known(p.committed_offset),
-                                _known(p.end_offset), _known(p.lag), p.member_id or None,
-                                p.metadata)
-              for p in reply.partitions))
+        tuple(_lag(p) for p in reply.partitions), reset=tuple(_lag(p) for p in reply.reset))
 
 
 def _older_broker(error: FolioError) -> bool:
@@ -230,27 +248,57 @@ class KafkaGroup:
                            groups_pb2.DescribeKafkaGroupRequest(name=self.name), retry=True)
         return description_from_proto(reply)
 
-    def reset(self, to: Literal["earliest", "latest"],
-              topics: list[str] | None = None) -> KafkaGroupDescription:
-        """Commit each partition's start (earliest) or end (latest) offset; the group after.
+    def reset(self, to: ResetTo, topics: list[str] | None = None, *,
+              value: int = 0, partitions: Sequence[tuple[str, int]] = (),
+              dry_run: bool = False) -> KafkaGroupDescription:
+        """Set committed offsets as kafka-consumer-groups --reset-offsets; the group after.
 
-        ``topics``: whose partitions (None: every topic the group committed;
-        a group without offsets needs them). The offsets are absolute, so a
-        call whose outcome is unknown (a lost answer) is made again
-        (``folio._unknown``; ``OutcomeUnknownError`` after 60 s).
+        ``to``: ``"earliest"`` / ``"latest"`` (each partition's start / end),
+        ``"offset"`` (``value`` in every partition), ``"shift"`` (each
+        committed offset moved by ``value``), ``"timestamp"`` (the first
+        offset at or after ``value`` ms since the epoch; the end if none),
+        ``"current"`` (as committed; the end where nothing is); each is
+        brought into the partition's [start, end] as Kafka's tool does.
+        ``topics``: every partition of these; ``partitions``: these (topic,
+        partition)s besides; neither: every topic the group committed (a
+        group without offsets needs them). ``dry_run``: nothing written, the
+        group as it is. The answer's ``reset`` holds each new offset.
+
+        A call whose outcome is unknown (a lost answer) is made again
+        (``folio._unknown``; ``OutcomeUnknownError`` after 60 s): the
+        offsets sent are absolute; a shift is planned first (a dry run) and
+        its plan sent as absolute offsets, so it is applied once.
 
         Raises:
-            ReaderGroupNotEmptyError: the group has members.
-            ReaderGroupNotFoundError: no such group, and no ``topics``.
+            ReaderGroupNotEmptyError: the group has members (a dry run too).
+            ReaderGroupNotFoundError: no such group, and nothing named.
             TopicNotFoundError: a topic does not exist.
-            InvalidArgumentError: ``to`` is neither.
+            InvalidArgumentError: an unknown ``to``, a partition a topic does
+                not have, a shift where nothing is committed, a negative offset
+                or time.
         """
-        if to not in ("earliest", "latest"):
-            raise InvalidArgumentError(f"reset to 'earliest' or 'latest', not {to!r}")
+        if to not in _TO:
+            raise InvalidArgumentError(f"reset to one of {sorted(_TO)}, not {to!r}")
         request = groups_pb2.ResetKafkaGroupRequest(
-            name=self.name, topics=topics or [],
-            to=groups_pb2.ResetKafkaGroupRequest.TO_EARLIEST if to == "earliest"
-            else groups_pb2.ResetKafkaGroupRequest.TO_LATEST)
+            name=self.name, to=_TO[to], topics=topics or [],
+            partitions=[groups_pb2.KafkaTopicPartition(topic=t, partition=p)
+                        for t, p in partitions],
+            offset=value if to == "offset" else 0, shift_by=value if to == "shift" else 0,
+            timestamp_ms=value if to == "timestamp" else 0, dry_run=dry_run)
+        if to == "shift" and not dry_run:
+            # Not idempotent: plan it (a dry run, safe to repeat), then write the
+            # plan as absolute offsets, which is (a member that joined, committed
+            # and left in between is overwritten, as with Kafka's tool).
+            request.dry_run = True
+            planned = self._settled(request)
+            request = groups_pb2.ResetKafkaGroupRequest(
+                name=self.name, to=groups_pb2.ResetKafkaGroupRequest.TO_OFFSETS,
+                offsets=[groups_pb2.KafkaPartitionOffset(
+                    topic=p.topic, partition=p.partition, offset=p.committed_offset or 0)
+                    for p in planned.reset])
+        return self._settled(request)
+
+    def _settled(self, request: groups_pb2.ResetKafkaGroupRequest) -> KafkaGroupDescription:
         return settle(f"ResetKafkaGroup {self.name}", lambda _after: description_from_proto(
             self._call("ResetKafkaGroup", request)))
 

@@ -159,6 +159,15 @@ async def test_offline_reset_and_the_group_calls(server: BookieProcess) -> None:
             async with asyncio.timeout(60):
                 await _take(r3, again, 40)
         assert sorted(again) == sorted(b"%d" % n for n in range(40))
+        # Kafka-style moves of the (empty) group's positions: at the ends now.
+        ends = {lag.segment: lag.position for lag in (await group.describe()).unassigned}
+        assert sum(ends.values()) == 40
+        assert await group.move_positions("offset", 0, dry_run=True) == dict.fromkeys(ends, 0)
+        assert await group.reset("earliest", dry_run=True) == dict.fromkeys(ends, 0)
+        moved = await group.move_positions("shift", -5)
+        assert moved == {segment: max(0, end - 5) for segment, end in ends.items()}
+        assert {lag.segment: lag.position
+                for lag in (await group.describe()).unassigned} == moved
         await client.delete_reader_group("aio-gr")
 
 

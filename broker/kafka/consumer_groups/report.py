@@ -31,6 +31,7 @@ import asyncio
 import logging
 import struct
 from collections.abc import Callable
+from dataclasses import replace
 
 from broker.api import Topics
 from broker.errors import (
@@ -44,15 +45,16 @@ from broker.groups.kafka_view import (
     KafkaGroupListing,
     KafkaGroupMember,
     KafkaPartitionLag,
+    OffsetReset,
     kafka_group_not_found,
 )
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator
 from broker.kafka.consumer_groups.members import Group
 from broker.kafka.consumer_groups.modern import ModernGroups
 from broker.kafka.consumer_groups.modern_members import ModernGroup
+from broker.kafka.consumer_groups.offset_reset import new_offsets, reset_targets
 from broker.kafka.consumer_groups.offsets import CommittedOffset
 from broker.kafka.consumer_groups.states import ConsumerGroupState
-from broker.kafka.partitions import partition_segments
 from broker.metrics import set_group_lags
 from ledger.errors import LedgerError
 
@@ -94,11 +96,14 @@ class GroupReport:
     """The coordinator's groups, read-only, with end offsets and lags (module docstring)."""
 
     def __init__(self, coordinator: GroupCoordinator, topics: Topics,
-                 where: Where | None = None, modern: ModernGroups | None = None) -> None:
+                 where: Where | None = None, modern: ModernGroups | None = None,
+                 local: Callable[[str], bool] | None = None) -> None:
         self._coordinator = coordinator
         self._topics = topics
         self._where = where
         self._modern = modern
+        #: A cluster: whether this broker serves a segment (a reset by time reads it).
+        self._local = local
 
     def _modern_group(self, name: str) -> ModernGroup | None:
         """The consumer-protocol (KIP-848) group ``name``, None if it is not one."""
@@ -151,34 +156,41 @@ class GroupReport:
         self._check_empty(name)
         await self._coordinator.delete_empty(name)
 
-    async def reset(self, name: str, earliest: bool, topics: list[str]) -> KafkaGroupDetail:
+    async def reset(self, name: str, spec: OffsetReset) -> KafkaGroupDetail:
         if not name:
             raise InvalidArgumentError("a Kafka consumer group's id must not be empty")
         group = self._coordinator.group(name)
         modern = self._modern_group(name)
-        if modern is None and (group is None or group.state is ConsumerGroupState.DEAD):
+        known = modern is not None or (group is not None
+                                       and group.state is not ConsumerGroupState.DEAD)
+        if not known:
             self._moved(name)
-            if not topics:  # a new group's offsets need their topics named (as Kafka's tool)
+            if not spec.names_partitions:  # a new group's offsets need their topics named
                 raise kafka_group_not_found(name)
-        self._check_empty(name)
-        chosen = sorted(set(topics) or {t for t, _ in self._coordinator.store.offsets(name)})
+        self._check_empty(name)  # a dry run too, as Kafka's tool ("not inactive")
+        committed = self._coordinator.store.offsets(name)
+        chosen = await reset_targets(self._topics, spec, committed)
         if not chosen:
             raise InvalidArgumentError(f"Kafka consumer group {name!r} has no committed "
                                        "offsets: name the topics to reset")
-        offsets = []
-        for topic in chosen:
-            for segment in await partition_segments(self._topics, topic):
-                at = segment.start_offset if earliest else segment.end_offset
-                offsets.append(((topic, segment.number), CommittedOffset(at)))
+        plan = await new_offsets(self._topics, spec, chosen, committed, self._local)
+        reset = tuple(KafkaPartitionLag(topic, partition, at, end)
+                      for (topic, partition), at, end in plan)
+        if spec.dry_run:
+            before = (await self.describe(name) if known else
+                      KafkaGroupDetail(name, ConsumerGroupState.DEAD.value, "", "", 0, (), ()))
+            return replace(before, reset=reset)
         self._check_empty(name)  # again: a member may have joined while segments were listed
         # Window: a member joining during this write may fetch the offsets from
         # before it (Kafka's tool has the same race, checking then committing).
         # A failed write may have landed in part: nothing is remembered, and the
-        # same reset may be asked again (absolute offsets; Kafka's rule too).
-        await self._coordinator.store.commit(name, offsets)
+        # same reset may be asked again (absolute offsets; Kafka's rule too),
+        # except a shift (the SDK sends a shift's plan as absolute offsets).
+        await self._coordinator.store.commit(
+            name, [(key, CommittedOffset(at)) for key, at, _ in plan])
         if self._coordinator.group(name) is None and self._modern_group(name) is None:
             self._coordinator.groups()[name] = Group(name)  # as a commit without generation
-        return await self.describe(name)
+        return replace(await self.describe(name), reset=reset)
 
     async def describe(self, name: str) -> KafkaGroupDetail:
         modern = self._modern_group(name)

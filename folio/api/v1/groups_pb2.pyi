@@ -811,6 +811,7 @@ class KafkaGroupDescription(_message.Message):
     MEMBERS_FIELD_NUMBER: _builtins.int
     PARTITIONS_FIELD_NUMBER: _builtins.int
     LAG_FIELD_NUMBER: _builtins.int
+    RESET_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     state: _builtins.str
     protocol_type: _builtins.str
@@ -827,6 +828,12 @@ class KafkaGroupDescription(_message.Message):
         topic then partition.
         """
 
+    @_builtins.property
+    def reset(self) -> _containers.RepeatedCompositeFieldContainer[Global___KafkaPartitionLag]:
+        """ResetKafkaGroup only: the partitions reset (with `dry_run`: that would
+        be), by topic then partition, `committed_offset` being the new offset.
+        """
+
     def __init__(
         self,
         *,
@@ -838,10 +845,11 @@ class KafkaGroupDescription(_message.Message):
         members: _abc.Iterable[Global___KafkaGroupMember] | None = ...,
         partitions: _abc.Iterable[Global___KafkaPartitionLag] | None = ...,
         lag: _builtins.int = ...,
+        reset: _abc.Iterable[Global___KafkaPartitionLag] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "lag", b"lag", "members", b"members", "name", b"name", "partitions", b"partitions", "protocol", b"protocol", "protocol_type", b"protocol_type", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "lag", b"lag", "members", b"members", "name", b"name", "partitions", b"partitions", "protocol", b"protocol", "protocol_type", b"protocol_type", "reset", b"reset", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1002,6 +1010,25 @@ class ResetKafkaGroupRequest(_message.Message):
         """Each partition's start offset (the first event retained)."""
         TO_LATEST: ResetKafkaGroupRequest._To.ValueType  # 2
         """Each partition's end offset (only events written from now on)."""
+        TO_OFFSET: ResetKafkaGroupRequest._To.ValueType  # 3
+        """`offset` in every partition, brought into [start, end] (--to-offset)."""
+        TO_SHIFT: ResetKafkaGroupRequest._To.ValueType  # 4
+        """The committed offset plus `shift_by` (negative: back), brought into
+        [start, end] (--shift-by). Not idempotent (the rpc's comment).
+        """
+        TO_TIMESTAMP: ResetKafkaGroupRequest._To.ValueType  # 5
+        """The first offset whose timestamp is at or after `timestamp_ms` (ms
+        since the epoch), as ListOffsets by time; the end offset if none
+        (--to-datetime, --by-duration).
+        """
+        TO_CURRENT: ResetKafkaGroupRequest._To.ValueType  # 6
+        """The committed offset as it is; the end offset where there is none
+        (--to-current).
+        """
+        TO_OFFSETS: ResetKafkaGroupRequest._To.ValueType  # 7
+        """Each partition of `offsets` at its offset, brought into [start, end]
+        (`topics` and `partitions` are not used).
+        """
 
     class To(_To, metaclass=_ToEnumTypeWrapper): ...
     TO_UNSPECIFIED: ResetKafkaGroupRequest.To.ValueType  # 0
@@ -1009,17 +1036,60 @@ class ResetKafkaGroupRequest(_message.Message):
     """Each partition's start offset (the first event retained)."""
     TO_LATEST: ResetKafkaGroupRequest.To.ValueType  # 2
     """Each partition's end offset (only events written from now on)."""
+    TO_OFFSET: ResetKafkaGroupRequest.To.ValueType  # 3
+    """`offset` in every partition, brought into [start, end] (--to-offset)."""
+    TO_SHIFT: ResetKafkaGroupRequest.To.ValueType  # 4
+    """The committed offset plus `shift_by` (negative: back), brought into
+    [start, end] (--shift-by). Not idempotent (the rpc's comment).
+    """
+    TO_TIMESTAMP: ResetKafkaGroupRequest.To.ValueType  # 5
+    """The first offset whose timestamp is at or after `timestamp_ms` (ms
+    since the epoch), as ListOffsets by time; the end offset if none
+    (--to-datetime, --by-duration).
+    """
+    TO_CURRENT: ResetKafkaGroupRequest.To.ValueType  # 6
+    """The committed offset as it is; the end offset where there is none
+    (--to-current).
+    """
+    TO_OFFSETS: ResetKafkaGroupRequest.To.ValueType  # 7
+    """Each partition of `offsets` at its offset, brought into [start, end]
+    (`topics` and `partitions` are not used).
+    """
 
     NAME_FIELD_NUMBER: _builtins.int
     TO_FIELD_NUMBER: _builtins.int
     TOPICS_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    SHIFT_BY_FIELD_NUMBER: _builtins.int
+    TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    OFFSETS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     to: Global___ResetKafkaGroupRequest.To.ValueType
+    offset: _builtins.int
+    """TO_OFFSET: the offset."""
+    shift_by: _builtins.int
+    """TO_SHIFT: how far to move each committed offset."""
+    timestamp_ms: _builtins.int
+    """TO_TIMESTAMP: the time, in ms since the epoch."""
+    dry_run: _builtins.bool
+    """Compute and answer the new offsets without writing them (--dry-run)."""
     @_builtins.property
     def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """The topics whose partitions are reset; empty: every topic the group has
-        committed offsets of.
+        """The topics whose partitions are reset; empty (and `partitions` empty):
+        every topic the group has committed offsets of.
         """
+
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___KafkaTopicPartition]:
+        """Partitions reset besides every partition of `topics` (kafka-consumer-groups'
+        --topic TOPIC:0,1).
+        """
+
+    @_builtins.property
+    def offsets(self) -> _containers.RepeatedCompositeFieldContainer[Global___KafkaPartitionOffset]:
+        """TO_OFFSETS: each partition's new offset."""
 
     def __init__(
         self,
@@ -1027,11 +1097,42 @@ class ResetKafkaGroupRequest(_message.Message):
         name: _builtins.str = ...,
         to: Global___ResetKafkaGroupRequest.To.ValueType = ...,
         topics: _abc.Iterable[_builtins.str] | None = ...,
+        offset: _builtins.int = ...,
+        shift_by: _builtins.int = ...,
+        timestamp_ms: _builtins.int = ...,
+        partitions: _abc.Iterable[Global___KafkaTopicPartition] | None = ...,
+        dry_run: _builtins.bool = ...,
+        offsets: _abc.Iterable[Global___KafkaPartitionOffset] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "to", b"to", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run", "name", b"name", "offset", b"offset", "offsets", b"offsets", "partitions", b"partitions", "shift_by", b"shift_by", "timestamp_ms", b"timestamp_ms", "to", b"to", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ResetKafkaGroupRequest: _TypeAlias = ResetKafkaGroupRequest  # noqa: Y015
+
+@_typing.final
+class KafkaPartitionOffset(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    offset: _builtins.int
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["offset", b"offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KafkaPartitionOffset: _TypeAlias = KafkaPartitionOffset  # noqa: Y015

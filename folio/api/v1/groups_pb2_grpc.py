@@ -182,15 +182,22 @@ class ReaderGroupsServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ResetKafkaGroup(self, request, context):
-        """Sets a Kafka group's committed offsets to the start or the end of the
-        partitions of `topics` (empty: every topic it committed), as
-        kafka-consumer-groups --reset-offsets --to-earliest|--to-latest --execute.
-        Refused as DeleteKafkaGroup while it has members; an unknown topic is
-        NOT_FOUND (TopicNotFoundError); an unknown group with no `topics` is
-        NOT_FOUND (with `topics`, its offsets are made, as Kafka's tool does);
-        INVALID_ARGUMENT: `to` unset, an empty name, a known group with nothing
-        committed and no `topics`. Offsets are absolute: after an unknown outcome
-        the same request may simply be sent again.
+        """Sets a Kafka group's committed offsets in the partitions of `topics` and
+        `partitions` (both empty: every topic it committed), as
+        kafka-consumer-groups --reset-offsets --to-earliest|--to-latest|
+        --to-offset|--shift-by|--to-datetime|--to-current --execute (`to`; with
+        `dry_run`, nothing is written: --dry-run). The answer is the group after
+        (with `dry_run`: as it is) and, in `reset`, each partition's new offset.
+        Refused as DeleteKafkaGroup while it has members (with `dry_run` too, as
+        Kafka's tool); an unknown topic is NOT_FOUND (TopicNotFoundError); an
+        unknown group with no `topics` is NOT_FOUND (with `topics`, its offsets
+        are made, as Kafka's tool does); INVALID_ARGUMENT: `to` unset, an empty
+        name, a known group with nothing committed and no `topics`, a partition
+        the topic does not have, TO_SHIFT of a partition with no committed
+        offset, a negative `offset` or `timestamp_ms`. Every `to` but TO_SHIFT
+        sets absolute offsets: after an unknown outcome the same request may
+        simply be sent again; a TO_SHIFT may not (the SDK plans one with
+        `dry_run` and writes the plan with TO_OFFSETS).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -24,7 +24,7 @@ from broker.errors import (
     TopicNotFoundError,
     WrongHostError,
 )
-from broker.groups.kafka_view import KafkaGroupListing
+from broker.groups.kafka_view import KafkaGroupListing, OffsetReset
 from broker.kafka.consumer_groups.coordinator import GroupCoordinator, OffsetCommitItem
 from broker.kafka.consumer_groups.members import Group
 from broker.kafka.consumer_groups.modern import HeartbeatRequest, ModernGroups, topic_partitions
@@ -111,17 +111,49 @@ async def test_a_reset_needs_an_id_and_something_to_reset(env: BrokerEnv) -> Non
     groups = await _groups(env)
     report = GroupReport(groups, env.manager())
     with pytest.raises(InvalidArgumentError, match="must not be empty"):
-        await report.reset("", True, ["rep"])
+        await report.reset("", OffsetReset("earliest", ("rep",)))
     with pytest.raises(ReaderGroupNotFoundError):
-        await report.reset("rep-new", True, [])  # no group, no topics named
-    made = await report.reset("rep-new", False, ["rep"])  # a new group's offsets, as Kafka
+        await report.reset("rep-new", OffsetReset("earliest"))  # no group, no topics named
+    # A new group's offsets, as Kafka's tool makes them:
+    made = await report.reset("rep-new", OffsetReset("latest", ("rep",)))
     assert [(p.partition, p.committed_offset, p.lag) for p in made.partitions] == [
         (0, 10, 0), (1, 4, 0)]
     groups.groups()["rep-bare"] = Group("rep-bare")  # known, no offsets
     with pytest.raises(InvalidArgumentError, match="name the topics to reset"):
-        await report.reset("rep-bare", True, [])
+        await report.reset("rep-bare", OffsetReset("earliest"))
     with pytest.raises(TopicNotFoundError):
-        await report.reset("rep-new", True, ["rep-missing"])
+        await report.reset("rep-new", OffsetReset("earliest", ("rep-missing",)))
+
+
+async def test_each_reset_moves_the_offsets_as_kafka_consumer_groups_does(
+        env: BrokerEnv) -> None:
+    groups = await _groups(env)  # rep/0 holds 10 events, rep/1 holds 4
+    report = GroupReport(groups, env.manager())
+
+    async def reset(spec: OffsetReset) -> list[tuple[int, int]]:
+        done = await report.reset("rep-plan", spec)
+        now = {p.partition: p.committed_offset for p in done.partitions}
+        assert all(now[p.partition] == p.committed_offset for p in done.reset)  # written
+        return [(p.partition, p.committed_offset) for p in done.reset]
+
+    assert await reset(OffsetReset("offset", ("rep",), value=6)) == [(0, 6), (1, 4)]  # clamped
+    assert await reset(OffsetReset("shift", value=-5)) == [(0, 1), (1, 0)]  # at the start
+    assert await reset(OffsetReset("shift", value=2)) == [(0, 3), (1, 2)]
+    assert await reset(OffsetReset("current")) == [(0, 3), (1, 2)]
+    assert await reset(OffsetReset("offsets", offsets=(("rep", 1, 99),))) == [(1, 4)]
+    assert await reset(OffsetReset("earliest", partitions=(("rep", 0),))) == [(0, 0)]
+    planned = await report.reset("rep-plan", OffsetReset("latest", dry_run=True))
+    assert [(p.partition, p.committed_offset) for p in planned.reset] == [(0, 10), (1, 4)]
+    assert [(p.partition, p.committed_offset) for p in planned.partitions] == [(0, 0), (1, 4)]
+    with pytest.raises(InvalidArgumentError, match="has no partition 2"):
+        await report.reset("rep-plan", OffsetReset("earliest", partitions=(("rep", 2),)))
+    with pytest.raises(InvalidArgumentError, match="no committed offset there"):
+        await report.reset("rep-none", OffsetReset("shift", ("rep",), value=1))
+    described = await report.describe("rep-plan")
+    assert [(p.partition, p.committed_offset) for p in described.partitions] == [(0, 0), (1, 4)]
+    elsewhere = GroupReport(groups, env.manager(), local=lambda segment: segment != "rep/1")
+    with pytest.raises(InvalidArgumentError, match="rep partition 1 is served by another"):
+        await elsewhere.reset("rep-plan", OffsetReset("timestamp", value=0))
 
 
 async def test_a_kip848_group_is_listed_described_and_lagged(env: BrokerEnv) -> None:

@@ -18,7 +18,9 @@ HELP_MENTIONS = {
     ("group",): ["list", "describe", "reset", "offline", "delete", "session timeout"],
     ("group", "list"): ["--json", "lag", "--endpoint"],
     ("group", "describe"): ["--json", "lag", "end offset - position", "heard"],
-    ("group", "reset"): ["--to", "earliest", "latest", "checkpoint", "members"],
+    ("group", "reset"): ["--to", "earliest", "latest", "checkpoint", "members", "--to-offset",
+                         "--shift-by", "--to-datetime", "--by-duration", "--to-current",
+                         "--dry-run", "--execute", "NEW-OFFSET", "--json", "TOPIC[:P,P...]"],
     ("group", "offline"): ["READER", "position it reported"],
     ("group", "delete"): ["--force", "members"],
 }
@@ -40,6 +42,10 @@ def test_help_names_the_options(command: tuple[str, ...],
     ["group", "describe"],
     ["group", "reset", "g"],
     ["group", "reset", "g", "--to", "yesterday"],
+    ["group", "reset", "g", "--to-offset", "x"],
+    ["group", "reset", "g", "--to-earliest", "--to-latest"],
+    ["group", "reset", "g", "--shift-by", "1", "--to-offset", "2"],
+    ["group", "reset", "g", "--to-latest", "--dry-run", "--execute"],
     ["group", "offline", "g"],
 ])
 def test_bad_usage_exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
