@@ -1,9 +1,9 @@
 """One event written by ``folio.aio``: awaitable, with no asyncio future of its own.
 
 A :class:`PendingWrite` is what ``AsyncEventWriter.send`` and ``write_nowait``
-return. It holds the event's ``WriteFuture`` (its block's shared outcome and
-its index there: ``folio.write._write_future``) once the event is in a batch,
-or nothing while it waits in the writer's backlog. Making an
+return. It holds the event's place once the event is in a batch: its block's
+shared outcome and its index there (``folio.write._write_future``; no
+``WriteFuture`` of its own), or nothing while it waits in the writer's backlog. Making an
 ``asyncio.Future`` per event cost more than the rest of the write; so a
 pending write makes one only when a coroutine awaits it (``await pending``,
 which ``writer.write`` does), and the writer wakes a block's awaiting writes
@@ -37,12 +37,12 @@ class PendingWrite:
     needed (``asyncio.gather``, ``asyncio.wait``).
     """
 
-    __slots__ = ("_acks", "_error", "_waiter", "_written")
+    __slots__ = ("_acks", "_error", "_placed_in", "_waiter")
 
-    def __init__(self, acks: Acks, written: WriteFuture | None) -> None:
+    def __init__(self, acks: Acks, placed_in: tuple[BlockOutcome, int] | None) -> None:
         self._acks = acks
-        #: The event's place in its block; None while it waits in the backlog.
-        self._written = written
+        #: The event's block outcome and index there; None while it waits in the backlog.
+        self._placed_in = placed_in
         #: Its failure before it reached a block (withdrawn, too large, closed).
         self._error: BaseException | None = None
         #: The future the awaiting coroutine sleeps on, made when awaited.
@@ -52,8 +52,8 @@ class PendingWrite:
         """Whether the event was acknowledged or failed for good (or withdrawn)."""
         if self._error is not None:
             return True
-        written = self._written
-        return written is not None and written.done()
+        placed_in = self._placed_in
+        return placed_in is not None and placed_in[0].done
 
     def cancelled(self) -> bool:
         """Whether the event was withdrawn from the backlog (``cancel``): never sent."""
@@ -64,7 +64,7 @@ class PendingWrite:
 
         An event already in a batch is written whatever the caller does (False).
         """
-        if self._written is not None or self._error is not None:
+        if self._placed_in is not None or self._error is not None:
             return False
         self._fail(asyncio.CancelledError())
         return True
@@ -79,10 +79,10 @@ class PendingWrite:
         """
         if self._error is not None:
             raise self._error
-        written = self._written
-        if written is None or not written.done():
+        placed_in = self._placed_in
+        if placed_in is None or not placed_in[0].done:
             raise asyncio.InvalidStateError("the write is not done yet")
-        outcome, index = written.block
+        outcome, index = placed_in
         result = outcome.outcome_of(index)  # (done: no lock, no wait)
         if isinstance(result, BaseException):
             raise result
@@ -94,16 +94,18 @@ class PendingWrite:
             raise asyncio.InvalidStateError("the write is not done yet")
         if self._error is not None:
             return self._error
-        assert self._written is not None
-        return self._written.exception(0)
+        assert self._placed_in is not None
+        outcome, index = self._placed_in
+        result = outcome.outcome_of(index)
+        return result if isinstance(result, BaseException) else None
 
     def __await__(self) -> Generator[Any, None, WriteResult]:
         if not self.done():
             waiter = self._waiter
             if waiter is None or waiter.done():
                 waiter = self._waiter = self._acks.loop.create_future()
-                if self._written is not None:
-                    self._acks.watch(self._written, self)
+                if self._placed_in is not None:
+                    self._acks.watch(self._placed_in[0], self)
                 # (else: in the backlog; the writer watches it once it reaches a block)
             try:
                 yield from waiter
@@ -114,11 +116,11 @@ class PendingWrite:
                 raise
         return self.result()
 
-    def _placed(self, written: WriteFuture) -> None:
+    def _placed(self, placed_in: tuple[BlockOutcome, int]) -> None:
         """The event left the backlog for a block (the writer's drain)."""
-        self._written = written
+        self._placed_in = placed_in
         if self._waiter is not None and not self._waiter.done():
-            self._acks.watch(written, self)
+            self._acks.watch(placed_in[0], self)
 
     def _fail(self, error: BaseException) -> None:
         """The event failed before reaching a block."""
@@ -131,7 +133,7 @@ class PendingWrite:
             waiter.set_result(None)
 
     def __repr__(self) -> str:
-        state = "done" if self.done() else "waiting" if self._written is None else "pending"
+        state = "done" if self.done() else "waiting" if self._placed_in is None else "pending"
         return f"<PendingWrite {state}>"
 
 
@@ -149,16 +151,15 @@ class Acks:
         #: Block -> the awaited writes of its events.
         self._watched: dict[BlockOutcome, list[PendingWrite]] = {}
 
-    def watch(self, written: WriteFuture, pending: PendingWrite) -> None:
-        """Wakes ``pending`` when ``written``'s block is done (at once if it is)."""
-        outcome = written.block[0]
+    def watch(self, outcome: BlockOutcome, pending: PendingWrite) -> None:
+        """Wakes ``pending`` when the block of ``outcome`` is done (at once if it is)."""
         watched = self._watched.get(outcome)
         if watched is not None:
             watched.append(pending)
             return
         self._watched[outcome] = [pending]
         # One callback per block (it runs at once if the block is done).
-        outcome.add_callback(self._settle(outcome), written)
+        outcome.add_callback(self._settle(outcome), WriteFuture(outcome, 0))
 
     def _settle(self, outcome: BlockOutcome) -> Callable[[WriteFuture], None]:
         def settle(_done: WriteFuture) -> None:

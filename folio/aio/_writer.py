@@ -170,9 +170,9 @@ class AsyncEventWriter(Generic[T]):
             payload = self._serialize(event)
         if not self._backlog:
             # (It raises WriterClosedError once the writer is closed.)
-            written = self._core.append_nowait(payload, routing_key, headers)
-            if written is not None:
-                return PendingWrite(self._acks, written)
+            placed_in = self._core.append_nowait(payload, routing_key, headers)
+            if placed_in is not None:
+                return PendingWrite(self._acks, placed_in)
         elif self._core.closed:
             raise WriterClosedError(f"the writer of topic {self.topic!r} is closed")
         pending = PendingWrite(self._acks, None)
@@ -201,13 +201,13 @@ class AsyncEventWriter(Generic[T]):
                 self._backlog_bytes -= size
                 continue
             try:
-                written = core.append_nowait(payload, routing_key, headers)
+                placed_in = core.append_nowait(payload, routing_key, headers)
             except Exception as error:  # (too large, closed: the event's own outcome)
                 pending._fail(error)
             else:
-                if written is None:
+                if placed_in is None:
                     break
-                pending._placed(written)
+                pending._placed(placed_in)
             backlog.popleft()
             self._backlog_bytes -= size
         self._changed.set()

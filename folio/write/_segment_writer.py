@@ -251,6 +251,40 @@ class SegmentWriter:
         # thread's hand-over does, which is rare: the routing names the successors soon).
         return redirect(payload, routing_key, headers, timestamp_ms, size, force or not wait)
 
+    def add_on_loop(self, payload: bytes, routing_key: str | None,
+                    headers: Mapping[str, bytes] | None, timestamp_ms: int,
+                    size: int) -> tuple[BlockOutcome, int] | None:
+        """``append(wait=False)`` by a caller on the IO thread itself: the event's
+        block outcome and its index there, or None where it would wait.
+
+        The asyncio face's hot path: there the caller, the flow and every
+        callback run on the loop's one thread, so nothing else can hold
+        ``_lock`` and the common case (an open batch of the same kind with
+        room, no headers) adds the event without taking it and without a
+        ``WriteFuture``. Anything else goes through ``append``.
+
+        Raises:
+            WriterClosedError: the writer is closed.
+        """
+        batch = self._batch
+        estimate = size + EVENT_OVERHEAD_BYTES
+        # (An open batch means neither closed nor handed over: both drop it.)
+        if batch is None or headers or batch.keyless is not (routing_key is None) \
+                or batch.size >= self._batch_size_bytes or batch.headers is not None \
+                or batch.size + estimate > MAX_BATCH_BYTES:
+            written = self.append(payload, routing_key, headers, timestamp_ms, size, wait=False)
+            return None if written is None else written.block
+        index = batch.count
+        batch.payloads.append(payload)
+        if routing_key is not None:
+            batch.keys.append(routing_key)
+        batch.timestamps.append(timestamp_ms)
+        batch.count = index + 1
+        batch.size += estimate
+        if batch.size >= self._batch_size_bytes and self._in_flight < self._max_in_flight:
+            self._cut_locked()  # (the lock is not needed: see above)
+        return batch.outcome, index
+
     def cut_now(self, deadline: float | None) -> bool:
         """Cuts the open batch into a block (waiting for room); False if ``deadline`` passed."""
         with self._lock:

@@ -51,7 +51,7 @@ from folio.errors import (
 from folio.models import SegmentRange, TopicInfo
 from folio.serializers import BytesSerializer, Serializer
 from folio.write._segment_writer import MAX_BATCH_BYTES, Forward, SegmentWriter
-from folio.write._write_future import WriteFuture
+from folio.write._write_future import BlockOutcome, WriteFuture
 
 if TYPE_CHECKING:
     from folio._transport.append_stream import FlowSource
@@ -242,12 +242,17 @@ class EventWriter(Generic[T]):
         return routed.append(payload, routing_key, headers, now_ms, size + len(routing_key))
 
     def append_nowait(self, payload: bytes, routing_key: str | None,
-                      headers: Mapping[str, bytes] | None) -> WriteFuture | None:
-        """``write_event`` of a serialized payload that never waits: None where it would.
+                      headers: Mapping[str, bytes] | None) -> tuple[BlockOutcome, int] | None:
+        """``write_event`` of a serialized payload that never waits, for a caller on the
+        IO's own thread: the event's block outcome and its index there; None where it
+        would wait.
 
-        The asyncio face's hot path (one call per event, one lock): None means
-        the event's segment has ``max_in_flight`` blocks out and a full batch,
-        and nothing was appended (the face keeps the event until ``on_change``).
+        The asyncio face's hot path (one call per event; no lock and no
+        ``WriteFuture`` in the common case: ``SegmentWriter.add_on_loop``, whose
+        caller must be on the IO's thread).
+        None means the event's segment has ``max_in_flight`` blocks out and a
+        full batch, and nothing was appended (the face keeps the event until
+        ``on_change``).
 
         Raises:
             As ``write_event``.
@@ -271,17 +276,17 @@ class EventWriter(Generic[T]):
                 segment = None
             if segment is None:
                 segment = self._keyless = self._keyless_segment()
-            future = segment.append(payload, None, headers, now_ms, size, wait=False)
-            if future is not None:
+            placed = segment.add_on_loop(payload, None, headers, now_ms, size)
+            if placed is not None:
                 self._keyless_open = True
                 if not segment.has_open_batch:
                     self._next_keyless()
-            return future
+            return placed
         routed = self._routes.get(routing_key)
         if routed is None:
             routed = self._route(routing_key)
-        return routed.append(payload, routing_key, headers, now_ms, size + len(routing_key),
-                             wait=False)
+        return routed.add_on_loop(payload, routing_key, headers, now_ms,
+                                 size + len(routing_key))
 
     def _event_size(self, payload: bytes, routing_key: str | None,
                     headers: Mapping[str, bytes] | None) -> int:
