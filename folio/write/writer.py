@@ -30,6 +30,7 @@ import threading
 import time
 import uuid
 import weakref
+from time import time_ns as _time_ns
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
@@ -263,10 +264,10 @@ class EventWriter(Generic[T]):
         if headers or size > self._max_event_bytes or \
                 size > _MAX_EVENT_IN_BLOCK_BYTES - len(routing_key or ""):
             size = self._event_size(payload, routing_key, headers)  # (raises, or headers)
-        now_ms = time.time_ns() // 1_000_000
+        now_ms = _time_ns() // 1_000_000
         if routing_key is None:
             segment = self._keyless
-            if segment is not None and self._keyless_open and not segment.has_open_batch:
+            if segment is not None and self._keyless_open and segment.batch is None:
                 # Its batch was cut since (by an acknowledgement or linger: on the loop
                 # they run between this face's events, where the blocking face's caller
                 # mostly fills batches to their size itself): move on, as after a cut
@@ -279,7 +280,7 @@ class EventWriter(Generic[T]):
             placed = segment.add_on_loop(payload, None, headers, now_ms, size)
             if placed is not None:
                 self._keyless_open = True
-                if not segment.has_open_batch:
+                if segment.batch is None:
                     self._next_keyless()
             return placed
         routed = self._routes.get(routing_key)
