@@ -30,8 +30,8 @@ import threading
 import time
 import uuid
 import weakref
-from time import time_ns as _time_ns
 from collections.abc import Callable, Mapping
+from time import time_ns as _time_ns
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
