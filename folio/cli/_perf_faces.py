@@ -202,7 +202,7 @@ def _ratio(asynchronous: dict[str, Any], blocking: dict[str, Any]) -> float:
     """The async face's events/s over the blocking face's (0.0 if the latter is 0)."""
     if not blocking["events_per_s"]:
         return 0.0
-    return round(asynchronous["events_per_s"] / blocking["events_per_s"], 2)
+    return round(float(asynchronous["events_per_s"]) / float(blocking["events_per_s"]), 2)
 
 
 def _print(report: dict[str, Any]) -> None:
