@@ -133,7 +133,16 @@ class AsyncEventWriter(Generic[T]):
         while self._backlog_bytes >= _BACKLOG_LIMIT_BYTES and not self._core.closed:
             self._changed.clear()
             await self._changed.wait()
-        return await self.write_nowait(event, routing_key, headers)
+        pending = self.write_nowait(event, routing_key, headers)
+        # ``await pending`` without its generator (one object less per write).
+        waiter = pending._waiter_until_done()
+        if waiter is not None:
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                pending.cancel()  # withdrawn if still in the backlog (never sent)
+                raise
+        return pending.result()
 
     async def send(self, event: T, routing_key: str | None = None,
                    headers: Mapping[str, bytes] | None = None) -> PendingWrite:
