@@ -1,9 +1,9 @@
 """One event written by ``folio.aio``: awaitable, with no asyncio future of its own.
 
 A :class:`PendingWrite` is what ``AsyncEventWriter.send`` and ``write_nowait``
-return. It holds the event's ``WriteFuture`` (its block's shared outcome and
-its index there: ``folio.write._write_future``) once the event is in a batch,
-or nothing while it waits in the writer's backlog. Making an
+return. It holds the event's place once the event is in a batch: its block's
+shared outcome and its index there (``folio.write._write_future``; no
+``WriteFuture`` of its own), or nothing while it waits in the writer's backlog. Making an
 ``asyncio.Future`` per event cost more than the rest of the write; so a
 pending write makes one only when a coroutine awaits it (``await pending``,
 which ``writer.write`` does), and the writer wakes a block's awaiting writes
@@ -37,12 +37,17 @@ class PendingWrite:
     needed (``asyncio.gather``, ``asyncio.wait``).
     """
 
-    __slots__ = ("_acks", "_error", "_waiter", "_written")
+    __slots__ = ("_acks", "_error", "_index", "_outcome", "_waiter")
 
-    def __init__(self, acks: Acks, written: WriteFuture | None) -> None:
+    def __init__(self, acks: Acks, placed_in: tuple[BlockOutcome, int] | None) -> None:
         self._acks = acks
-        #: The event's place in its block; None while it waits in the backlog.
-        self._written = written
+        #: The event's block outcome and its index there (kept apart: a tuple kept
+        #: alive per event would be one more object for the garbage collector to
+        #: traverse); None and -1 while it waits in the backlog.
+        self._outcome: BlockOutcome | None = None
+        self._index = -1
+        if placed_in is not None:
+            self._outcome, self._index = placed_in
         #: Its failure before it reached a block (withdrawn, too large, closed).
         self._error: BaseException | None = None
         #: The future the awaiting coroutine sleeps on, made when awaited.
@@ -52,8 +57,8 @@ class PendingWrite:
         """Whether the event was acknowledged or failed for good (or withdrawn)."""
         if self._error is not None:
             return True
-        written = self._written
-        return written is not None and written.done()
+        outcome = self._outcome
+        return outcome is not None and outcome.done
 
     def cancelled(self) -> bool:
         """Whether the event was withdrawn from the backlog (``cancel``): never sent."""
@@ -64,7 +69,7 @@ class PendingWrite:
 
         An event already in a batch is written whatever the caller does (False).
         """
-        if self._written is not None or self._error is not None:
+        if self._outcome is not None or self._error is not None:
             return False
         self._fail(asyncio.CancelledError())
         return True
@@ -79,11 +84,10 @@ class PendingWrite:
         """
         if self._error is not None:
             raise self._error
-        written = self._written
-        if written is None or not written.done():
+        outcome = self._outcome
+        if outcome is None or not outcome.done:
             raise asyncio.InvalidStateError("the write is not done yet")
-        outcome, index = written.block
-        result = outcome.outcome_of(index)  # (done: no lock, no wait)
+        result = outcome.outcome_of(self._index)  # (done: no lock, no wait)
         if isinstance(result, BaseException):
             raise result
         return result
@@ -94,17 +98,13 @@ class PendingWrite:
             raise asyncio.InvalidStateError("the write is not done yet")
         if self._error is not None:
             return self._error
-        assert self._written is not None
-        return self._written.exception(0)
+        assert self._outcome is not None
+        result = self._outcome.outcome_of(self._index)
+        return result if isinstance(result, BaseException) else None
 
     def __await__(self) -> Generator[Any, None, WriteResult]:
-        if not self.done():
-            waiter = self._waiter
-            if waiter is None or waiter.done():
-                waiter = self._waiter = self._acks.loop.create_future()
-                if self._written is not None:
-                    self._acks.watch(self._written, self)
-                # (else: in the backlog; the writer watches it once it reaches a block)
+        waiter = self._waiter_until_done()
+        if waiter is not None:
             try:
                 yield from waiter
             except asyncio.CancelledError:
@@ -114,11 +114,26 @@ class PendingWrite:
                 raise
         return self.result()
 
-    def _placed(self, written: WriteFuture) -> None:
+    def _waiter_until_done(self) -> asyncio.Future[None] | None:
+        """A future set once the write is done (made and watched if need be); None if
+        it is done. ``__await__`` sleeps on it, and so does ``AsyncEventWriter.write``
+        (directly: no generator per write), withdrawing the event if cancelled."""
+        outcome = self._outcome
+        if self._error is not None or (outcome is not None and outcome.done):
+            return None
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            waiter = self._waiter = self._acks.loop.create_future()
+            if outcome is not None:
+                self._acks.watch(outcome, waiter)
+            # (else: in the backlog; the writer watches it once it reaches a block)
+        return waiter
+
+    def _placed(self, placed_in: tuple[BlockOutcome, int]) -> None:
         """The event left the backlog for a block (the writer's drain)."""
-        self._written = written
+        self._outcome, self._index = placed_in
         if self._waiter is not None and not self._waiter.done():
-            self._acks.watch(written, self)
+            self._acks.watch(placed_in[0], self._waiter)
 
     def _fail(self, error: BaseException) -> None:
         """The event failed before reaching a block."""
@@ -131,7 +146,7 @@ class PendingWrite:
             waiter.set_result(None)
 
     def __repr__(self) -> str:
-        state = "done" if self.done() else "waiting" if self._written is None else "pending"
+        state = "done" if self.done() else "waiting" if self._outcome is None else "pending"
         return f"<PendingWrite {state}>"
 
 
@@ -146,22 +161,23 @@ class Acks:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        #: Block -> the awaited writes of its events.
-        self._watched: dict[BlockOutcome, list[PendingWrite]] = {}
+        #: Block -> the futures its events' awaiting writes sleep on.
+        self._watched: dict[BlockOutcome, list[asyncio.Future[None]]] = {}
 
-    def watch(self, written: WriteFuture, pending: PendingWrite) -> None:
-        """Wakes ``pending`` when ``written``'s block is done (at once if it is)."""
-        outcome = written.block[0]
+    def watch(self, outcome: BlockOutcome, waiter: asyncio.Future[None]) -> None:
+        """Sets ``waiter`` (an awaiting write's) when the block of ``outcome`` is done
+        (at once if it is), unless it is done by then (cancelled)."""
         watched = self._watched.get(outcome)
         if watched is not None:
-            watched.append(pending)
+            watched.append(waiter)
             return
-        self._watched[outcome] = [pending]
+        self._watched[outcome] = [waiter]
         # One callback per block (it runs at once if the block is done).
-        outcome.add_callback(self._settle(outcome), written)
+        outcome.add_callback(self._settle(outcome), WriteFuture(outcome, 0))
 
     def _settle(self, outcome: BlockOutcome) -> Callable[[WriteFuture], None]:
         def settle(_done: WriteFuture) -> None:
-            for pending in self._watched.pop(outcome, ()):
-                pending._wake()
+            for waiter in self._watched.pop(outcome, ()):
+                if not waiter.done():
+                    waiter.set_result(None)
         return settle

@@ -10,11 +10,25 @@ events count, and the time includes the flush:
   by a coroutine calling ``await writer.send(...)`` (it waits only for room);
 - ``fan-in C``: one async writer and C coroutines each calling
   ``await writer.write(...)`` (returning once acknowledged) in a loop; the
-  latency of each write, send to acknowledgement, goes to an HdrHistogram.
+  latency of each write, send to acknowledgement, is kept in a list and goes
+  to an HdrHistogram after the run (recording there costs a few µs per event,
+  which on the loop would have been part of every other write's latency).
 
-The scenarios alternate (blocking 1, async 1, blocking 4, async 4, fan-in),
-each with a new client, so a warm-up or a slow moment is not all one face's;
-the async ones share one event loop.
+Both faces write the same events with the same writer settings (the
+defaults: ``linger_ms`` 5, ``batch_size_bytes`` 256 KiB, ``max_in_flight`` 5
+blocks per segment, so as many events in flight), and their feeders look at
+the clock every 64 events. Neither feeder waits for acknowledgements: the
+blocking one waits only when a segment's pipe is full, the async one only
+when its writer's backlog (events waiting for room, about a batch) is.
+
+The scenarios alternate (blocking 1, async 1, blocking 4, async 4; with
+``rounds`` > 1 the next round starts with the async face, and so on), each
+with a new client, so a warm-up or a slow moment is not all one face's; then
+the fan-in. The async ones share one event loop. Each scenario also reports
+the process's CPU time per event (``time.process_time``: every thread, the
+blocking face's caller, IO and gRPC threads included), which other work on
+the machine changes much less than events/s; with several rounds, each
+scenario's figures are the median round's (by events/s).
 """
 
 from __future__ import annotations
@@ -27,6 +41,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import folio
@@ -67,6 +82,7 @@ def _blocking(config: ClientConfig, topic: str, writers: int, duration_s: float,
                 count += 64
             counts[index] = count
 
+        cpu_started = time.process_time()
         threads = [threading.Thread(target=feed, args=(i,)) for i in range(writers)]
         for thread in threads:
             thread.start()
@@ -75,7 +91,8 @@ def _blocking(config: ClientConfig, topic: str, writers: int, duration_s: float,
         for writer in made:
             writer.flush()
         elapsed = time.monotonic() - started
-    return _rate(sum(counts), elapsed)
+        cpu_s = time.process_time() - cpu_started
+    return _rate(sum(counts), elapsed, cpu_s)
 
 
 async def _async(config: ClientConfig, topic: str, writers: int, duration_s: float,
@@ -94,10 +111,12 @@ async def _async(config: ClientConfig, topic: str, writers: int, duration_s: flo
                 count += 64
             return count
 
+        cpu_started = time.process_time()
         counts = await asyncio.gather(*(feed(i) for i in range(writers)))
         await asyncio.gather(*(writer.flush() for writer in made))
         elapsed = time.monotonic() - started
-    return _rate(sum(counts), elapsed)
+        cpu_s = time.process_time() - cpu_started
+    return _rate(sum(counts), elapsed, cpu_s)
 
 
 async def _fan_in(config: ClientConfig, topic: str, coroutines: int, duration_s: float,
@@ -108,65 +127,95 @@ async def _fan_in(config: ClientConfig, topic: str, coroutines: int, duration_s:
         started = time.monotonic()
         deadline = started + duration_s
 
-        async def one() -> int:
-            count = 0
+        latencies_ns: list[int] = []
+        keep = latencies_ns.append
+
+        async def one() -> None:
             while time.monotonic() < deadline:
                 sent = time.perf_counter_ns()
                 await writer.write(payload)
-                record_us(histogram, (time.perf_counter_ns() - sent) // 1000)
-                count += 1
-            return count
+                keep(time.perf_counter_ns() - sent)
 
-        counts = await asyncio.gather(*(one() for _ in range(coroutines)))
+        cpu_started = time.process_time()
+        await asyncio.gather(*(one() for _ in range(coroutines)))
         elapsed = time.monotonic() - started
-    return {**_rate(sum(counts), elapsed), "coroutines": coroutines,
+        cpu_s = time.process_time() - cpu_started
+    for latency_ns in latencies_ns:
+        record_us(histogram, latency_ns // 1000)
+    return {**_rate(len(latencies_ns), elapsed, cpu_s), "coroutines": coroutines,
             "latency_ms": latency_ms(histogram)}
 
 
-def _rate(events: int, elapsed_s: float) -> dict[str, Any]:
+def _rate(events: int, elapsed_s: float, cpu_s: float) -> dict[str, Any]:
     return {"events": events, "duration_s": round(elapsed_s, 3),
-            "events_per_s": round(events / elapsed_s, 1) if elapsed_s > 0 else 0.0}
+            "events_per_s": round(events / elapsed_s, 1) if elapsed_s > 0 else 0.0,
+            "cpu_us_per_event": round(cpu_s / events * 1e6, 2) if events else None}
 
 
 def run_faces(config: ClientConfig, topic: str, *, duration_s: float, event_bytes: int,
-              fan_in: int, quiet: bool = False) -> dict[str, Any]:
+              fan_in: int, rounds: int = 1, quiet: bool = False) -> dict[str, Any]:
     """Runs every scenario (see the module docstring); the report as a dict."""
-    return asyncio.run(_scenarios(config, topic, duration_s, event_bytes, fan_in, quiet))
+    return asyncio.run(_scenarios(config, topic, duration_s, event_bytes, fan_in, rounds,
+                                  quiet))
 
 
 async def _scenarios(config: ClientConfig, topic: str, duration_s: float, event_bytes: int,
-                     fan_in: int, quiet: bool) -> dict[str, Any]:
+                     fan_in: int, rounds: int, quiet: bool) -> dict[str, Any]:
     # One loop for every async scenario (gRPC's poller may still hold events of a
     # closed loop when the next one starts); a blocking scenario runs on a thread
     # while the loop waits, idle.
     payload = b"x" * event_bytes
+
+    def blocking(writers: int) -> Awaitable[dict[str, Any]]:
+        return asyncio.to_thread(_blocking, config, topic, writers, duration_s, payload)
+
+    def asynchronous(writers: int) -> Awaitable[dict[str, Any]]:
+        return _async(config, topic, writers, duration_s, payload)
+
+    faces: dict[str, Callable[[int], Awaitable[dict[str, Any]]]] = {
+        "blocking": blocking, "async": asynchronous}
+    results: dict[str, list[dict[str, Any]]] = {}
+    for number in range(rounds):
+        order = ("blocking", "async") if number % 2 == 0 else ("async", "blocking")
+        for writers in (1, 4):
+            for face in order:
+                if not quiet:
+                    print(f"{PROG}: {face} face, {writers} writer(s)"
+                          f"{f', round {number + 1} of {rounds}' if rounds > 1 else ''}...",
+                          file=sys.stderr)
+                results.setdefault(f"{face}_{writers}", []).append(await faces[face](writers))
     report: dict[str, Any] = {"topic": topic, "event_bytes": event_bytes,
-                              "duration_s_each": duration_s}
-    for writers in (1, 4):
-        for face in ("blocking", "async"):
-            if not quiet:
-                print(f"{PROG}: {face} face, {writers} writer(s)...", file=sys.stderr)
-            if face == "blocking":
-                result = await asyncio.to_thread(_blocking, config, topic, writers, duration_s,
-                                                 payload)
-            else:
-                result = await _async(config, topic, writers, duration_s, payload)
-            report[f"{face}_{writers}"] = result
+                              "duration_s_each": duration_s, "rounds": rounds}
+    for scenario, each in results.items():
+        median = sorted(each, key=lambda result: result["events_per_s"])[(len(each) - 1) // 2]
+        report[scenario] = {**median, "rounds_events_per_s": [r["events_per_s"] for r in each]}
+    report["async_vs_blocking"] = {
+        str(writers): _ratio(report[f"async_{writers}"], report[f"blocking_{writers}"])
+        for writers in (1, 4)}
     if not quiet:
         print(f"{PROG}: async fan-in of {fan_in} coroutines...", file=sys.stderr)
     report["fan_in"] = await _fan_in(config, topic, fan_in, duration_s, payload)
     return report
 
 
+def _ratio(asynchronous: dict[str, Any], blocking: dict[str, Any]) -> float:
+    """The async face's events/s over the blocking face's (0.0 if the latter is 0)."""
+    if not blocking["events_per_s"]:
+        return 0.0
+    return round(float(asynchronous["events_per_s"]) / float(blocking["events_per_s"]), 2)
+
+
 def _print(report: dict[str, Any]) -> None:
-    print(f"{report['event_bytes']}-byte events, {report['duration_s_each']:g} s each:")
+    rounds = report["rounds"]
+    print(f"{report['event_bytes']}-byte events, {report['duration_s_each']:g} s each"
+          f"{f', median of {rounds} rounds' if rounds > 1 else ''}:")
     for writers in (1, 4):
         blocking, asynchronous = report[f"blocking_{writers}"], report[f"async_{writers}"]
-        ratio = (asynchronous["events_per_s"] / blocking["events_per_s"]
-                 if blocking["events_per_s"] else 0.0)
         print(f"  {writers} writer{'s' if writers > 1 else ' '}: blocking "
               f"{blocking['events_per_s']:>12,.1f} events/s   async "
-              f"{asynchronous['events_per_s']:>12,.1f} events/s   async/blocking {ratio:.2f}")
+              f"{asynchronous['events_per_s']:>12,.1f} events/s   async/blocking "
+              f"{report['async_vs_blocking'][str(writers)]:.2f}   CPU us/event: blocking "
+              f"{blocking['cpu_us_per_event']} async {asynchronous['cpu_us_per_event']}")
     fan = report["fan_in"]
     latency = fan["latency_ms"]
     print(f"  fan-in of {fan['coroutines']:,} coroutines (await writer.write): "
@@ -184,7 +233,8 @@ def _perf_faces(args: argparse.Namespace) -> int:
         with folio.Client(config=config) as client, contextlib.suppress(TopicExistsError):
             client.create_topic(args.topic, args.segments)
         report = run_faces(config, args.topic, duration_s=args.duration_s,
-                           event_bytes=args.event_bytes, fan_in=args.fan_in, quiet=args.json)
+                           event_bytes=args.event_bytes, fan_in=args.fan_in,
+                           rounds=args.rounds, quiet=args.json)
     except FolioError as error:
         return fail(PROG, describe_error(error, endpoint))
     if args.json:
@@ -204,7 +254,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "calling write_event) and the asyncio face (folio.aio.AsyncClient, a coroutine per "
         "writer calling `await writer.send`) with 1 and 4 writers each, alternating; then "
         "--fan-in coroutines each calling `await writer.write` (acknowledged) in a loop on "
-        "one async writer, with the latency of each write (p50, p99, max in ms).",
+        "one async writer, with the latency of each write (p50, p99, max in ms). Each "
+        "scenario also reports the process's CPU time per event. Both faces use the same "
+        "writer settings (the defaults) and event size.",
     )
     faces.add_argument("--topic", required=True, metavar="TOPIC",
                        help="the topic (created if missing)")
@@ -214,6 +266,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="payload size of each event (default 100)")
     faces.add_argument("--duration-s", type=positive_float, default=5.0, metavar="S",
                        help="how long each scenario writes, > 0 (default 5)")
+    faces.add_argument("--rounds", type=positive_int, default=1, metavar="N",
+                       help="run the 1- and 4-writer scenarios N times, the first face "
+                       "alternating, and report the median round of each (default 1)")
     faces.add_argument("--fan-in", type=positive_int, default=1000, metavar="C",
                        help="coroutines of the fan-in scenario (default 1000)")
     faces.add_argument("--json", action="store_true",

@@ -107,10 +107,10 @@ class _Batch:
 class SegmentWriter:
     """Batches one writer's events to one segment and holds their flow (module docstring)."""
 
-    __slots__ = ("_batch", "_batch_size_bytes", "_closed", "_cond", "_delivery_timeout_s",
-                 "_flow", "_handing", "_idle_cut", "_in_flight", "_io", "_linger_s", "_lock",
+    __slots__ = ("_batch_size_bytes", "_closed", "_cond", "_delivery_timeout_s", "_flow",
+                 "_handing", "_idle_cut", "_in_flight", "_io", "_linger_s", "_lock",
                  "_max_in_flight", "_metrics", "_on_error", "_on_sealed", "_redirect",
-                 "_waiters", "on_change", "segment")
+                 "_waiters", "batch", "on_change", "segment")
 
     def __init__(self, segment: str, *, writer_id: str, io: IoThread, stream: FlowSource,
                  batch_size_bytes: int, linger_s: float, max_in_flight: int,
@@ -154,7 +154,9 @@ class SegmentWriter:
         self._lock = threading.Lock()
         self._cond: threading.Condition | None = None  # while someone waits
         self._waiters = 0
-        self._batch: _Batch | None = None
+        #: The batch being filled (changed under ``_lock`` only; read it outside to
+        #: ask whether one is open, as ``has_open_batch`` does).
+        self.batch: _Batch | None = None
         self._in_flight = 0
         self._closed = False
         # IO side, IO thread only: the flow (at most max_in_flight blocks in it).
@@ -172,7 +174,7 @@ class SegmentWriter:
     @property
     def has_open_batch(self) -> bool:
         """Whether a batch is being filled (False right after a block was cut)."""
-        return self._batch is not None
+        return self.batch is not None
 
     @overload
     def append(self, payload: bytes, routing_key: str | None,
@@ -207,7 +209,7 @@ class SegmentWriter:
         estimate = size + EVENT_OVERHEAD_BYTES
         with self._lock:
             while self._redirect is None:
-                batch = self._batch
+                batch = self.batch
                 if batch is not None and (batch.keyless is not keyless
                                           or batch.size >= self._batch_size_bytes
                                           or batch.size + estimate > MAX_BATCH_BYTES):
@@ -226,7 +228,7 @@ class SegmentWriter:
                 if self._closed:
                     raise WriterClosedError("the writer is closed")
                 if batch is None:
-                    batch = self._batch = _Batch(self.segment, keyless)
+                    batch = self.batch = _Batch(self.segment, keyless)
                     self._io.call_soon(self._arm_linger, batch)
                 index = batch.count
                 batch.payloads.append(payload)
@@ -251,10 +253,44 @@ class SegmentWriter:
         # thread's hand-over does, which is rare: the routing names the successors soon).
         return redirect(payload, routing_key, headers, timestamp_ms, size, force or not wait)
 
+    def add_on_loop(self, payload: bytes, routing_key: str | None,
+                    headers: Mapping[str, bytes] | None, timestamp_ms: int,
+                    size: int) -> tuple[BlockOutcome, int] | None:
+        """``append(wait=False)`` by a caller on the IO thread itself: the event's
+        block outcome and its index there, or None where it would wait.
+
+        The asyncio face's hot path: there the caller, the flow and every
+        callback run on the loop's one thread, so nothing else can hold
+        ``_lock`` and the common case (an open batch of the same kind with
+        room, no headers) adds the event without taking it and without a
+        ``WriteFuture``. Anything else goes through ``append``.
+
+        Raises:
+            WriterClosedError: the writer is closed.
+        """
+        batch = self.batch
+        estimate = size + EVENT_OVERHEAD_BYTES
+        # (An open batch means neither closed nor handed over: both drop it.)
+        if batch is None or headers or batch.keyless is not (routing_key is None) \
+                or batch.size >= self._batch_size_bytes or batch.headers is not None \
+                or batch.size + estimate > MAX_BATCH_BYTES:
+            written = self.append(payload, routing_key, headers, timestamp_ms, size, wait=False)
+            return None if written is None else written.block
+        index = batch.count
+        batch.payloads.append(payload)
+        if routing_key is not None:
+            batch.keys.append(routing_key)
+        batch.timestamps.append(timestamp_ms)
+        batch.count = index + 1
+        batch.size += estimate
+        if batch.size >= self._batch_size_bytes and self._in_flight < self._max_in_flight:
+            self._cut_locked()  # (the lock is not needed: see above)
+        return batch.outcome, index
+
     def cut_now(self, deadline: float | None) -> bool:
         """Cuts the open batch into a block (waiting for room); False if ``deadline`` passed."""
         with self._lock:
-            while self._batch is not None:
+            while self.batch is not None:
                 if self._in_flight < self._max_in_flight:
                     self._cut_locked()
                     break
@@ -265,8 +301,8 @@ class SegmentWriter:
     def wait_idle(self, deadline: float | None) -> bool:
         """Waits until every block cut so far is done; False if ``deadline`` passed."""
         with self._lock:
-            while self._in_flight > 0 or self._batch is not None:
-                if self._batch is not None and self._in_flight < self._max_in_flight \
+            while self._in_flight > 0 or self.batch is not None:
+                if self.batch is not None and self._in_flight < self._max_in_flight \
                         and not self._handing:
                     self._cut_locked()
                     continue
@@ -278,7 +314,7 @@ class SegmentWriter:
         """Refuses new events and releases the flow; unsent blocks fail (WriterClosedError)."""
         with self._lock:
             self._closed = True
-            batch, self._batch = self._batch, None
+            batch, self.batch = self.batch, None
             self._notify_locked()
         if batch is not None:
             batch.outcome.set_error(WriterClosedError("the writer was closed before the "
@@ -316,10 +352,10 @@ class SegmentWriter:
 
     def _cut_locked(self) -> None:
         """Encodes the open batch and hands the block to the IO thread (holds ``_lock``)."""
-        batch = self._batch
+        batch = self.batch
         if batch is None or self._handing:
             return
-        self._batch = None
+        self.batch = None
         try:
             data = encode_block(batch.payloads, None if batch.keyless else batch.keys,
                                 batch.timestamps, batch.headers)
@@ -340,7 +376,7 @@ class SegmentWriter:
     def _arm_linger(self, batch: _Batch) -> None:
         if self._idle_cut:
             with self._lock:
-                if self._batch is not batch:
+                if self.batch is not batch:
                     return
                 if not self._in_flight:
                     # Nothing in flight, so no acknowledgement will come to cut this
@@ -358,7 +394,7 @@ class SegmentWriter:
 
     def _linger_expired(self, batch: _Batch) -> None:
         with self._lock:
-            if self._batch is not batch:
+            if self.batch is not batch:
                 return
             if self._in_flight < self._max_in_flight:
                 self._cut_locked()
@@ -393,7 +429,7 @@ class SegmentWriter:
                 decoded = decode_block(block.data)
                 block.outcome.forward(_resend(forward, decoded.payloads, decoded.routing_keys,
                                               decoded.timestamps_ms, decoded.headers))
-            batch, self._batch = self._batch, None
+            batch, self.batch = self.batch, None
             if batch is not None:
                 batch.outcome.forward(_resend(
                     forward, batch.payloads, [] if batch.keyless else batch.keys,
@@ -458,7 +494,7 @@ class SegmentWriter:
                                      - block.deadline + self._delivery_timeout_s)
         with self._lock:
             self._in_flight -= 1
-            batch = self._batch
+            batch = self.batch
             # A block came back, so there is room in the pipe and the broker is through
             # with its predecessor: lingering on would only add latency. Cutting on
             # every acknowledgement keeps as many blocks in flight as there were (the

@@ -31,6 +31,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
+from time import time_ns as _time_ns
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
@@ -51,7 +52,7 @@ from folio.errors import (
 from folio.models import SegmentRange, TopicInfo
 from folio.serializers import BytesSerializer, Serializer
 from folio.write._segment_writer import MAX_BATCH_BYTES, Forward, SegmentWriter
-from folio.write._write_future import WriteFuture
+from folio.write._write_future import BlockOutcome, WriteFuture
 
 if TYPE_CHECKING:
     from folio._transport.append_stream import FlowSource
@@ -242,12 +243,17 @@ class EventWriter(Generic[T]):
         return routed.append(payload, routing_key, headers, now_ms, size + len(routing_key))
 
     def append_nowait(self, payload: bytes, routing_key: str | None,
-                      headers: Mapping[str, bytes] | None) -> WriteFuture | None:
-        """``write_event`` of a serialized payload that never waits: None where it would.
+                      headers: Mapping[str, bytes] | None) -> tuple[BlockOutcome, int] | None:
+        """``write_event`` of a serialized payload that never waits, for a caller on the
+        IO's own thread: the event's block outcome and its index there; None where it
+        would wait.
 
-        The asyncio face's hot path (one call per event, one lock): None means
-        the event's segment has ``max_in_flight`` blocks out and a full batch,
-        and nothing was appended (the face keeps the event until ``on_change``).
+        The asyncio face's hot path (one call per event; no lock and no
+        ``WriteFuture`` in the common case: ``SegmentWriter.add_on_loop``, whose
+        caller must be on the IO's thread).
+        None means the event's segment has ``max_in_flight`` blocks out and a
+        full batch, and nothing was appended (the face keeps the event until
+        ``on_change``).
 
         Raises:
             As ``write_event``.
@@ -258,10 +264,10 @@ class EventWriter(Generic[T]):
         if headers or size > self._max_event_bytes or \
                 size > _MAX_EVENT_IN_BLOCK_BYTES - len(routing_key or ""):
             size = self._event_size(payload, routing_key, headers)  # (raises, or headers)
-        now_ms = time.time_ns() // 1_000_000
+        now_ms = _time_ns() // 1_000_000
         if routing_key is None:
             segment = self._keyless
-            if segment is not None and self._keyless_open and not segment.has_open_batch:
+            if segment is not None and self._keyless_open and segment.batch is None:
                 # Its batch was cut since (by an acknowledgement or linger: on the loop
                 # they run between this face's events, where the blocking face's caller
                 # mostly fills batches to their size itself): move on, as after a cut
@@ -271,17 +277,17 @@ class EventWriter(Generic[T]):
                 segment = None
             if segment is None:
                 segment = self._keyless = self._keyless_segment()
-            future = segment.append(payload, None, headers, now_ms, size, wait=False)
-            if future is not None:
+            placed = segment.add_on_loop(payload, None, headers, now_ms, size)
+            if placed is not None:
                 self._keyless_open = True
-                if not segment.has_open_batch:
+                if segment.batch is None:
                     self._next_keyless()
-            return future
+            return placed
         routed = self._routes.get(routing_key)
         if routed is None:
             routed = self._route(routing_key)
-        return routed.append(payload, routing_key, headers, now_ms, size + len(routing_key),
-                             wait=False)
+        return routed.add_on_loop(payload, routing_key, headers, now_ms,
+                                 size + len(routing_key))
 
     def _event_size(self, payload: bytes, routing_key: str | None,
                     headers: Mapping[str, bytes] | None) -> int:

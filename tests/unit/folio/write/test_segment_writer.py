@@ -200,6 +200,45 @@ def test_every_acknowledgement_cuts_the_open_batch(io: IoThread) -> None:
     assert later.result(timeout=1).offset == 2
 
 
+def test_add_on_loop_fills_batches_as_append_does_and_says_when_it_would_wait(
+        io: IoThread) -> None:
+    # The asyncio face's path (no lock: called on the IO thread, as the loop face
+    # always is). Its shortcut and its fall-backs to ``append`` make the same blocks.
+    h = Harness(io, batch_size_bytes=200, max_in_flight=1)
+    placed: list[Any] = []
+
+    def add(payload: bytes, key: str | None, headers: dict[str, bytes] | None = None) -> None:
+        placed.append(h.writer.add_on_loop(payload, key, headers, 1000,
+                                           len(payload) + len(key or "")))
+
+    def add_all() -> None:
+        add(b"a", "k")  # opens a batch (through append)
+        add(b"b", "k")  # the shortcut
+        add(b"c", "k", {"h": b"v"})  # headers: through append, same batch
+        add(b"d", None)  # keyless after keyed: append cuts, a new batch opens
+        add(b"e", None)  # the shortcut again, one block in flight
+        add(b"f" * 190, None)  # fills the batch past 200 bytes: no room to cut it
+        add(b"g", None)  # full batch, max_in_flight out: would wait, so None
+
+    h.on_io(add_all)
+    assert placed[6] is None
+    first, second = placed[0][0], placed[3][0]
+    assert [p[0] for p in placed[:6]] == [first] * 3 + [second] * 3
+    assert [p[1] for p in placed[:6]] == [0, 1, 2, 0, 1, 2]
+    h.setup()
+    (block,) = h.commands("append_block")
+    decoded = decode_block(block.append_block.data)
+    assert (decoded.payloads, decoded.routing_keys, decoded.headers) == \
+        ([b"a", b"b", b"c"], ["k", "k", "k"], [{}, {}, {"h": b"v"}])
+    h.ack(block, offset=10)  # room: the full batch is cut
+    block = h.commands("append_block")[1]
+    decoded = decode_block(block.append_block.data)
+    assert (decoded.payloads, decoded.routing_keys, decoded.timestamps_ms) == \
+        ([b"d", b"e", b"f" * 190], [], [1000] * 3)  # g was not appended
+    h.ack(block, offset=13)
+    assert [p[0].outcome_of(p[1]).offset for p in placed[:6]] == [10, 11, 12, 13, 14, 15]
+
+
 def test_a_batch_opened_with_nothing_in_flight_is_cut_without_lingering(
         io: IoThread) -> None:
     h = Harness(io, idle_cut=True)  # linger 60 s: never the timer here
