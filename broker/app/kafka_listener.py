@@ -217,7 +217,8 @@ def kafka_security(config: BrokerConfig, store: MetadataStore) -> KafkaSecurity:
     return KafkaSecurity(credentials, tls, authenticator,
                          certificate_roles=protocol.tls and not protocol.sasl
                          and bool(config.tls_ca),
-                         super_users=config.super_user_roles())
+                         super_users=config.super_user_roles(),
+                         oauth=config.kafka_oauth() if protocol.sasl else None)
 
 
 def _tokens(config: BrokerConfig) -> ListenerTokens | None:

@@ -61,4 +61,16 @@ CONFIG_DOCS = {
     "group.consumer.heartbeat.interval.ms": "How often a KIP-848 member is asked to heartbeat.",
     "group.consumer.assignors": "The KIP-848 server-side assignors, the first the default.",
     "transaction.max.timeout.ms": "The longest transaction timeout InitProducerId accepts.",
+    # KIP-768, with --kafka-oauth-jwks-url (``ledger.security.jwks``).
+    "sasl.oauthbearer.jwks.endpoint.url": ("The identity provider's key set: OAUTHBEARER "
+                                           "accepts its JWTs (--kafka-oauth-jwks-url)."),
+    "sasl.oauthbearer.expected.audience": ("A provider token's aud must hold one of these "
+                                           "(empty: not checked)."),
+    "sasl.oauthbearer.expected.issuer": "A provider token's iss must be this (empty: not "
+                                        "checked).",
+    "sasl.oauthbearer.sub.claim.name": "The provider token's claim that names the role.",
+    "sasl.oauthbearer.clock.skew.seconds": "Seconds of leeway on a provider token's exp, nbf "
+                                           "and iat.",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": ("The key set is fetched again this often "
+                                                  "(an unknown kid refetches it at once)."),
 }

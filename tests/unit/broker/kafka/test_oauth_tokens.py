@@ -1,15 +1,24 @@
-"""The Kafka listener's token check with an identity provider: settings and routing per token."""
+"""The Kafka listener's token check with an identity provider: settings, routing, configs."""
 
 from __future__ import annotations
 
 import base64
 import json
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from broker.api import TopicConfig, Topics
 from broker.broker_config import BrokerConfig, KafkaSecurityProtocol
+from broker.kafka.broker_configs import broker_configs
+from broker.kafka.config_docs import CONFIG_DOCS
+from broker.kafka.context import KafkaContext
+from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.sasl.bearer import ListenerTokens
+from broker.kafka.sasl.credentials import ScramCredentialStore
+from broker.kafka.sasl.security import KafkaSecurity
+from broker.kafka.topic_configs import DEFAULT_CONFIG, STATIC_BROKER_CONFIG
 from ledger.security.jwks import JwksSettings, JwksVerifier
 from ledger.security.tokens import TokenError, TokenVerifier, create_token
 from tests.support.oidc import Provider
@@ -95,3 +104,29 @@ def _with_kid(token: str) -> str:
     decoded = json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))
     encoded = base64.urlsafe_b64encode(json.dumps({**decoded, "kid": "x"}).encode())
     return encoded.rstrip(b"=").decode() + "." + rest
+
+
+def test_describe_configs_reports_kip_768s_keys() -> None:
+    oauth = JwksSettings("https://idp/jwks", ("kafka",), "", "uid", 30, 60000)
+    security = KafkaSecurity(cast(ScramCredentialStore, None), oauth=oauth)
+    context = KafkaContext(cast(Topics, _Topics()), "127.0.0.1", cast(ProducerIds, None),
+                           port=9092, security=security)
+    described = {entry.name: (entry.value, entry.source)
+                 for entry in broker_configs(context, 0) if entry.name.startswith("sasl.")}
+    assert described == {
+        "sasl.oauthbearer.jwks.endpoint.url": ("https://idp/jwks", STATIC_BROKER_CONFIG),
+        "sasl.oauthbearer.expected.audience": ("kafka", STATIC_BROKER_CONFIG),
+        "sasl.oauthbearer.expected.issuer": ("", DEFAULT_CONFIG),
+        "sasl.oauthbearer.sub.claim.name": ("uid", STATIC_BROKER_CONFIG),
+        "sasl.oauthbearer.clock.skew.seconds": ("30", DEFAULT_CONFIG),
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms": ("60000", STATIC_BROKER_CONFIG),
+    }
+    assert set(described) <= set(CONFIG_DOCS)
+    plain = KafkaContext(cast(Topics, _Topics()), "127.0.0.1", cast(ProducerIds, None),
+                         port=9092)
+    assert not [entry for entry in broker_configs(plain, 0) if entry.name.startswith("sasl.")]
+
+
+class _Topics:
+    def default_config(self) -> TopicConfig:
+        return TopicConfig()
