@@ -126,9 +126,27 @@ def _read(url: str) -> bytes:
         with open(urllib.request.url2pathname(parsed.path), "rb") as file:
             return file.read(MAX_JWKS_BYTES + 1)
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as answer:
+    with _OPENER.open(request, timeout=FETCH_TIMEOUT_S) as answer:
         data: bytes = answer.read(MAX_JWKS_BYTES + 1)
         return data
+
+
+class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to a URL the set may be read from (no https -> remote http)."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
+                         headers: Any, newurl: str) -> urllib.request.Request | None:
+        try:
+            check_jwks_url(newurl)
+            if urllib.parse.urlparse(newurl).scheme == "file":
+                raise ValueError("a file: URL")
+        except ValueError as error:
+            fp.close()  # (urllib closes it only when it follows the redirect)
+            raise ValueError(f"redirected to a refused URL: {error}") from None
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER: Final = urllib.request.build_opener(_CheckedRedirects)
 
 
 def parse_jwks(data: bytes) -> dict[str, dict[str, Any]]:

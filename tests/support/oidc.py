@@ -3,7 +3,8 @@
 ``Provider`` makes RSA and EC keys, publishes a chosen subset as a JWK set,
 and signs tokens with any of them (a ``kid`` header naming the key).
 ``JwksServer`` serves the current set from a real ``http.server`` on a
-loopback port 0, in a thread; ``down`` makes it answer 503. Also the two
+loopback port 0, in a thread; the provider's ``down`` makes it answer 503,
+its ``redirect_to`` a 302. Also the two
 tokens PyJWT refuses to make: ``unsigned`` (alg ``none``) and
 ``hs256_with_public_key`` (the published public key used as an HMAC secret).
 """
@@ -109,11 +110,17 @@ class JwksServer:
     def __init__(self, provider: Provider) -> None:
         self.provider = provider
         self.requests = 0
+        self.redirect_to = ""  # answer 302 to this URL instead
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 server.requests += 1
+                if server.redirect_to:
+                    self.send_response(302)
+                    self.send_header("Location", server.redirect_to)
+                    self.end_headers()
+                    return
                 if server.provider.down:
                     self.send_error(503, "down for the test")
                     return

@@ -23,7 +23,7 @@ from ledger.security.jwks import (
     parse_jwks,
 )
 from ledger.security.tokens import TokenError
-from tests.support.oidc import ISSUER, Provider, hs256_with_public_key, unsigned
+from tests.support.oidc import ISSUER, JwksServer, Provider, hs256_with_public_key, unsigned
 
 URL = "https://idp.example/jwks"
 
@@ -202,3 +202,19 @@ def test_parse_keeps_signing_keys_only() -> None:
         parse_jwks(b'{"keys": [{"kty": "oct", "k": "c2VjcmV0"}]}')
     with pytest.raises(ValueError, match="not JSON"):
         parse_jwks(b"<html>")
+
+
+async def test_real_http_fetch_and_refused_redirects(provider: Provider) -> None:
+    server = JwksServer(provider)
+    try:
+        clock = Clock()
+        verifier = JwksVerifier(JwksSettings(server.url, ("kafka",), ISSUER), monotonic=clock)
+        assert (await verifier.verify(provider.token("k1"))).role == "app"
+        server.redirect_to = "http://idp.example/jwks.json"  # a downgrade to remote http
+        provider.add_rsa("k2")
+        clock.now += MISSING_KID_REFETCH_S
+        with pytest.raises(TokenError, match="redirected to a refused URL"):
+            await verifier.verify(provider.token("k2"))
+        assert (await verifier.verify(provider.token("k1"))).role == "app"  # held key
+    finally:
+        server.close()
