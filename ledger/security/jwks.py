@@ -17,7 +17,8 @@ and checks a token as Kafka's broker-side OAUTHBEARER validator does:
   token's ``exp`` as its expiry.
 
 The set is fetched when first needed and again once ``refresh_ms`` old (at
-most one fetch at a time; every check waits on the one in flight). A token
+most one fetch at a time: while one is under way, checks use the keys held,
+or wait for it when none are held or their ``kid`` is new). A token
 whose ``kid`` is not in the set makes one more fetch, at most one per
 ``MISSING_KID_REFETCH_S``, so rotated keys are found at once while made-up
 key ids cannot make the broker hammer the provider. A fetch is bounded by
@@ -248,6 +249,8 @@ class JwksVerifier:
 
     async def _refresh(self, *, stale_only: bool) -> None:
         """Fetch the set if it is stale (or, ``stale_only`` False, anyway); one fetch at a time."""
+        if stale_only and self._keys and self._lock.locked():
+            return  # a fetch is under way: the held keys serve meanwhile, nobody waits
         async with self._lock:
             now = self._monotonic()
             if stale_only:

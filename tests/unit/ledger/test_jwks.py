@@ -8,7 +8,9 @@ exact.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
 from typing import Any
 
@@ -24,6 +26,7 @@ from ledger.security.jwks import (
 )
 from ledger.security.tokens import TokenError
 from tests.support.oidc import ISSUER, JwksServer, Provider, hs256_with_public_key, unsigned
+from tests.support.wait import wait_for_async
 
 URL = "https://idp.example/jwks"
 
@@ -218,3 +221,30 @@ async def test_real_http_fetch_and_refused_redirects(provider: Provider) -> None
         assert (await verifier.verify(provider.token("k1"))).role == "app"  # held key
     finally:
         server.close()
+
+
+async def test_a_slow_refresh_holds_no_check_of_a_held_key(provider: Provider) -> None:
+    clock, gate, slow = Clock(), threading.Event(), threading.Event()
+
+    def read(url: str) -> bytes:
+        if slow.is_set():
+            gate.wait(30)
+        return provider.read(url)
+
+    verifier = JwksVerifier(JwksSettings(URL, ("kafka",), ISSUER, refresh_ms=60_000),
+                            monotonic=clock, read=read)
+    token = provider.token("k1")
+    await verifier.verify(token)
+    slow.set()
+    clock.now += 61  # stale: the next check starts a refresh, which hangs
+    first = asyncio.create_task(verifier.verify(token))
+
+    async def refreshing() -> bool:
+        return verifier.fetches == 2
+
+    await wait_for_async(refreshing, "the refresh under way")
+    # Meanwhile a check of the held key is answered without waiting for it.
+    assert (await asyncio.wait_for(verifier.verify(token), 10)).role == "app"
+    assert not first.done()
+    gate.set()
+    assert (await first).role == "app"
