@@ -11,10 +11,11 @@ standalone`` processes for the module:
   provider role ``boss`` as super-user: the grants apply to provider roles
   (``app`` is refused until granted).
 
-librdkafka (``oauth_cb`` returning the provider's token) produces and
-consumes; every bad token is refused, asserted on the client's error or on
-a raw SASL exchange's error message; a rotated key is found by a refetch;
-the endpoint down keeps the held keys serving and says why a new key fails.
+librdkafka (``oauth_cb`` returning the provider's token) and kafka-python
+(a token provider) produce and consume; every bad token is refused,
+asserted on the client's error or on a raw SASL exchange's error message;
+a rotated key is found by a refetch; the endpoint down keeps the held keys
+serving and says why a new key fails.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaPythonPartition
+from kafka.net.sasl.oauth import AbstractTokenProvider
 from kio.index import load_request_schema
 
 import folio
@@ -183,6 +187,42 @@ def test_provider_token_produces_and_consumes(both: Listener, provider: Provider
 def test_folio_tokens_keep_working(both: Listener) -> None:
     token = create_token("app", _SECRET, "HS256", expiry_s=600)
     _round_trip(_settings(both, token), "oidc-folio")
+
+
+class _Tokens(AbstractTokenProvider):  # type: ignore[misc]
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self._token = token
+
+    def token(self) -> str:
+        return self._token
+
+
+def test_kafka_python_with_a_provider_token(both: Listener, provider: Provider) -> None:
+    admin = AdminClient(_settings(both, provider.token("k1")))
+    admin.create_topics([NewTopic("oidc-kp", 1, 1)])["oidc-kp"].result(DEADLINE_S)
+    settings: dict[str, Any] = {
+        "bootstrap_servers": both.bootstrap, "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "OAUTHBEARER", "request_timeout_ms": 20000,
+        "sasl_oauth_token_provider": _Tokens(provider.token("k1"))}
+    producer = KafkaProducer(**settings)
+    value = uuid.uuid4().bytes
+    try:
+        producer.send("oidc-kp", value=value, partition=0).get(DEADLINE_S)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(**settings, enable_auto_commit=False)
+    values: list[bytes] = []
+    try:
+        consumer.assign([KafkaPythonPartition("oidc-kp", 0)])
+        consumer.seek_to_beginning()
+        deadline = time.monotonic() + DEADLINE_S
+        while value not in values and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                values.extend(record.value for record in records)
+    finally:
+        consumer.close()
+    assert value in values
 
 
 def test_second_audience_is_accepted(both: Listener, provider: Provider) -> None:
