@@ -192,6 +192,7 @@ class JwksVerifier:
         self._read = read
         self._jwt = _jwt()
         self._keys: dict[str, dict[str, Any]] = {}
+        self._built: dict[tuple[int, str], Any] = {}  # (id of a held JWK, algorithm) -> key
         self._fetched_at: float | None = None  # monotonic time of the last good fetch
         self._tried_at: float | None = None  # ... of the last attempt, good or not
         self._backoff_s = 0.0
@@ -232,10 +233,17 @@ class JwksVerifier:
             named = f"{jwk['kty']} {jwk.get('alg', '')}".strip()
             raise TokenError(f"the token's algorithm {algorithm} does not match its key "
                              f"({named})")
+        # Building a key from its JWK costs about 1 ms: kept per key and algorithm
+        # until the set is replaced (``id(jwk)`` is a dict of the set held now).
+        built = self._built.get((id(jwk), algorithm))
+        if built is not None:
+            return built
         try:
-            return self._jwt.PyJWK(jwk, algorithm).key
+            built = self._jwt.PyJWK(jwk, algorithm).key
         except self._jwt.PyJWKError as error:
             raise TokenError(f"the JWKS key for the token is unusable ({error})") from None
+        self._built[(id(jwk), algorithm)] = built
+        return built
 
     def _pick(self, kid: str) -> dict[str, Any] | None:
         if kid:
@@ -274,6 +282,7 @@ class JwksVerifier:
                 self._failed(error)
                 return
             self._keys, self._fetched_at = keys, self._monotonic()
+            self._built = {}
             self._backoff_s, self._last_error = 0.0, ""
 
     def _failed(self, error: BaseException) -> None:
