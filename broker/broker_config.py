@@ -21,6 +21,7 @@ from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
 from ledger.bookie.client_security import BookieSecurity
 from ledger.client.directory import BookieDirectory
 from ledger.config import check_port, check_quorums, split_roles
+from ledger.security.jwks import JwksSettings
 from ledger.security.tls import ClientTls, ServerTls
 from txnbuffer.api import SnapshotPolicy
 from txnbuffer.snapshot import chunk_capacity
@@ -132,6 +133,14 @@ class BrokerConfig:
         kafka_transaction_remove_expired_transaction_cleanup_interval_ms: how
             often the transaction coordinator looks for such ids (Kafka's
             ``transaction.remove.expired.transaction.cleanup.interval.ms``).
+        kafka_oauth_jwks_url: an identity provider's JWKS (KIP-768's
+            ``sasl.oauthbearer.jwks.endpoint.url``): OAUTHBEARER (and PLAIN)
+            accept its JWTs (``broker.kafka.sasl.bearer``); empty: only Folio's.
+        kafka_oauth_expected_audience: accepted ``aud`` values, comma-separated.
+        kafka_oauth_expected_issuer: the required ``iss``.
+        kafka_oauth_sub_claim: the claim naming the principal (the role).
+        kafka_oauth_clock_skew_s: leeway on ``exp``, ``nbf``, ``iat``.
+        kafka_oauth_jwks_refresh_ms: the key set is fetched again this often.
     """
 
     data_dir: str = "./folio-data"
@@ -167,6 +176,12 @@ class BrokerConfig:
     kafka_offsets_retention_check_interval_ms: int = 600_000
     kafka_transactional_id_expiration_ms: int = 604_800_000
     kafka_transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    kafka_oauth_jwks_url: str = ""
+    kafka_oauth_expected_audience: str = ""
+    kafka_oauth_expected_issuer: str = ""
+    kafka_oauth_sub_claim: str = "sub"
+    kafka_oauth_clock_skew_s: int = 30
+    kafka_oauth_jwks_refresh_ms: int = 3_600_000
 
     def __post_init__(self) -> None:
         check_port("port", self.port)
@@ -182,6 +197,10 @@ class BrokerConfig:
         check_port("kafka_advertised_port", self.kafka_advertised_port)
         if self.kafka_port != -1:
             self._check_kafka_security()
+        try:
+            self.kafka_oauth()
+        except ValueError as error:
+            raise ValueError(f"kafka_oauth_*: {error}") from None
         if not 1 <= self.kafka_num_partitions <= MAX_KAFKA_NUM_PARTITIONS:
             raise ValueError(f"kafka_num_partitions must be in [1, {MAX_KAFKA_NUM_PARTITIONS}], "
                              f"got {self.kafka_num_partitions}")
@@ -208,14 +227,15 @@ class BrokerConfig:
         """The SASL mechanisms the Kafka listener serves (none without SASL).
 
         OAUTHBEARER and PLAIN carry a JWT: without a token key they are left
-        out (SCRAM users remain).
+        out (SCRAM users remain), but for OAUTHBEARER with a JWKS URL.
         """
         if not self.kafka_security_protocol.sasl:
             return ()
         named = [part.strip().upper() for part in self.kafka_sasl_mechanisms.split(",")
                  if part.strip()]
         return tuple(name for name in named
-                     if self.token_auth or name not in _TOKEN_MECHANISMS)
+                     if self.token_auth or name not in _TOKEN_MECHANISMS
+                     or (self.kafka_oauth_jwks_url and name == "OAUTHBEARER"))
 
     def _check_kafka_security(self) -> None:
         """Refuse a Kafka listener less safe than the API port (docs/security.md, "Kafka")."""
@@ -233,6 +253,10 @@ class BrokerConfig:
             raise ValueError("--kafka-sasl-mechanisms names only OAUTHBEARER/PLAIN, which "
                              "carry a JWT: give --auth-token-secret-file (or "
                              "--auth-token-public-key-file), or add SCRAM-SHA-256/512")
+        if self.kafka_oauth_jwks_url and "OAUTHBEARER" not in self.sasl_mechanisms():
+            raise ValueError("--kafka-oauth-jwks-url needs OAUTHBEARER on the Kafka port: "
+                             "--kafka-security-protocol SASL_SSL (or SASL_PLAINTEXT) with "
+                             "OAUTHBEARER among --kafka-sasl-mechanisms")
         authenticated = protocol.sasl or (protocol.tls and bool(self.tls_ca))
         if self.token_auth and not authenticated:
             raise ValueError(
@@ -243,6 +267,21 @@ class BrokerConfig:
             raise ValueError(
                 f"the API serves TLS but --kafka-security-protocol {protocol.value} is plain "
                 "text: use SSL or SASL_SSL, or add --kafka-allow-plaintext to accept it")
+
+    def kafka_oauth(self) -> JwksSettings | None:
+        """The identity provider's key set and claims' rules (None: no JWKS URL)."""
+        if not self.kafka_oauth_jwks_url:
+            return None
+        audience = tuple(part.strip() for part in self.kafka_oauth_expected_audience.split(",")
+                         if part.strip())
+        return JwksSettings(self.kafka_oauth_jwks_url, audience,
+                            self.kafka_oauth_expected_issuer, self.kafka_oauth_sub_claim,
+                            self.kafka_oauth_clock_skew_s, self.kafka_oauth_jwks_refresh_ms)
+
+    @property
+    def kafka_access(self) -> bool:
+        """Whether the grants apply on the Kafka port (token authentication or a JWKS URL)."""
+        return self.token_auth or bool(self.kafka_oauth_jwks_url and self.kafka_port != -1)
 
     @property
     def token_auth(self) -> bool:

@@ -177,7 +177,7 @@ class KafkaListener:
                 ownership=self._view.ownership, served=self._view.served,
                 forwards=self._view.kafka_forwards,
                 access=Access(self._acls.acls, config.super_user_roles())
-                if config.token_auth else None,
+                if config.kafka_access else None,
                 write_quorum=self._source.quorums.get("write_quorum",
                                                       LedgerConfig.write_quorum),
                 ledger_dir=None if bookie is None else bookie.config.data_dir)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     )
     from broker.app.kafka_cluster import ClusterKafka
     from broker.kafka.coordinators import KafkaCoordinators
+    from broker.kafka.sasl.bearer import ListenerTokens
     from broker.kafka.sasl.security import KafkaSecurity
     from broker.kafka.server import KafkaServer
 
@@ -225,11 +226,22 @@ def kafka_security(config: BrokerConfig, store: MetadataStore) -> KafkaSecurity:
     tls = ListenerTls(config.server_tls()) if protocol.tls else None
     authenticator = None
     if protocol.sasl:
-        verifier = (TokenVerifier.from_files(config.auth_token_secret_file,
-                                             config.auth_token_public_key_file)
-                    if config.token_auth else None)
-        authenticator = Authenticator(config.sasl_mechanisms(), verifier, credentials)
+        authenticator = Authenticator(config.sasl_mechanisms(), _tokens(config), credentials)
     return KafkaSecurity(credentials, tls, authenticator,
                          certificate_roles=protocol.tls and not protocol.sasl
                          and bool(config.tls_ca),
-                         super_users=config.super_user_roles())
+                         super_users=config.super_user_roles(),
+                         oauth=config.kafka_oauth() if protocol.sasl else None)
+
+
+def _tokens(config: BrokerConfig) -> ListenerTokens | None:
+    """Folio's token key and the identity provider's key set, as configured (None: neither)."""
+    from broker.kafka.sasl.bearer import ListenerTokens  # noqa: PLC0415
+    from ledger.security.jwks import JwksVerifier  # noqa: PLC0415
+
+    folio = (TokenVerifier.from_files(config.auth_token_secret_file,
+                                      config.auth_token_public_key_file)
+             if config.token_auth else None)
+    oauth = config.kafka_oauth()
+    external = None if oauth is None else JwksVerifier(oauth)
+    return None if folio is None and external is None else ListenerTokens(folio, external)

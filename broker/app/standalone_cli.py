@@ -102,6 +102,21 @@ _HELP = {
     "kafka_transaction_remove_expired_transaction_cleanup_interval_ms": "Kafka's "
     "transaction.remove.expired.transaction.cleanup.interval.ms: how often expired "
     "transactional ids are looked for (default 3600000, 1 hour)",
+    "kafka_oauth_jwks_url": "an OpenID Connect provider's JWKS (Kafka's "
+    "sasl.oauthbearer.jwks.endpoint.url): OAUTHBEARER accepts its JWTs (signed RS*/PS*/ES*, "
+    "with a kid) beside Folio's; https://, http:// on a loopback host only, or file:/path "
+    "(docs/kafka.md, Security)",
+    "kafka_oauth_expected_audience": "accepted 'aud' values of the provider's tokens, "
+    "comma-separated (default: not checked)",
+    "kafka_oauth_expected_issuer": "the required 'iss' of the provider's tokens (default: "
+    "not checked)",
+    "kafka_oauth_sub_claim": "the claim of the provider's tokens that names the role "
+    "(default sub)",
+    "kafka_oauth_clock_skew_s": "seconds of leeway on the provider's tokens' exp, nbf and "
+    "iat (default 30)",
+    "kafka_oauth_jwks_refresh_ms": "the provider's key set is fetched again this often; a "
+    "token with an unknown kid refetches it at once, at most once a second (default "
+    "3600000)",
 }
 
 

@@ -117,6 +117,7 @@ def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]
         ("group.consumer.migration.policy", modern.migration_policy.value, STRING,
          built_in_modern.migration_policy.value),
     ]
+    settings += _oauth_settings(context)
     # Fixed in Folio.
     settings += [(name, value, kind, value) for name, value, kind in (
         ("transaction.max.timeout.ms", str(MAX_KAFKA_TXN_TIMEOUT_MS), INT),
@@ -140,6 +141,29 @@ def _minutes(ms: int) -> str:
     """Milliseconds as Kafka's whole minutes (a fraction, set for tests, as a decimal)."""
     minutes = ms / 60_000
     return str(int(minutes)) if minutes.is_integer() else f"{minutes:g}"
+
+
+def _oauth_settings(context: KafkaContext) -> list[tuple[str, str, int, str]]:
+    """KIP-768's broker configs, when OAUTHBEARER takes an identity provider's tokens.
+
+    (name, value, type, Folio's built-in default: an unset audience or
+    issuer is a DEFAULT_CONFIG of "", not checked).
+    """
+    oauth = None if context.security is None else context.security.oauth
+    if oauth is None:
+        return []
+    built_in = BrokerConfig
+    return [
+        ("sasl.oauthbearer.jwks.endpoint.url", oauth.url, STRING, ""),
+        ("sasl.oauthbearer.expected.audience", ",".join(oauth.audience), LIST, ""),
+        ("sasl.oauthbearer.expected.issuer", oauth.issuer, STRING, ""),
+        ("sasl.oauthbearer.sub.claim.name", oauth.sub_claim, STRING,
+         built_in.kafka_oauth_sub_claim),
+        ("sasl.oauthbearer.clock.skew.seconds", str(oauth.clock_skew_s), INT,
+         str(built_in.kafka_oauth_clock_skew_s)),
+        ("sasl.oauthbearer.jwks.endpoint.refresh.ms", str(oauth.refresh_ms), LONG,
+         str(built_in.kafka_oauth_jwks_refresh_ms)),
+    ]
 
 
 def _described(name: str, value: str, kind: int, source: int) -> DescribedConfig:

@@ -78,4 +78,16 @@ CONFIG_DOCS = {
                                        "(--kafka-transactional-id-expiration-ms)."),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (
         "How often the transaction coordinator forgets expired transactional ids."),
+    # KIP-768, with --kafka-oauth-jwks-url (``ledger.security.jwks``).
+    "sasl.oauthbearer.jwks.endpoint.url": ("The identity provider's key set: OAUTHBEARER "
+                                           "accepts its JWTs (--kafka-oauth-jwks-url)."),
+    "sasl.oauthbearer.expected.audience": ("A provider token's aud must hold one of these "
+                                           "(empty: not checked)."),
+    "sasl.oauthbearer.expected.issuer": "A provider token's iss must be this (empty: not "
+                                        "checked).",
+    "sasl.oauthbearer.sub.claim.name": "The provider token's claim that names the role.",
+    "sasl.oauthbearer.clock.skew.seconds": "Seconds of leeway on a provider token's exp, nbf "
+                                           "and iat.",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": ("The key set is fetched again this often "
+                                                  "(an unknown kid refetches it at once)."),
 }

@@ -14,8 +14,10 @@ proof or a key).
 - ``SCRAM-SHA-256`` / ``SCRAM-SHA-512``: two round trips
   (``broker.kafka.sasl.scram``) against the credential read from the store.
 
-Both token mechanisms verify with the gRPC port's ``TokenVerifier``: the
-same keys, the same ``exp`` rule and leeway; the principal keeps the token's
+Both token mechanisms verify with the listener's ``ListenerTokens``
+(``broker.kafka.sasl.bearer``): the gRPC port's ``TokenVerifier`` (the same
+keys, the same ``exp`` rule and leeway) and, with ``--kafka-oauth-jwks-url``,
+an identity provider's key set (KIP-768); the principal keeps the token's
 expiry, which becomes the session lifetime (KIP-368).
 """
 
@@ -23,9 +25,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from broker.kafka.sasl.bearer import ListenerTokens
 from broker.kafka.sasl.credentials import ScramCredentialStore
 from broker.kafka.sasl.scram import SCRAM_HASHES, ScramError, ScramServer
-from ledger.security.tokens import Principal, TokenError, TokenVerifier
+from ledger.security.tokens import Principal, TokenError
 
 __all__ = ["Authenticator", "Exchange", "SaslRefusedError"]
 
@@ -48,16 +51,16 @@ class Exchange(Protocol):
         ...
 
 
-def _verify(verifier: TokenVerifier, token: str) -> Principal:
+async def _verify(verifier: ListenerTokens, token: str) -> Principal:
     try:
-        return verifier.verify(token)
+        return await verifier.verify(token)
     except TokenError as error:
         reason = "expired_token" if "expired" in str(error) else "bad_token"
         raise SaslRefusedError(reason, f"authentication failed: {error}") from None
 
 
 class _Plain:
-    def __init__(self, verifier: TokenVerifier) -> None:
+    def __init__(self, verifier: ListenerTokens) -> None:
         self._verifier = verifier
         self.principal: Principal | None = None
 
@@ -66,7 +69,7 @@ class _Plain:
         if len(parts) != 3 or self.principal is not None:
             raise SaslRefusedError("bad_message", "PLAIN: expected authzid NUL user NUL password")
         authzid, user, password = (part.decode("utf-8", "replace") for part in parts)
-        principal = _verify(self._verifier, password)
+        principal = await _verify(self._verifier, password)
         for name in (authzid, user):
             if name and name != principal.role:
                 raise SaslRefusedError(
@@ -77,7 +80,7 @@ class _Plain:
 
 
 class _OAuthBearer:
-    def __init__(self, verifier: TokenVerifier) -> None:
+    def __init__(self, verifier: ListenerTokens) -> None:
         self._verifier = verifier
         self.principal: Principal | None = None
 
@@ -96,7 +99,7 @@ class _OAuthBearer:
                     token = None
         if not token:
             raise SaslRefusedError("bad_message", "OAUTHBEARER: no 'auth=Bearer <token>'")
-        principal = _verify(self._verifier, token.strip())
+        principal = await _verify(self._verifier, token.strip())
         authzid = header.split(",")[1] if header.count(",") >= 1 else ""
         if authzid.startswith("a=") and authzid[2:] != principal.role:
             raise SaslRefusedError("bad_credentials", "authentication failed: the "
@@ -142,7 +145,7 @@ class Authenticator:
         credentials: the SCRAM credentials.
     """
 
-    def __init__(self, mechanisms: tuple[str, ...], verifier: TokenVerifier | None,
+    def __init__(self, mechanisms: tuple[str, ...], verifier: ListenerTokens | None,
                  credentials: ScramCredentialStore) -> None:
         self.mechanisms = mechanisms
         self._verifier = verifier

@@ -14,6 +14,7 @@ from broker.kafka.sasl.credentials import ScramCredentialStore
 from broker.kafka.sasl.mechanisms import Authenticator
 from broker.kafka.sasl.refusals import Refusals
 from broker.kafka.sasl.tls import ListenerTls
+from ledger.security.jwks import JwksSettings
 
 __all__ = ["KafkaSecurity"]
 
@@ -32,6 +33,8 @@ class KafkaSecurity:
         super_users: roles that may manage SCRAM credentials when the
             listener authenticates.
         refusals: counts and logs refused connections.
+        oauth: the identity provider's key set OAUTHBEARER also accepts
+            (``--kafka-oauth-jwks-url``), None: Folio's tokens only.
     """
 
     credentials: ScramCredentialStore
@@ -40,6 +43,7 @@ class KafkaSecurity:
     certificate_roles: bool = False
     super_users: frozenset[str] = frozenset()
     refusals: Refusals = field(default_factory=Refusals)
+    oauth: JwksSettings | None = None
 
     @property
     def authenticates(self) -> bool:
