@@ -11,6 +11,7 @@ seam (``write_state`` raises, after writing when ``land``).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
@@ -257,4 +258,26 @@ async def test_a_failed_downgrade_write_keeps_the_consumer_group(topics: TopicMa
     assert modern.group("g") is None
     group_back = classic.group("g")
     assert group_back is not None and set(group_back.members) == {member}
+    _close(classic, modern)
+
+
+async def test_a_static_classic_members_new_id_is_kept(topics: TopicManager) -> None:
+    classic, modern, _ = await _broker(topics)
+    first = await classic.join(replace(_join(), group_instance_id="box"))
+    await classic.sync("g", 1, first.member_id, "consumer", "range",
+                       {first.member_id: encode_assignment({TOPIC: EVERY}, 3)}, "box")
+    assert (await modern.heartbeat(_modern_beat(0))).member_epoch == 2  # the upgrade
+    # The classic client restarts: a join without member id takes the old one's place.
+    back = await modern.classic_members.join(replace(_join(owned={}),
+                                                     group_instance_id="box"))
+    assert (back.error, back.generation) == (ErrorCode.none, 2)
+    assert back.member_id != first.member_id
+    _close(classic, modern)
+
+    classic, modern, _ = await _broker(topics)  # restarted
+    group = modern.group("g")
+    assert group is not None and set(group.members) == {back.member_id, "m-1"}
+    members = modern.classic_members
+    assert members.heartbeat("g", 2, first.member_id, "box") is ErrorCode.fenced_instance_id
+    assert members.heartbeat("g", 2, back.member_id, "box") is ErrorCode.none
     _close(classic, modern)
