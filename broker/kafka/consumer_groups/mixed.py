@@ -49,8 +49,16 @@ INCONSISTENT_GROUP_PROTOCOL (a protocol type other than ``consumer``, no
 protocol every classic member supports, an unreadable subscription),
 INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED (KIP-394).
 
-What survives a restart is what the consumer protocol keeps (``modern``):
-the group record and the offsets; the members rejoin.
+**What survives a restart or failover** is what the consumer protocol keeps
+(``modern``, ``_modern_state``): the group record, the offsets and the image
+of the members, the classic ones with what they joined with (session
+timeout, protocols), so they go on at their epochs with their partitions. A
+change made here is written before it is answered (COORDINATOR_NOT_AVAILABLE
+when the write fails): a classic JoinGroup is a heartbeat (the member's
+classic metadata set before the image is written), a LeaveGroup writes
+before its answer, a timer's removal writes as any removal. A change of kind
+writes the group record and the image in one append (``_modern_state``: its
+crash windows), so a group comes back as the kind last written.
 """
 
 from __future__ import annotations
@@ -64,6 +72,7 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from broker.kafka.consumer_groups._modern_state import KeptModernGroups
 from broker.kafka.consumer_groups.embedded import (
     MalformedEmbeddedError,
     decode_subscription,
@@ -127,7 +136,9 @@ class ClassicMembers:
         heartbeat: ``ModernGroups.heartbeat`` (a classic join is one).
         touch: restarts a member's session timer.
         later: removes a member in the background (its timer fired).
-        remove: removes a member now (under the group's lock).
+        remove: removes a member now (under the group's lock; its image written,
+            a failure logged).
+        kept: the images (``ModernGroups``'); None: nothing is kept.
     """
 
     def __init__(self, groups: dict[str, ModernGroup], side: ClassicSide | None,
@@ -135,7 +146,8 @@ class ClassicMembers:
                  heartbeat: Callable[[HeartbeatRequest], Awaitable[HeartbeatResult]],
                  touch: Callable[[ModernGroup, ModernMember], None],
                  later: Callable[[ModernGroup, ModernMember, str], None],
-                 remove: Callable[[ModernGroup, ModernMember, str], Awaitable[None]]) -> None:
+                 remove: Callable[[ModernGroup, ModernMember, str], Awaitable[None]],
+                 kept: KeptModernGroups | None = None) -> None:
         self.policy = policy
         self._groups = groups
         self._side = side
@@ -143,6 +155,7 @@ class ClassicMembers:
         self._touch = touch
         self._later = later
         self._remove = remove
+        self._kept = kept or KeptModernGroups(None)
 
     # ------------------------------------------------------------ changes of kind
 
@@ -186,6 +199,10 @@ class ClassicMembers:
                      "policy %s)", group.group_id, self.policy.value)
             return False
         classic = to_classic(group, leaving.member_id)
+        # Its record and image are written by the answer's ``keep`` (the leaving
+        # member's heartbeat, or the timer's removal), as they are now: the classic
+        # coordinator's rebalance clears the assignments.
+        self._kept.downgraded(group, classic)
         group.dead = True
         for member in group.members.values():
             member.cancel_timers()
@@ -239,14 +256,13 @@ class ClassicMembers:
             client_id=request.client_id, client_host=request.client_host,
             instance_id=request.group_instance_id, rack_id=subscription.rack_id,
             rebalance_timeout_ms=request.rebalance_timeout_ms, subscribed=subscription.topics,
-            owned=None if existing is None else subscription.owned))
+            owned=None if existing is None else subscription.owned,
+            classic=ClassicMetadata(request.session_timeout_ms, request.protocols)))
         if result.error is not ErrorCode.none:
             return JoinResult(_JOIN_ERRORS.get(result.error, result.error), member_id)
         member = group.members.get(member_id)
         if member is None or self._live(request.group_id) is not group:
             return JoinResult(ErrorCode.rebalance_in_progress, member_id)  # gone meanwhile
-        member.classic = ClassicMetadata(request.session_timeout_ms, request.protocols)
-        self._touch(group, member)
         return JoinResult(ErrorCode.none, member_id, member.member_epoch,
                           CONSUMER_PROTOCOL_TYPE, request.protocols[0][0], "", ())
 
@@ -298,14 +314,25 @@ class ClassicMembers:
         for member_id, instance_id in members:
             found = self._member(group_id, member_id, instance_id, by_instance_only=True)
             if isinstance(found, ErrorCode):
-                errors.append(found)
+                # Maybe a retry of a leave whose write failed: the group as it is now
+                # (without it) is written before the answer, as a refused heartbeat's.
+                live = self._live(group_id)
+                written = ErrorCode.none if live is None else await self._image_written(live)
+                errors.append(found if written is ErrorCode.none else written)
                 continue
             group, member = found
             await self._remove(group, member, "left the group (LeaveGroup)")
-            errors.append(ErrorCode.none)
+            errors.append(await self._image_written(group))
         return errors
 
     # ------------------------------------------------------------ helpers
+
+    async def _image_written(self, group: ModernGroup) -> ErrorCode:
+        """NONE once the group's image is written: ``remove`` wrote it (then this writes
+        nothing) or failed, logged (then this writes it again, under the group's lock,
+        and a failure answers COORDINATOR_NOT_AVAILABLE: the member leaves again)."""
+        async with group.lock:
+            return (await self._kept.answer(group, HeartbeatResult(ErrorCode.none))).error
 
     def _live(self, group_id: str) -> ModernGroup | None:
         group = self._groups.get(group_id)

@@ -107,7 +107,7 @@ class ModernGroups:
         self._background: set[asyncio.Task[None]] = set()
         self.classic_members = ClassicMembers(
             self._groups, side, self.config.migration_policy, self.heartbeat, self._touch,
-            self._later, self._remove_locked)
+            self._later, self._remove_locked, self._kept)
 
     # ------------------------------------------------------------ lookups
 
@@ -325,7 +325,7 @@ class ModernGroups:
         if replaced is not None:
             take_over(group, member, replaced)
         before = {t: set(p) for t, p in member.assigned.items()}
-        member.client_id, member.client_host = r.client_id, r.client_host
+        member.client_id, member.client_host, member.classic = r.client_id, r.client_host, r.classic
         for other in group.members.values():
             other.subscribed = subscribed.get(other.member_id, other.subscribed)
         member.subscribed, member.server_assignor = subscribed[member.member_id], assignor

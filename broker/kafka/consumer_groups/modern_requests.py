@@ -22,6 +22,7 @@ from broker.kafka.consumer_groups.migration import MigrationPolicy
 from broker.kafka.consumer_groups.modern_members import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
+    ClassicMetadata,
     Partitions,
 )
 from broker.kafka.consumer_groups.offsets import ConsumerGroupRecord
@@ -78,6 +79,9 @@ class HeartbeatRequest:
     server_assignor: str | None = None
     owned: Partitions | None = None
     version: int = 1
+    #: A classic member's JoinGroup (``mixed``), set on the member before its image is
+    #: written; None: a ConsumerGroupHeartbeat (the member speaks the consumer protocol).
+    classic: ClassicMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
