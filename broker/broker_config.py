@@ -107,6 +107,19 @@ class BrokerConfig:
             UNKNOWN_TOPIC_OR_PARTITION at once.
         kafka_num_partitions: Kafka's ``num.partitions``: the segment count of
             auto-created topics, and of CreateTopics with ``num_partitions`` -1.
+        kafka_delegation_token_secret_file: Kafka's ``delegation.token.secret.key``,
+            in a file: the key of delegation tokens' HMACs, the same on every
+            broker; empty: derived from an HS256 ``auth_token_secret_file``, else
+            delegation tokens are off (docs/kafka.md, "Delegation tokens").
+        kafka_delegation_token_max_lifetime_ms: Kafka's
+            ``delegation.token.max.lifetime.ms``: no token lives longer.
+        kafka_delegation_token_expiry_time_ms: Kafka's
+            ``delegation.token.expiry.time.ms``: a token expires this long after
+            its creation or renewal unless renewed.
+        kafka_delegation_token_expiry_check_interval_ms: Kafka's
+            ``delegation.token.expiry.check.interval.ms``: how often expired
+            tokens are deleted from the metadata store (they authenticate no
+            more from their expiry on regardless).
     """
 
     data_dir: str = "./folio-data"
@@ -136,6 +149,10 @@ class BrokerConfig:
     kafka_allow_plaintext: bool = False
     kafka_auto_create_topics: bool = True
     kafka_num_partitions: int = 1
+    kafka_delegation_token_secret_file: str = ""
+    kafka_delegation_token_max_lifetime_ms: int = 7 * 24 * 3600 * 1000
+    kafka_delegation_token_expiry_time_ms: int = 24 * 3600 * 1000
+    kafka_delegation_token_expiry_check_interval_ms: int = 3600 * 1000
 
     def __post_init__(self) -> None:
         check_port("port", self.port)
@@ -156,7 +173,10 @@ class BrokerConfig:
                              f"got {self.kafka_num_partitions}")
         if self.stop_grace_s < 0 or self.retention_interval_s <= 0:
             raise ValueError("stop_grace_s must be >= 0 and retention_interval_s > 0")
-        for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms"):
+        for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms",
+                     "kafka_delegation_token_max_lifetime_ms",
+                     "kafka_delegation_token_expiry_time_ms",
+                     "kafka_delegation_token_expiry_check_interval_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         try:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     )
     from broker.app.kafka_cluster import ClusterKafka
     from broker.kafka.coordinators import KafkaCoordinators
+    from broker.kafka.sasl.delegation import DelegationTokens
     from broker.kafka.sasl.security import KafkaSecurity
     from broker.kafka.server import KafkaServer
 
@@ -155,6 +156,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
                          None if cluster is None else cluster.where_group,
                          context.coordinators.consumers)
     topics.add_maintenance_hook(report.update_lag)
+    if context.security is not None and context.security.tokens is not None:
+        topics.add_maintenance_hook(context.security.tokens.maybe_sweep)  # expired tokens
     if context.coordinators.txns is not None:
         install(context)
     server = KafkaServer(context, config.host, config.kafka_port)
@@ -211,12 +214,51 @@ def kafka_security(config: BrokerConfig, store: MetadataStore) -> KafkaSecurity:
     credentials = ScramCredentialStore(store)
     tls = ListenerTls(config.server_tls()) if protocol.tls else None
     authenticator = None
+    tokens = _delegation_tokens(config, store)
     if protocol.sasl:
         verifier = (TokenVerifier.from_files(config.auth_token_secret_file,
                                              config.auth_token_public_key_file)
                     if config.token_auth else None)
-        authenticator = Authenticator(config.sasl_mechanisms(), verifier, credentials)
+        authenticator = Authenticator(config.sasl_mechanisms(), verifier, credentials, tokens)
     return KafkaSecurity(credentials, tls, authenticator,
                          certificate_roles=protocol.tls and not protocol.sasl
                          and bool(config.tls_ca),
-                         super_users=config.super_user_roles())
+                         super_users=config.super_user_roles(), tokens=tokens)
+
+
+def _delegation_tokens(config: BrokerConfig, store: MetadataStore) -> DelegationTokens | None:
+    """The cluster's delegation tokens, None when no secret is configured (they are off).
+
+    The secret is ``kafka_delegation_token_secret_file``'s content, else
+    derived from the HS256 ``auth_token_secret_file`` (a cluster's brokers
+    share it already); an RS256/ES256 broker holds only a public key, from
+    which no secret can come. Raises ``ValueError`` for an unreadable file.
+    """
+    from broker.kafka.sasl.delegation import (  # noqa: PLC0415
+        DelegationTokens,
+        DelegationTokenStore,
+        derive_secret,
+    )
+
+    if config.kafka_delegation_token_secret_file:
+        secret = _read_secret(config.kafka_delegation_token_secret_file)
+    elif config.auth_token_secret_file:
+        secret = derive_secret(_read_secret(config.auth_token_secret_file))
+    else:
+        return None
+    return DelegationTokens(
+        DelegationTokenStore(store), secret,
+        max_lifetime_ms=config.kafka_delegation_token_max_lifetime_ms,
+        expiry_time_ms=config.kafka_delegation_token_expiry_time_ms,
+        sweep_interval_ms=config.kafka_delegation_token_expiry_check_interval_ms)
+
+
+def _read_secret(path: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            secret = file.read().strip()
+    except OSError as error:
+        raise ValueError(f"cannot read the secret file {path}: {error.strerror}") from None
+    if not secret:
+        raise ValueError(f"the secret file {path} is empty")
+    return secret

@@ -85,6 +85,19 @@ _HELP = {
     "--no-kafka-auto-create-topics: a missing topic is UNKNOWN_TOPIC_OR_PARTITION at once",
     "kafka_num_partitions": "Kafka's num.partitions: segments of auto-created topics and of "
     "CreateTopics without a partition count (default 1, 1 to 1024)",
+    "kafka_delegation_token_secret_file": "file holding Kafka's delegation.token.secret.key, "
+    "the key of delegation tokens' HMACs (the same on every broker of a cluster); default: "
+    "derived from --auth-token-secret-file when that is set, else delegation tokens are off "
+    "(DELEGATION_TOKEN_AUTH_DISABLED)",
+    "kafka_delegation_token_max_lifetime_ms": "Kafka's delegation.token.max.lifetime.ms: the "
+    "longest a delegation token lives, renewals included (default 604800000, 7 days)",
+    "kafka_delegation_token_expiry_time_ms": "Kafka's delegation.token.expiry.time.ms: a "
+    "delegation token expires this long after its creation or last renewal (default "
+    "86400000, 24 hours)",
+    "kafka_delegation_token_expiry_check_interval_ms": "Kafka's "
+    "delegation.token.expiry.check.interval.ms: how often expired delegation tokens are "
+    "deleted from the metadata store; they stop authenticating at their expiry regardless "
+    "(default 3600000, 1 hour)",
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from broker.kafka.sasl.credentials import ScramCredentialStore
+from broker.kafka.sasl.delegation import DelegationTokens
 from broker.kafka.sasl.mechanisms import Authenticator
 from broker.kafka.sasl.refusals import Refusals
 from broker.kafka.sasl.tls import ListenerTls
@@ -32,6 +33,7 @@ class KafkaSecurity:
         super_users: roles that may manage SCRAM credentials when the
             listener authenticates.
         refusals: counts and logs refused connections.
+        tokens: the cluster's Kafka delegation tokens (None: off, no secret).
     """
 
     credentials: ScramCredentialStore
@@ -40,6 +42,7 @@ class KafkaSecurity:
     certificate_roles: bool = False
     super_users: frozenset[str] = frozenset()
     refusals: Refusals = field(default_factory=Refusals)
+    tokens: DelegationTokens | None = None
 
     @property
     def authenticates(self) -> bool:
