@@ -5,11 +5,12 @@ A ``folio standalone`` with token authentication (HS256, super-user
 listener: raw connections authenticate with PLAIN (a Folio JWT) as alice,
 bob, carol or admin and send kio-encoded requests, so the test sees the exact
 error codes. A token authenticates with SCRAM-SHA-512: a raw client sending
-Kafka's ``tokenauth=true`` extension, and librdkafka (which cannot send it:
-the token id as user name is enough here), producing and consuming as the
-owner; once expired it authenticates no more. A second standalone with a
-PLAINTEXT listener and ``--kafka-delegation-token-secret-file`` refuses every
-token request (no one is authenticated there).
+Kafka's ``tokenauth=true`` extension, librdkafka and kafka-python (which
+cannot send it: the token id as user name is enough here), producing (and
+librdkafka consuming) as the owner; once expired it authenticates no more. A
+second standalone with a PLAINTEXT listener and
+``--kafka-delegation-token-secret-file`` refuses every token request (no one is
+authenticated there).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
 from kafka.net.sasl.scram import ScramClient
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -360,6 +362,24 @@ def test_librdkafka_produces_and_consumes_as_the_owner_until_expired(
             admin.list_topics(timeout=1)
         admin.poll(0.1)
     assert refused[0].code() == KafkaError._AUTHENTICATION, refused
+
+
+def test_kafka_python_produces_as_the_owner(connect: Any, server: BookieProcess) -> None:
+    created = _create(connect("alice"))
+    host, port = kafka_address(server)
+    settings: dict[str, Any] = {
+        "bootstrap_servers": f"{host}:{port}", "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": created.token_id,
+        "sasl_plain_password": _password(created.hmac), "request_timeout_ms": 20000}
+    topic = f"dt-kp-{uuid.uuid4().hex[:8]}"
+    creator = AdminClient(_librdkafka(server, created.token_id, created.hmac))
+    creator.create_topics([NewTopic(topic, 1, 1)])[topic].result(DEADLINE_S)
+    producer = KafkaProducer(**settings)
+    try:
+        written = producer.send(topic, value=b"as alice", partition=0).get(DEADLINE_S)
+    finally:
+        producer.close()
+    assert written.offset == 0
 
 
 # -- an unauthenticated listener -------------------------------------------------------
