@@ -241,9 +241,11 @@ def _delegation_tokens(config: BrokerConfig, store: MetadataStore) -> Delegation
     )
 
     if config.kafka_delegation_token_secret_file:
-        secret = _read_secret(config.kafka_delegation_token_secret_file)
+        secret = _read_secret(config.kafka_delegation_token_secret_file,
+                              "--kafka-delegation-token-secret-file")
     elif config.auth_token_secret_file:
-        secret = derive_secret(_read_secret(config.auth_token_secret_file))
+        secret = derive_secret(_read_secret(config.auth_token_secret_file,
+                                            "--auth-token-secret-file"))
     else:
         return None
     return DelegationTokens(
@@ -253,12 +255,13 @@ def _delegation_tokens(config: BrokerConfig, store: MetadataStore) -> Delegation
         sweep_interval_ms=config.kafka_delegation_token_expiry_check_interval_ms)
 
 
-def _read_secret(path: str) -> bytes:
+def _read_secret(path: str, flag: str) -> bytes:
+    """The secret in ``path`` (surrounding whitespace left out, as a trailing newline)."""
     try:
         with open(path, "rb") as file:
             secret = file.read().strip()
     except OSError as error:
-        raise ValueError(f"cannot read the secret file {path}: {error.strerror}") from None
+        raise ValueError(f"{flag}: cannot read {path}: {error.strerror}") from None
     if not secret:
-        raise ValueError(f"the secret file {path} is empty")
+        raise ValueError(f"{flag}: {path} is empty")
     return secret

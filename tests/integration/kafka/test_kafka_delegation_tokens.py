@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,7 +42,7 @@ from kio.serial import entity_reader
 import folio
 from broker.kafka.sasl.delegation import derive_secret
 from ledger.security.tokens import create_token
-from tests.support.bookies import BookieProcess, BookieProcesses
+from tests.support.bookies import BookieProcess, BookieProcesses, run_folio
 from tests.support.kafka import kafka_address, raw_request, read_frame, read_response, sasl_plain
 from tests.support.standalone import start_standalone
 
@@ -391,3 +392,13 @@ def test_a_plaintext_listener_refuses_token_requests(plaintext: BookieProcess) -
         assert _describe(sock).error_code == ErrorCode.delegation_token_request_not_allowed
         assert _renew(sock, b"x").error_code == ErrorCode.delegation_token_request_not_allowed
         assert _expire(sock, b"x").error_code == ErrorCode.delegation_token_request_not_allowed
+
+
+def test_an_unreadable_secret_file_stops_the_broker_with_the_flag_named(
+        tmp_path: Path) -> None:
+    done = run_folio("standalone", "--data-dir", str(tmp_path / "data"), "--port", "0",
+                     "--metrics-port", "0", "--kafka-port", "0",
+                     "--kafka-delegation-token-secret-file", str(tmp_path / "missing"),
+                     timeout_s=120.0)
+    assert done.returncode != 0
+    assert "--kafka-delegation-token-secret-file: cannot read" in done.stderr, done.stderr
