@@ -109,8 +109,8 @@ class BrokerConfig:
             auto-created topics, and of CreateTopics with ``num_partitions`` -1.
         kafka_delegation_token_secret_file: Kafka's ``delegation.token.secret.key``,
             in a file: the key of delegation tokens' HMACs, the same on every
-            broker; empty: derived from an HS256 ``auth_token_secret_file``, else
-            delegation tokens are off (docs/kafka.md, "Delegation tokens").
+            broker; empty: delegation tokens are off (docs/kafka.md,
+            "Delegation tokens").
         kafka_delegation_token_max_lifetime_ms: Kafka's
             ``delegation.token.max.lifetime.ms``: no token lives longer.
         kafka_delegation_token_expiry_time_ms: Kafka's

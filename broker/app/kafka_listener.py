@@ -227,27 +227,22 @@ def kafka_security(config: BrokerConfig, store: MetadataStore) -> KafkaSecurity:
 
 
 def _delegation_tokens(config: BrokerConfig, store: MetadataStore) -> DelegationTokens | None:
-    """The cluster's delegation tokens, None when no secret is configured (they are off).
+    """The cluster's delegation tokens, None without ``kafka_delegation_token_secret_file``.
 
-    The secret is ``kafka_delegation_token_secret_file``'s content, else
-    derived from the HS256 ``auth_token_secret_file`` (a cluster's brokers
-    share it already); an RS256/ES256 broker holds only a public key, from
-    which no secret can come. Raises ``ValueError`` for an unreadable file.
+    Off unless asked for, as in Kafka (``delegation.token.secret.key``): a
+    token outlives the credential that made it (a JWT of an hour can make a
+    token of a week), so a broker upgraded in place does not start handing
+    them out. Raises ``ValueError`` for an unreadable or empty file.
     """
     from broker.kafka.sasl.delegation import (  # noqa: PLC0415
         DelegationTokens,
         DelegationTokenStore,
-        derive_secret,
     )
 
-    if config.kafka_delegation_token_secret_file:
-        secret = _read_secret(config.kafka_delegation_token_secret_file,
-                              "--kafka-delegation-token-secret-file")
-    elif config.auth_token_secret_file:
-        secret = derive_secret(_read_secret(config.auth_token_secret_file,
-                                            "--auth-token-secret-file"))
-    else:
+    if not config.kafka_delegation_token_secret_file:
         return None
+    secret = _read_secret(config.kafka_delegation_token_secret_file,
+                          "--kafka-delegation-token-secret-file")
     return DelegationTokens(
         DelegationTokenStore(store), secret,
         max_lifetime_ms=config.kafka_delegation_token_max_lifetime_ms,

@@ -86,9 +86,10 @@ _HELP = {
     "kafka_num_partitions": "Kafka's num.partitions: segments of auto-created topics and of "
     "CreateTopics without a partition count (default 1, 1 to 1024)",
     "kafka_delegation_token_secret_file": "file holding Kafka's delegation.token.secret.key, "
-    "the key of delegation tokens' HMACs (the same on every broker of a cluster); default: "
-    "derived from --auth-token-secret-file when that is set, else delegation tokens are off "
-    "(DELEGATION_TOKEN_AUTH_DISABLED)",
+    "the key of delegation tokens' HMACs (the same on every broker of a cluster; changing it "
+    "invalidates every token). Kafka clients may then make delegation tokens and "
+    "authenticate with them over SCRAM (docs/kafka.md); default: none, delegation tokens "
+    "are off (DELEGATION_TOKEN_AUTH_DISABLED)",
     "kafka_delegation_token_max_lifetime_ms": "Kafka's delegation.token.max.lifetime.ms: the "
     "longest a delegation token lives, renewals included (default 604800000, 7 days)",
     "kafka_delegation_token_expiry_time_ms": "Kafka's delegation.token.expiry.time.ms: a "

@@ -1,8 +1,8 @@
 """Delegation tokens in a cluster: made through one broker, accepted and expired through the other.
 
-Two brokers on a real ZooKeeper with token authentication (the delegation
-token secret derived from the shared HS256 secret) and a SASL_PLAINTEXT Kafka
-listener each. A token created on the first authenticates (SCRAM-SHA-512,
+Two brokers on a real ZooKeeper with token authentication, the same
+``--kafka-delegation-token-secret-file`` and a SASL_PLAINTEXT Kafka listener
+each. A token created on the first authenticates (SCRAM-SHA-512,
 ``tokenauth=true``) on the second at once, is renewed by its renewer on the
 second, and once expired through the second is refused on the first: the
 token is in the metadata store both read (docs/kafka.md, "Delegation tokens").
@@ -48,14 +48,17 @@ def _token_login(broker: BookieProcess, token_id: str, token_hmac: bytes) -> Err
 
 def test_a_token_made_on_one_broker_works_and_expires_on_the_other(
         zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
-    secret, admin_token = tmp_path / "secret", tmp_path / "admin"
+    secret, admin_token, delegation = (tmp_path / "secret", tmp_path / "admin",
+                                       tmp_path / "delegation")
     secret.write_bytes(_SECRET + b"\n")
+    delegation.write_bytes(b"cluster-wide delegation token secret\n")
     admin_token.write_text(create_token("admin", _SECRET, "HS256"))
     cluster = LocalCluster(bookie_processes, zk_url, tmp_path)
     cluster.init(container_count=4, ensemble_size=1, write_quorum=1, ack_quorum=1)
     cluster.start_bookie()
     flags = ("--auth-token-secret-file", str(secret), "--super-users", "admin",
              "--peer-token-file", str(admin_token), "--kafka-port", "0",
+             "--kafka-delegation-token-secret-file", str(delegation),
              "--kafka-security-protocol", "SASL_PLAINTEXT",
              "--kafka-sasl-mechanisms", "PLAIN,SCRAM-SHA-512")
     first, second = cluster.start_broker(*flags), cluster.start_broker(*flags)

@@ -74,8 +74,7 @@ def _refusal(context: KafkaContext, call: Call) -> tuple[ErrorCode, str] | None:
                 "by a delegation token may not manage delegation tokens")
     if _tokens(context) is None:
         return (ErrorCode.delegation_token_auth_disabled, "delegation tokens are off: the "
-                "broker has no --kafka-delegation-token-secret-file (or HS256 "
-                "--auth-token-secret-file to derive it from)")
+                "broker has no --kafka-delegation-token-secret-file")
     return None
 
 

@@ -48,8 +48,7 @@ from ledger.records import dump_record, load_record
 from ledger.security.tokens import Principal
 
 __all__ = ["DEFAULT_EXPIRY_TIME_MS", "DEFAULT_MAX_LIFETIME_MS", "DelegationToken",
-           "DelegationTokenStore", "DelegationTokens", "TokenPrincipal", "derive_secret",
-           "principal_of"]
+           "DelegationTokenStore", "DelegationTokens", "TokenPrincipal", "principal_of"]
 
 log = logging.getLogger(__name__)
 
@@ -58,19 +57,8 @@ _MAX_ATTEMPTS: Final = 20
 #: Kafka's ``delegation.token.max.lifetime.ms`` (7 days) and ``...expiry.time.ms`` (24 h).
 DEFAULT_MAX_LIFETIME_MS: Final = 7 * 24 * 3600 * 1000
 DEFAULT_EXPIRY_TIME_MS: Final = 24 * 3600 * 1000
-#: Domain of the secret derived from the broker's HS256 JWT secret.
-_DERIVATION: Final = b"folio kafka delegation token secret v1"
 #: SCRAM credentials computed so far (token id, mechanism): PBKDF2 once per broker.
 _CACHE_SIZE: Final = 4096
-
-
-def derive_secret(jwt_secret: bytes) -> bytes:
-    """The delegation token secret of a broker whose only key is its HS256 JWT secret.
-
-    A keyed hash with its own domain: knowing a token's HMAC tells nothing of
-    the JWT secret, and a JWT signature is never a token's HMAC.
-    """
-    return hmac.digest(jwt_secret.strip(), _DERIVATION, "sha512")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Kafka delegation tokens (KIP-48): the four APIs over a raw socket, and clients using a token.
 
 A ``folio standalone`` with token authentication (HS256, super-user
-``admin``; the delegation token secret derived from it) and a SASL_PLAINTEXT
+``admin``), ``--kafka-delegation-token-secret-file`` and a SASL_PLAINTEXT
 listener: raw connections authenticate with PLAIN (a Folio JWT) as alice,
 bob, carol or admin and send kio-encoded requests, so the test sees the exact
 error codes. A token authenticates with SCRAM-SHA-512: a raw client sending
@@ -40,7 +40,6 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 import folio
-from broker.kafka.sasl.delegation import derive_secret
 from ledger.security.tokens import create_token
 from tests.support.bookies import BookieProcess, BookieProcesses, run_folio
 from tests.support.kafka import kafka_address, raw_request, read_frame, read_response, sasl_plain
@@ -48,6 +47,7 @@ from tests.support.standalone import start_standalone
 
 DEADLINE_S = 60.0
 _SECRET = b"kafka-delegation-test-secret-0123456789abcdef"
+_DELEGATION_SECRET = b"the-delegation-token-secret"
 _DAY_MS = 24 * 3600 * 1000
 
 
@@ -62,10 +62,12 @@ def processes() -> Iterator[BookieProcesses]:
 def server(processes: BookieProcesses, tmp_path_factory: pytest.TempPathFactory
            ) -> BookieProcess:
     root = tmp_path_factory.mktemp("tokens")
-    secret = root / "secret"
+    secret, delegation = root / "secret", root / "delegation-secret"
     secret.write_bytes(_SECRET + b"\n")
+    delegation.write_bytes(_DELEGATION_SECRET + b"\n")
     started = start_standalone(
         processes, root / "data", "--auth-token-secret-file", str(secret),
+        "--kafka-delegation-token-secret-file", str(delegation),
         "--super-users", "admin", "--kafka-port", "0",
         "--kafka-security-protocol", "SASL_PLAINTEXT",
         "--kafka-sasl-mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512")
@@ -208,8 +210,8 @@ def test_create_describe_renew_expire(connect: Any) -> None:
     issue = _epoch_ms(created.issue_timestamp)
     assert _epoch_ms(created.expiry_timestamp) == issue + _DAY_MS  # expiry.time.ms
     assert _epoch_ms(created.max_timestamp) == issue + 7 * _DAY_MS  # max.lifetime.ms
-    # Kafka's HMAC: HMAC-SHA512 of the token id under the secret (derived from the JWT's).
-    assert created.hmac == hmac.digest(derive_secret(_SECRET), created.token_id.encode(),
+    # Kafka's HMAC: HMAC-SHA512 of the token id under the secret.
+    assert created.hmac == hmac.digest(_DELEGATION_SECRET, created.token_id.encode(),
                                        "sha512")
     token_id = created.token_id
     # Describe: the owner, a renewer and a super-user see it; another role does not.

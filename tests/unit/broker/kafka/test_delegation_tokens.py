@@ -1,4 +1,5 @@
-"""Delegation tokens' parts: the store (compare-and-set, the sweep), lifetimes, SCRAM by token.
+"""Delegation tokens' parts: the store (compare-and-set, the sweep), lifetimes, SCRAM by token,
+and the handlers' refusals on a broker without a secret.
 
 A real RocksDB metadata store in a temp dir and an injected clock; the SCRAM
 side runs kafka-python's client against ``ScramServer`` with the
@@ -9,22 +10,29 @@ extension.
 from __future__ import annotations
 
 import base64
+import datetime
 import hmac
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from kafka.net.sasl.scram import ScramClient
+from kio.schema.errors import ErrorCode
 
+from broker.kafka.context import KafkaContext
+from broker.kafka.dispatch import Call
+from broker.kafka.handlers.delegation_tokens import ROWS
+from broker.kafka.messages import build, request_class
 from broker.kafka.sasl.credentials import ScramCredentialStore
 from broker.kafka.sasl.delegation import (
     DelegationToken,
     DelegationTokens,
     DelegationTokenStore,
     TokenPrincipal,
-    derive_secret,
 )
 from broker.kafka.sasl.scram import ScramError, ScramServer, make_credential
+from broker.kafka.sasl.security import KafkaSecurity
 from broker.kafka.sasl.token_login import ScramLookup
 from ledger.metadata.rocksdb_store import RocksDBMetadataStore
 from ledger.security.tokens import Principal
@@ -189,7 +197,31 @@ async def test_a_scram_user_wins_over_a_token_of_its_name_and_tokenauth_never_fi
         await _authenticate(ScramLookup(scram, None), token.token_id, "x", tokenauth=True)
 
 
-def test_the_derived_secret_is_not_the_jwt_secret_and_is_stable() -> None:
-    derived = derive_secret(b"jwt-secret\n")
-    assert derived == derive_secret(b"jwt-secret") and b"jwt-secret" not in derived
-    assert len(derived) == 64
+
+class _Context:
+    """What the token handlers read of a ``KafkaContext``: the listener's security only."""
+
+    def __init__(self, security: KafkaSecurity) -> None:
+        self.security = security
+        self.authorizer = None
+
+
+async def test_a_broker_without_a_secret_answers_auth_disabled(
+        store: RocksDBMetadataStore) -> None:
+    context = cast(KafkaContext, _Context(KafkaSecurity(ScramCredentialStore(store))))
+    requests = {
+        38: build(request_class(38, 3), owner_principal_type=None, owner_principal_name=None,
+                  renewers=(), max_lifetime=datetime.timedelta(hours=1)),
+        39: build(request_class(39, 2), hmac=b"x", renew_period=datetime.timedelta(hours=1)),
+        40: build(request_class(40, 2), hmac=b"x",
+                  expiry_time_period=datetime.timedelta(hours=1)),
+        41: build(request_class(41, 3), owners=None)}
+    for row in ROWS:
+        version = 3 if row.key in (38, 41) else 2
+        call = Call(row.key, version, 1, "t", requests[row.key], Principal("alice"))
+        answer: Any = await row.handler(context, call)
+        assert answer.error_code == ErrorCode.delegation_token_auth_disabled, row.name
+        token_call = Call(row.key, version, 1, "t", requests[row.key],
+                          TokenPrincipal("alice", None, "some-token"))
+        answer = await row.handler(context, token_call)
+        assert answer.error_code == ErrorCode.delegation_token_request_not_allowed, row.name
