@@ -146,6 +146,7 @@ async def _change(context: KafkaContext, call: Call, key: int, period_ms: int) -
     tokens = _tokens(context)
     assert tokens is not None
     role = role_of(call) or ""
+    deleted: list[bool] = []
 
     def edit(token: DelegationToken) -> DelegationToken | None:
         now = tokens.now_ms()
@@ -154,6 +155,7 @@ async def _change(context: KafkaContext, call: Call, key: int, period_ms: int) -
         if token.expired(now):
             raise _RefusedError(ErrorCode.delegation_token_expired)
         if key == EXPIRE_KEY and period_ms < 0:
+            deleted.append(True)
             return None  # expire now: deleted
         period = tokens.expiry_time_ms if key == RENEW_KEY and period_ms < 0 else period_ms
         return replace(token, expiry_ms=min(token.max_ms, now + period))
@@ -167,7 +169,9 @@ async def _change(context: KafkaContext, call: Call, key: int, period_ms: int) -
         return answer(refusal.code)
     except LedgerError:
         return answer(ErrorCode.request_timed_out)  # maybe applied: the client retries
-    if changed is None:  # expired now (or swept meanwhile: gone all the same)
+    if changed is None:
+        if not deleted:  # gone between the lookup and the change (expired elsewhere)
+            return answer(ErrorCode.delegation_token_not_found)
         return answer(ErrorCode.none, tokens.now_ms())
     return answer(ErrorCode.none, changed.expiry_ms)
 
