@@ -99,14 +99,6 @@ class BrokerConfig:
             role), SASL_PLAINTEXT or SASL_SSL.
         kafka_sasl_mechanisms: the SASL mechanisms served, comma-separated
             (OAUTHBEARER and PLAIN carry a JWT and need a token key).
-        kafka_allow_plaintext: allow a Kafka listener without TLS while the
-            API serves TLS (refused otherwise: no silent bypass).
-        kafka_auto_create_topics: Kafka's ``auto.create.topics.enable``: a
-            Metadata request that allows it creates the missing topics it
-            names (docs/kafka.md, "Auto-creation"); off, they are
-            UNKNOWN_TOPIC_OR_PARTITION at once.
-        kafka_num_partitions: Kafka's ``num.partitions``: the segment count of
-            auto-created topics, and of CreateTopics with ``num_partitions`` -1.
         kafka_delegation_token_secret_file: Kafka's ``delegation.token.secret.key``,
             in a file: the key of delegation tokens' HMACs, the same on every
             broker; empty: delegation tokens are off (docs/kafka.md,
@@ -120,6 +112,14 @@ class BrokerConfig:
             ``delegation.token.expiry.check.interval.ms``: how often expired
             tokens are deleted from the metadata store (they authenticate no
             more from their expiry on regardless).
+        kafka_allow_plaintext: allow a Kafka listener without TLS while the
+            API serves TLS (refused otherwise: no silent bypass).
+        kafka_auto_create_topics: Kafka's ``auto.create.topics.enable``: a
+            Metadata request that allows it creates the missing topics it
+            names (docs/kafka.md, "Auto-creation"); off, they are
+            UNKNOWN_TOPIC_OR_PARTITION at once.
+        kafka_num_partitions: Kafka's ``num.partitions``: the segment count of
+            auto-created topics, and of CreateTopics with ``num_partitions`` -1.
     """
 
     data_dir: str = "./folio-data"
@@ -146,13 +146,13 @@ class BrokerConfig:
     kafka_advertised_port: int = 0
     kafka_security_protocol: KafkaSecurityProtocol = KafkaSecurityProtocol.PLAINTEXT
     kafka_sasl_mechanisms: str = ",".join(KAFKA_SASL_MECHANISMS)
-    kafka_allow_plaintext: bool = False
-    kafka_auto_create_topics: bool = True
-    kafka_num_partitions: int = 1
     kafka_delegation_token_secret_file: str = ""
     kafka_delegation_token_max_lifetime_ms: int = 7 * 24 * 3600 * 1000
     kafka_delegation_token_expiry_time_ms: int = 24 * 3600 * 1000
     kafka_delegation_token_expiry_check_interval_ms: int = 3600 * 1000
+    kafka_allow_plaintext: bool = False
+    kafka_auto_create_topics: bool = True
+    kafka_num_partitions: int = 1
 
     def __post_init__(self) -> None:
         check_port("port", self.port)
@@ -165,6 +165,11 @@ class BrokerConfig:
                              "auth_token_public_key_file, not both")
         if self.kafka_port != -1:
             check_port("kafka_port (-1: no Kafka listener)", self.kafka_port)
+        for name in ("kafka_delegation_token_max_lifetime_ms",
+                     "kafka_delegation_token_expiry_time_ms",
+                     "kafka_delegation_token_expiry_check_interval_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         check_port("kafka_advertised_port", self.kafka_advertised_port)
         if self.kafka_port != -1:
             self._check_kafka_security()
@@ -173,10 +178,7 @@ class BrokerConfig:
                              f"got {self.kafka_num_partitions}")
         if self.stop_grace_s < 0 or self.retention_interval_s <= 0:
             raise ValueError("stop_grace_s must be >= 0 and retention_interval_s > 0")
-        for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms",
-                     "kafka_delegation_token_max_lifetime_ms",
-                     "kafka_delegation_token_expiry_time_ms",
-                     "kafka_delegation_token_expiry_check_interval_ms"):
+        for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         try:

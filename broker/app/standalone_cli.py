@@ -77,14 +77,6 @@ _HELP = {
     "kafka_sasl_mechanisms": "SASL mechanisms served, comma-separated (default "
     "OAUTHBEARER,PLAIN,SCRAM-SHA-256,SCRAM-SHA-512): OAUTHBEARER and PLAIN (JWT as the "
     "password) carry a Folio token; SCRAM users are made with `folio kafka-user add`",
-    "kafka_allow_plaintext": "accept a Kafka listener without TLS (PLAINTEXT or "
-    "SASL_PLAINTEXT) while the gRPC API serves TLS (refused otherwise)",
-    "kafka_auto_create_topics": "Kafka's auto.create.topics.enable: a Kafka client's Metadata "
-    "request (a producer's, a consumer's with allow.auto.create.topics) creates a missing "
-    "topic with --kafka-num-partitions segments (default on, as in Kafka); "
-    "--no-kafka-auto-create-topics: a missing topic is UNKNOWN_TOPIC_OR_PARTITION at once",
-    "kafka_num_partitions": "Kafka's num.partitions: segments of auto-created topics and of "
-    "CreateTopics without a partition count (default 1, 1 to 1024)",
     "kafka_delegation_token_secret_file": "file holding Kafka's delegation.token.secret.key, "
     "the key of delegation tokens' HMACs (the same on every broker of a cluster; changing it "
     "invalidates every token). Kafka clients may then make delegation tokens and "
@@ -99,6 +91,14 @@ _HELP = {
     "delegation.token.expiry.check.interval.ms: how often expired delegation tokens are "
     "deleted from the metadata store; they stop authenticating at their expiry regardless "
     "(default 3600000, 1 hour)",
+    "kafka_allow_plaintext": "accept a Kafka listener without TLS (PLAINTEXT or "
+    "SASL_PLAINTEXT) while the gRPC API serves TLS (refused otherwise)",
+    "kafka_auto_create_topics": "Kafka's auto.create.topics.enable: a Kafka client's Metadata "
+    "request (a producer's, a consumer's with allow.auto.create.topics) creates a missing "
+    "topic with --kafka-num-partitions segments (default on, as in Kafka); "
+    "--no-kafka-auto-create-topics: a missing topic is UNKNOWN_TOPIC_OR_PARTITION at once",
+    "kafka_num_partitions": "Kafka's num.partitions: segments of auto-created topics and of "
+    "CreateTopics without a partition count (default 1, 1 to 1024)",
 }
 
 
