@@ -110,6 +110,19 @@ class BrokerConfig:
             role), SASL_PLAINTEXT or SASL_SSL.
         kafka_sasl_mechanisms: the SASL mechanisms served, comma-separated
             (OAUTHBEARER and PLAIN carry a JWT and need a token key).
+        kafka_delegation_token_secret_file: Kafka's ``delegation.token.secret.key``,
+            in a file: the key of delegation tokens' HMACs, the same on every
+            broker; empty: delegation tokens are off (docs/kafka.md,
+            "Delegation tokens").
+        kafka_delegation_token_max_lifetime_ms: Kafka's
+            ``delegation.token.max.lifetime.ms``: no token lives longer.
+        kafka_delegation_token_expiry_time_ms: Kafka's
+            ``delegation.token.expiry.time.ms``: a token expires this long after
+            its creation or renewal unless renewed.
+        kafka_delegation_token_expiry_check_interval_ms: Kafka's
+            ``delegation.token.expiry.check.interval.ms``: how often expired
+            tokens are deleted from the metadata store (they authenticate no
+            more from their expiry on regardless).
         kafka_allow_plaintext: allow a Kafka listener without TLS while the
             API serves TLS (refused otherwise: no silent bypass).
         kafka_auto_create_topics: Kafka's ``auto.create.topics.enable``: a
@@ -167,6 +180,10 @@ class BrokerConfig:
     kafka_advertised_port: int = 0
     kafka_security_protocol: KafkaSecurityProtocol = KafkaSecurityProtocol.PLAINTEXT
     kafka_sasl_mechanisms: str = ",".join(KAFKA_SASL_MECHANISMS)
+    kafka_delegation_token_secret_file: str = ""
+    kafka_delegation_token_max_lifetime_ms: int = 7 * 24 * 3600 * 1000
+    kafka_delegation_token_expiry_time_ms: int = 24 * 3600 * 1000
+    kafka_delegation_token_expiry_check_interval_ms: int = 3600 * 1000
     kafka_allow_plaintext: bool = False
     kafka_auto_create_topics: bool = True
     kafka_num_partitions: int = 1
@@ -194,6 +211,11 @@ class BrokerConfig:
                              "auth_token_public_key_file, not both")
         if self.kafka_port != -1:
             check_port("kafka_port (-1: no Kafka listener)", self.kafka_port)
+        for name in ("kafka_delegation_token_max_lifetime_ms",
+                     "kafka_delegation_token_expiry_time_ms",
+                     "kafka_delegation_token_expiry_check_interval_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         check_port("kafka_advertised_port", self.kafka_advertised_port)
         if self.kafka_port != -1:
             self._check_kafka_security()

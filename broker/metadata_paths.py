@@ -27,6 +27,9 @@ path                              holds (owner)                           writte
                                   (``broker.kafka.sasl.credentials``)
 ``/folio/kafka/quotas``           Kafka client quotas                     admins         persistent
                                   (``broker.kafka.quotas.store``)
+``/folio/kafka/delegation_tokens`` Kafka delegation tokens, one child     brokers        persistent
+                                  per token id                            serving Kafka
+                                  (``broker.kafka.sasl.delegation``)
 ``/folio/kafka/producer_ids``     the next Kafka producer id block        brokers        persistent
                                   (``broker.kafka.producer_ids``)         serving Kafka
 ================================  ======================================  =============  ==========
@@ -44,6 +47,7 @@ __all__ = [
     "ACL_PATH",
     "BROKERS_PATH",
     "CONTAINERS_PATH",
+    "DELEGATION_TOKENS_ROOT",
     "FOLIO_PATH",
     "GROUPS_ROOT",
     "HEARTBEATS_ROOT",
@@ -71,6 +75,8 @@ HEARTBEATS_ROOT: Final = "/folio/group-heartbeats"
 ACL_PATH: Final = "/folio/acl"
 #: The node holding every SCRAM credential.
 SCRAM_PATH: Final = "/folio/kafka/scram"
+#: Kafka delegation tokens: ``/folio/kafka/delegation_tokens/<token_id>``.
+DELEGATION_TOKENS_ROOT: Final = "/folio/kafka/delegation_tokens"
 #: The node holding every Kafka client quota.
 QUOTAS_PATH: Final = "/folio/kafka/quotas"
 #: The Kafka producer ids reserved so far (blocks taken by compare-and-set).

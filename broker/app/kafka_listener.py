@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from broker.app.kafka_cluster import ClusterKafka
     from broker.kafka.coordinators import KafkaCoordinators
     from broker.kafka.sasl.bearer import ListenerTokens
+    from broker.kafka.sasl.delegation import DelegationTokens
     from broker.kafka.sasl.security import KafkaSecurity
     from broker.kafka.server import KafkaServer
 
@@ -169,6 +170,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
                          context.coordinators.consumers,
                          None if cluster is None else cluster.writable)
     topics.add_maintenance_hook(report.update_lag)
+    if context.security is not None and context.security.tokens is not None:
+        topics.add_maintenance_hook(context.security.tokens.maybe_sweep)  # expired tokens
     if context.coordinators.txns is not None:
         install(context)
     server = KafkaServer(context, config.host, config.kafka_port)
@@ -225,13 +228,15 @@ def kafka_security(config: BrokerConfig, store: MetadataStore) -> KafkaSecurity:
     credentials = ScramCredentialStore(store)
     tls = ListenerTls(config.server_tls()) if protocol.tls else None
     authenticator = None
+    tokens = _delegation_tokens(config, store)
     if protocol.sasl:
-        authenticator = Authenticator(config.sasl_mechanisms(), _tokens(config), credentials)
+        authenticator = Authenticator(config.sasl_mechanisms(), _tokens(config), credentials,
+                                      tokens)
     return KafkaSecurity(credentials, tls, authenticator,
                          certificate_roles=protocol.tls and not protocol.sasl
                          and bool(config.tls_ca),
                          super_users=config.super_user_roles(),
-                         oauth=config.kafka_oauth() if protocol.sasl else None)
+                         oauth=config.kafka_oauth() if protocol.sasl else None, tokens=tokens)
 
 
 def _tokens(config: BrokerConfig) -> ListenerTokens | None:
@@ -245,3 +250,39 @@ def _tokens(config: BrokerConfig) -> ListenerTokens | None:
     oauth = config.kafka_oauth()
     external = None if oauth is None else JwksVerifier(oauth)
     return None if folio is None and external is None else ListenerTokens(folio, external)
+
+
+def _delegation_tokens(config: BrokerConfig, store: MetadataStore) -> DelegationTokens | None:
+    """The cluster's delegation tokens, None without ``kafka_delegation_token_secret_file``.
+
+    Off unless asked for, as in Kafka (``delegation.token.secret.key``): a
+    token outlives the credential that made it (a JWT of an hour can make a
+    token of a week), so a broker upgraded in place does not start handing
+    them out. Raises ``ValueError`` for an unreadable or empty file.
+    """
+    from broker.kafka.sasl.delegation import (  # noqa: PLC0415
+        DelegationTokens,
+        DelegationTokenStore,
+    )
+
+    if not config.kafka_delegation_token_secret_file:
+        return None
+    secret = _read_secret(config.kafka_delegation_token_secret_file,
+                          "--kafka-delegation-token-secret-file")
+    return DelegationTokens(
+        DelegationTokenStore(store), secret,
+        max_lifetime_ms=config.kafka_delegation_token_max_lifetime_ms,
+        expiry_time_ms=config.kafka_delegation_token_expiry_time_ms,
+        sweep_interval_ms=config.kafka_delegation_token_expiry_check_interval_ms)
+
+
+def _read_secret(path: str, flag: str) -> bytes:
+    """The secret in ``path`` (surrounding whitespace left out, as a trailing newline)."""
+    try:
+        with open(path, "rb") as file:
+            secret = file.read().strip()
+    except OSError as error:
+        raise ValueError(f"{flag}: cannot read {path}: {error.strerror}") from None
+    if not secret:
+        raise ValueError(f"{flag}: {path} is empty")
+    return secret

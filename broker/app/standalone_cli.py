@@ -77,6 +77,20 @@ _HELP = {
     "kafka_sasl_mechanisms": "SASL mechanisms served, comma-separated (default "
     "OAUTHBEARER,PLAIN,SCRAM-SHA-256,SCRAM-SHA-512): OAUTHBEARER and PLAIN (JWT as the "
     "password) carry a Folio token; SCRAM users are made with `folio kafka-user add`",
+    "kafka_delegation_token_secret_file": "file holding Kafka's delegation.token.secret.key, "
+    "the key of delegation tokens' HMACs (the same on every broker of a cluster; changing it "
+    "invalidates every token). Kafka clients may then make delegation tokens and "
+    "authenticate with them over SCRAM (docs/kafka.md); default: none, delegation tokens "
+    "are off (DELEGATION_TOKEN_AUTH_DISABLED)",
+    "kafka_delegation_token_max_lifetime_ms": "Kafka's delegation.token.max.lifetime.ms: the "
+    "longest a delegation token lives, renewals included (default 604800000, 7 days)",
+    "kafka_delegation_token_expiry_time_ms": "Kafka's delegation.token.expiry.time.ms: a "
+    "delegation token expires this long after its creation or last renewal (default "
+    "86400000, 24 hours)",
+    "kafka_delegation_token_expiry_check_interval_ms": "Kafka's "
+    "delegation.token.expiry.check.interval.ms: how often expired delegation tokens are "
+    "deleted from the metadata store; they stop authenticating at their expiry regardless "
+    "(default 3600000, 1 hour)",
     "kafka_allow_plaintext": "accept a Kafka listener without TLS (PLAINTEXT or "
     "SASL_PLAINTEXT) while the gRPC API serves TLS (refused otherwise)",
     "kafka_auto_create_topics": "Kafka's auto.create.topics.enable: a Kafka client's Metadata "

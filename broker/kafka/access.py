@@ -142,6 +142,12 @@ KAFKA_TABLE: Final[dict[str, tuple[Requirement, ...]]] = {
     "SaslAuthenticate": (),
     "DescribeUserScramCredentials": (CLUSTER,),
     "AlterUserScramCredentials": (CLUSTER,),
+    # Delegation tokens: their owner's, renewers' and (another owner's, all
+    # tokens) the super-users' (``broker.kafka.handlers.delegation_tokens``).
+    "CreateDelegationToken": (),
+    "RenewDelegationToken": (),
+    "ExpireDelegationToken": (),
+    "DescribeDelegationToken": (),
     # Admin APIs (docs/kafka.md, "Admin APIs"), as Kafka checks them.
     "DescribeCluster": (),
     "DescribeLogDirs": (CLUSTER,),

@@ -15,6 +15,7 @@ from broker.kafka.handlers import (
     cluster_admin,
     configs,
     consumer_protocol,
+    delegation_tokens,
     fetch,
     find_coordinator,
     group_admin,
@@ -58,6 +59,7 @@ HANDLER_MODULES = (
     # Authentication (docs/security.md, "Kafka"): SASL and SCRAM credentials.
     sasl,
     scram_users,
+    delegation_tokens,
     # Admin APIs mapped onto Folio (docs/kafka.md, "Admin APIs").
     cluster_admin,
     alter_configs,

@@ -12,7 +12,8 @@ proof or a key).
 - ``OAUTHBEARER`` (RFC 7628): ``n,,^Aauth=Bearer <jwt>^A^A``; the JWT's
   ``sub`` is the role.
 - ``SCRAM-SHA-256`` / ``SCRAM-SHA-512``: two round trips
-  (``broker.kafka.sasl.scram``) against the credential read from the store.
+  (``broker.kafka.sasl.scram``) against the credential read from the store,
+  or a delegation token's (``broker.kafka.sasl.token_login``).
 
 Both token mechanisms verify with the listener's ``ListenerTokens``
 (``broker.kafka.sasl.bearer``): the gRPC port's ``TokenVerifier`` (the same
@@ -27,7 +28,9 @@ from typing import Protocol
 
 from broker.kafka.sasl.bearer import ListenerTokens
 from broker.kafka.sasl.credentials import ScramCredentialStore
+from broker.kafka.sasl.delegation import DelegationTokens
 from broker.kafka.sasl.scram import SCRAM_HASHES, ScramError, ScramServer
+from broker.kafka.sasl.token_login import ScramLookup
 from ledger.security.tokens import Principal, TokenError
 
 __all__ = ["Authenticator", "Exchange", "SaslRefusedError"]
@@ -109,9 +112,10 @@ class _OAuthBearer:
 
 
 class _Scram:
-    def __init__(self, mechanism: str, credentials: ScramCredentialStore) -> None:
+    def __init__(self, mechanism: str, credentials: ScramCredentialStore,
+                 tokens: DelegationTokens | None) -> None:
         self._server = ScramServer(mechanism)
-        self._credentials = credentials
+        self._lookup = ScramLookup(credentials, tokens)
         self._round = 0
         self.principal: Principal | None = None
 
@@ -120,11 +124,15 @@ class _Scram:
         try:
             if self._round == 1:
                 user = self._server.first(message)
-                credential = await self._credentials.lookup(user, self._server.mechanism)
+                credential = await self._lookup.credential(user, self._server.mechanism,
+                                                           self._server.extensions)
                 return self._server.use(credential)
             if self._round == 2:
                 answer = self._server.final(message)
-                self.principal = Principal(self._server.user)
+                self.principal = self._lookup.principal(self._server.user)
+                if self.principal is None:
+                    raise SaslRefusedError("expired_token", "authentication failed: the "
+                                           "delegation token has expired")
                 return answer
         except ScramError as error:
             reason = ("bad_credentials" if str(error) == "authentication failed"
@@ -143,20 +151,23 @@ class Authenticator:
         mechanisms: the mechanisms served, in the order SaslHandshake lists them.
         verifier: checks JWTs (None: OAUTHBEARER and PLAIN are not served).
         credentials: the SCRAM credentials.
+        tokens: the delegation tokens SCRAM also accepts (None: none).
     """
 
     def __init__(self, mechanisms: tuple[str, ...], verifier: ListenerTokens | None,
-                 credentials: ScramCredentialStore) -> None:
+                 credentials: ScramCredentialStore,
+                 tokens: DelegationTokens | None = None) -> None:
         self.mechanisms = mechanisms
         self._verifier = verifier
         self.credentials = credentials
+        self.tokens = tokens
 
     def start(self, mechanism: str) -> Exchange | None:
         """A new exchange of ``mechanism``, None if it is not served."""
         if mechanism not in self.mechanisms:
             return None
         if mechanism in SCRAM_HASHES:
-            return _Scram(mechanism, self.credentials)
+            return _Scram(mechanism, self.credentials, self.tokens)
         if self._verifier is None:
             return None
         if mechanism == "PLAIN":

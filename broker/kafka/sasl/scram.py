@@ -80,10 +80,15 @@ def make_credential(mechanism: str, password: str, iterations: int = MIN_ITERATI
         iterations)
 
 
-def _attributes(message: str) -> dict[str, str]:
+def _attributes(message: str, extensions: dict[str, str] | None = None) -> dict[str, str]:
+    """RFC 5802's one-letter attributes; with ``extensions``, Kafka's SCRAM extensions
+    (``key=value`` with an alphanumeric key of two letters or more, KIP-84) go there."""
     out: dict[str, str] = {}
     for part in message.split(","):
         key, sep, value = part.partition("=")
+        if sep and extensions is not None and len(key) > 1 and key.isalnum():
+            extensions.setdefault(key, value)
+            continue
         if not sep or len(key) != 1:
             raise ScramError(f"malformed SCRAM attribute {part[:32]!r}")
         out.setdefault(key, value)
@@ -103,7 +108,9 @@ class ScramServer:
     ``first(message)`` answers the client-first message with the server-first
     one and returns the user name (looked up by the caller, who then calls
     ``use``); ``final(message)`` checks the proof and answers the
-    server-final message. Any fault raises ``ScramError``.
+    server-final message. Any fault raises ``ScramError``. ``extensions``:
+    the client-first message's SCRAM extensions (Kafka's ``tokenauth=true``
+    asks for a delegation token, ``broker.kafka.sasl.delegation``).
     """
 
     def __init__(self, mechanism: str) -> None:
@@ -114,6 +121,7 @@ class ScramServer:
         self._server_first = ""
         self._nonce = ""
         self._credential: ScramCredential | None = None
+        self.extensions: dict[str, str] = {}
 
     def first(self, message: bytes) -> str:
         """Parse the client-first message; the user name it names."""
@@ -123,7 +131,7 @@ class ScramServer:
                              "'n,' (or 'y,')")
         _, _, rest = text.partition(",")
         authzid, _, bare = rest.partition(",")
-        attributes = _attributes(bare)
+        attributes = _attributes(bare, self.extensions)
         if "n" not in attributes or "r" not in attributes or "m" in attributes:
             raise ScramError("client-first message needs n= and r= (and no m=)")
         self.user = _unescape_name(attributes["n"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from broker.kafka.sasl.credentials import ScramCredentialStore
+from broker.kafka.sasl.delegation import DelegationTokens
 from broker.kafka.sasl.mechanisms import Authenticator
 from broker.kafka.sasl.refusals import Refusals
 from broker.kafka.sasl.tls import ListenerTls
@@ -35,6 +36,7 @@ class KafkaSecurity:
         refusals: counts and logs refused connections.
         oauth: the identity provider's key set OAUTHBEARER also accepts
             (``--kafka-oauth-jwks-url``), None: Folio's tokens only.
+        tokens: the cluster's Kafka delegation tokens (None: off, no secret).
     """
 
     credentials: ScramCredentialStore
@@ -44,6 +46,7 @@ class KafkaSecurity:
     super_users: frozenset[str] = frozenset()
     refusals: Refusals = field(default_factory=Refusals)
     oauth: JwksSettings | None = None
+    tokens: DelegationTokens | None = None
 
     @property
     def authenticates(self) -> bool:

@@ -242,6 +242,15 @@ REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
     "DescribeUserScramCredentials": (50, 0, lambda _r: _make(50, 0, users=None)),
     "AlterUserScramCredentials": (51, 0, lambda _r: _make(51, 0, upsertions=(), deletions=(
         _make(51, 0, "ScramCredentialDeletion", name="acc.nobody", mechanism=1),))),
+    # Delegation tokens: the owner's, renewers' and super-users' (checked by their handler,
+    # tests/integration/kafka/test_kafka_delegation_tokens.py).
+    "CreateDelegationToken": (38, 3, lambda _r: _make(
+        38, 3, owner_principal_type=None, owner_principal_name=None, renewers=(),
+        max_lifetime=_SECOND)),
+    "RenewDelegationToken": (39, 2, lambda _r: _make(39, 2, hmac=b"x", renew_period=_SECOND)),
+    "ExpireDelegationToken": (40, 2, lambda _r: _make(40, 2, hmac=b"x",
+                                                      expiry_time_period=_SECOND)),
+    "DescribeDelegationToken": (41, 3, lambda _r: _make(41, 3, owners=None)),
     "DescribeClientQuotas": (48, 1, lambda _r: _make(48, 1, components=(), strict=False)),
     "AlterClientQuotas": (49, 1, lambda _r: _make(49, 1, validate_only=True, entries=(
         _make(49, 1, "EntryData", entity=(

@@ -51,6 +51,9 @@ def test_the_served_apis() -> None:
         # Authentication (docs/kafka.md, "Security").
         "SaslHandshake": (17, 1, 1), "SaslAuthenticate": (36, 0, 2),
         "DescribeUserScramCredentials": (50, 0, 0), "AlterUserScramCredentials": (51, 0, 0),
+        # Delegation tokens (docs/kafka.md, "Delegation tokens").
+        "CreateDelegationToken": (38, 1, 3), "RenewDelegationToken": (39, 1, 2),
+        "ExpireDelegationToken": (40, 1, 2), "DescribeDelegationToken": (41, 1, 3),
         # Admin APIs mapped onto Folio (docs/kafka.md, "Admin APIs").
         "DescribeCluster": (60, 0, 2), "DescribeLogDirs": (35, 1, 5),
         "AlterConfigs": (33, 0, 2), "IncrementalAlterConfigs": (44, 0, 1),
