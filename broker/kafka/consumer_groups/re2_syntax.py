@@ -1,0 +1,457 @@
+"""RE2 syntax (as RE2/J 1.8, Kafka's engine, parses it) translated to a Python ``re`` pattern.
+
+``translate`` reads a regex token by token, as RE2/J's parser does, accepts
+exactly what RE2/J accepts (refusing the rest with ``RE2SyntaxError``, whose
+``description`` is RE2/J's), and writes a Python pattern matching the same
+strings. Nothing is left to Python's syntax or flags: every construct is
+written out in a form Python reads one way only:
+
+- literals as hex escapes or letters, classes as explicit sets (``re2_classes``);
+- ``\\Q...\\E`` as its literal characters (a quantifier after it repeats the last);
+- flags: ``i`` by folding literals and classes here (RE2/J's folding, not
+  Python's ``IGNORECASE``), ``s`` by the set ``.`` stands for, ``m`` by the
+  assertions ``^``/``$`` become, ``U`` by swapping each quantifier's
+  greediness; a flag group applies to the rest of its group, alternatives too;
+- ``^``, ``$``, ``\\A``, ``\\z`` as ``\\A``/``\\Z`` (Python's ``\\Z`` is RE2's
+  ``\\z``: RE2's ``$`` never matches before a final newline), or, under ``m``,
+  as lookarounds for a line's ends; ``\\b``/``\\B`` with ASCII word characters;
+- every group as a non-capturing one (only whether a name matches is asked,
+  and RE2's group names need not be Python identifiers).
+
+RE2/J's own quirks are kept where they decide what is accepted: ``a{*`` is a
+nested repetition (the literal ``{`` counts as one), ``x{01}`` and ``x{,3}``
+are literal text, ``(?)`` is an empty flag group, ``(?<=`` is an invalid
+named capture, ``\\C`` is refused (RE2 C++ has it; RE2/J does not).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from broker.kafka.consumer_groups.re2_classes import (
+    ANY,
+    Ranges,
+    fold,
+    is_unicode_class,
+    negate,
+    normalize,
+    perl_class,
+    posix_class,
+    python_class,
+    python_literal,
+    unicode_class,
+)
+
+__all__ = ["RE2SyntaxError", "translate"]
+
+# RE2/J's descriptions (Parser.java), what Kafka puts in its message.
+INVALID_CHAR_RANGE = "invalid character class range"
+INVALID_ESCAPE = "invalid escape sequence"
+INVALID_NAMED_CAPTURE = "invalid named capture"
+INVALID_PERL_OP = "invalid or unsupported Perl syntax"
+INVALID_REPEAT_OP = "invalid nested repetition operator"
+INVALID_REPEAT_SIZE = "invalid repeat count"
+MISSING_BRACKET = "missing closing ]"
+MISSING_PAREN = "missing closing )"
+MISSING_REPEAT_ARGUMENT = "missing argument to repetition operator"
+TRAILING_BACKSLASH = "trailing backslash at end of expression"
+DUPLICATE_NAMED_CAPTURE = "duplicate capture group name"
+#: RE2/J says "regexp/syntax: internal error" here; this is RE2 C++'s wording.
+UNEXPECTED_PAREN = "unexpected )"
+
+#: RE2's largest repetition count.
+MAX_REPEAT = 1000
+
+_FOLD_CASE, _MULTI_LINE, _DOT_NL, _UNGREEDY = 1, 2, 4, 8
+_FLAG_BITS = {"i": _FOLD_CASE, "m": _MULTI_LINE, "s": _DOT_NL, "U": _UNGREEDY}
+_ESCAPES = {"a": 7, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11}
+_NEWLINE: Ranges = ((10, 10),)
+# RE2's \b and \B (ASCII words), written out: Python's \B never matches an empty string.
+_WORD_BOUNDARY = r"(?:(?<=\w)(?!\w)|(?<!\w)(?=\w))".replace(r"\w", "[0-9A-Za-z_]")
+_NOT_WORD_BOUNDARY = r"(?:(?<=\w)(?=\w)|(?<!\w)(?!\w))".replace(r"\w", "[0-9A-Za-z_]")
+
+
+class RE2SyntaxError(ValueError):
+    """``regex`` is not RE2/J syntax: ``description`` (RE2/J's words) at ``fragment``."""
+
+    def __init__(self, description: str, fragment: str) -> None:
+        super().__init__(f"{description}: `{fragment}`")
+        self.description = description
+        self.fragment = fragment
+
+
+@dataclass
+class _Item:
+    """A piece of the Python pattern; ``unit``: a quantifier may follow it as it is."""
+
+    text: str
+    unit: bool = True
+
+
+@dataclass
+class _Group:
+    """An open group: its flags to restore at ``)``, its finished alternatives, the current one."""
+
+    saved_flags: int
+    alternatives: list[str] = field(default_factory=list)
+    items: list[_Item] = field(default_factory=list)
+
+    def text(self) -> str:
+        return "|".join([*self.alternatives, "".join(i.text for i in self.items)])
+
+
+def translate(regex: str) -> str:
+    """The Python pattern matching what RE2/J's ``regex`` matches (module docstring).
+
+    Raises:
+        RE2SyntaxError: RE2/J refuses ``regex``.
+    """
+    return _Translator(regex).run()
+
+
+class _Translator:
+    """One pass over the regex (RE2/J's ``Parser.parseInternal``), writing Python as it goes."""
+
+    def __init__(self, regex: str) -> None:
+        self.regex = regex
+        self.pos = 0
+        self.flags = 0
+        self.groups = [_Group(saved_flags=0)]
+        self.names: set[str] = set()
+
+    def run(self) -> str:
+        regex = self.regex
+        last_repeat = -1
+        while self.pos < len(regex):
+            repeat_at = -1
+            c = regex[self.pos]
+            if c == "(":
+                self._open()
+            elif c == "|":
+                group = self.groups[-1]
+                group.alternatives.append("".join(i.text for i in group.items))
+                group.items = []
+                self.pos += 1
+            elif c == ")":
+                self._close()
+            elif c == "^":
+                self._push(r"(?<![^\n])" if self.flags & _MULTI_LINE else r"\A", unit=False)
+                self.pos += 1
+            elif c == "$":
+                self._push(r"(?![^\n])" if self.flags & _MULTI_LINE else r"\Z", unit=False)
+                self.pos += 1
+            elif c == ".":
+                self._push(python_class(ANY if self.flags & _DOT_NL else negate(_NEWLINE)))
+                self.pos += 1
+            elif c == "[":
+                self._push(python_class(self._class()))
+            elif c in "*+?":
+                repeat_at = self.pos
+                self.pos += 1
+                self._repeat(c, repeat_at, last_repeat)
+            elif c == "{":
+                repeat_at = self.pos
+                count = self._count()
+                if count is None:
+                    # Not a count: a literal "{" (RE2/J still counts it as a repetition
+                    # for the next operator's "nested repetition" check).
+                    self.pos = repeat_at + 1
+                    self._literal(ord("{"))
+                else:
+                    self._repeat(count, repeat_at, last_repeat)
+            elif c == "\\":
+                self._escape()
+            else:
+                self._literal(ord(c))
+                self.pos += 1
+            last_repeat = repeat_at
+        if len(self.groups) > 1:
+            raise RE2SyntaxError(MISSING_PAREN, regex)
+        return self.groups[0].text()
+
+    # -- pieces ---------------------------------------------------------------------
+
+    def _push(self, text: str, unit: bool = True) -> None:
+        self.groups[-1].items.append(_Item(text, unit))
+
+    def _literal(self, code_point: int) -> None:
+        ranges: Ranges = ((code_point, code_point),)
+        if self.flags & _FOLD_CASE:
+            ranges = fold(ranges)
+        if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+            self._push(python_literal(code_point))
+        else:
+            self._push(python_class(ranges))
+
+    def _repeat(self, operator: str, at: int, last_repeat: int) -> None:
+        """Apply ``operator`` (``*``, ``+``, ``?``, ``{n,m}`` in Python's spelling) to the
+        last item; ``at``: where it started, ``last_repeat``: where the previous token did
+        if it was a repetition too."""
+        lazy = bool(self.flags & _UNGREEDY)
+        if self.regex.startswith("?", self.pos):
+            self.pos += 1
+            lazy = not lazy
+        if last_repeat != -1:
+            raise RE2SyntaxError(INVALID_REPEAT_OP, self.regex[last_repeat:self.pos])
+        items = self.groups[-1].items
+        if not items:
+            raise RE2SyntaxError(MISSING_REPEAT_ARGUMENT, self.regex[at:self.pos])
+        item = items[-1]
+        text = item.text if item.unit else f"(?:{item.text})"
+        items[-1] = _Item(text + operator + ("?" if lazy else ""), unit=False)
+
+    def _count(self) -> str | None:
+        """A ``{n}``, ``{n,}``, ``{n,m}`` at ``pos`` as Python writes it (and ``pos`` after it);
+        None (``pos`` unchanged) if it is not one: RE2 reads it as literal text."""
+        regex, start = self.regex, self.pos
+        i = start + 1
+        low, i = _number(regex, i)
+        if low is None or i >= len(regex):
+            return None
+        high: int | None = low
+        if regex[i] == ",":
+            i += 1
+            if i >= len(regex):
+                return None
+            if regex[i] == "}":
+                high = None
+            else:
+                high, i = _number(regex, i)
+                if high is None:
+                    return None
+        if i >= len(regex) or regex[i] != "}":
+            return None
+        i += 1
+        if low < 0 or low > MAX_REPEAT or (high is not None and (
+                high < 0 or high > MAX_REPEAT or low > high)):
+            raise RE2SyntaxError(INVALID_REPEAT_SIZE, regex[start:i])
+        self.pos = i
+        return f"{{{low}}}" if high == low else f"{{{low},}}" if high is None \
+            else f"{{{low},{high}}}"
+
+    # -- groups -----------------------------------------------------------------------
+
+    def _open(self) -> None:
+        regex, start = self.regex, self.pos
+        if not regex.startswith("(?", start):
+            self.groups.append(_Group(saved_flags=self.flags))
+            self.pos += 1
+            return
+        rest = regex[start:]
+        if rest.startswith(("(?P<", "(?<")):
+            begin = 4 if rest[2] == "P" else 3
+            end = rest.find(">", begin)
+            if end < 0:
+                raise RE2SyntaxError(INVALID_NAMED_CAPTURE, rest)
+            name = rest[begin:end]
+            if not name or not all(c == "_" or (c.isascii() and c.isalnum()) for c in name):
+                raise RE2SyntaxError(INVALID_NAMED_CAPTURE, rest[:end + 1])
+            if name in self.names:
+                raise RE2SyntaxError(DUPLICATE_NAMED_CAPTURE, name)
+            self.names.add(name)
+            self.groups.append(_Group(saved_flags=self.flags))
+            self.pos = start + end + 1
+            return
+        # Flags: (?flags) or (?flags:re), flags as "ims", "-ims" or "i-ms" (RE2/J's loop).
+        i = start + 2
+        flags, negative, saw_flag = self.flags, False, False
+        while i < len(regex):
+            c = regex[i]
+            i += 1
+            if c in _FLAG_BITS:
+                flags = flags & ~_FLAG_BITS[c] if negative else flags | _FLAG_BITS[c]
+                saw_flag = True
+            elif c == "-" and not negative:
+                negative, saw_flag = True, False
+            elif c in ":)" and not (negative and not saw_flag):
+                if c == ":":
+                    self.groups.append(_Group(saved_flags=self.flags))
+                self.flags = flags
+                self.pos = i
+                return
+            else:
+                break
+        raise RE2SyntaxError(INVALID_PERL_OP, regex[start:i])
+
+    def _close(self) -> None:
+        if len(self.groups) == 1:
+            raise RE2SyntaxError(UNEXPECTED_PAREN, self.regex)
+        group = self.groups.pop()
+        self.flags = group.saved_flags
+        self._push(f"(?:{group.text()})")
+        self.pos += 1
+
+    # -- escapes ----------------------------------------------------------------------
+
+    def _escape(self) -> None:
+        regex, start = self.regex, self.pos
+        c = regex[start + 1:start + 2]
+        if c in ("A", "z"):
+            self._push(r"\A" if c == "A" else r"\Z", unit=False)
+            self.pos += 2
+        elif c in ("b", "B"):
+            self._push(_WORD_BOUNDARY if c == "b" else _NOT_WORD_BOUNDARY, unit=False)
+            self.pos += 2
+        elif c == "C":
+            raise RE2SyntaxError(INVALID_ESCAPE, "\\C")
+        elif c == "Q":
+            end = regex.find("\\E", start + 2)
+            text = regex[start + 2:] if end < 0 else regex[start + 2:end]
+            for char in text:
+                self._literal(ord(char))
+            self.pos = len(regex) if end < 0 else end + 2
+        elif c in ("p", "P"):
+            self._push(python_class(self._unicode_class()))
+        elif (perl := perl_class(c)) is not None:
+            self._push(python_class(self._named(perl)))
+            self.pos += 2
+        else:
+            self._literal(self._escaped_char())
+
+    def _escaped_char(self) -> int:
+        """The character of the escape at ``pos`` (``\\n``, ``\\x41``, ``\\101``, ``\\.``);
+        RE2/J's ``parseEscape``. ``pos`` ends after it."""
+        regex, start = self.regex, self.pos
+        i = start + 1
+        if i >= len(regex):
+            raise RE2SyntaxError(TRAILING_BACKSLASH, regex[start:])
+        c = regex[i]
+        i += 1
+        value: int | None = None
+        if c in "1234567" and not (i < len(regex) and regex[i] in "01234567"):
+            value = None  # \1 to \7 alone: a backreference, not RE2
+        elif c in "01234567":
+            value = int(c)
+            for _ in range(2):
+                if i < len(regex) and regex[i] in "01234567":
+                    value = value * 8 + int(regex[i])
+                    i += 1
+        elif c == "x":
+            value, i = _hex_escape(regex, i)
+        elif c in _ESCAPES:
+            value = _ESCAPES[c]
+        elif not (c.isascii() and c.isalnum()):
+            value = ord(c)  # any punctuation (or non-ASCII) escaped is itself
+        if value is None:
+            raise RE2SyntaxError(INVALID_ESCAPE, regex[start:i])
+        self.pos = i
+        return value
+
+    def _unicode_class(self) -> Ranges:
+        """``\\pN``, ``\\p{Name}``, ``\\p{^Name}``, ``\\PN`` at ``pos`` (``pos`` after it)."""
+        regex, start = self.regex, self.pos
+        negative = regex[start + 1] == "P"
+        i = start + 2
+        if i >= len(regex):
+            raise RE2SyntaxError(INVALID_CHAR_RANGE, regex[start:])
+        if regex[i] != "{":
+            name = regex[i]
+            i += 1
+        else:
+            end = regex.find("}", i + 1)
+            if end < 0:
+                raise RE2SyntaxError(INVALID_CHAR_RANGE, regex[start:])
+            name = regex[i + 1:end]
+            i = end + 1
+        if name.startswith("^"):
+            negative, name = not negative, name[1:]
+        if not is_unicode_class(name):
+            raise RE2SyntaxError(INVALID_CHAR_RANGE, regex[start:i])
+        self.pos = i
+        ranges = unicode_class(name, bool(self.flags & _FOLD_CASE))
+        return negate(ranges) if negative else ranges
+
+    def _named(self, named: tuple[Ranges, bool]) -> Ranges:
+        """A Perl or POSIX class (positive, negated), folded before its negation as in
+        RE2/J's ``appendGroup``."""
+        positive, negated = named
+        if self.flags & _FOLD_CASE:
+            positive = fold(positive)
+        return negate(positive) if negated else positive
+
+    # -- classes ----------------------------------------------------------------------
+
+    def _class(self) -> Ranges:
+        """The class ``[...]`` at ``pos`` (RE2/J's ``parseClass``); ``pos`` after its ``]``."""
+        regex, start = self.regex, self.pos
+        self.pos += 1
+        negative = regex.startswith("^", self.pos)
+        self.pos += negative
+        ranges: list[tuple[int, int]] = []
+        first = True
+        while self.pos >= len(regex) or regex[self.pos] != "]" or first:
+            first = False
+            at = self.pos
+            if regex.startswith("[:", at):
+                end = regex.find(":]", at)
+                if end >= 0:
+                    name = regex[at + 2:end]
+                    posix = posix_class(name)
+                    if posix is None:
+                        raise RE2SyntaxError(INVALID_CHAR_RANGE, regex[at:end + 2])
+                    ranges.extend(self._named(posix))
+                    self.pos = end + 2
+                    continue
+            if regex.startswith(("\\p", "\\P"), at):
+                ranges.extend(self._unicode_class())
+                continue
+            perl = perl_class(regex[at + 1:at + 2]) if regex.startswith("\\", at) else None
+            if perl is not None:
+                ranges.extend(self._named(perl))
+                self.pos += 2
+                continue
+            low = self._class_char(start)
+            high = low
+            if regex.startswith("-", self.pos):
+                if regex.startswith("-]", self.pos):
+                    pass  # "[a-]": the "-" is read next, as a literal
+                else:
+                    self.pos += 1
+                    high = self._class_char(start)
+                    if high < low:
+                        raise RE2SyntaxError(INVALID_CHAR_RANGE, regex[at:self.pos])
+            item: Ranges = ((low, high),)
+            ranges.extend(fold(item) if self.flags & _FOLD_CASE else item)
+        self.pos += 1
+        merged = normalize(ranges)
+        return negate(merged) if negative else merged
+
+    def _class_char(self, class_start: int) -> int:
+        regex = self.regex
+        if self.pos >= len(regex):
+            raise RE2SyntaxError(MISSING_BRACKET, regex[class_start:])
+        if regex[self.pos] == "\\":
+            return self._escaped_char()
+        self.pos += 1
+        return ord(regex[self.pos - 1])
+
+
+def _number(regex: str, i: int) -> tuple[int | None, int]:
+    """(the decimal at ``i``, where it ends): None if absent or with a leading zero,
+    -1 if longer than 8 digits (RE2/J's ``parseInt``)."""
+    end = i
+    while end < len(regex) and regex[end] in "0123456789":
+        end += 1
+    digits = regex[i:end]
+    if not digits or (len(digits) > 1 and digits[0] == "0"):
+        return None, end
+    return (-1 if len(digits) > 8 else int(digits)), end
+
+
+def _hex_escape(regex: str, i: int) -> tuple[int | None, int]:
+    """(the code point of ``\\x41`` or ``\\x{10FFFF}`` after its ``x`` at ``i``, its end);
+    None if malformed or above U+10FFFF."""
+    if i >= len(regex):
+        return None, i
+    if regex[i] == "{":
+        end = regex.find("}", i + 1)
+        digits = regex[i + 1:end] if end >= 0 else regex[i + 1:]
+        stop = end + 1 if end >= 0 else len(regex)
+        if end < 0 or not digits or any(c not in "0123456789abcdefABCDEF" for c in digits):
+            return None, stop
+        value = int(digits, 16)
+        return (value if value <= 0x10FFFF else None), stop
+    digits = regex[i:i + 2]
+    if len(digits) < 2 or any(c not in "0123456789abcdefABCDEF" for c in digits):
+        return None, min(i + 2, len(regex))
+    return int(digits, 16), i + 2
