@@ -102,9 +102,9 @@ def test_an_re2_regex_python_lacks_selects_its_topics(bootstrap: str) -> None:
             if message is None:
                 continue
             assert message.error() is None, message.error()
-            topic = message.topic()
-            assert topic is not None
-            read[topic] = read.get(topic, 0) + 1
+            name = message.topic()
+            assert name is not None
+            read[name] = read.get(name, 0) + 1
         assert {tp.topic for tp in consumer.assignment()} == {letters}
         assert read == {letters: 6}  # "e1" is no letter, "x" is no quoted "."
     finally:
