@@ -41,6 +41,7 @@ from broker.kafka.consumer_groups.re2_classes import (
     python_literal,
     unicode_class,
 )
+from broker.kafka.consumer_groups.re2_tokens import hex_escape, number
 
 __all__ = ["RE2SyntaxError", "translate"]
 
@@ -205,7 +206,7 @@ class _Translator:
         None (``pos`` unchanged) if it is not one: RE2 reads it as literal text."""
         regex, start = self.regex, self.pos
         i = start + 1
-        low, i = _number(regex, i)
+        low, i = number(regex, i)
         if low is None or i >= len(regex):
             return None
         high: int | None = low
@@ -216,7 +217,7 @@ class _Translator:
             if regex[i] == "}":
                 high = None
             else:
-                high, i = _number(regex, i)
+                high, i = number(regex, i)
                 if high is None:
                     return None
         if i >= len(regex) or regex[i] != "}":
@@ -327,7 +328,7 @@ class _Translator:
                     value = value * 8 + int(regex[i])
                     i += 1
         elif c == "x":
-            value, i = _hex_escape(regex, i)
+            value, i = hex_escape(regex, i)
         elif c in _ESCAPES:
             value = _ESCAPES[c]
         elif not (c.isascii() and c.isalnum()):
@@ -425,33 +426,3 @@ class _Translator:
         self.pos += 1
         return ord(regex[self.pos - 1])
 
-
-def _number(regex: str, i: int) -> tuple[int | None, int]:
-    """(the decimal at ``i``, where it ends): None if absent or with a leading zero,
-    -1 if longer than 8 digits (RE2/J's ``parseInt``)."""
-    end = i
-    while end < len(regex) and regex[end] in "0123456789":
-        end += 1
-    digits = regex[i:end]
-    if not digits or (len(digits) > 1 and digits[0] == "0"):
-        return None, end
-    return (-1 if len(digits) > 8 else int(digits)), end
-
-
-def _hex_escape(regex: str, i: int) -> tuple[int | None, int]:
-    """(the code point of ``\\x41`` or ``\\x{10FFFF}`` after its ``x`` at ``i``, its end);
-    None if malformed or above U+10FFFF."""
-    if i >= len(regex):
-        return None, i
-    if regex[i] == "{":
-        end = regex.find("}", i + 1)
-        digits = regex[i + 1:end] if end >= 0 else regex[i + 1:]
-        stop = end + 1 if end >= 0 else len(regex)
-        if end < 0 or not digits or any(c not in "0123456789abcdefABCDEF" for c in digits):
-            return None, stop
-        value = int(digits, 16)
-        return (value if value <= 0x10FFFF else None), stop
-    digits = regex[i:i + 2]
-    if len(digits) < 2 or any(c not in "0123456789abcdefABCDEF" for c in digits):
-        return None, min(i + 2, len(regex))
-    return int(digits, 16), i + 2
