@@ -1,10 +1,11 @@
 """RE2 syntax (as RE2/J 1.8, Kafka's engine, parses it) translated to a Python ``re`` pattern.
 
-``translate`` reads a regex token by token, as RE2/J's parser does, accepts
+``parse`` reads a regex token by token, as RE2/J's parser does, accepts
 exactly what RE2/J accepts (refusing the rest with ``RE2SyntaxError``, whose
 ``description`` is RE2/J's), and writes a Python pattern matching the same
-strings. Nothing is left to Python's syntax or flags: every construct is
-written out in a form Python reads one way only:
+strings, with the regex's parse for ``re2_automaton`` beside it. Nothing is
+left to Python's syntax or flags: every construct is written out in a form
+Python reads one way only:
 
 - literals as hex escapes or letters, classes as explicit sets (``re2_classes``);
 - ``\\Q...\\E`` as its literal characters (a quantifier after it repeats the last);
@@ -28,6 +29,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from broker.kafka.consumer_groups.re2_automaton import (
+    Alternate,
+    Assert,
+    Chars,
+    Concat,
+    Node,
+    Repeat,
+)
 from broker.kafka.consumer_groups.re2_classes import (
     ANY,
     Ranges,
@@ -41,9 +50,9 @@ from broker.kafka.consumer_groups.re2_classes import (
     python_literal,
     unicode_class,
 )
-from broker.kafka.consumer_groups.re2_tokens import hex_escape, number
+from broker.kafka.consumer_groups.re2_tokens import hex_escape, number, python_count
 
-__all__ = ["RE2SyntaxError", "translate"]
+__all__ = ["RE2SyntaxError", "parse", "translate"]
 
 # RE2/J's descriptions (Parser.java), what Kafka puts in its message.
 INVALID_CHAR_RANGE = "invalid character class range"
@@ -68,8 +77,12 @@ _FLAG_BITS = {"i": _FOLD_CASE, "m": _MULTI_LINE, "s": _DOT_NL, "U": _UNGREEDY}
 _ESCAPES = {"a": 7, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11}
 _NEWLINE: Ranges = ((10, 10),)
 # RE2's \b and \B (ASCII words), written out: Python's \B never matches an empty string.
-_WORD_BOUNDARY = r"(?:(?<=\w)(?!\w)|(?<!\w)(?=\w))".replace(r"\w", "[0-9A-Za-z_]")
-_NOT_WORD_BOUNDARY = r"(?:(?<=\w)(?=\w)|(?<!\w)(?!\w))".replace(r"\w", "[0-9A-Za-z_]")
+_ASSERTIONS = {
+    "begin_text": r"\A", "end_text": r"\Z", "begin_line": r"(?<![^\n])",
+    "end_line": r"(?![^\n])",
+    "word_boundary": r"(?:(?<=\w)(?!\w)|(?<!\w)(?=\w))".replace(r"\w", "[0-9A-Za-z_]"),
+    "not_word_boundary": r"(?:(?<=\w)(?=\w)|(?<!\w)(?!\w))".replace(r"\w", "[0-9A-Za-z_]"),
+}
 
 
 class RE2SyntaxError(ValueError):
@@ -83,9 +96,11 @@ class RE2SyntaxError(ValueError):
 
 @dataclass
 class _Item:
-    """A piece of the Python pattern; ``unit``: a quantifier may follow it as it is."""
+    """A piece of the Python pattern and of the parse; ``unit``: a quantifier may follow
+    ``text`` as it is."""
 
     text: str
+    node: Node
     unit: bool = True
 
 
@@ -96,13 +111,32 @@ class _Group:
     saved_flags: int
     alternatives: list[str] = field(default_factory=list)
     items: list[_Item] = field(default_factory=list)
+    alternative_nodes: list[Node] = field(default_factory=list)
 
     def text(self) -> str:
         return "|".join([*self.alternatives, "".join(i.text for i in self.items)])
 
+    def end_alternative(self) -> None:
+        self.alternatives.append("".join(i.text for i in self.items))
+        self.alternative_nodes.append(Concat(tuple(i.node for i in self.items)))
+        self.items = []
+
+    def node(self) -> Node:
+        last = Concat(tuple(i.node for i in self.items))
+        return Alternate((*self.alternative_nodes, last)) if self.alternative_nodes else last
+
 
 def translate(regex: str) -> str:
     """The Python pattern matching what RE2/J's ``regex`` matches (module docstring).
+
+    Raises:
+        RE2SyntaxError: RE2/J refuses ``regex``.
+    """
+    return parse(regex)[0]
+
+
+def parse(regex: str) -> tuple[str, Node]:
+    """(``translate(regex)``, the parse of ``regex`` for ``re2_automaton``).
 
     Raises:
         RE2SyntaxError: RE2/J refuses ``regex``.
@@ -120,7 +154,7 @@ class _Translator:
         self.groups = [_Group(saved_flags=0)]
         self.names: set[str] = set()
 
-    def run(self) -> str:
+    def run(self) -> tuple[str, Node]:
         regex = self.regex
         last_repeat = -1
         while self.pos < len(regex):
@@ -129,27 +163,26 @@ class _Translator:
             if c == "(":
                 self._open()
             elif c == "|":
-                group = self.groups[-1]
-                group.alternatives.append("".join(i.text for i in group.items))
-                group.items = []
+                self.groups[-1].end_alternative()
                 self.pos += 1
             elif c == ")":
                 self._close()
             elif c == "^":
-                self._push(r"(?<![^\n])" if self.flags & _MULTI_LINE else r"\A", unit=False)
+                self._assert("begin_line" if self.flags & _MULTI_LINE else "begin_text")
                 self.pos += 1
             elif c == "$":
-                self._push(r"(?![^\n])" if self.flags & _MULTI_LINE else r"\Z", unit=False)
+                self._assert("end_line" if self.flags & _MULTI_LINE else "end_text")
                 self.pos += 1
             elif c == ".":
-                self._push(python_class(ANY if self.flags & _DOT_NL else negate(_NEWLINE)))
+                self._chars(ANY if self.flags & _DOT_NL else negate(_NEWLINE))
                 self.pos += 1
             elif c == "[":
-                self._push(python_class(self._class()))
+                self._chars(self._class())
             elif c in "*+?":
                 repeat_at = self.pos
                 self.pos += 1
-                self._repeat(c, repeat_at, last_repeat)
+                low, high = {"*": (0, None), "+": (1, None), "?": (0, 1)}[c]
+                self._repeat(c, low, high, repeat_at, last_repeat)
             elif c == "{":
                 repeat_at = self.pos
                 count = self._count()
@@ -159,7 +192,7 @@ class _Translator:
                     self.pos = repeat_at + 1
                     self._literal(ord("{"))
                 else:
-                    self._repeat(count, repeat_at, last_repeat)
+                    self._repeat(python_count(*count), *count, repeat_at, last_repeat)
             elif c == "\\":
                 self._escape()
             else:
@@ -168,23 +201,30 @@ class _Translator:
             last_repeat = repeat_at
         if len(self.groups) > 1:
             raise RE2SyntaxError(MISSING_PAREN, regex)
-        return self.groups[0].text()
+        return self.groups[0].text(), self.groups[0].node()
 
     # -- pieces ---------------------------------------------------------------------
 
-    def _push(self, text: str, unit: bool = True) -> None:
-        self.groups[-1].items.append(_Item(text, unit))
+    def _push(self, text: str, node: Node, unit: bool = True) -> None:
+        self.groups[-1].items.append(_Item(text, node, unit))
+
+    def _chars(self, ranges: Ranges) -> None:
+        self._push(python_class(ranges), Chars(ranges))
+
+    def _assert(self, kind: str) -> None:
+        self._push(_ASSERTIONS[kind], Assert(kind), unit=False)
 
     def _literal(self, code_point: int) -> None:
         ranges: Ranges = ((code_point, code_point),)
         if self.flags & _FOLD_CASE:
             ranges = fold(ranges)
         if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
-            self._push(python_literal(code_point))
+            self._push(python_literal(code_point), Chars(ranges))
         else:
-            self._push(python_class(ranges))
+            self._chars(ranges)
 
-    def _repeat(self, operator: str, at: int, last_repeat: int) -> None:
+    def _repeat(self, operator: str, low: int, high: int | None, at: int,
+                last_repeat: int) -> None:
         """Apply ``operator`` (``*``, ``+``, ``?``, ``{n,m}`` in Python's spelling) to the
         last item; ``at``: where it started, ``last_repeat``: where the previous token did
         if it was a repetition too."""
@@ -199,9 +239,10 @@ class _Translator:
             raise RE2SyntaxError(MISSING_REPEAT_ARGUMENT, self.regex[at:self.pos])
         item = items[-1]
         text = item.text if item.unit else f"(?:{item.text})"
-        items[-1] = _Item(text + operator + ("?" if lazy else ""), unit=False)
+        items[-1] = _Item(text + operator + ("?" if lazy else ""),
+                          Repeat(item.node, low, high), unit=False)
 
-    def _count(self) -> str | None:
+    def _count(self) -> tuple[int, int | None] | None:
         """A ``{n}``, ``{n,}``, ``{n,m}`` at ``pos`` as Python writes it (and ``pos`` after it);
         None (``pos`` unchanged) if it is not one: RE2 reads it as literal text."""
         regex, start = self.regex, self.pos
@@ -227,8 +268,7 @@ class _Translator:
                 high < 0 or high > MAX_REPEAT or low > high)):
             raise RE2SyntaxError(INVALID_REPEAT_SIZE, regex[start:i])
         self.pos = i
-        return f"{{{low}}}" if high == low else f"{{{low},}}" if high is None \
-            else f"{{{low},{high}}}"
+        return low, high
 
     # -- groups -----------------------------------------------------------------------
 
@@ -279,7 +319,7 @@ class _Translator:
             raise RE2SyntaxError(UNEXPECTED_PAREN, self.regex)
         group = self.groups.pop()
         self.flags = group.saved_flags
-        self._push(f"(?:{group.text()})")
+        self._push(f"(?:{group.text()})", group.node())
         self.pos += 1
 
     # -- escapes ----------------------------------------------------------------------
@@ -288,10 +328,10 @@ class _Translator:
         regex, start = self.regex, self.pos
         c = regex[start + 1:start + 2]
         if c in ("A", "z"):
-            self._push(r"\A" if c == "A" else r"\Z", unit=False)
+            self._assert("begin_text" if c == "A" else "end_text")
             self.pos += 2
         elif c in ("b", "B"):
-            self._push(_WORD_BOUNDARY if c == "b" else _NOT_WORD_BOUNDARY, unit=False)
+            self._assert("word_boundary" if c == "b" else "not_word_boundary")
             self.pos += 2
         elif c == "C":
             raise RE2SyntaxError(INVALID_ESCAPE, "\\C")
@@ -302,9 +342,9 @@ class _Translator:
                 self._literal(ord(char))
             self.pos = len(regex) if end < 0 else end + 2
         elif c in ("p", "P"):
-            self._push(python_class(self._unicode_class()))
+            self._chars(self._unicode_class())
         elif (perl := perl_class(c)) is not None:
-            self._push(python_class(self._named(perl)))
+            self._chars(self._named(perl))
             self.pos += 2
         else:
             self._literal(self._escaped_char())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["hex_escape", "number"]
+__all__ = ["hex_escape", "number", "python_count"]
 
 
 def number(regex: str, i: int) -> tuple[int | None, int]:
@@ -34,3 +34,9 @@ def hex_escape(regex: str, i: int) -> tuple[int | None, int]:
     if len(digits) < 2 or any(c not in "0123456789abcdefABCDEF" for c in digits):
         return None, min(i + 2, len(regex))
     return int(digits, 16), i + 2
+
+
+def python_count(low: int, high: int | None) -> str:
+    """A count as Python writes it: ``{2}``, ``{2,}``, ``{2,5}``."""
+    return f"{{{low}}}" if high == low else f"{{{low},}}" if high is None \
+        else f"{{{low},{high}}}"

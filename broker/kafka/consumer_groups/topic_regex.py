@@ -4,8 +4,12 @@ Kafka 4 resolves a member's regex on the broker with RE2/J (1.8) against the
 topic names, a topic matching when its whole name matches (``matches()``).
 Folio reads the regex as RE2/J does and translates it to an equivalent
 Python pattern (``re2_syntax``: ``\\pL``, ``\\p{Greek}``, ``\\Q...\\E``, ``\\z``,
-``(?U)``, POSIX classes, flag groups anywhere), then ``fullmatch``es the names
-with it. What RE2/J refuses (backreferences, lookaround, possessive and
+``(?U)``, POSIX classes, flag groups anywhere). The names are matched as RE2
+matches, in time linear in a name's length (``re2_automaton``), not by
+Python's backtracking ``re``, which a member's regex such as ``(a|a)*b``
+would keep on the broker's event loop for minutes; only a regex whose
+automaton would be too large (``(a{1000}){1000}``) is matched by the Python
+pattern. What RE2/J refuses (backreferences, lookaround, possessive and
 nested repetitions, ``\\C``, ``\\Z``, unknown classes, counts above 1000, ...)
 ``check_regex`` refuses with RE2/J's description, which Kafka answers as
 INVALID_REGULAR_EXPRESSION. Folio's system topics
@@ -17,14 +21,18 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
-from broker.kafka.consumer_groups.re2_syntax import RE2SyntaxError, translate
+from broker.kafka.consumer_groups.re2_automaton import Automaton, AutomatonTooLargeError
+from broker.kafka.consumer_groups.re2_syntax import RE2SyntaxError, parse
 
 __all__ = ["check_regex", "matching"]
 
 log = logging.getLogger(__name__)
+
+#: Names whose answer a regex's matcher keeps at most (then it starts again).
+_MAX_KEPT_ANSWERS = 100_000
 
 
 def check_regex(regex: str) -> str | None:
@@ -41,14 +49,40 @@ def check_regex(regex: str) -> str | None:
 
 def matching(regex: str, topics: Iterable[str]) -> frozenset[str]:
     """The ``topics`` whose whole name matches ``regex`` (checked by ``check_regex``)."""
-    pattern = _compiled(regex)
-    return frozenset(t for t in topics if pattern.fullmatch(t))
+    matcher = _compiled(regex)
+    return frozenset(t for t in topics if matcher.fullmatch(t))
+
+
+class _Matcher:
+    """Whether a whole name matches one regex, each name's answer kept: a group
+    re-resolves its regex every refresh, against mostly the same names."""
+
+    def __init__(self, match: Callable[[str], object]) -> None:
+        self._match = match
+        self._answers: dict[str, bool] = {}
+
+    def fullmatch(self, name: str) -> bool:
+        answer = self._answers.get(name)
+        if answer is None:
+            if len(self._answers) >= _MAX_KEPT_ANSWERS:
+                self._answers.clear()
+            answer = self._answers[name] = bool(self._match(name))
+        return answer
 
 
 @lru_cache(maxsize=256)
-def _compiled(regex: str) -> re.Pattern[str]:
-    """``regex``'s Python translation, compiled (kept: a group re-resolves it every refresh)."""
-    return re.compile(translate(regex))
+def _compiled(regex: str) -> _Matcher:
+    """The matcher of ``regex`` (kept: a group re-resolves it every refresh).
+
+    Its Python translation is compiled even where the automaton matches: a
+    translation Python refuses is Folio's bug, and is told, not hidden."""
+    text, node = parse(regex)
+    pattern = re.compile(text)
+    try:
+        return _Matcher(Automaton(node).fullmatch)
+    except AutomatonTooLargeError:
+        log.info("kafka regex %r: matched by Python's re (its automaton is too large)", regex)
+        return _Matcher(pattern.fullmatch)
 
 
 def _invalid(regex: str, why: str) -> str:
