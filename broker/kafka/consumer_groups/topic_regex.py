@@ -31,8 +31,9 @@ __all__ = ["check_regex", "matching"]
 
 log = logging.getLogger(__name__)
 
-#: Names whose answer a regex's matcher keeps at most (then it starts again).
-_MAX_KEPT_ANSWERS = 100_000
+#: Names whose answer a regex's matcher keeps at most (then it starts again), and
+#: matchers kept (``_compiled``): at most 64 x 20,000 answers, some tens of MB.
+_MAX_KEPT_ANSWERS = 20_000
 
 
 def check_regex(regex: str) -> str | None:
@@ -70,7 +71,7 @@ class _Matcher:
         return answer
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=64)
 def _compiled(regex: str) -> _Matcher:
     """The matcher of ``regex`` (kept: a group re-resolves it every refresh).
 
