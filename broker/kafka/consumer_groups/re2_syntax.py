@@ -68,9 +68,14 @@ TRAILING_BACKSLASH = "trailing backslash at end of expression"
 DUPLICATE_NAMED_CAPTURE = "duplicate capture group name"
 #: RE2/J says "regexp/syntax: internal error" here; this is RE2 C++'s wording.
 UNEXPECTED_PAREN = "unexpected )"
+#: RE2 C++'s wording; RE2/J has no limit but overflows its stack some thousands deep.
+NESTED_TOO_DEEPLY = "expression nested too deeply"
 
 #: RE2's largest repetition count.
 MAX_REPEAT = 1000
+#: Deepest nesting of groups and repetitions (``((a)*)``: 3): Python's ``re`` and the
+#: automaton recurse once or a few times per level, within Python's recursion limit.
+MAX_DEPTH = 200
 
 _FOLD_CASE, _MULTI_LINE, _DOT_NL, _UNGREEDY = 1, 2, 4, 8
 _FLAG_BITS = {"i": _FOLD_CASE, "m": _MULTI_LINE, "s": _DOT_NL, "U": _UNGREEDY}
@@ -102,6 +107,7 @@ class _Item:
     text: str
     node: Node
     unit: bool = True
+    depth: int = 1
 
 
 @dataclass
@@ -112,6 +118,7 @@ class _Group:
     alternatives: list[str] = field(default_factory=list)
     items: list[_Item] = field(default_factory=list)
     alternative_nodes: list[Node] = field(default_factory=list)
+    depth: int = 0  # of its deepest item
 
     def text(self) -> str:
         return "|".join([*self.alternatives, "".join(i.text for i in self.items)])
@@ -205,8 +212,14 @@ class _Translator:
 
     # -- pieces ---------------------------------------------------------------------
 
-    def _push(self, text: str, node: Node, unit: bool = True) -> None:
-        self.groups[-1].items.append(_Item(text, node, unit))
+    def _push(self, text: str, node: Node, unit: bool = True, depth: int = 1) -> None:
+        self.groups[-1].items.append(_Item(text, node, unit, self._depth(depth)))
+
+    def _depth(self, depth: int) -> int:
+        if depth > MAX_DEPTH:
+            raise RE2SyntaxError(NESTED_TOO_DEEPLY, self.regex[:self.pos])
+        self.groups[-1].depth = max(self.groups[-1].depth, depth)
+        return depth
 
     def _chars(self, ranges: Ranges) -> None:
         self._push(python_class(ranges), Chars(ranges))
@@ -240,7 +253,7 @@ class _Translator:
         item = items[-1]
         text = item.text if item.unit else f"(?:{item.text})"
         items[-1] = _Item(text + operator + ("?" if lazy else ""),
-                          Repeat(item.node, low, high), unit=False)
+                          Repeat(item.node, low, high), False, self._depth(item.depth + 1))
 
     def _count(self) -> tuple[int, int | None] | None:
         """A ``{n}``, ``{n,}``, ``{n,m}`` at ``pos`` as Python writes it (and ``pos`` after it);
@@ -319,7 +332,7 @@ class _Translator:
             raise RE2SyntaxError(UNEXPECTED_PAREN, self.regex)
         group = self.groups.pop()
         self.flags = group.saved_flags
-        self._push(f"(?:{group.text()})", group.node())
+        self._push(f"(?:{group.text()})", group.node(), depth=group.depth + 1)
         self.pos += 1
 
     # -- escapes ----------------------------------------------------------------------

@@ -42,7 +42,7 @@ def check_regex(regex: str) -> str | None:
         _compiled(regex)
     except RE2SyntaxError as error:
         return _invalid(regex, str(error))
-    except re.error as error:  # a translation Python refuses: Folio's bug, told precisely
+    except (re.error, RecursionError) as error:  # Folio's bug, told precisely
         log.error("kafka regex %r: its translation does not compile (%s)", regex, error)
         return _invalid(regex, f"not supported by Folio here ({error})")
     return None

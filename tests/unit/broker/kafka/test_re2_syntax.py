@@ -15,7 +15,7 @@ import re
 import pytest
 
 from broker.errors import TopicNameError
-from broker.kafka.consumer_groups.re2_syntax import RE2SyntaxError, translate
+from broker.kafka.consumer_groups.re2_syntax import MAX_DEPTH, RE2SyntaxError, translate
 from broker.segments.names import check_topic_name
 
 MATCHES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
@@ -188,3 +188,14 @@ def test_case_folding_follows_unicode_orbits() -> None:
     assert re.fullmatch(translate("(?i)k"), kelvin)
     assert re.fullmatch(translate(f"(?i){long_s}"), "S")
     assert re.fullmatch(translate("(?i)i"), "\u0131") is None  # dotless i: its own orbit
+
+
+def test_nesting_deeper_than_python_can_recurse_is_refused() -> None:
+    """RE2/J has no limit (its stack overflows some thousands deep); Folio refuses
+    past ``MAX_DEPTH`` groups and repetitions in one another, with RE2 C++'s words."""
+    deepest = "(" * (MAX_DEPTH - 1) + "a" + ")" * (MAX_DEPTH - 1)
+    assert re.fullmatch(translate(deepest), "a")
+    for regex in ("(" * MAX_DEPTH + "a" + ")" * MAX_DEPTH, "a" + "*\\Q\\E" * MAX_DEPTH):
+        with pytest.raises(RE2SyntaxError) as raised:
+            translate(regex)
+        assert raised.value.description == "expression nested too deeply"
