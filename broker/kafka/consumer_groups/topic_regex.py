@@ -1,126 +1,90 @@
 """Regular-expression subscriptions of the consumer protocol (KIP-848's ``SubscribedTopicRegex``).
 
-Kafka 4.0 resolves a member's regex on the broker, with RE2/J, against the
-topic names, a topic matching when the whole name matches (``matches()``).
-Folio uses Python's ``re`` with ``fullmatch``. The two agree on what a
-topic name can contain (ASCII letters, digits, ``.``, ``_``, ``-``: no
-newline, no Unicode, so ``$``, ``\\w`` and case folding mean the same), but
-their syntaxes differ; ``check_regex`` refuses, as INVALID_REGULAR_EXPRESSION,
-whatever Python's ``re`` does not compile and whatever it compiles that RE2
-does not accept or reads otherwise:
-
-- backreferences and octal escapes (``\\1``, ``(?P=name)``: RE2 has no
-  backreferences, and reads ``\\1`` as octal), ``\\Z`` (RE2: no such escape),
-  ``\\N``, ``\\u``, ``\\U`` (RE2 has none);
-- lookaround (``(?=``, ``(?!``, ``(?<=``, ``(?<!``), atomic groups ``(?>``,
-  conditionals ``(?(``, comments ``(?#``, possessive quantifiers (``a*+``);
-- flags other than ``i``, ``m``, ``s`` (``x``, ``a``, ``L``, ``u``);
-- ``{,n}`` (Python: 0 to n times; RE2: the literal text) and counts above
-  1000 (RE2's limit);
-- POSIX classes (``[[:alpha:]]``: RE2 has them, Python reads a set of characters).
-
-What RE2 accepts and Python does not (``\\pL``, ``\\Q...\\E``, ``\\z``,
-``(?U)``, a flag group in the middle of the pattern) is refused too: a
-client is told, never given a different set of topics. Folio's system
-topics (``broker.segments.names.is_system_topic``) never match: the caller
-passes the user topics only.
+Kafka 4 resolves a member's regex on the broker with RE2/J (1.8) against the
+topic names, a topic matching when its whole name matches (``matches()``).
+Folio reads the regex as RE2/J does and translates it to an equivalent
+Python pattern (``re2_syntax``: ``\\pL``, ``\\p{Greek}``, ``\\Q...\\E``, ``\\z``,
+``(?U)``, POSIX classes, flag groups anywhere). The names are matched as RE2
+matches, in time linear in a name's length (``re2_automaton``), not by
+Python's backtracking ``re``, which a member's regex such as ``(a|a)*b``
+would keep on the broker's event loop for minutes; only a regex whose
+automaton would be too large (``(a{1000}){1000}``) is matched by the Python
+pattern. What RE2/J refuses (backreferences, lookaround, possessive and
+nested repetitions, ``\\C``, ``\\Z``, unknown classes, counts above 1000, ...)
+``check_regex`` refuses with RE2/J's description, which Kafka answers as
+INVALID_REGULAR_EXPRESSION. Folio's system topics
+(``broker.segments.names.is_system_topic``) never match: the caller passes
+the user topics only.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+
+from broker.kafka.consumer_groups.re2_automaton import Automaton, AutomatonTooLargeError
+from broker.kafka.consumer_groups.re2_syntax import RE2SyntaxError, parse
 
 __all__ = ["check_regex", "matching"]
 
-#: RE2's largest repetition count.
-_MAX_REPEAT = 1000
-_REPEAT = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
-_FLAGS = re.compile(r"\(\?([a-zA-Z-]*)[:)]")
-_LOOKS = ("(?=", "(?!", "(?<=", "(?<!", "(?>", "(?(", "(?#", "(?P=")
+log = logging.getLogger(__name__)
+
+#: Names whose answer a regex's matcher keeps at most (then it starts again), and
+#: matchers kept (``_compiled``): at most 64 x 20,000 answers, some tens of MB.
+_MAX_KEPT_ANSWERS = 20_000
 
 
 def check_regex(regex: str) -> str | None:
     """Why ``regex`` cannot be used (Kafka's message), or None if it can (module docstring)."""
-    with warnings.catch_warnings():
-        # Python warns where it may read a set otherwise in future ("[[", "--"): refused.
-        warnings.simplefilter("error")
-        try:
-            re.compile(regex)
-        except (re.error, FutureWarning) as error:
-            return _invalid(regex, str(error))
-    why = _not_re2(regex)
-    return None if why is None else _invalid(regex, why)
+    try:
+        _compiled(regex)
+    except RE2SyntaxError as error:
+        return _invalid(regex, str(error))
+    except (re.error, RecursionError) as error:  # Folio's bug, told precisely
+        log.error("kafka regex %r: its translation does not compile (%s)", regex, error)
+        return _invalid(regex, f"not supported by Folio here ({error})")
+    return None
 
 
 def matching(regex: str, topics: Iterable[str]) -> frozenset[str]:
     """The ``topics`` whose whole name matches ``regex`` (checked by ``check_regex``)."""
-    pattern = re.compile(regex)
-    return frozenset(t for t in topics if pattern.fullmatch(t))
+    matcher = _compiled(regex)
+    return frozenset(t for t in topics if matcher.fullmatch(t))
+
+
+class _Matcher:
+    """Whether a whole name matches one regex, each name's answer kept: a group
+    re-resolves its regex every refresh, against mostly the same names."""
+
+    def __init__(self, match: Callable[[str], object]) -> None:
+        self._match = match
+        self._answers: dict[str, bool] = {}
+
+    def fullmatch(self, name: str) -> bool:
+        answer = self._answers.get(name)
+        if answer is None:
+            if len(self._answers) >= _MAX_KEPT_ANSWERS:
+                self._answers.clear()
+            answer = self._answers[name] = bool(self._match(name))
+        return answer
+
+
+@lru_cache(maxsize=64)
+def _compiled(regex: str) -> _Matcher:
+    """The matcher of ``regex`` (kept: a group re-resolves it every refresh).
+
+    Its Python translation is compiled even where the automaton matches: a
+    translation Python refuses is Folio's bug, and is told, not hidden."""
+    text, node = parse(regex)
+    pattern = re.compile(text)
+    try:
+        return _Matcher(Automaton(node).fullmatch)
+    except AutomatonTooLargeError:
+        log.info("kafka regex %r: matched by Python's re (its automaton is too large)", regex)
+        return _Matcher(pattern.fullmatch)
 
 
 def _invalid(regex: str, why: str) -> str:
     return f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {why}."
-
-
-def _not_re2(regex: str) -> str | None:
-    """What in ``regex`` (compiled by Python) RE2 refuses or reads otherwise; None: nothing."""
-    i, in_class = 0, False
-    while i < len(regex):
-        c = regex[i]
-        if c == "\\":
-            why = _escape(regex[i + 1:i + 2])
-            if why is not None:
-                return why
-            i += 2
-            continue
-        if in_class:
-            if regex.startswith("[:", i):
-                return "POSIX classes ([:name:]) are read otherwise by Python's re"
-            in_class = c != "]"
-            i += 1
-            continue
-        if c == "[":
-            i += 1 + (regex[i + 1:i + 2] == "^")
-            i += regex[i:i + 1] == "]"  # a first "]" is a literal in both
-            in_class = True
-            continue
-        why = _group(regex, i) if c == "(" else None
-        if why is not None:
-            return why
-        end = i + 1
-        if c == "{":
-            repeat = _REPEAT.match(regex, i)
-            if repeat is not None and (repeat[1] or repeat[2]):
-                if not repeat[1]:
-                    return "{,n} is the literal text in RE2"
-                if any(n and int(n) > _MAX_REPEAT for n in (repeat[1], repeat[3])):
-                    return f"repetition counts above {_MAX_REPEAT} are not RE2 syntax"
-                end = repeat.end()
-            else:
-                end = -1  # a literal "{"
-        if (c in "*+?" or end > i + 1) and regex[end:end + 1] == "+":
-            return "possessive quantifiers are not RE2 syntax"
-        i = max(end, i + 1)
-    return None
-
-
-def _escape(escaped: str) -> str | None:
-    """Why the escape of ``escaped`` is not RE2's (or read otherwise), or None."""
-    if escaped.isdigit():
-        return f"\\{escaped}: backreferences and octal escapes differ in RE2"
-    if escaped in ("Z", "N", "u", "U"):
-        return f"\\{escaped} is not RE2 syntax"
-    return None
-
-
-def _group(regex: str, i: int) -> str | None:
-    """Why the group opening at ``i`` is not RE2's, or None."""
-    if any(regex.startswith(look, i) for look in _LOOKS):
-        return "lookaround, atomic groups, conditionals, comments and backreferences " \
-               "are not RE2 syntax"
-    flags = _FLAGS.match(regex, i)
-    if flags is not None and set(flags[1]) - set("ims-"):
-        return f"the flags (?{flags[1]}) are not RE2 syntax (only i, m, s)"
-    return None

@@ -5,9 +5,9 @@ broker resolves the regex (``SubscribedTopicRegex``) against the topic names.
 The two matching topics are consumed whole; a matching topic created later
 is assigned at the group's next refresh (every 10 s) and read; a topic that
 does not match is never assigned, proven by the later topic's records
-arriving while its own were there all along. A regex the broker
-cannot use (Python's ``re`` and RE2 read backreferences otherwise) is
-answered INVALID_REGULAR_EXPRESSION.
+arriving while its own were there all along. RE2 syntax Python's ``re``
+lacks (``\\Q...\\E``, ``\\pL``) selects the topics RE2 would. A regex RE2
+refuses (a backreference) is answered INVALID_REGULAR_EXPRESSION.
 """
 
 from __future__ import annotations
@@ -76,6 +76,37 @@ def test_regex_members_read_matching_topics_and_later_ones(bootstrap: str) -> No
         assert set(read) == {first, second, later}
         assert sum(read.values()) == 16
         consumer.commit(offsets=[TopicPartition(later, 0, 2)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_an_re2_regex_python_lacks_selects_its_topics(bootstrap: str) -> None:
+    """``^\\Q<prefix>.\\E\\pL+``: RE2's quoting and a Unicode category (Python's ``re``
+    has neither), sent by librdkafka as the member's SubscribedTopicRegex. (librdkafka
+    compiles a subscription with its own engine first, which refuses ``\\p{L}``, ``(?i)``
+    and ``(?P<name>``: those reach Kafka only from other clients.)"""
+    prefix = f"re2.{uuid.uuid4().hex[:8]}"
+    letters, digits, unquoted = f"{prefix}.eu", f"{prefix}.e1", f"{prefix}xeu"
+    for topic in (letters, digits, unquoted):
+        create_topic(bootstrap, topic, 2)
+        _records(bootstrap, topic, 3)
+    regex = "^\\Q" + prefix + ".\\E\\pL+"
+    assert _heartbeat(bootstrap, f"{prefix}-raw", regex).error_code == ErrorCode.none
+    consumer = _consumer(bootstrap, f"{prefix}-group", regex)
+    read: dict[str, int] = {}
+    try:
+        deadline = time.monotonic() + SLOW_S
+        while read.get(letters, 0) < 6:
+            assert time.monotonic() < deadline, f"not within {SLOW_S} s; read {read}"
+            message = consumer.poll(0.1)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            name = message.topic()
+            assert name is not None
+            read[name] = read.get(name, 0) + 1
+        assert {tp.topic for tp in consumer.assignment()} == {letters}
+        assert read == {letters: 6}  # "e1" is no letter, "x" is no quoted "."
     finally:
         consumer.close()
 
