@@ -61,6 +61,7 @@ from folio.errors import (
     FolioError,
     WriterClosedError,
 )
+from folio.write._batch import Forward, OpenBatch, resend
 from folio.write._segment_flow import Block, SegmentFlow
 from folio.write._write_future import BlockOutcome, WriteFuture
 
@@ -79,29 +80,6 @@ log = logging.getLogger(__name__)
 MAX_BATCH_BYTES: Final = MAX_BLOCK_BYTES - 63 * 1024
 
 _NO_HEADERS: Final[Mapping[str, bytes]] = {}
-
-
-#: Passes one event on (after a seal): payload, key, headers, timestamp, size, force.
-Forward = Callable[[bytes, "str | None", "Mapping[str, bytes] | None", int, int, bool],
-                   WriteFuture]
-
-
-class _Batch:
-    """The events of the block being filled, by column."""
-
-    __slots__ = ("count", "headers", "keyless", "keys", "outcome", "payloads", "size",
-                 "started", "timestamps")
-
-    def __init__(self, segment: str, keyless: bool) -> None:
-        self.payloads: list[bytes] = []
-        self.keys: list[str] = []
-        self.timestamps: list[int] = []
-        self.headers: list[Mapping[str, bytes]] | None = None
-        self.count = 0
-        self.size = 0
-        self.keyless = keyless
-        self.outcome = BlockOutcome(segment)
-        self.started = time.monotonic()
 
 
 class SegmentWriter:
@@ -156,7 +134,7 @@ class SegmentWriter:
         self._waiters = 0
         #: The batch being filled (changed under ``_lock`` only; read it outside to
         #: ask whether one is open, as ``has_open_batch`` does).
-        self.batch: _Batch | None = None
+        self.batch: OpenBatch | None = None
         self._in_flight = 0
         self._closed = False
         # IO side, IO thread only: the flow (at most max_in_flight blocks in it).
@@ -228,7 +206,7 @@ class SegmentWriter:
                 if self._closed:
                     raise WriterClosedError("the writer is closed")
                 if batch is None:
-                    batch = self.batch = _Batch(self.segment, keyless)
+                    batch = self.batch = OpenBatch(self.segment, keyless)
                     self._io.call_soon(self._arm_linger, batch)
                 index = batch.count
                 batch.payloads.append(payload)
@@ -373,7 +351,7 @@ class SegmentWriter:
 
     # == on the IO thread: linger, settling blocks, the hand-over ==========
 
-    def _arm_linger(self, batch: _Batch) -> None:
+    def _arm_linger(self, batch: OpenBatch) -> None:
         if self._idle_cut:
             with self._lock:
                 if self.batch is not batch:
@@ -392,7 +370,7 @@ class SegmentWriter:
                     return
         self._io.loop.call_later(self._linger_s, self._linger_expired, batch)
 
-    def _linger_expired(self, batch: _Batch) -> None:
+    def _linger_expired(self, batch: OpenBatch) -> None:
         with self._lock:
             if self.batch is not batch:
                 return
@@ -427,11 +405,11 @@ class SegmentWriter:
             for block in blocks:
                 block.done = True
                 decoded = decode_block(block.data)
-                block.outcome.forward(_resend(forward, decoded.payloads, decoded.routing_keys,
+                block.outcome.forward(resend(forward, decoded.payloads, decoded.routing_keys,
                                               decoded.timestamps_ms, decoded.headers))
             batch, self.batch = self.batch, None
             if batch is not None:
-                batch.outcome.forward(_resend(
+                batch.outcome.forward(resend(
                     forward, batch.payloads, [] if batch.keyless else batch.keys,
                     batch.timestamps, batch.headers or []))
             publish()
@@ -503,17 +481,3 @@ class SegmentWriter:
             if batch is not None:
                 self._cut_locked()
             self._notify_locked()
-
-
-
-def _resend(forward: Forward, payloads: list[bytes], keys: list[str],
-            timestamps: list[int], headers: list[Mapping[str, bytes]] | list[dict[str, bytes]],
-            ) -> list[WriteFuture]:
-    """Each event again through ``forward`` (never waiting), in order; their futures."""
-    futures = []
-    for index, payload in enumerate(payloads):
-        key = keys[index] if keys else None
-        futures.append(forward(payload, key, headers[index] if headers else None,
-                               timestamps[index] if timestamps else 0,
-                               len(payload) + (len(key) if key else 0), True))
-    return futures

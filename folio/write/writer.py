@@ -29,7 +29,6 @@ import random
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Mapping
 from time import time_ns as _time_ns
 from types import TracebackType
@@ -51,7 +50,9 @@ from folio.errors import (
 )
 from folio.models import SegmentRange, TopicInfo
 from folio.serializers import BytesSerializer, Serializer
-from folio.write._segment_writer import MAX_BATCH_BYTES, Forward, SegmentWriter
+from folio.write._batch import Forward
+from folio.write._layout import shared_layout
+from folio.write._segment_writer import MAX_BATCH_BYTES, SegmentWriter
 from folio.write._write_future import BlockOutcome, WriteFuture
 
 if TYPE_CHECKING:
@@ -71,60 +72,6 @@ T = TypeVar("T")
 
 #: Routing keys whose segment is remembered; the cache starts over when full.
 _ROUTE_CACHE_SIZE: Final = 65536
-
-
-class _Layout:
-    """Key intervals by ``key_low``: each one's segment name and upper bound (shared).
-
-    At first one interval per open segment; after a seal, the sealed segment's
-    intervals are cut into the parts its successors own (so a successor may
-    own several intervals). ``segments``: each name once, in order.
-    """
-
-    __slots__ = ("__weakref__", "key_highs", "names", "segments")
-
-    def __init__(self, names: tuple[str, ...], key_highs: tuple[float, ...]) -> None:
-        self.names = names
-        self.key_highs = key_highs
-        self.segments = tuple(dict.fromkeys(names))
-
-    def replaced(self, sealed: str, successors: list[SegmentRange]) -> _Layout:
-        """This layout with ``sealed``'s intervals handed to the successors owning them."""
-        names: list[str] = []
-        highs: list[float] = []
-        low = 0.0
-        for name, high in zip(self.names, self.key_highs, strict=True):
-            if name != sealed:
-                names.append(name)
-                highs.append(high)
-            else:
-                for successor in successors:
-                    part_high = min(high, successor.key_high)
-                    if max(low, successor.key_low) < part_high:
-                        names.append(successor.name)
-                        highs.append(part_high)
-                if not highs or highs[-1] < high:
-                    # Successors that do not cover it (never from the broker): keep the
-                    # rest on the sealed one, whose appends then fail.
-                    names.append(name)
-                    highs.append(high)
-            low = high
-        return _Layout(tuple(names), tuple(highs))
-
-
-#: One ``_Layout`` per distinct (topic, segments), shared by that topic's writers.
-_LAYOUTS: weakref.WeakValueDictionary[tuple[str, tuple[str, ...], tuple[float, ...]],
-                                      _Layout] = weakref.WeakValueDictionary()
-_LAYOUTS_LOCK: Final = threading.Lock()
-
-
-def _layout(topic: str, names: tuple[str, ...], key_highs: tuple[float, ...]) -> _Layout:
-    key = (topic, names, key_highs)
-    with _LAYOUTS_LOCK:
-        layout = _LAYOUTS.get(key)
-        if layout is None:
-            layout = _LAYOUTS[key] = _Layout(names, key_highs)
-        return layout
 
 
 class EventWriter(Generic[T]):
@@ -179,7 +126,7 @@ class EventWriter(Generic[T]):
         self._linger_s = linger_ms / 1000.0
         self._max_in_flight = max_in_flight
         self._delivery_timeout_s = delivery_timeout_ms / 1000.0
-        self._layout = _layout(topic.name, tuple(s.name for s in ranges),
+        self._layout = shared_layout(topic.name, tuple(s.name for s in ranges),
                                tuple(s.key_high for s in ranges))
         #: Segment name -> its writer, made with the segment's first event.
         self._segments: dict[str, SegmentWriter] = {}
