@@ -135,10 +135,12 @@ def test_a_failover_grows_the_epoch_and_a_consumer_validates_and_reads_everythin
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     seen: list[bytes] = []
 
-    def read() -> None:
+    def read() -> bool:
+        """Read what is there; False (so ``read() or condition`` asks the condition)."""
         for message in consumer.consume(500, 0.2):
             if message.error() is None:
                 seen.append(message.value() or b"")
+        return False
 
     producing = _Producing(bootstrap, topic)
     wait_for(lambda: len(producing.acked) >= 100, "100 records acknowledged")
