@@ -6,7 +6,9 @@ gives its Kafka listener (docs/kafka.md, "Clusters"):
 - **Nodes** (``broker.kafka.nodes.ClusterNodes``): every broker publishes its
   Kafka address in its balance and ownership records (``OwnerRecord.kafka``);
   each live broker is a node (id: ``node_id_of(broker id)``) and a partition's
-  leader is the node of its segment's owner, read from the owner cache.
+  leader is the node of its segment's owner, read from the owner cache, with
+  the leader epoch of that ownership (``OwnerRecord.leader_epoch``; no leader
+  while the owner is still publishing it).
 - **Group coordinators** (``broker.kafka.locator.CoordinatorLocator``): group
   ``g`` is coordinated by the owner of container ``container_of(0, g, count)``,
   whose segment ``_kafka_offsets/<container>`` holds the group's offsets. When
@@ -57,6 +59,13 @@ def _node(record: OwnerRecord | None) -> Node | None:
     return parse_node(record.broker_id, record.kafka)
 
 
+def _leader(record: OwnerRecord | None) -> Node | None:
+    """A partition leader's node: none while its owner has not published its epoch."""
+    if record is None or record.leader_epoch < 0:
+        return None
+    return _node(record)
+
+
 class ClusterKafka:
     """Nodes, leaders and the group locator of one cluster broker (see the module docstring).
 
@@ -101,7 +110,11 @@ class ClusterKafka:
         return [node for node in found if node is not None]
 
     def leader_of(self, segment: str) -> Node | None:
-        return _node(self._owners.owner_record(segment))
+        return _leader(self._owners.owner_record(segment))
+
+    def leader_epoch_of(self, segment: str) -> int:
+        record = self._owners.owner_record(segment)
+        return -1 if record is None else record.leader_epoch
 
     # -- CoordinatorLocator -------------------------------------------------------
 

@@ -123,7 +123,7 @@ class BalanceLoop:
         # Every container is served before any is taken over: a slow take-over
         # (the coordinator replays its log) must not hold back the others' claims.
         taken = self._claims.resume_held()
-        taken += self._claims.adopt_own()
+        taken += await self._claims.adopt_own()
         failure: Exception | None = None
         try:
             owners = {container: self._owner_key(record)

@@ -8,9 +8,12 @@ it carries its incarnation (``OwnIdentity``), whatever broker id it names.
 
 - **Claim**: create the container's ephemeral ownership node; whoever creates
   it first owns the container. A create whose answer is unknown (connection
-  loss) is read back on the same session before anything is decided.
+  loss) is read back on the same session before anything is decided. The
+  winner then bumps the container's leader epoch and writes it into its node
+  (``broker.cluster.leader_epochs``) before serving the container.
 - **Adopt**: a node of this incarnation no claim finished (its answer was
-  lost) is served as if claimed.
+  lost, or the epoch's publication failed) gets its epoch published and is
+  served as if claimed.
 - **Resume**: after a reconnection within the session, held containers whose
   node is still ours are served again.
 - **Release**: stop serving at once (WrongHost from then on), let the
@@ -23,10 +26,12 @@ it carries its incarnation (``OwnIdentity``), whatever broker id it names.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Protocol
 
 from broker.cluster.containers import OwnerRecord, owner_path
+from broker.cluster.leader_epochs import UNPUBLISHED, ContainerEpochs
 from broker.cluster.owner_cache import OwnerCache
 from ledger.api import MetadataStore
 from ledger.errors import (
@@ -101,6 +106,9 @@ class ContainerClaims:
         self._active: set[int] = set()
         #: How many times the served set changed (claims, releases, stops).
         self.changes = 0
+        self._epochs = ContainerEpochs(store)
+        #: Our published ownership record of each held container (its leader epoch).
+        self._records: dict[int, OwnerRecord] = {}
 
     def serves(self, container: int) -> bool:
         """Whether this broker serves ``container`` now."""
@@ -110,6 +118,10 @@ class ContainerClaims:
         """The containers this broker serves now."""
         return frozenset(self._active)
 
+    def record_of(self, container: int) -> OwnerRecord:
+        """Our ownership record of a held container (with its leader epoch)."""
+        return self._records.get(container, self._identity.record)
+
     def held(self) -> frozenset[int]:
         """The containers whose node this process created and has not deleted."""
         return frozenset(self._held)
@@ -117,12 +129,14 @@ class ContainerClaims:
     def forget_held(self) -> None:
         """The session is LOST: our ephemeral nodes are gone with it."""
         self._held.clear()
+        self._records.clear()
 
     async def claim(self, container: int) -> bool:
         """Create the container's node; whether it is ours (served: take it over)."""
         path = owner_path(container)
+        record = dataclasses.replace(self._identity.record, leader_epoch=UNPUBLISHED)
         try:
-            await self._store.create(path, self._identity.record.to_bytes(), make_parents=True,
+            await self._store.create(path, record.to_bytes(), make_parents=True,
                                      ephemeral=True)
         except NodeExistsError:
             # Another broker was first, or the node is ours: a create whose
@@ -135,7 +149,12 @@ class ContainerClaims:
             # raises, and the next step's refresh adopts the node if it is ours.
             if not await self._is_own(path):
                 return False  # not created: a later step claims it again
-        self._claimed(container)
+        # Ours. An error publishing the epoch leaves the node unpublished and
+        # ours: the next step adopts it (``adopt_own``) and publishes again.
+        published = await self._epochs.publish(container, record)
+        if published is None:
+            return False  # our session expired meanwhile: the node is gone
+        self._claimed(container, published)
         return True
 
     async def _is_own(self, path: str) -> bool:
@@ -146,27 +165,40 @@ class ContainerClaims:
             return False
         return self._identity.ours(OwnerRecord.from_bytes(node.data))
 
-    def adopt_own(self) -> list[int]:
+    async def adopt_own(self) -> list[int]:
         """Serve containers whose node is ours although no claim finished (a lost answer).
 
         ``plan`` counts a node of this incarnation as this broker's, so it never
-        claims it again: else nobody serves it until the session changes.
+        claims it again: else nobody serves it until the session changes. The
+        epoch is published first (bumped again: the claim may have bumped it
+        already, and a burnt number is harmless); if that fails, the next step
+        tries again.
         """
         adopted = []
         for container, (record, _version) in sorted(self._cache.owners.items()):
             if self._identity.ours(record) and container not in self._held:
                 log.info("broker %s: container %d's node is ours (a claim's answer was "
                          "lost); serving it", self._identity.broker_id, container)
-                self._claimed(container)
-                adopted.append(container)
+                try:
+                    published = await self._epochs.publish(
+                        container, dataclasses.replace(self._identity.record,
+                                                       leader_epoch=UNPUBLISHED))
+                except LedgerError as error:  # still ours and not held: the next step
+                    log.info("broker %s: container %d's epoch not published: %s",
+                             self._identity.broker_id, container, error)
+                    continue
+                if published is not None:
+                    self._claimed(container, published)
+                    adopted.append(container)
         return adopted
 
-    def _claimed(self, container: int) -> None:
+    def _claimed(self, container: int, record: OwnerRecord) -> None:
         # Segments of the container left from an earlier ownership are stale.
         self._handover.drop(frozenset({container}))
         self._held.add(container)
         self._active.add(container)
-        self._cache.set_owner(container, self._identity.record)
+        self._records[container] = record
+        self._cache.set_owner(container, record)
         self.changes += 1
         log.info("broker %s owns container %d", self._identity.broker_id, container)
 
@@ -190,6 +222,7 @@ class ContainerClaims:
                 resumed.append(container)
             elif found is None:
                 self._held.discard(container)
+                self._records.pop(container, None)
         return resumed
 
     async def release(self, containers: frozenset[int]) -> None:
@@ -204,6 +237,7 @@ class ContainerClaims:
         for container in sorted(containers):
             await self.delete_own(owner_path(container))
             self._held.discard(container)
+            self._records.pop(container, None)
             self._cache.set_owner(container, None)
             log.info("broker %s released container %d", self._identity.broker_id, container)
         self.changes += 1

@@ -48,6 +48,7 @@ __all__ = [
     "SNAPSHOT_TOPIC",
     "OwnerRecord",
     "container_of",
+    "epoch_path",
     "member_path",
     "owner_path",
 ]
@@ -95,6 +96,11 @@ def owner_path(container: int) -> str:
     return f"{CONTAINERS_PATH}/{container}/owner"
 
 
+def epoch_path(container: int) -> str:
+    """The persistent node whose version is the container's latest leader epoch."""
+    return f"{CONTAINERS_PATH}/{container}/epoch"
+
+
 def member_path(broker_id: str) -> str:
     """The ephemeral node of a broker taking part in the balance."""
     return f"{MEMBERS_PATH}/{broker_id}"
@@ -106,18 +112,26 @@ class OwnerRecord:
 
     ``kafka``: the broker's Kafka listener as Kafka clients reach it
     (``host:port``), "" when it serves none (docs/kafka.md, "Clusters").
+
+    ``leader_epoch`` (ownership nodes only): the container's epoch for this
+    ownership (``broker.cluster.leader_epochs``), the Kafka leader epoch of
+    its partitions; -1 while the claim is publishing it; 0 in records of
+    earlier builds (which had no epochs: every partition's epoch was 0).
     """
 
     broker_id: str
     address: str
     incarnation: str = ""
     kafka: str = ""
+    leader_epoch: int = 0
 
     def to_bytes(self) -> bytes:
-        fields = {"id": self.broker_id, "address": self.address,
-                  "incarnation": self.incarnation}
+        fields: dict[str, object] = {"id": self.broker_id, "address": self.address,
+                                     "incarnation": self.incarnation}
         if self.kafka:
             fields["kafka"] = self.kafka
+        if self.leader_epoch:
+            fields["epoch"] = self.leader_epoch
         return dump_record(_RECORD_VERSION, fields)
 
     @classmethod
@@ -126,6 +140,7 @@ class OwnerRecord:
         try:
             fields = load_record(data, "owner record", (_RECORD_VERSION,), legacy_key="version")
             return cls(str(fields["id"]), str(fields.get("address", "")),
-                       str(fields.get("incarnation", "")), str(fields.get("kafka", "")))
+                       str(fields.get("incarnation", "")), str(fields.get("kafka", "")),
+                       int(fields.get("epoch", 0)))
         except (ValueError, KeyError, TypeError):
             return cls("", "")

@@ -176,9 +176,9 @@ class ZooKeeperOwners:
         return self.container_owner(container_of(segment, self._count))
 
     def container_owner(self, container: int) -> OwnerRecord | None:
-        """``owner_record`` of a container."""
+        """``owner_record`` of a container (with its leader epoch)."""
         if self._claims.serves(container):
-            return self._identity.record
+            return self._claims.record_of(container)
         found = self._cache.owners.get(container)
         if found is None or self._identity.ours(found[0]):
             return None

@@ -109,6 +109,7 @@ KAFKA_TABLE: Final[dict[str, tuple[Requirement, ...]]] = {
     "Produce": (TOPIC_PRODUCE, TXN_PRODUCE),
     "Fetch": (TOPIC_CONSUME,),
     "ListOffsets": (TOPIC_CONSUME,),
+    "OffsetForLeaderEpoch": (TOPIC_LOOKUP,),
     "Metadata": (TOPIC_LOOKUP,),
     "DescribeTopicPartitions": (TOPIC_LOOKUP,),
     "OffsetCommit": (GROUP_CONSUME, TOPIC_CONSUME),

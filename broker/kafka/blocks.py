@@ -5,7 +5,10 @@
 ``format_version = 2`` and ``kafka_record_batch`` = the batch, made by
 putting a 3-byte tag prefix and the length varint before the batch bytes:
 constant work per batch, whatever it holds or how it is compressed. SDK
-readers decode such blocks (``folio.api.v1.kafka_batch``).
+readers decode such blocks (``folio.api.v1.kafka_batch``). The batch's
+``partition_leader_epoch`` (outside the CRC) is set to the partition's leader
+epoch as it is written (``broker.kafka.leader_epochs``), as Kafka's broker
+sets it on append.
 
 **Folio -> Kafka** (Fetch): a format-2 block gives back its batch with the
 block's offset written into the base offset field (outside the CRC): again
@@ -18,6 +21,7 @@ Kafka path, paid only when Kafka consumers read events SDK writers wrote
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -27,18 +31,46 @@ from broker.errors import CorruptDataError
 from broker.kafka.batches import with_base_offset
 from folio.api.v1.events_pb2 import EventBlock
 
-__all__ = ["KAFKA_BLOCK_FORMAT", "batch_of_block", "block_of_batch"]
+__all__ = ["KAFKA_BLOCK_FORMAT", "batch_of_block", "block_of_batch", "with_leader_epoch"]
 
 #: ``format_version`` of a block that is a Kafka record batch.
 KAFKA_BLOCK_FORMAT = 2
 #: field 1 (format_version) varint 2, then field 6 (kafka_record_batch) length-delimited.
 _PREFIX = b"\x08\x02\x32"
 _TIMESTAMP_NONE = -1
+#: ``partition_leader_epoch``: its place in a batch, and its format.
+_EPOCH_AT = 12
+_EPOCH = struct.Struct(">i")
 
 
-def block_of_batch(batch: bytes) -> bytes:
-    """The format-2 block (a serialized ``EventBlock``) carrying ``batch``."""
-    return b"".join((_PREFIX, _varint(len(batch)), batch))
+def block_of_batch(batch: bytes, leader_epoch: int = -1) -> bytes:
+    """The format-2 block (a serialized ``EventBlock``) carrying ``batch``.
+
+    With ``leader_epoch`` >= 0 the batch's ``partition_leader_epoch`` is set
+    to it on the way (the same one copy).
+    """
+    if leader_epoch < 0:
+        return b"".join((_PREFIX, _varint(len(batch)), batch))
+    view = memoryview(batch)
+    return b"".join((_PREFIX, _varint(len(batch)), view[:_EPOCH_AT], _EPOCH.pack(leader_epoch),
+                     view[_EPOCH_AT + _EPOCH.size:]))
+
+
+def with_leader_epoch(block: bytes, leader_epoch: int) -> bytes:
+    """A block made by ``block_of_batch`` with its batch's leader epoch ``leader_epoch``.
+
+    The block itself (no copy) when it has that epoch already, or for
+    ``leader_epoch`` < 0 (unknown: the epoch set before stays).
+    """
+    if leader_epoch < 0 or not block.startswith(_PREFIX):
+        return block
+    _length, start = _read_varint(block, len(_PREFIX))
+    at = start + _EPOCH_AT
+    packed = _EPOCH.pack(leader_epoch)
+    if block[at:at + _EPOCH.size] == packed:
+        return block
+    view = memoryview(block)
+    return b"".join((view[:at], packed, view[at + _EPOCH.size:]))
 
 
 def batch_of_block(block: ReadBlock) -> bytes:

@@ -10,8 +10,8 @@ leader at once, without asking Metadata first.
 
 The leader named is the one Metadata names (``ClusterNodes.leader_of``: the
 node of the broker owning the partition's segment, from the owner cache),
-with the same leader epoch, ``LEADER_EPOCH``, so the hint and a Metadata
-answer read at the same moment never disagree. A partition is hinted only
+with the same leader epoch (``broker.kafka.leader_epochs``), so the hint and
+a Metadata answer read at the same moment never disagree. A partition is hinted only
 when that leader is known and is another broker: while the owner cache knows
 none (a dead broker's containers before another claims them) or still names
 this broker (a container being handed over, a broker stopping), the fields
@@ -20,10 +20,10 @@ Metadata as it would without KIP-951. A standalone (no ``nodes``) leads every
 partition: nothing is ever hinted.
 
 Clients compare leader epochs: librdkafka takes a hint whose epoch is not
-below the one it holds, so it follows these at once; the Java client takes
-only a hint whose epoch is above the one it holds, and Folio's leader epoch
-does not change when ownership moves (docs/kafka.md, "Clusters"), so it
-ignores them and refreshes its metadata, as before KIP-951.
+below the one it holds; the Java client takes only a hint whose epoch is
+above the one it holds. A partition's epoch grows each time its container
+gets a new owner (docs/kafka.md, "Leader epochs"), so both follow a hint
+naming a new leader at once.
 """
 
 from __future__ import annotations
@@ -32,16 +32,14 @@ from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
+from broker.kafka.leader_epochs import segment_epoch
 from broker.kafka.locator import Node
 from broker.kafka.messages import build, nested
 from broker.kafka.nodes import ClusterNodes
 from broker.segments.names import make_segment_name
 
-__all__ = ["HINTED_CODES", "LEADER_EPOCH", "LeaderHints"]
+__all__ = ["HINTED_CODES", "LeaderHints"]
 
-#: The leader epoch of every partition, in Metadata answers and in hints alike:
-#: a partition's leader is its segment's owner, which has no epoch of its own.
-LEADER_EPOCH: Final = 0
 #: The partition errors a hint goes with (Kafka's broker fills it for these two).
 HINTED_CODES: Final = frozenset({ErrorCode.not_leader_or_follower,
                                  ErrorCode.fenced_leader_epoch})
@@ -70,12 +68,14 @@ class LeaderHints:
         """
         if self._nodes is None or code not in HINTED_CODES:
             return {}
-        leader = self._nodes.leader_of(make_segment_name(topic, partition))
+        segment = make_segment_name(topic, partition)
+        leader = self._nodes.leader_of(segment)
         if leader is None or leader.node_id == self._nodes.this_node().node_id:
             return {}
+        epoch = segment_epoch(self._nodes, segment)
         self._named.setdefault(leader.node_id, leader)
         value = build(nested(self._cls, "LeaderIdAndEpoch"), leader_id=leader.node_id,
-                      leader_epoch=LEADER_EPOCH)
+                      leader_epoch=epoch)
         return {"current_leader": value}
 
     def node_endpoints(self) -> dict[str, Any]:

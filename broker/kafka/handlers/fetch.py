@@ -51,6 +51,7 @@ from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
 from broker.kafka.fetch_sessions import FetchPlan, PartitionKey, PartitionState, Wanted
+from broker.kafka.leader_epochs import NO_EPOCH, epoch_error
 from broker.kafka.leader_hints import LeaderHints
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
@@ -161,6 +162,7 @@ async def handle_fetch(context: KafkaContext, call: Call) -> Any:
     isolation = isolation_of(request.isolation_level)
     budget = min(max(request.max_bytes, 1), MAX_FETCH_BYTES)
     parts = [await _partition(context, wanted, budget, by_id) for wanted in plan.reads]
+    _check_epochs(context, call, parts, by_id)
     loop = asyncio.get_running_loop()
     wait_s = min(max(request.max_wait.total_seconds(), 0.0), MAX_WAIT_S)
     deadline = loop.time() + wait_s
@@ -183,6 +185,25 @@ async def handle_fetch(context: KafkaContext, call: Call) -> Any:
                 or not await _wait_any(context, parts, isolation, remaining)):
             break
     return _answer(context, call, parts, isolation, plan, by_id)
+
+
+def _check_epochs(context: KafkaContext, call: Call, parts: list[_Partition],
+                  by_id: bool) -> None:
+    """FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or unknown ``current_leader_epoch``.
+
+    v9+ (``broker.kafka.leader_epochs``). Only the partitions the request
+    lists are checked: those a fetch session carries without listing them have
+    no epoch in this request (the client lists a partition again when its
+    epoch changes).
+    """
+    if call.version < 9:
+        return
+    asked = {(_topic_key(topic, by_id), p.partition): p.current_leader_epoch
+             for topic in call.request.topics for p in topic.partitions}
+    for part in parts:
+        current = asked.get((part.key, part.partition), NO_EPOCH)
+        if part.error is ErrorCode.none:
+            part.error = epoch_error(context.nodes, part.topic, part.partition, current)
 
 
 async def _open(context: KafkaContext, part: _Partition) -> None:

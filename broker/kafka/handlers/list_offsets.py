@@ -21,6 +21,7 @@ from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
 from broker.kafka.handlers.fetch import isolation_of
+from broker.kafka.leader_epochs import NO_EPOCH, epoch_error, leader_epoch
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
 from broker.kafka.timestamps import offset_for_time
@@ -44,15 +45,20 @@ async def handle_list_offsets(context: KafkaContext, call: Call) -> Any:
     for topic in call.request.topics:
         partitions = []
         for partition in topic.partitions:
-            if allowed(context, call, TOPIC_CONSUME, topic.name):
-                code, offset, stamp = await _lookup(context, topic.name,
-                                                    partition.partition_index,
-                                                    partition.timestamp, isolation)
-            else:
+            index = partition.partition_index
+            if not allowed(context, call, TOPIC_CONSUME, topic.name):
                 code, offset, stamp = TOPIC_CONSUME.refused, -1, -1
-            partitions.append(build(partition_cls, partition_index=partition.partition_index,
+            else:
+                code = epoch_error(context.nodes, topic.name, index,
+                                   getattr(partition, "current_leader_epoch", NO_EPOCH))
+                offset = stamp = -1
+                if code is ErrorCode.none:
+                    code, offset, stamp = await _lookup(context, topic.name, index,
+                                                        partition.timestamp, isolation)
+            epoch = leader_epoch(context.nodes, topic.name, index) if index >= 0 else -1
+            partitions.append(build(partition_cls, partition_index=index,
                                     error_code=code, timestamp=stamp, offset=offset,
-                                    leader_epoch=0))
+                                    leader_epoch=epoch if code is ErrorCode.none else -1))
         topics.append(build(topic_cls, name=topic.name, partitions=tuple(partitions)))
     return build(cls, throttle_time=_ZERO, topics=tuple(topics))
 

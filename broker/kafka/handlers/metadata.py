@@ -62,7 +62,7 @@ from broker.kafka.auto_create import CreateDeniedError, TopicBeingCreatedError, 
 from broker.kafka.context import NODE_ID, KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
-from broker.kafka.leader_hints import LEADER_EPOCH
+from broker.kafka.leader_epochs import leader_epoch
 from broker.kafka.locator import Node
 from broker.kafka.messages import build, has_field, nested, response_class
 from broker.segments.names import make_segment_name
@@ -214,7 +214,8 @@ async def _topic(cls: Any, context: KafkaContext, name: str, deadline: float, *,
         replicas = (leader,) if leader >= 0 else ()
         partitions.append(build(
             partition_cls, partition_index=segment.number, leader_id=leader,
-            leader_epoch=LEADER_EPOCH,
+            leader_epoch=(leader_epoch(context.nodes, name, segment.number) if leader >= 0
+                          else -1),
             error_code=ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
             replica_nodes=replicas, isr_nodes=replicas, offline_replicas=()))
     return build(topic_cls, error_code=ErrorCode.none, name=name, topic_id=topic_id,

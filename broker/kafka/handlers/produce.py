@@ -62,12 +62,13 @@ from broker.api import Block, SegmentHandle
 from broker.errors import BrokerError, EventTooLargeError, SegmentSealedError, WrongHostError
 from broker.kafka.access import refused_partitions
 from broker.kafka.batches import BatchHeader, InvalidBatchError, parse_batch, split_batches
-from broker.kafka.blocks import block_of_batch
+from broker.kafka.blocks import block_of_batch, with_leader_epoch
 from broker.kafka.context import KafkaContext, TxnWrite
 from broker.kafka.dispatch import Api, Call, Deferred
 from broker.kafka.error_codes import error_code
 from broker.kafka.forwarding import AppendBlock as ForwardedAppend
 from broker.kafka.forwarding import ForwardedTxn, aborting_if_unknown
+from broker.kafka.leader_epochs import leader_epoch, segment_epoch
 from broker.kafka.leader_hints import LeaderHints
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
@@ -191,7 +192,9 @@ async def _start(context: KafkaContext, topic: str, partition: int,
         return code, -1, str(error)
     if header.control:
         return ErrorCode.invalid_record, -1, "control batches are written by the broker only"
-    data = block_of_batch(batch)
+    # Stamped with the partition's leader epoch now (``broker.kafka.leader_epochs``);
+    # ``_append`` stamps it again if the segment written (a heir) has another.
+    data = block_of_batch(batch, leader_epoch(context.nodes, topic, partition))
     try:
         check_block_size(len(data))
         name = segment_name(topic, partition)
@@ -381,7 +384,7 @@ async def _append(context: KafkaContext, segment: SegmentHandle, name: str,
                   records_count: int, data: bytes, writer: str, last: int,
                   txn_id: TxnId | None = None) -> _Outcome:
     """Append to ``name``; raises ``SegmentSealedError`` if it is sealed (nothing written)."""
-    blocks = [Block(data, records_count)]
+    blocks = [Block(with_leader_epoch(data, segment_epoch(context.nodes, name)), records_count)]
     try:
         try:
             result = await segment.append(blocks, writer, last, txn_id=txn_id,

@@ -36,7 +36,7 @@ from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
 from broker.kafka.handlers.metadata import READ_WAIT_S, partition_leader, read_again
-from broker.kafka.leader_hints import LEADER_EPOCH
+from broker.kafka.leader_epochs import leader_epoch
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import partition_segments
 from broker.segments.names import check_topic_name
@@ -137,7 +137,8 @@ async def _topic(cls: Any, context: KafkaContext, name: str, deadline: float, fi
         replicas = (leader,) if leader >= 0 else ()
         partitions.append(build(
             partition_cls, partition_index=segment.number, leader_id=leader,
-            leader_epoch=LEADER_EPOCH,
+            leader_epoch=(leader_epoch(context.nodes, name, segment.number) if leader >= 0
+                          else -1),
             error_code=ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
             replica_nodes=replicas, isr_nodes=replicas, eligible_leader_replicas=(),
             last_known_elr=(), offline_replicas=()))

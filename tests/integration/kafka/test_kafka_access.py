@@ -136,6 +136,9 @@ REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
     "ListOffsets": (2, 5, lambda _r: _make(2, 5, replica_id=-1, isolation_level=0, topics=(
         _make(2, 5, "ListOffsetsTopic", name=TOPIC, partitions=(
             _make(2, 5, "ListOffsetsPartition", partition_index=0, timestamp=-1),)),))),
+    "OffsetForLeaderEpoch": (23, 4, lambda _r: _make(23, 4, replica_id=-1, topics=(
+        _make(23, 4, "OffsetForLeaderTopic", topic=TOPIC, partitions=(
+            _make(23, 4, "OffsetForLeaderPartition", partition=0, leader_epoch=0),)),))),
     "Metadata": (3, 9, lambda _r: _make(3, 9, topics=(
         _make(3, 9, "MetadataRequestTopic", name=TOPIC),),
         include_cluster_authorized_operations=False,

@@ -101,9 +101,9 @@ async def test_our_node_no_claim_finished_is_adopted(store: FaultyMetadataStore)
     await store.create(owner_path(0), other.record.to_bytes(), make_parents=True,
                        ephemeral=True)
     await cache.refresh()
-    assert claims.adopt_own() == [3]
+    assert await claims.adopt_own() == [3]
     assert claims.served() == frozenset({3})
-    assert claims.adopt_own() == []  # held now: nothing more
+    assert await claims.adopt_own() == []  # held now: nothing more
 
 
 async def test_stop_serving_keeps_the_nodes_and_resume_serves_what_is_still_ours(

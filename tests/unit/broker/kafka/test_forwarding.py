@@ -359,3 +359,5 @@ class _Context:
 
     topics: OwnedTopics
     transactional_write: _Txns
+    #: No cluster view: the batches are stamped with a standalone's leader epoch.
+    nodes: None = None

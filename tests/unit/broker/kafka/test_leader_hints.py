@@ -30,7 +30,6 @@ from broker.kafka.dispatch import Call, Deferred
 from broker.kafka.handlers.fetch import FETCH_KEY, handle_fetch
 from broker.kafka.handlers.metadata import METADATA_KEY, handle_metadata
 from broker.kafka.handlers.produce import PRODUCE_KEY, handle_produce
-from broker.kafka.leader_hints import LEADER_EPOCH
 from broker.kafka.locator import Node
 from broker.kafka.messages import decode_entity, encode_entity, request_class, response_class
 from broker.kafka.producer_ids import ProducerIds
@@ -41,6 +40,8 @@ from tests.unit.broker.conftest import BrokerEnv
 TOPIC = "hinted"
 THIS = Node(11, "this-broker", 9011)
 OTHER = Node(22, "other-broker", 9022)
+#: The leader epoch of the partitions OTHER leads (``broker.kafka.leader_epochs``).
+OTHER_EPOCH = 7
 
 
 class _Nodes:
@@ -54,6 +55,9 @@ class _Nodes:
 
     def leader_of(self, segment: str) -> Node | None:
         return {f"{TOPIC}/0": THIS, f"{TOPIC}/1": OTHER}.get(segment)
+
+    def leader_epoch_of(self, segment: str) -> int:
+        return {f"{TOPIC}/0": 3, f"{TOPIC}/1": OTHER_EPOCH}.get(segment, -1)
 
 
 def _batch(value: bytes) -> bytes:
@@ -133,7 +137,7 @@ async def test_produce_names_the_leader_of_a_partition_owned_elsewhere(
         assert parts[0].current_leader.leader_id == -1  # not written (the default)
         assert parts[1].error_code == ErrorCode.not_leader_or_follower
         assert (parts[1].current_leader.leader_id,
-                parts[1].current_leader.leader_epoch) == (OTHER.node_id, LEADER_EPOCH)
+                parts[1].current_leader.leader_epoch) == (OTHER.node_id, OTHER_EPOCH)
         # Its leader is not known: nothing to hint, the client asks Metadata.
         assert parts[2].error_code == ErrorCode.not_leader_or_follower
         assert (parts[2].current_leader.leader_id,
@@ -162,7 +166,7 @@ async def test_fetch_names_the_leader_of_a_partition_owned_elsewhere(
         assert parts[0].current_leader.leader_id == -1
         assert parts[1].error_code == ErrorCode.not_leader_or_follower
         assert (parts[1].current_leader.leader_id,
-                parts[1].current_leader.leader_epoch) == (OTHER.node_id, LEADER_EPOCH)
+                parts[1].current_leader.leader_epoch) == (OTHER.node_id, OTHER_EPOCH)
         assert parts[2].error_code == ErrorCode.not_leader_or_follower
         assert parts[2].current_leader.leader_id == -1
         assert [(e.node_id, e.host, e.port) for e in answer.node_endpoints] == [
