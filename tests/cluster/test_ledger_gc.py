@@ -124,6 +124,11 @@ def test_a_bookie_down_during_a_delete_collects_the_ledger_once_back(
                 return not await _holds(again.address, gone)
 
             await wait_for_async(collected, f"ledger {gone} collected on {again.address}", 60)
+
+            async def counted() -> bool:  # once the delete returned to the collector
+                return _gc_metric(again) >= 1.0
+
+            await wait_for_async(counted, "the collected ledger counted", 30)
             assert _gc_metric(again) == 1.0
             for address in bookies:
                 assert not await _holds(address, gone)
@@ -200,6 +205,13 @@ def test_a_bookie_taken_for_lost_drops_its_over_replicated_copies_once_back(
 
             await wait_for_async(dropped, "the returning bookie's copies dropped", 60)
             over = 'folio_bookie_gc_ledgers_total{reason="over_replicated"}'
+
+            async def counted() -> bool:
+                # Counted once the delete returned to the collector: a moment
+                # after the copy is gone for the test's reads.
+                return _metric(again, over) >= len(held)
+
+            await wait_for_async(counted, "the dropped copies counted", 30)
             assert _metric(again, over) == len(held)
             for ledger_id in ledger_ids:
                 metadata, _ = await client.read_metadata(ledger_id)
