@@ -24,6 +24,7 @@ from broker.errors import (
     NoSuchSegmentError,
     SegmentSealedError,
     TopicNotFoundError,
+    WrongHostError,
 )
 from broker.segments.names import parse_segment_name
 from broker.topics.catalog import CAS_ATTEMPTS, TopicCatalog
@@ -105,7 +106,17 @@ class TopicScaling:
             else:
                 raise BrokerError(f"topic {topic!r} kept changing; not scaled")
             for number in plan.seal:
-                await self._loaded.ensure_sealed(topic, number)
+                try:
+                    await self._loaded.ensure_sealed(topic, number)
+                except WrongHostError:
+                    # Another broker took the segment while this one sealed it:
+                    # in a cluster the owner of a successor loads it, and loading
+                    # a successor seals its predecessors first, so that broker
+                    # seals it. The scale is made (the CAS above): answering
+                    # WrongHost would say "not applied", and a client following
+                    # it would find the segments sealed and report a failure.
+                    log.info("scaled topic %s: segment %d sealed by the broker that "
+                             "took it", topic, number)
         log.info("scaled topic %s: sealed %s, created %s", topic, list(plan.seal),
                  [(e.number, e.key_low, e.key_high) for e in plan.created])
         successors = successors_of(updated)

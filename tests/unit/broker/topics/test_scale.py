@@ -17,6 +17,7 @@ from broker.errors import (
     NoSuchSegmentError,
     SegmentSealedError,
     TopicNotFoundError,
+    WrongHostError,
 )
 from broker.segments.names import segment_path
 from broker.segments.records import SegmentRecord
@@ -115,4 +116,31 @@ async def test_open_segment_ends_from_the_loaded_segment_or_the_record(env: Brok
     assert ends == {0: 5, 1: 0, 3: 0}
     with pytest.raises(TopicNotFoundError):
         await parts.scaling.open_segment_ends("nope")
+    await parts.close()
+
+
+async def test_a_segment_another_broker_seals_first_leaves_the_scale_made(
+        env: BrokerEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    # In a cluster the owner of a successor loads it and seals its predecessors
+    # first; the broker applying the scale then meets WrongHost sealing one of
+    # them. The scale is made (its CAS landed): it must not answer "no".
+    parts = Parts(env, env.manager())
+    await parts.crud.create_topic("t", 2, SMALL)
+    seal = parts.loaded.ensure_sealed
+    sealed_here = []
+
+    async def taken_elsewhere(topic: str, number: int) -> None:
+        if number == 1:
+            raise WrongHostError(f"{topic}/{number}", "127.0.0.1:1")
+        sealed_here.append(number)
+        await seal(topic, number)
+
+    monkeypatch.setattr(parts.loaded, "ensure_sealed", taken_elsewhere)
+    outcome = await parts.scaling.scale_topic("t", ["t/0", "t/1"], [(0.0, 1.0)])
+    assert [r.name for r in outcome.sealed] == ["t/0", "t/1"]
+    assert [(r.name, r.predecessors) for r in outcome.created] == [("t/2", ("t/0", "t/1"))]
+    assert sealed_here == [0]
+    record, _ = await parts.catalog.read("t")
+    assert [s.state for s in record.segments] == [
+        SegmentState.SEALED, SegmentState.SEALED, SegmentState.OPEN]
     await parts.close()
