@@ -17,15 +17,13 @@ from __future__ import annotations
 import datetime
 import itertools
 import socket
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import fields, is_dataclass
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 import folio
@@ -33,14 +31,19 @@ from broker.kafka import access
 from broker.kafka.access import KAFKA_TABLE, Requirement
 from broker.kafka.apis import dispatch_table
 from ledger.security.tokens import create_token
+from tests.integration.kafka.access_requests import (
+    GROUP,
+    REQUESTS,
+    TOPIC,
+    TXN_ID,
+    req,
+    topic_offsets,
+)
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.kafka import kafka_address, raw_request, read_frame, read_response, sasl_plain
 from tests.support.standalone import start_standalone
 
 SECRET = b"kafka-access-test-secret-0123456789abcdef"
-TOPIC = "acc.t"
-GROUP = "acc.g"
-TXN_ID = "acc.x"
 _AUTH_FAILED = {ErrorCode.topic_authorization_failed, ErrorCode.group_authorization_failed,
                 ErrorCode.cluster_authorization_failed,
                 ErrorCode.transactional_id_authorization_failed}
@@ -89,178 +92,6 @@ def _connect(address: tuple[str, int], role: str | None) -> socket.socket:
 
 # ------------------------------------------------------------------ requests
 
-
-def _make(api_key: int, version: int, struct: str | None = None, /, **values: Any) -> Any:
-    """The request of ``api_key`` at ``version``, or its nested ``struct``, of ``values``."""
-    cls: Any = load_request_schema(api_key, version)
-    if struct is not None:
-        cls = getattr(sys.modules[cls.__module__], struct)
-    return cls(**values)
-
-
-def _records() -> bytes:
-    return b""  # no batch: a permitted role gets INVALID_RECORD, never an authorisation code
-
-
-def _produce(requirement: Requirement) -> Any:
-    part = _make(0, 7, "PartitionProduceData", index=0, records=_records())
-    txn = TXN_ID if requirement is access.TXN_PRODUCE else None
-    return _make(0, 7, transactional_id=txn, acks=-1, timeout=_SECOND, topic_data=(
-        _make(0, 7, "TopicProduceData", name=TOPIC, partition_data=(part,)),))
-
-
-def _topic_offsets(api_key: int, version: int, topic_cls: str, partition_cls: str) -> Any:
-    return (_make(api_key, version, topic_cls, name=TOPIC, partitions=(
-        _make(api_key, version, partition_cls, partition_index=0, committed_offset=0,
-              committed_metadata=None),)),)
-
-
-def _acl_filter(cls: str | None) -> dict[str, Any]:
-    return {"resource_type_filter": 2, "resource_name_filter": TOPIC, "pattern_type_filter": 3,
-            "principal_filter": "User:someone", "host_filter": None, "operation": 1,
-            "permission_type": 1}
-
-
-#: Per API: (api key, version, the request exercising ``requirement``).
-REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
-    "ApiVersions": (18, 3, lambda _r: _make(18, 3, client_software_name="t",
-                                            client_software_version="1")),
-    "Produce": (0, 7, _produce),
-    "Fetch": (1, 11, lambda _r: _make(1, 11, max_wait=datetime.timedelta(0), min_bytes=1,
-                                      topics=(_make(1, 11, "FetchTopic", topic=TOPIC,
-                                                    partitions=(_make(
-                                                        1, 11, "FetchPartition", partition=0,
-                                                        fetch_offset=0,
-                                                        partition_max_bytes=1024),)),),
-                                      forgotten_topics_data=())),
-    "ListOffsets": (2, 5, lambda _r: _make(2, 5, replica_id=-1, isolation_level=0, topics=(
-        _make(2, 5, "ListOffsetsTopic", name=TOPIC, partitions=(
-            _make(2, 5, "ListOffsetsPartition", partition_index=0, timestamp=-1),)),))),
-    "OffsetForLeaderEpoch": (23, 4, lambda _r: _make(23, 4, replica_id=-1, topics=(
-        _make(23, 4, "OffsetForLeaderTopic", topic=TOPIC, partitions=(
-            _make(23, 4, "OffsetForLeaderPartition", partition=0, leader_epoch=0),)),))),
-    "Metadata": (3, 9, lambda _r: _make(3, 9, topics=(
-        _make(3, 9, "MetadataRequestTopic", name=TOPIC),),
-        include_cluster_authorized_operations=False,
-        include_topic_authorized_operations=False)),
-    "OffsetCommit": (8, 8, lambda _r: _make(8, 8, group_id=GROUP, member_id="",
-                                            topics=_topic_offsets(
-                                                8, 8, "OffsetCommitRequestTopic",
-                                                "OffsetCommitRequestPartition"))),
-    "OffsetFetch": (9, 7, lambda _r: _make(9, 7, group_id=GROUP, topics=(
-        _make(9, 7, "OffsetFetchRequestTopic", name=TOPIC, partition_indexes=(0,)),))),
-    "FindCoordinator": (10, 3, lambda r: _make(
-        10, 3, key=TXN_ID if r is access.TXN_PRODUCE else GROUP,
-        key_type=1 if r is access.TXN_PRODUCE else 0)),
-    "JoinGroup": (11, 7, lambda _r: _make(
-        11, 7, group_id=GROUP, session_timeout=datetime.timedelta(seconds=10), member_id="",
-        protocol_type="consumer", protocols=(
-            _make(11, 7, "JoinGroupRequestProtocol", name="range", metadata=b""),))),
-    "Heartbeat": (12, 4, lambda _r: _make(12, 4, group_id=GROUP, generation_id=1,
-                                          member_id="m")),
-    "LeaveGroup": (13, 3, lambda _r: _make(13, 3, group_id=GROUP, members=(
-        _make(13, 3, "MemberIdentity", member_id="m"),))),
-    "SyncGroup": (14, 5, lambda _r: _make(14, 5, group_id=GROUP, generation_id=1,
-                                          member_id="m", assignments=())),
-    "DescribeGroups": (15, 5, lambda _r: _make(15, 5, groups=(GROUP,),
-                                               include_authorized_operations=False)),
-    "ListGroups": (16, 4, lambda _r: _make(16, 4)),
-    # A leave (epoch -1) of no member: checked, then GROUP_ID_NOT_FOUND; no group is made.
-    "ConsumerGroupHeartbeat": (68, 1, lambda _r: _make(
-        68, 1, group_id=GROUP, member_id="acc-member", member_epoch=-1, instance_id=None,
-        rack_id=None, rebalance_timeout=datetime.timedelta(seconds=30),
-        subscribed_topic_names=(TOPIC,), subscribed_topic_regex=None, server_assignor=None,
-        topic_partitions=None)),
-    "ConsumerGroupDescribe": (69, 1, lambda _r: _make(69, 1, group_ids=(GROUP,),
-                                                      include_authorized_operations=False)),
-    "CreateTopics": (19, 5, lambda _r: _make(19, 5, validate_only=True, topics=(
-        _make(19, 5, "CreatableTopic", name="acc.new", num_partitions=1, replication_factor=1,
-              assignments=(), configs=()),))),
-    "DeleteTopics": (20, 4, lambda _r: _make(20, 4, topic_names=("acc.never.made",),
-                                             timeout=_SECOND)),
-    "InitProducerId": (22, 4, lambda r: _make(
-        22, 4, transactional_id=TXN_ID if r is access.TXN_PRODUCE else None,
-        transaction_timeout=datetime.timedelta(seconds=60))),
-    "AddPartitionsToTxn": (24, 3, lambda _r: _make(
-        24, 3, v3_and_below_transactional_id=TXN_ID, v3_and_below_producer_id=999_999,
-        v3_and_below_producer_epoch=0, v3_and_below_topics=(
-            _make(24, 3, "AddPartitionsToTxnTopic", name=TOPIC, partitions=(0,)),))),
-    "AddOffsetsToTxn": (25, 3, lambda _r: _make(25, 3, transactional_id=TXN_ID,
-                                                producer_id=999_999, producer_epoch=0,
-                                                group_id=GROUP)),
-    "EndTxn": (26, 3, lambda _r: _make(26, 3, transactional_id=TXN_ID, producer_id=999_999,
-                                       producer_epoch=0, committed=False)),
-    "TxnOffsetCommit": (28, 3, lambda _r: _make(
-        28, 3, transactional_id=TXN_ID, group_id=GROUP, producer_id=999_999,
-        producer_epoch=0, topics=_topic_offsets(28, 3, "TxnOffsetCommitRequestTopic",
-                                                "TxnOffsetCommitRequestPartition"))),
-    "DescribeAcls": (29, 2, lambda _r: _make(29, 2, **_acl_filter(None))),
-    "CreateAcls": (30, 2, lambda _r: _make(30, 2, creations=(_make(
-        30, 2, "AclCreation", resource_type=2, resource_name=TOPIC, resource_pattern_type=3,
-        principal="User:someone", host="*", operation=3, permission_type=3),))),
-    "DeleteAcls": (31, 2, lambda _r: _make(31, 2, filters=(
-        _make(31, 2, "DeleteAclsFilter", **_acl_filter(None)),))),
-    "DescribeConfigs": (32, 4, lambda r: _make(32, 4, resources=(_make(
-        32, 4, "DescribeConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
-        resource_name="0" if r is access.CLUSTER else TOPIC),))),
-    "DeleteGroups": (42, 2, lambda _r: _make(42, 2, groups_names=(GROUP,))),
-    # Admin APIs (docs/kafka.md, "Admin APIs"): checks only, nothing changed.
-    "DescribeLogDirs": (35, 4, lambda _r: _make(35, 4, topics=None)),
-    "AlterConfigs": (33, 2, lambda r: _make(33, 2, validate_only=True, resources=(_make(
-        33, 2, "AlterConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
-        resource_name="0" if r is access.CLUSTER else TOPIC, configs=()),))),
-    "IncrementalAlterConfigs": (44, 1, lambda r: _make(44, 1, validate_only=True, resources=(
-        _make(44, 1, "AlterConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
-              resource_name="0" if r is access.CLUSTER else TOPIC, configs=()),))),
-    "CreatePartitions": (37, 3, lambda _r: _make(37, 3, validate_only=True, timeout=_SECOND,
-                                                 topics=(_make(37, 3, "CreatePartitionsTopic",
-                                                               name=TOPIC, count=3,
-                                                               assignments=None),))),
-    "DeleteRecords": (21, 2, lambda _r: _make(21, 2, timeout=_SECOND, topics=(_make(
-        21, 2, "DeleteRecordsTopic", name=TOPIC, partitions=(_make(
-            21, 2, "DeleteRecordsPartition", partition_index=0, offset=0),)),))),
-    "OffsetDelete": (47, 0, lambda _r: _make(47, 0, group_id=GROUP, topics=(_make(
-        47, 0, "OffsetDeleteRequestTopic", name=TOPIC, partitions=(_make(
-            47, 0, "OffsetDeleteRequestPartition", partition_index=0),)),))),
-    "DescribeProducers": (61, 0, lambda _r: _make(61, 0, topics=(_make(
-        61, 0, "TopicRequest", name=TOPIC, partition_indexes=(0,)),))),
-    "DescribeTransactions": (65, 0, lambda _r: _make(65, 0, transactional_ids=(TXN_ID,))),
-    "ElectLeaders": (43, 2, lambda _r: _make(43, 2, election_type=0, timeout=_SECOND,
-                                             topic_partitions=(_make(
-                                                 43, 2, "TopicPartitions", topic=TOPIC,
-                                                 partitions=(0,)),))),
-    "ListPartitionReassignments": (46, 0, lambda _r: _make(46, 0, timeout=_SECOND,
-                                                           topics=None)),
-    "AlterPartitionReassignments": (45, 1, lambda _r: _make(45, 1, timeout=_SECOND, topics=(
-        _make(45, 1, "ReassignableTopic", name=TOPIC, partitions=(_make(
-            45, 1, "ReassignablePartition", partition_index=0, replicas=None),)),))),
-    # Empty rows (authentication gives the role): never called by the row test.
-    "DescribeCluster": (60, 1, lambda _r: _make(60, 1,
-                                                include_cluster_authorized_operations=False)),
-    "ListTransactions": (66, 1, lambda _r: _make(66, 1)),
-    "DescribeTopicPartitions": (75, 0, lambda _r: _make(75, 0, topics=(
-        _make(75, 0, "TopicRequest", name=TOPIC),))),
-    "SaslHandshake": (17, 1, lambda _r: _make(17, 1, mechanism="PLAIN")),
-    "SaslAuthenticate": (36, 2, lambda _r: _make(36, 2, auth_bytes=b"")),
-    "DescribeUserScramCredentials": (50, 0, lambda _r: _make(50, 0, users=None)),
-    "AlterUserScramCredentials": (51, 0, lambda _r: _make(51, 0, upsertions=(), deletions=(
-        _make(51, 0, "ScramCredentialDeletion", name="acc.nobody", mechanism=1),))),
-    # Delegation tokens: the owner's, renewers' and super-users' (checked by their handler,
-    # tests/integration/kafka/test_kafka_delegation_tokens.py).
-    "CreateDelegationToken": (38, 3, lambda _r: _make(
-        38, 3, owner_principal_type=None, owner_principal_name=None, renewers=(),
-        max_lifetime=_SECOND)),
-    "RenewDelegationToken": (39, 2, lambda _r: _make(39, 2, hmac=b"x", renew_period=_SECOND)),
-    "ExpireDelegationToken": (40, 2, lambda _r: _make(40, 2, hmac=b"x",
-                                                      expiry_time_period=_SECOND)),
-    "DescribeDelegationToken": (41, 3, lambda _r: _make(41, 3, owners=None)),
-    "DescribeClientQuotas": (48, 1, lambda _r: _make(48, 1, components=(), strict=False)),
-    "AlterClientQuotas": (49, 1, lambda _r: _make(49, 1, validate_only=True, entries=(
-        _make(49, 1, "EntryData", entity=(
-            _make(49, 1, "EntityData", entity_type="client-id", entity_name="acc.c"),),
-            ops=(_make(49, 1, "OpData", key="producer_byte_rate", value=1024.0,
-                       remove=False),)),))),
-}
 
 #: What a role is granted to meet each requirement: (kind, resource, action); None: a super-user.
 GRANTS: dict[Requirement, tuple[str, str, str] | None] = {
@@ -341,8 +172,8 @@ def test_each_row_refuses_without_and_allows_with_its_permission(
 
 
 def _metadata_request(names: list[str] | None, *, auto_create: bool = True) -> Any:
-    return _make(3, 9, topics=None if names is None else tuple(
-        _make(3, 9, "MetadataRequestTopic", name=name) for name in names),
+    return req(3, 9, topics=None if names is None else tuple(
+        req(3, 9, "MetadataRequestTopic", name=name) for name in names),
         include_cluster_authorized_operations=False, include_topic_authorized_operations=False,
         allow_auto_topic_creation=auto_create)
 
@@ -375,7 +206,7 @@ def test_lists_show_only_what_the_role_may_see_and_names_do_not_leak(
                      "seen.never": ErrorCode.topic_authorization_failed}
     [unknown] = _metadata(address, "browser", ["seen.never"], auto_create=False).topics
     with _connect(address, "browser") as sock:  # DescribeTopicPartitions lists as Metadata
-        sock.sendall(raw_request(75, 0, 1, _make(75, 0, topics=())))
+        sock.sendall(raw_request(75, 0, 1, req(75, 0, topics=())))
         assert {t.name for t in read_response(sock, 75, 0)[1].topics} == {"seen.a"}
     assert unknown.error_code == ErrorCode.unknown_topic_or_partition
     assert "seen.never" not in {t.name for t in admin.list_topics()}
@@ -390,7 +221,7 @@ def test_list_groups_shows_only_the_groups_the_role_has_a_permission_on(
     address = kafka_address(secured)
     admin.grant_permission("joiner", "team.*", ["consume"], kind="group")
     for group in ("team.one", "other.two"):  # a commit without members makes the group
-        commit = _make(8, 8, group_id=group, member_id="", topics=_topic_offsets(
+        commit = req(8, 8, group_id=group, member_id="", topics=topic_offsets(
             8, 8, "OffsetCommitRequestTopic", "OffsetCommitRequestPartition"))
         with _connect(address, "admin") as sock:
             sock.sendall(raw_request(8, 8, 1, commit))
@@ -398,7 +229,7 @@ def test_list_groups_shows_only_the_groups_the_role_has_a_permission_on(
 
     def listed(role: str) -> set[str]:
         with _connect(address, role) as sock:
-            sock.sendall(raw_request(16, 4, 1, _make(16, 4)))
+            sock.sendall(raw_request(16, 4, 1, req(16, 4)))
             return {group.group_id for group in read_response(sock, 16, 4)[1].groups}
 
     assert {"team.one", "other.two"} <= listed("admin")
@@ -486,10 +317,10 @@ def test_add_partitions_to_txn_v5_needs_the_cluster(
         secured: BookieProcess, admin: folio.Client) -> None:
     """The brokers' form (KIP-890) asks Kafka's ClusterAction: here a super-user's."""
     role = _role_with(admin, [access.TXN_PRODUCE, access.TOPIC_PRODUCE])
-    request = _make(24, 5, transactions=(_make(
+    request = req(24, 5, transactions=(req(
         24, 5, "AddPartitionsToTxnTransaction", transactional_id=TXN_ID, producer_id=999_999,
         producer_epoch=0, verify_only=True, topics=(
-            _make(24, 5, "AddPartitionsToTxnTopic", name=TOPIC, partitions=(0,)),)),))
+            req(24, 5, "AddPartitionsToTxnTopic", name=TOPIC, partitions=(0,)),)),))
     answers = {}
     for who in (role, "admin"):
         with _connect(kafka_address(secured), who) as sock:
