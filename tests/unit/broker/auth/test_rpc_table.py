@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from google.protobuf.message_factory import GetMessageClass
@@ -19,6 +19,9 @@ from broker.auth.authorizer import Authorizer
 from broker.auth.permissions import AclTable, Action, Grant, ResourceKind
 from broker.auth.rpc_table import RPC_TABLE, Need, rule_for
 from broker.errors import PermissionDeniedError
+
+if TYPE_CHECKING:
+    from ledger.api import MetadataStore
 
 
 def _public_methods() -> dict[str, Any]:
@@ -56,8 +59,9 @@ def test_an_unknown_method_needs_a_super_user() -> None:
 
 
 class _Acls(AclStore):
-    def __init__(self, table: AclTable) -> None:  # no store: the table is given
-        self.table = table
+    def __init__(self, table: AclTable) -> None:  # no store (never started): the table given
+        super().__init__(cast("MetadataStore", None))
+        self._node.table = table
 
 
 def _grants_for(rule_need: Need, resources: list[tuple[ResourceKind, str]]) -> list[Grant]:
