@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 from kafka.net.sasl.scram import ScramClient
@@ -43,6 +43,7 @@ import folio
 from ledger.security.tokens import create_token
 from tests.support.bookies import BookieProcess, BookieProcesses, run_folio
 from tests.support.kafka import kafka_address, raw_request, read_frame, read_response, sasl_plain
+from tests.support.kafka_clients import librdkafka_round_trip
 from tests.support.standalone import start_standalone
 
 DEADLINE_S = 60.0
@@ -331,27 +332,7 @@ def test_librdkafka_produces_and_consumes_as_the_owner_until_expired(
     created = _create(alice)
     settings = _librdkafka(server, created.token_id, created.hmac)
     topic = f"dt-{uuid.uuid4().hex[:8]}"
-    creator = AdminClient(dict(settings))  # alice's admin grant, through her token
-    creator.create_topics([NewTopic(topic, 1, 1)])[topic].result(DEADLINE_S)
-    producer = Producer({**settings, "linger.ms": 0})
-    value = uuid.uuid4().bytes
-    errors: list[Any] = []
-    producer.produce(topic, value=value,
-                     on_delivery=lambda error, _m: errors.append(error) if error else None)
-    assert producer.flush(DEADLINE_S) == 0 and errors == []
-    consumer = Consumer({**settings, "group.id": f"g-{topic}", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    deadline = time.monotonic() + DEADLINE_S
-    try:
-        while True:
-            assert time.monotonic() < deadline, "no record read back"
-            message = consumer.poll(0.5)
-            if message is not None:
-                assert message.error() is None, message.error()
-                assert message.value() == value
-                break
-    finally:
-        consumer.close()
+    librdkafka_round_trip(settings, topic)  # alice's admin grant, through her token
     # Expired: a new client is refused at authentication.
     assert _expire(alice, created.hmac).error_code == ErrorCode.none
     refused: list[KafkaError] = []

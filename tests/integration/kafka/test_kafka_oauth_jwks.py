@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPythonPartition
@@ -40,6 +40,7 @@ import folio
 from ledger.security.tokens import create_token
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.kafka import kafka_address, raw_request, read_response
+from tests.support.kafka_clients import librdkafka_round_trip
 from tests.support.oidc import ISSUER, JwksServer, Provider, hs256_with_public_key, unsigned
 from tests.support.standalone import start_standalone
 from tests.support.wait import wait_for
@@ -121,31 +122,6 @@ def _settings(listener: Listener, token: str) -> dict[str, Any]:
             "oauth_cb": lambda _config: (token, time.time() + 600)}
 
 
-def _round_trip(settings: dict[str, Any], topic: str) -> None:
-    """Create ``topic``, produce a record, read it back (asserted)."""
-    admin = AdminClient(dict(settings))
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(DEADLINE_S)
-    producer = Producer({**settings, "linger.ms": 0})
-    value = uuid.uuid4().bytes
-    errors: list[Any] = []
-    producer.produce(topic, value=value,
-                     on_delivery=lambda error, _m: errors.append(error) if error else None)
-    assert producer.flush(DEADLINE_S) == 0 and errors == []
-    consumer = Consumer({**settings, "group.id": f"g-{topic}", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    deadline = time.monotonic() + DEADLINE_S
-    try:
-        while True:
-            assert time.monotonic() < deadline, "no record read back"
-            message = consumer.poll(0.5)
-            if message is not None:
-                assert message.error() is None, message.error()
-                assert message.value() == value
-                return
-    finally:
-        consumer.close()
-
-
 def _client_errors(settings: dict[str, Any]) -> list[KafkaError]:
     """The errors librdkafka reports (error_cb) while it tries to reach the broker."""
     errors: list[KafkaError] = []
@@ -180,13 +156,13 @@ def _sasl(listener: Listener, token: str) -> tuple[int, str]:
 
 def test_provider_token_produces_and_consumes(both: Listener, provider: Provider,
                                               jwks: JwksServer) -> None:
-    _round_trip(_settings(both, provider.token("k1")), "oidc-rd")
+    librdkafka_round_trip(_settings(both, provider.token("k1")), "oidc-rd")
     assert jwks.requests >= 1
 
 
 def test_folio_tokens_keep_working(both: Listener) -> None:
     token = create_token("app", _SECRET, "HS256", expiry_s=600)
-    _round_trip(_settings(both, token), "oidc-folio")
+    librdkafka_round_trip(_settings(both, token), "oidc-folio")
 
 
 class _Tokens(AbstractTokenProvider):  # type: ignore[misc]
@@ -289,7 +265,7 @@ def test_rotated_key_is_found_by_a_refetch(both: Listener, provider: Provider,
     token = provider.token("k2")
     # An unknown kid refetches at once unless a fetch ran within the last second.
     wait_for(lambda: _sasl(both, token) == (0, ""), "a token of the new key accepted")
-    _round_trip(_settings(both, token), "oidc-rotated")
+    librdkafka_round_trip(_settings(both, token), "oidc-rotated")
 
 
 def test_endpoint_down_keeps_the_held_keys(both: Listener, provider: Provider,
@@ -321,7 +297,7 @@ def test_endpoint_down_keeps_the_held_keys(both: Listener, provider: Provider,
 def test_file_jwks_and_grants_apply_to_provider_roles(file_only: Listener,
                                                       provider: Provider) -> None:
     boss = _settings(file_only, provider.token("k1", sub="boss"))
-    _round_trip(boss, "oidc-file")  # a super-user
+    librdkafka_round_trip(boss, "oidc-file")  # a super-user
     app = _settings(file_only, provider.token("k1"))
     assert _produce(app, "oidc-file") == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
     with folio.Client(file_only.server.address, timeout_s=30) as admin:  # no gRPC tokens here
