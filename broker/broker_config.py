@@ -148,7 +148,7 @@ class BrokerConfig:
             ``transaction.remove.expired.transaction.cleanup.interval.ms``).
         kafka_oauth_jwks_url: an identity provider's JWKS (KIP-768's
             ``sasl.oauthbearer.jwks.endpoint.url``): OAUTHBEARER (and PLAIN)
-            accept its JWTs (``broker.kafka.sasl.bearer``); empty: only Folio's.
+            accept its JWTs (``ledger.security.bearer``); empty: only Folio's.
         kafka_oauth_expected_audience: accepted ``aud`` values, comma-separated.
         kafka_oauth_expected_issuer: the required ``iss``.
         kafka_oauth_sub_claim: the claim naming the principal (the role).

@@ -29,10 +29,10 @@ if TYPE_CHECKING:
     )
     from broker.app.kafka_cluster import ClusterKafka
     from broker.kafka.coordinators import KafkaCoordinators
-    from broker.kafka.sasl.bearer import ListenerTokens
     from broker.kafka.sasl.delegation import DelegationTokens
     from broker.kafka.sasl.security import KafkaSecurity
     from broker.kafka.server import KafkaServer
+    from ledger.security.bearer import ListenerTokens
 
 __all__ = ["KafkaUnavailableError", "StartedKafka", "start_kafka"]
 
@@ -241,7 +241,7 @@ def kafka_security(config: BrokerConfig, store: MetadataStore) -> KafkaSecurity:
 
 def _tokens(config: BrokerConfig) -> ListenerTokens | None:
     """Folio's token key and the identity provider's key set, as configured (None: neither)."""
-    from broker.kafka.sasl.bearer import ListenerTokens  # noqa: PLC0415
+    from ledger.security.bearer import ListenerTokens  # noqa: PLC0415
     from ledger.security.jwks import JwksVerifier  # noqa: PLC0415
 
     folio = (TokenVerifier.from_files(config.auth_token_secret_file,

@@ -16,7 +16,7 @@ proof or a key).
   or a delegation token's (``broker.kafka.sasl.token_login``).
 
 Both token mechanisms verify with the listener's ``ListenerTokens``
-(``broker.kafka.sasl.bearer``): the gRPC port's ``TokenVerifier`` (the same
+(``ledger.security.bearer``): the gRPC port's ``TokenVerifier`` (the same
 keys, the same ``exp`` rule and leeway) and, with ``--kafka-oauth-jwks-url``,
 an identity provider's key set (KIP-768); the principal keeps the token's
 expiry, which becomes the session lifetime (KIP-368).
@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from broker.kafka.sasl.bearer import ListenerTokens
 from broker.kafka.sasl.credentials import ScramCredentialStore
 from broker.kafka.sasl.delegation import DelegationTokens
 from broker.kafka.sasl.scram import SCRAM_HASHES, ScramError, ScramServer
 from broker.kafka.sasl.token_login import ScramLookup
+from ledger.security.bearer import ListenerTokens
 from ledger.security.tokens import Principal, TokenError
 
 __all__ = ["Authenticator", "Exchange", "SaslRefusedError"]

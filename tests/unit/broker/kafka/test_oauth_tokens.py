@@ -15,10 +15,10 @@ from broker.kafka.broker_configs import broker_configs
 from broker.kafka.config_docs import CONFIG_DOCS
 from broker.kafka.context import KafkaContext
 from broker.kafka.producer_ids import ProducerIds
-from broker.kafka.sasl.bearer import ListenerTokens
 from broker.kafka.sasl.credentials import ScramCredentialStore
 from broker.kafka.sasl.security import KafkaSecurity
 from broker.kafka.topic_configs import DEFAULT_CONFIG, STATIC_BROKER_CONFIG
+from ledger.security.bearer import ListenerTokens
 from ledger.security.jwks import JwksSettings, JwksVerifier
 from ledger.security.tokens import TokenError, TokenVerifier, create_token
 from tests.support.oidc import Provider
