@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from broker.kafka.sasl.delegation import DelegationTokens
     from broker.kafka.sasl.security import KafkaSecurity
     from broker.kafka.server import KafkaServer
-    from ledger.security.bearer import ListenerTokens
+    from ledger.security.bearer import BearerTokens
 
 __all__ = ["KafkaUnavailableError", "StartedKafka", "start_kafka"]
 
@@ -239,9 +239,9 @@ def kafka_security(config: BrokerConfig, store: MetadataStore) -> KafkaSecurity:
                          oauth=config.kafka_oauth() if protocol.sasl else None, tokens=tokens)
 
 
-def _tokens(config: BrokerConfig) -> ListenerTokens | None:
+def _tokens(config: BrokerConfig) -> BearerTokens | None:
     """Folio's token key and the identity provider's key set, as configured (None: neither)."""
-    from ledger.security.bearer import ListenerTokens  # noqa: PLC0415
+    from ledger.security.bearer import BearerTokens  # noqa: PLC0415
     from ledger.security.jwks import JwksVerifier  # noqa: PLC0415
 
     folio = (TokenVerifier.from_files(config.auth_token_secret_file,
@@ -249,7 +249,7 @@ def _tokens(config: BrokerConfig) -> ListenerTokens | None:
              if config.token_auth else None)
     oauth = config.kafka_oauth()
     external = None if oauth is None else JwksVerifier(oauth)
-    return None if folio is None and external is None else ListenerTokens(folio, external)
+    return None if folio is None and external is None else BearerTokens(folio, external)
 
 
 def _delegation_tokens(config: BrokerConfig, store: MetadataStore) -> DelegationTokens | None:

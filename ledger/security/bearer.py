@@ -24,10 +24,10 @@ from typing import Any
 from ledger.security.jwks import JwksVerifier
 from ledger.security.tokens import Principal, TokenError, TokenVerifier
 
-__all__ = ["ListenerTokens"]
+__all__ = ["BearerTokens"]
 
 
-class ListenerTokens:
+class BearerTokens:
     """Checks a bearer token with Folio's key or the provider's key set (module docstring).
 
     Args:

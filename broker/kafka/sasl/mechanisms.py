@@ -15,7 +15,7 @@ proof or a key).
   (``broker.kafka.sasl.scram``) against the credential read from the store,
   or a delegation token's (``broker.kafka.sasl.token_login``).
 
-Both token mechanisms verify with the listener's ``ListenerTokens``
+Both token mechanisms verify with the listener's ``BearerTokens``
 (``ledger.security.bearer``): the gRPC port's ``TokenVerifier`` (the same
 keys, the same ``exp`` rule and leeway) and, with ``--kafka-oauth-jwks-url``,
 an identity provider's key set (KIP-768); the principal keeps the token's
@@ -30,7 +30,7 @@ from broker.kafka.sasl.credentials import ScramCredentialStore
 from broker.kafka.sasl.delegation import DelegationTokens
 from broker.kafka.sasl.scram import SCRAM_HASHES, ScramError, ScramServer
 from broker.kafka.sasl.token_login import ScramLookup
-from ledger.security.bearer import ListenerTokens
+from ledger.security.bearer import BearerTokens
 from ledger.security.tokens import Principal, TokenError
 
 __all__ = ["Authenticator", "Exchange", "SaslRefusedError"]
@@ -54,7 +54,7 @@ class Exchange(Protocol):
         ...
 
 
-async def _verify(verifier: ListenerTokens, token: str) -> Principal:
+async def _verify(verifier: BearerTokens, token: str) -> Principal:
     try:
         return await verifier.verify(token)
     except TokenError as error:
@@ -63,7 +63,7 @@ async def _verify(verifier: ListenerTokens, token: str) -> Principal:
 
 
 class _Plain:
-    def __init__(self, verifier: ListenerTokens) -> None:
+    def __init__(self, verifier: BearerTokens) -> None:
         self._verifier = verifier
         self.principal: Principal | None = None
 
@@ -83,7 +83,7 @@ class _Plain:
 
 
 class _OAuthBearer:
-    def __init__(self, verifier: ListenerTokens) -> None:
+    def __init__(self, verifier: BearerTokens) -> None:
         self._verifier = verifier
         self.principal: Principal | None = None
 
@@ -154,7 +154,7 @@ class Authenticator:
         tokens: the delegation tokens SCRAM also accepts (None: none).
     """
 
-    def __init__(self, mechanisms: tuple[str, ...], verifier: ListenerTokens | None,
+    def __init__(self, mechanisms: tuple[str, ...], verifier: BearerTokens | None,
                  credentials: ScramCredentialStore,
                  tokens: DelegationTokens | None = None) -> None:
         self.mechanisms = mechanisms

@@ -18,7 +18,7 @@ from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.sasl.credentials import ScramCredentialStore
 from broker.kafka.sasl.security import KafkaSecurity
 from broker.kafka.topic_configs import DEFAULT_CONFIG, STATIC_BROKER_CONFIG
-from ledger.security.bearer import ListenerTokens
+from ledger.security.bearer import BearerTokens
 from ledger.security.jwks import JwksSettings, JwksVerifier
 from ledger.security.tokens import TokenError, TokenVerifier, create_token
 from tests.support.oidc import Provider
@@ -76,7 +76,7 @@ def _folio(tmp_path: Path) -> TokenVerifier:
 async def test_a_kid_picks_the_provider_none_picks_folio(provider: Provider,
                                                          tmp_path: Path) -> None:
     external = JwksVerifier(JwksSettings("https://idp/jwks"), read=provider.read)
-    tokens = ListenerTokens(_folio(tmp_path), external)
+    tokens = BearerTokens(_folio(tmp_path), external)
     assert (await tokens.verify(provider.token("k1", sub="alice"))).role == "alice"
     assert (await tokens.verify(create_token("bob", _SECRET, "HS256"))).role == "bob"
     # A Folio-signed token naming a kid goes to the key set, and fails there.
@@ -88,15 +88,15 @@ async def test_a_kid_picks_the_provider_none_picks_folio(provider: Provider,
 
 
 async def test_one_verifier_takes_every_token(provider: Provider, tmp_path: Path) -> None:
-    only_external = ListenerTokens(None, JwksVerifier(JwksSettings("https://idp/jwks"),
+    only_external = BearerTokens(None, JwksVerifier(JwksSettings("https://idp/jwks"),
                                                       read=provider.read))
     with pytest.raises(TokenError, match="algorithm 'HS256' is not accepted"):
         await only_external.verify(create_token("bob", _SECRET, "HS256"))
-    only_folio = ListenerTokens(_folio(tmp_path), None)
+    only_folio = BearerTokens(_folio(tmp_path), None)
     with pytest.raises(TokenError, match="algorithm is not accepted here"):
         await only_folio.verify(provider.token("k1"))
     with pytest.raises(ValueError, match="needs Folio's key or a JWKS URL"):
-        ListenerTokens(None, None)
+        BearerTokens(None, None)
 
 
 def _with_kid(token: str) -> str:
