@@ -14,7 +14,13 @@ and checks a token as Kafka's broker-side OAUTHBEARER validator does:
 - ``aud`` holding one of ``audience`` (when given), ``iss`` equal to
   ``issuer`` (when given);
 - the principal: the ``sub_claim`` claim (a non-empty string), with the
-  token's ``exp`` as its expiry.
+  token's ``exp`` as its expiry;
+- the scopes: the ``scope_claim`` claim (Kafka's
+  ``sasl.oauthbearer.scope.claim.name``), a space-delimited string (RFC 6749
+  3.3, RFC 9068) or a list of strings, kept on the principal; absent: none.
+  A malformed one refuses the token, as Kafka's ``BrokerJwtValidator`` does.
+  Kafka checks no scope itself; with ``required_scopes`` (a Folio addition)
+  a token lacking any of them is refused, naming the missing ones.
 
 The set is fetched when first needed and again once ``refresh_ms`` old (at
 most one fetch at a time: while one is under way, checks use the keys held,
@@ -32,7 +38,9 @@ and why, never held.
 Where the set is read from (``check_jwks_url``): ``https://`` anywhere,
 ``http://`` only on a loopback host (a local sidecar or a test: Kafka
 insists on https), or ``file:`` (a path kept up to date by something else,
-re-read on the same schedule).
+re-read on the same schedule). An https endpoint's certificate is checked
+against the system's CAs, or only against ``ca_file`` when given (a private
+CA's bundle; read again at each fetch, so a replaced bundle needs no restart).
 """
 
 from __future__ import annotations
@@ -41,12 +49,14 @@ import asyncio
 import ipaddress
 import json
 import logging
+import ssl
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final
 
 from ledger.security.tokens import Principal, TokenError, _jwt
@@ -103,6 +113,10 @@ class JwksSettings:
         sub_claim: the claim naming the principal.
         clock_skew_s: leeway on ``exp``, ``nbf`` and ``iat``.
         refresh_ms: the set is fetched again once this old.
+        scope_claim: the claim holding the token's scopes.
+        required_scopes: scopes every token must have; empty: none checked.
+        ca_file: PEM CA bundle the https endpoint's certificate must chain to;
+            empty: the system's CAs.
     """
 
     url: str
@@ -111,25 +125,57 @@ class JwksSettings:
     sub_claim: str = "sub"
     clock_skew_s: int = 30
     refresh_ms: int = 3_600_000
+    scope_claim: str = "scope"
+    required_scopes: tuple[str, ...] = ()
+    ca_file: str = ""
 
     def __post_init__(self) -> None:
         check_jwks_url(self.url)
         if not self.sub_claim:
             raise ValueError("the subject claim name must not be empty")
+        if not self.scope_claim:
+            raise ValueError("the scope claim name must not be empty")
+        if any(not scope or scope.split() != [scope] for scope in self.required_scopes):
+            raise ValueError(f"a required scope must be a non-empty word without spaces, got "
+                             f"{list(self.required_scopes)}")
+        if self.ca_file and urllib.parse.urlparse(self.url).scheme != "https":
+            raise ValueError(f"a CA file for the JWKS endpoint's TLS needs an https:// URL, "
+                             f"not {self.url!r}")
         if self.clock_skew_s < 0 or self.refresh_ms <= 0:
             raise ValueError("the clock skew must be >= 0 and the JWKS refresh interval > 0")
 
 
-def _read(url: str) -> bytes:
-    """The set's bytes (blocking: run in a thread). ``OSError`` or ``ValueError`` on failure."""
+def _read(url: str, ca_file: str = "") -> bytes:
+    """The set's bytes (blocking: run in a thread). ``OSError`` or ``ValueError`` on failure.
+
+    ``ca_file``: the only CAs an https endpoint's certificate may chain to.
+    """
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme == "file":
         with open(urllib.request.url2pathname(parsed.path), "rb") as file:
             return file.read(MAX_JWKS_BYTES + 1)
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    with _OPENER.open(request, timeout=FETCH_TIMEOUT_S) as answer:
+    opener = _OPENER if not ca_file else urllib.request.build_opener(
+        _CheckedRedirects, urllib.request.HTTPSHandler(context=ca_context(ca_file)))
+    with opener.open(request, timeout=FETCH_TIMEOUT_S) as answer:
         data: bytes = answer.read(MAX_JWKS_BYTES + 1)
         return data
+
+
+def ca_context(ca_file: str) -> ssl.SSLContext:
+    """A client context trusting only the CAs in ``ca_file``.
+
+    Raises ``OSError`` (``ssl.SSLError`` among them) naming the file when it
+    cannot be read or holds no PEM certificate.
+    """
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except ssl.SSLError as error:
+        raise ssl.SSLError(f"the JWKS CA file {ca_file} holds no PEM CA certificate "
+                           f"({error.reason or error})") from None
+    except OSError as error:
+        raise OSError(f"cannot read the JWKS CA file {ca_file}: "
+                      f"{error.strerror or error}") from None
 
 
 class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
@@ -180,16 +226,25 @@ class JwksVerifier:
         settings: the URL and the claims' rules.
         clock: seconds since the epoch (``exp``; injectable for tests).
         monotonic: for the refresh and refetch timing (injectable for tests).
-        read: reads the set's bytes, blocking (injectable for fault tests).
+        read: reads the set's bytes, blocking (injectable for fault tests);
+            default: over https with ``settings.ca_file``'s CAs, or a file.
+
+    Raises ``ValueError`` when ``settings.ca_file`` cannot be read (checked
+    here, so a broker does not start with a CA file it could never use).
     """
 
     def __init__(self, settings: JwksSettings, *, clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic,
-                 read: Callable[[str], bytes] = _read) -> None:
+                 read: Callable[[str], bytes] | None = None) -> None:
+        if settings.ca_file:
+            try:
+                ca_context(settings.ca_file)
+            except OSError as error:
+                raise ValueError(str(error)) from None
         self.settings = settings
         self._clock = clock
         self._monotonic = monotonic
-        self._read = read
+        self._read = read if read is not None else partial(_read, ca_file=settings.ca_file)
         self._jwt = _jwt()
         self._keys: dict[str, dict[str, Any]] = {}
         self._built: dict[tuple[int, str], Any] = {}  # (id of a held JWK, algorithm) -> key
@@ -326,4 +381,23 @@ class JwksVerifier:
         if not isinstance(role, str) or not role:
             raise TokenError(f"the token's {settings.sub_claim!r} claim (the principal) must "
                              "be a non-empty string")
-        return Principal(role, float(expires))
+        scopes = _scopes(claims.get(settings.scope_claim), settings.scope_claim)
+        missing = [scope for scope in settings.required_scopes if scope not in scopes]
+        if missing:
+            held = " ".join(sorted(scopes))[:200] or "none"
+            raise TokenError(f"the token lacks the required scope(s) {' '.join(missing)} "
+                             f"(its {settings.scope_claim!r} claim holds: {held})")
+        return Principal(role, float(expires), scopes=scopes)
+
+
+def _scopes(value: object, claim: str) -> frozenset[str]:
+    """The scopes of a scope claim: a space-delimited string or a list of strings (None: none)."""
+    if value is None:
+        return frozenset()
+    if isinstance(value, str):
+        return frozenset(value.split())
+    if isinstance(value, list) and all(isinstance(item, str) and item.strip()
+                                       for item in value):
+        return frozenset(item.strip() for item in value)
+    raise TokenError(f"the token's {claim!r} claim (its scopes) must be a space-delimited "
+                     "string or a list of non-empty strings")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 __all__ = [
@@ -63,10 +63,15 @@ def _jwt() -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who a call is from: its role, and when its token expires (None: never)."""
+    """Who a call is from: its role, and when its token expires (None: never).
+
+    ``scopes``: an identity provider's token's scopes (its scope claim,
+    ``ledger.security.jwks``); empty for every other credential.
+    """
 
     role: str
     expires_at: float | None = None
+    scopes: frozenset[str] = field(default=frozenset(), kw_only=True)
 
 
 def _read_key(path: str, what: str) -> bytes:

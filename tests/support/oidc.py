@@ -3,7 +3,8 @@
 ``Provider`` makes RSA and EC keys, publishes a chosen subset as a JWK set,
 and signs tokens with any of them (a ``kid`` header naming the key).
 ``JwksServer`` serves the current set from a real ``http.server`` on a
-loopback port 0, in a thread; the provider's ``down`` makes it answer 503,
+loopback port 0, in a thread, over HTTPS when given a certificate
+(``tests.support.certs``); the provider's ``down`` makes it answer 503,
 its ``redirect_to`` a 302. Also the two
 tokens PyJWT refuses to make: ``unsigned`` (alg ``none``) and
 ``hs256_with_public_key`` (the published public key used as an HMAC secret).
@@ -15,9 +16,11 @@ import base64
 import hashlib
 import hmac
 import json
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -105,9 +108,12 @@ def hs256_with_public_key(provider: Provider, kid: str, role: str = "admin") -> 
 
 
 class JwksServer:
-    """``provider``'s set over HTTP on 127.0.0.1 port 0 (``url``); close with ``close``."""
+    """``provider``'s set over HTTP on 127.0.0.1 port 0 (``url``); close with ``close``.
 
-    def __init__(self, provider: Provider) -> None:
+    ``tls``: (certificate chain, key) files: served over HTTPS instead.
+    """
+
+    def __init__(self, provider: Provider, *, tls: tuple[Path, Path] | None = None) -> None:
         self.provider = provider
         self.requests = 0
         self.redirect_to = ""  # answer 302 to this URL instead
@@ -135,9 +141,15 @@ class JwksServer:
                 pass  # quiet
 
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(tls[0]), str(tls[1]))
+            self._http.socket = context.wrap_socket(self._http.socket, server_side=True)
+            scheme = "https"
         self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
         self._thread.start()
-        self.url = f"http://127.0.0.1:{self._http.server_address[1]}/jwks.json"
+        self.url = f"{scheme}://127.0.0.1:{self._http.server_address[1]}/jwks.json"
 
     def close(self) -> None:
         self._http.shutdown()

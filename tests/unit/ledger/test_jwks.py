@@ -3,7 +3,8 @@
 Keys are made with cryptography, the set read through an injectable reader
 (the integration test serves it over a real HTTP server and a file), the
 clocks are injected: refresh, unknown-kid refetch, backoff and expiry are
-exact.
+exact. The scope claim (parsed, required scopes), and a CA file as the only
+trust of an https endpoint (a trustme CA, a real HTTPS server).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -25,6 +27,7 @@ from ledger.security.jwks import (
     parse_jwks,
 )
 from ledger.security.tokens import TokenError
+from tests.support.certs import Pki
 from tests.support.oidc import ISSUER, JwksServer, Provider, hs256_with_public_key, unsigned
 from tests.support.wait import wait_for_async
 
@@ -248,3 +251,63 @@ async def test_a_slow_refresh_holds_no_check_of_a_held_key(provider: Provider) -
     assert not first.done()
     gate.set()
     assert (await first).role == "app"
+
+
+@pytest.mark.parametrize(("scope", "held"), [
+    (None, frozenset()),
+    ("kafka.read folio  kafka.write", frozenset({"kafka.read", "folio", "kafka.write"})),
+    (["folio", " kafka.read "], frozenset({"folio", "kafka.read"})),
+])
+async def test_scopes_are_parsed_and_kept(provider: Provider, scope: object,
+                                          held: frozenset[str]) -> None:
+    principal = await _verifier(provider).verify(provider.token("k1", scope=scope))
+    assert principal.scopes == held
+    scp = await _verifier(provider, scope_claim="scp").verify(provider.token("k1", scp=scope))
+    assert scp.scopes == held
+
+
+@pytest.mark.parametrize("scope", [7, {"folio": True}, ["folio", ""], ["folio", 3]])
+async def test_a_malformed_scope_claim_is_refused(provider: Provider, scope: object) -> None:
+    with pytest.raises(TokenError, match="the token's 'scope' claim \\(its scopes\\) must be a "
+                       "space-delimited string or a list of non-empty strings"):
+        await _verifier(provider).verify(provider.token("k1", scope=scope))
+
+
+async def test_required_scopes(provider: Provider) -> None:
+    verifier = _verifier(provider, required_scopes=("folio", "kafka"))
+    assert (await verifier.verify(provider.token("k1", scope="kafka x folio"))).role == "app"
+    with pytest.raises(TokenError) as refused:
+        await verifier.verify(provider.token("k1", scope="kafka other"))
+    assert str(refused.value) == ("the token lacks the required scope(s) folio (its 'scope' "
+                                  "claim holds: kafka other)")
+    with pytest.raises(TokenError, match=r"lacks the required scope\(s\) folio kafka \(its "
+                       "'scope' claim holds: none\\)"):
+        await verifier.verify(provider.token("k1"))
+
+
+async def test_a_ca_file_is_the_only_trust_for_an_https_endpoint(
+        provider: Provider, tmp_path: Path) -> None:
+    pki, other = Pki(tmp_path / "idp"), Pki(tmp_path / "other", "other")
+    served = pki.server()
+    server = JwksServer(provider, tls=(served.cert, served.key))
+    try:
+        assert server.url.startswith("https://127.0.0.1:")
+        settings = JwksSettings(server.url, ("kafka",), ISSUER, ca_file=str(pki.ca))
+        assert (await JwksVerifier(settings).verify(provider.token("k1"))).role == "app"
+        # Another CA's bundle, or the system's CAs: the endpoint's certificate is not trusted.
+        for ca_file in (str(other.ca), ""):
+            refused = JwksVerifier(JwksSettings(server.url, ("kafka",), ISSUER, ca_file=ca_file))
+            with pytest.raises(TokenError, match=r"the last fetch failed: .*"
+                               r"CERTIFICATE_VERIFY_FAILED"):
+                await refused.verify(provider.token("k1"))
+    finally:
+        server.close()
+
+
+def test_an_unusable_ca_file_is_refused_at_construction(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"cannot read the JWKS CA file .*missing\.pem"):
+        JwksVerifier(JwksSettings(URL, ca_file=str(tmp_path / "missing.pem")))
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    with pytest.raises(ValueError, match=r"the JWKS CA file .*junk\.pem holds no PEM CA"):
+        JwksVerifier(JwksSettings(URL, ca_file=str(junk)))
