@@ -147,13 +147,20 @@ class BrokerConfig:
             often the transaction coordinator looks for such ids (Kafka's
             ``transaction.remove.expired.transaction.cleanup.interval.ms``).
         kafka_oauth_jwks_url: an identity provider's JWKS (KIP-768's
-            ``sasl.oauthbearer.jwks.endpoint.url``): OAUTHBEARER (and PLAIN)
-            accept its JWTs (``ledger.security.bearer``); empty: only Folio's.
+            ``sasl.oauthbearer.jwks.endpoint.url``): OAUTHBEARER and the gRPC
+            port accept its JWTs (``ledger.security.bearer``; the gRPC port
+            then needs a token on every call); empty: only Folio's.
         kafka_oauth_expected_audience: accepted ``aud`` values, comma-separated.
         kafka_oauth_expected_issuer: the required ``iss``.
         kafka_oauth_sub_claim: the claim naming the principal (the role).
         kafka_oauth_clock_skew_s: leeway on ``exp``, ``nbf``, ``iat``.
         kafka_oauth_jwks_refresh_ms: the key set is fetched again this often.
+        kafka_oauth_scope_claim: the claim holding a token's scopes (Kafka's
+            ``sasl.oauthbearer.scope.claim.name``).
+        kafka_oauth_required_scopes: scopes a provider token must all have,
+            comma-separated (on both ports); empty: none checked.
+        kafka_oauth_jwks_ca_file: PEM CA bundle the https JWKS endpoint's
+            certificate must chain to; empty: the system's CAs.
     """
 
     data_dir: str = "./folio-data"
@@ -199,6 +206,9 @@ class BrokerConfig:
     kafka_oauth_sub_claim: str = "sub"
     kafka_oauth_clock_skew_s: int = 30
     kafka_oauth_jwks_refresh_ms: int = 3_600_000
+    kafka_oauth_scope_claim: str = "scope"
+    kafka_oauth_required_scopes: str = ""
+    kafka_oauth_jwks_ca_file: str = ""
 
     def __post_init__(self) -> None:
         check_port("port", self.port)
@@ -296,9 +306,12 @@ class BrokerConfig:
             return None
         audience = tuple(part.strip() for part in self.kafka_oauth_expected_audience.split(",")
                          if part.strip())
+        scopes = tuple(part.strip() for part in self.kafka_oauth_required_scopes.split(",")
+                       if part.strip())
         return JwksSettings(self.kafka_oauth_jwks_url, audience,
                             self.kafka_oauth_expected_issuer, self.kafka_oauth_sub_claim,
-                            self.kafka_oauth_clock_skew_s, self.kafka_oauth_jwks_refresh_ms)
+                            self.kafka_oauth_clock_skew_s, self.kafka_oauth_jwks_refresh_ms,
+                            self.kafka_oauth_scope_claim, scopes, self.kafka_oauth_jwks_ca_file)
 
     @property
     def kafka_access(self) -> bool:
@@ -307,8 +320,14 @@ class BrokerConfig:
 
     @property
     def token_auth(self) -> bool:
-        """Whether calls must carry a token (and permissions apply)."""
+        """Whether Folio's token key is set (its tokens are checked on both ports)."""
         return bool(self.auth_token_secret_file or self.auth_token_public_key_file)
+
+    @property
+    def grpc_auth(self) -> bool:
+        """Whether gRPC calls must carry a token (and permissions apply): Folio's key, or an
+        identity provider's JWKS (its tokens are accepted there too)."""
+        return self.token_auth or bool(self.kafka_oauth_jwks_url)
 
     def super_user_roles(self) -> frozenset[str]:
         """The roles of ``super_users``."""

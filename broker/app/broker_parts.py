@@ -11,7 +11,9 @@ Each is a ``ledger.lifecycle.Component`` of the process's stack
 4. ``GroupsPart``: reader groups and their liveness sweeper, which declares
    members silent for their session timeout offline;
 5. ``CommitKeysPart``: idempotent commits (settled at start outside a cluster);
-6. ``AclsPart``: the grants and the gRPC interceptors that check them.
+6. ``AclsPart``: the grants, the token checks (Folio's key, an identity
+   provider's JWKS: one ``BearerTokens`` that the Kafka listener's SASL
+   shares) and the gRPC interceptors that check both.
 
 A component holds the ones below it it needs and reads what they made once
 they started (``part.topics``...): before, they raise ``RuntimeError``.
@@ -44,7 +46,9 @@ from ledger.client.directory import BookieDirectory
 from ledger.client.ledger_client import LedgerClient
 from ledger.config import LedgerConfig
 from ledger.lifecycle import StartError
+from ledger.security.bearer import BearerTokens
 from ledger.security.interceptor import AuthInterceptor
+from ledger.security.jwks import JwksVerifier
 from ledger.security.tokens import TokenVerifier
 
 __all__ = ["MAX_ENTRY_BYTES", "AclsPart", "CommitKeysPart", "CoordinatorPart", "GroupsPart",
@@ -240,8 +244,27 @@ class CommitKeysPart:
         """Nothing to release: its records are in the topics."""
 
 
+def bearer_tokens(config: BrokerConfig) -> BearerTokens | None:
+    """Folio's token key and the identity provider's key set, as configured (None: neither).
+
+    Raises ``ValueError`` for a key or CA file that does not load.
+    """
+    folio = (TokenVerifier.from_files(config.auth_token_secret_file,
+                                      config.auth_token_public_key_file)
+             if config.token_auth else None)
+    oauth = config.kafka_oauth()
+    external = None if oauth is None else JwksVerifier(oauth)
+    return None if folio is None and external is None else BearerTokens(folio, external)
+
+
 class AclsPart:
-    """The grants, and with token authentication the interceptors that check them."""
+    """The grants, and with token authentication the interceptors that check them.
+
+    ``tokens``: the one token check of the process (None: no token key, no
+    JWKS): the gRPC interceptor and the Kafka listener's OAUTHBEARER and
+    PLAIN use this object, so the provider's key set is fetched, cached and
+    refreshed once for both ports.
+    """
 
     name = "grants"
 
@@ -250,6 +273,7 @@ class AclsPart:
         self._source = source
         self._acls: AclStore | None = None
         self.interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = []
+        self.tokens: BearerTokens | None = None
 
     @property
     def acls(self) -> AclStore:
@@ -259,15 +283,15 @@ class AclsPart:
         acls = AclStore(self._source.store)
         await acls.start()
         config = self._config
-        if config.token_auth:
-            try:
-                verifier = TokenVerifier.from_files(config.auth_token_secret_file,
-                                                    config.auth_token_public_key_file)
-            except ValueError as error:
-                await acls.close()
-                raise StartError(str(error)) from None
+        try:
+            self.tokens = bearer_tokens(config)
+        except ValueError as error:
+            await acls.close()
+            raise StartError(str(error)) from None
+        if config.grpc_auth:
+            assert self.tokens is not None  # a key or a JWKS URL makes one
             authorizer = Authorizer(acls, config.super_user_roles())
-            self.interceptors = [AuthInterceptor(verifier, authorize=authorizer.wrap)]
+            self.interceptors = [AuthInterceptor(self.tokens, authorize=authorizer.wrap)]
         self._acls = acls
 
     async def stop(self) -> None:

@@ -41,7 +41,12 @@ from broker.app.broker_parts import (
     TopicsPart,
 )
 from broker.app.cluster_ownership import ClusterOwnership
-from broker.app.kafka_listener import KafkaUnavailableError, StartedKafka, start_kafka
+from broker.app.kafka_listener import (
+    KafkaAuth,
+    KafkaUnavailableError,
+    StartedKafka,
+    start_kafka,
+)
 from broker.app.storage_watch import StorageWatch
 from broker.auth import Access
 from broker.broker_config import BrokerConfig
@@ -176,8 +181,8 @@ class KafkaListener:
                 config, self._topics.topics, self._source.store, self._coordinator.coordinator,
                 ownership=self._view.ownership, served=self._view.served,
                 forwards=self._view.kafka_forwards,
-                access=Access(self._acls.acls, config.super_user_roles())
-                if config.kafka_access else None,
+                auth=KafkaAuth(Access(self._acls.acls, config.super_user_roles())
+                               if config.kafka_access else None, self._acls.tokens),
                 write_quorum=self._source.quorums.get("write_quorum",
                                                       LedgerConfig.write_quorum),
                 ledger_dir=None if bookie is None else bookie.config.data_dir)
@@ -239,7 +244,7 @@ class BrokerStack:
         """``folio standalone listening on HOST:PORT (...)``: scripts read the port from it."""
         config = self.config
         security = ", TLS" if config.tls_cert else ""
-        security += ", token authentication" if config.token_auth else ""
+        security += ", token authentication" if config.grpc_auth else ""
         scheme = "https" if config.metrics_tls else "http"
         kafka = self.kafka.server
         kafka_line = "" if kafka is None else f", kafka on {config.host}:{kafka.port}"

@@ -94,7 +94,7 @@ def run_cluster_broker(config: BrokerConfig, cluster: ClusterConfig,
         peer_security = (peers or PeerSettings()).security(config)
     except ValueError as error:
         return _fail(str(error))
-    if config.token_auth and not peer_security.token_file:
+    if config.grpc_auth and not peer_security.token_file:
         log.warning("tokens are checked but no --peer-token-file is given: the other brokers "
                     "will refuse this broker's internal calls (transactions across brokers "
                     "fail)")

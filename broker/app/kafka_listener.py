@@ -20,7 +20,6 @@ from broker.services.kafka_internal import KafkaForwardSlot
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator
 from ledger.api import MetadataStore
-from ledger.security.tokens import TokenVerifier
 
 if TYPE_CHECKING:
     from broker._proto.v1.kafka_internal_pb2 import (
@@ -34,11 +33,26 @@ if TYPE_CHECKING:
     from broker.kafka.server import KafkaServer
     from ledger.security.bearer import BearerTokens
 
-__all__ = ["KafkaUnavailableError", "StartedKafka", "start_kafka"]
+__all__ = ["KafkaAuth", "KafkaUnavailableError", "StartedKafka", "start_kafka"]
 
 
 class KafkaUnavailableError(Exception):
     """The settings ask for a Kafka listener but its libraries are not installed."""
+
+
+@dataclass(frozen=True)
+class KafkaAuth:
+    """Who may connect to the Kafka port and what they may do.
+
+    ``access``: the grants' check every Kafka call is authorised by
+    (``broker.kafka.access``); None (no token authentication): none is.
+    ``tokens``: the process's token check (``AclsPart.tokens``, the very
+    object the gRPC port's interceptor holds), which OAUTHBEARER and PLAIN
+    verify with; None: no token key and no JWKS.
+    """
+
+    access: Access | None
+    tokens: BearerTokens | None
 
 
 @dataclass(frozen=True)
@@ -60,7 +74,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
                       txn_coordinator: TxnCoordinator | None = None, *,
                       ownership: ClusterOwnership | None = None,
                       served: Topics | None = None,
-                      access: Access | None = None,
+                      auth: KafkaAuth | None = None,
                       write_quorum: int = 1,
                       forwards: KafkaForwardSlot | None = None,
                       ledger_dir: str | None = None) -> StartedKafka | None:
@@ -81,8 +95,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     another broker owns to that broker, and serves the batches the others
     forward through ``forwards`` (``broker.kafka.forwarding``).
 
-    ``access``: the grants' check every Kafka call is authorised by
-    (``broker.kafka.access``); None (no token authentication): none is.
+    ``auth``: the grants' check and the process's token check (``KafkaAuth``);
+    None: neither.
 
     ``ledger_dir``: the in-process bookie's data directory, whose disk
     DescribeLogDirs reports (None: no bookie in this process).
@@ -121,7 +135,9 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         hidden.restore()
     context = KafkaContext(served or topics, config.kafka_advertised_host or config.host,
                            ProducerIds(store), advertised_port=config.kafka_advertised_port,
-                           authorizer=access, security=kafka_security(config, store),
+                           authorizer=auth.access if auth else None,
+                           security=kafka_security(config, store,
+                                                   auth.tokens if auth else None),
                            auto_create_topics=config.kafka_auto_create_topics,
                            num_partitions=config.kafka_num_partitions,
                            write_quorum=write_quorum, ledger_dir=ledger_dir)
@@ -212,12 +228,15 @@ async def _serve_cluster_txns(coordinators: KafkaCoordinators, ownership: Cluste
         await txns.seated()
 
 
-def kafka_security(config: BrokerConfig, store: MetadataStore) -> KafkaSecurity:
+def kafka_security(config: BrokerConfig, store: MetadataStore,
+                   bearer: BearerTokens | None) -> KafkaSecurity:
     """The listener's TLS, SASL mechanisms and SCRAM credentials from ``config``.
 
     ``BrokerConfig`` has already refused the unsafe combinations (a token
     broker without SASL, a plain listener beside a TLS API without
-    ``kafka_allow_plaintext``). Raises ``ValueError`` for unreadable files.
+    ``kafka_allow_plaintext``). ``bearer``: the process's token check
+    (shared with the gRPC port), None: no token key and no JWKS. Raises
+    ``ValueError`` for unreadable files.
     """
     from broker.kafka.sasl.credentials import ScramCredentialStore  # noqa: PLC0415
     from broker.kafka.sasl.mechanisms import Authenticator  # noqa: PLC0415
@@ -230,26 +249,13 @@ def kafka_security(config: BrokerConfig, store: MetadataStore) -> KafkaSecurity:
     authenticator = None
     tokens = _delegation_tokens(config, store)
     if protocol.sasl:
-        authenticator = Authenticator(config.sasl_mechanisms(), _tokens(config), credentials,
+        authenticator = Authenticator(config.sasl_mechanisms(), bearer, credentials,
                                       tokens)
     return KafkaSecurity(credentials, tls, authenticator,
                          certificate_roles=protocol.tls and not protocol.sasl
                          and bool(config.tls_ca),
                          super_users=config.super_user_roles(),
                          oauth=config.kafka_oauth() if protocol.sasl else None, tokens=tokens)
-
-
-def _tokens(config: BrokerConfig) -> BearerTokens | None:
-    """Folio's token key and the identity provider's key set, as configured (None: neither)."""
-    from ledger.security.bearer import BearerTokens  # noqa: PLC0415
-    from ledger.security.jwks import JwksVerifier  # noqa: PLC0415
-
-    folio = (TokenVerifier.from_files(config.auth_token_secret_file,
-                                      config.auth_token_public_key_file)
-             if config.token_auth else None)
-    oauth = config.kafka_oauth()
-    external = None if oauth is None else JwksVerifier(oauth)
-    return None if folio is None and external is None else BearerTokens(folio, external)
 
 
 def _delegation_tokens(config: BrokerConfig, store: MetadataStore) -> DelegationTokens | None:

@@ -117,9 +117,10 @@ _HELP = {
     "transaction.remove.expired.transaction.cleanup.interval.ms: how often expired "
     "transactional ids are looked for (default 3600000, 1 hour)",
     "kafka_oauth_jwks_url": "an OpenID Connect provider's JWKS (Kafka's "
-    "sasl.oauthbearer.jwks.endpoint.url): OAUTHBEARER accepts its JWTs (signed RS*/PS*/ES*, "
-    "with a kid) beside Folio's; https://, http:// on a loopback host only, or file:/path "
-    "(docs/kafka.md, Security)",
+    "sasl.oauthbearer.jwks.endpoint.url): OAUTHBEARER and the gRPC port accept its JWTs "
+    "(signed RS*/PS*/ES*, with a kid) beside Folio's, and every gRPC call then needs a "
+    "token; https://, http:// on a loopback host only, or file:/path (docs/kafka.md, "
+    "Security)",
     "kafka_oauth_expected_audience": "accepted 'aud' values of the provider's tokens, "
     "comma-separated (default: not checked)",
     "kafka_oauth_expected_issuer": "the required 'iss' of the provider's tokens (default: "
@@ -131,6 +132,14 @@ _HELP = {
     "kafka_oauth_jwks_refresh_ms": "the provider's key set is fetched again this often; a "
     "token with an unknown kid refetches it at once, at most once a second (default "
     "3600000)",
+    "kafka_oauth_scope_claim": "the claim of the provider's tokens that holds their scopes, "
+    "a space-delimited string or a list (Kafka's sasl.oauthbearer.scope.claim.name; default "
+    "scope)",
+    "kafka_oauth_required_scopes": "scopes a provider token must all carry, comma-separated; "
+    "one lacking any is refused on both ports (default: none checked, as in Kafka)",
+    "kafka_oauth_jwks_ca_file": "PEM CA bundle the https JWKS endpoint's certificate must "
+    "chain to, instead of the system's CAs (a private CA); read again at each fetch "
+    "(default: the system's CAs)",
 }
 
 

@@ -163,6 +163,8 @@ def _oauth_settings(context: KafkaContext) -> list[tuple[str, str, int, str]]:
          str(built_in.kafka_oauth_clock_skew_s)),
         ("sasl.oauthbearer.jwks.endpoint.refresh.ms", str(oauth.refresh_ms), LONG,
          str(built_in.kafka_oauth_jwks_refresh_ms)),
+        ("sasl.oauthbearer.scope.claim.name", oauth.scope_claim, STRING,
+         built_in.kafka_oauth_scope_claim),
     ]
 
 

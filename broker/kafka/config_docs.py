@@ -90,4 +90,6 @@ CONFIG_DOCS = {
                                            "and iat.",
     "sasl.oauthbearer.jwks.endpoint.refresh.ms": ("The key set is fetched again this often "
                                                   "(an unknown kid refetches it at once)."),
+    "sasl.oauthbearer.scope.claim.name": ("The provider token's claim that holds its scopes "
+                                          "(--kafka-oauth-required-scopes checks them)."),
 }

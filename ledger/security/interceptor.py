@@ -1,10 +1,14 @@
 """The server interceptor that authenticates each call once, before its handler runs.
 
 ``AuthInterceptor`` reads the ``authorization: Bearer <jwt>`` metadata of a
-call (a unary call or a whole stream), verifies it (``tokens.TokenVerifier``)
+call (a unary call or a whole stream), verifies it (``tokens.TokenVerifier``,
+or on the broker ``bearer.BearerTokens``: Folio's key and an identity
+provider's JWKS, the same object the Kafka port's OAUTHBEARER checks with)
 and either lets the call through or answers it itself:
 
-- no token, or a malformed, forged or expired one: UNAUTHENTICATED;
+- no token, or a malformed, forged, expired one, or a provider's token
+  whose key is not in its JWKS (the message says why, e.g. that the last
+  fetch of the set failed) or that lacks a required scope: UNAUTHENTICATED;
 - a role not in ``allowed_roles`` (when given; the bookie's brokers): PERMISSION_DENIED.
 
 Messages never quote the token or the key. Health checking and server
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import grpc
 
+from ledger.security.bearer import BearerTokens
 from ledger.security.tokens import Principal, TokenError, TokenVerifier
 
 __all__ = ["OPEN_SERVICES", "AuthInterceptor", "Authorize", "bearer_token", "refusing_handler"]
@@ -86,14 +91,17 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     """Authenticates every call but health and reflection; see the module docstring.
 
     Args:
-        verifier: checks the tokens.
+        verifier: checks the tokens (a provider's token may wait for its key
+            set's fetch, bounded by ``jwks.FETCH_TIMEOUT_S``).
         allowed_roles: only these roles may call (None: any authenticated role).
         authorize: wraps a passed call's handler (per-RPC permissions).
     """
 
-    def __init__(self, verifier: TokenVerifier, *, allowed_roles: Collection[str] | None = None,
+    def __init__(self, verifier: TokenVerifier | BearerTokens, *,
+                 allowed_roles: Collection[str] | None = None,
                  authorize: Authorize | None = None) -> None:
-        self._verifier = verifier
+        self._verifier = (verifier if isinstance(verifier, BearerTokens)
+                          else BearerTokens(verifier, None))
         self._allowed = None if allowed_roles is None else frozenset(allowed_roles)
         self._authorize = authorize
 
@@ -113,7 +121,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                    if token is None else "the authorization metadata is not 'Bearer <token>'")
             return refusing_handler(handler, grpc.StatusCode.UNAUTHENTICATED, why)
         try:
-            principal = self._verifier.verify(token)
+            principal = await self._verifier.verify(token)
         except TokenError as error:
             log.info("refused %s: %s", method, error)
             return refusing_handler(handler, grpc.StatusCode.UNAUTHENTICATED, str(error))

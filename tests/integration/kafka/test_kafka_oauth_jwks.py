@@ -1,15 +1,19 @@
 """OAUTHBEARER with an identity provider's JWTs (KIP-768), on a real listener.
 
 A stand-in provider (``tests.support.oidc``: RSA keys, their JWKS) serves its
-key set from a real HTTP server on a loopback port 0. Two ``folio
-standalone`` processes for the module:
+key set from a real HTTPS server on a loopback port 0, its certificate from a
+trustme CA (``tests.support.certs``). Two ``folio standalone`` processes for
+the module:
 
 - ``both``: Folio's own token key (super-user ``admin``) and the provider's
-  JWKS over http, audience ``kafka``, issuer ``https://idp.example``: a
-  provider token (with ``kid``) and a Folio token (without) both work;
+  JWKS over https, trusted through ``--kafka-oauth-jwks-ca-file`` (the CA is
+  no system CA: without the file no fetch would pass), audience ``kafka``,
+  issuer ``https://idp.example``: a provider token (with ``kid``) and a Folio
+  token (without) both work, on the Kafka port and on the gRPC port;
 - ``file_only``: the provider's JWKS in a ``file:`` URL and no Folio key, a
-  provider role ``boss`` as super-user: the grants apply to provider roles
-  (``app`` is refused until granted).
+  provider role ``boss`` as super-user, scope ``folio`` required: the grants
+  apply to provider roles on both ports (``app`` is refused until granted),
+  and a token without the scope is refused on both.
 
 librdkafka (``oauth_cb`` returning the provider's token) and kafka-python
 (a token provider) produce and consume; every bad token is refused,
@@ -28,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -37,8 +42,10 @@ from kafka.net.sasl.oauth import AbstractTokenProvider
 from kio.index import load_request_schema
 
 import folio
+from folio.api.v1 import admin_pb2
 from ledger.security.tokens import create_token
 from tests.support.bookies import BookieProcess, BookieProcesses
+from tests.support.certs import Pki
 from tests.support.kafka import kafka_address, raw_request, read_response
 from tests.support.kafka_clients import librdkafka_round_trip
 from tests.support.oidc import ISSUER, JwksServer, Provider, hs256_with_public_key, unsigned
@@ -68,8 +75,14 @@ def provider() -> Provider:
 
 
 @pytest.fixture(scope="module")
-def jwks(provider: Provider) -> Iterator[JwksServer]:
-    server = JwksServer(provider)
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return Pki(tmp_path_factory.mktemp("idp-ca"))
+
+
+@pytest.fixture(scope="module")
+def jwks(provider: Provider, pki: Pki) -> Iterator[JwksServer]:
+    served = pki.server()
+    server = JwksServer(provider, tls=(served.cert, served.key))
     yield server
     server.close()
 
@@ -89,13 +102,14 @@ def _oauth(*, url: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def both(processes: BookieProcesses, jwks: JwksServer,
+def both(processes: BookieProcesses, jwks: JwksServer, pki: Pki,
          tmp_path_factory: pytest.TempPathFactory) -> Listener:
     root = tmp_path_factory.mktemp("both")
     secret = root / "secret"
     secret.write_bytes(_SECRET + b"\n")
     server = start_standalone(processes, root / "data", "--auth-token-secret-file", str(secret),
-                              "--super-users", "admin", *_oauth(url=jwks.url))
+                              "--super-users", "admin", *_oauth(url=jwks.url),
+                              "--kafka-oauth-jwks-ca-file", str(pki.ca))
     with folio.Client(server.address, token=create_token("admin", _SECRET, "HS256"),
                       timeout_s=30) as admin:
         admin.grant_permission("app", "*", ["produce", "consume", "admin"])
@@ -111,7 +125,8 @@ def file_only(processes: BookieProcesses, provider: Provider,
     keys = root / "jwks.json"
     keys.write_bytes(provider.jwks())
     server = start_standalone(processes, root / "data", "--super-users", "boss",
-                              *_oauth(url=keys.as_uri()))
+                              *_oauth(url=keys.as_uri()), "--kafka-oauth-required-scopes",
+                              "folio")
     host, port = kafka_address(server)
     return Listener(server, f"{host}:{port}")
 
@@ -218,7 +233,7 @@ def test_wrong_audience_is_refused_by_the_client(both: Listener, provider: Provi
     ("issuer", "the token's issuer is not https://idp.example"),
     ("expired", "the token has expired"),
     ("no_exp", "the token has no 'exp' claim"),
-    ("unknown_kid", "the token's key id 'never-published' is not in the JWKS of http://"),
+    ("unknown_kid", "the token's key id 'never-published' is not in the JWKS of https://"),
     ("alg_none", "the token's algorithm 'none' is not accepted"),
     ("hs256_public_key", "the token's algorithm 'HS256' is not accepted"),
     ("forged", "the token's signature does not verify with its JWKS key"),
@@ -296,14 +311,24 @@ def test_endpoint_down_keeps_the_held_keys(both: Listener, provider: Provider,
 
 def test_file_jwks_and_grants_apply_to_provider_roles(file_only: Listener,
                                                       provider: Provider) -> None:
-    boss = _settings(file_only, provider.token("k1", sub="boss"))
+    boss = _settings(file_only, provider.token("k1", sub="boss", scope="openid folio"))
     librdkafka_round_trip(boss, "oidc-file")  # a super-user
-    app = _settings(file_only, provider.token("k1"))
+    app_token = provider.token("k1", scope="folio")
+    app = _settings(file_only, app_token)
     assert _produce(app, "oidc-file") == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
-    with folio.Client(file_only.server.address, timeout_s=30) as admin:  # no gRPC tokens here
+    with folio.Client(file_only.server.address, token=app_token, timeout_s=30) as denied, \
+            pytest.raises(folio.PermissionDeniedError, match="oidc-file"):
+        denied.writer("oidc-file").write_event(b"x").result(timeout=30)
+    # The super-user grants through the gRPC port, with the provider's token.
+    with folio.Client(file_only.server.address,
+                      token=provider.token("k1", sub="boss", scope=["folio"]),
+                      timeout_s=30) as admin:
         admin.grant_permission("app", "oidc-file", ["produce"])
     # The grants reach the listener through the store's watch: wait for them.
     wait_for(lambda: _produce(app, "oidc-file") == [], "app's produce allowed once granted")
+    with folio.Client(file_only.server.address, token=app_token, timeout_s=30) as allowed, \
+            allowed.writer("oidc-file") as writer:
+        writer.write_event(b"by-grpc").result(timeout=30)
 
 
 def _produce(settings: dict[str, Any], topic: str) -> list[int]:
@@ -324,3 +349,115 @@ def test_file_jwks_no_folio_key_refuses_folio_tokens(file_only: Listener) -> Non
     code, message = _sasl(file_only, token)
     assert code == 58
     assert "the token's algorithm 'HS256' is not accepted" in message
+    code_grpc, details = _grpc(file_only, token)
+    assert code_grpc is grpc.StatusCode.UNAUTHENTICATED
+    assert details.startswith("the token's algorithm 'HS256' is not accepted")
+
+
+# -- the gRPC port -------------------------------------------------------------------
+
+
+def _grpc(listener: Listener, token: str | None) -> tuple[grpc.StatusCode, str]:
+    """(status, details) of a ListTopics call on the gRPC port with ``token``."""
+    metadata = (("authorization", f"Bearer {token}"),) if token is not None else None
+    with grpc.insecure_channel(listener.server.address) as channel:
+        list_topics: Any = channel.unary_unary(
+            f"/{admin_pb2.DESCRIPTOR.services_by_name['Admin'].full_name}/ListTopics",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=admin_pb2.ListTopicsResponse.FromString)
+        try:
+            list_topics(admin_pb2.ListTopicsRequest(), metadata=metadata, timeout=30)
+        except grpc.RpcError as error:
+            return error.code(), error.details() or ""
+    return grpc.StatusCode.OK, ""
+
+
+def test_sdk_writes_and_reads_with_a_provider_token(both: Listener, provider: Provider) -> None:
+    with folio.Client(both.server.address, token=create_token("admin", _SECRET, "HS256"),
+                      timeout_s=30) as admin:
+        admin.create_topic("oidc-grpc", segments=1)
+    with folio.Client(both.server.address, token=provider.token("k1"), timeout_s=30) as app:
+        with app.writer("oidc-grpc") as writer:
+            writer.write_event(b"via-grpc", routing_key="k").result(timeout=30)
+        reader = app.reader("oidc-grpc", "earliest")
+        try:
+            event = reader.read_next(timeout=30)
+            assert event is not None and event.payload == b"via-grpc"
+        finally:
+            reader.close()
+
+
+@pytest.mark.parametrize(("case", "shown"), [
+    ("expired", "the token has expired"),
+    ("issuer", "the token's issuer is not https://idp.example"),
+    ("unknown_kid", "the token's key id 'grpc-never-published' is not in the JWKS of https://"),
+    ("forged", "the token's signature does not verify with its JWKS key"),
+    ("none", "no token: send 'authorization: Bearer <token>' call metadata"),
+])
+def test_bad_tokens_are_unauthenticated_on_the_grpc_port(both: Listener, provider: Provider,
+                                                          case: str, shown: str) -> None:
+    token: str | None
+    if case == "expired":
+        token = provider.token("k1", exp=int(time.time()) - 3600)
+    elif case == "issuer":
+        token = provider.token("k1", iss="https://evil.example")
+    elif case == "unknown_kid":
+        provider.add_rsa("grpc-never-published", publish=False)
+        token = provider.token("grpc-never-published")
+    elif case == "forged":
+        impostor = Provider()
+        impostor.add_rsa("k1")
+        token = impostor.token("k1", sub="admin")
+    else:
+        token = None
+    code, details = _grpc(both, token)
+    assert code is grpc.StatusCode.UNAUTHENTICATED, (code, details)
+    assert details.startswith(shown), details
+    assert token is None or token not in details
+
+
+def test_one_key_set_serves_both_ports(both: Listener, provider: Provider,
+                                       jwks: JwksServer) -> None:
+    """A key the gRPC port's check fetched is held for the Kafka port: one verifier."""
+    assert _grpc(both, provider.token("k1")) == (grpc.StatusCode.OK, "")
+    provider.add_rsa("shared")
+    token = provider.token("shared")
+    wait_for(lambda: _grpc(both, token) == (grpc.StatusCode.OK, ""),
+             "the new key found by the gRPC port's refetch")
+    fetched = jwks.requests
+    assert _sasl(both, token) == (0, "")
+    assert jwks.requests == fetched  # no fetch of its own: the same held set
+
+
+def test_endpoint_down_on_the_grpc_port(both: Listener, provider: Provider) -> None:
+    assert _grpc(both, provider.token("k1")) == (grpc.StatusCode.OK, "")
+    provider.down = True
+    try:
+        provider.add_rsa("grpc-k")
+        token = provider.token("grpc-k")
+
+        def says_why() -> bool:
+            code, details = _grpc(both, token)
+            assert code is grpc.StatusCode.UNAUTHENTICATED, (code, details)
+            return "the last fetch failed: HTTP Error 503" in details
+
+        wait_for(says_why, "an UNAUTHENTICATED naming the failed fetch")
+        assert _grpc(both, provider.token("k1")) == (grpc.StatusCode.OK, "")  # held keys
+    finally:
+        provider.down = False
+    wait_for(lambda: _grpc(both, token) == (grpc.StatusCode.OK, ""),
+             "the new key once the endpoint is back")
+
+
+def test_a_required_scope_is_checked_on_both_ports(file_only: Listener,
+                                                   provider: Provider) -> None:
+    lacking = provider.token("k1", sub="boss", scope="openid kafka")
+    why = "the token lacks the required scope(s) folio (its 'scope' claim holds: kafka openid)"
+    assert _sasl(file_only, lacking) == (58, f"authentication failed: {why}")
+    assert _grpc(file_only, lacking) == (grpc.StatusCode.UNAUTHENTICATED, why)
+    with folio.Client(file_only.server.address, token=lacking, timeout_s=30) as client, \
+            pytest.raises(folio.UnauthenticatedError, match="lacks the required scope"):
+        client.list_topics()
+    scoped = provider.token("k1", sub="boss", scope="openid folio")
+    assert _sasl(file_only, scoped) == (0, "")
+    assert _grpc(file_only, scoped) == (grpc.StatusCode.OK, "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import cast
 
@@ -41,7 +42,17 @@ def test_settings() -> None:
     # OAUTHBEARER is served without a Folio key; PLAIN still needs one.
     assert config.sasl_mechanisms() == ("OAUTHBEARER", "SCRAM-SHA-256", "SCRAM-SHA-512")
     assert config.kafka_access and not config.token_auth
+    assert config.grpc_auth  # the gRPC port takes the provider's tokens too, and needs one
     assert _config().kafka_oauth() is None and not _config().kafka_access
+    assert not _config().grpc_auth
+    scoped = _config(kafka_security_protocol=_SASL, kafka_oauth_jwks_url="https://idp/jwks",
+                     kafka_oauth_scope_claim="scp", kafka_oauth_required_scopes="folio, kafka.rw",
+                     kafka_oauth_jwks_ca_file="/etc/idp-ca.pem")
+    assert scoped.kafka_oauth() == JwksSettings("https://idp/jwks", scope_claim="scp",
+                                                required_scopes=("folio", "kafka.rw"),
+                                                ca_file="/etc/idp-ca.pem")
+    # No Kafka port: the gRPC port alone takes the provider's tokens.
+    assert BrokerConfig(kafka_oauth_jwks_url="https://idp/jwks").grpc_auth
 
 
 def test_bad_settings_are_refused() -> None:
@@ -58,6 +69,17 @@ def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="subject claim name must not be empty"):
         _config(kafka_security_protocol=_SASL, kafka_oauth_jwks_url="https://idp/jwks",
                 kafka_oauth_sub_claim="")
+    with pytest.raises(ValueError, match="scope claim name must not be empty"):
+        _config(kafka_security_protocol=_SASL, kafka_oauth_jwks_url="https://idp/jwks",
+                kafka_oauth_scope_claim="")
+    with pytest.raises(ValueError, match="a required scope must be a non-empty word"):
+        _config(kafka_security_protocol=_SASL, kafka_oauth_jwks_url="https://idp/jwks",
+                kafka_oauth_required_scopes="read write")
+    with pytest.raises(ValueError, match=re.escape(
+            "a CA file for the JWKS endpoint's TLS needs an https:// URL, not "
+            "'file:/jwks.json'")):
+        _config(kafka_security_protocol=_SASL, kafka_oauth_jwks_url="file:/jwks.json",
+                kafka_oauth_jwks_ca_file="/etc/ca.pem")
 
 
 @pytest.fixture
@@ -120,6 +142,7 @@ def test_describe_configs_reports_kip_768s_keys() -> None:
         "sasl.oauthbearer.sub.claim.name": ("uid", STATIC_BROKER_CONFIG),
         "sasl.oauthbearer.clock.skew.seconds": ("30", DEFAULT_CONFIG),
         "sasl.oauthbearer.jwks.endpoint.refresh.ms": ("60000", STATIC_BROKER_CONFIG),
+        "sasl.oauthbearer.scope.claim.name": ("scope", DEFAULT_CONFIG),
     }
     assert set(described) <= set(CONFIG_DOCS)
     plain = KafkaContext(cast(Topics, _Topics()), "127.0.0.1", cast(ProducerIds, None),
