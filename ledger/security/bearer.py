@@ -19,6 +19,9 @@ trusts it to name roles, ``admin`` included.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from typing import Any
 
 from ledger.security.jwks import JwksVerifier
@@ -51,12 +54,15 @@ class BearerTokens:
 
 
 def _names_a_key(token: str) -> bool:
-    """Whether the token's header has a ``kid`` (an unreadable header: no)."""
-    import jwt  # noqa: PLC0415 - the security extra, present once a JWKS URL is set
+    """Whether the token's header has a ``kid`` (an unreadable header: no).
 
+    Only the route: the verifier chosen parses the token strictly (PyJWT's
+    parse of a header costs about 0.3 ms, this one a few microseconds).
+    """
+    segment = token.split(".", 1)[0]
     try:
-        header: dict[str, Any] = jwt.get_unverified_header(token)
-    except jwt.InvalidTokenError:
+        header: Any = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+    except (ValueError, binascii.Error):
         return False
-    return "kid" in header
+    return isinstance(header, dict) and "kid" in header
 

@@ -151,6 +151,27 @@ async def test_refresh_after_the_interval(provider: Provider) -> None:
     assert provider.reads == 2
 
 
+async def test_accepted_tokens_are_kept_until_the_set_changes_or_they_expire(
+        provider: Provider) -> None:
+    monotonic, wall = Clock(), Clock()
+    wall.now = time.time()
+    verifier = JwksVerifier(JwksSettings(URL, ("kafka",), ISSUER, refresh_ms=60_000),
+                            clock=wall, monotonic=monotonic, read=provider.read)
+    token = provider.token("k1")
+    principal = await verifier.verify(token)
+    assert await verifier.verify(token) is principal  # kept: not parsed again
+    wall.now += 600 + 31  # past its exp and the leeway
+    with pytest.raises(TokenError, match="the token has expired"):
+        await verifier.verify(token)
+    wall.now = time.time()
+    assert (await verifier.verify(token)).role == "app"
+    provider.published = []
+    provider.add_rsa("k2")  # k1 retired: the next set forgets what k1 proved
+    monotonic.now += 61
+    with pytest.raises(TokenError, match="key id 'k1' is not in the JWKS"):
+        await verifier.verify(token)
+
+
 async def test_endpoint_down_keeps_the_keys_held(provider: Provider) -> None:
     clock = Clock()
     verifier = _verifier(provider, clock, refresh_ms=60_000)
