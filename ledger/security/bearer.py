@@ -1,13 +1,19 @@
-"""The tokens OAUTHBEARER and PLAIN accept: Folio's JWTs, an identity provider's, or both.
+"""The bearer tokens a broker accepts: Folio's JWTs, an identity provider's, or both.
 
-Kafka gives a listener one OAUTHBEARER validator; Folio's listener may hold
-two, and picks one per token by its header, never by trying both:
+One ``BearerTokens`` serves a broker's two ports: the gRPC interceptor
+(``ledger.security.interceptor``) and the Kafka listener's OAUTHBEARER and
+PLAIN hold the same object (``broker.app.broker_parts.AclsPart.tokens``), so
+the provider's key set is fetched and kept once. A bookie's interceptor
+wraps its ``TokenVerifier`` in one of its own.
+
+Kafka gives a listener one OAUTHBEARER validator; Folio's may hold two, and
+picks one per token by its header, never by trying both:
 
 - a token with a ``kid`` (key id) header goes to the external provider's
   key set (``ledger.security.jwks.JwksVerifier``, ``--kafka-oauth-jwks-url``):
   every OIDC provider names its signing key, so rotation works;
 - a token without one goes to Folio's key (``--auth-token-secret-file`` or
-  ``--auth-token-public-key-file``, the gRPC port's ``TokenVerifier``):
+  ``--auth-token-public-key-file``, ``TokenVerifier``):
   ``folio token create`` writes no ``kid``.
 
 With only one of them configured, every token goes to it (a JWKS of a single
