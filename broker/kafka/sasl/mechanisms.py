@@ -15,11 +15,12 @@ proof or a key).
   (``broker.kafka.sasl.scram``) against the credential read from the store,
   or a delegation token's (``broker.kafka.sasl.token_login``).
 
-Both token mechanisms verify with the listener's ``BearerTokens``
-(``ledger.security.bearer``): the gRPC port's ``TokenVerifier`` (the same
-keys, the same ``exp`` rule and leeway) and, with ``--kafka-oauth-jwks-url``,
-an identity provider's key set (KIP-768); the principal keeps the token's
-expiry, which becomes the session lifetime (KIP-368).
+Both token mechanisms verify with the process's ``BearerTokens``
+(``ledger.security.bearer``), the very object the gRPC port's interceptor
+holds: Folio's ``TokenVerifier`` (the same keys, the same ``exp`` rule and
+leeway) and, with ``--kafka-oauth-jwks-url``, an identity provider's key set
+(KIP-768; its scopes on the principal, required ones checked); the principal
+keeps the token's expiry, which becomes the session lifetime (KIP-368).
 """
 
 from __future__ import annotations
