@@ -108,7 +108,8 @@ class Member:
     """One member of a group.
 
     Attributes:
-        member_id: given by the coordinator (``<client id>-<uuid>``).
+        member_id: given by the coordinator (``<client id>-<uuid>``; a static
+            member's ``<group instance id>-<uuid>``).
         client_id: the client id of its JoinGroup.
         client_host: where it connected from ("" when unknown).
         session_timeout_ms: silence after which it is removed.
