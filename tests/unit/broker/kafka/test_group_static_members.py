@@ -27,16 +27,20 @@ RANGE: Protocols = (("range", b"topic-1"),)
 
 
 class Records:
-    """The group records written; ``fail`` makes the next writes fail."""
+    """The group records written; ``fail`` makes the next writes fail; while ``held`` is
+    set, a write (its image taken when called, as the store's) waits for it to clear."""
 
     def __init__(self) -> None:
         self.written: list[tuple[str, int, tuple[str, ...]]] = []
         self.fail = False
+        self.held: asyncio.Event | None = None
 
     async def __call__(self, group: Group) -> None:
         if self.fail:
             raise OSError("disk full")
         self.written.append((group.group_id, group.generation, tuple(group.members)))
+        if self.held is not None:
+            await self.held.wait()
 
 
 def static(instance: str, member_id: str = "", protocols: Protocols = RANGE,
@@ -232,3 +236,27 @@ async def test_a_failed_write_puts_the_old_member_id_back() -> None:
     assert (await groups.join(static("a"))).error == ErrorCode.coordinator_not_available
     assert group.leader == a
     groups.close()
+
+
+async def test_a_rebalance_that_completes_during_the_write_answers_its_generation() -> None:
+    records = Records()
+    groups = membership(records)
+    a, _ = await stable_pair(groups)
+    records.held = asyncio.Event()
+    back_join = asyncio.ensure_future(groups.join(static("b")))
+    await wait_for_async(lambda: _written(records, 3), "the new id's state is being written")
+    # Meanwhile a newcomer starts a rebalance; "b" counts as joined (Kafka: its join
+    # future is set), so "a" rejoining completes it.
+    newcomer_join = asyncio.ensure_future(groups.join(static("c")))
+    await wait_for_async(lambda: is_in(groups, S.PREPARING_REBALANCE), "rebalance begins")
+    rejoined = await groups.join(static("a", a))
+    newcomer = await newcomer_join
+    records.held.set()
+    back = await back_join
+    assert rejoined.generation == newcomer.generation == back.generation == 3
+    assert back.member_id in {m[0] for m in rejoined.members}
+    groups.close()
+
+
+async def _written(records: Records, count: int) -> bool:
+    return len(records.written) >= count
