@@ -55,7 +55,11 @@ class GroupConfig:
 
 @dataclass(frozen=True, slots=True)
 class JoinRequest:
-    """What a JoinGroup asks, whatever its version."""
+    """What a JoinGroup asks, whatever its version.
+
+    ``skip_assignment_supported``: the request is v9+ (KIP-814), so a static
+    leader back without a rebalance may be told to skip the assignment.
+    """
 
     group_id: str
     member_id: str
@@ -67,6 +71,7 @@ class JoinRequest:
     protocols: tuple[tuple[str, bytes], ...]
     group_instance_id: str | None
     require_known_member: bool
+    skip_assignment_supported: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +79,8 @@ class JoinResult:
     """The answer to one JoinGroup.
 
     ``members`` (member id, group instance id, metadata of the chosen
-    protocol) is given to the leader only, as in Kafka.
+    protocol) is given to the leader only, as in Kafka; ``skip_assignment``
+    (v9+) tells a static leader back without a rebalance to send no assignment.
     """
 
     error: ErrorCode
@@ -84,6 +90,7 @@ class JoinResult:
     protocol_name: str | None = None
     leader: str = ""
     members: tuple[tuple[str, str | None, bytes], ...] = ()
+    skip_assignment: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +108,8 @@ class Member:
     """One member of a group.
 
     Attributes:
-        member_id: given by the coordinator (``<client id>-<uuid>``).
+        member_id: given by the coordinator (``<client id>-<uuid>``; a static
+            member's ``<group instance id>-<uuid>``).
         client_id: the client id of its JoinGroup.
         client_host: where it connected from ("" when unknown).
         session_timeout_ms: silence after which it is removed.
@@ -211,6 +219,20 @@ class Group:
     def max_rebalance_timeout_ms(self) -> int:
         """How long a rebalance may wait for the members to rejoin."""
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def member_error(self, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        """Kafka's ``ClassicGroup.validateMember``: NONE if ``member_id`` (as static
+        ``group_instance_id``, if given) is a member; FENCED_INSTANCE_ID if the
+        instance is another member id now; UNKNOWN_MEMBER_ID otherwise."""
+        if group_instance_id is not None:
+            current = self.member_by_instance(group_instance_id)
+            if current is None:
+                return ErrorCode.unknown_member_id
+            if current.member_id != member_id:
+                return ErrorCode.fenced_instance_id
+        if member_id not in self.members:
+            return ErrorCode.unknown_member_id
+        return ErrorCode.none
 
     def member_by_instance(self, group_instance_id: str) -> Member | None:
         """The member with that static id, None if none."""

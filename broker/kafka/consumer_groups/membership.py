@@ -13,10 +13,12 @@ INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT, INVALID_GROUP_ID,
 MEMBER_ID_REQUIRED (KIP-394: v4+ joins without member id), and
 COORDINATOR_NOT_AVAILABLE for a group being removed.
 
-Static membership (KIP-345, ``group.instance.id``): a join with a known
-instance id replaces that instance's old member id (``_replace_static``),
-without a rebalance when its protocols are unchanged; requests naming the
-instance with the old member id answer FENCED_INSTANCE_ID.
+Static membership (KIP-345, ``group.instance.id``): a join without member
+id and with a known instance id replaces that instance's old member id
+(``_replace_static``, Kafka's ``updateStaticMemberThenRebalanceOrCompleteJoin``):
+in a Stable group without a rebalance unless the protocol the group would
+choose changes, otherwise (and always while the leader assigns) with one;
+requests naming the instance with the old member id answer FENCED_INSTANCE_ID.
 """
 
 from __future__ import annotations
@@ -95,13 +97,16 @@ class GroupMembership:
         if request.member_id in group.pending:
             group.pending.pop(request.member_id).cancel()
             return await self._add_member(group, request, request.member_id)
-        member = group.members.get(request.member_id)
-        if member is None:
-            return JoinResult(ErrorCode.unknown_member_id, request.member_id)
-        return await self._rejoin(group, member, request)
+        error = group.member_error(request.member_id, request.group_instance_id)
+        if error is not ErrorCode.none:
+            return JoinResult(error, request.member_id)
+        return await self._rejoin(group, group.members[request.member_id], request)
 
     async def _join_new(self, group: Group, request: JoinRequest) -> JoinResult:
-        member_id = f"{request.client_id or 'member'}-{uuid.uuid4()}"
+        # Kafka's ClassicGroup.generateMemberId: a static member's id starts with its
+        # instance id, a dynamic one's with its client id.
+        prefix = request.group_instance_id or request.client_id or "member"
+        member_id = f"{prefix}-{uuid.uuid4()}"
         if request.group_instance_id is not None:
             old = group.member_by_instance(request.group_instance_id)
             if old is not None:
@@ -120,19 +125,34 @@ class GroupMembership:
                               member_id: str) -> JoinResult:
         """KIP-345: a static member back under a new member id takes its old one's place.
 
-        The old member id is fenced (its waiting request answers
-        FENCED_INSTANCE_ID). With the same protocols and the group Stable or
-        completing, no rebalance: the new id gets the current generation (and
-        then, with SyncGroup, the old one's assignment); a Stable group's state
-        is written with the new id first (a failed write: COORDINATOR_NOT_AVAILABLE,
-        the member joins again; written but not answered: the same after a
-        crash, the loaded group names the new id, which nobody holds, until the
-        member replaces it again). Otherwise it joins
-        the rebalance (starting one if none is under way).
+        Kafka's ``updateStaticMemberThenRebalanceOrCompleteJoin``, rule for
+        rule. The old member id is fenced (its waiting requests answer
+        FENCED_INSTANCE_ID); the new one takes its assignment, its leadership
+        and the protocols and timeouts of this request. Then, by the group's state:
+
+        - Stable, and the protocol the group would choose now is still its
+          protocol: no rebalance. The group's state is written with the new id
+          before the answer (a restarted broker knows the members the state
+          names: ``_classic_state``), which is the current generation; then
+          SyncGroup hands out the old id's assignment. Changed metadata (a new
+          subscription) with the same protocol does not rebalance, as in Kafka.
+        - Stable, and the choice changes: a rebalance.
+        - CompletingRebalance: a rebalance, whatever the protocols (the leader
+          may be assigning to the old id, and the new one would get nothing).
+        - PreparingRebalance: it joins the rebalance under way.
+
+        A write that failed (Kafka: reverted, answered with its error and no
+        member id) puts the old member id back and answers
+        COORDINATOR_NOT_AVAILABLE; the client joins again without member id and
+        replaces it again. Its outcome is unknown: if it landed and the broker
+        restarts before the next write, the loaded state names the new id,
+        which nobody holds; the client's next join replaces that one, or its
+        session timer (started at the load) removes it.
         """
         log.info("kafka group %s: static member %s is back as %s (was %s)", group.group_id,
                  request.group_instance_id, member_id, old.member_id)
-        was_leader = group.leader == old.member_id
+        previous_leader = group.leader
+        was_leader = previous_leader == old.member_id
         self._rebalancer.drop(group, old, ErrorCode.fenced_instance_id)
         member = Member(member_id, request.client_id, request.client_host,
                         request.session_timeout_ms, request.rebalance_timeout_ms,
@@ -140,21 +160,67 @@ class GroupMembership:
         group.members[member_id] = member
         if group.leader is None or was_leader:
             group.leader = member_id
-        if (group.state in (_S.STABLE, _S.COMPLETING_REBALANCE)
-                and old.protocols == request.protocols):
-            self._rebalancer.touch(group, member)
-            if group.state is _S.STABLE and not await self._rebalancer.record(group):
-                # Its id must be durable before it is answered (a restarted broker
-                # knows the members the state names: ``_classic_state``); the
-                # member joins again (and replaces itself again).
-                return JoinResult(ErrorCode.coordinator_not_available, member_id)
-            if group.members.get(member_id) is not member:
-                return JoinResult(ErrorCode.unknown_member_id, member_id)  # gone meanwhile
-            return join_result(group, member)
+        self._rebalancer.touch(group, member)
         waiter = member.join_waiter = asyncio.get_running_loop().create_future()
-        self._rebalancer.prepare(group, f"static member {request.group_instance_id} is back")
+        if group.state is _S.STABLE and group.select_protocol() == group.protocol_name:
+            # Counted as joined meanwhile, as in Kafka (its join future is set): a
+            # rebalance that completes during the write answers it.
+            written = await self._rebalancer.record(group)
+            if not waiter.done():
+                member.join_waiter = None
+                if written:
+                    waiter.set_result(self._static_result(group, member, request,
+                                                          previous_leader))
+                else:
+                    self._restore(group, member, old)
+                    waiter.set_result(JoinResult(
+                        ErrorCode.coordinator_not_available, "", group.generation,
+                        group.protocol_type, group.protocol_name, previous_leader or ""))
+            return await _wait(waiter)
+        if group.state is _S.STABLE:
+            reason = (f"the protocol changes: static member {request.group_instance_id} "
+                      "is back with other protocols")
+        else:
+            reason = f"static member {request.group_instance_id} is back"
+        self._rebalancer.prepare(group, reason)
         self._rebalancer.maybe_complete_join(group)
         return await _wait(waiter)
+
+    @staticmethod
+    def _static_result(group: Group, member: Member, request: JoinRequest,
+                       previous_leader: str | None) -> JoinResult:
+        """The answer to a static member back with no rebalance (Kafka's, by version).
+
+        v9+ (KIP-814): the leader gets the members and ``skip_assignment`` (it
+        keeps the assignment and only watches the metadata). Before v9 no member
+        is told it leads: the leader named is the one before the replacement
+        (the old member id, if that was the leader), so the client syncs as a
+        follower and gets its assignment back.
+        """
+        if member.member_id == group.leader and request.skip_assignment_supported:
+            members = tuple((m.member_id, m.group_instance_id,
+                             m.metadata_of(group.protocol_name))
+                            for m in group.members.values())
+            return JoinResult(ErrorCode.none, member.member_id, group.generation,
+                              group.protocol_type, group.protocol_name, member.member_id,
+                              members, skip_assignment=True)
+        leader = group.leader if request.skip_assignment_supported else previous_leader
+        return JoinResult(ErrorCode.none, member.member_id, group.generation,
+                          group.protocol_type, group.protocol_name, leader or "")
+
+    def _restore(self, group: Group, member: Member, old: Member) -> None:
+        """Put the old member id back in ``member``'s place (its state was not written)."""
+        if group.members.get(member.member_id) is not member:
+            return  # gone meanwhile (left, expired, replaced again): nothing to restore
+        log.warning("kafka group %s: the state naming static member %s as %s was not "
+                    "written; back to %s", group.group_id, member.group_instance_id,
+                    member.member_id, old.member_id)
+        was_leader = group.leader == member.member_id
+        self._rebalancer.drop(group, member, ErrorCode.coordinator_not_available)
+        group.members[old.member_id] = old
+        if was_leader or group.leader is None:
+            group.leader = old.member_id
+        self._rebalancer.touch(group, old)
 
     async def _add_member(self, group: Group, request: JoinRequest, member_id: str) -> JoinResult:
         member = Member(member_id, request.client_id, request.client_host,

@@ -4,7 +4,8 @@ Thin: each request is read whatever its version and handed to the group
 coordinator (``broker.kafka.consumer_groups.membership``), whose answer is encoded
 back. JoinGroup v4+ without a member id is answered MEMBER_ID_REQUIRED with
 the id to join with (KIP-394); v0's session timeout is also its rebalance
-timeout. LeaveGroup v3+ removes several members (KIP-345). A consumer-protocol
+timeout; v9+ may tell a static leader back without a rebalance to skip the
+assignment (KIP-814). LeaveGroup v3+ removes several members (KIP-345). A consumer-protocol
 group's classic members (Kafka 4.0's online upgrade) are served by its
 ``classic_members`` part (``broker.kafka.consumer_groups.mixed``).
 """
@@ -71,7 +72,8 @@ async def handle_join_group(context: KafkaContext, call: Call) -> Any:
         protocol_type=request.protocol_type,
         protocols=tuple((p.name, p.metadata) for p in request.protocols),
         group_instance_id=getattr(request, "group_instance_id", None),
-        require_known_member=call.version >= 4)
+        require_known_member=call.version >= 4,
+        skip_assignment_supported=call.version >= 9)
     if consumers is not None and consumers.in_use(request.group_id):
         # A consumer-protocol group with members (KIP-848): a classic member
         # inside it (``broker.kafka.consumer_groups.mixed``).
@@ -89,8 +91,9 @@ async def handle_join_group(context: KafkaContext, call: Call) -> Any:
         protocol_name = ""  # not nullable before v7
     return build(cls, throttle_time=ZERO, error_code=result.error,
                  generation_id=result.generation, protocol_type=result.protocol_type,
-                 protocol_name=protocol_name, leader=result.leader, skip_assignment=False,
-                 member_id=result.member_id, members=members)
+                 protocol_name=protocol_name, leader=result.leader,
+                 skip_assignment=result.skip_assignment, member_id=result.member_id,
+                 members=members)
 
 
 async def handle_sync_group(context: KafkaContext, call: Call) -> Any:

@@ -14,12 +14,22 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KafkaPythonPartition
+from kafka.errors import FencedInstanceIdError
+from kafka.structs import OffsetAndMetadata
+from kio.schema.errors import ErrorCode
 
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic, produce
+from tests.integration.kafka.test_kafka_groups_bad_input import (
+    HEARTBEAT,
+    JOIN,
+    SECOND,
+    SYNC,
+    Session,
+)
 from tests.support.bookies import BookieProcess
 
 PARTITIONS = 4
@@ -262,9 +272,177 @@ def test_a_static_member_restarting_takes_its_partitions_back_without_a_rebalanc
                    "the restarted member gets its partitions back")
         assert revoked.count("b") == revoked_before  # "b" was never asked to rejoin
         assert assigned["b"] == held_by_b
+        # A second client of instance "a" while "a-again" runs: the old member id
+        # is fenced, which librdkafka reports as a fatal error.
+        consumers["a-third"] = group_consumer(bootstrap, group, assigned, "a-third", **static)
+        errors: list[Any] = []
+        poll_until([consumers["a-third"]], lambda: _fatal(consumers["a"], errors),
+                   "the replaced client is fenced")
+        assert "Static consumer fenced" in errors[0].str()
+        poll_until([consumers["a-third"]], lambda: assigned["a-third"] == held_by_a,
+                   "the third client gets the partitions")
+        assert revoked.count("b") == revoked_before
     finally:
         for consumer in consumers.values():
             consumer.close()
     log = server.log()
     assert f"kafka group {group}: static member a is back as" in log
     assert f"kafka group {group}: rebalance of generation 2" not in log
+
+
+def _fatal(consumer: Consumer, errors: list[Any]) -> bool:
+    """Whether ``consumer`` reported a fatal error (kept in ``errors``): librdkafka's
+    event has the code _FATAL (its ``fatal()`` flag is not set on it)."""
+    message = consumer.poll(0.1)
+    error = None if message is None else message.error()
+    if error is not None and error.code() == KafkaError._FATAL:
+        errors.append(error)
+    return bool(errors)
+
+
+def test_a_static_member_back_with_another_assignor_preference_rebalances(
+        bootstrap: str, server: BookieProcess) -> None:
+    # "a" prefers roundrobin, "b" range: one vote each, so the group takes range (the
+    # first name). "b" back preferring roundrobin changes the group's choice: Kafka
+    # (and Folio) rebalance, where a restart with the same preference does not.
+    group = "rd-static-assignor"
+    fill(bootstrap, group, 1)
+    assigned: dict[str, set[int]] = {}
+    revoked: list[str] = []
+    consumers = {
+        name: group_consumer(bootstrap, group, assigned, name, revoked,
+                             **{"group.instance.id": name,
+                                "partition.assignment.strategy": strategy})
+        for name, strategy in (("a", "roundrobin,range"), ("b", "range,roundrobin"))}
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        poll_until(list(consumers.values()),
+                   lambda: len(assigned["a"]) == 2 and len(assigned["b"]) == 2,
+                   "the static members split the partitions")
+        described = admin.describe_consumer_groups([group])[group].result(DEADLINE_S)
+        assert described.partition_assignor == "range"
+        revoked_before = revoked.count("a")
+        consumers.pop("b").close()
+        consumers["b"] = group_consumer(
+            bootstrap, group, assigned, "b-again", revoked,
+            **{"group.instance.id": "b", "partition.assignment.strategy": "roundrobin,range"})
+        poll_until(list(consumers.values()),
+                   lambda: (revoked.count("a") > revoked_before and len(assigned["a"]) == 2
+                            and len(assigned["b-again"]) == 2),
+                   "a rebalance, then the members split the partitions again")
+        described = admin.describe_consumer_groups([group])[group].result(DEADLINE_S)
+        assert described.partition_assignor == "roundrobin"
+        assert assigned["a"] | assigned["b-again"] == set(range(PARTITIONS))
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+    assert (f"kafka group {group}: rebalance of generation 2 (the protocol changes: "
+            "static member b is back with other protocols)") in server.log()
+
+
+def test_kafka_python_static_member_restarts_without_a_rebalance_and_its_old_id_is_fenced(
+        bootstrap: str) -> None:
+    group = "kp-static"
+    fill(bootstrap, group, 1)
+
+    def member(instance: str) -> KafkaConsumer:
+        consumer = KafkaConsumer(group, bootstrap_servers=bootstrap, group_id=group,
+                                 group_instance_id=instance, auto_offset_reset="earliest",
+                                 enable_auto_commit=False, session_timeout_ms=10_000,
+                                 heartbeat_interval_ms=500)
+        assert consumer.partitions_for_topic(group) == set(range(PARTITIONS))
+        return consumer
+
+    def assignment(consumer: KafkaConsumer) -> set[int]:
+        return {tp.partition for tp in consumer.assignment()}
+
+    def poll_until_kp(consumers: list[KafkaConsumer], condition: Any, what: str) -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while not condition():
+            assert time.monotonic() < deadline, f"not within {DEADLINE_S} s: {what}"
+            for consumer in consumers:
+                consumer.poll(timeout_ms=100)
+
+    consumers = {"a": member("a"), "b": member("b")}
+    try:
+        poll_until_kp(list(consumers.values()),
+                      lambda: (len(assignment(consumers["a"])) == 2
+                               and len(assignment(consumers["b"])) == 2),
+                      "the static members split the partitions")
+        held_by_a, held_by_b = assignment(consumers["a"]), assignment(consumers["b"])
+        b_before = consumers["b"].group_metadata()
+        old_a = consumers.pop("a")
+        old_a_id = old_a.group_metadata().member_id
+        old_a.close()  # a static member sends no LeaveGroup
+        consumers["a"] = member("a")
+        poll_until_kp(list(consumers.values()), lambda: assignment(consumers["a"]) == held_by_a,
+                      "the restarted member gets its partitions back")
+        b_after = consumers["b"].group_metadata()
+        assert (b_after.generation_id, b_after.member_id) == (b_before.generation_id,
+                                                              b_before.member_id)
+        assert assignment(consumers["b"]) == held_by_b
+        a_now = consumers["a"].group_metadata()
+        assert a_now.generation_id == b_before.generation_id
+        assert a_now.member_id != old_a_id and a_now.member_id.startswith("a-")
+        # A second client with instance id "a" while the first runs: it takes the place,
+        # again with no rebalance, and the first one's member id is fenced.
+        fenced = consumers.pop("a")
+        consumers["a"] = member("a")
+        poll_until_kp(list(consumers.values()), lambda: assignment(consumers["a"]) == held_by_a,
+                      "the second client of instance a gets its partitions")
+        with pytest.raises(FencedInstanceIdError):
+            fenced.commit({KafkaPythonPartition(group, p): OffsetAndMetadata(1, "", -1)
+                           for p in held_by_a})
+        fenced.close()
+        assert consumers["b"].group_metadata().generation_id == b_before.generation_id
+        assert assignment(consumers["b"]) == held_by_b
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+
+
+def test_a_static_leader_back_at_join_group_v9_is_told_to_skip_the_assignment(
+        server: BookieProcess) -> None:
+    # KIP-814 on the wire: a static leader back without a rebalance gets the members
+    # and skip_assignment at v9+; before v9 the answer names the previous leader.
+    group = "raw-static-v9"
+    session = Session(server)
+
+    def join(version: int) -> Any:
+        module = session.module(JOIN, version)
+        return session.call(JOIN, version, group_id=group, session_timeout=10 * SECOND,
+                            rebalance_timeout=10 * SECOND, member_id="",
+                            group_instance_id="a", protocol_type="consumer",
+                            protocols=(module.JoinGroupRequestProtocol(name="range",
+                                                                       metadata=b"m"),),
+                            **({"reason": None} if version >= 8 else {}))
+
+    def sync(member_id: str, assignment: bytes) -> Any:
+        module = session.module(SYNC, 5)
+        assignments = () if not assignment else (
+            module.SyncGroupRequestAssignment(member_id=member_id, assignment=assignment),)
+        return session.call(SYNC, 5, group_id=group, generation_id=1, member_id=member_id,
+                            group_instance_id="a", protocol_type="consumer",
+                            protocol_name="range", assignments=assignments)
+
+    try:
+        first = join(9)
+        assert (first.error_code, first.generation_id, first.leader) == (
+            ErrorCode.none, 1, first.member_id)
+        assert first.skip_assignment is False
+        assert sync(first.member_id, b"for-a").assignment == b"for-a"
+        back = join(9)
+        assert (back.error_code, back.generation_id, back.leader, back.skip_assignment) == (
+            ErrorCode.none, 1, back.member_id, True)
+        assert [m.member_id for m in back.members] == [back.member_id]
+        assert back.member_id.startswith("a-") and back.member_id != first.member_id
+        synced = sync(back.member_id, b"")  # a skipping leader sends no assignment
+        assert (synced.error_code, synced.assignment) == (ErrorCode.none, b"for-a")
+        old = session.call(HEARTBEAT, 4, group_id=group, generation_id=1,
+                           member_id=first.member_id, group_instance_id="a")
+        assert old.error_code == ErrorCode.fenced_instance_id
+        before_v9 = join(5)
+        assert (before_v9.error_code, before_v9.leader, before_v9.members) == (
+            ErrorCode.none, back.member_id, ())
+    finally:
+        session.close()
