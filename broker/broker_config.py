@@ -17,6 +17,7 @@ from enum import StrEnum
 
 from broker.appends.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from broker.cluster.peers import PeerSecurity
+from broker.kafka_listener_specs import KafkaSecurityProtocol
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
 from ledger.bookie.client_security import BookieSecurity
 from ledger.client.directory import BookieDirectory
@@ -44,24 +45,6 @@ class KafkaGroupMigrationPolicy(StrEnum):
     DOWNGRADE = "downgrade"
     BIDIRECTIONAL = "bidirectional"
 
-
-class KafkaSecurityProtocol(StrEnum):
-    """What the Kafka listener asks of a connection (Kafka's ``security.protocol``)."""
-
-    PLAINTEXT = "PLAINTEXT"
-    SSL = "SSL"
-    SASL_PLAINTEXT = "SASL_PLAINTEXT"
-    SASL_SSL = "SASL_SSL"
-
-    @property
-    def tls(self) -> bool:
-        """Whether connections are TLS."""
-        return self in (KafkaSecurityProtocol.SSL, KafkaSecurityProtocol.SASL_SSL)
-
-    @property
-    def sasl(self) -> bool:
-        """Whether connections authenticate with SASL."""
-        return self in (KafkaSecurityProtocol.SASL_PLAINTEXT, KafkaSecurityProtocol.SASL_SSL)
 
 _DEFAULT_SNAPSHOTS = SnapshotPolicy()
 #: A topic's segment count at creation is at most this (``broker.topics`` ``MAX_SEGMENT_COUNT``).
