@@ -266,6 +266,19 @@ def _listener_named_addresses(brokers: list[BookieProcess], kafka: dict[str, str
         return count == 2 and leaders == want
     wait_for(told_extra, "EXTRA's Metadata names brokers 1 and 2 by their EXTRA addresses")
     assert "" in want.values()  # a partition of broker 0: leaderless on EXTRA
+    # FindCoordinator on EXTRA: broker 1's EXTRA address; none for broker 0's groups.
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        for owner, told in ((brokers[1], extra[kafka[brokers[1].address]]), (brokers[0], "")):
+            cls = _request_class(10, 3)
+            sock.sendall(raw_request(10, 3, 1, cls(
+                key=_group_on(owner.address, owner.address), key_type=GROUP_KEY)))
+            _, answer = read_response(sock, 10, 3)
+            if told:
+                assert (answer.error_code, f"{answer.host}:{answer.port}") == (
+                    ErrorCode.none, told)
+            else:
+                assert answer.error_code == ErrorCode.coordinator_not_available
 
 
 def _admin_apis_across_brokers(bootstrap: str, topic: str, owners: dict[int, str]) -> None:
