@@ -17,6 +17,12 @@ from enum import StrEnum
 
 from broker.appends.held import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_MS
 from broker.cluster.peers import PeerSecurity
+from broker.kafka_listener_specs import (
+    KafkaListenerSpec,
+    KafkaSecurityProtocol,
+    check_listener_security,
+    parse_listeners,
+)
 from broker.segments.writers import DEFAULT_WRITER_EXPIRY_MS
 from ledger.bookie.client_security import BookieSecurity
 from ledger.client.directory import BookieDirectory
@@ -44,24 +50,6 @@ class KafkaGroupMigrationPolicy(StrEnum):
     DOWNGRADE = "downgrade"
     BIDIRECTIONAL = "bidirectional"
 
-
-class KafkaSecurityProtocol(StrEnum):
-    """What the Kafka listener asks of a connection (Kafka's ``security.protocol``)."""
-
-    PLAINTEXT = "PLAINTEXT"
-    SSL = "SSL"
-    SASL_PLAINTEXT = "SASL_PLAINTEXT"
-    SASL_SSL = "SASL_SSL"
-
-    @property
-    def tls(self) -> bool:
-        """Whether connections are TLS."""
-        return self in (KafkaSecurityProtocol.SSL, KafkaSecurityProtocol.SASL_SSL)
-
-    @property
-    def sasl(self) -> bool:
-        """Whether connections authenticate with SASL."""
-        return self in (KafkaSecurityProtocol.SASL_PLAINTEXT, KafkaSecurityProtocol.SASL_SSL)
 
 _DEFAULT_SNAPSHOTS = SnapshotPolicy()
 #: A topic's segment count at creation is at most this (``broker.topics`` ``MAX_SEGMENT_COUNT``).
@@ -125,6 +113,16 @@ class BrokerConfig:
             more from their expiry on regardless).
         kafka_allow_plaintext: allow a Kafka listener without TLS while the
             API serves TLS (refused otherwise: no silent bypass).
+        kafka_listeners: several named Kafka listeners instead of
+            ``kafka_port`` (Kafka's ``listeners``: ``NAME://HOST:PORT,...``;
+            ``broker.kafka_listener_specs``, docs/kafka.md, "Listeners").
+        kafka_advertised_listeners: Kafka's ``advertised.listeners``: what
+            clients of each listener are told (default: its own address).
+        kafka_listener_security_protocol_map: Kafka's
+            ``listener.security.protocol.map``: ``NAME:PROTOCOL,...``.
+        kafka_unauthenticated_listeners: listeners allowed to authenticate
+            no one while the grants apply (comma-separated names; refused
+            at start otherwise); their clients have no role.
         kafka_auto_create_topics: Kafka's ``auto.create.topics.enable``: a
             Metadata request that allows it creates the missing topics it
             names (docs/kafka.md, "Auto-creation"); off, they are
@@ -192,6 +190,10 @@ class BrokerConfig:
     kafka_delegation_token_expiry_time_ms: int = 24 * 3600 * 1000
     kafka_delegation_token_expiry_check_interval_ms: int = 3600 * 1000
     kafka_allow_plaintext: bool = False
+    kafka_listeners: str = ""
+    kafka_advertised_listeners: str = ""
+    kafka_listener_security_protocol_map: str = ""
+    kafka_unauthenticated_listeners: str = ""
     kafka_auto_create_topics: bool = True
     kafka_num_partitions: int = 1
     kafka_group_migration_policy: KafkaGroupMigrationPolicy = (
@@ -227,7 +229,8 @@ class BrokerConfig:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         check_port("kafka_advertised_port", self.kafka_advertised_port)
-        if self.kafka_port != -1:
+        self._check_kafka_listeners()
+        if self.serves_kafka:
             self._check_kafka_security()
         try:
             self.kafka_oauth()
@@ -261,7 +264,7 @@ class BrokerConfig:
         OAUTHBEARER and PLAIN carry a JWT: without a token key they are left
         out (SCRAM users remain), but for OAUTHBEARER with a JWKS URL.
         """
-        if not self.kafka_security_protocol.sasl:
+        if not any(protocol.sasl for protocol in self._kafka_protocols()):
             return ()
         named = [part.strip().upper() for part in self.kafka_sasl_mechanisms.split(",")
                  if part.strip()]
@@ -269,36 +272,79 @@ class BrokerConfig:
                      if self.token_auth or name not in _TOKEN_MECHANISMS
                      or (self.kafka_oauth_jwks_url and name == "OAUTHBEARER"))
 
+    @property
+    def serves_kafka(self) -> bool:
+        """Whether the broker serves the Kafka protocol (``kafka_port`` or ``kafka_listeners``)."""
+        return self.kafka_port != -1 or bool(self.kafka_listeners.strip())
+
+    def kafka_listener_specs(self) -> tuple[KafkaListenerSpec, ...]:
+        """The Kafka listeners to serve, in order (none: no Kafka protocol).
+
+        ``kafka_port`` alone is one listener named after its protocol, as
+        Kafka names ``listeners=PLAINTEXT://:9092``.
+        """
+        if self.kafka_listeners.strip():
+            return parse_listeners(self.kafka_listeners, self.kafka_advertised_listeners,
+                                   self.kafka_listener_security_protocol_map, self.host)
+        if self.kafka_port == -1:
+            return ()
+        protocol = self.kafka_security_protocol
+        return (KafkaListenerSpec(protocol.value, protocol, self.host, self.kafka_port,
+                                  self.kafka_advertised_host or self.host,
+                                  self.kafka_advertised_port),)
+
+    def _kafka_protocols(self) -> tuple[KafkaSecurityProtocol, ...]:
+        if self.kafka_listeners.strip():
+            return tuple(spec.protocol for spec in self.kafka_listener_specs())
+        return (self.kafka_security_protocol,)
+
+    def _check_kafka_listeners(self) -> None:
+        """Refuse the single-port flags beside ``kafka_listeners``, and its flags without it."""
+        if not self.kafka_listeners.strip():
+            for name in ("kafka_advertised_listeners", "kafka_listener_security_protocol_map",
+                         "kafka_unauthenticated_listeners"):
+                if getattr(self, name).strip():
+                    raise ValueError(f"--{name.replace('_', '-')} needs --kafka-listeners")
+            return
+        given = [flag for flag, value, default in (
+            ("--kafka-port", self.kafka_port, -1),
+            ("--kafka-advertised-host", self.kafka_advertised_host, ""),
+            ("--kafka-advertised-port", self.kafka_advertised_port, 0),
+            ("--kafka-security-protocol", self.kafka_security_protocol,
+             KafkaSecurityProtocol.PLAINTEXT)) if value != default]
+        if given:
+            raise ValueError(f"--kafka-listeners replaces {', '.join(given)}: give each "
+                             "listener's address in --kafka-listeners, what clients are told "
+                             "in --kafka-advertised-listeners and its protocol in "
+                             "--kafka-listener-security-protocol-map")
+        names = {spec.name for spec in self.kafka_listener_specs()}
+        unknown = sorted({part.strip().upper() for part in
+                          self.kafka_unauthenticated_listeners.split(",") if part.strip()}
+                         - names)
+        if unknown:
+            raise ValueError(f"--kafka-unauthenticated-listeners names {', '.join(unknown)}, "
+                             "not in --kafka-listeners")
+
     def _check_kafka_security(self) -> None:
         """Refuse a Kafka listener less safe than the API port (docs/security.md, "Kafka")."""
-        protocol = self.kafka_security_protocol
         named = [part.strip().upper() for part in self.kafka_sasl_mechanisms.split(",")
                  if part.strip()]
         unknown = sorted(set(named) - set(KAFKA_SASL_MECHANISMS))
         if unknown or not named:
             raise ValueError(f"kafka_sasl_mechanisms: {', '.join(unknown) or 'none'} not "
                              f"served; name some of {', '.join(KAFKA_SASL_MECHANISMS)}")
-        if protocol.tls and not self.tls_cert:
-            raise ValueError(f"--kafka-security-protocol {protocol.value} needs --tls-cert and "
-                             "--tls-key (the Kafka listener serves the API's certificate)")
-        if protocol.sasl and not self.sasl_mechanisms():
-            raise ValueError("--kafka-sasl-mechanisms names only OAUTHBEARER/PLAIN, which "
-                             "carry a JWT: give --auth-token-secret-file (or "
-                             "--auth-token-public-key-file), or add SCRAM-SHA-256/512")
         if self.kafka_oauth_jwks_url and "OAUTHBEARER" not in self.sasl_mechanisms():
             raise ValueError("--kafka-oauth-jwks-url needs OAUTHBEARER on the Kafka port: "
                              "--kafka-security-protocol SASL_SSL (or SASL_PLAINTEXT) with "
                              "OAUTHBEARER among --kafka-sasl-mechanisms")
-        authenticated = protocol.sasl or (protocol.tls and bool(self.tls_ca))
-        if self.token_auth and not authenticated:
-            raise ValueError(
-                "token authentication is on but the Kafka listener would let anyone in: add "
-                "--kafka-security-protocol SASL_SSL (or SASL_PLAINTEXT with "
-                "--kafka-allow-plaintext; or SSL with --tls-ca, client certificates)")
-        if self.tls_cert and not protocol.tls and not self.kafka_allow_plaintext:
-            raise ValueError(
-                f"the API serves TLS but --kafka-security-protocol {protocol.value} is plain "
-                "text: use SSL or SASL_SSL, or add --kafka-allow-plaintext to accept it")
+        anonymous = {part.strip().upper() for part in
+                     self.kafka_unauthenticated_listeners.split(",") if part.strip()}
+        for spec in self.kafka_listener_specs():
+            check_listener_security(
+                spec, named=bool(self.kafka_listeners.strip()), tls_cert=self.tls_cert,
+                tls_ca=self.tls_ca, mechanisms=self.sasl_mechanisms(),
+                token_auth=self.kafka_access, anonymous=spec.name in anonymous,
+                allow_plaintext=self.kafka_allow_plaintext)
 
     def kafka_oauth(self) -> JwksSettings | None:
         """The identity provider's key set and claims' rules (None: no JWKS URL)."""
@@ -316,7 +362,7 @@ class BrokerConfig:
     @property
     def kafka_access(self) -> bool:
         """Whether the grants apply on the Kafka port (token authentication or a JWKS URL)."""
-        return self.token_auth or bool(self.kafka_oauth_jwks_url and self.kafka_port != -1)
+        return self.token_auth or bool(self.kafka_oauth_jwks_url and self.serves_kafka)
 
     @property
     def token_auth(self) -> bool:

@@ -153,7 +153,7 @@ class GrpcServer:
 
 
 class KafkaListener:
-    """The Kafka wire protocol on ``kafka_port`` (nothing when it is -1)."""
+    """The Kafka wire protocol on ``kafka_port`` or ``kafka_listeners`` (nothing: neither)."""
 
     name = "Kafka listener"
 
@@ -194,11 +194,20 @@ class KafkaListener:
     async def stop(self) -> None:
         self._groups.kafka_groups.source = None
         self._view.kafka_forwards.handler = None
+        if self._started is not None:
+            await self._started.stop()
+
+    def ready_text(self, config: BrokerConfig) -> str:
+        """The ready line's Kafka part: ``, kafka on HOST:PORT`` per listener ("": none).
+
+        Named listeners (``--kafka-listeners``) add their name: ``(NAME)``.
+        """
         if self._started is None:
-            return
-        await self._started.server.stop()
-        if self._started.cluster is not None:
-            await self._started.cluster.stop()
+            return ""
+        if not config.kafka_listeners.strip():
+            return f", kafka on {config.host}:{self._started.server.port}"
+        return "".join(f", kafka on {f'[{host}]' if ':' in host else host}:{port} ({name})"
+                       for name, host, port in self._started.listeners)
 
 
 class StorageWatchPart:
@@ -246,8 +255,7 @@ class BrokerStack:
         security = ", TLS" if config.tls_cert else ""
         security += ", token authentication" if config.grpc_auth else ""
         scheme = "https" if config.metrics_tls else "http"
-        kafka = self.kafka.server
-        kafka_line = "" if kafka is None else f", kafka on {config.host}:{kafka.port}"
+        kafka_line = self.kafka.ready_text(config)
         return (f"{self.running.command} listening on {config.host}:{self.port} "
                 f"({self.running.where}{security}, metrics on "
                 f"{scheme}://{config.host}:{self.metrics.port}/metrics{kafka_line})")

@@ -119,6 +119,8 @@ class ClusterOwnership:
         #: This broker's Kafka listener as clients reach it, "host:port" ("": none);
         #: set before ``start``, published with the ownership records.
         self.kafka_address = ""
+        #: Every Kafka listener's address by name (``OwnerRecord.kafka_listeners``).
+        self.kafka_listeners: tuple[tuple[str, str], ...] = ()
 
     @property
     def container_count(self) -> int:
@@ -274,7 +276,7 @@ class ClusterOwnership:
 
     async def start(self, address: str) -> None:
         """Join the balance as ``address`` (the broker's id and client address)."""
-        self.owners.bind(address, address, self.kafka_address)
+        self.owners.bind(address, address, self.kafka_address, self.kafka_listeners)
         await self.owners.start()
 
     async def leave(self) -> None:

@@ -9,6 +9,12 @@ gives its Kafka listener (docs/kafka.md, "Clusters"):
   leader is the node of its segment's owner, read from the owner cache, with
   the leader epoch of that ownership (``OwnerRecord.leader_epoch``; no leader
   while the owner is still publishing it).
+- **Listeners** (docs/kafka.md, "Listeners"): a broker with several Kafka
+  listeners publishes each one's address by name (``OwnerRecord.kafka_listeners``);
+  each listener sees the cluster through a ``ListenerNodes`` of its name, so
+  Metadata, FindCoordinator, DescribeCluster and leader hints answer a client
+  with the addresses of the listener it connected on, and leave out a broker
+  without a listener of that name (a partition it leads has no leader there).
 - **Group coordinators** (``broker.kafka.locator.CoordinatorLocator``): group
   ``g`` is coordinated by the owner of container ``container_of(0, g, count)``,
   whose segment ``_kafka_offsets/<container>`` holds the group's offsets. When
@@ -40,7 +46,7 @@ from broker.kafka.locator import GROUP_KEY, Node, container_of
 from broker.kafka.nodes import parse_node
 from broker.kafka.txns.cluster import ClusterTxns
 
-__all__ = ["ClusterKafka", "kafka_address"]
+__all__ = ["ClusterKafka", "ListenerNodes", "kafka_address"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,14 @@ def _node(record: OwnerRecord | None) -> Node | None:
     if record is None or not record.kafka:
         return None
     return parse_node(record.broker_id, record.kafka)
+
+
+def _node_on(record: OwnerRecord | None, listener: str) -> Node | None:
+    """``record``'s broker as clients of listener ``listener`` reach it (None: no such one)."""
+    if record is None:
+        return None
+    address = record.kafka_on(listener)
+    return parse_node(record.broker_id, address) if address else None
 
 
 def _leader(record: OwnerRecord | None) -> Node | None:
@@ -119,9 +133,17 @@ class ClusterKafka:
     # -- CoordinatorLocator -------------------------------------------------------
 
     def coordinator_of(self, key_type: int, key: str) -> Node | None:
+        return _node(self.coordinator_record(key_type, key))
+
+    def coordinator_record(self, key_type: int, key: str) -> OwnerRecord | None:
+        """The record of the broker coordinating ``key`` (None: not known now)."""
         if key_type != GROUP_KEY:  # transactional ids: beside the transaction coordinator
-            return _node(self._owners.container_owner(self._txn_container))
-        return _node(self._owners.container_owner(container_of(key_type, key, self._count)))
+            return self._owners.container_owner(self._txn_container)
+        return self._owners.container_owner(container_of(key_type, key, self._count))
+
+    def listener(self, name: str, this_node: Callable[[], Node]) -> ListenerNodes:
+        """The cluster as clients of listener ``name`` see it; ``this_node``: this broker there."""
+        return ListenerNodes(self, self._owners, name, this_node)
 
     def writable(self, segment: str) -> bool:
         """Whether this broker may write ``segment`` now (owned, session not paused)."""
@@ -211,3 +233,41 @@ class ClusterKafka:
         if tasks:
             # Waited for, not awaited: their cancellations are theirs, not raised here.
             await asyncio.wait(tasks)
+
+
+class ListenerNodes:
+    """The cluster as the clients of one listener see it (``ClusterNodes`` and locator).
+
+    Every address is that of the listener of the same name on each broker; a
+    broker without one is left out of ``nodes``, and a partition it leads or
+    a key it coordinates has none (None), as Kafka answers.
+    """
+
+    def __init__(self, cluster: ClusterKafka, owners: ZooKeeperOwners, name: str,
+                 this_node: Callable[[], Node]) -> None:
+        self._cluster = cluster
+        self._owners = owners
+        self._name = name
+        self._this = this_node
+
+    def this_node(self) -> Node:
+        return self._this()
+
+    def nodes(self) -> list[Node]:
+        found = (_node_on(record, self._name) for record in self._owners.member_records())
+        return [node for node in found if node is not None]
+
+    def leader_of(self, segment: str) -> Node | None:
+        record = self._owners.owner_record(segment)
+        if record is None or record.leader_epoch < 0:
+            return None
+        return _node_on(record, self._name)
+
+    def leader_epoch_of(self, segment: str) -> int:
+        return self._cluster.leader_epoch_of(segment)
+
+    def coordinator_of(self, key_type: int, key: str) -> Node | None:
+        return _node_on(self._cluster.coordinator_record(key_type, key), self._name)
+
+    def is_local(self, key_type: int, key: str) -> bool:
+        return self._cluster.is_local(key_type, key)

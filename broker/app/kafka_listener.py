@@ -1,4 +1,10 @@
-"""Starting the Kafka listener (``--kafka-port``) when the settings ask for one.
+"""Starting the Kafka listeners (``--kafka-port``, or ``--kafka-listeners``) when asked for.
+
+Every listener shares the broker's Kafka state (coordinators, fetch
+sessions, quotas, producer ids): each serves a ``KafkaContext`` of its own
+made with ``dataclasses.replace`` of the first one's once that state is in
+place, differing only in its name, address, security and view of the
+cluster (docs/kafka.md, "Listeners").
 
 The Kafka front-end (``broker.kafka``) and its wire library (kio) are
 imported only then, so a broker without the ``kafka`` extra installed runs
@@ -16,6 +22,7 @@ from broker.app.no_hypothesis import hide_hypothesis
 from broker.auth.access import Access
 from broker.broker_config import BrokerConfig
 from broker.groups.kafka_view import KafkaGroups
+from broker.kafka_listener_specs import KafkaSecurityProtocol
 from broker.services.kafka_internal import KafkaForwardSlot
 from broker.topics.manager import TopicManager
 from broker.txn.coordinator import TxnCoordinator
@@ -28,6 +35,7 @@ if TYPE_CHECKING:
     )
     from broker.app.kafka_cluster import ClusterKafka
     from broker.kafka.coordinators import KafkaCoordinators
+    from broker.kafka.sasl.credentials import ScramCredentialStore
     from broker.kafka.sasl.delegation import DelegationTokens
     from broker.kafka.sasl.security import KafkaSecurity
     from broker.kafka.server import KafkaServer
@@ -57,16 +65,28 @@ class KafkaAuth:
 
 @dataclass(frozen=True)
 class StartedKafka:
-    """The Kafka listener, and a cluster broker's view of nodes and group coordinators.
+    """The Kafka listeners, and a cluster broker's view of nodes and group coordinators.
 
-    The view's loads of claimed containers' groups are its own background
-    tasks: stop it after the server (``ClusterKafka.stop``). ``groups``: its
-    consumer groups as ``folio group`` shows them.
+    ``server``: the first listener (``servers[0]``); ``servers`` every one,
+    in the order of ``--kafka-listeners``; ``listeners``: (name, bound host,
+    bound port) of each, for the ready line. The view's loads of claimed
+    containers' groups are its own background tasks: stop it after the
+    servers (``ClusterKafka.stop``). ``groups``: its consumer groups as
+    ``folio group`` shows them.
     """
 
     server: KafkaServer
     cluster: ClusterKafka | None
     groups: KafkaGroups | None = None
+    servers: tuple[KafkaServer, ...] = ()
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    async def stop(self) -> None:
+        """Stop every listener, then the cluster view."""
+        for server in self.servers or (self.server,):
+            await server.stop()
+        if self.cluster is not None:
+            await self.cluster.stop()
 
 
 async def start_kafka(config: BrokerConfig, topics: TopicManager,
@@ -78,7 +98,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
                       write_quorum: int = 1,
                       forwards: KafkaForwardSlot | None = None,
                       ledger_dir: str | None = None) -> StartedKafka | None:
-    """The started Kafka listener (and cluster view), or None when ``kafka_port`` is -1 (off).
+    """The started Kafka listeners (and cluster view), or None when none is asked for.
 
     ``write_quorum``: copies of each entry of new ledgers (Qw), the largest
     replication factor CreateTopics accepts.
@@ -105,12 +125,14 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     the ``kafka`` extra, ``ValueError`` (``TlsConfigError`` among them) when a
     TLS or token key file does not load.
     """
-    if config.kafka_port == -1:
+    specs = config.kafka_listener_specs()
+    if not specs:
         return None
     hidden = hide_hypothesis()
     try:
         # Imported here: only a broker that serves Kafka needs kio.
-        from broker.app.kafka_cluster import ClusterKafka, kafka_address  # noqa: PLC0415
+        from broker.app.kafka_cluster import ClusterKafka  # noqa: PLC0415
+        from broker.app.kafka_endpoints import serve_listeners  # noqa: PLC0415
         from broker.kafka.consumer_groups.members import GroupConfig  # noqa: PLC0415
         from broker.kafka.consumer_groups.migration import MigrationPolicy  # noqa: PLC0415
         from broker.kafka.consumer_groups.modern_requests import ModernConfig  # noqa: PLC0415
@@ -125,7 +147,6 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         from broker.kafka.producer_ids import ProducerIds  # noqa: PLC0415
         from broker.kafka.quotas.enforcer import ClientQuotas  # noqa: PLC0415
         from broker.kafka.quotas.store import QuotaStore  # noqa: PLC0415
-        from broker.kafka.server import KafkaServer  # noqa: PLC0415
         from broker.kafka.txns.expiry import TxnIdExpirySettings  # noqa: PLC0415
     except ImportError as error:
         raise KafkaUnavailableError(
@@ -133,14 +154,17 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         ) from None
     finally:
         hidden.restore()
-    context = KafkaContext(served or topics, config.kafka_advertised_host or config.host,
-                           ProducerIds(store), advertised_port=config.kafka_advertised_port,
-                           authorizer=auth.access if auth else None,
-                           security=kafka_security(config, store,
-                                                   auth.tokens if auth else None),
+    credentials, tokens = _shared_security(config, store)
+    verifier = auth.tokens if auth else None
+    primary = specs[0]
+    context = KafkaContext(served or topics, primary.advertised_host,
+                           ProducerIds(store), advertised_port=primary.advertised_port,
+                           authorizer=auth.access if auth else None, security=kafka_security(
+                               config, primary.protocol, credentials, tokens, verifier),
                            auto_create_topics=config.kafka_auto_create_topics,
                            num_partitions=config.kafka_num_partitions,
-                           write_quorum=write_quorum, ledger_dir=ledger_dir)
+                           write_quorum=write_quorum, ledger_dir=ledger_dir,
+                           listener=primary.name)
     # The cluster's client quotas, read (and watched) before serving: every
     # Produce and Fetch is counted against them from the first request.
     quota_store = context.quota_store = QuotaStore(store)
@@ -186,20 +210,14 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
                          context.coordinators.consumers,
                          None if cluster is None else cluster.writable)
     topics.add_maintenance_hook(report.update_lag)
-    if context.security is not None and context.security.tokens is not None:
-        topics.add_maintenance_hook(context.security.tokens.maybe_sweep)  # expired tokens
+    if tokens is not None:
+        topics.add_maintenance_hook(tokens.maybe_sweep)  # expired tokens
     if context.coordinators.txns is not None:
         install(context)
-    server = KafkaServer(context, config.host, config.kafka_port)
-    try:
-        await server.start()
-    except OSError as error:
-        raise OSError(f"cannot serve Kafka on {config.host}:{config.kafka_port}: "
-                      f"{error}") from None
-    if ownership is not None:  # published with its ownership records (``ownership.start``)
-        ownership.kafka_address = kafka_address(
-            context.host, context.advertised_port or context.port)
-    return StartedKafka(server, cluster, report)
+    servers = await serve_listeners(specs, context, lambda spec: kafka_security(
+        config, spec.protocol, credentials, tokens, verifier), cluster, ownership)
+    return StartedKafka(servers[0], cluster, report, tuple(servers), tuple(
+        (spec.name, spec.host, server.port) for spec, server in zip(specs, servers, strict=True)))
 
 
 async def _serve_cluster_txns(coordinators: KafkaCoordinators, ownership: ClusterOwnership,
@@ -228,29 +246,33 @@ async def _serve_cluster_txns(coordinators: KafkaCoordinators, ownership: Cluste
         await txns.seated()
 
 
-def kafka_security(config: BrokerConfig, store: MetadataStore,
-                   bearer: BearerTokens | None) -> KafkaSecurity:
-    """The listener's TLS, SASL mechanisms and SCRAM credentials from ``config``.
+def _shared_security(config: BrokerConfig, store: MetadataStore) -> tuple[
+        ScramCredentialStore, DelegationTokens | None]:
+    """What every listener's security shares beside the process's token check (``KafkaAuth``):
+    the SCRAM credentials and the delegation tokens."""
+    from broker.kafka.sasl.credentials import ScramCredentialStore  # noqa: PLC0415
+
+    return ScramCredentialStore(store), _delegation_tokens(config, store)
+
+
+def kafka_security(config: BrokerConfig, protocol: KafkaSecurityProtocol,
+                   credentials: ScramCredentialStore, tokens: DelegationTokens | None,
+                   verifier: BearerTokens | None) -> KafkaSecurity:
+    """One listener's TLS and SASL mechanisms, for ``protocol``, on the shared parts.
 
     ``BrokerConfig`` has already refused the unsafe combinations (a token
-    broker without SASL, a plain listener beside a TLS API without
-    ``kafka_allow_plaintext``). ``bearer``: the process's token check
-    (shared with the gRPC port), None: no token key and no JWKS. Raises
-    ``ValueError`` for unreadable files.
+    broker's listener without authentication, a plain listener beside a TLS
+    API without ``kafka_allow_plaintext``). Raises ``ValueError`` for
+    unreadable files.
     """
-    from broker.kafka.sasl.credentials import ScramCredentialStore  # noqa: PLC0415
     from broker.kafka.sasl.mechanisms import Authenticator  # noqa: PLC0415
     from broker.kafka.sasl.security import KafkaSecurity  # noqa: PLC0415
     from broker.kafka.sasl.tls import ListenerTls  # noqa: PLC0415
 
-    protocol = config.kafka_security_protocol
-    credentials = ScramCredentialStore(store)
     tls = ListenerTls(config.server_tls()) if protocol.tls else None
     authenticator = None
-    tokens = _delegation_tokens(config, store)
     if protocol.sasl:
-        authenticator = Authenticator(config.sasl_mechanisms(), bearer, credentials,
-                                      tokens)
+        authenticator = Authenticator(config.sasl_mechanisms(), verifier, credentials, tokens)
     return KafkaSecurity(credentials, tls, authenticator,
                          certificate_roles=protocol.tls and not protocol.sasl
                          and bool(config.tls_ca),

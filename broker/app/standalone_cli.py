@@ -93,6 +93,21 @@ _HELP = {
     "(default 3600000, 1 hour)",
     "kafka_allow_plaintext": "accept a Kafka listener without TLS (PLAINTEXT or "
     "SASL_PLAINTEXT) while the gRPC API serves TLS (refused otherwise)",
+    "kafka_listeners": "several Kafka listeners instead of --kafka-port, as Kafka's "
+    "listeners: NAME://HOST:PORT comma-separated (e.g. INTERNAL://:9092,EXTERNAL://:9093; "
+    "an empty HOST is --host, port 0 any free one). Each client is answered (Metadata, "
+    "FindCoordinator, DescribeCluster) with the addresses of the listener it connected on, "
+    "on every broker; replaces --kafka-port, --kafka-advertised-host/-port and "
+    "--kafka-security-protocol (docs/kafka.md, Listeners)",
+    "kafka_advertised_listeners": "Kafka's advertised.listeners: NAME://HOST:PORT "
+    "comma-separated, what the clients of each listener named are told (default: the "
+    "listener's own address; port 0: its bound port)",
+    "kafka_listener_security_protocol_map": "Kafka's listener.security.protocol.map: "
+    "NAME:PROTOCOL comma-separated, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, "
+    "SASL_SSL (a listener named after a protocol needs no entry)",
+    "kafka_unauthenticated_listeners": "listeners (names, comma-separated) allowed to "
+    "authenticate no one while token authentication is on: their clients have no role, so "
+    "the grants allow them nothing (refused at start otherwise)",
     "kafka_auto_create_topics": "Kafka's auto.create.topics.enable: a Kafka client's Metadata "
     "request (a producer's, a consumer's with allow.auto.create.topics) creates a missing "
     "topic with --kafka-num-partitions segments (default on, as in Kafka); "

@@ -19,9 +19,10 @@ consumer group owns the segment holding its offsets (docs/kafka.md).
 
 Ownership of container ``n`` is the ephemeral node ``/containers/<n>/owner``
 holding an ``OwnerRecord`` (JSON ``{"format_version": 1, "id": ..., "address": ...,
-"incarnation": ..., "kafka": ...}``, ``kafka`` only when the broker serves
-Kafka; framed by ``ledger.records``, and earlier builds' ``"version": 1`` still
-reads): whoever creates it owns the container until it deletes the node or
+"incarnation": ..., "kafka": ..., "kafka_listeners": {...}}``, ``kafka`` and
+``kafka_listeners`` only when the broker serves Kafka; framed by
+``ledger.records``, and earlier builds' ``"version": 1`` still reads):
+whoever creates it owns the container until it deletes the node or
 its session ends. ``incarnation`` is random per broker
 process: a broker restarted under the same id within the session timeout
 sees its predecessor's nodes as someone else's (they vanish with that session).
@@ -110,8 +111,11 @@ def member_path(broker_id: str) -> str:
 class OwnerRecord:
     """The data of an ownership or member node: broker id, client address, incarnation.
 
-    ``kafka``: the broker's Kafka listener as Kafka clients reach it
-    (``host:port``), "" when it serves none (docs/kafka.md, "Clusters").
+    ``kafka``: the broker's (first) Kafka listener as Kafka clients reach it
+    (``host:port``), "" when it serves none (docs/kafka.md, "Clusters");
+    ``kafka_listeners``: every listener's, by name (docs/kafka.md,
+    "Listeners"); empty in records of earlier builds, which had one
+    listener and told every client its ``kafka`` (``kafka_on`` does too).
 
     ``leader_epoch`` (ownership nodes only): the container's epoch for this
     ownership (``broker.cluster.leader_epochs``), the Kafka leader epoch of
@@ -124,6 +128,13 @@ class OwnerRecord:
     incarnation: str = ""
     kafka: str = ""
     leader_epoch: int = 0
+    kafka_listeners: tuple[tuple[str, str], ...] = ()
+
+    def kafka_on(self, listener: str) -> str:
+        """The ``host:port`` of listener ``listener`` ("": this broker has none of that name)."""
+        if not self.kafka_listeners:
+            return self.kafka  # an earlier build's one listener, told on every name
+        return dict(self.kafka_listeners).get(listener, "")
 
     def to_bytes(self) -> bytes:
         fields: dict[str, object] = {"id": self.broker_id, "address": self.address,
@@ -132,6 +143,8 @@ class OwnerRecord:
             fields["kafka"] = self.kafka
         if self.leader_epoch:
             fields["epoch"] = self.leader_epoch
+        if self.kafka_listeners:
+            fields["kafka_listeners"] = dict(self.kafka_listeners)
         return dump_record(_RECORD_VERSION, fields)
 
     @classmethod
@@ -139,8 +152,10 @@ class OwnerRecord:
         """Decode; an unreadable record is an owner with no known address (never a crash)."""
         try:
             fields = load_record(data, "owner record", (_RECORD_VERSION,), legacy_key="version")
+            listeners = fields.get("kafka_listeners", {})
             return cls(str(fields["id"]), str(fields.get("address", "")),
                        str(fields.get("incarnation", "")), str(fields.get("kafka", "")),
-                       int(fields.get("epoch", 0)))
-        except (ValueError, KeyError, TypeError):
+                       int(fields.get("epoch", 0)),
+                       tuple((str(name), str(address)) for name, address in listeners.items()))
+        except (ValueError, KeyError, TypeError, AttributeError):
             return cls("", "")

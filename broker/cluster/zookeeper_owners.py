@@ -158,14 +158,19 @@ class ZooKeeperOwners:
         """Serving, paused (SUSPENDED) or stopped (``broker.cluster.session_gate``)."""
         return self._session.phase
 
-    def bind(self, broker_id: str, address: str, kafka: str = "") -> None:
-        """Set this broker's id, client address and Kafka address ("": none; known once bound)."""
+    def bind(self, broker_id: str, address: str, kafka: str = "",
+             kafka_listeners: tuple[tuple[str, str], ...] = ()) -> None:
+        """Set this broker's id, client address and Kafka address ("": none; known once bound).
+
+        ``kafka_listeners``: every Kafka listener's address by name (``OwnerRecord``).
+        """
         if self._loop.started:
             raise RuntimeError("bind before start")
         self._session.rename(broker_id)
         self._loop.rename(broker_id)
         self._identity.record = OwnerRecord(broker_id, address,
-                                            self._identity.record.incarnation, kafka)
+                                            self._identity.record.incarnation, kafka,
+                                            kafka_listeners=kafka_listeners)
 
     def owner_record(self, segment: str) -> OwnerRecord | None:
         """The record of the broker serving ``segment`` now, None while none is known.

@@ -79,10 +79,14 @@ def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]
     protocol = security_protocol(context)
     port = context.advertised_port or context.port
     # Made by this process's settings, whatever their value.
+    listeners, advertised, protocols = context.listener_configs or (
+        f"{protocol}://{context.host}:{context.port}", f"{protocol}://{context.host}:{port}",
+        f"{protocol}:{protocol}")
     identity = [
         ("broker.id", str(node_id), INT),
-        ("advertised.listeners", f"{protocol}://{context.host}:{port}", LIST),
-        ("listeners", f"{protocol}://{context.host}:{context.port}", LIST),
+        ("advertised.listeners", advertised, LIST),
+        ("listeners", listeners, LIST),
+        ("listener.security.protocol.map", protocols, LIST),
     ]
     # (name, value, type, Folio's built-in default).
     built_in_groups, built_in_modern, built_in_ids = (GroupConfig(), ModernConfig(),

@@ -42,8 +42,11 @@ CONFIG_DOCS = {
     # The broker's own (``broker.kafka.broker_configs``).
     "broker.id": ("This broker's node id in Metadata: 0 on a standalone, derived from the "
                   "broker's id in a cluster."),
-    "advertised.listeners": "The address Metadata gives clients for this broker.",
-    "listeners": "The address this broker's Kafka listener is bound to.",
+    "advertised.listeners": ("The address Metadata gives clients for this broker, per "
+                             "listener (--kafka-advertised-listeners)."),
+    "listeners": "The addresses this broker's Kafka listeners are bound to (--kafka-listeners).",
+    "listener.security.protocol.map": ("Each listener's security protocol "
+                                       "(--kafka-listener-security-protocol-map)."),
     "num.partitions": ("Partitions (segments) of an auto-created topic, and of CreateTopics "
                        "with num_partitions -1 (--kafka-num-partitions)."),
     "default.replication.factor": ("Copies of each ledger entry (the write quorum): the "

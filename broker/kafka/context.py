@@ -13,6 +13,7 @@ from broker.auth.access import Access
 from broker.kafka.coordinators import KafkaCoordinators
 from broker.kafka.fetch_sessions import FetchSessionCache
 from broker.kafka.forwarding import HeirForwarder
+from broker.kafka.locator import CoordinatorLocator
 from broker.kafka.nodes import ClusterNodes
 from broker.kafka.producer_ids import ProducerIds
 from broker.kafka.quotas.enforcer import ClientQuotas
@@ -97,6 +98,12 @@ class KafkaContext:
             AlterClientQuotas; ``broker.kafka.quotas``); None: not served.
         quotas: counts Produce and Fetch bytes against them and answers the
             throttle times (None: no client is throttled).
+        listener: this listener's name (docs/kafka.md, "Listeners").
+        locator: FindCoordinator's answers for this listener's clients
+            (None: ``coordinators.locator``'s).
+        listener_configs: DescribeConfigs' ``listeners``,
+            ``advertised.listeners`` and ``listener.security.protocol.map``
+            of this broker (None: this listener's alone).
     """
 
     topics: Topics
@@ -124,3 +131,6 @@ class KafkaContext:
     ledger_dir: str | None = None
     quota_store: QuotaStore | None = None
     quotas: ClientQuotas | None = None
+    listener: str = ""
+    locator: CoordinatorLocator | None = None
+    listener_configs: tuple[str, str, str] | None = None

@@ -12,6 +12,7 @@ acknowledged record is in the topic once (docs/kafka.md, "Clusters").
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import sys
 import threading
@@ -41,14 +42,27 @@ from tests.support.wait import wait_for
 PARTITIONS = 4
 
 
-def _kafka_cluster(processes: BookieProcesses, url: str,
-                   base: Path) -> tuple[list[BookieProcess], dict[str, str]]:
-    """3 brokers serving Kafka; (brokers, gRPC address -> Kafka ``host:port``)."""
+#: Brokers 1 and 2 with named listeners: PLAINTEXT, and EXTRA advertised as localhost.
+_TWO_LISTENERS = ("--kafka-listeners", "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0",
+                  "--kafka-advertised-listeners", "EXTRA://localhost:0",
+                  "--kafka-listener-security-protocol-map", "EXTRA:PLAINTEXT")
+_EXTRA = re.compile(r"kafka on (?P<host>[^\s:]+):(?P<port>\d+) \(EXTRA\)")
+
+
+def _kafka_cluster(processes: BookieProcesses, url: str, base: Path, *,
+                   listeners: bool = False) -> tuple[list[BookieProcess], dict[str, str]]:
+    """3 brokers serving Kafka; (brokers, gRPC address -> Kafka ``host:port``).
+
+    ``listeners``: brokers 1 and 2 serve two named listeners (``_TWO_LISTENERS``),
+    broker 0 one (``--kafka-port``, named PLAINTEXT): the first listener's address
+    is in the map.
+    """
     cluster = LocalCluster(processes, url, base)
     cluster.init(container_count=COUNT, ensemble_size=3, write_quorum=2, ack_quorum=2)
     for _ in range(3):
         cluster.start_bookie()
-    brokers = [cluster.start_broker("--kafka-port", "0") for _ in range(3)]
+    brokers = [cluster.start_broker(*(_TWO_LISTENERS if listeners and i else
+                                      ("--kafka-port", "0"))) for i in range(3)]
     _spread(brokers[0].address, [COUNT // 3] * 3)
     kafka = {b.address: "{}:{}".format(*kafka_address(b)) for b in brokers}
     return brokers, kafka
@@ -166,7 +180,7 @@ def _topic_contents(bootstrap: str, topic: str) -> list[bytes]:
 @pytest.mark.timeout(240)
 def test_partitions_led_by_their_owners_and_a_group_across_brokers(
         zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
-    brokers, kafka = _kafka_cluster(bookie_processes, zk_url, tmp_path)
+    brokers, kafka = _kafka_cluster(bookie_processes, zk_url, tmp_path, listeners=True)
     bootstrap = ",".join(kafka.values())
     topic = _spread_topic(brokers[0].address)
     create_topic(kafka[brokers[0].address], topic, PARTITIONS)
@@ -178,6 +192,7 @@ def test_partitions_led_by_their_owners_and_a_group_across_brokers(
         count, leaders = _leaders(bootstrap, topic)
         return count == 3 and leaders == owners
     wait_for(leaders_are_owners, "Metadata names 3 brokers and each partition's owner")
+    _listener_named_addresses(brokers, kafka, topic, owners)
 
     producing = _Producing(bootstrap, topic)
     wait_for(lambda: len(producing.acked) >= 200, "200 records acknowledged")
@@ -234,6 +249,38 @@ def test_partitions_led_by_their_owners_and_a_group_across_brokers(
     _admin_apis_across_brokers(bootstrap, topic, owners)
 
 
+def _listener_named_addresses(brokers: list[BookieProcess], kafka: dict[str, str], topic: str,
+                              owners: dict[int, str]) -> None:
+    """A client on broker 2's EXTRA listener is told every broker's EXTRA address (broker 1's
+    too), broker 0 (no EXTRA) left out and its partitions without a leader, as Kafka answers."""
+    extra = {}
+    for broker in brokers[1:]:
+        match = _EXTRA.search(broker.ready_line)
+        assert match is not None, broker.ready_line
+        extra[kafka[broker.address]] = f"localhost:{match['port']}"
+    bootstrap = f"127.0.0.1:{extra[kafka[brokers[2].address]].rpartition(':')[2]}"
+    want = {p: extra.get(owner, "") for p, owner in owners.items()}
+
+    def told_extra() -> bool:
+        count, leaders = _leaders(bootstrap, topic)
+        return count == 2 and leaders == want
+    wait_for(told_extra, "EXTRA's Metadata names brokers 1 and 2 by their EXTRA addresses")
+    assert "" in want.values()  # a partition of broker 0: leaderless on EXTRA
+    # FindCoordinator on EXTRA: broker 1's EXTRA address; none for broker 0's groups.
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        for owner, told in ((brokers[1], extra[kafka[brokers[1].address]]), (brokers[0], "")):
+            cls = _request_class(10, 3)
+            sock.sendall(raw_request(10, 3, 1, cls(
+                key=_group_on(owner.address, owner.address), key_type=GROUP_KEY)))
+            _, answer = read_response(sock, 10, 3)
+            if told:
+                assert (answer.error_code, f"{answer.host}:{answer.port}") == (
+                    ErrorCode.none, told)
+            else:
+                assert answer.error_code == ErrorCode.coordinator_not_available
+
+
 def _admin_apis_across_brokers(bootstrap: str, topic: str, owners: dict[int, str]) -> None:
     """The admin APIs of a cluster (docs/kafka.md, "Admin APIs"), through every broker."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -245,7 +292,8 @@ def _admin_apis_across_brokers(bootstrap: str, topic: str, owners: dict[int, str
     for address, node_id in nodes.items():
         resource = ConfigResource(ConfigResource.Type.BROKER, str(node_id))
         configs = admin.describe_configs([resource])[resource].result(30)
-        assert configs["advertised.listeners"].value == f"PLAINTEXT://{address}"
+        # (Brokers 1 and 2 list their EXTRA listener after it.)
+        assert configs["advertised.listeners"].value.split(",")[0] == f"PLAINTEXT://{address}"
         assert configs["broker.id"].value == str(node_id)
     python_admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
     try:

@@ -32,7 +32,7 @@ def _find(context: KafkaContext, call: Call, key_type: int,
         return requirement.refused, None
     if context.coordinators is None:
         return ErrorCode.coordinator_not_available, None
-    node = context.coordinators.locator.coordinator_of(key_type, key)
+    node = (context.locator or context.coordinators.locator).coordinator_of(key_type, key)
     if node is None:
         return ErrorCode.coordinator_not_available, None
     return ErrorCode.none, node

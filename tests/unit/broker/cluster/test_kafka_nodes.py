@@ -167,3 +167,33 @@ def test_the_cluster_view_stops_with_its_loads_ended() -> None:
         assert sorted(groups.cancelled) == [1, 2]  # both loads ended before stop returned
 
     asyncio.run(run())
+
+
+def test_each_listener_sees_its_own_addresses_and_leaves_out_brokers_without_it() -> None:
+    """Kafka's rule: the addresses of the listener the client connected on, on every broker."""
+    record = OwnerRecord("a:1", "a:1", "i", "a:9092",
+                         kafka_listeners=(("INSIDE", "a:9092"), ("OUTSIDE", "pub-a:19092")))
+    assert OwnerRecord.from_bytes(record.to_bytes()) == record
+    assert record.kafka_on("OUTSIDE") == "pub-a:19092"
+    assert record.kafka_on("ELSE") == ""
+    old = OwnerRecord("c:1", "c:1", "k", "c:9092")  # an earlier build: one listener
+    assert old.kafka_on("OUTSIDE") == "c:9092"
+    inside_only = OwnerRecord("b:1", "b:1", "j", "b:9092", kafka_listeners=(("INSIDE", "b:9092"),))
+    owners = _Owners()
+    owners.members = [record, inside_only, old]
+    cluster = ClusterKafka(owners, lambda: Node(node_id_of("a:1"), "a", 9092))  # type: ignore[arg-type]
+    outside = cluster.listener("OUTSIDE", lambda: Node(node_id_of("a:1"), "pub-a", 19092))
+    inside = cluster.listener("INSIDE", lambda: Node(node_id_of("a:1"), "a", 9092))
+    assert [(n.host, n.port) for n in outside.nodes()] == [("pub-a", 19092), ("c", 9092)]
+    assert [n.host for n in inside.nodes()] == ["a", "b", "c"]
+    led_by_b, led_by_a = "orders/0", "orders/1"
+    assert container_of(led_by_b, COUNT) != container_of(led_by_a, COUNT)
+    owners.by_container[container_of(led_by_b, COUNT)] = inside_only
+    owners.by_container[container_of(led_by_a, COUNT)] = record
+    assert outside.leader_of(led_by_b) is None  # b has no OUTSIDE: no leader there
+    assert inside.leader_of(led_by_b) == Node(node_id_of("b:1"), "b", 9092)
+    assert outside.leader_of(led_by_a) == outside.this_node()
+    group = "g"
+    owners.by_container[key_container_of(GROUP_KEY, group, COUNT)] = inside_only
+    assert outside.coordinator_of(GROUP_KEY, group) is None  # COORDINATOR_NOT_AVAILABLE
+    assert inside.coordinator_of(GROUP_KEY, group) == Node(node_id_of("b:1"), "b", 9092)
