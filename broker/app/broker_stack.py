@@ -189,6 +189,7 @@ class KafkaListener:
     async def stop(self) -> None:
         self._groups.kafka_groups.source = None
         self._view.kafka_forwards.handler = None
+        self._view.kafka_forwards.offset_for_time = None
         if self._started is None:
             return
         await self._started.server.stop()
