@@ -209,7 +209,8 @@ def _second_failover(brokers: list[BookieProcess], kafka: dict[str, str], topic:
     def on_partition_0() -> int:
         return sum(1 for value in list(producing.acked) if value.startswith(b"0-"))
 
-    wait_for(lambda: on_partition_0() >= 50, "50 records of partition 0 acknowledged")
+    wait_for(lambda: on_partition_0() >= 50, "50 records of partition 0 acknowledged",
+             timeout_s=60)
     next(b for b in brokers if b.address == owner).kill()
     acked_before = on_partition_0()
     wait_for(lambda: on_partition_0() >= acked_before + 50,
