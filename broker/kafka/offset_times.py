@@ -16,7 +16,8 @@ no answer (a timeout, a broker down or cut: ``BrokerShuttingDownError``, or
 a ledger error that is retriable): the outcome is unknown, but the call only
 reads, so it is simply asked again. A partition nobody serves (its owner's
 session expired and nobody has claimed it yet: a failover) is looked up
-again until ``timeout_s``; then the reset fails with
+again until ``timeout_s`` (every call is bounded by it too, so the reset
+answers within a client's deadline); then the reset fails with
 ``BrokerShuttingDownError`` saying which partition has no broker (retriable:
 UNAVAILABLE; the SDK tries the reset again within its own deadline, which a
 failover fits in).
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 AskOwner = Callable[[str, kafka_internal_pb2.OffsetForTimeRequest],
                     Awaitable[kafka_internal_pb2.OffsetForTimeResponse]]
 #: How long a partition is looked for before the reset fails.
-LOOKUP_TIMEOUT_S: Final = 15.0
+LOOKUP_TIMEOUT_S: Final = 10.0
 _FIRST_DELAY_S: Final = 0.1
 _MAX_DELAY_S: Final = 1.0
 
@@ -126,7 +127,11 @@ class OffsetTimes:
                 failure = "no broker serves it now (its owner is failing over?)"
             else:
                 try:
-                    answer = await self._ask(address, request)
+                    # Bounded by what is left (a client's call has its own deadline).
+                    async with asyncio.timeout(max(deadline - time.monotonic(), _FIRST_DELAY_S)):
+                        answer = await self._ask(address, request)
+                except TimeoutError:
+                    failure = f"{address} did not answer in time"
                 except WrongHostError as elsewhere:
                     # Not served there (it moved): ask the owner it names.
                     failure = f"{address}: {elsewhere}"

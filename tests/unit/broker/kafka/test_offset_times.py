@@ -11,6 +11,7 @@ only for segments it serves.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -133,3 +134,18 @@ async def test_the_owner_serves_only_its_segments(env: BrokerEnv) -> None:
                 kafka_internal_pb2.OffsetForTimeRequest(segment=f"{TOPIC}/0", timestamp_ms=-1)):
         with pytest.raises(InvalidArgumentError, match="OffsetForTime needs"):
             await serve(served, bad)
+
+
+async def test_an_owner_that_never_answers_is_bounded_by_the_lookup_deadline(
+        env: BrokerEnv) -> None:
+    topics = await _topics(env)
+
+    async def hangs(_address: str, _request: kafka_internal_pb2.OffsetForTimeRequest
+                    ) -> kafka_internal_pb2.OffsetForTimeResponse:
+        await asyncio.Event().wait()
+        raise AssertionError("never answered")
+
+    owners = _Owners({})
+    times = OffsetTimes(topics, lambda _segment: False, owners.lookup, hangs, timeout_s=0.3)
+    with pytest.raises(BrokerShuttingDownError, match="b:1 did not answer in time"):
+        await times.offset_at(f"{TOPIC}/1", T0)
