@@ -18,6 +18,7 @@ from txnbuffer.api import TxnId
 __all__ = [
     "AppendResult",
     "Block",
+    "LeaderEpochs",
     "ReadBlock",
     "ScaleOutcome",
     "SegmentHandle",
@@ -304,6 +305,20 @@ class WriterStates(Protocol):
 
     def writer_states(self) -> dict[str, tuple[int, int]]:
         """Each writer id the segment remembers: (last event number, last append time in ms)."""
+
+
+@runtime_checkable
+class LeaderEpochs(Protocol):
+    """A segment that keeps its leader-epoch history (Kafka's OffsetForLeaderEpoch).
+
+    Apart from ``SegmentHandle`` so that handles without it (test doubles) stay handles.
+    """
+
+    def leader_epochs(self) -> tuple[tuple[int, int], ...]:
+        """(leader epoch, offset of its first event), oldest first.
+
+        ``broker.segments.epoch_history`` says how it is kept.
+        """
 
 
 class Topics(Protocol):

@@ -140,7 +140,9 @@ class TopicsPart:
                               retention_interval_s=config.retention_interval_s,
                               writer_expiry_ms=config.writer_expiry_ms,
                               txn_snapshots=config.txn_snapshots(),
-                              reload_fenced=ownership is not None)
+                              reload_fenced=ownership is not None,
+                              leader_epoch_of=None if ownership is None
+                              else ownership.leader_epoch_of)
         limit = topics.txn_snapshot_store().max_record_bytes
         if config.txn_snapshot_chunk_bytes > limit:
             raise StartError(f"txn_snapshot_chunk_bytes={config.txn_snapshot_chunk_bytes} "

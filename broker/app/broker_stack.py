@@ -194,6 +194,7 @@ class KafkaListener:
     async def stop(self) -> None:
         self._groups.kafka_groups.source = None
         self._view.kafka_forwards.handler = None
+        self._view.kafka_forwards.offset_for_time = None
         if self._started is not None:
             await self._started.stop()
 

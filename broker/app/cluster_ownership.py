@@ -169,6 +169,19 @@ class ClusterOwnership:
         self._snapshots = ContainerSnapshotStore(topics, self._count, owns)
         return self._snapshots
 
+    def leader_epoch_of(self, segment: str) -> int:
+        """The leader epoch of this broker's ownership of ``segment``; -1 if it does not own it.
+
+        ``TopicManager``'s ``leader_epoch_of``: a segment loaded by its owner
+        starts that epoch in its leader-epoch history (``LedgerSegment.load``);
+        one loaded by another broker (a seal, a marker) adds nothing.
+        """
+        owners = self._owners
+        if owners is None or not owners.owns(segment):
+            return -1
+        record = owners.owner_record(segment)
+        return -1 if record is None else record.leader_epoch
+
     async def attach(self, topics: TopicManager, coordinator: TxnCoordinator,
                      commit_keys: CommitKeys) -> Topics:
         """The topics as the public services must see them; the coordinator stands down."""

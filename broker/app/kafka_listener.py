@@ -32,8 +32,11 @@ if TYPE_CHECKING:
     from broker._proto.v1.kafka_internal_pb2 import (
         AppendKafkaBatchRequest,
         AppendKafkaBatchResponse,
+        OffsetForTimeRequest,
+        OffsetForTimeResponse,
     )
     from broker.app.kafka_cluster import ClusterKafka
+    from broker.kafka.context import KafkaContext
     from broker.kafka.coordinators import KafkaCoordinators
     from broker.kafka.sasl.credentials import ScramCredentialStore
     from broker.kafka.sasl.delegation import DelegationTokens
@@ -139,11 +142,11 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         from broker.kafka.consumer_groups.report import GroupReport  # noqa: PLC0415
         from broker.kafka.context import NODE_ID, KafkaContext  # noqa: PLC0415
         from broker.kafka.coordinators import ClusterGroups, start_coordinators  # noqa: PLC0415
-        from broker.kafka.forwarding import HeirForwarder, serve  # noqa: PLC0415
-        from broker.kafka.handlers.produce import forwarded_append  # noqa: PLC0415
+        from broker.kafka.forwarding import HeirForwarder  # noqa: PLC0415
         from broker.kafka.handlers.transactions import install  # noqa: PLC0415
         from broker.kafka.locator import Node  # noqa: PLC0415
         from broker.kafka.nodes import node_id_of  # noqa: PLC0415
+        from broker.kafka.offset_times import OffsetTimes  # noqa: PLC0415
         from broker.kafka.producer_ids import ProducerIds  # noqa: PLC0415
         from broker.kafka.quotas.enforcer import ClientQuotas  # noqa: PLC0415
         from broker.kafka.quotas.store import QuotaStore  # noqa: PLC0415
@@ -178,14 +181,9 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
             node_id_of(owners.broker_id), context.host, context.advertised_port or context.port))
         context.nodes = cluster
         ownership.add_container_listener(cluster.claimed, cluster.released)
-        forwarder = context.forwarder = HeirForwarder(ownership.peers.append_kafka_batch,
-                                                      owners.owner_of)
+        context.forwarder = HeirForwarder(ownership.peers.append_kafka_batch, owners.owner_of)
         if forwards is not None:
-            append = forwarded_append(context)
-
-            async def forwarded(request: AppendKafkaBatchRequest) -> AppendKafkaBatchResponse:
-                return await serve(context.topics, append, forwarder, request)
-            forwards.handler = forwarded
+            _serve_peers(context, forwards)
     # Offsets, group records and transactional ids are loaded before serving.
     context.coordinators = await start_coordinators(
         topics, txn_coordinator, context.producer_ids,
@@ -205,10 +203,13 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     if ownership is not None and cluster is not None and context.coordinators.txns is not None:
         await _serve_cluster_txns(context.coordinators, ownership, cluster, topics)
     # ``folio group`` and ``folio_group_lag`` (set on the maintenance round).
+    # A reset by time reads each partition where it is served (asked of its owner).
+    times = (OffsetTimes(topics) if ownership is None else
+             OffsetTimes(topics, ownership.owners.owns, ownership.owners.lookup,
+                         ownership.peers.offset_for_time))
     report = GroupReport(context.coordinators.groups, topics,
                          None if cluster is None else cluster.where_group,
-                         context.coordinators.consumers,
-                         None if cluster is None else cluster.writable)
+                         context.coordinators.consumers, times.offset_at)
     topics.add_maintenance_hook(report.update_lag)
     if tokens is not None:
         topics.add_maintenance_hook(tokens.maybe_sweep)  # expired tokens
@@ -218,6 +219,23 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         config, spec.protocol, credentials, tokens, verifier), cluster, ownership)
     return StartedKafka(servers[0], cluster, report, tuple(servers), tuple(
         (spec.name, spec.host, server.port) for spec, server in zip(specs, servers, strict=True)))
+
+
+def _serve_peers(context: KafkaContext, forwards: KafkaForwardSlot) -> None:
+    """Serve the other brokers' ``KafkaInternal`` calls: forwarded batches, offsets by time."""
+    from broker.kafka.forwarding import serve  # noqa: PLC0415
+    from broker.kafka.handlers.produce import forwarded_append  # noqa: PLC0415
+    from broker.kafka.offset_times import serve as serve_offset_for_time  # noqa: PLC0415
+
+    append, forwarder = forwarded_append(context), context.forwarder
+
+    async def forwarded(request: AppendKafkaBatchRequest) -> AppendKafkaBatchResponse:
+        return await serve(context.topics, append, forwarder, request)
+    forwards.handler = forwarded
+
+    async def offset_for_time(request: OffsetForTimeRequest) -> OffsetForTimeResponse:
+        return await serve_offset_for_time(context.topics, request)
+    forwards.offset_for_time = offset_for_time
 
 
 async def _serve_cluster_txns(coordinators: KafkaCoordinators, ownership: ClusterOwnership,

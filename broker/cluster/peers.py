@@ -198,6 +198,23 @@ class PeerClients:
             raise _rebuild(error, address) from None
         return response
 
+    async def offset_for_time(
+        self, address: str, request: kafka_internal_pb2.OffsetForTimeRequest
+    ) -> kafka_internal_pb2.OffsetForTimeResponse:
+        """``OffsetForTime`` on the broker at ``address`` (``broker.kafka.offset_times``).
+
+        A read: ``BrokerShuttingDownError`` (no answer) may be asked again.
+        """
+        stub: kafka_internal_pb2_grpc.KafkaInternalAsyncStub = \
+            kafka_internal_pb2_grpc.KafkaInternalStub(self._channel(address))
+        try:
+            response: kafka_internal_pb2.OffsetForTimeResponse = \
+                await stub.OffsetForTime(request, timeout=CALL_TIMEOUT_S,
+                                         metadata=self._metadata())
+        except grpc.aio.AioRpcError as error:
+            raise _rebuild(error, address) from None
+        return response
+
     async def find_kafka_txn(self, address: str, transactional_id: str, producer_id: int,
                              epoch: int) -> tuple[int, TxnId | None]:
         """``FindKafkaTxn`` on the Kafka transaction coordinator at ``address``."""

@@ -20,7 +20,9 @@ Record batches are stamped with the epoch they are written in
 (``broker.kafka.blocks.block_of_batch`` and ``with_leader_epoch``): bytes
 12..15 of the batch, outside its CRC, which Kafka's broker sets the same way
 on append. Consumers remember the epoch of the last
-batch they read and ask OffsetForLeaderEpoch with it after a leader change.
+batch they read and ask OffsetForLeaderEpoch with it after a leader change;
+where each epoch started is kept with the segment
+(``broker.segments.epoch_history``), so that epoch's end is answered exactly.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@
 ``LedgerSpan``s (and their first offsets, for the read path's search), the
 segment's start offset (the first readable event, moved by truncation and
 retention together with the spans), the
-version of the record this broker last wrote, the writer snapshot that record
-holds, and the lock every change of the chain takes. It writes the record, and
+version of the record this broker last wrote, the writer snapshot and the
+leader-epoch history that record holds, and the lock every change of the
+chain takes. It writes the record, and
 fails the segment through its ``SegmentLife`` (given, not owned) when the
 record shows another owner or is gone.
 
@@ -37,6 +38,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from broker.errors import NoSuchSegmentError, WrongHostError
+from broker.segments.epoch_history import EpochHistory
 from broker.segments.life import ResidenceEvent, SegmentLife
 from broker.segments.names import make_segment_name, segment_path
 from broker.segments.offset_index import LedgerSpan
@@ -83,6 +85,9 @@ class LedgerChain:
         # writes that take no new one).
         self._snapshot_ledger = recovered.record.writers_ledger
         self._snapshot: Mapping[str, WriterState] = recovered.record.writers
+        # The leader-epoch history every record write carries (``assign_epoch``
+        # adds this ownership's before the load's first write).
+        self._epochs = recovered.record.leader_epochs
         #: Taken by every change of the chain (rollover, seal, truncation, close).
         self.lock = asyncio.Lock()
 
@@ -116,6 +121,21 @@ class LedgerChain:
         """The ledger the record's writer snapshot was taken at (-1: none)."""
         return self._snapshot_ledger
 
+    @property
+    def leader_epochs(self) -> EpochHistory:
+        """The leader-epoch history (``broker.segments.epoch_history``), from the start offset."""
+        return self._epochs
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """``epoch`` starts at ``start_offset``: written by the next record write.
+
+        Only ``LedgerSegment.load`` calls it, right before the write that records
+        its new ledger: if that write fails the load fails and this chain is
+        dropped; the next load assigns again, at the same end offset (nothing
+        was appended meanwhile).
+        """
+        self._epochs = self._epochs.assign(epoch, start_offset)
+
     def set_spans(self, spans: list[LedgerSpan], start_offset: int | None = None) -> None:
         """The chain is ``spans`` now (their record is written), from ``start_offset`` if given."""
         self._spans = spans
@@ -143,6 +163,7 @@ class LedgerChain:
             end_offset=end_offset if sealed else -1,
             writers_ledger=writers_ledger,
             writers=snapshot,
+            leader_epochs=self._epochs.truncated(start_offset),
         )
 
     async def write_record(self, record: SegmentRecord) -> None:
@@ -172,6 +193,7 @@ class LedgerChain:
         self._record_version = version
         self._snapshot_ledger = record.writers_ledger
         self._snapshot = record.writers
+        self._epochs = record.leader_epochs
 
     async def _reconcile(self, data: bytes, expected: int,
                          error: MetadataUnavailableError) -> int:

@@ -20,6 +20,13 @@ with the log; only for writers active within ``RECENT_APPENDS_KEPT_MS`` of
 the newest one, as no producer resends later than that. A key of its own,
 not a new format: a broker that does not know it reads the record and leaves
 the appends out (their resends are then answered without an offset).
+
+``leader_epochs`` (a key of its own too, left out while empty): the
+segment's leader-epoch history, ``[[epoch, start_offset], ...]`` oldest
+first (``broker.segments.epoch_history``). A broker of an earlier build
+reads the record and drops the key at its next write; the history then
+starts again at the next ownership (an earlier epoch is then answered with
+an end at or after its true one, never before).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.errors import CorruptDataError
+from broker.segments.epoch_history import EpochHistory
 from ledger import records
 from ledger.records import dump_record
 
@@ -101,7 +109,8 @@ class SegmentRecord:
     unless the segment is sealed. ``end_offset`` is set (>= 0) only when sealed.
     ``writers`` holds every writer's state as of (at least) the start of
     ledger ``writers_ledger`` (-1: no snapshot, a format 1 record); recovery
-    applies the entry headers of that ledger on top.
+    applies the entry headers of that ledger on top. ``leader_epochs``: the
+    start offset of each ownership's appends (``broker.segments.epoch_history``).
     """
 
     topic: str
@@ -112,12 +121,13 @@ class SegmentRecord:
     end_offset: int = -1
     writers_ledger: int = -1
     writers: Mapping[str, WriterState] = field(default_factory=dict)
+    leader_epochs: EpochHistory = field(default_factory=EpochHistory)
 
     def to_bytes(self) -> bytes:
         """The record as stored (format 2)."""
         newest = max((s.last_update_ms for s in self.writers.values()), default=0)
         kept_from = newest - RECENT_APPENDS_KEPT_MS
-        return dump_record(SEGMENT_FORMAT_VERSION, {
+        fields: dict[str, Any] = {
             "topic": self.topic,
             "number": self.number,
             "ledgers": [[r.ledger_id, r.first_offset, r.length_bytes, r.last_entry_ms]
@@ -131,7 +141,10 @@ class SegmentRecord:
             "writer_appends": {w: [list(append) for append in s.recent]
                                for w, s in self.writers.items()
                                if s.recent and s.last_update_ms >= kept_from},
-        })
+        }
+        if self.leader_epochs.entries:
+            fields["leader_epochs"] = self.leader_epochs.to_list()
+        return dump_record(SEGMENT_FORMAT_VERSION, fields)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> SegmentRecord:
@@ -153,6 +166,7 @@ class SegmentRecord:
                 writers_ledger=int(record.get("writers_ledger", -1)),
                 writers={str(w): WriterState(int(n), int(t), _recent(appends.get(w, ())))
                          for w, (n, t) in writers.items()},
+                leader_epochs=EpochHistory.of(record.get("leader_epochs", ())),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise CorruptDataError(f"segment record is malformed: {error!r}",

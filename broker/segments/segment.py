@@ -21,6 +21,9 @@ opened with recovery, which closes them.
 (fencing any previous writer), its entry headers are scanned for its end
 offset, its offset index and the writers' last event numbers, and a fresh
 ledger is started at that end (an empty last ledger is replaced, not kept).
+The owner's leader epoch, when it has one (a cluster), is added to the
+segment's leader-epoch history at that end in the same record write
+(``broker.segments.epoch_history``).
 
 **Writers** (exactly-once): each numbered append records writer id -> (last
 event number, time) in memory; the entry header carries the same pair, so the
@@ -160,7 +163,7 @@ class LedgerSegment:
         key_low: float, key_high: float, config: TopicConfig,
         clock: Callable[[], float], writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
         txn_store: SnapshotStore | None = None, txn_snapshots: SnapshotPolicy | None = None,
-        delete_empty: bool = True,
+        delete_empty: bool = True, leader_epoch: int = -1,
     ) -> LedgerSegment:
         """Recover the segment from its record and start a fresh ledger for appends.
 
@@ -174,6 +177,11 @@ class LedgerSegment:
         deleted (the owner would answer NoSuchSegment for a segment that only
         moved). Kept, the fenced ledger refuses them as fenced (WrongHost).
 
+        ``leader_epoch`` (>= 0: the loading broker owns the segment in that
+        epoch) starts at the recovered end in the leader-epoch history, written
+        with the new ledger's record (nothing for a sealed segment: it takes no
+        appends in any later epoch).
+
         Raises ``NoSuchSegmentError`` if it has no record, ``WrongHostError`` if
         another broker changed the record meanwhile, ``LedgerError`` if the
         ledger service fails.
@@ -185,6 +193,11 @@ class LedgerSegment:
                              txn_store, txn_snapshots)
         segment = cls(ledgers, store, setup, config, chain)
         if not chain.record.sealed:
+            # Crash windows: the record write that makes the epoch's entry is the
+            # new ledger's compare-and-set (``LedgerChain.write_record``: a lost
+            # answer is read back). Not written, the load fails and nothing of
+            # the epoch was appended: the next load assigns it again.
+            segment._chain.assign_epoch(leader_epoch, chain.end_offset)
             await segment._recorder.start_ledger(replacing=chain.empty if delete_empty else [])
         if segment._txns.buffer is not None:
             # In the background: appends need none of its replay.
@@ -251,6 +264,10 @@ class LedgerSegment:
         """Each writer remembered: (last event number, last append time in ms)."""
         return {writer_id: (state.last_event_number, state.last_update_ms)
                 for writer_id, state in self._pipeline.writers.snapshot().items()}
+
+    def leader_epochs(self) -> tuple[tuple[int, int], ...]:
+        """The leader-epoch history: (epoch, start offset), oldest first (``LeaderEpochs``)."""
+        return self._chain.leader_epochs.entries
 
     @property
     def writer_count(self) -> int:

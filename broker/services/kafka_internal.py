@@ -1,9 +1,11 @@
-"""The ``folio.broker.v1.KafkaInternal`` servicer: Kafka batches other brokers forward here.
+"""The ``folio.broker.v1.KafkaInternal`` servicer: Kafka batches other brokers forward here,
+and offsets by time they ask of the partitions owned here.
 
 Decode, call the Kafka listener, encode (proto/broker/v1/kafka_internal.proto
 says what the call means; ``broker.kafka.forwarding`` does it). The gRPC
 server starts before the Kafka listener, so the listener sets its handler
-in ``KafkaForwardSlot`` once it serves and clears it when it stops; until
+(and its ``offset_for_time``) in ``KafkaForwardSlot`` once it serves and
+clears them when it stops; until
 then (and on a broker without a Kafka listener) the call is refused with
 ``BrokerShuttingDownError`` (UNAVAILABLE: the caller asks again).
 Served on the broker's port in cluster mode only; with token authentication
@@ -30,17 +32,22 @@ _Context = grpc.aio.ServicerContext[Any, Any]
 #: The Kafka listener's side of ``AppendKafkaBatch`` (``broker.kafka.forwarding.serve``).
 AppendKafkaBatch = Callable[[kafka_internal_pb2.AppendKafkaBatchRequest],
                             Awaitable[kafka_internal_pb2.AppendKafkaBatchResponse]]
+#: The Kafka listener's side of ``OffsetForTime`` (``broker.kafka.offset_times.serve``).
+OffsetForTime = Callable[[kafka_internal_pb2.OffsetForTimeRequest],
+                         Awaitable[kafka_internal_pb2.OffsetForTimeResponse]]
 
 
 @dataclass
 class KafkaForwardSlot:
-    """Where the servicer finds the Kafka listener's handler (None: no listener now)."""
+    """Where the servicer finds the Kafka listener's handlers (None: no listener now)."""
 
     handler: AppendKafkaBatch | None = None
+    offset_for_time: OffsetForTime | None = None
 
 
 class KafkaInternalServicer(kafka_internal_pb2_grpc.KafkaInternalServicer):
-    """Serves ``AppendKafkaBatch`` through the Kafka listener's handler in ``slot``."""
+    """Serves ``AppendKafkaBatch`` and ``OffsetForTime`` through the Kafka listener's handlers
+    in ``slot``."""
 
     def __init__(self, slot: KafkaForwardSlot) -> None:
         self._slot = slot
@@ -49,6 +56,17 @@ class KafkaInternalServicer(kafka_internal_pb2_grpc.KafkaInternalServicer):
         self, request: kafka_internal_pb2.AppendKafkaBatchRequest, context: _Context
     ) -> kafka_internal_pb2.AppendKafkaBatchResponse:
         handler = self._slot.handler
+        try:
+            if handler is None:
+                raise BrokerShuttingDownError("this broker has no Kafka listener serving now")
+            return await handler(request)
+        except (BrokerError, LedgerError) as error:
+            await abort_with(context, error)
+
+    async def OffsetForTime(
+        self, request: kafka_internal_pb2.OffsetForTimeRequest, context: _Context
+    ) -> kafka_internal_pb2.OffsetForTimeResponse:
+        handler = self._slot.offset_for_time
         try:
             if handler is None:
                 raise BrokerShuttingDownError("this broker has no Kafka listener serving now")

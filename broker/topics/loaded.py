@@ -93,12 +93,16 @@ class LoadedSegments:
             when the first user segment loads.
         reload_fenced: a cluster broker's (``needs_reload``); it also watches
             the records of the user segments it loads.
+        leader_epoch_of: a cluster broker's: the leader epoch of its ownership
+            of a segment, -1 when it does not own it (``LedgerSegment.load``
+            adds it to the segment's leader-epoch history); None: no epochs.
     """
 
     def __init__(self, ledgers: LedgerService, store: MetadataStore, *,
                  check_open: Callable[[], None], clock: Callable[[], float],
                  writer_expiry_ms: int, txn_snapshots: SnapshotPolicy,
-                 make_txn_store: Callable[[], SnapshotStore], reload_fenced: bool) -> None:
+                 make_txn_store: Callable[[], SnapshotStore], reload_fenced: bool,
+                 leader_epoch_of: Callable[[str], int] | None = None) -> None:
         self._ledgers = ledgers
         self._store = store
         self._check_open = check_open
@@ -108,6 +112,7 @@ class LoadedSegments:
         self._make_txn_store = make_txn_store
         self._txn_store: SnapshotStore | None = None
         self._reload_fenced = reload_fenced
+        self._leader_epoch_of = leader_epoch_of
         self._segments: dict[str, LedgerSegment] = {}
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
@@ -225,6 +230,7 @@ class LoadedSegments:
             clock=self._clock, writer_expiry_ms=self._writer_expiry_ms,
             txn_store=None if is_system_topic(topic) else self.txn_snapshot_store(),
             txn_snapshots=self._txn_snapshots, delete_empty=not self._reload_fenced,
+            leader_epoch=-1 if self._leader_epoch_of is None else self._leader_epoch_of(name),
         )
         if entry.state is SegmentState.SEALED and not segment.sealed:
             await segment.seal()  # a scale whose seal a crash cut short

@@ -68,6 +68,8 @@ class TopicManager:
             idle longer than this; default 7 days.
         txn_snapshots: when the segments' transaction buffers snapshot themselves.
         reload_fenced: a cluster broker's (``loaded.needs_reload``).
+        leader_epoch_of: a cluster broker's: the leader epoch of its ownership
+            of a segment, -1 if it does not own it (``loaded.LoadedSegments``).
         txn_store_factory: makes the transaction buffers' snapshot store on
             this manager, once, when the first user segment loads (the store is
             a system topic on this very manager, so the caller passes how to
@@ -83,6 +85,7 @@ class TopicManager:
         writer_expiry_ms: int = DEFAULT_WRITER_EXPIRY_MS,
         txn_snapshots: SnapshotPolicy | None = None,
         reload_fenced: bool = False,
+        leader_epoch_of: Callable[[str], int] | None = None,
     ) -> None:
         if writer_expiry_ms <= 0:
             raise ValueError(f"writer_expiry_ms must be positive, got {writer_expiry_ms}")
@@ -93,7 +96,7 @@ class TopicManager:
             writer_expiry_ms=writer_expiry_ms,
             txn_snapshots=txn_snapshots or SnapshotPolicy(),
             make_txn_store=functools.partial(txn_store_factory, self),
-            reload_fenced=reload_fenced)
+            reload_fenced=reload_fenced, leader_epoch_of=leader_epoch_of)
         catalog = TopicCatalog(ledgers, store, self._loaded)
         self._catalog = catalog
         self._crud = TopicCrud(store, catalog, self._loaded, clock=clock,

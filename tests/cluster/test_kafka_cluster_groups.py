@@ -6,21 +6,26 @@ librdkafka groups are coordinated by two brokers other than the one the SDK
 and the CLI are pointed at: the list merges every broker's groups, and a
 describe sent to the first broker answers WrongHost naming the coordinator,
 which the SDK follows, with the right committed offsets and lag; a reset and a
-delete are followed there too.
+delete are followed there too. A reset by time (``folio group reset
+--to-datetime``) of a group whose coordinator serves neither partition reads
+each partition on its owner (``KafkaInternal.OffsetForTime``).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 import folio
+from bench._cluster_client import lookup_owner
 from tests.cluster.test_kafka_cluster import _group_on, _kafka_cluster
-from tests.integration.kafka.test_kafka_clients import create_topic, produce
-from tests.support.bookies import BookieProcesses, run_folio
+from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic, produce
+from tests.integration.kafka.test_kafka_group_reset import _utc
+from tests.support.bookies import BookieProcess, BookieProcesses, run_folio
 from tests.support.wait import wait_for
 
 TOPIC = "kcg-in"
@@ -80,3 +85,30 @@ def test_kafka_groups_listed_from_every_broker_and_described_at_their_coordinato
     for group, offsets in elsewhere.items():
         assert rows[group]["lag"] == 10 - sum(offsets)
         assert rows[group]["kind"] == "kafka"
+    _reset_by_time_at_the_owners(brokers, bootstrap)
+
+
+def _reset_by_time_at_the_owners(brokers: list[BookieProcess], bootstrap: str) -> None:
+    """A reset by time on a coordinator serving neither partition: read by their owners."""
+    addresses = [b.address for b in brokers]
+    owners = {lookup_owner(addresses, f"{TOPIC}/{p}") for p in (0, 1)}
+    coordinator = next(a for a in addresses if a not in owners)
+    group = _group_on(coordinator, addresses[0])
+    # 3 more records per partition (offsets 5-7), a minute apart from tomorrow on.
+    tomorrow = int(time.time() * 1000) + 86_400_000
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for partition in (0, 1):
+        for index in range(3):
+            producer.produce(TOPIC, value=b"t%d" % index, partition=partition,
+                             timestamp=tomorrow + index * 60_000)
+    assert producer.flush(DEADLINE_S) == 0
+    _commit_as(bootstrap, group, [1, 1])
+    done = run_folio("group", "reset", group, "--to-datetime", _utc(tomorrow + 90_000),
+                     "--topic", TOPIC, "--json", "--endpoint", coordinator)
+    assert done.returncode == 0, done.stderr
+    assert [(o["partition"], o["new_offset"]) for o in json.loads(done.stdout)["offsets"]] == [
+        (0, 7), (1, 7)]
+    with folio.Client(addresses[0], timeout_s=30) as client:
+        described = client.kafka_group(group).describe()
+        assert [(p.partition, p.committed_offset, p.end_offset) for p in described.partitions] \
+            == [(0, 7, 8), (1, 7, 8)]

@@ -11,8 +11,11 @@ the epoch change, validates its position with OffsetForLeaderEpoch (its
 debug log says so) and reads every acknowledged record exactly once. The new
 owner fences a Fetch naming the old epoch, takes one naming the new, stores
 the batches written after the failover with the new epoch, and answers the
-old epoch's end at or after every position read (docs/kafka.md, "Leader
-epochs").
+old epoch's exact end: the first offset of the new epoch's batches
+(docs/kafka.md, "Leader epochs"). Then that owner is SIGKILLed too: the last broker, in a third
+epoch, answers OffsetForLeaderEpoch for each earlier epoch with its exact end
+offset, the first offset of the next epoch's batches (the segment's
+leader-epoch history, kept in its record across both failovers).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from broker.kafka.messages import build, nested, request_class
 from tests.cluster.test_kafka_cluster import PARTITIONS, _kafka_cluster, _Producing, _spread_topic
 from tests.cluster.test_kafka_cluster_leader_hints import _ask
 from tests.integration.kafka.test_kafka_clients import create_topic
-from tests.support.bookies import BookieProcesses
+from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.wait import wait_for
 
 FETCH, METADATA, OFFSET_FOR_LEADER_EPOCH = 1, 3, 23
@@ -72,9 +75,10 @@ def _fetch(address: str, topic_id: uuid.UUID, current: int, offset: int = 0) -> 
     return _ask(address, FETCH, 13, request).responses[0].partitions[0]
 
 
-def _batch_epochs(address: str, topic_id: uuid.UUID, current: int) -> tuple[list[int], int]:
-    """(the leader epoch of each batch of partition 0, in order; its high watermark)."""
-    epochs: list[int] = []
+def _batches(address: str, topic_id: uuid.UUID,
+             current: int) -> tuple[list[tuple[int, int]], int]:
+    """((base offset, leader epoch) of each batch of partition 0, in order; its high watermark)."""
+    batches: list[tuple[int, int]] = []
     offset, end = 0, 1
     while offset < end:
         fetched = _fetch(address, topic_id, current, offset)
@@ -84,9 +88,9 @@ def _batch_epochs(address: str, topic_id: uuid.UUID, current: int) -> tuple[list
             base, _length, epoch = struct.unpack_from(">qii", batch, 0)
             count = struct.unpack_from(">i", batch, 57)[0]
             if base + count > offset:
-                epochs.append(epoch)
+                batches.append((base, epoch))
                 offset = base + count
-    return epochs, end
+    return batches, end
 
 
 def _end_of(address: str, topic: str, current: int, epoch: int) -> Any:
@@ -184,10 +188,48 @@ def test_a_failover_grows_the_epoch_and_a_consumer_validates_and_reads_everythin
     assert fenced.error_code == ErrorCode.fenced_leader_epoch
     assert _fetch(kafka[new_owner], topic_id, new + 1).error_code == (
         ErrorCode.unknown_leader_epoch)
-    epochs, high_watermark = _batch_epochs(kafka[new_owner], topic_id, new)
+    batches, high_watermark = _batches(kafka[new_owner], topic_id, new)
+    epochs = [epoch for _base, epoch in batches]
     assert epochs[0] == old and epochs[-1] == new and epochs == sorted(epochs)
+    # The old epoch's exact end: where the new owner's batches start.
     end = _end_of(kafka[new_owner], topic, new, old)
-    assert (end.error_code, end.leader_epoch) == (ErrorCode.none, old)
-    assert end.end_offset >= sum(1 for value in seen if value.startswith(b"0-"))
+    assert (end.error_code, end.leader_epoch, end.end_offset) == (
+        ErrorCode.none, old, next(base for base, epoch in batches if epoch > old))
     current = _end_of(kafka[new_owner], topic, new, new)
     assert (current.leader_epoch, current.end_offset) == (new, high_watermark)
+    _second_failover(brokers, kafka, topic, topic_id, new_owner, new)
+
+
+def _second_failover(brokers: list[BookieProcess], kafka: dict[str, str], topic: str,
+                     topic_id: uuid.UUID, owner: str, epoch: int) -> None:
+    """SIGKILL ``owner`` (partition 0's, in ``epoch``) too: each earlier epoch's end is exact."""
+    last = next(b.address for b in brokers if b.address != owner and b.running())
+    producing = _Producing(",".join(kafka.values()), topic)
+
+    def on_partition_0() -> int:
+        return sum(1 for value in list(producing.acked) if value.startswith(b"0-"))
+
+    wait_for(lambda: on_partition_0() >= 50, "50 records of partition 0 acknowledged",
+             timeout_s=60)
+    next(b for b in brokers if b.address == owner).kill()
+    acked_before = on_partition_0()
+    wait_for(lambda: on_partition_0() >= acked_before + 50,
+             "50 more records of partition 0 acknowledged after the second SIGKILL",
+             timeout_s=60)
+    producing.stop()
+    assert producing.errors == []
+    assert lookup_owner([last], f"{topic}/0") == last
+    _, now = _leaders(kafka[last], topic)
+    third = now[0][1]
+    assert third > epoch
+    batches, high_watermark = _batches(kafka[last], topic_id, third)
+    epochs = sorted({batch_epoch for _base, batch_epoch in batches})
+    assert len(epochs) >= 3 and epoch in epochs and epochs[-1] == third
+    for earlier in epochs[:-1]:
+        # Its exact end: where the next ownership's batches start.
+        expected = next(base for base, batch_epoch in batches if batch_epoch > earlier)
+        end = _end_of(kafka[last], topic, third, earlier)
+        assert (end.error_code, end.leader_epoch, end.end_offset) == (
+            ErrorCode.none, earlier, expected), f"epoch {earlier}"
+    current = _end_of(kafka[last], topic, third, third)
+    assert (current.leader_epoch, current.end_offset) == (third, high_watermark)

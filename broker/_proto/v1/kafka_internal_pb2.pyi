@@ -21,6 +21,64 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class OffsetForTimeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEGMENT_FIELD_NUMBER: _builtins.int
+    TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
+    READ_COMMITTED_FIELD_NUMBER: _builtins.int
+    segment: _builtins.str
+    """The partition's segment, "<topic>/<number>"."""
+    timestamp_ms: _builtins.int
+    """Milliseconds since the epoch."""
+    read_committed: _builtins.bool
+    """Only committed records (Kafka's isolation level READ_COMMITTED); false:
+    every record (READ_UNCOMMITTED, as kafka-consumer-groups asks).
+    """
+    def __init__(
+        self,
+        *,
+        segment: _builtins.str = ...,
+        timestamp_ms: _builtins.int = ...,
+        read_committed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["read_committed", b"read_committed", "segment", b"segment", "timestamp_ms", b"timestamp_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OffsetForTimeRequest: _TypeAlias = OffsetForTimeRequest  # noqa: Y015
+
+@_typing.final
+class OffsetForTimeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OFFSET_FIELD_NUMBER: _builtins.int
+    TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
+    END_OFFSET_FIELD_NUMBER: _builtins.int
+    offset: _builtins.int
+    """The first offset at or after the time; -1 when no record is."""
+    timestamp_ms: _builtins.int
+    """That record's timestamp; -1 with offset -1."""
+    end_offset: _builtins.int
+    """The segment's end offset when it was read (the reset's "latest")."""
+    def __init__(
+        self,
+        *,
+        offset: _builtins.int = ...,
+        timestamp_ms: _builtins.int = ...,
+        end_offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_offset", b"end_offset", "offset", b"offset", "timestamp_ms", b"timestamp_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OffsetForTimeResponse: _TypeAlias = OffsetForTimeResponse  # noqa: Y015
+
+@_typing.final
 class AppendKafkaBatchRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -39,6 +39,11 @@ class KafkaInternalStub:
                 request_serializer=broker_dot_v1_dot_kafka__internal__pb2.AppendKafkaBatchRequest.SerializeToString,
                 response_deserializer=broker_dot_v1_dot_kafka__internal__pb2.AppendKafkaBatchResponse.FromString,
                 _registered_method=True)
+        self.OffsetForTime = channel.unary_unary(
+                '/folio.broker.v1.KafkaInternal/OffsetForTime',
+                request_serializer=broker_dot_v1_dot_kafka__internal__pb2.OffsetForTimeRequest.SerializeToString,
+                response_deserializer=broker_dot_v1_dot_kafka__internal__pb2.OffsetForTimeResponse.FromString,
+                _registered_method=True)
 
 
 class KafkaInternalServicer:
@@ -71,6 +76,24 @@ class KafkaInternalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OffsetForTime(self, request, context):
+        """The first offset of `segment` whose Kafka record's timestamp is at or
+        after `timestamp_ms`, as ListOffsets by time answers it
+        (broker/kafka/timestamps.py), for a Kafka group's reset by time
+        (`folio group reset --to-datetime`) computed on the group's coordinator
+        when another broker owns the partition (broker/kafka/offset_times.py).
+        A read: asking again is harmless.
+
+        Errors (gRPC status): WRONG_HOST (UNAVAILABLE; context {segment, owner})
+        when this broker does not own `segment` (the caller asks the owner it
+        names); UNAVAILABLE while the broker has no Kafka listener;
+        NO_SUCH_SEGMENT (NOT_FOUND); INVALID_ARGUMENT for a request without
+        segment or with a negative time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KafkaInternalServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -78,6 +101,11 @@ def add_KafkaInternalServicer_to_server(servicer, server):
                     servicer.AppendKafkaBatch,
                     request_deserializer=broker_dot_v1_dot_kafka__internal__pb2.AppendKafkaBatchRequest.FromString,
                     response_serializer=broker_dot_v1_dot_kafka__internal__pb2.AppendKafkaBatchResponse.SerializeToString,
+            ),
+            'OffsetForTime': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetForTime,
+                    request_deserializer=broker_dot_v1_dot_kafka__internal__pb2.OffsetForTimeRequest.FromString,
+                    response_serializer=broker_dot_v1_dot_kafka__internal__pb2.OffsetForTimeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -107,6 +135,33 @@ class KafkaInternal:
             '/folio.broker.v1.KafkaInternal/AppendKafkaBatch',
             broker_dot_v1_dot_kafka__internal__pb2.AppendKafkaBatchRequest.SerializeToString,
             broker_dot_v1_dot_kafka__internal__pb2.AppendKafkaBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetForTime(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.broker.v1.KafkaInternal/OffsetForTime',
+            broker_dot_v1_dot_kafka__internal__pb2.OffsetForTimeRequest.SerializeToString,
+            broker_dot_v1_dot_kafka__internal__pb2.OffsetForTimeResponse.FromString,
             options,
             channel_credentials,
             insecure,

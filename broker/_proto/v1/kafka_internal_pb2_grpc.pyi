@@ -58,6 +58,20 @@ class KafkaInternalStub:
     INVALID_ARGUMENT for a request without segment, data or events. Every
     other refusal is a Kafka error code in the answer.
     """
+    OffsetForTime: _grpc.UnaryUnaryMultiCallable[_kafka_internal_pb2.OffsetForTimeRequest, _kafka_internal_pb2.OffsetForTimeResponse]
+    """The first offset of `segment` whose Kafka record's timestamp is at or
+    after `timestamp_ms`, as ListOffsets by time answers it
+    (broker/kafka/timestamps.py), for a Kafka group's reset by time
+    (`folio group reset --to-datetime`) computed on the group's coordinator
+    when another broker owns the partition (broker/kafka/offset_times.py).
+    A read: asking again is harmless.
+
+    Errors (gRPC status): WRONG_HOST (UNAVAILABLE; context {segment, owner})
+    when this broker does not own `segment` (the caller asks the owner it
+    names); UNAVAILABLE while the broker has no Kafka listener;
+    NO_SUCH_SEGMENT (NOT_FOUND); INVALID_ARGUMENT for a request without
+    segment or with a negative time.
+    """
 
 @_typing.type_check_only
 class KafkaInternalAsyncStub(KafkaInternalStub):
@@ -84,6 +98,20 @@ class KafkaInternalAsyncStub(KafkaInternalStub):
     the owner it names); UNAVAILABLE while the broker has no Kafka listener;
     INVALID_ARGUMENT for a request without segment, data or events. Every
     other refusal is a Kafka error code in the answer.
+    """
+    OffsetForTime: _aio.UnaryUnaryMultiCallable[_kafka_internal_pb2.OffsetForTimeRequest, _kafka_internal_pb2.OffsetForTimeResponse]  # type: ignore[assignment]
+    """The first offset of `segment` whose Kafka record's timestamp is at or
+    after `timestamp_ms`, as ListOffsets by time answers it
+    (broker/kafka/timestamps.py), for a Kafka group's reset by time
+    (`folio group reset --to-datetime`) computed on the group's coordinator
+    when another broker owns the partition (broker/kafka/offset_times.py).
+    A read: asking again is harmless.
+
+    Errors (gRPC status): WRONG_HOST (UNAVAILABLE; context {segment, owner})
+    when this broker does not own `segment` (the caller asks the owner it
+    names); UNAVAILABLE while the broker has no Kafka listener;
+    NO_SUCH_SEGMENT (NOT_FOUND); INVALID_ARGUMENT for a request without
+    segment or with a negative time.
     """
 
 class KafkaInternalServicer(metaclass=_abc_1.ABCMeta):
@@ -114,6 +142,26 @@ class KafkaInternalServicer(metaclass=_abc_1.ABCMeta):
         the owner it names); UNAVAILABLE while the broker has no Kafka listener;
         INVALID_ARGUMENT for a request without segment, data or events. Every
         other refusal is a Kafka error code in the answer.
+        """
+
+    @_abc_1.abstractmethod
+    def OffsetForTime(
+        self,
+        request: _kafka_internal_pb2.OffsetForTimeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_kafka_internal_pb2.OffsetForTimeResponse, _abc.Awaitable[_kafka_internal_pb2.OffsetForTimeResponse]]:
+        """The first offset of `segment` whose Kafka record's timestamp is at or
+        after `timestamp_ms`, as ListOffsets by time answers it
+        (broker/kafka/timestamps.py), for a Kafka group's reset by time
+        (`folio group reset --to-datetime`) computed on the group's coordinator
+        when another broker owns the partition (broker/kafka/offset_times.py).
+        A read: asking again is harmless.
+
+        Errors (gRPC status): WRONG_HOST (UNAVAILABLE; context {segment, owner})
+        when this broker does not own `segment` (the caller asks the owner it
+        names); UNAVAILABLE while the broker has no Kafka listener;
+        NO_SUCH_SEGMENT (NOT_FOUND); INVALID_ARGUMENT for a request without
+        segment or with a negative time.
         """
 
 def add_KafkaInternalServicer_to_server(servicer: KafkaInternalServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

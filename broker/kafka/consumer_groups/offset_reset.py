@@ -13,7 +13,9 @@ and the group's committed offset:
   offset for partition ... since there is no current committed offset");
 - timestamp: the first offset whose record's timestamp is at or after the
   time (``broker.kafka.timestamps``, as ListOffsets by time answers it, read
-  uncommitted as Kafka's tool asks), the end offset if there is none;
+  uncommitted as Kafka's tool asks), the end offset if there is none; in a
+  cluster read by the broker serving the partition (``OffsetAt``:
+  ``broker.kafka.offset_times``);
 - current: the committed offset, the end offset where there is none;
 - offsets: each partition's given offset, brought into [start, end].
 
@@ -22,7 +24,7 @@ Nothing here writes: ``GroupReport.reset`` commits the plan (or not, dry run).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 
 from broker.api import Isolation, SegmentRange, Topics
 from broker.errors import InvalidArgumentError
@@ -31,9 +33,13 @@ from broker.kafka.consumer_groups.offsets import CommittedOffset
 from broker.kafka.partitions import partition_segments
 from broker.kafka.timestamps import offset_for_time
 
-__all__ = ["new_offsets", "reset_targets"]
+__all__ = ["OffsetAt", "new_offsets", "reset_targets"]
 
 TopicPartition = tuple[str, int]
+#: (segment, time in ms) -> (its first offset at or after the time, -1 if none; its
+#: end offset), read uncommitted where the segment is served
+#: (``broker.kafka.offset_times.OffsetTimes.offset_at``).
+OffsetAt = Callable[[str, int], Awaitable[tuple[int, int]]]
 
 
 async def reset_targets(topics: Topics, spec: OffsetReset,
@@ -75,27 +81,19 @@ def _span(numbers: list[int]) -> str:
 
 async def new_offsets(topics: Topics, spec: OffsetReset, chosen: list[tuple[str, SegmentRange]],
                       committed: Mapping[TopicPartition, CommittedOffset],
-                      local: Callable[[str], bool] | None = None,
+                      offset_at: OffsetAt | None = None,
                       ) -> list[tuple[TopicPartition, int, int]]:
     """((topic, partition), new offset, end offset) of each partition in ``chosen``.
 
-    ``local`` (a cluster): whether this broker serves a segment; a time is
-    looked up only in one it serves (loading another's here would fence its
-    owner's ledger), else ``InvalidArgumentError``.
+    ``offset_at`` (a cluster): a time is looked up by the broker serving the
+    segment (loading another's here would fence its owner's ledger); None:
+    every segment is read here.
 
     Raises ``InvalidArgumentError`` for a shift where nothing is committed;
     what reading the segment raises for a timestamp (``BrokerError``,
-    ``LedgerError``).
+    ``LedgerError``; ``BrokerShuttingDownError`` when no broker serves it).
     """
     given = {(topic, partition): offset for topic, partition, offset in spec.offsets}
-    elsewhere = [(topic, s.number) for topic, s in chosen
-                 if spec.to == "timestamp" and local is not None and not local(s.name)]
-    if elsewhere:
-        topic, number = elsewhere[0]
-        raise InvalidArgumentError(
-            f"a reset by time reads each partition on the broker serving it; {topic} "
-            f"partition {number} is served by another broker than the group's coordinator "
-            "(not built yet in a cluster: use kafka-consumer-groups --to-datetime)")
     plan: list[tuple[TopicPartition, int, int]] = []
     for topic, segment in chosen:
         key = (topic, segment.number)
@@ -118,8 +116,11 @@ async def new_offsets(topics: Topics, spec: OffsetReset, chosen: list[tuple[str,
                     "group has no committed offset there (Kafka refuses the same)")
             at = _within(current.offset + spec.value, start, end)
         else:  # timestamp
-            handle = await topics.segment(segment.name)
-            found, _ = await offset_for_time(handle, spec.value, Isolation.READ_UNCOMMITTED)
+            if offset_at is None:
+                handle = await topics.segment(segment.name)
+                found, _ = await offset_for_time(handle, spec.value, Isolation.READ_UNCOMMITTED)
+            else:
+                found, end = await offset_at(segment.name, spec.value)
             at = end if found < 0 else found
         plan.append((key, at, end))
     return plan

@@ -52,7 +52,7 @@ from broker.kafka.consumer_groups.coordinator import GroupCoordinator
 from broker.kafka.consumer_groups.members import Group
 from broker.kafka.consumer_groups.modern import ModernGroups
 from broker.kafka.consumer_groups.modern_members import ModernGroup
-from broker.kafka.consumer_groups.offset_reset import new_offsets, reset_targets
+from broker.kafka.consumer_groups.offset_reset import OffsetAt, new_offsets, reset_targets
 from broker.kafka.consumer_groups.offsets import CommittedOffset
 from broker.kafka.consumer_groups.states import ConsumerGroupState
 from broker.metrics import set_group_lags
@@ -97,13 +97,13 @@ class GroupReport:
 
     def __init__(self, coordinator: GroupCoordinator, topics: Topics,
                  where: Where | None = None, modern: ModernGroups | None = None,
-                 local: Callable[[str], bool] | None = None) -> None:
+                 offset_at: OffsetAt | None = None) -> None:
         self._coordinator = coordinator
         self._topics = topics
         self._where = where
         self._modern = modern
-        #: A cluster: whether this broker serves a segment (a reset by time reads it).
-        self._local = local
+        #: A cluster: a segment's offset by time, read by the broker serving it.
+        self._offset_at = offset_at
 
     def _modern_group(self, name: str) -> ModernGroup | None:
         """The consumer-protocol (KIP-848) group ``name``, None if it is not one."""
@@ -173,7 +173,7 @@ class GroupReport:
         if not chosen:
             raise InvalidArgumentError(f"Kafka consumer group {name!r} has no committed "
                                        "offsets: name the topics to reset")
-        plan = await new_offsets(self._topics, spec, chosen, committed, self._local)
+        plan = await new_offsets(self._topics, spec, chosen, committed, self._offset_at)
         reset = tuple(KafkaPartitionLag(topic, partition, at, end)
                       for (topic, partition), at, end in plan)
         if spec.dry_run:

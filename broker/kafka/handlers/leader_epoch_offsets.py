@@ -4,18 +4,19 @@ A consumer asks it after its partition's leader epoch changed (a failover,
 a handover): for the epoch of the last record it read, where that epoch's
 records end. An end below its position means the log was truncated under it
 (an unclean election in Kafka). Folio never truncates acknowledged data, so
-that never happens here, and the answer is chosen to say so exactly:
+that never happens here; the answer is still Kafka's, exactly:
 
 - ``current_leader_epoch`` (not -1) is checked first, as Fetch checks it
   (``broker.kafka.leader_epochs``): FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
-- A requested epoch above the partition's: UNDEFINED (-1, -1), as Kafka.
-- Otherwise: the requested epoch and the partition's log end offset. For the
-  current epoch this is Kafka's answer. For an earlier epoch Kafka answers the
-  start offset of the next epoch; Folio keeps no history of epoch start
-  offsets, and the log end is an upper bound of that offset that no reader's
-  position ever exceeds (every record read is below it): a client validating
-  its position always finds it valid, which is true, as nothing it read was
-  ever truncated. docs/kafka.md, "Leader epochs", says this.
+- The segment's leader-epoch history (``broker.segments.epoch_history``: the
+  offset each ownership's appends started at, kept in the segment record),
+  with the partition's epoch now at the log end if it is newer than the
+  history's (a sealed segment, or one written before histories were kept:
+  Kafka's leader assigns its epoch at the log end the same way), answers as
+  Kafka's ``LeaderEpochFileCache.endOffsetFor``: the requested epoch (or the
+  largest one below it) and the start offset of the first epoch above it;
+  the log end for the newest epoch; UNDEFINED (-1, -1) for an epoch above
+  the newest, or -1.
 
 Versions 0 and 1 (removed from Kafka 4.0 by KIP-896, and not in kio) are not
 served. Needs DESCRIBE-like consume rights on the topic (Kafka asks DESCRIBE).
@@ -28,6 +29,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.api import LeaderEpochs
 from broker.errors import BrokerError
 from broker.kafka.access import TOPIC_LOOKUP, allowed
 from broker.kafka.context import KafkaContext
@@ -36,6 +38,7 @@ from broker.kafka.error_codes import error_code
 from broker.kafka.leader_epochs import NO_EPOCH, epoch_error, leader_epoch
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
+from broker.segments.epoch_history import EpochHistory
 from ledger.errors import LedgerError
 
 __all__ = ["OFFSET_FOR_LEADER_EPOCH_KEY", "ROWS"]
@@ -77,10 +80,17 @@ async def _end_of(context: KafkaContext, topic: str, partition: int, current: in
     code = epoch_error(context.nodes, topic, partition, current)
     if code is not ErrorCode.none:
         return code, _UNDEFINED, _UNDEFINED
-    epoch = leader_epoch(context.nodes, topic, partition)
-    if requested == NO_EPOCH or requested > epoch >= 0:
+    if requested == NO_EPOCH:
         return ErrorCode.none, _UNDEFINED, _UNDEFINED
-    return ErrorCode.none, requested, segment.info().segment.end_offset
+    log_end = segment.info().segment.end_offset
+    history = EpochHistory(segment.leader_epochs() if isinstance(segment, LeaderEpochs) else ())
+    epoch = leader_epoch(context.nodes, topic, partition)
+    if epoch >= 0:
+        history = history.assign(epoch, log_end)
+    elif not history.entries:  # no epoch known at all (never in practice): the log end
+        return ErrorCode.none, requested, log_end
+    found, end = history.end_offset_for(requested, log_end)
+    return ErrorCode.none, found, end
 
 
 ROWS = (Api(OFFSET_FOR_LEADER_EPOCH_KEY, "OffsetForLeaderEpoch", 2, 4,

@@ -151,9 +151,19 @@ async def test_each_reset_moves_the_offsets_as_kafka_consumer_groups_does(
         await report.reset("rep-none", OffsetReset("shift", ("rep",), value=1))
     described = await report.describe("rep-plan")
     assert [(p.partition, p.committed_offset) for p in described.partitions] == [(0, 0), (1, 4)]
-    elsewhere = GroupReport(groups, env.manager(), local=lambda segment: segment != "rep/1")
-    with pytest.raises(InvalidArgumentError, match="rep partition 1 is served by another"):
-        await elsewhere.reset("rep-plan", OffsetReset("timestamp", value=0))
+    # By time, each partition is read where it is served (``broker.kafka.offset_times``):
+    # its first offset at or after the time, or its end there when none is.
+    asked: list[tuple[str, int]] = []
+
+    async def offset_at(segment: str, time_ms: int) -> tuple[int, int]:
+        asked.append((segment, time_ms))
+        return {"rep/0": (-1, 12), "rep/1": (2, 4)}[segment]
+
+    elsewhere = GroupReport(groups, env.manager(), offset_at=offset_at)
+    done = await elsewhere.reset("rep-plan", OffsetReset("timestamp", value=5))
+    assert [(p.partition, p.committed_offset, p.end_offset) for p in done.reset] == [
+        (0, 12, 12), (1, 2, 4)]
+    assert asked == [("rep/0", 5), ("rep/1", 5)]
 
 
 async def test_a_kip848_group_is_listed_described_and_lagged(env: BrokerEnv) -> None:

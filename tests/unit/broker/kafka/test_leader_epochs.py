@@ -6,7 +6,8 @@ partition 0 is served here with epoch 3, partition 1 is led elsewhere (epoch
 ways. Metadata reports the epochs; Fetch, ListOffsets and OffsetForLeaderEpoch
 answer FENCED_LEADER_EPOCH for an older ``current_leader_epoch`` and
 UNKNOWN_LEADER_EPOCH for a newer one; batches written carry the epoch; a
-standalone's epoch is 0.
+standalone's epoch is 0; OffsetForLeaderEpoch answers each earlier epoch's
+exact end from the segment's leader-epoch history.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from __future__ import annotations
 import datetime
 import struct
 import sys
+import uuid
 from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from broker.cluster.owned_topics import OwnedTopics
 from broker.kafka.apis import dispatch_table
 from broker.kafka.batches import parse_batch, split_batches
 from broker.kafka.blocks import block_of_batch, with_leader_epoch
@@ -31,6 +34,7 @@ from broker.kafka.handlers.leader_epoch_offsets import (
 from broker.kafka.handlers.list_offsets import LIST_OFFSETS_KEY, handle_list_offsets
 from broker.kafka.handlers.metadata import METADATA_KEY, handle_metadata
 from broker.kafka.messages import request_class
+from broker.kafka.producer_ids import ProducerIds
 from broker.topics.manager import TopicManager
 from tests.unit.broker.conftest import BrokerEnv
 from tests.unit.broker.kafka.test_leader_hints import (
@@ -41,6 +45,7 @@ from tests.unit.broker.kafka.test_leader_hints import (
     _by_index,
     _call,
     _context,
+    _Nodes,
     _produce,
 )
 
@@ -149,7 +154,7 @@ async def test_offset_for_leader_epoch(env: BrokerEnv, topics: TopicManager,
     await _produce(context, 13, topic_id)  # partition 0 ends at 2
     answers = await _end_offsets(context, [
         (0, EPOCH, EPOCH),       # the current epoch: the log end
-        (0, -1, EPOCH - 2),      # an earlier one: no later than the log end (module doc)
+        (0, -1, EPOCH - 2),      # no history: the epoch now starts at the log end
         (0, EPOCH, EPOCH + 1),   # above the partition's: undefined, as Kafka
         (0, EPOCH - 1, EPOCH),   # a stale current epoch
         (0, EPOCH + 1, EPOCH),   # one this broker does not know yet
@@ -162,6 +167,32 @@ async def test_offset_for_leader_epoch(env: BrokerEnv, topics: TopicManager,
         (0, ErrorCode.fenced_leader_epoch, -1, -1),
         (0, ErrorCode.unknown_leader_epoch, -1, -1),
         (1, ErrorCode.not_leader_or_follower, -1, -1),
+    ]
+
+
+async def test_each_earlier_epoch_ends_where_the_next_ownership_started(
+        env: BrokerEnv) -> None:
+    first = env.manager(leader_epoch_of=lambda _segment: 1)
+    context, topic_id = await _context(env, first, cluster=True)
+    await _produce(context, 13, topic_id)
+    await _produce(context, 13, topic_id)  # partition 0: offsets 0 and 1 in epoch 1
+    await first.close()
+    env.abandon(first)
+    # The next owner loads it in epoch 3 (the partition's epoch now: ``_Nodes``).
+    second = env.manager(leader_epoch_of=lambda _segment: EPOCH)
+    info = await second.get_topic(TOPIC)
+    context = KafkaContext(OwnedTopics(second, lambda name: name == f"{TOPIC}/0",
+                                       lambda _name: "10.0.0.2:5000"),
+                           "this-broker", ProducerIds(env.store), nodes=_Nodes())
+    await _produce(context, 13, uuid.UUID(info.topic_id))  # offset 2, in epoch 3
+    answers = await _end_offsets(context, [(0, EPOCH, 1), (0, EPOCH, 2), (0, EPOCH, 0),
+                                           (0, EPOCH, EPOCH), (0, EPOCH, EPOCH + 1)])
+    assert [(a.error_code, a.leader_epoch, a.end_offset) for a in answers] == [
+        (ErrorCode.none, 1, 2),    # epoch 1 ends where epoch 3 started
+        (ErrorCode.none, 1, 2),    # not kept: the largest below it, and the same end
+        (ErrorCode.none, 0, 0),    # below every kept epoch: the oldest one's start
+        (ErrorCode.none, EPOCH, 3),  # the epoch now: the log end
+        (ErrorCode.none, -1, -1),  # above it
     ]
 
 
