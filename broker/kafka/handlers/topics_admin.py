@@ -27,7 +27,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.errors import BrokerError, InvalidArgumentError
+from broker.errors import BrokerError, InvalidArgumentError, TopicExistsError, TopicNotFoundError
 from broker.kafka.access import TOPIC_ADMIN, allowed
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
@@ -121,6 +121,9 @@ async def _create(context: KafkaContext, topic: Any, validate_only: bool,
     try:
         if validate_only:  # takes no tokens, as in Kafka
             return ErrorCode.none, None
+        if quota.bounded and await _exists(context, topic.name):
+            # As Kafka, which finds it before the quota: an existing topic takes no tokens.
+            raise TopicExistsError(topic.name)
         if not quota.admit(count):
             return ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE
         await context.topics.create_topic(topic.name, count, config)
@@ -129,6 +132,14 @@ async def _create(context: KafkaContext, topic: Any, validate_only: bool,
     except (BrokerError, LedgerError) as error:
         return error_code(error), str(error)
     return ErrorCode.none, None
+
+
+async def _exists(context: KafkaContext, name: str) -> bool:
+    try:
+        await context.topics.get_topic(name)
+    except TopicNotFoundError:
+        return False
+    return True
 
 
 async def handle_delete_topics(context: KafkaContext, call: Call) -> Any:

@@ -57,6 +57,11 @@ class MutationQuota:
         #: The throttle time the answer carries (ms; 0: none).
         self.throttle_ms = 0
 
+    @property
+    def bounded(self) -> bool:
+        """Whether the client has a quota (False: ``admit`` accepts everything)."""
+        return self._bucket is not None
+
     def admit(self, partitions: int) -> bool:
         """Whether a mutation of ``partitions`` may go ahead; its tokens taken if so.
 

@@ -105,6 +105,10 @@ def test_over_the_mutation_rate_topics_are_refused_with_throttling_quota_exceede
     [topic] = refused["topics"]
     assert (topic["name"], topic["error_code"]) == (small, 89)
     assert topic["error_message"] == "The throttling quota has been exceeded."
+    # Kafka checks the topic before the quota: an existing one is TOPIC_ALREADY_EXISTS.
+    again = _as(bootstrap, client, lambda admin: admin.create_topics(
+        {big: {"num_partitions": 1}}, raise_errors=False))
+    assert again["topics"][0]["error_code"] == 36
     with pytest.raises(kafka_errors.ThrottlingQuotaExceededError):
         _as(bootstrap, client, lambda admin: admin.create_partitions({big: 14}))
     with pytest.raises(kafka_errors.ThrottlingQuotaExceededError):
