@@ -126,15 +126,17 @@ def test_over_the_mutation_rate_topics_are_refused_with_throttling_quota_exceede
         "topics"][0]["error_code"] == 0
 
 
-def _create_v5(bootstrap: str, client_id: str, name: str, partitions: int) -> Any:
-    request = _make(19, 5, timeout=datetime.timedelta(seconds=30), validate_only=False,
-                    topics=(_make(19, 5, "CreatableTopic", name=name,
+def _create(bootstrap: str, client_id: str, name: str, partitions: int,
+            version: int = 5) -> Any:
+    """The answer to a raw CreateTopics of one topic at ``version``, as ``client_id``."""
+    request = _make(19, version, timeout=datetime.timedelta(seconds=30), validate_only=False,
+                    topics=(_make(19, version, "CreatableTopic", name=name,
                                   num_partitions=partitions, replication_factor=-1,
                                   assignments=(), configs=()),))
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(raw_request(19, 5, 1, request, client_id=client_id))
-        _, answer = read_response(sock, 19, 5)
+        sock.sendall(raw_request(19, version, 1, request, client_id=client_id))
+        _, answer = read_response(sock, 19, version)
     return answer
 
 
@@ -142,10 +144,10 @@ def test_an_older_create_topics_is_served_and_throttled(bootstrap: str) -> None:
     client = _name("cq-old")
     assert _alter(bootstrap, [([("client-id", client)],
                                [("controller_mutation_rate", 1.0, False)])]) == [_OK]
-    first = _create_v5(bootstrap, client, _name("cq-v5"), 8)
+    first = _create(bootstrap, client, _name("cq-v5"), 8)
     assert first.topics[0].error_code is ErrorCode.none
     assert first.throttle_time == datetime.timedelta(0)  # 2 tokens left
-    second = _create_v5(bootstrap, client, _name("cq-v5"), 8)
+    second = _create(bootstrap, client, _name("cq-v5"), 8)
     # Created all the same (v5 knows no THROTTLING_QUOTA_EXCEEDED), the bucket at -6.
     assert second.topics[0].error_code is ErrorCode.none
     assert second.throttle_time > datetime.timedelta(seconds=5)
