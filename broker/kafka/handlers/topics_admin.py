@@ -154,7 +154,8 @@ async def handle_delete_topics(context: KafkaContext, call: Call) -> Any:
         try:
             if not allowed(context, call, TOPIC_ADMIN, name):
                 code, message = TOPIC_ADMIN.refused, f"admin permission on topic {name!r} needed"
-            elif not quota.admit(len(await partition_segments(context.topics, name))):
+            elif quota.bounded and not quota.admit(
+                    len(await partition_segments(context.topics, name))):
                 code, message = ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE
             else:
                 await context.topics.delete_topic(name)
