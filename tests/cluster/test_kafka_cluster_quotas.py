@@ -49,14 +49,14 @@ def test_a_quota_set_through_one_broker_throttles_through_the_other(
     second = cluster.start_broker("--kafka-port", "0")
     one, two = (":".join(map(str, kafka_address(broker))) for broker in (first, second))
     assert _alter(one, [([("client-id", CLIENT)], [("producer_byte_rate", 5000.0, False)]),
-                        ([("client-id", MUTATOR)], [("controller_mutation_rate", 1.0, False)])]) \
+                        ([("client-id", MUTATOR)], [("controller_mutation_rate", 0.2, False)])]) \
         == [(ErrorCode.none, None)] * 2
     wanted = {(("client-id", CLIENT),): {"producer_byte_rate": 5000.0}}
     wait_for(lambda: _entries(_describe(two, [("client-id", 0, CLIENT)])) == wanted,
              "the second broker describes the quota", timeout_s=DEADLINE_S)
     wait_for(lambda: _entries(_describe(two, [("client-id", 0, MUTATOR)])) != {},
              "the second broker describes the mutation quota", timeout_s=DEADLINE_S)
-    # 10 tokens: a topic of 12 partitions goes (the bucket at -2), the next is refused.
+    # 2 tokens: a topic of 12 partitions goes (the bucket at -10), the next is refused.
     assert _create(two, MUTATOR, "cq.cluster.big", 12, 6).topics[0].error_code is \
         ErrorCode.none
     refused = _create(two, MUTATOR, "cq.cluster.small", 1, 6)
