@@ -14,6 +14,7 @@ import asyncio
 import pytest
 from kio.schema.errors import ErrorCode
 
+from broker.broker_config import BrokerConfig
 from broker.kafka.quotas.connections import ConnectionQuotas
 from broker.kafka.quotas.enforcer import REQUEST, ClientQuotas
 from broker.kafka.quotas.mutations import ControllerMutations, MutationQuota
@@ -246,3 +247,17 @@ def test_at_the_broker_cap_a_connection_waits_for_a_slot() -> None:
         assert (gate.total, gate.count("10.0.0.2")) == (1, 1)
 
     asyncio.run(run())
+
+
+def test_the_connection_settings_are_checked() -> None:
+    config = BrokerConfig(kafka_max_connections_per_ip_overrides="127.0.0.1:3, ::1:0,")
+    assert config.kafka_connection_overrides() == {"127.0.0.1": 3, "::1": 0}
+    for bad, message in [
+        ({"kafka_max_connections_per_ip_overrides": "localhost:3"}, "'localhost:3' is not"),
+        ({"kafka_max_connections_per_ip_overrides": "10.0.0.1:-1"}, "'10.0.0.1:-1' is not"),
+        ({"kafka_max_connections_per_ip_overrides": "10.0.0.1"}, "'10.0.0.1' is not"),
+        ({"kafka_max_connections": 0}, "kafka_max_connections must be positive"),
+        ({"kafka_max_connections_per_ip": -1}, "kafka_max_connections_per_ip must be >= 0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            BrokerConfig(**bad)  # type: ignore[arg-type]  # each a field of its own type
