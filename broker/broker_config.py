@@ -12,6 +12,7 @@ and flags.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -129,6 +130,13 @@ class BrokerConfig:
             UNKNOWN_TOPIC_OR_PARTITION at once.
         kafka_num_partitions: Kafka's ``num.partitions``: the segment count of
             auto-created topics, and of CreateTopics with ``num_partitions`` -1.
+        kafka_max_connections: Kafka's ``max.connections``: at this many open
+            Kafka connections, a new one waits unread until one closes.
+        kafka_max_connections_per_ip: Kafka's ``max.connections.per.ip``: one
+            more connection from an address is closed at once.
+        kafka_max_connections_per_ip_overrides: Kafka's
+            ``max.connections.per.ip.overrides``: ``address:count`` pairs,
+            comma-separated (IP addresses, not host names).
         kafka_group_migration_policy: Kafka's ``group.consumer.migration.policy``:
             whether a classic group with members becomes a KIP-848 consumer group
             when a member of that protocol joins (upgrade), and back when its last
@@ -196,6 +204,9 @@ class BrokerConfig:
     kafka_unauthenticated_listeners: str = ""
     kafka_auto_create_topics: bool = True
     kafka_num_partitions: int = 1
+    kafka_max_connections: int = 2**31 - 1
+    kafka_max_connections_per_ip: int = 2**31 - 1
+    kafka_max_connections_per_ip_overrides: str = ""
     kafka_group_migration_policy: KafkaGroupMigrationPolicy = (
         KafkaGroupMigrationPolicy.BIDIRECTIONAL)
     kafka_offsets_retention_minutes: float = 10_080.0
@@ -239,6 +250,7 @@ class BrokerConfig:
         if not 1 <= self.kafka_num_partitions <= MAX_KAFKA_NUM_PARTITIONS:
             raise ValueError(f"kafka_num_partitions must be in [1, {MAX_KAFKA_NUM_PARTITIONS}], "
                              f"got {self.kafka_num_partitions}")
+        self.kafka_connection_overrides()  # checks the connection caps
         if self.stop_grace_s < 0 or self.retention_interval_s <= 0:
             raise ValueError("stop_grace_s must be >= 0 and retention_interval_s > 0")
         for name in ("writer_expiry_ms", "max_held_bytes", "max_held_ms",
@@ -253,6 +265,36 @@ class BrokerConfig:
                 chunk_capacity(self.txn_snapshot_chunk_bytes)  # one abort per chunk at least
         except ValueError as error:
             raise ValueError(f"txn_snapshot_*: {error}") from None
+
+    def kafka_connection_overrides(self) -> dict[str, int]:
+        """``kafka_max_connections_per_ip_overrides`` parsed: address -> count.
+
+        Raises ``ValueError`` naming the pair that is not ``address:count``,
+        or when ``kafka_max_connections`` or ``kafka_max_connections_per_ip``
+        is out of range.
+        """
+        if self.kafka_max_connections < 1:
+            raise ValueError(f"kafka_max_connections must be positive, got "
+                             f"{self.kafka_max_connections}")
+        if self.kafka_max_connections_per_ip < 0:
+            raise ValueError(f"kafka_max_connections_per_ip must be >= 0, got "
+                             f"{self.kafka_max_connections_per_ip}")
+        overrides: dict[str, int] = {}
+        for pair in self.kafka_max_connections_per_ip_overrides.split(","):
+            if not pair.strip():
+                continue
+            address, _, count = pair.strip().rpartition(":")
+            try:
+                normal = str(ipaddress.ip_address(address.strip("[]")))
+                limit = int(count)
+            except ValueError:
+                raise ValueError(f"kafka_max_connections_per_ip_overrides: {pair.strip()!r} "
+                                 "is not address:count (an IP address, a count >= 0)") from None
+            if limit < 0:
+                raise ValueError(f"kafka_max_connections_per_ip_overrides: {pair.strip()!r} "
+                                 "is not address:count (an IP address, a count >= 0)")
+            overrides[normal] = limit
+        return overrides
 
     def server_tls(self) -> ServerTls:
         """The API port's TLS files (``ValueError`` if they do not go together)."""

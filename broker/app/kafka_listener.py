@@ -148,8 +148,6 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         from broker.kafka.nodes import node_id_of  # noqa: PLC0415
         from broker.kafka.offset_times import OffsetTimes  # noqa: PLC0415
         from broker.kafka.producer_ids import ProducerIds  # noqa: PLC0415
-        from broker.kafka.quotas.enforcer import ClientQuotas  # noqa: PLC0415
-        from broker.kafka.quotas.store import QuotaStore  # noqa: PLC0415
         from broker.kafka.txns.expiry import TxnIdExpirySettings  # noqa: PLC0415
     except ImportError as error:
         raise KafkaUnavailableError(
@@ -168,11 +166,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
                            num_partitions=config.kafka_num_partitions,
                            write_quorum=write_quorum, ledger_dir=ledger_dir,
                            listener=primary.name)
-    # The cluster's client quotas, read (and watched) before serving: every
-    # Produce and Fetch is counted against them from the first request.
-    quota_store = context.quota_store = QuotaStore(store)
-    await quota_store.start()
-    context.quotas = ClientQuotas(lambda: quota_store.table)
+    await _start_quotas(context, store, config)
     cluster = None
     if ownership is not None:
         owners = ownership.owners
@@ -236,6 +230,25 @@ def _serve_peers(context: KafkaContext, forwards: KafkaForwardSlot) -> None:
     async def offset_for_time(request: OffsetForTimeRequest) -> OffsetForTimeResponse:
         return await serve_offset_for_time(context.topics, request)
     forwards.offset_for_time = offset_for_time
+
+
+async def _start_quotas(context: KafkaContext, store: MetadataStore,
+                        config: BrokerConfig) -> None:
+    """The cluster's client quotas, read (and watched) before serving.
+
+    Every request and connection is counted against them from the first.
+    """
+    from broker.kafka.quotas.connections import ConnectionQuotas  # noqa: PLC0415
+    from broker.kafka.quotas.enforcer import ClientQuotas  # noqa: PLC0415
+    from broker.kafka.quotas.store import QuotaStore  # noqa: PLC0415
+
+    quota_store = context.quota_store = QuotaStore(store)
+    await quota_store.start()
+    context.quotas = ClientQuotas(lambda: quota_store.table)
+    context.connection_quotas = ConnectionQuotas(
+        lambda: quota_store.table, max_connections=config.kafka_max_connections,
+        max_per_ip=config.kafka_max_connections_per_ip,
+        per_ip_overrides=config.kafka_connection_overrides())
 
 
 async def _serve_cluster_txns(coordinators: KafkaCoordinators, ownership: ClusterOwnership,

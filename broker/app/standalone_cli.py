@@ -114,6 +114,12 @@ _HELP = {
     "--no-kafka-auto-create-topics: a missing topic is UNKNOWN_TOPIC_OR_PARTITION at once",
     "kafka_num_partitions": "Kafka's num.partitions: segments of auto-created topics and of "
     "CreateTopics without a partition count (default 1, 1 to 1024)",
+    "kafka_max_connections": "Kafka's max.connections: at this many open Kafka connections, "
+    "a new one waits, unread, until another closes (default 2147483647: no limit)",
+    "kafka_max_connections_per_ip": "Kafka's max.connections.per.ip: a Kafka connection more "
+    "than this from one address is closed at once (default 2147483647: no limit)",
+    "kafka_max_connections_per_ip_overrides": "Kafka's max.connections.per.ip.overrides: "
+    "address:count pairs, comma-separated, e.g. 10.0.0.5:50,::1:200 (IP addresses only)",
     "kafka_group_migration_policy": "Kafka's group.consumer.migration.policy: bidirectional "
     "(default, as in Kafka 4.0): a classic consumer group with members becomes a KIP-848 "
     "consumer group when a group.protocol=consumer member joins, and classic again when its "

@@ -22,9 +22,10 @@ and every other connection go on. A ``LedgerError`` a handler has no answer
 for (the metadata store unreachable) closes it after a WARNING: the client
 reconnects and asks again.
 
-A client over its byte-rate quota (``broker.kafka.quotas``) gets its answer at
-once with ``throttle_time_ms`` set, and its next request is read only once that
-time has passed after the answer (KIP-219): ``Throttle``, one per connection.
+A client over a quota (``broker.kafka.quotas``: byte rates, request time,
+controller mutations) gets its answer at once with ``throttle_time_ms`` set,
+and its next request is read only once that time has passed after the answer
+(KIP-219): ``Throttle``, one per connection.
 
 On a SASL listener a frame over ``PRE_AUTHENTICATION_MAX_FRAME_BYTES`` (512
 KiB, Kafka's ``sasl.server.max.receive.size``) before the client has
@@ -68,7 +69,7 @@ from broker.kafka.messages import (
     request_class,
     response_class,
 )
-from broker.kafka.quotas.mute import Throttle, with_throttle
+from broker.kafka.quotas.mute import Throttle, declared, with_throttle
 from ledger.errors import LedgerError
 from ledger.security.tokens import Principal
 
@@ -246,15 +247,18 @@ class KafkaConnection:
                                            unsupported_version_answer(self._context)))
             raise ProtocolError(f"{row.name} version {version} is not served "
                                 f"(versions {row.min_version}-{row.max_version})")
+        started = time.perf_counter()
         call = self._throttle.bounded(self._decode(api_key, version, data))
+        decode_s = time.perf_counter() - started
         if session is not None:
             response = await session.answer(call)
             self.principal = session.principal
             if session.authenticated:
                 self._stream.max_frame_bytes = self._max_frame_bytes
             return _ready(self._encode(api_key, version, correlation_id, response))
-        response = await row.handler(self._context, call)
-        throttle_ms = self._throttle.on_request(call, len(data))
+        response, request_ms = await self._throttle.handled(
+            call, row.handler(self._context, call), decode_s)
+        throttle_ms = max(request_ms, self._throttle.on_request(call, len(data)))
         if isinstance(response, Deferred):
             later = asyncio.ensure_future(
                 self._later(api_key, version, correlation_id, response, throttle_ms))
@@ -262,6 +266,7 @@ class KafkaConnection:
             return later
         frame = None
         if response is not None:
+            throttle_ms = max(throttle_ms, declared(response))
             frame = self._encode(api_key, version, correlation_id,
                                  with_throttle(response, throttle_ms))
             answered_ms = self._throttle.on_answer(call, len(frame))

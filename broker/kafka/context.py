@@ -16,6 +16,7 @@ from broker.kafka.forwarding import HeirForwarder
 from broker.kafka.locator import CoordinatorLocator
 from broker.kafka.nodes import ClusterNodes
 from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.quotas.connections import ConnectionQuotas
 from broker.kafka.quotas.enforcer import ClientQuotas
 from broker.kafka.quotas.store import QuotaStore
 from broker.kafka.sasl.security import KafkaSecurity
@@ -96,8 +97,11 @@ class KafkaContext:
             sizes are -1, unknown).
         quota_store: the cluster's client quotas (DescribeClientQuotas,
             AlterClientQuotas; ``broker.kafka.quotas``); None: not served.
-        quotas: counts Produce and Fetch bytes against them and answers the
-            throttle times (None: no client is throttled).
+        quotas: counts Produce and Fetch bytes, request times and controller
+            mutations against them and answers the throttle times (None: no
+            client is throttled).
+        connection_quotas: admits new connections against the ip quotas and
+            the broker's connection caps (None: every one is admitted).
         listener: this listener's name (docs/kafka.md, "Listeners").
         locator: FindCoordinator's answers for this listener's clients
             (None: ``coordinators.locator``'s).
@@ -131,6 +135,7 @@ class KafkaContext:
     ledger_dir: str | None = None
     quota_store: QuotaStore | None = None
     quotas: ClientQuotas | None = None
+    connection_quotas: ConnectionQuotas | None = None
     listener: str = ""
     locator: CoordinatorLocator | None = None
     listener_configs: tuple[str, str, str] | None = None

@@ -2,7 +2,9 @@
 
 ``KafkaServer.start`` binds (port 0: any free one; ``port`` says which) and
 serves each accepted connection (its bytes: a ``FrameStream``, upgraded to TLS
-first on an SSL listener) with a ``KafkaConnection`` in a task of its own. ``stop`` closes
+first on an SSL listener) with a ``KafkaConnection`` in a task of its own, once
+the connection quotas admit it (``broker.kafka.quotas.connections``: a refused
+one is closed, after its throttle time if over its address's rate). ``stop`` closes
 the listening socket, ends long polls, and closes every open connection
 (clients reconnect elsewhere or later, as they do when a Kafka broker stops).
 """
@@ -80,6 +82,31 @@ class KafkaServer:
         task.add_done_callback(self._tasks.discard)
 
     async def _serve(self, stream: FrameStream) -> None:
+        gate = self._context.connection_quotas
+        peer = stream.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        if gate is None:
+            await self._serve_admitted(stream)
+            return
+        try:
+            admission = await gate.enter(address)
+            if not admission.admitted:
+                # Kafka's delayed close: held unread for the throttle time first.
+                await asyncio.sleep(admission.close_after_ms / 1000.0)
+        except BaseException:  # stopped meanwhile
+            stream.close()
+            raise
+        if not admission.admitted:
+            stream.close()
+            with contextlib.suppress(Exception):
+                await stream.wait_closed()
+            return
+        try:
+            await self._serve_admitted(stream)
+        finally:
+            gate.leave(address)
+
+    async def _serve_admitted(self, stream: FrameStream) -> None:
         connection = KafkaConnection(self._context, self._table, stream,
                                      max_frame_bytes=self._max_frame_bytes)
         try:

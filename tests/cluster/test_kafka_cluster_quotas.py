@@ -6,7 +6,9 @@ then a librdkafka producer of that client id, bootstrapped at the second
 broker, writes to a topic of four partitions spread over both brokers: the
 answers carry throttle times (whichever broker leads a partition enforces the
 quota, as each Kafka broker does), and every record is stored once, in order
-per partition (docs/kafka.md, "Client quotas").
+per partition. A controller mutation quota set the same way bounds a
+CreateTopics v6 sent to the second broker: THROTTLING_QUOTA_EXCEEDED once the
+client's tokens are spent (docs/kafka.md, "Client quotas").
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from tests.integration.kafka.test_kafka_client_quotas import (
     _payloads,
     _read_all,
 )
+from tests.integration.kafka.test_kafka_quota_kinds import _create
 from tests.support.bookies import BookieProcesses
 from tests.support.cluster import LocalCluster
 from tests.support.kafka import kafka_address
@@ -34,6 +37,7 @@ from tests.support.wait import wait_for
 DEADLINE_S = 120.0
 TOPIC = "cq.cluster"
 CLIENT = "cq-cluster-app"
+MUTATOR = "cq-cluster-mutator"
 
 
 def test_a_quota_set_through_one_broker_throttles_through_the_other(
@@ -44,11 +48,19 @@ def test_a_quota_set_through_one_broker_throttles_through_the_other(
     first = cluster.start_broker("--kafka-port", "0")
     second = cluster.start_broker("--kafka-port", "0")
     one, two = (":".join(map(str, kafka_address(broker))) for broker in (first, second))
-    assert _alter(one, [([("client-id", CLIENT)], [("producer_byte_rate", 5000.0, False)])]) \
-        == [(ErrorCode.none, None)]
+    assert _alter(one, [([("client-id", CLIENT)], [("producer_byte_rate", 5000.0, False)]),
+                        ([("client-id", MUTATOR)], [("controller_mutation_rate", 0.2, False)])]) \
+        == [(ErrorCode.none, None)] * 2
     wanted = {(("client-id", CLIENT),): {"producer_byte_rate": 5000.0}}
     wait_for(lambda: _entries(_describe(two, [("client-id", 0, CLIENT)])) == wanted,
              "the second broker describes the quota", timeout_s=DEADLINE_S)
+    wait_for(lambda: _entries(_describe(two, [("client-id", 0, MUTATOR)])) != {},
+             "the second broker describes the mutation quota", timeout_s=DEADLINE_S)
+    # 2 tokens: a topic of 12 partitions goes (the bucket at -10), the next is refused.
+    assert _create(two, MUTATOR, "cq.cluster.big", 12, 6).topics[0].error_code is \
+        ErrorCode.none
+    refused = _create(two, MUTATOR, "cq.cluster.small", 1, 6)
+    assert refused.topics[0].error_code is ErrorCode.throttling_quota_exceeded
     admin = AdminClient({"bootstrap.servers": two})
     for future in admin.create_topics([NewTopic(TOPIC, num_partitions=4,
                                                 replication_factor=1)]).values():

@@ -4,11 +4,11 @@ They read and change the quota table in the metadata store
 (``broker.kafka.quotas.store``): what one broker changes, every broker
 enforces (``broker.kafka.quotas.enforcer``). The rules are Kafka's (KIP-546,
 ``broker.kafka.quotas.table``): entities of ``user`` and/or ``client-id``
-(a name, or null: the default), keys ``producer_byte_rate`` and
-``consumer_byte_rate``; anything else is refused with INVALID_REQUEST, as
-Kafka refuses a key it does not know (``request_percentage``,
-``controller_mutation_rate`` and ``ip`` entities included, which Folio does
-not enforce). Each entry of an AlterClientQuotas is answered on its own;
+(a name, or null: the default) with keys ``producer_byte_rate``,
+``consumer_byte_rate``, ``request_percentage`` and
+``controller_mutation_rate``, or of an ``ip`` alone (an address or the
+default) with ``connection_creation_rate``; anything else is refused with
+INVALID_REQUEST, as Kafka refuses it. Each entry of an AlterClientQuotas is answered on its own;
 the valid ones are applied together in one compare-and-set, or, with
 ``validate_only``, only checked. An entity named twice in one request is
 refused (INVALID_REQUEST) in each place. The store not answering is the
@@ -144,7 +144,8 @@ def _checked(entries: Any) -> tuple[list[tuple[ErrorCode, str | None]],
     for entry in entries:
         try:
             entity = check_entity((e.entity_type, e.entity_name) for e in entry.entity)
-            changes = check_ops((op.key, float(op.value), bool(op.remove)) for op in entry.ops)
+            changes = check_ops(((op.key, float(op.value), bool(op.remove)) for op in entry.ops),
+                                entity)
         except QuotaError as error:
             outcomes.append((error.code, error.message))
             named.append(None)

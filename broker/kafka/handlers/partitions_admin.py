@@ -23,6 +23,10 @@ readable until their ledger goes. An offset past the high watermark is
 OFFSET_OUT_OF_RANGE.
 
 Both need ``admin`` on the topic (Kafka: Alter and Delete on the topic).
+
+CreatePartitions counts the partitions added against the client's controller
+mutation quota (KIP-599, ``broker.kafka.quotas.mutations``): a topic over it
+is refused with THROTTLING_QUOTA_EXCEEDED at v3, served and throttled below.
 """
 
 from __future__ import annotations
@@ -39,8 +43,10 @@ from broker.kafka.access import TOPIC_ADMIN, allowed
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
+from broker.kafka.handlers.topics_admin import mutation_quota
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import partition_segments, segment_name
+from broker.kafka.quotas.mutations import THROTTLING_MESSAGE, MutationQuota
 from broker.topics.manager import MAX_SEGMENT_COUNT
 from ledger.errors import LedgerError
 
@@ -52,6 +58,8 @@ CREATE_PARTITIONS_KEY = 37
 DELETE_RECORDS_KEY = 21
 _HIGH_WATERMARK = -1
 _ZERO = datetime.timedelta(0)
+#: The first version whose clients know THROTTLING_QUOTA_EXCEEDED (KIP-599).
+_STRICT_CREATE_PARTITIONS = 3
 
 #: (error code, message) of one topic.
 _Outcome = tuple[ErrorCode, str | None]
@@ -90,18 +98,20 @@ async def handle_create_partitions(context: KafkaContext, call: Call) -> Any:
     """Grow each topic asked to its count, by one split each."""
     cls = response_class(CREATE_PARTITIONS_KEY, call.version)
     result_cls = nested(cls, "CreatePartitionsTopicResult")
+    quota = mutation_quota(context, call, _STRICT_CREATE_PARTITIONS)
     results = []
     for topic in call.request.topics:
         if allowed(context, call, TOPIC_ADMIN, topic.name):
-            code, message = await _grow(context, topic, bool(call.request.validate_only))
+            code, message = await _grow(context, topic, bool(call.request.validate_only), quota)
         else:
             code, message = TOPIC_ADMIN.refused, f"admin permission on topic {topic.name!r} needed"
         results.append(build(result_cls, name=topic.name, error_code=code,
                              error_message=message))
-    return build(cls, throttle_time=_ZERO, results=tuple(results))
+    return build(cls, throttle_time=quota.throttle_time(), results=tuple(results))
 
 
-async def _grow(context: KafkaContext, topic: Any, validate_only: bool) -> _Outcome:
+async def _grow(context: KafkaContext, topic: Any, validate_only: bool,
+                quota: MutationQuota) -> _Outcome:
     if topic.assignments:
         return (ErrorCode.invalid_replica_assignment, "manual assignments are not supported: "
                 "a partition's owner is the broker owning its segment's container")
@@ -110,8 +120,10 @@ async def _grow(context: KafkaContext, topic: Any, validate_only: bool) -> _Outc
         plan = split_plan(segments, topic.count)
         if isinstance(plan, str):
             return ErrorCode.invalid_partitions, plan
-        if validate_only:
+        if validate_only:  # takes no tokens, as in Kafka
             return ErrorCode.none, None
+        if not quota.admit(topic.count - len(segments)):
+            return ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE
         split, ranges = plan
         try:
             await context.topics.scale_topic(topic.name, [split.name], ranges)

@@ -1,4 +1,4 @@
-"""CreateTopics (key 19) v2-v5 and DeleteTopics (key 20) v1-v4: topics made and removed.
+"""CreateTopics (key 19) v2-v6 and DeleteTopics (key 20) v1-v5: topics made and removed.
 
 CreateTopics makes a Folio topic of ``num_partitions`` segments (-1: the
 broker's ``kafka_num_partitions``, Kafka's ``num.partitions``) with equal key
@@ -11,6 +11,12 @@ Manual replica assignments are refused (INVALID_REQUEST). Topic configs map
 onto Folio's topic config (``broker.kafka.topic_configs``); others are
 INVALID_CONFIG. DeleteTopics
 deletes the topic, its segments and ledgers.
+
+Both count the partitions made or removed against the client's controller
+mutation quota (``broker.kafka.quotas.mutations``, KIP-599): from CreateTopics
+v6 and DeleteTopics v5 (the versions that add nothing else) a topic over it
+is refused with THROTTLING_QUOTA_EXCEEDED; older versions are served and
+throttled. CreatePartitions does the same from v3 (``partitions_admin``).
 """
 
 from __future__ import annotations
@@ -21,22 +27,36 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.errors import BrokerError, InvalidArgumentError
+from broker.errors import BrokerError, InvalidArgumentError, TopicExistsError, TopicNotFoundError
 from broker.kafka.access import TOPIC_ADMIN, allowed
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
 from broker.kafka.messages import build, nested, response_class
+from broker.kafka.partitions import partition_segments
+from broker.kafka.quotas.mutations import THROTTLING_MESSAGE, MutationQuota
 from broker.kafka.topic_configs import UnknownConfigError, config_changes
 from broker.segments.names import check_topic_name
 from broker.topics.manager import MAX_SEGMENT_COUNT
 from ledger.errors import LedgerError
 
-__all__ = ["CREATE_TOPICS_KEY", "DELETE_TOPICS_KEY", "ROWS"]
+__all__ = ["CREATE_TOPICS_KEY", "DELETE_TOPICS_KEY", "ROWS", "mutation_quota"]
 
 CREATE_TOPICS_KEY = 19
 DELETE_TOPICS_KEY = 20
 _ZERO = datetime.timedelta(0)
+#: The first versions whose clients know THROTTLING_QUOTA_EXCEEDED (KIP-599).
+_STRICT_CREATE = 6
+_STRICT_DELETE = 5
+
+
+def mutation_quota(context: KafkaContext, call: Call, strict_since: int) -> MutationQuota:
+    """The controller mutation quota of ``call``: strict from ``strict_since`` on."""
+    if context.quotas is None:
+        return MutationQuota()
+    return context.quotas.mutations.quota(
+        None if call.principal is None else call.principal.role, call.client_id,
+        call.version >= strict_since)
 
 
 async def handle_create_topics(context: KafkaContext, call: Call) -> Any:
@@ -44,10 +64,11 @@ async def handle_create_topics(context: KafkaContext, call: Call) -> Any:
     cls = response_class(CREATE_TOPICS_KEY, call.version)
     result_cls = nested(cls, "CreatableTopicResult")
     validate_only = bool(getattr(call.request, "validate_only", False))
+    quota = mutation_quota(context, call, _STRICT_CREATE)
     results = []
     for topic in call.request.topics:
         if allowed(context, call, TOPIC_ADMIN, topic.name):
-            code, message = await _create(context, topic, validate_only)
+            code, message = await _create(context, topic, validate_only, quota)
         else:
             code, message = TOPIC_ADMIN.refused, f"admin permission on topic {topic.name!r} needed"
         made = code is ErrorCode.none
@@ -57,7 +78,7 @@ async def handle_create_topics(context: KafkaContext, call: Call) -> Any:
                              num_partitions=_count(context, topic) if made else -1,
                              replication_factor=context.write_quorum if made else -1,
                              configs=()))
-    return build(cls, throttle_time=_ZERO, topics=tuple(results))
+    return build(cls, throttle_time=quota.throttle_time(), topics=tuple(results))
 
 
 def _count(context: KafkaContext, topic: Any) -> int:
@@ -75,8 +96,8 @@ def _replication_error(context: KafkaContext, factor: int) -> str | None:
             f"setting, not per topic): use -1 or 1 to {context.write_quorum}")
 
 
-async def _create(context: KafkaContext, topic: Any,
-                  validate_only: bool) -> tuple[ErrorCode, str | None]:
+async def _create(context: KafkaContext, topic: Any, validate_only: bool,
+                  quota: MutationQuota) -> tuple[ErrorCode, str | None]:
     count = _count(context, topic)
     try:
         check_topic_name(topic.name)  # first, as Kafka checks it
@@ -98,8 +119,13 @@ async def _create(context: KafkaContext, topic: Any,
     except ValueError as error:
         return ErrorCode.invalid_config, str(error)
     try:
-        if validate_only:
+        if validate_only:  # takes no tokens, as in Kafka
             return ErrorCode.none, None
+        if quota.bounded and await _exists(context, topic.name):
+            # As Kafka, which finds it before the quota: an existing topic takes no tokens.
+            raise TopicExistsError(topic.name)
+        if not quota.admit(count):
+            return ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE
         await context.topics.create_topic(topic.name, count, config)
     except InvalidArgumentError as error:
         return error_code(error), str(error)
@@ -108,10 +134,19 @@ async def _create(context: KafkaContext, topic: Any,
     return ErrorCode.none, None
 
 
+async def _exists(context: KafkaContext, name: str) -> bool:
+    try:
+        await context.topics.get_topic(name)
+    except TopicNotFoundError:
+        return False
+    return True
+
+
 async def handle_delete_topics(context: KafkaContext, call: Call) -> Any:
     """Delete each topic named."""
     cls = response_class(DELETE_TOPICS_KEY, call.version)
     result_cls = nested(cls, "DeletableTopicResult")
+    quota = mutation_quota(context, call, _STRICT_DELETE)
     results = []
     for name in call.request.topic_names:
         code = ErrorCode.none
@@ -119,16 +154,19 @@ async def handle_delete_topics(context: KafkaContext, call: Call) -> Any:
         try:
             if not allowed(context, call, TOPIC_ADMIN, name):
                 code, message = TOPIC_ADMIN.refused, f"admin permission on topic {name!r} needed"
+            elif quota.bounded and not quota.admit(
+                    len(await partition_segments(context.topics, name))):
+                code, message = ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE
             else:
                 await context.topics.delete_topic(name)
         except (BrokerError, LedgerError) as error:
             code, message = error_code(error), str(error)
         results.append(build(result_cls, name=name, error_code=code, error_message=message,
                              topic_id=None))
-    return build(cls, throttle_time=_ZERO, responses=tuple(results))
+    return build(cls, throttle_time=quota.throttle_time(), responses=tuple(results))
 
 
 ROWS = (
-    Api(CREATE_TOPICS_KEY, "CreateTopics", 2, 5, handle_create_topics),
-    Api(DELETE_TOPICS_KEY, "DeleteTopics", 1, 4, handle_delete_topics),
+    Api(CREATE_TOPICS_KEY, "CreateTopics", 2, 6, handle_create_topics),
+    Api(DELETE_TOPICS_KEY, "DeleteTopics", 1, 5, handle_delete_topics),
 )

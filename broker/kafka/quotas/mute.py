@@ -18,6 +18,12 @@ it is encoded. A Fetch over the quota is encoded a second time with its
 throttle time (only then; the field has a fixed width, so the size counted
 is the size sent). As in Kafka, a Fetch's ``max_bytes`` is bounded by the
 quota's window (``bounded``), so one answer cannot earn a throttle of minutes.
+The time spent on each request (``handled``: its decoding and its handler's
+steps, ``broker.kafka.quotas.timing``) is counted against the client's
+request quota. A handler may answer a throttle time of its own (the
+controller mutation quota's, ``broker.kafka.quotas.mutations``;
+``declared``). The answer carries the largest throttle time of all, and the
+mute lasts that long, as Kafka's broker mutes for the largest of its quotas'.
 """
 
 from __future__ import annotations
@@ -25,15 +31,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+from collections.abc import Awaitable
 from typing import Any
 
 from broker.kafka.dispatch import Call
 from broker.kafka.handlers.fetch import FETCH_KEY
 from broker.kafka.handlers.produce import PRODUCE_KEY
 from broker.kafka.messages import has_field
-from broker.kafka.quotas.enforcer import FETCH, PRODUCE, ClientQuotas
+from broker.kafka.quotas.enforcer import FETCH, PRODUCE, REQUEST, ClientQuotas
+from broker.kafka.quotas.timing import StepTimer
 
-__all__ = ["Throttle", "with_throttle"]
+__all__ = ["Throttle", "declared", "with_throttle"]
 
 
 def with_throttle(response: Any, throttle_ms: int) -> Any:
@@ -77,6 +85,20 @@ class Throttle:
             return 0
         return self._quotas.record(FETCH, _user(call), call.client_id, size)
 
+    async def handled(self, call: Call, work: Awaitable[Any],
+                      decode_s: float) -> tuple[Any, int]:
+        """(the handler's answer, the request quota's throttle ms) of running ``work``.
+
+        ``decode_s``: the seconds the request took to decode, counted too.
+        Without any request quota, ``work`` is simply awaited.
+        """
+        if self._quotas is None or not self._quotas.counts(REQUEST):
+            return await work, 0
+        timer = StepTimer(work)
+        response = await timer
+        return response, self._quotas.record(REQUEST, _user(call), call.client_id,
+                                             (timer.seconds + decode_s) * 100.0)
+
     def mute_after(self, answer: asyncio.Future[Any], throttle_ms: int) -> None:
         """Read nothing for ``throttle_ms`` once ``answer`` is ready (0: no mute)."""
         if throttle_ms > 0:
@@ -90,6 +112,14 @@ class Throttle:
         self._mute = None
         await asyncio.wait((answer,))
         await asyncio.sleep(throttle_ms / 1000.0)
+
+
+def declared(response: Any) -> int:
+    """The throttle time (ms) a handler put in its answer (the controller mutation quota's)."""
+    throttle = getattr(response, "throttle_time", None)
+    if not isinstance(throttle, datetime.timedelta):
+        return 0
+    return max(0, round(throttle.total_seconds() * 1000))
 
 
 def _user(call: Call) -> str | None:

@@ -2,21 +2,25 @@
 
 An entity is what Kafka's client quotas (KIP-55, KIP-546) name: a ``user``,
 a ``client-id``, or both, each either a name or the *default* (None on the
-wire, ``<default>`` in Kafka's tools). Its values are quota keys and numbers:
-``producer_byte_rate`` and ``consumer_byte_rate`` (bytes per second, whole
-numbers, as Kafka's LONG configs), the two Folio enforces
-(``broker.kafka.quotas.enforcer``).
+wire, ``<default>`` in Kafka's tools), or an ``ip`` alone (an address, or
+the default ip). Its values are quota keys and numbers, Kafka's:
+
+- a user and/or client-id: ``producer_byte_rate`` and ``consumer_byte_rate``
+  (bytes per second, whole numbers, Kafka's LONG configs; enforced by
+  ``broker.kafka.quotas.enforcer``), ``request_percentage`` (percent of one
+  thread's time, a DOUBLE; the enforcer too) and ``controller_mutation_rate``
+  (partitions created or deleted per second, a DOUBLE;
+  ``broker.kafka.quotas.mutations``);
+- an ip: ``connection_creation_rate`` (connections accepted per second, a
+  whole number, Kafka's INT; ``broker.kafka.quotas.connections``).
 
 Everything here is pure (no store, no clock), so the rules are tested alone:
 
 - ``check_entity`` / ``check_ops``: what AlterClientQuotas refuses, with
-  Kafka's codes (INVALID_REQUEST for an unknown entity type or key, a name
-  that is empty, a type named twice, a key changed twice, a value that is
-  not a whole number above 0). Kafka's other user and client-id keys,
-  ``request_percentage`` and ``controller_mutation_rate``, and the ``ip``
-  entity (``connection_creation_rate``) are refused with INVALID_REQUEST too,
-  the code Kafka answers for a key it does not know, saying Folio does not
-  enforce them: stored, they would be a promise nobody keeps.
+  Kafka's codes (INVALID_REQUEST for an unknown entity type, an ip combined
+  with a user or client-id, an ip that is not an address, a name that is
+  empty, a type named twice, a key the entity's type does not have, a key
+  changed twice, a value not above 0, a fraction for a whole-number key).
 - ``QuotaTable.altered``: the table after one entity's ops (a removal of an
   absent key does nothing; an entity left with no values is gone).
 - ``QuotaTable.describe``: DescribeClientQuotas' filter (exact name, the
@@ -28,9 +32,11 @@ Everything here is pure (no store, no clock), so the rules are tested alone:
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
@@ -40,10 +46,14 @@ from ledger.records import dump_record, load_record
 
 __all__ = [
     "CLIENT_ID",
+    "CONNECTION_CREATION_RATE",
     "CONSUMER_BYTE_RATE",
+    "CONTROLLER_MUTATION_RATE",
     "ENFORCED_KEYS",
+    "IP",
     "PRECEDENCE",
     "PRODUCER_BYTE_RATE",
+    "REQUEST_PERCENTAGE",
     "USER",
     "Entity",
     "Filter",
@@ -55,17 +65,21 @@ __all__ = [
 
 USER: Final = "user"
 CLIENT_ID: Final = "client-id"
+IP: Final = "ip"
 PRODUCER_BYTE_RATE: Final = "producer_byte_rate"
 CONSUMER_BYTE_RATE: Final = "consumer_byte_rate"
-#: The keys Folio stores and enforces.
-ENFORCED_KEYS: Final = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE})
-#: Kafka's keys that Folio does not enforce, and why (refused, INVALID_REQUEST).
-_UNENFORCED: Final = {
-    "request_percentage": "request time quotas (request_percentage) are not enforced by Folio",
-    "controller_mutation_rate": "controller mutation quotas are not enforced by Folio "
-                                "(it has no controller)",
-}
-_IP: Final = "ip"
+REQUEST_PERCENTAGE: Final = "request_percentage"
+CONTROLLER_MUTATION_RATE: Final = "controller_mutation_rate"
+CONNECTION_CREATION_RATE: Final = "connection_creation_rate"
+#: The keys of user and client-id entities, each with whether it is a whole
+#: number (Kafka's LONG) rather than a DOUBLE.
+_CLIENT_KEYS: Final = {PRODUCER_BYTE_RATE: True, CONSUMER_BYTE_RATE: True,
+                       REQUEST_PERCENTAGE: False, CONTROLLER_MUTATION_RATE: False}
+#: The keys of ip entities (Kafka's INT).
+_IP_KEYS: Final = {CONNECTION_CREATION_RATE: True}
+#: The keys Folio stores and enforces: all of Kafka's client quota keys.
+ENFORCED_KEYS: Final = frozenset(_CLIENT_KEYS) | frozenset(_IP_KEYS)
+_INT_MAX: Final = 2**31 - 1
 
 #: An entity: ((type, name or None for the default), ...), sorted by type.
 Entity = tuple[tuple[str, str | None], ...]
@@ -109,22 +123,42 @@ def check_entity(components: Iterable[tuple[str, str | None]]) -> Entity:
         if entity_type in seen:
             raise QuotaError(ErrorCode.invalid_request,
                              f"Invalid client quota entity, duplicate entity entry {entity_type}")
-        if entity_type == _IP:
-            raise QuotaError(ErrorCode.invalid_request,
-                             "ip quotas (connection_creation_rate) are not enforced by Folio")
-        if entity_type not in (USER, CLIENT_ID):
+        if entity_type not in (USER, CLIENT_ID, IP):
             raise QuotaError(ErrorCode.invalid_request,
                              f"Unhandled client quota entity type: {entity_type}")
         if name is not None and not name:
             raise QuotaError(ErrorCode.invalid_request, f"Empty {entity_type} not supported")
+        if entity_type == IP and name is not None and ip_address_or_none(name) is None:
+            # Kafka also resolves a host name here; Folio takes addresses only
+            # (a lookup would block the broker's loop, and may change later).
+            raise QuotaError(ErrorCode.invalid_request,
+                             f"{name} is not a valid IP address (Folio takes ip entities as "
+                             "literal IPv4 or IPv6 addresses)")
         seen[entity_type] = name
     if not seen:
         raise QuotaError(ErrorCode.invalid_request, "Invalid empty client quota entity")
+    if IP in seen and len(seen) > 1:
+        raise QuotaError(ErrorCode.invalid_request, "Invalid quota entity combination, IP "
+                         "quota should not combine with user or clientId")
     return tuple(sorted(seen.items()))
 
 
-def check_ops(ops: Iterable[tuple[str, float, bool]]) -> dict[str, float | None]:
-    """key -> value (None: remove) of AlterClientQuotas' ops; ``QuotaError`` as Kafka refuses."""
+def ip_address_or_none(name: str) -> str | None:
+    """``name`` as a normalised IP address (``ipaddress``'s text), None if it is not one."""
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        return None
+
+
+def check_ops(ops: Iterable[tuple[str, float, bool]],
+              entity: Entity = ()) -> dict[str, float | None]:
+    """key -> value (None: remove) of AlterClientQuotas' ops; ``QuotaError`` as Kafka refuses.
+
+    The keys allowed are those of ``entity``'s types: an ip entity's, or
+    (any other, or none given) a user and client-id entity's.
+    """
+    keys = _IP_KEYS if any(entity_type == IP for entity_type, _ in entity) else _CLIENT_KEYS
     changes: dict[str, float | None] = {}
     for key, value, remove in ops:
         if key in changes:
@@ -132,15 +166,19 @@ def check_ops(ops: Iterable[tuple[str, float, bool]]) -> dict[str, float | None]
         if remove:  # as Kafka: removing what is not set (any key) does nothing
             changes[key] = None
             continue
-        if key in _UNENFORCED:
-            raise QuotaError(ErrorCode.invalid_request, _UNENFORCED[key])
-        if key not in ENFORCED_KEYS:
+        if key not in keys:
             raise QuotaError(ErrorCode.invalid_request, f"Invalid configuration key {key}")
-        if not math.isfinite(value) or abs(value - round(value)) > 1e-6:
-            raise QuotaError(ErrorCode.invalid_request, f"Configuration {key} must be a Long value")
+        whole = keys[key]
+        if not math.isfinite(value) or (whole and abs(value - round(value)) > 1e-6):
+            kind = "Long" if keys is _CLIENT_KEYS else "Integer"
+            raise QuotaError(ErrorCode.invalid_request,
+                             f"Configuration {key} must be a {kind if whole else 'Double'} value")
         if value <= 0:
             raise QuotaError(ErrorCode.invalid_request, f"Quota {key} must be greater than 0")
-        changes[key] = float(round(value))
+        if keys is _IP_KEYS and value > _INT_MAX:
+            raise QuotaError(ErrorCode.invalid_request,
+                             f"Proposed value for {key} is too large for a INT.")
+        changes[key] = float(round(value)) if whole else float(value)
     return changes
 
 
@@ -165,7 +203,7 @@ class Filter:
             if entity_type in exact or entity_type in specified:
                 raise QuotaError(ErrorCode.invalid_request, f"Entity type {entity_type} cannot "
                                  "appear more than once in the filter.")
-            if entity_type not in (USER, CLIENT_ID, _IP):
+            if entity_type not in (USER, CLIENT_ID, IP):
                 raise QuotaError(ErrorCode.unsupported_version,
                                  f"Unsupported entity type {entity_type}")
             if match_type == MATCH_EXACT:
@@ -185,7 +223,7 @@ class Filter:
             else:
                 raise QuotaError(ErrorCode.invalid_request, f"Unknown match type {match_type}")
         types = set(exact) | specified
-        if _IP in types and types & {USER, CLIENT_ID}:
+        if IP in types and types & {USER, CLIENT_ID}:
             raise QuotaError(ErrorCode.invalid_request, "Invalid entity filter component "
                              "combination. IP filter component should not be used with user "
                              "or clientId filter component.")
@@ -235,7 +273,30 @@ class QuotaTable:
 
     def has(self, key: str) -> bool:
         """Whether any entity has a quota for ``key`` (none: nothing to count)."""
-        return any(key in values for values in self.entries.values())
+        return key in self.keys
+
+    @cached_property
+    def keys(self) -> frozenset[str]:
+        """The keys some entity has a quota for (computed once per table)."""
+        return frozenset(key for values in self.entries.values() for key in values)
+
+    def resolve_ip(self, address: str) -> tuple[float, str] | None:
+        """(connection_creation_rate, the address) of a client ``address``, None if unbounded.
+
+        Kafka's order: the address's own quota, else the default ip's. Names
+        are compared as normalised addresses (``::1`` and ``0:0::1`` alike).
+        """
+        normal = ip_address_or_none(address) or address
+        default = None
+        for entity, values in self.entries.items():
+            if len(entity) != 1 or entity[0][0] != IP or CONNECTION_CREATION_RATE not in values:
+                continue
+            name = entity[0][1]
+            if name is None:
+                default = values[CONNECTION_CREATION_RATE]
+            elif (ip_address_or_none(name) or name) == normal:
+                return values[CONNECTION_CREATION_RATE], normal
+        return None if default is None else (default, normal)
 
     def resolve(self, key: str, user: str, client_id: str) -> tuple[float, tuple[str, str]] | None:
         """(quota, (user tag, client-id tag)) of ``key`` for this client, None if it has none.

@@ -139,17 +139,18 @@ def test_what_kafka_refuses_is_refused_with_its_code_and_the_rest_applies(
         bootstrap: str) -> None:
     good = _name("cq-good")
     answers = _alter(bootstrap, [
-        ([("client-id", _name("cq"))], [("request_percentage", 50.0, False)]),
+        ([("client-id", _name("cq"))], [("connection_creation_rate", 50.0, False)]),
         ([("client-id", _name("cq"))], [("no_such_quota", 5.0, False)]),
         ([("user", _name("cq"))], [("producer_byte_rate", 10.5, False)]),
-        ([("ip", "127.0.0.1")], [("connection_creation_rate", 5.0, False)]),
+        ([("ip", "127.0.0.1"), ("user", "u")], [("connection_creation_rate", 5.0, False)]),
         ([("user", "")], [("producer_byte_rate", 5.0, False)]),
         ([("client-id", good)], [("producer_byte_rate", 5.0, False)]),
         ([], [("producer_byte_rate", 5.0, False)]),
     ])
     assert [code for code, _ in answers] == [ErrorCode.invalid_request] * 5 + [
         ErrorCode.none, ErrorCode.invalid_request]
-    assert "not enforced by Folio" in str(answers[0][1])
+    assert "Invalid configuration key connection_creation_rate" in str(answers[0][1])
+    assert "IP quota should not combine with user or clientId" in str(answers[3][1])
     assert "Invalid configuration key no_such_quota" in str(answers[1][1])
     assert "must be a Long value" in str(answers[2][1])
     assert _entries(_describe(bootstrap, [("client-id", 0, good)])) == {

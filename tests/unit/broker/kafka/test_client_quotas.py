@@ -47,7 +47,8 @@ def _entity(user: str | bool | None = False, client: str | bool | None = False) 
     ([], "Invalid empty client quota entity"),
     ([(USER, "a"), (USER, "b")], "duplicate entity entry user"),
     ([("group", "g")], "Unhandled client quota entity type: group"),
-    ([("ip", "127.0.0.1")], "not enforced by Folio"),
+    ([("ip", "127.0.0.1"), (USER, "a")], "IP quota should not combine with user or clientId"),
+    ([("ip", "somehost")], "somehost is not a valid IP address"),
     ([(CLIENT_ID, "")], "Empty client-id not supported"),
 ])
 def test_entities_kafka_refuses_are_invalid_requests(
@@ -64,8 +65,8 @@ def test_an_entity_is_its_components_in_type_order() -> None:
 
 
 @pytest.mark.parametrize(("ops", "message"), [
-    ([("request_percentage", 50.0, False)], "request time quotas"),
-    ("controller_mutation_rate", "controller mutation quotas"),
+    ([("request_percentage", 0.0, False)], "must be greater than 0"),
+    ("connection_creation_rate", "Invalid configuration key connection_creation_rate"),
     ([("bogus", 1.0, False)], "Invalid configuration key bogus"),
     ([(P, 10.5, False)], "must be a Long value"),
     ([(P, float("inf"), False)], "must be a Long value"),
