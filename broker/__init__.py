@@ -67,7 +67,7 @@ Where this differs from the layout first sketched (issue 14), and why:
   through its ``TxnWrites`` protocol, and the servicer must hold no logic.
 - ``clip`` stays at the top, beside ``status``, which uses it for every
   message that leaves the broker.
-- ``broker_config`` (``BrokerConfig``, ``RemoteBookies``) and
+- ``broker_config`` (``BrokerConfig``; ``remote_settings``: ``RemoteBookies``) and
   ``standalone_config`` (``StandaloneConfig``, which extends it) stay at the
   top with their names, layered just under ``app`` and above the domain:
   ``BrokerConfig`` gathers the components' defaults (``appends.held``,

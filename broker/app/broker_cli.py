@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from broker.app.standalone_cli import _HELP as STANDALONE_HELP
-from broker.broker_config import BookieSecurity, BrokerConfig, PeerSettings, RemoteBookies
+from broker.broker_config import BookieSecurity, BrokerConfig
+from broker.remote_settings import PeerSettings, RemoteBookies
 from ledger.cli import setup_logging
 from ledger.metadata.cluster_config import ClusterConfig
 from ledger.settings import Layers, add_arguments, to_toml

@@ -42,9 +42,10 @@ from collections.abc import Callable
 
 from broker.app.broker_stack import BrokerStack, Running, add_broker
 from broker.app.cluster_ownership import ClusterOwnership
-from broker.broker_config import BookieSecurity, BrokerConfig, PeerSettings
+from broker.broker_config import BookieSecurity, BrokerConfig
 from broker.cluster.layout import ClusterLayout, broker_path, read_layout
 from broker.cluster.peers import PeerSecurity
+from broker.remote_settings import PeerSettings
 from ledger.api import BookieClient, MetadataStore
 from ledger.client.directory import BookieDirectory
 from ledger.client.registry_directory import RegistryBookieDirectory

@@ -37,7 +37,8 @@ from pathlib import Path
 
 from broker.app.broker_parts import MAX_ENTRY_BYTES
 from broker.app.broker_stack import Running, add_broker
-from broker.broker_config import BookieSecurity, BrokerConfig, RemoteBookies
+from broker.broker_config import BookieSecurity, BrokerConfig
+from broker.remote_settings import RemoteBookies
 from broker.standalone_config import StandaloneConfig
 from broker.txn.faults import NO_TXN_FAULTS, TxnFaults
 from ledger.api import MetadataStore
