@@ -28,7 +28,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from folio._transport.segment_streams import SegmentStreams, check_policy
+from folio._transport.read_policies import check_policy
+from folio._transport.segment_streams import SegmentStreams
 from folio.api.v1 import groups_pb2, read_pb2
 from folio.errors import (
     FolioError,

@@ -39,7 +39,8 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from folio._deprecated import renamed_timeout
-from folio._transport.segment_streams import SegmentStreams, check_policy
+from folio._transport.read_policies import check_policy
+from folio._transport.segment_streams import SegmentStreams
 from folio.api.v1 import groups_pb2, read_pb2
 from folio.errors import (
     DeserializationError,
