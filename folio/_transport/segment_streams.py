@@ -213,6 +213,13 @@ class SegmentStreams(Generic[T]):
             return self._make()
         return None
 
+    def take_buffered(self, limit: int) -> list[Event[T]]:
+        """Up to ``limit`` events already unpacked, at once (``next_buffered``'s, many)."""
+        index = self._index
+        count = max(0, min(self._clean - index, limit))
+        self._index = index + count
+        return self._events.take_many(count)
+
     def next_event(self, timeout: float | None) -> Event[T] | None:
         """The next event, waiting up to ``timeout`` seconds; None on timeout, close or an end.
 

@@ -55,11 +55,15 @@ if TYPE_CHECKING:
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
     from folio.metrics import TopicMetrics
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_WAIT_MS", "EventReader", "Isolation"]
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_EVENTS", "DEFAULT_MAX_WAIT_MS", "EventReader",
+           "Isolation"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: The most events ``read_many`` returns unless told (Kafka's ``max.poll.records``).
+DEFAULT_MAX_EVENTS: Final = 500
 
 #: What a reader is served of transactional events (``ReadRequest.isolation``).
 Isolation = Literal["read_committed", "read_uncommitted"]
@@ -130,6 +134,8 @@ class EventReader(Generic[T]):
         #: Successor lookups running on the IO thread, and what they found.
         self._lookups: set[Future[None]] = set()
         self._found: collections.deque[_Found] = collections.deque()
+        #: A failure met after ``read_many`` had events to return: raised by the next call.
+        self._failed: FolioError | None = None
         for segment, offset in positions.items():
             self._streams.add(segment, offset)
 
@@ -167,6 +173,9 @@ class EventReader(Generic[T]):
         event = streams.next_buffered()
         if event is not None:
             return event
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._closed:
             if streams.ended:
@@ -187,6 +196,56 @@ class EventReader(Generic[T]):
                 return None
         # Closed: what was unpacked before still comes out, then nothing.
         return streams.next_event(0)
+
+    def read_many(self, max_events: int = DEFAULT_MAX_EVENTS,
+                  timeout: float | None = None) -> list[Event[T]]:
+        """The next events, up to ``max_events``, waiting up to ``timeout`` seconds for the first.
+
+        What as many ``read_next`` calls would return, in the same order,
+        handed over in one list: it waits for the first event as
+        ``read_next(timeout)`` does, then adds those that are there already
+        (``read_next(0)``'s) until ``max_events``; it never waits for more.
+        ``positions`` then name the event after the last one returned. A
+        failure met once the list holds events ends the list, and the next
+        call raises it (a ``DeserializationError``: the reader stays on that
+        event, as ``read_next``); nothing is skipped.
+
+        Args:
+            max_events: the most events to return (at least 1).
+            timeout: seconds to wait for the first event; None waits until
+                one comes (or the reader is closed).
+
+        Returns:
+            The events; empty when ``timeout`` passed (or the reader is closed).
+
+        Raises:
+            InvalidArgumentError: ``max_events`` is not a positive int.
+            The errors of ``read_next``.
+        """
+        if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
+            raise InvalidArgumentError(
+                f"max_events must be a positive int, not {max_events!r}")
+        take = self._streams.take_buffered
+        events = take(max_events)
+        if not events:
+            first = self.read_next(timeout)
+            if first is None:
+                return events
+            events.append(first)
+            events += take(max_events - 1)
+        while len(events) < max_events:
+            try:
+                event = self.read_next(0)  # the responses queued already
+            except DeserializationError:
+                break  # the reader stays on it: the next call raises it again
+            except FolioError as error:
+                self._failed = error
+                break
+            if event is None:
+                break
+            events.append(event)
+            events += take(max_events - len(events))
+        return events
 
     def on_item(self, signal: Callable[[], None]) -> SignallingQueue[Any]:
         """``signal()`` whenever a stream queues a response or a wake-up (the asyncio face's
