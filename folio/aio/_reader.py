@@ -22,7 +22,8 @@ from typing import Generic, TypeVar
 
 from folio.errors import DeserializationError
 from folio.models import Event
-from folio.read.reader import DEFAULT_MAX_EVENTS, EventReader
+from folio.read._event_read import DEFAULT_MAX_EVENTS
+from folio.read.reader import EventReader
 
 __all__ = ["AsyncEventReader"]
 

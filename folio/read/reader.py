@@ -46,6 +46,7 @@ from folio._transport.segment_streams import (
 from folio.api.v1 import read_pb2
 from folio.errors import DeserializationError, FolioError, InvalidArgumentError
 from folio.models import DeserializationPolicy, Event, SegmentRange
+from folio.read._event_read import DEFAULT_MAX_EVENTS, check_max_events
 from folio.serializers import BytesSerializer, Serializer
 
 if TYPE_CHECKING:
@@ -61,9 +62,6 @@ __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_EVENTS", "DEFAULT_MAX_WAIT_MS", "Ev
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-#: The most events ``read_many`` returns unless told (Kafka's ``max.poll.records``).
-DEFAULT_MAX_EVENTS: Final = 500
 
 #: What a reader is served of transactional events (``ReadRequest.isolation``).
 Isolation = Literal["read_committed", "read_uncommitted"]
@@ -222,9 +220,7 @@ class EventReader(Generic[T]):
             InvalidArgumentError: ``max_events`` is not a positive int.
             The errors of ``read_next``.
         """
-        if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
-            raise InvalidArgumentError(
-                f"max_events must be a positive int, not {max_events!r}")
+        check_max_events(max_events)
         take = self._streams.take_buffered
         events = take(max_events)
         if not events:
