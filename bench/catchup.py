@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="read backlogs written by an earlier run (needs --endpoint)")
     parser.add_argument("--api", default="many,next",
                         help="the reader's calls, comma-separated, each read of a round with "
-                        "each: many (read_many, up to 1024 events per call) or next "
+                        "each: many (read_many, up to 500 events per call) or next "
                         "(read_next, one per call) (default many,next)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

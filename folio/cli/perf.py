@@ -404,7 +404,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          "never (default 10000)")
     consume.add_argument("--read-next", action="store_true",
                          help="take one event per call (EventReader.read_next) instead of "
-                         "up to 1024 per call (read_many), to measure the per-event call")
+                         "up to 500 per call (read_many), to measure the per-event call")
     start = consume.add_mutually_exclusive_group()
     # No default on the flags (argparse would not see `--from latest` as given, so
     # it could be combined with --from-beginning); None means latest.
