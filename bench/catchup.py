@@ -7,6 +7,7 @@ comparisons. It starts ``folio standalone`` (or uses ``--endpoint``), writes
 as ``folio perf produce`` writes them), then reads each backlog from the
 start ``--repeat`` times with ``folio perf consume``'s loop
 (``folio.cli._perf_consume.run_consume``, which ``bench.peers`` uses too),
+once with ``read_many`` and once with ``read_next`` per round (``--api``),
 each read in a fresh process so that a client-side change is measured as
 imported by that process. It prints one line per read (events/s, MB/s, the
 reader's CPU per event during the read, all threads and the caller's, and
@@ -61,11 +62,11 @@ def _run_delay_s() -> float:
         return 0.0
 
 
-def _read(endpoint: str, topic: str, events: int) -> dict[str, float]:
+def _read(endpoint: str, topic: str, events: int, read_next: bool) -> dict[str, float]:
     with folio.Client(endpoint) as client:
         cpu, main_cpu, delay = time.process_time(), time.thread_time(), _run_delay_s()
         result = run_consume(client, ConsumeConfig(topic=topic, start="earliest",
-                                                   max_events=events))
+                                                   max_events=events, read_next=read_next))
         cpu, main_cpu = time.process_time() - cpu, time.thread_time() - main_cpu
         delay = _run_delay_s() - delay
     # CPU of the read alone (the interpreter's start and imports left out): every
@@ -76,14 +77,32 @@ def _read(endpoint: str, topic: str, events: int) -> dict[str, float]:
             "run_delay_s": delay}
 
 
-def _read_in_process(endpoint: str, topic: str, events: int) -> dict[str, float]:
+def _read_in_process(endpoint: str, topic: str, events: int, api: str) -> dict[str, float]:
     """One read in a fresh interpreter (``python -m bench.catchup --child``)."""
     out = subprocess.run(
         [sys.executable, "-m", "bench.catchup", "--child", "--endpoint", endpoint,
-         "--topic-prefix", topic, "--events", str(events)],
+         "--topic-prefix", topic, "--events", str(events), "--api", api],
         check=True, capture_output=True, text=True)
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
+
+
+_API_NAMES = {"many": "read_many", "next": "read_next"}
+
+
+def _report(size: int, api: str, result: dict[str, float]) -> float:
+    """Print one read's line; its events/s."""
+    seconds = result["duration_s"]
+    rate = result["events"] / seconds if seconds > 0 else 0.0
+    per_event_us = 1e6 / max(result["events"], 1)
+    print(f"{size} B, {_API_NAMES[api]}: read {int(result['events']):,} events in "
+          f"{seconds:.2f} s: {rate:,.0f} events/s, "
+          f"{rate * result['bytes'] / max(result['events'], 1) / _MB:.1f} MB/s; "
+          f"reader CPU {result['cpu_s'] * per_event_us:.2f} us/event (caller's "
+          f"thread {result['main_cpu_s'] * per_event_us:.2f}), which waited "
+          f"{result['run_delay_s']:.2f} s for a CPU "
+          f"(load {os.getloadavg()[0]:.2f})", flush=True)
+    return rate
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,10 +124,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="topics are PREFIX-SIZE (default catchup)")
     parser.add_argument("--read-only", action="store_true",
                         help="read backlogs written by an earlier run (needs --endpoint)")
+    parser.add_argument("--api", default="many,next",
+                        help="the reader's calls, comma-separated, each read of a round with "
+                        "each: many (read_many, up to 500 events per call) or next "
+                        "(read_next, one per call) (default many,next)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    apis = [api for api in args.api.split(",") if api]
+    if not apis or any(api not in ("many", "next") for api in apis):
+        parser.error(f"--api takes many and/or next, not {args.api!r}")
     if args.child:
-        print(json.dumps(_read(args.endpoint, args.topic_prefix, args.events)))
+        print(json.dumps(_read(args.endpoint, args.topic_prefix, args.events,
+                               read_next=apis == ["next"])))
         return 0
     if args.read_only and args.endpoint is None:
         parser.error("--read-only needs --endpoint")
@@ -128,23 +155,15 @@ def main(argv: list[str] | None = None) -> int:
                 _write(endpoint, topic, size, args.events)
                 print(f"{size} B: wrote {args.events:,} events in "
                       f"{time.monotonic() - started:.1f} s", flush=True)
-            rates = []
+            rates: dict[str, list[float]] = {api: [] for api in apis}
             for _ in range(args.repeat):
-                result = _read_in_process(endpoint, topic, args.events)
-                seconds = result["duration_s"]
-                rate = result["events"] / seconds if seconds > 0 else 0.0
-                rates.append(rate)
-                per_event_us = 1e6 / max(result["events"], 1)
-                print(f"{size} B: read {int(result['events']):,} events in "
-                      f"{seconds:.2f} s: {rate:,.0f} events/s, "
-                      f"{rate * result['bytes'] / max(result['events'], 1) / _MB:.1f} MB/s; "
-                      f"reader CPU {result['cpu_s'] * per_event_us:.2f} us/event (caller's "
-                      f"thread {result['main_cpu_s'] * per_event_us:.2f}), which waited "
-                      f"{result['run_delay_s']:.2f} s for a CPU "
-                      f"(load {os.getloadavg()[0]:.2f})", flush=True)
-            median = statistics.median(rates)
-            print(f"{size} B: median {median:,.0f} events/s, {median * size / _MB:.1f} MB/s",
-                  flush=True)
+                for api in apis:  # alternating, so that the load moves both alike
+                    rates[api].append(_report(size, api, _read_in_process(
+                        endpoint, topic, args.events, api)))
+            for api, api_rates in rates.items():
+                median = statistics.median(api_rates)
+                print(f"{size} B, {_API_NAMES[api]}: median {median:,.0f} events/s, "
+                      f"{median * size / _MB:.1f} MB/s", flush=True)
     finally:
         if process is not None:
             process.terminate()

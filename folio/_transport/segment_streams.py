@@ -56,6 +56,7 @@ from folio._transport.liveness import (
     with_progress_deadline,
 )
 from folio._transport.moving import MOVE_BACKOFF_MAX_S
+from folio._transport.read_policies import check_policy
 from folio._transport.read_stream_state import Credit, ReadStreamState, SignallingQueue
 from folio._transport.read_view import ReadView, open_read
 from folio._transport.unpack import EMPTY, UnpackedEvents, unpack_response
@@ -78,7 +79,7 @@ if TYPE_CHECKING:
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
     from folio.metrics import TopicMetrics
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_WAIT_MS", "POLICIES", "SegmentStreams"]
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_WAIT_MS", "SegmentStreams"]
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +93,6 @@ DEFAULT_MAX_WAIT_MS: Final = 500
 _BUFFERED_RESPONSES: Final = 4
 #: Retries of a read stream failing with statuses the broker did not give.
 _UNEXPLAINED_RETRIES: Final = 5
-#: The values of ``on_deserialization_error``.
-POLICIES: Final = ("raise", "skip", "raw")
 
 # (segment, token, response, error); segment None wakes the caller.
 _Item = tuple[str | None, int, read_pb2.ReadResponse | ReadView | None, FolioError | None]
@@ -213,6 +212,13 @@ class SegmentStreams(Generic[T]):
             self._index = index + 1
             return self._make()
         return None
+
+    def take_buffered(self, limit: int) -> list[Event[T]]:
+        """Up to ``limit`` events already unpacked, at once (``next_buffered``'s, many)."""
+        index = self._index
+        count = max(0, min(self._clean - index, limit))
+        self._index = index + count
+        return self._events.take_many(count)
 
     def next_event(self, timeout: float | None) -> Event[T] | None:
         """The next event, waiting up to ``timeout`` seconds; None on timeout, close or an end.
@@ -490,10 +496,3 @@ class SegmentStreams(Generic[T]):
                 channel, backoff.next_delay(), on_ready=answered or not woke_on_ready)
             if woke_on_ready:
                 self.ready_wakeups += 1
-
-
-def check_policy(policy: object) -> None:
-    """``InvalidArgumentError`` unless ``policy`` is one of ``POLICIES``."""
-    if policy not in POLICIES:
-        raise InvalidArgumentError(
-            f"on_deserialization_error must be 'raise', 'skip' or 'raw', not {policy!r}")

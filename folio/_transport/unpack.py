@@ -27,7 +27,7 @@ policy, and every event around it is kept in order.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain, repeat
+from itertools import chain, islice, repeat
 from typing import Any, Final
 
 from folio._transport.read_view import ReadView
@@ -78,6 +78,10 @@ class UnpackedEvents:
         Called more times than there are events it raises ``StopIteration``.
         """
         return self._make
+
+    def take_many(self, count: int) -> list[Event[Any]]:
+        """The next ``count`` events, made at once (as ``count`` calls of ``take``, in C)."""
+        return list(islice(self._events, count))
 
     def events(self) -> list[Event[Any]]:
         """Every event not taken yet, made at once (the undecodable ones in place)."""

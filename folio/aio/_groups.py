@@ -28,7 +28,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from folio._transport.segment_streams import SegmentStreams, check_policy
+from folio._transport.read_policies import check_policy
+from folio._transport.segment_streams import SegmentStreams
 from folio.api.v1 import groups_pb2, read_pb2
 from folio.errors import (
     FolioError,
@@ -40,7 +41,7 @@ from folio.errors import (
     ReaderNotInGroupError,
 )
 from folio.models import DeserializationPolicy, SegmentInfo, SegmentRange
-from folio.read._event_read import EventRead
+from folio.read._event_read import DEFAULT_MAX_EVENTS, EventRead, check_max_events, listed_reads
 from folio.read._group_admin import (
     GroupDescription,
     description,
@@ -405,6 +406,24 @@ class AsyncGroupReader(Generic[T]):
         if synced.checkpoint is not None:
             self._checkpoint = synced.checkpoint
             self._next_sync = 0.0
+
+    async def read_many(self, max_events: int = DEFAULT_MAX_EVENTS) -> list[EventRead[T]]:
+        """What ``read`` returns, then (after an event) the events unpacked already after
+        it, up to ``max_events`` in all (``GroupReader.read_many``'s, waiting as long as
+        it takes: bound it with ``asyncio.timeout``; cancelling loses nothing). Empty
+        once the reader is closed; a checkpoint event comes alone.
+        """
+        check_max_events(max_events)
+        first = await self.read()
+        if first is None or first.event is None or max_events == 1:
+            return [] if first is None else [first]
+        # No await from here on: the events are taken and returned together.
+        after_first = self._returned  # (the positions first carries)
+        assert after_first is not None
+        reads = [first, *listed_reads(self._streams.take_buffered(max_events - 1),
+                                      self.reader_id, after_first)]
+        self._returned = self._streams.positions()
+        return reads
 
     def skip(self, error: Any) -> None:
         """Steps over the undecodable event ``error`` names (``GroupReader.skip``)."""

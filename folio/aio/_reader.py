@@ -5,11 +5,11 @@ made with the caller's loop as its IO: the same Read streams with credit,
 reconnects, WrongHost moves, scaling (successors started once their
 predecessors are read) and deserialization policy. Its streams' queue signals
 an ``asyncio.Event`` on every response (``EventReader.on_item``); ``read``
-takes with ``read_next(0)``, which never waits, and awaits the signal when
-nothing is there.
+takes with ``read_next(0)`` (``read_many``: ``read_many(n, 0)``), which
+never waits, and awaits the signal when nothing is there.
 
 Cancellation: an event is taken off the reader only by the ``read_next(0)``
-that returns it, with no ``await`` between that and ``read`` returning, so
+(or ``read_many``) that returns it, with no ``await`` between that and the call returning, so
 cancelling a pending ``read`` (or leaving ``async for``) loses nothing: the
 next ``read`` returns the event after the last one returned.
 """
@@ -22,6 +22,7 @@ from typing import Generic, TypeVar
 
 from folio.errors import DeserializationError
 from folio.models import Event
+from folio.read._event_read import DEFAULT_MAX_EVENTS
 from folio.read.reader import EventReader
 
 __all__ = ["AsyncEventReader"]
@@ -79,6 +80,29 @@ class AsyncEventReader(Generic[T]):
                 await self._arrived.wait()
             event = core.read_next(0)
         return event
+
+    async def read_many(self, max_events: int = DEFAULT_MAX_EVENTS) -> list[Event[T]]:
+        """The next events, up to ``max_events``, waiting as long as it takes for the first
+        (``EventReader.read_many``'s: then those already there, never waiting for more;
+        bound the wait with ``asyncio.timeout``: cancelling a pending call loses nothing).
+
+        Returns:
+            The events, in ``read``'s order; empty once the reader is closed
+            (and every event unpacked before was returned).
+
+        Raises:
+            InvalidArgumentError: ``max_events`` is not a positive int.
+            As ``read``; a failure met once the list holds events is raised
+            by the next call.
+        """
+        core = self._core
+        events = core.read_many(max_events, 0)
+        while not events and not core.closed:
+            if self._items.empty():  # (an end or a wake-up may stop a take early)
+                self._arrived.clear()
+                await self._arrived.wait()
+            events = core.read_many(max_events, 0)
+        return events
 
     def skip(self, error: DeserializationError) -> None:
         """Steps over the undecodable event ``error`` names (as ``EventReader.skip``)."""

@@ -269,6 +269,7 @@ def _perf_consume(args: argparse.Namespace) -> int:
         topic=args.topic, start=start, duration_s=args.duration_s,
         max_events=args.max_events,
         idle_timeout_s=None if args.timeout_ms == 0 else args.timeout_ms / 1000,
+        read_next=args.read_next,
     )
 
     def tick(elapsed_s: float, events: int) -> bool:
@@ -401,6 +402,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     consume.add_argument("--timeout-ms", type=non_negative_int, default=10_000, metavar="MS",
                          help="stop after MS without a new event, once one was read; 0 for "
                          "never (default 10000)")
+    consume.add_argument("--read-next", action="store_true",
+                         help="take one event per call (EventReader.read_next) instead of "
+                         "up to 500 per call (read_many), to measure the per-event call")
     start = consume.add_mutually_exclusive_group()
     # No default on the flags (argparse would not see `--from latest` as given, so
     # it could be combined with --from-beginning); None means latest.

@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from folio._transport.segment_streams import SegmentStreams, check_policy
+from folio._transport.read_policies import check_policy
+from folio._transport.segment_streams import SegmentStreams
 from folio.api.v1 import read_pb2
 from folio.errors import DeserializationError, InvalidArgumentError
 from folio.models import DeserializationPolicy, Event, SegmentRange

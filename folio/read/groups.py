@@ -39,7 +39,8 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from folio._deprecated import renamed_timeout
-from folio._transport.segment_streams import SegmentStreams, check_policy
+from folio._transport.read_policies import check_policy
+from folio._transport.segment_streams import SegmentStreams
 from folio.api.v1 import groups_pb2, read_pb2
 from folio.errors import (
     DeserializationError,
@@ -53,7 +54,7 @@ from folio.errors import (
     TimeoutError,
 )
 from folio.models import DeserializationPolicy, SegmentRange
-from folio.read._event_read import EventRead
+from folio.read._event_read import DEFAULT_MAX_EVENTS, EventRead, check_max_events, listed_reads
 from folio.read._group_admin import (
     GroupDescription,
     MemberStatus,
@@ -415,6 +416,25 @@ class GroupReader(Generic[T]):
                 self._returned = streams.positions()
                 return EventRead(event, self.reader_id, self._returned)
         return None
+
+    def read_many(self, max_events: int = DEFAULT_MAX_EVENTS,
+                  timeout: float | None = None) -> list[EventRead[T]]:
+        """What ``read_next(timeout=timeout)`` returns, then (after an event) the events
+        unpacked already after it, up to ``max_events`` ``EventRead``s in all, each with
+        the position after it: what as many ``read_next`` calls would return, without a
+        call per event. Empty when ``timeout`` passed; a checkpoint event comes alone.
+        Raises what ``read_next`` raises, and ``InvalidArgumentError`` for ``max_events``.
+        """
+        check_max_events(max_events)
+        first = self.read_next(timeout=timeout)
+        if first is None or first.event is None or max_events == 1:
+            return [] if first is None else [first]
+        after_first = self._returned  # (the positions first carries)
+        assert after_first is not None
+        reads = [first, *listed_reads(self._streams.take_buffered(max_events - 1),
+                                      self.reader_id, after_first)]
+        self._returned = self._streams.positions()
+        return reads
 
     def skip(self, error: DeserializationError) -> None:
         """Steps over the event ``error`` names (``InvalidArgumentError``: not on it)."""

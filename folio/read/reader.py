@@ -46,6 +46,7 @@ from folio._transport.segment_streams import (
 from folio.api.v1 import read_pb2
 from folio.errors import DeserializationError, FolioError, InvalidArgumentError
 from folio.models import DeserializationPolicy, Event, SegmentRange
+from folio.read._event_read import DEFAULT_MAX_EVENTS, check_max_events
 from folio.serializers import BytesSerializer, Serializer
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ if TYPE_CHECKING:
     from folio.api.v1.read_pb2_grpc import ReadAsyncStub
     from folio.metrics import TopicMetrics
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_WAIT_MS", "EventReader", "Isolation"]
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_EVENTS", "DEFAULT_MAX_WAIT_MS", "EventReader",
+           "Isolation"]
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +132,8 @@ class EventReader(Generic[T]):
         #: Successor lookups running on the IO thread, and what they found.
         self._lookups: set[Future[None]] = set()
         self._found: collections.deque[_Found] = collections.deque()
+        #: A failure met after ``read_many`` had events to return: raised by the next call.
+        self._failed: FolioError | None = None
         for segment, offset in positions.items():
             self._streams.add(segment, offset)
 
@@ -167,6 +171,9 @@ class EventReader(Generic[T]):
         event = streams.next_buffered()
         if event is not None:
             return event
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._closed:
             if streams.ended:
@@ -187,6 +194,54 @@ class EventReader(Generic[T]):
                 return None
         # Closed: what was unpacked before still comes out, then nothing.
         return streams.next_event(0)
+
+    def read_many(self, max_events: int = DEFAULT_MAX_EVENTS,
+                  timeout: float | None = None) -> list[Event[T]]:
+        """The next events, up to ``max_events``, waiting up to ``timeout`` seconds for the first.
+
+        What as many ``read_next`` calls would return, in the same order,
+        handed over in one list: it waits for the first event as
+        ``read_next(timeout)`` does, then adds those that are there already
+        (``read_next(0)``'s) until ``max_events``; it never waits for more.
+        ``positions`` then name the event after the last one returned. A
+        failure met once the list holds events ends the list, and the next
+        call raises it (a ``DeserializationError``: the reader stays on that
+        event, as ``read_next``); nothing is skipped.
+
+        Args:
+            max_events: the most events to return (at least 1).
+            timeout: seconds to wait for the first event; None waits until
+                one comes (or the reader is closed).
+
+        Returns:
+            The events; empty when ``timeout`` passed (or the reader is closed).
+
+        Raises:
+            InvalidArgumentError: ``max_events`` is not a positive int.
+            The errors of ``read_next``.
+        """
+        check_max_events(max_events)
+        take = self._streams.take_buffered
+        events = take(max_events)
+        if not events:
+            first = self.read_next(timeout)
+            if first is None:
+                return events
+            events.append(first)
+            events += take(max_events - 1)
+        while len(events) < max_events:
+            try:
+                event = self.read_next(0)  # the responses queued already
+            except DeserializationError:
+                break  # the reader stays on it: the next call raises it again
+            except FolioError as error:
+                self._failed = error
+                break
+            if event is None:
+                break
+            events.append(event)
+            events += take(max_events - len(events))
+        return events
 
     def on_item(self, signal: Callable[[], None]) -> SignallingQueue[Any]:
         """``signal()`` whenever a stream queues a response or a wake-up (the asyncio face's

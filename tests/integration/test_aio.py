@@ -177,6 +177,27 @@ async def test_a_cancelled_read_loses_nothing(server: BookieProcess) -> None:
         await _no_flows_left(client)
 
 
+async def test_read_many_hands_over_the_events_in_order(server: BookieProcess) -> None:
+    async with AsyncClient(server.address, timeout_s=30) as client:
+        await client.create_topic("aio-many")
+        writer = await client.writer("aio-many")
+        for i in range(300):
+            writer.write_nowait(b"%d" % i)
+        await writer.flush()
+        reader = await client.reader("aio-many")
+        got: list[bytes] = []
+        async with asyncio.timeout(30):
+            while len(got) < 300:
+                events = await reader.read_many(max_events=64)
+                assert 1 <= len(events) <= 64
+                got += [event.payload for event in events]
+        assert got == [b"%d" % i for i in range(300)]
+        assert reader.positions == {"aio-many/0": 300}
+        reader.close()
+        assert await reader.read_many() == []
+        await writer.close()
+
+
 async def test_the_blocking_face_refuses_to_run_on_the_loop(server: BookieProcess) -> None:
     async with AsyncClient(server.address, timeout_s=30) as client:
         async def nothing() -> None:

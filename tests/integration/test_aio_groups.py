@@ -123,6 +123,28 @@ async def test_a_cancelled_read_loses_nothing(server: BookieProcess) -> None:
         await group.delete()
 
 
+async def test_read_many_lists_reads_with_their_positions(server: BookieProcess) -> None:
+    async with AsyncClient(server.address, timeout_s=30) as client:
+        await client.create_topic("aio-grp-m", segments=2)
+        await _write(client, "aio-grp-m", 0, 150)
+        group = await client.reader_group("aio-gm", topics=["aio-grp-m"], sync_interval_ms=100)
+        got: list[bytes] = []
+        expected = {"aio-grp-m/0": 0, "aio-grp-m/1": 0}
+        async with await group.reader("m") as reader, asyncio.timeout(60):
+            while len(got) < 150:
+                reads = await reader.read_many(max_events=16)
+                assert 1 <= len(reads) <= 16
+                for read in reads:
+                    assert read.event is not None or len(reads) == 1
+                    if read.event is not None:
+                        got.append(read.event.payload)
+                        expected[read.event.segment] = read.event.offset + 1
+                    assert dict(read.position.positions) == expected
+            assert dict(reader.position.positions) == expected
+        assert sorted(got) == sorted(b"%d" % n for n in range(150))
+        await group.delete()
+
+
 async def test_offline_reset_and_the_group_calls(server: BookieProcess) -> None:
     async with AsyncClient(server.address, timeout_s=30) as client:
         await client.create_topic("aio-grp-r", segments=2)

@@ -306,9 +306,11 @@ def test_perf_consume_from_earliest_reports_data_age(server: BookieProcess) -> N
                                  "--max-events", events, "--json", "--endpoint", at)))
     assert "end_to_end_latency_ms" not in earliest
     assert earliest["data_age_ms"]["p50"] is not None
-    human = ok(run("perf", "consume", "--topic", "k-age", "--from-beginning",
+    assert earliest["events"] == report["events"]
+    human = ok(run("perf", "consume", "--topic", "k-age", "--from-beginning", "--read-next",
                    "--max-events", events, "--endpoint", at))
     assert "data age (ms): p50" in human and "end-to-end" not in human
+    assert f"from earliest: {report['events']:,} events" in human
 
 
 

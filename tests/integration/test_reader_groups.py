@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -110,6 +111,35 @@ def test_three_readers_share_segments_evenly_and_read_everything(
         reader.close()
     assert group.online_readers() == []
     assert sorted(group.assignment()[""]) == [f"rg-even/{i}" for i in range(6)]
+
+
+def test_read_many_lists_the_reads_read_next_would(client: folio.Client) -> None:
+    client.create_topic("rg-many", 2)
+    written = _write(client, "rg-many", keys=6, per_key=60)
+    group = client.reader_group("g-many", ["rg-many"], sync_interval_ms=50)
+    with group.reader("solo") as reader:
+        got: list[EventRead[Any]] = []
+        checkpoint = None
+        deadline = time.monotonic() + 60
+        while len(_payloads(got)) < len(written) or checkpoint is None or not checkpoint.done():
+            assert time.monotonic() < deadline, f"{len(_payloads(got))} of {len(written)}"
+            if checkpoint is None and len(_payloads(got)) >= len(written) // 2:
+                checkpoint = group.initiate_checkpoint("half", timeout=60)
+            reads = reader.read_many(max_events=40, timeout=0.2)
+            assert len(reads) <= 40
+            assert all(not read.is_checkpoint for read in reads) or len(reads) == 1
+            got += reads
+        with pytest.raises(folio.InvalidArgumentError):
+            reader.read_many(max_events=0)
+    assert Counter(_payloads(got)) == Counter(p for _, p in written)
+    _check_order(got)
+    assert [read.checkpoint_name for read in got if read.is_checkpoint] == ["half"]
+    # Each read carries the reader's position just after it, as read_next's would.
+    expected = {"rg-many/0": 0, "rg-many/1": 0}
+    for read in got:
+        if read.event is not None:
+            expected[read.event.segment] = read.event.offset + 1
+        assert dict(read.position.positions) == expected
 
 
 def test_checkpoint_then_new_group_resumes_exactly_there(client: folio.Client) -> None:

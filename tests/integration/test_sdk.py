@@ -271,3 +271,29 @@ def test_leaving_a_for_loop_early_loses_no_event(client: folio.Client) -> None:
         while len(rest) < 7 and (later := reader.read_next(timeout=10)) is not None:
             rest.append(later.offset)
     assert (first, rest) == ([0, 1, 2], [3, 4, 5, 6, 7, 8, 9])
+
+
+def test_read_many_hands_over_what_read_next_would(client: folio.Client) -> None:
+    client.create_topic("many", 3)
+    with client.writer("many", folio.JsonSerializer(), linger_ms=2,
+                       batch_size_bytes=1024) as writer:
+        for i in range(600):
+            writer.write_event({"i": i}, f"k{i % 7}")
+    with client.reader("many", serializer=folio.JsonSerializer()) as one_by_one:
+        expected = _read_all(one_by_one, 600)
+    got: list[folio.Event[Any]] = []
+    with client.reader("many", serializer=folio.JsonSerializer()) as reader:
+        deadline = time.monotonic() + 30
+        while len(got) < 600 and time.monotonic() < deadline:
+            events = reader.read_many(max_events=50, timeout=1.0)
+            assert len(events) <= 50
+            got += events
+        assert reader.read_many(timeout=0.1) == []
+        positions = reader.positions
+    # The same events (each segment's in offset order), and positions after the last.
+    assert len(got) == 600
+    for segment in ("many/0", "many/1", "many/2"):
+        mine = [(e.offset, e.payload, e.routing_key) for e in got if e.segment == segment]
+        assert mine == [(e.offset, e.payload, e.routing_key) for e in expected
+                        if e.segment == segment]
+        assert positions[segment] == len(mine)

@@ -237,6 +237,12 @@ class FakeReader:
         payload = next(self._payloads, None)
         return None if payload is None else FakeEvent(payload)
 
+    def read_many(self, max_events: int, timeout: float | None = None) -> list[FakeEvent]:
+        events: list[FakeEvent] = []
+        while len(events) < max_events and (event := self.read_next(0)) is not None:
+            events.append(event)
+        return events
+
     def __enter__(self) -> FakeReader:
         return self
 
@@ -257,14 +263,16 @@ def test_consume_stops_after_timeout_without_events() -> None:
     assert out.getvalue() == b"a\n"
 
 
-def test_perf_consume_loop_counts_bytes_and_stops_at_max_events() -> None:
+@pytest.mark.parametrize("read_next", [False, True])
+def test_perf_consume_loop_counts_bytes_and_stops_at_max_events(read_next: bool) -> None:
     class Client:
         def reader(self, topic: str, start: str) -> FakeReader:
-            return FakeReader([b"x" * 10] * 100)
+            return FakeReader([b"x" * 10] * 3000)
 
-    config = ConsumeConfig("t", "earliest", max_events=40)
+    config = ConsumeConfig("t", "earliest", max_events=2040, read_next=read_next)
     result = run_consume(Client(), config)  # type: ignore[arg-type]
-    assert (result.events, result.payload_bytes, result.stopped_by) == (40, 400, "max-events")
+    assert (result.events, result.payload_bytes, result.stopped_by) == (
+        2040, 20400, "max-events")
 
 
 def test_describe_json_keys_are_stable() -> None:

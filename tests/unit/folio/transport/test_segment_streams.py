@@ -14,10 +14,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Iterator
+from typing import Any
 
-import grpc
 import pytest
 
 from folio._transport.io_thread import IoThread
@@ -27,67 +26,9 @@ from folio.api.v1.block import encode_block
 from folio.errors import DeserializationError, InvalidArgumentError, InvalidBlockError
 from folio.models import DeserializationPolicy
 from folio.serializers import JsonSerializer
-
-if TYPE_CHECKING:  # only in the .pyi: grpc has no asyncio stub class at run time
-    from folio.api.v1.read_pb2_grpc import ReadAsyncStub
+from tests.unit.folio.transport.read_script import Stub, json_response, read_stub, response
 
 WAIT_S = 30.0
-
-
-class _Unavailable(grpc.RpcError):
-    """A cut connection as ``grpc.aio`` reports it (retriable)."""
-
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.UNAVAILABLE
-
-    def details(self) -> str:
-        return "connection cut"
-
-
-class _Call:
-    """One scripted Read call: its responses, then maybe an error, then the tail."""
-
-    def __init__(self, responses: list[read_pb2.ReadResponse], error: bool) -> None:
-        self._responses = responses
-        self._error = error
-
-    def __aiter__(self) -> AsyncIterator[read_pb2.ReadResponse]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[read_pb2.ReadResponse]:
-        for response in self._responses:
-            yield response
-        if self._error:
-            raise _Unavailable()
-
-    def cancel(self) -> None:
-        pass
-
-
-class _Stub:
-    """Answers each Read with the next script; records the offsets asked for."""
-
-    def __init__(self, *scripts: tuple[list[read_pb2.ReadResponse], bool]) -> None:
-        self._scripts = list(scripts)
-        self.offsets: list[int] = []
-
-    def Read(self, request: read_pb2.ReadRequest) -> _Call:
-        self.offsets.append(request.offset)
-        responses, error = self._scripts.pop(0) if self._scripts else ([], False)
-        return _Call(responses, error)
-
-
-def _read_stub(stub: _Stub) -> ReadAsyncStub:
-    """``stub`` as the generated stub type SegmentStreams takes: it scripts the one
-    method the streams call (``Read``), and the generated class is not a protocol."""
-    return cast("ReadAsyncStub", stub)
-
-
-def _response(offset: int, count: int, next_offset: int) -> read_pb2.ReadResponse:
-    data = encode_block([b"e%d" % (offset + i) for i in range(count)])
-    return read_pb2.ReadResponse(
-        blocks=[read_pb2.ReadBlock(offset=offset, event_count=count, data=data)],
-        next_offset=next_offset)
 
 
 @pytest.fixture
@@ -109,8 +50,8 @@ def _read(streams: SegmentStreams[Any], count: int) -> list[int]:
 
 
 def test_a_step_split_in_responses_returns_every_event(io: IoThread) -> None:
-    stub = _Stub(([_response(0, 2, 6), _response(2, 2, 6), _response(4, 2, 6)], False))
-    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_read_stub(stub), deserialize=None)
+    stub = Stub(([response(0, 2, 6), response(2, 2, 6), response(4, 2, 6)], False))
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=read_stub(stub), deserialize=None)
     streams.add("t/0", 0)
     try:
         assert _read(streams, 6) == [0, 1, 2, 3, 4, 5]
@@ -120,8 +61,8 @@ def test_a_step_split_in_responses_returns_every_event(io: IoThread) -> None:
 
 
 def test_a_stream_broken_inside_a_step_reopens_after_what_it_got(io: IoThread) -> None:
-    stub = _Stub(([_response(0, 2, 6)], True), ([_response(2, 4, 6)], False))
-    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_read_stub(stub), deserialize=None)
+    stub = Stub(([response(0, 2, 6)], True), ([response(2, 4, 6)], False))
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=read_stub(stub), deserialize=None)
     streams.add("t/0", 0)
     try:
         assert _read(streams, 6) == [0, 1, 2, 3, 4, 5]
@@ -131,8 +72,8 @@ def test_a_stream_broken_inside_a_step_reopens_after_what_it_got(io: IoThread) -
 
 
 def test_a_response_without_blocks_moves_past_left_out_entries(io: IoThread) -> None:
-    stub = _Stub(([_response(0, 2, 2), read_pb2.ReadResponse(next_offset=5)], False))
-    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_read_stub(stub), deserialize=None)
+    stub = Stub(([response(0, 2, 2), read_pb2.ReadResponse(next_offset=5)], False))
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=read_stub(stub), deserialize=None)
     streams.add("t/0", 0)
     try:
         assert _read(streams, 2) == [0, 1]
@@ -145,9 +86,9 @@ def test_a_response_without_blocks_moves_past_left_out_entries(io: IoThread) -> 
 def test_a_split_step_as_read_proto_says_then_a_left_out_tail(io: IoThread) -> None:
     # The broker's split: earlier responses claim up to their last block, the
     # last one the step's next_offset (left-out entries 6..8 after its blocks).
-    stub = _Stub(([_response(0, 2, 2), _response(2, 2, 4), _response(4, 2, 9),
+    stub = Stub(([response(0, 2, 2), response(2, 2, 4), response(4, 2, 9),
                    read_pb2.ReadResponse(next_offset=9)], False))
-    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_read_stub(stub), deserialize=None)
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=read_stub(stub), deserialize=None)
     streams.add("t/0", 0)
     try:
         assert _read(streams, 6) == [0, 1, 2, 3, 4, 5]
@@ -159,20 +100,14 @@ def test_a_split_step_as_read_proto_says_then_a_left_out_tail(io: IoThread) -> N
 
 # -- payloads the serializer cannot decode ------------------------------------
 
-def _json_response(offset: int, payloads: list[bytes]) -> read_pb2.ReadResponse:
-    return read_pb2.ReadResponse(blocks=[read_pb2.ReadBlock(
-        offset=offset, event_count=len(payloads), data=encode_block(payloads))],
-        next_offset=offset + len(payloads))
-
-
-def _scenario() -> _Stub:
+def _scenario() -> Stub:
     """Offsets 0-2 good, 3 bad, 4-5 good in one response; 6-7 good in the next."""
-    return _Stub(([_json_response(0, [b"0", b"1", b"2", b"x", b"4", b"5"]),
-                   _json_response(6, [b"6", b"7"])], False))
+    return Stub(([json_response(0, [b"0", b"1", b"2", b"x", b"4", b"5"]),
+                   json_response(6, [b"6", b"7"])], False))
 
 
 def test_an_undecodable_event_raises_and_stays_until_skipped(io: IoThread) -> None:
-    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_read_stub(_scenario()),
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=read_stub(_scenario()),
                                                   deserialize=JsonSerializer().deserialize)
     streams.add("t/0", 0)
     try:
@@ -195,7 +130,7 @@ def test_an_undecodable_event_raises_and_stays_until_skipped(io: IoThread) -> No
 @pytest.mark.parametrize("policy", ["skip", "raw"])
 def test_the_skip_and_raw_policies(io: IoThread, policy: DeserializationPolicy) -> None:
     streams: SegmentStreams[Any] = SegmentStreams(
-        io=io, stub=_read_stub(_scenario()), deserialize=JsonSerializer().deserialize,
+        io=io, stub=read_stub(_scenario()), deserialize=JsonSerializer().deserialize,
         on_deserialization_error=policy)
     streams.add("t/0", 0)
     try:
@@ -206,7 +141,7 @@ def test_the_skip_and_raw_policies(io: IoThread, policy: DeserializationPolicy) 
 
 
 def test_buffered_events_are_returned_after_close_the_bad_one_included(io: IoThread) -> None:
-    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_read_stub(_scenario()),
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=read_stub(_scenario()),
                                                   deserialize=JsonSerializer().deserialize)
     streams.add("t/0", 0)
     assert _read(streams, 1) == [0]
@@ -224,14 +159,14 @@ def test_buffered_events_are_returned_after_close_the_bad_one_included(io: IoThr
     assert streams.positions() == {"t/0": 6}
 
 
-def test_an_invalid_block_stops_its_segment_before_the_response(io: IoThread) -> None:
+def test_an_invalid_block_stops_its_segment_before_theresponse(io: IoThread) -> None:
     """The stream read on past the response: its segment stops at the offset before it."""
     broken = read_pb2.ReadResponse(blocks=[
         read_pb2.ReadBlock(offset=2, event_count=1, data=encode_block([b"2"])),
         read_pb2.ReadBlock(offset=3, event_count=5, data=encode_block([b"3", b"4"]))],
         next_offset=8)
-    stub = _Stub(([_response(0, 2, 2), broken, _response(8, 2, 10)], False))
-    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=_read_stub(stub), deserialize=None)
+    stub = Stub(([response(0, 2, 2), broken, response(8, 2, 10)], False))
+    streams: SegmentStreams[Any] = SegmentStreams(io=io, stub=read_stub(stub), deserialize=None)
     streams.add("t/0", 0)
     try:
         assert _read(streams, 2) == [0, 1]
