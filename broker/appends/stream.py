@@ -293,18 +293,30 @@ class AppendEngine:
     async def _read_commands(
         self, commands: AsyncIterator[Command], stop: asyncio.Future[Any]
     ) -> bool:
+        """Read and dispatch commands until the client half-closes (False) or ``stop`` (True).
+
+        One task reads them all, raced against ``stop`` once: a task and a
+        wait per command would cost each block two more turns of the event
+        loop (and their allocations) on its way to the ledger.
+        """
+        reading = asyncio.ensure_future(self._read_all(commands))
+        await asyncio.wait((reading, stop), return_when=asyncio.FIRST_COMPLETED)
+        if not reading.done():
+            reading.cancel()
+            # Abandoned: whatever the read ends with (cancelled, or the
+            # transport's error as the call goes away) no longer matters.
+            # Dispatching is synchronous, so the cancellation lands between
+            # two commands (in a read, or waiting for a slot), never in one.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reading
+            return True
+        return reading.result()
+
+    async def _read_all(self, commands: AsyncIterator[Command]) -> bool:
+        """Every command, dispatched as read (at most ``MAX_COMMANDS_IN_FLIGHT`` at once)."""
         while True:
             await self._slots.acquire()
-            read = asyncio.ensure_future(anext(commands, None))
-            await asyncio.wait((read, stop), return_when=asyncio.FIRST_COMPLETED)
-            if not read.done():
-                read.cancel()
-                # Abandoned: whatever the read ends with (cancelled, or the
-                # transport's error as the call goes away) no longer matters.
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await read
-                return True
-            command = read.result()
+            command = await anext(commands, None)
             if command is None:
                 return False
             self._dispatch(command)

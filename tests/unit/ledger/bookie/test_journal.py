@@ -22,6 +22,7 @@ from ledger.bookie.journal import (
     file_name,
     frame,
     journal_files,
+    zero_fill,
 )
 from ledger.bookie.replay import read_records
 from ledger.bookie.storage import RocksDBLedgerStorage
@@ -205,3 +206,23 @@ def test_a_file_is_preallocated_in_steps_up_to_its_limit_then_rotated(tmp_path: 
     in_first = (blocks - 1) * per_block
     assert len(list(read_records(str(first)))) == in_first
     assert len(list(read_records(str(tmp_path / file_name(2))))) == per_block
+
+
+def test_a_preallocation_writes_zeros_over_its_range_only(tmp_path: Path) -> None:
+    # Written zeros, not posix_fallocate's unwritten extents (whose first write
+    # makes each group commit's fdatasync commit the file system's journal):
+    # the range reads back as zeros, beyond the 1 MiB a single write covers,
+    # and what lies outside it is untouched.
+    path = tmp_path / "prealloc"
+    path.write_bytes(b"\xff" * (3 * 1024 * 1024))
+    start, end = 100, 100 + 2 * 1024 * 1024 + 12345
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        zero_fill(fd, start, end)
+    finally:
+        os.close(fd)
+    data = path.read_bytes()
+    assert len(data) == 3 * 1024 * 1024
+    assert data[start:end] == bytes(end - start)
+    assert data[:start] == b"\xff" * start
+    assert data[end:] == b"\xff" * (len(data) - end)
