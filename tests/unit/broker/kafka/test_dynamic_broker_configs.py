@@ -15,6 +15,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from prometheus_client import REGISTRY
 
+from broker.kafka.config_docs import config_doc
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Call
 from broker.kafka.dynamic_configs import (
@@ -91,6 +92,7 @@ def test_a_brokers_value_wins_over_the_default_over_the_flag_over_the_built_in()
     assert [(each.value, each.source) for each in listener.synonyms] == [
         ("2", DYNAMIC_BROKER_CONFIG)]
     assert not any(entry.read_only for entry in entries.values())
+    assert all(config_doc(name) for name in entries)  # include_documentation answers each
     two_entries = {entry.name: entry for entry in described(table, 2, _STATIC)}
     assert two_entries["max.connections"].source == DYNAMIC_DEFAULT_BROKER_CONFIG
 
