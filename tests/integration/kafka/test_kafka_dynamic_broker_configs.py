@@ -99,30 +99,41 @@ def _alter(admin: AdminClient, name: str, *entries: tuple[str, Any, str | None])
 
 
 def _alter_default(admin: AdminClient, *entries: tuple[str, Any, str | None]) -> None:
+    code, message = alter_raw(_bootstrap(admin), "", [
+        (name, int(operation.value), value) for name, operation, value in entries])
+    assert code is ErrorCode.none, (code, message)
+
+
+def alter_raw(bootstrap: str, name: str, entries: list[tuple[str, int, str | None]]
+              ) -> tuple[ErrorCode, str | None]:
+    """IncrementalAlterConfigs v1 of broker ``name`` at ``bootstrap``: (code, message)."""
     key = 44
     request = _make(key, 1, resources=(_make(
-        key, 1, "AlterConfigsResource", resource_type=4, resource_name="", configs=tuple(
-            _make(key, 1, "AlterableConfig", name=name, config_operation=int(operation.value),
-                  value=value) for name, operation, value in entries)),), validate_only=False)
-    [answer] = _call(_bootstrap(admin), key, 1, request).responses
-    if answer.error_code is not ErrorCode.none:
-        raise AssertionError(f"{answer.error_code}: {answer.error_message}")
+        key, 1, "AlterConfigsResource", resource_type=4, resource_name=name, configs=tuple(
+            _make(key, 1, "AlterableConfig", name=config, config_operation=operation,
+                  value=value) for config, operation, value in entries)),), validate_only=False)
+    [answer] = _call(bootstrap, key, 1, request).responses
+    return answer.error_code, answer.error_message
+
+
+def synonyms_raw(bootstrap: str, config: str) -> list[tuple[str, int]]:
+    """DescribeConfigs v4 of the broker at ``bootstrap``: ``config``'s synonyms, in order.
+
+    (value, source) of each; the one in force first.
+    """
+    key = 32
+    request = _make(key, 4, resources=(_make(
+        key, 4, "DescribeConfigsResource", resource_type=4, resource_name="",
+        configuration_keys=(config,)),), include_synonyms=True, include_documentation=False)
+    [result] = _call(bootstrap, key, 4, request).results
+    assert result.error_code is ErrorCode.none, result.error_message
+    [entry] = result.configs
+    return [(each.value, int(each.source)) for each in entry.synonyms]
 
 
 def _described(admin: AdminClient) -> dict[str, Any]:
     resource = ConfigResource(ConfigResource.Type.BROKER, "0")
     return dict(admin.describe_configs([resource])[resource].result(DEADLINE_S))
-
-
-def _synonyms(admin: AdminClient, name: str) -> list[tuple[str, int]]:
-    """DescribeConfigs v4 with synonyms: (value, source) of each of ``name``'s synonyms."""
-    key = 32
-    request = _make(key, 4, resources=(_make(
-        key, 4, "DescribeConfigsResource", resource_type=4, resource_name="0",
-        configuration_keys=(name,)),), include_synonyms=True, include_documentation=False)
-    [result] = _call(_bootstrap(admin), key, 4, request).results
-    [entry] = result.configs
-    return [(each.value, int(each.source)) for each in entry.synonyms]
 
 
 def _answers(sock: socket.socket) -> bool:
@@ -188,7 +199,7 @@ def test_describe_configs_reports_each_source_with_its_synonyms_in_kafkas_order(
         assert (connections.value, connections.source, connections.is_read_only) == (
             "800", ConfigSource.DYNAMIC_BROKER_CONFIG.value, False)
         # librdkafka keys synonyms by name (here all one name): read them raw.
-        assert _synonyms(admin, "max.connections") == [
+        assert synonyms_raw(_bootstrap(admin), "max.connections") == [
             ("800", ConfigSource.DYNAMIC_BROKER_CONFIG.value),
             ("900", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value),
             ("1000", ConfigSource.STATIC_BROKER_CONFIG.value),
