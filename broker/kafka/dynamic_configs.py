@@ -30,6 +30,7 @@ is safe (setting the same values again changes nothing).
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ __all__ = ["DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG", "DynamicBro
 #: DescribeConfigs' sources of a dynamic broker config (Kafka's ``ConfigSource``).
 DYNAMIC_BROKER_CONFIG: Final = 2
 DYNAMIC_DEFAULT_BROKER_CONFIG: Final = 3
+
+log = logging.getLogger(__name__)
 
 _MAX_CONNECTIONS = "max.connections"
 _PER_IP = "max.connections.per.ip"
@@ -188,26 +191,35 @@ class DynamicBrokerConfigs:
         cached = self._cached
         if cached is not None and cached[0] == table.version and cached[1] == node_id:
             return cached[2]
-        values = resolved(table, node_id, self._static)
-        listeners: dict[str, ListenerLimits] = {}
-        for key, value in values.items():
-            match = _LISTENER.fullmatch(key)
-            if match is None:
-                continue
-            name = match[1].upper()
-            before = listeners.get(name, ListenerLimits())
-            listeners[name] = (ListenerLimits(int(value), before.connection_rate)
-                               if match[2] == _MAX_CONNECTIONS
-                               else ListenerLimits(before.max_connections, int(value)))
-        limits = ConnectionLimits(
-            int(values[_MAX_CONNECTIONS]), int(values[_PER_IP]),
-            parse_overrides(values[_OVERRIDES], _OVERRIDES), int(values[_RATE]), listeners)
+        try:
+            limits = _limits(resolved(table, node_id, self._static))
+        except ValueError as error:  # written by hand past the checks: the flags alone
+            log.warning("kafka: the dynamic broker configs (version %d) do not parse, the "
+                        "start-up settings apply: %s", table.version, error)
+            limits = _limits(resolved(DynamicConfigTable(), node_id, self._static))
         self._cached = (table.version, node_id, limits)
         return limits
 
     def described(self) -> list[DescribedConfig]:
         """DescribeConfigs' entries of the dynamic keys for this broker, synonyms in order."""
         return described(self._node.table, self._node_id(), self._static)
+
+
+def _limits(values: Mapping[str, str]) -> ConnectionLimits:
+    """The limits of the values in force (``ValueError`` if one does not parse)."""
+    listeners: dict[str, ListenerLimits] = {}
+    for key, value in values.items():
+        match = _LISTENER.fullmatch(key)
+        if match is None:
+            continue
+        name = match[1].upper()
+        before = listeners.get(name, ListenerLimits())
+        listeners[name] = (ListenerLimits(int(value), before.connection_rate)
+                           if match[2] == _MAX_CONNECTIONS
+                           else ListenerLimits(before.max_connections, int(value)))
+    return ConnectionLimits(
+        int(values[_MAX_CONNECTIONS]), int(values[_PER_IP]),
+        parse_overrides(values[_OVERRIDES], _OVERRIDES), int(values[_RATE]), listeners)
 
 
 def _layers(table: DynamicConfigTable, node_id: int, static: StaticConnectionSettings,

@@ -223,3 +223,17 @@ def _throttled(reason: str) -> float:
                                       {"reason": reason})
     assert value is not None
     return value
+
+
+async def test_a_table_written_past_the_checks_leaves_the_start_up_limits(
+        tmp_path: Path) -> None:
+    store = RocksDBMetadataStore(tmp_path / "metadata")
+    await store.create(BROKER_CONFIGS_PATH, b'{"scopes": {"": {"max.connections": "x"}}}',
+                       make_parents=True)
+    configs = DynamicBrokerConfigs(store, _STATIC, lambda: 0)
+    try:
+        await configs.start()
+        assert configs.limits() == ConnectionLimits(max_connections=500)
+    finally:
+        await configs.close()
+        await store.close()
