@@ -27,6 +27,8 @@ path                              holds (owner)                           writte
                                   (``broker.kafka.sasl.credentials``)
 ``/folio/kafka/quotas``           Kafka client quotas                     admins         persistent
                                   (``broker.kafka.quotas.store``)
+``/folio/kafka/broker_configs``   Kafka dynamic broker configs            admins         persistent
+                                  (``broker.kafka.dynamic_configs``)
 ``/folio/kafka/delegation_tokens`` Kafka delegation tokens, one child     brokers        persistent
                                   per token id                            serving Kafka
                                   (``broker.kafka.sasl.delegation``)
@@ -46,6 +48,7 @@ from typing import Final
 __all__ = [
     "ACL_PATH",
     "BROKERS_PATH",
+    "BROKER_CONFIGS_PATH",
     "CONTAINERS_PATH",
     "DELEGATION_TOKENS_ROOT",
     "FOLIO_PATH",
@@ -79,6 +82,8 @@ SCRAM_PATH: Final = "/folio/kafka/scram"
 DELEGATION_TOKENS_ROOT: Final = "/folio/kafka/delegation_tokens"
 #: The node holding every Kafka client quota.
 QUOTAS_PATH: Final = "/folio/kafka/quotas"
+#: Kafka's dynamic broker configs (``broker.kafka.dynamic_configs``): one node.
+BROKER_CONFIGS_PATH: Final = "/folio/kafka/broker_configs"
 #: The Kafka producer ids reserved so far (blocks taken by compare-and-set).
 PRODUCER_IDS_PATH = "/folio/kafka/producer_ids"
 #: Parent of the containers' nodes.

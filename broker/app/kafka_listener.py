@@ -234,10 +234,15 @@ def _serve_peers(context: KafkaContext, forwards: KafkaForwardSlot) -> None:
 
 async def _start_quotas(context: KafkaContext, store: MetadataStore,
                         config: BrokerConfig) -> None:
-    """The cluster's client quotas, read (and watched) before serving.
+    """The cluster's client quotas and dynamic broker configs, read (and watched) before serving.
 
     Every request and connection is counted against them from the first.
     """
+    from broker.kafka.context import NODE_ID  # noqa: PLC0415
+    from broker.kafka.dynamic_configs import (  # noqa: PLC0415
+        DynamicBrokerConfigs,
+        StaticConnectionSettings,
+    )
     from broker.kafka.quotas.connections import ConnectionQuotas  # noqa: PLC0415
     from broker.kafka.quotas.enforcer import ClientQuotas  # noqa: PLC0415
     from broker.kafka.quotas.store import QuotaStore  # noqa: PLC0415
@@ -245,10 +250,14 @@ async def _start_quotas(context: KafkaContext, store: MetadataStore,
     quota_store = context.quota_store = QuotaStore(store)
     await quota_store.start()
     context.quotas = ClientQuotas(lambda: quota_store.table)
-    context.connection_quotas = ConnectionQuotas(
-        lambda: quota_store.table, max_connections=config.kafka_max_connections,
-        max_per_ip=config.kafka_max_connections_per_ip,
-        per_ip_overrides=config.kafka_connection_overrides())
+    # The flags' connection limits, under the dynamic broker configs (AlterConfigs).
+    dynamic = context.dynamic_configs = DynamicBrokerConfigs(store, StaticConnectionSettings(
+        config.kafka_max_connections, config.kafka_max_connections_per_ip,
+        config.kafka_max_connections_per_ip_overrides),
+        lambda: context.nodes.this_node().node_id if context.nodes is not None else NODE_ID)
+    await dynamic.start()
+    context.connection_quotas = ConnectionQuotas(lambda: quota_store.table,
+                                                 limits=dynamic.limits)
 
 
 async def _serve_cluster_txns(coordinators: KafkaCoordinators, ownership: ClusterOwnership,

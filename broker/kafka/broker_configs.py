@@ -9,10 +9,10 @@ protocol's (KIP-848) settings. Each has its source: STATIC_BROKER_CONFIG for
 the broker's identity and listener and for a setting that differs from Folio's
 built-in default, DEFAULT_CONFIG for a built-in default (so tools that show
 "modified" configs only, as kafka-python does by default, show what an
-operator set). All are read-only:
-Folio's broker settings are flags and a config file read at start
-(docs/configuration.md), not dynamic configs, so AlterConfigs of a broker
-answers INVALID_REQUEST.
+operator set). All are read-only (Folio's broker settings are flags and a
+config file read at start, docs/configuration.md) but the connection limits
+of ``broker.kafka.dynamic_configs``, which AlterConfigs of a broker changes
+at runtime, each with its dynamic sources and synonyms.
 
 ``num.partitions`` and ``auto.create.topics.enable`` are the listener's
 auto-creation settings (``KafkaContext.num_partitions`` and
@@ -138,6 +138,8 @@ def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]
     described += [_described(BROKER_SYNONYMS[name], value, CONFIG_TYPES[name],
                              default_source(name, value))
                   for name, value in kafka_configs(defaults).items()]
+    if context.dynamic_configs is not None:
+        described += context.dynamic_configs.described()
     return sorted(described, key=lambda entry: entry.name)
 
 

@@ -11,7 +11,7 @@ name has one.
 
 from __future__ import annotations
 
-__all__ = ["CONFIG_DOCS"]
+__all__ = ["CONFIG_DOCS", "config_doc"]
 
 _RETENTION_MS = ("Whole ledgers of a segment older than this many ms are deleted from its head "
                  "(-1: kept forever).")
@@ -95,4 +95,25 @@ CONFIG_DOCS = {
                                                   "(an unknown kid refetches it at once)."),
     "sasl.oauthbearer.scope.claim.name": ("The provider token's claim that holds its scopes "
                                           "(--kafka-oauth-required-scopes checks them)."),
+    # The dynamic broker configs (broker.kafka.dynamic_configs): AlterConfigs changes them.
+    "max.connections": ("Open Kafka connections of this broker; at it a new one waits "
+                        "unread until one closes. Dynamic."),
+    "max.connections.per.ip": ("Open Kafka connections from one address; one more is closed "
+                               "at once. Dynamic."),
+    "max.connections.per.ip.overrides": ("address:count pairs: max.connections.per.ip for "
+                                         "those addresses. Dynamic."),
+    "max.connection.creation.rate": ("New Kafka connections a second, broker-wide; one over "
+                                     "it is held for the throttle time. Dynamic."),
+    "listener.name.<name>.max.connections": ("Open Kafka connections on that listener; at it "
+                                             "a new one waits. Dynamic."),
+    "listener.name.<name>.max.connection.creation.rate": ("New Kafka connections a second on "
+                                                          "that listener. Dynamic."),
 }
+
+
+def config_doc(name: str) -> str | None:
+    """What config ``name`` means on Folio (a listener's key by its ``<name>`` form)."""
+    if name.startswith("listener.name."):
+        _listener, _, key = name.removeprefix("listener.name.").partition(".")
+        return CONFIG_DOCS.get(f"listener.name.<name>.{key}")
+    return CONFIG_DOCS.get(name)

@@ -11,6 +11,7 @@ from typing import Any
 from broker.api import Topics
 from broker.auth.access import Access
 from broker.kafka.coordinators import KafkaCoordinators
+from broker.kafka.dynamic_configs import DynamicBrokerConfigs
 from broker.kafka.fetch_sessions import FetchSessionCache
 from broker.kafka.forwarding import HeirForwarder
 from broker.kafka.locator import CoordinatorLocator
@@ -102,6 +103,8 @@ class KafkaContext:
             client is throttled).
         connection_quotas: admits new connections against the ip quotas and
             the broker's connection caps (None: every one is admitted).
+        dynamic_configs: the dynamic broker configs (AlterConfigs of a broker;
+            ``broker.kafka.dynamic_configs``); None: refused.
         listener: this listener's name (docs/kafka.md, "Listeners").
         locator: FindCoordinator's answers for this listener's clients
             (None: ``coordinators.locator``'s).
@@ -136,6 +139,7 @@ class KafkaContext:
     quota_store: QuotaStore | None = None
     quotas: ClientQuotas | None = None
     connection_quotas: ConnectionQuotas | None = None
+    dynamic_configs: DynamicBrokerConfigs | None = None
     listener: str = ""
     locator: CoordinatorLocator | None = None
     listener_configs: tuple[str, str, str] | None = None

@@ -89,7 +89,7 @@ class KafkaServer:
             await self._serve_admitted(stream)
             return
         try:
-            admission = await gate.enter(address)
+            admission = await gate.enter(address, self._context.listener)
             if not admission.admitted:
                 # Kafka's delayed close: held unread for the throttle time first.
                 await asyncio.sleep(admission.close_after_ms / 1000.0)
@@ -104,7 +104,7 @@ class KafkaServer:
         try:
             await self._serve_admitted(stream)
         finally:
-            gate.leave(address)
+            gate.leave(address, self._context.listener)
 
     async def _serve_admitted(self, stream: FrameStream) -> None:
         connection = KafkaConnection(self._context, self._table, stream,

@@ -8,7 +8,9 @@ answers carry throttle times (whichever broker leads a partition enforces the
 quota, as each Kafka broker does), and every record is stored once, in order
 per partition. A controller mutation quota set the same way bounds a
 CreateTopics v6 sent to the second broker: THROTTLING_QUOTA_EXCEEDED once the
-client's tokens are spent (docs/kafka.md, "Client quotas").
+client's tokens are spent (docs/kafka.md, "Client quotas"). A dynamic broker
+config's cluster default set through the first broker is in force on the
+second, beneath the second's own value (docs/kafka.md, "Dynamic broker configs").
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tests.integration.kafka.test_kafka_client_quotas import (
     _payloads,
     _read_all,
 )
+from tests.integration.kafka.test_kafka_dynamic_broker_configs import alter_raw, synonyms_raw
 from tests.integration.kafka.test_kafka_quota_kinds import _create
 from tests.support.bookies import BookieProcesses
 from tests.support.cluster import LocalCluster
@@ -38,6 +41,8 @@ DEADLINE_S = 120.0
 TOPIC = "cq.cluster"
 CLIENT = "cq-cluster-app"
 MUTATOR = "cq-cluster-mutator"
+#: DescribeConfigs' sources (Kafka's ConfigSource).
+_DYNAMIC_BROKER, _DYNAMIC_DEFAULT, _DEFAULT = 2, 3, 5
 
 
 def test_a_quota_set_through_one_broker_throttles_through_the_other(
@@ -88,3 +93,16 @@ def test_a_quota_set_through_one_broker_throttles_through_the_other(
     for partition in range(4):
         assert _end_offset(two, TOPIC, partition) == 30  # each record stored once
         assert _read_all(two, TOPIC, 30, {}, partition=partition) == payloads[partition::4]
+    # The dynamic broker configs live in ZooKeeper too (docs/kafka.md, "Dynamic broker
+    # configs"): the cluster default set through the first is in force on the second,
+    # and one broker's own value is set through that broker only.
+    rate = "max.connection.creation.rate"
+    assert alter_raw(one, "", [(rate, 0, "1000")]) == (ErrorCode.none, None)
+    wait_for(lambda: synonyms_raw(two, rate)[0] == ("1000", _DYNAMIC_DEFAULT),
+             "the second broker applies the cluster default", timeout_s=DEADLINE_S)
+    [(second_id, _source)] = synonyms_raw(two, "broker.id")
+    assert alter_raw(one, second_id, [(rate, 0, "2000")])[0] is ErrorCode.invalid_request
+    assert alter_raw(two, second_id, [(rate, 0, "2000")]) == (ErrorCode.none, None)
+    assert synonyms_raw(two, rate) == [("2000", _DYNAMIC_BROKER), ("1000", _DYNAMIC_DEFAULT),
+                                       (str(2**31 - 1), _DEFAULT)]
+    assert synonyms_raw(one, rate)[0] == ("1000", _DYNAMIC_DEFAULT)

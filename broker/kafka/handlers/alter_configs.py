@@ -1,4 +1,4 @@
-"""AlterConfigs (key 33) v0-v2 and IncrementalAlterConfigs (key 44) v0-v1: topic configs.
+"""AlterConfigs (key 33) v0-v2 and IncrementalAlterConfigs (key 44) v0-v1: topic and broker configs.
 
 Both change a topic's ``TopicConfig`` (``Topics.update_topic_config``, the
 same call as ``folio topic config``) through the Kafka names of
@@ -15,8 +15,9 @@ A name Folio has no equivalent for, a value that is not an integer or out of
 Folio's range (``TopicConfig``'s checks) is INVALID_CONFIG with the reason,
 and nothing of that resource is changed (the changes of one resource are one
 ``update_topic_config``: all or nothing). ``validate_only`` checks and
-changes nothing. A broker (resource type 4) has no dynamic configs (its
-settings are read at start): INVALID_REQUEST; other resource types too.
+changes nothing. A broker (resource type 4) changes its dynamic configs, the
+connection limits (``alter_broker_configs``); other resource types are
+INVALID_REQUEST.
 
 Permissions: ``admin`` on the topic (Kafka's AlterConfigs on a topic); a
 broker resource needs a super-user (the cluster).
@@ -35,6 +36,7 @@ from broker.kafka.access import CLUSTER, TOPIC_ADMIN, allowed
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
+from broker.kafka.handlers.alter_broker_configs import alter_broker_configs
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import check_served
 from broker.kafka.topic_configs import (
@@ -88,8 +90,8 @@ async def _alter(context: KafkaContext, call: Call, resource: Any, *, incrementa
     if resource.resource_type == _BROKER:
         if not allowed(context, call, CLUSTER, ""):
             return CLUSTER.refused, "a broker's configs are a super-user's"
-        return (ErrorCode.invalid_request, "a Folio broker has no dynamic configs: its "
-                "settings are read at start (flags, FOLIO_BROKER_*, --config)")
+        return await alter_broker_configs(context, resource, incremental=incremental,
+                                          validate_only=validate_only)
     if resource.resource_type != _TOPIC:
         return (ErrorCode.invalid_request,
                 f"resource type {resource.resource_type} is not supported")

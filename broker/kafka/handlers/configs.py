@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import BrokerError
 from broker.kafka.access import CLUSTER, TOPIC_LOOKUP, allowed
 from broker.kafka.broker_configs import broker_configs
-from broker.kafka.config_docs import CONFIG_DOCS
+from broker.kafka.config_docs import config_doc
 from broker.kafka.context import NODE_ID, KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
@@ -86,7 +86,7 @@ async def handle_describe_configs(context: KafkaContext, call: Call) -> Any:
                                        source=synonym.source)
                                  for synonym in entry.synonyms) if with_synonyms else (),
                   config_type=entry.config_type,
-                  documentation=CONFIG_DOCS.get(entry.name) if with_docs else None)
+                  documentation=config_doc(entry.name) if with_docs else None)
             for entry in configs if keys is None or entry.name in keys)
         results.append(build(result_cls, error_code=code, error_message=message,
                              resource_type=resource.resource_type,

@@ -11,7 +11,10 @@ Stored, described, altered, enforced:
 - ``timing``: the time the broker spends on one request (its handler's steps);
 - ``mutations``: the controller mutation quota (CreateTopics,
   CreatePartitions, DeleteTopics);
-- ``connections``: the per-IP connection rate and counts, the broker's cap;
+- ``connections``: the per-IP connection rate and counts, the broker's and the
+  listeners' caps and creation rates;
+- ``limits``: the connection limits in force (the flags under the dynamic broker
+  configs, ``broker.kafka.dynamic_configs``);
 - ``throttles``: the metrics every quota type shares;
 - ``mute``: one connection's throttle times and the mute after them.
 
