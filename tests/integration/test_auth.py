@@ -168,6 +168,8 @@ _SAMPLES: dict[str, Callable[[str, str], Any]] = {
         segment=f"{t}/0", txn_id=b"\1" * 16, outcome=internal_pb2.TXN_OUTCOME_ABORT),
     "AppendKafkaBatch": lambda t, g: kafka_internal_pb2.AppendKafkaBatchRequest(
         segment=f"{t}/0", data=b"x", event_count=1, last_event_number=-1),
+    "OffsetForTime": lambda t, g: kafka_internal_pb2.OffsetForTimeRequest(
+        segment=f"{t}/0", timestamp_ms=0),
     "FindKafkaTxn": lambda t, g: internal_pb2.FindKafkaTxnRequest(
         transactional_id="tx", producer_id=1, producer_epoch=0),
     "AddKafkaTxnOffsets": lambda t, g: internal_pb2.AddKafkaTxnOffsetsRequest(
