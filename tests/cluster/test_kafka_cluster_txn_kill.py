@@ -10,19 +10,16 @@ per partition.
 
 from __future__ import annotations
 
-import gc
 import json
 import shutil
 import subprocess
-import threading
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
-from kafka import KafkaProducer
-from kafka.errors import KafkaError as KafkaPythonError
 
 from bench._cluster_client import lookup_owner
 from broker.cluster.containers import COORDINATOR_SEGMENT
@@ -36,6 +33,8 @@ from tests.cluster.test_kafka_cluster_txn import (
 from tests.integration.kafka.test_kafka_clients import create_topic
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.kafkajs import KAFKAJS, kafkajs_folder
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Transactions:
@@ -169,83 +168,12 @@ def test_a_broker_sigkilled_mid_transaction_leaves_exactly_once_results(
     assert app.outcomes["across"] == "committed"
 
 
-def _kafka_python_end(producer: KafkaProducer, commit: bool) -> str:
-    """Commit (or abort) the open transaction as an application would; its outcome.
-
-    kafka-python 3.0.12 never looks its transaction coordinator up again once
-    that broker is gone (``Sender``: ``await_ready`` raises, so
-    ``lookup_coordinator_for_request`` is never reached; it retries the dead
-    node for ever) and its ``commit_transaction`` has no timeout: the call runs
-    in a thread, and one still waiting after ``DEADLINE_S`` is "unknown" (the
-    application then starts a new producer, whose InitProducerId at the new
-    coordinator aborts the transaction if it is still open).
-    """
-    outcome: list[str] = []
-
-    def end() -> None:
-        try:
-            if commit:
-                producer.commit_transaction()
-                outcome.append("committed")
-                return
-        except KafkaPythonError:
-            pass
-        try:
-            producer.abort_transaction()
-            outcome.append("aborted")
-        except KafkaPythonError:
-            outcome.append("unknown")
-
-    ending = threading.Thread(target=end, daemon=True)
-    ending.start()
-    ending.join(DEADLINE_S)
-    return outcome[0] if outcome else "unknown"
-
-
-def _kafka_python_across_a_kill(bootstrap: str, topic: str,
-                                doomed: BookieProcess) -> dict[str, str]:
-    outcomes: dict[str, str] = {}
-
-    def new_producer() -> KafkaProducer:
-        producer = KafkaProducer(bootstrap_servers=bootstrap.split(","),
-                                 transactional_id="kp-kill", transaction_timeout_ms=120_000)
-        producer.init_transactions()
-        return producer
-
-    producer = new_producer()
-    try:
-        producer.begin_transaction()
-        for future in [producer.send(topic, value=value, partition=p)
-                       for p, value in _values("kp-across")]:
-            future.get(DEADLINE_S)  # acknowledged by every owner, then the kill
-        doomed.kill()
-        sent = True
-        try:
-            for future in [producer.send(topic, value=value, partition=p)
-                           for p, value in _values("kp-across-after")]:
-                future.get(DEADLINE_S)
-        except KafkaPythonError:
-            sent = False
-        outcomes["kp-across"] = outcomes["kp-across-after"] = _kafka_python_end(producer, sent)
-        if outcomes["kp-across"] == "unknown":  # stuck or fatal: a new producer (re-init)
-            producer.close(timeout=1)
-            producer = new_producer()
-        producer.begin_transaction()
-        for p, value in _values("kp-after"):
-            producer.send(topic, value=value, partition=p)
-        outcomes["kp-after"] = _kafka_python_end(producer, True)
-    finally:
-        producer.close()
-    return outcomes
-
-
-def _kafkajs_across_a_kill(bootstrap: str, topic: str, doomed: BookieProcess) -> Any:
-    kafkajs_folder()  # installed once, under a lock
-    node = shutil.which("node")
-    assert node is not None
-    with subprocess.Popen([node, str(KAFKAJS / "txn_kill.js"), bootstrap, topic,
-                           str(PARTITIONS), "kjs-kill"], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as running:
+def _client_across_a_kill(command: list[str], doomed: BookieProcess) -> Any:
+    """Run a client's transaction script (``txn_kill.js``, ``kafka_python_txn_kill``)
+    across ``doomed``'s SIGKILL; its outcomes (the scripts' protocol: a ``sent``
+    line, the kill, a line on stdin, the outcomes as the last line)."""
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, cwd=ROOT) as running:
         assert running.stdin is not None and running.stdout is not None
         assert running.stderr is not None
         first = running.stdout.readline()  # {"phase": "sent"}: acknowledged by every owner
@@ -260,7 +188,6 @@ def _kafkajs_across_a_kill(bootstrap: str, topic: str, doomed: BookieProcess) ->
 
 @pytest.mark.faults
 @pytest.mark.timeout(420)
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("client", ["kafka-python", "kafkajs"])
 def test_kafka_python_and_kafkajs_across_a_sigkilled_coordinator_exactly_once(
         client: str, zk_url: str, bookie_processes: BookieProcesses, tmp_path: Path) -> None:
@@ -273,9 +200,15 @@ def test_kafka_python_and_kafkajs_across_a_sigkilled_coordinator_exactly_once(
     coordinator = lookup_owner(addresses, COORDINATOR_SEGMENT)
     doomed = next(b for b in brokers if b.address == coordinator)
     if client == "kafkajs":
-        outcomes = _kafkajs_across_a_kill(bootstrap, topic, doomed)
-    else:
-        outcomes = _kafka_python_across_a_kill(bootstrap, topic, doomed)
+        kafkajs_folder()  # installed once, under a lock
+        node = shutil.which("node")
+        assert node is not None
+        command = [node, str(KAFKAJS / "txn_kill.js"), bootstrap, topic, str(PARTITIONS),
+                   "kjs-kill"]
+    else:  # its own process too: kafka-python's stuck ending and sockets end with it
+        command = [sys.executable, "-m", "tests.support.kafka_python_txn_kill", bootstrap,
+                   topic, str(PARTITIONS)]
+    outcomes = _client_across_a_kill(command, doomed)
     living = [a for a in addresses if a != coordinator]
     assert lookup_owner(living, COORDINATOR_SEGMENT) in living
     contents = _committed_contents(",".join(kafka[a] for a in living), topic)
@@ -286,6 +219,3 @@ def test_kafka_python_and_kafkajs_across_a_sigkilled_coordinator_exactly_once(
                          and "across" not in name)] == "committed"
     if client == "kafkajs":
         assert outcomes["kjs-across"] in ("committed", "aborted")  # known to the client
-    # kafka-python's abandoned producer leaves sockets to the dead broker unclosed:
-    # finalised here, under this test's filter, not at the end of the session.
-    gc.collect()
