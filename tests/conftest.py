@@ -12,7 +12,7 @@ from tests.support.bookies import BookieProcesses
 
 # A real ZooKeeper: the `zookeeper`, `zk_url` and `make_zookeeper` fixtures; the
 # `processes` marker and `--no-processes` of the fast tier (`make unit`); the
-# groups of `make test`'s two workers (tests/support/workers.py).
+# groups of `make test`'s workers (tests/support/workers.py).
 pytest_plugins = ["tests.support.zookeeper", "tests.support.tiers", "tests.support.workers"]
 
 

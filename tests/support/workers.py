@@ -1,6 +1,6 @@
-"""How ``make test`` shares the tests between its two pytest-xdist workers.
+"""How ``make test`` shares the tests between its pytest-xdist workers.
 
-``make test`` runs ``pytest -n 2 --dist loadfile``: a worker takes a whole
+``make test`` runs ``pytest -n 3 --dist loadfile``: a worker takes a whole
 group of tests at a time (xdist's *scope*). Every test file is its own group,
 so a module's fixtures (a standalone, a cluster) start once, as in one
 process. The heaviest files form one group, ``heavy``, so they never run
