@@ -30,7 +30,8 @@ from ledger.security.tls import ServerTls
 from txnbuffer.api import SnapshotPolicy
 from txnbuffer.snapshot import chunk_capacity
 
-__all__ = ["KAFKA_SASL_MECHANISMS", "BookieSecurity", "BrokerConfig", "KafkaSecurityProtocol"]
+__all__ = ["KAFKA_SASL_MECHANISMS", "BookieSecurity", "BrokerConfig", "KafkaSecurityProtocol",
+           "parse_overrides"]
 
 #: The SASL mechanisms the Kafka listener serves (docs/kafka.md, "Security").
 KAFKA_SASL_MECHANISMS = ("OAUTHBEARER", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -51,6 +52,31 @@ class KafkaGroupMigrationPolicy(StrEnum):
 _DEFAULT_SNAPSHOTS = SnapshotPolicy()
 #: A topic's segment count at creation is at most this (``broker.topics`` ``MAX_SEGMENT_COUNT``).
 MAX_KAFKA_NUM_PARTITIONS = 1024
+
+
+def parse_overrides(text: str, what: str) -> dict[str, int]:
+    """``address:count`` pairs, comma-separated (Kafka's ``max.connections.per.ip.overrides``).
+
+    Addresses are IP addresses (normalised), counts >= 0. Raises ``ValueError``
+    naming ``what`` and the pair that is not one. (The start-up setting's and
+    the dynamic config's parser: ``broker.kafka.quotas.limits``.)
+    """
+    overrides: dict[str, int] = {}
+    for pair in text.split(","):
+        if not pair.strip():
+            continue
+        address, _, count = pair.strip().rpartition(":")
+        try:
+            normal = str(ipaddress.ip_address(address.strip("[]")))
+            limit = int(count)
+        except ValueError:
+            raise ValueError(f"{what}: {pair.strip()!r} is not address:count (an IP address, "
+                             "a count >= 0)") from None
+        if limit < 0:
+            raise ValueError(f"{what}: {pair.strip()!r} is not address:count (an IP address, "
+                             "a count >= 0)")
+        overrides[normal] = limit
+    return overrides
 
 
 @dataclass(frozen=True)
@@ -275,22 +301,8 @@ class BrokerConfig:
         if self.kafka_max_connections_per_ip < 0:
             raise ValueError(f"kafka_max_connections_per_ip must be >= 0, got "
                              f"{self.kafka_max_connections_per_ip}")
-        overrides: dict[str, int] = {}
-        for pair in self.kafka_max_connections_per_ip_overrides.split(","):
-            if not pair.strip():
-                continue
-            address, _, count = pair.strip().rpartition(":")
-            try:
-                normal = str(ipaddress.ip_address(address.strip("[]")))
-                limit = int(count)
-            except ValueError:
-                raise ValueError(f"kafka_max_connections_per_ip_overrides: {pair.strip()!r} "
-                                 "is not address:count (an IP address, a count >= 0)") from None
-            if limit < 0:
-                raise ValueError(f"kafka_max_connections_per_ip_overrides: {pair.strip()!r} "
-                                 "is not address:count (an IP address, a count >= 0)")
-            overrides[normal] = limit
-        return overrides
+        return parse_overrides(self.kafka_max_connections_per_ip_overrides,
+                               "kafka_max_connections_per_ip_overrides")
 
     def server_tls(self) -> ServerTls:
         """The API port's TLS files (``ValueError`` if they do not go together)."""

@@ -9,10 +9,11 @@ cap and rate (Kafka's ``listener.name.<name>.max.connections`` and
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
+
+from broker.broker_config import parse_overrides
 
 __all__ = ["UNLIMITED", "ConnectionLimits", "ListenerLimits", "parse_overrides"]
 
@@ -45,27 +46,3 @@ class ConnectionLimits:
 
 
 _NO_LIMITS: Final = ListenerLimits()
-
-
-def parse_overrides(text: str, what: str) -> dict[str, int]:
-    """``address:count`` pairs, comma-separated (Kafka's ``max.connections.per.ip.overrides``).
-
-    Addresses are IP addresses (normalised), counts >= 0. Raises ``ValueError``
-    naming ``what`` and the pair that is not one.
-    """
-    overrides: dict[str, int] = {}
-    for pair in text.split(","):
-        if not pair.strip():
-            continue
-        address, _, count = pair.strip().rpartition(":")
-        try:
-            normal = str(ipaddress.ip_address(address.strip("[]")))
-            limit = int(count)
-        except ValueError:
-            raise ValueError(f"{what}: {pair.strip()!r} is not address:count (an IP address, "
-                             "a count >= 0)") from None
-        if limit < 0:
-            raise ValueError(f"{what}: {pair.strip()!r} is not address:count (an IP address, "
-                             "a count >= 0)")
-        overrides[normal] = limit
-    return overrides
