@@ -14,6 +14,11 @@ with the store unreachable (``LedgerError``, ``MetadataUnavailableError``
 among them: maybe applied), which is passed up to the caller. A watch firing
 while the store is unreachable leaves the table as it was, logs, and reads
 again (backing off up to 30 s) until a read succeeds and re-arms the watch.
+At start, a create or read the store did not answer
+(``MetadataUnavailableError``: the create may have been applied) is tried
+again, backing off, for up to ``_START_DEADLINE_S``: an applied create then
+answers "exists", and the read takes what is there. A broker started while
+ZooKeeper's connection blinks waits for it instead of exiting.
 
 It uses only ``ledger.api.MetadataStore``, so the embedded RocksDB store and
 the ZooKeeper one serve it alike.
@@ -28,7 +33,13 @@ from collections.abc import Callable
 from typing import Final, Generic, Protocol, Self, TypeVar
 
 from ledger.api import EventType, MetadataStore
-from ledger.errors import BadVersionError, LedgerError, NodeExistsError, NoNodeError
+from ledger.errors import (
+    BadVersionError,
+    LedgerError,
+    MetadataUnavailableError,
+    NodeExistsError,
+    NoNodeError,
+)
 
 __all__ = ["VersionedTable", "WatchedTable"]
 
@@ -39,6 +50,9 @@ _MAX_ATTEMPTS: Final = 20
 #: Seconds between reloads that failed (doubling up to the last).
 _FIRST_RETRY_S: Final = 0.5
 _LAST_RETRY_S: Final = 30.0
+#: How long ``start`` tries again when the store does not answer (a ZooKeeper
+#: session lasts 30 s by default: longer, and the session itself is gone).
+_START_DEADLINE_S: Final = 60.0
 
 
 class VersionedTable(Protocol):
@@ -72,12 +86,29 @@ class WatchedTable(Generic[T]):
         self._reloads: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def start(self) -> None:
-        """Create the node if missing, read it and watch it (``LedgerError`` if unreachable)."""
-        self._loop = asyncio.get_running_loop()
-        with contextlib.suppress(NodeExistsError):
-            await self._store.create(self._path, self._empty.encode(), make_parents=True)
-        await self._reload()
+    async def start(self, deadline_s: float = _START_DEADLINE_S) -> None:
+        """Create the node if missing, read it and watch it.
+
+        A call the store did not answer is tried again for up to
+        ``deadline_s`` (module docstring); then, or on another failure,
+        ``LedgerError``.
+        """
+        loop = self._loop = asyncio.get_running_loop()
+        give_up, delay = loop.time() + deadline_s, _FIRST_RETRY_S
+        while True:
+            try:
+                with contextlib.suppress(NodeExistsError):  # made before, or by a lost answer
+                    await self._store.create(self._path, self._empty.encode(),
+                                             make_parents=True)
+                await self._reload()
+                return
+            except MetadataUnavailableError as error:
+                if loop.time() + delay > give_up:
+                    raise
+                log.warning("%s: the metadata store did not answer at start (again in %.1f "
+                            "s): %s", self._what, delay, error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _LAST_RETRY_S)
 
     async def close(self) -> None:
         """Stop watching."""

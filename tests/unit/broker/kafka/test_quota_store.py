@@ -97,3 +97,30 @@ async def test_a_lost_answer_is_a_retriable_timeout_and_the_retry_sets_the_same(
     finally:
         await quotas.close()
         await store.close()
+
+
+async def test_start_tries_again_when_the_store_does_not_answer(tmp_path: Path) -> None:
+    """A broker starting while ZooKeeper blinks: the create's answer lost (it was
+    applied), then a read refused; the start waits it out and reads the table."""
+    store = RocksDBMetadataStore(tmp_path / "metadata")
+    first = QuotaStore(store)
+    await first.start()
+    await first.change(_set(512.0))
+    faulty = FaultyMetadataStore(store)
+    fresh = RocksDBMetadataStore(tmp_path / "fresh")
+    lost = FaultyMetadataStore(fresh)
+    fired = lost.fail("create", lambda path: path == QUOTAS_PATH, Fault.LOST_ANSWER)
+    second, third = QuotaStore(faulty), QuotaStore(lost)
+    try:
+        faulty.fail_reads(2)
+        await second.start()  # two reads unanswered, then the table
+        assert second.table.entries == {_APP: {PRODUCER_BYTE_RATE: 512.0}}
+        await third.start()  # its create applied, the answer lost: "exists" the next time
+        assert fired == [QUOTAS_PATH]
+        assert third.table.entries == {}
+    finally:
+        await first.close()
+        await second.close()
+        await third.close()
+        await store.close()
+        await fresh.close()
