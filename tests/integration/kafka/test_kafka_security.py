@@ -329,7 +329,10 @@ def test_wrong_ca_is_refused(listeners: dict[str, Listener],
     other = Pki(tmp_path / "other", "other")
     settings = {**confluent_settings(listener, "PLAIN", "app"), "ssl.ca.location": str(other.ca)}
     errors = _errors_of(settings)
-    assert errors[0].code() == KafkaError._SSL, errors
+    # librdkafka reports the failed handshake as _SSL, or (seen once in a full
+    # run) as _TRANSPORT when the socket's close reaches it first: the reason is
+    # the same, the verification.
+    assert errors[0].code() in (KafkaError._SSL, KafkaError._TRANSPORT), errors
     assert "certificate verify failed" in errors[0].str()
 
 
