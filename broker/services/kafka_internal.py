@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -26,6 +26,9 @@ from broker.services._servicer import abort_with
 from ledger.errors import LedgerError
 
 __all__ = ["KafkaForwardSlot", "KafkaInternalServicer"]
+
+Request = TypeVar("Request")
+Response = TypeVar("Response")
 
 _Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -55,21 +58,20 @@ class KafkaInternalServicer(kafka_internal_pb2_grpc.KafkaInternalServicer):
     async def AppendKafkaBatch(
         self, request: kafka_internal_pb2.AppendKafkaBatchRequest, context: _Context
     ) -> kafka_internal_pb2.AppendKafkaBatchResponse:
-        handler = self._slot.handler
-        try:
-            if handler is None:
-                raise BrokerShuttingDownError("this broker has no Kafka listener serving now")
-            return await handler(request)
-        except (BrokerError, LedgerError) as error:
-            await abort_with(context, error)
+        return await _serve(self._slot.handler, request, context)
 
     async def OffsetForTime(
         self, request: kafka_internal_pb2.OffsetForTimeRequest, context: _Context
     ) -> kafka_internal_pb2.OffsetForTimeResponse:
-        handler = self._slot.offset_for_time
-        try:
-            if handler is None:
-                raise BrokerShuttingDownError("this broker has no Kafka listener serving now")
-            return await handler(request)
-        except (BrokerError, LedgerError) as error:
-            await abort_with(context, error)
+        return await _serve(self._slot.offset_for_time, request, context)
+
+
+async def _serve(handler: Callable[[Request], Awaitable[Response]] | None, request: Request,
+                 context: _Context) -> Response:
+    """``handler``'s answer to ``request``; its errors (and no listener: None) as statuses."""
+    try:
+        if handler is None:
+            raise BrokerShuttingDownError("this broker has no Kafka listener serving now")
+        return await handler(request)
+    except (BrokerError, LedgerError) as error:
+        await abort_with(context, error)
