@@ -15,8 +15,8 @@ __all__ = ["librdkafka_round_trip"]
 DEADLINE_S = 60.0
 
 
-def librdkafka_round_trip(settings: dict[str, Any], topic: str) -> None:
-    """Create ``topic``, produce a record, read it back (asserted)."""
+def librdkafka_round_trip(settings: dict[str, Any], topic: str) -> bytes:
+    """Create ``topic``, produce a record, read it back (asserted); its value."""
     admin = AdminClient(dict(settings))
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(DEADLINE_S)
     producer = Producer({**settings, "linger.ms": 0})
@@ -35,6 +35,6 @@ def librdkafka_round_trip(settings: dict[str, Any], topic: str) -> None:
             if message is not None:
                 assert message.error() is None, message.error()
                 assert message.value() == value
-                return
+                return value
     finally:
         consumer.close()

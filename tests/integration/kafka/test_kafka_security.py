@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import (
     AdminClient,
     NewTopic,
@@ -45,6 +45,7 @@ from ledger.security.tokens import create_token
 from tests.support.bookies import BookieProcess, BookieProcesses
 from tests.support.certs import Pki
 from tests.support.kafka import kafka_address
+from tests.support.kafka_clients import librdkafka_round_trip
 from tests.support.standalone import start_standalone
 
 DEADLINE_S = 60.0
@@ -193,31 +194,6 @@ def add_scram_user(listener: Listener, user: str, password: str = SCRAM_PASSWORD
         future.result(DEADLINE_S)
 
 
-def confluent_round_trip(settings: dict[str, Any], topic: str) -> bytes:
-    """Create ``topic``, produce one record and read it back; its value."""
-    admin = AdminClient(dict(settings))
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(DEADLINE_S)
-    producer = Producer({**settings, "linger.ms": 0})
-    value = uuid.uuid4().bytes
-    errors: list[Any] = []
-    producer.produce(topic, value=value,
-                     on_delivery=lambda error, _m: errors.append(error) if error else None)
-    assert producer.flush(DEADLINE_S) == 0 and errors == []
-    consumer = Consumer({**settings, "group.id": "unused", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    deadline = time.monotonic() + DEADLINE_S
-    try:
-        while True:
-            assert time.monotonic() < deadline, "no record read back"
-            message = consumer.poll(0.5)
-            if message is not None:
-                assert message.error() is None, message.error()
-                assert message.value() == value
-                return value
-    finally:
-        consumer.close()
-
-
 def kafka_python_round_trip(settings: dict[str, Any], topic: str) -> bytes:
     """Produce one record (the topic auto-created by Metadata? no: made by librdkafka first)."""
     producer = KafkaProducer(**settings)
@@ -274,7 +250,7 @@ def test_librdkafka_each_mechanism(listeners: dict[str, Listener], protocol: str
                                    mechanism: str) -> None:
     listener = listeners[protocol]
     topic = f"rd-{mechanism.lower()}-{protocol.lower()}"
-    assert confluent_round_trip(confluent_settings(listener, mechanism, "app"), topic)
+    assert librdkafka_round_trip(confluent_settings(listener, mechanism, "app"), topic)
 
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
@@ -294,7 +270,7 @@ def test_ssl_with_client_certificates(mutual_ssl: Listener) -> None:
                 "ssl.ca.location": str(mutual_ssl.pki.ca),
                 "ssl.certificate.location": str(client.cert),
                 "ssl.key.location": str(client.key)}
-    assert confluent_round_trip(settings, "ssl-rd")
+    assert librdkafka_round_trip(settings, "ssl-rd")
     python_settings = {"bootstrap_servers": mutual_ssl.bootstrap, "security_protocol": "SSL",
                        "ssl_cafile": str(mutual_ssl.pki.ca), "ssl_certfile": str(client.cert),
                        "ssl_keyfile": str(client.key), "request_timeout_ms": 20000}
