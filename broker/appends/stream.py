@@ -47,6 +47,7 @@ lets the appends it started finish and queues their outcomes, then ends
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -299,23 +300,17 @@ class AppendEngine:
         loop (and their allocations) on its way to the ledger.
         """
         reading = asyncio.ensure_future(self._read_all(commands))
-        try:
-            await asyncio.wait((reading, stop), return_when=asyncio.FIRST_COMPLETED)
-            if reading.done():
-                return reading.result()
-        finally:
-            if not reading.done():  # stopped, or this task cancelled: its read goes too
-                reading.cancel()
-                # Dispatching is synchronous, so the cancellation lands between
-                # two commands (in a read, or waiting for a slot), never in one.
-                # ``wait`` raises neither the read's end nor swallows a
-                # cancellation of this task; whatever the abandoned read ended
-                # with (cancelled, or the transport's error as the call goes
-                # away) no longer matters, and is marked seen.
-                await asyncio.wait((reading,))
-                if not reading.cancelled():
-                    reading.exception()
-        return True
+        await asyncio.wait((reading, stop), return_when=asyncio.FIRST_COMPLETED)
+        if not reading.done():
+            reading.cancel()
+            # Abandoned: whatever the read ends with (cancelled, or the
+            # transport's error as the call goes away) no longer matters.
+            # Dispatching is synchronous, so the cancellation lands between
+            # two commands (in a read, or waiting for a slot), never in one.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reading
+            return True
+        return reading.result()
 
     async def _read_all(self, commands: AsyncIterator[Command]) -> bool:
         """Every command, dispatched as read (at most ``MAX_COMMANDS_IN_FLIGHT`` at once)."""
