@@ -209,7 +209,10 @@ class _Flow:
 
     segment_name: str
     writer_id: str
-    segment: asyncio.Future[SegmentHandle]
+    # The segment and the writer's last event number as the setup found it:
+    # the flow's blocks wait for it, so none lands before the setup's answer
+    # is read (it would count as landed before this stream).
+    opened: asyncio.Future[tuple[SegmentHandle, int]]
     held: HeldRun = field(default_factory=HeldRun)
     # The transaction the flow appends in, or None.
     txn_id: TxnId | None = None
@@ -372,9 +375,10 @@ class AppendEngine:
             self._held.drop(old.held)
         else:
             flows_bound(1)
-        segment = asyncio.ensure_future(self._topics.writable_segment(
-            setup.segment, "a transactional Append" if setup.txn_id is not None else "Append"))
-        flow = _Flow(setup.segment, setup.writer_id, segment,
+        opened = asyncio.ensure_future(self._open(
+            setup.segment, setup.writer_id,
+            "a transactional Append" if setup.txn_id is not None else "Append"))
+        flow = _Flow(setup.segment, setup.writer_id, opened,
                      tail=old.tail if old is not None else None, txn_id=setup.txn_id)
         self._flows[flow_id] = flow
         return flow, self._setup(request_id, flow)
@@ -395,10 +399,13 @@ class AppendEngine:
 
     # ------------------------------------------------------------- commands
 
+    async def _open(self, name: str, writer_id: str, what: str) -> tuple[SegmentHandle, int]:
+        handle = await self._topics.writable_segment(name, what)
+        return handle, await handle.last_event_number(writer_id)
+
     async def _setup(self, request_id: int, flow: _Flow) -> Outcome:
         try:
-            handle = await flow.segment
-            last = await handle.last_event_number(flow.writer_id)
+            _, last = await flow.opened
         except (BrokerError, LedgerError) as error:
             return _refused(request_id, flow.segment_name, error)
         return SetupDone(request_id, flow.segment_name, last)
@@ -434,7 +441,7 @@ class AppendEngine:
             try:
                 if flow.refused is not None:
                     raise flow.refused
-                segment = await flow.segment
+                segment, _ = await flow.opened
                 check_blocks(blocks, segment.config.max_event_bytes)
                 result = await segment.append(blocks, flow.writer_id, last_event_number)
             except (BrokerError, LedgerError) as error:
@@ -454,7 +461,7 @@ class AppendEngine:
         """A transactional block: refused once an earlier block of the flow failed."""
         try:
             _check_txn_flow(flow)
-            segment = await flow.segment
+            segment, _ = await flow.opened
             check_blocks(blocks, segment.config.max_event_bytes)
             # Registers the segment with the transaction before writing to it.
             async with coordinator.writing(txn_id, flow.segment_name, segment):
