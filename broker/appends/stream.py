@@ -47,7 +47,6 @@ lets the appends it started finish and queues their outcomes, then ends
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -209,9 +208,8 @@ class _Flow:
 
     segment_name: str
     writer_id: str
-    # The segment and the writer's last event number as the setup found it:
-    # the flow's blocks wait for it, so none lands before the setup's answer
-    # is read (it would count as landed before this stream).
+    # The segment and the writer's last event number as the setup read it; the
+    # flow's blocks wait for it (landed first, the answer would count them).
     opened: asyncio.Future[tuple[SegmentHandle, int]]
     held: HeldRun = field(default_factory=HeldRun)
     # The transaction the flow appends in, or None.
@@ -303,17 +301,19 @@ class AppendEngine:
         loop (and their allocations) on its way to the ledger.
         """
         reading = asyncio.ensure_future(self._read_all(commands))
-        await asyncio.wait((reading, stop), return_when=asyncio.FIRST_COMPLETED)
-        if not reading.done():
-            reading.cancel()
-            # Abandoned: whatever the read ends with (cancelled, or the
-            # transport's error as the call goes away) no longer matters.
-            # Dispatching is synchronous, so the cancellation lands between
-            # two commands (in a read, or waiting for a slot), never in one.
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reading
-            return True
-        return reading.result()
+        try:
+            await asyncio.wait((reading, stop), return_when=asyncio.FIRST_COMPLETED)
+            if reading.done():
+                return reading.result()
+        finally:
+            if not reading.done():  # stopped, or this task cancelled: the read goes too
+                # It ends between two commands (dispatching is synchronous); ``wait``
+                # neither raises how (no matter) nor swallows this task's cancellation.
+                reading.cancel()
+                await asyncio.wait((reading,))
+                if not reading.cancelled():
+                    reading.exception()
+        return True
 
     async def _read_all(self, commands: AsyncIterator[Command]) -> bool:
         """Every command, dispatched as read (at most ``MAX_COMMANDS_IN_FLIGHT`` at once)."""

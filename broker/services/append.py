@@ -95,7 +95,13 @@ class AppendServicer(append_pb2_grpc.AppendServicer):
         except BrokerError as error:
             await abort_with(context, error)
         finally:
+            # The call is over (or gone): its pump winds down before the call
+            # ends, so its held blocks are dropped by then. ``wait`` neither
+            # raises the pump's end nor swallows a cancellation of this call.
             pump.cancel()
+            await asyncio.wait((pump,))
+            if not pump.cancelled():
+                pump.exception()
             stream.close()
         if stopped:
             await abort_with(context, BrokerShuttingDownError("the broker is stopping"))
