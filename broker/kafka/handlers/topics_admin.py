@@ -13,8 +13,9 @@ INVALID_CONFIG. CreateTopics v7 answers each topic made with its topic id
 (KIP-516), the one its record holds and Metadata reports; nothing made (an
 error, or ``validate_only``), the zero id. DeleteTopics deletes the topic, its
 segments and ledgers; v6 names each topic by name or by id (``_targets``, as
-Kafka's controller reads them: INVALID_REQUEST for both or neither, and for a
-name or an id given twice), answers each with its name and id, and an id no
+Kafka's controller reads them: INVALID_REQUEST for both or neither, for a name
+or an id given twice, and for a topic asked by its name and its id:
+``_resolved``), answers each with its name and id, and an id no
 topic has with UNKNOWN_TOPIC_ID. An id the role may not see is UNKNOWN_TOPIC_ID
 too (as Metadata by id answers, so ids do not tell which topics exist); one it
 may see but not administer is TOPIC_AUTHORIZATION_FAILED with its name.
@@ -175,14 +176,15 @@ async def handle_delete_topics(context: KafkaContext, call: Call) -> Any:
     result_cls = nested(cls, "DeletableTopicResult")
     quota = mutation_quota(context, call, _STRICT_DELETE)
     if call.version >= _DELETE_BY_ID:
-        targets = _targets(call.request.topics)
+        targets = await _resolved(context, call, _targets(call.request.topics))
     else:
         targets = [(name, None, None) for name in call.request.topic_names]
     results = []
-    for target in targets:
-        name, topic_id, refused = (target if target[2] is not None
-                                   else await _delete(context, call, quota, *target[:2]))
-        code, message = refused or (ErrorCode.none, None)
+    for name, asked_id, refused in targets:
+        topic_id, outcome = asked_id, refused
+        if refused is None and name is not None:
+            topic_id, outcome = await _delete(context, call, quota, name, asked_id)
+        code, message = outcome or (ErrorCode.none, None)
         results.append(build(result_cls, name=name, error_code=code, error_message=message,
                              topic_id=topic_id or _NO_TOPIC_ID))
     return build(cls, throttle_time=quota.throttle_time(), responses=tuple(results))
@@ -190,6 +192,9 @@ async def handle_delete_topics(context: KafkaContext, call: Call) -> Any:
 
 #: A topic to delete as asked: (name, id, refusal); the refusal None: go on.
 _Target = tuple[str | None, uuid.UUID | None, _Outcome | None]
+_UNKNOWN_ID = (ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
+_NAME_OF_AN_ID = (ErrorCode.invalid_request,
+                  "The provided topic name maps to an ID that was already supplied.")
 
 
 def _targets(topics: Any) -> list[_Target]:
@@ -221,34 +226,58 @@ def _targets(topics: Any) -> list[_Target]:
     return targets
 
 
-async def _delete(context: KafkaContext, call: Call, quota: MutationQuota, name: str | None,
-                  topic_id: uuid.UUID | None) -> _Target:
-    """Delete the topic named, or of ``topic_id``: (its name, its id (v6), refusal or None).
+async def _resolved(context: KafkaContext, call: Call,
+                    targets: list[_Target]) -> list[_Target]:
+    """Each id asked resolved to the name of its topic, before anything is deleted.
 
-    By id, the id is resolved to the name whose record holds it, then the
-    topic is deleted by that name. Window: a topic deleted and made again
-    under the same name between the two is deleted in its place (the store
-    has no delete by id); the answer then names the id asked.
+    An id no topic has, or one of a topic the role may not see, is
+    UNKNOWN_TOPIC_ID. A name asked whose topic is also asked by its id is
+    INVALID_REQUEST, both entries, and neither deleted (Kafka answers the name
+    so and leaves the id out of its answer; every entry is answered here).
+    """
+    resolved: list[_Target] = []
+    for name, topic_id, refused in targets:
+        if refused is None and name is None and topic_id is not None:
+            try:
+                found = await context.topic_ids.resolve(context.topics, topic_id)
+            except (BrokerError, LedgerError) as error:
+                resolved.append((None, topic_id, (error_code(error), str(error))))
+                continue
+            if found is None or not allowed(context, call, TOPIC_LOOKUP, found):
+                resolved.append((None, topic_id, _UNKNOWN_ID))
+                continue
+            resolved.append((found, topic_id, None))
+        else:
+            resolved.append((name, topic_id, refused))
+    by_id = {name: topic_id for (name, topic_id, refused), asked
+             in zip(resolved, targets, strict=True) if refused is None and asked[0] is None}
+    named = {name for name, _, refused in targets if refused is None and name is not None}
+    return [(name, by_id[name], _NAME_OF_AN_ID) if refused is None and name in named
+            and name in by_id else (name, topic_id, refused)
+            for name, topic_id, refused in resolved]
+
+
+async def _delete(context: KafkaContext, call: Call, quota: MutationQuota, name: str,
+                  topic_id: uuid.UUID | None) -> tuple[uuid.UUID | None, _Outcome | None]:
+    """Delete topic ``name``: (its id (v6), refusal or None).
+
+    A topic asked by id is deleted by the name its id resolved to
+    (``_resolved``). Window: a topic deleted and made again under that name
+    between the two is deleted in its place (topics are deleted by name);
+    the answer then names the id asked.
     """
     try:
-        if name is None:
-            assert topic_id is not None
-            name = await context.topic_ids.resolve(context.topics, topic_id)
-            if name is None or not allowed(context, call, TOPIC_LOOKUP, name):
-                return None, topic_id, (ErrorCode.unknown_topic_id,
-                                        "This server does not host this topic ID.")
         if not allowed(context, call, TOPIC_ADMIN, name):
-            return name, topic_id, (TOPIC_ADMIN.refused,
-                                    f"admin permission on topic {name!r} needed")
+            return topic_id, (TOPIC_ADMIN.refused, f"admin permission on topic {name!r} needed")
         if topic_id is None and call.version >= _DELETE_BY_ID:
             topic_id = uuid.UUID(await context.topics.topic_id(name))
         if quota.bounded and not quota.admit(
                 len(await partition_segments(context.topics, name))):
-            return name, topic_id, (ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE)
+            return topic_id, (ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE)
         await context.topics.delete_topic(name)
     except (BrokerError, LedgerError) as error:
-        return name, topic_id, (error_code(error), str(error))
-    return name, topic_id, None
+        return topic_id, (error_code(error), str(error))
+    return topic_id, None
 
 
 ROWS = (

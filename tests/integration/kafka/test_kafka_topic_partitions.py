@@ -164,12 +164,15 @@ def test_create_topics_v7_answers_the_id_metadata_shows(bootstrap: str) -> None:
 
 
 def test_delete_topics_v6_by_id_and_by_name_as_kafka_answers(bootstrap: str) -> None:
-    by_id, by_name, kept = (f"tid.{n}.{uuid.uuid4().hex[:6]}" for n in ("id", "name", "kept"))
-    made = {t.name: t.topic_id for t in _create_v7(bootstrap, [by_id, by_name, kept], 1).topics}
+    by_id, by_name, kept, both = (f"tid.{n}.{uuid.uuid4().hex[:6]}"
+                                  for n in ("id", "name", "kept", "both"))
+    made = {t.name: t.topic_id
+            for t in _create_v7(bootstrap, [by_id, by_name, kept, both], 1).topics}
     unknown = uuid.uuid4()
     answer = _delete_v6(bootstrap, [
         (None, made[by_id]), (by_name, _ZERO), (None, unknown), (kept, made[kept]),
-        (None, _ZERO), (None, made[kept]), (None, made[kept])])
+        (None, _ZERO), (None, made[kept]), (None, made[kept]), (None, made[both]),
+        (both, _ZERO)])
     got = [(t.name, t.topic_id, t.error_code, t.error_message) for t in answer.responses]
     assert got == [
         (by_id, made[by_id], ErrorCode.none, None),
@@ -178,11 +181,14 @@ def test_delete_topics_v6_by_id_and_by_name_as_kafka_answers(bootstrap: str) -> 
         (kept, made[kept], ErrorCode.invalid_request,
          "You may not specify both topic name and topic id."),
         (None, None, ErrorCode.invalid_request, "Neither topic name nor id were specified."),
-        (None, made[kept], ErrorCode.invalid_request, "Duplicate topic id.")]
-    ids = _metadata_ids(bootstrap, [by_id, by_name, kept])
+        (None, made[kept], ErrorCode.invalid_request, "Duplicate topic id."),
+        *[(both, made[both], ErrorCode.invalid_request,  # by id and by name: neither deleted
+           "The provided topic name maps to an ID that was already supplied.")] * 2]
+    ids = _metadata_ids(bootstrap, [by_id, by_name, kept, both])
     assert {name: code for name, (code, _) in ids.items()} == {
         by_id: ErrorCode.unknown_topic_or_partition,
-        by_name: ErrorCode.unknown_topic_or_partition, kept: ErrorCode.none}
+        by_name: ErrorCode.unknown_topic_or_partition, kept: ErrorCode.none,
+        both: ErrorCode.none}
     # The id of a deleted topic names nothing, also once its name is made again.
     remade = _create_v7(bootstrap, [by_id], 1).topics[0].topic_id
     assert remade not in (made[by_id], _ZERO)
