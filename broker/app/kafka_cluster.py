@@ -14,7 +14,8 @@ gives its Kafka listener (docs/kafka.md, "Clusters"):
   each listener sees the cluster through a ``ListenerNodes`` of its name, so
   Metadata, FindCoordinator, DescribeCluster and leader hints answer a client
   with the addresses of the listener it connected on, and leave out a broker
-  without a listener of that name (a partition it leads has no leader there).
+  without a listener of that name (a partition it leads has no leader there:
+  ``leader_lacks_listener``, LISTENER_NOT_FOUND in Metadata v6+).
 - **Group coordinators** (``broker.kafka.locator.CoordinatorLocator``): group
   ``g`` is coordinated by the owner of container ``container_of(0, g, count)``,
   whose segment ``_kafka_offsets/<container>`` holds the group's offsets. When
@@ -129,6 +130,10 @@ class ClusterKafka:
     def leader_epoch_of(self, segment: str) -> int:
         record = self._owners.owner_record(segment)
         return -1 if record is None else record.leader_epoch
+
+    def leader_lacks_listener(self, segment: str) -> bool:
+        record = self._owners.owner_record(segment)
+        return record is not None and record.leader_epoch >= 0 and _node(record) is None
 
     # -- CoordinatorLocator -------------------------------------------------------
 
@@ -265,6 +270,13 @@ class ListenerNodes:
 
     def leader_epoch_of(self, segment: str) -> int:
         return self._cluster.leader_epoch_of(segment)
+
+    def leader_lacks_listener(self, segment: str) -> bool:
+        # The owner record is an ephemeral node of a live broker (its session's):
+        # known, its epoch published, but no address under this name.
+        record = self._owners.owner_record(segment)
+        return (record is not None and record.leader_epoch >= 0
+                and _node_on(record, self._name) is None)
 
     def coordinator_of(self, key_type: int, key: str) -> Node | None:
         return _node_on(self._cluster.coordinator_record(key_type, key), self._name)

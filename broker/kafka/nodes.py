@@ -7,8 +7,9 @@ with its container ownership records (docs/cluster.md), and
 ``ClusterNodes`` (``broker.app.kafka_cluster``) answers from the owner
 cache: each live broker is a node, and a partition's leader is the node of
 the broker owning the segment's container (None while no owner is known:
-LEADER_NOT_AVAILABLE, clients ask again), its leader epoch that ownership's
-(``broker.kafka.leader_epochs``).
+LEADER_NOT_AVAILABLE, clients ask again; None too while its owner has no
+listener of the name the client connected on: LISTENER_NOT_FOUND), its leader
+epoch that ownership's (``broker.kafka.leader_epochs``).
 
 A broker's node id is ``node_id_of(broker id)``: CRC-32 of the id, 31 bits,
 so every broker computes the same id for the same broker without asking.
@@ -54,6 +55,11 @@ class ClusterNodes(Protocol):
 
     def leader_of(self, segment: str) -> Node | None:
         """The node of the broker owning ``segment`` now; None while none is known."""
+
+    def leader_lacks_listener(self, segment: str) -> bool:
+        """Whether ``segment`` has a live owner (its epoch published) that serves no Kafka
+        listener of this name: ``leader_of`` is None for that reason alone (Metadata
+        v6+ answers LISTENER_NOT_FOUND, as Kafka does, not LEADER_NOT_AVAILABLE)."""
 
     def leader_epoch_of(self, segment: str) -> int:
         """The leader epoch of ``segment`` (its container's ownership); -1 while unknown."""

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable
 
 from broker.api import Topics
+from broker.errors import TopicNotFoundError
 
 __all__ = ["TopicIds"]
 
@@ -62,3 +63,26 @@ class TopicIds:
             if info.topic_id:
                 self.note(info.name, uuid.UUID(info.topic_id))
         return self._names.get(topic_id)
+
+    async def resolve(self, topics: Topics, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic whose record holds ``topic_id`` now; None if none does.
+
+        For a change by id (DeleteTopics v6): read from the store, never this
+        map alone (it may still hold a deleted topic's id): the name noted
+        for the id is checked against its record, else the topic list is
+        read (not limited to once per ``refresh_s``: a change is rarer than a
+        Fetch). Raises what ``topic_id`` and ``list_topics`` raise.
+        """
+        name = self._names.get(topic_id)
+        if name is not None:
+            try:
+                if uuid.UUID(await topics.topic_id(name)) == topic_id:
+                    return name
+            except TopicNotFoundError:
+                pass
+            self._names.pop(topic_id, None)  # that topic is gone, or has a new id
+        for info in await topics.list_topics():
+            if info.topic_id and uuid.UUID(info.topic_id) == topic_id:
+                self.note(info.name, topic_id)
+                return info.name
+        return None

@@ -252,7 +252,8 @@ def test_partitions_led_by_their_owners_and_a_group_across_brokers(
 def _listener_named_addresses(brokers: list[BookieProcess], kafka: dict[str, str], topic: str,
                               owners: dict[int, str]) -> None:
     """A client on broker 2's EXTRA listener is told every broker's EXTRA address (broker 1's
-    too), broker 0 (no EXTRA) left out and its partitions without a leader, as Kafka answers."""
+    too), broker 0 (no EXTRA) left out and its partitions without a leader
+    (LISTENER_NOT_FOUND), as Kafka answers."""
     extra = {}
     for broker in brokers[1:]:
         match = _EXTRA.search(broker.ready_line)
@@ -266,9 +267,24 @@ def _listener_named_addresses(brokers: list[BookieProcess], kafka: dict[str, str
         return count == 2 and leaders == want
     wait_for(told_extra, "EXTRA's Metadata names brokers 1 and 2 by their EXTRA addresses")
     assert "" in want.values()  # a partition of broker 0: leaderless on EXTRA
-    # FindCoordinator on EXTRA: broker 1's EXTRA address; none for broker 0's groups.
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as sock:
+        # Broker 0 is alive but has no EXTRA: LISTENER_NOT_FOUND from v6 on, as Kafka
+        # answers (LEADER_NOT_AVAILABLE before); its partitions' leader is -1 either way.
+        for version, missing in ((12, ErrorCode.listener_not_found),
+                                 (5, ErrorCode.leader_not_available)):
+            cls = _request_class(3, version)
+            topic_cls = sys.modules[cls.__module__].MetadataRequestTopic
+            newer: dict[str, Any] = {"include_topic_authorized_operations": False}
+            sock.sendall(raw_request(3, version, 2, cls(
+                topics=(topic_cls(name=topic, **({"topic_id": None} if version > 9 else {})),),
+                allow_auto_topic_creation=False, **(newer if version > 9 else {}))))
+            _, answer = read_response(sock, 3, version)
+            codes = {p.partition_index: (p.error_code, p.leader_id >= 0)
+                     for p in answer.topics[0].partitions}
+            assert codes == {p: (ErrorCode.none, True) if told else (missing, False)
+                             for p, told in want.items()}
+        # FindCoordinator on EXTRA: broker 1's EXTRA address; none for broker 0's groups.
         for owner, told in ((brokers[1], extra[kafka[brokers[1].address]]), (brokers[0], "")):
             cls = _request_class(10, 3)
             sock.sendall(raw_request(10, 3, 1, cls(

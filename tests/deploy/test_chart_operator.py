@@ -11,6 +11,7 @@ listener per broker and the combinations a broker would refuse.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from broker.kafka_listener_specs import parse_listeners
 from tests.support.chart import CHART, NAMESPACE, ValueSet, load, manifests_of, render_text
 from tests.support.kube_local import LocalCluster
 
@@ -244,6 +246,11 @@ def test_kafka_sasl_ssl_flags() -> None:
     assert "--kafka-sasl-mechanisms=PLAIN,SCRAM-SHA-512" in args
 
 
+#: An external listener of its own beside the INTERNAL one.
+_OWN = ["--set", "broker.kafka.external.enabled=true",
+        "--set", "broker.kafka.external.listener=own"]
+
+
 @pytest.mark.parametrize(("values", "message"), [
     (["--set", "broker.kafka.securityProtocol=SSL"],
      "securityProtocol SSL needs security.tls.enabled"),
@@ -255,6 +262,31 @@ def test_kafka_sasl_ssl_flags() -> None:
       "broker.kafka.external.type=LoadBalancer"], "set broker.kafka.external.domain"),
     (["--set", "broker.kafka.securityProtocol=SASL_PLAIN"],
      "broker.kafka.securityProtocol must be one of the following"),
+    # The listeners: EXTERNAL beside INTERNAL (external.listener own).
+    (["--set", "broker.kafka.external.enabled=true",
+      "--set", "broker.kafka.external.listener=both"],
+     "broker.kafka.external.listener must be one of the following"),
+    (["--set-json", 'broker.kafka.external.advertised=[{"host": "a b", "port": 1}]'],
+     "broker.kafka.external.advertised.0.host: Does not match pattern"),
+    (["--set-json", 'broker.kafka.external.advertised=[{"host": "k0"}]'],
+     "broker.kafka.external.advertised.0: port is required"),
+    (["--set", "broker.kafka.external.securityProtocol=SASL_PLAINTEXT"],
+     "broker.kafka.external.securityProtocol must be one of the following"),
+    ([*_OWN, "--set", "broker.kafka.external.securityProtocol=SSL"],
+     "broker.kafka.external.securityProtocol SSL needs security.tls.enabled"),
+    (["-f", str(CHART / "ci" / "secure-values.yaml"), *_OWN,
+      "--set", "broker.kafka.external.securityProtocol=PLAINTEXT"],
+     "broker.kafka.external.securityProtocol PLAINTEXT: with security.authToken.enabled the "
+     "Kafka listener must be SASL_SSL"),
+    ([*_OWN, "--set", "broker.kafka.external.containerPort=9092"],
+     "broker.kafka.external.containerPort 9092 is broker.kafka.port's"),
+    ([*_OWN, "--set-json", 'broker.kafka.external.advertised=[{"host": "k0", "port": 1}]'],
+     "broker.kafka.external.advertised has 1 entries for 2 brokers"),
+    (["--set", "broker.kafka.external.enabled=true", "--set",
+      "broker.kafka.external.securityProtocol=SSL"],
+     "broker.kafka.external.securityProtocol needs a listener of its own"),
+    ([*_OWN, "--set", "broker.kafka.external.type=LoadBalancer"],
+     "set broker.kafka.external.domain"),
 ])
 def test_kafka_combinations_a_broker_refuses_are_refused(values: list[str], message: str) -> None:
     with pytest.raises(RuntimeError, match="helm template") as raised:
@@ -313,3 +345,92 @@ def test_external_node_port_per_broker_advertises_its_own_port(tmp_path: Path) -
             assert "--kafka-advertised-host=127.0.0.1" in words
     finally:
         cluster.close()
+
+
+def _advertised(manifests: list[Manifest], ordinal: int) -> list[str]:
+    """Broker ``ordinal``'s arguments as its container's shell line, expanded as the kubelet
+    expands it (``$(VAR)``, ``$$``), hands them to the image's `folio` (`echo` here)."""
+    container = _broker(manifests)
+    env = {"POD_NAME": f"folio-broker-{ordinal}", "POD_NAMESPACE": NAMESPACE,
+           "HOST_IP": "10.1.2.3"}
+
+    def kubelet(text: str) -> str:
+        return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                      lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)),
+                      text)
+    argv = [kubelet(word) for word in [*container["command"], *container["args"]]]
+    assert argv[:2] == ["/bin/sh", "-c"] and argv[3] == "folio"
+    echoed = subprocess.run(["/bin/sh", "-c", argv[2], "echo", *argv[4:]], env=env,
+                            capture_output=True, text=True, timeout=30, check=False)
+    assert echoed.returncode == 0, echoed.stderr
+    return echoed.stdout.split()
+
+
+def _flag(words: list[str], name: str) -> str:
+    (value,) = [w.partition("=")[2] for w in words if w.startswith(f"{name}=")]
+    return value
+
+
+def test_internal_and_external_listeners_each_broker_advertising_its_own_address() -> None:
+    """ci/kafka-listeners-values.yaml: INTERNAL (PLAINTEXT, the pod's DNS name) and EXTERNAL
+    (SASL_SSL, each broker's address from values) per broker, read by the broker's own
+    listener parser (``parse_listeners``) from each pod's effective arguments."""
+    manifests = manifests_of(ValueSet("kafka-listeners",
+                                      CHART / "ci" / "kafka-listeners-values.yaml"))
+    container = _broker(manifests)
+    args = container["args"]
+    assert "--kafka-listeners=INTERNAL://:9092,EXTERNAL://:9094" in args
+    assert "--kafka-sasl-mechanisms=SCRAM-SHA-512" in args
+    assert not [a for a in args if a.startswith(("--kafka-port", "--kafka-advertised",
+                                                 "--kafka-security-protocol="))]
+    assert {"name": "kafka-external", "containerPort": 9094} in container["ports"]
+    for ordinal in range(2):
+        service = _one(manifests, "Service", f"folio-broker-{ordinal}-kafka")["spec"]
+        assert service["ports"] == [{"name": "kafka", "port": 9094,
+                                     "targetPort": "kafka-external", "nodePort": 31090 + ordinal}]
+        words = _advertised(manifests, ordinal)
+        specs = parse_listeners(_flag(words, "--kafka-listeners"),
+                                _flag(words, "--kafka-advertised-listeners"),
+                                _flag(words, "--kafka-listener-security-protocol-map"), "0.0.0.0")
+        told = {s.name: (s.protocol.value, s.port, s.advertised_host, s.advertised_port)
+                for s in specs}
+        pod = f"folio-broker-{ordinal}.folio-broker-headless.{NAMESPACE}.svc.cluster.local"
+        assert told == {"INTERNAL": ("PLAINTEXT", 9092, pod, 9092),
+                        "EXTERNAL": ("SASL_SSL", 9094, f"kafka-{ordinal}.example.com",
+                                     19092 + ordinal)}
+    # The client and headless Services (bootstrap, pod names) reach INTERNAL.
+    client = _one(manifests, "Service", "folio")
+    assert {"name": "kafka", "port": 9092, "targetPort": "kafka"} in client["spec"]["ports"]
+
+
+@pytest.mark.parametrize(("values", "external"), [
+    (["--set", "broker.kafka.external.type=LoadBalancer",
+      "--set", "broker.kafka.external.domain=kafka.example.com"],
+     "folio-broker-1.kafka.example.com:9094"),
+    (["--set", "broker.kafka.external.host=nodes.example.com"], "nodes.example.com:31091"),
+    ([], "10.1.2.3:31091"),  # the node's address (status.hostIP)
+])
+def test_an_own_external_listener_defaults_to_the_types_address(values: list[str],
+                                                               external: str) -> None:
+    manifests = manifests_of(ValueSet("own", None), extra=[
+        "--set", "broker.kafka.enabled=true", *_OWN, *values])
+    words = _advertised(manifests, 1)
+    assert _flag(words, "--kafka-advertised-listeners") == (
+        f"INTERNAL://folio-broker-1.folio-broker-headless.{NAMESPACE}.svc.cluster.local:9092,"
+        f"EXTERNAL://{external}")
+    assert _flag(words, "--kafka-listener-security-protocol-map") == (
+        "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT")
+
+
+def test_a_shared_listener_takes_each_brokers_address_from_values() -> None:
+    """external.listener shared (the default) with ``advertised``: the one listener is
+    advertised at broker i's entry."""
+    manifests = manifests_of(ValueSet("shared", None), extra=[
+        "--set", "broker.kafka.enabled=true", "--set", "broker.kafka.external.enabled=true",
+        "--set-json", 'broker.kafka.external.advertised=[{"host": "k0.example.com", "port": 1},'
+        ' {"host": "k1.example.com", "port": 2}]'])
+    for ordinal in range(2):
+        words = _advertised(manifests, ordinal)
+        assert "--kafka-port=9092" in words
+        assert _flag(words, "--kafka-advertised-host") == f"k{ordinal}.example.com"
+        assert _flag(words, "--kafka-advertised-port") == str(ordinal + 1)

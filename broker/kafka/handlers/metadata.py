@@ -4,7 +4,10 @@ On a standalone this broker (node 0) leads every partition. In a cluster
 (``KafkaContext.nodes``) every live broker is a node and a partition's leader
 is the node of its segment's owner, from the owner cache (no metadata-store
 read per request); while no owner is known the partition answers
-LEADER_NOT_AVAILABLE with leader -1, and clients ask again.
+LEADER_NOT_AVAILABLE with leader -1, and clients ask again. An owner that
+serves no listener of the name the request came on is left out of the
+brokers, and its partitions answer LISTENER_NOT_FOUND (v6+; before,
+LEADER_NOT_AVAILABLE) with leader -1, as Kafka answers.
 
 A topic's partitions are its segments by number (``broker.kafka.partitions``),
 sealed ones included. A missing topic asked by name is created when the
@@ -78,6 +81,8 @@ _ZERO = datetime.timedelta(0)
 _NO_TOPIC_ID = uuid.UUID(int=0)
 #: How long one request reads again a metadata store that cannot be read, in all.
 READ_WAIT_S = 5.0
+#: The first Metadata version whose partitions may answer LISTENER_NOT_FOUND (Kafka's).
+_LISTENER_NOT_FOUND_SINCE = 6
 _FIRST_DELAY_S = 0.05
 _MAX_DELAY_S = 0.5
 _T = TypeVar("_T")
@@ -207,19 +212,31 @@ async def _topic(cls: Any, context: KafkaContext, name: str, deadline: float, *,
             raise  # past the deadline: the connection is closed, the client asks again
         return build(topic_cls, error_code=error_code(error), name=name, topic_id=_NO_TOPIC_ID,
                      is_internal=False, partitions=(), topic_authorized_operations=0)
-    partition_cls = nested(cls, "MetadataResponsePartition")
-    partitions = []
-    for segment in segments:
-        leader = partition_leader(context, name, segment.number)
-        replicas = (leader,) if leader >= 0 else ()
-        partitions.append(build(
-            partition_cls, partition_index=segment.number, leader_id=leader,
-            leader_epoch=(leader_epoch(context.nodes, name, segment.number) if leader >= 0
-                          else -1),
-            error_code=ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
-            replica_nodes=replicas, isr_nodes=replicas, offline_replicas=()))
+    partitions = tuple(_partition(cls, context, name, segment.number) for segment in segments)
     return build(topic_cls, error_code=ErrorCode.none, name=name, topic_id=topic_id,
-                 is_internal=False, partitions=tuple(partitions), topic_authorized_operations=0)
+                 is_internal=False, partitions=partitions, topic_authorized_operations=0)
+
+
+def _partition(cls: Any, context: KafkaContext, name: str, number: int) -> Any:
+    """Partition ``number``'s answer: its leader, or why it has none.
+
+    No leader: LISTENER_NOT_FOUND (v6+, with the partition's leader epoch) when
+    its owner is a live broker without a listener of the name this client
+    connected on, as Kafka's MetadataCache answers; LEADER_NOT_AVAILABLE while
+    no owner is known, and for that case too before v6 (Kafka's rule).
+    """
+    leader = partition_leader(context, name, number)
+    if leader >= 0:
+        code, epoch = ErrorCode.none, leader_epoch(context.nodes, name, number)
+    elif (int(cls.__version__) >= _LISTENER_NOT_FOUND_SINCE and context.nodes is not None
+          and context.nodes.leader_lacks_listener(make_segment_name(name, number))):
+        code, epoch = ErrorCode.listener_not_found, leader_epoch(context.nodes, name, number)
+    else:
+        code, epoch = ErrorCode.leader_not_available, -1
+    replicas = (leader,) if leader >= 0 else ()
+    return build(nested(cls, "MetadataResponsePartition"), partition_index=number,
+                 leader_id=leader, leader_epoch=epoch, error_code=code,
+                 replica_nodes=replicas, isr_nodes=replicas, offline_replicas=())
 
 
 ROWS = (Api(METADATA_KEY, "Metadata", 0, 12, handle_metadata),)

@@ -1,4 +1,4 @@
-"""CreateTopics (key 19) v2-v6 and DeleteTopics (key 20) v1-v5: topics made and removed.
+"""CreateTopics (key 19) v2-v7 and DeleteTopics (key 20) v1-v6: topics made and removed.
 
 CreateTopics makes a Folio topic of ``num_partitions`` segments (-1: the
 broker's ``kafka_num_partitions``, Kafka's ``num.partitions``) with equal key
@@ -9,8 +9,16 @@ Qw is accepted and answered as Qw, more is INVALID_REPLICATION_FACTOR (as a
 Kafka broker answers a factor above its broker count), as is 0 or below -1.
 Manual replica assignments are refused (INVALID_REQUEST). Topic configs map
 onto Folio's topic config (``broker.kafka.topic_configs``); others are
-INVALID_CONFIG. DeleteTopics
-deletes the topic, its segments and ledgers.
+INVALID_CONFIG. CreateTopics v7 answers each topic made with its topic id
+(KIP-516), the one its record holds and Metadata reports; nothing made (an
+error, or ``validate_only``), the zero id. DeleteTopics deletes the topic, its
+segments and ledgers; v6 names each topic by name or by id (``_targets``, as
+Kafka's controller reads them: INVALID_REQUEST for both or neither, for a name
+or an id given twice, and for a topic asked by its name and its id:
+``_resolved``), answers each with its name and id, and an id no
+topic has with UNKNOWN_TOPIC_ID. An id the role may not see is UNKNOWN_TOPIC_ID
+too (as Metadata by id answers, so ids do not tell which topics exist); one it
+may see but not administer is TOPIC_AUTHORIZATION_FAILED with its name.
 
 Both count the partitions made or removed against the client's controller
 mutation quota (``broker.kafka.quotas.mutations``, KIP-599): from CreateTopics
@@ -22,13 +30,15 @@ throttled. CreatePartitions does the same from v3 (``partitions_admin``).
 from __future__ import annotations
 
 import datetime
+import uuid
 from dataclasses import replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.api import TopicConfig
 from broker.errors import BrokerError, InvalidArgumentError, TopicExistsError, TopicNotFoundError
-from broker.kafka.access import TOPIC_ADMIN, allowed
+from broker.kafka.access import TOPIC_ADMIN, TOPIC_LOOKUP, allowed
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
@@ -48,6 +58,12 @@ _ZERO = datetime.timedelta(0)
 #: The first versions whose clients know THROTTLING_QUOTA_EXCEEDED (KIP-599).
 _STRICT_CREATE = 6
 _STRICT_DELETE = 5
+#: DeleteTopics names topics by name or id from this version (KIP-516).
+_DELETE_BY_ID = 6
+#: Kafka's "no topic id".
+_NO_TOPIC_ID = uuid.UUID(int=0)
+#: A topic's answer: its code and message (None: none).
+_Outcome = tuple[ErrorCode, str | None]
 
 
 def mutation_quota(context: KafkaContext, call: Call, strict_since: int) -> MutationQuota:
@@ -67,14 +83,18 @@ async def handle_create_topics(context: KafkaContext, call: Call) -> Any:
     quota = mutation_quota(context, call, _STRICT_CREATE)
     results = []
     for topic in call.request.topics:
+        topic_id = None
         if allowed(context, call, TOPIC_ADMIN, topic.name):
-            code, message = await _create(context, topic, validate_only, quota)
+            code, message, topic_id = await _create(context, topic, validate_only, quota)
         else:
             code, message = TOPIC_ADMIN.refused, f"admin permission on topic {topic.name!r} needed"
         made = code is ErrorCode.none
-        # What was made, as Kafka answers (v5+): -1 for both when nothing was.
+        if topic_id is not None:
+            context.topic_ids.note(topic.name, topic_id)  # for Fetch v13+ by id
+        # What was made, as Kafka answers (v5+): -1 for both when nothing was; its id (v7+).
         results.append(build(result_cls, name=topic.name, error_code=code,
                              error_message=message, topic_config_error_code=ErrorCode.none,
+                             topic_id=topic_id or _NO_TOPIC_ID,
                              num_partitions=_count(context, topic) if made else -1,
                              replication_factor=context.write_quorum if made else -1,
                              configs=()))
@@ -97,7 +117,29 @@ def _replication_error(context: KafkaContext, factor: int) -> str | None:
 
 
 async def _create(context: KafkaContext, topic: Any, validate_only: bool,
-                  quota: MutationQuota) -> tuple[ErrorCode, str | None]:
+                  quota: MutationQuota) -> tuple[ErrorCode, str | None, uuid.UUID | None]:
+    """The topic made (its id), or why not (no id)."""
+    checked = _checked(context, topic)
+    if not isinstance(checked, TopicConfig):
+        return *checked, None
+    try:
+        if validate_only:  # takes no tokens, as in Kafka
+            return ErrorCode.none, None, None
+        if quota.bounded and await _exists(context, topic.name):
+            # As Kafka, which finds it before the quota: an existing topic takes no tokens.
+            raise TopicExistsError(topic.name)
+        if not quota.admit(_count(context, topic)):
+            return ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE, None
+        info = await context.topics.create_topic(topic.name, _count(context, topic), checked)
+    except (BrokerError, LedgerError) as error:
+        return error_code(error), str(error), None
+    # (A record without an id is of an earlier build; none is made so now.)
+    return ErrorCode.none, None, uuid.UUID(info.topic_id) if info.topic_id else None
+
+
+def _checked(context: KafkaContext, topic: Any) -> TopicConfig | _Outcome:
+    """``topic``'s config if it may be made as asked (name, assignments, factor, count,
+    configs), else why not."""
     count = _count(context, topic)
     try:
         check_topic_name(topic.name)  # first, as Kafka checks it
@@ -113,25 +155,11 @@ async def _create(context: KafkaContext, topic: Any, validate_only: bool,
                 f"num_partitions must be in [1, {MAX_SEGMENT_COUNT}], got {count}")
     try:
         changes = config_changes({entry.name: entry.value for entry in topic.configs})
-        config = replace(context.topics.default_config(), **changes)
+        return replace(context.topics.default_config(), **changes)
     except UnknownConfigError as error:
         return ErrorCode.invalid_config, str(error)
     except ValueError as error:
         return ErrorCode.invalid_config, str(error)
-    try:
-        if validate_only:  # takes no tokens, as in Kafka
-            return ErrorCode.none, None
-        if quota.bounded and await _exists(context, topic.name):
-            # As Kafka, which finds it before the quota: an existing topic takes no tokens.
-            raise TopicExistsError(topic.name)
-        if not quota.admit(count):
-            return ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE
-        await context.topics.create_topic(topic.name, count, config)
-    except InvalidArgumentError as error:
-        return error_code(error), str(error)
-    except (BrokerError, LedgerError) as error:
-        return error_code(error), str(error)
-    return ErrorCode.none, None
 
 
 async def _exists(context: KafkaContext, name: str) -> bool:
@@ -143,30 +171,116 @@ async def _exists(context: KafkaContext, name: str) -> bool:
 
 
 async def handle_delete_topics(context: KafkaContext, call: Call) -> Any:
-    """Delete each topic named."""
+    """Delete each topic named (v6: by name or by id)."""
     cls = response_class(DELETE_TOPICS_KEY, call.version)
     result_cls = nested(cls, "DeletableTopicResult")
     quota = mutation_quota(context, call, _STRICT_DELETE)
+    if call.version >= _DELETE_BY_ID:
+        targets = await _resolved(context, call, _targets(call.request.topics))
+    else:
+        targets = [(name, None, None) for name in call.request.topic_names]
     results = []
-    for name in call.request.topic_names:
-        code = ErrorCode.none
-        message = None
-        try:
-            if not allowed(context, call, TOPIC_ADMIN, name):
-                code, message = TOPIC_ADMIN.refused, f"admin permission on topic {name!r} needed"
-            elif quota.bounded and not quota.admit(
-                    len(await partition_segments(context.topics, name))):
-                code, message = ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE
-            else:
-                await context.topics.delete_topic(name)
-        except (BrokerError, LedgerError) as error:
-            code, message = error_code(error), str(error)
+    for name, asked_id, refused in targets:
+        topic_id, outcome = asked_id, refused
+        if refused is None and name is not None:
+            topic_id, outcome = await _delete(context, call, quota, name, asked_id)
+        code, message = outcome or (ErrorCode.none, None)
         results.append(build(result_cls, name=name, error_code=code, error_message=message,
-                             topic_id=None))
+                             topic_id=topic_id or _NO_TOPIC_ID))
     return build(cls, throttle_time=quota.throttle_time(), responses=tuple(results))
 
 
+#: A topic to delete as asked: (name, id, refusal); the refusal None: go on.
+_Target = tuple[str | None, uuid.UUID | None, _Outcome | None]
+_UNKNOWN_ID = (ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
+_NAME_OF_AN_ID = (ErrorCode.invalid_request,
+                  "The provided topic name maps to an ID that was already supplied.")
+
+
+def _targets(topics: Any) -> list[_Target]:
+    """DeleteTopics v6's entries as Kafka's controller reads them.
+
+    Each names a topic by name or by id (the zero id: none): both or neither is
+    INVALID_REQUEST, and so is a name or an id given twice (answered once).
+    """
+    targets: list[_Target] = []
+    seen: dict[str | uuid.UUID, int] = {}
+    for topic in topics:
+        topic_id = None if topic.topic_id in (None, _NO_TOPIC_ID) else topic.topic_id
+        key: str | uuid.UUID | None = topic.name if topic_id is None else topic_id
+        if topic.name is None and topic_id is None:
+            targets.append((None, None, (ErrorCode.invalid_request,
+                                         "Neither topic name nor id were specified.")))
+        elif topic.name is not None and topic_id is not None:
+            targets.append((topic.name, topic_id, (
+                ErrorCode.invalid_request, "You may not specify both topic name and topic id.")))
+        elif key is not None and key in seen:
+            first = seen[key]
+            if targets[first][2] is None:  # answered once, at its first place
+                what = "name" if topic_id is None else "id"
+                targets[first] = (*targets[first][:2],
+                                  (ErrorCode.invalid_request, f"Duplicate topic {what}."))
+        elif key is not None:
+            seen[key] = len(targets)
+            targets.append((topic.name, topic_id, None))
+    return targets
+
+
+async def _resolved(context: KafkaContext, call: Call,
+                    targets: list[_Target]) -> list[_Target]:
+    """Each id asked resolved to the name of its topic, before anything is deleted.
+
+    An id no topic has, or one of a topic the role may not see, is
+    UNKNOWN_TOPIC_ID. A name asked whose topic is also asked by its id is
+    INVALID_REQUEST, both entries, and neither deleted (Kafka answers the name
+    so and leaves the id out of its answer; every entry is answered here).
+    """
+    resolved: list[_Target] = []
+    for name, topic_id, refused in targets:
+        if refused is None and name is None and topic_id is not None:
+            try:
+                found = await context.topic_ids.resolve(context.topics, topic_id)
+            except (BrokerError, LedgerError) as error:
+                resolved.append((None, topic_id, (error_code(error), str(error))))
+                continue
+            if found is None or not allowed(context, call, TOPIC_LOOKUP, found):
+                resolved.append((None, topic_id, _UNKNOWN_ID))
+                continue
+            resolved.append((found, topic_id, None))
+        else:
+            resolved.append((name, topic_id, refused))
+    by_id = {name: topic_id for (name, topic_id, refused), asked
+             in zip(resolved, targets, strict=True) if refused is None and asked[0] is None}
+    named = {name for name, _, refused in targets if refused is None and name is not None}
+    return [(name, by_id[name], _NAME_OF_AN_ID) if refused is None and name in named
+            and name in by_id else (name, topic_id, refused)
+            for name, topic_id, refused in resolved]
+
+
+async def _delete(context: KafkaContext, call: Call, quota: MutationQuota, name: str,
+                  topic_id: uuid.UUID | None) -> tuple[uuid.UUID | None, _Outcome | None]:
+    """Delete topic ``name``: (its id (v6), refusal or None).
+
+    A topic asked by id is deleted by the name its id resolved to
+    (``_resolved``). Window: a topic deleted and made again under that name
+    between the two is deleted in its place (topics are deleted by name);
+    the answer then names the id asked.
+    """
+    try:
+        if not allowed(context, call, TOPIC_ADMIN, name):
+            return topic_id, (TOPIC_ADMIN.refused, f"admin permission on topic {name!r} needed")
+        if topic_id is None and call.version >= _DELETE_BY_ID:
+            topic_id = uuid.UUID(await context.topics.topic_id(name))
+        if quota.bounded and not quota.admit(
+                len(await partition_segments(context.topics, name))):
+            return topic_id, (ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE)
+        await context.topics.delete_topic(name)
+    except (BrokerError, LedgerError) as error:
+        return topic_id, (error_code(error), str(error))
+    return topic_id, None
+
+
 ROWS = (
-    Api(CREATE_TOPICS_KEY, "CreateTopics", 2, 6, handle_create_topics),
-    Api(DELETE_TOPICS_KEY, "DeleteTopics", 1, 5, handle_delete_topics),
+    Api(CREATE_TOPICS_KEY, "CreateTopics", 2, 7, handle_create_topics),
+    Api(DELETE_TOPICS_KEY, "DeleteTopics", 1, 6, handle_delete_topics),
 )

@@ -193,6 +193,20 @@ def test_each_listener_sees_its_own_addresses_and_leaves_out_brokers_without_it(
     assert outside.leader_of(led_by_b) is None  # b has no OUTSIDE: no leader there
     assert inside.leader_of(led_by_b) == Node(node_id_of("b:1"), "b", 9092)
     assert outside.leader_of(led_by_a) == outside.this_node()
+    # Why: b is alive without OUTSIDE (LISTENER_NOT_FOUND), not leaderless.
+    assert outside.leader_lacks_listener(led_by_b)
+    assert not inside.leader_lacks_listener(led_by_b)
+    assert not outside.leader_lacks_listener(led_by_a)
+    unowned = next(f"orders/{n}" for n in range(2, 100)
+                   if container_of(f"orders/{n}", COUNT) not in owners.by_container)
+    assert not outside.leader_lacks_listener(unowned)  # no owner: LEADER_NOT_AVAILABLE
+    publishing = OwnerRecord("b:1", "b:1", "j", "b:9092", leader_epoch=-1,
+                             kafka_listeners=(("INSIDE", "b:9092"),))
+    owners.by_container[container_of(led_by_b, COUNT)] = publishing
+    assert not outside.leader_lacks_listener(led_by_b)  # epoch not yet published: no leader
+    no_kafka = OwnerRecord("c:1", "c:1", "k")  # a broker serving no Kafka at all
+    owners.by_container[container_of(led_by_b, COUNT)] = no_kafka
+    assert outside.leader_lacks_listener(led_by_b) and cluster.leader_lacks_listener(led_by_b)
     group = "g"
     owners.by_container[key_container_of(GROUP_KEY, group, COUNT)] = inside_only
     assert outside.coordinator_of(GROUP_KEY, group) is None  # COORDINATOR_NOT_AVAILABLE

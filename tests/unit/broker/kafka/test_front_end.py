@@ -34,8 +34,8 @@ def test_the_served_apis() -> None:
     assert rows == {
         "Produce": (0, 3, 13), "Fetch": (1, 4, 17), "ListOffsets": (2, 1, 6),
         "OffsetForLeaderEpoch": (23, 2, 4),
-        "Metadata": (3, 0, 12), "ApiVersions": (18, 0, 4), "CreateTopics": (19, 2, 6),
-        "DeleteTopics": (20, 1, 5), "InitProducerId": (22, 0, 5),
+        "Metadata": (3, 0, 12), "ApiVersions": (18, 0, 4), "CreateTopics": (19, 2, 7),
+        "DeleteTopics": (20, 1, 6), "InitProducerId": (22, 0, 5),
         "DescribeConfigs": (32, 1, 4),
         # Consumer groups and transactions.
         "FindCoordinator": (10, 0, 4), "JoinGroup": (11, 0, 9), "Heartbeat": (12, 0, 4),

@@ -59,6 +59,9 @@ class _Nodes:
     def leader_epoch_of(self, segment: str) -> int:
         return {f"{TOPIC}/0": 3, f"{TOPIC}/1": OTHER_EPOCH}.get(segment, -1)
 
+    def leader_lacks_listener(self, segment: str) -> bool:
+        return False
+
 
 def _batch(value: bytes) -> bytes:
     builder: Any = DefaultRecordBatchBuilder(

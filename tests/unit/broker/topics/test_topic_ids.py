@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from broker.api import TopicConfig
+from broker.kafka.topic_ids import TopicIds
 from broker.segments.names import topic_path
 from broker.system.snapshot_store import snapshot_store
 from broker.topics.manager import TopicManager
@@ -102,3 +103,20 @@ async def test_giving_an_id_when_the_read_back_fails_too(env: BrokerEnv) -> None
 
 def _on(env: BrokerEnv, store: FaultyMetadataStore) -> TopicManager:
     return TopicManager(env.ledgers, store, txn_store_factory=snapshot_store, clock=env.clock)
+
+
+async def test_resolving_an_id_for_a_change_reads_the_store(env: BrokerEnv) -> None:
+    """``TopicIds.resolve`` (DeleteTopics v6 by id): a noted id whose name was made again
+    under a new id (elsewhere: this map never saw it) names nothing; an id never noted
+    is found in the topic list."""
+    topics = env.manager()
+    first = uuid.UUID((await topics.create_topic("t", 1, TopicConfig())).topic_id)
+    ids = TopicIds(refresh_s=3600.0)  # (name_of would not list the topics again)
+    ids.note("t", first)
+    assert await ids.resolve(topics, first) == "t"
+    await topics.delete_topic("t")
+    second = uuid.UUID((await topics.create_topic("t", 1, TopicConfig())).topic_id)
+    assert await ids.name_of(topics, first) == "t"  # the map's window (Fetch's)
+    assert await ids.resolve(topics, first) is None
+    assert await ids.resolve(topics, second) == "t"
+    assert await ids.resolve(topics, uuid.uuid4()) is None
