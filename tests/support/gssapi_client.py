@@ -14,6 +14,9 @@ environment, so each client runs in a subprocess with the test realm's
   on the same connection (more than 1: re-authentication, KIP-368), then a
   Metadata request: ``{"error_code": n, "error_message": text,
   "session_lifetime_ms": n, "rounds": n, "closed": bool, "metadata": bool}``.
+- ``late BOOTSTRAP``: the first token of an exchange, made while the ticket
+  is valid and sent after it ended (a short ``kinit -l``): ``{"error_code":
+  n, "error_message": text, "closed": bool}``.
 """
 
 from __future__ import annotations
@@ -121,10 +124,43 @@ def raw(bootstrap: str, service: str, rounds: int = 1) -> dict[str, Any]:
     return out
 
 
+def late(bootstrap: str) -> dict[str, Any]:
+    """The first GSS token made while the ticket is valid, sent once it has ended."""
+    import time  # noqa: PLC0415
+
+    import gssapi  # noqa: PLC0415
+
+    from tests.support.kafka import read_frame  # noqa: PLC0415
+
+    name = gssapi.Name("kafka@localhost", gssapi.NameType.hostbased_service)
+    context = gssapi.SecurityContext(name=name.canonicalize(gssapi.MechType.kerberos),
+                                     usage="initiate")
+    token = context.step(None)
+    # The ticket ends with the TGT it came from; past it by the realm's 1 s of skew, and 1 more.
+    ends = time.monotonic() + gssapi.Credentials(usage="initiate").lifetime + 2.0
+    deadline = ends + _DEADLINE_S
+    while time.monotonic() < ends:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    host, _, port = bootstrap.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=_DEADLINE_S) as sock:
+        assert _call(sock, 17, 1, mechanism="GSSAPI").error_code.value == 0
+        answer = _call(sock, 36, 1, auth_bytes=token or b"")
+        out: dict[str, Any] = {"error_code": answer.error_code.value,
+                               "error_message": answer.error_message}
+        try:
+            out["closed"] = read_frame(sock) is None
+        except ConnectionResetError:
+            out["closed"] = True
+    return out
+
+
 def main(argv: list[str]) -> int:
     mode, *rest = argv
     if mode == "round-trip":
         result = round_trip(rest[0], rest[1], int(rest[2]), *rest[3:])
+    elif mode == "late":
+        result = late(rest[0])
     elif mode == "raw":
         result = raw(rest[0], rest[1], *(int(rounds) for rounds in rest[2:]))
     else:

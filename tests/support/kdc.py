@@ -15,7 +15,8 @@ own ``KRB5CCNAME``.
 principals' keys to a keytab (``kadmin.local ktadd``), ``kinit`` gets a
 ticket-granting ticket from a keytab into a credential cache of its own.
 Needs the Debian packages ``krb5-kdc``, ``krb5-admin-server`` and
-``krb5-user`` (``.ci/run`` installs them).
+``krb5-user`` (``.ci/run`` installs them). The realm allows 1 s of clock
+skew (MIT's default is 5 minutes), so a ticket that ended is refused at once.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class Kdc:
             "  dns_lookup_kdc = false\n  dns_lookup_realm = false\n"
             "  dns_canonicalize_hostname = false\n  rdns = false\n"
             "  udp_preference_limit = 1\n"  # TCP to the KDC: the port waited on
+            "  clockskew = 1\n"  # an expired ticket is refused within a second
             "[realms]\n"
             f"  {REALM} = {{\n    kdc = 127.0.0.1:{self.port}\n  }}\n"
             "[domain_realm]\n"
@@ -138,9 +140,14 @@ class Kdc:
             self._run("kadmin.local", "-r", REALM, "-q", f"ktadd -norandkey -k {path} {name}")
         return path
 
-    def kinit(self, name: str, keytab: Path, ccache: Path) -> Path:
-        """A ticket-granting ticket of ``name`` (from ``keytab``) in the cache ``ccache``."""
-        self._run("kinit", "-k", "-t", str(keytab), f"{name}@{REALM}", ccache=ccache)
+    def kinit(self, name: str, keytab: Path, ccache: Path, lifetime: str = "") -> Path:
+        """A ticket-granting ticket of ``name`` (from ``keytab``) in the cache ``ccache``.
+
+        ``lifetime``: kinit's ``-l`` (``2s``: a ticket that ends at once); the
+        realm's own by default (1 h).
+        """
+        life = ("-l", lifetime) if lifetime else ()
+        self._run("kinit", *life, "-k", "-t", str(keytab), f"{name}@{REALM}", ccache=ccache)
         return ccache
 
 

@@ -9,7 +9,8 @@ must refuse the second), ``nokey/localhost`` (in no keytab), and the users
 two listeners, SASL_PLAINTEXT and SASL_SSL, both GSSAPI only. Clients run in
 subprocesses with the realm's environment (``tests.support.gssapi_client``):
 kafka-python produces and reads back on both listeners; the exchange by hand
-shows the session lifetime, re-authentication and the refusals.
+shows the session lifetime, re-authentication and the refusals (another
+service's ticket, a key the broker lacks, an expired ticket, garbage).
 """
 
 from __future__ import annotations
@@ -168,6 +169,15 @@ def test_ticket_of_a_key_the_broker_lacks_is_refused(realm: Realm, broker: Broke
     assert result["error_code"] == ErrorCode.sasl_authentication_failed.value
     assert result["error_message"].startswith("authentication failed (GSSAPI): ")
     assert result["error_message"] == "authentication failed (GSSAPI): The ticket isn't for us"
+    assert result["closed"] is True
+
+
+def test_an_expired_ticket_is_refused(realm: Realm, broker: Broker) -> None:
+    root = realm.kdc.root
+    short = realm.kdc.kinit("app", root / "app.keytab", root / "app-short.ccache", "2s")
+    result = _client(Realm(realm.kdc, {"short": short}), "short", "late", broker.plain)
+    assert result["error_code"] == ErrorCode.sasl_authentication_failed.value
+    assert result["error_message"] == "authentication failed (GSSAPI): Ticket expired", result
     assert result["closed"] is True
 
 
