@@ -334,7 +334,7 @@ def kafka_security(config: BrokerConfig, protocol: KafkaSecurityProtocol,
     unreadable files.
     """
     from broker.kafka.sasl.mechanisms import Authenticator  # noqa: PLC0415
-    from broker.kafka.sasl.security import KafkaSecurity  # noqa: PLC0415
+    from broker.kafka.sasl.security import KafkaSecurity, KerberosSettings  # noqa: PLC0415
     from broker.kafka.sasl.tls import ListenerTls  # noqa: PLC0415
 
     tls = ListenerTls(config.server_tls()) if protocol.tls else None
@@ -346,7 +346,9 @@ def kafka_security(config: BrokerConfig, protocol: KafkaSecurityProtocol,
                          certificate_roles=protocol.tls and not protocol.sasl
                          and bool(config.tls_ca),
                          super_users=config.super_user_roles(),
-                         oauth=config.kafka_oauth() if protocol.sasl else None, tokens=tokens)
+                         oauth=config.kafka_oauth() if protocol.sasl else None, tokens=tokens,
+                         kerberos=None if authenticator is None or kerberos is None else
+                         KerberosSettings(kerberos.service_name, kerberos.rules.text))
 
 
 def _delegation_tokens(config: BrokerConfig, store: MetadataStore) -> DelegationTokens | None:

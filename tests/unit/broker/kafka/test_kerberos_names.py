@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import re
 import sys
+from typing import cast
 
 import pytest
 
+from broker.api import TopicConfig, Topics
 from broker.app.kafka_listener import KafkaUnavailableError, kerberos_acceptor
 from broker.broker_config import BrokerConfig, KafkaSecurityProtocol
+from broker.kafka.broker_configs import broker_configs
+from broker.kafka.config_docs import CONFIG_DOCS
+from broker.kafka.context import KafkaContext
+from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.sasl.credentials import ScramCredentialStore
 from broker.kafka.sasl.kerberos_names import KerberosRules, NoMatchingRuleError
+from broker.kafka.sasl.security import KafkaSecurity, KerberosSettings
+from broker.kafka.topic_configs import DEFAULT_CONFIG, STATIC_BROKER_CONFIG
 
 REALM = "FOLIO.TEST"
 
@@ -113,3 +122,23 @@ def test_a_keytab_without_the_key_refuses_the_start() -> None:
             "kafka/localhost@FOLIO.TEST from it")):
         kerberos_acceptor(_gssapi_config(
             "/nonexistent/kafka.keytab", "kafka/localhost@FOLIO.TEST"))
+
+
+class _Topics:
+    def default_config(self) -> TopicConfig:
+        return TopicConfig()
+
+
+def test_describe_configs_reports_the_kerberos_keys() -> None:
+    security = KafkaSecurity(cast(ScramCredentialStore, None),
+                             kerberos=KerberosSettings("kafka", r"RULE:[1:$1]/L,DEFAULT"))
+    context = KafkaContext(cast(Topics, _Topics()), "127.0.0.1", cast(ProducerIds, None),
+                           port=9092, security=security)
+    described = {entry.name: (entry.value, entry.source)
+                 for entry in broker_configs(context, 0) if entry.name.startswith("sasl.")}
+    assert described == {
+        "sasl.kerberos.service.name": ("kafka", DEFAULT_CONFIG),
+        "sasl.kerberos.principal.to.local.rules": (r"RULE:[1:$1]/L,DEFAULT",
+                                                   STATIC_BROKER_CONFIG),
+    }
+    assert set(described) <= set(CONFIG_DOCS)
