@@ -80,7 +80,7 @@ _HELP = {
     "GSSAPI (Kerberos, named explicitly) needs --kafka-sasl-kerberos-keytab and the gssapi "
     "extra",
     "kafka_sasl_kerberos_keytab": "keytab holding the broker's Kerberos key (Kafka's JAAS "
-    "keyTab), for GSSAPI; read at start (docs/kafka.md, Security)",
+    "keyTab), for GSSAPI; checked at start (docs/kafka.md, Security)",
     "kafka_sasl_kerberos_principal": "the broker's principal in --kafka-sasl-kerberos-keytab "
     "(Kafka's JAAS principal, e.g. kafka/broker1.example.com@EXAMPLE.COM); default: any of "
     "its principals of --kafka-sasl-kerberos-service-name",

@@ -98,9 +98,12 @@ class KerberosAcceptor:
                  rules: KerberosRules) -> None:
         self.service_name = service_name
         self.rules = rules
-        name = (gssapi.Name(principal, gssapi.NameType.kerberos_principal) if principal
-                else None)
+        if principal and _service(principal) != service_name:
+            raise ValueError(f"--kafka-sasl-kerberos-principal {principal} is not of the service "
+                             f"{service_name!r} (--kafka-sasl-kerberos-service-name)")
         try:
+            name = (gssapi.Name(principal, gssapi.NameType.kerberos_principal) if principal
+                    else None)
             self._credentials = gssapi.Credentials(
                 name=name, usage="accept", mechs=[gssapi.MechType.kerberos],
                 store={"keytab": keytab})
@@ -108,9 +111,6 @@ class KerberosAcceptor:
             raise ValueError(f"--kafka-sasl-kerberos-keytab {keytab}: cannot take the key of "
                              f"{principal or 'any principal'} from it: "
                              f"{_gss_message(error)}") from None
-        if principal and _service(principal) != service_name:
-            raise ValueError(f"--kafka-sasl-kerberos-principal {principal} is not of the service "
-                             f"{service_name!r} (--kafka-sasl-kerberos-service-name)")
         self.default_realm = _default_realm()
 
     def start(self) -> GssapiExchange:

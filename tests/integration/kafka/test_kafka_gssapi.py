@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import ssl
 import subprocess
 import sys
 import urllib.request
@@ -66,8 +67,6 @@ class Broker:
         """``folio_kafka_auth_failures_total{reason}`` scraped from the server."""
         match = re.search(r"metrics on (https?://\S+/metrics)", self.server.ready_line)
         assert match is not None, self.server.ready_line
-        import ssl  # noqa: PLC0415
-
         context = ssl.create_default_context(cafile=str(self.ca))
         text = urllib.request.urlopen(match[1], timeout=10, context=context).read().decode()
         found = re.search(rf'folio_kafka_auth_failures_total{{reason="{reason}"}} (\S+)', text)

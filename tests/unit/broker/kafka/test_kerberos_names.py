@@ -124,6 +124,13 @@ def test_a_keytab_without_the_key_refuses_the_start() -> None:
             "/nonexistent/kafka.keytab", "kafka/localhost@FOLIO.TEST"))
 
 
+def test_a_principal_of_another_service_refuses_the_start() -> None:
+    with pytest.raises(ValueError, match=re.escape(
+            "--kafka-sasl-kerberos-principal HTTP/localhost@FOLIO.TEST is not of the service "
+            "'kafka' (--kafka-sasl-kerberos-service-name)")):
+        kerberos_acceptor(_gssapi_config("/etc/kafka.keytab", "HTTP/localhost@FOLIO.TEST"))
+
+
 class _Topics:
     def default_config(self) -> TopicConfig:
         return TopicConfig()
