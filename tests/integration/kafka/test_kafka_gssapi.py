@@ -16,6 +16,7 @@ service's ticket, a key the broker lacks, an expired ticket, garbage).
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import ssl
@@ -34,7 +35,7 @@ from kio.schema.errors import ErrorCode
 
 import folio
 from ledger.security.tokens import create_token
-from tests.support.bookies import BookieProcess, BookieProcesses
+from tests.support.bookies import BookieProcess, BookieProcesses, folio_argv, folio_env
 from tests.support.certs import Pki
 from tests.support.kafka import raw_request, read_frame, read_response
 from tests.support.kdc import Kdc, running_kdc
@@ -198,3 +199,44 @@ def test_garbage_tokens_are_refused_and_the_broker_serves_on(broker: Broker,
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         versions = _call(sock, 18, 3, client_software_name="t", client_software_version="1")
         assert versions.error_code == ErrorCode.none
+
+
+def _refused(realm: Realm, data_dir: Path, *args: str, pythonpath: str = "") -> str:
+    """``folio standalone`` serving GSSAPI with ARGS, expected to refuse; its error line."""
+    env = realm.kdc.env()
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join((pythonpath, str(_ROOT), env.get("PYTHONPATH", "")))
+    done = subprocess.run(folio_argv(
+        "standalone", "--data-dir", str(data_dir), "--port", "0", "--metrics-port", "0",
+        "--kafka-port", "0", "--kafka-security-protocol", "SASL_PLAINTEXT",
+        "--kafka-sasl-mechanisms", "GSSAPI", *args), env=folio_env(env), cwd=_ROOT,
+        capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S, check=False)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines()
+              if line.startswith("folio standalone: error: ")]
+    assert len(errors) == 1, done.stderr
+    return errors[0]
+
+
+def test_a_keytab_without_the_brokers_key_stops_the_start(realm: Realm, tmp_path: Path) -> None:
+    line = _refused(realm, tmp_path / "data", "--kafka-sasl-kerberos-keytab",
+                    str(realm.kdc.root / "app.keytab"), "--kafka-sasl-kerberos-principal",
+                    "kafka/localhost")
+    assert line.startswith(
+        f"folio standalone: error: --kafka-sasl-kerberos-keytab {realm.kdc.root / 'app.keytab'}"
+        ": cannot take the key of kafka/localhost from it: "), line
+
+
+def test_without_the_gssapi_package_the_start_names_the_extra(realm: Realm,
+                                                              tmp_path: Path) -> None:
+    hidden = tmp_path / "hidden"
+    (hidden / "gssapi").mkdir(parents=True)
+    (hidden / "gssapi" / "__init__.py").write_text(
+        'raise ImportError("No module named \'gssapi\' (hidden by the test)")\n')
+    line = _refused(realm, tmp_path / "data", "--kafka-sasl-kerberos-keytab",
+                    str(realm.kdc.root / "broker.keytab"), pythonpath=str(hidden))
+    assert line.startswith(
+        "folio standalone: error: --kafka-sasl-mechanisms GSSAPI needs the gssapi extra (pip "
+        "install 'folio[gssapi]'), which builds the Python package gssapi against MIT Kerberos "
+        "(apt-get install libkrb5-dev)"), line
