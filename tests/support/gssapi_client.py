@@ -8,11 +8,12 @@ environment, so each client runs in a subprocess with the test realm's
   ``kafka``, domain ``localhost``; SASL_SSL with CAFILE) produces COUNT
   records and reads them back: ``{"values": [...]}``, or ``{"error": class,
   "message": text}``.
-- ``raw BOOTSTRAP SERVICE [ROUNDS]``: the exchange by hand over a socket, for
+- ``raw BOOTSTRAP SERVICE [ROUNDS [LAYER]]``: the exchange by hand over a socket, for
   a ticket of ``SERVICE@localhost``: SaslHandshake v1, then SaslAuthenticate
   v1 with each GSS token and RFC 4752's security-layer answer, ROUNDS times
   on the same connection (more than 1: re-authentication, KIP-368), then a
-  Metadata request: ``{"error_code": n, "error_message": text,
+  Metadata request (LAYER: the security layer the client chooses, instead of
+  the one offered): ``{"error_code": n, "error_message": text,
   "session_lifetime_ms": n, "rounds": n, "closed": bool, "metadata": bool}``.
 - ``late BOOTSTRAP``: the first token of an exchange, made while the ticket
   is valid and sent after it ended (a short ``kinit -l``): ``{"error_code":
@@ -78,8 +79,11 @@ def _call(sock: socket.socket, api_key: int, version: int, **fields: Any) -> Any
     return read_response(sock, api_key, version)[1]
 
 
-def _authenticate(sock: socket.socket, service: str) -> Any:
-    """One GSSAPI exchange on ``sock``; the last SaslAuthenticate answer."""
+def _authenticate(sock: socket.socket, service: str, layer: int | None = None) -> Any:
+    """One GSSAPI exchange on ``sock``; the last SaslAuthenticate answer.
+
+    ``layer``: the security layer chosen (None: the one offered).
+    """
     import gssapi  # noqa: PLC0415
 
     name = gssapi.Name(f"{service}@localhost", gssapi.NameType.hostbased_service)
@@ -96,18 +100,20 @@ def _authenticate(sock: socket.socket, service: str) -> Any:
     if answer.error_code.value == 0:  # the offer: no layer, the same size, an authzid
         offer = context.unwrap(answer.auth_bytes).message
         answer = _call(sock, 36, 1, auth_bytes=context.wrap(
-                struct.pack(">B", offer[0] & 1) + offer[1:4] + b"authz-ignored", False).message)
+                struct.pack(">B", offer[0] & 1 if layer is None else layer) + offer[1:4]
+                + b"authz-ignored", False).message)
     return answer
 
 
-def raw(bootstrap: str, service: str, rounds: int = 1) -> dict[str, Any]:
+def raw(bootstrap: str, service: str, rounds: int = 1,
+        layer: int | None = None) -> dict[str, Any]:
     from tests.support.kafka import read_frame  # noqa: PLC0415
 
     host, _, port = bootstrap.rpartition(":")
     with socket.create_connection((host, int(port)), timeout=_DEADLINE_S) as sock:
         done = 0
         while True:
-            answer = _authenticate(sock, service)
+            answer = _authenticate(sock, service, layer)
             done += 1
             if answer.error_code.value != 0 or done == rounds:
                 break

@@ -172,6 +172,14 @@ def test_ticket_of_a_key_the_broker_lacks_is_refused(realm: Realm, broker: Broke
     assert result["closed"] is True
 
 
+def test_a_security_layer_not_offered_is_refused(realm: Realm, broker: Broker) -> None:
+    result = _client(realm, "app", "raw", broker.plain, "kafka", "1", "4")  # confidentiality
+    assert result["error_code"] == ErrorCode.sasl_authentication_failed.value
+    assert result["error_message"] == ("GSSAPI: the client chose security layer 0x04; only "
+                                       "0x01 (none) is offered")
+    assert result["closed"] is True
+
+
 def test_an_expired_ticket_is_refused(realm: Realm, broker: Broker) -> None:
     root = realm.kdc.root
     short = realm.kdc.kinit("app", root / "app.keytab", root / "app-short.ccache", "2s")
