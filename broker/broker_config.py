@@ -33,8 +33,10 @@ from txnbuffer.snapshot import chunk_capacity
 __all__ = ["KAFKA_SASL_MECHANISMS", "BookieSecurity", "BrokerConfig", "KafkaSecurityProtocol",
            "parse_overrides"]
 
-#: The SASL mechanisms the Kafka listener serves (docs/kafka.md, "Security").
+#: The SASL mechanisms the Kafka listener serves by default (docs/kafka.md, "Security").
 KAFKA_SASL_MECHANISMS = ("OAUTHBEARER", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: Every mechanism it can serve: GSSAPI (Kerberos) when named, with a keytab.
+_ALL_SASL_MECHANISMS = (*KAFKA_SASL_MECHANISMS, "GSSAPI")
 #: Mechanisms that carry a Folio JWT: they need a token key to verify it.
 _TOKEN_MECHANISMS = frozenset({"OAUTHBEARER", "PLAIN"})
 
@@ -120,7 +122,18 @@ class BrokerConfig:
             with ``tls_ca`` clients present certificates, whose CN is the
             role), SASL_PLAINTEXT or SASL_SSL.
         kafka_sasl_mechanisms: the SASL mechanisms served, comma-separated
-            (OAUTHBEARER and PLAIN carry a JWT and need a token key).
+            (OAUTHBEARER and PLAIN carry a JWT and need a token key; GSSAPI
+            needs ``kafka_sasl_kerberos_keytab``).
+        kafka_sasl_kerberos_keytab: the keytab holding the broker's Kerberos
+            key (Kafka's JAAS ``keyTab``), for GSSAPI.
+        kafka_sasl_kerberos_principal: the broker's principal in it (JAAS
+            ``principal``, ``kafka/host@REALM``); empty: any of its principals
+            of the service name.
+        kafka_sasl_kerberos_service_name: Kafka's ``sasl.kerberos.service.name``:
+            the first component of the principal clients get tickets for.
+        kafka_sasl_kerberos_principal_to_local_rules: Kafka's
+            ``sasl.kerberos.principal.to.local.rules``: a client's principal ->
+            its role (``broker.kafka.sasl.kerberos_names``).
         kafka_delegation_token_secret_file: Kafka's ``delegation.token.secret.key``,
             in a file: the key of delegation tokens' HMACs, the same on every
             broker; empty: delegation tokens are off (docs/kafka.md,
@@ -215,6 +228,10 @@ class BrokerConfig:
     kafka_advertised_port: int = 0
     kafka_security_protocol: KafkaSecurityProtocol = KafkaSecurityProtocol.PLAINTEXT
     kafka_sasl_mechanisms: str = ",".join(KAFKA_SASL_MECHANISMS)
+    kafka_sasl_kerberos_keytab: str = ""
+    kafka_sasl_kerberos_principal: str = ""
+    kafka_sasl_kerberos_service_name: str = "kafka"
+    kafka_sasl_kerberos_principal_to_local_rules: str = "DEFAULT"
     kafka_delegation_token_secret_file: str = ""
     kafka_delegation_token_max_lifetime_ms: int = 7 * 24 * 3600 * 1000
     kafka_delegation_token_expiry_time_ms: int = 24 * 3600 * 1000
@@ -379,10 +396,17 @@ class BrokerConfig:
         """Refuse a Kafka listener less safe than the API port (docs/security.md, "Kafka")."""
         named = [part.strip().upper() for part in self.kafka_sasl_mechanisms.split(",")
                  if part.strip()]
-        unknown = sorted(set(named) - set(KAFKA_SASL_MECHANISMS))
+        unknown = sorted(set(named) - set(_ALL_SASL_MECHANISMS))
         if unknown or not named:
             raise ValueError(f"kafka_sasl_mechanisms: {', '.join(unknown) or 'none'} not "
-                             f"served; name some of {', '.join(KAFKA_SASL_MECHANISMS)}")
+                             f"served; name some of {', '.join(_ALL_SASL_MECHANISMS)}")
+        if "GSSAPI" in self.sasl_mechanisms() and not self.kafka_sasl_kerberos_keytab:
+            raise ValueError("--kafka-sasl-mechanisms GSSAPI needs --kafka-sasl-kerberos-keytab "
+                             "(the keytab with the broker's Kerberos key, e.g. of "
+                             "kafka/HOST@REALM)")
+        if not self.kafka_sasl_kerberos_service_name.strip():
+            raise ValueError("kafka_sasl_kerberos_service_name must not be empty (Kafka's "
+                             "sasl.kerberos.service.name, e.g. kafka)")
         if self.kafka_oauth_jwks_url and "OAUTHBEARER" not in self.sasl_mechanisms():
             raise ValueError("--kafka-oauth-jwks-url needs OAUTHBEARER on the Kafka port: "
                              "--kafka-security-protocol SASL_SSL (or SASL_PLAINTEXT) with "

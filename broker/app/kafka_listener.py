@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from broker.kafka.coordinators import KafkaCoordinators
     from broker.kafka.sasl.credentials import ScramCredentialStore
     from broker.kafka.sasl.delegation import DelegationTokens
+    from broker.kafka.sasl.kerberos import KerberosAcceptor
     from broker.kafka.sasl.security import KafkaSecurity
     from broker.kafka.server import KafkaServer
     from ledger.security.bearer import BearerTokens
@@ -156,12 +157,14 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     finally:
         hidden.restore()
     credentials, tokens = _shared_security(config, store)
+    kerberos = kerberos_acceptor(config)
     verifier = auth.tokens if auth else None
     primary = specs[0]
     context = KafkaContext(served or topics, primary.advertised_host,
                            ProducerIds(store), advertised_port=primary.advertised_port,
                            authorizer=auth.access if auth else None, security=kafka_security(
-                               config, primary.protocol, credentials, tokens, verifier),
+                               config, primary.protocol, credentials, tokens, verifier,
+                               kerberos),
                            auto_create_topics=config.kafka_auto_create_topics,
                            num_partitions=config.kafka_num_partitions,
                            write_quorum=write_quorum, ledger_dir=ledger_dir,
@@ -210,7 +213,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     if context.coordinators.txns is not None:
         install(context)
     servers = await serve_listeners(specs, context, lambda spec: kafka_security(
-        config, spec.protocol, credentials, tokens, verifier), cluster, ownership)
+        config, spec.protocol, credentials, tokens, verifier, kerberos), cluster, ownership)
     return StartedKafka(servers[0], cluster, report, tuple(servers), tuple(
         (spec.name, spec.host, server.port) for spec, server in zip(specs, servers, strict=True)))
 
@@ -295,9 +298,34 @@ def _shared_security(config: BrokerConfig, store: MetadataStore) -> tuple[
     return ScramCredentialStore(store), _delegation_tokens(config, store)
 
 
+def kerberos_acceptor(config: BrokerConfig) -> KerberosAcceptor | None:
+    """The broker's Kerberos keys and rules when GSSAPI is served (None otherwise).
+
+    Raises ``KafkaUnavailableError`` without the Python package ``gssapi``
+    (the ``gssapi`` extra), ``ValueError`` for malformed rules or a keytab
+    without the principal's key.
+    """
+    if "GSSAPI" not in config.sasl_mechanisms():
+        return None
+    from broker.kafka.sasl.kerberos_names import KerberosRules  # noqa: PLC0415
+
+    rules = KerberosRules(config.kafka_sasl_kerberos_principal_to_local_rules)
+    try:
+        from broker.kafka.sasl.kerberos import KerberosAcceptor  # noqa: PLC0415
+    except ImportError as error:
+        raise KafkaUnavailableError(
+            "--kafka-sasl-mechanisms GSSAPI needs the gssapi extra (pip install "
+            "'folio[gssapi]'), which builds the Python package gssapi against MIT Kerberos "
+            f"(apt-get install libkrb5-dev): {error}") from None
+    return KerberosAcceptor(config.kafka_sasl_kerberos_keytab,
+                            config.kafka_sasl_kerberos_principal,
+                            config.kafka_sasl_kerberos_service_name.strip(), rules)
+
+
 def kafka_security(config: BrokerConfig, protocol: KafkaSecurityProtocol,
                    credentials: ScramCredentialStore, tokens: DelegationTokens | None,
-                   verifier: BearerTokens | None) -> KafkaSecurity:
+                   verifier: BearerTokens | None,
+                   kerberos: KerberosAcceptor | None = None) -> KafkaSecurity:
     """One listener's TLS and SASL mechanisms, for ``protocol``, on the shared parts.
 
     ``BrokerConfig`` has already refused the unsafe combinations (a token
@@ -306,18 +334,21 @@ def kafka_security(config: BrokerConfig, protocol: KafkaSecurityProtocol,
     unreadable files.
     """
     from broker.kafka.sasl.mechanisms import Authenticator  # noqa: PLC0415
-    from broker.kafka.sasl.security import KafkaSecurity  # noqa: PLC0415
+    from broker.kafka.sasl.security import KafkaSecurity, KerberosSettings  # noqa: PLC0415
     from broker.kafka.sasl.tls import ListenerTls  # noqa: PLC0415
 
     tls = ListenerTls(config.server_tls()) if protocol.tls else None
     authenticator = None
     if protocol.sasl:
-        authenticator = Authenticator(config.sasl_mechanisms(), verifier, credentials, tokens)
+        authenticator = Authenticator(config.sasl_mechanisms(), verifier, credentials, tokens,
+                                      kerberos)
     return KafkaSecurity(credentials, tls, authenticator,
                          certificate_roles=protocol.tls and not protocol.sasl
                          and bool(config.tls_ca),
                          super_users=config.super_user_roles(),
-                         oauth=config.kafka_oauth() if protocol.sasl else None, tokens=tokens)
+                         oauth=config.kafka_oauth() if protocol.sasl else None, tokens=tokens,
+                         kerberos=None if authenticator is None or kerberos is None else
+                         KerberosSettings(kerberos.service_name, kerberos.rules.text))
 
 
 def _delegation_tokens(config: BrokerConfig, store: MetadataStore) -> DelegationTokens | None:

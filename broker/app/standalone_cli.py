@@ -76,7 +76,20 @@ _HELP = {
     "with --tls-ca); see docs/security.md",
     "kafka_sasl_mechanisms": "SASL mechanisms served, comma-separated (default "
     "OAUTHBEARER,PLAIN,SCRAM-SHA-256,SCRAM-SHA-512): OAUTHBEARER and PLAIN (JWT as the "
-    "password) carry a Folio token; SCRAM users are made with `folio kafka-user add`",
+    "password) carry a Folio token; SCRAM users are made with `folio kafka-user add`; "
+    "GSSAPI (Kerberos, named explicitly) needs --kafka-sasl-kerberos-keytab and the gssapi "
+    "extra",
+    "kafka_sasl_kerberos_keytab": "keytab holding the broker's Kerberos key (Kafka's JAAS "
+    "keyTab), for GSSAPI; checked at start (docs/kafka.md, Security)",
+    "kafka_sasl_kerberos_principal": "the broker's principal in --kafka-sasl-kerberos-keytab "
+    "(Kafka's JAAS principal, e.g. kafka/broker1.example.com@EXAMPLE.COM); default: any of "
+    "its principals of --kafka-sasl-kerberos-service-name",
+    "kafka_sasl_kerberos_service_name": "Kafka's sasl.kerberos.service.name: the first "
+    "component of the principal GSSAPI clients get tickets for (default kafka)",
+    "kafka_sasl_kerberos_principal_to_local_rules": "Kafka's "
+    "sasl.kerberos.principal.to.local.rules: how a client's principal becomes its role, "
+    "comma-separated; DEFAULT (the default) maps user@DEFAULT_REALM and user/host@DEFAULT_REALM "
+    "to user; RULE:[n:format](match)s/pattern/replacement/g/L as in Kafka",
     "kafka_delegation_token_secret_file": "file holding Kafka's delegation.token.secret.key, "
     "the key of delegation tokens' HMACs (the same on every broker of a cluster; changing it "
     "invalidates every token). Kafka clients may then make delegation tokens and "

@@ -122,6 +122,7 @@ def broker_configs(context: KafkaContext, node_id: int) -> list[DescribedConfig]
          built_in_modern.migration_policy.value),
     ]
     settings += _oauth_settings(context)
+    settings += _kerberos_settings(context)
     # Fixed in Folio.
     settings += [(name, value, kind, value) for name, value, kind in (
         ("transaction.max.timeout.ms", str(MAX_KAFKA_TXN_TIMEOUT_MS), INT),
@@ -171,6 +172,19 @@ def _oauth_settings(context: KafkaContext) -> list[tuple[str, str, int, str]]:
          str(built_in.kafka_oauth_jwks_refresh_ms)),
         ("sasl.oauthbearer.scope.claim.name", oauth.scope_claim, STRING,
          built_in.kafka_oauth_scope_claim),
+    ]
+
+
+def _kerberos_settings(context: KafkaContext) -> list[tuple[str, str, int, str]]:
+    """GSSAPI's broker configs, when the listener serves it (name, value, type, default)."""
+    kerberos = None if context.security is None else context.security.kerberos
+    if kerberos is None:
+        return []
+    return [
+        ("sasl.kerberos.service.name", kerberos.service_name, STRING,
+         BrokerConfig.kafka_sasl_kerberos_service_name),
+        ("sasl.kerberos.principal.to.local.rules", kerberos.rules, LIST,
+         BrokerConfig.kafka_sasl_kerberos_principal_to_local_rules),
     ]
 
 

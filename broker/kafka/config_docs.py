@@ -95,6 +95,13 @@ CONFIG_DOCS = {
                                                   "(an unknown kid refetches it at once)."),
     "sasl.oauthbearer.scope.claim.name": ("The provider token's claim that holds its scopes "
                                           "(--kafka-oauth-required-scopes checks them)."),
+    # GSSAPI (broker.kafka.sasl.kerberos), when served.
+    "sasl.kerberos.service.name": ("The first component of the principal GSSAPI clients get "
+                                   "tickets for (--kafka-sasl-kerberos-service-name)."),
+    "sasl.kerberos.principal.to.local.rules": ("How a GSSAPI client's principal becomes its "
+                                               "role: DEFAULT, RULE:[n:format](match)s/.../"
+                                               "(--kafka-sasl-kerberos-principal-to-local-"
+                                               "rules)."),
     # The dynamic broker configs (broker.kafka.dynamic_configs): AlterConfigs changes them.
     "max.connections": ("Open Kafka connections of this broker; at it a new one waits "
                         "unread until one closes. Dynamic."),

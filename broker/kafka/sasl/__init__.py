@@ -12,7 +12,10 @@ text or TLS, by one of the mechanisms served:
   binding) against credentials kept salted and hashed in the metadata store
   (``credentials.ScramCredentialStore``); the user name is the role. Or a
   Kafka delegation token (KIP-48): the token id as the user name, its HMAC
-  as the password, the role its owner (``delegation``, ``token_login``).
+  as the password, the role its owner (``delegation``, ``token_login``);
+- ``GSSAPI`` (Kerberos V5, RFC 4752) with the broker's keytab, when named;
+  the client's principal mapped by Kafka's principal-to-local rules is the
+  role (``kerberos``, ``kerberos_names``; the ``gssapi`` extra).
 
 Modules: ``scram`` (the RFC's arithmetic and the server side of one
 exchange), ``mechanisms`` (one exchange per mechanism, the ``Authenticator``

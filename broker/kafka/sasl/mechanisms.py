@@ -14,6 +14,9 @@ proof or a key).
 - ``SCRAM-SHA-256`` / ``SCRAM-SHA-512``: two round trips
   (``broker.kafka.sasl.scram``) against the credential read from the store,
   or a delegation token's (``broker.kafka.sasl.token_login``).
+- ``GSSAPI`` (Kerberos V5, RFC 4752): ``broker.kafka.sasl.kerberos``, with
+  the broker's keytab; the principal maps to the role by Kafka's
+  principal-to-local rules.
 
 Both token mechanisms verify with the process's ``BearerTokens``
 (``ledger.security.bearer``), the very object the gRPC port's interceptor
@@ -25,7 +28,7 @@ keeps the token's expiry, which becomes the session lifetime (KIP-368).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from broker.kafka.sasl.credentials import ScramCredentialStore
 from broker.kafka.sasl.delegation import DelegationTokens
@@ -33,6 +36,9 @@ from broker.kafka.sasl.scram import SCRAM_HASHES, ScramError, ScramServer
 from broker.kafka.sasl.token_login import ScramLookup
 from ledger.security.bearer import BearerTokens
 from ledger.security.tokens import Principal, TokenError
+
+if TYPE_CHECKING:
+    from broker.kafka.sasl.kerberos import KerberosAcceptor
 
 __all__ = ["Authenticator", "Exchange", "SaslRefusedError"]
 
@@ -153,15 +159,18 @@ class Authenticator:
         verifier: checks JWTs (None: OAUTHBEARER and PLAIN are not served).
         credentials: the SCRAM credentials.
         tokens: the delegation tokens SCRAM also accepts (None: none).
+        kerberos: the broker's Kerberos keys and rules (None: GSSAPI is not served).
     """
 
     def __init__(self, mechanisms: tuple[str, ...], verifier: BearerTokens | None,
                  credentials: ScramCredentialStore,
-                 tokens: DelegationTokens | None = None) -> None:
+                 tokens: DelegationTokens | None = None,
+                 kerberos: KerberosAcceptor | None = None) -> None:
         self.mechanisms = mechanisms
         self._verifier = verifier
         self.credentials = credentials
         self.tokens = tokens
+        self._kerberos = kerberos
 
     def start(self, mechanism: str) -> Exchange | None:
         """A new exchange of ``mechanism``, None if it is not served."""
@@ -169,6 +178,8 @@ class Authenticator:
             return None
         if mechanism in SCRAM_HASHES:
             return _Scram(mechanism, self.credentials, self.tokens)
+        if mechanism == "GSSAPI":
+            return None if self._kerberos is None else self._kerberos.start()
         if self._verifier is None:
             return None
         if mechanism == "PLAIN":

@@ -17,7 +17,19 @@ from broker.kafka.sasl.refusals import Refusals
 from broker.kafka.sasl.tls import ListenerTls
 from ledger.security.jwks import JwksSettings
 
-__all__ = ["KafkaSecurity"]
+__all__ = ["KafkaSecurity", "KerberosSettings"]
+
+
+@dataclass(frozen=True)
+class KerberosSettings:
+    """What GSSAPI was started with, as DescribeConfigs reports it (Kafka's names).
+
+    ``service_name``: ``sasl.kerberos.service.name``; ``rules``:
+    ``sasl.kerberos.principal.to.local.rules`` as given.
+    """
+
+    service_name: str = "kafka"
+    rules: str = "DEFAULT"
 
 
 @dataclass
@@ -37,6 +49,7 @@ class KafkaSecurity:
         oauth: the identity provider's key set OAUTHBEARER also accepts
             (``--kafka-oauth-jwks-url``), None: Folio's tokens only.
         tokens: the cluster's Kafka delegation tokens (None: off, no secret).
+        kerberos: GSSAPI's settings when it is served (None: it is not).
     """
 
     credentials: ScramCredentialStore
@@ -47,6 +60,7 @@ class KafkaSecurity:
     refusals: Refusals = field(default_factory=Refusals)
     oauth: JwksSettings | None = None
     tokens: DelegationTokens | None = None
+    kerberos: KerberosSettings | None = None
 
     @property
     def authenticates(self) -> bool:

@@ -175,8 +175,10 @@ def test_large_frames_are_read_once_authenticated(sock: socket.socket) -> None:
 @pytest.mark.parametrize(("flags", "message"), [
     ((), "add --kafka-security-protocol SASL_SSL"),
     (("--kafka-security-protocol", "SSL"), "needs --tls-cert"),
+    (("--kafka-security-protocol", "SASL_PLAINTEXT", "--kafka-sasl-mechanisms", "KERBEROS"),
+     "KERBEROS not served"),
     (("--kafka-security-protocol", "SASL_PLAINTEXT", "--kafka-sasl-mechanisms", "GSSAPI"),
-     "GSSAPI not served"),
+     "GSSAPI needs --kafka-sasl-kerberos-keytab"),
 ])
 def test_unsafe_listeners_are_refused_at_start(tmp_path: Path, secret: Path,
                                                flags: tuple[str, ...], message: str) -> None:

@@ -50,7 +50,9 @@ def test_mechanisms() -> None:
     assert _config(kafka_security_protocol=sasl, auth_token_secret_file="s",
                    kafka_sasl_mechanisms="plain, OAUTHBEARER").sasl_mechanisms() == (
         "PLAIN", "OAUTHBEARER")
-    with pytest.raises(ValueError, match="GSSAPI not served"):
+    with pytest.raises(ValueError, match="KERBEROS not served"):
+        _config(kafka_security_protocol=sasl, kafka_sasl_mechanisms="KERBEROS")
+    with pytest.raises(ValueError, match="GSSAPI needs --kafka-sasl-kerberos-keytab"):
         _config(kafka_security_protocol=sasl, kafka_sasl_mechanisms="GSSAPI")
     with pytest.raises(ValueError, match="carry a JWT"):
         _config(kafka_security_protocol=sasl, kafka_sasl_mechanisms="PLAIN")
