@@ -1,4 +1,5 @@
-# Two commands on a fresh machine (python3 >= 3.11 with venv, make and a C compiler):
+# Two commands on a fresh machine (python3 >= 3.11 with venv, make and a C compiler;
+# `make test` also needs MIT Kerberos' libkrb5-dev and KDC: README, .ci/run):
 #   make run    set up .venv with what the broker needs and start `folio standalone`
 #   make test   set up .venv with everything (dev tools, Spark) and run every check
 #   make unit   the fast tier: tests/unit in one process, no JVM, no subprocess
