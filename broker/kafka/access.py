@@ -122,6 +122,13 @@ KAFKA_TABLE: Final[dict[str, tuple[Requirement, ...]]] = {
     "DescribeGroups": (GROUP_LOOKUP,),
     "ConsumerGroupHeartbeat": (GROUP_CONSUME, TOPIC_LOOKUP),
     "ConsumerGroupDescribe": (GROUP_LOOKUP,),
+    "ShareGroupHeartbeat": (GROUP_CONSUME, TOPIC_LOOKUP),
+    "ShareGroupDescribe": (GROUP_LOOKUP,),
+    # Their handlers check TOPIC_CONSUME per partition too; a share request names
+    # topics by id only, so the permission test calls that check in a test of its
+    # own (``test_kafka_access.test_share_fetch_refuses_a_topic_not_consumable``).
+    "ShareFetch": (GROUP_CONSUME,),
+    "ShareAcknowledge": (GROUP_CONSUME,),
     "ListGroups": (),
     "CreateTopics": (TOPIC_ADMIN,),
     "DeleteTopics": (TOPIC_ADMIN,),

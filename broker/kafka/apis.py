@@ -31,6 +31,8 @@ from broker.kafka.handlers import (
     producer_id,
     sasl,
     scram_users,
+    share_fetch,
+    share_membership,
     topic_partitions,
     topics_admin,
     transactions,
@@ -56,6 +58,9 @@ HANDLER_MODULES = (
     group_admin,
     consumer_protocol,
     transactions,
+    # Share groups (docs/kafka.md, "Share groups").
+    share_membership,
+    share_fetch,
     # ACL admin on Folio's grants (docs/kafka.md, "Permissions").
     acls,
     # Authentication (docs/security.md, "Kafka"): SASL and SCRAM credentials.

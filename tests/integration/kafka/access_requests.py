@@ -108,6 +108,19 @@ REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
         topic_partitions=None)),
     "ConsumerGroupDescribe": (69, 1, lambda _r: req(69, 1, group_ids=(GROUP,),
                                                       include_authorized_operations=False)),
+    # Share groups: a leave of no member (GROUP_ID_NOT_FOUND, no group made), and
+    # requests of no member (UNKNOWN_MEMBER_ID after the group's check).
+    "ShareGroupHeartbeat": (76, 1, lambda _r: req(
+        76, 1, group_id=GROUP, member_id="acc-member", member_epoch=-1, rack_id=None,
+        subscribed_topic_names=(TOPIC,))),
+    "ShareGroupDescribe": (77, 1, lambda _r: req(77, 1, group_ids=(GROUP,),
+                                                   include_authorized_operations=False)),
+    "ShareFetch": (78, 1, lambda _r: req(
+        78, 1, group_id=GROUP, member_id="acc-member", share_session_epoch=0,
+        max_wait=_SECOND, min_bytes=1, max_bytes=1024, max_records=1, batch_size=1,
+        topics=(), forgotten_topics_data=())),
+    "ShareAcknowledge": (79, 1, lambda _r: req(
+        79, 1, group_id=GROUP, member_id="acc-member", share_session_epoch=1, topics=())),
     "CreateTopics": (19, 5, lambda _r: req(19, 5, validate_only=True, topics=(
         req(19, 5, "CreatableTopic", name="acc.new", num_partitions=1, replication_factor=1,
               assignments=(), configs=()),))),
