@@ -173,7 +173,9 @@ async def handle_share_fetch(context: KafkaContext, call: Call) -> Any:
         wanted.parts.pop((part.topic, part.partition), None)
     code, session = shares.sessions.advance(
         request.group_id, request.member_id, epoch,
-        [(p.topic, p.partition) for p in listed], [(p.topic, p.partition) for p in forgotten],
+        # (a partition of an unknown topic id is answered, never kept in the session)
+        [(p.topic, p.partition) for p in listed if p.error is ErrorCode.none],
+        [(p.topic, p.partition) for p in forgotten],
         may_open=True)
     if session is None:
         return _top(cls, code, None, True)

@@ -8,18 +8,22 @@ closes without acknowledging, or whose locks expire (the group's
 ``share.record.lock.duration.ms`` set short through IncrementalAlterConfigs on
 the GROUP resource), has its records handed to the other. The group is
 listed with type ``share`` and described (ShareGroupDescribe through raw
-requests: librdkafka 2.16 has no admin call for it).
+requests: librdkafka 2.16 has no admin call for it). Then bad input through
+raw requests (kio), each with Kafka's error code.
 """
 
 from __future__ import annotations
 
+import datetime
 import socket
+import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import AcknowledgeType, ShareConsumer
+from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -208,3 +212,132 @@ def _describe(bootstrap: str, group: str) -> Any:
     [described] = answer.groups
     assert described.error_code == ErrorCode.none
     return described
+
+
+# ------------------------------------------------------------------ raw requests: bad input
+
+
+def _heartbeat(bootstrap: str, group: str, member: str, epoch: int,
+               topics: tuple[str, ...] | None) -> Any:
+    schema: Any = load_request_schema(76, 1)
+    return _ask(bootstrap, 76, 1, schema(group_id=group, member_id=member, member_epoch=epoch,
+                                         rack_id=None, subscribed_topic_names=topics))
+
+
+def _share_fetch(bootstrap: str, group: str, member: str, epoch: int, topic_id: Any,
+                 acks: tuple[tuple[int, int, tuple[int, ...]], ...] = ()) -> Any:
+    schema: Any = load_request_schema(78, 1)
+    module = sys.modules[schema.__module__]
+    return _ask(bootstrap, 78, 1, schema(
+        group_id=group, member_id=member, share_session_epoch=epoch,
+        max_wait=datetime.timedelta(milliseconds=200), min_bytes=1, max_bytes=1 << 20,
+        max_records=100, batch_size=100, forgotten_topics_data=(), topics=(module.FetchTopic(
+            topic_id=topic_id, partitions=(module.FetchPartition(
+                partition_index=0, acknowledgement_batches=tuple(
+                    module.AcknowledgementBatch(first_offset=first, last_offset=last,
+                                                acknowledge_types=types)
+                    for first, last, types in acks)),)),)))
+
+
+def _share_acknowledge(bootstrap: str, group: str, member: str, epoch: int, topic_id: Any,
+                       acks: tuple[tuple[int, int, tuple[int, ...]], ...]) -> Any:
+    schema: Any = load_request_schema(79, 1)
+    module = sys.modules[schema.__module__]
+    return _ask(bootstrap, 79, 1, schema(
+        group_id=group, member_id=member, share_session_epoch=epoch, topics=(
+            module.AcknowledgeTopic(topic_id=topic_id, partitions=(module.AcknowledgePartition(
+                partition_index=0, acknowledgement_batches=tuple(
+                    module.AcknowledgementBatch(first_offset=first, last_offset=last,
+                                                acknowledge_types=types)
+                    for first, last, types in acks)),)),)))
+
+
+def _partition(answer: Any) -> Any:
+    [topic] = answer.responses
+    [partition] = topic.partitions
+    return partition
+
+
+def test_heartbeats_the_broker_refuses(bootstrap: str, topic: str) -> None:
+    group = f"{topic}-g"
+    assert _heartbeat(bootstrap, group, "m1", 0, None).error_code == ErrorCode.invalid_request
+    assert _heartbeat(bootstrap, group, "", 0, (topic,)).error_code == ErrorCode.invalid_request
+    assert _heartbeat(bootstrap, group, "m1", -1, None).error_code == \
+        ErrorCode.group_id_not_found  # a leave makes no group
+    joined = _heartbeat(bootstrap, group, "m1", 0, (topic,))
+    assert (joined.error_code, joined.member_epoch) == (ErrorCode.none, 1)
+    [assigned] = joined.assignment.topic_partitions
+    assert assigned.partitions == (0,)
+    assert _heartbeat(bootstrap, group, "m2", 4, (topic,)).error_code == \
+        ErrorCode.unknown_member_id
+    assert _heartbeat(bootstrap, group, "m1", 7, None).error_code == \
+        ErrorCode.fenced_member_epoch
+    steady = _heartbeat(bootstrap, group, "m1", 1, None)
+    assert (steady.error_code, steady.member_epoch, steady.assignment) == (
+        ErrorCode.none, 1, None)
+    assert steady.heartbeat_interval == datetime.timedelta(seconds=5)
+    left = _heartbeat(bootstrap, group, "m1", -1, None)
+    assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
+    assert _heartbeat(bootstrap, group, "m1", 1, None).error_code == ErrorCode.unknown_member_id
+
+
+def test_share_fetches_and_acknowledgements_the_broker_refuses(bootstrap: str,
+                                                               topic: str) -> None:
+    group = f"{topic}-g"
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    produce(bootstrap, topic, [(0, b"v%d" % i, None, []) for i in range(3)])
+    [assigned] = _heartbeat(bootstrap, group, "a", 0, (topic,)).assignment.topic_partitions
+    topic_id = assigned.topic_id
+    assert _heartbeat(bootstrap, group, "b", 0, (topic,)).error_code == ErrorCode.none
+    # Not a member; a session not opened; acknowledgements in the opening request.
+    assert _share_fetch(bootstrap, group, "x", 0, topic_id).error_code == \
+        ErrorCode.unknown_member_id
+    assert _share_fetch(bootstrap, group, "a", 1, topic_id).error_code == \
+        ErrorCode.share_session_not_found
+    assert _share_fetch(bootstrap, group, "a", 0, topic_id, ((0, 0, (1,)),)).error_code == \
+        ErrorCode.invalid_request
+    assert _share_acknowledge(bootstrap, group, "a", 0, topic_id, ((0, 0, (1,)),)).error_code \
+        == ErrorCode.invalid_share_session_epoch
+    fetched = _partition(_share_fetch(bootstrap, group, "a", 0, topic_id))
+    assert [(r.first_offset, r.last_offset, r.delivery_count)
+            for r in fetched.acquired_records] == [(0, 2, 1)]
+    assert _share_fetch(bootstrap, group, "a", 5, topic_id).error_code == \
+        ErrorCode.invalid_share_session_epoch
+    # b acknowledges a's records, a offsets never fetched, a a malformed batch.
+    assert _share_fetch(bootstrap, group, "b", 0, topic_id).error_code == ErrorCode.none
+    assert _partition(_share_acknowledge(bootstrap, group, "b", 1, topic_id,
+                                         ((0, 0, (1,)),))).error_code == \
+        ErrorCode.invalid_record_state
+    assert _partition(_share_acknowledge(bootstrap, group, "a", 1, topic_id,
+                                         ((2, 9, (1,)),))).error_code == \
+        ErrorCode.invalid_record_state
+    assert _partition(_share_acknowledge(bootstrap, group, "a", 2, topic_id,
+                                         ((0, 2, (1, 1),),))).error_code == \
+        ErrorCode.invalid_request
+    assert _partition(_share_acknowledge(bootstrap, group, "a", 3, topic_id,
+                                         ((0, 0, (7,)),))).error_code == \
+        ErrorCode.invalid_request
+    # Record by record: accept 0, release 1, reject 2; then 0 again is not acquired.
+    answer = _partition(_share_fetch(bootstrap, group, "a", 4, topic_id,
+                                     ((0, 2, (1, 2, 3)),)))
+    assert answer.acknowledge_error_code == ErrorCode.none
+    assert [(r.first_offset, r.last_offset, r.delivery_count)
+            for r in answer.acquired_records] == [(1, 1, 2)]  # the released one, again
+    assert _partition(_share_acknowledge(bootstrap, group, "a", 5, topic_id,
+                                         ((0, 0, (1,)),))).error_code == \
+        ErrorCode.invalid_record_state
+    closed = _share_acknowledge(bootstrap, group, "a", -1, topic_id, ((1, 1, (1,)),))
+    assert _partition(closed).error_code == ErrorCode.none
+    assert _share_acknowledge(bootstrap, group, "a", 6, topic_id, ()).error_code == \
+        ErrorCode.share_session_not_found
+    unknown = _partition(_share_fetch(bootstrap, group, "b", 2, uuid.uuid4()))
+    assert unknown.error_code == ErrorCode.unknown_topic_id
+
+
+def test_group_configs_the_broker_refuses(bootstrap: str) -> None:
+    for name, value in (("share.record.lock.duration.ms", "5"),
+                        ("share.delivery.count.limit", "11"),
+                        ("share.auto.offset.reset", "sometime"), ("share.no.such", "1")):
+        with pytest.raises(KafkaException) as raised:
+            set_group_configs(bootstrap, "share-configs-g", {name: value})
+        assert raised.value.args[0].code() == KafkaError.INVALID_CONFIG, name

@@ -1,0 +1,90 @@
+"""The record-state machine of a share partition (``broker.kafka.share_groups.records``),
+the simple assignor and the share sessions: pure, no broker."""
+
+from __future__ import annotations
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from broker.kafka.share_groups.membership import ShareMember, assign
+from broker.kafka.share_groups.records import (
+    AckType,
+    RecordState,
+    RecordStateError,
+    Run,
+    ShareRecords,
+)
+from broker.kafka.share_groups.sessions import ShareSessions
+
+
+def _runs(records: ShareRecords) -> list[tuple[int, int, str, int, str | None]]:
+    return [(r.first, r.last, r.state.name, r.delivery_count, r.member_id)
+            for r in records.runs]
+
+
+def test_a_block_is_one_run_and_acknowledgements_split_it() -> None:
+    records = ShareRecords(10)
+    records.add(10, 19, "a", 5.0)
+    assert _runs(records) == [(10, 19, "ACQUIRED", 1, "a")]
+    records.acknowledge("a", 12, 13, AckType.RELEASE, 5)
+    records.acknowledge("a", 14, 19, AckType.ACCEPT, 5)
+    assert _runs(records) == [(10, 11, "ACQUIRED", 1, "a"), (12, 13, "AVAILABLE", 1, None),
+                              (14, 19, "ACKNOWLEDGED", 1, None)]
+    records.acknowledge("a", 10, 11, AckType.REJECT, 5)
+    assert records.start == 12  # past the archived head
+    assert _runs(records) == [(12, 13, "AVAILABLE", 1, None), (14, 19, "ACKNOWLEDGED", 1, None)]
+
+
+def test_only_the_holder_acknowledges_and_nothing_changes_on_a_refusal() -> None:
+    records = ShareRecords(0)
+    records.add(0, 4, "a", 5.0)
+    records.add(5, 9, "b", 5.0)
+    with pytest.raises(RecordStateError):
+        records.acknowledge("a", 3, 6, AckType.ACCEPT, 5)
+    with pytest.raises(RecordStateError):
+        records.acknowledge("a", 8, 12, AckType.ACCEPT, 5)  # past the end
+    assert [(r.first, r.last, r.state) for r in records.runs] == [
+        (0, 4, RecordState.ACQUIRED), (5, 9, RecordState.ACQUIRED)]
+
+
+def test_gaps_are_archived_and_the_limit_archives_released_records() -> None:
+    records = ShareRecords(0)
+    records.add(3, 4, "a", 1.0)  # 0-2 left out by the read path (aborted data)
+    assert _runs(records) == [(3, 4, "ACQUIRED", 1, "a")] and records.start == 3
+    assert records.release(2, now=1.0)  # the lock expired
+    [run] = records.available()
+    records.acquire(run, "b", 9.0)
+    assert records.release(2, member_id="b")  # delivered twice: the limit
+    assert records.runs == [] and records.start == records.end == 5
+
+
+def test_loaded_runs_and_a_truncated_log() -> None:
+    records = ShareRecords(0, [Run(0, 4, RecordState.AVAILABLE, 2),
+                               Run(5, 9, RecordState.ARCHIVED)])
+    assert records.end == 10
+    records.move_start(3)
+    assert _runs(records)[0] == (3, 4, "AVAILABLE", 2, None)
+
+
+def test_the_simple_assignor_shares_partitions_when_members_outnumber_them() -> None:
+    members = [ShareMember(name, 1, "", "", None, ("t",)) for name in "abc"]
+    assert assign(members, {"t": 1}) == {"a": {"t": (0,)}, "b": {"t": (0,)}, "c": {"t": (0,)}}
+    assert assign(members, {"t": 4}) == {"a": {"t": (0, 3)}, "b": {"t": (1,)}, "c": {"t": (2,)}}
+    assert assign(members[:1], {"t": 0}) == {"a": {}}
+
+
+def test_share_session_epochs() -> None:
+    sessions = ShareSessions()
+    assert sessions.advance("g", "m", 1, (), (), may_open=True)[0] is \
+        ErrorCode.share_session_not_found
+    assert sessions.advance("g", "m", 0, (), (), may_open=False)[0] is \
+        ErrorCode.invalid_share_session_epoch
+    code, session = sessions.advance("g", "m", 0, [("t", 0)], (), may_open=True)
+    assert code is ErrorCode.none and session is not None and session.epoch == 1
+    assert sessions.advance("g", "m", 2, (), (), may_open=True)[0] is \
+        ErrorCode.invalid_share_session_epoch
+    code, session = sessions.advance("g", "m", 1, [("t", 1)], [("t", 0)], may_open=True)
+    assert session is not None and session.partitions == {("t", 1)} and session.epoch == 2
+    assert sessions.advance("g", "m", -1, (), (), may_open=False)[1] is session
+    assert sessions.advance("g", "m", 2, (), (), may_open=True)[0] is \
+        ErrorCode.share_session_not_found
