@@ -64,13 +64,13 @@ async def handle_heartbeat(context: KafkaContext, call: Call) -> Any:
         return build(cls, throttle_time=ZERO, error_code=code, error_message=message,
                      member_id=None, member_epoch=-1, heartbeat_interval=ZERO, assignment=None)
 
+    if context.coordinators is not None and context.coordinators.shares is None:
+        return answer(ErrorCode.unsupported_version, NO_SHARE_GROUPS)
     code, coordinators = checked_coordinators(context, call, GROUP_CONSUME, GROUP_KEY,
                                               request.group_id)
-    if coordinators is None:
+    if coordinators is None or coordinators.shares is None:
         return answer(code)
     shares = coordinators.shares
-    if shares is None:
-        return answer(ErrorCode.unsupported_version, NO_SHARE_GROUPS)
     for topic in request.subscribed_topic_names or ():
         if not allowed(context, call, TOPIC_LOOKUP, topic):
             return answer(TOPIC_LOOKUP.refused, f"Not authorized to describe topic {topic}.")
