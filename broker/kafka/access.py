@@ -129,6 +129,9 @@ KAFKA_TABLE: Final[dict[str, tuple[Requirement, ...]]] = {
     # own (``test_kafka_access.test_share_fetch_refuses_a_topic_not_consumable``).
     "ShareFetch": (GROUP_CONSUME,),
     "ShareAcknowledge": (GROUP_CONSUME,),
+    "DescribeShareGroupOffsets": (GROUP_LOOKUP, TOPIC_LOOKUP),
+    "AlterShareGroupOffsets": (GROUP_CONSUME, TOPIC_CONSUME),
+    "DeleteShareGroupOffsets": (GROUP_ADMIN, TOPIC_CONSUME),
     "ListGroups": (),
     "CreateTopics": (TOPIC_ADMIN,),
     "DeleteTopics": (TOPIC_ADMIN,),

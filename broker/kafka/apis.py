@@ -33,6 +33,7 @@ from broker.kafka.handlers import (
     scram_users,
     share_fetch,
     share_membership,
+    share_offsets,
     topic_partitions,
     topics_admin,
     transactions,
@@ -61,6 +62,7 @@ HANDLER_MODULES = (
     # Share groups (docs/kafka.md, "Share groups").
     share_membership,
     share_fetch,
+    share_offsets,
     # ACL admin on Folio's grants (docs/kafka.md, "Permissions").
     acls,
     # Authentication (docs/security.md, "Kafka"): SASL and SCRAM credentials.

@@ -145,6 +145,10 @@ class ShareGroups:
         """Every share group known, by id."""
         return self._groups
 
+    def in_use_elsewhere(self, group_id: str) -> bool:
+        """Whether ``group_id`` is a classic or consumer group's."""
+        return self._in_use_elsewhere(group_id)
+
     def is_member(self, group_id: str, member_id: str) -> bool:
         """Whether ``member_id`` is a member of the group now."""
         group = self._groups.get(group_id)

@@ -142,6 +142,43 @@ class SharePartitions:
             part = self._parts[key] = SharePartition(group_id, topic, number, records)
             return part
 
+    async def records_of(self, group_id: str, topic: str, number: int) -> ShareRecords | None:
+        """The share partition's records: loaded here, else as written, None if never
+        started (raises what the store raises)."""
+        part = self._parts.get((group_id, topic, number))
+        if part is not None:
+            return part.records
+        return await self._store.load_records(group_id, topic, number)
+
+    async def reset(self, group_id: str, topic: str, number: int, start: int | None) -> None:
+        """AlterShareGroupOffsets (``start``) or DeleteShareGroupOffsets (None) of an empty
+        group: the share partition starts at ``start`` with nothing in flight, or is
+        forgotten (its next fetch starts it by ``share.auto.offset.reset``).
+
+        Written first, then in memory. Raises what the store raises: the outcome is
+        then unknown and memory unchanged; the same call again settles it.
+        """
+        key = (group_id, topic, number)
+        async with self._loading.setdefault(key, asyncio.Lock()):
+            part = self._parts.get(key)
+            if part is None:
+                await self._write_reset(group_id, topic, number, start)
+                return
+            async with part.lock:
+                await self._write_reset(group_id, topic, number, start)
+                if start is None:
+                    del self._parts[key]
+                else:
+                    part.records = ShareRecords(start)
+                part.wake()
+
+    async def _write_reset(self, group_id: str, topic: str, number: int,
+                           start: int | None) -> None:
+        if start is None:
+            await self._store.delete_records(group_id, topic, number)
+        else:
+            await self._store.write_records(group_id, topic, number, ShareRecords(start))
+
     def get(self, group_id: str, topic: str, number: int) -> SharePartition | None:
         """The share partition if loaded here."""
         return self._parts.get((group_id, topic, number))

@@ -121,6 +121,17 @@ REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
         topics=(), forgotten_topics_data=())),
     "ShareAcknowledge": (79, 1, lambda _r: req(
         79, 1, group_id=GROUP, member_id="acc-member", share_session_epoch=1, topics=())),
+    # Share offsets of a partition that does not exist: checked, nothing written.
+    "DescribeShareGroupOffsets": (90, 1, lambda _r: req(90, 1, groups=(req(
+        90, 1, "DescribeShareGroupOffsetsRequestGroup", group_id=GROUP, topics=(req(
+            90, 1, "DescribeShareGroupOffsetsRequestTopic", topic_name=TOPIC,
+            partitions=(99,)),)),))),
+    "AlterShareGroupOffsets": (91, 0, lambda _r: req(91, 0, group_id=GROUP, topics=(req(
+        91, 0, "AlterShareGroupOffsetsRequestTopic", topic_name=TOPIC, partitions=(req(
+            91, 0, "AlterShareGroupOffsetsRequestPartition", partition_index=99,
+            start_offset=0),)),))),
+    "DeleteShareGroupOffsets": (92, 0, lambda _r: req(92, 0, group_id=GROUP, topics=(req(
+        92, 0, "DeleteShareGroupOffsetsRequestTopic", topic_name=TOPIC),))),
     "CreateTopics": (19, 5, lambda _r: req(19, 5, validate_only=True, topics=(
         req(19, 5, "CreatableTopic", name="acc.new", num_partitions=1, replication_factor=1,
               assignments=(), configs=()),))),

@@ -9,7 +9,9 @@ closes without acknowledging, or whose locks expire (the group's
 the GROUP resource), has its records handed to the other. The group is
 listed with type ``share`` and described (ShareGroupDescribe through raw
 requests: librdkafka 2.16 has no admin call for it). Then bad input through
-raw requests (kio), each with Kafka's error code.
+raw requests (kio), each with Kafka's error code; the group's start offsets
+described, altered and deleted (DescribeShareGroupOffsets, AlterShareGroupOffsets,
+DeleteShareGroupOffsets) and the group deleted.
 """
 
 from __future__ import annotations
@@ -341,3 +343,67 @@ def test_group_configs_the_broker_refuses(bootstrap: str) -> None:
         with pytest.raises(KafkaException) as raised:
             set_group_configs(bootstrap, "share-configs-g", {name: value})
         assert raised.value.args[0].code() == KafkaError.INVALID_CONFIG, name
+
+
+def test_share_group_offsets_described_altered_deleted(bootstrap: str, topic: str) -> None:
+    group = f"{topic}-g"
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    produce(bootstrap, topic, [(0, b"v%d" % i, None, []) for i in range(6)])
+    [assigned] = _heartbeat(bootstrap, group, "a", 0, (topic,)).assignment.topic_partitions
+    topic_id = assigned.topic_id
+    fetched = _partition(_share_fetch(bootstrap, group, "a", 0, topic_id))
+    assert [(r.first_offset, r.last_offset) for r in fetched.acquired_records] == [(0, 5)]
+    assert _partition(_share_acknowledge(bootstrap, group, "a", 1, topic_id,
+                                         ((0, 1, (1,)),))).error_code == ErrorCode.none
+    assert _offsets(bootstrap, group, topic) == [(0, 2, 4, ErrorCode.none)]
+    assert _alter(bootstrap, group, topic, 4) == (ErrorCode.non_empty_group, [])
+    assert _heartbeat(bootstrap, group, "a", -1, None).error_code == ErrorCode.none
+    assert _alter(bootstrap, group, topic, 99) == (ErrorCode.none,
+                                                   [ErrorCode.offset_out_of_range])
+    assert _alter(bootstrap, group, topic, 4) == (ErrorCode.none, [ErrorCode.none])
+    assert _offsets(bootstrap, group, topic) == [(0, 4, 2, ErrorCode.none)]
+    _heartbeat(bootstrap, group, "b", 0, (topic,))
+    fetched = _partition(_share_fetch(bootstrap, group, "b", 0, topic_id))
+    assert [(r.first_offset, r.last_offset, r.delivery_count)
+            for r in fetched.acquired_records] == [(4, 5, 1)]
+    assert _heartbeat(bootstrap, group, "b", -1, None).error_code == ErrorCode.none
+    schema: Any = load_request_schema(92, 0)
+    module = sys.modules[schema.__module__]
+    deleted = _ask(bootstrap, 92, 0, schema(group_id=group, topics=(
+        module.DeleteShareGroupOffsetsRequestTopic(topic_name=topic),
+        module.DeleteShareGroupOffsetsRequestTopic(topic_name=f"{topic}-none"))))
+    assert [t.error_code for t in deleted.responses] == [
+        ErrorCode.none, ErrorCode.unknown_topic_or_partition]
+    assert _offsets(bootstrap, group, topic) == [(0, -1, -1, ErrorCode.none)]
+    assert _offsets(bootstrap, group, None) == []
+    groups: Any = load_request_schema(42, 2)
+    assert [r.error_code for r in _ask(bootstrap, 42, 2, groups(
+        groups_names=(group,))).results] == [ErrorCode.none]
+    assert group not in {listed[0] for listed in _listed(bootstrap, "share")}
+
+
+def _offsets(bootstrap: str, group: str,
+             topic: str | None) -> list[tuple[int, int, int, ErrorCode]]:
+    """DescribeShareGroupOffsets v1 of partition 0 (None: every topic): (partition, start
+    offset, lag, error) of each partition answered."""
+    schema: Any = load_request_schema(90, 1)
+    module = sys.modules[schema.__module__]
+    topics = None if topic is None else (module.DescribeShareGroupOffsetsRequestTopic(
+        topic_name=topic, partitions=(0,)),)
+    answer = _ask(bootstrap, 90, 1, schema(groups=(
+        module.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=topics),)))
+    [described] = answer.groups
+    assert described.error_code == ErrorCode.none
+    return [(p.partition_index, p.start_offset, p.lag, p.error_code)
+            for t in described.topics for p in t.partitions]
+
+
+def _alter(bootstrap: str, group: str, topic: str,
+           start: int) -> tuple[ErrorCode, list[ErrorCode]]:
+    schema: Any = load_request_schema(91, 0)
+    module = sys.modules[schema.__module__]
+    answer = _ask(bootstrap, 91, 0, schema(group_id=group, topics=(
+        module.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(
+            module.AlterShareGroupOffsetsRequestPartition(partition_index=0,
+                                                          start_offset=start),)),)))
+    return answer.error_code, [p.error_code for t in answer.responses for p in t.partitions]
