@@ -211,6 +211,8 @@ def _closing(coordinators: KafkaCoordinators, stopping: asyncio.Event,
     expiry = coordinators.expiry = OffsetExpiry(coordinators.groups, coordinators.consumers,
                                                 topics)
     topics.add_deletion_hook(expiry.remove_topic)
+    if coordinators.shares is not None:
+        topics.add_deletion_hook(coordinators.shares.remove_topic)
     coordinators.sweeps.append(loop.create_task(expiry.run(), name="kafka offsets expiry"))
     if coordinators.txns is not None:
         ids = coordinators.txn_expiry = TxnIdExpiry(coordinators.txns,

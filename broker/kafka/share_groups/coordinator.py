@@ -99,6 +99,19 @@ class ShareCoordinator:
         self._configs.pop(group_id, None)
         return ErrorCode.none
 
+    async def remove_topic(self, topic: str) -> None:
+        """A topic was deleted: every group's share partitions of it go (a topic made
+        again under the name starts afresh, by ``share.auto.offset.reset``).
+
+        Raises what the store raises; the deletion hook's caller logs it, and a
+        share partition left behind is past the new topic's offsets: the next fetch
+        moves its start to the log's (``records.move_start``) or, past the end,
+        reads nothing until the new topic reaches it. Deleting the topic again
+        (or DeleteShareGroupOffsets) clears it.
+        """
+        for group_id, number in await self.store.topic_partitions(topic):
+            await self.partitions.reset(group_id, topic, number, None)
+
     def close(self) -> None:
         """Cancel the members' session timers (the listener stops)."""
         self.groups.close()

@@ -196,8 +196,7 @@ class SharePartitions:
                     max_records: int, max_bytes: int) -> Acquired:
         """Acquire records for ``member_id`` (module docstring); raises what reads raise."""
         config = self._config_of(part.group_id)
-        isolation = (Isolation.READ_COMMITTED if config.isolation_level == "read_committed"
-                     else Isolation.READ_UNCOMMITTED)
+        isolation = self.isolation_of(part.group_id)
         loop = asyncio.get_running_loop()
         now = loop.time()
         deadline = now + config.record_lock_duration_ms / 1000
@@ -234,6 +233,12 @@ class SharePartitions:
                 if taken_all and batch.next_offset > records.end:
                     records.add(records.end, batch.next_offset - 1, None, 0.0)
         return acquired
+
+    def isolation_of(self, group_id: str) -> Isolation:
+        """What the group reads (``share.isolation.level``)."""
+        return (Isolation.READ_COMMITTED
+                if self._config_of(group_id).isolation_level == "read_committed"
+                else Isolation.READ_UNCOMMITTED)
 
     def next_deadline(self, parts: list[SharePartition]) -> float | None:
         """The earliest lock deadline among ``parts``."""

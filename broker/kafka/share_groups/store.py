@@ -79,6 +79,12 @@ class ShareStore:
         found = await self._log.read_prefix(prefix)
         return sorted((json.loads(key)[2], json.loads(key)[3]) for key in found)
 
+    async def topic_partitions(self, topic: str) -> list[tuple[str, int]]:
+        """The (group, partition) of every share partition of ``topic`` written."""
+        found = await self._log.read_prefix('["state",')
+        keys = [json.loads(key) for key in found]
+        return sorted((key[1], key[3]) for key in keys if key[2] == topic)
+
     async def load_configs(self, group_id: str) -> dict[str, str]:
         """The group's configs as set (empty: none)."""
         raw = await self._log.get(_config_key(group_id))

@@ -38,6 +38,7 @@ from kio.schema.errors import ErrorCode
 
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic, produce
 from tests.support.kafka import raw_request, read_response
+from tests.support.wait import wait_for
 
 #: A share member's first assignment comes with its first heartbeat; its
 #: fetches then long-poll: a few seconds.
@@ -407,3 +408,18 @@ def _alter(bootstrap: str, group: str, topic: str,
             module.AlterShareGroupOffsetsRequestPartition(partition_index=0,
                                                           start_offset=start),)),)))
     return answer.error_code, [p.error_code for t in answer.responses for p in t.partitions]
+
+
+def test_a_deleted_topic_takes_its_share_partitions_along(bootstrap: str, topic: str) -> None:
+    group = f"{topic}-g"
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    produce(bootstrap, topic, [(0, b"v%d" % i, None, []) for i in range(3)])
+    [assigned] = _heartbeat(bootstrap, group, "a", 0, (topic,)).assignment.topic_partitions
+    _share_fetch(bootstrap, group, "a", 0, assigned.topic_id)
+    assert _share_fetch(bootstrap, group, "a", 1, assigned.topic_id,
+                        ((0, 2, (1,)),)).error_code == ErrorCode.none
+    assert _offsets(bootstrap, group, None) == [(0, 3, 0, ErrorCode.none)]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(DEADLINE_S)
+    wait_for(lambda: _offsets(bootstrap, group, None) == [], "the share state gone")
+    assert _heartbeat(bootstrap, group, "a", -1, None).error_code == ErrorCode.none
