@@ -8,7 +8,7 @@ closes without acknowledging, or whose locks expire (the group's
 ``share.record.lock.duration.ms`` set short through IncrementalAlterConfigs on
 the GROUP resource), has its records handed to the other. The group is
 listed with type ``share`` and described (ShareGroupDescribe through raw
-requests: librdkafka 2.16 has no admin call for it). Then bad input through
+requests: librdkafka 2.16 has no admin call for it), and by ``folio group``. Then bad input through
 raw requests (kio), each with Kafka's error code; the group's start offsets
 described, altered and deleted (DescribeShareGroupOffsets, AlterShareGroupOffsets,
 DeleteShareGroupOffsets) and the group deleted.
@@ -17,6 +17,7 @@ DeleteShareGroupOffsets) and the group deleted.
 from __future__ import annotations
 
 import datetime
+import json
 import socket
 import sys
 import time
@@ -37,6 +38,7 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic, produce
+from tests.support.bookies import BookieProcess, run_folio
 from tests.support.kafka import raw_request, read_response
 from tests.support.wait import wait_for
 
@@ -82,7 +84,14 @@ def topic(bootstrap: str, request: pytest.FixtureRequest) -> Iterator[str]:
     yield name
 
 
-def test_two_members_share_one_partition(bootstrap: str, topic: str) -> None:
+def _cli(server: BookieProcess, *args: str) -> str:
+    done = run_folio("group", *args, "--endpoint", server.address)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_two_members_share_one_partition(server: BookieProcess, bootstrap: str,
+                                         topic: str) -> None:
     group = f"{topic}-g"
     set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
     values = [b"r%d" % i for i in range(30)]
@@ -110,6 +119,13 @@ def test_two_members_share_one_partition(bootstrap: str, topic: str) -> None:
         assert len(described.members) == 2
         assert all(m.assignment.topic_partitions[0].partitions == (0,)
                    for m in described.members)  # the one partition, shared
+        shown = json.loads(_cli(server, "describe", group, "--json"))
+        assert (shown["kind"], shown["state"], shown["protocol_type"], shown["protocol"]) == (
+            "kafka", "Stable", "share", "simple")
+        assert [a["partition"] for m in shown["members"] for a in m["assigned"]] == [0, 0]
+        listing = json.loads(_cli(server, "list", "--json"))
+        assert [(g["kind"], g["members"]) for g in listing if g["name"] == group] == [
+            ("kafka", 2)]
     finally:
         first.close()
         second.close()
