@@ -215,8 +215,10 @@ class SharePartitions:
                 _add_blocks(acquired, blocks)
                 count += run.last - run.first + 1
             if count < max_records and records.in_flight() < config.max_in_flight:
-                batch = await segment.read(records.end, max(max_bytes - acquired.size, 1),
-                                           isolation)
+                # At most ``_READ_BYTES`` read (a plain Fetch's partition_max_bytes):
+                # the blocks past ``max_records`` would be read only to be dropped.
+                batch = await segment.read(
+                    records.end, max(min(max_bytes - acquired.size, _READ_BYTES), 1), isolation)
                 taken_all = True
                 for block in batch.blocks:
                     last = block.offset + block.event_count - 1
