@@ -203,7 +203,8 @@ class SharePartitions:
         acquired = Acquired()
         async with part.lock:
             records = part.records
-            records.move_start(segment.info().segment.start_offset)
+            info = segment.info().segment
+            records.move_start(info.start_offset)
             records.release(config.delivery_count_limit, now=now)
             count = 0
             for run in records.available():
@@ -214,7 +215,10 @@ class SharePartitions:
                 acquired.ranges.append((run.first, run.last, run.delivery_count))
                 _add_blocks(acquired, blocks)
                 count += run.last - run.first + 1
-            if count < max_records and records.in_flight() < config.max_in_flight:
+            # (an end past the log's: state of a topic deleted and made again whose
+            # share partitions could not be deleted; nothing to read until it is reached)
+            if count < max_records and records.in_flight() < config.max_in_flight \
+                    and records.end <= info.end_offset:
                 # At most ``_READ_BYTES`` read (a plain Fetch's partition_max_bytes):
                 # the blocks past ``max_records`` would be read only to be dropped.
                 batch = await segment.read(

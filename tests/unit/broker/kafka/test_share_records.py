@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.kafka.share_groups.membership import ShareMember, assign
+from broker.kafka.share_groups.config import ShareConfig
+from broker.kafka.share_groups.membership import ShareGroups, ShareMember, assign
 from broker.kafka.share_groups.records import (
     AckType,
     RecordState,
@@ -15,6 +16,7 @@ from broker.kafka.share_groups.records import (
     ShareRecords,
 )
 from broker.kafka.share_groups.sessions import ShareSessions
+from tests.support.wait import wait_for_async
 
 
 def _runs(records: ShareRecords) -> list[tuple[int, int, str, int, str | None]]:
@@ -88,3 +90,28 @@ def test_share_session_epochs() -> None:
     assert sessions.advance("g", "m", -1, (), (), may_open=False)[1] is session
     assert sessions.advance("g", "m", 2, (), (), may_open=True)[0] is \
         ErrorCode.share_session_not_found
+
+
+async def test_a_silent_member_is_removed_and_its_records_released() -> None:
+    gone: list[tuple[str, str, bool]] = []
+
+    async def partitions(topic: str) -> int:
+        return 2
+
+    config = ShareConfig(session_timeout_ms=50)
+    groups = ShareGroups(partitions, config, lambda _group: config,
+                         lambda group, member, left: gone.append((group, member, left)),
+                         lambda _group: False)
+    first = await groups.heartbeat("g", "a", 0, "c", "h", None, ("t",))
+    assert first.assignment == {"t": (0, 1)} and first.member_epoch == 1
+    second = await groups.heartbeat("g", "b", 0, "c", "h", None, ("t",))
+    assert second.assignment == {"t": (1,)} and second.member_epoch == 2
+    again = await groups.heartbeat("g", "a", 1, "c", "h", None, None)
+    assert (again.member_epoch, again.assignment) == (2, {"t": (0,)})
+    await wait_for_async(lambda: _true(bool(gone)), "a session timed out")
+    assert sorted(gone)[0][2] is False  # timed out, not left: released at once
+    groups.close()
+
+
+async def _true(value: bool) -> bool:
+    return value
