@@ -237,18 +237,20 @@ async def _fetch(context: KafkaContext, call: Call, shares: ShareCoordinator,
         lock = shares.partitions.next_deadline([p.share for p in parts if p.share is not None])
         if lock is not None:
             remaining = min(remaining, max(lock - loop.time(), 0.0) + 0.001)
-        await _wait_any(context, parts, remaining,
+        await _wait_any(context, shares, parts, remaining,
                         shares.partitions.isolation_of(request.group_id))
 
 
-async def _wait_any(context: KafkaContext, parts: list[_Partition], timeout_s: float,
-                    isolation: Isolation) -> None:
-    """Until data at a partition's end, a release, ``stopping`` or ``timeout_s``."""
+async def _wait_any(context: KafkaContext, shares: ShareCoordinator,
+                    parts: list[_Partition], timeout_s: float, isolation: Isolation) -> None:
+    """Until data at a partition's end (if it may take more), a release, ``stopping``
+    or ``timeout_s``."""
     waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(context.stopping.wait())]
     for part in parts:
         if part.segment is not None and part.share is not None:
-            waits.append(asyncio.ensure_future(part.segment.wait_for_data(
-                part.share.records.end, timeout_s, isolation)))
+            if shares.partitions.may_read_more(part.share):
+                waits.append(asyncio.ensure_future(part.segment.wait_for_data(
+                    part.share.records.end, timeout_s, isolation)))
             waits.append(asyncio.ensure_future(asyncio.shield(part.share.released)))
     try:
         await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)

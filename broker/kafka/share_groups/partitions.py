@@ -240,6 +240,12 @@ class SharePartitions:
                     records.add(records.end, batch.next_offset - 1, None, 0.0)
         return acquired
 
+    def may_read_more(self, part: SharePartition) -> bool:
+        """Whether a fetch would read new records (fewer than ``max_in_flight`` in flight):
+        a waiting fetch waits for new data only then, else for releases and lock expiries
+        (data past the end would wake it again and again)."""
+        return part.records.in_flight() < self._config_of(part.group_id).max_in_flight
+
     def isolation_of(self, group_id: str) -> Isolation:
         """What the group reads (``share.isolation.level``)."""
         return (Isolation.READ_COMMITTED
@@ -272,8 +278,9 @@ class SharePartitions:
                 except RecordStateError as error:
                     failure = (ErrorCode.invalid_record_state, str(error))
                     break
-            if any(AckType.RELEASE in types for _, _, types in batches):
-                part.wake()
+            # Released records, or a start moved (room for more in flight): waiting
+            # fetches look again.
+            part.wake()
             try:
                 await self._store.write_records(part.group_id, part.topic, part.partition,
                                                 part.records)

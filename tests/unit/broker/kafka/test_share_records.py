@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.kafka.share_groups.config import ShareConfig
 from broker.kafka.share_groups.membership import ShareGroups, ShareMember, assign
+from broker.kafka.share_groups.partitions import SharePartition, SharePartitions
 from broker.kafka.share_groups.records import (
     AckType,
     RecordState,
@@ -16,6 +17,7 @@ from broker.kafka.share_groups.records import (
     ShareRecords,
 )
 from broker.kafka.share_groups.sessions import ShareSessions
+from broker.kafka.share_groups.store import ShareStore
 from tests.support.wait import wait_for_async
 
 
@@ -115,3 +117,15 @@ async def test_a_silent_member_is_removed_and_its_records_released() -> None:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_full_share_partition_reads_no_more_until_acknowledged() -> None:
+    """With ``max_in_flight`` records in flight a waiting fetch must not wait for new
+    data (there is some past the end: it would wake at once, again and again)."""
+    config = ShareConfig(max_in_flight=10)
+    partitions = SharePartitions(ShareStore.__new__(ShareStore), lambda _group: config)
+    part = SharePartition("g", "t", 0, ShareRecords(0))
+    part.records.add(0, 9, "a", 1e9)
+    assert not partitions.may_read_more(part)
+    part.records.acknowledge("a", 0, 4, AckType.ACCEPT, 5)
+    assert partitions.may_read_more(part)
