@@ -145,7 +145,7 @@ KAFKA_TABLE: Final[dict[str, tuple[Requirement, ...]]] = {
     "DescribeAcls": (CLUSTER,),
     "CreateAcls": (ACL_ADMIN,),
     "DeleteAcls": (ACL_ADMIN,),
-    "DescribeConfigs": (TOPIC_LOOKUP, CLUSTER),
+    "DescribeConfigs": (TOPIC_LOOKUP, CLUSTER, GROUP_LOOKUP),
     "DeleteGroups": (GROUP_ADMIN,),
     # Authentication itself needs nothing (it is what gives the role);
     # SCRAM credentials are the cluster's: super-users only.
@@ -162,8 +162,8 @@ KAFKA_TABLE: Final[dict[str, tuple[Requirement, ...]]] = {
     # Admin APIs (docs/kafka.md, "Admin APIs"), as Kafka checks them.
     "DescribeCluster": (),
     "DescribeLogDirs": (CLUSTER,),
-    "AlterConfigs": (TOPIC_ADMIN, CLUSTER),
-    "IncrementalAlterConfigs": (TOPIC_ADMIN, CLUSTER),
+    "AlterConfigs": (TOPIC_ADMIN, CLUSTER, GROUP_ADMIN),
+    "IncrementalAlterConfigs": (TOPIC_ADMIN, CLUSTER, GROUP_ADMIN),
     "CreatePartitions": (TOPIC_ADMIN,),
     "DeleteRecords": (TOPIC_ADMIN,),
     "OffsetDelete": (GROUP_ADMIN, TOPIC_CONSUME),

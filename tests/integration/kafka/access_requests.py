@@ -33,6 +33,18 @@ def req(api_key: int, version: int, struct: str | None = None, /, **values: Any)
     return cls(**values)
 
 
+def _config_type(requirement: Requirement) -> int:
+    """The config resource a requirement of the configs' rows is about: broker 4, group
+    32 (a share group's configs), else topic 2."""
+    if requirement is access.CLUSTER:
+        return 4
+    return 32 if requirement in (access.GROUP_LOOKUP, access.GROUP_ADMIN) else 2
+
+
+def _config_name(requirement: Requirement) -> str:
+    return {4: "0", 32: GROUP, 2: TOPIC}[_config_type(requirement)]
+
+
 def _records() -> bytes:
     return b""  # no batch: a permitted role gets INVALID_RECORD, never an authorisation code
 
@@ -160,17 +172,17 @@ REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
     "DeleteAcls": (31, 2, lambda _r: req(31, 2, filters=(
         req(31, 2, "DeleteAclsFilter", **_acl_filter(None)),))),
     "DescribeConfigs": (32, 4, lambda r: req(32, 4, resources=(req(
-        32, 4, "DescribeConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
-        resource_name="0" if r is access.CLUSTER else TOPIC),))),
+        32, 4, "DescribeConfigsResource", resource_type=_config_type(r),
+        resource_name=_config_name(r)),))),
     "DeleteGroups": (42, 2, lambda _r: req(42, 2, groups_names=(GROUP,))),
     # Admin APIs (docs/kafka.md, "Admin APIs"): checks only, nothing changed.
     "DescribeLogDirs": (35, 4, lambda _r: req(35, 4, topics=None)),
     "AlterConfigs": (33, 2, lambda r: req(33, 2, validate_only=True, resources=(req(
-        33, 2, "AlterConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
-        resource_name="0" if r is access.CLUSTER else TOPIC, configs=()),))),
+        33, 2, "AlterConfigsResource", resource_type=_config_type(r),
+        resource_name=_config_name(r), configs=()),))),
     "IncrementalAlterConfigs": (44, 1, lambda r: req(44, 1, validate_only=True, resources=(
-        req(44, 1, "AlterConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
-              resource_name="0" if r is access.CLUSTER else TOPIC, configs=()),))),
+        req(44, 1, "AlterConfigsResource", resource_type=_config_type(r),
+              resource_name=_config_name(r), configs=()),))),
     "CreatePartitions": (37, 3, lambda _r: req(37, 3, validate_only=True, timeout=_SECOND,
                                                  topics=(req(37, 3, "CreatePartitionsTopic",
                                                                name=TOPIC, count=3,

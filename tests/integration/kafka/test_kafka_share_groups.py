@@ -472,3 +472,18 @@ def test_read_committed_share_groups_skip_aborted_transactions(bootstrap: str,
                     b"last-2"]
     # All done with (offsets 0-8: the aborted records archived, the rest accepted).
     assert _offsets(bootstrap, group, topic) == [(0, 9, 0, ErrorCode.none)]
+
+
+def test_group_configs_described(bootstrap: str) -> None:
+    group = "share-described-g"
+    set_group_configs(bootstrap, group, {"share.record.lock.duration.ms": "5000"})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group)
+    described = admin.describe_configs([resource])[resource].result(DEADLINE_S)
+    shown = {name: (entry.value, int(getattr(entry.source, "value", entry.source)))
+             for name, entry in described.items()}
+    # Kafka's ConfigSource: 8 GROUP_CONFIG (confluent-kafka 2.16 has no name for it),
+    # 5 DEFAULT_CONFIG.
+    assert shown["share.record.lock.duration.ms"] == ("5000", 8)
+    assert shown["share.delivery.count.limit"] == ("5", 5)
+    assert shown["share.auto.offset.reset"] == ("latest", 5)
