@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import socket
 import sys
 import time
 import uuid
@@ -37,9 +36,19 @@ from confluent_kafka.admin import (
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
+from tests.integration.kafka.share_requests import (
+    alter,
+    ask,
+    describe,
+    heartbeat,
+    listed,
+    offsets,
+    partition,
+    share_acknowledge,
+    share_fetch,
+)
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic, produce
 from tests.support.bookies import BookieProcess, run_folio
-from tests.support.kafka import raw_request, read_response
 from tests.support.wait import wait_for
 
 #: A share member's first assignment comes with its first heartbeat; its
@@ -112,9 +121,9 @@ def test_two_members_share_one_partition(server: BookieProcess, bootstrap: str,
             first.acknowledge(message, AcknowledgeType.ACCEPT)
         first.commit_sync(DEADLINE_S)
         assert sorted(read + [m.value() for m in held]) == sorted(values)  # each once
-        assert (group, "share", "Stable") in _listed(bootstrap, "share")
-        assert not [g for g in _listed(bootstrap, "classic") if g[0] == group]
-        described = _describe(bootstrap, group)
+        assert (group, "share", "Stable") in listed(bootstrap, "share")
+        assert not [g for g in listed(bootstrap, "classic") if g[0] == group]
+        described = describe(bootstrap, group)
         assert described.group_state == "Stable"
         assert len(described.members) == 2
         assert all(m.assignment.topic_partitions[0].partitions == (0,)
@@ -129,7 +138,7 @@ def test_two_members_share_one_partition(server: BookieProcess, bootstrap: str,
     finally:
         first.close()
         second.close()
-    assert _describe(bootstrap, group).group_state == "Empty"
+    assert describe(bootstrap, group).group_state == "Empty"
 
 
 def test_release_reject_and_the_delivery_limit(bootstrap: str, topic: str) -> None:
@@ -210,94 +219,42 @@ def test_expired_locks_hand_records_to_the_other(bootstrap: str, topic: str) -> 
     assert all(count == 2 for value, count in read if value in {m.value() for m in held})
 
 
-def _ask(bootstrap: str, api_key: int, version: int, request: Any) -> Any:
-    host, port = bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(raw_request(api_key, version, 7, request))
-        return read_response(sock, api_key, version)[1]
 
 
-def _listed(bootstrap: str, group_type: str) -> list[tuple[str, str, str]]:
-    """ListGroups v5 of ``group_type``: (group id, protocol type, state) of each group."""
-    schema: Any = load_request_schema(16, 5)
-    answer = _ask(bootstrap, 16, 5, schema(states_filter=(), types_filter=(group_type,)))
-    return [(g.group_id, g.protocol_type, g.group_state) for g in answer.groups]
 
 
-def _describe(bootstrap: str, group: str) -> Any:
-    schema: Any = load_request_schema(77, 1)
-    answer = _ask(bootstrap, 77, 1, schema(group_ids=(group,),
-                                           include_authorized_operations=False))
-    [described] = answer.groups
-    assert described.error_code == ErrorCode.none
-    return described
 
 
-# ------------------------------------------------------------------ raw requests: bad input
 
 
-def _heartbeat(bootstrap: str, group: str, member: str, epoch: int,
-               topics: tuple[str, ...] | None) -> Any:
-    schema: Any = load_request_schema(76, 1)
-    return _ask(bootstrap, 76, 1, schema(group_id=group, member_id=member, member_epoch=epoch,
-                                         rack_id=None, subscribed_topic_names=topics))
 
 
-def _share_fetch(bootstrap: str, group: str, member: str, epoch: int, topic_id: Any,
-                 acks: tuple[tuple[int, int, tuple[int, ...]], ...] = ()) -> Any:
-    schema: Any = load_request_schema(78, 1)
-    module = sys.modules[schema.__module__]
-    return _ask(bootstrap, 78, 1, schema(
-        group_id=group, member_id=member, share_session_epoch=epoch,
-        max_wait=datetime.timedelta(milliseconds=200), min_bytes=1, max_bytes=1 << 20,
-        max_records=100, batch_size=100, forgotten_topics_data=(), topics=(module.FetchTopic(
-            topic_id=topic_id, partitions=(module.FetchPartition(
-                partition_index=0, acknowledgement_batches=tuple(
-                    module.AcknowledgementBatch(first_offset=first, last_offset=last,
-                                                acknowledge_types=types)
-                    for first, last, types in acks)),)),)))
 
 
-def _share_acknowledge(bootstrap: str, group: str, member: str, epoch: int, topic_id: Any,
-                       acks: tuple[tuple[int, int, tuple[int, ...]], ...]) -> Any:
-    schema: Any = load_request_schema(79, 1)
-    module = sys.modules[schema.__module__]
-    return _ask(bootstrap, 79, 1, schema(
-        group_id=group, member_id=member, share_session_epoch=epoch, topics=(
-            module.AcknowledgeTopic(topic_id=topic_id, partitions=(module.AcknowledgePartition(
-                partition_index=0, acknowledgement_batches=tuple(
-                    module.AcknowledgementBatch(first_offset=first, last_offset=last,
-                                                acknowledge_types=types)
-                    for first, last, types in acks)),)),)))
 
-
-def _partition(answer: Any) -> Any:
-    [topic] = answer.responses
-    [partition] = topic.partitions
-    return partition
 
 
 def test_heartbeats_the_broker_refuses(bootstrap: str, topic: str) -> None:
     group = f"{topic}-g"
-    assert _heartbeat(bootstrap, group, "m1", 0, None).error_code == ErrorCode.invalid_request
-    assert _heartbeat(bootstrap, group, "", 0, (topic,)).error_code == ErrorCode.invalid_request
-    assert _heartbeat(bootstrap, group, "m1", -1, None).error_code == \
+    assert heartbeat(bootstrap, group, "m1", 0, None).error_code == ErrorCode.invalid_request
+    assert heartbeat(bootstrap, group, "", 0, (topic,)).error_code == ErrorCode.invalid_request
+    assert heartbeat(bootstrap, group, "m1", -1, None).error_code == \
         ErrorCode.group_id_not_found  # a leave makes no group
-    joined = _heartbeat(bootstrap, group, "m1", 0, (topic,))
+    joined = heartbeat(bootstrap, group, "m1", 0, (topic,))
     assert (joined.error_code, joined.member_epoch) == (ErrorCode.none, 1)
     [assigned] = joined.assignment.topic_partitions
     assert assigned.partitions == (0,)
-    assert _heartbeat(bootstrap, group, "m2", 4, (topic,)).error_code == \
+    assert heartbeat(bootstrap, group, "m2", 4, (topic,)).error_code == \
         ErrorCode.unknown_member_id
-    assert _heartbeat(bootstrap, group, "m1", 7, None).error_code == \
+    assert heartbeat(bootstrap, group, "m1", 7, None).error_code == \
         ErrorCode.fenced_member_epoch
-    steady = _heartbeat(bootstrap, group, "m1", 1, None)
+    steady = heartbeat(bootstrap, group, "m1", 1, None)
     assert (steady.error_code, steady.member_epoch, steady.assignment) == (
         ErrorCode.none, 1, None)
     assert steady.heartbeat_interval == datetime.timedelta(seconds=5)
-    left = _heartbeat(bootstrap, group, "m1", -1, None)
+    left = heartbeat(bootstrap, group, "m1", -1, None)
     assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
-    assert _heartbeat(bootstrap, group, "m1", 1, None).error_code == ErrorCode.unknown_member_id
+    assert heartbeat(bootstrap, group, "m1", 1, None).error_code == ErrorCode.unknown_member_id
 
 
 def test_share_fetches_and_acknowledgements_the_broker_refuses(bootstrap: str,
@@ -305,51 +262,51 @@ def test_share_fetches_and_acknowledgements_the_broker_refuses(bootstrap: str,
     group = f"{topic}-g"
     set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
     produce(bootstrap, topic, [(0, b"v%d" % i, None, []) for i in range(3)])
-    [assigned] = _heartbeat(bootstrap, group, "a", 0, (topic,)).assignment.topic_partitions
+    [assigned] = heartbeat(bootstrap, group, "a", 0, (topic,)).assignment.topic_partitions
     topic_id = assigned.topic_id
-    assert _heartbeat(bootstrap, group, "b", 0, (topic,)).error_code == ErrorCode.none
+    assert heartbeat(bootstrap, group, "b", 0, (topic,)).error_code == ErrorCode.none
     # Not a member; a session not opened; acknowledgements in the opening request.
-    assert _share_fetch(bootstrap, group, "x", 0, topic_id).error_code == \
+    assert share_fetch(bootstrap, group, "x", 0, topic_id).error_code == \
         ErrorCode.unknown_member_id
-    assert _share_fetch(bootstrap, group, "a", 1, topic_id).error_code == \
+    assert share_fetch(bootstrap, group, "a", 1, topic_id).error_code == \
         ErrorCode.share_session_not_found
-    assert _share_fetch(bootstrap, group, "a", 0, topic_id, ((0, 0, (1,)),)).error_code == \
+    assert share_fetch(bootstrap, group, "a", 0, topic_id, ((0, 0, (1,)),)).error_code == \
         ErrorCode.invalid_request
-    assert _share_acknowledge(bootstrap, group, "a", 0, topic_id, ((0, 0, (1,)),)).error_code \
+    assert share_acknowledge(bootstrap, group, "a", 0, topic_id, ((0, 0, (1,)),)).error_code \
         == ErrorCode.invalid_share_session_epoch
-    fetched = _partition(_share_fetch(bootstrap, group, "a", 0, topic_id))
+    fetched = partition(share_fetch(bootstrap, group, "a", 0, topic_id))
     assert [(r.first_offset, r.last_offset, r.delivery_count)
             for r in fetched.acquired_records] == [(0, 2, 1)]
-    assert _share_fetch(bootstrap, group, "a", 5, topic_id).error_code == \
+    assert share_fetch(bootstrap, group, "a", 5, topic_id).error_code == \
         ErrorCode.invalid_share_session_epoch
     # b acknowledges a's records, a offsets never fetched, a a malformed batch.
-    assert _share_fetch(bootstrap, group, "b", 0, topic_id).error_code == ErrorCode.none
-    assert _partition(_share_acknowledge(bootstrap, group, "b", 1, topic_id,
+    assert share_fetch(bootstrap, group, "b", 0, topic_id).error_code == ErrorCode.none
+    assert partition(share_acknowledge(bootstrap, group, "b", 1, topic_id,
                                          ((0, 0, (1,)),))).error_code == \
         ErrorCode.invalid_record_state
-    assert _partition(_share_acknowledge(bootstrap, group, "a", 1, topic_id,
+    assert partition(share_acknowledge(bootstrap, group, "a", 1, topic_id,
                                          ((2, 9, (1,)),))).error_code == \
         ErrorCode.invalid_record_state
-    assert _partition(_share_acknowledge(bootstrap, group, "a", 2, topic_id,
+    assert partition(share_acknowledge(bootstrap, group, "a", 2, topic_id,
                                          ((0, 2, (1, 1),),))).error_code == \
         ErrorCode.invalid_request
-    assert _partition(_share_acknowledge(bootstrap, group, "a", 3, topic_id,
+    assert partition(share_acknowledge(bootstrap, group, "a", 3, topic_id,
                                          ((0, 0, (7,)),))).error_code == \
         ErrorCode.invalid_request
     # Record by record: accept 0, release 1, reject 2; then 0 again is not acquired.
-    answer = _partition(_share_fetch(bootstrap, group, "a", 4, topic_id,
+    answer = partition(share_fetch(bootstrap, group, "a", 4, topic_id,
                                      ((0, 2, (1, 2, 3)),)))
     assert answer.acknowledge_error_code == ErrorCode.none
     assert [(r.first_offset, r.last_offset, r.delivery_count)
             for r in answer.acquired_records] == [(1, 1, 2)]  # the released one, again
-    assert _partition(_share_acknowledge(bootstrap, group, "a", 5, topic_id,
+    assert partition(share_acknowledge(bootstrap, group, "a", 5, topic_id,
                                          ((0, 0, (1,)),))).error_code == \
         ErrorCode.invalid_record_state
-    closed = _share_acknowledge(bootstrap, group, "a", -1, topic_id, ((1, 1, (1,)),))
-    assert _partition(closed).error_code == ErrorCode.none
-    assert _share_acknowledge(bootstrap, group, "a", 6, topic_id, ()).error_code == \
+    closed = share_acknowledge(bootstrap, group, "a", -1, topic_id, ((1, 1, (1,)),))
+    assert partition(closed).error_code == ErrorCode.none
+    assert share_acknowledge(bootstrap, group, "a", 6, topic_id, ()).error_code == \
         ErrorCode.share_session_not_found
-    unknown = _partition(_share_fetch(bootstrap, group, "b", 2, uuid.uuid4()))
+    unknown = partition(share_fetch(bootstrap, group, "b", 2, uuid.uuid4()))
     assert unknown.error_code == ErrorCode.unknown_topic_id
 
 
@@ -366,79 +323,56 @@ def test_share_group_offsets_described_altered_deleted(bootstrap: str, topic: st
     group = f"{topic}-g"
     set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
     produce(bootstrap, topic, [(0, b"v%d" % i, None, []) for i in range(6)])
-    [assigned] = _heartbeat(bootstrap, group, "a", 0, (topic,)).assignment.topic_partitions
+    [assigned] = heartbeat(bootstrap, group, "a", 0, (topic,)).assignment.topic_partitions
     topic_id = assigned.topic_id
-    fetched = _partition(_share_fetch(bootstrap, group, "a", 0, topic_id))
+    fetched = partition(share_fetch(bootstrap, group, "a", 0, topic_id))
     assert [(r.first_offset, r.last_offset) for r in fetched.acquired_records] == [(0, 5)]
-    assert _partition(_share_acknowledge(bootstrap, group, "a", 1, topic_id,
+    assert partition(share_acknowledge(bootstrap, group, "a", 1, topic_id,
                                          ((0, 1, (1,)),))).error_code == ErrorCode.none
-    assert _offsets(bootstrap, group, topic) == [(0, 2, 4, ErrorCode.none)]
-    assert _alter(bootstrap, group, topic, 4) == (ErrorCode.non_empty_group, [])
-    assert _heartbeat(bootstrap, group, "a", -1, None).error_code == ErrorCode.none
-    assert _alter(bootstrap, group, topic, 99) == (ErrorCode.none,
+    assert offsets(bootstrap, group, topic) == [(0, 2, 4, ErrorCode.none)]
+    assert alter(bootstrap, group, topic, 4) == (ErrorCode.non_empty_group, [])
+    assert heartbeat(bootstrap, group, "a", -1, None).error_code == ErrorCode.none
+    assert alter(bootstrap, group, topic, 99) == (ErrorCode.none,
                                                    [ErrorCode.offset_out_of_range])
-    assert _alter(bootstrap, group, topic, 4) == (ErrorCode.none, [ErrorCode.none])
-    assert _offsets(bootstrap, group, topic) == [(0, 4, 2, ErrorCode.none)]
-    _heartbeat(bootstrap, group, "b", 0, (topic,))
-    fetched = _partition(_share_fetch(bootstrap, group, "b", 0, topic_id))
+    assert alter(bootstrap, group, topic, 4) == (ErrorCode.none, [ErrorCode.none])
+    assert offsets(bootstrap, group, topic) == [(0, 4, 2, ErrorCode.none)]
+    heartbeat(bootstrap, group, "b", 0, (topic,))
+    fetched = partition(share_fetch(bootstrap, group, "b", 0, topic_id))
     assert [(r.first_offset, r.last_offset, r.delivery_count)
             for r in fetched.acquired_records] == [(4, 5, 1)]
-    assert _heartbeat(bootstrap, group, "b", -1, None).error_code == ErrorCode.none
+    assert heartbeat(bootstrap, group, "b", -1, None).error_code == ErrorCode.none
     schema: Any = load_request_schema(92, 0)
     module = sys.modules[schema.__module__]
-    deleted = _ask(bootstrap, 92, 0, schema(group_id=group, topics=(
+    deleted = ask(bootstrap, 92, 0, schema(group_id=group, topics=(
         module.DeleteShareGroupOffsetsRequestTopic(topic_name=topic),
         module.DeleteShareGroupOffsetsRequestTopic(topic_name=f"{topic}-none"))))
     assert [t.error_code for t in deleted.responses] == [
         ErrorCode.none, ErrorCode.unknown_topic_or_partition]
-    assert _offsets(bootstrap, group, topic) == [(0, -1, -1, ErrorCode.none)]
-    assert _offsets(bootstrap, group, None) == []
+    assert offsets(bootstrap, group, topic) == [(0, -1, -1, ErrorCode.none)]
+    assert offsets(bootstrap, group, None) == []
     groups: Any = load_request_schema(42, 2)
-    assert [r.error_code for r in _ask(bootstrap, 42, 2, groups(
+    assert [r.error_code for r in ask(bootstrap, 42, 2, groups(
         groups_names=(group,))).results] == [ErrorCode.none]
-    assert group not in {listed[0] for listed in _listed(bootstrap, "share")}
+    assert group not in {listed[0] for listed in listed(bootstrap, "share")}
 
 
-def _offsets(bootstrap: str, group: str,
-             topic: str | None) -> list[tuple[int, int, int, ErrorCode]]:
-    """DescribeShareGroupOffsets v1 of partition 0 (None: every topic): (partition, start
-    offset, lag, error) of each partition answered."""
-    schema: Any = load_request_schema(90, 1)
-    module = sys.modules[schema.__module__]
-    topics = None if topic is None else (module.DescribeShareGroupOffsetsRequestTopic(
-        topic_name=topic, partitions=(0,)),)
-    answer = _ask(bootstrap, 90, 1, schema(groups=(
-        module.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=topics),)))
-    [described] = answer.groups
-    assert described.error_code == ErrorCode.none
-    return [(p.partition_index, p.start_offset, p.lag, p.error_code)
-            for t in described.topics for p in t.partitions]
 
 
-def _alter(bootstrap: str, group: str, topic: str,
-           start: int) -> tuple[ErrorCode, list[ErrorCode]]:
-    schema: Any = load_request_schema(91, 0)
-    module = sys.modules[schema.__module__]
-    answer = _ask(bootstrap, 91, 0, schema(group_id=group, topics=(
-        module.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(
-            module.AlterShareGroupOffsetsRequestPartition(partition_index=0,
-                                                          start_offset=start),)),)))
-    return answer.error_code, [p.error_code for t in answer.responses for p in t.partitions]
 
 
 def test_a_deleted_topic_takes_its_share_partitions_along(bootstrap: str, topic: str) -> None:
     group = f"{topic}-g"
     set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
     produce(bootstrap, topic, [(0, b"v%d" % i, None, []) for i in range(3)])
-    [assigned] = _heartbeat(bootstrap, group, "a", 0, (topic,)).assignment.topic_partitions
-    _share_fetch(bootstrap, group, "a", 0, assigned.topic_id)
-    assert _share_fetch(bootstrap, group, "a", 1, assigned.topic_id,
+    [assigned] = heartbeat(bootstrap, group, "a", 0, (topic,)).assignment.topic_partitions
+    share_fetch(bootstrap, group, "a", 0, assigned.topic_id)
+    assert share_fetch(bootstrap, group, "a", 1, assigned.topic_id,
                         ((0, 2, (1,)),)).error_code == ErrorCode.none
-    assert _offsets(bootstrap, group, None) == [(0, 3, 0, ErrorCode.none)]
+    assert offsets(bootstrap, group, None) == [(0, 3, 0, ErrorCode.none)]
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.delete_topics([topic])[topic].result(DEADLINE_S)
-    wait_for(lambda: _offsets(bootstrap, group, None) == [], "the share state gone")
-    assert _heartbeat(bootstrap, group, "a", -1, None).error_code == ErrorCode.none
+    wait_for(lambda: offsets(bootstrap, group, None) == [], "the share state gone")
+    assert heartbeat(bootstrap, group, "a", -1, None).error_code == ErrorCode.none
 
 
 def test_read_committed_share_groups_skip_aborted_transactions(bootstrap: str,
@@ -471,7 +405,7 @@ def test_read_committed_share_groups_skip_aborted_transactions(bootstrap: str,
     assert read == [b"committed-0", b"committed-1", b"committed-2", b"last-0", b"last-1",
                     b"last-2"]
     # All done with (offsets 0-8: the aborted records archived, the rest accepted).
-    assert _offsets(bootstrap, group, topic) == [(0, 9, 0, ErrorCode.none)]
+    assert offsets(bootstrap, group, topic) == [(0, 9, 0, ErrorCode.none)]
 
 
 def test_group_configs_described(bootstrap: str) -> None:
