@@ -31,6 +31,8 @@ class ShareConfig:
         auto_offset_reset: ``share.auto.offset.reset``: where a share partition
             starts (``latest`` or ``earliest``).
         isolation_level: ``share.isolation.level``: ``read_uncommitted`` or ``read_committed``.
+        metadata_refresh_ms: how often a group looks at its topics' partition counts
+            again (at a heartbeat; at once when members or subscriptions change).
     """
 
     session_timeout_ms: int = 45_000
@@ -40,10 +42,12 @@ class ShareConfig:
     max_in_flight: int = 2_000
     auto_offset_reset: str = "latest"
     isolation_level: str = "read_uncommitted"
+    metadata_refresh_ms: int = 10_000
 
     def __post_init__(self) -> None:
         for name in ("session_timeout_ms", "heartbeat_interval_ms", "record_lock_duration_ms",
-                     "delivery_count_limit", "max_in_flight"):
+                     "delivery_count_limit", "max_in_flight",
+                     "metadata_refresh_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if self.auto_offset_reset not in ("latest", "earliest"):

@@ -3,7 +3,9 @@
 A member joins with epoch 0 and the topics it subscribes to, heartbeats
 with the epoch it was given, and leaves with epoch -1. Every change of the
 group's members, of their subscriptions or of a subscribed topic's
-partition count bumps the group epoch and recomputes the assignment with
+partition count (looked at again at a heartbeat every ``metadata_refresh_ms``,
+10 s, as the consumer protocol's groups do: not per heartbeat) bumps the
+group epoch and recomputes the assignment with
 Kafka's share "simple" assignor (``assign``): every subscribed partition
 goes to a member, and when a topic has more subscribers than partitions each
 partition is shared by several of them. There is no revocation: a partition
@@ -68,6 +70,8 @@ class ShareGroup:
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    #: When ``counts`` were read (the event loop's clock; -inf: never).
+    counts_read_at: float = float("-inf")
 
     @property
     def state(self) -> str:
@@ -207,12 +211,15 @@ class ShareGroups:
                 member.rack_id = rack_id
             config = self._group_config(group_id)
             self._arm(group, member, config.session_timeout_ms)
-            try:
-                counts = await self._counts(group)
-            except (BrokerError, LedgerError) as error:
-                return ShareHeartbeat(ErrorCode.coordinator_not_available, str(error))
-            if changed or counts != group.counts:
-                self._bump(group, counts)
+            now = asyncio.get_running_loop().time()
+            if changed or now >= group.counts_read_at + self.config.metadata_refresh_ms / 1000:
+                try:
+                    counts = await self._counts(group)
+                except (BrokerError, LedgerError) as error:
+                    return ShareHeartbeat(ErrorCode.coordinator_not_available, str(error))
+                group.counts_read_at = now
+                if changed or counts != group.counts:
+                    self._bump(group, counts)
             answer = None
             if member_epoch == 0 or member.member_epoch != group.group_epoch:
                 member.member_epoch = group.group_epoch

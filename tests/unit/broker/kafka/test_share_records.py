@@ -129,3 +129,26 @@ async def test_a_full_share_partition_reads_no_more_until_acknowledged() -> None
     assert not partitions.may_read_more(part)
     part.records.acknowledge("a", 0, 4, AckType.ACCEPT, 5)
     assert partitions.may_read_more(part)
+
+
+async def test_a_topic_that_grows_is_assigned_at_the_next_refresh() -> None:
+    counts = {"t": 1}
+    reads: list[str] = []
+
+    async def partitions(topic: str) -> int:
+        reads.append(topic)
+        return counts[topic]
+
+    config = ShareConfig(metadata_refresh_ms=3_600_000)
+    groups = ShareGroups(partitions, config, lambda _group: config,
+                         lambda *_gone: None, lambda _group: False)
+    joined = await groups.heartbeat("g", "a", 0, "c", "h", None, ("t",))
+    counts["t"] = 3
+    steady = await groups.heartbeat("g", "a", joined.member_epoch, "c", "h", None, None)
+    assert (steady.assignment, len(reads)) == (None, 1)  # not looked at again yet
+    group = groups.group("g")
+    assert group is not None
+    group.counts_read_at -= 3_600  # the refresh interval has passed
+    grown = await groups.heartbeat("g", "a", joined.member_epoch, "c", "h", None, None)
+    assert grown.assignment == {"t": (0, 1, 2)} and grown.member_epoch == 2
+    groups.close()
