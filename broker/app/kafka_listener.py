@@ -149,6 +149,7 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
         from broker.kafka.nodes import node_id_of  # noqa: PLC0415
         from broker.kafka.offset_times import OffsetTimes  # noqa: PLC0415
         from broker.kafka.producer_ids import ProducerIds  # noqa: PLC0415
+        from broker.kafka.share_groups.report import ShareReport  # noqa: PLC0415
         from broker.kafka.txns.expiry import TxnIdExpirySettings  # noqa: PLC0415
     except ImportError as error:
         raise KafkaUnavailableError(
@@ -204,9 +205,11 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     times = (OffsetTimes(topics) if ownership is None else
              OffsetTimes(topics, ownership.owners.owns, ownership.owners.lookup,
                          ownership.peers.offset_for_time))
+    shares = context.coordinators.shares
     report = GroupReport(context.coordinators.groups, topics,
                          None if cluster is None else cluster.where_group,
-                         context.coordinators.consumers, times.offset_at)
+                         context.coordinators.consumers, times.offset_at,
+                         None if shares is None else ShareReport(shares))
     topics.add_maintenance_hook(report.update_lag)
     if tokens is not None:
         topics.add_maintenance_hook(tokens.maybe_sweep)  # expired tokens

@@ -31,6 +31,9 @@ from broker.kafka.handlers import (
     producer_id,
     sasl,
     scram_users,
+    share_fetch,
+    share_membership,
+    share_offsets,
     topic_partitions,
     topics_admin,
     transactions,
@@ -56,6 +59,10 @@ HANDLER_MODULES = (
     group_admin,
     consumer_protocol,
     transactions,
+    # Share groups (docs/kafka.md, "Share groups").
+    share_membership,
+    share_fetch,
+    share_offsets,
     # ACL admin on Folio's grants (docs/kafka.md, "Permissions").
     acls,
     # Authentication (docs/security.md, "Kafka"): SASL and SCRAM credentials.

@@ -29,6 +29,9 @@ from broker.kafka.locator import (
     container_of,
 )
 from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.share_groups.config import ShareConfig
+from broker.kafka.share_groups.coordinator import ShareCoordinator
+from broker.kafka.share_groups.store import ShareStore
 from broker.kafka.txns.cluster import ClusterTxns
 from broker.kafka.txns.expiry import TxnIdExpiry, TxnIdExpirySettings
 from broker.kafka.txns.producers import TxnProducers
@@ -115,6 +118,9 @@ class KafkaCoordinators:
     txn_expiry: TxnIdExpiry | None = None
     #: The background sweeps (offsets, transactional ids), cancelled by ``close``.
     sweeps: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
+    #: Share groups (KIP-932) and their share partitions (None: a cluster broker,
+    #: which refuses them: docs/kafka.md, "Share groups").
+    shares: ShareCoordinator | None = None
 
     def close(self) -> None:
         """Cancel the groups' timers and the transactions' drives (the listener stops)."""
@@ -125,6 +131,8 @@ class KafkaCoordinators:
             self.txns.stand_down()
         if self.consumers is not None:
             self.consumers.close()
+        if self.shares is not None:
+            self.shares.close()
 
     async def load_container(self, container: int) -> None:
         """A cluster broker claimed ``container``: load its groups, classic ones first."""
@@ -152,6 +160,7 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
                              cluster: ClusterGroups | None = None,
                              modern: ModernConfig | None = None,
                              txn_expiry: TxnIdExpirySettings | None = None,
+                             share: ShareConfig | None = None,
                              ) -> KafkaCoordinators:
     """Load the groups' offsets and the transactional ids; raises what the topics raise.
 
@@ -163,6 +172,7 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
     locator, and the transactional ids load when the transaction coordinator
     is seated here (``broker.kafka.txns.cluster``: the caller wires it).
     ``modern``: the consumer protocol's settings (None: Kafka's defaults).
+    ``share``: the share groups' (a standalone only; None: Kafka's defaults).
     """
     if cluster is not None:
         count = cluster.container_count
@@ -185,8 +195,13 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
     if txn_coordinator is not None:
         txns = TxnProducers(topics, txn_coordinator, producer_ids, groups)
         await txns.start()
-    return _closing(KafkaCoordinators(groups, txns, LocalLocator(node), consumers=consumers),
-                    stopping, topics, txn_expiry)
+    classic = ClassicView(groups)
+    shares = ShareCoordinator(
+        topics, ShareStore(topics),
+        lambda group_id: classic.in_use(group_id) or consumers.group(group_id) is not None,
+        share)
+    return _closing(KafkaCoordinators(groups, txns, LocalLocator(node), consumers=consumers,
+                                      shares=shares), stopping, topics, txn_expiry)
 
 
 def _closing(coordinators: KafkaCoordinators, stopping: asyncio.Event,
@@ -196,6 +211,8 @@ def _closing(coordinators: KafkaCoordinators, stopping: asyncio.Event,
     expiry = coordinators.expiry = OffsetExpiry(coordinators.groups, coordinators.consumers,
                                                 topics)
     topics.add_deletion_hook(expiry.remove_topic)
+    if coordinators.shares is not None:
+        topics.add_deletion_hook(coordinators.shares.remove_topic)
     coordinators.sweeps.append(loop.create_task(expiry.run(), name="kafka offsets expiry"))
     if coordinators.txns is not None:
         ids = coordinators.txn_expiry = TxnIdExpiry(coordinators.txns,

@@ -130,6 +130,7 @@ def test_a_wrong_broker_names_the_owner_and_after_it_stops_the_new_one(
     fetched, answer = _fetch(owner, 17, topic_id)
     assert (fetched.error_code, fetched.current_leader.leader_id) == (ErrorCode.none, -1)
     assert answer.node_endpoints == ()
+    _refuses_share_groups(owner)
 
     # The owner stops: its containers go to the survivors, and a survivor that
     # does not own the partition names the new owner.
@@ -156,6 +157,27 @@ def test_a_wrong_broker_names_the_owner_and_after_it_stops_the_new_one(
     _hints_name(other, topic, topic_id, new_owner, nodes[new_owner], partition.leader_epoch)
     written, _ = _produce(new_owner, 11, topic, topic_id)
     assert written.error_code == ErrorCode.none
+
+
+def _refuses_share_groups(address: str) -> None:
+    """A cluster broker refuses share groups (docs/kafka.md, "Share groups"):
+    UNSUPPORTED_VERSION with the reason, for a heartbeat and a fetch."""
+    host, port = address.rsplit(":", 1)
+    heartbeat: Any = request_class(76, 1)
+    fetch: Any = request_class(78, 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(raw_request(76, 1, 1, heartbeat(
+            group_id="share-g", member_id="m", member_epoch=0, rack_id=None,
+            subscribed_topic_names=("t",))))
+        joined: Any = read_response(sock, 76, 1)[1]
+        sock.sendall(raw_request(78, 1, 2, fetch(
+            group_id="share-g", member_id="m", share_session_epoch=0,
+            max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1024, max_records=1,
+            batch_size=1, topics=(), forgotten_topics_data=())))
+        fetched: Any = read_response(sock, 78, 1)[1]
+    for answer in (joined, fetched):
+        assert answer.error_code == ErrorCode.unsupported_version
+        assert "standalone" in answer.error_message
 
 
 class _Lines(logging.Handler):

@@ -8,6 +8,9 @@ partition's committed offset, end offset and lag. End offsets come from the
 topics' segment lists (the loaded segment or its record: nothing is loaded,
 nothing is read from bookies), as the reader groups' backlog does.
 
+Share groups (KIP-932) are listed, described and deleted by
+``broker.kafka.share_groups.report`` (not reset: AlterShareGroupOffsets does).
+
 Consumer-protocol groups (KIP-848, ``modern``) are listed, described (their
 members' partitions are the coordinator's own assignment; the generation
 shown is the group epoch, the protocol the server-side assignor), reset,
@@ -55,6 +58,7 @@ from broker.kafka.consumer_groups.modern_members import ModernGroup
 from broker.kafka.consumer_groups.offset_reset import OffsetAt, new_offsets, reset_targets
 from broker.kafka.consumer_groups.offsets import CommittedOffset
 from broker.kafka.consumer_groups.states import ConsumerGroupState
+from broker.kafka.share_groups.report import ShareReport
 from broker.metrics import set_group_lags
 from ledger.errors import LedgerError
 
@@ -97,13 +101,16 @@ class GroupReport:
 
     def __init__(self, coordinator: GroupCoordinator, topics: Topics,
                  where: Where | None = None, modern: ModernGroups | None = None,
-                 offset_at: OffsetAt | None = None) -> None:
+                 offset_at: OffsetAt | None = None,
+                 shares: ShareReport | None = None) -> None:
         self._coordinator = coordinator
         self._topics = topics
         self._where = where
         self._modern = modern
         #: A cluster: a segment's offset by time, read by the broker serving it.
         self._offset_at = offset_at
+        #: Share groups (KIP-932; a standalone), listed, described and deleted too.
+        self._shares = shares
 
     def _modern_group(self, name: str) -> ModernGroup | None:
         """The consumer-protocol (KIP-848) group ``name``, None if it is not one."""
@@ -121,6 +128,8 @@ class GroupReport:
                                         len(group.members))
                       for group in self._modern.groups()]
             found.sort(key=lambda listing: listing.name)
+        if self._shares is not None:
+            found = sorted([*found, *self._shares.listing()], key=lambda listing: listing.name)
         return found, self._where is None
 
     def _moved(self, name: str) -> None:
@@ -149,6 +158,9 @@ class GroupReport:
             raise ReaderGroupNotEmptyError(name, members or [f"({group.state.value})"])
 
     async def delete(self, name: str) -> None:
+        if self._shares is not None and self._shares.group(name) is not None:
+            await self._shares.delete(name)
+            return
         if self._modern is not None and self._modern_group(name) is not None:
             await self._modern.delete_empty(name)
             return
@@ -159,6 +171,10 @@ class GroupReport:
     async def reset(self, name: str, spec: OffsetReset) -> KafkaGroupDetail:
         if not name:
             raise InvalidArgumentError("a Kafka consumer group's id must not be empty")
+        if self._shares is not None and self._shares.group(name) is not None:
+            raise InvalidArgumentError(
+                f"{name!r} is a share group: its start offsets are moved with Kafka's "
+                "AlterShareGroupOffsets (kafka-share-groups.sh --reset-offsets)")
         group = self._coordinator.group(name)
         modern = self._modern_group(name)
         known = modern is not None or (group is not None
@@ -193,6 +209,11 @@ class GroupReport:
         return replace(await self.describe(name), reset=reset)
 
     async def describe(self, name: str) -> KafkaGroupDetail:
+        shared = None if self._shares is None else self._shares.group(name)
+        if self._shares is not None and shared is not None:
+            topics = {t for m in shared.members.values() for t in m.assigned}
+            topics |= {t for t, _ in await self._shares_started(name)}
+            return await self._shares.describe(shared, await self._end_offsets(topics))
         modern = self._modern_group(name)
         if modern is not None:
             return await self._describe_modern(modern)
@@ -232,6 +253,9 @@ class GroupReport:
             for topic, partition in sorted({*committed, *owner}))
         return KafkaGroupDetail(name, state, protocol_type, protocol, generation, members,
                                 partitions)
+
+    async def _shares_started(self, name: str) -> list[tuple[str, int]]:
+        return [] if self._shares is None else await self._shares.started(name)
 
     async def _end_offsets(self, topics: set[str]) -> dict[tuple[str, int], int]:
         """Each partition's end offset; a topic that cannot be listed is left out (-1)."""

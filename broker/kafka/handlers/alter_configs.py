@@ -16,8 +16,8 @@ Folio's range (``TopicConfig``'s checks) is INVALID_CONFIG with the reason,
 and nothing of that resource is changed (the changes of one resource are one
 ``update_topic_config``: all or nothing). ``validate_only`` checks and
 changes nothing. A broker (resource type 4) changes its dynamic configs, the
-connection limits (``alter_broker_configs``); other resource types are
-INVALID_REQUEST.
+connection limits (``alter_broker_configs``); a group (32) a share group's
+configs (``share_configs``); other resource types are INVALID_REQUEST.
 
 Permissions: ``admin`` on the topic (Kafka's AlterConfigs on a topic); a
 broker resource needs a super-user (the cluster).
@@ -37,6 +37,7 @@ from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
 from broker.kafka.handlers.alter_broker_configs import alter_broker_configs
+from broker.kafka.handlers.share_configs import GROUP_RESOURCE, alter_group_configs
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import check_served
 from broker.kafka.topic_configs import (
@@ -92,6 +93,9 @@ async def _alter(context: KafkaContext, call: Call, resource: Any, *, incrementa
             return CLUSTER.refused, "a broker's configs are a super-user's"
         return await alter_broker_configs(context, resource, incremental=incremental,
                                           validate_only=validate_only)
+    if resource.resource_type == GROUP_RESOURCE:
+        return await alter_group_configs(context, call, resource, incremental=incremental,
+                                         validate_only=validate_only)
     if resource.resource_type != _TOPIC:
         return (ErrorCode.invalid_request,
                 f"resource type {resource.resource_type} is not supported")

@@ -5,7 +5,8 @@ with the topic's values, each with its source: TOPIC_CONFIG where it differs
 from the broker's default, DEFAULT_CONFIG where it is the default
 (``described_configs``). A broker (type 4, named by its node id or "") answers
 ``broker.kafka.broker_configs`` (read-only); another broker's id is
-INVALID_REQUEST, as Kafka answers. Other resource types INVALID_REQUEST.
+INVALID_REQUEST, as Kafka answers. A group (type 32) answers a share group's
+configs (``share_configs``). Other resource types INVALID_REQUEST.
 
 ``include_synonyms`` (v1+) answers each config's synonyms as a Kafka broker
 does: a topic config's own value (TOPIC_CONFIG) when the topic overrides it,
@@ -29,6 +30,7 @@ from broker.kafka.config_docs import config_doc
 from broker.kafka.context import NODE_ID, KafkaContext
 from broker.kafka.dispatch import Api, Call
 from broker.kafka.error_codes import error_code
+from broker.kafka.handlers.share_configs import GROUP_RESOURCE, describe_group_configs
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import check_served
 from broker.kafka.topic_configs import DescribedConfig, described_configs
@@ -67,6 +69,8 @@ async def handle_describe_configs(context: KafkaContext, call: Call) -> Any:
                 configs = described_configs(info.config, context.topics.default_config())
             except (BrokerError, LedgerError) as error:
                 code, message = error_code(error), str(error)
+        elif resource.resource_type == GROUP_RESOURCE:
+            code, message, configs = await describe_group_configs(context, call, resource)
         elif resource.resource_type == _BROKER:
             node_id = context.nodes.this_node().node_id if context.nodes else NODE_ID
             if resource.resource_name not in ("", str(node_id)):

@@ -3,11 +3,14 @@
 An unknown group is described as Dead with no error, as Kafka does (a
 consumer-protocol group too: ConsumerGroupDescribe describes those). Members'
 metadata and assignments are shown once the group is Stable. ListGroups
-lists both kinds; v4 filters by state, v5 by group type (``classic``, or
-``consumer`` for KIP-848 groups, ``broker.kafka.consumer_groups.modern``).
+lists every kind; v4 filters by state, v5 by group type (``classic``,
+``consumer`` for KIP-848 groups, ``broker.kafka.consumer_groups.modern``, or
+``share`` for KIP-932 share groups, ``broker.kafka.share_groups``, which
+DescribeGroups shows with protocol type ``share`` and no members).
 Client hosts are not known to the handlers and are answered empty.
 DeleteGroups removes an Empty group and its committed offsets
-(NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND if unknown).
+(NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND if unknown); a
+share group with its share partitions' states and configs.
 """
 
 from __future__ import annotations
@@ -16,13 +19,16 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.errors import BrokerError
 from broker.kafka.access import GROUP_ADMIN, GROUP_LOOKUP, allowed
 from broker.kafka.consumer_groups.states import ConsumerGroupState, by_name
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
+from broker.kafka.error_codes import error_code
 from broker.kafka.handlers.coordination import ZERO, checked_coordinators
 from broker.kafka.locator import GROUP_KEY
 from broker.kafka.messages import build, nested, response_class
+from ledger.errors import LedgerError
 
 __all__ = ["DELETE_GROUPS_KEY", "DESCRIBE_GROUPS_KEY", "LIST_GROUPS_KEY", "ROWS"]
 
@@ -46,6 +52,14 @@ async def handle_describe_groups(context: KafkaContext, call: Call) -> Any:
             described.append(build(group_cls, error_code=code, group_id=group_id,
                                    group_state="", protocol_type="", protocol_data="",
                                    members=(), authorized_operations=_NO_OPERATIONS))
+            continue
+        shared = None if coordinators.shares is None else coordinators.shares.groups.group(
+            group_id)
+        if shared is not None:  # a share group: ShareGroupDescribe tells its members
+            described.append(build(group_cls, error_code=ErrorCode.none, group_id=group_id,
+                                   group_state=shared.state, protocol_type="share",
+                                   protocol_data="", members=(),
+                                   authorized_operations=_NO_OPERATIONS))
             continue
         code, summary = coordinators.groups.describe(group_id)
         members = tuple(build(member_cls, member_id=member_id, group_instance_id=instance_id,
@@ -86,6 +100,11 @@ async def handle_list_groups(context: KafkaContext, call: Call) -> Any:
         listed += [(group.group_id, "consumer", group.state.value, "consumer")
                    for group in coordinators.consumers.groups()
                    if not wanted or group.state.value.lower() in wanted]
+    if coordinators.shares is not None and (not asked_types or "share" in asked_types):
+        wanted = {name.lower() for name in asked_states}
+        listed += [(group.group_id, "share", group.state, "share")
+                   for group in coordinators.shares.groups.groups().values()
+                   if not wanted or group.state.lower() in wanted]
     groups = tuple(build(listed_cls, group_id=group_id, protocol_type=protocol_type,
                          group_state=state, group_type=group_type)
                    for group_id, protocol_type, state, group_type in sorted(listed)
@@ -105,6 +124,13 @@ async def handle_delete_groups(context: KafkaContext, call: Call) -> Any:
         if coordinators is not None and coordinators.consumers is not None \
                 and coordinators.consumers.group(group_id) is not None:
             code = await coordinators.consumers.delete_group(group_id)
+        elif coordinators is not None and coordinators.shares is not None \
+                and await coordinators.shares.is_share_group(group_id):
+            try:
+                code = await coordinators.shares.delete_group(group_id)
+            except (BrokerError, LedgerError) as error:
+                code = error_code(error) if isinstance(error, BrokerError) \
+                    else ErrorCode.coordinator_not_available
         elif coordinators is not None:
             code = await coordinators.groups.delete_group(group_id)
         results.append(build(result_cls, group_id=group_id, error_code=code))

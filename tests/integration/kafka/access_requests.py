@@ -33,6 +33,18 @@ def req(api_key: int, version: int, struct: str | None = None, /, **values: Any)
     return cls(**values)
 
 
+def _config_type(requirement: Requirement) -> int:
+    """The config resource a requirement of the configs' rows is about: broker 4, group
+    32 (a share group's configs), else topic 2."""
+    if requirement is access.CLUSTER:
+        return 4
+    return 32 if requirement in (access.GROUP_LOOKUP, access.GROUP_ADMIN) else 2
+
+
+def _config_name(requirement: Requirement) -> str:
+    return {4: "0", 32: GROUP, 2: TOPIC}[_config_type(requirement)]
+
+
 def _records() -> bytes:
     return b""  # no batch: a permitted role gets INVALID_RECORD, never an authorisation code
 
@@ -108,6 +120,30 @@ REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
         topic_partitions=None)),
     "ConsumerGroupDescribe": (69, 1, lambda _r: req(69, 1, group_ids=(GROUP,),
                                                       include_authorized_operations=False)),
+    # Share groups: a leave of no member (GROUP_ID_NOT_FOUND, no group made), and
+    # requests of no member (UNKNOWN_MEMBER_ID after the group's check).
+    "ShareGroupHeartbeat": (76, 1, lambda _r: req(
+        76, 1, group_id=GROUP, member_id="acc-member", member_epoch=-1, rack_id=None,
+        subscribed_topic_names=(TOPIC,))),
+    "ShareGroupDescribe": (77, 1, lambda _r: req(77, 1, group_ids=(GROUP,),
+                                                   include_authorized_operations=False)),
+    "ShareFetch": (78, 1, lambda _r: req(
+        78, 1, group_id=GROUP, member_id="acc-member", share_session_epoch=0,
+        max_wait=_SECOND, min_bytes=1, max_bytes=1024, max_records=1, batch_size=1,
+        topics=(), forgotten_topics_data=())),
+    "ShareAcknowledge": (79, 1, lambda _r: req(
+        79, 1, group_id=GROUP, member_id="acc-member", share_session_epoch=1, topics=())),
+    # Share offsets of a partition that does not exist: checked, nothing written.
+    "DescribeShareGroupOffsets": (90, 1, lambda _r: req(90, 1, groups=(req(
+        90, 1, "DescribeShareGroupOffsetsRequestGroup", group_id=GROUP, topics=(req(
+            90, 1, "DescribeShareGroupOffsetsRequestTopic", topic_name=TOPIC,
+            partitions=(99,)),)),))),
+    "AlterShareGroupOffsets": (91, 0, lambda _r: req(91, 0, group_id=GROUP, topics=(req(
+        91, 0, "AlterShareGroupOffsetsRequestTopic", topic_name=TOPIC, partitions=(req(
+            91, 0, "AlterShareGroupOffsetsRequestPartition", partition_index=99,
+            start_offset=0),)),))),
+    "DeleteShareGroupOffsets": (92, 0, lambda _r: req(92, 0, group_id=GROUP, topics=(req(
+        92, 0, "DeleteShareGroupOffsetsRequestTopic", topic_name=TOPIC),))),
     "CreateTopics": (19, 5, lambda _r: req(19, 5, validate_only=True, topics=(
         req(19, 5, "CreatableTopic", name="acc.new", num_partitions=1, replication_factor=1,
               assignments=(), configs=()),))),
@@ -136,17 +172,17 @@ REQUESTS: dict[str, tuple[int, int, Callable[[Requirement], Any]]] = {
     "DeleteAcls": (31, 2, lambda _r: req(31, 2, filters=(
         req(31, 2, "DeleteAclsFilter", **_acl_filter(None)),))),
     "DescribeConfigs": (32, 4, lambda r: req(32, 4, resources=(req(
-        32, 4, "DescribeConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
-        resource_name="0" if r is access.CLUSTER else TOPIC),))),
+        32, 4, "DescribeConfigsResource", resource_type=_config_type(r),
+        resource_name=_config_name(r)),))),
     "DeleteGroups": (42, 2, lambda _r: req(42, 2, groups_names=(GROUP,))),
     # Admin APIs (docs/kafka.md, "Admin APIs"): checks only, nothing changed.
     "DescribeLogDirs": (35, 4, lambda _r: req(35, 4, topics=None)),
     "AlterConfigs": (33, 2, lambda r: req(33, 2, validate_only=True, resources=(req(
-        33, 2, "AlterConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
-        resource_name="0" if r is access.CLUSTER else TOPIC, configs=()),))),
+        33, 2, "AlterConfigsResource", resource_type=_config_type(r),
+        resource_name=_config_name(r), configs=()),))),
     "IncrementalAlterConfigs": (44, 1, lambda r: req(44, 1, validate_only=True, resources=(
-        req(44, 1, "AlterConfigsResource", resource_type=4 if r is access.CLUSTER else 2,
-              resource_name="0" if r is access.CLUSTER else TOPIC, configs=()),))),
+        req(44, 1, "AlterConfigsResource", resource_type=_config_type(r),
+              resource_name=_config_name(r), configs=()),))),
     "CreatePartitions": (37, 3, lambda _r: req(37, 3, validate_only=True, timeout=_SECOND,
                                                  topics=(req(37, 3, "CreatePartitionsTopic",
                                                                name=TOPIC, count=3,

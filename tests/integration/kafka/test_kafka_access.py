@@ -331,3 +331,42 @@ def test_add_partitions_to_txn_v5_needs_the_cluster(
     assert answers["admin"].error_code == ErrorCode.none
     assert _codes(answers["admin"].results_by_transaction) == {
         ErrorCode.invalid_producer_id_mapping}
+
+
+def _share_fetch(address: tuple[str, int], role: str, group: str, member: str,
+                 topic_id: Any) -> Any:
+    request = req(78, 1, group_id=group, member_id=member, share_session_epoch=0,
+                  max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1024, max_records=1,
+                  batch_size=1, topics=(req(78, 1, "FetchTopic", topic_id=topic_id, partitions=(
+                      req(78, 1, "FetchPartition", partition_index=0,
+                          acknowledgement_batches=()),)),), forgotten_topics_data=())
+    with _connect(address, role) as sock:
+        sock.sendall(raw_request(78, 1, 3, request))
+        return read_response(sock, 78, 1)[1]
+
+
+def test_share_fetch_refuses_a_topic_not_consumable(secured: BookieProcess,
+                                                    admin: folio.Client) -> None:
+    """ShareFetch's per-partition TOPIC_CONSUME check (its row names the group's only:
+    a share request names topics by id, which the table's static requests cannot)."""
+    address = kafka_address(secured)
+    group, member = "acc.share", "acc-share-member"
+    with _connect(address, "admin") as sock:
+        sock.sendall(raw_request(3, 12, 1, req(
+            3, 12, topics=(req(3, 12, "MetadataRequestTopic", topic_id=None, name=TOPIC),),
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False)))
+        [described] = read_response(sock, 3, 12)[1].topics
+        sock.sendall(raw_request(76, 1, 2, req(76, 1, group_id=group, member_id=member,
+                                               member_epoch=0, rack_id=None,
+                                               subscribed_topic_names=(TOPIC,))))
+        joined = read_response(sock, 76, 1)[1]
+    assert joined.error_code == ErrorCode.none
+    role = f"role-{next(_ROLES)}"
+    admin.grant_permission(role, group, ["consume"], kind="group")
+    refused = _share_fetch(address, role, group, member, described.topic_id)
+    assert refused.error_code == ErrorCode.none
+    assert [p.error_code for t in refused.responses for p in t.partitions] == [
+        ErrorCode.topic_authorization_failed]
+    admin.grant_permission(role, TOPIC, ["consume"], kind="topic")
+    allowed = _share_fetch(address, role, group, member, described.topic_id)
+    assert not _codes(allowed) & _AUTH_FAILED

@@ -44,6 +44,10 @@ def test_the_served_apis() -> None:
         "DeleteGroups": (42, 0, 2),
         # KIP-848 consumer groups.
         "ConsumerGroupHeartbeat": (68, 0, 1), "ConsumerGroupDescribe": (69, 0, 1),
+        "ShareGroupHeartbeat": (76, 1, 1), "ShareGroupDescribe": (77, 1, 1),
+        "ShareFetch": (78, 1, 2), "ShareAcknowledge": (79, 1, 2),
+        "DescribeShareGroupOffsets": (90, 0, 1), "AlterShareGroupOffsets": (91, 0, 0),
+        "DeleteShareGroupOffsets": (92, 0, 0),
         # Transactions, with KIP-890's versions.
         "AddPartitionsToTxn": (24, 0, 5), "AddOffsetsToTxn": (25, 0, 4), "EndTxn": (26, 0, 5),
         "TxnOffsetCommit": (28, 0, 5),

@@ -1,0 +1,142 @@
+"""The share groups of a broker, composed: membership, sessions, share partitions, configs.
+
+``ShareCoordinator`` builds the parts and wires them: a member leaving
+(``membership``) drops its share session (``sessions``) and releases the
+records it holds (``partitions``); the group configs (``config``) are loaded
+from the share state topic (``store``) at start and written there by
+IncrementalAlterConfigs before they take effect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from kio.schema.errors import ErrorCode
+
+from broker.api import Topics
+from broker.errors import TopicNotFoundError
+from broker.kafka.consumer_groups.modern_requests import topic_partitions
+from broker.kafka.share_groups.config import ShareConfig
+from broker.kafka.share_groups.membership import ShareGroups
+from broker.kafka.share_groups.partitions import SharePartitions
+from broker.kafka.share_groups.sessions import ShareSessions
+from broker.kafka.share_groups.store import ShareStore
+
+__all__ = ["ShareCoordinator"]
+
+
+class ShareCoordinator:
+    """Every share group of this broker and their share partitions.
+
+    Args:
+        topics: the broker's topics.
+        store: the durable share state.
+        in_use_elsewhere: whether a group id is a classic or consumer group's.
+        config: the broker's share settings (None: Kafka's defaults).
+    """
+
+    def __init__(self, topics: Topics, store: ShareStore,
+                 in_use_elsewhere: Callable[[str], bool],
+                 config: ShareConfig | None = None) -> None:
+        self.config = config or ShareConfig()
+        self.store = store
+        self._configs: dict[str, dict[str, str]] = {}
+        self._leaving: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        count = topic_partitions(topics)
+
+        async def partitions(topic: str) -> int:
+            try:
+                return await count(topic)
+            except TopicNotFoundError:
+                return 0
+
+        self.partitions = SharePartitions(store, self.config_of)
+        self.sessions = ShareSessions()
+        self.groups = ShareGroups(partitions, self.config, self.config_of, self._member_gone,
+                                  in_use_elsewhere)
+
+    def config_of(self, group_id: str) -> ShareConfig:
+        """The group's settings: the broker's, with the group's configs over them."""
+        overrides = self._configs.get(group_id)
+        return self.config.with_group(overrides) if overrides else self.config
+
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        """The configs set on the group."""
+        return dict(self._configs.get(group_id, {}))
+
+    async def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Replace the group's configs: written first (raises what the store raises; the
+        outcome then unknown: the next load or write decides), then in force."""
+        await self.store.write_configs(group_id, configs)
+        self._configs[group_id] = dict(configs)
+
+    async def load_group(self, group_id: str) -> None:
+        """Load the group's configs if not yet here (raises what the store raises)."""
+        if group_id not in self._configs:
+            self._configs[group_id] = await self.store.load_configs(group_id)
+
+    async def is_share_group(self, group_id: str) -> bool:
+        """Whether the group is a share group here: known now, or with share state written."""
+        return (self.groups.group(group_id) is not None
+                or bool(await self.store.share_partitions(group_id)))
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members, else its
+        share partitions' states and its configs go.
+
+        Each deletion is a tombstone; the process may die between them, leaving
+        part of the group: deleting it again finishes (every step is idempotent).
+        Raises what the store raises (outcome unknown: delete again).
+        """
+        code = self.groups.delete(group_id)
+        if code is not ErrorCode.none:
+            return code
+        self.partitions.forget_group(group_id)
+        for topic, number in await self.store.share_partitions(group_id):
+            await self.store.delete_records(group_id, topic, number)
+        await self.store.delete_configs(group_id)
+        self._configs.pop(group_id, None)
+        return ErrorCode.none
+
+    async def remove_topic(self, topic: str) -> None:
+        """A topic was deleted: every group's share partitions of it go (a topic made
+        again under the name starts afresh, by ``share.auto.offset.reset``).
+
+        Raises what the store raises; the deletion hook's caller logs it, and a
+        share partition left behind is past the new topic's offsets: the next fetch
+        moves its start to the log's (``records.move_start``) or, past the end,
+        reads nothing until the new topic reaches it. Deleting the topic again
+        (or DeleteShareGroupOffsets) clears it.
+        """
+        for group_id, number in await self.store.topic_partitions(topic):
+            await self.partitions.reset(group_id, topic, number, None)
+
+    def close(self) -> None:
+        """Cancel the members' session timers (the listener stops)."""
+        self.groups.close()
+        for timer in self._leaving.values():
+            timer.cancel()
+
+    def _member_gone(self, group_id: str, member_id: str, left: bool) -> None:
+        """A member whose session ended: its records are released now. One that left
+        (epoch -1) keeps its share session for its last acknowledgements: librdkafka
+        leaves the group first, then acknowledges and closes the session (epoch -1,
+        which releases the rest); if that never comes, all goes after one lock duration
+        (what the records' locks would give anyway)."""
+        if not left:
+            self._release(group_id, member_id)
+            return
+        delay_s = self.config_of(group_id).record_lock_duration_ms / 1000
+        self._leaving[group_id, member_id] = asyncio.get_running_loop().call_later(
+            delay_s, self._release, group_id, member_id)
+
+    def _release(self, group_id: str, member_id: str) -> None:
+        timer = self._leaving.pop((group_id, member_id), None)
+        if timer is not None:
+            timer.cancel()
+        if self.groups.is_member(group_id, member_id):
+            return  # joined again meanwhile (same member id): its session is its own
+        self.sessions.drop_member(group_id, member_id)
+        self.partitions.member_gone(group_id, member_id)
+
