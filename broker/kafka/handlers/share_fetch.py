@@ -11,12 +11,20 @@ KAFKA_STORAGE_ERROR (the segment cannot be read now), and for
 acknowledgements INVALID_RECORD_STATE (offsets not acquired by the member)
 or INVALID_REQUEST (a malformed batch).
 
-A fetch acquires records of the session's partitions (v2's
-``share_acquire_mode`` and renew acknowledgements are not served: a renew
-type is INVALID_REQUEST); with nothing acquired it waits, up to ``max_wait``,
-for data at a partition's end, a release, or the earliest lock to expire
-(never a timer loop). A request at epoch -1 applies its acknowledgements,
-releases what the member still holds and closes the session.
+A fetch acquires records of the session's partitions; with nothing acquired
+it waits, up to ``max_wait``, for data at a partition's end, a release, or
+the earliest lock to expire (never a timer loop). A request at epoch -1
+applies its acknowledgements, releases what the member still holds and
+closes the session.
+
+Version 2 (Kafka 4.2): RENEW acknowledgements (type 4, KIP-1222) start the
+records' locks again (in v1 type 4 is unknown: INVALID_REQUEST for the
+partition); a ShareFetch with ``is_renew_ack`` only acknowledges (no fetch)
+and must have ``max_wait``, ``min_bytes``, ``max_bytes`` and ``max_records``
+0 (INVALID_REQUEST otherwise, as Kafka). ``share_acquire_mode`` 1
+(record-limit, KIP-1206) acquires at most ``max_records`` records, cutting a
+block (``max_records`` must then be positive); 0 (batch-optimized) acquires
+whole blocks; any other mode is INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ SHARE_FETCH_KEY = 78
 SHARE_ACKNOWLEDGE_KEY = 79
 #: Records one fetch acquires when the request asks none (Kafka's client default).
 _DEFAULT_MAX_RECORDS = 500
+#: ShareFetch v2's ``share_acquire_mode`` (Kafka's ``ShareAcquireMode``).
+_BATCH_OPTIMIZED, _RECORD_LIMIT = 0, 1
 
 
 @dataclass
@@ -94,10 +104,25 @@ class _Request:
         return part
 
 
-def _top(cls: Any, code: ErrorCode, message: str | None, fetch: bool) -> Any:
-    extra = {"acquisition_lock_timeout": ZERO} if fetch else {}
+def _top(cls: Any, code: ErrorCode, message: str | None) -> Any:
+    # (``acquisition_lock_timeout``: ShareFetch's, and ShareAcknowledge's from v2)
     return build(cls, throttle_time=ZERO, error_code=code, error_message=message,
-                 responses=(), node_endpoints=(), **extra)
+                 responses=(), node_endpoints=(), acquisition_lock_timeout=ZERO)
+
+
+def _v2_error(request: Any) -> str | None:
+    """Why a ShareFetch's v2 fields are refused (INVALID_REQUEST), None if they are not."""
+    mode = getattr(request, "share_acquire_mode", _BATCH_OPTIMIZED)
+    if mode not in (_BATCH_OPTIMIZED, _RECORD_LIMIT):
+        return (f"ShareAcquireMode {mode} is neither 0 (batch-optimized) nor 1 "
+                "(record-limit)")
+    if getattr(request, "is_renew_ack", False):
+        if request.max_wait or request.min_bytes or request.max_bytes or request.max_records:
+            return ("a renew-only ShareFetch (IsRenewAck) must have MaxWaitMs, MinBytes, "
+                    "MaxBytes and MaxRecords 0")
+    elif mode == _RECORD_LIMIT and request.max_records <= 0:
+        return "MaxRecords must be positive in record-limit mode"
+    return None
 
 
 def _checked(context: KafkaContext, call: Call,
@@ -119,7 +144,8 @@ def _checked(context: KafkaContext, call: Call,
 
 async def _acknowledge(context: KafkaContext, call: Call, shares: ShareCoordinator,
                        request: _Request, topics: Any, partitions_field: str) -> None:
-    """Apply the acknowledgements of ``topics`` (the request's), noting each partition's."""
+    """Apply the acknowledgements of ``topics`` (the request's), noting each partition's
+    (RENEW a type from version 2 on)."""
     group_id, member_id = call.request.group_id, call.request.member_id
     for topic in topics:
         for entry in getattr(topic, partitions_field):
@@ -142,7 +168,7 @@ async def _acknowledge(context: KafkaContext, call: Call, shares: ShareCoordinat
                     "no records of this partition were acquired by the member")
                 continue
             part.ack_error, part.ack_message = await shares.partitions.acknowledge(
-                share, member_id, batches)
+                share, member_id, batches, renew=call.version >= 2)
 
 
 async def handle_share_fetch(context: KafkaContext, call: Call) -> Any:
@@ -151,19 +177,19 @@ async def handle_share_fetch(context: KafkaContext, call: Call) -> Any:
     request = call.request
     shares, code, message = _checked(context, call)
     if shares is None:
-        return _top(cls, code, message, True)
+        return _top(cls, code, message)
     epoch = request.share_session_epoch
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if epoch == 0 and has_acks:
         return _top(cls, ErrorCode.invalid_request,
-                    "Acknowledge data present on initial epoch.", True)
-    if getattr(request, "is_renew_ack", False):
-        return _top(cls, ErrorCode.invalid_request, "renew acknowledgements are not served",
-                    True)
+                    "Acknowledge data present on initial epoch.")
+    refused = _v2_error(request)
+    if refused is not None:
+        return _top(cls, ErrorCode.invalid_request, refused)
     try:
         await shares.load_group(request.group_id)
     except (BrokerError, LedgerError) as error:
-        return _top(cls, ErrorCode.coordinator_load_in_progress, str(error), True)
+        return _top(cls, ErrorCode.coordinator_load_in_progress, str(error))
     wanted = _Request()
     listed = [(await wanted.resolve(context, t.topic_id, p.partition_index))
               for t in request.topics for p in t.partitions]
@@ -178,14 +204,14 @@ async def handle_share_fetch(context: KafkaContext, call: Call) -> Any:
         [(p.topic, p.partition) for p in forgotten],
         may_open=True)
     if session is None:
-        return _top(cls, code, None, True)
+        return _top(cls, code, None)
     await _acknowledge(context, call, shares, wanted, request.topics, "partitions")
     if epoch == CLOSE_EPOCH:
         for key in session.partitions:
             share = shares.partitions.get(request.group_id, *key)
             if share is not None:
                 await shares.partitions.close_member(share, request.member_id)
-    else:
+    elif not getattr(request, "is_renew_ack", False):  # renew-only: no fetch (KIP-1222)
         await _fetch(context, call, shares, wanted, session.partitions)
     lock_ms = shares.config_of(request.group_id).record_lock_duration_ms
     return _answer(context, cls, wanted, datetime.timedelta(milliseconds=lock_ms))
@@ -217,6 +243,7 @@ async def _fetch(context: KafkaContext, call: Call, shares: ShareCoordinator,
             continue
         parts.append(part)
     max_records = request.max_records if request.max_records > 0 else _DEFAULT_MAX_RECORDS
+    record_limit = getattr(request, "share_acquire_mode", _BATCH_OPTIMIZED) == _RECORD_LIMIT
     budget = min(max(request.max_bytes, 1), MAX_FETCH_BYTES)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + min(max(request.max_wait.total_seconds(), 0.0), MAX_WAIT_S)
@@ -227,7 +254,8 @@ async def _fetch(context: KafkaContext, call: Call, shares: ShareCoordinator,
                 continue
             try:
                 part.acquired = await shares.partitions.fetch(
-                    share, part.segment, request.member_id, max_records, budget)
+                    share, part.segment, request.member_id, max_records, budget,
+                    record_limit=record_limit)
             except (BrokerError, LedgerError) as error:
                 part.error, part.message = read_error_code(error), str(error)
         remaining = deadline - loop.time()
@@ -299,15 +327,12 @@ async def handle_share_acknowledge(context: KafkaContext, call: Call) -> Any:
     request = call.request
     shares, code, message = _checked(context, call)
     if shares is None:
-        return _top(cls, code, message, False)
-    if getattr(request, "is_renew_ack", False):
-        return _top(cls, ErrorCode.invalid_request, "renew acknowledgements are not served",
-                    False)
+        return _top(cls, code, message)
     code, session = shares.sessions.advance(request.group_id, request.member_id,
                                             request.share_session_epoch, (), (),
                                             may_open=False)
     if session is None:
-        return _top(cls, code, None, False)
+        return _top(cls, code, None)
     wanted = _Request()
     await _acknowledge(context, call, shares, wanted, request.topics, "partitions")
     if request.share_session_epoch == CLOSE_EPOCH:
@@ -325,7 +350,9 @@ async def handle_share_acknowledge(context: KafkaContext, call: Call) -> Any:
                 data_cls, partition_index=part.partition, error_code=part.ack_error,
                 error_message=part.ack_message, current_leader=_leader(context, leader_cls,
                                                                       part)))
+    lock_ms = shares.config_of(request.group_id).record_lock_duration_ms
     return build(cls, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
+                 acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
                  responses=tuple(build(topic_cls, topic_id=topic_id, partitions=tuple(items))
                                  for topic_id, items in by_topic.items()), node_endpoints=())
 

@@ -193,8 +193,15 @@ class SharePartitions:
     # ------------------------------------------------------------ fetching
 
     async def fetch(self, part: SharePartition, segment: SegmentHandle, member_id: str,
-                    max_records: int, max_bytes: int) -> Acquired:
-        """Acquire records for ``member_id`` (module docstring); raises what reads raise."""
+                    max_records: int, max_bytes: int, *, record_limit: bool = False,
+                    ) -> Acquired:
+        """Acquire records for ``member_id`` (module docstring); raises what reads raise.
+
+        ``record_limit`` (ShareFetch v2's record-limit mode, KIP-1206): at most
+        ``max_records`` acquired, a run or a block cut after them (the whole
+        block is still sent: the client keeps only the acquired offsets); else
+        whole blocks, which may go over (batch-optimized, as Kafka).
+        """
         config = self._config_of(part.group_id)
         isolation = self.isolation_of(part.group_id)
         loop = asyncio.get_running_loop()
@@ -210,6 +217,8 @@ class SharePartitions:
             for run in records.available():
                 if count >= max_records or acquired.size >= max_bytes:
                     break
+                if record_limit and run.last - run.first + 1 > max_records - count:
+                    records.split_at(run.first + max_records - count)  # ``run``: the head
                 blocks = await _read_range(segment, run.first, run.last, isolation)
                 records.acquire(run, member_id, deadline)
                 acquired.ranges.append((run.first, run.last, run.delivery_count))
@@ -232,12 +241,18 @@ class SharePartitions:
                         taken_all = False
                         break
                     first = max(block.offset, records.end)
+                    if record_limit and last - first + 1 > max_records - count:
+                        # The rest of the block stays past the end, fetched next time.
+                        last = first + max_records - count - 1
+                        taken_all = False
                     records.add(first, last, member_id, deadline)
                     acquired.ranges.append((first, last, 1))
                     _add_blocks(acquired, [block])
                     count += last - first + 1
                 if taken_all and batch.next_offset > records.end:
                     records.add(records.end, batch.next_offset - 1, None, 0.0)
+        if record_limit:  # one range where they touch, as Kafka answers this mode
+            acquired.ranges = _joined(acquired.ranges)
         return acquired
 
     def may_read_more(self, part: SharePartition) -> bool:
@@ -260,24 +275,37 @@ class SharePartitions:
     # ------------------------------------------------------------ acknowledging
 
     async def acknowledge(self, part: SharePartition, member_id: str,
-                          batches: list[AckBatch]) -> tuple[ErrorCode, str | None]:
-        """Apply and write the member's acknowledgements; the partition's error, if any."""
+                          batches: list[AckBatch], *, renew: bool = False,
+                          ) -> tuple[ErrorCode, str | None]:
+        """Apply and write the member's acknowledgements; the partition's error, if any.
+
+        ``renew``: RENEW (4) is a type of the request's version (v2, KIP-1222): the
+        records' locks start again, nothing is written for them (as Kafka, a lock is
+        never durable); else it is an unknown type, INVALID_REQUEST.
+        """
+        known = {kind.value for kind in AckType if renew or kind is not AckType.RENEW}
         for first, last, types in batches:
             if first > last or not types or (len(types) != 1 and len(types) != last - first + 1):
                 return ErrorCode.invalid_request, (
                     f"acknowledgement batch {first}-{last} has {len(types)} types")
-            if any(kind not in AckType._value2member_map_ for kind in types):
-                return ErrorCode.invalid_request, f"unknown acknowledge type in {types}"
-        limit = self._config_of(part.group_id).delivery_count_limit
+            if any(kind not in known for kind in types):
+                return ErrorCode.invalid_request, (
+                    f"unknown acknowledge type in {types}"
+                    + ("" if renew else " (RENEW, 4, needs version 2)"))
+        config = self._config_of(part.group_id)
+        deadline = asyncio.get_running_loop().time() + config.record_lock_duration_ms / 1000
         failure: tuple[ErrorCode, str | None] = (ErrorCode.none, None)
         async with part.lock:
             for first, last, types in batches:
                 try:
                     for low, high, kind in _spans(first, last, types):
-                        part.records.acknowledge(member_id, low, high, AckType(kind), limit)
+                        part.records.acknowledge(member_id, low, high, AckType(kind),
+                                                 config.delivery_count_limit, deadline)
                 except RecordStateError as error:
                     failure = (ErrorCode.invalid_record_state, str(error))
                     break
+            if all(kind == AckType.RENEW for _, _, types in batches for kind in types):
+                return failure  # locks only: nothing to write, no fetch to wake
             # Released records, or a start moved (room for more in flight): waiting
             # fetches look again.
             part.wake()
@@ -296,6 +324,17 @@ class SharePartitions:
         if part.records.release(self._config_of(part.group_id).delivery_count_limit,
                                 member_id=member_id):
             part.wake()
+
+
+def _joined(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Acquired (first, last, delivery count) ranges, neighbours of one count joined."""
+    joined: list[tuple[int, int, int]] = []
+    for first, last, count in ranges:
+        if joined and joined[-1][1] + 1 == first and joined[-1][2] == count:
+            joined[-1] = (joined[-1][0], last, count)
+        else:
+            joined.append((first, last, count))
+    return joined
 
 
 def _spans(first: int, last: int, types: tuple[int, ...]) -> list[tuple[int, int, int]]:

@@ -18,6 +18,9 @@ The states and their moves are ``MOVES`` (a bad move raises
     ACQUIRED  -> ARCHIVED                      (REJECT, GAP; RELEASE or expiry at the
                                                 delivery-count limit)
 
+RENEW (KIP-1222) is no move: an ACQUIRED run stays so, its lock's deadline
+later.
+
 Work is per run, not per record: a fetch acquires whole blocks as one run
 each, an acknowledgement of a range splits at most two runs and sets the
 state of those between; runs in a terminal state next to each other merge,
@@ -51,6 +54,9 @@ class AckType(enum.IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    #: KIP-1222 (ShareFetch / ShareAcknowledge v2): the member's lock starts again; the
+    #: state, the delivery count and the written state stay as they are.
+    RENEW = 4
 
 
 MOVES: dict[RecordState, frozenset[RecordState]] = {
@@ -152,13 +158,19 @@ class ShareRecords:
         self.end = last + 1
         self._compact()
 
+    def split_at(self, offset: int) -> None:
+        """Split the run holding ``offset`` so that one starts there (a fetch that takes
+        only the head of a run: record-limit mode)."""
+        self._split(offset)
+
     def acknowledge(self, member_id: str, first: int, last: int, ack: AckType,
-                    limit: int) -> None:
+                    limit: int, deadline: float = 0.0) -> None:
         """Apply ``ack`` to ``first..last``, all acquired by ``member_id``.
 
         Raises ``RecordStateError`` (and changes nothing) when any of them is not
         acquired by the member. RELEASE makes them AVAILABLE again, ARCHIVED once
-        delivered ``limit`` times.
+        delivered ``limit`` times; RENEW keeps them ACQUIRED with the lock's new
+        ``deadline``.
         """
         if first > last or first < self.start or last >= self.end:
             raise RecordStateError(f"offsets {first}-{last} are not in flight "
@@ -171,7 +183,10 @@ class ShareRecords:
                 raise RecordStateError(f"offsets {run.first}-{run.last} are {run.state.name}, "
                                        "not acquired by this member")
         for run in touched:
-            run.move(_target(ack, run.delivery_count, limit))
+            if ack is AckType.RENEW:
+                run.deadline = deadline
+            else:
+                run.move(_target(ack, run.delivery_count, limit))
         self._compact()
 
     def release(self, limit: int, *, member_id: str | None = None,

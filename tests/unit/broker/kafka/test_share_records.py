@@ -152,3 +152,21 @@ async def test_a_topic_that_grows_is_assigned_at_the_next_refresh() -> None:
     grown = await groups.heartbeat("g", "a", joined.member_epoch, "c", "h", None, None)
     assert grown.assignment == {"t": (0, 1, 2)} and grown.member_epoch == 2
     groups.close()
+
+
+def test_renew_moves_only_the_lock_and_a_split_takes_a_runs_head() -> None:
+    records = ShareRecords(0)
+    records.add(0, 9, "a", 5.0)
+    records.acknowledge("a", 2, 3, AckType.RENEW, 5, deadline=50.0)  # KIP-1222
+    assert [(r.first, r.last, r.state.name, r.delivery_count, r.deadline)
+            for r in records.runs] == [(0, 1, "ACQUIRED", 1, 5.0), (2, 3, "ACQUIRED", 1, 50.0),
+                                       (4, 9, "ACQUIRED", 1, 5.0)]
+    assert records.release(5, now=10.0)  # the renewed lock outlives the others
+    assert _runs(records) == [(0, 1, "AVAILABLE", 1, None), (2, 3, "ACQUIRED", 1, "a"),
+                              (4, 9, "AVAILABLE", 1, None)]
+    with pytest.raises(RecordStateError):  # not acquired (any more): refused
+        records.acknowledge("a", 0, 1, AckType.RENEW, 5, deadline=60.0)
+    records.split_at(6)  # record-limit mode takes 4-5 only
+    head = records.available()[1]
+    records.acquire(head, "b", 70.0)
+    assert _runs(records)[2:] == [(4, 5, "ACQUIRED", 2, "b"), (6, 9, "AVAILABLE", 1, None)]
