@@ -330,15 +330,25 @@ class GroupStateConflictError(BrokerError):
 class ReaderGroupNotEmptyError(BrokerError):
     """A reset or delete of a Kafka consumer group that has members (Kafka: NON_EMPTY_GROUP)."""
 
-    def __init__(self, group: str, members: list[str]) -> None:
-        super().__init__(f"Kafka consumer group {group!r} has {len(members)} member(s) "
-                         f"({', '.join(members[:5])}{', ...' if len(members) > 5 else ''}): "
-                         "stop its consumers first, as Kafka requires")
+    def __init__(self, group: str, members: list[str], *, share: bool = False) -> None:
+        listed = f"{', '.join(members[:5])}{', ...' if len(members) > 5 else ''}"
+        if share:  # a share group (KIP-932): its members are share consumers
+            message = (f"Kafka share group {group!r} has {len(members)} member(s) ({listed}): "
+                       "close its share consumers first, as Kafka requires (one that stops "
+                       "without closing leaves after share.session.timeout.ms)")
+        else:
+            message = (f"Kafka consumer group {group!r} has {len(members)} member(s) "
+                       f"({listed}): stop its consumers first, as Kafka requires")
+        super().__init__(message)
         self.group = group
         self.members = members
+        self.share = share
 
     def context(self) -> dict[str, object]:
-        return {"group": self.group, "members": self.members}
+        found: dict[str, object] = {"group": self.group, "members": self.members}
+        if self.share:
+            found["kind"] = "share"
+        return found
 
 
 class TopicSealedError(SegmentSealedError):

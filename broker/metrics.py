@@ -47,6 +47,7 @@ __all__ = [
     "open_stream",
     "set_group_lags",
     "set_reader_group_backlog",
+    "set_share_in_flight",
     "topic_of",
     "watch_broker",
 ]
@@ -269,6 +270,42 @@ class _GroupLagCollector(Collector):
 
 
 REGISTRY.register(_GroupLagCollector())
+
+#: ``folio_share_in_flight_records``: its one dict, (group, topic, partition) -> records,
+#: replaced whole (one reference swap), read by the scraping thread.
+_share_in_flight: list[dict[tuple[str, str, str], int]] = [{}]
+
+
+def set_share_in_flight(in_flight: dict[tuple[str, str, str], int]) -> None:
+    """Report each share partition's in-flight records from now on (as ``set_group_lags``:
+    replaces the previous series, ``in_flight`` kept, never changed after)."""
+    _share_in_flight[0] = in_flight
+
+
+class _ShareInFlightCollector(Collector):
+    """``folio_share_in_flight_records{group,topic,partition}`` (Kafka's share partition
+    ``InFlightMessageCount``) from the last ``set_share_in_flight``."""
+
+    def describe(self) -> Iterable[Metric]:
+        return [self._family()]
+
+    def collect(self) -> Iterable[Metric]:
+        family = self._family()
+        for (group, topic, partition), count in list(_share_in_flight[0].items()):
+            family.add_metric([group, topic, partition], count)
+        return [family]
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "folio_share_in_flight_records",
+            "Records of a Kafka share partition between its start offset and the next "
+            "offset never fetched: acquired, available again, or acknowledged above the "
+            "start (Kafka's InFlightMessageCount). Set on the maintenance round.",
+            labels=["group", "topic", "partition"])
+
+
+REGISTRY.register(_ShareInFlightCollector())
 
 
 def count_member_offline(group: str) -> None:

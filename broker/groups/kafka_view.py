@@ -62,12 +62,18 @@ class KafkaPartitionLag:
     end_offset: int
     member_id: str = ""
     metadata: str = ""
+    #: A share group's partition: its lag as counted by the share partition (records
+    #: from its start offset to the end not yet acknowledged or archived); None: others.
+    share_lag: int | None = None
 
     @property
     def lag(self) -> int:
-        """``end_offset - committed_offset`` (at least 0), -1 when either is unknown."""
+        """``end_offset - committed_offset`` (at least 0), or ``share_lag`` when given;
+        -1 when either offset is unknown."""
         if self.committed_offset < 0 or self.end_offset < 0:
             return -1
+        if self.share_lag is not None:
+            return self.share_lag
         return max(0, self.end_offset - self.committed_offset)
 
 

@@ -143,6 +143,13 @@ def kind_of(client: folio.Client, name: str, kind: GroupKind | None) -> GroupKin
 
 
 def _not_empty(name: str, error: ReaderGroupNotEmptyError) -> ReaderGroupNotEmptyError:
+    if error.context.get("kind") == "share":  # a share group (KIP-932)
+        return ReaderGroupNotEmptyError(
+            f"Kafka share group {name!r} has members: {', '.join(error.members) or 'some'}; "
+            "close its share consumers first (Kafka refuses the same: "
+            "AlterShareGroupOffsets needs an empty group; a share consumer that stops "
+            "without closing leaves after share.session.timeout.ms, 45 s by default)",
+            context=error.context)
     return ReaderGroupNotEmptyError(
         f"Kafka consumer group {name!r} has members: {', '.join(error.members) or 'some'}; "
         "stop its consumers first (Kafka refuses the same; a dead consumer leaves after its "

@@ -20,8 +20,11 @@ deleted and given lags the same way.
 members (or members joining), ``ReaderGroupNotEmptyError``.
 
 ``update_lag`` sets ``folio_group_lag{kind="kafka"}`` per group and
-partition with a committed offset; it runs on the broker's maintenance round
-(``TopicManager.add_maintenance_hook``), never per commit or fetch.
+partition with a committed offset, and per share partition of a share group
+(its share lag, ``share_groups.report.share_lag``, with
+``folio_share_in_flight_records`` beside); it runs on the broker's
+maintenance round (``TopicManager.add_maintenance_hook``), never per commit,
+fetch or acknowledgement.
 
 In a cluster a group this broker does not coordinate is answered with
 ``WrongHostError`` naming the offsets segment of its container and that
@@ -58,8 +61,9 @@ from broker.kafka.consumer_groups.modern_members import ModernGroup
 from broker.kafka.consumer_groups.offset_reset import OffsetAt, new_offsets, reset_targets
 from broker.kafka.consumer_groups.offsets import CommittedOffset
 from broker.kafka.consumer_groups.states import ConsumerGroupState
+from broker.kafka.share_groups.records import ShareRecords
 from broker.kafka.share_groups.report import ShareReport
-from broker.metrics import set_group_lags
+from broker.metrics import set_group_lags, set_share_in_flight
 from ledger.errors import LedgerError
 
 __all__ = ["GroupReport", "decode_assignment"]
@@ -109,8 +113,10 @@ class GroupReport:
         self._modern = modern
         #: A cluster: a segment's offset by time, read by the broker serving it.
         self._offset_at = offset_at
-        #: Share groups (KIP-932; a standalone), listed, described and deleted too.
+        #: Share groups (KIP-932; a standalone), listed, described, reset and deleted too.
         self._shares = shares
+        #: The share partitions' records read at the last maintenance round.
+        self._last_shared: dict[tuple[str, str, int], ShareRecords] = {}
 
     def _modern_group(self, name: str) -> ModernGroup | None:
         """The consumer-protocol (KIP-848) group ``name``, None if it is not one."""
@@ -171,10 +177,8 @@ class GroupReport:
     async def reset(self, name: str, spec: OffsetReset) -> KafkaGroupDetail:
         if not name:
             raise InvalidArgumentError("a Kafka consumer group's id must not be empty")
-        if self._shares is not None and self._shares.group(name) is not None:
-            raise InvalidArgumentError(
-                f"{name!r} is a share group: its start offsets are moved with Kafka's "
-                "AlterShareGroupOffsets (kafka-share-groups.sh --reset-offsets)")
+        if self._shares is not None and await self._shares.is_share_group(name):
+            return await self._reset_share(self._shares, name, spec)
         group = self._coordinator.group(name)
         modern = self._modern_group(name)
         known = modern is not None or (group is not None
@@ -208,12 +212,39 @@ class GroupReport:
             self._coordinator.groups()[name] = Group(name)  # as a commit without generation
         return replace(await self.describe(name), reset=reset)
 
+    async def _reset_share(self, shares: ShareReport, name: str,
+                           spec: OffsetReset) -> KafkaGroupDetail:
+        """A share group's reset: its share partitions' start offsets moved as
+        AlterShareGroupOffsets moves them (``kafka-share-groups --reset-offsets``): only
+        while it has no members, each share partition then starting at its new offset
+        with nothing in flight. The start offset stands for the committed offset
+        (``--shift-by``, ``--to-current``)."""
+        shares.check_empty(name)  # a dry run too, as Kafka's tool
+        starts = await shares.starts(name)
+        committed = {key: CommittedOffset(at) for key, at in starts.items()}
+        chosen = await reset_targets(self._topics, spec, committed)
+        if not chosen:
+            raise InvalidArgumentError(f"Kafka share group {name!r} has no share partitions "
+                                       "yet: name the topics to reset")
+        plan = await new_offsets(self._topics, spec, chosen, committed, self._offset_at)
+        reset = tuple(KafkaPartitionLag(topic, partition, at, end)
+                      for (topic, partition), at, end in plan)
+        if not spec.dry_run:
+            shares.check_empty(name)  # again: a member may have joined meanwhile
+            # Window (Kafka's too): a member joining during these writes may fetch
+            # from the old start before its share partition is reset; what it
+            # acquired is then dropped by the reset (its acknowledgements answered
+            # INVALID_RECORD_STATE) and handed out again from the new start.
+            await shares.move_starts(name, [(t, p, at) for (t, p), at, _ in plan])
+        return replace(await self.describe(name), reset=reset)
+
     async def describe(self, name: str) -> KafkaGroupDetail:
         shared = None if self._shares is None else self._shares.group(name)
-        if self._shares is not None and shared is not None:
-            topics = {t for m in shared.members.values() for t in m.assigned}
+        if self._shares is not None and (shared is not None
+                                         or await self._shares.is_share_group(name)):
+            topics = {t for m in shared.members.values() for t in m.assigned} if shared else set()
             topics |= {t for t, _ in await self._shares_started(name)}
-            return await self._shares.describe(shared, await self._end_offsets(topics))
+            return await self._shares.describe(name, shared, await self._end_offsets(topics))
         modern = self._modern_group(name)
         if modern is not None:
             return await self._describe_modern(modern)
@@ -254,6 +285,18 @@ class GroupReport:
         return KafkaGroupDetail(name, state, protocol_type, protocol, generation, members,
                                 partitions)
 
+    async def _shares_written(self) -> dict[tuple[str, str, int], ShareRecords]:
+        """Every share partition's records (none without share groups); the store
+        unreadable now: the last round's (logged), so the series do not blink out."""
+        if self._shares is None:
+            return {}
+        try:
+            self._last_shared = await self._shares.written()
+        except (BrokerError, LedgerError) as error:
+            log.warning("share group lag: share state not read, last round's kept: %s",
+                        error)
+        return self._last_shared
+
     async def _shares_started(self, name: str) -> list[tuple[str, int]]:
         return [] if self._shares is None else await self._shares.started(name)
 
@@ -281,9 +324,16 @@ class GroupReport:
                      if group.state is not ConsumerGroupState.DEAD}
         for modern in self._modern.groups() if self._modern is not None else ():
             committed[modern.group_id] = self._coordinator.store.offsets(modern.group_id)
+        shared = await self._shares_written()
         ends = await self._end_offsets({topic for offsets in committed.values()
-                                        for topic, _ in offsets})
+                                        for topic, _ in offsets}
+                                       | {topic for _, topic, _ in shared})
         lags: dict[tuple[str, str, str], int] = {}
+        if self._shares is not None:
+            # Share groups' lags beside (a group id is one kind's only), and their
+            # in-flight records.
+            lags, in_flight = self._shares.lags(shared, ends)
+            set_share_in_flight(in_flight)
         for index, (name, offsets) in enumerate(committed.items(), start=1):
             for (topic, partition), offset in offsets.items():
                 end = ends.get((topic, partition))

@@ -42,7 +42,7 @@ from broker.kafka.locator import GROUP_KEY
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
 from broker.kafka.share_groups.coordinator import ShareCoordinator
-from broker.kafka.share_groups.records import RecordState
+from broker.kafka.share_groups.report import share_lag
 from ledger.errors import LedgerError
 
 __all__ = ["ALTER_SHARE_GROUP_OFFSETS_KEY", "DELETE_SHARE_GROUP_OFFSETS_KEY",
@@ -135,9 +135,7 @@ async def _start_and_lag(context: KafkaContext, shares: ShareCoordinator, group_
     if records is None:
         return -1, -1
     segment = await context.topics.segment(segment_name(topic, number))
-    done = sum(run.last - run.first + 1 for run in records.runs
-               if run.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
-    return records.start, max(segment.info().segment.end_offset - records.start - done, 0)
+    return records.start, share_lag(records, segment.info().segment.end_offset)
 
 
 def _empty_error(shares: ShareCoordinator, group_id: str) -> tuple[ErrorCode, str | None]:

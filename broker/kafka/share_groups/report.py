@@ -4,10 +4,11 @@ A share group is listed with protocol type ``share`` and Kafka's state
 (Empty, Stable) and described as a Kafka group: its members with their
 assigned partitions (a partition shared by several members shows them all,
 comma-separated, as its member), each share partition's start offset (SPSO)
-as the committed offset, so the lag shown is the records from the SPSO to
-the end (those acknowledged above it included: DescribeShareGroupOffsets v1
-answers the exact count). Deleting one is DeleteGroups' rule (refused while
-it has members).
+as the committed offset and its lag as DescribeShareGroupOffsets v1 counts
+it (``share_lag``: the records from the SPSO to the end not yet acknowledged
+or archived). Deleting one is DeleteGroups' rule (refused while it has
+members). ``lags`` gives every share partition's lag and in-flight records
+for the metrics (``GroupReport.update_lag``, the maintenance round).
 """
 
 from __future__ import annotations
@@ -21,8 +22,20 @@ from broker.groups.kafka_view import (
 )
 from broker.kafka.share_groups.coordinator import ShareCoordinator
 from broker.kafka.share_groups.membership import ShareGroup
+from broker.kafka.share_groups.records import RecordState, ShareRecords
 
-__all__ = ["ShareReport"]
+__all__ = ["ShareReport", "share_lag"]
+
+#: (group, topic, partition as a string): a metric series' labels.
+SeriesKey = tuple[str, str, str]
+
+
+def share_lag(records: ShareRecords, end_offset: int) -> int:
+    """Records from the share partition's start offset to ``end_offset`` not yet
+    acknowledged or archived (Kafka's share lag, DescribeShareGroupOffsets v1)."""
+    done = sum(run.last - run.first + 1 for run in records.runs
+               if run.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
+    return max(end_offset - records.start - done, 0)
 
 
 class ShareReport:
@@ -40,27 +53,60 @@ class ShareReport:
         """The share group ``name``, None if it is not one known here."""
         return self._shares.groups.group(name)
 
-    async def describe(self, group: ShareGroup,
+    async def describe(self, name: str, group: ShareGroup | None,
                        ends: dict[tuple[str, int], int]) -> KafkaGroupDetail:
-        """The group; ``ends``: partitions' end offsets (-1 where missing)."""
+        """The group (None: not in memory, only its share state written: Empty, as
+        after a restart); ``ends``: partitions' end offsets (-1 where missing)."""
         members = tuple(
             KafkaGroupMember(m.member_id, "", m.client_id, m.client_host,
                              tuple(sorted((topic, p) for topic, numbers in m.assigned.items()
                                           for p in numbers)))
-            for m in group.members.values())
+            for m in (group.members.values() if group is not None else ()))
         holders: dict[tuple[str, int], list[str]] = {}
         for member in members:
             for key in member.assigned:
                 holders.setdefault(key, []).append(member.member_id)
-        started = await self._shares.store.share_partitions(group.group_id)
+        started = await self._shares.store.share_partitions(name)
         partitions = []
         for topic, number in sorted({*started, *holders}):
-            records = await self._shares.partitions.records_of(group.group_id, topic, number)
+            records = await self._shares.partitions.records_of(name, topic, number)
+            end = ends.get((topic, number), -1)
             partitions.append(KafkaPartitionLag(
-                topic, number, -1 if records is None else records.start,
-                ends.get((topic, number), -1), ",".join(holders.get((topic, number), []))))
-        return KafkaGroupDetail(group.group_id, group.state, "share", "simple",
-                                group.group_epoch, members, tuple(partitions))
+                topic, number, -1 if records is None else records.start, end,
+                ",".join(holders.get((topic, number), [])),
+                share_lag=None if records is None else share_lag(records, end)))
+        if group is None:
+            return KafkaGroupDetail(name, "Empty", "share", "simple", 0, members,
+                                    tuple(partitions))
+        return KafkaGroupDetail(name, group.state, "share", "simple", group.group_epoch,
+                                members, tuple(partitions))
+
+    async def written(self) -> dict[tuple[str, str, int], ShareRecords]:
+        """Every share partition written (group, topic, partition), with its records: those
+        loaded here as they are now, the others as last written (raises what the store
+        raises)."""
+        every = await self._shares.store.every_records()
+        for group_id, topic, number in every:
+            loaded = self._shares.partitions.get(group_id, topic, number)
+            if loaded is not None:
+                every[group_id, topic, number] = loaded.records
+        return every
+
+    @staticmethod
+    def lags(written: dict[tuple[str, str, int], ShareRecords],
+             ends: dict[tuple[str, int], int],
+             ) -> tuple[dict[SeriesKey, int], dict[SeriesKey, int]]:
+        """Each share partition's lag and in-flight records (``written``), by series key;
+        a partition whose end is not in ``ends`` (its topic not listed) is left out."""
+        lags: dict[SeriesKey, int] = {}
+        in_flight: dict[SeriesKey, int] = {}
+        for (group_id, topic, number), records in written.items():
+            end = ends.get((topic, number))
+            if end is not None:
+                key = (group_id, topic, str(number))
+                lags[key] = share_lag(records, end)
+                in_flight[key] = records.in_flight()
+        return lags, in_flight
 
     async def started(self, name: str) -> list[tuple[str, int]]:
         """The (topic, partition) of every share partition of the group written."""
@@ -68,7 +114,35 @@ class ShareReport:
 
     async def delete(self, name: str) -> None:
         """Delete an empty share group (``ReaderGroupNotEmptyError`` with members)."""
+        self.check_empty(name)
+        await self._shares.delete_group(name)
+
+    def check_empty(self, name: str) -> None:
+        """``ReaderGroupNotEmptyError`` (a share group's) while the group has members."""
         group = self._shares.groups.group(name)
         if group is not None and group.members:
-            raise ReaderGroupNotEmptyError(name, sorted(group.members))
-        await self._shares.delete_group(name)
+            raise ReaderGroupNotEmptyError(name, sorted(group.members), share=True)
+
+    async def is_share_group(self, name: str) -> bool:
+        """Whether ``name`` is a share group here: known now, or with share state written
+        (after a restart, before any member joined again)."""
+        return await self._shares.is_share_group(name)
+
+    async def starts(self, name: str) -> dict[tuple[str, int], int]:
+        """Each share partition's start offset (SPSO), by (topic, partition)."""
+        starts = {}
+        for topic, number in await self.started(name):
+            records = await self._shares.partitions.records_of(name, topic, number)
+            if records is not None:
+                starts[topic, number] = records.start
+        return starts
+
+    async def move_starts(self, name: str, plan: list[tuple[str, int, int]]) -> None:
+        """Start each (topic, partition) of an empty group at its offset, nothing in flight
+        (AlterShareGroupOffsets' write, ``SharePartitions.reset``), one after another.
+
+        Raises what the store raises: that partition's outcome is unknown and the
+        rest not written; the same plan again settles it (absolute offsets).
+        """
+        for topic, number, start in plan:
+            await self._shares.partitions.reset(name, topic, number, start)

@@ -48,16 +48,17 @@ class ShareStore:
                            partition: int) -> ShareRecords | None:
         """The share partition as last written, None if never written."""
         raw = await self._log.get(_state_key(group_id, topic, partition))
-        if raw is None:
-            return None
-        value = _decoded(raw)
-        runs = []
-        for first, last, code, count in value["runs"]:
-            state = RecordState(code)
-            if state is RecordState.ACQUIRED:
-                state = RecordState.AVAILABLE
-            runs.append(Run(int(first), int(last), state, int(count)))
-        return ShareRecords(int(value["start"]), runs)
+        return None if raw is None else _records(raw)
+
+    async def every_records(self) -> dict[tuple[str, str, int], ShareRecords]:
+        """Every share partition written, by (group, topic, partition): one read of the
+        live share states (the lag metric's maintenance round)."""
+        found = await self._log.read_prefix('["state",')
+        every = {}
+        for key, raw in found.items():
+            _, group_id, topic, partition = json.loads(key)
+            every[group_id, topic, int(partition)] = _records(raw)
+        return every
 
     async def write_records(self, group_id: str, topic: str, partition: int,
                             records: ShareRecords) -> None:
@@ -98,6 +99,17 @@ class ShareStore:
         """Replace the group's configs."""
         value = {"v": _FORMAT, "configs": configs}
         await self._log.write(_config_key(group_id), json.dumps(value).encode())
+
+
+def _records(raw: bytes) -> ShareRecords:
+    value = _decoded(raw)
+    runs = []
+    for first, last, code, count in value["runs"]:
+        state = RecordState(code)
+        if state is RecordState.ACQUIRED:
+            state = RecordState.AVAILABLE
+        runs.append(Run(int(first), int(last), state, int(count)))
+    return ShareRecords(int(value["start"]), runs)
 
 
 def _decoded(raw: bytes) -> dict[str, Any]:
