@@ -8,8 +8,9 @@ partition's committed offset, end offset and lag. End offsets come from the
 topics' segment lists (the loaded segment or its record: nothing is loaded,
 nothing is read from bookies), as the reader groups' backlog does.
 
-Share groups (KIP-932) are listed, described and deleted by
-``broker.kafka.share_groups.report`` (not reset: AlterShareGroupOffsets does).
+Share groups (KIP-932) are listed, described, reset (their start offsets,
+as AlterShareGroupOffsets moves them) and deleted through
+``broker.kafka.share_groups.report``.
 
 Consumer-protocol groups (KIP-848, ``modern``) are listed, described (their
 members' partitions are the coordinator's own assignment; the generation
