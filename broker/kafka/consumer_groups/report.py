@@ -178,7 +178,7 @@ class GroupReport:
     async def reset(self, name: str, spec: OffsetReset) -> KafkaGroupDetail:
         if not name:
             raise InvalidArgumentError("a Kafka consumer group's id must not be empty")
-        if self._shares is not None and await self._shares.is_share_group(name):
+        if self._shares is not None and await self._share_group(name):
             return await self._reset_share(self._shares, name, spec)
         group = self._coordinator.group(name)
         modern = self._modern_group(name)
@@ -213,6 +213,20 @@ class GroupReport:
             self._coordinator.groups()[name] = Group(name)  # as a commit without generation
         return replace(await self.describe(name), reset=reset)
 
+    async def _share_group(self, name: str) -> bool:
+        """Whether ``name`` is a share group: one in memory, or, when no classic or
+        consumer group here has the name, one with share state written (after a
+        restart, before any member came back)."""
+        if self._shares is None:
+            return False
+        if self._shares.group(name) is not None:
+            return True
+        other = self._coordinator.group(name)
+        if self._modern_group(name) is not None or (
+                other is not None and other.state is not ConsumerGroupState.DEAD):
+            return False
+        return await self._shares.is_share_group(name)
+
     async def _reset_share(self, shares: ShareReport, name: str,
                            spec: OffsetReset) -> KafkaGroupDetail:
         """A share group's reset: its share partitions' start offsets moved as
@@ -241,8 +255,7 @@ class GroupReport:
 
     async def describe(self, name: str) -> KafkaGroupDetail:
         shared = None if self._shares is None else self._shares.group(name)
-        if self._shares is not None and (shared is not None
-                                         or await self._shares.is_share_group(name)):
+        if self._shares is not None and await self._share_group(name):
             topics = {t for m in shared.members.values() for t in m.assigned} if shared else set()
             topics |= {t for t, _ in await self._shares_started(name)}
             return await self._shares.describe(name, shared, await self._end_offsets(topics))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from broker.errors import CorruptDataError
+from broker.errors import CorruptDataError, TopicNotFoundError
 from broker.kafka.share_groups.records import RecordState, Run, ShareRecords
 from broker.system.compacted_topic import CompactedTopic
 from broker.topics.manager import TopicManager
@@ -42,6 +42,7 @@ class ShareStore:
     """Share partitions' states and groups' configs, durable (module docstring)."""
 
     def __init__(self, topics: TopicManager) -> None:
+        self._topics = topics
         self._log = CompactedTopic(topics, SHARE_STATE_TOPIC)
 
     async def load_records(self, group_id: str, topic: str,
@@ -52,7 +53,12 @@ class ShareStore:
 
     async def every_records(self) -> dict[tuple[str, str, int], ShareRecords]:
         """Every share partition written, by (group, topic, partition): one read of the
-        live share states (the lag metric's maintenance round)."""
+        live share states (the lag metric's maintenance round); none, and the topic
+        not made, before any share group wrote state."""
+        try:
+            await self._topics.get_topic(SHARE_STATE_TOPIC)
+        except TopicNotFoundError:
+            return {}
         found = await self._log.read_prefix('["state",')
         every = {}
         for key, raw in found.items():
