@@ -211,6 +211,9 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
                          context.coordinators.consumers, times.offset_at,
                          None if shares is None else ShareReport(shares))
     topics.add_maintenance_hook(report.update_lag)
+    # A first round now: the lag series at once, and share groups written before a
+    # restart listed before any member comes back (``folio group`` finds them by it).
+    await report.update_lag()
     if tokens is not None:
         topics.add_maintenance_hook(tokens.maybe_sweep)  # expired tokens
     if context.coordinators.txns is not None:

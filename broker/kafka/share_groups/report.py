@@ -43,11 +43,20 @@ class ShareReport:
 
     def __init__(self, shares: ShareCoordinator) -> None:
         self._shares = shares
+        #: Groups with share state written, as the last ``written`` read it (a group
+        #: with no member since a restart is listed by it).
+        self._written_groups: set[str] = set()
 
     def listing(self) -> list[KafkaGroupListing]:
-        """Every share group known in memory."""
-        return [KafkaGroupListing(group.group_id, group.state, "share", len(group.members))
-                for group in self._shares.groups.groups().values()]
+        """Every share group known in memory, and those with share state written at the
+        last ``written`` (Empty, no members: none came back since a restart)."""
+        known = self._shares.groups.groups()
+        found = [KafkaGroupListing(group.group_id, group.state, "share", len(group.members))
+                 for group in known.values()]
+        found += [KafkaGroupListing(name, "Empty", "share", 0)
+                  for name in sorted(self._written_groups - set(known))
+                  if not self._shares.groups.in_use_elsewhere(name)]
+        return found
 
     def group(self, name: str) -> ShareGroup | None:
         """The share group ``name``, None if it is not one known here."""
@@ -86,6 +95,7 @@ class ShareReport:
         loaded here as they are now, the others as last written (raises what the store
         raises)."""
         every = await self._shares.store.every_records()
+        self._written_groups = {group_id for group_id, _, _ in every}
         for group_id, topic, number in every:
             loaded = self._shares.partitions.get(group_id, topic, number)
             if loaded is not None:
@@ -116,6 +126,7 @@ class ShareReport:
         """Delete an empty share group (``ReaderGroupNotEmptyError`` with members)."""
         self.check_empty(name)
         await self._shares.delete_group(name)
+        self._written_groups.discard(name)  # (one deleted by DeleteGroups: at the next round)
 
     def check_empty(self, name: str) -> None:
         """``ReaderGroupNotEmptyError`` (a share group's) while the group has members."""

@@ -3,11 +3,14 @@
 Records ACCEPTed before the crash are never delivered again; records
 acquired and not acknowledged when the broker died are delivered again, their
 delivery count the one last written plus one (a RELEASE was written, the
-acquisition after it was not: docs/kafka.md, "Share groups").
+acquisition after it was not: docs/kafka.md, "Share groups"). Before any member
+is back, ``folio group describe`` and a dry-run ``reset`` find the group by its
+share state.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,7 @@ from tests.integration.kafka.test_kafka_share_groups import (
     set_group_configs,
     share_consumer,
 )
-from tests.support.bookies import BookieProcess, BookieProcesses
+from tests.support.bookies import BookieProcess, BookieProcesses, run_folio
 from tests.support.kafka import kafka_address
 from tests.support.standalone import start_standalone
 
@@ -68,6 +71,17 @@ def test_accepted_records_stay_consumed_and_held_ones_come_back(
 
     server = start_standalone(processes, data_dir, "--kafka-port", "0")
     bootstrap = _bootstrap(server)
+    # No member yet: ``folio group`` finds the group by its share state written.
+    ep = ("--json", "--endpoint", server.address)
+    described = run_folio("group", "describe", group, *ep)
+    assert described.returncode == 0, described.stderr
+    shown = json.loads(described.stdout)
+    assert (shown["state"], shown["protocol_type"], shown["lag"]) == ("Empty", "share", 5)
+    assert [(p["committed_offset"], p["end_offset"]) for p in shown["partitions"]] == [(5, 10)]
+    planned = run_folio("group", "reset", group, "--to-earliest", "--dry-run", *ep)
+    assert planned.returncode == 0, planned.stderr
+    plan = json.loads(planned.stdout)
+    assert [(o["partition"], o["new_offset"]) for o in plan["offsets"]] == [(0, 0)]
     after = share_consumer(bootstrap, group, topic)
     read: list[tuple[int, int]] = []
     try:
