@@ -22,8 +22,8 @@ records' locks again (in v1 type 4 is unknown: INVALID_REQUEST for the
 partition); a ShareFetch with ``is_renew_ack`` only acknowledges (no fetch)
 and must have ``max_wait``, ``min_bytes``, ``max_bytes`` and ``max_records``
 0 (INVALID_REQUEST otherwise, as Kafka). ``share_acquire_mode`` 1
-(record-limit, KIP-1206) acquires at most ``max_records`` records, cutting a
-block (``max_records`` must then be positive); 0 (batch-optimized) acquires
+(record-limit, KIP-1206) acquires at most ``max_records`` records in the
+whole answer, cutting a block (``max_records`` must then be positive); 0 (batch-optimized) acquires
 whole blocks; any other mode is INVALID_REQUEST.
 """
 
@@ -248,16 +248,21 @@ async def _fetch(context: KafkaContext, call: Call, shares: ShareCoordinator,
     loop = asyncio.get_running_loop()
     deadline = loop.time() + min(max(request.max_wait.total_seconds(), 0.0), MAX_WAIT_S)
     while parts:
+        # Record-limit: ``max_records`` bounds the whole answer, the partitions in turn.
+        left = max_records
         for part in parts:
             share = part.share
-            if part.segment is None or share is None or part.error is not ErrorCode.none:
+            if part.segment is None or share is None or part.error is not ErrorCode.none \
+                    or left <= 0:
                 continue
             try:
                 part.acquired = await shares.partitions.fetch(
-                    share, part.segment, request.member_id, max_records, budget,
-                    record_limit=record_limit)
+                    share, part.segment, request.member_id,
+                    left if record_limit else max_records, budget, record_limit=record_limit)
             except (BrokerError, LedgerError) as error:
                 part.error, part.message = read_error_code(error), str(error)
+            if record_limit:
+                left -= sum(last - first + 1 for first, last, _ in part.acquired.ranges)
         remaining = deadline - loop.time()
         if any(p.acquired.ranges or p.error is not ErrorCode.none for p in parts) \
                 or remaining <= 0 or context.stopping.is_set():

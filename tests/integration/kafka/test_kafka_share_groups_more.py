@@ -80,21 +80,23 @@ def _joined(bootstrap: str, topic: str, group: str, member: str, **configs: str)
 
 def fetch_v2(bootstrap: str, group: str, member: str, epoch: int, topic_id: Any, *,
              acks: Acks = (), mode: int = 0, max_records: int = 100, renew: bool = False,
-             wait_ms: int = 200) -> Any:
-    """ShareFetch v2 of partition 0 (``renew``: IsRenewAck, with every limit 0)."""
+             partitions: tuple[int, ...] = (0,)) -> Any:
+    """ShareFetch v2 of ``partitions``, ``acks`` of the first (``renew``: IsRenewAck, with
+    every limit 0)."""
     schema: Any = load_request_schema(78, 2)
     module = sys.modules[schema.__module__]
-    limits = (0, 0, 0, 0) if renew else (wait_ms, 1, 1 << 20, max_records)
+    limits = (0, 0, 0, 0) if renew else (200, 1, 1 << 20, max_records)  # (wait: 200 ms)
     return ask(bootstrap, 78, 2, schema(
         group_id=group, member_id=member, share_session_epoch=epoch,
         max_wait=datetime.timedelta(milliseconds=limits[0]), min_bytes=limits[1],
         max_bytes=limits[2], max_records=limits[3], batch_size=100, share_acquire_mode=mode,
         is_renew_ack=renew, forgotten_topics_data=(), topics=(module.FetchTopic(
-            topic_id=topic_id, partitions=(module.FetchPartition(
-                partition_index=0, acknowledgement_batches=tuple(
+            topic_id=topic_id, partitions=tuple(module.FetchPartition(
+                partition_index=number, acknowledgement_batches=tuple(
                     module.AcknowledgementBatch(first_offset=first, last_offset=last,
                                                 acknowledge_types=types)
-                    for first, last, types in acks)),)),)))
+                    for first, last, types in (acks if number == partitions[0] else ())))
+                for number in partitions)),)))
 
 
 def acknowledge(bootstrap: str, group: str, member: str, epoch: int, topic_id: Any,
@@ -250,6 +252,20 @@ def test_record_limit_acquires_exactly_max_records(bootstrap: str) -> None:
         (2, 2, 2)]
     assert _ranges(fetch_v2(bootstrap, group, "a", 4, topic_id, mode=0, max_records=1)) == [
         (6, 7, 1)]
+    assert heartbeat(bootstrap, group, "a", -1, None).error_code == ErrorCode.none
+
+
+def test_record_limit_bounds_the_whole_answer(bootstrap: str) -> None:
+    topic, group = "sm-limit-two", "sm-limit-two-g"
+    create_topic(bootstrap, topic, 2)
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    [assigned] = heartbeat(bootstrap, group, "a", 0, (topic,)).assignment.topic_partitions
+    assert sorted(assigned.partitions) == [0, 1]
+    produce(bootstrap, topic, [(p, b"v%d" % i, None, []) for p in (0, 1) for i in range(4)])
+    answer = fetch_v2(bootstrap, group, "a", 0, assigned.topic_id, mode=1, max_records=3,
+                      partitions=(0, 1))
+    # 3 records in all, whichever partitions they come from (8 are there).
+    assert sum(last - first + 1 for first, last, _ in _ranges(answer)) == 3
     assert heartbeat(bootstrap, group, "a", -1, None).error_code == ErrorCode.none
 
 
