@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from broker.kafka.sasl.kerberos import KerberosAcceptor
     from broker.kafka.sasl.security import KafkaSecurity
     from broker.kafka.server import KafkaServer
+    from broker.kafka.share_groups.group_configs import GroupConfigs
     from ledger.security.bearer import BearerTokens
 
 __all__ = ["KafkaAuth", "KafkaUnavailableError", "StartedKafka", "start_kafka"]
@@ -193,7 +194,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
             config.kafka_transactional_id_expiration_ms,
             config.kafka_transaction_remove_expired_transaction_cleanup_interval_ms),
         cluster=None if ownership is None or cluster is None
-        else ClusterGroups(ownership.container_count, cluster.writable, cluster),
+        else ClusterGroups(ownership.container_count, cluster.writable, cluster,
+                           await _share_configs(store)),
         modern=ModernConfig(migration_policy=MigrationPolicy.parse(
             config.kafka_group_migration_policy)))
     if cluster is not None:
@@ -236,6 +238,16 @@ def _serve_peers(context: KafkaContext, forwards: KafkaForwardSlot) -> None:
     async def offset_for_time(request: OffsetForTimeRequest) -> OffsetForTimeResponse:
         return await serve_offset_for_time(context.topics, request)
     forwards.offset_for_time = offset_for_time
+
+
+async def _share_configs(store: MetadataStore) -> GroupConfigs:
+    """A cluster's share group configs, read (and watched) before serving (every broker
+    reads them: ``broker.kafka.share_groups.group_configs``)."""
+    from broker.kafka.share_groups.group_configs import WatchedGroupConfigs  # noqa: PLC0415
+
+    configs = WatchedGroupConfigs(store)
+    await configs.start()
+    return configs
 
 
 async def _start_quotas(context: KafkaContext, store: MetadataStore,
