@@ -5,25 +5,30 @@ Real processes (ZooKeeper, 3 bookies E=3/Qw=2/Qa=2, 3 brokers with
 the group's ``share.auto.offset.reset`` is set to ``earliest`` through one
 broker (IncrementalAlterConfigs on the GROUP resource) and is in force on
 every broker's partitions: the records written before the members came are
-read. Two librdkafka ``ShareConsumer``s of the group, whose coordinator is a
-broker that survives, read with explicit ACCEPTs: each record once while
-nothing fails. Then the leader of partition 0 is SIGKILLed mid-way: another
+read. Two librdkafka ``ShareConsumer``s of the group read with explicit
+ACCEPTs: each record once while nothing fails. Then the broker leading
+partition 0, also the group's coordinator, is SIGKILLed mid-way: another
 broker claims its containers and reads the share partition's state from the
 container's share state segment, so no record whose ACCEPT was answered is
-delivered again, and every record is delivered (docs/kafka.md, "Share groups").
+delivered again, every record is delivered, and the members join the new
+coordinator (docs/kafka.md, "Share groups", "On a cluster").
 """
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
 
 from bench._cluster_client import lookup_owner
 from tests.cluster.test_kafka_cluster import PARTITIONS, _group_on, _kafka_cluster, _spread_topic
+from tests.integration.kafka.share_requests import ask
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic
 from tests.integration.kafka.test_kafka_share_groups import set_group_configs
 from tests.support.bookies import BookieProcesses
@@ -49,6 +54,14 @@ def _produce(bootstrap: str, topic: str, start: int, count: int) -> set[bytes]:
     assert producer.flush(120) == 0
     assert failures == []
     return values
+
+
+def _members_at(address: str, group: str) -> tuple[ErrorCode, int]:
+    """ShareGroupDescribe of ``group`` at one broker: (its error, the members it knows)."""
+    schema: Any = load_request_schema(77, 1)
+    [described] = ask(address, 77, 1, schema(group_ids=(group,),
+                                              include_authorized_operations=False)).groups
+    return described.error_code, len(described.members)
 
 
 def _member(bootstrap: str, group: str, topic: str) -> ShareConsumer:
@@ -101,7 +114,7 @@ def test_two_share_consumers_read_every_record_once_and_a_leader_sigkill_loses_n
     create_topic(kafka[brokers[0].address], topic, PARTITIONS)
     victim_address = lookup_owner(addresses, f"{topic}/0")
     survivors = [a for a in addresses if a != victim_address]
-    group = _group_on(survivors[0], brokers[0].address)
+    group = _group_on(victim_address, brokers[0].address)
     bootstrap = ",".join(kafka.values())
 
     # Set through one broker, in force on every broker (they all describe it).
@@ -133,6 +146,9 @@ def test_two_share_consumers_read_every_record_once_and_a_leader_sigkill_loses_n
         assert len(reading.delivered) == len(set(reading.delivered)), "a record came twice"
         assert set(reading.delivered) <= written
         assert any(v.startswith(b"0-") for v in reading.accepted)
+        assert _members_at(kafka[victim_address], group) == (ErrorCode.none, 2)
+        assert {_members_at(kafka[a], group)[0] for a in survivors} == {
+            ErrorCode.not_coordinator}
         mark = len(reading.delivered)
         accepted = set(reading.accepted)
 
@@ -146,6 +162,12 @@ def test_two_share_consumers_read_every_record_once_and_a_leader_sigkill_loses_n
         again = [v for v in reading.delivered[mark:] if v in accepted]
         assert again == [], "records whose ACCEPT was answered were delivered again"
         assert set(reading.delivered) == written
+
+        def rejoined() -> bool:
+            reading.round()
+            found = sorted(_members_at(kafka[a], group) for a in survivors)
+            return found == [(ErrorCode.none, 2), (ErrorCode.not_coordinator, 0)]
+        wait_for(rejoined, "both members in the group at its new coordinator")
     finally:
         for member in reading.members:
             with contextlib.suppress(KafkaException):
