@@ -34,6 +34,8 @@ if TYPE_CHECKING:
         AppendKafkaBatchResponse,
         OffsetForTimeRequest,
         OffsetForTimeResponse,
+        ShareStateRequest,
+        ShareStateResponse,
     )
     from broker.app.kafka_cluster import ClusterKafka
     from broker.kafka.context import KafkaContext
@@ -200,6 +202,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
             config.kafka_group_migration_policy)))
     if cluster is not None:
         cluster.attach(context.coordinators)
+    if ownership is not None and cluster is not None:
+        _serve_share_states(context, ownership, cluster, forwards)
     if ownership is not None and cluster is not None and context.coordinators.txns is not None:
         await _serve_cluster_txns(context.coordinators, ownership, cluster, topics)
     # ``folio group`` and ``folio_group_lag`` (set on the maintenance round).
@@ -238,6 +242,33 @@ def _serve_peers(context: KafkaContext, forwards: KafkaForwardSlot) -> None:
     async def offset_for_time(request: OffsetForTimeRequest) -> OffsetForTimeResponse:
         return await serve_offset_for_time(context.topics, request)
     forwards.offset_for_time = offset_for_time
+
+
+def _serve_share_states(context: KafkaContext, ownership: ClusterOwnership,
+                        cluster: ClusterKafka, forwards: KafkaForwardSlot | None) -> None:
+    """Share partitions' states for a group's coordinator, at their leaders
+    (``broker.kafka.share_groups.admin``): asked of the others, served to them."""
+    from broker.cluster.containers import KAFKA_SHARE_STATE_TOPIC  # noqa: PLC0415
+    from broker.kafka.share_groups.admin import (  # noqa: PLC0415
+        LocalShareStates,
+        ShareStates,
+        serve,
+    )
+
+    coordinators = context.coordinators
+    if coordinators is None or coordinators.shares is None:
+        return
+    owners = ownership.owners
+    local = LocalShareStates(context.topics, coordinators.shares)
+    coordinators.share_states = ShareStates(
+        local, cluster.writable, owners.lookup,
+        (owners.container_owner, ownership.container_count), ownership.peers.share_state,
+        serves_container=lambda container: cluster.writable(
+            f"{KAFKA_SHARE_STATE_TOPIC}/{container}"))
+    if forwards is not None:
+        async def share_state(request: ShareStateRequest) -> ShareStateResponse:
+            return await serve(local, request)
+        forwards.share_state = share_state
 
 
 async def _share_configs(store: MetadataStore) -> GroupConfigs:

@@ -29,6 +29,7 @@ from broker.kafka.locator import (
     container_of,
 )
 from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.share_groups.admin import LocalShareStates, ShareStates
 from broker.kafka.share_groups.config import ShareConfig
 from broker.kafka.share_groups.coordinator import ShareCoordinator
 from broker.kafka.share_groups.group_configs import GroupConfigs
@@ -124,6 +125,9 @@ class KafkaCoordinators:
     sweeps: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
     #: Share groups (KIP-932) and their share partitions (None: not served).
     shares: ShareCoordinator | None = None
+    #: The share partitions' states wherever they are kept, for the group's
+    #: coordinator (a cluster broker's is set by ``broker.app.kafka_listener``).
+    share_states: ShareStates | None = None
 
     def close(self) -> None:
         """Cancel the groups' timers and the transactions' drives (the listener stops)."""
@@ -223,7 +227,9 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
         lambda group_id: classic.in_use(group_id) or consumers.group(group_id) is not None,
         share)
     return _closing(KafkaCoordinators(groups, txns, LocalLocator(node), consumers=consumers,
-                                      shares=shares), stopping, topics, txn_expiry)
+                                      shares=shares,
+                                      share_states=ShareStates(LocalShareStates(topics, shares))),
+                    stopping, topics, txn_expiry)
 
 
 def _closing(coordinators: KafkaCoordinators, stopping: asyncio.Event,

@@ -11,12 +11,15 @@ partition 0, also the group's coordinator, is SIGKILLed mid-way: another
 broker claims its containers and reads the share partition's state from the
 container's share state segment, so no record whose ACCEPT was answered is
 delivered again, every record is delivered, and the members join the new
-coordinator (docs/kafka.md, "Share groups", "On a cluster").
+coordinator. With the group empty, the offsets admin APIs and DeleteGroups at
+the new coordinator reach the share partitions of both leaders (described,
+altered, deleted: docs/kafka.md, "Share groups", "On a cluster").
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,7 @@ from kio.schema.errors import ErrorCode
 
 from bench._cluster_client import lookup_owner
 from tests.cluster.test_kafka_cluster import PARTITIONS, _group_on, _kafka_cluster, _spread_topic
-from tests.integration.kafka.share_requests import ask
+from tests.integration.kafka.share_requests import alter, ask, offsets
 from tests.integration.kafka.test_kafka_clients import DEADLINE_S, create_topic
 from tests.integration.kafka.test_kafka_share_groups import set_group_configs
 from tests.support.bookies import BookieProcesses
@@ -172,3 +175,28 @@ def test_two_share_consumers_read_every_record_once_and_a_leader_sigkill_loses_n
         for member in reading.members:
             with contextlib.suppress(KafkaException):
                 member.close()
+    coordinator = next(kafka[a] for a in survivors
+                       if _members_at(kafka[a], group)[0] == ErrorCode.none)
+    _admin_at_the_coordinator(coordinator, group, topic, BEFORE + AFTER)
+
+
+def _admin_at_the_coordinator(coordinator: str, group: str, topic: str, end: int) -> None:
+    """The offsets admin APIs and DeleteGroups at the coordinator reach the share
+    partitions of every leader (``broker.kafka.share_groups.admin``)."""
+    every = [(p, end, 0, ErrorCode.none) for p in range(PARTITIONS)]
+    # The members' leaving reaches the coordinator with their close: the group empties.
+    wait_for(lambda: _members_at(coordinator, group) == (ErrorCode.none, 0), "group empty")
+    assert sorted(offsets(coordinator, group, None)) == every
+    assert alter(coordinator, group, topic, 10) == (ErrorCode.none, [ErrorCode.none])
+    assert offsets(coordinator, group, topic) == [(0, 10, end - 10, ErrorCode.none)]
+    assert alter(coordinator, group, topic, end + 1) == (
+        ErrorCode.none, [ErrorCode.offset_out_of_range])
+    schema: Any = load_request_schema(92, 0)
+    module = sys.modules[schema.__module__]
+    deleted = ask(coordinator, 92, 0, schema(group_id=group, topics=(
+        module.DeleteShareGroupOffsetsRequestTopic(topic_name=topic),)))
+    assert [t.error_code for t in deleted.responses] == [ErrorCode.none]
+    assert offsets(coordinator, group, None) == []
+    groups: Any = load_request_schema(42, 2)
+    assert [r.error_code for r in ask(coordinator, 42, 2, groups(
+        groups_names=(group,))).results] == [ErrorCode.none]

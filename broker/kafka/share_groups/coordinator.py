@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -40,6 +41,9 @@ from broker.kafka.share_groups.membership import ShareGroups
 from broker.kafka.share_groups.partitions import SharePartitions
 from broker.kafka.share_groups.sessions import ShareSessions
 from broker.kafka.share_groups.store import ShareStore
+
+if TYPE_CHECKING:
+    from broker.kafka.share_groups.admin import ShareStates
 
 __all__ = ["ShareCoordinator"]
 
@@ -123,25 +127,38 @@ class ShareCoordinator:
             of = self._group_container
             self.groups.forget_where(lambda group_id: of(group_id) == container)
 
-    async def is_share_group(self, group_id: str) -> bool:
-        """Whether the group is a share group here: known now, or with share state written."""
-        return (self.groups.group(group_id) is not None
-                or bool(await self.store.share_partitions(group_id)))
+    async def is_share_group(self, group_id: str, states: ShareStates | None = None) -> bool:
+        """Whether the group is a share group here: known now, with configs set, or with
+        share state written (``states``: on every broker; None: here). Raises what
+        ``states`` raises."""
+        if self.groups.group(group_id) is not None or self._configs.of(group_id):
+            return True
+        if states is not None:
+            return bool(await states.listed(group_id))
+        return bool(await self.store.share_partitions(group_id))
 
-    async def delete_group(self, group_id: str) -> ErrorCode:
+    async def delete_group(self, group_id: str, states: ShareStates | None = None,
+                           ) -> ErrorCode:
         """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members, else its
-        share partitions' states and its configs go.
+        share partitions' states (``states``: on every broker, each at its partition's
+        leader; None: here) and then its configs go.
 
-        Each deletion is a tombstone; the process may die between them, leaving
-        part of the group: deleting it again finishes (every step is idempotent).
-        Raises what the store raises (outcome unknown: delete again).
+        Each deletion is a tombstone (or a write of the configs' node); the process
+        may die between them, leaving part of the group: deleting it again finishes
+        (every step is idempotent, and the configs go last, so the group is still
+        found). Raises what the store or ``states`` raise (outcome unknown: delete
+        again).
         """
         code = self.groups.delete(group_id)
         if code is not ErrorCode.none:
             return code
-        self.partitions.forget_group(group_id)
-        for topic, number in await self.store.share_partitions(group_id):
-            await self.store.delete_records(group_id, topic, number)
+        if states is not None:
+            for topic, number in await states.listed(group_id):
+                await states.forget(group_id, topic, number)
+        else:
+            self.partitions.forget_group(group_id)
+            for topic, number in await self.store.share_partitions(group_id):
+                await self.store.delete_records(group_id, topic, number)
         await self._configs.write(group_id, {})
         return ErrorCode.none
 
