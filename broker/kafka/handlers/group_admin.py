@@ -124,7 +124,10 @@ async def handle_delete_groups(context: KafkaContext, call: Call) -> Any:
         if coordinators is not None and coordinators.consumers is not None \
                 and coordinators.consumers.group(group_id) is not None:
             code = await coordinators.consumers.delete_group(group_id)
-        elif coordinators is not None and coordinators.shares is not None:
+        elif coordinators is not None and coordinators.shares is not None \
+                and coordinators.groups.group(group_id) is None:
+            # (not a classic group: whether a share group is asked of every broker
+            # in a cluster, where its share partitions' states are)
             try:
                 states = coordinators.share_states
                 if await coordinators.shares.is_share_group(group_id, states):
