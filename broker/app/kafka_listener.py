@@ -215,7 +215,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     report = GroupReport(context.coordinators.groups, topics,
                          None if cluster is None else cluster.where_group,
                          context.coordinators.consumers, times.offset_at,
-                         None if shares is None else ShareReport(shares))
+                         None if shares is None else ShareReport(
+                             shares, context.coordinators.share_states))
     topics.add_maintenance_hook(report.update_lag)
     if tokens is not None:
         topics.add_maintenance_hook(tokens.maybe_sweep)  # expired tokens

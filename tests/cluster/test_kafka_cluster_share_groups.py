@@ -11,9 +11,10 @@ partition 0, also the group's coordinator, is SIGKILLed mid-way: another
 broker claims its containers and reads the share partition's state from the
 container's share state segment, so no record whose ACCEPT was answered is
 delivered again, every record is delivered, and the members join the new
-coordinator. With the group empty, the offsets admin APIs and DeleteGroups at
-the new coordinator reach the share partitions of both leaders (described,
-altered, deleted: docs/kafka.md, "Share groups", "On a cluster").
+coordinator. With the group empty, the offsets admin APIs, ``folio group
+describe`` and DeleteGroups at the new coordinator reach the share partitions
+of both leaders (described, altered, deleted: docs/kafka.md, "Share groups",
+"On a cluster").
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
+import folio
 from bench._cluster_client import lookup_owner
 from tests.cluster.test_kafka_cluster import PARTITIONS, _group_on, _kafka_cluster, _spread_topic
 from tests.integration.kafka.share_requests import alter, ask, offsets
@@ -177,18 +179,24 @@ def test_two_share_consumers_read_every_record_once_and_a_leader_sigkill_loses_n
                 member.close()
     coordinator = next(kafka[a] for a in survivors
                        if _members_at(kafka[a], group)[0] == ErrorCode.none)
-    _admin_at_the_coordinator(coordinator, group, topic, BEFORE + AFTER)
+    _admin_at_the_coordinator(coordinator, survivors[0], group, topic, BEFORE + AFTER)
 
 
-def _admin_at_the_coordinator(coordinator: str, group: str, topic: str, end: int) -> None:
-    """The offsets admin APIs and DeleteGroups at the coordinator reach the share
-    partitions of every leader (``broker.kafka.share_groups.admin``)."""
+def _admin_at_the_coordinator(coordinator: str, grpc_address: str, group: str, topic: str,
+                              end: int) -> None:
+    """The offsets admin APIs, ``folio group describe`` and DeleteGroups at the
+    coordinator reach the share partitions of every leader
+    (``broker.kafka.share_groups.admin``)."""
     every = [(p, end, 0, ErrorCode.none) for p in range(PARTITIONS)]
     # The members' leaving reaches the coordinator with their close: the group empties.
     wait_for(lambda: _members_at(coordinator, group) == (ErrorCode.none, 0), "group empty")
     assert sorted(offsets(coordinator, group, None)) == every
     assert alter(coordinator, group, topic, 10) == (ErrorCode.none, [ErrorCode.none])
     assert offsets(coordinator, group, topic) == [(0, 10, end - 10, ErrorCode.none)]
+    with folio.Client(grpc_address, timeout_s=30) as client:
+        described = client.kafka_group(group).describe()  # WrongHost, followed
+    assert [(p.partition, p.committed_offset, p.end_offset) for p in described.partitions] \
+        == [(0, 10, end)] + [(p, end, end) for p in range(1, PARTITIONS)]
     assert alter(coordinator, group, topic, end + 1) == (
         ErrorCode.none, [ErrorCode.offset_out_of_range])
     schema: Any = load_request_schema(92, 0)

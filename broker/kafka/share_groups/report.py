@@ -19,6 +19,7 @@ from broker.groups.kafka_view import (
     KafkaGroupMember,
     KafkaPartitionLag,
 )
+from broker.kafka.share_groups.admin import ShareStates
 from broker.kafka.share_groups.coordinator import ShareCoordinator
 from broker.kafka.share_groups.membership import ShareGroup
 
@@ -28,8 +29,10 @@ __all__ = ["ShareReport"]
 class ShareReport:
     """The share groups as ``folio group`` shows them (module docstring)."""
 
-    def __init__(self, shares: ShareCoordinator) -> None:
+    def __init__(self, shares: ShareCoordinator, states: ShareStates | None = None) -> None:
         self._shares = shares
+        #: The share partitions at their leaders (a cluster's; None: all here).
+        self._states = states
 
     def listing(self) -> list[KafkaGroupListing]:
         """Every share group known in memory."""
@@ -52,23 +55,31 @@ class ShareReport:
         for member in members:
             for key in member.assigned:
                 holders.setdefault(key, []).append(member.member_id)
-        started = await self._shares.store.share_partitions(group.group_id)
+        started = await self.started(group.group_id)
         partitions = []
         for topic, number in sorted({*started, *holders}):
-            records = await self._shares.partitions.records_of(group.group_id, topic, number)
             partitions.append(KafkaPartitionLag(
-                topic, number, -1 if records is None else records.start,
+                topic, number, await self._start(group.group_id, topic, number),
                 ends.get((topic, number), -1), ",".join(holders.get((topic, number), []))))
         return KafkaGroupDetail(group.group_id, group.state, "share", "simple",
                                 group.group_epoch, members, tuple(partitions))
 
     async def started(self, name: str) -> list[tuple[str, int]]:
         """The (topic, partition) of every share partition of the group written."""
+        if self._states is not None:
+            return await self._states.listed(name)
         return await self._shares.store.share_partitions(name)
+
+    async def _start(self, group_id: str, topic: str, number: int) -> int:
+        """The share partition's start offset, -1 if never started."""
+        if self._states is not None:
+            return (await self._states.describe(group_id, topic, number))[0]
+        records = await self._shares.partitions.records_of(group_id, topic, number)
+        return -1 if records is None else records.start
 
     async def delete(self, name: str) -> None:
         """Delete an empty share group (``ReaderGroupNotEmptyError`` with members)."""
         group = self._shares.groups.group(name)
         if group is not None and group.members:
             raise ReaderGroupNotEmptyError(name, sorted(group.members))
-        await self._shares.delete_group(name)
+        await self._shares.delete_group(name, self._states)
