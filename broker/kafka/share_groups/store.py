@@ -26,6 +26,15 @@ segments of containers it serves now (``owns``; others raise
 segment). A container's segment is read afresh each time this broker claims
 it (``forget``). Group configs are not kept here in a cluster but in the
 metadata store (``group_configs``), which every broker reads.
+
+Crash windows in a cluster (besides one broker's, ``partitions``): the owner
+dies after a state write is durable and before it answers: the next owner
+reads that state (an ACCEPT answered with an error is still never delivered
+again: what it asked). The owner gives the container up (or loses it) with a
+write under way: the segment's ledger is fenced by the next owner's load, so
+the write fails (or landed before the fence, and the next owner reads it);
+nothing written after the hand-over is lost, as the old owner writes nothing
+more (``owns``).
 """
 
 from __future__ import annotations
