@@ -83,7 +83,16 @@ class ShareStore:
             topics.add_maintenance_hook(self._maintain)
         else:
             self._parts = [CompactedTopic(topics, SHARE_STATE_TOPIC)]
-        self._log = self._parts[0]
+
+    @property
+    def _log(self) -> CompactedTopic:
+        """One broker's keyed log (the group configs' too). In a cluster, container 0's,
+        and ``WrongHostError`` unless served here: a read of the whole state must go
+        through ``_served`` (reading a segment another broker owns would fence it)."""
+        part = self._parts[0]
+        if self._count > 0 and not self._owns(part.segment_name):
+            raise WrongHostError(part.segment_name, "")
+        return part
 
     def container_of(self, topic: str, partition: int) -> int:
         """The container holding the share states of partition ``topic/partition`` (0 on
