@@ -59,6 +59,7 @@ __all__ = [
     "QUOTAS_PATH",
     "SCRAM_PATH",
     "SEGMENTS_ROOT",
+    "SHARE_GROUP_CONFIGS_PATH",
     "TOPICS_ROOT",
 ]
 
@@ -84,6 +85,8 @@ DELEGATION_TOKENS_ROOT: Final = "/folio/kafka/delegation_tokens"
 QUOTAS_PATH: Final = "/folio/kafka/quotas"
 #: Kafka's dynamic broker configs (``broker.kafka.dynamic_configs``): one node.
 BROKER_CONFIGS_PATH: Final = "/folio/kafka/broker_configs"
+#: Kafka share groups' configs in a cluster (``broker.kafka.share_groups.group_configs``).
+SHARE_GROUP_CONFIGS_PATH: Final = "/folio/kafka/share_group_configs"
 #: The Kafka producer ids reserved so far (blocks taken by compare-and-set).
 PRODUCER_IDS_PATH = "/folio/kafka/producer_ids"
 #: Parent of the containers' nodes.

@@ -141,6 +141,14 @@ class WatchedTable(Generic[T]):
             return changed
         raise BadVersionError(self._path, -1, None)
 
+    async def refresh(self) -> T:
+        """Read the node now (after a change whose outcome was unknown: did it land?).
+
+        Raises ``LedgerError`` when the store does not answer.
+        """
+        await self._reload()
+        return self.table
+
     async def _reload(self) -> None:
         if self._closed:
             return

@@ -195,6 +195,7 @@ class KafkaListener:
         self._groups.kafka_groups.source = None
         self._view.kafka_forwards.handler = None
         self._view.kafka_forwards.offset_for_time = None
+        self._view.kafka_forwards.share_state = None
         if self._started is not None:
             await self._started.stop()
 

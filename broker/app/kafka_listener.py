@@ -34,6 +34,8 @@ if TYPE_CHECKING:
         AppendKafkaBatchResponse,
         OffsetForTimeRequest,
         OffsetForTimeResponse,
+        ShareStateRequest,
+        ShareStateResponse,
     )
     from broker.app.kafka_cluster import ClusterKafka
     from broker.kafka.context import KafkaContext
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from broker.kafka.sasl.kerberos import KerberosAcceptor
     from broker.kafka.sasl.security import KafkaSecurity
     from broker.kafka.server import KafkaServer
+    from broker.kafka.share_groups.group_configs import GroupConfigs
     from ledger.security.bearer import BearerTokens
 
 __all__ = ["KafkaAuth", "KafkaUnavailableError", "StartedKafka", "start_kafka"]
@@ -193,11 +196,14 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
             config.kafka_transactional_id_expiration_ms,
             config.kafka_transaction_remove_expired_transaction_cleanup_interval_ms),
         cluster=None if ownership is None or cluster is None
-        else ClusterGroups(ownership.container_count, cluster.writable, cluster),
+        else ClusterGroups(ownership.container_count, cluster.writable, cluster,
+                           await _share_configs(store)),
         modern=ModernConfig(migration_policy=MigrationPolicy.parse(
             config.kafka_group_migration_policy)))
     if cluster is not None:
         cluster.attach(context.coordinators)
+    if ownership is not None and cluster is not None:
+        _serve_share_states(context, ownership, cluster, forwards)
     if ownership is not None and cluster is not None and context.coordinators.txns is not None:
         await _serve_cluster_txns(context.coordinators, ownership, cluster, topics)
     # ``folio group`` and ``folio_group_lag`` (set on the maintenance round).
@@ -209,7 +215,8 @@ async def start_kafka(config: BrokerConfig, topics: TopicManager,
     report = GroupReport(context.coordinators.groups, topics,
                          None if cluster is None else cluster.where_group,
                          context.coordinators.consumers, times.offset_at,
-                         None if shares is None else ShareReport(shares))
+                         None if shares is None else ShareReport(
+                             shares, context.coordinators.share_states))
     topics.add_maintenance_hook(report.update_lag)
     # A first round now: the lag series at once, and share groups written before a
     # restart listed before any member comes back (``folio group`` finds them by it).
@@ -239,6 +246,43 @@ def _serve_peers(context: KafkaContext, forwards: KafkaForwardSlot) -> None:
     async def offset_for_time(request: OffsetForTimeRequest) -> OffsetForTimeResponse:
         return await serve_offset_for_time(context.topics, request)
     forwards.offset_for_time = offset_for_time
+
+
+def _serve_share_states(context: KafkaContext, ownership: ClusterOwnership,
+                        cluster: ClusterKafka, forwards: KafkaForwardSlot | None) -> None:
+    """Share partitions' states for a group's coordinator, at their leaders
+    (``broker.kafka.share_groups.admin``): asked of the others, served to them."""
+    from broker.cluster.containers import KAFKA_SHARE_STATE_TOPIC  # noqa: PLC0415
+    from broker.kafka.share_groups.admin import (  # noqa: PLC0415
+        LocalShareStates,
+        ShareStates,
+        serve,
+    )
+
+    coordinators = context.coordinators
+    if coordinators is None or coordinators.shares is None:
+        return
+    owners = ownership.owners
+    local = LocalShareStates(context.topics, coordinators.shares)
+    coordinators.share_states = ShareStates(
+        local, cluster.writable, owners.lookup,
+        (owners.container_owner, ownership.container_count), ownership.peers.share_state,
+        serves_container=lambda container: cluster.writable(
+            f"{KAFKA_SHARE_STATE_TOPIC}/{container}"))
+    if forwards is not None:
+        async def share_state(request: ShareStateRequest) -> ShareStateResponse:
+            return await serve(local, request)
+        forwards.share_state = share_state
+
+
+async def _share_configs(store: MetadataStore) -> GroupConfigs:
+    """A cluster's share group configs, read (and watched) before serving (every broker
+    reads them: ``broker.kafka.share_groups.group_configs``)."""
+    from broker.kafka.share_groups.group_configs import WatchedGroupConfigs  # noqa: PLC0415
+
+    configs = WatchedGroupConfigs(store)
+    await configs.start()
+    return configs
 
 
 async def _start_quotas(context: KafkaContext, store: MetadataStore,

@@ -165,6 +165,7 @@ RPC_TABLE: Final[dict[str, Rule]] = {
     _method(*_INTERNAL, "WriteTxnMarker"): Rule(Need.SUPER_USER),
     _method(kafka_internal_pb2, "KafkaInternal", "AppendKafkaBatch"): Rule(Need.SUPER_USER),
     _method(kafka_internal_pb2, "KafkaInternal", "OffsetForTime"): Rule(Need.SUPER_USER),
+    _method(kafka_internal_pb2, "KafkaInternal", "ShareState"): Rule(Need.SUPER_USER),
     _method(*_INTERNAL, "FindKafkaTxn"): Rule(Need.SUPER_USER),
     _method(*_INTERNAL, "AddKafkaTxnOffsets"): Rule(Need.SUPER_USER),
     _method(*_INTERNAL, "CommitKafkaTxnOffsets"): Rule(Need.SUPER_USER),

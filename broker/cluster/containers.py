@@ -64,8 +64,11 @@ _COORDINATOR_TOPICS = ("_txnlog/", "_txncommitkeys/", "_kafka_txn_state/")
 SNAPSHOT_TOPIC = "_txnbuffer_snapshots"
 #: The Kafka listener's committed offsets (``kafka.consumer_groups.offsets``), placed the same way.
 KAFKA_OFFSETS_TOPIC = "_kafka_offsets"
+#: The share partitions' states (``kafka.share_groups.store``): segment ``n`` holds those
+#: of the partitions whose segments are in container ``n``, so they move together.
+KAFKA_SHARE_STATE_TOPIC = "__folio_kafka_share_state"
 #: Topics whose segment ``n`` is in container ``n``: they move with their containers.
-PER_CONTAINER_TOPICS = (SNAPSHOT_TOPIC, KAFKA_OFFSETS_TOPIC)
+PER_CONTAINER_TOPICS = (SNAPSHOT_TOPIC, KAFKA_OFFSETS_TOPIC, KAFKA_SHARE_STATE_TOPIC)
 _PER_CONTAINER_PREFIXES = tuple(topic + "/" for topic in PER_CONTAINER_TOPICS)
 _RECORD_VERSION = 1
 
@@ -75,8 +78,8 @@ def container_of(segment: str, container_count: int) -> int:
 
     Two placement exceptions: the coordinator's topics go to the container of
     ``_txnlog/0``; segment ``<topic>/<n>`` of a ``PER_CONTAINER_TOPICS`` topic
-    (``_txnbuffer_snapshots``, ``_kafka_offsets``) goes to container
-    ``n mod container_count``.
+    (``_txnbuffer_snapshots``, ``_kafka_offsets``, ``__folio_kafka_share_state``) goes to
+    container ``n mod container_count``.
 
     Raises:
         ValueError: ``container_count`` is not positive.

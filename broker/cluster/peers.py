@@ -215,6 +215,24 @@ class PeerClients:
             raise _rebuild(error, address) from None
         return response
 
+    async def share_state(
+        self, address: str, request: kafka_internal_pb2.ShareStateRequest
+    ) -> kafka_internal_pb2.ShareStateResponse:
+        """``ShareState`` on the broker at ``address`` (``broker.kafka.share_groups.admin``).
+
+        Every action is idempotent: ``BrokerShuttingDownError`` (no answer) may be
+        asked again.
+        """
+        stub: kafka_internal_pb2_grpc.KafkaInternalAsyncStub = \
+            kafka_internal_pb2_grpc.KafkaInternalStub(self._channel(address))
+        try:
+            response: kafka_internal_pb2.ShareStateResponse = \
+                await stub.ShareState(request, timeout=CALL_TIMEOUT_S,
+                                      metadata=self._metadata())
+        except grpc.aio.AioRpcError as error:
+            raise _rebuild(error, address) from None
+        return response
+
     async def find_kafka_txn(self, address: str, transactional_id: str, producer_id: int,
                              epoch: int) -> tuple[int, TxnId | None]:
         """``FindKafkaTxn`` on the Kafka transaction coordinator at ``address``."""

@@ -29,8 +29,10 @@ from broker.kafka.locator import (
     container_of,
 )
 from broker.kafka.producer_ids import ProducerIds
+from broker.kafka.share_groups.admin import LocalShareStates, ShareStates
 from broker.kafka.share_groups.config import ShareConfig
 from broker.kafka.share_groups.coordinator import ShareCoordinator
+from broker.kafka.share_groups.group_configs import GroupConfigs
 from broker.kafka.share_groups.store import ShareStore
 from broker.kafka.txns.cluster import ClusterTxns
 from broker.kafka.txns.expiry import TxnIdExpiry, TxnIdExpirySettings
@@ -49,11 +51,14 @@ class ClusterGroups:
         container_count: the cluster's containers: one ``_kafka_offsets`` segment each.
         owns: whether this broker serves a segment now.
         locator: which broker coordinates a key.
+        share_configs: the share groups' configs every broker reads (the metadata
+            store's, ``WatchedGroupConfigs``; None: no share groups served).
     """
 
     container_count: int
     owns: Callable[[str], bool]
     locator: CoordinatorLocator
+    share_configs: GroupConfigs | None = None
 
 
 class ClassicView:
@@ -118,9 +123,11 @@ class KafkaCoordinators:
     txn_expiry: TxnIdExpiry | None = None
     #: The background sweeps (offsets, transactional ids), cancelled by ``close``.
     sweeps: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
-    #: Share groups (KIP-932) and their share partitions (None: a cluster broker,
-    #: which refuses them: docs/kafka.md, "Share groups").
+    #: Share groups (KIP-932) and their share partitions (None: not served).
     shares: ShareCoordinator | None = None
+    #: The share partitions' states wherever they are kept, for the group's
+    #: coordinator (a cluster broker's is set by ``broker.app.kafka_listener``).
+    share_states: ShareStates | None = None
 
     def close(self) -> None:
         """Cancel the groups' timers and the transactions' drives (the listener stops)."""
@@ -135,13 +142,20 @@ class KafkaCoordinators:
             self.shares.close()
 
     async def load_container(self, container: int) -> None:
-        """A cluster broker claimed ``container``: load its groups, classic ones first."""
+        """A cluster broker claimed ``container``: load its groups, classic ones first
+        (share groups have nothing to load: their members join; their share partitions
+        load at their first fetch)."""
+        if self.shares is not None:
+            self.shares.load_container(container)
         await self.groups.load_container(container)
         if self.consumers is not None:
             self.consumers.load_container(container)
 
     def drop_container(self, container: int) -> None:
-        """Stop coordinating ``container``'s groups, both kinds."""
+        """Stop coordinating ``container``'s groups, every kind, and leading its share
+        partitions."""
+        if self.shares is not None:
+            self.shares.drop_container(container)
         if self.consumers is not None:
             self.consumers.drop_container(container)
         self.groups.drop_container(container)
@@ -172,7 +186,8 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
     locator, and the transactional ids load when the transaction coordinator
     is seated here (``broker.kafka.txns.cluster``: the caller wires it).
     ``modern``: the consumer protocol's settings (None: Kafka's defaults).
-    ``share``: the share groups' (a standalone only; None: Kafka's defaults).
+    ``share``: the share groups' (None: Kafka's defaults; in a cluster served only
+    with ``cluster.share_configs``).
     """
     if cluster is not None:
         count = cluster.container_count
@@ -181,10 +196,21 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
             config)
         txns = None if txn_coordinator is None else TxnProducers(
             topics, txn_coordinator, producer_ids, groups)
-        return _closing(KafkaCoordinators(groups, txns, cluster.locator, consumers=ModernGroups(
+        modern_groups = ModernGroups(
             topic_partitions(topics), groups.store, ClassicView(groups), modern,
-            names=topic_names(topics), states=groups.store, side=ClassicView(groups))),
-            stopping, topics, txn_expiry)
+            names=topic_names(topics), states=groups.store, side=ClassicView(groups))
+        cluster_shares = None
+        if cluster.share_configs is not None:
+            classic_view = ClassicView(groups)
+            cluster_shares = ShareCoordinator(
+                topics, ShareStore(topics, count, cluster.owns),
+                lambda group_id: (classic_view.in_use(group_id)
+                                  or modern_groups.group(group_id) is not None),
+                share, cluster.share_configs,
+                lambda group_id: container_of(GROUP_KEY, group_id, count))
+        return _closing(KafkaCoordinators(groups, txns, cluster.locator,
+                                          consumers=modern_groups, shares=cluster_shares),
+                        stopping, topics, txn_expiry)
     groups = GroupCoordinator(topics, OffsetStore(topics), config)
     await groups.start()
     consumers = ModernGroups(topic_partitions(topics), groups.store, ClassicView(groups),
@@ -201,7 +227,9 @@ async def start_coordinators(topics: TopicManager, txn_coordinator: TxnCoordinat
         lambda group_id: classic.in_use(group_id) or consumers.group(group_id) is not None,
         share)
     return _closing(KafkaCoordinators(groups, txns, LocalLocator(node), consumers=consumers,
-                                      shares=shares), stopping, topics, txn_expiry)
+                                      shares=shares,
+                                      share_states=ShareStates(LocalShareStates(topics, shares))),
+                    stopping, topics, txn_expiry)
 
 
 def _closing(coordinators: KafkaCoordinators, stopping: asyncio.Event,

@@ -1,5 +1,6 @@
 """The ``folio.broker.v1.KafkaInternal`` servicer: Kafka batches other brokers forward here,
-and offsets by time they ask of the partitions owned here.
+offsets by time they ask of the partitions owned here, and the share partitions' states
+kept here that a share group's coordinator asks for.
 
 Decode, call the Kafka listener, encode (proto/broker/v1/kafka_internal.proto
 says what the call means; ``broker.kafka.forwarding`` does it). The gRPC
@@ -39,6 +40,10 @@ AppendKafkaBatch = Callable[[kafka_internal_pb2.AppendKafkaBatchRequest],
 OffsetForTime = Callable[[kafka_internal_pb2.OffsetForTimeRequest],
                          Awaitable[kafka_internal_pb2.OffsetForTimeResponse]]
 
+#: The Kafka listener's side of ``ShareState`` (``broker.kafka.share_groups.admin.serve``).
+ShareState = Callable[[kafka_internal_pb2.ShareStateRequest],
+                      Awaitable[kafka_internal_pb2.ShareStateResponse]]
+
 
 @dataclass
 class KafkaForwardSlot:
@@ -46,11 +51,12 @@ class KafkaForwardSlot:
 
     handler: AppendKafkaBatch | None = None
     offset_for_time: OffsetForTime | None = None
+    share_state: ShareState | None = None
 
 
 class KafkaInternalServicer(kafka_internal_pb2_grpc.KafkaInternalServicer):
-    """Serves ``AppendKafkaBatch`` and ``OffsetForTime`` through the Kafka listener's handlers
-    in ``slot``."""
+    """Serves ``AppendKafkaBatch``, ``OffsetForTime`` and ``ShareState`` through the Kafka
+    listener's handlers in ``slot``."""
 
     def __init__(self, slot: KafkaForwardSlot) -> None:
         self._slot = slot
@@ -64,6 +70,11 @@ class KafkaInternalServicer(kafka_internal_pb2_grpc.KafkaInternalServicer):
         self, request: kafka_internal_pb2.OffsetForTimeRequest, context: _Context
     ) -> kafka_internal_pb2.OffsetForTimeResponse:
         return await _serve(self._slot.offset_for_time, request, context)
+
+    async def ShareState(
+        self, request: kafka_internal_pb2.ShareStateRequest, context: _Context
+    ) -> kafka_internal_pb2.ShareStateResponse:
+        return await _serve(self._slot.share_state, request, context)
 
 
 async def _serve(handler: Callable[[Request], Awaitable[Response]] | None, request: Request,

@@ -11,7 +11,8 @@ way. Then librdkafka: a producer whose metadata is stale (the partition's
 container moved to a joining broker meanwhile) sends to the old owner, and
 applies the hint of its answer (its "updated with leader" debug line, which
 only a Produce or Fetch answer's hints print) before the record is delivered
-(docs/kafka.md, "Clusters").
+(docs/kafka.md, "Clusters"). A ShareFetch of the partition sent to a broker not
+leading it is refused the same way, with the same hint.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from bench._cluster_client import list_brokers, lookup_owner
 from broker.cluster.containers import container_of
 from broker.kafka.messages import build, nested, request_class
 from tests.cluster.test_kafka_cluster import PARTITIONS, _kafka_cluster, _spread_topic
+from tests.integration.kafka.share_requests import partition as share_partition
+from tests.integration.kafka.share_requests import share_fetch
 from tests.integration.kafka.test_kafka_bad_input import _batch
 from tests.integration.kafka.test_kafka_clients import create_topic
 from tests.support.bookies import BookieProcesses
@@ -130,7 +133,7 @@ def test_a_wrong_broker_names_the_owner_and_after_it_stops_the_new_one(
     fetched, answer = _fetch(owner, 17, topic_id)
     assert (fetched.error_code, fetched.current_leader.leader_id) == (ErrorCode.none, -1)
     assert answer.node_endpoints == ()
-    _refuses_share_groups(owner)
+    _share_fetch_hints(stranger, owner, nodes[owner], partition.leader_epoch, topic_id)
 
     # The owner stops: its containers go to the survivors, and a survivor that
     # does not own the partition names the new owner.
@@ -159,25 +162,15 @@ def test_a_wrong_broker_names_the_owner_and_after_it_stops_the_new_one(
     assert written.error_code == ErrorCode.none
 
 
-def _refuses_share_groups(address: str) -> None:
-    """A cluster broker refuses share groups (docs/kafka.md, "Share groups"):
-    UNSUPPORTED_VERSION with the reason, for a heartbeat and a fetch."""
-    host, port = address.rsplit(":", 1)
-    heartbeat: Any = request_class(76, 1)
-    fetch: Any = request_class(78, 1)
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(raw_request(76, 1, 1, heartbeat(
-            group_id="share-g", member_id="m", member_epoch=0, rack_id=None,
-            subscribed_topic_names=("t",))))
-        joined: Any = read_response(sock, 76, 1)[1]
-        sock.sendall(raw_request(78, 1, 2, fetch(
-            group_id="share-g", member_id="m", share_session_epoch=0,
-            max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1024, max_records=1,
-            batch_size=1, topics=(), forgotten_topics_data=())))
-        fetched: Any = read_response(sock, 78, 1)[1]
-    for answer in (joined, fetched):
-        assert answer.error_code == ErrorCode.unsupported_version
-        assert "standalone" in answer.error_message
+def _share_fetch_hints(stranger: str, owner: str, node_id: int, epoch: int,
+                       topic_id: uuid.UUID) -> None:
+    """A ShareFetch of partition 0 sent to a broker that does not lead it answers
+    NOT_LEADER_OR_FOLLOWER naming the leader (docs/kafka.md, "Share groups")."""
+    answer = share_fetch(stranger, "share-g", "m", 0, topic_id)
+    assert answer.error_code == ErrorCode.none
+    part = share_partition(answer)
+    assert _hint(part, answer) == (ErrorCode.not_leader_or_follower, node_id, epoch, [owner])
+    assert part.acquired_records == ()
 
 
 class _Lines(logging.Handler):

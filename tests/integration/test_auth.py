@@ -170,6 +170,8 @@ _SAMPLES: dict[str, Callable[[str, str], Any]] = {
         segment=f"{t}/0", data=b"x", event_count=1, last_event_number=-1),
     "OffsetForTime": lambda t, g: kafka_internal_pb2.OffsetForTimeRequest(
         segment=f"{t}/0", timestamp_ms=0),
+    "ShareState": lambda t, g: kafka_internal_pb2.ShareStateRequest(
+        group_id=g, action=kafka_internal_pb2.SHARE_STATE_DESCRIBE, segment=f"{t}/0"),
     "FindKafkaTxn": lambda t, g: internal_pb2.FindKafkaTxnRequest(
         transactional_id="tx", producer_id=1, producer_epoch=0),
     "AddKafkaTxnOffsets": lambda t, g: internal_pb2.AddKafkaTxnOffsetsRequest(

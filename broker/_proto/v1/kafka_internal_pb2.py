@@ -24,21 +24,29 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x62roker/v1/kafka_internal.proto\x12\x0f\x66olio.broker.v1\"U\n\x14OffsetForTimeRequest\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x14\n\x0ctimestamp_ms\x18\x02 \x01(\x03\x12\x16\n\x0eread_committed\x18\x03 \x01(\x08\"Q\n\x15OffsetForTimeResponse\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x02 \x01(\x03\x12\x12\n\nend_offset\x18\x03 \x01(\x03\"\xd2\x01\n\x17\x41ppendKafkaBatchRequest\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x11\n\twriter_id\x18\x02 \x01(\t\x12\x19\n\x11last_event_number\x18\x03 \x01(\x03\x12\x13\n\x0b\x65vent_count\x18\x04 \x01(\x05\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\x12\x0e\n\x06txn_id\x18\x06 \x01(\x0c\x12\x18\n\x10transactional_id\x18\x07 \x01(\t\x12\x13\n\x0bproducer_id\x18\x08 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\t \x01(\x05\"Z\n\x18\x41ppendKafkaBatchResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x13\n\x0b\x62\x61se_offset\x18\x02 \x01(\x03\x12\x15\n\rerror_message\x18\x03 \x01(\t2\xd8\x01\n\rKafkaInternal\x12g\n\x10\x41ppendKafkaBatch\x12(.folio.broker.v1.AppendKafkaBatchRequest\x1a).folio.broker.v1.AppendKafkaBatchResponse\x12^\n\rOffsetForTime\x12%.folio.broker.v1.OffsetForTimeRequest\x1a&.folio.broker.v1.OffsetForTimeResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x62roker/v1/kafka_internal.proto\x12\x0f\x66olio.broker.v1\"\x7f\n\x11ShareStateRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x31\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32!.folio.broker.v1.ShareStateAction\x12\x0f\n\x07segment\x18\x03 \x01(\t\x12\x14\n\x0cstart_offset\x18\x04 \x01(\x03\"6\n\x12SharePartitionName\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"\x9b\x01\n\x12ShareStateResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x14\n\x0cstart_offset\x18\x03 \x01(\x03\x12\x0b\n\x03lag\x18\x04 \x01(\x03\x12\x37\n\npartitions\x18\x05 \x03(\x0b\x32#.folio.broker.v1.SharePartitionName\"U\n\x14OffsetForTimeRequest\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x14\n\x0ctimestamp_ms\x18\x02 \x01(\x03\x12\x16\n\x0eread_committed\x18\x03 \x01(\x08\"Q\n\x15OffsetForTimeResponse\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x02 \x01(\x03\x12\x12\n\nend_offset\x18\x03 \x01(\x03\"\xd2\x01\n\x17\x41ppendKafkaBatchRequest\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x11\n\twriter_id\x18\x02 \x01(\t\x12\x19\n\x11last_event_number\x18\x03 \x01(\x03\x12\x13\n\x0b\x65vent_count\x18\x04 \x01(\x05\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\x12\x0e\n\x06txn_id\x18\x06 \x01(\x0c\x12\x18\n\x10transactional_id\x18\x07 \x01(\t\x12\x13\n\x0bproducer_id\x18\x08 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\t \x01(\x05\"Z\n\x18\x41ppendKafkaBatchResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x13\n\x0b\x62\x61se_offset\x18\x02 \x01(\x03\x12\x15\n\rerror_message\x18\x03 \x01(\t*q\n\x10ShareStateAction\x12\x14\n\x10SHARE_STATE_LIST\x10\x00\x12\x18\n\x14SHARE_STATE_DESCRIBE\x10\x01\x12\x15\n\x11SHARE_STATE_RESET\x10\x02\x12\x16\n\x12SHARE_STATE_FORGET\x10\x03\x32\xaf\x02\n\rKafkaInternal\x12g\n\x10\x41ppendKafkaBatch\x12(.folio.broker.v1.AppendKafkaBatchRequest\x1a).folio.broker.v1.AppendKafkaBatchResponse\x12^\n\rOffsetForTime\x12%.folio.broker.v1.OffsetForTimeRequest\x1a&.folio.broker.v1.OffsetForTimeResponse\x12U\n\nShareState\x12\".folio.broker.v1.ShareStateRequest\x1a#.folio.broker.v1.ShareStateResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'broker.v1.kafka_internal_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_OFFSETFORTIMEREQUEST']._serialized_start=51
-  _globals['_OFFSETFORTIMEREQUEST']._serialized_end=136
-  _globals['_OFFSETFORTIMERESPONSE']._serialized_start=138
-  _globals['_OFFSETFORTIMERESPONSE']._serialized_end=219
-  _globals['_APPENDKAFKABATCHREQUEST']._serialized_start=222
-  _globals['_APPENDKAFKABATCHREQUEST']._serialized_end=432
-  _globals['_APPENDKAFKABATCHRESPONSE']._serialized_start=434
-  _globals['_APPENDKAFKABATCHRESPONSE']._serialized_end=524
-  _globals['_KAFKAINTERNAL']._serialized_start=527
-  _globals['_KAFKAINTERNAL']._serialized_end=743
+  _globals['_SHARESTATEACTION']._serialized_start=869
+  _globals['_SHARESTATEACTION']._serialized_end=982
+  _globals['_SHARESTATEREQUEST']._serialized_start=51
+  _globals['_SHARESTATEREQUEST']._serialized_end=178
+  _globals['_SHAREPARTITIONNAME']._serialized_start=180
+  _globals['_SHAREPARTITIONNAME']._serialized_end=234
+  _globals['_SHARESTATERESPONSE']._serialized_start=237
+  _globals['_SHARESTATERESPONSE']._serialized_end=392
+  _globals['_OFFSETFORTIMEREQUEST']._serialized_start=394
+  _globals['_OFFSETFORTIMEREQUEST']._serialized_end=479
+  _globals['_OFFSETFORTIMERESPONSE']._serialized_start=481
+  _globals['_OFFSETFORTIMERESPONSE']._serialized_end=562
+  _globals['_APPENDKAFKABATCHREQUEST']._serialized_start=565
+  _globals['_APPENDKAFKABATCHREQUEST']._serialized_end=775
+  _globals['_APPENDKAFKABATCHRESPONSE']._serialized_start=777
+  _globals['_APPENDKAFKABATCHRESPONSE']._serialized_end=867
+  _globals['_KAFKAINTERNAL']._serialized_start=985
+  _globals['_KAFKAINTERNAL']._serialized_end=1288
 # @@protoc_insertion_point(module_scope)

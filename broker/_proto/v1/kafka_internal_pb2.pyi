@@ -7,8 +7,11 @@ scaling"). Not public, served and authorised as BrokerInternal
 (internal.proto): only other brokers (super-user roles) may call it.
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -19,6 +22,116 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _ShareStateAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ShareStateActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ShareStateAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SHARE_STATE_LIST: _ShareStateAction.ValueType  # 0
+    SHARE_STATE_DESCRIBE: _ShareStateAction.ValueType  # 1
+    SHARE_STATE_RESET: _ShareStateAction.ValueType  # 2
+    SHARE_STATE_FORGET: _ShareStateAction.ValueType  # 3
+
+class ShareStateAction(_ShareStateAction, metaclass=_ShareStateActionEnumTypeWrapper): ...
+
+SHARE_STATE_LIST: ShareStateAction.ValueType  # 0
+SHARE_STATE_DESCRIBE: ShareStateAction.ValueType  # 1
+SHARE_STATE_RESET: ShareStateAction.ValueType  # 2
+SHARE_STATE_FORGET: ShareStateAction.ValueType  # 3
+Global___ShareStateAction: _TypeAlias = ShareStateAction  # noqa: Y015
+
+@_typing.final
+class ShareStateRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    SEGMENT_FIELD_NUMBER: _builtins.int
+    START_OFFSET_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    action: Global___ShareStateAction.ValueType
+    segment: _builtins.str
+    """The partition's segment, "<topic>/<number>" (not for LIST)."""
+    start_offset: _builtins.int
+    """RESET: the new start offset."""
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        action: Global___ShareStateAction.ValueType = ...,
+        segment: _builtins.str = ...,
+        start_offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "group_id", b"group_id", "segment", b"segment", "start_offset", b"start_offset"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ShareStateRequest: _TypeAlias = ShareStateRequest  # noqa: Y015
+
+@_typing.final
+class SharePartitionName(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SharePartitionName: _TypeAlias = SharePartitionName  # noqa: Y015
+
+@_typing.final
+class ShareStateResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    START_OFFSET_FIELD_NUMBER: _builtins.int
+    LAG_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    """The Kafka error code (0: done)."""
+    error_message: _builtins.str
+    start_offset: _builtins.int
+    """DESCRIBE: the start offset, -1 for a share partition never started."""
+    lag: _builtins.int
+    """DESCRIBE: records from the start to the end not yet acknowledged or
+    archived, -1 for one never started.
+    """
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___SharePartitionName]:
+        """LIST: the share partitions."""
+
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        error_message: _builtins.str = ...,
+        start_offset: _builtins.int = ...,
+        lag: _builtins.int = ...,
+        partitions: _abc.Iterable[Global___SharePartitionName] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "lag", b"lag", "partitions", b"partitions", "start_offset", b"start_offset"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ShareStateResponse: _TypeAlias = ShareStateResponse  # noqa: Y015
 
 @_typing.final
 class OffsetForTimeRequest(_message.Message):

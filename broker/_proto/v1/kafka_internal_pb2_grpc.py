@@ -44,6 +44,11 @@ class KafkaInternalStub:
                 request_serializer=broker_dot_v1_dot_kafka__internal__pb2.OffsetForTimeRequest.SerializeToString,
                 response_deserializer=broker_dot_v1_dot_kafka__internal__pb2.OffsetForTimeResponse.FromString,
                 _registered_method=True)
+        self.ShareState = channel.unary_unary(
+                '/folio.broker.v1.KafkaInternal/ShareState',
+                request_serializer=broker_dot_v1_dot_kafka__internal__pb2.ShareStateRequest.SerializeToString,
+                response_deserializer=broker_dot_v1_dot_kafka__internal__pb2.ShareStateResponse.FromString,
+                _registered_method=True)
 
 
 class KafkaInternalServicer:
@@ -94,6 +99,30 @@ class KafkaInternalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ShareState(self, request, context):
+        """A Kafka share group's share partitions kept here, for the group's
+        coordinator on another broker (broker/kafka/share_groups/admin.py): the
+        offsets admin APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets,
+        DeleteShareGroupOffsets) and DeleteGroups of a share group. A share
+        partition's state is its partition leader's (the owner of its segment).
+        LIST: the share partitions of `group_id` whose state is in containers this
+        broker serves (no `segment`). DESCRIBE: the start offset and lag of
+        `segment`'s share partition. RESET: it starts at `start_offset` with nothing
+        in flight (OFFSET_OUT_OF_RANGE outside the partition's offsets). FORGET: its
+        state is deleted. Every action is idempotent: asking again after a lost
+        answer is harmless.
+
+        Errors (gRPC status): WRONG_HOST (UNAVAILABLE; context {segment, owner})
+        when this broker does not own `segment` (nothing done: the caller asks the
+        owner it names); UNAVAILABLE while the broker has no Kafka listener or
+        serves no share groups; INVALID_ARGUMENT for a request without group id,
+        or without segment (but LIST). Other refusals are a Kafka error code in
+        the answer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KafkaInternalServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -106,6 +135,11 @@ def add_KafkaInternalServicer_to_server(servicer, server):
                     servicer.OffsetForTime,
                     request_deserializer=broker_dot_v1_dot_kafka__internal__pb2.OffsetForTimeRequest.FromString,
                     response_serializer=broker_dot_v1_dot_kafka__internal__pb2.OffsetForTimeResponse.SerializeToString,
+            ),
+            'ShareState': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShareState,
+                    request_deserializer=broker_dot_v1_dot_kafka__internal__pb2.ShareStateRequest.FromString,
+                    response_serializer=broker_dot_v1_dot_kafka__internal__pb2.ShareStateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -162,6 +196,33 @@ class KafkaInternal:
             '/folio.broker.v1.KafkaInternal/OffsetForTime',
             broker_dot_v1_dot_kafka__internal__pb2.OffsetForTimeRequest.SerializeToString,
             broker_dot_v1_dot_kafka__internal__pb2.OffsetForTimeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShareState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/folio.broker.v1.KafkaInternal/ShareState',
+            broker_dot_v1_dot_kafka__internal__pb2.ShareStateRequest.SerializeToString,
+            broker_dot_v1_dot_kafka__internal__pb2.ShareStateResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -72,6 +72,26 @@ class KafkaInternalStub:
     NO_SUCH_SEGMENT (NOT_FOUND); INVALID_ARGUMENT for a request without
     segment or with a negative time.
     """
+    ShareState: _grpc.UnaryUnaryMultiCallable[_kafka_internal_pb2.ShareStateRequest, _kafka_internal_pb2.ShareStateResponse]
+    """A Kafka share group's share partitions kept here, for the group's
+    coordinator on another broker (broker/kafka/share_groups/admin.py): the
+    offsets admin APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets,
+    DeleteShareGroupOffsets) and DeleteGroups of a share group. A share
+    partition's state is its partition leader's (the owner of its segment).
+    LIST: the share partitions of `group_id` whose state is in containers this
+    broker serves (no `segment`). DESCRIBE: the start offset and lag of
+    `segment`'s share partition. RESET: it starts at `start_offset` with nothing
+    in flight (OFFSET_OUT_OF_RANGE outside the partition's offsets). FORGET: its
+    state is deleted. Every action is idempotent: asking again after a lost
+    answer is harmless.
+
+    Errors (gRPC status): WRONG_HOST (UNAVAILABLE; context {segment, owner})
+    when this broker does not own `segment` (nothing done: the caller asks the
+    owner it names); UNAVAILABLE while the broker has no Kafka listener or
+    serves no share groups; INVALID_ARGUMENT for a request without group id,
+    or without segment (but LIST). Other refusals are a Kafka error code in
+    the answer.
+    """
 
 @_typing.type_check_only
 class KafkaInternalAsyncStub(KafkaInternalStub):
@@ -112,6 +132,26 @@ class KafkaInternalAsyncStub(KafkaInternalStub):
     names); UNAVAILABLE while the broker has no Kafka listener;
     NO_SUCH_SEGMENT (NOT_FOUND); INVALID_ARGUMENT for a request without
     segment or with a negative time.
+    """
+    ShareState: _aio.UnaryUnaryMultiCallable[_kafka_internal_pb2.ShareStateRequest, _kafka_internal_pb2.ShareStateResponse]  # type: ignore[assignment]
+    """A Kafka share group's share partitions kept here, for the group's
+    coordinator on another broker (broker/kafka/share_groups/admin.py): the
+    offsets admin APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets,
+    DeleteShareGroupOffsets) and DeleteGroups of a share group. A share
+    partition's state is its partition leader's (the owner of its segment).
+    LIST: the share partitions of `group_id` whose state is in containers this
+    broker serves (no `segment`). DESCRIBE: the start offset and lag of
+    `segment`'s share partition. RESET: it starts at `start_offset` with nothing
+    in flight (OFFSET_OUT_OF_RANGE outside the partition's offsets). FORGET: its
+    state is deleted. Every action is idempotent: asking again after a lost
+    answer is harmless.
+
+    Errors (gRPC status): WRONG_HOST (UNAVAILABLE; context {segment, owner})
+    when this broker does not own `segment` (nothing done: the caller asks the
+    owner it names); UNAVAILABLE while the broker has no Kafka listener or
+    serves no share groups; INVALID_ARGUMENT for a request without group id,
+    or without segment (but LIST). Other refusals are a Kafka error code in
+    the answer.
     """
 
 class KafkaInternalServicer(metaclass=_abc_1.ABCMeta):
@@ -162,6 +202,32 @@ class KafkaInternalServicer(metaclass=_abc_1.ABCMeta):
         names); UNAVAILABLE while the broker has no Kafka listener;
         NO_SUCH_SEGMENT (NOT_FOUND); INVALID_ARGUMENT for a request without
         segment or with a negative time.
+        """
+
+    @_abc_1.abstractmethod
+    def ShareState(
+        self,
+        request: _kafka_internal_pb2.ShareStateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_kafka_internal_pb2.ShareStateResponse, _abc.Awaitable[_kafka_internal_pb2.ShareStateResponse]]:
+        """A Kafka share group's share partitions kept here, for the group's
+        coordinator on another broker (broker/kafka/share_groups/admin.py): the
+        offsets admin APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets,
+        DeleteShareGroupOffsets) and DeleteGroups of a share group. A share
+        partition's state is its partition leader's (the owner of its segment).
+        LIST: the share partitions of `group_id` whose state is in containers this
+        broker serves (no `segment`). DESCRIBE: the start offset and lag of
+        `segment`'s share partition. RESET: it starts at `start_offset` with nothing
+        in flight (OFFSET_OUT_OF_RANGE outside the partition's offsets). FORGET: its
+        state is deleted. Every action is idempotent: asking again after a lost
+        answer is harmless.
+
+        Errors (gRPC status): WRONG_HOST (UNAVAILABLE; context {segment, owner})
+        when this broker does not own `segment` (nothing done: the caller asks the
+        owner it names); UNAVAILABLE while the broker has no Kafka listener or
+        serves no share groups; INVALID_ARGUMENT for a request without group id,
+        or without segment (but LIST). Other refusals are a Kafka error code in
+        the answer.
         """
 
 def add_KafkaInternalServicer_to_server(servicer: KafkaInternalServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -125,9 +125,15 @@ async def handle_delete_groups(context: KafkaContext, call: Call) -> Any:
                 and coordinators.consumers.group(group_id) is not None:
             code = await coordinators.consumers.delete_group(group_id)
         elif coordinators is not None and coordinators.shares is not None \
-                and await coordinators.shares.is_share_group(group_id):
+                and coordinators.groups.group(group_id) is None:
+            # (not a classic group: whether a share group is asked of every broker
+            # in a cluster, where its share partitions' states are)
             try:
-                code = await coordinators.shares.delete_group(group_id)
+                states = coordinators.share_states
+                if await coordinators.shares.is_share_group(group_id, states):
+                    code = await coordinators.shares.delete_group(group_id, states)
+                else:
+                    code = await coordinators.groups.delete_group(group_id)
             except (BrokerError, LedgerError) as error:
                 code = error_code(error) if isinstance(error, BrokerError) \
                     else ErrorCode.coordinator_not_available

@@ -10,7 +10,9 @@ replaces the whole set. A name or value Kafka refuses is INVALID_CONFIG with
 the reason, and nothing of the resource changes. Needs ``admin`` on the group.
 DescribeConfigs of a GROUP resource answers every share group config, with
 source GROUP_CONFIG where set on the group, else DEFAULT_CONFIG.
-The configs are written to the share state topic before they take effect;
+The configs are written (to the share state topic; on a cluster to the
+metadata store, which every broker watches: ``share_groups.group_configs``)
+before they take effect;
 ``share.auto.offset.reset`` applies to the share partitions a group starts
 afterwards (a started one keeps its start, as in Kafka).
 """

@@ -11,6 +11,14 @@ KAFKA_STORAGE_ERROR (the segment cannot be read now), and for
 acknowledgements INVALID_RECORD_STATE (offsets not acquired by the member)
 or INVALID_REQUEST (a malformed batch).
 
+On a cluster a share partition is served by its partition's leader (the
+owner of its segment); another broker answers NOT_LEADER_OR_FOLLOWER for it
+with the leader's id, epoch and address (KIP-951's hints, as Fetch gives,
+``broker.kafka.leader_hints``). A leader takes any member id (as Kafka's
+share-partition leader, which does not know the group's members: they are
+the coordinator's); on a standalone, which coordinates every group, a member
+not in the group gets UNKNOWN_MEMBER_ID.
+
 A fetch acquires records of the session's partitions; with nothing acquired
 it waits, up to ``max_wait``, for data at a partition's end, a release, or
 the earliest lock to expire (never a timer loop). A request at epoch -1
@@ -46,6 +54,7 @@ from broker.kafka.handlers.coordination import ZERO
 from broker.kafka.handlers.fetch import MAX_FETCH_BYTES, MAX_WAIT_S, read_error_code
 from broker.kafka.handlers.share_membership import NO_SHARE_GROUPS, shares_of
 from broker.kafka.leader_epochs import leader_epoch
+from broker.kafka.leader_hints import HINTED_CODES, LeaderHints
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
 from broker.kafka.share_groups.coordinator import ShareCoordinator
@@ -135,7 +144,8 @@ def _checked(context: KafkaContext, call: Call,
         return None, ErrorCode.unsupported_version, NO_SHARE_GROUPS
     if not request.group_id or not request.member_id:
         return None, ErrorCode.invalid_request, "GroupId and MemberId must be set."
-    if not shares.groups.is_member(request.group_id, request.member_id) \
+    if shares.checks_members \
+            and not shares.groups.is_member(request.group_id, request.member_id) \
             and request.share_session_epoch != CLOSE_EPOCH:
         return None, ErrorCode.unknown_member_id, (
             f"Member {request.member_id} is not a member of group {request.group_id}.")
@@ -162,6 +172,12 @@ async def _acknowledge(context: KafkaContext, call: Call, shares: ShareCoordinat
                 part.ack_error = TOPIC_CONSUME.refused
                 continue
             share = shares.partitions.get(group_id, part.topic, part.partition)
+            if share is None and context.nodes is not None:
+                try:  # led by another broker: NOT_LEADER_OR_FOLLOWER, with its hint
+                    await context.topics.segment(segment_name(part.topic, part.partition))
+                except (BrokerError, LedgerError) as error:
+                    part.ack_error, part.ack_message = read_error_code(error), str(error)
+                    continue
             if share is None:
                 part.ack_error, part.ack_message = (
                     ErrorCode.invalid_record_state,
@@ -299,6 +315,7 @@ def _answer(context: KafkaContext, cls: Any, wanted: _Request,
     data_cls = nested(cls, "PartitionData")
     acquired_cls = nested(cls, "AcquiredRecords")
     leader_cls = nested(cls, "LeaderIdAndEpoch")
+    hints = LeaderHints(context.nodes, cls, True)
     by_topic: dict[uuid.UUID, list[Any]] = {}
     for part in wanted.parts.values():
         if not (part.acquired.ranges or part.acked or part.error is not ErrorCode.none):
@@ -307,7 +324,7 @@ def _answer(context: KafkaContext, cls: Any, wanted: _Request,
             data_cls, partition_index=part.partition, error_code=part.error,
             error_message=part.message, acknowledge_error_code=part.ack_error.value,
             acknowledge_error_message=part.ack_message,
-            current_leader=_leader(context, leader_cls, part),
+            current_leader=_leader(context, hints, leader_cls, part),
             records=b"".join(part.acquired.batches),
             acquired_records=tuple(
                 build(acquired_cls, first_offset=first, last_offset=last,
@@ -316,14 +333,29 @@ def _answer(context: KafkaContext, cls: Any, wanted: _Request,
     return build(cls, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
                  acquisition_lock_timeout=lock, responses=tuple(
                      build(topic_cls, topic_id=topic_id, partitions=tuple(items))
-                     for topic_id, items in by_topic.items()), node_endpoints=())
+                     for topic_id, items in by_topic.items()),
+                 node_endpoints=_endpoints(hints))
 
 
-def _leader(context: KafkaContext, leader_cls: Any, part: _Partition) -> Any:
+def _leader(context: KafkaContext, hints: LeaderHints, leader_cls: Any,
+            part: _Partition) -> Any:
+    """This broker for a partition it leads; for one another broker leads (refused
+    NOT_LEADER_OR_FOLLOWER) that leader if known (a hint), else none (-1)."""
     if part.error is ErrorCode.unknown_topic_id:
         return build(leader_cls, leader_id=-1, leader_epoch=-1)
-    return build(leader_cls, leader_id=NODE_ID,
+    error = part.error if part.error is not ErrorCode.none else part.ack_error
+    if error in HINTED_CODES:
+        hinted = hints.current_leader(part.topic, part.partition, error)
+        return hinted.get("current_leader") or build(leader_cls, leader_id=-1,
+                                                      leader_epoch=-1)
+    node_id = NODE_ID if context.nodes is None else context.nodes.this_node().node_id
+    return build(leader_cls, leader_id=node_id,
                  leader_epoch=leader_epoch(context.nodes, part.topic, part.partition))
+
+
+def _endpoints(hints: LeaderHints) -> tuple[Any, ...]:
+    endpoints: tuple[Any, ...] = hints.node_endpoints().get("node_endpoints", ())
+    return endpoints
 
 
 async def handle_share_acknowledge(context: KafkaContext, call: Call) -> Any:
@@ -348,18 +380,20 @@ async def handle_share_acknowledge(context: KafkaContext, call: Call) -> Any:
     topic_cls = nested(cls, "ShareAcknowledgeTopicResponse")
     data_cls = nested(cls, "PartitionData")
     leader_cls = nested(cls, "LeaderIdAndEpoch")
+    hints = LeaderHints(context.nodes, cls, True)
     by_topic: dict[uuid.UUID, list[Any]] = {}
     for part in wanted.parts.values():
         if part.acked:
             by_topic.setdefault(part.topic_id, []).append(build(
                 data_cls, partition_index=part.partition, error_code=part.ack_error,
-                error_message=part.ack_message, current_leader=_leader(context, leader_cls,
-                                                                      part)))
+                error_message=part.ack_message,
+                current_leader=_leader(context, hints, leader_cls, part)))
     lock_ms = shares.config_of(request.group_id).record_lock_duration_ms
     return build(cls, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
                  acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
                  responses=tuple(build(topic_cls, topic_id=topic_id, partitions=tuple(items))
-                                 for topic_id, items in by_topic.items()), node_endpoints=())
+                                 for topic_id, items in by_topic.items()),
+                 node_endpoints=_endpoints(hints))
 
 
 ROWS = (

@@ -4,8 +4,9 @@ Thin: topics come and go by id (the listener's ``TopicIds``); the rules are
 ``broker.kafka.share_groups.membership``'s. A heartbeat needs ``consume`` on
 the group (GROUP_AUTHORIZATION_FAILED) and any permission on each subscribed
 topic (TOPIC_AUTHORIZATION_FAILED); a describe any permission on the group.
-A broker without share groups (a cluster broker: docs/kafka.md, "Share
-groups") answers UNSUPPORTED_VERSION with the reason.
+On a cluster the group's coordinator (FindCoordinator key type 0, as for
+consumer groups) serves both; another broker answers NOT_COORDINATOR. A
+broker built without share groups answers UNSUPPORTED_VERSION with the reason.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ __all__ = ["NO_SHARE_GROUPS", "ROWS", "SHARE_GROUP_DESCRIBE_KEY",
 SHARE_GROUP_HEARTBEAT_KEY = 76
 SHARE_GROUP_DESCRIBE_KEY = 77
 _NO_OPERATIONS = -(2**31)
-NO_SHARE_GROUPS = "share groups are served by a standalone Folio broker only (docs/kafka.md)"
+NO_SHARE_GROUPS = "share groups are not served by this broker (docs/kafka.md)"
 
 
 def shares_of(context: KafkaContext) -> ShareCoordinator | None:

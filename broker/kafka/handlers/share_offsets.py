@@ -12,6 +12,8 @@ empty (NON_EMPTY_GROUP, as Kafka's GROUP_NOT_EMPTY) and are refused for a group 
 of a classic or consumer group (GROUP_ID_NOT_FOUND). Permissions: describe any on
 the group and each topic, alter ``consume`` on both, delete ``admin`` on the group
 and ``consume`` on each topic (Kafka's DESCRIBE, READ, DELETE and READ).
+Served by the group's coordinator; on a cluster each share partition is read or
+changed at its leader (``broker.kafka.share_groups.admin``).
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ from broker.kafka.leader_epochs import leader_epoch
 from broker.kafka.locator import GROUP_KEY
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.partitions import segment_name
+from broker.kafka.share_groups.admin import LocalShareStates, ShareStates
 from broker.kafka.share_groups.coordinator import ShareCoordinator
-from broker.kafka.share_groups.report import share_lag
 from ledger.errors import LedgerError
 
 __all__ = ["ALTER_SHARE_GROUP_OFFSETS_KEY", "DELETE_SHARE_GROUP_OFFSETS_KEY",
@@ -66,6 +68,14 @@ def _group(context: KafkaContext, call: Call, requirement: Requirement, group_id
     if coordinators.shares is None:
         return None, ErrorCode.unsupported_version, NO_SHARE_GROUPS
     return coordinators.shares, ErrorCode.none, None
+
+
+def _states(context: KafkaContext, shares: ShareCoordinator) -> ShareStates:
+    """Where the share partitions' states are read and changed (at their leaders)."""
+    coordinators = context.coordinators
+    if coordinators is not None and coordinators.share_states is not None:
+        return coordinators.share_states
+    return ShareStates(LocalShareStates(context.topics, shares))
 
 
 async def _topic_id(context: KafkaContext, topic: str) -> uuid.UUID | None:
@@ -97,9 +107,10 @@ async def _described(context: KafkaContext, call: Call, cls: Any, shares: ShareC
                      asked: Any) -> tuple[Any, ...]:
     topic_cls = nested(cls, "DescribeShareGroupOffsetsResponseTopic")
     part_cls = nested(cls, "DescribeShareGroupOffsetsResponsePartition")
+    states = _states(context, shares)
     wanted: dict[str, list[int]] = {}
     if asked.topics is None:
-        for topic, number in await shares.store.share_partitions(asked.group_id):
+        for topic, number in await states.listed(asked.group_id):
             wanted.setdefault(topic, []).append(number)
     else:
         for topic in asked.topics:
@@ -116,8 +127,7 @@ async def _described(context: KafkaContext, call: Call, cls: Any, shares: ShareC
                 code = ErrorCode.unknown_topic_or_partition
             else:
                 try:
-                    start, lag = await _start_and_lag(context, shares, asked.group_id, topic,
-                                                      number)
+                    start, lag = await states.describe(asked.group_id, topic, number)
                 except (BrokerError, LedgerError) as error:
                     code, message = _code(error), str(error)
             extra = {"lag": lag} if call.version >= 1 else {}
@@ -127,15 +137,6 @@ async def _described(context: KafkaContext, call: Call, cls: Any, shares: ShareC
         answered.append(build(topic_cls, topic_name=topic, topic_id=topic_id,
                               partitions=tuple(parts)))
     return tuple(answered)
-
-
-async def _start_and_lag(context: KafkaContext, shares: ShareCoordinator, group_id: str,
-                         topic: str, number: int) -> tuple[int, int]:
-    records = await shares.partitions.records_of(group_id, topic, number)
-    if records is None:
-        return -1, -1
-    segment = await context.topics.segment(segment_name(topic, number))
-    return records.start, share_lag(records, segment.info().segment.end_offset)
 
 
 def _empty_error(shares: ShareCoordinator, group_id: str) -> tuple[ErrorCode, str | None]:
@@ -182,17 +183,11 @@ async def _alter_one(context: KafkaContext, call: Call, shares: ShareCoordinator
     if topic_id is None:
         return ErrorCode.unknown_topic_or_partition, None
     try:
-        segment = await context.topics.segment(segment_name(topic, entry.partition_index))
-        info = segment.info().segment
-        if not info.start_offset <= entry.start_offset <= info.end_offset:
-            return ErrorCode.offset_out_of_range, (
-                f"start offset {entry.start_offset} is outside [{info.start_offset}, "
-                f"{info.end_offset}]")
-        await shares.partitions.reset(group_id, topic, entry.partition_index,
-                                      entry.start_offset)
+        segment_name(topic, entry.partition_index)  # a negative partition: no such one
+        return await _states(context, shares).reset(group_id, topic, entry.partition_index,
+                                                    entry.start_offset)
     except (BrokerError, LedgerError) as error:
         return _code(error), str(error)
-    return ErrorCode.none, None
 
 
 async def handle_delete(context: KafkaContext, call: Call) -> Any:
@@ -217,9 +212,10 @@ async def handle_delete(context: KafkaContext, call: Call) -> Any:
             code = ErrorCode.unknown_topic_or_partition
         else:
             try:
-                for written, number in await shares.store.share_partitions(request.group_id):
+                states = _states(context, shares)
+                for written, number in await states.listed(request.group_id):
                     if written == name:
-                        await shares.partitions.reset(request.group_id, name, number, None)
+                        await states.forget(request.group_id, name, number)
             except (BrokerError, LedgerError) as error:
                 code, message = _code(error), str(error)
         answered.append(build(topic_cls, topic_name=name, topic_id=topic_id, error_code=code,

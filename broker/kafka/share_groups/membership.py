@@ -18,8 +18,10 @@ A member is removed when it leaves (epoch -1) or when its session ends
 ``on_member_gone`` is called so the records it holds are released
 (``coordinator`` says when).
 Nothing of the membership is durable (as in Kafka, members rejoin after a
-coordinator change): after a restart a heartbeat at a non-zero epoch gets
-UNKNOWN_MEMBER_ID and the client joins again.
+coordinator change): after a restart, or on a cluster broker that became the
+group's coordinator (``forget_where`` drops the groups of one that stopped
+being it), a heartbeat at a non-zero epoch gets UNKNOWN_MEMBER_ID and the
+client joins again.
 """
 
 from __future__ import annotations
@@ -165,6 +167,16 @@ class ShareGroups:
             return ErrorCode.non_empty_group
         self._groups.pop(group_id, None)
         return ErrorCode.none
+
+    def forget_where(self, moved: Callable[[str], bool]) -> None:
+        """Forget, without calling ``on_member_gone``, every group ``moved`` (a cluster
+        broker no longer coordinates them: their members join the next coordinator)."""
+        for group_id in [group_id for group_id in self._groups if moved(group_id)]:
+            group = self._groups.pop(group_id)
+            self._locks.pop(group_id, None)
+            for member in group.members.values():
+                if member.session is not None:
+                    member.session.cancel()
 
     def close(self) -> None:
         """Cancel every session timer (the listener stops)."""

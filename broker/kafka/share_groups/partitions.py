@@ -117,6 +117,16 @@ class SharePartitions:
         for key in [key for key in self._parts if key[0] == group_id]:
             del self._parts[key]
 
+    def forget_where(self, moved: Callable[[str, int], bool]) -> None:
+        """Drop from memory the share partitions of every (topic, partition) ``moved``
+        (a cluster broker gave their container up). A fetch or acknowledgement under
+        way on one finishes on the dropped object; its write is refused (the store
+        writes only containers served here), so nothing of it is durable, as if this
+        broker had died: the next owner reads what was last written."""
+        for key in [key for key in self._parts if moved(key[1], key[2])]:
+            part = self._parts.pop(key)
+            part.wake()
+
     async def partition(self, group_id: str, topic: str, number: int,
                         segment: SegmentHandle) -> SharePartition:
         """The share partition, loaded or started (``share.auto.offset.reset``).

@@ -35,7 +35,8 @@ import bisect
 import enum
 from dataclasses import dataclass
 
-__all__ = ["MOVES", "AckType", "RecordState", "RecordStateError", "Run", "ShareRecords"]
+__all__ = ["MOVES", "AckType", "RecordState", "RecordStateError", "Run", "ShareRecords",
+           "share_lag"]
 
 
 class RecordState(enum.Enum):
@@ -250,3 +251,11 @@ def _target(ack: AckType, delivery_count: int, limit: int) -> RecordState:
     if ack is AckType.RELEASE and delivery_count < limit:
         return RecordState.AVAILABLE
     return RecordState.ARCHIVED
+
+
+def share_lag(records: ShareRecords, end_offset: int) -> int:
+    """Records from the share partition's start offset to ``end_offset`` not yet
+    acknowledged or archived (Kafka's share lag, DescribeShareGroupOffsets v1)."""
+    done = sum(run.last - run.first + 1 for run in records.runs
+               if run.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
+    return max(end_offset - records.start - done, 0)

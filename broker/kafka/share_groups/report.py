@@ -8,41 +8,39 @@ as the committed offset and its lag as DescribeShareGroupOffsets v1 counts
 it (``share_lag``: the records from the SPSO to the end not yet acknowledged
 or archived). Deleting one is DeleteGroups' rule (refused while it has
 members). ``lags`` gives every share partition's lag and in-flight records
-for the metrics (``GroupReport.update_lag``, the maintenance round).
+for the metrics (``GroupReport.update_lag``, the maintenance round). In a
+cluster (``states``) each share partition is asked of its leader.
 """
 
 from __future__ import annotations
 
-from broker.errors import ReaderGroupNotEmptyError
+from kio.schema.errors import ErrorCode
+
+from broker.errors import InvalidArgumentError, ReaderGroupNotEmptyError
 from broker.groups.kafka_view import (
     KafkaGroupDetail,
     KafkaGroupListing,
     KafkaGroupMember,
     KafkaPartitionLag,
 )
+from broker.kafka.share_groups.admin import ShareStates
 from broker.kafka.share_groups.coordinator import ShareCoordinator
 from broker.kafka.share_groups.membership import ShareGroup
-from broker.kafka.share_groups.records import RecordState, ShareRecords
+from broker.kafka.share_groups.records import ShareRecords, share_lag
 
-__all__ = ["ShareReport", "share_lag"]
+__all__ = ["ShareReport"]
 
 #: (group, topic, partition as a string): a metric series' labels.
 SeriesKey = tuple[str, str, str]
 
 
-def share_lag(records: ShareRecords, end_offset: int) -> int:
-    """Records from the share partition's start offset to ``end_offset`` not yet
-    acknowledged or archived (Kafka's share lag, DescribeShareGroupOffsets v1)."""
-    done = sum(run.last - run.first + 1 for run in records.runs
-               if run.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
-    return max(end_offset - records.start - done, 0)
-
-
 class ShareReport:
     """The share groups as ``folio group`` shows them (module docstring)."""
 
-    def __init__(self, shares: ShareCoordinator) -> None:
+    def __init__(self, shares: ShareCoordinator, states: ShareStates | None = None) -> None:
         self._shares = shares
+        #: The share partitions at their leaders (a cluster's; None: all here).
+        self._states = states
         #: Groups with share state written, as the last ``written`` read it (a group
         #: with no member since a restart is listed by it).
         self._written_groups: set[str] = set()
@@ -75,15 +73,14 @@ class ShareReport:
         for member in members:
             for key in member.assigned:
                 holders.setdefault(key, []).append(member.member_id)
-        started = await self._shares.store.share_partitions(name)
+        started = await self.started(name)
         partitions = []
         for topic, number in sorted({*started, *holders}):
-            records = await self._shares.partitions.records_of(name, topic, number)
             end = ends.get((topic, number), -1)
+            start, lag = await self._start_and_lag(name, topic, number, end)
             partitions.append(KafkaPartitionLag(
-                topic, number, -1 if records is None else records.start, end,
-                ",".join(holders.get((topic, number), [])),
-                share_lag=None if records is None else share_lag(records, end)))
+                topic, number, start, end, ",".join(holders.get((topic, number), [])),
+                share_lag=lag))
         if group is None:
             return KafkaGroupDetail(name, "Empty", "share", "simple", 0, members,
                                     tuple(partitions))
@@ -120,12 +117,23 @@ class ShareReport:
 
     async def started(self, name: str) -> list[tuple[str, int]]:
         """The (topic, partition) of every share partition of the group written."""
+        if self._states is not None:
+            return await self._states.listed(name)
         return await self._shares.store.share_partitions(name)
+
+    async def _start_and_lag(self, group_id: str, topic: str, number: int,
+                             end: int) -> tuple[int, int | None]:
+        """The share partition's start offset (-1: never started) and lag (None then)."""
+        if self._states is not None:
+            start, lag = await self._states.describe(group_id, topic, number)
+            return start, (None if start < 0 else lag)
+        records = await self._shares.partitions.records_of(group_id, topic, number)
+        return (-1, None) if records is None else (records.start, share_lag(records, end))
 
     async def delete(self, name: str) -> None:
         """Delete an empty share group (``ReaderGroupNotEmptyError`` with members)."""
         self.check_empty(name)
-        await self._shares.delete_group(name)
+        await self._shares.delete_group(name, self._states)
         self._written_groups.discard(name)  # (one deleted by DeleteGroups: at the next round)
 
     def check_empty(self, name: str) -> None:
@@ -143,9 +151,9 @@ class ShareReport:
         """Each share partition's start offset (SPSO), by (topic, partition)."""
         starts = {}
         for topic, number in await self.started(name):
-            records = await self._shares.partitions.records_of(name, topic, number)
-            if records is not None:
-                starts[topic, number] = records.start
+            start, _ = await self._start_and_lag(name, topic, number, -1)
+            if start >= 0:
+                starts[topic, number] = start
         return starts
 
     async def move_starts(self, name: str, plan: list[tuple[str, int, int]]) -> None:
@@ -156,4 +164,10 @@ class ShareReport:
         rest not written; the same plan again settles it (absolute offsets).
         """
         for topic, number, start in plan:
-            await self._shares.partitions.reset(name, topic, number, start)
+            if self._states is None:
+                await self._shares.partitions.reset(name, topic, number, start)
+                continue
+            code, message = await self._states.reset(name, topic, number, start)
+            if code is not ErrorCode.none:
+                raise InvalidArgumentError(
+                    f"share partition {topic}/{number} of group {name!r}: {message or code.name}")

@@ -50,7 +50,8 @@ def test_the_internal_rpcs_need_a_super_user() -> None:
     internal = [method for method in RPC_TABLE if "/folio.broker.v1." in method]
     assert sorted(m.rsplit("/", 1)[1] for m in internal) == [
         "AddKafkaTxnOffsets", "AppendKafkaBatch", "CommitKafkaTxnOffsets", "FindKafkaTxn",
-        "OffsetForTime", "PendingKafkaTxnOffsets", "RegisterTxnSegment", "WriteTxnMarker"]
+        "OffsetForTime", "PendingKafkaTxnOffsets", "RegisterTxnSegment", "ShareState",
+        "WriteTxnMarker"]
     assert all(RPC_TABLE[method].need is Need.SUPER_USER for method in internal)
 
 
