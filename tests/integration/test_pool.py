@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,13 +43,17 @@ _ESTABLISHED = "01"
 
 
 
-def established_on(port: int) -> int:
+#: A server-side socket as ``/proc/net/tcp`` lists it: (local address, remote address).
+Socket = tuple[str, str]
+
+
+def established_on(port: int) -> frozenset[Socket]:
     """ESTABLISHED TCP sockets whose local port is ``port`` (the server's side of each).
 
-    Counted by (local, remote) address: a read of ``/proc/net/tcp`` that spans
+    Kept by (local, remote) address: a read of ``/proc/net/tcp`` that spans
     several pages while sockets come and go can list one socket twice.
     """
-    found: set[tuple[str, str]] = set()
+    found: set[Socket] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
@@ -59,15 +64,20 @@ def established_on(port: int) -> int:
             local_port = int(fields[1].rsplit(":", 1)[1], 16)
             if local_port == port and fields[3] == _ESTABLISHED:
                 found.add((fields[1], fields[2]))
-    return len(found)
+    return frozenset(found)
 
 
 class ConnectionSampler:
-    """Samples ``established_on(port)`` every 20 ms on a thread; ``peak`` is the most seen."""
+    """Samples ``read(port)`` every 20 ms on a thread; ``peak`` is the most sockets seen.
 
-    def __init__(self, port: int) -> None:
+    ``read`` is the table's reader (``established_on``; a test gives a scripted one).
+    """
+
+    def __init__(self, port: int,
+                 read: Callable[[int], frozenset[Socket]] = established_on) -> None:
         self._port = port
-        self.peak = established_on(port)
+        self._read = read
+        self.peak = len(read(port))
         self.samples = 1
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tcp-sampler", daemon=True)
@@ -75,13 +85,16 @@ class ConnectionSampler:
 
     def _run(self) -> None:
         while not self._stop.wait(0.02):
-            self.peak = max(self.peak, established_on(self._port))
-            self.samples += 1
+            self._sample()
+
+    def _sample(self) -> None:
+        self.peak = max(self.peak, len(self._read(self._port)))
+        self.samples += 1
 
     def stop(self) -> int:
         self._stop.set()
         self._thread.join(5)
-        self.peak = max(self.peak, established_on(self._port))
+        self._sample()
         return self.peak
 
 
@@ -111,7 +124,7 @@ def test_a_thousand_writers_share_two_connections_and_replies_reach_their_writer
         server: BookieProcess, proxy: TcpProxy, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="folio")
     writers, per_writer, segments = 1000, 3, 100
-    wait_for(lambda: established_on(server.port) == 0, "earlier tests' connections gone")
+    wait_for(lambda: not established_on(server.port), "earlier tests' connections gone")
     sampler = ConnectionSampler(server.port)
     try:
         with folio.Client(proxy.address, timeout_s=30) as client:
@@ -223,7 +236,7 @@ def test_a_cut_channel_is_replaced_and_its_flows_set_up_again(
     writers, per_writer, segments = 20, 300, 10
     total = writers * per_writer
     done = threading.Semaphore(0)
-    wait_for(lambda: established_on(server.port) == 0, "earlier tests' connections gone")
+    wait_for(lambda: not established_on(server.port), "earlier tests' connections gone")
     sampler = ConnectionSampler(server.port)
     with folio.Client(proxy.address, timeout_s=30) as client:
         client.create_topic("pool-cut", segments)
