@@ -4,7 +4,8 @@ Every client here reaches the server through a real TCP proxy
 (``tests/support/proxy.py``), so its TCP connections are counted twice,
 independently: the proxy's ``accepted``/``live_connections``, and the
 ESTABLISHED sockets on the server's port in ``/proc/net/tcp`` (sampled all
-along by a background thread, so a short-lived extra connection is caught).
+along by a background thread; a socket counts as open together with others
+only when two reads in a row list it, as one read is no snapshot).
 
 - 1,000 writers on a topic of 100 segments, through one client, use at most
   ``max_connections_per_endpoint`` (2) connections, and every write's future
@@ -24,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,13 +44,24 @@ _ESTABLISHED = "01"
 
 
 
-def established_on(port: int) -> int:
+#: A server-side socket as ``/proc/net/tcp`` lists it: (local address, remote
+#: address, inode). The inode tells a new connection on the same 4-tuple from the old one;
+#: it is 0 until the server accepts the socket (which then counts from the next two reads).
+Socket = tuple[str, str, str]
+
+
+def established_on(port: int) -> frozenset[Socket]:
     """ESTABLISHED TCP sockets whose local port is ``port`` (the server's side of each).
 
-    Counted by (local, remote) address: a read of ``/proc/net/tcp`` that spans
-    several pages while sockets come and go can list one socket twice.
+    One read of the table is no snapshot. The kernel hands ``/proc/net/tcp``
+    out one page (about 27 sockets) per ``read`` call and, for the next page,
+    walks its hash table again from where it stopped; the test process's
+    threads share the GIL, so on a busy host its pages are read tens of ms
+    apart. Sockets that come and go meanwhile can be listed twice (hence a
+    set), missed, or listed together although they were never open at the
+    same time: ``ConnectionSampler`` counts only what two reads in a row list.
     """
-    found: set[tuple[str, str]] = set()
+    found: set[Socket] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
@@ -58,16 +71,34 @@ def established_on(port: int) -> int:
             fields = line.split()
             local_port = int(fields[1].rsplit(":", 1)[1], 16)
             if local_port == port and fields[3] == _ESTABLISHED:
-                found.add((fields[1], fields[2]))
-    return len(found)
+                found.add((fields[1], fields[2], fields[9]))
+    return frozenset(found)
 
 
 class ConnectionSampler:
-    """Samples ``established_on(port)`` every 20 ms on a thread; ``peak`` is the most seen."""
+    """Reads ``read(port)`` every 20 ms on a thread; ``peak`` is the most sockets open together.
 
-    def __init__(self, port: int) -> None:
+    Open together means listed by two reads in a row. A socket that one read
+    lists was open at some moment of that read, which is all a torn read
+    promises: one that began before a proxy cut and ended after the client
+    reconnected listed both cut connections and a new one, 3, although the
+    server never held more than 2 at once (the proxy had reset the old ones
+    before it accepted the new one). A socket (same addresses, same inode)
+    listed by two reads in a row was open from the end of the first to the
+    start of the second, so all those the two reads share were open together
+    at that moment: ``peak`` never exceeds what the server really held. A
+    connection that lives less than about one period (20 ms plus a read) can
+    be missed; through the proxy, ``TcpProxy.accepted`` counts every one.
+
+    ``read`` is the table's reader (``established_on``; a test gives a scripted one).
+    """
+
+    def __init__(self, port: int,
+                 read: Callable[[int], frozenset[Socket]] = established_on) -> None:
         self._port = port
-        self.peak = established_on(port)
+        self._read = read
+        self._last = read(port)
+        self.peak = 0
         self.samples = 1
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tcp-sampler", daemon=True)
@@ -75,13 +106,18 @@ class ConnectionSampler:
 
     def _run(self) -> None:
         while not self._stop.wait(0.02):
-            self.peak = max(self.peak, established_on(self._port))
-            self.samples += 1
+            self._sample()
+
+    def _sample(self) -> None:
+        listed = self._read(self._port)
+        self.peak = max(self.peak, len(listed & self._last))
+        self._last = listed
+        self.samples += 1
 
     def stop(self) -> int:
         self._stop.set()
         self._thread.join(5)
-        self.peak = max(self.peak, established_on(self._port))
+        self._sample()
         return self.peak
 
 
@@ -107,11 +143,43 @@ def payload(writer: int, index: int) -> bytes:
     return f"w{writer:04d}|e{index:03d}".encode()
 
 
+def _scripted(reads: list[frozenset[Socket]], done: threading.Event,
+              ) -> Callable[[int], frozenset[Socket]]:
+    """A table reader returning ``reads`` in turn, then the last one again (setting ``done``)."""
+    left = list(reads)
+
+    def read(_port: int) -> frozenset[Socket]:
+        if len(left) > 1:
+            return left.pop(0)
+        done.set()
+        return left[0]
+
+    return read
+
+
+def test_the_sampler_counts_only_sockets_open_together() -> None:
+    # Server-side sockets (local, remote, inode): a and b are cut by the proxy,
+    # c and d are their replacements (the same 4-tuple again would be a new inode).
+    a, b = ("0:1F90", "0:A000", "11"), ("0:1F90", "0:A002", "12")
+    c, d = ("0:1F90", "0:A004", "13"), ("0:1F90", "0:A006", "14")
+    torn = [frozenset({a, b}),
+            frozenset({a, b, c}),  # its first pages read before the cut, the last after
+            frozenset({c, d})]
+    real = [frozenset({a, b}), frozenset({a, b, c}), frozenset({a, b, c})]
+    peaks = []
+    for reads in (torn, real):
+        done = threading.Event()
+        sampler = ConnectionSampler(8080, _scripted(reads, done))
+        wait_for(done.is_set, "every scripted read taken")
+        peaks.append(sampler.stop())
+    assert peaks == [2, 3], "a torn read is not 3 at once; 3 in two reads in a row are"
+
+
 def test_a_thousand_writers_share_two_connections_and_replies_reach_their_writer(
         server: BookieProcess, proxy: TcpProxy, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="folio")
     writers, per_writer, segments = 1000, 3, 100
-    wait_for(lambda: established_on(server.port) == 0, "earlier tests' connections gone")
+    wait_for(lambda: not established_on(server.port), "earlier tests' connections gone")
     sampler = ConnectionSampler(server.port)
     try:
         with folio.Client(proxy.address, timeout_s=30) as client:
@@ -223,7 +291,7 @@ def test_a_cut_channel_is_replaced_and_its_flows_set_up_again(
     writers, per_writer, segments = 20, 300, 10
     total = writers * per_writer
     done = threading.Semaphore(0)
-    wait_for(lambda: established_on(server.port) == 0, "earlier tests' connections gone")
+    wait_for(lambda: not established_on(server.port), "earlier tests' connections gone")
     sampler = ConnectionSampler(server.port)
     with folio.Client(proxy.address, timeout_s=30) as client:
         client.create_topic("pool-cut", segments)
