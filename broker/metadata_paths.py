@@ -32,6 +32,8 @@ path                              holds (owner)                           writte
 ``/folio/kafka/delegation_tokens`` Kafka delegation tokens, one child     brokers        persistent
                                   per token id                            serving Kafka
                                   (``broker.kafka.sasl.delegation``)
+``/folio/kafka/share_group_configs`` Kafka share groups' configs      admins         persistent
+                                  (``broker.kafka.share_groups.group_configs``)
 ``/folio/kafka/producer_ids``     the next Kafka producer id block        brokers        persistent
                                   (``broker.kafka.producer_ids``)         serving Kafka
 ================================  ======================================  =============  ==========
