@@ -42,11 +42,13 @@ from broker.segments.segment import LedgerSegment
 from broker.topics.internal import refuse_internal_segment
 from broker.topics.records import TopicRecord
 from ledger.api import LedgerService, MetadataStore
-from ledger.errors import LedgerError, NoNodeError
+from ledger.errors import LedgerError, LedgerFencedError, NoNodeError, NoSuchLedgerError
 from txnbuffer.api import SnapshotPolicy, SnapshotStore
 
 __all__ = ["LoadedSegments", "needs_reload", "read_topic"]
 
+#: How long ``ensure_sealed`` waits for the owner's seal of a segment it raced.
+_SEALED_ELSEWHERE_WAIT_S = 10.0
 log = logging.getLogger(__name__)
 
 
@@ -314,7 +316,35 @@ class LoadedSegments:
         return names
 
     async def ensure_sealed(self, topic: str, number: int) -> None:
-        """Seal the segment in the ledger service unless it is sealed already."""
+        """Seal the segment in the ledger service unless it is sealed already.
+
+        In a cluster its owner may seal it at the same time (it reloads the
+        segment once the topic's record changes), recovering and dropping the
+        empty ledger this broker's load opened: this seal then fails on that
+        ledger (gone, or fenced). Sealed by either is what was asked, so the
+        segment's record is read until it says sealed (a few seconds at most),
+        else the failure is raised.
+        """
+        try:
+            await self._seal(topic, number)
+        except (NoSuchLedgerError, LedgerFencedError) as error:
+            deadline = asyncio.get_running_loop().time() + _SEALED_ELSEWHERE_WAIT_S
+            while not await self._record_sealed(topic, number):
+                if asyncio.get_running_loop().time() > deadline:
+                    raise error
+                await asyncio.sleep(0.1)
+            log.info("segment %s: sealed by its owner meanwhile (%s)",
+                     make_segment_name(topic, number), error)
+
+    async def _record_sealed(self, topic: str, number: int) -> bool:
+        """Whether the segment's record says sealed (or is gone: being deleted)."""
+        try:
+            node = await self._store.get(segment_path(topic, number))
+        except NoNodeError:
+            return True
+        return SegmentRecord.from_bytes(node.data).sealed
+
+    async def _seal(self, topic: str, number: int) -> None:
         name = make_segment_name(topic, number)
         loaded = self._segments.get(name)
         if loaded is not None and not needs_reload(loaded, self._reload_fenced):
