@@ -26,7 +26,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +34,8 @@ if str(_ROOT / "scripts") not in sys.path:
     sys.path.insert(0, str(_ROOT / "scripts"))
 
 from free_ports import free_port  # noqa: E402
+
+from tests.support.wait import wait_for  # noqa: E402
 
 __all__ = ["REALM", "Kdc", "running_kdc"]
 
@@ -105,17 +106,17 @@ class Kdc:
         self._process = subprocess.Popen([_command("krb5kdc"), "-n", "-r", REALM], env=self.env(),
                                          stdout=log, stderr=subprocess.STDOUT)
         log.close()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            assert self._process.poll() is None, (
-                f"krb5kdc exited {self._process.returncode}: "
-                f"{(self.root / 'krb5kdc.out').read_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                assert time.monotonic() < deadline, f"krb5kdc not listening on {self.port}"
-                time.sleep(0.05)
+        wait_for(self._listening, f"krb5kdc listening on {self.port}", START_TIMEOUT_S)
+
+    def _listening(self) -> bool:
+        """Whether the KDC's port accepts a connection (it must not have exited)."""
+        assert self._process is not None and self._process.poll() is None, (
+            f"krb5kdc exited: {(self.root / 'krb5kdc.out').read_text()}")
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+        except OSError:
+            return False
+        return True
 
     def stop(self) -> None:
         """Terminate the KDC (killed if it does not exit in time)."""
