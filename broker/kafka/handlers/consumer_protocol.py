@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -63,15 +64,16 @@ async def _names(context: KafkaContext, topic_partitions: Any) -> Partitions | N
     return owned
 
 
-async def _ids(context: KafkaContext, partitions: Partitions,
-               ) -> list[tuple[uuid.UUID, str, tuple[int, ...]]]:
-    """(topic id, name, partitions) of each topic that still has an id."""
+async def assigned_topic_ids(context: KafkaContext, partitions: Mapping[str, Iterable[int]],
+                             ) -> list[tuple[uuid.UUID, str, tuple[int, ...]]]:
+    """(topic id, name, partitions) of each topic that still has an id (the assignment a
+    KIP-848 or a share group's heartbeat answers, by topic id)."""
     found = []
     for name in sorted(partitions):
         try:
             topic_id = uuid.UUID(await context.topics.topic_id(name))
         except (BrokerError, LedgerError, ValueError):
-            continue  # deleted meanwhile: the next target leaves it out
+            continue  # deleted meanwhile: the next assignment leaves it out
         context.topic_ids.note(name, topic_id)
         found.append((topic_id, name, tuple(sorted(partitions[name]))))
     return found
@@ -112,7 +114,7 @@ async def handle_heartbeat(context: KafkaContext, call: Call) -> Any:
         topic_cls = nested(cls, "TopicPartitions")
         assignment = build(nested(cls, "Assignment"), topic_partitions=tuple(
             build(topic_cls, topic_id=topic_id, partitions=partitions)
-            for topic_id, _, partitions in await _ids(context, result.assignment)))
+            for topic_id, _, partitions in await assigned_topic_ids(context, result.assignment)))
     return build(cls, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
                  member_id=result.member_id, member_epoch=result.member_epoch,
                  heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
@@ -150,7 +152,7 @@ async def _described(context: KafkaContext, cls: Any, group: ModernGroup) -> Any
     async def assignment(partitions: Partitions) -> Any:
         return build(assignment_cls, topic_partitions=tuple(
             build(topic_cls, topic_id=topic_id, topic_name=name, partitions=numbers)
-            for topic_id, name, numbers in await _ids(context, partitions)))
+            for topic_id, name, numbers in await assigned_topic_ids(context, partitions)))
 
     members = []
     for member in group.members.values():

@@ -12,7 +12,6 @@ broker built without share groups answers UNSUPPORTED_VERSION with the reason.
 from __future__ import annotations
 
 import datetime
-import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -21,11 +20,12 @@ from broker.errors import BrokerError
 from broker.kafka.access import GROUP_CONSUME, GROUP_LOOKUP, TOPIC_LOOKUP, allowed
 from broker.kafka.context import KafkaContext
 from broker.kafka.dispatch import Api, Call
+from broker.kafka.handlers.consumer_protocol import assigned_topic_ids
 from broker.kafka.handlers.coordination import ZERO, checked_coordinators
 from broker.kafka.locator import GROUP_KEY
 from broker.kafka.messages import build, nested, response_class
 from broker.kafka.share_groups.coordinator import ShareCoordinator
-from broker.kafka.share_groups.membership import Partitions, ShareGroup
+from broker.kafka.share_groups.membership import ShareGroup
 from ledger.errors import LedgerError
 
 __all__ = ["NO_SHARE_GROUPS", "ROWS", "SHARE_GROUP_DESCRIBE_KEY",
@@ -40,20 +40,6 @@ NO_SHARE_GROUPS = "share groups are not served by this broker (docs/kafka.md)"
 def shares_of(context: KafkaContext) -> ShareCoordinator | None:
     """The broker's share groups, None where they are not served."""
     return None if context.coordinators is None else context.coordinators.shares
-
-
-async def topic_ids(context: KafkaContext, partitions: Partitions,
-                    ) -> list[tuple[uuid.UUID, str, tuple[int, ...]]]:
-    """(topic id, name, partitions) of each topic that still has an id."""
-    found = []
-    for name in sorted(partitions):
-        try:
-            topic_id = uuid.UUID(await context.topics.topic_id(name))
-        except (BrokerError, LedgerError, ValueError):
-            continue  # deleted meanwhile: the next assignment leaves it out
-        context.topic_ids.note(name, topic_id)
-        found.append((topic_id, name, partitions[name]))
-    return found
 
 
 async def handle_heartbeat(context: KafkaContext, call: Call) -> Any:
@@ -90,7 +76,7 @@ async def handle_heartbeat(context: KafkaContext, call: Call) -> Any:
         topic_cls = nested(cls, "TopicPartitions")
         assignment = build(nested(cls, "Assignment"), topic_partitions=tuple(
             build(topic_cls, topic_id=topic_id, partitions=numbers)
-            for topic_id, _, numbers in await topic_ids(context, result.assignment)))
+            for topic_id, _, numbers in await assigned_topic_ids(context, result.assignment)))
     return build(cls, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
                  member_id=result.member_id, member_epoch=result.member_epoch,
                  heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
@@ -131,7 +117,7 @@ async def _described(context: KafkaContext, cls: Any, group: ShareGroup) -> Any:
     for member in group.members.values():
         assignment = build(nested(cls, "Assignment"), topic_partitions=tuple(
             build(topic_cls, topic_id=topic_id, topic_name=name, partitions=numbers)
-            for topic_id, name, numbers in await topic_ids(context, member.assigned)))
+            for topic_id, name, numbers in await assigned_topic_ids(context, member.assigned)))
         members.append(build(
             member_cls, member_id=member.member_id, rack_id=member.rack_id,
             member_epoch=member.member_epoch, client_id=member.client_id,
